@@ -1,0 +1,1 @@
+"""Shared pytest fixtures: temp databases and the local fake servers."""
