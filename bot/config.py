@@ -1,0 +1,219 @@
+"""TOML config + environment -> typed settings. The only module that reads the environment."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.guards import Limits
+from bot.pricing import Price
+
+
+class ConfigError(Exception):
+    """Every problem found, one per line, each with its location."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class Secret(str):
+    """A string that never shows itself in a repr (tracebacks, debug prints)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    primary: str = "claude-sonnet-4-5"
+    fallbacks: tuple[str, ...] = ("claude-haiku-4-5",)
+    max_tokens: int = 4096
+    context_budget_tokens: int | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    @property
+    def chain(self) -> list[str]:
+        return [self.primary, *(m for m in self.fallbacks if m != self.primary)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalSettings:
+    approvers: tuple[str, ...] = ()  # user ids (U…/W…) or user groups (S…); empty = anyone in the channel
+    destructive_approvers: tuple[str, ...] | None = None  # None: same as approvers
+    allow_self_approval: bool = False
+    expire_minutes: float = 30.0
+    required_approvals: int = 1
+    destructive_required_approvals: int | None = None  # None: same as required_approvals
+
+    def who_may_approve(self, category: str) -> tuple[str, ...]:
+        if category == "destructive" and self.destructive_approvers is not None:
+            return self.destructive_approvers
+        return self.approvers
+
+    def required(self, category: str) -> int:
+        if category == "destructive" and self.destructive_required_approvals is not None:
+            return self.destructive_required_approvals
+        return self.required_approvals
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    limits: Limits = field(default_factory=Limits)
+    channels: tuple[str, ...] = ()
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    tools: Mapping[str, Any] = field(default_factory=lambda: {"modules": ["tools.builtin"]})
+    status_update_seconds: float = 2.0
+    # environment: secrets and endpoints only
+    slack_bot_token: Secret | None = None
+    slack_app_token: Secret | None = None
+    slack_signing_secret: Secret | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    anthropic_api_key: Secret | None = None
+    anthropic_base_url: str | None = None
+    db_path: str = "opsloop.db"
+    config_path: str | None = None
+    log_level: str = "info"
+
+
+# key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
+_SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
+    "model": {"primary": (str,), "fallbacks": (list,), "max_tokens": (int,), "context_budget_tokens": (int,),
+              "prices": (dict,)},
+    "limits": {"max_iterations": (int,), "deadline_seconds": (int, float), "token_budget": (int,),
+               "cost_budget_usd": (int, float), "max_consecutive_errors": (int,), "parallelism": (int,)},
+    "slack": {"channels": (list,), "status_update_seconds": (int, float)},
+    "approvals": {"approvers": (list,), "destructive_approvers": (list,), "allow_self_approval": (bool,),
+                  "expire_minutes": (int, float), "required_approvals": (int,),
+                  "destructive_required_approvals": (int,)},
+    "tools": {},  # validated by tools.config.build_registry, which knows its own keys
+    "log": {"level": (str,)},
+}
+
+
+def _check(section: str, table: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"{section}.{key}"
+        types = _SCHEMA[section].get(key)
+        if types is None:
+            problems.append(f"{where}: unknown key (known: {', '.join(sorted(_SCHEMA[section]))})")
+        elif (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            names = " or ".join(t.__name__ for t in types)
+            problems.append(f"{where}: expected {names}, got {type(value).__name__} {value!r}")
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            problems.append(f"{where}: must not be negative, got {value!r}")
+        elif isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            problems.append(f"{where}: expected a list of strings")
+        else:
+            out[key] = value
+    return out
+
+
+def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
+    prices = {}
+    for model, spec in table.items():
+        where = f"model.prices.{model}"
+        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys():
+            problems.append(f"{where}: expected {{ input = USD/MTok, output = USD/MTok }}")
+            continue
+        try:
+            prices[model] = Price(**{k: float(v) for k, v in spec.items()})
+        except (TypeError, ValueError) as e:
+            problems.append(f"{where}: {e}")
+    return prices
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the TOML file (every key optional) and the environment; raise ConfigError listing every problem."""
+    env = os.environ if env is None else env
+    path = path or env.get("OPSLOOP_CONFIG")
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    if path:
+        try:
+            raw = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError([f"{path}: config file not found"]) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError([f"{path}: invalid TOML: {e}"]) from None
+    sections: dict[str, dict[str, Any]] = {}
+    for name, table in raw.items():
+        if name not in _SCHEMA:
+            problems.append(f"{name}: unknown section (known: {', '.join(sorted(_SCHEMA))})")
+        elif not isinstance(table, dict):
+            problems.append(f"{name}: expected a table")
+        else:
+            sections[name] = table if name == "tools" else _check(name, table, problems)
+    m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
+    model = ModelSettings(
+        primary=m.get("primary", ModelSettings.primary),
+        fallbacks=tuple(m.get("fallbacks", ModelSettings.fallbacks)),
+        max_tokens=m.get("max_tokens", ModelSettings.max_tokens),
+        context_budget_tokens=m.get("context_budget_tokens"),
+        prices=_prices(m.get("prices", {}), problems),
+    )
+    if model.max_tokens < 1:
+        problems.append("model.max_tokens: must be at least 1")
+    limits = Limits(**{k: v for k, v in lim.items()})
+    if limits.max_iterations < 1:
+        problems.append("limits.max_iterations: must be at least 1")
+    for key in ("approvers", "destructive_approvers"):
+        for who in ap.get(key, []):
+            if who[:1] not in ("U", "W", "S"):
+                problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
+    approvals = ApprovalSettings(
+        approvers=tuple(ap.get("approvers", ())),
+        destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
+        allow_self_approval=ap.get("allow_self_approval", False),
+        expire_minutes=ap.get("expire_minutes", 30.0),
+        required_approvals=max(1, ap.get("required_approvals", 1)),
+        destructive_required_approvals=ap.get("destructive_required_approvals"),
+    )
+    if problems:
+        raise ConfigError(problems)
+
+    def secret(name: str) -> Secret | None:
+        value = env.get(name, "").strip()
+        return Secret(value) if value else None
+
+    return Settings(
+        model=model,
+        limits=limits,
+        channels=tuple(sl.get("channels", ())),
+        status_update_seconds=float(sl.get("status_update_seconds", 2.0)),
+        approvals=approvals,
+        tools=sections.get("tools", {"modules": ["tools.builtin"]}),
+        slack_bot_token=secret("SLACK_BOT_TOKEN"),
+        slack_app_token=secret("SLACK_APP_TOKEN"),
+        slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
+        slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
+        anthropic_api_key=secret("ANTHROPIC_API_KEY"),
+        anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        db_path=env.get("OPSLOOP_DB") or "opsloop.db",
+        config_path=str(path) if path else None,
+        log_level=str(sections.get("log", {}).get("level", "info")),
+    )
+
+
+def missing_for_run(settings: Settings) -> list[str]:
+    """What `opsloop run` cannot start without, one clear line each."""
+    problems = []
+    if not settings.slack_bot_token:
+        problems.append("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)")
+    elif not settings.slack_bot_token.startswith("xoxb-"):
+        problems.append("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
+    if settings.slack_app_token and not settings.slack_app_token.startswith("xapp-"):
+        problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp- (Socket Mode)")
+    if not settings.slack_app_token and not settings.slack_signing_secret:
+        problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
+    if not settings.anthropic_api_key:
+        problems.append("ANTHROPIC_API_KEY is not set")
+    return problems

@@ -1,0 +1,131 @@
+"""Pure functions over the Messages-API history the runtime keeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bot.types import ToolCall
+
+Block = dict[str, Any]
+
+
+def tool_calls(content: Sequence[Block]) -> list[ToolCall]:
+    return [
+        ToolCall(id=b["id"], name=b["name"], args=dict(b.get("input") or {}))
+        for b in content
+        if b.get("type") == "tool_use"
+    ]
+
+
+def final_text(content: Sequence[Block]) -> str:
+    return "\n\n".join(b["text"].strip() for b in content if b.get("type") == "text" and b["text"].strip())
+
+
+def closing_results(calls: Sequence[ToolCall], results: dict[str, tuple[str, bool]], missing: str) -> list[Block]:
+    """The user turn answering every call in order; calls without a result get `missing`."""
+    blocks = []
+    for call in calls:
+        content, is_error = results.get(call.id, (missing, True))
+        block: Block = {"type": "tool_result", "tool_use_id": call.id, "content": content or "(no output)"}
+        if is_error:
+            block["is_error"] = True
+        blocks.append(block)
+    return blocks
+
+
+def keep_complete_calls(content: list[Block], stop_reason: str | None) -> list[Block]:
+    """A reply cut off by max_tokens may end in a tool_use with half its input: drop it."""
+    if stop_reason == "max_tokens" and content and content[-1].get("type") == "tool_use":
+        content = content[:-1]
+    return [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
+
+
+_NAME_KEYS = ("name", "tool", "tool_name")
+_ARG_KEYS = ("input", "arguments", "args", "parameters")
+
+
+def recover_json_tool_calls(content: list[Block], *, known: Iterable[Any]) -> list[Block]:
+    """Turn a tool call the model wrote as JSON text into a real tool_use block.
+
+    Only when the reply has no tool_use at all, and only for a name in the registry.
+    """
+    if any(b.get("type") == "tool_use" for b in content):
+        return content
+    names = {t.name for t in known}
+    out: list[Block] = []
+    found = 0
+    for block in content:
+        if block.get("type") != "text":
+            out.append(block)
+            continue
+        text, calls = _extract_calls(block["text"], names)
+        if text.strip():
+            out.append({"type": "text", "text": text.strip()})
+        for name, args in calls:
+            found += 1
+            out.append({"type": "tool_use", "id": f"toolu_recovered_{found:02d}", "name": name, "input": args})
+    return out if found else content
+
+
+def _extract_calls(text: str, names: set[str]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    decoder = json.JSONDecoder()
+    calls: list[tuple[str, dict[str, Any]]] = []
+    kept: list[str] = []
+    i = 0
+    while (start := text.find("{", i)) != -1:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            kept.append(text[i : start + 1])
+            i = start + 1
+            continue
+        name = next((obj[k] for k in _NAME_KEYS if isinstance(obj, dict) and isinstance(obj.get(k), str)), None)
+        args = next((obj[k] for k in _ARG_KEYS if isinstance(obj, dict) and isinstance(obj.get(k), dict)), {})
+        if name in names:
+            calls.append((name, args))
+            kept.append(text[i:start])
+        else:
+            kept.append(text[i:end])
+        i = end
+    kept.append(text[i:])
+    cleaned = "".join(kept)
+    if calls:  # drop the code fences that held the JSON
+        cleaned = cleaned.replace("```json", "").replace("```", "")
+    return cleaned, calls
+
+
+def split_for_condensing(history: Sequence[Block], keep: int = 4) -> int | None:
+    """Index where the kept tail starts: an assistant turn, so roles still alternate and every
+    tool_use in the tail keeps its tool_result. None when there is nothing older to condense."""
+    for i in range(max(1, len(history) - keep), len(history)):
+        if history[i]["role"] == "assistant" and i >= 2:
+            return i
+    for i in range(len(history) - 1, 1, -1):
+        if history[i]["role"] == "assistant":
+            return i
+    return None
+
+
+def transcript(history: Sequence[Block], per_block: int = 2000) -> str:
+    """A plain-text rendering of turns for the condensation request."""
+    lines = []
+    for message in history:
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for b in content:
+            kind = b.get("type")
+            if kind == "text":
+                body = b["text"]
+            elif kind == "tool_use":
+                body = f"called {b['name']}({json.dumps(b.get('input') or {})})"
+            elif kind == "tool_result":
+                body = f"result{' (error)' if b.get('is_error') else ''}: {b.get('content')}"
+            else:
+                continue
+            if len(body) > per_block:
+                body = body[:per_block] + f" … [{len(body) - per_block} chars cut]"
+            lines.append(f"{message['role']}: {body}")
+    return "\n".join(lines)

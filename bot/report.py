@@ -1,0 +1,101 @@
+"""The handoff report: why a run stopped and where it left off, built from history alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.types import RunResult
+
+STOP_WORDS = {
+    "completed": "the agent finished the task",
+    "iteration_limit": "it used every agent step it was allowed",
+    "deadline": "it ran out of wall-clock time",
+    "token_budget": "it spent its token budget",
+    "cost_budget": "it spent its cost budget",
+    "loop_detected": "it kept repeating the same call with the same result",
+    "consecutive_errors": "several tool calls in a row failed",
+    "permission_denied": "a tool refused the action as not permitted (policy), so the run stopped",
+    "cancelled": "a person pressed Stop",
+    "model_error": "the model could not be reached or rejected the request",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSummary:
+    name: str
+    calls: int
+    last_result: str
+    last_is_error: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffReport:
+    result: RunResult
+    stop_words: str
+    tools: tuple[ToolSummary, ...]
+    last_reasoning: str | None
+    pending: tuple[str, ...]
+
+
+def handoff_report(result: RunResult, history: Sequence[dict[str, Any]],
+                   pending_approvals: Sequence[dict[str, Any]] = ()) -> HandoffReport:
+    """Summarise a stopped run for the humans taking over. No model call."""
+    names: dict[str, str] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    last_text = None
+    unanswered: list[str] = []
+    for message in history:
+        content = message["content"] if isinstance(message["content"], list) else []
+        for block in content:
+            kind = block.get("type")
+            if kind == "tool_use":
+                names[block["id"]] = block["name"]
+                s = summaries.setdefault(block["name"], {"calls": 0, "last": "", "error": False})
+                s["calls"] += 1
+            elif kind == "tool_result" and block["tool_use_id"] in names:
+                s = summaries[names[block["tool_use_id"]]]
+                s["last"] = _text_of(block.get("content"))
+                s["error"] = bool(block.get("is_error"))
+                if s["last"].startswith(("Not run: the run stopped", "No result: the run stopped")):
+                    unanswered.append(f"{names[block['tool_use_id']]} was not run before the stop")
+            elif kind == "text" and message["role"] == "assistant" and block["text"].strip():
+                last_text = block["text"].strip()
+    pending = [f"approval for {a['tool']} is still {a['state']}" for a in pending_approvals] + unanswered
+    return HandoffReport(
+        result=result,
+        stop_words=STOP_WORDS.get(result.stop_reason.value, result.stop_reason.value),
+        tools=tuple(ToolSummary(name=n, calls=s["calls"], last_result=s["last"], last_is_error=s["error"])
+                    for n, s in summaries.items()),
+        last_reasoning=last_text,
+        pending=tuple(pending),
+    )
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""
+
+
+def render_text(report: HandoffReport) -> str:
+    """The report as plain text (CLI, logs, and the fallback text of the Slack message)."""
+    r = report.result
+    u = r.usage
+    lines = [
+        f"Run stopped: {r.stop_reason.value} — {report.stop_words}.",
+        f"Detail: {r.stop_detail}" if r.stop_detail else "",
+        f"Iterations: {r.iterations} · tokens in {u.input_tokens:,} / out {u.output_tokens:,} / cache read "
+        f"{u.cache_read_tokens:,} / cache write {u.cache_write_tokens:,} · cost ${r.cost_usd:.4f} · "
+        f"{r.wall_seconds:.0f}s",
+    ]
+    if report.tools:
+        lines.append("Tools called:")
+        lines += [f"  {t.name} ×{t.calls}: {t.last_result[:200]}" for t in report.tools]
+    if report.last_reasoning:
+        lines.append(f"Last findings: {report.last_reasoning}")
+    lines.append("Pending: " + ("; ".join(report.pending) if report.pending else "nothing pending"))
+    return "\n".join(line for line in lines if line)

@@ -1,0 +1,448 @@
+"""The agent loop: RunConfig + run(). Short enough to read in one sitting.
+
+Each iteration: inject thread replies -> request -> record usage, check budgets ->
+done? -> tools (allowlist, confirm gate, execute) -> stop predicate and limits.
+Everything is persisted as it happens, so `run()` on a stored run resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bot import ModelClient, ToolRegistry, prompts
+from bot.guards import ErrorBreaker, Limits, LoopDetector, Stop, digest
+from bot.history import (
+    closing_results,
+    final_text,
+    keep_complete_calls,
+    recover_json_tool_calls,
+    split_for_condensing,
+    tool_calls,
+    transcript,
+)
+from bot.pricing import Price
+from bot.redact import redact
+from bot.store import Store
+from bot.types import (
+    ConfirmRequest,
+    ContextOverflow,
+    Decision,
+    Injected,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    RunResult,
+    StopReason,
+    ToolCall,
+    Usage,
+)
+from tools import Category, PermissionDenied, ToolError
+
+log = structlog.get_logger("opsloop.run")
+
+Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
+Inject = Callable[[], Awaitable[list[Injected]]]
+StopRequested = Callable[[], Awaitable[str | None]]
+OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    """Everything one run needs; the loop imports none of it."""
+
+    model: ModelClient
+    store: Store
+    tools: ToolRegistry
+    price: Price
+    system_prompt: str = prompts.SYSTEM_PROMPT
+    limits: Limits = field(default_factory=Limits)
+    max_tokens: int = 4096
+    confirm: Confirm | None = None  # None: confirm tools are refused, never run
+    inject: Inject | None = None  # returns replies already stored in the inbox
+    stop_requested: StopRequested | None = None  # returns who asked to stop, or None
+    on_event: OnEvent | None = None
+    condense: bool = True
+    context_budget_tokens: int | None = None  # condense when a prompt grows past this
+
+
+async def run(cfg: RunConfig, run_id: str) -> RunResult:
+    """Run (or resume) a stored run until it completes or hits a boundary."""
+    return await _Run.load(cfg, run_id)
+
+
+class _Run:
+    def __init__(self, cfg: RunConfig, row: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        self.cfg, self.id, self.history = cfg, row["id"], history
+        self.task = row["task"]
+        self.iterations: int = row["iterations"]
+        self.usage = Usage(
+            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"], cache_write_tokens=row["cache_write_tokens"],
+        )
+        self.cost: float = row["cost_usd"]
+        self.tools_called: list[str] = list(row["tools_called"])
+        self.condensed = bool(row["condensed"])
+        self.agent_seconds_before: float = row["agent_seconds"]
+        self.started = time.monotonic()
+        self.pending_condense = False
+        self.paused = 0.0  # seconds spent waiting for humans: not the agent's deadline
+        limits = cfg.limits
+        self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
+        self.breaker = ErrorBreaker(limits.max_consecutive_errors)
+        self.tool_schemas = cfg.tools.api_schemas()  # fixed for the whole run: the prompt cache depends on it
+
+    @classmethod
+    async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
+        row = await cfg.store.get_run(run_id)
+        self = cls(cfg, row, await cfg.store.history(run_id))
+        if row["status"] == "finished":
+            return self.result(StopReason(row["stop_reason"]), row["stop_detail"] or "", row["output"],
+                               row["stopped_by"])
+        with structlog.contextvars.bound_contextvars(run_id=run_id):
+            return await self.loop()
+
+    # --- the loop -----------------------------------------------------------
+    async def loop(self) -> RunResult:
+        try:
+            try:
+                if calls := self.pending_calls():  # resumed between a tool_use and its results
+                    await self.execute(calls)
+                while True:
+                    output = await self.step()
+                    if output is not None:
+                        return await self.finish(StopReason.COMPLETED, output=output)
+            except asyncio.CancelledError:
+                by = await self.cfg.stop_requested() if self.cfg.stop_requested else None
+                if by is None:
+                    raise  # shutdown, not a Stop click: the stored run resumes on restart
+                if task := asyncio.current_task():
+                    task.uncancel()
+                raise Stop(StopReason.CANCELLED, f"stopped by {by}", by=by) from None
+        except Stop as stop:
+            return await self.finish(stop.reason, stop.detail, by=stop.by)
+        except ModelError as e:
+            return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
+
+    async def step(self) -> str | None:
+        await self.check_stop_requested()
+        if self.iterations >= self.cfg.limits.max_iterations:
+            raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
+        self.iterations += 1
+        await self.emit("iteration", step=self.iterations)
+        await self.inject()
+        response = await self.request()
+        calls = tool_calls(response.content)
+        if not calls:
+            return final_text(response.content)
+        await self.execute(calls)
+        await self.check_stop_requested()
+        self.check_deadline()
+        return None
+
+    # --- 1 inject -----------------------------------------------------------
+    async def inject(self) -> None:
+        items = await self.cfg.inject() if self.cfg.inject else []
+        if not items:
+            return
+        texts = [{"type": "text", "text": redact(prompts.thread_reply(i.user, i.text))} for i in items]
+        if self.history and self.history[-1]["role"] == "user":
+            self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
+        else:
+            self.history.append({"role": "user", "content": texts})
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
+                                         consumed_inbox=[i.id for i in items])
+        await self.trace("inject", messages=[{"user": i.user, "text": i.text} for i in items])
+
+    # --- 2-3 request, record, budgets ---------------------------------------
+    async def request(self) -> ModelResponse:
+        while True:
+            request = ModelRequest(system=self.cfg.system_prompt, tools=self.tool_schemas,
+                                   messages=self.history, max_tokens=self.cfg.max_tokens)
+            await self.trace("request", iteration=self.iterations, messages=len(self.history),
+                             request_chars=len(str(self.history)))
+            began = time.monotonic()
+            try:
+                async with self.deadline("waiting for the model"):
+                    response = await self.cfg.model.complete(request)
+            except ContextOverflow as e:
+                await self.condense(str(e))
+                continue
+            if response.stop_reason == "model_context_window_exceeded":
+                self.usage = self.usage + response.usage
+                self.cost += self.cfg.price.cost(response.usage)
+                await self.condense("model_context_window_exceeded")
+                continue
+            content = await self.record(response, latency=time.monotonic() - began)
+            return dataclasses.replace(response, content=content)
+
+    async def record(self, response: ModelResponse, *, latency: float) -> list[dict[str, Any]]:
+        """Charge the usage, store the assistant turn, check the budgets; returns the stored content."""
+        self.usage = self.usage + response.usage
+        self.cost += self.cfg.price.cost(response.usage)
+        content = recover_json_tool_calls(response.content, known=self.cfg.tools)
+        content = keep_complete_calls(content, response.stop_reason)
+        if not content:
+            raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
+        content = [redact_block(b) for b in content]
+        self.history.append({"role": "assistant", "content": content})
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
+        await self.save_totals(model=response.model)
+        await self.trace("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
+                         model=response.model, latency_ms=round(latency * 1000),
+                         text=final_text(content)[:500], tool_calls=[c.name for c in tool_calls(content)])
+        self.check_budgets()
+        if (budget := self.cfg.context_budget_tokens) and response.usage.prompt_tokens > budget and tool_calls(content):
+            self.pending_condense = True
+        return content
+
+    def check_budgets(self) -> None:
+        limits = self.cfg.limits
+        if self.usage.paid_tokens >= limits.token_budget:
+            raise Stop(StopReason.TOKEN_BUDGET, f"{self.usage.paid_tokens:,} paid tokens of {limits.token_budget:,}")
+        if self.cost >= limits.cost_budget_usd:
+            raise Stop(StopReason.COST_BUDGET, f"${self.cost:.4f} of ${limits.cost_budget_usd:.2f}")
+
+    # --- 5 tools ------------------------------------------------------------
+    def pending_calls(self) -> list[ToolCall]:
+        if self.history and self.history[-1]["role"] == "assistant":
+            return tool_calls(self.history[-1]["content"])
+        return []
+
+    async def execute(self, calls: list[ToolCall]) -> None:
+        """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn."""
+        done = await self.cfg.store.tool_results(self.id)
+        results: dict[str, tuple[str, bool]] = {}
+        for group in self.batches(calls):
+            for call in (c for c in group if c.id in done):  # answered before a restart
+                row = done[call.id]
+                results[call.id] = ((row["content"], bool(row["is_error"])) if row["content"] is not None
+                                    else (prompts.unknown_outcome(call.name), True))
+            fresh = [c for c in group if c.id not in done]
+            outcomes = await self.run_group(fresh)
+            for call, (content, is_error, counts) in zip(fresh, outcomes, strict=True):
+                results[call.id] = await self.after_call(call, content, is_error, counts)
+        await self.answer(calls, results)
+
+    def batches(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        """Consecutive read-only, parallel-safe calls form one batch; every other call is alone."""
+        out: list[list[ToolCall]] = []
+        for call in calls:
+            if self.parallel_safe(call) and out and all(self.parallel_safe(c) for c in out[-1]):
+                out[-1].append(call)
+            else:
+                out.append([call])
+        return out
+
+    def parallel_safe(self, call: ToolCall) -> bool:
+        t = self.cfg.tools.get(call.name)
+        return t is not None and t.category == Category.READ_ONLY and bool(t.parallel)
+
+    async def run_group(self, group: list[ToolCall]) -> list[tuple[str, bool, bool]]:
+        if len(group) <= 1:
+            return [await self.call_tool(c) for c in group]
+        gate = asyncio.Semaphore(self.cfg.limits.parallelism)
+
+        async def bounded(call: ToolCall) -> tuple[str, bool, bool]:
+            async with gate:
+                return await self.call_tool(call)
+
+        return list(await asyncio.gather(*(bounded(c) for c in group)))
+
+    async def call_tool(self, call: ToolCall) -> tuple[str, bool, bool]:
+        """One call through allowlist, validation and the confirm gate.
+
+        Returns (content, is_error, counts_toward_the_error_breaker)."""
+        self.tools_called.append(call.name)
+        tool = self.cfg.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(t.name for t in self.cfg.tools)
+            return f"unknown tool {call.name!r}; available tools: {known}", True, True
+        try:
+            args = tool.validate(call.args)
+        except ToolError as e:
+            return f"invalid arguments for {call.name}: {e}", True, True
+        confirmed_by = None
+        began = time.monotonic()
+        try:
+            if tool.category != Category.READ_ONLY:
+                decision = await self.confirm(call, tool, args)
+                if not decision.approved:
+                    return prompts.decision_result(decision, call.name), True, False
+                confirmed_by = decision.confirmed_by
+                # Mark it started: after a crash we must not run a change twice.
+                await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=args,
+                                                      content=None, is_error=False, confirmed_by=confirmed_by)
+            await self.emit("tool", step=self.iterations, tool=call.name)
+            async with self.deadline(f"running {call.name}"):
+                content = await tool.run(args, confirmed_by=confirmed_by)
+            is_error = False
+        except ToolError as e:
+            content, is_error = str(e) or type(e).__name__, True
+        except PermissionDenied as e:
+            await self.trace("tool", tool=call.name, args=call.args, error=f"PermissionDenied: {e}")
+            raise Stop(StopReason.PERMISSION_DENIED, f"{call.name}: {e}") from None
+        content = redact(content)
+        await self.trace("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
+                         result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
+        return content, is_error, True
+
+    async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
+        preview = None
+        if tool.category == Category.DESTRUCTIVE:
+            async with self.deadline(f"running the dry-run of {call.name}"):
+                preview = await tool.dry_run(args)  # a ToolError here means: nothing to approve
+            preview = redact(preview) if preview is not None else None
+        if self.cfg.confirm is None:
+            return Decision(approved=False, outcome="unavailable", reason="no approver is configured for this run")
+        request = ConfirmRequest(run_id=self.id, call=ToolCall(id=call.id, name=call.name, args=args),
+                                 category=tool.category.value, preview=preview, args_hash=digest(args),
+                                 preview_hash=digest(preview) if preview is not None else None)
+        await self.emit("waiting_approval", step=self.iterations, tool=call.name)
+        await self.cfg.store.update_run(self.id, status="waiting_approval")
+        began = time.monotonic()
+        try:
+            decision = await self.cfg.confirm(request)
+        finally:
+            self.paused += time.monotonic() - began
+            await self.cfg.store.update_run(self.id, status="running")
+        await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
+                         by=decision.confirmed_by, reason=decision.reason)
+        return decision
+
+    async def after_call(self, call: ToolCall, content: str, is_error: bool, counts: bool) -> tuple[str, bool]:
+        """Persist one result, then apply the loop detector and the error breaker, in call order."""
+        args = call.args
+        seen = self.loops.observe(call.name, args, content)
+        limits = self.cfg.limits
+        if seen >= limits.loop_stop_at:
+            raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
+        if seen >= limits.loop_warn_at:
+            content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
+        confirmed = (await self.cfg.store.tool_results(self.id)).get(call.id, {}).get("confirmed_by")
+        await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=args,
+                                              content=content, is_error=is_error, confirmed_by=confirmed)
+        if counts and self.breaker.observe(is_error):
+            raise Stop(StopReason.CONSECUTIVE_ERRORS,
+                       f"{self.breaker.streak} tool errors in a row; last: {content[:200]}")
+        return content, is_error
+
+    async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
+        blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
+        self.history.append({"role": "user", "content": blocks})
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
+        await self.save_totals()
+        if self.pending_condense:
+            self.pending_condense = False
+            await self.condense("context budget exceeded")
+
+    # --- 6 stop predicate, limits ---------------------------------------------
+    async def check_stop_requested(self) -> None:
+        if self.cfg.stop_requested and (by := await self.cfg.stop_requested()):
+            raise Stop(StopReason.CANCELLED, f"stopped by {by}", by=by)
+
+    def agent_seconds(self) -> float:
+        return self.agent_seconds_before + time.monotonic() - self.started - self.paused
+
+    def check_deadline(self) -> None:
+        if self.agent_seconds() >= self.cfg.limits.deadline_seconds:
+            raise Stop(StopReason.DEADLINE, f"{self.cfg.limits.deadline_seconds:g}s of agent time used")
+
+    def deadline(self, doing: str) -> _Deadline:
+        return _Deadline(self.cfg.limits.deadline_seconds - self.agent_seconds(), doing)
+
+    # --- context overflow ---------------------------------------------------
+    async def condense(self, why: str) -> None:
+        if self.condensed or not self.cfg.condense:
+            raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) and it was already condensed once"
+                       if self.condensed else f"context window exceeded ({why}); condensation is off")
+        split = split_for_condensing(self.history)
+        if split is None:
+            raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) with nothing left to condense")
+        self.condensed = True
+        request = ModelRequest(system=prompts.CONDENSE_SYSTEM, tools=[], max_tokens=min(self.cfg.max_tokens, 2048),
+                               messages=[{"role": "user", "content": [{"type": "text",
+                                                                       "text": transcript(self.history[:split])}]}])
+        async with self.deadline("condensing the history"):
+            summary = await self.cfg.model.complete(request)
+        self.usage = self.usage + summary.usage
+        self.cost += self.cfg.price.cost(summary.usage)
+        head = {"role": "user", "content": [{"type": "text", "text": f"{self.task}\n\n[Summary of the work so far, "
+                                             f"condensed to fit the context window]\n{final_text(summary.content)}"}]}
+        self.history = [head, *self.history[split:]]
+        await self.cfg.store.replace_history(self.id, self.history)
+        await self.save_totals()
+        await self.trace("condense", why=why, kept_messages=len(self.history) - 1, usage=summary.usage.to_dict())
+        self.check_budgets()
+
+    # --- bookkeeping --------------------------------------------------------
+    async def save_totals(self, **extra: Any) -> None:
+        await self.cfg.store.update_run(
+            self.id, iterations=self.iterations, cost_usd=self.cost, agent_seconds=self.agent_seconds(),
+            tools_called=self.tools_called, condensed=int(self.condensed), **self.usage.to_dict(), **extra,
+        )
+
+    async def trace(self, kind: str, **data: Any) -> None:
+        log.info(kind, **data)
+        await self.cfg.store.add_step(self.id, kind, data)
+
+    async def emit(self, kind: str, **data: Any) -> None:
+        if self.cfg.on_event is None:
+            return
+        try:
+            await self.cfg.on_event(kind, {"run_id": self.id, "tokens": self.usage.paid_tokens,
+                                           "cost_usd": self.cost, **data})
+        except Exception:  # a status message must never break the run
+            log.exception("event_callback_failed", kind=kind)
+
+    async def finish(self, reason: StopReason, detail: str = "", *, by: str | None = None,
+                     output: str | None = None) -> RunResult:
+        if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
+            done = await self.cfg.store.tool_results(self.id)
+            results = {k: (v["content"], bool(v["is_error"])) for k, v in done.items() if v["content"] is not None}
+            await self.answer(calls, results, missing=reason.value)
+        await self.cfg.store.update_run(self.id, status="finished", stop_reason=reason.value, stop_detail=detail,
+                                        stopped_by=by, output=output)
+        await self.save_totals()
+        await self.trace("stop", reason=reason.value, detail=detail, by=by, iterations=self.iterations,
+                         usage=self.usage.to_dict(), cost_usd=round(self.cost, 6))
+        result = self.result(reason, detail, output, by)
+        await self.emit("finished", result=result)
+        return result
+
+    def result(self, reason: StopReason, detail: str, output: str | None, by: str | None) -> RunResult:
+        return RunResult(run_id=self.id, output=output, stop_reason=reason, stop_detail=detail,
+                         iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
+                         tools_called=tuple(self.tools_called), wall_seconds=self.agent_seconds(),
+                         model=getattr(self.cfg.model, "model", ""), stopped_by=by)
+
+
+class _Deadline:
+    """asyncio.timeout for the agent's remaining time; turns expiry into Stop(deadline)."""
+
+    def __init__(self, remaining: float, doing: str) -> None:
+        self.remaining, self.doing = remaining, doing
+        self._timeout = asyncio.timeout(max(0.0, remaining))
+
+    async def __aenter__(self) -> None:
+        if self.remaining <= 0:
+            raise Stop(StopReason.DEADLINE, f"deadline reached before {self.doing}")
+        await self._timeout.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._timeout.__aexit__(*exc)
+        except TimeoutError:
+            raise Stop(StopReason.DEADLINE, f"deadline reached while {self.doing}") from None
+
+
+def redact_block(block: dict[str, Any]) -> dict[str, Any]:
+    if block.get("type") == "text":
+        return {**block, "text": redact(block["text"])}
+    return block

@@ -1,0 +1,427 @@
+"""Everything a run knows, in SQLite (sqlite-utils, WAL), owned by one writer thread.
+
+`Ledger` is the synchronous store bound to the thread that opened it (the CLI uses
+it directly); `Store` is the async facade the bot uses, which runs every call on a
+single-thread executor so the connection never crosses threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlite_utils
+from sqlite_utils.migrations import Migrations
+
+T = TypeVar("T")
+
+migrations = Migrations("opsloop")
+
+ACTIVE_STATES = ("running", "waiting_approval")
+
+
+@migrations()
+def m001_runs(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {
+            "id": str,
+            "channel": str,
+            "thread_ts": str,
+            "mention_ts": str,
+            "requester": str,
+            "task": str,
+            "status": str,  # running | waiting_approval | finished
+            "model": str,
+            "stop_reason": str,
+            "stop_detail": str,
+            "stopped_by": str,
+            "output": str,
+            "iterations": int,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cache_read_tokens": int,
+            "cache_write_tokens": int,
+            "cost_usd": float,
+            "agent_seconds": float,
+            "condensed": int,
+            "tools_called": str,  # JSON list
+            "status_ts": str,
+            "stop_requested_by": str,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        defaults={
+            "iterations": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "cost_usd": 0.0,
+            "agent_seconds": 0.0,
+            "condensed": 0,
+            "tools_called": "[]",
+        },
+    )
+    db["runs"].create_index(["channel", "thread_ts"])
+    db["runs"].create_index(["status"])
+    db["messages"].create(
+        {"run_id": str, "seq": int, "role": str, "content": str, "created_at": float},
+        pk=("run_id", "seq"),
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db["tool_results"].create(
+        {
+            "run_id": str,
+            "tool_use_id": str,
+            "tool": str,
+            "args": str,
+            "content": str,
+            "is_error": int,
+            "confirmed_by": str,
+            "created_at": float,
+        },
+        pk=("run_id", "tool_use_id"),
+    )
+    db["steps"].create(
+        {"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id"
+    )
+    db["steps"].create_index(["run_id"])
+    db["events"].create({"event_id": str, "received_at": float}, pk="event_id")
+    db["inbox"].create(
+        {
+            "id": str,
+            "run_id": str,
+            "channel": str,
+            "ts": str,
+            "user": str,
+            "text": str,
+            "state": str,  # queued | consumed | superseding
+            "created_at": float,
+        },
+        pk="id",
+    )
+    db["inbox"].create_index(["run_id", "state"])
+    db["approvals"].create(
+        {
+            "id": str,
+            "run_id": str,
+            "tool_use_id": str,
+            "tool": str,
+            "category": str,
+            "args": str,
+            "args_hash": str,
+            "preview": str,
+            "preview_hash": str,
+            "requester": str,
+            "channel": str,
+            "thread_ts": str,
+            "message_ts": str,
+            "state": str,  # pending | approved | denied | expired | superseded
+            "required": int,
+            "approvals": str,  # JSON list of user ids who approved so far
+            "decided_by": str,
+            "decided_name": str,
+            "reason": str,
+            "created_at": float,
+            "expires_at": float,
+            "decided_at": float,
+            "run_tokens": int,
+            "run_cost_usd": float,
+        },
+        pk="id",
+        defaults={"required": 1, "approvals": "[]"},
+    )
+    db["approvals"].create_index(["run_id", "tool_use_id"])
+    db["approvals"].create_index(["state"])
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    row["tools_called"] = json.loads(row.get("tools_called") or "[]")
+    return row
+
+
+def _decode_approval(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    row["args"] = json.loads(row["args"]) if row.get("args") else {}
+    row["approvals"] = json.loads(row.get("approvals") or "[]")
+    return row
+
+
+class Ledger:
+    """Synchronous store; use only from the thread that created it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.db = sqlite_utils.Database(str(path))
+        if str(path) != ":memory:":
+            self.db.enable_wal()
+        self.db.execute("PRAGMA busy_timeout = 5000")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        migrations.apply(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- runs -------------------------------------------------------------
+    def create_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
+        mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """Create a run with its first user message(s); `history` continues an earlier run."""
+        now = time.time()
+        run_id = new_id("run")
+        with self.db.atomic():
+            self.db["runs"].insert(
+                {
+                    "id": run_id, "channel": channel, "thread_ts": thread_ts,
+                    "mention_ts": mention_ts, "requester": requester, "task": task,
+                    "status": "running", "model": model, "created_at": now, "updated_at": now,
+                }
+            )
+            for seq, message in enumerate(history):
+                self._put_message(run_id, seq, message)
+        return self.get_run(run_id)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        return _decode_run(self.db["runs"].get(run_id))
+
+    def find_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["runs"].rows_where("id = ?", [run_id]))
+        return _decode_run(rows[0]) if rows else None
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        if "tools_called" in fields:
+            fields["tools_called"] = json.dumps(list(fields["tools_called"]))
+        fields["updated_at"] = time.time()
+        self.db["runs"].update(run_id, fields)
+
+    def request_stop(self, run_id: str, user: str) -> bool:
+        """Mark a run to stop; False when it is not active (already finished)."""
+        cur = self.db.execute(
+            "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
+            "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
+            [user, time.time(), run_id, *ACTIVE_STATES],
+        )
+        self.db.conn.commit()
+        return cur.rowcount == 1
+
+    def active_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
+        rows = list(
+            self.db["runs"].rows_where(
+                "channel = ? AND thread_ts = ? AND status IN (?, ?)",
+                [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1,
+            )
+        )
+        return _decode_run(rows[0]) if rows else None
+
+    def latest_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
+        rows = list(
+            self.db["runs"].rows_where(
+                "channel = ? AND thread_ts = ?", [channel, thread_ts],
+                order_by="created_at desc", limit=1,
+            )
+        )
+        return _decode_run(rows[0]) if rows else None
+
+    def active_runs(self) -> list[dict[str, Any]]:
+        return [
+            _decode_run(r)
+            for r in self.db["runs"].rows_where("status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
+        ]
+
+    def list_runs(self, limit: int = 50) -> list[dict[str, Any]]:
+        return [_decode_run(r) for r in self.db["runs"].rows_where(order_by="created_at desc", limit=limit)]
+
+    # --- history ----------------------------------------------------------
+    def _put_message(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
+        self.db["messages"].upsert(
+            {
+                "run_id": run_id, "seq": seq, "role": message["role"],
+                "content": json.dumps(message["content"]), "created_at": time.time(),
+            },
+            pk=("run_id", "seq"),
+        )
+
+    def put_message(
+        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = ()
+    ) -> None:
+        """Store message `seq` (insert or replace) and mark inbox items consumed, atomically."""
+        with self.db.atomic():
+            self._put_message(run_id, seq, message)
+            for inbox_id in consumed_inbox:
+                self.db["inbox"].update(inbox_id, {"state": "consumed"})
+
+    def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
+        """Swap the whole history (after condensation) in one transaction."""
+        with self.db.atomic():
+            self.db.execute("DELETE FROM messages WHERE run_id = ?", [run_id])
+            for seq, message in enumerate(history):
+                self._put_message(run_id, seq, message)
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            {"role": r["role"], "content": json.loads(r["content"])}
+            for r in self.db["messages"].rows_where("run_id = ?", [run_id], order_by="seq")
+        ]
+
+    # --- tool results (so a resumed run never executes a call twice) -------
+    def save_tool_result(
+        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str,
+        is_error: bool, confirmed_by: str | None,
+    ) -> None:
+        self.db["tool_results"].upsert(
+            {
+                "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(args),
+                "content": content, "is_error": int(is_error), "confirmed_by": confirmed_by,
+                "created_at": time.time(),
+            },
+            pk=("run_id", "tool_use_id"),
+        )
+
+    def tool_results(self, run_id: str) -> dict[str, dict[str, Any]]:
+        return {
+            r["tool_use_id"]: r for r in self.db["tool_results"].rows_where("run_id = ?", [run_id])
+        }
+
+    # --- trace ------------------------------------------------------------
+    def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        self.db["steps"].insert(
+            {"run_id": run_id, "kind": kind, "data": json.dumps(data, default=str), "at": time.time()}
+        )
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            {**r, "data": json.loads(r["data"])}
+            for r in self.db["steps"].rows_where("run_id = ?", [run_id], order_by="id")
+        ]
+
+    # --- event dedupe -----------------------------------------------------
+    def claim_event(self, event_id: str) -> bool:
+        """True the first time an event id is seen; Slack redelivers."""
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO events (event_id, received_at) VALUES (?, ?)", [event_id, time.time()]
+        )
+        self.db.conn.commit()
+        return cur.rowcount == 1
+
+    # --- inbox ------------------------------------------------------------
+    def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
+        inbox_id = new_id("msg")
+        self.db["inbox"].insert(
+            {
+                "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
+                "text": text, "state": "queued", "created_at": time.time(),
+            }
+        )
+        return inbox_id
+
+    def queued_inbox(self, run_id: str) -> list[dict[str, Any]]:
+        return list(
+            self.db["inbox"].rows_where("run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
+        )
+
+    # --- approvals --------------------------------------------------------
+    def create_approval(self, **fields: Any) -> dict[str, Any]:
+        fields.setdefault("id", new_id("apr"))
+        fields["args"] = json.dumps(fields.get("args") or {})
+        fields.setdefault("state", "pending")
+        fields.setdefault("created_at", time.time())
+        self.db["approvals"].insert(fields)
+        return self.get_approval(fields["id"])
+
+    def get_approval(self, approval_id: str) -> dict[str, Any]:
+        return _decode_approval(self.db["approvals"].get(approval_id))
+
+    def find_approval(self, approval_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["approvals"].rows_where("id = ?", [approval_id]))
+        return _decode_approval(rows[0]) if rows else None
+
+    def approval_for_call(self, run_id: str, tool_use_id: str) -> dict[str, Any] | None:
+        rows = list(
+            self.db["approvals"].rows_where(
+                "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
+            )
+        )
+        return _decode_approval(rows[0]) if rows else None
+
+    def pending_approvals(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        where, params = "state = 'pending'", []
+        if run_id is not None:
+            where += " AND run_id = ?"
+            params.append(run_id)
+        return [_decode_approval(r) for r in self.db["approvals"].rows_where(where, params)]
+
+    def transition_approval(self, approval_id: str, *, expect: str, **fields: Any) -> bool:
+        """Compare-and-set on state: a second click, or one after expiry, changes nothing."""
+        if "approvals" in fields:
+            fields["approvals"] = json.dumps(fields["approvals"])
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        cur = self.db.execute(
+            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?",
+            [*fields.values(), approval_id, expect],
+        )
+        self.db.conn.commit()
+        return cur.rowcount == 1
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every approval decision with the result of the call it allowed."""
+        sql = """
+            SELECT a.*, r.content AS result, r.is_error AS result_is_error
+            FROM approvals a LEFT JOIN tool_results r
+              ON r.run_id = a.run_id AND r.tool_use_id = a.tool_use_id
+            ORDER BY a.created_at
+        """
+        cur = self.db.execute(sql)
+        cols = [c[0] for c in cur.description]
+        return [_decode_approval(dict(zip(cols, row, strict=True))) for row in cur.fetchall()]
+
+
+class Store:
+    """Async facade over Ledger: every call runs on one dedicated writer thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opsloop-store")
+        self._ledger: Ledger | None = None
+
+    async def open(self) -> Store:
+        def _open() -> None:
+            self._ledger = Ledger(self.path)
+
+        await self._submit(_open)
+        return self
+
+    async def close(self) -> None:
+        if self._ledger is not None:
+            await self._submit(self._ledger.close)
+            self._ledger = None
+        self._executor.shutdown(wait=True)
+
+    async def _submit(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """Every Ledger method, as a coroutine executed on the writer thread."""
+        method = getattr(Ledger, name, None)
+        if method is None or name.startswith("_"):
+            raise AttributeError(name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            ledger = self._ledger
+            if ledger is None:
+                raise RuntimeError("store is not open")
+            return await self._submit(lambda: getattr(ledger, name)(*args, **kwargs))
+
+        call.__name__ = name
+        return call
