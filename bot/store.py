@@ -326,6 +326,9 @@ class Ledger:
         )
         return inbox_id
 
+    def put_inbox_state(self, inbox_id: str, state: str) -> None:
+        self.db["inbox"].update(inbox_id, {"state": state})
+
     def queued_inbox(self, run_id: str) -> list[dict[str, Any]]:
         return list(
             self.db["inbox"].rows_where("run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
@@ -373,6 +376,20 @@ class Ledger:
         )
         self.db.conn.commit()
         return cur.rowcount == 1
+
+    def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
+        """Record one approval; the last one required flips the state to approved.
+
+        Read-modify-write is safe here: every call runs on the single writer thread.
+        """
+        a = self.find_approval(approval_id)
+        if a is None or a["state"] != "pending" or user in a["approvals"]:
+            return False
+        approvals = [*a["approvals"], user]
+        fields: dict[str, Any] = {"approvals": approvals}
+        if len(approvals) >= (a["required"] or 1):
+            fields.update(state="approved", decided_by=user, decided_name=decided_name, decided_at=now)
+        return self.transition_approval(approval_id, expect="pending", **fields)
 
     def audit(self) -> list[dict[str, Any]]:
         """Every approval decision with the result of the call it allowed."""

@@ -1,0 +1,158 @@
+"""Wiring: settings -> store, model, tools, the bolt app and the supervisor; `opsloop run`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import structlog
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Settings
+from bot.model import AnthropicModel
+from bot.pricing import price_for
+from bot.store import Store
+from handlers import approvals, mentions, replies, stop
+from handlers.blocks import APPROVE, DENY, STOP
+from handlers.policy import ApprovalPolicy
+from handlers.supervisor import Supervisor
+from tools import ToolRegistry
+from tools.config import build_registry
+
+log = structlog.get_logger("opsloop.app")
+
+
+def slack_client(settings: Settings) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),  # honours Retry-After
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
+    # max_retries=0: AnthropicModel retries itself, with a cap on Retry-After and the fallback chain.
+    return anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
+                                    max_retries=0, timeout=600.0)
+
+
+def register(app: AsyncApp, sup: Supervisor) -> None:
+    """Thin listeners: ack, dedupe, persist, hand off. Model work never runs inside an ack."""
+
+    @app.event("app_mention")
+    async def _mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await mentions.on_mention(sup, body, event)
+
+    @app.event("message")
+    async def _message(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await replies.on_message(sup, body, event)
+
+    @app.action(APPROVE)
+    async def _approve(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        await approvals.on_decision(sup, body, approve=True)
+
+    @app.action(DENY)
+    async def _deny(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        await approvals.on_decision(sup, body, approve=False)
+
+    @app.action(STOP)
+    async def _stop(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        await stop.on_stop(sup, body)
+
+    @app.error
+    async def _error(error: Exception, body: dict[str, Any]) -> None:
+        log.error("listener_failed", error=f"{type(error).__name__}: {error}", body_type=body.get("type"))
+
+
+@dataclass
+class Opsloop:
+    """A running bot: the pieces `opsloop run` (and the end-to-end tests) hold on to."""
+
+    settings: Settings
+    store: Store
+    tools: ToolRegistry
+    client: AsyncWebClient
+    app: AsyncApp
+    supervisor: Supervisor
+    socket: AsyncSocketModeHandler | None = None
+    http: web.AppRunner | None = None
+
+    async def close(self) -> None:
+        await self.supervisor.close()
+        if self.socket is not None:
+            await self.socket.close_async()
+        if self.http is not None:
+            await self.http.cleanup()
+        await self.tools.aclose()
+        await self.store.close()
+
+
+async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | None = None) -> Opsloop:
+    store = await Store(settings.db_path).open()
+    tools = await build_registry(settings.tools)
+    client = slack_client(settings)
+    auth = await client.auth_test()
+    llm = model_client or anthropic_client(settings)
+    for model in settings.model.chain:
+        if not price_for(model, settings.model.prices)[1]:
+            log.warning("model.unknown_price", model=model,
+                        note="priced like the most expensive known model; set [model.prices] to fix")
+
+    def model_for(model: str) -> AnthropicModel:
+        m = AnthropicModel(llm, settings.model.chain)
+        m.start_at(model)
+        return m
+
+    app = AsyncApp(
+        client=client,
+        signing_secret=settings.slack_signing_secret or "",
+        request_verification_enabled=not settings.slack_app_token,
+        raise_error_for_unhandled_request=False,
+    )
+    sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for,
+                     price_for=lambda m: price_for(m, settings.model.prices)[0],
+                     policy=ApprovalPolicy(settings.approvals, client), bot_user_id=str(auth.get("user_id", "")))
+    register(app, sup)
+    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup)
+
+
+async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0") -> None:
+    """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run."""
+    if ops.settings.slack_app_token:
+        ops.socket = AsyncSocketModeHandler(ops.app, ops.settings.slack_app_token)
+        await ops.socket.connect_async()
+        log.info("socket_mode.connected")
+    else:
+        ops.http = web.AppRunner(ops.app.web_app(path="/slack/events", port=port))
+        await ops.http.setup()
+        await web.TCPSite(ops.http, host, port).start()
+        log.info("http_mode.listening", host=host, port=port, path="/slack/events")
+    resumed = await ops.supervisor.resume_all()
+    if resumed:
+        log.info("runs.resumed", runs=resumed)
+
+
+async def serve(settings: Settings, *, port: int = 3000) -> None:
+    ops = await build(settings)
+    try:
+        await start(ops, port=port)
+        await asyncio.Event().wait()
+    finally:
+        await ops.close()
