@@ -311,7 +311,7 @@ class _Run:
             decision = await self.cfg.confirm(request)
         finally:
             self.paused += time.monotonic() - began
-            await self.cfg.store.update_run(self.id, status="running")
+        await self.cfg.store.update_run(self.id, status="running")  # not on cancel: the run stays paused
         await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
                          by=decision.confirmed_by, reason=decision.reason)
         return decision
