@@ -50,35 +50,41 @@ def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
                                     max_retries=0, timeout=600.0)
 
 
+EVENTS = ("app_mention", "message")  # manifest.yml subscribes to exactly these (message.* = "message")
+ACTIONS = (APPROVE, DENY, STOP)
+
+
 def register(app: AsyncApp, sup: Supervisor) -> None:
     """Thin listeners: ack, dedupe, persist, hand off. Model work never runs inside an ack."""
-
-    @app.event("app_mention")
-    async def _mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-        await mentions.on_mention(sup, body, event)
-
-    @app.event("message")
-    async def _message(body: dict[str, Any], event: dict[str, Any]) -> None:
-        await replies.on_message(sup, body, event)
-
-    @app.action(APPROVE)
-    async def _approve(ack: Any, body: dict[str, Any]) -> None:
-        await ack()
-        await approvals.on_decision(sup, body, approve=True)
-
-    @app.action(DENY)
-    async def _deny(ack: Any, body: dict[str, Any]) -> None:
-        await ack()
-        await approvals.on_decision(sup, body, approve=False)
-
-    @app.action(STOP)
-    async def _stop(ack: Any, body: dict[str, Any]) -> None:
-        await ack()
-        await stop.on_stop(sup, body)
+    event_handlers = {"app_mention": mentions.on_mention, "message": replies.on_message}
+    for name in EVENTS:
+        app.event(name)(_event_listener(sup, event_handlers[name]))
+    action_handlers = {
+        APPROVE: lambda body: approvals.on_decision(sup, body, approve=True),
+        DENY: lambda body: approvals.on_decision(sup, body, approve=False),
+        STOP: lambda body: stop.on_stop(sup, body),
+    }
+    for action_id in ACTIONS:
+        app.action(action_id)(_action_listener(action_handlers[action_id]))
 
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:
         log.error("listener_failed", error=f"{type(error).__name__}: {error}", body_type=body.get("type"))
+
+
+def _event_listener(sup: Supervisor, handler: Any) -> Any:
+    async def listener(body: dict[str, Any], event: dict[str, Any]) -> None:  # bolt acks events before this runs
+        await handler(sup, body, event)
+
+    return listener
+
+
+def _action_listener(handler: Any) -> Any:
+    async def listener(ack: Any, body: dict[str, Any]) -> None:
+        await ack()  # within 3 s, before anything else
+        await handler(body)
+
+    return listener
 
 
 @dataclass
