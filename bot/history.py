@@ -81,8 +81,9 @@ def _extract_calls(text: str, names: set[str]) -> tuple[str, list[tuple[str, dic
             kept.append(text[i : start + 1])
             i = start + 1
             continue
-        name = next((obj[k] for k in _NAME_KEYS if isinstance(obj, dict) and isinstance(obj.get(k), str)), None)
-        args = next((obj[k] for k in _ARG_KEYS if isinstance(obj, dict) and isinstance(obj.get(k), dict)), {})
+        fields = obj if isinstance(obj, dict) else {}
+        name = next((fields[k] for k in _NAME_KEYS if isinstance(fields.get(k), str)), None)
+        args: dict[str, Any] = next((fields[k] for k in _ARG_KEYS if isinstance(fields.get(k), dict)), {})
         if name in names:
             calls.append((name, args))
             kept.append(text[i:start])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -45,6 +46,6 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-def redaction_processor(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def redaction_processor(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """structlog processor: the last line of defence before anything is written."""
     return {k: redact_value(v) for k, v in event_dict.items()}

@@ -28,7 +28,7 @@ ACTIVE_STATES = ("running", "waiting_approval")
 
 @migrations()
 def m001_runs(db: sqlite_utils.Database) -> None:
-    db["runs"].create(
+    db.table("runs").create(
         {
             "id": str,
             "channel": str,
@@ -69,14 +69,14 @@ def m001_runs(db: sqlite_utils.Database) -> None:
             "tools_called": "[]",
         },
     )
-    db["runs"].create_index(["channel", "thread_ts"])
-    db["runs"].create_index(["status"])
-    db["messages"].create(
+    db.table("runs").create_index(["channel", "thread_ts"])
+    db.table("runs").create_index(["status"])
+    db.table("messages").create(
         {"run_id": str, "seq": int, "role": str, "content": str, "created_at": float},
         pk=("run_id", "seq"),
         foreign_keys=[("run_id", "runs", "id")],
     )
-    db["tool_results"].create(
+    db.table("tool_results").create(
         {
             "run_id": str,
             "tool_use_id": str,
@@ -89,12 +89,12 @@ def m001_runs(db: sqlite_utils.Database) -> None:
         },
         pk=("run_id", "tool_use_id"),
     )
-    db["steps"].create(
+    db.table("steps").create(
         {"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id"
     )
-    db["steps"].create_index(["run_id"])
-    db["events"].create({"event_id": str, "received_at": float}, pk="event_id")
-    db["inbox"].create(
+    db.table("steps").create_index(["run_id"])
+    db.table("events").create({"event_id": str, "received_at": float}, pk="event_id")
+    db.table("inbox").create(
         {
             "id": str,
             "run_id": str,
@@ -107,8 +107,8 @@ def m001_runs(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["inbox"].create_index(["run_id", "state"])
-    db["approvals"].create(
+    db.table("inbox").create_index(["run_id", "state"])
+    db.table("approvals").create(
         {
             "id": str,
             "run_id": str,
@@ -138,8 +138,8 @@ def m001_runs(db: sqlite_utils.Database) -> None:
         pk="id",
         defaults={"required": 1, "approvals": "[]"},
     )
-    db["approvals"].create_index(["run_id", "tool_use_id"])
-    db["approvals"].create_index(["state"])
+    db.table("approvals").create_index(["run_id", "tool_use_id"])
+    db.table("approvals").create_index(["state"])
 
 
 def new_id(prefix: str) -> str:
@@ -182,7 +182,7 @@ class Ledger:
         now = time.time()
         run_id = new_id("run")
         with self.db.atomic():
-            self.db["runs"].insert(
+            self.db.table("runs").insert(
                 {
                     "id": run_id, "channel": channel, "thread_ts": thread_ts,
                     "mention_ts": mention_ts, "requester": requester, "task": task,
@@ -194,17 +194,17 @@ class Ledger:
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        return _decode_run(self.db["runs"].get(run_id))
+        return _decode_run(self.db.table("runs").get(run_id))
 
     def find_run(self, run_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["runs"].rows_where("id = ?", [run_id]))
+        rows = list(self.db.table("runs").rows_where("id = ?", [run_id]))
         return _decode_run(rows[0]) if rows else None
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         if "tools_called" in fields:
             fields["tools_called"] = json.dumps(list(fields["tools_called"]))
         fields["updated_at"] = time.time()
-        self.db["runs"].update(run_id, fields)
+        self.db.table("runs").update(run_id, fields)
 
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
@@ -218,7 +218,7 @@ class Ledger:
 
     def active_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
         rows = list(
-            self.db["runs"].rows_where(
+            self.db.table("runs").rows_where(
                 "channel = ? AND thread_ts = ? AND status IN (?, ?)",
                 [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1,
             )
@@ -227,7 +227,7 @@ class Ledger:
 
     def latest_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
         rows = list(
-            self.db["runs"].rows_where(
+            self.db.table("runs").rows_where(
                 "channel = ? AND thread_ts = ?", [channel, thread_ts],
                 order_by="created_at desc", limit=1,
             )
@@ -237,15 +237,15 @@ class Ledger:
     def active_runs(self) -> list[dict[str, Any]]:
         return [
             _decode_run(r)
-            for r in self.db["runs"].rows_where("status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
+            for r in self.db.table("runs").rows_where("status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
         ]
 
     def list_runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [_decode_run(r) for r in self.db["runs"].rows_where(order_by="created_at desc", limit=limit)]
+        return [_decode_run(r) for r in self.db.table("runs").rows_where(order_by="created_at desc", limit=limit)]
 
     # --- history ----------------------------------------------------------
     def _put_message(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
-        self.db["messages"].upsert(
+        self.db.table("messages").upsert(
             {
                 "run_id": run_id, "seq": seq, "role": message["role"],
                 "content": json.dumps(message["content"]), "created_at": time.time(),
@@ -260,7 +260,7 @@ class Ledger:
         with self.db.atomic():
             self._put_message(run_id, seq, message)
             for inbox_id in consumed_inbox:
-                self.db["inbox"].update(inbox_id, {"state": "consumed"})
+                self.db.table("inbox").update(inbox_id, {"state": "consumed"})
 
     def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         """Swap the whole history (after condensation) in one transaction."""
@@ -272,7 +272,7 @@ class Ledger:
     def history(self, run_id: str) -> list[dict[str, Any]]:
         return [
             {"role": r["role"], "content": json.loads(r["content"])}
-            for r in self.db["messages"].rows_where("run_id = ?", [run_id], order_by="seq")
+            for r in self.db.table("messages").rows_where("run_id = ?", [run_id], order_by="seq")
         ]
 
     # --- tool results (so a resumed run never executes a call twice) -------
@@ -280,7 +280,7 @@ class Ledger:
         self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str,
         is_error: bool, confirmed_by: str | None,
     ) -> None:
-        self.db["tool_results"].upsert(
+        self.db.table("tool_results").upsert(
             {
                 "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(args),
                 "content": content, "is_error": int(is_error), "confirmed_by": confirmed_by,
@@ -291,19 +291,19 @@ class Ledger:
 
     def tool_results(self, run_id: str) -> dict[str, dict[str, Any]]:
         return {
-            r["tool_use_id"]: r for r in self.db["tool_results"].rows_where("run_id = ?", [run_id])
+            r["tool_use_id"]: r for r in self.db.table("tool_results").rows_where("run_id = ?", [run_id])
         }
 
     # --- trace ------------------------------------------------------------
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
-        self.db["steps"].insert(
+        self.db.table("steps").insert(
             {"run_id": run_id, "kind": kind, "data": json.dumps(data, default=str), "at": time.time()}
         )
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         return [
             {**r, "data": json.loads(r["data"])}
-            for r in self.db["steps"].rows_where("run_id = ?", [run_id], order_by="id")
+            for r in self.db.table("steps").rows_where("run_id = ?", [run_id], order_by="id")
         ]
 
     # --- event dedupe -----------------------------------------------------
@@ -318,7 +318,7 @@ class Ledger:
     # --- inbox ------------------------------------------------------------
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
         inbox_id = new_id("msg")
-        self.db["inbox"].insert(
+        self.db.table("inbox").insert(
             {
                 "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
                 "text": text, "state": "queued", "created_at": time.time(),
@@ -327,11 +327,11 @@ class Ledger:
         return inbox_id
 
     def put_inbox_state(self, inbox_id: str, state: str) -> None:
-        self.db["inbox"].update(inbox_id, {"state": state})
+        self.db.table("inbox").update(inbox_id, {"state": state})
 
     def queued_inbox(self, run_id: str) -> list[dict[str, Any]]:
         return list(
-            self.db["inbox"].rows_where("run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
+            self.db.table("inbox").rows_where("run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
         )
 
     # --- approvals --------------------------------------------------------
@@ -340,19 +340,19 @@ class Ledger:
         fields["args"] = json.dumps(fields.get("args") or {})
         fields.setdefault("state", "pending")
         fields.setdefault("created_at", time.time())
-        self.db["approvals"].insert(fields)
+        self.db.table("approvals").insert(fields)
         return self.get_approval(fields["id"])
 
     def get_approval(self, approval_id: str) -> dict[str, Any]:
-        return _decode_approval(self.db["approvals"].get(approval_id))
+        return _decode_approval(self.db.table("approvals").get(approval_id))
 
     def find_approval(self, approval_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["approvals"].rows_where("id = ?", [approval_id]))
+        rows = list(self.db.table("approvals").rows_where("id = ?", [approval_id]))
         return _decode_approval(rows[0]) if rows else None
 
     def approval_for_call(self, run_id: str, tool_use_id: str) -> dict[str, Any] | None:
         rows = list(
-            self.db["approvals"].rows_where(
+            self.db.table("approvals").rows_where(
                 "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
             )
         )
@@ -363,7 +363,7 @@ class Ledger:
         if run_id is not None:
             where += " AND run_id = ?"
             params.append(run_id)
-        return [_decode_approval(r) for r in self.db["approvals"].rows_where(where, params)]
+        return [_decode_approval(r) for r in self.db.table("approvals").rows_where(where, params)]
 
     def transition_approval(self, approval_id: str, *, expect: str, **fields: Any) -> bool:
         """Compare-and-set on state: a second click, or one after expiry, changes nothing."""
