@@ -225,9 +225,8 @@ class _Run:
                 results[call.id] = ((row["content"], bool(row["is_error"])) if row["content"] is not None
                                     else (prompts.unknown_outcome(call.name), True))
             fresh = [c for c in group if c.id not in done]
-            outcomes = await self.run_group(fresh)
-            for call, (content, is_error, counts) in zip(fresh, outcomes, strict=True):
-                results[call.id] = await self.after_call(call, content, is_error, counts)
+            for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
+                results[call.id] = await self.after_call(call, outcome)
         await self.answer(calls, results)
 
     def batches(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
@@ -244,37 +243,36 @@ class _Run:
         t = self.cfg.tools.get(call.name)
         return t is not None and t.category == Category.READ_ONLY and bool(t.parallel)
 
-    async def run_group(self, group: list[ToolCall]) -> list[tuple[str, bool, bool]]:
+    async def run_group(self, group: list[ToolCall]) -> list[Outcome]:
         if len(group) <= 1:
             return [await self.call_tool(c) for c in group]
         gate = asyncio.Semaphore(self.cfg.limits.parallelism)
 
-        async def bounded(call: ToolCall) -> tuple[str, bool, bool]:
+        async def bounded(call: ToolCall) -> Outcome:
             async with gate:
                 return await self.call_tool(call)
 
         return list(await asyncio.gather(*(bounded(c) for c in group)))
 
-    async def call_tool(self, call: ToolCall) -> tuple[str, bool, bool]:
-        """One call through allowlist, validation and the confirm gate.
-
-        Returns (content, is_error, counts_toward_the_error_breaker)."""
+    async def call_tool(self, call: ToolCall) -> Outcome:
+        """One call through allowlist, validation and the confirm gate."""
         self.tools_called.append(call.name)
         tool = self.cfg.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.cfg.tools)
-            return f"unknown tool {call.name!r}; available tools: {known}", True, True
+            return Outcome(f"unknown tool {call.name!r}; available tools: {known}", is_error=True)
         try:
             args = tool.validate(call.args)
         except ToolError as e:
-            return f"invalid arguments for {call.name}: {e}", True, True
+            return Outcome(f"invalid arguments for {call.name}: {e}", is_error=True)
         confirmed_by = None
         began = time.monotonic()
         try:
             if tool.category != Category.READ_ONLY:
                 decision = await self.confirm(call, tool, args)
                 if not decision.approved:
-                    return prompts.decision_result(decision, call.name), True, False
+                    # A human "no" is not a malfunction: it does not count toward the error breaker.
+                    return Outcome(prompts.decision_result(decision, call.name), is_error=True, counts=False)
                 confirmed_by = decision.confirmed_by
                 # Mark it started: after a crash we must not run a change twice.
                 await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=args,
@@ -291,7 +289,7 @@ class _Run:
         content = redact(content)
         await self.trace("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
                          result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
-        return content, is_error, True
+        return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
         preview = None
@@ -316,18 +314,17 @@ class _Run:
                          by=decision.confirmed_by, reason=decision.reason)
         return decision
 
-    async def after_call(self, call: ToolCall, content: str, is_error: bool, counts: bool) -> tuple[str, bool]:
+    async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
         """Persist one result, then apply the loop detector and the error breaker, in call order."""
-        args = call.args
-        seen = self.loops.observe(call.name, args, content)
+        content, is_error, counts = outcome.content, outcome.is_error, outcome.counts
+        seen = self.loops.observe(call.name, call.args, content)
         limits = self.cfg.limits
         if seen >= limits.loop_stop_at:
             raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
         if seen >= limits.loop_warn_at:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
-        confirmed = (await self.cfg.store.tool_results(self.id)).get(call.id, {}).get("confirmed_by")
-        await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=args,
-                                              content=content, is_error=is_error, confirmed_by=confirmed)
+        await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=call.args,
+                                              content=content, is_error=is_error, confirmed_by=outcome.confirmed_by)
         if counts and self.breaker.observe(is_error):
             raise Stop(StopReason.CONSECUTIVE_ERRORS,
                        f"{self.breaker.streak} tool errors in a row; last: {content[:200]}")
@@ -421,6 +418,16 @@ class _Run:
                          iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
                          tools_called=tuple(self.tools_called), wall_seconds=self.agent_seconds(),
                          model=getattr(self.cfg.model, "model", ""), stopped_by=by)
+
+
+@dataclass
+class Outcome:
+    """One call's result before the loop detector and error breaker see it."""
+
+    content: str
+    is_error: bool = False
+    counts: bool = True  # toward the consecutive-error breaker
+    confirmed_by: str | None = None
 
 
 class _Deadline:

@@ -166,12 +166,24 @@ class Ledger:
         self.db = sqlite_utils.Database(str(path))
         if str(path) != ":memory:":
             self.db.enable_wal()
+            # WAL + NORMAL: no corruption, and a process crash loses nothing; only a power cut can
+            # lose the last commits. FULL would fsync every step of every run.
+            self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA busy_timeout = 5000")
         self.db.execute("PRAGMA foreign_keys = ON")
         migrations.apply(self.db)
 
     def close(self) -> None:
         self.db.close()
+
+    def _write(self, sql: str, params: list[Any]) -> int:
+        """Execute one statement; sqlite-utils commits it unless a `db.atomic()` block is open."""
+        return int(self.db.execute(sql, params).rowcount)
+
+    def _select(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = self.db.execute(sql, params)
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
     # --- runs -------------------------------------------------------------
     def create_run(
@@ -194,27 +206,30 @@ class Ledger:
         return self.get_run(run_id)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        return _decode_run(self.db.table("runs").get(run_id))
+        run = self.find_run(run_id)
+        if run is None:
+            raise KeyError(f"no run {run_id!r}")
+        return run
 
     def find_run(self, run_id: str) -> dict[str, Any] | None:
-        rows = list(self.db.table("runs").rows_where("id = ?", [run_id]))
+        rows = self._select("SELECT * FROM runs WHERE id = ?", [run_id])
         return _decode_run(rows[0]) if rows else None
 
     def update_run(self, run_id: str, **fields: Any) -> None:
+        # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).
         if "tools_called" in fields:
             fields["tools_called"] = json.dumps(list(fields["tools_called"]))
         fields["updated_at"] = time.time()
-        self.db.table("runs").update(run_id, fields)
+        self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
+                    [*fields.values(), run_id])
 
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
-        cur = self.db.execute(
+        return self._write(
             "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
             "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
             [user, time.time(), run_id, *ACTIVE_STATES],
-        )
-        self.db.conn.commit()
-        return cur.rowcount == 1
+        ) == 1
 
     def active_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
         rows = list(
@@ -245,12 +260,9 @@ class Ledger:
 
     # --- history ----------------------------------------------------------
     def _put_message(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
-        self.db.table("messages").upsert(
-            {
-                "run_id": run_id, "seq": seq, "role": message["role"],
-                "content": json.dumps(message["content"]), "created_at": time.time(),
-            },
-            pk=("run_id", "seq"),
+        self.db.execute(
+            "INSERT OR REPLACE INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
+            [run_id, seq, message["role"], json.dumps(message["content"]), time.time()],
         )
 
     def put_message(
@@ -296,9 +308,8 @@ class Ledger:
 
     # --- trace ------------------------------------------------------------
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
-        self.db.table("steps").insert(
-            {"run_id": run_id, "kind": kind, "data": json.dumps(data, default=str), "at": time.time()}
-        )
+        self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
+                    [run_id, kind, json.dumps(data, default=str), time.time()])
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         return [
@@ -309,11 +320,9 @@ class Ledger:
     # --- event dedupe -----------------------------------------------------
     def claim_event(self, event_id: str) -> bool:
         """True the first time an event id is seen; Slack redelivers."""
-        cur = self.db.execute(
+        return self._write(
             "INSERT OR IGNORE INTO events (event_id, received_at) VALUES (?, ?)", [event_id, time.time()]
-        )
-        self.db.conn.commit()
-        return cur.rowcount == 1
+        ) == 1
 
     # --- inbox ------------------------------------------------------------
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
@@ -370,12 +379,9 @@ class Ledger:
         if "approvals" in fields:
             fields["approvals"] = json.dumps(fields["approvals"])
         sets = ", ".join(f"{k} = ?" for k in fields)
-        cur = self.db.execute(
-            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?",
-            [*fields.values(), approval_id, expect],
-        )
-        self.db.conn.commit()
-        return cur.rowcount == 1
+        return self._write(
+            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect]
+        ) == 1
 
     def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
         """Record one approval; the last one required flips the state to approved.
