@@ -9,16 +9,16 @@ from typing import Any
 from bot.types import RunResult
 
 STOP_WORDS = {
-    "completed": "the agent finished the task",
-    "iteration_limit": "it used every agent step it was allowed",
-    "deadline": "it ran out of wall-clock time",
-    "token_budget": "it spent its token budget",
-    "cost_budget": "it spent its cost budget",
-    "loop_detected": "it kept repeating the same call with the same result",
-    "consecutive_errors": "several tool calls in a row failed",
-    "permission_denied": "a tool refused the action as not permitted (policy), so the run stopped",
-    "cancelled": "a person pressed Stop",
-    "model_error": "the model could not be reached or rejected the request",
+    "completed": "finished the task and gave an answer",
+    "iteration_limit": "reached the maximum number of agent steps",
+    "deadline": "ran out of time: the run's deadline passed",
+    "token_budget": "used up its token budget",
+    "cost_budget": "used up its cost budget (USD)",
+    "loop_detected": "kept making the same tool call and getting the same result",
+    "consecutive_errors": "hit too many tool errors in a row",
+    "permission_denied": "a tool refused with a permission error, which opsloop never works around",
+    "cancelled": "was stopped by a person",
+    "model_error": "the model API kept failing or rejected the request, after retries and the fallback models",
 }
 
 

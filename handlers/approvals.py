@@ -47,7 +47,7 @@ async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool)
     if not approve:
         changed = await store.transition_approval(a["id"], expect="pending", state="denied", decided_by=user,
                                                   decided_name=await sup.policy.display_name(user),
-                                                  reason=f"denied in Slack by {user}", decided_at=now)
+                                                  decided_at=now)
     else:
         changed = await store.add_approver(a["id"], user, decided_name=await sup.policy.display_name(user),
                                            now=now)

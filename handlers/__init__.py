@@ -1,0 +1,1 @@
+"""Slack listeners and Block Kit rendering."""

@@ -1,0 +1,342 @@
+"""Every text a person reads from opsloop, kept together so it reads as one voice.
+
+Values that come from users, tools or the model are escaped here (`escape`); mentions
+and dates opsloop builds itself (`mention`, `approver`, `slack_date`) are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from bot.report import STOP_WORDS
+
+# ---------------------------------------------------------------------------
+# Formatting helpers (pure; Slack mrkdwn conventions)
+# ---------------------------------------------------------------------------
+
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
+_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def mention(user_id: str | None) -> str:
+    """A `<@U…>` mention for a Slack user id; anything else is shown as escaped text."""
+    if not user_id:
+        return "someone"
+    if _USER_ID.match(user_id):
+        return f"<@{user_id}>"
+    return escape(user_id)
+
+
+def approver(entity: str) -> str:
+    """A user (`U…`) or user group (`S…`) from the approvers config, as a mention."""
+    if _GROUP_ID.match(entity):
+        return f"<!subteam^{entity}>"
+    return mention(entity)
+
+
+def code(text: str) -> str:
+    """Inline code for a short identifier such as a tool name (backticks cannot be escaped)."""
+    return "`" + escape(text.replace("`", "'")) + "`"
+
+
+def slack_date(epoch: float) -> str:
+    """A date Slack shows in the reader's own time zone, with a UTC fallback."""
+    seconds = int(epoch)
+    fallback = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{seconds}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def join_or(items: Sequence[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def human_duration(seconds: float) -> str:
+    """'42s', '4m 12s', '1h 3m' — wall time an SRE reads at a glance."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def usd(amount: float) -> str:
+    """'$0.04'; sub-cent amounts keep enough digits not to read as free."""
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"${amount:,.2f}"
+    return f"${amount:.4f}"
+
+
+# ---------------------------------------------------------------------------
+# Stop reasons
+# ---------------------------------------------------------------------------
+
+# One source for the words: the handoff report is built in bot/ (no Slack there).
+STOP_REASON_WORDS: dict[str, str] = STOP_WORDS
+
+
+def stop_reason_words(reason: str) -> str:
+    """The words for a stop reason; an unknown one is still readable."""
+    return STOP_REASON_WORDS.get(reason, reason.replace("_", " "))
+
+
+# ---------------------------------------------------------------------------
+# Approval card
+# ---------------------------------------------------------------------------
+
+APPROVE_BUTTON = "Approve"
+DENY_BUTTON = "Deny"
+
+_CATEGORY_LABELS = {
+    "mutating": ":warning: mutating",
+    "destructive": ":rotating_light: destructive",
+}
+
+_CARD_HEADINGS = {
+    "pending": "Approval needed: {tool}",
+    "approved": "Approved: {tool}",
+    "denied": "Denied: {tool}",
+    "expired": "Expired, not run: {tool}",
+    "superseded": "Superseded, not run: {tool}",
+}
+
+
+def approval_heading(state: str, tool: str) -> str:
+    """Plain-text card header; it changes with the state so the thread reads at a glance."""
+    return _CARD_HEADINGS.get(state, "Approval: {tool}").format(tool=tool)
+
+
+def category_label(category: str) -> str:
+    return _CATEGORY_LABELS.get(category, escape(category))
+
+
+def approval_summary(*, tool: str, category: str, requester: str | None) -> str:
+    line = f"*Tool:* {code(tool)}   *Category:* {category_label(category)}"
+    if requester:
+        line += f"\n*Run started by:* {mention(requester)}"
+    return line
+
+
+ARGUMENTS_HEADING = "*Arguments*"
+PREVIEW_HEADING = "*Dry run* (what it would do)"
+EMPTY_PREVIEW = "(the dry run printed nothing)"
+
+
+def arguments_cut(shown: int, total: int) -> str:
+    return f"_Arguments cut to fit: showing {shown:,} of {total:,} characters._"
+
+
+def preview_cut(cut: int, total: int) -> str:
+    return f"_Preview cut to fit: {cut:,} of {total:,} characters not shown._"
+
+
+def approval_progress(approvals: Sequence[str], required: int) -> str:
+    if not approvals:
+        return f"0 of {required} approvals yet"
+    who = ", ".join(mention(u) for u in approvals)
+    return f"{len(approvals)} of {required} approvals: {who}"
+
+
+def approval_expires(expires_at: float) -> str:
+    return f"Expires {slack_date(expires_at)} — if no one approves by then, it is not run."
+
+
+def _at(decided_at: float | None) -> str:
+    return f" at {slack_date(decided_at)}" if decided_at is not None else ""
+
+
+def approval_decided(
+    *,
+    state: str,
+    decided_by: str | None,
+    approvals: Sequence[str],
+    reason: str | None,
+    decided_at: float | None,
+) -> str:
+    """The context line of a decided card: who decided, when, and what it means."""
+    if state == "approved":
+        who = ", ".join(mention(u) for u in approvals) if approvals else mention(decided_by)
+        return f":white_check_mark: Approved by {who}{_at(decided_at)}"
+    if state == "denied":
+        line = f":no_entry_sign: Denied by {mention(decided_by)}{_at(decided_at)}"
+        return line + (f": {escape(reason)}" if reason else " — not run")
+    if state == "expired":
+        return f":hourglass: Expired{_at(decided_at)}: no one approved within the window — not run"
+    if state == "superseded" and reason and reason.startswith("run stopped"):
+        by = f" by {mention(decided_by)}" if decided_by else ""
+        return f":octagonal_sign: Not run: the {escape(reason)}{by}{_at(decided_at)}"
+    if state == "superseded":
+        src = f" from {mention(decided_by)}" if decided_by else ""
+        return f":leftwards_arrow_with_hook: Superseded by a thread reply{src}{_at(decided_at)} — not run"
+    return f"Decided: {escape(state)}{_at(decided_at)}"
+
+
+def approval_fallback(*, state: str, tool: str, category: str) -> str:
+    """Notification text of the card (no mentions: it must not ping anyone)."""
+    if state == "pending":
+        return f"Approval needed: {escape(tool)} ({escape(category)})"
+    return f"{escape(state.capitalize())}: {escape(tool)} ({escape(category)})"
+
+
+def destructive_confirm(tool: str) -> tuple[str, str, str, str]:
+    """(title, text, confirm, deny) of the dialog before approving a destructive call."""
+    return (
+        f"Run {tool}?",
+        f"{tool} is destructive and may not be undoable. Approve it with the arguments shown?",
+        "Approve",
+        "Cancel",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Status message
+# ---------------------------------------------------------------------------
+
+STOP_BUTTON = "Stop"
+STOP_CONFIRM = (
+    "Stop this run?",
+    "The agent stops and posts a handoff report in this thread.",
+    "Stop run",
+    "Keep running",
+)
+
+_STATE_MARKERS = {
+    "running": ":hourglass_flowing_sand:",
+    "waiting_approval": ":raised_hand:",
+    "finished": ":white_check_mark:",
+}
+
+
+def status_line(
+    *, state: str, step: int, max_iterations: int | None, activity: str, tokens: int, cost_usd: float
+) -> str:
+    steps = f"{step}/{max_iterations}" if max_iterations else f"{step}"
+    marker = _STATE_MARKERS.get(state, "")
+    text = f"*Step {steps}* · {escape(activity)} · {tokens:,} tokens · {usd(cost_usd)}"
+    return f"{marker} {text}" if marker else text
+
+
+def status_context(run_id: str) -> str:
+    return f"Run {code(run_id)}"
+
+
+# ---------------------------------------------------------------------------
+# Final answer and handoff report
+# ---------------------------------------------------------------------------
+
+EMPTY_ANSWER = "_The run finished without a written answer._"
+
+
+def continued(part: int, total: int, what: str) -> str:
+    return f"{what} (continued, part {part} of {total})"
+
+
+def report_header(stop_reason: str) -> str:
+    if stop_reason == "completed":
+        return ":white_check_mark: Run finished"
+    return f":octagonal_sign: Run stopped: {stop_reason}"
+
+
+def report_reason(stop_reason: str, words: str) -> str:
+    return f"*Reason:* {code(stop_reason)} — {escape(words)}"
+
+
+def report_fallback(stop_reason: str, words: str) -> str:
+    if stop_reason == "completed":
+        return "Run finished"
+    return f"Run stopped: {escape(stop_reason)} — {escape(words)}"
+
+
+REPORT_ITERATIONS = "*Iterations*"
+REPORT_TOKENS = "*Tokens*"
+REPORT_COST = "*Cost*"
+REPORT_WALL = "*Wall time*"
+TOOLS_HEADING = "*Tools called*"
+NO_TOOLS = "_No tools were called._"
+FINDINGS_HEADING = "*Last findings*"
+NO_FINDINGS = "_No findings recorded._"
+PENDING_HEADING = "*Pending*"
+NOTHING_PENDING = "nothing pending"
+
+
+def report_tokens(*, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int) -> str:
+    return f"in {input_tokens:,} · out {output_tokens:,}\ncache read {cache_read:,} · write {cache_write:,}"
+
+
+def report_tool_line(name: str, times: int, excerpt: str) -> str:
+    line = f"• {code(name)} ×{times}"
+    return f"{line}: {escape(excerpt)}" if excerpt else line
+
+
+def stopped_by(user_id: str) -> str:
+    return f"Stopped by {mention(user_id)}"
+
+
+# ---------------------------------------------------------------------------
+# Ephemeral replies to a click (only the clicker sees them; nothing changes)
+# ---------------------------------------------------------------------------
+
+
+def not_allowed_to_approve(tool: str, category: str, who_may: str | Sequence[str]) -> str:
+    """`who_may`: approver ids ("U…", "S…"), or that list already written as mrkdwn."""
+    who = who_may if isinstance(who_may, str) else join_or([approver(e) for e in who_may])
+    ask = f" Ask {who}." if who else ""
+    return f"You can't approve {escape(category)} calls like {code(tool)} in this channel.{ask} Nothing was changed."
+
+
+def self_approval_refused(tool: str) -> str:
+    return (
+        f"You started this run, so you can't approve the destructive call {code(tool)} yourself."
+        " Ask someone else on call. Nothing was changed."
+    )
+
+
+def already_decided(state: str, by: str | None) -> str:
+    if state == "approved":
+        return f"This was already approved by {mention(by)}. Your click changed nothing."
+    if state == "denied":
+        return f"This was already denied by {mention(by)}. Your click changed nothing."
+    if state == "expired":
+        return "This approval expired and the call was not run. Your click changed nothing."
+    if state == "superseded":
+        src = f" from {mention(by)}" if by else ""
+        return f"This approval was superseded by a thread reply{src}; the call was not run."
+    return f"This approval is already {escape(state)}. Your click changed nothing."
+
+
+def approval_expired(tool: str) -> str:
+    return (
+        f"This approval for {code(tool)} expired before anyone approved it, so it was not run."
+        " Ask opsloop again in the thread if it is still needed."
+    )
+
+
+def already_approved_by_you() -> str:
+    return "You have already approved this. It is waiting for another approver."
+
+
+def not_allowed_to_stop() -> str:
+    return "You can't stop this run. Ask the person who started it or an approver. Nothing was changed."
+
+
+UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click changed nothing."
+
+EMPTY_MENTION = (
+    "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
+)
+
+
+def run_already_finished() -> str:
+    return "This run has already finished; there is nothing to stop."
