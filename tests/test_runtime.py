@@ -537,3 +537,18 @@ async def test_stop_requested_cancels_the_run(store, fake_anthropic, anthropic_c
     result = await run(config(store, anthropic_client, confirm=confirm, stop_requested=stop_requested),
                        await start(store))
     assert (result.stop_reason, result.stopped_by) == (StopReason.CANCELLED, "U9")
+
+
+# --- trace ------------------------------------------------------------------------
+async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_anthropic, anthropic_client):
+    import structlog
+
+    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-03"})), reply(text("fine")))
+    run_id = await start(store)
+    with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        await run(config(store, anthropic_client), run_id)
+    steps = [(e["event"], e["run_id"]) for e in logs if e.get("run_id")]
+    assert steps == [(kind, run_id) for kind in ("request", "response", "tool", "request", "response", "stop")]
+    [tool_event] = [e for e in logs if e["event"] == "tool"]
+    assert (tool_event["args"], tool_event["result"]) == ({"host": "web-03"}, "web-03: cpu 97%, load 7.9")
+    assert [s["kind"] for s in await store.steps(run_id)] == [e for e, _ in steps]
