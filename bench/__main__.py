@@ -47,7 +47,8 @@ class ScriptedModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.left -= 1
-        call = {"type": "tool_use", "id": f"toolu_{self.left}", "name": "check_disk", "input": {"host": f"w{self.left}"}}
+        n = self.left
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "check_disk", "input": {"host": f"w{n}"}}
         content: list[dict[str, Any]] = [call] if self.left > 0 else [{"type": "text", "text": "done"}]
         return ModelResponse(content=content, stop_reason="tool_use" if self.left > 0 else "end_turn",
                              usage=Usage(input_tokens=100, output_tokens=10), model=self.model)

@@ -99,6 +99,9 @@ class Opsloop:
     supervisor: Supervisor
     socket: AsyncSocketModeHandler | None = None
     http: web.AppRunner | None = None
+    # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
+    # or its connection pool is left for the garbage collector to close on a loop that may be gone.
+    owned_llm: anthropic.AsyncAnthropic | None = None
 
     async def close(self) -> None:
         await self.supervisor.close()
@@ -107,6 +110,8 @@ class Opsloop:
         if self.http is not None:
             await self.http.cleanup()
         await self.tools.aclose()
+        if self.owned_llm is not None:
+            await self.owned_llm.close()
         await self.store.close()
 
 
@@ -136,7 +141,8 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
                      price_for=lambda m: price_for(m, settings.model.prices)[0],
                      policy=ApprovalPolicy(settings.approvals, client), bot_user_id=str(auth.get("user_id", "")))
     register(app, sup)
-    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup)
+    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup,
+                   owned_llm=None if model_client is not None else llm)
 
 
 async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0") -> None:

@@ -17,23 +17,34 @@ log = structlog.get_logger("opsloop.approvals")
 async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
     user = body["user"]["id"]
     approval_id = (body.get("actions") or [{}])[0].get("value", "")
-    refusal = await decide(sup, approval_id, user, approve=approve)
+    clicked_ts = (body.get("message") or {}).get("ts") or (body.get("container") or {}).get("message_ts")
+    refusal = await decide(sup, approval_id, user, approve=approve, clicked_ts=clicked_ts)
     if refusal:
         log.info("approval.refused", approval_id=approval_id, user=user, why=refusal)
         await ephemeral(sup, body, refusal)
 
 
-async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool) -> str | None:
-    """Apply one click. Returns the explanation for the clicker when it changes nothing."""
+async def decide(
+    sup: Supervisor, approval_id: str, user: str, *, approve: bool, clicked_ts: str | None = None
+) -> str | None:
+    """Apply one click. Returns the explanation for the clicker when it changes nothing.
+
+    `clicked_ts` is the card the click came from. It can differ from the stored card: a bot
+    stopped between posting a card and storing its ts has no ts on record (and a resumed run
+    posts the card again). The clicked card is then recorded, and closed along with the other.
+    """
     store = sup.store
     a = await store.find_approval(approval_id)
     if a is None:
         return messages.UNKNOWN_APPROVAL
     if a["state"] != "pending":
+        await _close_stale_card(sup, a, clicked_ts)
         return messages.already_decided(a["state"], a["decided_by"])
     if time.time() >= a["expires_at"]:
         if await store.transition_approval(a["id"], expect="pending", state="expired", decided_at=time.time()):
-            await sup.update_card(await store.get_approval(a["id"]))
+            expired = await store.get_approval(a["id"])
+            await sup.update_card(expired)
+            await _close_stale_card(sup, expired, clicked_ts)
             sup.wake(a["id"])
         return messages.approval_expired(a["tool"])
     if not await sup.policy.may_approve(user, a["category"]):
@@ -55,6 +66,17 @@ async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool)
     if not changed:
         fresh = await store.get_approval(a["id"])
         return messages.already_decided(fresh["state"], fresh["decided_by"])
-    await sup.update_card(await store.get_approval(a["id"]))
+    fresh = await store.get_approval(a["id"])
+    if clicked_ts and not fresh["message_ts"]:
+        await store.transition_approval(a["id"], expect=fresh["state"], message_ts=clicked_ts)
+        fresh["message_ts"] = clicked_ts
+    await sup.update_card(fresh)
+    await _close_stale_card(sup, fresh, clicked_ts)
     sup.wake(a["id"])
     return None
+
+
+async def _close_stale_card(sup: Supervisor, approval: dict[str, Any], clicked_ts: str | None) -> None:
+    """A click on a copy of the card that is not the one on record: show it the decision too."""
+    if clicked_ts and clicked_ts != approval["message_ts"] and approval["state"] != "pending":
+        await sup.update_card({**approval, "message_ts": clicked_ts})

@@ -174,9 +174,12 @@ class IncidentThread:
             )
         if approval["state"] == "pending" and not approval["message_ts"]:
             ts = await self.sup.post(self.channel, self.thread_ts, approval_card(approval))
-            if ts:
-                await store.transition_approval(approval["id"], expect="pending", message_ts=ts)
+            if ts and await store.transition_approval(approval["id"], expect="pending", message_ts=ts):
                 approval["message_ts"] = ts
+            elif ts:  # decided while this card was being posted (on it, or on a copy an earlier process posted)
+                decided = await store.get_approval(approval["id"])
+                if decided["message_ts"] != ts:  # the click was on the copy: show the decision here too
+                    await self.sup.update_card({**decided, "message_ts": ts})
         try:
             while True:
                 signal = self.sup.decision_signal(approval["id"])

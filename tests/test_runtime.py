@@ -7,6 +7,7 @@ runtime sees them. Every boundary and error class has its own test.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import anthropic
@@ -475,7 +476,7 @@ async def test_each_request_reads_the_previous_prefix_from_cache(store, fake_ant
     result = await run(config(store, anthropic_client, system_prompt=runbook), await start(store))
     usages = [r.response["usage"] for r in fake_anthropic.requests]
     assert usages[0]["cache_read_input_tokens"] == 0 and usages[0]["cache_creation_input_tokens"] > 0
-    for before, after in zip(usages, usages[1:], strict=False):
+    for before, after in itertools.pairwise(usages):
         # everything the previous request cached (read or written) is read now
         assert after["cache_read_input_tokens"] == (
             before["cache_read_input_tokens"] + before["cache_creation_input_tokens"])
