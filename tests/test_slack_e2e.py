@@ -449,3 +449,36 @@ async def test_a_pending_approval_survives_a_restart(
         assert len([m for m in env.thread(channel, ts) if is_status(m)]) == 1  # the resumed run kept its status
         assert len(fake_anthropic.requests) == 2
         fake_anthropic.assert_complete()
+
+
+# --------------------------------------------------------------------------------------
+# threads and channels
+# --------------------------------------------------------------------------------------
+
+
+async def test_a_new_mention_in_a_finished_thread_continues_its_history(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var on web-03 is at 100%.")), reply(text("Still 100%; nothing changed.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        await env.wait_final(channel, ts)
+        await env.wait_idle()
+        await env.mention("check again please", thread_ts=ts)
+        await fake_anthropic.wait_for_requests(2)
+        await env.wait_idle()
+        second = (await env.requests(2))[1].body["messages"]
+        assert [m["role"] for m in second] == ["user", "assistant", "user"]
+        assert second[1]["content"][0]["text"] == "/var on web-03 is at 100%."
+        assert "check again please" in second[2]["content"][0]["text"]
+        assert len(env.runs()) == 2
+
+
+async def test_channels_outside_the_configured_list_are_ignored(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    config = '[slack]\nchannels = ["C0ONLYTHIS"]\n'
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
+        channel, ts = await env.mention(TASK)  # the harness channel is not in the list
+        await env.wait_idle()
+        assert (env.runs(), fake_anthropic.requests, env.reacted(channel, ts)) == ([], [], False)
