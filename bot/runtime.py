@@ -114,6 +114,8 @@ class _Run:
             try:
                 if calls := self.pending_calls():  # resumed between a tool_use and its results
                     await self.execute(calls)
+                elif self.history and self.history[-1]["role"] == "assistant":  # resumed after the answer
+                    return await self.finish(StopReason.COMPLETED, output=final_text(self.history[-1]["content"]))
                 while True:
                     output = await self.step()
                     if output is not None:

@@ -553,3 +553,11 @@ async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_ant
     [tool_event] = [e for e in logs if e["event"] == "tool"]
     assert (tool_event["args"], tool_event["result"]) == ({"host": "web-03"}, "web-03: cpu 97%, load 7.9")
     assert [s["kind"] for s in await store.steps(run_id)] == [e for e, _ in steps]
+
+
+async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(store, fake_anthropic,
+                                                                               anthropic_client):
+    run_id = await start(store)
+    await store.put_message(run_id, 1, {"role": "assistant", "content": [{"type": "text", "text": "all good"}]})
+    result = await run(config(store, anthropic_client), run_id)
+    assert (result.stop_reason, result.output, fake_anthropic.requests) == (StopReason.COMPLETED, "all good", [])
