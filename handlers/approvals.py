@@ -15,8 +15,11 @@ log = structlog.get_logger("opsloop.approvals")
 
 
 async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
-    user = body["user"]["id"]
+    user = (body.get("user") or {}).get("id")
     approval_id = (body.get("actions") or [{}])[0].get("value", "")
+    if not user:
+        log.warning("action.malformed", missing=["user.id"])
+        return
     clicked_ts = (body.get("message") or {}).get("ts") or (body.get("container") or {}).get("message_ts")
     refusal = await decide(sup, approval_id, user, approve=approve, clicked_ts=clicked_ts)
     if refusal:

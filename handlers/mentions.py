@@ -11,7 +11,7 @@ from bot.redact import redact
 from handlers import messages
 from handlers.replies import queue_reply
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, react
+from handlers.util import allowed_channel, is_from_a_bot, malformed, react
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -32,7 +32,9 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     if not await sup.store.claim_event(body.get("event_id") or f"mention:{event.get('channel')}:{event.get('ts')}"):
         log.info("event.duplicate", event_id=body.get("event_id"))
         return
-    if is_from_a_bot(event, sup.bot_user_id) or not allowed_channel(sup, event.get("channel", "")):
+    if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, sup.bot_user_id):
+        return
+    if not allowed_channel(sup, event["channel"]):
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     thread_ts = event.get("thread_ts") or ts

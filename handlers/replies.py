@@ -12,14 +12,14 @@ from typing import Any
 import structlog
 
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, react
+from handlers.util import allowed_channel, is_from_a_bot, malformed, react
 
 log = structlog.get_logger("opsloop.replies")
 
 
 async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
     thread_ts = event.get("thread_ts")
-    if not thread_ts or is_from_a_bot(event, sup.bot_user_id):
+    if not thread_ts or is_from_a_bot(event, sup.bot_user_id) or malformed(event, "channel", "ts", "user"):
         return
     if sup.bot_user_id and f"<@{sup.bot_user_id}" in event.get("text", ""):
         return  # the app_mention listener takes it (Slack sends both)

@@ -10,7 +10,9 @@ from handlers.util import ephemeral
 
 
 async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
-    user = body["user"]["id"]
+    user = (body.get("user") or {}).get("id")
+    if not user:
+        return  # malformed: nobody to answer
     run_id = (body.get("actions") or [{}])[0].get("value", "")
     run = await sup.store.find_run(run_id)
     if run is None or run["status"] == "finished":

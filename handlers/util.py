@@ -18,6 +18,14 @@ def is_from_a_bot(event: dict[str, Any], bot_user_id: str) -> bool:
                 or event.get("user") == bot_user_id)
 
 
+def malformed(event: dict[str, Any], *fields: str) -> bool:
+    """Log and skip an event missing what we need; never crash a listener on bad input."""
+    missing = [f for f in fields if not isinstance(event.get(f), str) or not event.get(f)]
+    if missing:
+        log.warning("event.malformed", type=event.get("type"), missing=missing)
+    return bool(missing)
+
+
 def allowed_channel(sup: Supervisor, channel: str) -> bool:
     if sup.settings.channels and channel not in sup.settings.channels:
         log.info("event.ignored_channel", channel=channel)

@@ -482,3 +482,21 @@ async def test_channels_outside_the_configured_list_are_ignored(
         channel, ts = await env.mention(TASK)  # the harness channel is not in the list
         await env.wait_idle()
         assert (env.runs(), fake_anthropic.requests, env.reacted(channel, ts)) == ([], [], False)
+
+
+async def test_malformed_payloads_are_skipped_and_the_bot_keeps_working(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var on web-03 is at 100%.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        broken = mention_event(CHANNEL, ALICE, TASK)
+        del broken["user"]
+        await env.send(broken)
+        await env.send({"type": "message", "channel": CHANNEL, "thread_ts": "1.0", "text": 42})
+        await fake_slack.send_interactive({"type": "block_actions", "actions": [{"action_id": APPROVE}]})
+        await fake_slack.send_interactive(block_action_payload(BOB, CHANNEL, "9.9", APPROVE, "apr_nope"))
+        await env.wait_idle()
+        assert env.runs() == []
+        assert "approval" in (await env.wait_ephemeral(BOB))["text"].lower()
+        channel, ts = await env.mention(TASK)  # still serving
+        assert "100%" in text_of(await env.wait_final(channel, ts))
