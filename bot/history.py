@@ -35,6 +35,14 @@ def closing_results(calls: Sequence[ToolCall], results: dict[str, tuple[str, boo
     return blocks
 
 
+def continue_history(previous: list[Block], task: str) -> list[Block]:
+    """History for a new run in a thread that already had one: the old turns, then the new task."""
+    block = {"type": "text", "text": task}
+    if previous and previous[-1]["role"] == "user":  # ended on tool results: merge to keep roles alternating
+        return [*previous[:-1], {"role": "user", "content": [*previous[-1]["content"], block]}]
+    return [*previous, {"role": "user", "content": [block]}]
+
+
 def keep_complete_calls(content: list[Block], stop_reason: str | None) -> list[Block]:
     """A reply cut off by max_tokens may end in a tool_use with half its input: drop it."""
     if stop_reason == "max_tokens" and content and content[-1].get("type") == "tool_use":

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from bot.history import continue_history
+
 T = TypeVar("T")
 
 migrations = Migrations("opsloop")
@@ -204,6 +206,21 @@ class Ledger:
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
         return self.get_run(run_id)
+
+    def open_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str, mention_ts: str,
+    ) -> tuple[dict[str, Any], bool]:
+        """The thread's active run, or a new one continuing the thread's history: (run, created).
+
+        Check-and-create happens on the writer thread, so two mentions racing in one
+        thread still get one run.
+        """
+        if (active := self.active_run(channel, thread_ts)) is not None:
+            return active, False
+        previous = self.latest_run(channel, thread_ts)
+        history = continue_history(self.history(previous["id"]) if previous else [], prompt)
+        return self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
+                               mention_ts=mention_ts, history=history), True
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         run = self.find_run(run_id)

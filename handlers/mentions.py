@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import structlog
+from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
 from handlers import messages
@@ -20,12 +21,16 @@ def strip_mention(text: str, bot_user_id: str) -> str:
     return re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text).strip() if bot_user_id else text.strip()
 
 
-def continue_history(previous: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
-    """History for a new run in a thread that already had one: the old turns, then the new task."""
-    block = {"type": "text", "text": task}
-    if previous and previous[-1]["role"] == "user":  # ended on tool results: merge to keep roles alternating
-        return [*previous[:-1], {"role": "user", "content": [*previous[-1]["content"], block]}]
-    return [*previous, {"role": "user", "content": [block]}]
+async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int = 20) -> str:
+    """The thread so far (the alert, what people said), for a mention that arrives mid-thread."""
+    try:
+        response = await sup.client.conversations_replies(channel=channel, ts=thread_ts, limit=100)
+    except SlackApiError as e:
+        log.warning("thread_context_unavailable", error=e.response.get("error"))
+        return ""
+    earlier = [m for m in response.get("messages") or [] if float(m.get("ts", "0")) < float(before)]
+    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {(m.get('text') or '')[:1000]}" for m in earlier[-keep:]]
+    return "\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""
 
 
 async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -39,18 +44,18 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     thread_ts = event.get("thread_ts") or ts
     text = strip_mention(event.get("text", ""), sup.bot_user_id)
-    if await sup.store.active_run(channel, thread_ts):  # the run is going: this is a redirect
-        await queue_reply(sup, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text)
-        return
     if not text:
         await sup.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION)
         return
-    previous = await sup.store.latest_run(channel, thread_ts)
-    history = await sup.store.history(previous["id"]) if previous else []
-    task = redact(f"[incident request from <@{user}> in <#{channel}>] {text}")
-    row = await sup.store.create_run(channel=channel, thread_ts=thread_ts, requester=user, task=text,
-                                     model=sup.settings.model.primary, mention_ts=ts,
-                                     history=continue_history(history, task))
+    prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
+    if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
+        prompt += await thread_context(sup, channel, thread_ts, before=ts)
+    prompt = redact(prompt)
+    row, created = await sup.store.open_run(channel=channel, thread_ts=thread_ts, requester=user, task=text,
+                                            prompt=prompt, model=sup.settings.model.primary, mention_ts=ts)
+    if not created:  # the thread's run is going: this mention is a redirect
+        await queue_reply(sup, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text)
+        return
     log.info("run.created", run_id=row["id"], channel=channel, thread_ts=thread_ts, requester=user)
     await react(sup, channel, ts)  # only once the run is stored
     sup.start(row["id"])

@@ -500,3 +500,17 @@ async def test_malformed_payloads_are_skipped_and_the_bot_keeps_working(
         assert "approval" in (await env.wait_ephemeral(BOB))["text"].lower()
         channel, ts = await env.mention(TASK)  # still serving
         assert "100%" in text_of(await env.wait_final(channel, ts))
+
+
+async def test_a_mention_mid_thread_gives_the_model_the_thread_so_far(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Looking at it.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        root = fake_slack.add_message(CHANNEL, "U0PAGER", "ALERT web-03 disk /var 100%")
+        fake_slack.add_message(CHANNEL, CAROL, "nginx access logs look huge", thread_ts=root.ts)
+        await env.mention("can you take this?", thread_ts=root.ts)
+        await env.wait_final(CHANNEL, root.ts)
+        first = (await env.requests(1))[0].body["messages"][0]["content"][0]["text"]
+        assert "ALERT web-03 disk /var 100%" in first and "nginx access logs look huge" in first
+        assert first.index("can you take this?") < first.index("[earlier messages in this thread]")
