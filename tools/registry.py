@@ -1,0 +1,420 @@
+"""The tool API: Category, the two errors, ToolContext, Tool, @tool and ToolRegistry."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import enum
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+import jsonschema
+
+from tools.schema import Parameter, call_arguments, function_schema
+
+MAX_OUTPUT_CHARS = 12_000
+DEFAULT_TIMEOUT_S = 60.0
+TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Category(enum.StrEnum):
+    """How much a tool can change; the values are what config files and Slack cards show."""
+
+    READ_ONLY = "read_only"
+    MUTATING = "mutating"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def rank(self) -> int:
+        """read_only < mutating < destructive: config may raise a category, never lower it."""
+        return list(Category).index(self)
+
+
+class ToolError(Exception):
+    """A recoverable failure: it goes back to the model as an is_error tool_result."""
+
+
+class PermissionDenied(Exception):
+    """A policy refusal: fatal, the runtime stops the run rather than let the model work around it."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the built-in tools depend on, from the [tools] config; injected into a `ctx: ToolContext` parameter."""
+
+    log_dirs: tuple[Path, ...] = (Path("/var/log"),)
+    restart_allowlist: tuple[str, ...] = ()
+    prometheus_url: str | None = None
+    http_timeout_s: float = 10.0
+    http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)
+
+
+def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went."""
+    total = len(text)
+    if total <= limit:
+        return text
+
+    def note(cut: int) -> str:
+        return f"\n… [truncated {cut} chars of {total}] …\n"
+
+    keep = limit - len(note(total))  # the longest the note can be, so the result never exceeds limit
+    if keep <= 0:
+        return text[:limit]
+    head = (keep + 1) // 2
+    tail = keep - head
+    return text[:head] + note(total - keep) + (text[-tail:] if tail else "")
+
+
+def _render(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return "(no output)"
+    if isinstance(result, bytes):
+        return result.decode("utf-8", errors="replace")
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """How to call one function behind a tool (or behind its dry run)."""
+
+    fn: Callable[..., Any]
+    parameters: tuple[Parameter, ...] | None  # None: validated arguments are passed through as they are
+    ctx_param: str | None = None
+    takes_confirmed_by: bool = False
+
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None) -> Any:
+        if self.parameters is None:
+            kwargs = dict(args)
+        else:
+            kwargs = call_arguments(self.parameters, args)
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        if self.takes_confirmed_by:
+            kwargs["confirmed_by"] = confirmed_by
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**kwargs)
+        # A sync tool runs in a worker thread; on timeout the thread cannot be killed and finishes on its own.
+        result = await asyncio.to_thread(self.fn, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+@dataclass
+class Tool:
+    """One registered tool, whatever its source: a @tool function, a runbook command or an MCP server's tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    category: Category = Category.READ_ONLY
+    parallel: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    idempotent: bool = False
+    source: str = "builtin"  # "builtin", "module:<mod>", "command", "mcp:<server>"
+    has_dry_run: bool = False
+    _: dataclasses.KW_ONLY
+    impl: Implementation | None = field(default=None, repr=False, compare=False)
+    preview: Implementation | None = field(default=None, repr=False, compare=False)
+    ctx: ToolContext | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.category = Category(self.category)
+        self.has_dry_run = self.has_dry_run or self.preview is not None
+
+    @property
+    def fn(self) -> Callable[..., Any] | None:
+        """The function behind the tool (None for a tool built without one)."""
+        return self.impl.fn if self.impl else None
+
+    def api_schema(self) -> dict[str, Any]:
+        """The tool as the Messages API wants it; a fresh copy, so a caller may add cache_control to it."""
+        return {"name": self.name, "description": self.description, "input_schema": copy.deepcopy(self.input_schema)}
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check `args` against the input schema; ToolError naming every offending field."""
+        if not isinstance(args, Mapping):
+            raise ToolError(f"invalid arguments for {self.name}: expected a JSON object, got {type(args).__name__}")
+        instance = dict(args)
+        validator_cls = jsonschema.validators.validator_for(self.input_schema, default=jsonschema.Draft202012Validator)
+        try:
+            found = list(validator_cls(self.input_schema).iter_errors(instance))
+        except jsonschema.SchemaError as e:
+            raise ToolError(f"{self.name} has an invalid input schema: {e.message}") from None
+        errors = sorted(found, key=lambda e: list(map(str, e.path)))
+        if errors:
+            raise ToolError(f"invalid arguments for {self.name}: " + "; ".join(_describe(e) for e in errors))
+        return instance
+
+    async def run(self, args: Mapping[str, Any], *, confirmed_by: str | None = None) -> str:
+        """Validate and call the tool with its timeout; the output is text, truncated to MAX_OUTPUT_CHARS."""
+        valid = self.validate(args)
+        if self.impl is None:
+            raise ToolError(f"{self.name} has no implementation")
+        if self.impl.takes_confirmed_by and not confirmed_by:
+            raise PermissionDenied(f"{self.name} requires an approver: it was called without confirmed_by")
+        return await self._execute(self.impl, valid, confirmed_by)
+
+    @overload
+    def dry_run(self, fn_or_args: F) -> F: ...
+    @overload
+    def dry_run(self, fn_or_args: Mapping[str, Any]) -> Coroutine[Any, Any, str | None]: ...
+    def dry_run(self, fn_or_args: Any) -> Any:
+        """Two uses: `@my_tool.dry_run` attaches a preview function (destructive tools only);
+        `await my_tool.dry_run(args)` returns the preview text, or None when the tool has none."""
+        if callable(fn_or_args) and not isinstance(fn_or_args, Mapping):
+            self._attach_preview(fn_or_args)
+            return fn_or_args
+        return self._run_preview(fn_or_args)
+
+    def bind(self, ctx: ToolContext) -> Tool:
+        """A copy of this tool that receives `ctx` (tools with no ToolContext parameter ignore it)."""
+        return dataclasses.replace(self, ctx=ctx)
+
+    def with_category(self, category: Category) -> Tool:
+        """A copy at a higher category (never lower). Raised to destructive without a dry run, the
+        preview is an echo of the arguments; raised above read-only, it no longer runs in parallel."""
+        category = Category(category)
+        if category.rank < self.category.rank:
+            raise ValueError(f"{self.name}: cannot lower category {self.category.value!r} to {category.value!r}")
+        preview = self.preview
+        if category is Category.DESTRUCTIVE and preview is None:
+            preview = Implementation(fn=argument_echo(self.name), parameters=None)
+        return dataclasses.replace(
+            self,
+            category=category,
+            parallel=self.parallel and category is Category.READ_ONLY,
+            preview=preview,
+            has_dry_run=preview is not None,
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _attach_preview(self, fn: Callable[..., Any]) -> None:
+        if self.category is not Category.DESTRUCTIVE:
+            raise ValueError(f"{self.name}: dry_run is only for destructive tools (this one is {self.category.value})")
+        schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.dry_run")
+        if "confirmed_by" in schema.hidden:
+            raise TypeError(f"{self.name}.dry_run: a dry run happens before approval, it cannot take confirmed_by")
+        if self.impl is not None and self.impl.parameters is not None:
+            known = {p.name for p in self.impl.parameters}
+            unknown = [p.name for p in schema.parameters if p.name not in known]
+            if unknown:
+                raise TypeError(f"{self.name}.dry_run: parameters {unknown} are not parameters of {self.name}")
+        self.preview = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden))
+        self.has_dry_run = True
+
+    async def _run_preview(self, args: Mapping[str, Any]) -> str | None:
+        if self.preview is None:
+            return None
+        valid = self.validate(args)
+        if self.preview.parameters is not None:
+            wanted = {p.name for p in self.preview.parameters}
+            valid = {k: v for k, v in valid.items() if k in wanted}
+        return await self._execute(self.preview, valid, None)
+
+    async def _execute(self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None) -> str:
+        deadline = asyncio.timeout(self.timeout_s)
+        try:
+            async with deadline:
+                result = await impl.call(args, self.ctx or ToolContext(), confirmed_by)
+        except (ToolError, PermissionDenied):
+            raise
+        except TimeoutError as e:
+            if deadline.expired():
+                raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s") from None
+            raise ToolError(_exception_text(e)) from e
+        except Exception as e:
+            raise ToolError(_exception_text(e)) from e
+        return truncate_output(_render(result))
+
+
+def _exception_text(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        known = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in known)
+        where = _path(error)
+        prefix = f"{where}: " if where else ""
+        expected = ", ".join(sorted(known)) or "none"
+        return f"{prefix}unexpected argument {', '.join(map(repr, extra))} (expected: {expected})"
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        missing = [r for r in error.validator_value if r not in error.instance]
+        where = _path(error)
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}missing required argument {', '.join(map(repr, missing))}"
+    return f"{_path(error) or '(arguments)'}: {error.message}"
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def argument_echo(tool_name: str) -> Callable[..., Awaitable[str]]:
+    """A stand-in preview for a destructive tool with no dry run of its own: what the call would send."""
+
+    async def echo(**args: Any) -> str:
+        rendered = json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        return f"no dry-run available; the call would send: {tool_name} {rendered}"
+
+    return echo
+
+
+def _is_hidden(name: str, annotation: Any) -> bool:
+    return name == "confirmed_by" or annotation is ToolContext
+
+
+def _ctx_param(fn: Callable[..., Any], hidden: tuple[str, ...]) -> str | None:
+    names = [n for n in hidden if n != "confirmed_by"]
+    if len(names) > 1:
+        raise TypeError(f"{fn.__name__}: more than one ToolContext parameter: {names}")
+    return names[0] if names else None
+
+
+def _make_tool(
+    fn: Callable[..., Any],
+    *,
+    category: Category,
+    parallel: bool,
+    timeout_s: float,
+    idempotent: bool,
+    name: str | None,
+) -> Tool:
+    tool_name = name or fn.__name__
+    if not TOOL_NAME_RE.fullmatch(tool_name):
+        raise ValueError(f"tool name {tool_name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+    category = Category(category)
+    if parallel and category is not Category.READ_ONLY:
+        raise ValueError(f"{tool_name}: only read-only tools may run in parallel")
+    if not timeout_s > 0:
+        raise ValueError(f"{tool_name}: timeout_s must be positive")
+    schema = function_schema(fn, hide=_is_hidden, tool_name=tool_name)
+    signature = inspect.signature(fn)
+    for p in signature.parameters.values():
+        if p.kind is p.POSITIONAL_ONLY:
+            raise TypeError(f"{tool_name}: parameter {p.name!r} is positional-only; tools are called by keyword")
+    takes_confirmed_by = "confirmed_by" in schema.hidden
+    if takes_confirmed_by:
+        if signature.parameters["confirmed_by"].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{tool_name}: confirmed_by must be keyword-only (put it after `*`)")
+        if category is Category.READ_ONLY:
+            raise TypeError(f"{tool_name}: read-only tools are never approved, so they cannot take confirmed_by")
+    if not schema.description:
+        raise TypeError(f"{tool_name}: a tool needs a docstring; its first paragraph is what the model reads")
+    module = getattr(fn, "__module__", "") or ""
+    return Tool(
+        name=tool_name,
+        description=schema.description,
+        input_schema=schema.input_schema,
+        category=category,
+        parallel=parallel,
+        timeout_s=float(timeout_s),
+        idempotent=idempotent,
+        source="builtin" if module.startswith("tools.builtin") else f"module:{module}",
+        impl=Implementation(
+            fn=fn,
+            parameters=schema.parameters,
+            ctx_param=_ctx_param(fn, schema.hidden),
+            takes_confirmed_by=takes_confirmed_by,
+        ),
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    category: Category = ...,
+    parallel: bool = ...,
+    timeout_s: float = ...,
+    idempotent: bool = ...,
+    name: str | None = ...,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    category: Category = Category.READ_ONLY,
+    parallel: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    idempotent: bool = False,
+    name: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a Tool; schema from its signature, description from its docstring."""
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return _make_tool(
+            f, category=category, parallel=parallel, timeout_s=timeout_s, idempotent=idempotent, name=name
+        )
+
+    return decorate if fn is None else decorate(fn)
+
+
+class ToolRegistry:
+    """The tools a run may call, in registration order, and the resources (MCP sessions) they hold."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._resources = AsyncExitStack()
+        for t in tools:
+            self.register(t)
+
+    def register(self, t: Tool) -> None:
+        """Add a tool; ValueError for a bad or duplicate name, or a destructive tool without a dry run."""
+        if not isinstance(t, Tool):
+            raise TypeError(f"expected a Tool, got {type(t).__name__}")
+        if not TOOL_NAME_RE.fullmatch(t.name):
+            raise ValueError(f"tool name {t.name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if t.name in self._tools:
+            raise ValueError(f"duplicate tool name {t.name!r} (from {self._tools[t.name].source} and {t.source})")
+        if t.category is Category.DESTRUCTIVE and not t.has_dry_run:
+            raise ValueError(f"{t.name} is destructive but has no dry run: add a @{t.name}.dry_run preview")
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, item: object) -> bool:
+        name = item.name if isinstance(item, Tool) else item
+        return isinstance(name, str) and name in self._tools
+
+    def api_schemas(self) -> list[dict[str, Any]]:
+        """Every tool's API schema in registration order; equal across calls, so the prompt cache holds."""
+        return [t.api_schema() for t in self._tools.values()]
+
+    def push_async_callback(self, callback: Callable[[], Awaitable[Any]]) -> None:
+        """Run `callback` on aclose() (last pushed, first run)."""
+        self._resources.push_async_callback(callback)
+
+    async def aclose(self) -> None:
+        """Close MCP sessions and stop their server processes."""
+        await self._resources.aclose()
+
+    async def __aenter__(self) -> ToolRegistry:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
