@@ -37,8 +37,9 @@ async def check(settings: Settings) -> int:
         problems.append("ANTHROPIC_API_KEY is not set")
     else:
         try:
-            await anthropic_client(settings).messages.create(
-                model=settings.model.primary, max_tokens=1, messages=[{"role": "user", "content": "ping"}])
+            async with anthropic_client(settings) as llm:
+                await llm.messages.create(model=settings.model.primary, max_tokens=1,
+                                          messages=[{"role": "user", "content": "ping"}])
             print(f"model: ok, {settings.model.primary}")
         except anthropic.APIError as e:
             problems.append(f"model: {settings.model.primary}: {type(e).__name__}: {getattr(e, 'message', e)}")

@@ -1,0 +1,38 @@
+"""`opsloop check`: the tool table, the Slack token, the model — and one line per problem."""
+
+from __future__ import annotations
+
+from bot.check import check
+from bot.config import load_settings
+from tests.conftest import API_KEY
+from tests.fakes.anthropic import reply, text
+
+
+def env_for(fake_slack, fake_anthropic, **over):
+    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url,
+           "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.base_url}
+    env.update(over)
+    return env
+
+
+async def test_check_prints_the_tool_table_and_passes(fake_slack, fake_anthropic, capsys):
+    fake_anthropic.script(reply(text("pong")))
+    settings = load_settings(None, env=env_for(fake_slack, fake_anthropic))
+    assert await check(settings) == 0
+    out = capsys.readouterr().out
+    assert "clean_logs" in out and "destructive" in out and "restart_service" in out and "builtin" in out
+    assert "slack: ok, bot user UBOT" in out and "model: ok, claude-sonnet-4-5" in out
+    assert fake_anthropic.requests[0].body["max_tokens"] == 1
+
+
+async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthropic, tmp_path, capsys):
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[tools]\nmodules = ["tools.builtin", "no_such_module"]\n')
+    settings = load_settings(config, env=env_for(fake_slack, fake_anthropic, SLACK_BOT_TOKEN="xoxb-wrong",
+                                                 ANTHROPIC_API_KEY="sk-ant-wrong"))
+    assert await check(settings) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3
+    assert "tools.modules" in err[0] and "no_such_module" in err[0]
+    assert err[1] == "opsloop: slack: auth.test failed: invalid_auth"
+    assert err[2].startswith("opsloop: model: claude-sonnet-4-5: AuthenticationError")
