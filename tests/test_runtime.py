@@ -20,6 +20,7 @@ from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import ConfirmRequest, Decision, Injected, StopReason
 from tests.fakes.anthropic import FakeAnthropic, error, repeating_text, reply, text, tool_use
+from tests.scripted import ScriptedModel, call
 from tools import Category, PermissionDenied, ToolError, ToolRegistry, tool
 
 EXECUTED: list[tuple[str, dict[str, Any], str | None]] = []
@@ -199,17 +200,22 @@ async def test_cost_budget_is_terminal(store, fake_anthropic, anthropic_client):
     assert result.cost_usd > 0
 
 
-async def test_deadline_covers_a_hung_tool(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(reply(tool_use("hang", {"host": "web-03"})))
-    result = await run(config(store, anthropic_client, limits=Limits(deadline_seconds=0.2)), await start(store))
+def instant(*steps: Any, **kw: Any) -> RunConfig:
+    """A config whose model answers in-process, so a short deadline is spent only where the test says."""
+    return RunConfig(model=ScriptedModel(*steps), price=price_for(PRIMARY)[0], tools=REGISTRY, **kw)
+
+
+async def test_deadline_covers_a_hung_tool(store):
+    cfg = instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store, limits=Limits(deadline_seconds=0.5))
+    result = await run(cfg, await start(store))
     assert result.stop_reason == StopReason.DEADLINE
     assert "running hang" in result.stop_detail
 
 
-async def test_stopped_run_leaves_a_valid_history(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(reply(tool_use("hang", {"host": "web-03"}, id="toolu_h")))
+async def test_stopped_run_leaves_a_valid_history(store):
     run_id = await start(store)
-    await run(config(store, anthropic_client, limits=Limits(deadline_seconds=0.2)), run_id)
+    await run(instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store,
+                      limits=Limits(deadline_seconds=0.5)), run_id)
     history = await store.history(run_id)
     assert history[-1] == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_h", "is_error": True,
