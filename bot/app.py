@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +133,9 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
         m.start_at(model)
         return m
 
+    # bolt reads SLACK_BOT_TOKEN itself and then warns that `client` wins; it does, by design.
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(
+        lambda record: "`token` will be unused" not in record.getMessage())
     app = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret or "",
@@ -162,9 +167,15 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0") -> Non
 
 
 async def serve(settings: Settings, *, port: int = 3000) -> None:
+    """Run until SIGINT/SIGTERM; active runs stay in the store and resume on the next start."""
     ops = await build(settings)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
     try:
         await start(ops, port=port)
-        await asyncio.Event().wait()
+        await stopping.wait()
+        log.info("shutting_down")
     finally:
         await ops.close()
