@@ -18,9 +18,9 @@ async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
     if run is None or run["status"] == "finished":
         await ephemeral(sup, body, messages.run_already_finished())
         return
-    if user != run["requester"] and not (
-        sup.settings.approvals.approvers and await sup.policy.may_approve(user, "mutating")
-    ):
+    # Stopping is the safe direction: whoever may approve a change may also stop the run
+    # (with no approvers configured, that is anyone in the channel).
+    if user != run["requester"] and not await sup.policy.may_approve(user, "mutating"):
         await ephemeral(sup, body, messages.not_allowed_to_stop())
         return
     if await sup.store.request_stop(run_id, user):

@@ -289,6 +289,22 @@ async def test_the_stop_button_cancels_the_run_and_reports_who(
         assert ran("clean_logs") == []
 
 
+async def test_stop_by_someone_who_may_not_approve_changes_nothing(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Cleaning nginx logs."), tool_use("clean_logs", CLEAN)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, f'[approvals]\napprovers = ["{BOB}"]\n') as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        await env.card(channel, ts)
+        status = await env.status(channel, ts)
+        await env.stop(status, CAROL)
+        assert "stop" in (await env.wait_ephemeral(CAROL))["text"].lower()
+        await env.wait_idle()
+        assert [r["status"] for r in env.runs()] == ["waiting_approval"]
+        await env.stop(status, BOB)  # an approver may stop it
+        assert "cancelled" in text_of(await env.wait_final(channel, ts))
+
+
 # --------------------------------------------------------------------------------------
 # delivery
 # --------------------------------------------------------------------------------------
