@@ -337,9 +337,10 @@ class _Run:
         self.history.append({"role": "user", "content": blocks})
         await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
         await self.save_totals()
-        if self.pending_condense:
+        if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
             self.pending_condense = False
-            await self.condense("context budget exceeded")
+            if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
+                await self.condense("context budget exceeded")
 
     # --- 6 stop predicate, limits ---------------------------------------------
     async def check_stop_requested(self) -> None:

@@ -567,3 +567,17 @@ async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(st
     await store.put_message(run_id, 1, {"role": "assistant", "content": [{"type": "text", "text": "all good"}]})
     result = await run(config(store, anthropic_client), run_id)
     assert (result.stop_reason, result.output, fake_anthropic.requests) == (StopReason.COMPLETED, "all good", [])
+
+
+async def test_a_context_budget_condenses_once_when_there_is_history_to_condense(store, fake_anthropic,
+                                                                                 anthropic_client):
+    # Step 1 has nothing older to condense; after step 2 there is, so the summary request comes next.
+    fake_anthropic.script(*keep_calling(2), reply(text("summary of web-00, web-01")),
+                          reply(tool_use("check_cpu", {"host": "web-09"})), reply(text("done")))
+    run_id = await start(store)
+    result = await run(config(store, anthropic_client, context_budget_tokens=50), run_id)
+    assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
+    summarise = [r for r in fake_anthropic.requests if "tools" not in r.body]
+    assert len(summarise) == 1  # once per run, though every prompt is over the budget
+    history = await store.history(run_id)
+    assert "[Summary of the work so far" in history[0]["content"][0]["text"]
