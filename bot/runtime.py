@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from bot import ModelClient, ToolRegistry, prompts
+from bot import ModelClient, RunStore, ToolRegistry, prompts
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Stop, digest
 from bot.history import (
     closing_results,
@@ -29,7 +29,6 @@ from bot.history import (
 )
 from bot.pricing import Price
 from bot.redact import redact
-from bot.store import Store
 from bot.types import (
     ConfirmRequest,
     ContextOverflow,
@@ -58,7 +57,7 @@ class RunConfig:
     """Everything one run needs; the loop imports none of it."""
 
     model: ModelClient
-    store: Store
+    store: RunStore
     tools: ToolRegistry
     price: Price
     system_prompt: str = prompts.SYSTEM_PROMPT
