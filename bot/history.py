@@ -38,6 +38,10 @@ def closing_results(calls: Sequence[ToolCall], results: dict[str, tuple[str, boo
 def continue_history(previous: list[Block], task: str) -> list[Block]:
     """History for a new run in a thread that already had one: the old turns, then the new task."""
     block = {"type": "text", "text": task}
+    if previous and previous[-1]["role"] == "assistant" and (calls := tool_calls(previous[-1]["content"])):
+        # The earlier run died between a call and its result: answer it so the history stays valid.
+        results = closing_results(calls, {}, "No result: that run ended before this call finished.")
+        return [*previous, {"role": "user", "content": [*results, block]}]
     if previous and previous[-1]["role"] == "user":  # ended on tool results: merge to keep roles alternating
         return [*previous[:-1], {"role": "user", "content": [*previous[-1]["content"], block]}]
     return [*previous, {"role": "user", "content": [block]}]
