@@ -270,6 +270,7 @@ class _Run:
         began = time.monotonic()
         try:
             if tool.category != Category.READ_ONLY:
+                await tool.check(args)  # policy first: never ask a human to approve what policy forbids
                 decision = await self.confirm(call, tool, args)
                 if not decision.approved:
                     # A human "no" is not a malfunction: it does not count toward the error breaker.

@@ -581,3 +581,23 @@ async def test_a_context_budget_condenses_once_when_there_is_history_to_condense
     assert len(summarise) == 1  # once per run, though every prompt is over the budget
     history = await store.history(run_id)
     assert "[Summary of the work so far" in history[0]["content"][0]["text"]
+
+
+async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(store, fake_anthropic,
+                                                                             anthropic_client):
+    @tool(category=Category.MUTATING, name="restart_unit")
+    async def restart_unit(unit: str, *, confirmed_by: str) -> str:
+        """Restart an allowlisted unit."""
+        raise AssertionError("must not run")
+
+    @restart_unit.precheck
+    def _only_nginx(unit: str) -> None:
+        if unit != "nginx":
+            raise PermissionDenied(f"{unit} is not on the restart allowlist")
+
+    confirm, seen = await approve_as("U2")
+    fake_anthropic.script(reply(tool_use("restart_unit", {"unit": "postgres"})))
+    result = await run(config(store, anthropic_client, tools=ToolRegistry([restart_unit]), confirm=confirm),
+                       await start(store))
+    assert (result.stop_reason, result.stop_detail, seen) == (
+        StopReason.PERMISSION_DENIED, "restart_unit: postgres is not on the restart allowlist", [])

@@ -148,3 +148,9 @@ async def test_without_systemctl_the_tools_say_so(tmp_path: Path, monkeypatch: p
 async def test_real_systemctl_without_systemd_is_a_clear_tool_error() -> None:
     with pytest.raises(ToolError, match="systemd is not running on this host"):
         await service_status.run({"unit": "ssh"})
+
+
+async def test_the_allowlist_is_checked_before_anyone_is_asked_to_approve() -> None:
+    with pytest.raises(PermissionDenied, match="not allowed by policy"):
+        await restart_service.bind(CTX).check({"unit": "postgresql"})
+    await restart_service.bind(CTX).check({"unit": "nginx"})  # allowed: no error, nothing run

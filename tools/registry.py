@@ -128,6 +128,7 @@ class Tool:
     _: dataclasses.KW_ONLY
     impl: Implementation | None = field(default=None, repr=False, compare=False)
     preview: Implementation | None = field(default=None, repr=False, compare=False)
+    guard: Implementation | None = field(default=None, repr=False, compare=False)
     ctx: ToolContext | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +179,25 @@ class Tool:
             self._attach_preview(fn_or_args)
             return fn_or_args
         return self._run_preview(fn_or_args)
+
+    def precheck(self, fn: F) -> F:
+        """`@my_tool.precheck` attaches a policy check that runs before anyone is asked to approve:
+        it raises PermissionDenied (or ToolError) for calls no approval could make acceptable."""
+        schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.precheck")
+        if "confirmed_by" in schema.hidden:
+            raise TypeError(f"{self.name}.precheck: a precheck happens before approval, it cannot take confirmed_by")
+        self.guard = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden))
+        return fn
+
+    async def check(self, args: Mapping[str, Any]) -> None:
+        """Run the precheck, if any, on validated arguments (before the confirm gate)."""
+        if self.guard is None:
+            return
+        valid = self.validate(args)
+        if self.guard.parameters is not None:
+            wanted = {p.name for p in self.guard.parameters}
+            valid = {k: v for k, v in valid.items() if k in wanted}
+        await self._execute(self.guard, valid, None)
 
     def bind(self, ctx: ToolContext) -> Tool:
         """A copy of this tool that receives `ctx` (tools with no ToolContext parameter ignore it)."""

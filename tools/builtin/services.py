@@ -79,15 +79,21 @@ async def restart_service(unit: str, *, confirmed_by: str, ctx: ToolContext) -> 
     Args:
         unit: the unit name, e.g. "nginx" or "api.service".
     """
-    check_unit(unit)
-    if not allowed_to_restart(unit, ctx.restart_allowlist):
-        allowed = ", ".join(ctx.restart_allowlist) or "none"
-        raise PermissionDenied(
-            f"restarting {unit!r} is not allowed by policy (tools.services.restart_allowlist: {allowed})"
-        )
+    _restart_allowed(unit, ctx)  # again at run time: defence in depth
     code, out, err = await _run_systemctl("restart", "--", unit)
     if code != 0:
         raise ToolError(f"systemctl restart {unit} failed (exit {code}): {err.strip() or out.strip()}")
     props = await _show(unit)
     state = f"{props.get('ActiveState', '?')} ({props.get('SubState', '?')})"
     return f"restarted {unit}; approved by {confirmed_by}; now {state}\n{_summary(props)}"
+
+
+@restart_service.precheck
+def _restart_allowed(unit: str, ctx: ToolContext) -> None:
+    """Refuse units off the allowlist before anyone is asked to approve them."""
+    check_unit(unit)
+    if not allowed_to_restart(unit, ctx.restart_allowlist):
+        allowed = ", ".join(ctx.restart_allowlist) or "none"
+        raise PermissionDenied(
+            f"restarting {unit!r} is not allowed by policy (tools.services.restart_allowlist: {allowed})"
+        )
