@@ -102,12 +102,53 @@ async def main(repeats: int, steps: int) -> None:
                 http_base_ms.append(await baseline(AnthropicModel(client, ["claude-sonnet-4-5"]), steps) * 1000)
             await client.close()
         await store.close()
+        concurrency = await concurrent_runs(Path(tmp) / "concurrent.db", steps)
+        cache = await cache_ratio(steps)
     med = statistics.median
     print(f"per-iteration, median of {repeats} runs x {steps} iterations")
     print(f"  in-process model: loop {med(loop_ms):.2f} ms  vs direct calls {med(base_ms):.3f} ms"
           f"  -> loop overhead {med(loop_ms) - med(base_ms):.2f} ms/iteration")
     print(f"  http fake model : loop {med(http_ms):.2f} ms  vs direct calls {med(http_base_ms):.2f} ms"
           f"  -> ratio {med(http_ms) / med(http_base_ms):.2f}x")
+    for n, per_run_ms in concurrency:
+        print(f"  {n:>2} concurrent runs (one store writer): {per_run_ms:.1f} ms per run of {steps} iterations")
+    read, paid = cache
+    print(f"  prompt cache over a {steps}-step run: {read:.0%} of prompt tokens read from cache; "
+          f"cost {paid:.0%} of the same run uncached")
+
+
+async def concurrent_runs(db: Path, steps: int) -> list[tuple[int, float]]:
+    """Wall time per run when N runs share the store's single writer thread."""
+    store = await Store(db).open()
+    out = []
+    for n in (1, 4, 16):
+        began = time.perf_counter()
+        await asyncio.gather(*(one_run(store, ScriptedModel(steps), steps) for _ in range(n)))
+        out.append((n, (time.perf_counter() - began) * 1000 / n))
+    await store.close()
+    return out
+
+
+async def cache_ratio(steps: int) -> tuple[float, float]:
+    """Share of prompt tokens read from cache, and cost relative to the same run uncached (fake's accounting)."""
+    runbook = "Runbook: check disks, then logs, then services before changing anything. " * 80
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store(Path(tmp) / "cache.db").open()
+        async with FakeAnthropic(api_key="sk-ant-bench") as fake:
+            client = anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=fake.base_url, max_retries=0)
+            fake.script(*[reply(tool_use("check_disk", {"host": f"web-{i}"})) for i in range(steps - 1)],
+                        reply(text("done")))
+            row = await store.create_run(channel="C", thread_ts="1", requester="U", task="t", model="m",
+                                         history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}])
+            cfg = RunConfig(model=AnthropicModel(client, ["claude-sonnet-4-5"]), store=store, tools=REGISTRY,
+                            price=price_for("claude-sonnet-4-5")[0], system_prompt=runbook)
+            result = await run(cfg, row["id"])
+            await client.close()
+        await store.close()
+    u = result.usage
+    price = price_for("claude-sonnet-4-5")[0]
+    uncached = price.cost(Usage(input_tokens=u.prompt_tokens, output_tokens=u.output_tokens))
+    return u.cache_read_tokens / u.prompt_tokens, price.cost(u) / uncached
 
 
 if __name__ == "__main__":
