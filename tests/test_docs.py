@@ -52,3 +52,24 @@ def test_readme_documents_every_builtin_tool():
     names = [t.name for t in vars(builtin).values() if isinstance(t, Tool)]
     assert names, "tools.builtin exports no tools"
     assert [n for n in names if f"`{n}`" not in readme] == []
+
+
+async def test_the_readme_tool_example_runs():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"### Writing your own\n\n```python\n(.*?)```", readme, re.S).group(1)
+    namespace: dict = {}
+    exec(code, namespace)
+    purge = namespace["purge_queue"]
+    assert (purge.category.value, purge.has_dry_run) == ("destructive", True)
+    assert "confirmed_by" not in str(purge.api_schema())
+    assert await purge.dry_run({"name": "jobs"}) == "would drop 18,204 messages"
+    from tools import PermissionDenied
+
+    try:
+        await purge.check({"name": "payments-eu"})
+    except PermissionDenied as e:
+        assert "never purged" in str(e)
+    else:
+        raise AssertionError("precheck did not refuse")
