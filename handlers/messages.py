@@ -177,6 +177,8 @@ def approval_decided(
     if state == "superseded" and reason and reason.startswith("run stopped"):
         by = f" by {mention(decided_by)}" if decided_by else ""
         return f":octagonal_sign: Not run: the {escape(reason)}{by}{_at(decided_at)}"
+    if state == "superseded" and not decided_by and reason:
+        return f":leftwards_arrow_with_hook: Superseded: {escape(reason)}{_at(decided_at)} — not run"
     if state == "superseded":
         src = f" from {mention(decided_by)}" if decided_by else ""
         return f":leftwards_arrow_with_hook: Superseded by a thread reply{src}{_at(decided_at)} — not run"

@@ -160,9 +160,10 @@ class IncidentThread:
         bound = approval is not None and approval["args_hash"] == req.args_hash and (
             approval["preview_hash"] == req.preview_hash)
         if approval is None or not bound:
-            if approval is not None and approval["state"] == "pending":  # args changed: that consent is void
-                await store.transition_approval(approval["id"], expect="pending", state="superseded",
-                                                reason="arguments changed", decided_at=time.time())
+            if approval is not None and approval["state"] == "pending" and await store.transition_approval(
+                    approval["id"], expect="pending", state="superseded", decided_at=time.time(),
+                    reason="the call changed (arguments or dry-run preview); a new approval was requested"):
+                await self.sup.update_card(await store.get_approval(approval["id"]))  # that consent is void
             run = await store.get_run(self.run_id)
             approval = await store.create_approval(
                 run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,

@@ -34,6 +34,7 @@ LARGE_FILES = (
     "0.4G   /var/lib/postgresql/wal"
 )
 CLEAN_PREVIEW = "would delete 212 files, 19.8 GB"
+PREVIEW = {"clean_logs": CLEAN_PREVIEW}  # a test may change what the dry run finds
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ def hold(tool_name: str) -> Gate:
 
 def reset() -> None:
     EXECUTIONS.clear()
+    PREVIEW["clean_logs"] = CLEAN_PREVIEW
     for gate in _gates.values():
         gate.release()  # never leave a call stuck behind a gate from an earlier test
     _gates.clear()
@@ -130,7 +132,7 @@ async def clean_logs(host: str, path: str, older_than_days: int = 7, *, confirme
 
 @clean_logs.dry_run
 async def _clean_logs_preview(host: str, path: str, older_than_days: int = 7) -> str:
-    return CLEAN_PREVIEW
+    return PREVIEW["clean_logs"]
 
 
 @tool(category=Category.MUTATING)

@@ -467,6 +467,30 @@ async def test_a_pending_approval_survives_a_restart(
         fake_anthropic.assert_complete()
 
 
+async def test_a_changed_dry_run_after_a_restart_voids_the_old_approval(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), reply(text("Freed 21.1 GB.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        old = await env.card(channel, ts)
+        await env.wait_idle()
+        incident_tools.PREVIEW["clean_logs"] = "would delete 230 files, 21.1 GB"  # more logs by now
+        await env.restart()
+
+        new = await fake_slack.wait_for_message(channel, lambda m: m.ts != old.ts and "230 files" in text_of(m))
+        assert card_state(new) == "pending"
+        await env.approve(old, BOB)  # consent to the old preview is not consent to the new one
+        await env.wait_ephemeral(BOB)
+        assert ran("clean_logs") == []
+        # The old card says why (at the latest once clicked: a crash can beat storing its ts).
+        voided = await fake_slack.wait_for_message(channel, lambda m: m.ts == old.ts and card_state(m) == "superseded")
+        assert "the call changed" in text_of(voided) and action_ids(voided) == []
+        await env.approve(new, BOB)
+        assert "21.1 GB" in text_of(await env.wait_final(channel, ts))
+        assert ran("clean_logs") == [Execution("clean_logs", CLEAN, BOB)]
+
+
 # --------------------------------------------------------------------------------------
 # threads and channels
 # --------------------------------------------------------------------------------------
