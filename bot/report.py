@@ -39,8 +39,7 @@ class HandoffReport:
     pending: tuple[str, ...]
 
 
-def handoff_report(result: RunResult, history: Sequence[dict[str, Any]],
-                   pending_approvals: Sequence[dict[str, Any]] = ()) -> HandoffReport:
+def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> HandoffReport:
     """Summarise a stopped run for the humans taking over. No model call."""
     names: dict[str, str] = {}
     summaries: dict[str, dict[str, Any]] = {}
@@ -62,14 +61,13 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]],
                     unanswered.append(f"{names[block['tool_use_id']]} was not run before the stop")
             elif kind == "text" and message["role"] == "assistant" and block["text"].strip():
                 last_text = block["text"].strip()
-    pending = [f"approval for {a['tool']} is still {a['state']}" for a in pending_approvals] + unanswered
     return HandoffReport(
         result=result,
         stop_words=STOP_WORDS.get(result.stop_reason.value, result.stop_reason.value),
         tools=tuple(ToolSummary(name=n, calls=s["calls"], last_result=s["last"], last_is_error=s["error"])
                     for n, s in summaries.items()),
         last_reasoning=last_text,
-        pending=tuple(pending),
+        pending=tuple(unanswered),
     )
 
 
@@ -80,22 +78,3 @@ def _text_of(content: Any) -> str:
         return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
     return ""
 
-
-def render_text(report: HandoffReport) -> str:
-    """The report as plain text (CLI, logs, and the fallback text of the Slack message)."""
-    r = report.result
-    u = r.usage
-    lines = [
-        f"Run stopped: {r.stop_reason.value} — {report.stop_words}.",
-        f"Detail: {r.stop_detail}" if r.stop_detail else "",
-        f"Iterations: {r.iterations} · tokens in {u.input_tokens:,} / out {u.output_tokens:,} / cache read "
-        f"{u.cache_read_tokens:,} / cache write {u.cache_write_tokens:,} · cost ${r.cost_usd:.4f} · "
-        f"{r.wall_seconds:.0f}s",
-    ]
-    if report.tools:
-        lines.append("Tools called:")
-        lines += [f"  {t.name} ×{t.calls}: {t.last_result[:200]}" for t in report.tools]
-    if report.last_reasoning:
-        lines.append(f"Last findings: {report.last_reasoning}")
-    lines.append("Pending: " + ("; ".join(report.pending) if report.pending else "nothing pending"))
-    return "\n".join(line for line in lines if line)

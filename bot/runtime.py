@@ -176,8 +176,7 @@ class _Run:
                 await self.condense(str(e))
                 continue
             if response.stop_reason == "model_context_window_exceeded":
-                self.usage = self.usage + response.usage
-                self.cost += self.cfg.price.cost(response.usage)
+                self.charge(response.usage)
                 await self.condense("model_context_window_exceeded")
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
@@ -185,11 +184,12 @@ class _Run:
 
     async def record(self, response: ModelResponse, *, latency: float) -> list[dict[str, Any]]:
         """Charge the usage, store the assistant turn, check the budgets; returns the stored content."""
-        self.usage = self.usage + response.usage
-        self.cost += self.cfg.price.cost(response.usage)
+        self.charge(response.usage)
         content = recover_json_tool_calls(response.content, known=self.cfg.tools)
         content = keep_complete_calls(content, response.stop_reason)
         if not content:
+            if response.stop_reason == "refusal":
+                raise ModelError("the model refused the request (stop_reason refusal)")
             raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
         content = [redact_block(b) for b in content]
         self.history.append({"role": "assistant", "content": content})
@@ -371,8 +371,7 @@ class _Run:
                                                                        "text": transcript(self.history[:split])}]}])
         async with self.deadline("condensing the history"):
             summary = await self.cfg.model.complete(request)
-        self.usage = self.usage + summary.usage
-        self.cost += self.cfg.price.cost(summary.usage)
+        self.charge(summary.usage)
         head = {"role": "user", "content": [{"type": "text", "text": f"{self.task}\n\n[Summary of the work so far, "
                                              f"condensed to fit the context window]\n{final_text(summary.content)}"}]}
         self.history = [head, *self.history[split:]]
@@ -382,6 +381,10 @@ class _Run:
         self.check_budgets()
 
     # --- bookkeeping --------------------------------------------------------
+    def charge(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+        self.cost += self.cfg.price.cost(usage)
+
     async def save_totals(self, **extra: Any) -> None:
         await self.cfg.store.update_run(
             self.id, iterations=self.iterations, cost_usd=self.cost, agent_seconds=self.agent_seconds(),

@@ -87,11 +87,6 @@ def usd(amount: float) -> str:
 STOP_REASON_WORDS: dict[str, str] = STOP_WORDS
 
 
-def stop_reason_words(reason: str) -> str:
-    """The words for a stop reason; an unknown one is still readable."""
-    return STOP_REASON_WORDS.get(reason, reason.replace("_", " "))
-
-
 # ---------------------------------------------------------------------------
 # Approval card
 # ---------------------------------------------------------------------------

@@ -80,7 +80,7 @@ class Supervisor:
         thread = IncidentThread(self, row)
         with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row["channel"],
                                                      thread_ts=row["thread_ts"]):
-            await thread.open_status()
+            await thread.status.open()
             s = self.settings
             cfg = RunConfig(
                 model=self.model_for(row["model"]), store=self.store, tools=self.tools,
@@ -150,9 +150,6 @@ class IncidentThread:
         self.sup, self.run_id = sup, row["id"]
         self.channel, self.thread_ts, self.requester = row["channel"], row["thread_ts"], row["requester"]
         self.status = StatusMessage(sup, row)
-
-    async def open_status(self) -> None:
-        await self.status.open()
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         store, settings = self.sup.store, self.sup.settings.approvals

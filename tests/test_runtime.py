@@ -601,3 +601,10 @@ async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(sto
                        await start(store))
     assert (result.stop_reason, result.stop_detail, seen) == (
         StopReason.PERMISSION_DENIED, "restart_unit: postgres is not on the restart allowlist", [])
+
+
+async def test_a_refusal_is_named_as_such(store, fake_anthropic, anthropic_client):
+    fake_anthropic.script(reply(stop_reason="refusal"))
+    result = await run(config(store, anthropic_client), await start(store))
+    assert (result.stop_reason, result.stop_detail, len(fake_anthropic.requests)) == (
+        StopReason.MODEL_ERROR, "the model refused the request (stop_reason refusal)", 1)

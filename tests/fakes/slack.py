@@ -203,19 +203,25 @@ def _check_text_object(obj: Any, ptr: str, errors: list[str], *, max_len: int, p
         errors.append(f"must be less than {max_len + 1} characters [json-pointer:{ptr}/text]")
 
 
+def _check_unique_id(obj: dict[str, Any], key: str, ptr: str, seen: dict[str, str], errors: list[str]) -> None:
+    """block_id / action_id: at most 255 characters and unique within the message."""
+    value = obj.get(key)
+    if value is None:
+        return
+    if not isinstance(value, str) or len(value) > 255:
+        errors.append(f"must be less than 256 characters [json-pointer:{ptr}/{key}]")
+    elif value in seen:
+        errors.append(f"duplicate {key} {value!r} [json-pointer:{ptr}/{key}]")
+    else:
+        seen[value] = ptr
+
+
 def _check_element(el: Any, ptr: str, errors: list[str], action_ids: dict[str, str]) -> None:
     """An interactive element (button or any other with an action_id)."""
     if not isinstance(el, dict):
         errors.append(f"must be an object [json-pointer:{ptr}]")
         return
-    action_id = el.get("action_id")
-    if action_id is not None:
-        if not isinstance(action_id, str) or len(action_id) > 255:
-            errors.append(f"must be less than 256 characters [json-pointer:{ptr}/action_id]")
-        elif action_id in action_ids:
-            errors.append(f"duplicate action_id {action_id!r} [json-pointer:{ptr}/action_id]")
-        else:
-            action_ids[action_id] = ptr
+    _check_unique_id(el, "action_id", ptr, action_ids, errors)
     if el.get("type") == "button":
         _check_text_object(el.get("text"), f"{ptr}/text", errors, max_len=75, plain_only=True)
         value = el.get("value")
@@ -241,7 +247,7 @@ def block_errors(blocks: Any) -> list[str]:
         return ["must be an array [json-pointer:/blocks]"]
     if len(blocks) > 50:
         errors.append("no more than 50 items allowed [json-pointer:/blocks]")
-    block_ids: set[str] = set()
+    block_ids: dict[str, str] = {}
     action_ids: dict[str, str] = {}
     for i, block in enumerate(blocks):
         ptr = f"/blocks/{i}"
@@ -255,14 +261,7 @@ def block_errors(blocks: Any) -> list[str]:
         if btype not in ALLOWED_BLOCK_TYPES:
             errors.append(f"unsupported type: {btype} [json-pointer:{ptr}/type]")
             continue
-        block_id = block.get("block_id")
-        if block_id is not None:
-            if not isinstance(block_id, str) or len(block_id) > 255:
-                errors.append(f"must be less than 256 characters [json-pointer:{ptr}/block_id]")
-            elif block_id in block_ids:
-                errors.append(f"duplicate block_id {block_id!r} [json-pointer:{ptr}/block_id]")
-            else:
-                block_ids.add(block_id)
+        _check_unique_id(block, "block_id", ptr, block_ids, errors)
 
         if btype == "section":
             text, fields = block.get("text"), block.get("fields")
