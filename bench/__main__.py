@@ -57,7 +57,7 @@ class ScriptedModel:
 async def one_run(store: Store, model: Any, steps: int) -> float:
     row = await store.create_run(channel="C", thread_ts="1", requester="U", task="t", model="claude-sonnet-4-5",
                                  history=[{"role": "user", "content": [{"type": "text", "text": "disk full"}]}])
-    cfg = RunConfig(model=model, store=store, tools=REGISTRY, price=price_for("claude-sonnet-4-5")[0])
+    cfg = RunConfig(model=model, store=store, tools=REGISTRY, price_for=lambda m: price_for(m)[0])
     began = time.perf_counter()
     result = await run(cfg, row["id"])
     elapsed = time.perf_counter() - began
@@ -141,7 +141,7 @@ async def cache_ratio(steps: int) -> tuple[float, float]:
             row = await store.create_run(channel="C", thread_ts="1", requester="U", task="t", model="m",
                                          history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}])
             cfg = RunConfig(model=AnthropicModel(client, ["claude-sonnet-4-5"]), store=store, tools=REGISTRY,
-                            price=price_for("claude-sonnet-4-5")[0], system_prompt=runbook)
+                            price_for=lambda m: price_for(m)[0], system_prompt=runbook)
             result = await run(cfg, row["id"])
             await client.close()
         await store.close()

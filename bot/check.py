@@ -1,20 +1,38 @@
-"""`opsloop check`: config, tokens, model and the tool table, one line per problem."""
+"""`opsloop check`: config, tokens, models and the tool table, one line per problem."""
 
 from __future__ import annotations
 
 import sys
+import warnings
 
 from bot.config import Settings
 
 
+def model_warnings(settings: Settings) -> list[str]:
+    """Configured models that the SDK marks deprecated, each with its replacement."""
+    from bot.model import deprecation
+    from bot.pricing import replacement_for
+
+    out = []
+    for model in settings.model.chain:
+        if (end := deprecation(model)) is not None:
+            instead = replacement_for(model)
+            out.append(f"model {model} is deprecated and reaches end of life on {end}"
+                       + (f"; replace it with {instead}" if instead else ""))
+    return out
+
+
 async def check(settings: Settings) -> int:
-    import anthropic
     from slack_sdk.errors import SlackApiError
 
     from bot.app import anthropic_client, slack_client
+    from bot.model import ping
+    from bot.pricing import replacement_for
+    from handlers.policy import approval_warnings
     from tools.config import ToolConfigError, build_registry, tool_table
 
     problems: list[str] = []
+    notes = [*model_warnings(settings), *approval_warnings(settings.approvals)]
     try:
         registry = await build_registry(settings.tools)
     except ToolConfigError as e:
@@ -36,13 +54,20 @@ async def check(settings: Settings) -> int:
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
     else:
-        try:
-            async with anthropic_client(settings) as llm:
-                await llm.messages.create(model=settings.model.primary, max_tokens=1,
-                                          messages=[{"role": "user", "content": "ping"}])
-            print(f"model: ok, {settings.model.primary}")
-        except anthropic.APIError as e:
-            problems.append(f"model: {settings.model.primary}: {type(e).__name__}: {getattr(e, 'message', e)}")
+        async with anthropic_client(settings) as llm:
+            for model in settings.model.chain:
+                with warnings.catch_warnings():  # the SDK warns about deprecated models; we say it once, below
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    problem = await ping(llm, model)
+                if problem is None:
+                    print(f"model: ok, {model}")
+                    continue
+                instead = replacement_for(model) if problem.startswith("not found") else None
+                problems.append(f"model: {model}: {problem}" + (f"; replace it with {instead}" if instead else ""))
+                if problem.startswith(("AuthenticationError", "PermissionDeniedError")):
+                    break  # the key is wrong: every model would say the same
+    for line in notes:
+        print(f"opsloop: warning: {line}", file=sys.stderr)
     for line in problems:
         print(f"opsloop: {line}", file=sys.stderr)
     return 1 if problems else 0

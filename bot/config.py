@@ -32,9 +32,14 @@ class Secret(str):
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings:
-    primary: str = "claude-sonnet-4-5"
-    fallbacks: tuple[str, ...] = ("claude-haiku-4-5",)
-    max_tokens: int = 4096
+    primary: str = "claude-sonnet-5-5"
+    fallbacks: tuple[str, ...] = ("claude-haiku-5-5",)
+    # Thinking counts toward max_tokens: 16K fits a normal step's thinking plus a tool call or an answer;
+    # a step that thinks past it is retried once with twice the room, within the run's token budget.
+    max_tokens: int = 16_000
+    # An incident wants a fast first answer: medium thinks enough for triage without high's latency.
+    effort: str = "medium"
+    thinking_display: str = "summarized"  # the status line and the handoff report show the agent's reasoning
     context_budget_tokens: int | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
 
@@ -86,7 +91,7 @@ class Settings:
 # key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
 _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
     "model": {"primary": (str,), "fallbacks": (list,), "max_tokens": (int,), "context_budget_tokens": (int,),
-              "prices": (dict,)},
+              "prices": (dict,), "effort": (str,), "thinking_display": (str,)},
     "limits": {"max_iterations": (int,), "deadline_seconds": (int, float), "token_budget": (int,),
                "cost_budget_usd": (int, float), "max_consecutive_errors": (int,), "parallelism": (int,)},
     "slack": {"channels": (list,), "status_update_seconds": (int, float)},
@@ -117,17 +122,29 @@ def _check(section: str, table: Mapping[str, Any], problems: list[str]) -> dict[
     return out
 
 
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+THINKING_DISPLAYS = ("summarized", "omitted")
+_PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+# Limits that must be positive: zero or less would hang (parallelism) or stop every run at once.
+_POSITIVE_LIMITS = ("max_iterations", "deadline_seconds", "token_budget", "cost_budget_usd",
+                    "max_consecutive_errors", "parallelism")
+
+
 def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
     prices = {}
     for model, spec in table.items():
         where = f"model.prices.{model}"
-        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys():
-            problems.append(f"{where}: expected {{ input = USD/MTok, output = USD/MTok }}")
+        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys() or not spec.keys() <= set(_PRICE_KEYS):
+            problems.append(f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} "
+                            "and optionally cache_write, cache_read")
             continue
         try:
-            prices[model] = Price(**{k: float(v) for k, v in spec.items()})
+            values = {k: float(v) for k, v in spec.items()}
         except (TypeError, ValueError) as e:
             problems.append(f"{where}: {e}")
+            continue
+        prices[model] = Price(input=values["input"], output=values["output"], cache_write=values.get("cache_write"),
+                              cache_read=values.get("cache_read"))
     return prices
 
 
@@ -157,14 +174,22 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         primary=m.get("primary", ModelSettings.primary),
         fallbacks=tuple(m.get("fallbacks", ModelSettings.fallbacks)),
         max_tokens=m.get("max_tokens", ModelSettings.max_tokens),
+        effort=m.get("effort", ModelSettings.effort),
+        thinking_display=m.get("thinking_display", ModelSettings.thinking_display),
         context_budget_tokens=m.get("context_budget_tokens"),
         prices=_prices(m.get("prices", {}), problems),
     )
     if model.max_tokens < 1:
         problems.append("model.max_tokens: must be at least 1")
+    if model.effort not in EFFORTS:
+        problems.append(f"model.effort: {model.effort!r} is not one of {', '.join(EFFORTS)}")
+    if model.thinking_display not in THINKING_DISPLAYS:
+        problems.append(f"model.thinking_display: {model.thinking_display!r} is not one of "
+                        f"{', '.join(THINKING_DISPLAYS)}")
     limits = Limits(**{k: v for k, v in lim.items()})
-    if limits.max_iterations < 1:
-        problems.append("limits.max_iterations: must be at least 1")
+    for key in _POSITIVE_LIMITS:
+        if key in lim and not getattr(limits, key) > 0:
+            problems.append(f"limits.{key}: must be greater than 0, got {getattr(limits, key)!r}")
     for key in ("approvers", "destructive_approvers"):
         for who in ap.get(key, []):
             if who[:1] not in ("U", "W", "S"):

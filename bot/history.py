@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -21,6 +22,30 @@ def tool_calls(content: Sequence[Block]) -> list[ToolCall]:
 
 def final_text(content: Sequence[Block]) -> str:
     return "\n\n".join(b["text"].strip() for b in content if b.get("type") == "text" and b["text"].strip())
+
+
+def only_thinking(content: Sequence[Block]) -> bool:
+    """No answer and no call: nothing but thinking (or nothing at all)."""
+    return not tool_calls(content) and not final_text(content)
+
+
+def reasoning(content: Sequence[Block]) -> str:
+    """What the model said it was doing: the (summarized) thinking text of a turn, found by block type.
+    Current models put text written between tool calls into thinking blocks."""
+    return "\n\n".join(b["thinking"].strip() for b in content
+                        if b.get("type") == "thinking" and (b.get("thinking") or "").strip())
+
+
+def without_thinking(history: Sequence[Block]) -> list[Block]:
+    """The turns with their thinking blocks removed: what stays valid under the API's prefix check
+    once earlier turns were summarised (a kept thinking block would be bound to the old prefix)."""
+    out = []
+    for message in history:
+        content = message["content"]
+        if message["role"] == "assistant" and isinstance(content, list):
+            content = [b for b in content if b.get("type") not in ("thinking", "redacted_thinking")]
+        out.append({**message, "content": content})
+    return out
 
 
 def closing_results(calls: Sequence[ToolCall], results: dict[str, tuple[str, bool]], missing: str) -> list[Block]:
@@ -77,7 +102,9 @@ def recover_json_tool_calls(content: list[Block], *, known: Iterable[Any]) -> li
             out.append({"type": "text", "text": text.strip()})
         for name, args in calls:
             found += 1
-            out.append({"type": "tool_use", "id": f"toolu_recovered_{found:02d}", "name": name, "input": args})
+            # Unique per call: a reused id would answer a second call with the first one's result.
+            out.append({"type": "tool_use", "id": f"toolu_recovered_{secrets.token_hex(8)}", "name": name,
+                        "input": args})
     return out if found else content
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import email.utils
 import random
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import anthropic
 import structlog
 
+from bot.pricing import thinks_adaptively
 from bot.types import ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
 
 log = structlog.get_logger("opsloop.model")
@@ -51,10 +53,8 @@ def with_cache_breakpoints(messages: Sequence[dict[str, Any]]) -> list[dict[str,
 
 
 def _normalize_block(block: Any) -> dict[str, Any]:
-    if block.type == "text":
-        return {"type": "text", "text": block.text}
-    if block.type == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input or {})}
+    """A response block as the API sent it: thinking text, signatures and every field kept, so the
+    turn can go back byte-for-byte (current models reject a changed prefix)."""
     dumped: dict[str, Any] = block.model_dump(exclude_none=True)
     return dumped
 
@@ -71,10 +71,29 @@ def _usage(u: Any) -> Usage:
 
 
 def is_empty(content: Sequence[dict[str, Any]]) -> bool:
+    """No answer and no call: nothing but (possibly) thinking."""
     return not any(
         b.get("type") == "tool_use" or (b.get("type") == "text" and b.get("text", "").strip())
         for b in content
     )
+
+
+def thinking_params(model: str, request: ModelRequest, *, drop_block: bool) -> dict[str, Any]:
+    """`thinking` and `output_config` for models that think adaptively; nothing for older ones.
+
+    Never a budget, `disabled`, sampling parameters or a forced tool_choice: current models answer 400.
+    """
+    if not thinks_adaptively(model):
+        return {}
+    thinking: dict[str, Any] = {"type": "adaptive"}
+    if request.thinking_display:
+        thinking["display"] = request.thinking_display
+    if drop_block:
+        thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
+    params: dict[str, Any] = {"thinking": thinking}
+    if request.effort:
+        params["output_config"] = {"effort": request.effort}
+    return params
 
 
 class RepetitionDetector:
@@ -100,9 +119,31 @@ class RepetitionDetector:
         return any(tail[p:] == tail[:-p] for p in range(1, self.max_period + 1))
 
 
+# --- lifecycle -------------------------------------------------------------
+def deprecation(model: str) -> str | None:
+    """When the SDK's own deprecation table says `model` reaches end of life, or None."""
+    from anthropic._data import DEPRECATED_MODELS  # the SDK's table, also behind its DeprecationWarning
+
+    return DEPRECATED_MODELS.get(model)
+
+
+async def ping(client: anthropic.AsyncAnthropic, model: str) -> str | None:
+    """One tiny request to `model`: None when it answers, else a one-line problem (404: retired or unknown)."""
+    try:
+        await client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "ping"}])
+    except anthropic.NotFoundError:
+        return "not found: retired, misspelt or not available to this API key"
+    except anthropic.APIError as e:
+        return f"{type(e).__name__}: {getattr(e, 'message', e)}"
+    return None
+
+
 # --- retries ---------------------------------------------------------------
 RETRYABLE = (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError)
 OVERFLOW_HINTS = ("prompt is too long", "context window", "too many tokens", "context length")
+# The 400 a current model answers when a thinking block's prefix changed; `drop_block` (beta) heals it.
+PREFIX_MISMATCH = "bound to a different conversation"
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
@@ -170,28 +211,42 @@ class AnthropicModel:
             self._index = self._chain.index(model)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One answer. Empty and degenerate responses are retried (and still charged); a stop at
+        `max_tokens` with only thinking goes back to the loop, which owns the token budget."""
         spent = Usage()
-        empties = 0
+        failures: list[str] = []
+        drop_block = request.drop_block
         while True:
-            response = await self._with_retries(request)
+            response = await self._with_retries(request, drop_block)
+            drop_block = response.drop_block
             spent = spent + response.usage
-            if not is_empty(response.content) or response.stop_reason in ("refusal",):
-                return ModelResponse(
-                    content=response.content, stop_reason=response.stop_reason, usage=spent, model=response.model
-                )
-            empties += 1
-            log.warning("model.empty_response", model=response.model, attempt=empties)
-            if empties > self.empty_retries:
-                raise ModelError(f"{response.model} returned an empty response {empties} times")
+            degenerate = response.stop_reason == "degenerate"
+            if not degenerate and (not is_empty(response.content) or response.stop_reason in ("refusal", "max_tokens")):
+                return dataclasses.replace(response, usage=spent)
+            failures.append("degenerate output" if degenerate else "an empty response")
+            log.warning("model.degenerate_output" if degenerate else "model.empty_response",
+                        model=response.model, attempt=len(failures))
+            if len(failures) > self.empty_retries:
+                raise ModelError(f"{response.model} returned {', then '.join(failures)}", usage=spent,
+                                 model=response.model)
 
-    async def _with_retries(self, request: ModelRequest) -> ModelResponse:
+    async def _with_retries(self, request: ModelRequest, drop_block: bool) -> ModelResponse:
         while True:
             last: BaseException | None = None
-            for attempt in range(self.attempts_per_model):
+            attempt = 0
+            while attempt < self.attempts_per_model:
                 try:
-                    return await self._stream_once(self.model, request)
+                    return await self._stream_once(self.model, request, drop_block=drop_block)
                 except anthropic.BadRequestError as e:
                     message = str(e).lower()
+                    if PREFIX_MISMATCH in message and not drop_block and thinks_adaptively(self.model):
+                        # Self-heal: a thinking block no longer matches its prefix. Ask the API to drop such
+                        # blocks for the rest of this run (the loop records it) instead of ending the run.
+                        log.warning("model.thinking_prefix_mismatch", model=self.model,
+                                    error=e.api_message if hasattr(e, "api_message") else str(e),
+                                    action="retrying with prefix_mismatch_behavior=drop_block for this run")
+                        drop_block = True
+                        continue
                     if any(hint in message for hint in OVERFLOW_HINTS):
                         raise ContextOverflow(str(e)) from e
                     raise ModelError(f"request rejected by the API: {e.api_message or e}") from e
@@ -204,10 +259,11 @@ class AnthropicModel:
                     if not _is_transient(e):
                         raise
                     last = e
-                    if attempt + 1 < self.attempts_per_model:
-                        delay = self._delay(attempt, e)
+                    attempt += 1
+                    if attempt < self.attempts_per_model:
+                        delay = self._delay(attempt - 1, e)
                         log.warning(
-                            "model.retry", model=self.model, attempt=attempt + 1,
+                            "model.retry", model=self.model, attempt=attempt,
                             error=type(e).__name__, delay_s=round(delay, 3),
                         )
                         await self._sleep(delay)
@@ -224,27 +280,41 @@ class AnthropicModel:
         backoff = min(self.backoff_cap, self.backoff_base * 2**attempt)
         return backoff * (0.5 + random.random() / 2)
 
-    async def _stream_once(self, model: str, request: ModelRequest) -> ModelResponse:
+    async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool) -> ModelResponse:
         detector = RepetitionDetector()
         kwargs: dict[str, Any] = {
             "model": model,
             "max_tokens": request.max_tokens,
             "system": [{"type": "text", "text": request.system, "cache_control": dict(EPHEMERAL)}],
             "messages": with_cache_breakpoints(request.messages),
+            **thinking_params(model, request, drop_block=drop_block),
         }
         if request.tools:
             kwargs["tools"] = request.tools
-        async with self._client.messages.stream(**kwargs) as stream:
+        drop_block = drop_block and "thinking" in kwargs
+        # The beta client only when needed: block_binding exists only on the beta thinking types.
+        stream_cm: Any = (self._client.beta.messages.stream(**kwargs, betas=[BINDING_BETA]) if drop_block
+                          else self._client.messages.stream(**kwargs))
+        streamed = 0
+        async with stream_cm as stream:
             async for event in stream:
-                if event.type == "text" and detector.feed(event.text):
-                    snapshot = stream.current_message_snapshot
-                    log.warning("model.degenerate_stream", model=model, chars=len(event.snapshot))
-                    return ModelResponse(content=[], stop_reason="degenerate", usage=_usage(snapshot.usage),
-                                         model=model)
+                if event.type == "text":
+                    streamed += len(event.text)
+                    if detector.feed(event.text):
+                        usage = _usage(stream.current_message_snapshot.usage)
+                        # Billed for what was generated before we hung up; the snapshot's count lags behind.
+                        usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, -(-streamed // 4)))
+                        log.warning("model.degenerate_stream", model=model, chars=streamed)
+                        return ModelResponse(content=[], stop_reason="degenerate", usage=usage, model=model,
+                                             drop_block=drop_block)
             message = await stream.get_final_message()
+        if dropped := getattr(message, "input_transformations", None):
+            log.warning("model.thinking_dropped", model=model,
+                        blocks=[f"{t.path} ({t.reason})" for t in dropped])
         return ModelResponse(
             content=[_normalize_block(b) for b in message.content],
             stop_reason=message.stop_reason,
             usage=_usage(message.usage),
             model=message.model or model,
+            drop_block=drop_block,
         )

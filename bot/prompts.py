@@ -66,8 +66,17 @@ def not_run(reason: str) -> str:
     return f"Not run: the run stopped ({reason}) before this call."
 
 
-def unknown_outcome(tool: str) -> str:
+def unknown_outcome(tool: str, why: str) -> str:
     return (
-        f"Outcome unknown: opsloop restarted while {tool} was running, so it was not re-run. "
-        "Verify the current state with a read-only tool before deciding anything else."
+        f"Outcome unknown: {why} while {tool} was running, so it may or may not have taken effect; "
+        "it was not re-run. Verify before retrying: check the current state with a read-only tool first."
     )
+
+
+def tools_changed(gone: list[str], added: list[str]) -> str:
+    parts = []
+    if gone:
+        parts.append(f"these tools are no longer available and will fail if called: {', '.join(gone)}")
+    if added:
+        parts.append(f"these tools were added but cannot be offered in this run: {', '.join(added)}")
+    return "[opsloop note] Since this run started, " + "; ".join(parts) + "."

@@ -59,8 +59,13 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
                 s["error"] = bool(block.get("is_error"))
                 if s["last"].startswith(("Not run: the run stopped", "No result: the run stopped")):
                     unanswered.append(f"{names[block['tool_use_id']]} was not run before the stop")
-            elif kind == "text" and message["role"] == "assistant" and block["text"].strip():
-                last_text = block["text"].strip()
+                elif s["last"].startswith("Outcome unknown"):
+                    unanswered.append(f"{names[block['tool_use_id']]}: outcome unknown, verify before retrying")
+            elif message["role"] == "assistant" and kind in ("text", "thinking"):
+                # Current models put what they say between tool calls in (summarized) thinking blocks.
+                said = (block.get("text") if kind == "text" else block.get("thinking")) or ""
+                if said.strip():
+                    last_text = said.strip()
     return HandoffReport(
         result=result,
         stop_words=STOP_WORDS.get(result.stop_reason.value, result.stop_reason.value),

@@ -22,10 +22,13 @@ from bot.history import (
     closing_results,
     final_text,
     keep_complete_calls,
+    only_thinking,
+    reasoning,
     recover_json_tool_calls,
     split_for_condensing,
     tool_calls,
     transcript,
+    without_thinking,
 )
 from bot.pricing import Price
 from bot.redact import redact
@@ -46,6 +49,8 @@ from tools import Category, PermissionDenied, ToolError
 
 log = structlog.get_logger("opsloop.run")
 
+MAX_OUTPUT_TOKENS = 128_000  # the current models' output ceiling
+
 Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
 Inject = Callable[[], Awaitable[list[Injected]]]
 StopRequested = Callable[[], Awaitable[str | None]]
@@ -59,10 +64,12 @@ class RunConfig:
     model: ModelClient
     store: RunStore
     tools: ToolRegistry
-    price: Price
-    system_prompt: str = prompts.SYSTEM_PROMPT
+    price_for: Callable[[str], Price]  # each response is priced at the model that answered it
+    system_prompt: str = prompts.SYSTEM_PROMPT  # a new run's; a stored run keeps the one it started with
     limits: Limits = field(default_factory=Limits)
-    max_tokens: int = 4096
+    max_tokens: int = 16_000  # thinking counts toward it
+    effort: str | None = None  # output_config.effort on models that think adaptively
+    thinking_display: str | None = "summarized"
     confirm: Confirm | None = None  # None: confirm tools are refused, never run
     inject: Inject | None = None  # returns replies already stored in the inbox
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
@@ -79,7 +86,14 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
 class _Run:
     def __init__(self, cfg: RunConfig, row: dict[str, Any], history: list[dict[str, Any]]) -> None:
         self.cfg, self.id, self.history = cfg, row["id"], history
-        self.task = row["task"]
+        self.task = redact(row["task"])
+        # Fixed for the whole run and stored with it: current models bind thinking to system and tools,
+        # and the prompt cache depends on them. A resumed run sends them byte-identical.
+        self.system: str = row["system"] if row["system"] is not None else cfg.system_prompt
+        self.tool_schemas: list[dict[str, Any]] = row["tools"] if row["tools"] is not None else cfg.tools.api_schemas()
+        self.fresh = row["system"] is None
+        self.drop_block = bool(row["drop_block"])
+        self.notes: list[str] = tool_changes(self.tool_schemas, cfg.tools) if not self.fresh else []
         self.iterations: int = row["iterations"]
         self.usage = Usage(
             input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
@@ -95,7 +109,6 @@ class _Run:
         limits = cfg.limits
         self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
-        self.tool_schemas = cfg.tools.api_schemas()  # fixed for the whole run: the prompt cache depends on it
 
     @classmethod
     async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
@@ -104,6 +117,8 @@ class _Run:
         if row["status"] == "finished":
             return self.result(StopReason(row["stop_reason"]), row["stop_detail"] or "", row["output"],
                                row["stopped_by"])
+        if self.fresh:
+            await cfg.store.update_run(run_id, system=self.system, tools=self.tool_schemas)
         with structlog.contextvars.bound_contextvars(run_id=run_id):
             return await self.loop()
 
@@ -129,6 +144,7 @@ class _Run:
         except Stop as stop:
             return await self.finish(stop.reason, stop.detail, by=stop.by)
         except ModelError as e:
+            self.charge(e.usage, e.model or self.cfg.model.model)  # failed attempts are billed too
             return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
 
     async def step(self) -> str | None:
@@ -149,25 +165,30 @@ class _Run:
 
     # --- 1 inject -----------------------------------------------------------
     async def inject(self) -> None:
+        """Thread replies (and opsloop's own notes) enter the history as new text at the end, redacted."""
         items = await self.cfg.inject() if self.cfg.inject else []
-        if not items:
+        notes, self.notes = self.notes, []
+        if not items and not notes:
             return
-        texts = [{"type": "text", "text": redact(prompts.thread_reply(i.user, i.text))} for i in items]
+        texts = [{"type": "text", "text": redact(t)} for t in (*notes, *(prompts.thread_reply(i.user, i.text)
+                                                                          for i in items))]
         if self.history and self.history[-1]["role"] == "user":
             self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
         else:
             self.history.append({"role": "user", "content": texts})
         await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
                                          consumed_inbox=[i.id for i in items])
-        await self.trace("inject", messages=[{"user": i.user, "text": i.text} for i in items])
+        await self.trace("inject", messages=[{"user": i.user, "text": i.text} for i in items], notes=notes)
 
     # --- 2-3 request, record, budgets ---------------------------------------
     async def request(self) -> ModelResponse:
+        max_tokens = self.cfg.max_tokens
         while True:
-            request = ModelRequest(system=self.cfg.system_prompt, tools=self.tool_schemas,
-                                   messages=self.history, max_tokens=self.cfg.max_tokens)
+            request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=self.history,
+                                   max_tokens=max_tokens, effort=self.cfg.effort,
+                                   thinking_display=self.cfg.thinking_display, drop_block=self.drop_block)
             await self.trace("request", iteration=self.iterations, messages=len(self.history),
-                             request_chars=len(str(self.history)))
+                             request_chars=len(str(self.history)), max_tokens=max_tokens)
             began = time.monotonic()
             try:
                 async with self.deadline("waiting for the model"):
@@ -175,29 +196,56 @@ class _Run:
             except ContextOverflow as e:
                 await self.condense(str(e))
                 continue
+            await self.note_drop_block(response)
             if response.stop_reason == "model_context_window_exceeded":
-                self.charge(response.usage)
+                self.charge(response.usage, response.model)
                 await self.condense("model_context_window_exceeded")
+                continue
+            if response.stop_reason == "max_tokens" and only_thinking(response.content):
+                max_tokens = await self.more_room_to_think(response, max_tokens)
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
             return dataclasses.replace(response, content=content)
 
+    async def more_room_to_think(self, response: ModelResponse, max_tokens: int) -> int:
+        """The model spent all of max_tokens thinking: retry once with more room, within the token budget."""
+        self.charge(response.usage, response.model)
+        await self.save_totals()
+        self.check_budgets()
+        room = min(2 * max_tokens, MAX_OUTPUT_TOKENS, self.cfg.limits.token_budget - self.usage.paid_tokens)
+        if max_tokens > self.cfg.max_tokens or room <= max_tokens:
+            raise Stop(StopReason.MODEL_ERROR, f"{response.model} used all {max_tokens:,} output tokens thinking "
+                       "without answering" + (" even after a retry with more room" if max_tokens > self.cfg.max_tokens
+                                              else "; not enough token budget left to retry with more room"))
+        await self.trace("thinking_only", model=response.model, max_tokens=max_tokens, retry_max_tokens=room,
+                         usage=response.usage.to_dict())
+        return room
+
+    async def note_drop_block(self, response: ModelResponse) -> None:
+        """The adapter had to ask the API to drop mismatched thinking: every later request does the same."""
+        if response.drop_block and not self.drop_block:
+            self.drop_block = True
+            await self.cfg.store.update_run(self.id, drop_block=1)
+            await self.trace("thinking_prefix_mismatch", model=response.model, action="drop_block for this run")
+
     async def record(self, response: ModelResponse, *, latency: float) -> list[dict[str, Any]]:
-        """Charge the usage, store the assistant turn, check the budgets; returns the stored content."""
-        self.charge(response.usage)
+        """Charge the usage, store the assistant turn exactly as received, check the budgets."""
+        self.charge(response.usage, response.model)
         content = recover_json_tool_calls(response.content, known=self.cfg.tools)
         content = keep_complete_calls(content, response.stop_reason)
-        if not content:
+        if only_thinking(content):  # nothing to act on: never stored as a turn with no answer and no call
             if response.stop_reason == "refusal":
                 raise ModelError("the model refused the request (stop_reason refusal)")
             raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
-        content = [redact_block(b) for b in content]
         self.history.append({"role": "assistant", "content": content})
         await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
         await self.save_totals(model=response.model)
         await self.trace("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
                          model=response.model, latency_ms=round(latency * 1000),
-                         text=final_text(content)[:500], tool_calls=[c.name for c in tool_calls(content)])
+                         text=final_text(content)[:500], reasoning=reasoning(content)[:500],
+                         tool_calls=[c.name for c in tool_calls(content)])
+        if thought := reasoning(content):
+            await self.emit("reasoning", step=self.iterations, text=thought)
         self.check_budgets()
         if (budget := self.cfg.context_budget_tokens) and response.usage.prompt_tokens > budget and tool_calls(content):
             self.pending_condense = True
@@ -224,7 +272,7 @@ class _Run:
             for call in (c for c in group if c.id in done):  # answered before a restart
                 row = done[call.id]
                 results[call.id] = ((row["content"], bool(row["is_error"])) if row["content"] is not None
-                                    else (prompts.unknown_outcome(call.name), True))
+                                    else (prompts.unknown_outcome(call.name, "opsloop restarted"), True))
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
                 results[call.id] = await self.after_call(call, outcome)
@@ -288,7 +336,6 @@ class _Run:
         except PermissionDenied as e:
             await self.trace("tool", tool=call.name, args=call.args, error=f"PermissionDenied: {e}")
             raise Stop(StopReason.PERMISSION_DENIED, f"{call.name}: {e}") from None
-        content = redact(content)
         await self.trace("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
                          result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
         return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
@@ -333,6 +380,8 @@ class _Run:
         return content, is_error
 
     async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
+        """Every call's result in one user turn, redacted as it enters the history."""
+        results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         self.history.append({"role": "user", "content": blocks})
         await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
@@ -366,24 +415,29 @@ class _Run:
         if split is None:
             raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) with nothing left to condense")
         self.condensed = True
-        request = ModelRequest(system=prompts.CONDENSE_SYSTEM, tools=[], max_tokens=min(self.cfg.max_tokens, 2048),
-                               messages=[{"role": "user", "content": [{"type": "text",
-                                                                       "text": transcript(self.history[:split])}]}])
+        older = transcript(self.history[:split])
+        request = ModelRequest(system=prompts.CONDENSE_SYSTEM, tools=[], max_tokens=self.cfg.max_tokens,
+                               effort="low", thinking_display=None,
+                               messages=[{"role": "user", "content": [{"type": "text", "text": older}]}])
         async with self.deadline("condensing the history"):
             summary = await self.cfg.model.complete(request)
-        self.charge(summary.usage)
-        head = {"role": "user", "content": [{"type": "text", "text": f"{self.task}\n\n[Summary of the work so far, "
-                                             f"condensed to fit the context window]\n{final_text(summary.content)}"}]}
-        self.history = [head, *self.history[split:]]
+        self.charge(summary.usage, summary.model)
+        # No summary text (the model only thought): keep the newest part of the plain transcript instead.
+        text = final_text(summary.content) or older[-8000:]
+        head = {"role": "user", "content": [{"type": "text", "text": redact(
+            f"{self.task}\n\n[Summary of the work so far, condensed to fit the context window]\n{text}")}]}
+        # The kept turns lose their thinking blocks: they were bound to the history we just summarised,
+        # and current models reject them (400) once their prefix changed. system and tools stay as they were.
+        self.history = [head, *without_thinking(self.history[split:])]
         await self.cfg.store.replace_history(self.id, self.history)
         await self.save_totals()
         await self.trace("condense", why=why, kept_messages=len(self.history) - 1, usage=summary.usage.to_dict())
         self.check_budgets()
 
     # --- bookkeeping --------------------------------------------------------
-    def charge(self, usage: Usage) -> None:
+    def charge(self, usage: Usage, model: str) -> None:
         self.usage = self.usage + usage
-        self.cost += self.cfg.price.cost(usage)
+        self.cost += self.cfg.price_for(model).cost(usage)
 
     async def save_totals(self, **extra: Any) -> None:
         await self.cfg.store.update_run(
@@ -408,7 +462,10 @@ class _Run:
                      output: str | None = None) -> RunResult:
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
             done = await self.cfg.store.tool_results(self.id)
-            results = {k: (v["content"], bool(v["is_error"])) for k, v in done.items() if v["content"] is not None}
+            why = f"the run stopped ({reason.value})"
+            # A change that had started when the run stopped may or may not have happened: never "not run".
+            results = {k: (v["content"], bool(v["is_error"])) if v["content"] is not None
+                       else (prompts.unknown_outcome(v["tool"], why), True) for k, v in done.items()}
             await self.answer(calls, results, missing=reason.value)
         await self.cfg.store.update_run(self.id, status="finished", stop_reason=reason.value, stop_detail=detail,
                                         stopped_by=by, output=output)
@@ -424,6 +481,15 @@ class _Run:
                          iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
                          tools_called=tuple(self.tools_called), wall_seconds=self.agent_seconds(),
                          model=getattr(self.cfg.model, "model", ""), stopped_by=by)
+
+
+def tool_changes(stored: list[dict[str, Any]], registry: ToolRegistry) -> list[str]:
+    """A note for the model when the tools available differ from the run's fixed `tools` (a resumed run
+    after a config change, an MCP server whose list changed). The `tools` sent never change mid-run."""
+    offered = {t["name"] for t in stored}
+    present = {t.name for t in registry}
+    gone, added = sorted(offered - present), sorted(present - offered)
+    return [prompts.tools_changed(gone, added)] if gone or added else []
 
 
 @dataclass
@@ -453,9 +519,3 @@ class _Deadline:
             await self._timeout.__aexit__(*exc)
         except TimeoutError:
             raise Stop(StopReason.DEADLINE, f"deadline reached while {self.doing}") from None
-
-
-def redact_block(block: dict[str, Any]) -> dict[str, Any]:
-    if block.get("type") == "text":
-        return {**block, "text": redact(block["text"])}
-    return block

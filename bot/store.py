@@ -20,12 +20,17 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from bot.history import continue_history
+from bot.redact import redact, redact_value
 
 T = TypeVar("T")
 
 migrations = Migrations("opsloop")
 
 ACTIVE_STATES = ("running", "waiting_approval")
+# Everything written is redacted here, at the boundary, except what must round-trip byte-exact to the
+# Messages API: the run's fixed system prompt and tool schemas, and the message history (the runtime
+# redacts what *enters* the history; assistant turns are stored exactly as the API returned them).
+_EXACT_RUN_FIELDS = frozenset({"system", "tools"})
 
 
 @migrations()
@@ -144,6 +149,16 @@ def m001_runs(db: sqlite_utils.Database) -> None:
     db.table("approvals").create_index(["state"])
 
 
+@migrations()
+def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
+    """A run's system prompt and tool schemas, fixed when it starts: current models bind their
+    thinking to them, so a resumed run must send them byte-identical whatever the config says now."""
+    runs = db.table("runs")
+    runs.add_column("system", str)
+    runs.add_column("tools", str)  # JSON list of tool schemas, exactly as sent
+    runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
@@ -151,6 +166,7 @@ def new_id(prefix: str) -> str:
 def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
     row = dict(row)
     row["tools_called"] = json.loads(row.get("tools_called") or "[]")
+    row["tools"] = json.loads(row["tools"]) if row.get("tools") else None
     return row
 
 
@@ -199,7 +215,7 @@ class Ledger:
             self.db.table("runs").insert(
                 {
                     "id": run_id, "channel": channel, "thread_ts": thread_ts,
-                    "mention_ts": mention_ts, "requester": requester, "task": task,
+                    "mention_ts": mention_ts, "requester": requester, "task": redact(task),
                     "status": "running", "model": model, "created_at": now, "updated_at": now,
                 }
             )
@@ -236,6 +252,9 @@ class Ledger:
         # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).
         if "tools_called" in fields:
             fields["tools_called"] = json.dumps(list(fields["tools_called"]))
+        if "tools" in fields:  # stored exactly as sent: never redacted, never re-serialised differently
+            fields["tools"] = json.dumps(fields["tools"])
+        fields = {k: redact(v) if isinstance(v, str) and k not in _EXACT_RUN_FIELDS else v for k, v in fields.items()}
         fields["updated_at"] = time.time()
         self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
                     [*fields.values(), run_id])
@@ -311,8 +330,9 @@ class Ledger:
     ) -> None:
         self.db.table("tool_results").upsert(
             {
-                "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(args),
-                "content": content, "is_error": int(is_error), "confirmed_by": confirmed_by,
+                "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(redact_value(args)),
+                "content": redact(content) if content is not None else None, "is_error": int(is_error),
+                "confirmed_by": confirmed_by,
                 "created_at": time.time(),
             },
             pk=("run_id", "tool_use_id"),
@@ -326,7 +346,7 @@ class Ledger:
     # --- trace ------------------------------------------------------------
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
         self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
-                    [run_id, kind, json.dumps(data, default=str), time.time()])
+                    [run_id, kind, json.dumps(redact_value(data), default=str), time.time()])
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         return [
@@ -347,7 +367,7 @@ class Ledger:
         self.db.table("inbox").insert(
             {
                 "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
-                "text": text, "state": "queued", "created_at": time.time(),
+                "text": redact(text), "state": "queued", "created_at": time.time(),
             }
         )
         return inbox_id
@@ -363,7 +383,8 @@ class Ledger:
     # --- approvals --------------------------------------------------------
     def create_approval(self, **fields: Any) -> dict[str, Any]:
         fields.setdefault("id", new_id("apr"))
-        fields["args"] = json.dumps(fields.get("args") or {})
+        fields["args"] = json.dumps(redact_value(fields.get("args") or {}))
+        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
         fields.setdefault("state", "pending")
         fields.setdefault("created_at", time.time())
         self.db.table("approvals").insert(fields)
@@ -395,6 +416,7 @@ class Ledger:
         """Compare-and-set on state: a second click, or one after expiry, changes nothing."""
         if "approvals" in fields:
             fields["approvals"] = json.dumps(fields["approvals"])
+        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
         sets = ", ".join(f"{k} = ?" for k in fields)
         return self._write(
             f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect]
@@ -425,6 +447,38 @@ class Ledger:
         cur = self.db.execute(sql)
         cols = [c[0] for c in cur.description]
         return [_decode_approval(dict(zip(cols, row, strict=True))) for row in cur.fetchall()]
+
+    # --- timeline and metrics queries
+    def inbox(self, run_id: str) -> list[dict[str, Any]]:
+        """Every thread reply stored for a run (queued, consumed or superseding), oldest first."""
+        return self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
+
+    def run_approvals(self, run_id: str) -> list[dict[str, Any]]:
+        """Every approval a run asked for, oldest first."""
+        rows = self._select("SELECT * FROM approvals WHERE run_id = ? ORDER BY created_at", [run_id])
+        return [_decode_approval(r) for r in rows]
+
+    def active_run_counts(self) -> dict[str, int]:
+        """How many runs are in each active state (a state with no run is absent)."""
+        rows = self._select("SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status",
+                            list(ACTIVE_STATES))
+        return {r["status"]: r["n"] for r in rows}
+
+    def pending_approval_count(self) -> int:
+        return int(self._select("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'", [])[0]["n"])
+
+    def approval_waits(self) -> list[tuple[str, float]]:
+        """(outcome, seconds from the card to the decision) for every decided approval."""
+        rows = self._select("SELECT state, decided_at - created_at AS waited FROM approvals "
+                            "WHERE state != 'pending' AND decided_at IS NOT NULL", [])
+        return [(r["state"], max(0.0, float(r["waited"]))) for r in rows]
+
+    def probe_write(self) -> None:
+        """Take the write lock and let it go again, writing nothing: raises when the db is not writable."""
+        if self.db.conn.in_transaction:  # only on this thread: then the lock is already ours
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("ROLLBACK")
 
 
 class Store:

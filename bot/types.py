@@ -113,10 +113,15 @@ class Injected:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelRequest:
+    """One request. `system` and `tools` are fixed for a run (current models bind thinking to them)."""
+
     system: str
     tools: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     max_tokens: int
+    effort: str | None = None  # output_config.effort on models that think adaptively
+    thinking_display: str | None = None  # "summarized" | "omitted"
+    drop_block: bool = False  # ask the API to drop thinking blocks whose prefix no longer matches
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +130,7 @@ class ModelResponse:
     stop_reason: str | None
     usage: Usage
     model: str
+    drop_block: bool = False  # the request needed prefix_mismatch_behavior=drop_block (see bot.model)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,7 +152,13 @@ class RunResult:
 
 class ModelError(Exception):
     """The model cannot answer this run: auth failure, a rejected request, or every
-    retry and fallback exhausted. Terminal (`model_error`)."""
+    retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
+    attempts still cost (a degenerate stream is billed for what it streamed)."""
+
+    def __init__(self, message: str, *, usage: Usage | None = None, model: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
+        self.model = model
 
 
 class ContextOverflow(ModelError):

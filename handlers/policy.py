@@ -63,3 +63,14 @@ class ApprovalPolicy:
             except SlackApiError:
                 return user
         return self._names[user]
+
+
+def approval_warnings(settings: ApprovalSettings) -> list[str]:
+    """What `opsloop check` warns about: approval lists that let anyone in a channel approve."""
+    out = []
+    if not settings.approvers:
+        out.append("approvals.approvers is empty: anyone in the channel may approve mutating calls")
+    if not settings.who_may_approve("destructive"):
+        out.append("nobody is named for destructive calls (approvals.destructive_approvers, approvals.approvers): "
+                   "anyone in the channel may approve them")
+    return out

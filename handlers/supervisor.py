@@ -84,7 +84,8 @@ class Supervisor:
             s = self.settings
             cfg = RunConfig(
                 model=self.model_for(row["model"]), store=self.store, tools=self.tools,
-                price=self.price_for(row["model"]), limits=s.limits, max_tokens=s.model.max_tokens,
+                price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
+                effort=s.model.effort, thinking_display=s.model.thinking_display,
                 confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
                 on_event=thread.on_event, context_budget_tokens=s.model.context_budget_tokens,
             )
@@ -206,6 +207,7 @@ class IncidentThread:
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
+                    "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
         if activity is None:
             return

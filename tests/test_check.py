@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.check import check
 from bot.config import load_settings
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import reply, text
+from tests.fakes.anthropic import error, reply, text
 
 
 def env_for(fake_slack, fake_anthropic, **over):
@@ -16,13 +16,45 @@ def env_for(fake_slack, fake_anthropic, **over):
 
 
 async def test_check_prints_the_tool_table_and_passes(fake_slack, fake_anthropic, capsys):
-    fake_anthropic.script(reply(text("pong")))
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     settings = load_settings(None, env=env_for(fake_slack, fake_anthropic))
     assert await check(settings) == 0
     out = capsys.readouterr().out
     assert "clean_logs" in out and "destructive" in out and "restart_service" in out and "builtin" in out
-    assert "slack: ok, bot user UBOT" in out and "model: ok, claude-sonnet-4-5" in out
+    assert "slack: ok, bot user UBOT" in out
+    assert "model: ok, claude-sonnet-5-5" in out and "model: ok, claude-haiku-5-5" in out
+    assert [r.body["model"] for r in fake_anthropic.requests] == ["claude-sonnet-5-5", "claude-haiku-5-5"]
     assert fake_anthropic.requests[0].body["max_tokens"] == 1
+
+
+async def test_check_warns_about_a_deprecated_model_and_names_its_replacement(fake_slack, fake_anthropic,
+                                                                              tmp_path, capsys):
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
+                      '[approvals]\napprovers = ["U1"]\n')
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["opsloop: warning: model claude-sonnet-4-5 is deprecated and reaches end of life on "
+                   "November 30th, 2026; replace it with claude-sonnet-5-5"]
+
+
+async def test_check_reports_a_retired_model_from_the_api_404(fake_slack, fake_anthropic, tmp_path, capsys):
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[model]\nprimary = "claude-opus-4-1"\nfallbacks = []\n[approvals]\napprovers = ["U1"]\n')
+    fake_anthropic.script(error(404, "not_found_error", "model: claude-opus-4-1"))
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["opsloop: model: claude-opus-4-1: not found: retired, misspelt or not available to this API key; "
+                   "replace it with claude-opus-5-5"]
+
+
+async def test_check_warns_when_anyone_may_approve(fake_slack, fake_anthropic, capsys):
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(None, env=env_for(fake_slack, fake_anthropic))) == 0
+    err = capsys.readouterr().err
+    assert "anyone in the channel may approve mutating calls" in err
+    assert "anyone in the channel may approve them" in err
 
 
 async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthropic, tmp_path, capsys):
@@ -32,7 +64,8 @@ async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthr
                                                  ANTHROPIC_API_KEY="sk-ant-wrong"))
     assert await check(settings) == 1
     err = capsys.readouterr().err.splitlines()
+    err = [line for line in err if not line.startswith("opsloop: warning:")]
     assert len(err) == 3
     assert "tools.modules" in err[0] and "no_such_module" in err[0]
     assert err[1] == "opsloop: slack: auth.test failed: invalid_auth"
-    assert err[2].startswith("opsloop: model: claude-sonnet-4-5: AuthenticationError")
+    assert err[2].startswith("opsloop: model: claude-sonnet-5-5: AuthenticationError")

@@ -8,6 +8,7 @@ import pytest
 
 from bot.config import ConfigError, load_settings, missing_for_run
 from bot.pricing import PRICES, Price, price_for
+from bot.types import Usage
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -21,7 +22,7 @@ def test_no_file_gives_the_documented_defaults():
     assert (s.model.primary, s.model.fallbacks, s.limits.max_iterations, s.limits.deadline_seconds,
             s.limits.token_budget, s.limits.cost_budget_usd, s.approvals.expire_minutes, s.db_path,
             s.slack_api_url, dict(s.tools)) == (
-        "claude-sonnet-4-5", ("claude-haiku-4-5",), 20, 3600.0, 500_000, 5.0, 30.0, "opsloop.db",
+        "claude-sonnet-5-5", ("claude-haiku-5-5",), 20, 3600.0, 500_000, 5.0, 30.0, "opsloop.db",
         "https://slack.com/api/", {"modules": ["tools.builtin"]})
 
 
@@ -102,3 +103,49 @@ def test_price_overrides_and_unknown_models_are_never_free(tmp_path):
     price, known = price_for("claude-unreleased-9")
     assert (known, price) == (False, max(PRICES.values(), key=lambda p: (p.output, p.input)))
     assert price_for("claude-opus-4-5-20251101")[0] == Price(input=5.0, output=25.0)  # longest prefix wins
+
+
+def test_thinking_defaults_for_an_incident():
+    s = load_settings(None, env={})
+    assert (s.model.effort, s.model.thinking_display, s.model.max_tokens) == ("medium", "summarized", 16_000)
+
+
+def test_effort_and_display_are_checked(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, '[model]\neffort = "extreme"\nthinking_display = "full"\n'), env={})
+    assert e.value.problems == [
+        "model.effort: 'extreme' is not one of low, medium, high, xhigh, max",
+        "model.thinking_display: 'full' is not one of summarized, omitted",
+    ]
+
+
+@pytest.mark.parametrize("key", ["max_iterations", "deadline_seconds", "token_budget", "cost_budget_usd",
+                                 "max_consecutive_errors", "parallelism"])
+def test_limits_of_zero_are_refused(tmp_path, key):
+    """`parallelism = 0` would hang every parallel batch forever; 0 budgets would stop every run at once."""
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, f"[limits]\n{key} = 0\n"), env={})
+    assert e.value.problems == [f"limits.{key}: must be greater than 0, got 0"]
+
+
+def test_current_models_are_priced_with_their_own_cache_prices():
+    sonnet = price_for("claude-sonnet-5-5")[0]
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000,
+                  cache_write_tokens=1_000_000)
+    assert sonnet.cost(usage) == pytest.approx(2.0 + 10.0 + 0.10 + 2.50)
+    assert price_for("claude-opus-5-5")[0].cost(usage) == pytest.approx(4.0 + 20.0 + 0.20 + 5.0)
+    assert price_for("claude-fable-5-2")[0].cost(usage) == pytest.approx(8.0 + 40.0 + 0.20 + 10.0)
+
+
+def test_haiku_5_5_is_priced_by_prompt_size():
+    haiku = price_for("claude-haiku-5-5")[0]
+    small = Usage(input_tokens=60_000, cache_read_tokens=40_000, output_tokens=1_000)  # 100K prompt: lower tier
+    big = Usage(input_tokens=60_001, cache_read_tokens=40_000, output_tokens=1_000)  # past 100K: upper tier
+    assert haiku.cost(small) == pytest.approx((60_000 * 0.10 + 40_000 * 0.01 + 1_000 * 0.50) / 1e6)
+    assert haiku.cost(big) == pytest.approx((60_001 * 0.50 + 40_000 * 0.05 + 1_000 * 2.50) / 1e6)
+
+
+def test_price_overrides_take_cache_prices(tmp_path):
+    s = load_settings(write(tmp_path, '[model.prices."my-model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.01\n'),
+                      env={})
+    assert s.model.prices["my-model"] == Price(input=1.0, output=2.0, cache_read=0.01)

@@ -96,7 +96,7 @@ def _reset_executed() -> None:
 
 def config(store: Store, client: anthropic.AsyncAnthropic, **kw: Any) -> RunConfig:
     model = AnthropicModel(client, [PRIMARY, FALLBACK], backoff_base=0.001, retry_after_cap=0.05)
-    return RunConfig(model=model, store=store, tools=kw.pop("tools", REGISTRY), price=price_for(PRIMARY)[0],
+    return RunConfig(model=model, store=store, tools=kw.pop("tools", REGISTRY), price_for=lambda m: price_for(m)[0],
                      system_prompt=kw.pop("system_prompt", "You are opsloop."), **kw)
 
 
@@ -202,7 +202,7 @@ async def test_cost_budget_is_terminal(store, fake_anthropic, anthropic_client):
 
 def instant(*steps: Any, **kw: Any) -> RunConfig:
     """A config whose model answers in-process, so a short deadline is spent only where the test says."""
-    return RunConfig(model=ScriptedModel(*steps), price=price_for(PRIMARY)[0], tools=REGISTRY, **kw)
+    return RunConfig(model=ScriptedModel(*steps), price_for=lambda m: price_for(m)[0], tools=REGISTRY, **kw)
 
 
 async def test_deadline_covers_a_hung_tool(store):
@@ -430,11 +430,29 @@ async def test_tool_call_written_as_json_text_is_recovered(store, fake_anthropic
     )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.tools_called == ("check_cpu",)
-    assistant = fake_anthropic.requests[1].body["messages"][1]["content"]
-    assert strip_cache(assistant) == [
+    assistant = strip_cache(fake_anthropic.requests[1].body["messages"][1]["content"])
+    recovered_id = assistant[1]["id"]
+    assert recovered_id.startswith("toolu_recovered_")
+    assert assistant == [
         {"type": "text", "text": "I will check."},
-        {"type": "tool_use", "id": "toolu_recovered_01", "name": "check_cpu", "input": {"host": "web-03"}},
+        {"type": "tool_use", "id": recovered_id, "name": "check_cpu", "input": {"host": "web-03"}},
     ]
+
+
+async def test_each_recovered_json_call_gets_its_own_id_and_runs(store, fake_anthropic, anthropic_client):
+    """A reused id would answer the second call with the first one's stored result, and never run it."""
+    EXECUTED.clear()
+    fake_anthropic.script(
+        reply(text('{"name": "check_cpu", "input": {"host": "web-01"}}')),
+        reply(text('{"name": "check_cpu", "input": {"host": "web-02"}}')),
+        reply(text("both checked")),
+    )
+    result = await run(config(store, anthropic_client), await start(store))
+    assert (result.stop_reason, result.tools_called) == (StopReason.COMPLETED, ("check_cpu", "check_cpu"))
+    assert [args["host"] for name, args, _ in EXECUTED] == ["web-01", "web-02"]
+    results = [b for m in fake_anthropic.requests[2].body["messages"] if m["role"] == "user"
+               for b in m["content"] if b["type"] == "tool_result"]
+    assert [r["content"] for r in results] == ["web-01: cpu 97%, load 7.9", "web-02: cpu 97%, load 7.9"]
 
 
 async def test_json_naming_an_unknown_tool_stays_text(store, fake_anthropic, anthropic_client):
