@@ -184,7 +184,7 @@ class _Run:
     async def request(self) -> ModelResponse:
         max_tokens = self.cfg.max_tokens
         while True:
-            request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=self.history,
+            request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=list(self.history),
                                    max_tokens=max_tokens, effort=self.cfg.effort,
                                    thinking_display=self.cfg.thinking_display, drop_block=self.drop_block)
             await self.trace("request", iteration=self.iterations, messages=len(self.history),
