@@ -86,7 +86,7 @@ async def hang(host: str) -> str:
 
 REGISTRY = ToolRegistry([check_cpu, list_top_processes, restart_service, clean_logs, flaky, read_secret_file,
                          drop_database, hang])
-PRIMARY, FALLBACK = "claude-sonnet-4-5", "claude-haiku-4-5"
+PRIMARY, FALLBACK = "claude-sonnet-5-5", "claude-haiku-5-5"
 
 
 @pytest.fixture(autouse=True)
@@ -133,6 +133,20 @@ def strip_cache(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
 
 
+def unsigned(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Blocks without cache markers, with every thinking signature (opaque, but present) shown as "sig"."""
+    out = strip_cache(blocks)
+    for b in out:
+        if b["type"] == "thinking":
+            assert b["signature"]
+            b["signature"] = "sig"
+    return out
+
+
+def thought(summary: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": summary, "signature": "sig"}
+
+
 # --- the seeds' example ------------------------------------------------------------
 async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_client):
     fake_anthropic.script(
@@ -154,21 +168,24 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
     assert ("restart_service", {"host": "web-03", "unit": "java-app"}, "U2") in EXECUTED
     fake_anthropic.assert_complete()
     # The exact conversation the model saw on its last request.
+    # Current models: what the model says between calls arrives as (summarized) thinking, sent back as is.
     body = fake_anthropic.requests[-1].body
-    assert [(m["role"], strip_cache(m["content"])) for m in body["messages"]] == [
+    assert [(m["role"], unsigned(m["content"])) for m in body["messages"]] == [
         ("user", [{"type": "text", "text": "web-03 has high CPU"}]),
-        ("assistant", [{"type": "text", "text": "Checking CPU."},
+        ("assistant", [thought("Checking CPU."),
                        {"type": "tool_use", "id": "toolu_a", "name": "check_cpu", "input": {"host": "web-03"}}]),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "web-03: cpu 97%, load 7.9"}]),
-        ("assistant", [{"type": "tool_use", "id": "toolu_b", "name": "list_top_processes",
+        ("assistant", [thought("Considering the next step."),
+                       {"type": "tool_use", "id": "toolu_b", "name": "list_top_processes",
                         "input": {"host": "web-03"}}]),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "PID 4242 java 310% cpu"}]),
-        ("assistant", [{"type": "text", "text": "java is spinning; restarting it."},
+        ("assistant", [thought("java is spinning; restarting it."),
                        {"type": "tool_use", "id": "toolu_c", "name": "restart_service",
                         "input": {"host": "web-03", "unit": "java-app"}}]),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_c",
                    "content": "restarted java-app on web-03 (approved by U2)"}]),
-        ("assistant", [{"type": "tool_use", "id": "toolu_d", "name": "check_cpu", "input": {"host": "web-03"}}]),
+        ("assistant", [thought("Considering the next step."),
+                       {"type": "tool_use", "id": "toolu_d", "name": "check_cpu", "input": {"host": "web-03"}}]),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_d", "content": "web-03: cpu 97%, load 7.9"}]),
     ]
     assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9]
@@ -430,7 +447,8 @@ async def test_tool_call_written_as_json_text_is_recovered(store, fake_anthropic
     )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.tools_called == ("check_cpu",)
-    assistant = strip_cache(fake_anthropic.requests[1].body["messages"][1]["content"])
+    assistant = [b for b in strip_cache(fake_anthropic.requests[1].body["messages"][1]["content"])
+                 if b["type"] != "thinking"]
     recovered_id = assistant[1]["id"]
     assert recovered_id.startswith("toolu_recovered_")
     assert assistant == [

@@ -509,7 +509,7 @@ async def test_a_new_mention_in_a_finished_thread_continues_its_history(
         await env.wait_idle()
         second = (await env.requests(2))[1].body["messages"]
         assert [m["role"] for m in second] == ["user", "assistant", "user"]
-        assert second[1]["content"][0]["text"] == "/var on web-03 is at 100%."
+        assert [b["text"] for b in second[1]["content"] if b["type"] == "text"] == ["/var on web-03 is at 100%."]
         assert "check again please" in second[2]["content"][0]["text"]
         assert len(env.runs()) == 2
 

@@ -12,20 +12,61 @@ caching works::
         ...
         fake.assert_complete()
 
-Script items are consumed one per accepted ``POST /v1/messages`` (FIFO). Requests
-rejected by auth or validation are recorded but consume nothing.
+Script items are consumed one per accepted ``POST /v1/messages`` (FIFO; the beta
+client's ``/v1/messages?beta=true`` is the same route). Requests rejected by auth or
+validation are recorded but consume nothing. An item may be a callable that gets the
+request body and returns the item, e.g. a model-dependent answer::
+
+    fake.script(lambda body: error(529, "overloaded_error") if body["model"] == "x" else reply(text("ok")))
+
+``fake.fail_model(model)`` answers every request for one model with 529 (or a given
+error) without consuming the script, until ``fake.restore_model(model)``.
 
 Token model (see ``count_tokens``): the prompt is a list of blocks in the order
 tools, system, message content; each block costs ``count_tokens(block)`` with its
 ``cache_control`` removed (a string ``system`` or message ``content`` counts as one
 ``{"type": "text", "text": ...}`` block).
+
+Current models (``claude-sonnet-5-5``, ``claude-opus-5-5``, ``claude-haiku-5-5``,
+``claude-fable-5-2`` and their dated variants) behave as the late-2026 API does;
+every other model id keeps the older behaviour (no thinking unless scripted, no
+prefix check, ``temperature`` & co. are "Extra inputs"):
+
+- Adaptive thinking is always on: a reply starts with a ``thinking`` block, and a
+  scripted reply that has both text and ``tool_use`` returns the text as thinking.
+  Thinking text is empty unless the request asks for
+  ``thinking: {"type": "adaptive", "display": "summarized"}``. Script thinking with
+  ``thinking("summary")``/``redacted_thinking()``; ``reply(..., thinking_tokens=N)``
+  sets the reasoning it cost (default ``DEFAULT_THINKING_TOKENS``).
+- Thinking tokens are output tokens (``usage.output_tokens_details.thinking_tokens``)
+  and count toward ``max_tokens``: if they reach it the reply is only its leading
+  thinking; otherwise visible output past the limit is cut (a cut ``tool_use`` is
+  dropped) and ``stop_reason`` is ``max_tokens``.
+- Each thinking block's ``signature`` (a ``redacted_thinking``'s ``data``) binds the
+  answering model, the account (Sonnet/Haiku 5.5) and the prompt before it: ``system``,
+  ``tools``, every earlier message and block, ``cache_control`` markers ignored. A
+  block sent back after that prefix changed (or a block removed, moved or edited)
+  fails with 400, unless ``thinking.block_binding.prefix_mismatch_behavior`` is
+  ``"drop_block"`` and the ``thinking-binding-controls-2026-08-01`` beta is sent; then
+  it is dropped and listed in ``input_transformations``. Blocks of another model are
+  dropped silently. Dropped blocks are not part of the prompt (tokens, cache).
+- Rejected: ``thinking`` types other than adaptive, ``budget_tokens``,
+  ``temperature``/``top_p``/``top_k``, assistant prefill, forced ``tool_choice``, an
+  unknown ``output_config.effort`` or ``thinking.display``. ``role: "system"``
+  messages are accepted and stay out of the turn rules.
+
+``FakeAnthropic.cost_usd()`` prices every answered request with the fake's own price
+list (``RecordedRequest.cost_usd`` per request).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import copy
 import hashlib
+import hmac
 import itertools
 import json
 import re
@@ -37,13 +78,18 @@ from typing import Any
 from aiohttp import web
 
 __all__ = [
+    "CURRENT_MODELS",
+    "DEFAULT_THINKING_SUMMARY",
+    "DEFAULT_THINKING_TOKENS",
     "FakeAnthropic",
     "RecordedRequest",
     "count_tokens",
     "error",
+    "redacted_thinking",
     "repeating_text",
     "reply",
     "text",
+    "thinking",
     "tool_use",
 ]
 
@@ -59,9 +105,63 @@ def count_tokens(obj: Any) -> int:
     return max(1, len(_canonical(obj)) // 4)
 
 
+# --------------------------------------------------------------------------- models and prices
+
+CURRENT_MODELS = ("claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5", "claude-fable-5-2")
+_ACCOUNT_BOUND = frozenset({"claude-sonnet-5-5", "claude-haiku-5-5"})
+
+
+def _family(model: str) -> str | None:
+    """The current model a model id names (dated or suffixed ids by prefix), else None."""
+    return next((family for family in CURRENT_MODELS if model.startswith(family)), None)
+
+
+@dataclass(frozen=True)
+class _Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_write: float  # 5-minute writes; the fake prices 1-hour writes the same
+    cache_read: float
+
+
+_LONG_PROMPT_TOKENS = 100_000
+# Model prefix -> (price for prompts up to _LONG_PROMPT_TOKENS, price above). Kept apart
+# from bot/pricing.py on purpose: tests compare the bot's cost against this one.
+_PRICES = {
+    "claude-sonnet-5-5": (_Price(2.0, 10.0, 2.50, 0.10),) * 2,
+    "claude-opus-5-5": (_Price(4.0, 20.0, 5.0, 0.20),) * 2,
+    "claude-haiku-5-5": (_Price(0.10, 0.50, 0.125, 0.01), _Price(0.50, 2.50, 0.625, 0.05)),
+    "claude-fable-5-2": (_Price(8.0, 40.0, 10.0, 0.20),) * 2,
+    "claude-haiku-4-5": (_Price(1.0, 5.0, 1.25, 0.10),) * 2,
+    "claude-sonnet-4-5": (_Price(3.0, 15.0, 3.75, 0.30),) * 2,
+}
+
+
+def _cost_usd(model: str, usage: dict[str, Any]) -> float | None:
+    """What ``usage`` costs on ``model``; None for a model without a price."""
+    prefixes = [p for p in _PRICES if model.startswith(p)]
+    if not prefixes:
+        return None
+    input_tokens = usage["input_tokens"]
+    write, read = usage["cache_creation_input_tokens"], usage["cache_read_input_tokens"]
+    short, long = _PRICES[max(prefixes, key=len)]
+    price = long if input_tokens + write + read > _LONG_PROMPT_TOKENS else short
+    total = (
+        input_tokens * price.input
+        + write * price.cache_write
+        + read * price.cache_read
+        + usage["output_tokens"] * price.output
+    )
+    return total / 1_000_000
+
+
 # --------------------------------------------------------------------------- script items
 
 _tool_ids = itertools.count(1)
+DEFAULT_THINKING_TOKENS = 50
+DEFAULT_THINKING_SUMMARY = "Considering the next step."
 
 
 def text(value: str) -> dict[str, Any]:
@@ -74,11 +174,23 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> dict[st
     return {"type": "tool_use", "id": id or f"toolu_{next(_tool_ids):03d}", "name": name, "input": input}
 
 
+def thinking(summary: str = "") -> dict[str, Any]:
+    """A thinking block for ``reply``: ``summary`` is its text when the request asks for a
+    summarized display (``DEFAULT_THINKING_SUMMARY`` if empty); the fake signs it."""
+    return {"type": "thinking", "thinking": summary, "signature": ""}
+
+
+def redacted_thinking() -> dict[str, Any]:
+    """A redacted_thinking block for ``reply``; the fake fills in its ``data``."""
+    return {"type": "redacted_thinking", "data": ""}
+
+
 @dataclass(frozen=True)
 class Reply:
     content: list[dict[str, Any]]
     stop_reason: str
     model: str | None = None
+    thinking_tokens: int = DEFAULT_THINKING_TOKENS  # reasoning billed as output (current models)
 
 
 @dataclass(frozen=True)
@@ -101,12 +213,18 @@ class RepeatingText:
 ScriptItem = Reply | Error | RepeatingText | Callable[[dict[str, Any]], "Reply | Error | RepeatingText"]
 
 
-def reply(*blocks: dict[str, Any], stop_reason: str | None = None, model: str | None = None) -> Reply:
+def reply(
+    *blocks: dict[str, Any],
+    stop_reason: str | None = None,
+    model: str | None = None,
+    thinking_tokens: int = DEFAULT_THINKING_TOKENS,
+) -> Reply:
     """A successful Message. ``stop_reason`` defaults to tool_use/end_turn from the blocks;
-    ``model`` defaults to the request's model."""
+    ``model`` defaults to the request's model; ``thinking_tokens`` is the reasoning a
+    current model spent on it (billed as output, counted toward ``max_tokens``)."""
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return Reply(content=[copy.deepcopy(b) for b in blocks], stop_reason=stop_reason, model=model)
+    return Reply([copy.deepcopy(b) for b in blocks], stop_reason, model, thinking_tokens)
 
 
 _DEFAULT_ERROR_MESSAGES = {
@@ -162,6 +280,14 @@ class RecordedRequest:
     def usage(self) -> dict[str, int] | None:
         return self.response.get("usage") if self.response else None
 
+    @property
+    def cost_usd(self) -> float | None:
+        """What this request cost at the fake's prices for the model that answered; None if it
+        was not answered (an error) or that model has no price."""
+        if self.status != 200 or self.response is None:
+            return None
+        return _cost_usd(self.response["model"], self.response["usage"])
+
     async def wait_finished(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (test helper)
         """Wait until the fake is done with this request: a stream fully sent or abandoned by
         the client (``cancelled``); a JSON response handed to the server for sending."""
@@ -200,6 +326,12 @@ _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 _MAX_BREAKPOINTS = 4
 _LOOKBACK_BLOCKS = 20
+_SAMPLING_PARAMS = ("temperature", "top_k", "top_p")  # rejected by current models, "extra" for older ones
+_THINKING_KEYS = frozenset({"type", "display", "block_binding", "budget_tokens"})
+_THINKING_TYPES = ("adaptive", "enabled", "disabled", "between_tools")
+_DISPLAYS = ("summarized", "omitted")
+_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+_OUTPUT_CONFIG_KEYS = frozenset({"effort", "format", "task_budget"})
 
 
 def _check_text(value: Any, where: str) -> None:
@@ -251,10 +383,18 @@ def _check_block(block: Any, where: str) -> None:
             raise _Invalid(f"{where}.content: Input should be a valid string or list")
 
 
-def _validate_messages(messages: list[Any], has_tools: bool) -> None:
+def _blocks_of(content: str | list[Any]) -> list[Any]:
+    """A message's content as blocks: a string is one text block (none if empty)."""
+    if isinstance(content, str):
+        return [text(content)] if content else []
+    return content
+
+
+def _validate_messages(messages: list[Any], has_tools: bool, current_model: bool) -> None:
     """Per-message shape, then the turn rules on merged turns: the API combines
     consecutive same-role messages into one turn (documented in the SDK's ``messages``
-    docstring), so the tool_use/tool_result rules apply to those merged turns."""
+    docstring), so the tool_use/tool_result rules apply to those merged turns.
+    ``role: "system"`` messages (current models only) stay out of the turns."""
     # turns: [role, [(message index, block index, block)]]
     turns: list[tuple[str, list[tuple[int, int, dict[str, Any]]]]] = []
     seen_tool_use_ids: set[str] = set()
@@ -263,6 +403,9 @@ def _validate_messages(messages: list[Any], has_tools: bool) -> None:
         if not isinstance(message, dict):
             raise _Invalid(f"{where}: Input should be a valid dictionary")
         role = message.get("role")
+        if role == "system" and current_model:
+            _check_system_message(message, where)
+            continue
         if role == "system":
             raise _Invalid(f"{where}.role: the fake does not model role 'system' messages; use `system`")
         if role not in ("user", "assistant"):
@@ -276,15 +419,14 @@ def _validate_messages(messages: list[Any], has_tools: bool) -> None:
                 )
             if content and not content.strip():
                 raise _Invalid(f"{where}: text content blocks must contain non-whitespace text")
-            blocks = [text(content)] if content else []
         elif isinstance(content, list):
             if not content and not is_final_assistant:
                 raise _Invalid(
                     f"{where}: all messages must have non-empty content except for the optional final assistant message"
                 )
-            blocks = content
         else:
             raise _Invalid(f"{where}.content: Input should be a valid string or list")
+        blocks = _blocks_of(content)
         for j, block in enumerate(blocks):
             bwhere = f"{where}.content.{j}"
             _check_block(block, bwhere)
@@ -309,7 +451,7 @@ def _validate_messages(messages: list[Any], has_tools: bool) -> None:
         else:
             turns.append((role, [(i, j, b) for j, b in enumerate(blocks)]))
 
-    if turns[0][0] != "user":
+    if not turns or turns[0][0] != "user":
         raise _Invalid('messages: first message must use the "user" role')
 
     for t, (role, blocks) in enumerate(turns):
@@ -377,8 +519,89 @@ def _validate_tools(tools: Any, tool_choice: Any) -> None:
             raise _Invalid(f"tool_choice: Tool '{tool_choice.get('name')}' not found in tools")
 
 
+def _check_system_message(message: dict[str, Any], where: str) -> None:
+    """A mid-conversation ``role: "system"`` message: a non-empty string or text blocks."""
+    content = message.get("content")
+    if isinstance(content, str):
+        _check_text(content, f"{where}.content")
+        return
+    if not isinstance(content, list) or not content:
+        raise _Invalid(f"{where}.content: Input should be a non-empty string or list")
+    for j, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise _Invalid(f"{where}.content.{j}.type: Input should be 'text'")
+        _check_block(block, f"{where}.content.{j}")
+
+
+def _unsupported_thinking(name: str) -> _Invalid:
+    return _Invalid(
+        f'"{name}" is not supported for this model. Use "thinking.type.adaptive" and "output_config.effort"'
+        " to control thinking behavior."
+    )
+
+
+def _check_thinking(config: Any) -> None:
+    """Current models think adaptively; only the display and block binding are settable."""
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise _Invalid("thinking: Input should be a valid dictionary")
+    kind = config.get("type")
+    if kind not in _THINKING_TYPES:
+        raise _Invalid(f"thinking.type: Input tag '{kind}' found using 'type' does not match any of the expected tags")
+    if kind != "adaptive":
+        raise _unsupported_thinking(f"thinking.type.{kind}")
+    if "budget_tokens" in config:
+        raise _unsupported_thinking("thinking.budget_tokens")
+    for key in sorted(config.keys() - _THINKING_KEYS):
+        raise _Invalid(f"thinking.adaptive.{key}: Extra inputs are not permitted")
+    if config.get("display") not in (None, *_DISPLAYS):
+        raise _Invalid("thinking.adaptive.display: Input should be 'summarized' or 'omitted'")
+    binding = config.get("block_binding")
+    if binding is None:
+        return
+    if not isinstance(binding, dict):
+        raise _Invalid("thinking.adaptive.block_binding: Input should be a valid dictionary")
+    for key in sorted(binding.keys() - {"prefix_mismatch_behavior"}):
+        raise _Invalid(f"thinking.adaptive.block_binding.{key}: Extra inputs are not permitted")
+    if binding.get("prefix_mismatch_behavior") not in (None, "error", "drop_block"):
+        raise _Invalid(
+            "thinking.adaptive.block_binding.prefix_mismatch_behavior: Input should be 'error' or 'drop_block'"
+        )
+
+
+def _check_output_config(config: Any) -> None:
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise _Invalid("output_config: Input should be a valid dictionary")
+    for key in sorted(config.keys() - _OUTPUT_CONFIG_KEYS):
+        raise _Invalid(f"output_config.{key}: Extra inputs are not permitted")
+    if config.get("effort") not in (None, *_EFFORTS):
+        raise _Invalid("output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'")
+
+
+def _check_current_model_params(body: dict[str, Any]) -> None:
+    """What the late-2026 models refuse: sampling knobs, fixed thinking, prefill, forced tools."""
+    for key in _SAMPLING_PARAMS:
+        if key in body:
+            raise _Invalid(f"`{key}` is deprecated for this model.")
+    _check_thinking(body.get("thinking"))
+    _check_output_config(body.get("output_config"))
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        raise _Invalid('tool_choice: type "tool" and "any" are not supported for this model.')
+    roles = [m.get("role") for m in body["messages"] if isinstance(m, dict) and m.get("role") != "system"]
+    if roles and roles[-1] == "assistant":
+        raise _Invalid(
+            "This model does not support assistant message prefill. The conversation must end with a user message."
+        )
+
+
 def _validate(body: dict[str, Any]) -> None:
-    for key in sorted(body.keys() - _TOP_LEVEL_PARAMS):
+    current_model = isinstance(body.get("model"), str) and _family(body["model"]) is not None
+    allowed = _TOP_LEVEL_PARAMS | (frozenset(_SAMPLING_PARAMS) if current_model else frozenset())
+    for key in sorted(body.keys() - allowed):
         raise _Invalid(f"{key}: Extra inputs are not permitted")
     if "model" not in body:
         raise _Invalid("model: Field required")
@@ -399,6 +622,8 @@ def _validate(body: dict[str, Any]) -> None:
         raise _Invalid("messages: at least one message is required")
     if "stream" in body and not isinstance(body["stream"], bool):
         raise _Invalid("stream: Input should be a valid boolean")
+    if current_model:
+        _check_current_model_params(body)
 
     system = body.get("system")
     if isinstance(system, list):
@@ -413,7 +638,7 @@ def _validate(body: dict[str, Any]) -> None:
     elif body.get("tool_choice") not in (None, {"type": "none"}, {"type": "auto"}):
         raise _Invalid("tool_choice: may only be specified while providing tools")
     _check_cache_control(body.get("cache_control"), "cache_control")
-    _validate_messages(body["messages"], has_tools=bool(body.get("tools")))
+    _validate_messages(body["messages"], has_tools=bool(body.get("tools")), current_model=current_model)
 
 
 # --------------------------------------------------------------------------- prompt blocks and cache
@@ -469,9 +694,7 @@ def _prompt_blocks(body: dict[str, Any]) -> list[_Block]:
     elif isinstance(system, list):
         items += [("system", block) for block in system]
     for message in body["messages"]:
-        content = message["content"]
-        blocks = ([text(content)] if content else []) if isinstance(content, str) else content
-        items += [(message["role"], block) for block in blocks]
+        items += [(message["role"], block) for block in _blocks_of(message["content"])]
 
     digest = hashlib.sha256(body["model"].encode())
     out = []
@@ -483,6 +706,195 @@ def _prompt_blocks(body: dict[str, Any]) -> list[_Block]:
         last = out[-1]
         out[-1] = _Block(last.key, last.tokens, body["cache_control"])
     return out
+
+
+# --------------------------------------------------------------------------- thinking binding
+
+_SIGNING_KEY = b"fake-anthropic/thinking-binding"
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
+_BINDING_BETA = "thinking-binding-controls-2026-08-01"
+_PREFIX_MISMATCH = (
+    "{path}: Invalid `signature` in `thinking` block. The block is bound to a different conversation."
+    ' Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to "drop_block".'
+)
+_NEEDS_BETA = f"That setting requires the `{_BINDING_BETA}` value in the `anthropic-beta` header."
+
+
+def _account_of(model: str, api_key: str) -> str:
+    """Sonnet and Haiku 5.5 bind their thinking to the account (here: the API key)."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16] if model in _ACCOUNT_BOUND else ""
+
+
+def _bare(block: dict[str, Any]) -> dict[str, Any]:
+    """A block as the binding compares it: no ``cache_control`` markers, no null fields."""
+    return {k: v for k, v in _without_cache_control(block).items() if v is not None}
+
+
+def _sealed_value(block: dict[str, Any]) -> Any:
+    return block.get("signature") if block["type"] == "thinking" else block.get("data")
+
+
+def _sealed_text(block: dict[str, Any]) -> str:
+    """What a seal covers of its own block: a thinking block's text (editing it breaks the seal)."""
+    return f"thinking:{block.get('thinking')}" if block["type"] == "thinking" else "redacted_thinking"
+
+
+def _origin(sealed: Any) -> tuple[str, str] | None:
+    """The (model, account) a signature names, or None if it is not one of the fake's."""
+    if not isinstance(sealed, str) or "." not in sealed:
+        return None
+    head = sealed.split(".", 1)[0]
+    try:
+        origin = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    valid = isinstance(origin, list) and len(origin) == 2 and all(isinstance(part, str) for part in origin)
+    return (origin[0], origin[1]) if valid else None
+
+
+class _Transcript:
+    """A running digest of the prompt as the model sees it: ``system`` and ``tools``, then
+    every block in order (a string content counts as its one text block). A thinking
+    block's seal covers the digest up to it, so any change before it breaks the seal."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        head = [
+            [_bare(block) for block in _blocks_of(body.get("system") or "")],
+            [_bare(tool) for tool in body.get("tools") or []],
+        ]
+        self._digest = hashlib.sha256(_canonical(head).encode())
+
+    def copy(self) -> _Transcript:
+        clone = copy.copy(self)
+        clone._digest = self._digest.copy()
+        return clone
+
+    def add(self, role: str, block: dict[str, Any]) -> None:
+        self._digest.update(_canonical([role, _bare(block)]).encode() + b"\n")
+
+    def seal(self, model: str, account: str, block: dict[str, Any]) -> str:
+        """The signature (or redacted ``data``) ``block`` gets at this point of the prompt."""
+        head = base64.urlsafe_b64encode(_canonical([model, account]).encode()).decode().rstrip("=")
+        covered = "\n".join([head, self._digest.hexdigest(), _sealed_text(block)])
+        return f"{head}.{hmac.new(_SIGNING_KEY, covered.encode(), hashlib.sha256).hexdigest()}"
+
+    def failed_check(self, block: dict[str, Any], model: str, api_key: str) -> str | None:
+        """Why a thinking block sent back here is unusable (an ``input_transformations``
+        reason, checked in the API's order of precedence), or None if it is valid."""
+        sealed = _sealed_value(block)
+        origin = _origin(sealed)
+        if origin is None:
+            return "prefix_binding_mismatch"
+        made_by, account = origin
+        if account != _account_of(made_by, api_key):
+            return "organization_binding_mismatch"
+        if made_by != model:
+            return "model_binding_mismatch"
+        if not hmac.compare_digest(sealed.encode(), self.seal(made_by, account, block).encode()):
+            return "prefix_binding_mismatch"
+        return None
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    """A request as the model sees it: thinking blocks that failed their binding removed."""
+
+    body: dict[str, Any]
+    transcript: _Transcript  # of ``body``, for sealing the reply's thinking
+    transformations: list[dict[str, str]] | None  # None: not reported (no beta header)
+
+
+def _bind_thinking(body: dict[str, Any], headers: dict[str, str], api_key: str) -> _Prompt:
+    """Check every thinking block the request sends back (current models only) and drop the
+    ones the model may not read; 400 on a prefix mismatch unless the request opted into
+    ``drop_block`` with the beta header."""
+    model = _family(body["model"])
+    transcript = _Transcript(body)
+    messages, dropped = [], []
+    for i, message in enumerate(body["messages"]):
+        kept = []
+        for j, block in enumerate(_blocks_of(message["content"])):
+            if model and message["role"] == "assistant" and block["type"] in _THINKING_BLOCKS:
+                reason = transcript.failed_check(block, model, api_key)
+                if reason:
+                    dropped.append({"type": "thinking_dropped", "path": f"messages.{i}.content.{j}", "reason": reason})
+                    continue
+            transcript.add(message["role"], block)
+            kept.append(block)
+        messages.append({**message, "content": kept} if isinstance(message["content"], list) else message)
+    if model is None:
+        return _Prompt(body, transcript, None)
+
+    betas = {b.strip() for b in headers.get("anthropic-beta", "").split(",")}
+    binding = (body.get("thinking") or {}).get("block_binding") or {}
+    wants_drop = binding.get("prefix_mismatch_behavior") == "drop_block"
+    mismatched = [d for d in dropped if d["reason"] == "prefix_binding_mismatch"]
+    if mismatched and not (wants_drop and _BINDING_BETA in betas):
+        message = _PREFIX_MISMATCH.format(path=mismatched[0]["path"])
+        raise _Invalid(f"{message} {_NEEDS_BETA}" if wants_drop else message)
+    return _Prompt({**body, "messages": messages}, transcript, dropped if _BINDING_BETA in betas else None)
+
+
+def _between_tools_as_thinking(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Current models write the text of a turn that calls tools into thinking."""
+    if not any(b["type"] == "tool_use" for b in blocks):
+        return blocks
+    return [thinking(b["text"]) if b["type"] == "text" else b for b in blocks]
+
+
+def _displayed(block: dict[str, Any], summarized: bool) -> dict[str, Any]:
+    """A scripted thinking block as the display setting shows it (unsealed yet)."""
+    if block["type"] != "thinking":
+        return block
+    return thinking((block["thinking"] or DEFAULT_THINKING_SUMMARY) if summarized else "")
+
+
+def _visible(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in blocks if b["type"] not in _THINKING_BLOCKS]
+
+
+def _output_usage(content: list[dict[str, Any]], thinking_tokens: int | None) -> dict[str, Any]:
+    """Output tokens: the visible blocks plus, on a current model, the reasoning."""
+    if thinking_tokens is None:
+        return {"output_tokens": count_tokens(content)}
+    visible = _visible(content)
+    return {
+        "output_tokens": thinking_tokens + (count_tokens(visible) if visible else 0),
+        "output_tokens_details": {"thinking_tokens": thinking_tokens},
+    }
+
+
+def _fit(blocks: list[dict[str, Any]], thinking_tokens: int, max_tokens: int) -> tuple[list[dict[str, Any]], int, bool]:
+    """``blocks`` cut to what ``max_tokens`` leaves after the reasoning: (blocks, thinking
+    tokens, whether anything was cut). A cut text keeps its longest fitting prefix; a
+    tool_use that does not fit is dropped; nothing after a cut is kept."""
+    if thinking_tokens >= max_tokens:
+        return list(itertools.takewhile(lambda b: b["type"] in _THINKING_BLOCKS, blocks)), max_tokens, True
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        if _output_usage([*kept, block], thinking_tokens)["output_tokens"] <= max_tokens:
+            kept.append(block)
+            continue
+        if block["type"] == "text":
+            kept += _longest_fitting_text(kept, block["text"], thinking_tokens, max_tokens)
+        return kept, thinking_tokens, True
+    return kept, thinking_tokens, False
+
+
+def _longest_fitting_text(
+    kept: list[dict[str, Any]], value: str, thinking_tokens: int, max_tokens: int
+) -> list[dict[str, Any]]:
+    """The longest non-blank prefix of ``value`` that still fits after ``kept`` (as a list of
+    at most one text block)."""
+    lo, hi = 0, len(value)
+    while lo < hi:  # binary search: output tokens grow with the prefix length
+        mid = (lo + hi + 1) // 2
+        if _output_usage([*kept, text(value[:mid])], thinking_tokens)["output_tokens"] <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = value[:lo].rstrip()
+    return [text(prefix)] if prefix else []
 
 
 # --------------------------------------------------------------------------- the server
@@ -504,6 +916,7 @@ class FakeAnthropic:
         self.context_window = context_window
         self.requests: list[RecordedRequest] = []
         self._script: list[ScriptItem] = []
+        self._failing: dict[str, Error] = {}  # model (prefix) -> the error every request for it gets
         self._cache: dict[str, tuple[float, float]] = {}  # key -> (expires_at, ttl seconds)
         self._clock_offset = 0.0
         self._changed = asyncio.Condition()
@@ -553,6 +966,23 @@ class FakeAnthropic:
             raise AssertionError(f"expected {n} request(s) within {timeout}s, got {len(self.requests)}") from None
         return list(self.requests)
 
+    def fail_model(self, model: str, err: Error | None = None) -> None:
+        """Answer every later valid request for ``model`` (or an id starting with it) with
+        ``err`` (default 529 overloaded) without consuming the script, until ``restore_model``."""
+        self._failing[model] = err or error(529, "overloaded_error")
+
+    def restore_model(self, model: str) -> None:
+        """Stop failing ``model`` (see ``fail_model``)."""
+        self._failing.pop(model, None)
+
+    def cost_usd(self) -> float:
+        """What every answered request cost, each at the price of the model that answered it."""
+        answered = [r for r in self.requests if r.status == 200]
+        unpriced = sorted({r.response["model"] for r in answered if r.cost_usd is None and r.response})
+        if unpriced:
+            raise AssertionError(f"the fake has no price for {', '.join(unpriced)}")
+        return sum(r.cost_usd or 0.0 for r in answered)
+
     def advance(self, seconds: float) -> None:
         """Move the cache clock forward (entries live 5 minutes, or 1 hour with ttl "1h")."""
         self._clock_offset += seconds
@@ -570,6 +1000,9 @@ class FakeAnthropic:
         if "anthropic-version" not in headers:
             return error(400, "invalid_request_error", "anthropic-version: header is required")
         return None
+
+    def _model_failure(self, model: str) -> Error | None:
+        return next((err for prefix, err in self._failing.items() if model.startswith(prefix)), None)
 
     def _next_item(self, body: dict[str, Any]) -> Reply | Error | RepeatingText:
         if not self._script:
@@ -609,7 +1042,7 @@ class FakeAnthropic:
         for bp in breakpoints:
             if cumulative[bp] < self.min_cacheable_tokens:
                 continue  # too short to cache at all
-            ttl = _TTL_SECONDS[blocks[bp].cache_control.get("ttl", "5m")]
+            ttl = _TTL_SECONDS[(blocks[bp].cache_control or {}).get("ttl", "5m")]
             self._cache[blocks[bp].key] = (now + ttl, ttl)
             creation = max(creation, cumulative[bp] - read)
         return {
@@ -618,12 +1051,13 @@ class FakeAnthropic:
             "cache_read_input_tokens": read,
         }
 
-    def _check_semantics(self, body: dict[str, Any]) -> None:
-        """Rules needing the whole prompt: breakpoint count and order, context window."""
+    def _check_semantics(self, body: dict[str, Any], shown: dict[str, Any]) -> None:
+        """Rules needing the whole prompt: breakpoint count and order on the request, the
+        context window on what the model is shown."""
         found = _count_cache_controls(body)
         if found > _MAX_BREAKPOINTS:
             raise _Invalid(f"A maximum of {_MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {found}.")
-        blocks = _prompt_blocks(body)
+        blocks = _prompt_blocks(shown)
         ttls = [b.cache_control.get("ttl", "5m") for b in blocks if b.cache_control]
         if "5m" in ttls and "1h" in ttls[ttls.index("5m") :]:
             raise _Invalid("a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block")
@@ -631,24 +1065,59 @@ class FakeAnthropic:
         if self.context_window is not None and total > self.context_window:
             raise _Invalid(f"prompt is too long: {total} tokens > {self.context_window} maximum")
 
-    def _message(self, seq: int, body: dict[str, Any], outcome: Reply | RepeatingText, stream: bool) -> dict[str, Any]:
+    def _message(self, seq: int, prompt: _Prompt, outcome: Reply | RepeatingText, stream: bool) -> dict[str, Any]:
         """The Message JSON for an accepted request (also what a stream adds up to)."""
-        if isinstance(outcome, Reply):
-            content, stop_reason, model = copy.deepcopy(outcome.content), outcome.stop_reason, outcome.model
-        elif stream:  # filled in chunk by chunk by _stream_repeating
-            content, stop_reason, model = [], None, None
-        else:
-            content, stop_reason, model = [text(outcome.unit * outcome.max_chunks)], "max_tokens", None
-        return {
+        body = prompt.body
+        model = (outcome.model if isinstance(outcome, Reply) else None) or body["model"]
+        content, stop_reason, thinking_tokens = self._answer(prompt, model, outcome)
+        if isinstance(outcome, RepeatingText) and not stream:
+            content, stop_reason = [*content, text(outcome.unit * outcome.max_chunks)], "max_tokens"
+        message = {
             "id": f"msg_fake_{seq:04d}",
             "type": "message",
             "role": "assistant",
-            "model": model or body["model"],
+            "model": model,
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {**self._account(body), "output_tokens": count_tokens(content)},
+            "usage": {**self._account(body), **_output_usage(content, thinking_tokens)},
         }
+        if prompt.transformations is not None:
+            message["input_transformations"] = prompt.transformations
+        return message
+
+    def _answer(
+        self, prompt: _Prompt, model: str, outcome: Reply | RepeatingText
+    ) -> tuple[list[dict[str, Any]], str | None, int | None]:
+        """The reply's content (thinking sealed), stop reason (None: a stream fills it in) and
+        thinking tokens (None: an older model, whose output is its content alone)."""
+        family = _family(model)
+        scripted = copy.deepcopy(outcome.content) if isinstance(outcome, Reply) else []
+        stop_reason = outcome.stop_reason if isinstance(outcome, Reply) else None
+        if family is None:
+            return self._sealed(prompt, model, scripted), stop_reason, None
+
+        settings = prompt.body.get("thinking") or {}
+        blocks = _between_tools_as_thinking(scripted)
+        if not blocks or blocks[0]["type"] not in _THINKING_BLOCKS:
+            blocks.insert(0, thinking())
+        blocks = [_displayed(b, settings.get("display") == "summarized") for b in blocks]
+        spent = outcome.thinking_tokens if isinstance(outcome, Reply) else DEFAULT_THINKING_TOKENS
+        if isinstance(outcome, Reply):
+            blocks, spent, cut = _fit(blocks, spent, prompt.body["max_tokens"])
+            stop_reason = "max_tokens" if cut else stop_reason
+        return self._sealed(prompt, family, blocks), stop_reason, spent
+
+    def _sealed(self, prompt: _Prompt, model: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``blocks`` with every thinking block signed for where it stands in the prompt."""
+        transcript, account = prompt.transcript.copy(), _account_of(model, self.api_key)
+        for block in blocks:
+            if block["type"] == "thinking":
+                block["signature"] = transcript.seal(model, account, block)
+            elif block["type"] == "redacted_thinking":
+                block["data"] = transcript.seal(model, account, block)
+            transcript.add("assistant", block)
+        return blocks
 
     async def _handle_messages(self, request: web.Request) -> web.StreamResponse:
         seq = next(self._ids)
@@ -666,27 +1135,29 @@ class FakeAnthropic:
             stream=body is not None and body.get("stream") is True,
         )
 
-        outcome = self._check_headers(headers)
+        prompt: _Prompt | None = None
+        outcome: Reply | Error | RepeatingText | None = self._check_headers(headers)
         if outcome is None and body is None:
             outcome = error(400, "invalid_request_error", "The request body is not a valid JSON object.")
         if outcome is None:
             assert body is not None
             try:
                 _validate(body)
-                self._check_semantics(body)
+                prompt = _bind_thinking(body, headers, self.api_key)
+                self._check_semantics(body, prompt.body)
             except _Invalid as exc:
                 outcome = error(400, "invalid_request_error", str(exc))
         if outcome is None:
             assert body is not None
-            outcome = self._next_item(body)
+            outcome = self._model_failure(body["model"]) or self._next_item(body)
 
         # Everything up to here is synchronous, so a waiter woken below already sees the
         # full response of a non-streamed request.
         if isinstance(outcome, Error):
             rec.status, rec.response = outcome.status, outcome.body()
         else:
-            assert body is not None
-            rec.status, rec.response = 200, self._message(seq, body, outcome, rec.stream)
+            assert prompt is not None
+            rec.status, rec.response = 200, self._message(seq, prompt, outcome, rec.stream)
         self.requests.append(rec)
         async with self._changed:
             self._changed.notify_all()
@@ -721,20 +1192,22 @@ class FakeAnthropic:
             await resp.write(f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode())
 
         try:
-            start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
+            input_usage = {k: v for k, v in message["usage"].items() if not k.startswith("output_tokens")}
+            start = {**message, "content": [], "stop_reason": None, "usage": {**input_usage, "output_tokens": 1}}
             await send("message_start", {"type": "message_start", "message": start})
+            if not message["content"] and isinstance(outcome, Reply):
+                await send("ping", {"type": "ping"})
+            for index, block in enumerate(message["content"]):
+                await self._stream_block(index, block, send)
             if isinstance(outcome, RepeatingText):
                 await self._stream_repeating(request, rec, outcome, send)
-            elif not message["content"]:
-                await send("ping", {"type": "ping"})
-            for index, block in enumerate(message["content"] if isinstance(outcome, Reply) else []):
-                await self._stream_block(index, block, send)
+            output_usage = {k: v for k, v in message["usage"].items() if k.startswith("output_tokens")}
             await send(
                 "message_delta",
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                    "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                    "usage": output_usage,
                 },
             )
             await send("message_stop", {"type": "message_stop"})
@@ -751,6 +1224,12 @@ class FakeAnthropic:
         elif block["type"] == "text":
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in _split(block["text"])]
+        elif block["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _split(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking":
+            start, deltas = block, []
         else:
             raise ValueError(f"fake cannot stream a {block['type']!r} block")
         await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
@@ -763,23 +1242,25 @@ class FakeAnthropic:
     async def _stream_repeating(
         self, request: web.Request, rec: RecordedRequest, outcome: RepeatingText, send: Callable[..., Any]
     ) -> None:
-        """Text deltas of ``outcome.unit`` until the client hangs up, keeping ``rec.response``
-        equal to what was sent so far."""
+        """Text deltas of ``outcome.unit`` (after the blocks already sent) until the client hangs
+        up, keeping ``rec.response`` equal to what was sent so far."""
         message = rec.response
         assert message is not None
-        block = text("")
-        message["content"] = [block]
-        await send("content_block_start", {"type": "content_block_start", "index": 0, "content_block": text("")})
-        await send("ping", {"type": "ping"})
+        index, block = len(message["content"]), text("")
+        thinking_tokens = message["usage"].get("output_tokens_details", {}).get("thinking_tokens")
+        message["content"].append(block)
+        await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": text("")})
+        if index == 0:
+            await send("ping", {"type": "ping"})
         for _ in range(outcome.max_chunks):
             if self._closing or request.transport is None or request.transport.is_closing():
                 raise ConnectionResetError("client went away")
             delta = {"type": "text_delta", "text": outcome.unit}
-            await send("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+            await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
             block["text"] += outcome.unit
-            message["usage"]["output_tokens"] = count_tokens(message["content"])
+            message["usage"].update(_output_usage(message["content"], thinking_tokens))
             await asyncio.sleep(0)  # yield: lets the client read (and hang up) between chunks
-        await send("content_block_stop", {"type": "content_block_stop", "index": 0})
+        await send("content_block_stop", {"type": "content_block_stop", "index": index})
         message["stop_reason"] = "max_tokens"
 
 
