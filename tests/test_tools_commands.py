@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,50 @@ async def test_command_runs_in_the_config_directory(tmp_path: Path) -> None:
     t = await command({"name": "cwd", "description": "Where", "category": "read_only",
                        "command": [sys.executable, "-c", "import os; print(os.getcwd())"]}, tmp_path)
     assert (await t.run({})).split("stdout:\n")[1].strip() == str(tmp_path)
+
+
+async def test_a_command_gets_a_minimal_environment_without_the_bots_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-fake-bot-token")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake")
+    monkeypatch.setenv("SOME_OTHER_SETTING", "not for children")
+    monkeypatch.setenv("KUBECONFIG", "/etc/kube/incident.yaml")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    t = await command({"name": "show_env", "description": "Env", "command": ["env"], "category": "read_only",
+                       "env": ["KUBECONFIG"]})
+    out = await t.run({})
+    names = {line.split("=", 1)[0] for line in out.split("stdout:\n", 1)[1].splitlines() if "=" in line}
+    assert "xoxb-fake-bot-token" not in out and "sk-ant-fake" not in out
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TZ", "KUBECONFIG"}
+    assert "KUBECONFIG=/etc/kube/incident.yaml" in out and "PATH=/usr/bin:/bin" in out
+
+
+@pytest.mark.parametrize("value", ["-rf", "--output=/etc/passwd", "-"])
+async def test_a_value_starting_with_a_dash_is_refused_as_option_injection(value: str) -> None:
+    t = await command({"name": "show", "description": "Show", "command": [*PRINT_ARGV, "{name}"],
+                       "params": {"name": {"pattern": ".+"}}, "category": "read_only"})
+    with pytest.raises(ToolError) as e:
+        await t.run({"name": value})
+    assert str(e.value) == (f"name: {value!r} starts with '-', so the command would read it as an option; refused "
+                            "(a parameter whose pattern starts with '-' may take such values)")
+
+
+@pytest.mark.parametrize("pattern", ["-[0-9]+[mh]", "^-[0-9]+[mh]", r"\-[0-9]+[mh]"])
+async def test_a_pattern_starting_with_a_dash_allows_a_leading_dash(pattern: str) -> None:
+    t = await command({"name": "since", "description": "Since", "command": [*PRINT_ARGV, "--since={ago}"],
+                       "params": {"ago": {"pattern": pattern}}, "category": "read_only"})
+    assert argv_printed(await t.run({"ago": "-30m"})) == ["--since=-30m"]
+
+
+async def test_huge_output_is_kept_to_its_head_and_tail() -> None:
+    from tools.commands import MAX_STREAM_BYTES, _read_bounded
+
+    stream = asyncio.StreamReader()
+    stream.feed_data(b"H" + b"x" * (3 * MAX_STREAM_BYTES) + b"T")
+    stream.feed_eof()
+    kept = await _read_bounded(stream)
+    total = 3 * MAX_STREAM_BYTES + 2
+    assert kept.startswith("Hxx") and kept.endswith("xxT")
+    assert f"\n… [{total - MAX_STREAM_BYTES} bytes of {total} not kept] …\n" in kept
+    assert len(kept) < MAX_STREAM_BYTES + 100

@@ -106,7 +106,8 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"modul": []},
-     "tools: unknown key 'modul' (known keys: modules, categories, logs, services, prometheus, http, commands, mcp)"),
+     "tools: unknown key 'modul' (known keys: modules, categories, timeouts, logs, services, prometheus, http, "
+     "commands, mcp)"),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),
     ({"modules": ["tools.builtin", "no_such_module_xyz"]},
      "tools.modules[1]: cannot import 'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"),
@@ -148,7 +149,8 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
      "tools.commands[0].category: 'safe' is not a category (read_only, mutating, destructive)"),
     ({"commands": [cmd(timeout_s="30s")]}, "tools.commands[0].timeout_s: expected a number of seconds, got a string"),
     ({"commands": [cmd(shell=True)]},
-     "tools.commands[0]: unknown key 'shell' (known keys: name, description, command, params, category, timeout_s)"),
+     "tools.commands[0]: unknown key 'shell' (known keys: name, description, command, params, category, timeout_s, "
+     "env)"),
     ({"commands": [cmd(), cmd()]},
      "tools.commands[1]: duplicate tool name 'restart_api' (already defined by tools.commands[0])"),
     ({"commands": [cmd(name="check_disk")]},
@@ -158,7 +160,32 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"mcp": [{"name": "graf ana", "url": "http://127.0.0.1:1/mcp"}]},
      "tools.mcp[0].name: 'graf ana' must match ^[A-Za-z0-9_-]{1,32}$"),
     ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "token": "x"}]},
-     "tools.mcp[0]: unknown key 'token' (known keys: name, command, url, env, timeout_s, connect_timeout_s, include)"),
+     "tools.mcp[0]: unknown key 'token' (known keys: name, command, url, env, timeout_s, connect_timeout_s, include, "
+     "trust_annotations)"),
+    ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "trust_annotations": "yes"}]},
+     "tools.mcp[0].trust_annotations: expected true or false, got a string"),
+    # zero, negative or infinite seconds are refused wherever a timeout is configured
+    ({"commands": [cmd(timeout_s=0)]}, "tools.commands[0].timeout_s: must be positive, got 0"),
+    ({"commands": [cmd(timeout_s=-5)]}, "tools.commands[0].timeout_s: must be positive, got -5"),
+    ({"commands": [cmd(timeout_s=float("inf"))]},
+     "tools.commands[0].timeout_s: must be a finite number of seconds, got inf"),
+    ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "timeout_s": 0}]},
+     "tools.mcp[0].timeout_s: must be positive, got 0"),
+    ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "connect_timeout_s": -1.5}]},
+     "tools.mcp[0].connect_timeout_s: must be positive, got -1.5"),
+    ({"timeouts": {"grep_log": 0}}, "tools.timeouts.grep_log: must be positive, got 0"),
+    ({"timeouts": {"grep_log": -1}}, "tools.timeouts.grep_log: must be positive, got -1"),
+    ({"timeouts": {"grep_log": True}}, "tools.timeouts.grep_log: expected a number of seconds, got a boolean"),
+    ({"timeouts": {"no_such_tool": 5}}, "tools.timeouts.no_such_tool: no such tool"),
+    ({"timeouts": 30}, "tools.timeouts: expected a table, got an integer"),
+    # runbook commands never get the bot's own secrets
+    ({"commands": [cmd(env=["KUBECONFIG", "SLACK_BOT_TOKEN"])]},
+     "tools.commands[0].env[1]: SLACK_BOT_TOKEN is the bot's own secret; runbook commands never get it"),
+    ({"commands": [cmd(env=["ANTHROPIC_API_KEY"])]},
+     "tools.commands[0].env[0]: ANTHROPIC_API_KEY is the bot's own secret; runbook commands never get it"),
+    ({"commands": [cmd(env=["KUBE CONFIG"])]},
+     "tools.commands[0].env[0]: 'KUBE CONFIG' is not an environment variable name"),
+    ({"commands": [cmd(env="KUBECONFIG")]}, "tools.commands[0].env: expected a list of strings, got a string"),
 ]
 
 
@@ -168,6 +195,31 @@ async def test_config_error_names_its_location(table: dict[str, Any], message: s
     with pytest.raises(ToolConfigError) as e:
         await build_registry(table)
     assert str(e.value) == message
+
+
+async def test_timeouts_table_sets_a_tools_timeout() -> None:
+    registry = await build_registry({"timeouts": {"grep_log": 5, "check_disk": 2.5}})
+    assert [(t.name, t.timeout_s) for t in registry if t.name in ("grep_log", "check_disk", "tail_log")] == \
+        [("check_disk", 2.5), ("tail_log", 60.0), ("grep_log", 5.0)]
+
+
+async def test_a_module_tool_without_a_category_is_refused_at_load_time_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lax_tools.py").write_text(textwrap.dedent('''
+        from tools import tool
+
+        @tool(parallel=True)
+        def peek_queue(name: str) -> str:
+            """Peek at a queue."""
+            return name
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolConfigError) as e:
+        await build_registry({"modules": ["lax_tools"]})
+    assert str(e.value).startswith("tools.modules[0]: cannot import 'lax_tools': TypeError: peek_queue: @tool needs "
+                                   "an explicit category")
+    sys.modules.pop("lax_tools", None)
 
 
 async def test_destructive_module_tool_without_dry_run_is_a_config_error(

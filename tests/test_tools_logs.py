@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import gzip
 import os
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tools import PermissionDenied, Tool, ToolContext, ToolError
 from tools.builtin import clean_logs, grep_log, tail_log
-from tools.builtin.logs import is_rotated
+from tools.builtin.logs import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, is_rotated
+from tools.worker import WORKER_MARK
 
 DAY = 86_400
 
@@ -119,12 +123,97 @@ async def test_grep_log_bad_regex_is_a_tool_error(logs: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "rotated"),
-    [("app.log", False), ("app.log.1", True), ("app.log.2.gz", True), ("syslog.gz", True), ("x.old", True),
-     ("app.log-20240131", True), ("app-20240131.log", False), ("app.pid", False), ("access.log.bz2", True),
-     ("service-12345678", False)],
+    [
+        # rotated or compressed logs
+        ("app.log.1", True), ("app.log.2.gz", True), ("app.log-20261130", True), ("app-2026-11-30.log.gz", True),
+        ("access.log.bz2", True), ("error.log.old", True), ("app.log.2026-11-30", True), ("syslog.1", True),
+        ("syslog.gz", True), ("messages-20261130", True), ("app.log-20261130-1764460800.xz", True),
+        ("access_log.3", True),
+        # live logs: never
+        ("app.log", False), ("app-20240131.log", False), ("syslog", False),
+        # archives, dumps and anything without a log-ish stem: never
+        ("backup-2026-11-30.tar", False), ("backup-2026-11-30.tar.gz", False), ("db-2026.sql.gz", False),
+        ("x.old", False), ("app.pid", False), ("service-12345678", False), ("core.1234", False),
+        ("data.json.gz", False), ("report-20261130.csv", False),
+    ],
 )
 def test_rotated_log_names(name: str, rotated: bool) -> None:
     assert is_rotated(name) is rotated
+
+
+# -- bounded reads -------------------------------------------------------------------------------------
+
+
+async def test_tail_log_on_a_newline_free_file_reads_a_bounded_tail_and_says_so(logs: Path) -> None:
+    sparse = logs / "sparse.log"
+    with sparse.open("wb") as f:
+        f.truncate(4 * MAX_TAIL_BYTES)  # a hole: no newline anywhere
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end")
+    out = await bound(tail_log, logs).run({"path": "sparse.log", "lines": 3})
+    header, line = out.splitlines()
+    assert header == (f"{sparse} (last 1 lines, 32.0M); read only the last 8.0M, which holds fewer lines than "
+                      "asked (very long lines)")
+    assert line.startswith("… \x00") and line.endswith(" …")  # a partial line, cut for display
+
+
+async def test_tail_log_with_long_lines_returns_whole_lines_from_the_bounded_tail(logs: Path) -> None:
+    wide = logs / "wide.log"
+    row = "x" * (MAX_TAIL_BYTES // 4)
+    wide.write_text("".join(f"{i}{row}\n" for i in range(10)))
+    out = await bound(tail_log, logs).run({"path": "wide.log", "lines": 2})
+    assert [line[:2] for line in out.splitlines()[1:]] == ["8x", "9x"]
+    assert "read only the last" not in out  # enough lines were found within the bound
+
+
+async def test_grep_log_searches_only_the_start_of_an_overlong_line_and_says_so(logs: Path) -> None:
+    (logs / "long.log").write_text("a" * (MAX_GREP_LINE_CHARS + 10) + "needle\nshort needle\n")
+    out = await bound(grep_log, logs).run({"path": "long.log", "pattern": "needle"})
+    assert out.splitlines() == [
+        f"1 matching lines for /needle/ in {logs / 'long.log'}; 1 lines longer than {MAX_GREP_LINE_CHARS} chars "
+        "were searched in their start only",
+        "2: short needle",
+    ]
+
+
+def workers() -> list[psutil.Process]:
+    """The tool worker processes that are children of this test process."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if WORKER_MARK in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+async def test_a_catastrophic_pattern_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
+    (logs / "evil.log").write_text("a" * 64 + "!\n")  # (a+)+$ backtracks 2**64 times on this line
+    tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
+    call = asyncio.create_task(tool.run({"path": "evil.log", "pattern": "(a+)+$"}))
+    async with asyncio.timeout(30):
+        while not workers():  # noqa: ASYNC110 (no event for "the worker process started")
+            await asyncio.sleep(0.01)
+    (worker,) = workers()
+    ticks = 0
+    while ticks < 20:  # the event loop keeps turning while the worker spins
+        await asyncio.sleep(0.005)
+        ticks += 1
+    assert not call.done() and worker.is_running()  # the grep was still running all along
+    call.cancel()  # a Stop click, or the timeout: the worker is killed, not abandoned
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not worker.is_running() and workers() == []
+
+
+async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -> None:
+    (logs / "evil.log").write_text("a" * 64 + "!\n")
+    tool = dataclasses.replace(bound(grep_log, logs), timeout_s=0.5)
+    with pytest.raises(ToolError) as e:
+        await tool.run({"path": "evil.log", "pattern": "(a+)+$"})
+    assert str(e.value) == "grep_log timed out after 0.5s (its worker process was killed)"
+    assert workers() == []
 
 
 @pytest.fixture
@@ -139,27 +228,103 @@ def rotated(logs: Path) -> Path:
     return logs
 
 
-async def test_clean_logs_dry_run_lists_files_and_total_bytes(rotated: Path) -> None:
+def listed(preview: str) -> list[str]:
+    return [line.split()[0] for line in preview.splitlines()[1:]]
+
+
+async def test_clean_logs_dry_run_lists_every_file_with_its_tag_and_a_list_digest(rotated: Path) -> None:
     preview = await bound(clean_logs, rotated).dry_run({"path": str(rotated), "older_than_days": 7})
     assert preview is not None
     lines = preview.splitlines()
-    assert lines[0] == f"would delete 4 rotated log files older than 7 days under {rotated}, 2.4K (2440 bytes)"
-    assert [line.split()[0] for line in lines[1:]] == [
-        str(rotated / "app.log.1"), str(rotated / "app.log.2.gz"), str(rotated / "app/worker.log-20240101"),
-        str(rotated / "old.old")]
+    head, digest = lines[0].rsplit(" ", 1)
+    assert head == f"would delete 3 rotated log files older than 7 days under {rotated}, 2.3K (2400 bytes); list digest"
+    assert len(digest) == 32
+    assert listed(preview) == [
+        str(rotated / "app.log.1"), str(rotated / "app.log.2.gz"), str(rotated / "app/worker.log-20240101")]
+    assert all(len(line.rsplit("#", 1)[1]) == 16 for line in lines[1:])
     assert (rotated / "app.log.1").exists()  # a preview deletes nothing
 
 
 async def test_clean_logs_deletes_what_the_preview_listed_and_says_who(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
+    await tool.dry_run({"path": str(rotated), "older_than_days": 7})  # what the approver saw, in this task
     out = await tool.run({"path": str(rotated), "older_than_days": 7}, confirmed_by="U024BE7LH")
     assert out.splitlines()[0] == (
-        f"deleted 4 rotated log files older than 7 days under {rotated}, freed 2.4K (2440 bytes); "
+        f"deleted 3 rotated log files older than 7 days under {rotated}, freed 2.3K (2400 bytes); "
         "approved by U024BE7LH")
     remaining = sorted(str(p.relative_to(rotated)) for p in rotated.rglob("*") if p.is_file())  # noqa: ASYNC240
-    assert remaining == ["app.log", "app/live.log", "recent.log.1"]
+    assert remaining == ["app.log", "app/live.log", "old.old", "recent.log.1"]
     assert (await tool.dry_run({"path": str(rotated)})) == \
         f"would delete nothing: no rotated logs older than 7 days under {rotated}"
+
+
+async def test_clean_logs_never_runs_without_a_preview_for_the_same_call(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    with pytest.raises(PermissionDenied, match="no preview was shown for this call"):
+        await tool.run({"path": str(rotated)}, confirmed_by="U1")
+    await tool.dry_run({"path": str(rotated), "older_than_days": 30})  # a preview of another call
+    with pytest.raises(PermissionDenied, match="no preview was shown for this call"):
+        await tool.run({"path": str(rotated), "older_than_days": 7}, confirmed_by="U1")
+    assert (rotated / "app.log.1").exists()
+
+
+async def test_a_file_that_appears_after_the_preview_is_not_deleted(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    (rotated / "late.log.1").write_bytes(b"y" * 10)  # matches too, but nobody approved it
+    age(rotated / "late.log.1", 30)
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith("deleted 3 rotated log files")
+    assert out.splitlines()[-2:] == [
+        "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs "
+        "again for a new preview and approval):",
+        f"  {rotated / 'late.log.1'}  10B  30d old"]
+    assert (rotated / "late.log.1").exists() and not (rotated / "app.log.1").exists()
+
+
+async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    with (rotated / "app.log.1").open("ab") as f:
+        f.write(b"written after the preview")
+    age(rotated / "app.log.1", 30)
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith("deleted 2 rotated log files")
+    assert (rotated / "app.log.1").exists()
+    assert f"  {rotated / 'app.log.1'}  " in out.split("not deleted")[1]
+
+
+async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_holds(rotated: Path) -> None:
+    many = rotated / "many"
+    many.mkdir()
+    for i in range(LISTED_FILES + 10):
+        (many / f"w{i:03}.log.1").write_bytes(b"z")
+        age(many / f"w{i:03}.log.1", 30)
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(many)})
+    assert preview is not None and preview.splitlines()[-1] == "  … and 10 more, covered by the list digest"
+    out = await tool.run({"path": str(many)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith(f"deleted {LISTED_FILES + 10} rotated log files")
+
+    for i in range(LISTED_FILES + 10):
+        (many / f"w{i:03}.log.1").write_bytes(b"z")
+        age(many / f"w{i:03}.log.1", 30)
+    preview = await tool.dry_run({"path": str(many)})
+    (many / "zz.log.1").write_bytes(b"new")  # the list changed: only the files the preview named remain approved
+    age(many / "zz.log.1", 30)
+    out = await tool.run({"path": str(many)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith(f"deleted {LISTED_FILES} rotated log files")
+    assert sorted(p.name for p in many.iterdir()) == [f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)] + ["zz.log.1"]  # noqa: E501
+
+
+async def test_a_hostile_file_name_cannot_forge_a_preview_line(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    hostile = rotated / "a\n  forged  1B  30d old  #0123456789abcdef\nx.log.1"
+    hostile.write_bytes(b"h")
+    age(hostile, 30)
+    preview = await tool.dry_run({"path": str(rotated)})
+    assert preview is not None and len(preview.splitlines()) == 5  # one line per file, the hostile one escaped
+    assert f"{rotated}/a\\n  forged  1B  30d old  #0123456789abcdef\\nx.log.1  1B  30d old  #" in preview
 
 
 async def test_clean_logs_needs_an_approver(rotated: Path) -> None:
@@ -177,5 +342,8 @@ async def test_clean_logs_does_not_follow_symlinks(rotated: Path, tmp_path: Path
     outside.write_text("precious")
     age(outside, 30)
     (rotated / "link.log.1").symlink_to(outside)
-    await bound(clean_logs, rotated).run({"path": str(rotated)}, confirmed_by="U1")
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    assert preview is not None and "link.log.1" not in preview
+    await tool.run({"path": str(rotated)}, confirmed_by="U1")
     assert outside.read_text() == "precious"

@@ -12,9 +12,10 @@ from typing import Any
 import psutil
 import pytest
 import pytest_asyncio
+from mcp.types import ToolAnnotations
 
 from tools import Category, ToolConfigError, ToolError, ToolRegistry, build_registry, tool_table
-from tools.mcp import tool_name
+from tools.mcp import category_of, tool_name
 
 REPO = Path(__file__).resolve().parent.parent
 STDIO_SERVER = {"name": "grafana", "command": [sys.executable, "tests/mcp_server.py"]}
@@ -45,14 +46,47 @@ async def grafana() -> AsyncIterator[ToolRegistry]:
         await registry.aclose()
 
 
-async def test_stdio_server_tools_are_registered_with_categories_from_annotations(grafana: ToolRegistry) -> None:
+async def test_an_untrusted_servers_read_only_hint_does_not_skip_approval(grafana: ToolRegistry) -> None:
     assert tool_table(grafana) == [
-        {"name": "grafana__list_dashboards", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
+        {"name": "grafana__list_dashboards", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
         {"name": "grafana__delete_dashboard", "category": "destructive", "parallel": False,
          "source": "mcp:grafana"},
-        {"name": "grafana__silence_alert", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
-        {"name": "grafana__broken_query", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
+        {"name": "grafana__silence_alert", "category": "destructive", "parallel": False, "source": "mcp:grafana"},
+        {"name": "grafana__broken_query", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
     ]
+
+
+async def test_a_trusted_servers_annotations_set_the_categories() -> None:
+    registry = await build_registry(
+        {"modules": [], "mcp": [{**STDIO_SERVER, "trust_annotations": True}]}, base_dir=REPO)
+    try:
+        assert tool_table(registry) == [
+            {"name": "grafana__list_dashboards", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
+            {"name": "grafana__delete_dashboard", "category": "destructive", "parallel": False,
+             "source": "mcp:grafana"},
+            {"name": "grafana__silence_alert", "category": "destructive", "parallel": False, "source": "mcp:grafana"},
+            {"name": "grafana__broken_query", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
+        ]
+    finally:
+        await registry.aclose()
+
+
+@pytest.mark.parametrize(
+    ("hints", "untrusted", "trusted"),
+    [
+        (None, Category.DESTRUCTIVE, Category.DESTRUCTIVE),  # the spec's default: destructiveHint true
+        ({}, Category.DESTRUCTIVE, Category.DESTRUCTIVE),
+        ({"read_only_hint": True}, Category.MUTATING, Category.READ_ONLY),
+        ({"read_only_hint": True, "destructive_hint": True}, Category.MUTATING, Category.READ_ONLY),
+        ({"destructive_hint": False}, Category.MUTATING, Category.MUTATING),
+        ({"destructive_hint": True}, Category.DESTRUCTIVE, Category.DESTRUCTIVE),
+        ({"read_only_hint": False, "destructive_hint": False}, Category.MUTATING, Category.MUTATING),
+        ({"idempotent_hint": True}, Category.DESTRUCTIVE, Category.DESTRUCTIVE),
+    ],
+)
+async def test_category_from_annotations(hints: dict[str, bool] | None, untrusted: Category, trusted: Category) -> None:
+    annotations = None if hints is None else ToolAnnotations(**hints)
+    assert (category_of(annotations), category_of(annotations, trusted=True)) == (untrusted, trusted)
 
 
 async def test_input_schema_comes_from_the_server(grafana: ToolRegistry) -> None:
@@ -106,16 +140,18 @@ async def test_destructive_mcp_tool_previews_the_arguments_it_would_send(grafana
     assert await t.run({"uid": "api-latency"}, confirmed_by="U1") == "deleted api-latency"
 
 
-async def test_config_may_raise_an_mcp_tools_category() -> None:
-    registry = await build_registry(
-        {"modules": [], "mcp": [STDIO_SERVER], "categories": {"grafana__silence_alert": "destructive"}},
-        base_dir=REPO,
-    )
+async def test_config_sets_an_mcp_tools_category_up_or_down() -> None:
+    categories = {"grafana__list_dashboards": "read_only", "grafana__silence_alert": "mutating",
+                  "grafana__broken_query": "destructive"}
+    registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER], "categories": categories}, base_dir=REPO)
     try:
-        t = registry.get("grafana__silence_alert")
-        assert t is not None and t.category is Category.DESTRUCTIVE
-        assert await t.dry_run({"alert": "A", "minutes": 5}) == (
-            'no dry-run available; the call would send: grafana__silence_alert {\n  "alert": "A",\n  "minutes": 5\n}')
+        assert [(r["name"], r["category"], r["parallel"]) for r in tool_table(registry)] == [
+            ("grafana__list_dashboards", "read_only", True), ("grafana__delete_dashboard", "destructive", False),
+            ("grafana__silence_alert", "mutating", False), ("grafana__broken_query", "destructive", False)]
+        silence, broken = registry.get("grafana__silence_alert"), registry.get("grafana__broken_query")
+        assert silence is not None and not silence.has_dry_run
+        assert broken is not None and await broken.dry_run({"expr": "up"}) == (
+            'no dry-run available; the call would send: grafana__broken_query {\n  "expr": "up"\n}')
     finally:
         await registry.aclose()
 

@@ -57,6 +57,9 @@ class FakePrometheus:
             return web.Response(status=502, text="<html>Bad Gateway</html>", content_type="text/html")
         if query == "absent_metric":
             return web.json_response({"status": "success", "data": {"resultType": "vector", "result": []}})
+        if query == "huge":  # every series of a big cluster
+            return web.Response(body=b'{"status":"success","data":{"result":[' + b" " * (9 * 2**20) + b"]}}",
+                                content_type="application/json")
         if query == "scalar(1)":
             return web.json_response({"status": "success", "data": {"resultType": "scalar", "result": [T0, "1"]}})
         return web.json_response(VECTOR if endpoint == "query" else MATRIX)
@@ -134,6 +137,13 @@ async def test_non_json_answer_is_a_tool_error(prometheus: tuple[FakePrometheus,
     _, ctx = prometheus
     with pytest.raises(ToolError, match="Prometheus answered HTTP 502 without a JSON body"):
         await prometheus_query.bind(ctx).run({"query": "overload"})
+
+
+async def test_an_oversized_answer_is_refused_unparsed(prometheus: tuple[FakePrometheus, ToolContext]) -> None:
+    """Parsing tens of MiB of JSON would stall the event loop (Slack acks, Stop clicks) for seconds."""
+    _, ctx = prometheus
+    with pytest.raises(ToolError, match="Prometheus answered more than 8 MiB; narrow the query"):
+        await prometheus_query.bind(ctx).run({"query": "huge"})
 
 
 async def test_without_a_url_the_tools_say_what_to_configure() -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
+import os
 import threading
 from typing import Literal
 
+import psutil
 import pytest
 
 from tools import (
@@ -20,6 +23,7 @@ from tools import (
     tool,
     truncate_output,
 )
+from tools.worker import WORKER_MARK
 
 
 @tool(category=Category.READ_ONLY, parallel=True)
@@ -112,7 +116,7 @@ async def test_confirmed_by_is_not_passed_to_a_tool_that_does_not_declare_it() -
 async def test_sync_tool_runs_in_a_worker_thread() -> None:
     seen: list[int] = []
 
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def where() -> str:
         """Which thread."""
         seen.append(threading.get_ident())
@@ -123,7 +127,7 @@ async def test_sync_tool_runs_in_a_worker_thread() -> None:
 
 
 async def test_async_tool_timeout_is_a_tool_error() -> None:
-    @tool(timeout_s=0.05)
+    @tool(category=Category.READ_ONLY, timeout_s=0.05)
     async def hang() -> str:
         """Hang."""
         await asyncio.Event().wait()
@@ -137,7 +141,7 @@ async def test_async_tool_timeout_is_a_tool_error() -> None:
 async def test_sync_tool_timeout_is_a_tool_error() -> None:
     release = threading.Event()
 
-    @tool(timeout_s=0.05)
+    @tool(category=Category.READ_ONLY, timeout_s=0.05)
     def block() -> str:
         """Block."""
         release.wait(10)
@@ -151,7 +155,7 @@ async def test_sync_tool_timeout_is_a_tool_error() -> None:
 
 
 async def test_timeout_error_raised_by_the_tool_itself_is_not_reported_as_our_timeout() -> None:
-    @tool(timeout_s=10)
+    @tool(category=Category.READ_ONLY, timeout_s=10)
     async def upstream() -> str:
         """Upstream."""
         raise TimeoutError("upstream took too long")
@@ -162,7 +166,7 @@ async def test_timeout_error_raised_by_the_tool_itself_is_not_reported_as_our_ti
 
 
 async def test_unexpected_exception_becomes_tool_error_with_its_type() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def broken() -> str:
         """Broken."""
         raise KeyError("disk")
@@ -173,7 +177,7 @@ async def test_unexpected_exception_becomes_tool_error_with_its_type() -> None:
 
 
 async def test_tool_error_and_permission_denied_propagate_unchanged() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def fails(kind: Literal["tool", "policy"]) -> str:
         """Fails."""
         if kind == "tool":
@@ -189,7 +193,7 @@ async def test_tool_error_and_permission_denied_propagate_unchanged() -> None:
 
 
 async def test_non_string_result_is_json() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def facts() -> dict[str, object]:
         """Facts."""
         return {"load": [0.5, 0.25], "ok": True}
@@ -198,7 +202,7 @@ async def test_non_string_result_is_json() -> None:
 
 
 async def test_output_is_truncated() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def chatty() -> str:
         """Chatty."""
         return "a" * 10_000 + "b" * 10_000
@@ -215,7 +219,7 @@ class Level(enum.Enum):
 
 
 async def test_enum_arguments_arrive_as_members() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def level_of(level: Level, levels: list[Level] | None = None) -> str:
         """Level."""
         return f"{level!r} {levels!r}"
@@ -225,7 +229,7 @@ async def test_enum_arguments_arrive_as_members() -> None:
 
 
 async def test_optional_parameter_without_default_receives_none() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def maybe(tag: str | None) -> str:
         """Maybe."""
         return repr(tag)
@@ -234,7 +238,7 @@ async def test_optional_parameter_without_default_receives_none() -> None:
 
 
 async def test_context_is_injected_and_bound() -> None:
-    @tool()
+    @tool(category=Category.READ_ONLY)
     def dirs(*, ctx: ToolContext) -> str:
         """Dirs."""
         return ",".join(map(str, ctx.log_dirs))
@@ -375,3 +379,161 @@ def test_tool_is_a_plain_dataclass_the_runtime_can_build() -> None:
     assert t.api_schema() == {"name": "noop", "description": "Nothing.",
                               "input_schema": {"type": "object", "properties": {}}}
     assert str(Category.DESTRUCTIVE) == "destructive" and Category("mutating") is Category.MUTATING
+
+
+# -- a category is always declared ------------------------------------------------------------------
+
+
+def test_a_tool_without_a_category_is_refused_naming_it() -> None:
+    def peek(x: str) -> str:
+        """Peek."""
+        return x
+
+    for decorate in (tool, tool(), tool(parallel=True)):
+        with pytest.raises(TypeError, match=r"^peek: @tool needs an explicit category"):
+            decorate(peek)
+
+
+# -- isolated sync tools run in a killable worker process ---------------------------------------------
+
+
+@tool(category=Category.READ_ONLY, isolated=True)
+def worker_pid(kind: Literal["pid", "tool", "policy", "bug"] = "pid", *, ctx: ToolContext) -> str:
+    """The process it runs in, or a failure of the kind asked for."""
+    if kind == "tool":
+        raise ToolError("no such file")
+    if kind == "policy":
+        raise PermissionDenied("not on the allowlist")
+    if kind == "bug":
+        raise KeyError("disk")
+    print("a stray print goes to stderr, not into the result")
+    return f"{os.getpid()} {ctx.log_dirs[0]}"
+
+
+@tool(category=Category.READ_ONLY, isolated=True, timeout_s=0.5)
+def spin() -> str:
+    """Spin forever, holding its GIL."""
+    while True:
+        pass
+
+
+def worker_processes() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and WORKER_MARK in " ".join(p.cmdline())]
+
+
+async def test_an_isolated_tool_runs_in_another_process_with_its_context() -> None:
+    from pathlib import Path
+
+    out = await worker_pid.bind(ToolContext(log_dirs=(Path("/srv/logs"),))).run({})
+    pid, logdir = out.split()
+    assert int(pid) != os.getpid() and logdir == "/srv/logs"
+    assert worker_processes() == []
+
+
+async def test_an_isolated_tools_errors_arrive_as_in_process() -> None:
+    with pytest.raises(ToolError) as e:
+        await worker_pid.run({"kind": "tool"})
+    assert str(e.value) == "no such file"
+    with pytest.raises(PermissionDenied) as p:
+        await worker_pid.run({"kind": "policy"})
+    assert str(p.value) == "not on the allowlist"
+    with pytest.raises(ToolError) as b:
+        await worker_pid.run({"kind": "bug"})
+    assert str(b.value) == "KeyError: 'disk'"
+
+
+async def test_an_isolated_tool_that_overruns_its_timeout_is_killed() -> None:
+    with pytest.raises(ToolError) as e:
+        await spin.run({})
+    assert str(e.value) == "spin timed out after 0.5s (its worker process was killed)"
+    assert worker_processes() == []
+
+
+def test_isolated_is_for_module_level_sync_functions() -> None:
+    async def later() -> str:
+        """Async."""
+        return ""
+
+    def nested() -> str:
+        """Nested."""
+        return ""
+
+    for fn in (later, nested):
+        with pytest.raises(TypeError, match="isolated=True is for sync functions defined at module level"):
+            tool(category=Category.READ_ONLY, isolated=True)(fn)
+
+
+def test_every_sync_builtin_runs_isolated_and_a_new_one_cannot_forget_it() -> None:
+    import tools.builtin as builtin
+
+    sync = [t for t in vars(builtin).values() if isinstance(t, Tool) and t.impl is not None
+            and not inspect.iscoroutinefunction(t.impl.fn)]
+    assert sync and all(t.impl is not None and t.impl.worker is not None for t in sync)
+
+    def check_inodes() -> str:
+        """Inodes."""
+        return ""
+
+    check_inodes.__module__ = "tools.builtin.host"
+    with pytest.raises(TypeError, match="check_inodes: a sync built-in must be isolated=True"):
+        tool(category=Category.READ_ONLY)(check_inodes)
+
+
+# -- approved_preview: the run receives the preview its approval was bound to ------------------------------
+
+
+@tool(category=Category.DESTRUCTIVE)
+async def purge(queue: str, *, confirmed_by: str, approved_preview: str) -> str:
+    """Purge a queue."""
+    return f"purged {queue} for {confirmed_by}, as previewed: {approved_preview}"
+
+
+@purge.dry_run
+async def _purge_preview(queue: str) -> str:
+    return f"would purge {queue} ({len(queue)} messages)"
+
+
+async def test_the_run_receives_the_preview_shown_for_the_same_call_in_this_task() -> None:
+    assert "approved_preview" not in str(purge.api_schema())
+    assert await purge.dry_run({"queue": "jobs"}) == "would purge jobs (4 messages)"
+    assert await purge.run({"queue": "jobs"}, confirmed_by="U1") == \
+        "purged jobs for U1, as previewed: would purge jobs (4 messages)"
+
+
+async def test_without_a_preview_for_the_same_arguments_the_run_is_refused() -> None:
+    await purge.dry_run({"queue": "jobs"})
+    with pytest.raises(PermissionDenied, match="no preview was shown for this call"):
+        await purge.run({"queue": "payments"}, confirmed_by="U1")
+
+
+async def test_a_preview_shown_in_another_task_does_not_count() -> None:
+    await asyncio.create_task(purge.dry_run({"queue": "jobs"}))
+    with pytest.raises(PermissionDenied, match="no preview was shown for this call"):
+        await purge.run({"queue": "jobs"}, confirmed_by="U1")
+
+
+async def test_an_explicit_approved_preview_is_passed_as_given() -> None:
+    assert await purge.run({"queue": "jobs"}, confirmed_by="U1", approved_preview="X") == \
+        "purged jobs for U1, as previewed: X"
+
+
+def test_approved_preview_is_only_for_destructive_tools_keyword_only_and_never_for_previews() -> None:
+    def grow(x: str, *, confirmed_by: str, approved_preview: str) -> str:
+        """Grow."""
+        return x
+
+    with pytest.raises(TypeError, match="only destructive tools have an approved dry-run preview"):
+        tool(category=Category.MUTATING)(grow)
+
+    def shrink(x: str, approved_preview: str, *, confirmed_by: str) -> str:
+        """Shrink."""
+        return x
+
+    with pytest.raises(TypeError, match="approved_preview must be keyword-only"):
+        tool(category=Category.DESTRUCTIVE)(shrink)
+
+    with pytest.raises(TypeError, match="a dry run happens before approval, it cannot take approved_preview"):
+        @purge.dry_run
+        def _bad(queue: str, *, approved_preview: str) -> str:
+            return queue

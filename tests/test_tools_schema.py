@@ -144,11 +144,11 @@ def test_description_is_the_first_paragraph_joined() -> None:
         """
         return x
 
-    assert tool()(f).description == "Tail a log file quickly."
+    assert tool(category=Category.READ_ONLY)(f).description == "Tail a log file quickly."
 
 
 def test_api_schema_has_name_description_and_input_schema() -> None:
-    assert tool(name="check_host")(f_str).api_schema() == {
+    assert tool(category=Category.READ_ONLY, name="check_host")(f_str).api_schema() == {
         "name": "check_host",
         "description": "Check a host.",
         "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"],
@@ -200,7 +200,7 @@ def _path_default(directory: str = Path("/var/log")) -> str:  # type: ignore[ass
 )
 def test_unsupported_parameter_is_a_type_error_naming_it(fn: Any, param: str) -> None:
     with pytest.raises(TypeError, match=f"parameter '{param}'"):
-        tool()(fn)
+        tool(category=Category.READ_ONLY)(fn)
 
 
 def test_tool_without_docstring_is_rejected() -> None:
@@ -208,7 +208,7 @@ def test_tool_without_docstring_is_rejected() -> None:
         return x
 
     with pytest.raises(TypeError, match="docstring"):
-        tool()(silent)
+        tool(category=Category.READ_ONLY)(silent)
 
 
 def test_confirmed_by_must_be_keyword_only() -> None:
@@ -226,7 +226,7 @@ def test_read_only_tool_cannot_take_confirmed_by() -> None:
         return unit
 
     with pytest.raises(TypeError, match="read-only"):
-        tool()(peek)
+        tool(category=Category.READ_ONLY)(peek)
 
 
 def test_parallel_is_only_for_read_only_tools() -> None:
@@ -240,4 +240,4 @@ def test_parallel_is_only_for_read_only_tools() -> None:
 
 def test_bad_tool_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="must match"):
-        tool(name="check disk")(f_str)
+        tool(category=Category.READ_ONLY, name="check disk")(f_str)

@@ -1,4 +1,8 @@
-"""Runbook commands from config: an argv template whose {params} are checked against patterns, run without a shell."""
+"""Runbook commands from config: an argv template whose {params} are checked against patterns, run without a shell.
+
+Every child process opsloop starts (runbook commands, systemctl, tool workers) gets a minimal
+environment: BASE_ENV plus the names a command's config lists, never the bot's own secrets.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,11 @@ from tools.registry import DEFAULT_TIMEOUT_S, Category, Implementation, Tool, To
 
 # `{name}` is a placeholder; `{{` and `}}` are literal braces.
 PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # what most programs need, and nothing secret
+BOT_SECRETS = frozenset({"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY",
+                         "ANTHROPIC_AUTH_TOKEN"})
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_STREAM_BYTES = 2 * 1024 * 1024  # per stream of a child's output: the first and last half are kept
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,19 @@ class RunbookCommand:
     category: Category = Category.MUTATING
     timeout_s: float = DEFAULT_TIMEOUT_S
     cwd: Path | None = None
+    env: tuple[str, ...] = ()  # names passed through from the bot's environment (e.g. KUBECONFIG)
+
+
+def child_env(names: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of a child process: BASE_ENV and `names`, from ours when set; never a BOT_SECRETS name."""
+    env = {k: os.environ[k] for k in (*BASE_ENV, *names) if k in os.environ and k not in BOT_SECRETS}
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def allows_leading_dash(pattern: str) -> bool:
+    """A value may start with '-' only when its pattern itself starts with a literal '-' (after an optional ^)."""
+    return pattern.removeprefix("^").startswith(("-", "\\-"))
 
 
 def placeholders(element: str) -> list[str]:
@@ -62,6 +84,9 @@ def render_argv(cmd: RunbookCommand, values: Mapping[str, str]) -> list[str]:
         value = values[name]
         if not re.fullmatch(param.pattern, value):
             raise ToolError(f"{name}: {value!r} does not match the required pattern {param.pattern}")
+        if value.startswith("-") and not allows_leading_dash(param.pattern):
+            raise ToolError(f"{name}: {value!r} starts with '-', so the command would read it as an option; "
+                            "refused (a parameter whose pattern starts with '-' may take such values)")
     return [substitute(element, values) for element in cmd.argv]
 
 
@@ -79,8 +104,9 @@ def command_schema(cmd: RunbookCommand) -> dict[str, Any]:
     return schema
 
 
-async def run_argv(argv: list[str], *, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run argv (no shell) in its own process group; if the caller is cancelled (timeout), kill the group."""
+async def run_argv(argv: list[str], *, cwd: Path | None = None, env: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """Run argv (no shell, child_env(env)) in its own process group; if the caller is cancelled (timeout),
+    kill the group. Each output stream is kept to MAX_STREAM_BYTES (its head and tail, with a note)."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -88,12 +114,14 @@ async def run_argv(argv: list[str], *, cwd: Path | None = None) -> tuple[int, st
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
+            env=child_env(env),
             start_new_session=True,
         )
     except OSError as e:
         raise ToolError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
+    assert proc.stdout is not None and proc.stderr is not None
     try:
-        out, err = await proc.communicate()
+        out, err, _ = await asyncio.gather(_read_bounded(proc.stdout), _read_bounded(proc.stderr), proc.wait())
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -102,7 +130,29 @@ async def run_argv(argv: list[str], *, cwd: Path | None = None) -> tuple[int, st
         await asyncio.shield(proc.wait())
         raise
     assert proc.returncode is not None
-    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return proc.returncode, out, err
+
+
+async def _read_bounded(stream: asyncio.StreamReader, limit: int = MAX_STREAM_BYTES) -> str:
+    """All of a stream read, at most `limit` bytes of it kept: the head and the tail, the middle as a note."""
+    head = bytearray()
+    tail = bytearray()
+    total = 0
+    half = limit // 2
+    while chunk := await stream.read(64 * 1024):
+        total += len(chunk)
+        room = half - len(head)
+        if room > 0:
+            head += chunk[:room]
+            chunk = chunk[room:]
+        tail += chunk
+        if len(tail) > 2 * half:
+            del tail[:-half]
+    if total <= limit:
+        return (bytes(head) + bytes(tail)).decode(errors="replace")
+    tail = tail[-half:]
+    note = f"\n… [{total - len(head) - len(tail)} bytes of {total} not kept] …\n"
+    return head.decode(errors="replace") + note + tail.decode(errors="replace")
 
 
 def format_result(argv: list[str], code: int, out: str, err: str, *, confirmed_by: str | None = None) -> str:
@@ -123,7 +173,7 @@ def command_tool(cmd: RunbookCommand) -> Tool:
 
     async def run(*, confirmed_by: str | None = None, **values: str) -> str:
         argv = render_argv(cmd, values)
-        code, out, err = await run_argv(argv, cwd=cmd.cwd)
+        code, out, err = await run_argv(argv, cwd=cmd.cwd, env=cmd.env)
         return format_result(argv, code, out, err, confirmed_by=confirmed_by)
 
     async def preview(**values: str) -> str:

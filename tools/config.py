@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 import re
 import traceback
 from collections.abc import Mapping
@@ -10,17 +12,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools.commands import CommandParam, RunbookCommand, command_tool, placeholders
+from tools.commands import BOT_SECRETS, ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
+from tools.netguard import AllowlistError, parse_allowlist
 from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
 
 DEFAULT_MODULES = ("tools.builtin",)
 SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-_TOP_KEYS = ("modules", "categories", "logs", "services", "prometheus", "http", "commands", "mcp")
-_COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s")
+_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
+_COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s", "env")
 _PARAM_KEYS = ("pattern", "description")
-_MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include")
+_MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
 _CATEGORIES = ", ".join(c.value for c in Category)
 
 
@@ -62,7 +65,25 @@ def _seconds(value: Any, where: str) -> float:
         raise ToolConfigError(f"{where}: expected a number of seconds, got {_kind(value)}")
     if not value > 0:
         raise ToolConfigError(f"{where}: must be positive, got {value}")
+    if not math.isfinite(value):
+        raise ToolConfigError(f"{where}: must be a finite number of seconds, got {value}")
     return float(value)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ToolConfigError(f"{where}: expected true or false, got {_kind(value)}")
+    return value
+
+
+def _env_names(value: Any, where: str) -> tuple[str, ...]:
+    names = _str_list(value, where)
+    for i, name in enumerate(names):
+        if not ENV_NAME_RE.fullmatch(name):
+            raise ToolConfigError(f"{where}[{i}]: {name!r} is not an environment variable name")
+        if name in BOT_SECRETS:
+            raise ToolConfigError(f"{where}[{i}]: {name} is the bot's own secret; runbook commands never get it")
+    return tuple(names)
 
 
 def _category(value: Any, where: str) -> Category:
@@ -125,7 +146,7 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
             kwargs["prometheus_url"] = _url(prometheus["url"], "tools.prometheus.url").rstrip("/")
     if "http" in table:
         http = _table(table["http"], "tools.http")
-        _only(http, ("timeout_s", "ca_file"), "tools.http")
+        _only(http, ("timeout_s", "ca_file", "allow"), "tools.http")
         if "timeout_s" in http:
             kwargs["http_timeout_s"] = _seconds(http["timeout_s"], "tools.http.timeout_s")
         if "ca_file" in http:
@@ -133,6 +154,11 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
             if not ca.is_file():
                 raise ToolConfigError(f"tools.http.ca_file: {str(ca)!r} is not a file")
             kwargs["http_ca_file"] = ca
+        if "allow" in http:
+            try:
+                kwargs["http_allow"] = parse_allowlist(_str_list(http["allow"], "tools.http.allow"))
+            except AllowlistError as e:
+                raise ToolConfigError(f"tools.http.allow[{e.index}]: {e}") from None
     return ToolContext(**kwargs)
 
 
@@ -216,6 +242,7 @@ def parse_command(entry: Any, where: str, *, base_dir: Path) -> RunbookCommand:
         category=_category(entry["category"], f"{where}.category") if "category" in entry else Category.MUTATING,
         timeout_s=_seconds(entry["timeout_s"], f"{where}.timeout_s") if "timeout_s" in entry else DEFAULT_TIMEOUT_S,
         cwd=base_dir,
+        env=_env_names(entry["env"], f"{where}.env") if "env" in entry else (),
     )
 
 
@@ -256,6 +283,9 @@ def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
             else 30.0
         ),
         include=include,
+        trust_annotations=(
+            _bool(entry["trust_annotations"], f"{where}.trust_annotations") if "trust_annotations" in entry else False
+        ),
     )
 
 
@@ -294,11 +324,33 @@ def _apply_categories(table: Mapping[str, Any], tools: list[tuple[Tool, str]]) -
             raise ToolConfigError(f"{where}: no such tool")
         i = by_name[name]
         current = out[i][0]
+        if current.source.startswith("mcp:"):  # the server's hints are a guess; the operator's word is final
+            from tools.mcp import with_operator_category
+
+            out[i] = (with_operator_category(current, category), out[i][1])
+            continue
         if category.rank < current.category.rank:
             raise ToolConfigError(
                 f"{where}: cannot lower {current.category.value} to {category.value} (categories may only be raised)"
             )
         out[i] = (current.with_category(category), out[i][1])
+    return out
+
+
+def _apply_timeouts(table: Mapping[str, Any], tools: list[tuple[Tool, str]]) -> list[tuple[Tool, str]]:
+    """[tools.timeouts] sets a tool's timeout in seconds by name (any source)."""
+    if "timeouts" not in table:
+        return tools
+    wanted = _table(table["timeouts"], "tools.timeouts")
+    by_name = {t.name: i for i, (t, _) in enumerate(tools)}
+    out = list(tools)
+    for name, value in wanted.items():
+        where = f"tools.timeouts.{name}"
+        seconds = _seconds(value, where)
+        if name not in by_name:
+            raise ToolConfigError(f"{where}: no such tool")
+        i = by_name[name]
+        out[i] = (dataclasses.replace(out[i][0], timeout_s=seconds), out[i][1])
     return out
 
 
@@ -331,7 +383,7 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
                     f"{where}: duplicate tool name {t.name!r} (already defined by {first_source[t.name]})"
                 )
             first_source[t.name] = where
-        for t, where in _apply_categories(table, collected):
+        for t, where in _apply_timeouts(table, _apply_categories(table, collected)):
             try:
                 registry.register(t)
             except ValueError as e:

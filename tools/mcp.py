@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -36,6 +37,7 @@ class MCPServerSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S  # per tool call
     connect_timeout_s: float = 30.0
     include: tuple[str, ...] | None = None  # only these of the server's tools; None = all
+    trust_annotations: bool = False  # may the server's readOnlyHint let a tool skip approval?
 
 
 def tool_name(server: str, name: str) -> str:
@@ -43,13 +45,25 @@ def tool_name(server: str, name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}__{name}")[:64]
 
 
-def category_of(annotations: mcp_types.ToolAnnotations | None) -> Category:
-    """readOnlyHint -> read_only; destructiveHint -> destructive; anything else -> mutating."""
-    if annotations is not None and annotations.read_only_hint:
+def category_of(annotations: mcp_types.ToolAnnotations | None, *, trusted: bool = False) -> Category:
+    """A server's hints are its own claims, so by default they never let a tool skip approval.
+
+    readOnlyHint true: read_only if the config trusts the server, else mutating. destructiveHint false:
+    mutating. Anything else: destructive (the MCP spec's default for destructiveHint is true).
+    """
+    read_only = annotations is not None and annotations.read_only_hint is True
+    if read_only and trusted:
         return Category.READ_ONLY
-    if annotations is not None and annotations.destructive_hint:
-        return Category.DESTRUCTIVE
-    return Category.MUTATING
+    if read_only or (annotations is not None and annotations.destructive_hint is False):
+        return Category.MUTATING
+    return Category.DESTRUCTIVE
+
+
+def with_operator_category(t: Tool, category: Category) -> Tool:
+    """An MCP tool at the category [tools.categories] names, up or down: the operator's word outranks the server's."""
+    preview = Implementation(fn=argument_echo(t.name), parameters=None) if category is Category.DESTRUCTIVE else None
+    return dataclasses.replace(t, category=category, parallel=category is Category.READ_ONLY, preview=preview,
+                               has_dry_run=preview is not None)
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
@@ -205,10 +219,10 @@ def mcp_tools(conn: MCPConnection, listing: list[mcp_types.Tool]) -> list[Tool]:
         except jsonschema.SchemaError as e:
             log.warning("skipping MCP tool %s/%s: invalid input schema: %s", spec.name, remote.name, e.message)
             continue
-        category = category_of(remote.annotations)
+        category = category_of(remote.annotations, trusted=spec.trust_annotations)
         name = tool_name(spec.name, remote.name)
-
-        idempotent = category is Category.READ_ONLY or bool(remote.annotations and remote.annotations.idempotent_hint)
+        hinted = bool(spec.trust_annotations and remote.annotations and remote.annotations.idempotent_hint)
+        idempotent = category is Category.READ_ONLY or hinted
         tools.append(
             Tool(
                 name=name,

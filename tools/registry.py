@@ -1,26 +1,39 @@
-"""The tool API: Category, the two errors, ToolContext, Tool, @tool and ToolRegistry."""
+"""The tool API: Category, the two errors, ToolContext, Tool, @tool and ToolRegistry.
+
+The rule for every tool's timeout (see `tool()`): CPU-heavy or blocking work never runs where it
+can stall the event loop, and a call that overruns its timeout is killed, not abandoned.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import dataclasses
 import enum
+import hashlib
 import inspect
 import json
+import pickle
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import jsonschema
 
+from bot.redact import redact
+from tools.netguard import HostAllowlist, Resolver, system_resolver
 from tools.schema import Parameter, call_arguments, function_schema
 
+if TYPE_CHECKING:
+    import aiohttp
+
 MAX_OUTPUT_CHARS = 12_000
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
+HIDDEN_PARAMS = ("confirmed_by", "approved_preview")  # injected by the runtime, never shown to the model
 TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,10 +69,16 @@ class ToolContext:
     prometheus_url: str | None = None
     http_timeout_s: float = 10.0
     http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)
+    http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
+    http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
+    http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
 
 
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went."""
+    """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went.
+
+    Secrets are redacted first: a cut through the middle of one would leave a half no pattern recognises."""
+    text = redact(text)
     total = len(text)
     if total <= limit:
         return text
@@ -75,7 +94,8 @@ def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     return text[:head] + note(total - keep) + (text[-tail:] if tail else "")
 
 
-def _render(result: Any) -> str:
+def render_result(result: Any) -> str:
+    """A tool's return value as the text the model reads: str as is, bytes decoded, anything else as JSON."""
     if isinstance(result, str):
         return result
     if result is None:
@@ -86,6 +106,15 @@ def _render(result: Any) -> str:
 
 
 @dataclass(frozen=True)
+class WorkerTarget:
+    """Where a worker process finds a function: `module.tool_attr` is the Tool, `role` its impl, preview or guard."""
+
+    module: str
+    tool_attr: str
+    role: str  # "impl" | "preview" | "guard"
+
+
+@dataclass(frozen=True)
 class Implementation:
     """How to call one function behind a tool (or behind its dry run)."""
 
@@ -93,23 +122,59 @@ class Implementation:
     parameters: tuple[Parameter, ...] | None  # None: validated arguments are passed through as they are
     ctx_param: str | None = None
     takes_confirmed_by: bool = False
+    takes_preview: bool = False  # receives `approved_preview`: the dry-run text the human approved
+    worker: WorkerTarget | None = None  # set: runs in a child process that is killed on timeout
 
-    async def call(self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None) -> Any:
+    async def call(self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None,
+                   approved_preview: str | None = None) -> Any:
         if self.parameters is None:
             kwargs = dict(args)
         else:
             kwargs = call_arguments(self.parameters, args)
         if self.ctx_param is not None:
-            kwargs[self.ctx_param] = ctx
+            kwargs[self.ctx_param] = _portable(ctx) if self.worker else ctx
         if self.takes_confirmed_by:
             kwargs["confirmed_by"] = confirmed_by
+        if self.takes_preview:
+            kwargs["approved_preview"] = approved_preview
+        if self.worker is not None:
+            from tools.worker import run_in_worker  # the worker module imports this one
+
+            return await run_in_worker(self.worker, kwargs)
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
-        # A sync tool runs in a worker thread; on timeout the thread cannot be killed and finishes on its own.
+        # A sync tool that is not isolated runs in a thread: on timeout the thread cannot be killed and
+        # finishes on its own. Built-ins never do this (see tool()); isolated=True runs it in a process.
         result = await asyncio.to_thread(self.fn, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _portable(ctx: ToolContext) -> ToolContext:
+    """`ctx` for a worker process: a field that cannot be pickled (a test's stub resolver, say) gets its default."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(ctx):
+        try:
+            pickle.dumps(getattr(ctx, f.name))
+        except Exception:
+            if f.default is not dataclasses.MISSING:
+                changes[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                changes[f.name] = f.default_factory()
+    return dataclasses.replace(ctx, **changes) if changes else ctx
+
+
+# The last dry-run preview produced in this task (tool name, arguments digest, text). The runtime previews a
+# destructive call, asks for approval and runs it in one task, so a tool taking `approved_preview` gets the
+# very text the approval was bound to, even when no caller passes it explicitly.
+_SHOWN_PREVIEW: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
+    "opsloop_shown_preview", default=None)
+
+
+def _args_digest(args: Mapping[str, Any]) -> str:
+    canonical = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass
@@ -119,7 +184,7 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, Any]
-    category: Category = Category.READ_ONLY
+    category: Category  # no default: what a tool may change is always declared
     parallel: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     idempotent: bool = False
@@ -159,14 +224,31 @@ class Tool:
             raise ToolError(f"invalid arguments for {self.name}: " + "; ".join(_describe(e) for e in errors))
         return instance
 
-    async def run(self, args: Mapping[str, Any], *, confirmed_by: str | None = None) -> str:
-        """Validate and call the tool with its timeout; the output is text, truncated to MAX_OUTPUT_CHARS."""
+    async def run(self, args: Mapping[str, Any], *, confirmed_by: str | None = None,
+                  approved_preview: str | None = None) -> str:
+        """Validate and call the tool with its timeout; the output is text, truncated to MAX_OUTPUT_CHARS.
+
+        A tool that takes `approved_preview` gets `approved_preview`, else the preview its dry run last
+        produced in this task for these same arguments; with neither it refuses (PermissionDenied).
+        """
         valid = self.validate(args)
         if self.impl is None:
             raise ToolError(f"{self.name} has no implementation")
         if self.impl.takes_confirmed_by and not confirmed_by:
             raise PermissionDenied(f"{self.name} requires an approver: it was called without confirmed_by")
-        return await self._execute(self.impl, valid, confirmed_by)
+        if self.impl.takes_preview and approved_preview is None:
+            approved_preview = self._shown_preview(valid)
+            if approved_preview is None:
+                raise PermissionDenied(
+                    f"{self.name} runs only what an approved dry-run preview listed, and no preview was shown "
+                    "for this call")
+        return await self._execute(self.impl, valid, confirmed_by, approved_preview)
+
+    def _shown_preview(self, valid: Mapping[str, Any]) -> str | None:
+        shown = _SHOWN_PREVIEW.get()
+        if shown is None or shown[:2] != (self.name, _args_digest(valid)):
+            return None
+        return shown[2]
 
     @overload
     def dry_run(self, fn_or_args: F) -> F: ...
@@ -184,9 +266,11 @@ class Tool:
         """`@my_tool.precheck` attaches a policy check that runs before anyone is asked to approve:
         it raises PermissionDenied (or ToolError) for calls no approval could make acceptable."""
         schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.precheck")
-        if "confirmed_by" in schema.hidden:
-            raise TypeError(f"{self.name}.precheck: a precheck happens before approval, it cannot take confirmed_by")
-        self.guard = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden))
+        for name in HIDDEN_PARAMS:
+            if name in schema.hidden:
+                raise TypeError(f"{self.name}.precheck: a precheck happens before approval, it cannot take {name}")
+        self.guard = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden),
+                                    worker=self._worker_for(fn, "guard"))
         return fn
 
     async def check(self, args: Mapping[str, Any]) -> None:
@@ -226,42 +310,55 @@ class Tool:
         if self.category is not Category.DESTRUCTIVE:
             raise ValueError(f"{self.name}: dry_run is only for destructive tools (this one is {self.category.value})")
         schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.dry_run")
-        if "confirmed_by" in schema.hidden:
-            raise TypeError(f"{self.name}.dry_run: a dry run happens before approval, it cannot take confirmed_by")
+        for name in HIDDEN_PARAMS:
+            if name in schema.hidden:
+                raise TypeError(f"{self.name}.dry_run: a dry run happens before approval, it cannot take {name}")
         if self.impl is not None and self.impl.parameters is not None:
             known = {p.name for p in self.impl.parameters}
             unknown = [p.name for p in schema.parameters if p.name not in known]
             if unknown:
                 raise TypeError(f"{self.name}.dry_run: parameters {unknown} are not parameters of {self.name}")
-        self.preview = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden))
+        self.preview = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden),
+                                      worker=self._worker_for(fn, "preview"))
         self.has_dry_run = True
+
+    def _worker_for(self, fn: Callable[..., Any], role: str) -> WorkerTarget | None:
+        """An isolated tool's sync preview and precheck run in a worker process too."""
+        if self.impl is None or self.impl.worker is None or inspect.iscoroutinefunction(fn):
+            return None
+        return dataclasses.replace(self.impl.worker, role=role)
 
     async def _run_preview(self, args: Mapping[str, Any]) -> str | None:
         if self.preview is None:
             return None
-        valid = self.validate(args)
+        full = valid = self.validate(args)
         if self.preview.parameters is not None:
             wanted = {p.name for p in self.preview.parameters}
             valid = {k: v for k, v in valid.items() if k in wanted}
-        return await self._execute(self.preview, valid, None)
+        text = await self._execute(self.preview, valid, None)
+        _SHOWN_PREVIEW.set((self.name, _args_digest(full), text))
+        return text
 
-    async def _execute(self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None) -> str:
+    async def _execute(self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None,
+                       approved_preview: str | None = None) -> str:
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
-                result = await impl.call(args, self.ctx or ToolContext(), confirmed_by)
+                result = await impl.call(args, self.ctx or ToolContext(), confirmed_by, approved_preview)
         except (ToolError, PermissionDenied):
             raise
         except TimeoutError as e:
             if deadline.expired():
-                raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s") from None
-            raise ToolError(_exception_text(e)) from e
+                stopped = " (its worker process was killed)" if impl.worker else ""
+                raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s{stopped}") from None
+            raise ToolError(exception_text(e)) from e
         except Exception as e:
-            raise ToolError(_exception_text(e)) from e
-        return truncate_output(_render(result))
+            raise ToolError(exception_text(e)) from e
+        return truncate_output(render_result(result))
 
 
-def _exception_text(e: BaseException) -> str:
+def exception_text(e: BaseException) -> str:
+    """`Type: message` (or just `Type`), the text an unexpected exception becomes for the model."""
     text = str(e).strip()
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
@@ -297,11 +394,11 @@ def argument_echo(tool_name: str) -> Callable[..., Awaitable[str]]:
 
 
 def _is_hidden(name: str, annotation: Any) -> bool:
-    return name == "confirmed_by" or annotation is ToolContext
+    return name in HIDDEN_PARAMS or annotation is ToolContext
 
 
 def _ctx_param(fn: Callable[..., Any], hidden: tuple[str, ...]) -> str | None:
-    names = [n for n in hidden if n != "confirmed_by"]
+    names = [n for n in hidden if n not in HIDDEN_PARAMS]
     if len(names) > 1:
         raise TypeError(f"{fn.__name__}: more than one ToolContext parameter: {names}")
     return names[0] if names else None
@@ -310,15 +407,20 @@ def _ctx_param(fn: Callable[..., Any], hidden: tuple[str, ...]) -> str | None:
 def _make_tool(
     fn: Callable[..., Any],
     *,
-    category: Category,
+    category: Category | None,
     parallel: bool,
     timeout_s: float,
     idempotent: bool,
     name: str | None,
+    isolated: bool,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not TOOL_NAME_RE.fullmatch(tool_name):
         raise ValueError(f"tool name {tool_name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+    if category is None:
+        raise TypeError(
+            f"{tool_name}: @tool needs an explicit category (category=Category.READ_ONLY, MUTATING or "
+            "DESTRUCTIVE); there is no default, so a tool never skips approval by omission")
     category = Category(category)
     if parallel and category is not Category.READ_ONLY:
         raise ValueError(f"{tool_name}: only read-only tools may run in parallel")
@@ -335,9 +437,23 @@ def _make_tool(
             raise TypeError(f"{tool_name}: confirmed_by must be keyword-only (put it after `*`)")
         if category is Category.READ_ONLY:
             raise TypeError(f"{tool_name}: read-only tools are never approved, so they cannot take confirmed_by")
+    takes_preview = "approved_preview" in schema.hidden
+    if takes_preview:
+        if signature.parameters["approved_preview"].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{tool_name}: approved_preview must be keyword-only (put it after `*`)")
+        if category is not Category.DESTRUCTIVE:
+            raise TypeError(f"{tool_name}: only destructive tools have an approved dry-run preview to receive")
     if not schema.description:
         raise TypeError(f"{tool_name}: a tool needs a docstring; its first paragraph is what the model reads")
     module = getattr(fn, "__module__", "") or ""
+    builtin = module.startswith("tools.builtin")
+    is_async = inspect.iscoroutinefunction(fn)
+    if isolated and (is_async or fn.__qualname__ != fn.__name__):
+        raise TypeError(f"{tool_name}: isolated=True is for sync functions defined at module level "
+                        "(a worker process imports them by name)")
+    if builtin and not is_async and not isolated:
+        raise TypeError(f"{tool_name}: a sync built-in must be isolated=True, so a call that overruns its "
+                        "timeout is killed rather than left running in a thread")
     return Tool(
         name=tool_name,
         description=schema.description,
@@ -352,6 +468,8 @@ def _make_tool(
             parameters=schema.parameters,
             ctx_param=_ctx_param(fn, schema.hidden),
             takes_confirmed_by=takes_confirmed_by,
+            takes_preview=takes_preview,
+            worker=WorkerTarget(module, fn.__name__, "impl") if isolated else None,
         ),
     )
 
@@ -366,22 +484,36 @@ def tool(
     timeout_s: float = ...,
     idempotent: bool = ...,
     name: str | None = ...,
+    isolated: bool = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     /,
     *,
-    category: Category = Category.READ_ONLY,
+    category: Category | None = None,
     parallel: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     idempotent: bool = False,
     name: str | None = None,
+    isolated: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a function into a Tool; schema from its signature, description from its docstring."""
+    """Turn a function into a Tool; schema from its signature, description from its docstring.
+
+    `category` is required: a tool declared without one is refused (TypeError naming it) at import.
+
+    Timeouts: every call (and its dry run and precheck) gets `timeout_s` seconds, then the model gets
+    "<name> timed out". The rule for every built-in: CPU-heavy or blocking work never runs where it can
+    stall the event loop, and a call that overruns its timeout is killed, not abandoned. So an async tool
+    only awaits (a subprocess it starts is killed on cancel, see tools.commands.run_argv), and a sync tool
+    is `isolated=True`: it runs in a child process (tools.worker) that is SIGKILLed on timeout or Stop.
+    A sync tool without isolated=True runs in a thread, which a timeout can only abandon; built-ins are
+    refused that way.
+    """
 
     def decorate(f: Callable[..., Any]) -> Tool:
         return _make_tool(
-            f, category=category, parallel=parallel, timeout_s=timeout_s, idempotent=idempotent, name=name
+            f, category=category, parallel=parallel, timeout_s=timeout_s, idempotent=idempotent, name=name,
+            isolated=isolated,
         )
 
     return decorate if fn is None else decorate(fn)

@@ -40,7 +40,7 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
 def check_disk(host: str = "localhost") -> str:
     """Disk usage per mounted filesystem (size, used, free, use%).
 
@@ -74,7 +74,7 @@ def check_disk(host: str = "localhost") -> str:
     return "\n".join([f"disk usage on {name}", _table(rows), *warnings])
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
 def check_memory(host: str = "localhost") -> str:
     """Memory and swap usage.
 
@@ -95,7 +95,7 @@ def check_memory(host: str = "localhost") -> str:
     return "\n".join(lines)
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
 def check_cpu(host: str = "localhost") -> str:
     """CPU use (overall and per core), load average and core count.
 
@@ -117,7 +117,7 @@ def check_cpu(host: str = "localhost") -> str:
     ])
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
 def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost") -> str:
     """The processes using the most CPU or memory.
 

@@ -4,32 +4,49 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import lzma
 import os
 import re
 import stat
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tools.builtin.host import human_bytes
 from tools.registry import Category, ToolContext, ToolError, tool
 
 MAX_TAIL_LINES = 5_000
-MAX_LINE_CHARS = 500
+MAX_LINE_CHARS = 500  # a line shown is cut here
 MAX_GREP_FILES = 1_000
+MAX_TAIL_BYTES = 8 * 1024 * 1024  # tail_log reads at most this much from the end of a file
+MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a compressed log is read through; larger than this is refused
+MAX_GREP_LINE_CHARS = 64 * 1024  # grep_log searches only this much of a longer line
+LISTED_FILES = 50  # clean_logs previews name this many files; the list digest covers all of them
 
-_DATE = r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
-_COMPRESSED = r"\.(?:gz|bz2|xz|zst)"
-ROTATED_RE = re.compile(rf"\.\d+(?:{_COMPRESSED})?$|{_COMPRESSED}$|\.old$|-{_DATE}")
+_COMPRESSED_RE = re.compile(r"\.(?:gz|bz2|xz|zst)$")
+_DATE = r"(?:19|20)\d\d-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])"
+# What rotation appends: app.log.1, app.log-20261130 (optionally -<seconds>), app.log.2026-11-30, x.log.old
+_ROTATION_RE = re.compile(rf"(?:\.\d{{1,4}}|[._-]{_DATE}(?:[._-]\d{{1,10}})?|\.old)$")
+# Logs that are named without "log": syslog's siblings on Debian and Red Hat
+_LOG_NAMES = frozenset({"messages", "secure", "cron", "dmesg", "debug", "kern", "auth", "daemon", "mail", "user",
+                        "boot", "btmp", "wtmp", "spooler"})
 
 
 def is_rotated(name: str) -> bool:
-    """A rotated or compressed log (app.log.1, app.log.2.gz, x.gz, x.old, app.log-20240131); never a live *.log."""
-    return not name.endswith(".log") and ROTATED_RE.search(name) is not None
+    """A rotated or compressed log: a log-ish stem (app.log, syslog, messages) plus a rotation suffix
+    (.1, -20261130, .old) and/or compression (app.log.2.gz, app-2026-11-30.log.gz). Never a live *.log,
+    never an archive or dump (backup-2026-11-30.tar.gz, db-2026.sql.gz)."""
+    stem, compressed = _COMPRESSED_RE.subn("", name)
+    stem, rotated = _ROTATION_RE.subn("", stem)
+    return bool(compressed or rotated) and _log_stem(stem)
+
+
+def _log_stem(stem: str) -> bool:
+    lower = stem.lower()
+    return lower.endswith("log") or lower in _LOG_NAMES
 
 
 def allowed_path(path: str, ctx: ToolContext) -> Path:
@@ -46,10 +63,13 @@ def allowed_path(path: str, ctx: ToolContext) -> Path:
     raise ToolError(f"path is outside the allowed log directories ({dirs}): {path}")
 
 
+_OPENERS: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
 def _open_text(path: Path) -> IO[str]:
-    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix)
+    opener = _OPENERS.get(path.suffix)
     if opener is not None:
-        return opener(path, "rt", encoding="utf-8", errors="replace")  # type: ignore[operator]
+        return opener(path, "rt", encoding="utf-8", errors="replace")
     return path.open("r", encoding="utf-8", errors="replace")
 
 
@@ -58,22 +78,66 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"
 
 
-def _last_lines(path: Path, n: int) -> list[str]:
-    if path.suffix in (".gz", ".bz2", ".xz"):
-        with _open_text(path) as f:
-            return list(deque(f, maxlen=n))
-    # Read backwards in blocks so a multi-gigabyte log costs only its tail.
+@dataclass(frozen=True)
+class _Tail:
+    """The end of a file as lines; `bounded` says the read stopped at MAX_TAIL_BYTES before the file's start."""
+
+    lines: list[str]
+    bounded: bool
+
+
+def _last_lines(path: Path, n: int) -> _Tail:
+    if path.suffix in _OPENERS:
+        return _last_lines_compressed(path, n)
+    # Read backwards in blocks, at most MAX_TAIL_BYTES, so a huge or newline-free log costs only its tail.
+    chunks: list[bytes] = []
+    newlines = 0
+    read = 0
     with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        pos = f.tell()
-        data = b""
-        while pos > 0 and data.count(b"\n") <= n:
-            step = min(64 * 1024, pos)
+        pos = f.seek(0, os.SEEK_END)
+        while pos > 0 and newlines <= n and read < MAX_TAIL_BYTES:
+            step = min(64 * 1024, pos, MAX_TAIL_BYTES - read)
             pos -= step
             f.seek(pos)
-            data = f.read(step) + data
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    return lines[-n:]
+            chunk = f.read(step)
+            chunks.append(chunk)
+            newlines += chunk.count(b"\n")
+            read += len(chunk)
+    data = b"".join(reversed(chunks))
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    bounded = pos > 0 and newlines <= n  # stopped by the byte bound, not by having enough lines
+    if pos > 0 and len(lines) > n:
+        lines = lines[-n:]  # the first line read may be a partial one; it is not needed
+    elif bounded and lines:
+        lines[0] = "… " + lines[0]  # a partial line: it started before what was read
+    return _Tail(lines[-n:], bounded)
+
+
+def _last_lines_compressed(path: Path, n: int) -> _Tail:
+    """Decompress the whole stream (the only way to its end), keeping at most MAX_TAIL_BYTES of it."""
+    buf = bytearray()
+    total = 0
+    dropped = False
+    with _OPENERS[path.suffix](path, "rb") as f:
+        while chunk := f.read(1024 * 1024):
+            total += len(chunk)
+            if total > MAX_DECOMPRESSED_BYTES:
+                raise ToolError(f"{path.name} decompresses to more than {human_bytes(MAX_DECOMPRESSED_BYTES)}; "
+                                "tail_log stops there (grep_log searches it)")
+            buf += chunk
+            if len(buf) > 2 * MAX_TAIL_BYTES:
+                del buf[:-MAX_TAIL_BYTES]
+                dropped = True
+    if len(buf) > MAX_TAIL_BYTES:
+        del buf[:-MAX_TAIL_BYTES]
+        dropped = True
+    lines = bytes(buf).decode("utf-8", errors="replace").splitlines()
+    bounded = dropped and len(lines) <= n
+    if dropped and len(lines) > n:
+        lines = lines[-n:]
+    elif bounded and lines:
+        lines[0] = "… " + lines[0]
+    return _Tail(lines[-n:], bounded)
 
 
 def _existing_file(path: Path, shown: str) -> Path:
@@ -84,7 +148,7 @@ def _existing_file(path: Path, shown: str) -> Path:
     return path
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True, isolated=True)
 def tail_log(path: str, lines: int = 100, *, ctx: ToolContext) -> str:
     """The last lines of a log file (.gz/.bz2/.xz are decompressed).
 
@@ -95,9 +159,12 @@ def tail_log(path: str, lines: int = 100, *, ctx: ToolContext) -> str:
     if not 1 <= lines <= MAX_TAIL_LINES:
         raise ToolError(f"lines: must be between 1 and {MAX_TAIL_LINES}, got {lines}")
     file = _existing_file(allowed_path(path, ctx), path)
-    got = _last_lines(file, lines)
-    header = f"{file} (last {len(got)} lines, {human_bytes(file.stat().st_size)})"
-    return header + "\n" + "\n".join(_clip(line) for line in got)
+    tail = _last_lines(file, lines)
+    header = f"{file} (last {len(tail.lines)} lines, {human_bytes(file.stat().st_size)})"
+    if tail.bounded:
+        header += (f"; read only the last {human_bytes(MAX_TAIL_BYTES)}, which holds fewer lines than asked "
+                   "(very long lines)")
+    return header + "\n" + "\n".join(_clip(line) for line in tail.lines)
 
 
 def _files_under(path: Path, ctx: ToolContext) -> Iterator[Path]:
@@ -117,7 +184,17 @@ def _files_under(path: Path, ctx: ToolContext) -> Iterator[Path]:
             yield p
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+def _bounded_lines(f: IO[str]) -> Iterator[tuple[str, bool]]:
+    """Each line, cut to MAX_GREP_LINE_CHARS (the rest is skipped unread into memory), and whether it was cut."""
+    while line := f.readline(MAX_GREP_LINE_CHARS):
+        cut = len(line) == MAX_GREP_LINE_CHARS and not line.endswith("\n")
+        if cut:
+            while (rest := f.readline(MAX_GREP_LINE_CHARS)) and not rest.endswith("\n"):
+                pass
+        yield line, cut
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True, isolated=True)
 def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContext) -> str:
     """Lines matching a regular expression in a log file, or in every file under a log directory.
 
@@ -138,12 +215,14 @@ def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContex
     shown: list[str] = []
     total = 0
     files = 0
+    long_lines = 0
     for file in _files_under(target, ctx):
         files += 1
         prefix = "" if file == target else f"{file.relative_to(target)}:"
         try:
             with _open_text(file) as f:
-                for lineno, line in enumerate(f, 1):
+                for lineno, (line, cut) in enumerate(_bounded_lines(f), 1):
+                    long_lines += cut
                     if regex.search(line):
                         total += 1
                         if len(shown) < max_matches:
@@ -152,14 +231,44 @@ def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContex
             shown.append(f"{prefix} unreadable: {e}")
     where = str(target) if target.is_file() else f"{files} files under {target}"
     more = f", showing the first {len(shown)}" if total > len(shown) else ""
+    if long_lines:
+        more += f"; {long_lines} lines longer than {MAX_GREP_LINE_CHARS} chars were searched in their start only"
     return f"{total} matching lines for /{pattern}/ in {where}{more}\n" + "\n".join(shown)
+
+
+# -- clean_logs: the run deletes only what the approved preview listed -------------------------------------
 
 
 @dataclass(frozen=True)
 class _Candidate:
+    """A file clean_logs would delete, with what identifies this very file: inode, size and mtime."""
+
     path: Path
     size: int
-    age_days: float
+    inode: int
+    mtime_ns: int
+
+    @property
+    def identity(self) -> str:
+        return f"{self.path}\0{self.inode}\0{self.size}\0{self.mtime_ns}"
+
+    @property
+    def tag(self) -> str:
+        """16 hex digits naming this path at this inode, size and mtime; shown on its preview line."""
+        return hashlib.sha256(self.identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+    def age_days(self, now: float) -> float:
+        return (now - self.mtime_ns / 1e9) / 86_400
+
+
+def _candidate(p: Path) -> _Candidate | None:
+    try:
+        st = p.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):  # symlinks are never followed
+        return None
+    return _Candidate(p, st.st_size, st.st_ino, st.st_mtime_ns)
 
 
 def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> tuple[Path, list[_Candidate]]:
@@ -168,31 +277,54 @@ def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> tu
     root = allowed_path(path, ctx)
     if not root.is_dir():
         raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
-    now = time.time()
-    cutoff = now - older_than_days * 86_400
+    cutoff_ns = int((time.time() - older_than_days * 86_400) * 1e9)
     found: list[_Candidate] = []
     for dirpath, _dirs, names in os.walk(root):  # os.walk does not follow directory symlinks
-        for name in sorted(names):
-            if not is_rotated(name):
-                continue
-            p = Path(dirpath) / name
-            st = p.lstat()
-            if not stat.S_ISREG(st.st_mode) or st.st_mtime >= cutoff:  # symlinks are never followed
-                continue
-            found.append(_Candidate(p, st.st_size, (now - st.st_mtime) / 86_400))
+        for name in names:
+            if is_rotated(name) and (c := _candidate(Path(dirpath) / name)) and c.mtime_ns < cutoff_ns:
+                found.append(c)
     found.sort(key=lambda c: str(c.path))
     return root, found
 
 
-def _listing(cands: list[_Candidate], limit: int = 200) -> list[str]:
-    lines = [f"  {c.path}  {human_bytes(c.size)}  {c.age_days:.0f}d old" for c in cands[:limit]]
-    if len(cands) > limit:
-        lines.append(f"  … and {len(cands) - limit} more")
-    return lines
+def list_digest(cands: list[_Candidate]) -> str:
+    """32 hex digits over every candidate's path, inode, size and mtime: the whole list a preview stands for."""
+    material = "\n".join(c.identity for c in sorted(cands, key=lambda c: str(c.path)))
+    return hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-@tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True)
-def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, ctx: ToolContext) -> str:
+def _shown(path: Path) -> str:
+    """A path as one printable line: control characters (a newline in a hostile file name) escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(path))
+
+
+def _line(c: _Candidate, now: float, *, tag: bool = False) -> str:
+    text = f"  {_shown(c.path)}  {human_bytes(c.size)}  {c.age_days(now):.0f}d old"
+    return f"{text}  #{c.tag}" if tag else text
+
+
+_DIGEST_RE = re.compile(r"; list digest ([0-9a-f]{32})$")
+_TAG_RE = re.compile(r"  #([0-9a-f]{16})$")
+
+
+@dataclass(frozen=True)
+class _Approved:
+    """What an approved clean_logs preview stands for: its list digest and the tags of the files it names."""
+
+    digest: str | None
+    tags: frozenset[str]
+
+    @classmethod
+    def parse(cls, preview: str) -> _Approved:
+        first, _, rest = preview.partition("\n")
+        m = _DIGEST_RE.search(first)
+        tags = frozenset(t.group(1) for line in rest.splitlines() if (t := _TAG_RE.search(line)))
+        return cls(m.group(1) if m else None, tags)
+
+
+@tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True, isolated=True)
+def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str,
+               ctx: ToolContext) -> str:
     """Delete rotated and compressed logs older than N days under a log directory (never live *.log files).
 
     Args:
@@ -200,30 +332,57 @@ def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, ctx: T
         older_than_days: only files last modified more than this many days ago.
     """
     root, cands = _cleanup_candidates(path, older_than_days, ctx)
-    freed = 0
+    approved = _Approved.parse(approved_preview)
+    if approved.digest is not None and approved.digest == list_digest(cands):
+        chosen, skipped = cands, []  # exactly the approved list, including files the preview did not name
+    else:
+        chosen = [c for c in cands if c.tag in approved.tags]
+        skipped = [c for c in cands if c.tag not in approved.tags]
+    now = time.time()
     deleted: list[_Candidate] = []
+    changed: list[_Candidate] = []
     failed: list[str] = []
-    for c in cands:
+    for c in chosen:
+        if _candidate(c.path) != c:  # replaced or written to since the list was made
+            changed.append(c)
+            continue
         try:
             c.path.unlink()
         except FileNotFoundError:
             continue
         except OSError as e:
-            failed.append(f"  could not delete {c.path}: {e.strerror or e}")
+            failed.append(f"  could not delete {_shown(c.path)}: {e.strerror or e}")
             continue
-        freed += c.size
         deleted.append(c)
-    head = (f"deleted {len(deleted)} rotated log files older than {older_than_days} days under {root}, "
-            f"freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}")
-    return "\n".join([head, *_listing(deleted), *failed])
+    freed = sum(c.size for c in deleted)
+    out = [f"deleted {len(deleted)} rotated log files older than {older_than_days} days under {_shown(root)}, "
+           f"freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
+           *_listing(deleted, now)]
+    if skipped or changed:
+        out.append(f"not deleted, not in the approved preview ({len(skipped) + len(changed)} files, new or changed "
+                   "since it was made; call clean_logs again for a new preview and approval):")
+        out += _listing(skipped + changed, now)
+    return "\n".join(out + failed)
+
+
+def _listing(cands: list[_Candidate], now: float, limit: int = 200) -> list[str]:
+    lines = [_line(c, now) for c in cands[:limit]]
+    if len(cands) > limit:
+        lines.append(f"  … and {len(cands) - limit} more")
+    return lines
 
 
 @clean_logs.dry_run
 def _clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext) -> str:
+    """Every file the run may delete: named (with a tag for this very file) up to LISTED_FILES, all in the digest."""
     root, cands = _cleanup_candidates(path, older_than_days, ctx)
-    total = sum(c.size for c in cands)
     if not cands:
-        return f"would delete nothing: no rotated logs older than {older_than_days} days under {root}"
-    head = (f"would delete {len(cands)} rotated log files older than {older_than_days} days under {root}, "
-            f"{human_bytes(total)} ({total} bytes)")
-    return "\n".join([head, *_listing(cands)])
+        return f"would delete nothing: no rotated logs older than {older_than_days} days under {_shown(root)}"
+    now = time.time()
+    total = sum(c.size for c in cands)
+    head = (f"would delete {len(cands)} rotated log files older than {older_than_days} days under {_shown(root)}, "
+            f"{human_bytes(total)} ({total} bytes); list digest {list_digest(cands)}")
+    lines = [_line(c, now, tag=True) for c in cands[:LISTED_FILES]]
+    if len(cands) > LISTED_FILES:
+        lines.append(f"  … and {len(cands) - LISTED_FILES} more, covered by the list digest")
+    return "\n".join([head, *lines])

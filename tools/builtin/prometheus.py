@@ -95,6 +95,9 @@ def format_result(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MAX_RESPONSE_BYTES = 8 * 2**20
+
+
 async def _api(ctx: ToolContext, endpoint: str, form: dict[str, str]) -> str:
     if not ctx.prometheus_url:
         raise ToolError("no Prometheus URL is configured (set url in [tools.prometheus])")
@@ -102,8 +105,16 @@ async def _api(ctx: ToolContext, endpoint: str, form: dict[str, str]) -> str:
     timeout = aiohttp.ClientTimeout(total=ctx.http_timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session, session.post(url, data=form) as resp:
-            text = await resp.text()
+            raw = bytearray()
+            async for chunk in resp.content.iter_chunked(1 << 16):
+                raw += chunk
+                if len(raw) > MAX_RESPONSE_BYTES:
+                    break
             status = resp.status
+        if len(raw) > MAX_RESPONSE_BYTES:  # parsing it would stall the event loop; the model can't read it anyway
+            raise ToolError(f"Prometheus answered more than {MAX_RESPONSE_BYTES // 2**20} MiB; narrow the query "
+                            "(fewer series: add label matchers or aggregate with sum/topk; a larger step)")
+        text = bytes(raw).decode("utf-8", "replace")
     except TimeoutError:
         raise ToolError(f"Prometheus at {ctx.prometheus_url} did not answer within {ctx.http_timeout_s:g}s") from None
     except aiohttp.ClientError as e:
