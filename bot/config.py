@@ -51,14 +51,15 @@ class ModelSettings:
 @dataclass(frozen=True, kw_only=True)
 class ApprovalSettings:
     approvers: tuple[str, ...] = ()  # user ids (U…/W…) or user groups (S…); empty = anyone in the channel
-    destructive_approvers: tuple[str, ...] | None = None  # None: same as approvers
+    destructive_approvers: tuple[str, ...] | None = None  # empty or None: same as approvers (never "anyone")
     allow_self_approval: bool = False
     expire_minutes: float = 30.0
     required_approvals: int = 1
     destructive_required_approvals: int | None = None  # None: same as required_approvals
 
     def who_may_approve(self, category: str) -> tuple[str, ...]:
-        if category == "destructive" and self.destructive_approvers is not None:
+        """Approver ids for a category; an empty destructive list falls back to `approvers` (fails closed)."""
+        if category == "destructive" and self.destructive_approvers:
             return self.destructive_approvers
         return self.approvers
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import structlog
 
-from handlers import messages
-from handlers.supervisor import Supervisor
+from handlers import blocks, messages
+from handlers.policy import Verdict
+from handlers.supervisor import Supervisor, approval_card
 from handlers.util import ephemeral
 
 log = structlog.get_logger("opsloop.approvals")
@@ -50,11 +51,9 @@ async def decide(
             await _close_stale_card(sup, expired, clicked_ts)
             sup.wake(a["id"])
         return messages.approval_expired(a["tool"])
-    if not await sup.policy.may_approve(user, a["category"]):
-        return messages.not_allowed_to_approve(a["tool"], a["category"], sup.policy.describe(a["category"]))
-    if approve and a["category"] == "destructive" and user == a["requester"] \
-            and not sup.settings.approvals.allow_self_approval:
-        return messages.self_approval_refused(a["tool"])
+    refusal = await _refusal(sup, a, user, approve=approve)
+    if refusal:
+        return refusal
     if approve and user in a["approvals"]:
         return messages.already_approved_by_you()
     now = time.time()
@@ -76,6 +75,24 @@ async def decide(
     await sup.update_card(fresh)
     await _close_stale_card(sup, fresh, clicked_ts)
     sup.wake(a["id"])
+    return None
+
+
+async def _refusal(sup: Supervisor, a: dict[str, Any], user: str, *, approve: bool) -> str | None:
+    """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
+    policy = sup.policy
+    requesters = await sup.store.requesters(a["id"]) if policy.self_approval_matters(a["category"],
+                                                                                       approve=approve) else []
+    verdict = await policy.verdict(user, category=a["category"], approve=approve, run_requester=a["requester"],
+                                   requesters=requesters)
+    if verdict is Verdict.NOT_AN_APPROVER:
+        return messages.not_allowed_to_approve(a["tool"], a["category"], policy.describe(a["category"]))
+    if verdict is Verdict.STARTED_THE_RUN:
+        return messages.self_approval_refused(a["tool"])
+    if verdict is Verdict.ASKED_IN_THE_THREAD:
+        return messages.asked_in_thread_refused(a["tool"])
+    if approve and not blocks.offers_approve(approval_card({**a, "state": "pending"})):
+        return messages.args_not_shown_refused(a["tool"])  # the card could not show everything that would run
     return None
 
 

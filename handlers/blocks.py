@@ -8,19 +8,19 @@ whose blocks stay inside Slack's limits, so `chat.postMessage` never answers
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.redact import REDACTED, redact
 from handlers import messages as m
+from handlers.mrkdwn import FENCE, SECTION_TEXT_MAX, markdown_to_mrkdwn, outside_markup, split_mrkdwn
 
 APPROVE = "opsloop.approve"
 DENY = "opsloop.deny"
 STOP = "opsloop.stop"
 
 # Slack's limits (see LIBRARIES.md): exceeding any of them gets `invalid_blocks`.
-SECTION_TEXT_MAX = 3000
 HEADER_MAX = 150
 BUTTON_TEXT_MAX = 75
 BUTTON_VALUE_MAX = 2000
@@ -46,9 +46,6 @@ RUN_STATES = ("running", "waiting_approval", "finished")
 
 _ELLIPSIS = "…"
 _ESCAPED_LEN = {"&": 5, "<": 4, ">": 4}
-_FENCE = "```"
-_REOPEN = "```\n"
-_RECLOSE = "\n```"
 _BROKEN_FENCE = "``\u200b`"  # zero-width space: shows as ``` but cannot close a code block
 
 
@@ -81,28 +78,36 @@ def approval_card(
     expires_at: float | None = None,
     decided_at: float | None = None,
 ) -> SlackMessage:
-    """The card for one confirm-gated call: buttons while pending, who decided once decided."""
+    """The card for one confirm-gated call: buttons while pending, who decided once decided.
+
+    The card shows the whole arguments, over several sections when they are long. When even
+    that cannot show them all, Approve is not offered (only Deny, with a line saying why):
+    nobody approves what they cannot read. Secrets are redacted before anything is laid out
+    (a cut never leaves half a secret), and a card that hides one says so.
+    """
     if not approval_id or len(approval_id) > BUTTON_VALUE_MAX:
         raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(approval_id)}")
     if state not in APPROVAL_STATES:
         raise ValueError(f"unknown approval state {state!r}")
     short_tool = _truncate(tool, NAME_MAX)
-    blocks: list[dict[str, Any]] = [
+    args_text = redact(_json(args))
+    preview = redact(preview) if preview is not None else None
+    head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
         _section(m.approval_summary(tool=short_tool, category=category, requester=requester), "approval_summary"),
-        _code_section(
-            m.ARGUMENTS_HEADING, _json(args), lambda shown, total, cut: m.arguments_cut(shown, total), "approval_args"
-        ),
     ]
+    tail: list[dict[str, Any]] = []
     if preview is not None:
         if preview.strip():
-            blocks.append(
+            tail.append(
                 _code_section(
                     m.PREVIEW_HEADING, preview, lambda shown, total, cut: m.preview_cut(cut, total), "approval_preview"
                 )
             )
         else:
-            blocks.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
+            tail.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
+    if REDACTED in args_text or (preview and REDACTED in preview):
+        tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
     if state == "pending":
         notes = []
         if required > 1:
@@ -110,23 +115,78 @@ def approval_card(
         if expires_at is not None:
             notes.append(m.approval_expires(expires_at))
         if notes:
-            blocks.append(_context(notes, "approval_status"))
-        approve = _button(m.APPROVE_BUTTON, APPROVE, approval_id, style="primary")
-        if category == "destructive":
-            approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": "approval_actions",
-                "elements": [approve, _button(m.DENY_BUTTON, DENY, approval_id, style="danger")],
-            }
-        )
+            tail.append(_context(notes, "approval_status"))
     else:
         line = m.approval_decided(
-            state=state, decided_by=decided_by, approvals=approvals, reason=reason, decided_at=decided_at
+            state=state, decided_by=decided_by, approvals=approvals, reason=redact(reason) if reason else reason,
+            decided_at=decided_at,
         )
-        blocks.append(_context([line], "approval_decision"))
-    return SlackMessage(text=m.approval_fallback(state=state, tool=short_tool, category=category), blocks=blocks)
+        tail.append(_context([line], "approval_decision"))
+    room = MAX_BLOCKS - len(head) - len(tail) - (1 if state == "pending" else 0)
+    args_blocks, shown_in_full = _args_sections(args_text, room)
+    if state == "pending":
+        buttons = [_button(m.DENY_BUTTON, DENY, approval_id, style="danger")]
+        if shown_in_full:
+            approve = _button(m.APPROVE_BUTTON, APPROVE, approval_id, style="primary")
+            if category == "destructive":
+                approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
+            buttons.insert(0, approve)
+        tail.append({"type": "actions", "block_id": "approval_actions", "elements": buttons})
+    return SlackMessage(text=m.approval_fallback(state=state, tool=short_tool, category=category),
+                        blocks=[*head, *args_blocks, *tail])
+
+
+def offers_approve(msg: SlackMessage) -> bool:
+    """Whether a card carries the Approve button (it does not when it cannot show everything that would run)."""
+    return any(el.get("action_id") == APPROVE for b in msg.blocks if b.get("type") == "actions"
+               for el in b.get("elements") or [])
+
+
+def _args_sections(text: str, room: int) -> tuple[list[dict[str, Any]], bool]:
+    """The arguments as code sections, in at most `room` blocks: (blocks, every character shown).
+
+    One section when they fit; otherwise numbered parts, cut at a line break when that
+    costs little. When the parts need more than `room` blocks, the last block says how
+    much is missing instead.
+    """
+    parts = _code_parts(text.replace(FENCE, _BROKEN_FENCE))
+    if len(parts) == 1:
+        return [_section(f"{m.ARGUMENTS_HEADING}\n```\n{m.escape(parts[0][0])}\n```", "approval_args")], True
+    fits = len(parts) <= room
+    shown_parts = parts if fits else parts[: max(0, room - 1)]
+    blocks = [
+        _section(f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
+                 "approval_args" if i == 1 else f"approval_args_{i}")
+        for i, (chunk, same_line) in enumerate(shown_parts, start=1)
+    ]
+    if not fits:
+        shown = sum(len(chunk) - chunk.count("\u200b") for chunk, _ in shown_parts)
+        blocks.append(_section(m.arguments_too_long(shown, len(text)), "approval_args_missing"))
+    return blocks, fits
+
+
+def _code_parts(raw: str) -> list[tuple[str, bool]]:
+    """`raw` in chunks whose escaped form fits one section with a part heading: (chunk, continues a line)."""
+    fence = len("\n```\n") + len("\n```")
+    if _escape_fit(raw, SECTION_TEXT_MAX - len(m.ARGUMENTS_HEADING) - fence)[1] == len(raw):
+        return [(raw, False)]
+    budget = SECTION_TEXT_MAX - len(m.arguments_part(MAX_BLOCKS, MAX_BLOCKS, True)) - fence
+    parts: list[tuple[str, bool]] = []
+    pos, same_line = 0, False
+    while pos < len(raw):
+        _, used = _escape_fit(raw[pos : pos + budget], budget)
+        end = pos + used
+        if end >= len(raw):
+            parts.append((raw[pos:], same_line))
+            break
+        line_end = raw.rfind("\n", pos, end)
+        if line_end > pos + used * 4 // 5:  # end on a whole line when that costs little
+            parts.append((raw[pos:line_end], same_line))
+            pos, same_line = line_end + 1, False
+        else:
+            parts.append((raw[pos:end], same_line))
+            pos, same_line = end, True
+    return parts
 
 
 # ---------------------------------------------------------------------------
@@ -153,7 +213,7 @@ def status_message(
         state=state,
         step=step,
         max_iterations=max_iterations,
-        activity=_one_line(activity, EXCERPT_MAX),
+        activity=_one_line(redact(activity), EXCERPT_MAX),
         tokens=tokens,
         cost_usd=cost_usd,
     )
@@ -175,6 +235,7 @@ def status_message(
 
 def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
     """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs."""
+    text, title = redact(text), redact(title) if title else title
     body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
     sections = [_section(chunk) for chunk in split_mrkdwn(body)]
     header = _header(title, "title") if title and title.strip() else None
@@ -206,6 +267,9 @@ def handoff_report(
     stopped_by: str | None = None,
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance."""
+    stop_words, last_reasoning = redact(stop_words), redact(last_reasoning) if last_reasoning else last_reasoning
+    tools = [(name, times, redact(excerpt or "")) for name, times, excerpt in tools]
+    pending = [redact(item) for item in pending]
     fields = [
         f"{m.REPORT_ITERATIONS}\n{iterations}/{max_iterations}"
         if max_iterations
@@ -244,148 +308,6 @@ def handoff_report(
     header = _header(m.report_header(_truncate(stop_reason, NAME_MAX)), "report_header")
     first = _fit(m.report_fallback(_truncate(stop_reason, NAME_MAX), stop_words), FALLBACK_MAX)
     return _pack(sections, header=header, first_text=first, what="Handoff report")
-
-
-# ---------------------------------------------------------------------------
-# Markdown -> mrkdwn, and the splitter
-# ---------------------------------------------------------------------------
-
-_HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
-_BULLET = re.compile(r"^(\s*)[*+-]\s+(?=\S)")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_LINK = re.compile(r"\[([^\]\n|]+)\]\((https?://[^\s)|]+)\)")
-_INLINE_CODE = re.compile(r"(`[^`\n]+`)")
-_LANG = re.compile(r"^[\w+#.-]*$")
-
-
-def markdown_to_mrkdwn(markdown: str) -> str:
-    """Escape, then translate the Markdown a model writes into Slack mrkdwn; code fences go on their own lines."""
-    out: list[str] = []
-    in_fence = False
-    for line in m.escape(markdown.replace("\r\n", "\n")).split("\n"):
-        stripped = line.strip()
-        if _is_fence(line, in_fence):
-            rest = stripped[len(_FENCE) :]
-            out.append(_FENCE)
-            if not in_fence and not _LANG.match(rest):
-                out.append(rest)  # Slack style "```code" on the opening line
-            elif in_fence and rest.strip():
-                out.append(_inline(rest))
-            in_fence = not in_fence
-        elif in_fence:
-            out.append(line)
-        else:
-            out.append(_inline(line))
-    if in_fence:
-        out.append(_FENCE)
-    return "\n".join(out).strip()
-
-
-def split_mrkdwn(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
-    """Non-empty chunks of at most `limit` characters, cut at a paragraph, line or word.
-
-    A cut inside a code fence closes the fence and the next chunk re-opens it.
-    """
-    if limit < 40:
-        raise ValueError("limit too small to split into readable chunks")
-    chunks: list[str] = []
-    rest = text.strip()
-    in_fence = False  # fence state as Slack will see it: each chunk starts a new line
-    while rest:
-        prefix = _REOPEN if in_fence else ""
-        last = prefix + rest + (_RECLOSE if _fence_state_after(rest, in_fence) else "")
-        if len(last) <= limit:
-            _append_chunk(chunks, last)
-            break
-        end, start = _cut_point(rest, limit - len(prefix) - len(_RECLOSE))
-        fenced = _fence_state_after(rest[:end], in_fence)
-        if fenced:
-            end, start, fenced = _keep_fences_whole(rest, end, start, in_fence, limit - len(prefix))
-        _append_chunk(chunks, prefix + rest[:end].rstrip() + (_RECLOSE if fenced else ""))
-        rest = rest[start:] if fenced else rest[start:].lstrip("\n")
-        in_fence = fenced
-    return chunks
-
-
-def _inline(line: str) -> str:
-    heading = _HEADING.match(line)
-    if heading and heading.group(1):
-        return "*" + heading.group(1).replace("**", "") + "*"
-    line = _BULLET.sub(r"\1• ", line)
-    parts = _INLINE_CODE.split(line)
-    for i in range(0, len(parts), 2):  # even parts are outside `inline code`
-        part = _BOLD.sub(r"*\1*", parts[i])
-        part = _STRIKE.sub(r"~\1~", part)
-        parts[i] = _LINK.sub(r"<\2|\1>", part)
-    return "".join(parts)
-
-
-def _is_fence(line: str, in_fence: bool) -> bool:
-    stripped = line.strip()
-    if not stripped.startswith(_FENCE):
-        return False
-    # "```code```" on one line is a code span, not a fence.
-    return in_fence or not (len(stripped) > 2 * len(_FENCE) and stripped.endswith(_FENCE))
-
-
-def _fence_state_after(text: str, in_fence: bool) -> bool:
-    for line in text.split("\n"):
-        if _is_fence(line, in_fence):
-            in_fence = not in_fence
-    return in_fence
-
-
-def _keep_fences_whole(rest: str, end: int, start: int, in_fence: bool, room: int) -> tuple[int, int, bool]:
-    """Move a cut that would leave an empty code block: carry a closing fence back or an opening one forward.
-
-    Returns (end, start, still inside a fence at the cut).
-    """
-    line_end = rest.find("\n", start)
-    line_end = len(rest) if line_end == -1 else line_end
-    at_line_break = "\n" in rest[end:start]
-    if at_line_break and _is_fence(rest[start:line_end], True) and line_end <= room:
-        return line_end, min(line_end + 1, len(rest)), False
-    line_start = rest.rfind("\n", 0, end) + 1
-    if (
-        line_start > 0
-        and _is_fence(rest[line_start:end], False)
-        and not _fence_state_after(rest[: line_start - 1], in_fence)
-    ):
-        return line_start - 1, line_start, False
-    return end, start, True
-
-
-def _cut_point(text: str, budget: int) -> tuple[int, int]:
-    """(end of this chunk, start of the next): the last paragraph, line or word break that fits."""
-    window = text[: budget + 1]
-    for sep, floor in (("\n\n", budget // 2), ("\n", budget // 4), (" ", budget // 4), ("\n", 1), (" ", 1)):
-        pos = window.rfind(sep)
-        if pos >= floor:
-            end = _outside_markup(text, pos)
-            if end > 0:
-                start = end + len(sep) if end == pos else end
-                return end, start
-    end = _outside_markup(text, budget)
-    if end <= 0:
-        end = budget
-    return end, end
-
-
-def _outside_markup(text: str, pos: int) -> int:
-    """Move a cut back so it does not fall inside an `&amp;` entity or a `<…>` link/mention we built."""
-    amp = text.rfind("&", max(0, pos - 4), pos)
-    if amp != -1 and ";" not in text[amp:pos]:
-        pos = amp
-    lt = text.rfind("<", 0, pos)
-    if lt != -1 and ">" not in text[lt:pos]:
-        pos = lt
-    return pos
-
-
-def _append_chunk(chunks: list[str], chunk: str) -> None:
-    if chunk.replace(_FENCE, "").strip():
-        chunks.append(chunk)
 
 
 # ---------------------------------------------------------------------------
@@ -444,7 +366,7 @@ def _confirm(title: str, text: str, confirm: str, deny: str, *, style: str) -> d
 
 def _code_section(heading: str, text: str, note: Callable[[int, int, int], str], block_id: str) -> dict[str, Any]:
     """A heading and a code block, cut to fit one section with a note saying how much was cut."""
-    raw = text.replace(_FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
+    raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
     frame = len(heading) + len("\n```\n") + len("\n```")
     body, used = _escape_fit(raw, SECTION_TEXT_MAX - frame)
     if used == len(raw):
@@ -494,7 +416,7 @@ def _fit(text: str, limit: int) -> str:
     """mrkdwn cut to `limit` characters without breaking an entity, mention or link."""
     if len(text) <= limit:
         return text
-    end = _outside_markup(text, limit - 1)
+    end = outside_markup(text, limit - 1)
     space = text.rfind(" ", 0, end)
     if space > end * 3 // 4:
         end = space

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import Any
 
 import structlog
@@ -12,7 +13,7 @@ from bot.redact import redact
 from handlers import messages
 from handlers.replies import queue_reply
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, react
+from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -21,16 +22,47 @@ def strip_mention(text: str, bot_user_id: str) -> str:
     return re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text).strip() if bot_user_id else text.strip()
 
 
+THREAD_PAGE = 200  # conversations.replies page size (Slack recommends at most 200)
+THREAD_PAGES_MAX = 50  # read at most this many pages of one thread (10,000 messages)
+
+
 async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int = 20) -> str:
-    """The thread so far (the alert, what people said), for a mention that arrives mid-thread."""
+    """The thread so far (the alert, what people said last), for a mention that arrives mid-thread."""
     try:
-        response = await sup.client.conversations_replies(channel=channel, ts=thread_ts, limit=100)
+        root, newest = await _thread_tail(sup, channel, thread_ts, before=before, keep=keep - 1)
     except SlackApiError as e:
         log.warning("thread_context_unavailable", error=e.response.get("error"))
         return ""
-    earlier = [m for m in response.get("messages") or [] if float(m.get("ts", "0")) < float(before)]
-    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {(m.get('text') or '')[:1000]}" for m in earlier[-keep:]]
+    earlier = [m for m in (root, *newest) if m is not None]
+    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
     return "\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""
+
+
+async def _thread_tail(sup: Supervisor, channel: str, thread_ts: str, *, before: str,
+                       keep: int) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the thread's root, its newest `keep` replies before `before`), paging through the whole thread.
+
+    conversations.replies returns the oldest messages first, one page at a time: keeping
+    only the first page would show the model how a long thread began, not where it is now.
+    """
+    root: dict[str, Any] | None = None
+    newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
+    cursor: str | None = None
+    for _ in range(THREAD_PAGES_MAX):
+        response = await sup.client.conversations_replies(channel=channel, ts=thread_ts, limit=THREAD_PAGE,
+                                                          latest=before, inclusive=False, cursor=cursor)
+        for m in response.get("messages") or []:
+            if float(m.get("ts", "0")) >= float(before):
+                continue
+            if m.get("ts") == thread_ts:
+                root = m
+            else:
+                newest.append(m)
+        cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+        if not response.get("has_more") or not cursor:
+            return root, list(newest)
+    log.warning("thread_context_cut", channel=channel, thread_ts=thread_ts, pages=THREAD_PAGES_MAX)
+    return root, list(newest)
 
 
 async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -43,9 +75,9 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     thread_ts = event.get("thread_ts") or ts
-    text = strip_mention(event.get("text", ""), sup.bot_user_id)
+    text = strip_mention(message_text(event), sup.bot_user_id)
     if not text:
-        await sup.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION)
+        await sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION)
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
     if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:

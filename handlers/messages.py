@@ -79,6 +79,13 @@ def usd(amount: float) -> str:
     return f"${amount:.4f}"
 
 
+def with_attachments(text: str, file_names: Sequence[str]) -> str:
+    """A message as the model reads it: its text, then the names of the files attached to it."""
+    if not file_names:
+        return text
+    return f"{text} [attached: {', '.join(file_names)}]".strip()
+
+
 # ---------------------------------------------------------------------------
 # Stop reasons
 # ---------------------------------------------------------------------------
@@ -131,6 +138,25 @@ EMPTY_PREVIEW = "(the dry run printed nothing)"
 
 def arguments_cut(shown: int, total: int) -> str:
     return f"_Arguments cut to fit: showing {shown:,} of {total:,} characters._"
+
+
+def arguments_part(part: int, total: int, same_line: bool) -> str:
+    """Heading of one part of arguments too long for one section."""
+    cont = ", continuing the line above" if same_line else ""
+    return f"*Arguments* (part {part} of {total}{cont})"
+
+
+def arguments_too_long(shown: int, total: int) -> str:
+    return (
+        f":no_entry: *Approve is not offered:* the arguments are {total:,} characters and this card can show"
+        f" only {shown:,} of them. Nobody can approve what they cannot read: deny it, or ask opsloop in the"
+        " thread for a smaller change."
+    )
+
+
+REDACTED_ON_CARD = (
+    ":lock: [REDACTED] — a secret was hidden from this card; the tool receives the real value."
+)
 
 
 def preview_cut(cut: int, total: int) -> str:
@@ -300,6 +326,20 @@ def self_approval_refused(tool: str) -> str:
     )
 
 
+def asked_in_thread_refused(tool: str) -> str:
+    return (
+        f"You asked for this in the thread before opsloop proposed it, so you can't approve the destructive call"
+        f" {code(tool)} yourself. Ask someone else on call. Nothing was changed."
+    )
+
+
+def args_not_shown_refused(tool: str) -> str:
+    return (
+        f"The arguments of {code(tool)} are too long to show on the card, so nobody can approve it from Slack."
+        " Deny it, or ask opsloop in the thread for a smaller change. Nothing was changed."
+    )
+
+
 def already_decided(state: str, by: str | None) -> str:
     if state == "approved":
         return f"This was already approved by {mention(by)}. Your click changed nothing."
@@ -332,6 +372,20 @@ UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click change
 
 EMPTY_MENTION = (
     "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
+)
+
+
+# ---------------------------------------------------------------------------
+# `opsloop check` warnings about the approval policy
+# ---------------------------------------------------------------------------
+
+ANYONE_MAY_APPROVE_MUTATING = "approvals.approvers is empty: anyone in the channel may approve mutating calls"
+ANYONE_MAY_APPROVE_DESTRUCTIVE = (
+    "nobody is named for destructive calls (approvals.destructive_approvers, approvals.approvers):"
+    " anyone in the channel may approve them"
+)
+SELF_APPROVAL_ALLOWED = (
+    "approvals.allow_self_approval is true: whoever asked for a destructive call may approve it themselves"
 )
 
 

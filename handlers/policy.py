@@ -1,8 +1,10 @@
-"""Who may approve, deny or stop: checked on the server for every click."""
+"""Who may approve, deny or stop: checked on the server for every click, failing closed."""
 
 from __future__ import annotations
 
+import enum
 import time
+from collections.abc import Collection
 from typing import Any
 
 import structlog
@@ -15,6 +17,15 @@ from handlers import messages
 log = structlog.get_logger("opsloop.policy")
 
 
+class Verdict(enum.Enum):
+    """What the policy says about one click on an approval card."""
+
+    ALLOWED = "allowed"
+    NOT_AN_APPROVER = "not_an_approver"  # not on the approver list for this category
+    STARTED_THE_RUN = "started_the_run"  # the run's requester, approving its destructive call
+    ASKED_IN_THE_THREAD = "asked_in_the_thread"  # asked in the thread before the destructive call was made
+
+
 class ApprovalPolicy:
     """Approver lists from config; user groups resolved through Slack and cached briefly."""
 
@@ -23,10 +34,30 @@ class ApprovalPolicy:
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._names: dict[str, str] = {}
 
+    async def verdict(self, user: str, *, category: str, approve: bool, run_requester: str | None,
+                      requesters: Collection[str]) -> Verdict:
+        """May `user` approve (or deny) a call of `category` that `requesters` asked for?
+
+        Nobody who asked for a destructive call may approve it unless allow_self_approval is
+        set: the run's requester, and whoever asked in the thread before the call was made.
+        """
+        if not await self.may_approve(user, category):
+            return Verdict.NOT_AN_APPROVER
+        if approve and category == "destructive" and not self.settings.allow_self_approval:
+            if user == run_requester:
+                return Verdict.STARTED_THE_RUN
+            if user in requesters:
+                return Verdict.ASKED_IN_THE_THREAD
+        return Verdict.ALLOWED
+
+    def self_approval_matters(self, category: str, *, approve: bool) -> bool:
+        """Whether the requesters of a call must be looked up before this click can be judged."""
+        return approve and category == "destructive" and not self.settings.allow_self_approval
+
     async def may_approve(self, user: str, category: str) -> bool:
         allowed = self.settings.who_may_approve(category)
         if not allowed:
-            return True  # empty list: anyone in the channel
+            return True  # no approvers configured at all: anyone in the channel (`opsloop check` warns)
         if user in allowed:
             return True
         for entity in allowed:
@@ -66,11 +97,12 @@ class ApprovalPolicy:
 
 
 def approval_warnings(settings: ApprovalSettings) -> list[str]:
-    """What `opsloop check` warns about: approval lists that let anyone in a channel approve."""
+    """What `opsloop check` warns about: settings that let anyone in a channel approve, or approve their own ask."""
     out = []
     if not settings.approvers:
-        out.append("approvals.approvers is empty: anyone in the channel may approve mutating calls")
+        out.append(messages.ANYONE_MAY_APPROVE_MUTATING)
     if not settings.who_may_approve("destructive"):
-        out.append("nobody is named for destructive calls (approvals.destructive_approvers, approvals.approvers): "
-                   "anyone in the channel may approve them")
+        out.append(messages.ANYONE_MAY_APPROVE_DESTRUCTIVE)
+    if settings.allow_self_approval:
+        out.append(messages.SELF_APPROVAL_ALLOWED)
     return out

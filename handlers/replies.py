@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, react
+from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.replies")
 
@@ -21,14 +21,14 @@ async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     thread_ts = event.get("thread_ts")
     if not thread_ts or is_from_a_bot(event, sup.bot_user_id) or malformed(event, "channel", "ts", "user"):
         return
-    if sup.bot_user_id and f"<@{sup.bot_user_id}" in event.get("text", ""):
+    if sup.bot_user_id and f"<@{sup.bot_user_id}" in str(event.get("text") or ""):
         return  # the app_mention listener takes it (Slack sends both)
     if not await sup.store.claim_event(body.get("event_id") or f"message:{event['channel']}:{event['ts']}"):
         return
     if not allowed_channel(sup, event["channel"]):
         return
     await queue_reply(sup, channel=event["channel"], thread_ts=thread_ts, ts=event["ts"],
-                      user=event["user"], text=event.get("text", ""))
+                      user=event["user"], text=message_text(event))
 
 
 async def queue_reply(sup: Supervisor, *, channel: str, thread_ts: str, ts: str, user: str, text: str) -> None:

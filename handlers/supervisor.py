@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ModelClient, ToolRegistry
 from bot.config import Settings
 from bot.pricing import Price
-from bot.redact import redact, redact_value
+from bot.redact import redact
 from bot.report import handoff_report
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import ConfirmRequest, Decision, Injected, RunResult, StopReason
 from handlers import blocks
 from handlers.policy import ApprovalPolicy
+from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -95,8 +95,10 @@ class Supervisor:
                 raise  # shutdown: the run stays active in the store and resumes on restart
             except Exception as e:
                 log.exception("run.crashed")
+                detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
                 await self.store.update_run(run_id, status="finished", stop_reason=StopReason.MODEL_ERROR.value,
-                                            stop_detail=f"internal error: {type(e).__name__}: {redact(str(e))}")
+                                            stop_detail=detail)
+                log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
             await thread.finish(result)
             return result
@@ -115,25 +117,21 @@ class Supervisor:
     def forget(self, approval_id: str) -> None:
         self._wakeups.pop(approval_id, None)
 
+    @property
+    def out(self) -> SlackOut:
+        """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
+        return SlackOut(self.client)
+
     async def update_card(self, approval: dict[str, Any]) -> None:
         if not approval.get("message_ts"):
             return
         msg = approval_card(approval)
-        try:
-            await self.client.chat_update(channel=approval["channel"], ts=approval["message_ts"],
-                                          text=msg.text, blocks=redact_value(msg.blocks))
-        except SlackApiError as e:
-            log.error("card_update_failed", approval_id=approval["id"], error=e.response.get("error"))
+        await self.out.update(channel=approval["channel"], ts=approval["message_ts"], text=msg.text,
+                              blocks=msg.blocks, what="card_update", approval_id=approval["id"])
 
     async def post(self, channel: str, thread_ts: str, msg: blocks.SlackMessage) -> str | None:
-        """Post in a thread, redacted. Retry handlers absorb 429/5xx; a final failure is logged, not raised."""
-        try:
-            response = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
-                                                           text=redact(msg.text), blocks=redact_value(msg.blocks))
-            return str(response["ts"])
-        except SlackApiError as e:
-            log.error("post_failed", channel=channel, error=e.response.get("error"))
-            return None
+        """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
+        return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)
 
 
 def approval_card(a: dict[str, Any]) -> blocks.SlackMessage:
@@ -292,11 +290,8 @@ class StatusMessage:
         self._last_push = time.monotonic()
         if not self.ts:
             return
-        try:
-            await self.sup.client.chat_update(channel=self.row["channel"], ts=self.ts, text=msg.text,
-                                              blocks=msg.blocks)
-        except SlackApiError as e:
-            log.warning("status_update_failed", error=e.response.get("error"))
+        await self.sup.out.update(channel=self.row["channel"], ts=self.ts, text=msg.text, blocks=msg.blocks,
+                                  what="status_update")
 
     async def close(self, **fields: Any) -> None:
         if self._flusher and not self._flusher.done():

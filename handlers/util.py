@@ -5,17 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from slack_sdk.errors import SlackApiError
 
+from handlers import messages
 from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.slack")
 
 
+# Message subtypes that are still a person talking in the thread: a reply with a file (a screenshot
+# with "STOP"), or one also sent to the channel. Edits, deletions, joins and bot messages are not.
+PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
+
+
 def is_from_a_bot(event: dict[str, Any], bot_user_id: str) -> bool:
-    """Our own messages, other bots', and edits/deletions/joins (any subtype) are not for us."""
-    return bool(event.get("bot_id") or event.get("subtype") or not event.get("user")
+    """Our own messages, other bots', and edits/deletions/joins (other subtypes) are not for us."""
+    subtype = event.get("subtype")
+    return bool(event.get("bot_id") or (subtype and subtype not in PERSON_SUBTYPES) or not event.get("user")
                 or event.get("user") == bot_user_id)
+
+
+def message_text(event: dict[str, Any]) -> str:
+    """What a person wrote, with the names of the files they attached: "STOP [attached: screenshot.png]"."""
+    text = event.get("text")
+    text = text if isinstance(text, str) else ""
+    names = [str(f.get("name") or f.get("title") or "file") for f in event.get("files") or [] if isinstance(f, dict)]
+    return messages.with_attachments(text, names)
 
 
 def malformed(event: dict[str, Any], *fields: str) -> bool:
@@ -35,20 +49,14 @@ def allowed_channel(sup: Supervisor, channel: str) -> bool:
 
 async def react(sup: Supervisor, channel: str, ts: str, name: str = "eyes") -> None:
     """Acknowledge a stored message; a redelivery that already reacted is fine."""
-    try:
-        await sup.client.reactions_add(channel=channel, timestamp=ts, name=name)
-    except SlackApiError as e:
-        if e.response.get("error") != "already_reacted":
-            log.warning("reaction_failed", channel=channel, ts=ts, error=e.response.get("error"))
+    await sup.out.react(channel=channel, ts=ts, name=name)
 
 
 async def ephemeral(sup: Supervisor, body: dict[str, Any], text: str) -> None:
+    """A note only the clicker sees, in the thread of the message they clicked."""
     channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
     user = (body.get("user") or {}).get("id")
     if not channel or not user:
         return
     thread_ts = (body.get("message") or {}).get("thread_ts")
-    try:
-        await sup.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
-    except SlackApiError as e:
-        log.warning("ephemeral_failed", error=e.response.get("error"))
+    await sup.out.ephemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
+from bot.redact import REDACTED
 from handlers import messages
 from handlers.blocks import (
     APPROVE,
@@ -23,11 +25,11 @@ from handlers.blocks import (
     SlackMessage,
     approval_card,
     handoff_report,
-    markdown_to_mrkdwn,
-    split_mrkdwn,
+    offers_approve,
     status_message,
     text_messages,
 )
+from handlers.mrkdwn import markdown_to_mrkdwn, split_mrkdwn
 
 EPOCH = 1714572000  # 2024-05-01 14:00 UTC
 DATE = "<!date^1714572000^{date_short_pretty} at {time}|2024-05-01 14:00 UTC>"
@@ -247,12 +249,47 @@ def test_approval_by_several_people_names_them_all() -> None:
     ]
 
 
-def test_huge_arguments_and_preview_are_cut_to_fit_with_a_note() -> None:
-    preview = "".join(f"deleting /var/log/app-{i}.log.gz\n" for i in range(400))
-    card = _card(args={"paths": "x" * 10_000}, preview=preview, category="destructive")
+def shown_args(card: SlackMessage | Any) -> str:
+    """The arguments as a reader reassembles them from the card's argument sections."""
+    out = ""
+    for block in card.blocks or []:
+        if not block.get("block_id", "").startswith("approval_args") or block["block_id"] == "approval_args_missing":
+            continue
+        heading, body = block["text"]["text"].split("\n```\n", 1)
+        code = body.removesuffix("\n```").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        code = code.replace("``\u200b`", "```")
+        out += code if "continuing the line above" in heading or not out else "\n" + code
+    return out
+
+
+def test_long_arguments_are_shown_in_full_over_several_sections() -> None:
+    args = {"paths": "x" * 10_000, "hosts": [f"web-{i:02}" for i in range(300)], "note": "a <b> & c"}
+    card = _card(args=args, category="destructive")
     assert_valid_blocks(card)
-    args_text = _block(card, "approval_args")["text"]["text"]
-    assert args_text.endswith(f"of {len(_json_len_args()):,} characters._")
+    assert shown_args(card) == json.dumps(args, indent=2)
+    assert offers_approve(card)
+    assert _block(card, "approval_args")["text"]["text"].startswith("*Arguments* (part 1 of ")
+
+
+def test_arguments_too_long_for_one_card_offer_only_deny_and_say_why() -> None:
+    card = _card(args={"script": "rm -rf /srv/cache/old\n" * 10_000}, category="destructive", expires_at=EPOCH)
+    assert_valid_blocks(card)
+    assert not offers_approve(card)
+    assert [b["action_id"] for b in _block(card, "approval_actions")["elements"]] == [DENY]
+    assert "Approve is not offered" in _block(card, "approval_args_missing")["text"]["text"]
+    assert len(card.blocks) == MAX_BLOCKS
+
+
+def test_decided_card_with_arguments_too_long_stays_within_limits() -> None:
+    card = _card(args={"script": "x" * 300_000}, state="denied", decided_by="U0AAA")
+    assert_valid_blocks(card)
+    assert _block(card, "approval_decision")
+
+
+def test_huge_preview_is_cut_to_fit_with_a_note() -> None:
+    preview = "".join(f"deleting /var/log/app-{i}.log.gz\n" for i in range(400))
+    card = _card(preview=preview, category="destructive")
+    assert_valid_blocks(card)
     preview_text = _block(card, "approval_preview")["text"]["text"]
     cut = re.search(r"_Preview cut to fit: ([\d,]+) of ([\d,]+) characters not shown\._$", preview_text)
     assert cut is not None and cut.group(2) == f"{len(preview):,}"
@@ -260,10 +297,32 @@ def test_huge_arguments_and_preview_are_cut_to_fit_with_a_note() -> None:
     assert preview_text.startswith("*Dry run* (what it would do)\n```\n" + preview[:shown] + "…\n```\n")
 
 
-def _json_len_args() -> str:
-    import json
+def test_a_redacted_argument_is_marked_as_redacted_on_the_card() -> None:
+    card = _card(args={"url": "https://deploy:hunter2hunter2@ci.internal/hook", "token": "xoxb-1234567890-abcdef"})
+    shown = shown_args(card)
+    assert "hunter2hunter2" not in shown and "xoxb-1234567890" not in shown
+    assert json.loads(shown) == {"url": f"https://deploy:{REDACTED}@ci.internal/hook", "token": REDACTED}
+    assert _block(card, "approval_redacted")["elements"][0]["text"] == messages.REDACTED_ON_CARD
+    assert "approval_redacted" not in [b.get("block_id") for b in _card().blocks]  # only when something was hidden
 
-    return json.dumps({"paths": "x" * 10_000}, indent=2)
+
+def test_a_cut_preview_never_shows_half_a_secret() -> None:
+    secret = "sk-ant-api03-" + "Q" * 60
+    for pad in range(2880, 3000, 7):  # the cut falls before, inside and after the secret
+        card = _card(preview="p" * pad + secret + "\n" + "q" * 4000, category="destructive")
+        text = _block(card, "approval_preview")["text"]["text"]
+        assert "sk-ant" not in text and "QQQQQQ" not in text, pad
+
+
+def test_texts_are_redacted_before_they_are_split_or_cut() -> None:
+    secret = "ghp_" + "A" * 36
+    answer = text_messages("x" * 2990 + " " + secret)
+    status = status_message(state="running", step=1, activity="y" * 290 + secret, tokens=1, cost_usd=0.0,
+                            run_id="run_1")
+    report = _report(tools=[("http_get", 1, "z" * 295 + secret)], pending=[secret], last_reasoning=secret)
+    for msg in [*answer, status, *report]:
+        flat = json.dumps(msg.blocks) + msg.text
+        assert "ghp_" not in flat and "AAAAAAAAAA" not in flat
 
 
 def test_card_escapes_user_and_model_text() -> None:

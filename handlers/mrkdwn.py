@@ -1,0 +1,155 @@
+"""Model Markdown to Slack mrkdwn, and the splitter that cuts long mrkdwn into section-sized chunks.
+
+Pure functions, no Slack imports. A cut never falls inside an `&amp;` entity, a `<…>`
+link or mention, or leaves a code fence open: a cut inside a fence closes it and the
+next chunk re-opens it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from handlers import messages as m
+
+SECTION_TEXT_MAX = 3000  # Slack's limit for a section's text
+
+FENCE = "```"
+_REOPEN = "```\n"
+_RECLOSE = "\n```"
+
+_HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$")
+_BULLET = re.compile(r"^(\s*)[*+-]\s+(?=\S)")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_LINK = re.compile(r"\[([^\]\n|]+)\]\((https?://[^\s)|]+)\)")
+_INLINE_CODE = re.compile(r"(`[^`\n]+`)")
+_LANG = re.compile(r"^[\w+#.-]*$")
+
+
+def markdown_to_mrkdwn(markdown: str) -> str:
+    """Escape, then translate the Markdown a model writes into Slack mrkdwn; code fences go on their own lines."""
+    out: list[str] = []
+    in_fence = False
+    for line in m.escape(markdown.replace("\r\n", "\n")).split("\n"):
+        stripped = line.strip()
+        if _is_fence(line, in_fence):
+            rest = stripped[len(FENCE) :]
+            out.append(FENCE)
+            if not in_fence and not _LANG.match(rest):
+                out.append(rest)  # Slack style "```code" on the opening line
+            elif in_fence and rest.strip():
+                out.append(_inline(rest))
+            in_fence = not in_fence
+        elif in_fence:
+            out.append(line)
+        else:
+            out.append(_inline(line))
+    if in_fence:
+        out.append(FENCE)
+    return "\n".join(out).strip()
+
+
+def split_mrkdwn(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
+    """Non-empty chunks of at most `limit` characters, cut at a paragraph, line or word.
+
+    A cut inside a code fence closes the fence and the next chunk re-opens it.
+    """
+    if limit < 40:
+        raise ValueError("limit too small to split into readable chunks")
+    chunks: list[str] = []
+    rest = text.strip()
+    in_fence = False  # fence state as Slack will see it: each chunk starts a new line
+    while rest:
+        prefix = _REOPEN if in_fence else ""
+        last = prefix + rest + (_RECLOSE if _fence_state_after(rest, in_fence) else "")
+        if len(last) <= limit:
+            _append_chunk(chunks, last)
+            break
+        end, start = _cut_point(rest, limit - len(prefix) - len(_RECLOSE))
+        fenced = _fence_state_after(rest[:end], in_fence)
+        if fenced:
+            end, start, fenced = _keep_fences_whole(rest, end, start, in_fence, limit - len(prefix))
+        _append_chunk(chunks, prefix + rest[:end].rstrip() + (_RECLOSE if fenced else ""))
+        rest = rest[start:] if fenced else rest[start:].lstrip("\n")
+        in_fence = fenced
+    return chunks
+
+
+def _inline(line: str) -> str:
+    heading = _HEADING.match(line)
+    if heading and heading.group(1):
+        return "*" + heading.group(1).replace("**", "") + "*"
+    line = _BULLET.sub(r"\1• ", line)
+    parts = _INLINE_CODE.split(line)
+    for i in range(0, len(parts), 2):  # even parts are outside `inline code`
+        part = _BOLD.sub(r"*\1*", parts[i])
+        part = _STRIKE.sub(r"~\1~", part)
+        parts[i] = _LINK.sub(r"<\2|\1>", part)
+    return "".join(parts)
+
+
+def _is_fence(line: str, in_fence: bool) -> bool:
+    stripped = line.strip()
+    if not stripped.startswith(FENCE):
+        return False
+    # "```code```" on one line is a code span, not a fence.
+    return in_fence or not (len(stripped) > 2 * len(FENCE) and stripped.endswith(FENCE))
+
+
+def _fence_state_after(text: str, in_fence: bool) -> bool:
+    for line in text.split("\n"):
+        if _is_fence(line, in_fence):
+            in_fence = not in_fence
+    return in_fence
+
+
+def _keep_fences_whole(rest: str, end: int, start: int, in_fence: bool, room: int) -> tuple[int, int, bool]:
+    """Move a cut that would leave an empty code block: carry a closing fence back or an opening one forward.
+
+    Returns (end, start, still inside a fence at the cut).
+    """
+    line_end = rest.find("\n", start)
+    line_end = len(rest) if line_end == -1 else line_end
+    at_line_break = "\n" in rest[end:start]
+    if at_line_break and _is_fence(rest[start:line_end], True) and line_end <= room:
+        return line_end, min(line_end + 1, len(rest)), False
+    line_start = rest.rfind("\n", 0, end) + 1
+    if (
+        line_start > 0
+        and _is_fence(rest[line_start:end], False)
+        and not _fence_state_after(rest[: line_start - 1], in_fence)
+    ):
+        return line_start - 1, line_start, False
+    return end, start, True
+
+
+def _cut_point(text: str, budget: int) -> tuple[int, int]:
+    """(end of this chunk, start of the next): the last paragraph, line or word break that fits."""
+    window = text[: budget + 1]
+    for sep, floor in (("\n\n", budget // 2), ("\n", budget // 4), (" ", budget // 4), ("\n", 1), (" ", 1)):
+        pos = window.rfind(sep)
+        if pos >= floor:
+            end = outside_markup(text, pos)
+            if end > 0:
+                start = end + len(sep) if end == pos else end
+                return end, start
+    end = outside_markup(text, budget)
+    if end <= 0:
+        end = budget
+    return end, end
+
+
+def outside_markup(text: str, pos: int) -> int:
+    """Move a cut back so it does not fall inside an `&amp;` entity or a `<…>` link/mention we built."""
+    amp = text.rfind("&", max(0, pos - 4), pos)
+    if amp != -1 and ";" not in text[amp:pos]:
+        pos = amp
+    lt = text.rfind("<", 0, pos)
+    if lt != -1 and ">" not in text[lt:pos]:
+        pos = lt
+    return pos
+
+
+def _append_chunk(chunks: list[str], chunk: str) -> None:
+    if chunk.replace(FENCE, "").strip():
+        chunks.append(chunk)

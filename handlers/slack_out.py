@@ -1,0 +1,61 @@
+"""The one way out to Slack: every post, update, ephemeral and reaction opsloop sends goes through here.
+
+Redaction happens here, once, for text and blocks alike, so no caller can forget it.
+Slack errors are logged and swallowed (retry handlers already absorbed 429/5xx): a
+message that could not be posted must never crash a run or a listener.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.redact import redact, redact_value
+
+log = structlog.get_logger("opsloop.slack")
+
+@dataclass(frozen=True)
+class SlackOut:
+    """Redacting wrapper over the Web API methods opsloop writes with."""
+
+    client: AsyncWebClient
+
+    async def post(self, *, channel: str, thread_ts: str | None, text: str,
+                   blocks: list[dict[str, Any]] | None = None, what: str = "post") -> str | None:
+        """chat.postMessage, redacted; the new message's ts, or None when Slack refused it."""
+        try:
+            response = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=redact(text),
+                                                          blocks=redact_value(blocks))
+            return str(response["ts"])
+        except SlackApiError as e:
+            log.error(f"{what}_failed", channel=channel, error=e.response.get("error"))
+            return None
+
+    async def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
+                     what: str = "update", **context: Any) -> bool:
+        """chat.update, redacted; False when Slack refused it."""
+        try:
+            await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks))
+            return True
+        except SlackApiError as e:
+            log.warning(f"{what}_failed", channel=channel, ts=ts, error=e.response.get("error"), **context)
+            return False
+
+    async def ephemeral(self, *, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+        """chat.postEphemeral, redacted: a note only `user` sees."""
+        try:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=redact(text), thread_ts=thread_ts)
+        except SlackApiError as e:
+            log.warning("ephemeral_failed", channel=channel, error=e.response.get("error"))
+
+    async def react(self, *, channel: str, ts: str, name: str = "eyes") -> None:
+        """Acknowledge a stored message; a redelivery that already reacted is fine."""
+        try:
+            await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as e:
+            if e.response.get("error") != "already_reacted":
+                log.warning("reaction_failed", channel=channel, ts=ts, error=e.response.get("error"))
