@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo run bench clean
+.PHONY: test lint demo sandbox screenshot browser run bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -21,6 +21,29 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/opsloop demo
+
+sandbox: $(STAMP)
+	$(BIN)/opsloop sandbox
+
+# docs/sandbox.png: the demo incident played in the sandbox by headless Chromium.
+screenshot: $(STAMP) browser
+	$(BIN)/python -m bot.sandbox.screenshot docs/sandbox.png
+
+# Headless Chromium for the sandbox's browser test and `make screenshot`, from Debian's packages: installed
+# with apt-get when missing and possible (root or passwordless sudo). Never fails the build: without it the
+# browser test skips and says what is missing.
+BROWSER_PKGS := chromium chromium-driver fonts-noto-color-emoji
+APT_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS)
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "browser: no apt-get here; the browser test will skip"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "browser: not root and no passwordless sudo; the browser test will skip"; exit 0; fi; \
+	echo "browser: installing $(BROWSER_PKGS) with apt-get"; \
+	$$SUDO $(APT_INSTALL) >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(APT_INSTALL) >/dev/null 2>&1; } \
+	  || echo "browser: apt-get could not install $(BROWSER_PKGS); the browser test will skip"
 
 run: $(STAMP)
 	$(BIN)/opsloop run

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import ModelClient
 from bot.config import Settings
+from bot.metrics import DEFAULT_HOST, MetricsServer, serve_metrics
 from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.store import Store
@@ -104,8 +107,11 @@ class Opsloop:
     # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
     # or its connection pool is left for the garbage collector to close on a loop that may be gone.
     owned_llm: anthropic.AsyncAnthropic | None = None
+    metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
 
     async def close(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.close()
         await self.supervisor.close()
         if self.socket is not None:
             await self.socket.close_async()
@@ -117,18 +123,21 @@ class Opsloop:
         await self.store.close()
 
 
-async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | None = None) -> Opsloop:
+async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | None = None,
+                model_for: Callable[[str], ModelClient] | None = None) -> Opsloop:
+    """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
     store = await Store(settings.db_path).open()
     tools = await build_registry(settings.tools)
     client = slack_client(settings)
     auth = await client.auth_test()
-    llm = model_client or anthropic_client(settings)
+    llm = None if model_for is not None else model_client or anthropic_client(settings)
     for model in settings.model.chain:
         if not price_for(model, settings.model.prices)[1]:
             log.warning("model.unknown_price", model=model,
                         note="priced like the most expensive known model; set [model.prices] to fix")
 
-    def model_for(model: str) -> AnthropicModel:
+    def claude_for(model: str) -> AnthropicModel:
+        assert llm is not None
         m = AnthropicModel(llm, settings.model.chain)
         m.start_at(model)
         return m
@@ -142,7 +151,7 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
         request_verification_enabled=not settings.slack_app_token,
         raise_error_for_unhandled_request=False,
     )
-    sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for,
+    sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for or claude_for,
                      price_for=lambda m: price_for(m, settings.model.prices)[0],
                      policy=ApprovalPolicy(settings.approvals, client), bot_user_id=str(auth.get("user_id", "")))
     register(app, sup)
@@ -150,8 +159,11 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
                    owned_llm=None if model_client is not None else llm)
 
 
-async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0") -> None:
+async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metrics_port: int | None = None,
+                metrics_host: str = DEFAULT_HOST) -> None:
     """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run."""
+    if metrics_port is not None:  # first: probes and scrapes see the start-up too
+        ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
     if ops.settings.slack_app_token:
         ops.socket = AsyncSocketModeHandler(ops.app, ops.settings.slack_app_token)
         await ops.socket.connect_async()
@@ -166,7 +178,8 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0") -> Non
         log.info("runs.resumed", runs=resumed)
 
 
-async def serve(settings: Settings, *, port: int = 3000) -> None:
+async def serve(settings: Settings, *, port: int = 3000, metrics_port: int | None = None,
+                metrics_host: str = DEFAULT_HOST) -> None:
     """Run until SIGINT/SIGTERM; active runs stay in the store and resume on the next start."""
     ops = await build(settings)
     stopping = asyncio.Event()
@@ -174,7 +187,7 @@ async def serve(settings: Settings, *, port: int = 3000) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        await start(ops, port=port)
+        await start(ops, port=port, metrics_port=metrics_port, metrics_host=metrics_host)
         await stopping.wait()
         log.info("shutting_down")
     finally:

@@ -1,4 +1,4 @@
-"""The `opsloop` command: run, check, runs, show, audit, demo."""
+"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bot.config import ConfigError, Settings, load_settings, missing_for_run
 from bot.log import configure_logging
@@ -29,12 +30,15 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     if problems := missing_for_run(settings):
         return _fail(problems)
     from bot.app import serve  # imported late: `opsloop runs` needs no Slack or anthropic
+    from bot.metrics import MetricsPortError
 
     configure_logging(settings.log_level)
     try:
-        asyncio.run(serve(settings, port=args.port))
+        asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
+    except MetricsPortError as e:
+        return _fail([str(e)])
     return 0
 
 
@@ -59,6 +63,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     run = ledger.find_run(args.run_id)
     if run is None:
         return _fail([f"no run {args.run_id!r} in {settings.db_path}"])
+    if args.html:
+        return write_timeline(settings, ledger, args.run_id, args.html)
     print(f"run {run['id']} · {run['status']} · {run['stop_reason'] or '-'} {run['stop_detail'] or ''}".rstrip())
     print(f"task: {run['task']}")
     print(f"requester {run['requester']} · channel {run['channel']} · thread {run['thread_ts']} · model {run['model']}")
@@ -69,6 +75,27 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{_when(step['at'])}  {step['kind']:<9} {data[:400]}")
     if run["output"]:
         print(f"\n{run['output']}")
+    return 0
+
+
+def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -> int:
+    """The run as one self-contained HTML page (redacted), for a postmortem; `-` writes to stdout."""
+    import time
+
+    from bot.pricing import price_for
+    from bot.timeline import timeline_html
+
+    page = timeline_html(ledger, run_id, price_for=lambda m: price_for(m, settings.model.prices)[0], now=time.time())
+    if page is None:
+        return _fail([f"no run {run_id!r} in {settings.db_path}"])
+    if path == "-":
+        sys.stdout.write(page)
+        return 0
+    try:
+        Path(path).write_text(page, encoding="utf-8")
+    except OSError as e:
+        return _fail([f"cannot write {path}: {e.strerror or e}"])
+    print(f"wrote the timeline of {run_id} to {path}")
     return 0
 
 
@@ -93,9 +120,30 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    print("opsloop demo is not built yet: it arrives with its own issue. Run `make test` to see the "
-          "end-to-end incident tests (fake Slack + fake Anthropic) instead.", file=sys.stderr)
-    return 1
+    from bot.demo.play import play  # imported late: it starts Slack and the app
+
+    configure_logging("error")  # the transcript is the output; warnings would interleave with it
+    tty = sys.stdout.isatty()
+    pace = args.pace if args.pace is not None else (0.6 if tty else 0.0)
+    try:
+        return asyncio.run(play(settings, interactive=args.interactive, color=tty and not args.no_color, pace=pace,
+                                db_path=Path(args.db) if args.db else None))
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.sandbox.server import serve_sandbox
+
+    configure_logging("error")
+    try:
+        asyncio.run(serve_sandbox(settings, port=args.port, own_tools=bool(args.config or settings.config_path),
+                                  db_path=Path(args.db) if args.db else None))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        return _fail([f"sandbox: {e}"])
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -108,16 +156,29 @@ def parser() -> argparse.ArgumentParser:
         ("show", cmd_show, "print one run's step trace"),
         ("audit", cmd_audit, "every approval decision ever made"),
         ("demo", cmd_demo, "a whole incident end to end with no credentials"),
+        ("sandbox", cmd_sandbox, "the Slack stand-in and the app in your browser, with your config and tools"),
     ]:
         s = sub.add_parser(name, help=help_)
         s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG)")
         s.set_defaults(fn=fn)
         if name == "run":
             s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
+            s.add_argument("--metrics-port", type=int, help="serve /metrics and /healthz on this port (default: off)")
+            s.add_argument("--metrics-host", default="0.0.0.0",
+                           help="address for --metrics-port (default 0.0.0.0: probes and scrapes reach a pod's IP)")
         if name == "runs":
             s.add_argument("--limit", type=int, default=50)
         if name == "show":
             s.add_argument("run_id")
+            s.add_argument("--html", metavar="FILE", help="write the run as one HTML page (- for stdout)")
+        if name == "demo":
+            s.add_argument("--interactive", action="store_true", help="you approve, deny and reply at a prompt")
+            s.add_argument("--pace", type=float, help="seconds between the people's moves (default 0.6 on a tty)")
+            s.add_argument("--no-color", action="store_true", help="no ANSI colours")
+        if name in ("demo", "sandbox"):
+            s.add_argument("--db", help="keep the SQLite database here (default: a temp dir, removed at exit)")
+        if name == "sandbox":
+            s.add_argument("--port", type=int, default=8765, help="the page's port on 127.0.0.1 (default 8765)")
         if name == "audit":
             s.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     return p

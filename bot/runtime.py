@@ -144,7 +144,9 @@ class _Run:
         except Stop as stop:
             return await self.finish(stop.reason, stop.detail, by=stop.by)
         except ModelError as e:
-            self.charge(e.usage, e.model or self.cfg.model.model)  # failed attempts are billed too
+            model = e.model or self.cfg.model.model
+            self.charge(e.usage, model)  # failed attempts (degenerate output) are billed too
+            await self.trace("model_error", model=model, usage=e.usage.to_dict(), error=str(e))
             return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
 
     async def step(self) -> str | None:
@@ -199,6 +201,7 @@ class _Run:
             await self.note_drop_block(response)
             if response.stop_reason == "model_context_window_exceeded":
                 self.charge(response.usage, response.model)
+                await self.trace("context_overflow", model=response.model, usage=response.usage.to_dict())
                 await self.condense("model_context_window_exceeded")
                 continue
             if response.stop_reason == "max_tokens" and only_thinking(response.content):
@@ -431,7 +434,8 @@ class _Run:
         self.history = [head, *without_thinking(self.history[split:])]
         await self.cfg.store.replace_history(self.id, self.history)
         await self.save_totals()
-        await self.trace("condense", why=why, kept_messages=len(self.history) - 1, usage=summary.usage.to_dict())
+        await self.trace("condense", why=why, kept_messages=len(self.history) - 1, model=summary.model,
+                         usage=summary.usage.to_dict())
         self.check_budgets()
 
     # --- bookkeeping --------------------------------------------------------

@@ -480,6 +480,37 @@ class Ledger:
         self.db.execute("BEGIN IMMEDIATE")
         self.db.execute("ROLLBACK")
 
+    # --- approval policy queries
+    def requesters(self, approval_id: str) -> list[str]:
+        """Everyone who asked for the call behind an approval (none of them may approve it alone).
+
+        The approval's requester, every earlier run's requester in the same thread (the run
+        continues their history), and everyone whose thread messages were consumed into the
+        history before the call: queued replies, redirect mentions and replies that
+        superseded an earlier approval. Unknown approval: nobody.
+        """
+        sql = """
+            WITH cur AS (
+                SELECT a.requester, a.created_at AS asked_at, r.id AS run_id, r.channel, r.thread_ts,
+                       r.created_at AS run_at
+                FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.id = ?
+            ), thread_runs AS (
+                SELECT t.id, t.requester FROM runs t, cur
+                WHERE t.channel = cur.channel AND t.thread_ts = cur.thread_ts AND t.created_at <= cur.run_at
+            )
+            SELECT requester AS user FROM cur
+            UNION SELECT requester FROM thread_runs
+            UNION SELECT i.user FROM inbox i JOIN thread_runs t ON i.run_id = t.id, cur
+                WHERE i.state IN ('consumed', 'superseding')
+                  AND (i.run_id != cur.run_id OR i.created_at <= cur.asked_at)
+        """
+        rows = self._select(sql, [approval_id])
+        found = {r["user"] for r in rows if r["user"]}
+        if not found:  # an approval whose run row is gone still names its requester
+            found |= {r["requester"] for r in self._select("SELECT requester FROM approvals WHERE id = ?",
+                                                           [approval_id]) if r["requester"]}
+        return sorted(found)
+
 
 class Store:
     """Async facade over Ledger: every call runs on one dedicated writer thread."""

@@ -1,0 +1,251 @@
+"""The sandbox page: plain HTML, a little CSS and vanilla JS (no framework, no external requests).
+
+Everything user-, tool- or model-written is put in the DOM with textContent, never innerHTML.
+"""
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>opsloop sandbox · #incident</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  :root { --fg:#1d1c1d; --muted:#616061; --line:#e8e8e8; --green:#007a5a; --red:#e01e5a; --blue:#1264a3;
+          --yellow:#ecb22e; --bg:#fff; --side:#3f0e40; }
+  * { box-sizing: border-box; }
+  body { margin:0; font: 15px/1.46 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+         color:var(--fg); background:var(--bg); display:flex; min-height:100vh; }
+  aside { width:200px; background:var(--side); color:#fff; padding:16px 14px; flex:none; }
+  aside h1 { font-size:17px; margin:0 0 18px; }
+  aside .chan { background:#1164a3; border-radius:6px; padding:3px 10px; font-weight:600; }
+  aside .note { font-size:12px; opacity:.75; margin-top:22px; line-height:1.4; }
+  main { flex:1; display:flex; flex-direction:column; max-width:980px; }
+  header { border-bottom:1px solid var(--line); padding:12px 20px; display:flex; align-items:center; gap:14px; }
+  header b { font-size:18px; }
+  header .model { color:var(--muted); font-size:13px; }
+  header label { margin-left:auto; font-size:14px; }
+  #threads { flex:1; overflow-y:auto; padding:8px 0 20px; }
+  .thread { border-bottom:1px solid var(--line); padding:6px 0 10px; }
+  .replies { margin-left:58px; border-left:3px solid var(--line); padding-left:6px; }
+  .msg { display:flex; gap:10px; padding:6px 20px 6px 16px; }
+  .avatar { width:36px; height:36px; border-radius:6px; flex:none; color:#fff; font-weight:700;
+            display:flex; align-items:center; justify-content:center; font-size:16px; }
+  .body { flex:1; min-width:0; }
+  .author { font-weight:800; }
+  .author .app { font-size:10px; font-weight:600; background:#ddd; color:#555; border-radius:3px; padding:0 4px;
+                 margin-left:4px; vertical-align:2px; }
+  .part { white-space:pre-wrap; word-wrap:break-word; margin:2px 0; }
+  .header { font-weight:800; font-size:16px; margin-top:2px; }
+  .context { color:var(--muted); font-size:13px; }
+  pre { background:#f8f8f8; border:1px solid var(--line); border-radius:4px; padding:6px 8px; margin:4px 0;
+        white-space:pre-wrap; font: 12.5px/1.4 Menlo, Consolas, monospace; }
+  code { font: 12.5px Menlo, Consolas, monospace; color:#c01343; background:#f6f6f6; border:1px solid #e6e6e6;
+         border-radius:3px; padding:0 3px; }
+  .card { border:1px solid var(--line); border-left:4px solid var(--yellow); border-radius:6px; padding:8px 12px;
+          margin-top:4px; background:#fffdf6; }
+  .card.approved { border-left-color:var(--green); background:#f5fbf8; }
+  .card.denied, .card.expired { border-left-color:var(--red); background:#fdf6f8; }
+  .card.superseded { border-left-color:var(--blue); background:#f5f9fd; }
+  .kind-status .part { color:#444; }
+  .actions { display:flex; gap:8px; margin-top:6px; }
+  button { font: inherit; font-size:14px; font-weight:700; border-radius:4px; padding:4px 14px; cursor:pointer;
+           border:1px solid #bbb; background:#fff; color:var(--fg); }
+  button.primary { background:var(--green); border-color:var(--green); color:#fff; }
+  button.danger { color:var(--red); border-color:#e8a1b6; }
+  .confirm { border:1px solid #ccc; border-radius:6px; padding:8px 12px; margin-top:6px; background:#fff;
+             box-shadow:0 2px 8px rgba(0,0,0,.12); max-width:520px; }
+  .confirm .title { font-weight:800; }
+  .reactions span { display:inline-block; border:1px solid #d6e4f0; background:#eef5fb; border-radius:12px;
+                    padding:0 8px; font-size:13px; margin-top:4px; }
+  .ephemeral { color:var(--muted); font-size:13px; font-style:italic; margin:4px 20px 4px 16px; }
+  form { display:flex; gap:8px; }
+  form input { flex:1; font:inherit; padding:7px 10px; border:1px solid #bbb; border-radius:6px; }
+  .reply { margin:6px 20px 2px 16px; }
+  .reply input { font-size:14px; padding:5px 9px; }
+  #compose { border-top:1px solid var(--line); padding:12px 20px 16px; }
+  select { font:inherit; padding:3px 6px; }
+  .empty { color:var(--muted); padding:30px 20px; }
+</style>
+</head>
+<body>
+<aside><h1>opsloop sandbox</h1><div class="chan"># incident</div>
+<div class="note">A local Slack stand-in. Messages and button clicks reach the real opsloop app as Slack events
+and interactivity payloads over Socket Mode.</div></aside>
+<main>
+  <header><b># incident</b><span class="model" id="model"></span>
+    <label>You are <select id="user"></select></label></header>
+  <div id="threads"><div class="empty">Loading…</div></div>
+  <form id="compose" autocomplete="off">
+    <input id="text" placeholder="@opsloop web-03 is out of disk, deal with it">
+    <button id="send" class="primary" type="submit">Mention @opsloop</button>
+  </form>
+</main>
+<script>
+"use strict";
+const COLORS = {alice: "#2eb67d", bob: "#1264a3", carol: "#e01e5a", opsloop: "#4a154b"};
+let state = null, version = -1, confirming = null;
+const drafts = {};
+const me = () => document.getElementById("user").value;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function inline(parent, text) {  // `code` spans; everything else as text
+  text.split("`").forEach((chunk, i) => {
+    if (!chunk) return;
+    parent.appendChild(i % 2 ? el("code", null, chunk) : document.createTextNode(chunk));
+  });
+  return parent;
+}
+
+async function send(path, body) {
+  const r = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"},
+                               body: JSON.stringify(body)});
+  if (!r.ok) alert(await r.text());
+}
+
+function button(m, b) {
+  const btn = el("button", b.style || "", b.text);
+  btn.dataset.action = b.action_id;
+  btn.addEventListener("click", () => {
+    if (b.confirm) { confirming = {ts: m.ts, action: b.action_id, dialog: b.confirm}; render(); }
+    else send("/api/click", {user: me(), ts: m.ts, action_id: b.action_id});
+  });
+  return btn;
+}
+
+function confirmBox(m) {
+  const [title, text, ok, cancel] = confirming.dialog;
+  const box = el("div", "confirm");
+  box.appendChild(el("div", "title", title));
+  box.appendChild(el("div", "part", text));
+  const row = el("div", "actions");
+  const yes = el("button", "primary ok", ok || "Confirm");
+  const action = confirming.action;
+  yes.addEventListener("click", () => {
+    confirming = null; render(); send("/api/click", {user: me(), ts: m.ts, action_id: action});
+  });
+  const no = el("button", "cancel", cancel || "Cancel");
+  no.addEventListener("click", () => { confirming = null; render(); });
+  row.append(yes, no);
+  box.appendChild(row);
+  return box;
+}
+
+function message(m) {
+  const name = m.author.replace(/^@/, "");
+  const row = el("div", "msg kind-" + m.kind);
+  row.dataset.kind = m.kind; row.dataset.state = m.state; row.dataset.ts = m.ts;
+  const avatar = el("div", "avatar", name[0].toUpperCase());
+  avatar.style.background = COLORS[name] || "#777";
+  const body = el("div", "body");
+  const author = el("div", "author", name);
+  if (m.kind !== "person") author.appendChild(el("span", "app", "APP"));
+  body.appendChild(author);
+  const holder = m.kind === "card" ? el("div", "card " + m.state) : body;
+  for (const p of m.parts) {
+    if (p.kind === "code") holder.appendChild(el("pre", null, p.text));
+    else if (p.kind === "buttons") {
+      const actions = el("div", "actions");
+      p.buttons.forEach(b => actions.appendChild(button(m, b)));
+      holder.appendChild(actions);
+    } else holder.appendChild(inline(el("div", "part " + p.kind), p.text));
+  }
+  if (confirming && confirming.ts === m.ts) holder.appendChild(confirmBox(m));
+  if (holder !== body) body.appendChild(holder);
+  if (m.reactions.length) {
+    const r = el("div", "reactions");
+    const emoji = {eyes: "👀", white_check_mark: "✅"};
+    m.reactions.forEach(n => r.appendChild(el("span", null, (emoji[n] || ":" + n + ":") + " 1")));
+    body.appendChild(r);
+  }
+  row.append(avatar, body);
+  return row;
+}
+
+function replyForm(ts) {
+  const form = el("form", "reply");
+  form.dataset.thread = ts;
+  const input = el("input");
+  input.placeholder = "Reply in thread…";
+  input.value = drafts[ts] || "";
+  input.addEventListener("input", () => { drafts[ts] = input.value; });
+  const btn = el("button", null, "Reply");
+  btn.type = "submit";
+  form.append(input, btn);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    drafts[ts] = ""; input.value = "";
+    send("/api/post", {user: me(), text, thread_ts: ts});
+  });
+  return form;
+}
+
+function render() {
+  if (!state) return;
+  const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest(".reply");
+  const focusTs = focused ? focused.dataset.thread : null;
+  const box = document.getElementById("threads");
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+  box.replaceChildren();
+  if (!state.threads.length) box.appendChild(el("div", "empty", "No messages yet. Mention @opsloop below."));
+  for (const t of state.threads) {
+    const thread = el("div", "thread");
+    thread.dataset.ts = t.root.ts;
+    thread.appendChild(message(t.root));
+    const replies = el("div", "replies");
+    t.replies.forEach(m => replies.appendChild(message(m)));
+    state.ephemerals.filter(e => e.user === me() && e.thread_ts === t.root.ts)
+      .forEach(e => replies.appendChild(inline(el("div", "ephemeral", "Only visible to you: "), e.text)));
+    replies.appendChild(replyForm(t.root.ts));
+    thread.appendChild(replies);
+    box.appendChild(thread);
+  }
+  if (focusTs) { const f = box.querySelector(`.reply[data-thread="${focusTs}"] input`); if (f) f.focus(); }
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+async function poll() {
+  for (;;) {
+    try {
+      const r = await fetch("/api/state?since=" + version);
+      state = await r.json();
+      version = state.version;
+      document.body.dataset.version = version;
+      setup();
+      render();
+    } catch (e) {
+      await new Promise(res => setTimeout(res, 1000));
+    }
+  }
+}
+
+function setup() {
+  const sel = document.getElementById("user");
+  if (sel.options.length) return;
+  for (const p of state.people) sel.appendChild(new Option("@" + p.name, p.id));
+  sel.value = localStorage.getItem("opsloop.user") || state.default_user;
+  sel.addEventListener("change", () => { localStorage.setItem("opsloop.user", sel.value); render(); });
+  document.getElementById("model").textContent = state.model;
+  document.getElementById("text").placeholder = "@opsloop " + state.example;
+}
+
+document.getElementById("compose").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("text");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  send("/api/post", {user: me(), text});
+});
+poll();
+</script>
+</body>
+</html>
+"""

@@ -1,0 +1,172 @@
+"""`opsloop sandbox`: the Slack stand-in and the real app, driven from a small web page.
+
+The page (plain HTML + vanilla JS, `bot/sandbox/page.py`) long-polls `/api/state` for
+the thread and posts what you type as a chosen person. A message becomes a real Slack
+event and a button click a real interactivity payload, both delivered over Socket
+Mode by the stand-in, so the app's own listeners handle them. Loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from bot.config import Settings
+from bot.demo.play import TASK
+from bot.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
+from bot.sandbox.page import PAGE
+from bot.standin.render import view
+from handlers.blocks import APPROVE, DENY, STOP
+
+ACTIONS = (APPROVE, DENY, STOP)
+POLL_SECONDS = 20.0  # a long poll answers at the latest after this, with the same version
+
+
+@dataclass
+class Sandbox:
+    """The page's server: state as JSON (long poll), and people's messages and clicks."""
+
+    stage: Stage
+    version: int = 0
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _runner: web.AppRunner | None = None
+    url: str = ""
+
+    def on_change(self) -> None:
+        self.version += 1
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self.page)
+        app.router.add_get("/api/state", self.state)
+        app.router.add_post("/api/post", self.post)
+        app.router.add_post("/api/click", self.click)
+        return app
+
+    async def start(self, host: str, port: int) -> str:
+        self.stage.slack.watch(self.on_change)
+        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, host, port).start()
+        bound_host, bound_port = self._runner.addresses[0][:2]
+        self.url = f"http://{bound_host}:{bound_port}/"
+        return self.url
+
+    async def close(self) -> None:
+        self.on_change()  # answer waiting polls now
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ---- handlers -------------------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(text=PAGE, content_type="text/html", charset="utf-8")
+
+    async def state(self, request: web.Request) -> web.Response:
+        since = int(request.query.get("since", "-1"))
+        if since == self.version:
+            changed = self._changed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_SECONDS):
+                    await changed.wait()
+        return web.json_response(self.snapshot())
+
+    async def post(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        user, text = self._user(body), str(body.get("text") or "").strip()
+        if not text:
+            raise web.HTTPBadRequest(text="empty message")
+        thread_ts = body.get("thread_ts") or None
+        if thread_ts:
+            ts = await self.stage.reply(user, str(thread_ts), text)
+        else:
+            ts = await self.stage.mention(user, text.replace("@opsloop", "").strip())
+        return web.json_response({"ok": True, "ts": ts})
+
+    async def click(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        action_id = str(body.get("action_id") or "")
+        if action_id not in ACTIONS:
+            raise web.HTTPBadRequest(text=f"unknown action {action_id!r}")
+        try:
+            await self.stage.click(self._user(body), str(body.get("ts") or ""), action_id)
+        except LookupError as e:
+            raise web.HTTPNotFound(text=str(e)) from None
+        return web.json_response({"ok": True})
+
+    def _user(self, body: dict[str, Any]) -> str:
+        user = str(body.get("user") or "")
+        if user not in PEOPLE:
+            raise web.HTTPBadRequest(text=f"unknown user {user!r}")
+        return user
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The channel as the page draws it: roots with their replies, reactions, ephemerals per person."""
+        slack, names = self.stage.slack, self.stage.names
+        reactions: dict[str, list[str]] = {}
+        for channel, ts, name in slack.reactions:
+            if channel == self.stage.channel:
+                reactions.setdefault(ts, []).append(name)
+        msgs = [view(m, names=names, bot_user_id=slack.bot_user_id, reactions=tuple(reactions.get(m.ts, ())))
+                for m in slack.messages.get(self.stage.channel, [])]
+        roots = [m for m in msgs if not m.thread_ts or m.thread_ts == m.ts]
+        threads = [{"root": r.to_json(), "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r]}
+                   for r in roots]
+        ephemerals = [{"user": e["user"], "thread_ts": e.get("thread_ts"), "text": e["text"]}
+                      for e in slack.ephemerals if e["channel"] == self.stage.channel]
+        return {
+            "version": self.version,
+            "channel": "incident",
+            "people": [{"id": uid, "name": name} for uid, name in PEOPLE.items()],
+            "default_user": ALICE,
+            "example": TASK,
+            "model": self.stage.model_label,
+            "threads": threads,
+            "ephemerals": ephemerals,
+        }
+
+
+@contextlib.asynccontextmanager
+async def running_sandbox(settings: Settings, *, port: int = 8765, host: str = "127.0.0.1", own_tools: bool = False,
+                          db_path: Path | None = None) -> AsyncIterator[Sandbox]:
+    """The stand-in, the app and the page server, up until the block exits."""
+    with tempfile.TemporaryDirectory(prefix="opsloop-sandbox-") as tmp:
+        db = db_path or Path(tmp) / "opsloop.db"
+        async with stage(settings, db_path=db, tools=None if own_tools else DEMO_TOOLS) as st:
+            sandbox = Sandbox(st)
+            try:
+                await sandbox.start(host, port)
+                yield sandbox
+            finally:
+                await sandbox.close()
+
+
+async def serve_sandbox(settings: Settings, *, port: int = 8765, own_tools: bool = False,
+                        db_path: Path | None = None) -> None:
+    """Run until Ctrl-C, printing the URL."""
+    async with running_sandbox(settings, port=port, own_tools=own_tools, db_path=db_path) as sandbox:
+        st = sandbox.stage
+        tools = ", ".join(t.name for t in st.ops.tools)
+        print(f"opsloop sandbox: open {sandbox.url}\n"
+              f"  the real app over Socket Mode on a local Slack stand-in · {st.model_label}\n"
+              f"  tools: {tools}\n"
+              f"  {'your config: ' + (settings.config_path or '') if own_tools else 'demo tools on a simulated web-03'}"
+              "\n  Ctrl-C to stop", file=sys.stdout, flush=True)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
+        await stopping.wait()

@@ -1,0 +1,200 @@
+"""Slack messages as people read them: Block Kit and mrkdwn turned into plain parts.
+
+Shared by `opsloop demo` (a terminal transcript) and `opsloop sandbox` (a web page):
+both show what opsloop posted without a Slack client. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.standin.slack import Message
+
+EMOJI = {
+    "eyes": "👀", "white_check_mark": "✅", "hourglass_flowing_sand": "⏳", "hourglass": "⌛",
+    "raised_hand": "✋", "warning": "⚠️", "rotating_light": "🚨", "no_entry_sign": "🚫",
+    "octagonal_sign": "🛑", "leftwards_arrow_with_hook": "↩️",
+}
+
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_GROUP = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^>]*))?>")
+_DATE = re.compile(r"<!date\^\d+\^[^|>]*\|([^>]*)>")
+_LINK = re.compile(r"<(https?://[^|>]+)\|([^>]+)>")
+_BARE_LINK = re.compile(r"<(https?://[^|>]+)>")
+_EMOJI = re.compile(r":([a-z0-9_+-]+):")
+_BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
+_BARE_ID = re.compile(r"\b([UW]0[A-Z0-9]{2,})\b")
+
+
+class Kind(enum.StrEnum):
+    """What a message is to the reader of the thread."""
+
+    PERSON = "person"
+    STATUS = "status"
+    CARD = "card"
+    ANSWER = "answer"
+
+
+class PartKind(enum.StrEnum):
+    HEADER = "header"
+    TEXT = "text"
+    CODE = "code"
+    CONTEXT = "context"
+    BUTTONS = "buttons"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Button:
+    text: str
+    action_id: str
+    style: str | None = None
+    confirm: tuple[str, str, str, str] | None = None  # title, text, confirm, deny
+
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    kind: PartKind
+    text: str = ""
+    buttons: tuple[Button, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageView:
+    """One message, ready to print or to send to the sandbox page."""
+
+    ts: str
+    thread_ts: str | None
+    author: str  # "@alice", "opsloop"
+    kind: Kind
+    parts: tuple[Part, ...]
+    state: str = ""  # a card's approval state, a status message's run state
+    edited: bool = False
+    reactions: tuple[str, ...] = field(default=())
+
+    def text(self) -> str:
+        """Every readable line, buttons excluded (what a test or a search looks at)."""
+        return "\n".join(p.text for p in self.parts if p.kind != PartKind.BUTTONS)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts, "thread_ts": self.thread_ts, "author": self.author, "kind": self.kind.value,
+            "state": self.state, "edited": self.edited, "reactions": list(self.reactions),
+            "parts": [{"kind": p.kind.value, "text": p.text,
+                       "buttons": [{"text": b.text, "action_id": b.action_id, "style": b.style,
+                                    "confirm": list(b.confirm) if b.confirm else None} for b in p.buttons]}
+                      for p in self.parts],
+        }
+
+
+def plain(mrkdwn: str, names: Mapping[str, str], *, bare_ids: bool = True) -> str:
+    """mrkdwn -> what a person reads: mentions by name, dates by their fallback, emoji, no markup."""
+    text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), mrkdwn)
+    text = _GROUP.sub(lambda m: "@" + (m.group(2) or m.group(1)), text)
+    text = _DATE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
+    text = _BARE_LINK.sub(lambda m: m.group(1), text)
+    text = _EMOJI.sub(lambda m: EMOJI.get(m.group(1), m.group(0)), text)
+    text = _BOLD.sub(r"\1", text)
+    text = _ITALIC.sub(r"\1", text)
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u200b", "")
+    if bare_ids:  # a model that only knows user ids writes them bare, or as an escaped <@U…>
+        text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), text)
+        text = _BARE_ID.sub(lambda m: "@" + names[m.group(1)] if m.group(1) in names else m.group(1), text)
+    return text
+
+
+def _split_code(text: str) -> list[Part]:
+    """Text and ``` fenced code as separate parts."""
+    parts: list[Part] = []
+    for i, chunk in enumerate(text.split("```")):
+        chunk = chunk.strip("\n")
+        if chunk.strip():
+            parts.append(Part(kind=PartKind.CODE if i % 2 else PartKind.TEXT, text=chunk))
+    return parts
+
+
+def _button(el: dict[str, Any], names: Mapping[str, str]) -> Button:
+    confirm = el.get("confirm")
+    dialog = None
+    if isinstance(confirm, dict):
+        dialog = tuple(plain(str((confirm.get(k) or {}).get("text", "")), names)
+                       for k in ("title", "text", "confirm", "deny"))
+    return Button(text=str((el.get("text") or {}).get("text", "")), action_id=str(el.get("action_id", "")),
+                  style=el.get("style"), confirm=dialog)  # type: ignore[arg-type]
+
+
+def _block_parts(block: dict[str, Any], names: Mapping[str, str]) -> list[Part]:
+    btype = block.get("type")
+    if btype == "header":
+        return [Part(kind=PartKind.HEADER, text=plain(block["text"]["text"], names))]
+    if btype == "section":
+        parts = _split_code(plain(block["text"]["text"], names)) if block.get("text") else []
+        fields = [plain(f.get("text", ""), names).replace("\n", ": ", 1) for f in block.get("fields") or []]
+        if fields:
+            parts.append(Part(kind=PartKind.TEXT, text="\n".join(fields)))
+        return parts
+    if btype == "context":
+        texts = [plain(e.get("text", ""), names) for e in block.get("elements") or [] if e.get("text")]
+        return [Part(kind=PartKind.CONTEXT, text=" · ".join(texts))]
+    if btype == "actions":
+        buttons = tuple(_button(e, names) for e in block.get("elements") or [] if e.get("type") == "button")
+        return [Part(kind=PartKind.BUTTONS, buttons=buttons)] if buttons else []
+    return []
+
+
+def _block_ids(msg: Message) -> list[str]:
+    return [b.get("block_id", "") for b in msg.blocks or []]
+
+
+def kind_of(msg: Message, bot_user_id: str) -> Kind:
+    if msg.user != bot_user_id:
+        return Kind.PERSON
+    ids = _block_ids(msg)
+    if "status" in ids:
+        return Kind.STATUS
+    if "approval_header" in ids:
+        return Kind.CARD
+    return Kind.ANSWER
+
+
+def card_state(msg: Message) -> str:
+    """pending | approved | denied | expired | superseded, from the card's buttons and header."""
+    if "approval_actions" in _block_ids(msg):
+        return "pending"
+    header = next((b for b in msg.blocks or [] if b.get("block_id") == "approval_header"), None)
+    title = str((header or {}).get("text", {}).get("text", "")).lower()
+    for state in ("approved", "denied", "expired", "superseded"):
+        if title.startswith(state):
+            return state
+    return "decided"
+
+
+def card_tool(msg: Message) -> str:
+    """The tool a card asks about (from its header, 'Approval needed: clean_logs')."""
+    header = next((b for b in msg.blocks or [] if b.get("block_id") == "approval_header"), None)
+    title = str((header or {}).get("text", {}).get("text", ""))
+    return title.rsplit(": ", 1)[-1].strip()
+
+
+def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str,
+         reactions: tuple[str, ...] = ()) -> MessageView:
+    """A stored message as a MessageView (names: user id -> display name, the bot included)."""
+    kind = kind_of(msg, bot_user_id)
+    if kind == Kind.PERSON or not msg.blocks:
+        parts: list[Part] = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
+    else:
+        parts = [p for b in msg.blocks for p in _block_parts(b, names)]
+    state = ""
+    if kind == Kind.CARD:
+        state = card_state(msg)
+    elif kind == Kind.STATUS:
+        state = "running" if "status_actions" in _block_ids(msg) else "finished"
+    author = names.get(msg.user or "", msg.user or msg.bot_id or "?")
+    return MessageView(ts=msg.ts, thread_ts=msg.thread_ts, author=author if kind != Kind.PERSON else "@" + author,
+                       kind=kind, parts=tuple(parts), state=state, edited=msg.edited is not None,
+                       reactions=reactions)

@@ -1,0 +1,1282 @@
+"""A local Slack stand-in that speaks the real wire protocols, on one loopback aiohttp server.
+
+Shipped with opsloop for `opsloop demo` and `opsloop sandbox`, and used by the tests
+(``tests/fakes/slack.py`` re-exports it). ``watch(callback)`` calls back on every change.
+
+It serves three things:
+
+* the Web API (``/api/<method>``) for the methods opsloop uses, with Slack's real
+  success and ``ok: false`` shapes (including Block Kit validation and 429 rate limits);
+* Socket Mode (``/ws``): ``apps.connections.open`` hands out this WebSocket URL, the
+  fake sends ``hello`` and then ``events_api`` / ``interactive`` envelopes and records
+  every frame the app sends back (the acks);
+* ``response_url`` endpoints (``/response_url/<id>``).
+
+Drive it with the real clients: ``AsyncWebClient(base_url=slack.api_url)`` and bolt's
+``AsyncSocketModeHandler``. Tests observe it through plain attributes (``calls``,
+``messages``, ``reactions``, ``ephemerals``, ``acks``, ``responses``) and wait on it with
+``wait_for_call`` / ``wait_for_message`` / ``wait_ack`` / ``wait_connected`` -- never
+with sleeps.
+
+Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client.py``):
+
+* ``chat.postMessage``, ``chat.update`` and ``chat.postEphemeral`` are sent as JSON bodies
+  (``blocks`` is a real list); the token travels in ``Authorization: Bearer``.
+* Methods called with ``params=`` -- ``auth.test``, ``reactions.add``,
+  ``apps.connections.open`` -- are POSTs whose arguments sit in the **query string**,
+  with an empty form-encoded body.
+* ``conversations.replies``, ``users.info`` and ``usergroups.users.list`` are GETs.
+* Other callers (curl, ``api_call(data=...)``) send form bodies in which ``blocks`` is a
+  JSON string; all of these are accepted and normalised into ``ApiCall.args``.
+"""
+
+# The waits take ``timeout=`` like asyncio.wait_for; that is this fake's public API.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import re
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+__all__ = [
+    "ApiCall",
+    "FakeSlack",
+    "Message",
+    "ResponseUrlCall",
+    "block_action_payload",
+    "block_errors",
+    "mention_event",
+    "message_event",
+    "next_ts",
+]
+
+# --------------------------------------------------------------------------------------
+# Identifiers and timestamps
+# --------------------------------------------------------------------------------------
+
+_TS_BASE_US = 1_700_000_000_000_000
+_ts_counter = itertools.count(1)
+_id_counter = itertools.count(1)
+
+
+def next_ts() -> str:
+    """A Slack-style message timestamp, unique and increasing across the whole process.
+
+    Shared by the fake (messages it stores) and the builders (events "typed" by users),
+    so every message in a test has a distinct ts and they sort in creation order.
+    """
+    us = _TS_BASE_US + 100 * next(_ts_counter)
+    return f"{us // 1_000_000}.{us % 1_000_000:06d}"
+
+
+def _next_id(prefix: str, width: int = 9) -> str:
+    return f"{prefix}{next(_id_counter):0{width}X}"
+
+
+# --------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ApiCall:
+    """One Web API request as the fake saw it, with the JSON it answered."""
+
+    method: str
+    args: dict[str, Any]  # query + body merged, JSON-string fields decoded, token removed
+    token: str | None
+    response: dict[str, Any]
+    status: int = 200
+    http_method: str = "POST"
+    encoding: str = "query"  # where the arguments were: "json", "form" or "query" (URL only)
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.response.get("ok"))
+
+    @property
+    def error(self) -> str | None:
+        return self.response.get("error")
+
+
+@dataclass
+class Message:
+    """A message as stored in a channel (roots and thread replies alike)."""
+
+    channel: str
+    ts: str
+    text: str = ""
+    user: str | None = None
+    bot_id: str | None = None
+    thread_ts: str | None = None
+    blocks: list[dict[str, Any]] | None = None
+    edited: dict[str, str] | None = None  # {"user", "ts"} once chat.update touched it
+    subtype: str | None = None
+    team: str | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        """The message as Slack's API renders it (without thread bookkeeping)."""
+        out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
+        if self.subtype:
+            out["subtype"] = self.subtype
+        if self.user:
+            out["user"] = self.user
+        if self.bot_id:
+            out["bot_id"] = self.bot_id
+        if self.team:
+            out["team"] = self.team
+        if self.thread_ts:
+            out["thread_ts"] = self.thread_ts
+        if self.blocks:
+            out["blocks"] = copy.deepcopy(self.blocks)
+        if self.edited:
+            out["edited"] = dict(self.edited)
+        return out
+
+
+@dataclass
+class ResponseUrlCall:
+    """A POST to a ``response_url``; channel/message_ts are known when the fake minted it."""
+
+    id: str
+    body: dict[str, Any]
+    channel: str | None = None
+    message_ts: str | None = None
+
+
+@dataclass
+class _Failure:
+    error: str
+    status: int
+    retry_after: int | None
+    remaining: int
+
+
+class _SlackError(Exception):
+    """Raised by method handlers; becomes ``{"ok": false, "error": ...}``."""
+
+    def __init__(self, error: str, *, status: int = 200, headers: dict[str, str] | None = None, **extra: Any):
+        super().__init__(error)
+        self.error = error
+        self.status = status
+        self.headers = headers or {}
+        self.extra = extra
+
+
+def _invalid_arguments(*problems: str) -> _SlackError:
+    return _SlackError(
+        "invalid_arguments",
+        response_metadata={"messages": [f"[ERROR] {p}" for p in problems]},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Block Kit validation
+# --------------------------------------------------------------------------------------
+
+ALLOWED_BLOCK_TYPES = frozenset({"section", "header", "divider", "context", "actions", "rich_text", "image"})
+_TEXT_TYPES = ("plain_text", "mrkdwn")
+
+
+def _check_text_object(obj: Any, ptr: str, errors: list[str], *, max_len: int, plain_only: bool = False) -> None:
+    if not isinstance(obj, dict):
+        errors.append(f"must be an object [json-pointer:{ptr}]")
+        return
+    allowed = ("plain_text",) if plain_only else _TEXT_TYPES
+    if obj.get("type") not in allowed:
+        errors.append(f"must be a valid enum value [json-pointer:{ptr}/type]")
+    text = obj.get("text")
+    if not isinstance(text, str):
+        errors.append(f"missing required field: text [json-pointer:{ptr}]")
+    elif not text:
+        errors.append(f"must be more than 0 characters [json-pointer:{ptr}/text]")
+    elif len(text) > max_len:
+        errors.append(f"must be less than {max_len + 1} characters [json-pointer:{ptr}/text]")
+
+
+def _check_unique_id(obj: dict[str, Any], key: str, ptr: str, seen: dict[str, str], errors: list[str]) -> None:
+    """block_id / action_id: at most 255 characters and unique within the message."""
+    value = obj.get(key)
+    if value is None:
+        return
+    if not isinstance(value, str) or len(value) > 255:
+        errors.append(f"must be less than 256 characters [json-pointer:{ptr}/{key}]")
+    elif value in seen:
+        errors.append(f"duplicate {key} {value!r} [json-pointer:{ptr}/{key}]")
+    else:
+        seen[value] = ptr
+
+
+def _check_element(el: Any, ptr: str, errors: list[str], action_ids: dict[str, str]) -> None:
+    """An interactive element (button or any other with an action_id)."""
+    if not isinstance(el, dict):
+        errors.append(f"must be an object [json-pointer:{ptr}]")
+        return
+    _check_unique_id(el, "action_id", ptr, action_ids, errors)
+    if el.get("type") == "button":
+        _check_text_object(el.get("text"), f"{ptr}/text", errors, max_len=75, plain_only=True)
+        value = el.get("value")
+        if value is not None and (not isinstance(value, str) or len(value) > 2000):
+            errors.append(f"must be less than 2001 characters [json-pointer:{ptr}/value]")
+        url = el.get("url")
+        if url is not None and len(str(url)) > 3000:
+            errors.append(f"must be less than 3001 characters [json-pointer:{ptr}/url]")
+        style = el.get("style")
+        if style is not None and style not in ("primary", "danger"):
+            errors.append(f"must be a valid enum value [json-pointer:{ptr}/style]")
+
+
+def block_errors(blocks: Any) -> list[str]:
+    """Slack-style ``invalid_blocks`` error strings for ``blocks`` (empty when valid).
+
+    Each string names the problem and ends with ``[json-pointer:/blocks/...]``, as
+    Slack's do. The wording follows Slack's where known; tests should match on the
+    pointer and the key words, not the whole sentence.
+    """
+    errors: list[str] = []
+    if not isinstance(blocks, list):
+        return ["must be an array [json-pointer:/blocks]"]
+    if len(blocks) > 50:
+        errors.append("no more than 50 items allowed [json-pointer:/blocks]")
+    block_ids: dict[str, str] = {}
+    action_ids: dict[str, str] = {}
+    for i, block in enumerate(blocks):
+        ptr = f"/blocks/{i}"
+        if not isinstance(block, dict):
+            errors.append(f"must be an object [json-pointer:{ptr}]")
+            continue
+        btype = block.get("type")
+        if btype is None:
+            errors.append(f"missing required field: type [json-pointer:{ptr}]")
+            continue
+        if btype not in ALLOWED_BLOCK_TYPES:
+            errors.append(f"unsupported type: {btype} [json-pointer:{ptr}/type]")
+            continue
+        _check_unique_id(block, "block_id", ptr, block_ids, errors)
+
+        if btype == "section":
+            text, fields = block.get("text"), block.get("fields")
+            if text is None and not fields:
+                errors.append(f"must define either `text` or `fields` [json-pointer:{ptr}]")
+            if text is not None:
+                _check_text_object(text, f"{ptr}/text", errors, max_len=3000)
+            if fields is not None:
+                if not isinstance(fields, list):
+                    errors.append(f"must be an array [json-pointer:{ptr}/fields]")
+                else:
+                    if len(fields) > 10:
+                        errors.append(f"no more than 10 items allowed [json-pointer:{ptr}/fields]")
+                    for j, f in enumerate(fields):
+                        _check_text_object(f, f"{ptr}/fields/{j}", errors, max_len=2000)
+            if block.get("accessory") is not None:
+                _check_element(block["accessory"], f"{ptr}/accessory", errors, action_ids)
+        elif btype == "header":
+            _check_text_object(block.get("text"), f"{ptr}/text", errors, max_len=150, plain_only=True)
+        elif btype == "context":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not elements:
+                errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
+            elif len(elements) > 10:
+                errors.append(f"no more than 10 items allowed [json-pointer:{ptr}/elements]")
+            else:
+                for j, el in enumerate(elements):
+                    if isinstance(el, dict) and el.get("type") in _TEXT_TYPES:
+                        _check_text_object(el, f"{ptr}/elements/{j}", errors, max_len=3000)
+                    elif not (isinstance(el, dict) and el.get("type") == "image"):
+                        errors.append(f"must be a valid enum value [json-pointer:{ptr}/elements/{j}/type]")
+        elif btype == "actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not elements:
+                errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
+            else:
+                if len(elements) > 25:
+                    errors.append(f"no more than 25 items allowed [json-pointer:{ptr}/elements]")
+                for j, el in enumerate(elements):
+                    _check_element(el, f"{ptr}/elements/{j}", errors, action_ids)
+        elif btype == "image":
+            for key in ("image_url", "alt_text"):
+                if not block.get(key) and not (key == "image_url" and block.get("slack_file")):
+                    errors.append(f"missing required field: {key} [json-pointer:{ptr}]")
+    return errors
+
+
+# --------------------------------------------------------------------------------------
+# Payload builders (real-shaped events and interactivity payloads)
+# --------------------------------------------------------------------------------------
+
+_MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+def _rich_text_blocks(text: str) -> list[dict[str, Any]]:
+    """The rich_text block Slack attaches to user messages (user mentions split out)."""
+    elements: list[dict[str, Any]] = []
+    pos = 0
+    for m in _MENTION_RE.finditer(text):
+        if m.start() > pos:
+            elements.append({"type": "text", "text": text[pos : m.start()]})
+        elements.append({"type": "user", "user_id": m.group(1)})
+        pos = m.end()
+    if pos < len(text):
+        elements.append({"type": "text", "text": text[pos:]})
+    return [
+        {
+            "type": "rich_text",
+            "block_id": uuid.uuid4().hex[:5],
+            "elements": [{"type": "rich_text_section", "elements": elements}],
+        }
+    ]
+
+
+# Message subtypes Slack keeps in the channel's history (others, like message_changed, are not messages).
+STORED_SUBTYPES = (None, "file_share", "thread_broadcast")
+
+
+def mention_event(
+    channel: str,
+    user: str,
+    text: str,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    *,
+    bot_user_id: str = "UBOT",
+    team_id: str = "T1",
+) -> dict[str, Any]:
+    """An ``app_mention`` event. ``text`` gets a leading ``<@UBOT>`` unless it mentions the bot."""
+    if f"<@{bot_user_id}>" not in text:
+        text = f"<@{bot_user_id}> {text}"
+    ts = ts or next_ts()
+    event: dict[str, Any] = {
+        "type": "app_mention",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "client_msg_id": str(uuid.uuid4()),
+        "team": team_id,
+        "blocks": _rich_text_blocks(text),
+        "channel": channel,
+        "event_ts": ts,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message_event(
+    channel: str,
+    user: str | None,
+    text: str,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    bot_id: str | None = None,
+    subtype: str | None = None,
+    *,
+    team_id: str = "T1",
+    channel_type: str = "channel",
+) -> dict[str, Any]:
+    """A ``message`` event (``message.channels`` subscription) as a user or a bot posts it."""
+    ts = ts or next_ts()
+    event: dict[str, Any] = {"type": "message"}
+    if subtype:
+        event["subtype"] = subtype
+    if user:
+        event["user"] = user
+    event.update({"text": text, "ts": ts, "team": team_id})
+    if bot_id:
+        event["bot_id"] = bot_id
+        event["app_id"] = "A" + bot_id[1:]
+        event["bot_profile"] = {"id": bot_id, "name": "bot", "app_id": "A" + bot_id[1:], "team_id": team_id}
+    else:
+        event["client_msg_id"] = str(uuid.uuid4())
+    event["blocks"] = _rich_text_blocks(text)
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+        if user:
+            event["parent_user_id"] = user
+    event.update({"channel": channel, "event_ts": ts, "channel_type": channel_type})
+    return event
+
+
+def _find_action(blocks: Iterable[dict[str, Any]], action_id: str) -> tuple[str, dict[str, Any]] | None:
+    for block in blocks:
+        candidates = list(block.get("elements") or [])
+        if block.get("accessory"):
+            candidates.append(block["accessory"])
+        for el in candidates:
+            if isinstance(el, dict) and el.get("action_id") == action_id:
+                return block.get("block_id", ""), el
+    return None
+
+
+def block_action_payload(
+    user: str,
+    channel: str,
+    message_ts: str,
+    action_id: str,
+    value: str | None,
+    *,
+    response_url: str | None = None,
+    team_id: str = "T1",
+    message: dict[str, Any] | None = None,
+    user_name: str | None = None,
+    channel_name: str = "incident",
+    api_app_id: str = "A1",
+) -> dict[str, Any]:
+    """A ``block_actions`` payload for a button click on a message.
+
+    Without ``message``, a minimal bot message carrying one button with ``action_id``
+    is made up. ``block_id`` and the button's text come from the message when the
+    button is found in it. With ``response_url=None`` the payload carries ``None``;
+    ``FakeSlack.send_interactive`` replaces it with a URL served by the fake (a real
+    one would leave loopback).
+    """
+    if message is None:
+        message = {
+            "type": "message",
+            "user": "UBOT",
+            "bot_id": "BBOT",
+            "ts": message_ts,
+            "text": "",
+            "team": team_id,
+            "blocks": [
+                {
+                    "type": "actions",
+                    "block_id": "actions",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "action_id": action_id,
+                            "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                            **({"value": value} if value is not None else {}),
+                        }
+                    ],
+                }
+            ],
+        }
+    else:
+        message = copy.deepcopy(message)
+        message.setdefault("ts", message_ts)
+    found = _find_action(message.get("blocks") or [], action_id)
+    block_id, element = found if found else (uuid.uuid4().hex[:5], {})
+    action: dict[str, Any] = {
+        "action_id": action_id,
+        "block_id": block_id,
+        "text": element.get("text") or {"type": "plain_text", "text": action_id, "emoji": True},
+        "type": element.get("type", "button"),
+        "action_ts": f"{time.time():.6f}",
+    }
+    if value is not None:
+        action["value"] = value
+    if element.get("style"):
+        action["style"] = element["style"]
+    name = user_name or user.lower()
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    if message.get("thread_ts"):
+        container["thread_ts"] = message["thread_ts"]
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": name, "name": name, "team_id": team_id},
+        "api_app_id": api_app_id,
+        "token": "fake-verification-token",
+        "container": container,
+        "trigger_id": f"{next(_id_counter)}.{next(_id_counter)}.{uuid.uuid4().hex}",
+        "team": {"id": team_id, "domain": "fake"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": channel_name},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [action],
+    }
+
+
+# --------------------------------------------------------------------------------------
+# The fake
+# --------------------------------------------------------------------------------------
+
+_JSON_FIELDS = ("blocks", "attachments", "metadata", "user_auth_blocks")
+
+
+class FakeSlack:
+    """Fake Slack Web API + Socket Mode + response_url server (use as ``async with``)."""
+
+    def __init__(
+        self,
+        bot_token: str = "xoxb-test",
+        app_token: str = "xapp-test",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        team_id: str = "T1",
+        *,
+        app_id: str = "A1",
+        bot_name: str = "opsloop",
+    ) -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.team_id = team_id
+        self.app_id = app_id
+
+        # Observable state (plain attributes on purpose: tests read them directly).
+        self.calls: list[ApiCall] = []
+        self.messages: defaultdict[str, list[Message]] = defaultdict(list)
+        self.reactions: list[tuple[str, str, str]] = []
+        self.ephemerals: list[dict[str, Any]] = []
+        self.responses: list[ResponseUrlCall] = []
+        self.users: dict[str, dict[str, Any]] = {}
+        self.usergroups: dict[str, list[str]] = {}
+        self.envelopes: list[dict[str, Any]] = []  # every envelope sent to the app
+        self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
+        self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
+        self.connections = 0  # WebSocket connections accepted so far
+
+        self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
+        self._response_urls: dict[str, tuple[str | None, str | None]] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changed_event = asyncio.Event()
+        self._watchers: list[Callable[[], None]] = []
+        self._runner: web.AppRunner | None = None
+        self._base_url = ""
+        self.add_user(bot_user_id, name=bot_name, is_bot=True)
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_post("/response_url/{rid}", self._handle_response_url)
+        app.router.add_get("/ws", self._handle_ws)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self._base_url = f"http://{host}:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # Close sockets ourselves: the runner would otherwise wait on their handlers.
+        for ws in list(self._sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def api_url(self) -> str:
+        """Pass as ``AsyncWebClient(base_url=...)`` / ``SLACK_API_URL`` (ends with a slash)."""
+        return f"{self._base_url}/api/"
+
+    @property
+    def ws_url(self) -> str:
+        return f"{self._base_url.replace('http://', 'ws://', 1)}/ws"
+
+    # ---- directory -------------------------------------------------------------------
+
+    def add_user(
+        self,
+        user_id: str,
+        name: str,
+        *,
+        is_bot: bool = False,
+        real_name: str | None = None,
+        display_name: str | None = None,
+    ) -> None:
+        real_name = real_name or name.title()
+        display_name = display_name if display_name is not None else name
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": self.team_id,
+            "name": name,
+            "deleted": False,
+            "real_name": real_name,
+            "tz": "UTC",
+            "is_bot": is_bot,
+            "is_app_user": False,
+            "profile": {
+                "display_name": display_name,
+                "display_name_normalized": display_name,
+                "real_name": real_name,
+                "real_name_normalized": real_name,
+                "team": self.team_id,
+            },
+        }
+
+    def add_usergroup(self, group_id: str, users: Iterable[str]) -> None:
+        self.usergroups[group_id] = list(users)
+
+    def fail_next(
+        self,
+        method: str,
+        error: str = "ratelimited",
+        *,
+        status: int | None = None,
+        retry_after: int = 1,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail (after the token check).
+
+        ``status`` defaults to 429 for ``ratelimited`` (sent with ``Retry-After``), 500
+        for ``internal_error``/``fatal_error``, otherwise 200 (a plain ``ok: false``).
+        """
+        if status is None:
+            status = 429 if error == "ratelimited" else 500 if error in ("internal_error", "fatal_error") else 200
+        self._failures[method].append(_Failure(error, status, retry_after if status == 429 else None, times))
+
+    def add_message(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> Message:
+        """Seed a message someone else posted (no event is delivered for it)."""
+        msg = Message(
+            channel=channel,
+            ts=ts or next_ts(),
+            text=text,
+            user=user,
+            thread_ts=thread_ts,
+            blocks=blocks,
+            team=self.team_id,
+        )
+        self._add_message(msg)
+        return msg
+
+    # ---- lookups -----------------------------------------------------------------------
+
+    def message(self, channel: str, ts: str) -> Message | None:
+        return next((m for m in self.messages.get(channel, []) if m.ts == ts), None)
+
+    def thread(self, channel: str, thread_ts: str) -> list[Message]:
+        """Root (if stored) and replies of a thread, oldest first."""
+        return [m for m in self.messages.get(channel, []) if m.ts == thread_ts or m.thread_ts == thread_ts]
+
+    def calls_to(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    # ---- waiting -----------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """Wake every waiter; each re-checks its predicate. Watchers see every intermediate state."""
+        self._changed_event.set()
+        self._changed_event = asyncio.Event()
+        for callback in list(self._watchers):
+            callback()
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (synchronously, on the loop) after every change; returns the unwatch function."""
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
+
+    async def _wait(self, check: Callable[[], Any], timeout: float, what: Callable[[], str]) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    # No await between the check and taking the event: no lost wake-ups.
+                    result = check()
+                    if result is not None:
+                        return result
+                    await self._changed_event.wait()
+        except TimeoutError:
+            raise TimeoutError(f"FakeSlack: timed out after {timeout}s waiting for {what()}") from None
+
+    async def wait_for_call(
+        self,
+        method: str,
+        where: Callable[[ApiCall], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> ApiCall:
+        """The first call of ``method`` (already made or still to come) matching ``where``."""
+
+        def check() -> ApiCall | None:
+            return next((c for c in self.calls if c.method == method and (where is None or where(c))), None)
+
+        return await self._wait(
+            check,
+            timeout,
+            lambda: f"a matching {method} call; calls so far: {[(c.method, c.error) for c in self.calls]}",
+        )
+
+    async def wait_for_message(
+        self,
+        channel: str,
+        where: Callable[[Message], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> Message:
+        """The first message in ``channel`` matching ``where`` (edits count: state is live)."""
+
+        def check() -> Message | None:
+            return next((m for m in self.messages.get(channel, []) if where is None or where(m)), None)
+
+        return await self._wait(
+            check,
+            timeout,
+            lambda: f"a matching message in {channel}; there: {[m.text[:60] for m in self.messages.get(channel, [])]}",
+        )
+
+    async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The frame the app sent to ack ``envelope_id`` (``{"envelope_id", maybe "payload"}``)."""
+        return await self._wait(lambda: self.acks.get(envelope_id), timeout, lambda: f"ack of {envelope_id}")
+
+    async def wait_connected(self, timeout: float = 5.0, *, connects: int = 1) -> None:
+        """Until a socket is open and at least ``connects`` sockets were accepted in total."""
+        await self._wait(
+            lambda: True if self._live_socket() is not None and self.connections >= connects else None,
+            timeout,
+            lambda: f"socket mode connection #{connects} (accepted so far: {self.connections})",
+        )
+
+    async def wait_for_response(
+        self, where: Callable[[ResponseUrlCall], bool] | None = None, timeout: float = 5.0
+    ) -> ResponseUrlCall:
+        return await self._wait(
+            lambda: next((r for r in self.responses if where is None or where(r)), None),
+            timeout,
+            lambda: "a matching response_url POST",
+        )
+
+    # ---- Socket Mode: sending ----------------------------------------------------------
+
+    def _live_socket(self) -> web.WebSocketResponse | None:
+        live = [ws for ws in self._sockets if not ws.closed]
+        return live[-1] if live else None  # the newest connection wins
+
+    async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while True:
+                await self.wait_connected(timeout=timeout)
+                ws = self._live_socket()
+                if ws is None:
+                    continue
+                try:
+                    await ws.send_str(json.dumps(envelope))
+                except ConnectionError:
+                    continue  # replaced mid-send; wait for the next socket
+                self.envelopes.append(envelope)
+                return
+
+    async def send_event(
+        self,
+        event: dict[str, Any],
+        event_id: str | None = None,
+        retry_attempt: int = 0,
+        *,
+        retry_reason: str | None = None,
+        timeout: float = 5.0,
+    ) -> str:
+        """Deliver ``event`` in an ``events_api`` envelope; returns the envelope id.
+
+        Like Slack, a first delivery carries ``retry_attempt: 0, retry_reason: ""``; a
+        redelivery (``retry_attempt >= 1``) defaults its reason to ``"timeout"``. A
+        user message event (app_mention / plain message) is also stored in the channel,
+        once per ts, so replies, reactions and conversations.replies see it.
+        """
+        event = copy.deepcopy(event)
+        self._store_event_message(event)
+        event_id = event_id or _next_id("Ev", 10)
+        ts = event.get("event_ts") or event.get("ts")
+        payload = {
+            "token": "fake-verification-token",
+            "team_id": self.team_id,
+            "context_team_id": self.team_id,
+            "context_enterprise_id": None,
+            "api_app_id": self.app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(float(ts)) if ts else int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{event.get('type', 'event')}-{self.team_id}-{event.get('channel', '')}",
+        }
+        if retry_reason is None:
+            retry_reason = "timeout" if retry_attempt else ""
+        envelope_id = str(uuid.uuid4())
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+        }
+        await self._send_envelope(envelope, timeout)
+        return envelope_id
+
+    async def send_interactive(self, payload: dict[str, Any], *, timeout: float = 5.0) -> str:
+        """Deliver an interactivity payload in an ``interactive`` envelope.
+
+        A missing/None ``response_url`` on a ``block_actions`` payload is replaced with
+        a fresh one served by this fake (tied to the payload's channel and message).
+        """
+        payload = copy.deepcopy(payload)
+        if payload.get("type") == "block_actions" and not payload.get("response_url"):
+            channel = (payload.get("channel") or {}).get("id")
+            message_ts = (payload.get("message") or {}).get("ts") or (payload.get("container") or {}).get("message_ts")
+            payload["response_url"] = self.new_response_url(channel, message_ts)
+        envelope_id = str(uuid.uuid4())
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "interactive",
+            # Slack waits for a payload in the ack only for views and option loads.
+            "accepts_response_payload": payload.get("type")
+            in ("view_submission", "block_suggestion", "dialog_suggestion"),
+        }
+        await self._send_envelope(envelope, timeout)
+        return envelope_id
+
+    async def click(
+        self,
+        user: str,
+        channel: str,
+        message_ts: str,
+        action_id: str,
+        value: str | None = None,
+        *,
+        timeout: float = 5.0,
+    ) -> str:
+        """Click the button ``action_id`` on a stored message, as Slack delivers it.
+
+        The payload carries the message as currently stored, the button's block_id,
+        text and (unless given) value, and a response_url served by this fake.
+        """
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        found = _find_action(msg.blocks or [], action_id)
+        if found is None:
+            raise LookupError(f"message {message_ts} has no element with action_id {action_id!r}")
+        _, element = found
+        user_name = self.users.get(user, {}).get("name")
+        payload = block_action_payload(
+            user,
+            channel,
+            message_ts,
+            action_id,
+            value if value is not None else element.get("value"),
+            team_id=self.team_id,
+            message=msg.to_api(),
+            user_name=user_name,
+            api_app_id=self.app_id,
+        )
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
+        """Send Slack's ``disconnect`` message; the SDK then reconnects on a new socket."""
+        ws = self._live_socket()
+        if ws is None:
+            raise RuntimeError("no Socket Mode connection to disconnect")
+        await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}})
+
+    def new_response_url(self, channel: str | None = None, message_ts: str | None = None) -> str:
+        rid = uuid.uuid4().hex
+        self._response_urls[rid] = (channel, message_ts)
+        return f"{self._base_url}/response_url/{rid}"
+
+    def _store_event_message(self, event: dict[str, Any]) -> None:
+        if event.get("type") not in ("app_mention", "message") or event.get("subtype") not in STORED_SUBTYPES:
+            return
+        channel, ts = event.get("channel"), event.get("ts")
+        if not channel or not ts or self.message(channel, ts) is not None:
+            return  # an app_mention and its message twin, or a redelivery: stored once
+        self._add_message(
+            Message(
+                channel=channel,
+                ts=ts,
+                text=event.get("text", ""),
+                user=event.get("user"),
+                bot_id=event.get("bot_id"),
+                thread_ts=event.get("thread_ts"),
+                blocks=event.get("blocks"),
+                team=event.get("team"),
+                subtype=event.get("subtype"),
+            )
+        )
+
+    def _add_message(self, msg: Message) -> None:
+        msgs = self.messages[msg.channel]
+        msgs.append(msg)
+        msgs.sort(key=lambda m: float(m.ts))
+        self._changed()
+
+    # ---- Socket Mode: the WebSocket ----------------------------------------------------
+
+    async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": len([s for s in self._sockets if not s.closed]) + 1,
+                "debug_info": {
+                    "host": "applink-fake",
+                    "build_number": 1,
+                    "approximate_connection_time": 18060,
+                },
+                "connection_info": {"app_id": self.app_id},
+            }
+        )
+        # Registered only after hello, so no envelope can overtake it.
+        self._sockets.append(ws)
+        self.connections += 1
+        self._changed()
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    frame = json.loads(msg.data)
+                except ValueError:
+                    frame = {"_raw": msg.data}
+                self.frames.append(frame)
+                envelope_id = frame.get("envelope_id") if isinstance(frame, dict) else None
+                if envelope_id and envelope_id not in self.acks:
+                    self.acks[envelope_id] = frame
+                self._changed()
+        finally:
+            self._sockets.remove(ws)
+            self._changed()
+        return ws
+
+    # ---- response_url --------------------------------------------------------------------
+
+    async def _handle_response_url(self, request: web.Request) -> web.Response:
+        rid = request.match_info["rid"]
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"ok": False, "error": "invalid_payload"}, status=400)
+        channel, message_ts = self._response_urls.get(rid, (None, None))
+        self.responses.append(ResponseUrlCall(rid, body, channel, message_ts))
+        target = self.message(channel, message_ts) if channel and message_ts else None
+        if target is not None and body.get("delete_original"):
+            self.messages[target.channel].remove(target)
+        elif target is not None and body.get("replace_original"):
+            target.text = body.get("text", "")
+            target.blocks = body.get("blocks")
+            target.edited = {"user": self.bot_user_id, "ts": next_ts()}
+        self._changed()
+        return web.json_response({"ok": True})
+
+    # ---- Web API -------------------------------------------------------------------------
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args: dict[str, Any] = dict(request.query)
+        encoding = "query"
+        if request.method == "POST" and request.body_exists:
+            if request.content_type == "application/json":
+                try:
+                    body = await request.json()
+                except ValueError:
+                    body = None
+                if not isinstance(body, dict):
+                    return self._reply(method, args, None, request, "json", _SlackError("invalid_json"))
+                args.update(body)
+                encoding = "json"
+            else:
+                form = await request.post()
+                if form:
+                    args.update({k: v for k, v in form.items() if isinstance(v, str)})
+                    encoding = "form"
+        token = args.pop("token", None)
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            token = auth[len("Bearer ") :].strip() or token
+        try:
+            for key in _JSON_FIELDS:
+                if isinstance(args.get(key), str) and args[key]:
+                    try:
+                        args[key] = json.loads(args[key])
+                    except ValueError:
+                        if key == "blocks":
+                            raise _SlackError("invalid_blocks_format") from None
+            handler = self._METHODS.get(method)
+            if handler is None:
+                raise _SlackError("unknown_method", req_method=method)
+            self._check_token(method, token)
+            self._maybe_fail(method)
+            result = handler(self, args)
+        except _SlackError as err:
+            return self._reply(method, args, token, request, encoding, err)
+        return self._reply(method, args, token, request, encoding, {"ok": True, **result})
+
+    def _reply(
+        self,
+        method: str,
+        args: dict[str, Any],
+        token: str | None,
+        request: web.Request,
+        encoding: str,
+        result: dict[str, Any] | _SlackError,
+    ) -> web.Response:
+        status, headers = 200, {}
+        if isinstance(result, _SlackError):
+            status, headers = result.status, result.headers
+            body = {"ok": False, "error": result.error, **result.extra}
+        else:
+            body = result
+        self.calls.append(
+            ApiCall(method, args, token, body, status=status, http_method=request.method, encoding=encoding)
+        )
+        self._changed()
+        return web.json_response(body, status=status, headers=headers)
+
+    def _check_token(self, method: str, token: str | None) -> None:
+        if not token:
+            raise _SlackError("not_authed")
+        if method == "apps.connections.open":
+            if token == self.app_token:
+                return
+            raise _SlackError("not_allowed_token_type" if token == self.bot_token else "invalid_auth")
+        if token == self.bot_token:
+            return
+        raise _SlackError("not_allowed_token_type" if token == self.app_token else "invalid_auth")
+
+    def _maybe_fail(self, method: str) -> None:
+        queue = self._failures.get(method)
+        if not queue:
+            return
+        failure = queue[0]
+        failure.remaining -= 1
+        if failure.remaining <= 0:
+            queue.pop(0)
+        headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
+        raise _SlackError(failure.error, status=failure.status, headers=headers)
+
+    # ---- method handlers (sync: state changes are atomic on the loop) --------------------
+
+    @staticmethod
+    def _text_and_blocks(args: dict[str, Any], *, required: bool = True) -> tuple[str | None, list | None]:
+        text = args.get("text")
+        if text is None and args.get("markdown_text"):
+            text = args["markdown_text"]
+        blocks = args.get("blocks")
+        if blocks is not None:
+            if not isinstance(blocks, list):
+                raise _SlackError("invalid_blocks_format")
+            errors = block_errors(blocks)
+            if errors:
+                raise _SlackError(
+                    "invalid_blocks",
+                    errors=errors,
+                    response_metadata={"messages": [f"[ERROR] {e}" for e in errors]},
+                )
+        if required and not text and not blocks and not args.get("attachments"):
+            raise _SlackError("no_text")
+        if text is not None and len(str(text)) > 40_000:
+            raise _SlackError("msg_too_long")
+        return (str(text) if text is not None else None), blocks
+
+    @staticmethod
+    def _channel(args: dict[str, Any]) -> str:
+        channel = args.get("channel")
+        if not channel:
+            raise _SlackError("channel_not_found")
+        return str(channel)
+
+    def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake-team.slack.com/",
+            "team": "Fake Team",
+            "user": self.users[self.bot_user_id]["name"],
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.ws_url}
+
+    def _bot_message_dict(self, msg: Message) -> dict[str, Any]:
+        out = msg.to_api()
+        out["app_id"] = self.app_id
+        out["bot_profile"] = {"id": self.bot_id, "app_id": self.app_id, "name": "opsloop", "team_id": self.team_id}
+        return out
+
+    def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        text, blocks = self._text_and_blocks(args)
+        # Slack accepts a thread_ts that names no message; so does the fake.
+        thread_ts = args.get("thread_ts") or None
+        msg = Message(
+            channel=channel,
+            ts=next_ts(),
+            text=text or "",
+            user=self.bot_user_id,
+            bot_id=self.bot_id,
+            thread_ts=str(thread_ts) if thread_ts else None,
+            blocks=blocks,
+            team=self.team_id,
+        )
+        self._add_message(msg)
+        return {"channel": channel, "ts": msg.ts, "message": self._bot_message_dict(msg)}
+
+    def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        ts = args.get("ts")
+        if not ts:
+            raise _invalid_arguments("missing required field: ts")
+        msg = self.message(channel, str(ts))
+        if msg is None:
+            raise _SlackError("message_not_found")
+        if msg.user != self.bot_user_id:
+            raise _SlackError("cant_update_message")
+        text, blocks = self._text_and_blocks(args)
+        # Omitted fields are kept (Slack documents this for blocks; [] clears them).
+        if text is not None:
+            msg.text = text
+        if "blocks" in args:
+            msg.blocks = blocks or None
+        msg.edited = {"user": self.bot_user_id, "ts": next_ts()}
+        self._changed()
+        return {"channel": channel, "ts": msg.ts, "text": msg.text, "message": self._bot_message_dict(msg)}
+
+    def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        user = args.get("user")
+        if not user:
+            raise _invalid_arguments("missing required field: user")
+        text, blocks = self._text_and_blocks(args)
+        ts = next_ts()
+        self.ephemerals.append(
+            {
+                "channel": channel,
+                "user": str(user),
+                "text": text or "",
+                "blocks": blocks,
+                "thread_ts": args.get("thread_ts"),
+                "ts": ts,
+            }
+        )
+        self._changed()
+        return {"message_ts": ts}
+
+    def _reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        ts = args.get("timestamp")
+        name = str(args.get("name") or "").strip(":")
+        if not name:
+            raise _SlackError("invalid_name")
+        if not ts or self.message(channel, str(ts)) is None:
+            raise _SlackError("message_not_found")
+        key = (channel, str(ts), name)
+        if key in self.reactions:
+            raise _SlackError("already_reacted")
+        self.reactions.append(key)
+        self._changed()
+        return {}
+
+    def _thread_dicts(self, channel: str, root_ts: str) -> list[dict[str, Any]]:
+        msgs = self.thread(channel, root_ts)
+        root = next((m for m in msgs if m.ts == root_ts), None)
+        replies = [m for m in msgs if m.ts != root_ts]
+        out: list[dict[str, Any]] = []
+        if root is not None:
+            d = root.to_api()
+            if replies:
+                users = list(dict.fromkeys(m.user or m.bot_id or "" for m in replies))
+                d.update(
+                    {
+                        "thread_ts": root_ts,
+                        "reply_count": len(replies),
+                        "reply_users_count": len(users),
+                        "latest_reply": replies[-1].ts,
+                        "reply_users": users,
+                    }
+                )
+            out.append(d)
+        for m in replies:
+            d = m.to_api()
+            if root is not None and root.user:
+                d["parent_user_id"] = root.user
+            out.append(d)
+        for d in out:
+            names = [n for (c, t, n) in self.reactions if c == channel and t == d["ts"]]
+            if names:
+                d["reactions"] = [{"name": n, "users": [self.bot_user_id], "count": 1} for n in dict.fromkeys(names)]
+        return out
+
+    def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        ts = args.get("ts")
+        if not ts:
+            raise _invalid_arguments("missing required field: ts")
+        msg = self.message(channel, str(ts))
+        if msg is None:
+            raise _SlackError("thread_not_found")
+        root_ts = msg.thread_ts or msg.ts  # asking with a reply's ts returns its whole thread
+        messages = self._thread_dicts(channel, root_ts)
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        if latest := args.get("latest"):
+            messages = [m for m in messages if float(m["ts"]) < float(latest) or (inclusive and m["ts"] == latest)]
+        if oldest := args.get("oldest"):
+            messages = [m for m in messages if float(m["ts"]) > float(oldest) or (inclusive and m["ts"] == oldest)]
+        # Pages oldest first, like Slack: `limit` per page (default and max 1000), an opaque next_cursor.
+        limit = min(int(args.get("limit") or 1000), 1000)
+        start = int(str(args.get("cursor") or "offset:0").removeprefix("offset:") or 0)
+        page, more = messages[start : start + limit], start + limit < len(messages)
+        out: dict[str, Any] = {"messages": page, "has_more": more}
+        if more:
+            out["response_metadata"] = {"next_cursor": f"offset:{start + limit}"}
+        return out
+
+    def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        group = args.get("usergroup")
+        if group not in self.usergroups:
+            raise _SlackError("no_such_subteam")
+        return {"users": list(self.usergroups[group])}
+
+    def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = self.users.get(str(args.get("user") or ""))
+        if user is None:
+            raise _SlackError("user_not_found")
+        return {"user": copy.deepcopy(user)}
+
+    _METHODS: ClassVar[dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]]] = {
+        "auth.test": _auth_test,
+        "apps.connections.open": _apps_connections_open,
+        "chat.postMessage": _chat_post_message,
+        "chat.update": _chat_update,
+        "chat.postEphemeral": _chat_post_ephemeral,
+        "reactions.add": _reactions_add,
+        "conversations.replies": _conversations_replies,
+        "usergroups.users.list": _usergroups_users_list,
+        "users.info": _users_info,
+    }

@@ -1,0 +1,83 @@
+"""The shipped opsloop.example.toml: `opsloop check` accepts it, it names every key, and its examples parse."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.cli import main
+from bot.config import _SCHEMA, load_settings
+from tools import config as tools_config
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "opsloop.example.toml"
+TEXT = EXAMPLE.read_text()
+COMMENTED_TOML = re.compile(r'^# ((?:\[|"?[A-Za-z0-9_.-]+"? = ).*)$')  # a commented key or table, not prose
+
+
+def uncommented(text: str) -> str:
+    """The example with every commented-out key and table switched on."""
+    return "\n".join(COMMENTED_TOML.sub(r"\1", line) for line in text.splitlines())
+
+
+def keys_named(text: str) -> set[str]:
+    """Every key assigned or table named in the file, active or commented out."""
+    assigned = re.findall(r'^(?:# )?"?([A-Za-z0-9_.-]+)"? = ', text, flags=re.MULTILINE)
+    tables = re.findall(r"^(?:# )?\[+([A-Za-z0-9_.-]+)\]+", text, flags=re.MULTILINE)
+    return {*assigned, *(part for table in tables for part in table.split("."))}
+
+
+@pytest.fixture
+def no_secrets(tmp_path, monkeypatch):
+    for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY", "OPSLOOP_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))
+
+
+def test_opsloop_check_accepts_the_example(no_secrets, capsys):
+    assert main(["check", "--config", str(EXAMPLE)]) == 1  # only because no tokens are set
+    out, err = capsys.readouterr()
+    problems = [line for line in err.splitlines() if not line.startswith("opsloop: warning:")]
+    assert problems == ["opsloop: SLACK_BOT_TOKEN is not set", "opsloop: ANTHROPIC_API_KEY is not set"]
+    assert "check_disk" in out  # the tool table was built from the example's [tools]
+
+
+def test_the_active_lines_are_the_defaults(no_secrets):
+    example, defaults = load_settings(EXAMPLE), load_settings(None)
+    for part in ("model", "limits", "channels", "status_update_seconds", "log_level"):
+        assert getattr(example, part) == getattr(defaults, part), part
+    assert example.approvals.who_may_approve("destructive") == defaults.approvals.who_may_approve("destructive")
+
+
+@pytest.mark.parametrize("section", sorted(s for s in _SCHEMA if _SCHEMA[s]))
+def test_every_settings_key_is_in_the_example(section):
+    assert f"[{section}]" in TEXT
+    assert set(_SCHEMA[section]) - keys_named(TEXT) == set()
+
+
+def test_every_tools_key_is_in_the_example():
+    keys = keys_named(TEXT)
+    known = {*tools_config._TOP_KEYS, *tools_config._COMMAND_KEYS, *tools_config._PARAM_KEYS,
+             *tools_config._MCP_KEYS, "dirs", "restart_allowlist", "url", "timeout_s", "ca_file", "allow"}
+    assert known - keys == set()
+
+
+def test_the_commented_examples_are_valid(no_secrets, tmp_path):
+    on = tomllib.loads(uncommented(TEXT))
+    path = tmp_path / "all-on.toml"
+    path.write_text(uncommented(TEXT))
+    settings = load_settings(path)  # model, limits, approvals: every commented value is accepted
+    assert (settings.model.effort, settings.model.thinking_display) == ("medium", "summarized")
+    tools: dict[str, Any] = on["tools"]
+    (command,) = tools["commands"]
+    parsed = tools_config.parse_command(command, "tools.commands[0]", base_dir=tmp_path)
+    assert parsed.env == ("KUBECONFIG",)
+    (server,) = tools["mcp"]
+    spec = tools_config.parse_mcp_server(server, "tools.mcp[0]", base_dir=tmp_path)
+    assert spec.trust_annotations is False
+    http = {k: v for k, v in tools["http"].items() if k != "ca_file"}  # the example's CA file is not here
+    ctx = tools_config.tool_context({"http": http, "prometheus": tools["prometheus"]}, base_dir=tmp_path)
+    assert ctx.prometheus_url == "http://prometheus.monitoring:9090"
