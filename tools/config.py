@@ -7,7 +7,7 @@ import importlib
 import math
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -311,47 +311,39 @@ async def _connect_mcp(spec: Any, where: str, registry: ToolRegistry) -> list[To
     return tools
 
 
-def _apply_categories(table: Mapping[str, Any], tools: list[tuple[Tool, str]]) -> list[tuple[Tool, str]]:
-    if "categories" not in table:
+def _per_tool(table: Mapping[str, Any], key: str, tools: list[tuple[Tool, str]],
+              change: Callable[[Tool, Any, str], Tool]) -> list[tuple[Tool, str]]:
+    """Apply a `[tools.<key>]` table of `tool name = value` entries, each through `change(tool, value, where)`."""
+    if key not in table:
         return tools
-    wanted = _table(table["categories"], "tools.categories")
     by_name = {t.name: i for i, (t, _) in enumerate(tools)}
     out = list(tools)
-    for name, value in wanted.items():
-        where = f"tools.categories.{name}"
-        category = _category(value, where)
+    for name, value in _table(table[key], f"tools.{key}").items():
+        where = f"tools.{key}.{name}"
         if name not in by_name:
             raise ToolConfigError(f"{where}: no such tool")
         i = by_name[name]
-        current = out[i][0]
-        if current.source.startswith("mcp:"):  # the server's hints are a guess; the operator's word is final
-            from tools.mcp import with_operator_category
-
-            out[i] = (with_operator_category(current, category), out[i][1])
-            continue
-        if category.rank < current.category.rank:
-            raise ToolConfigError(
-                f"{where}: cannot lower {current.category.value} to {category.value} (categories may only be raised)"
-            )
-        out[i] = (current.with_category(category), out[i][1])
+        out[i] = (change(out[i][0], value, where), out[i][1])
     return out
 
 
-def _apply_timeouts(table: Mapping[str, Any], tools: list[tuple[Tool, str]]) -> list[tuple[Tool, str]]:
-    """[tools.timeouts] sets a tool's timeout in seconds by name (any source)."""
-    if "timeouts" not in table:
-        return tools
-    wanted = _table(table["timeouts"], "tools.timeouts")
-    by_name = {t.name: i for i, (t, _) in enumerate(tools)}
-    out = list(tools)
-    for name, value in wanted.items():
-        where = f"tools.timeouts.{name}"
-        seconds = _seconds(value, where)
-        if name not in by_name:
-            raise ToolConfigError(f"{where}: no such tool")
-        i = by_name[name]
-        out[i] = (dataclasses.replace(out[i][0], timeout_s=seconds), out[i][1])
-    return out
+def _set_category(current: Tool, value: Any, where: str) -> Tool:
+    """[tools.categories]: raise a tool's category; an MCP tool's is set exactly (its hints are only a guess)."""
+    category = _category(value, where)
+    if current.source.startswith("mcp:"):
+        from tools.mcp import with_operator_category
+
+        return with_operator_category(current, category)
+    if category.rank < current.category.rank:
+        raise ToolConfigError(
+            f"{where}: cannot lower {current.category.value} to {category.value} (categories may only be raised)"
+        )
+    return current.with_category(category)
+
+
+def _set_timeout(current: Tool, value: Any, where: str) -> Tool:
+    """[tools.timeouts]: a tool's timeout in seconds, by name (any source)."""
+    return dataclasses.replace(current, timeout_s=_seconds(value, where))
 
 
 async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> ToolRegistry:
@@ -383,7 +375,8 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
                     f"{where}: duplicate tool name {t.name!r} (already defined by {first_source[t.name]})"
                 )
             first_source[t.name] = where
-        for t, where in _apply_timeouts(table, _apply_categories(table, collected)):
+        collected = _per_tool(table, "categories", collected, _set_category)
+        for t, where in _per_tool(table, "timeouts", collected, _set_timeout):
             try:
                 registry.register(t)
             except ValueError as e:
