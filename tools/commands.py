@@ -123,14 +123,20 @@ async def run_argv(argv: list[str], *, cwd: Path | None = None, env: tuple[str, 
     try:
         out, err, _ = await asyncio.gather(_read_bounded(proc.stdout), _read_bounded(proc.stderr), proc.wait())
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await asyncio.shield(proc.wait())
+        await kill_group(proc)
         raise
     assert proc.returncode is not None
     return proc.returncode, out, err
+
+
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL a child started with start_new_session=True and everything it started, then reap it
+    (shielded: a timeout or Stop that cancelled us must not leave a zombie or a running grandchild)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await asyncio.shield(proc.wait())
 
 
 async def _read_bounded(stream: asyncio.StreamReader, limit: int = MAX_STREAM_BYTES) -> str:

@@ -12,16 +12,14 @@ function and writes one JSON object to its stdout: {"kind": "ok"|"tool_error"|
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import json
 import os
 import pickle
-import signal
 import sys
 from typing import Any
 
-from tools.commands import child_env
+from tools.commands import child_env, kill_group
 from tools.registry import (
     PermissionDenied,
     Tool,
@@ -58,11 +56,7 @@ async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
     try:
         out, err = await proc.communicate(payload)
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await asyncio.shield(proc.wait())
+        await kill_group(proc)
         raise
     return _outcome(target, proc.returncode, out, err)
 
