@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bot.config import ConfigError, Settings, load_settings, missing_for_run
 from bot.log import configure_logging
 from bot.store import Ledger
+from bot.types import AuditEntry
 
 
 def _when(epoch: float | None) -> str:
@@ -53,8 +56,8 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     rows = ledger.list_runs(limit=args.limit)
     print(f"{'run':<22} {'created':<20} {'status':<17} {'stop reason':<19} {'iter':>4} {'cost':>8}  task")
     for r in rows:
-        print(f"{r['id']:<22} {_when(r['created_at']):<20} {r['status']:<17} {r['stop_reason'] or '-':<19} "
-              f"{r['iterations']:>4} {r['cost_usd']:>8.4f}  {(r['task'] or '')[:60]}")
+        print(f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
+              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {(r.task or '')[:60]}")
     return 0
 
 
@@ -65,16 +68,17 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         return _fail([f"no run {args.run_id!r} in {settings.db_path}"])
     if args.html:
         return write_timeline(settings, ledger, args.run_id, args.html)
-    print(f"run {run['id']} · {run['status']} · {run['stop_reason'] or '-'} {run['stop_detail'] or ''}".rstrip())
-    print(f"task: {run['task']}")
-    print(f"requester {run['requester']} · channel {run['channel']} · thread {run['thread_ts']} · model {run['model']}")
-    print(f"iterations {run['iterations']} · tokens in {run['input_tokens']} out {run['output_tokens']} "
-          f"cache read {run['cache_read_tokens']} write {run['cache_write_tokens']} · ${run['cost_usd']:.4f}")
+    u = run.usage
+    print(f"run {run.id} · {run.status} · {run.stop_reason or '-'} {run.stop_detail or ''}".rstrip())
+    print(f"task: {run.task}")
+    print(f"requester {run.requester} · channel {run.channel} · thread {run.thread_ts} · model {run.model}")
+    print(f"iterations {run.iterations} · tokens in {u.input_tokens} out {u.output_tokens} "
+          f"cache read {u.cache_read_tokens} write {u.cache_write_tokens} · ${run.cost_usd:.4f}")
     for step in ledger.steps(args.run_id):
-        data = json.dumps(step["data"], ensure_ascii=False)
-        print(f"{_when(step['at'])}  {step['kind']:<9} {data[:400]}")
-    if run["output"]:
-        print(f"\n{run['output']}")
+        data = json.dumps(step.data, ensure_ascii=False)
+        print(f"{_when(step.at)}  {step.kind:<9} {data[:400]}")
+    if run.output:
+        print(f"\n{run.output}")
     return 0
 
 
@@ -104,8 +108,16 @@ AUDIT_FIELDS = ["id", "run_id", "created_at", "decided_at", "tool", "category", 
                 "run_cost_usd"]
 
 
+def _audit_row(entry: AuditEntry) -> dict[str, Any]:
+    """One approval as the audit prints it (the stored values, JSON lists as lists, is_error as 0/1)."""
+    fields = {f.name: getattr(entry.approval, f.name) for f in dataclasses.fields(entry.approval)}
+    fields.update(approvals=list(entry.approval.approvals), result=entry.result,
+                  result_is_error=None if entry.result_is_error is None else int(entry.result_is_error))
+    return {k: fields.get(k) for k in AUDIT_FIELDS}
+
+
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
-    rows = [{k: r.get(k) for k in AUDIT_FIELDS} for r in Ledger(settings.db_path).audit()]
+    rows = [_audit_row(entry) for entry in Ledger(settings.db_path).audit()]
     for r in rows:
         r["created_at"], r["decided_at"] = _when(r["created_at"]), _when(r["decided_at"])
     if args.format == "csv":

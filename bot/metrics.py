@@ -28,8 +28,8 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 
 from bot.pricing import Price, price_for
-from bot.store import ACTIVE_STATES, Store
-from bot.types import StopReason, Usage
+from bot.store import Store
+from bot.types import ACTIVE_STATUSES, ApprovalState, RunStatus, StopReason, Usage
 
 if TYPE_CHECKING:
     from bot.app import Opsloop
@@ -39,7 +39,7 @@ log = structlog.get_logger("opsloop.metrics")
 DEFAULT_HOST = "0.0.0.0"  # kubelet probes and Prometheus reach a pod on its IP, never on its loopback
 HEALTH_TIMEOUT_S = 2.0  # under a typical probe timeout; a store that needs longer is not healthy
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
-APPROVAL_OUTCOMES = ("approved", "denied", "expired", "superseded")
+APPROVAL_OUTCOMES = tuple(s for s in ApprovalState if s != ApprovalState.PENDING)
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)  # Slack wants an ack in 3 s
 MODEL_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -51,9 +51,9 @@ APPROVAL_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.
 class StoreSnapshot:
     """What the store says at scrape time."""
 
-    active_runs: Mapping[str, int] = field(default_factory=dict)  # status -> runs
+    active_runs: Mapping[RunStatus, int] = field(default_factory=dict)  # status -> runs
     pending_approvals: int = 0
-    approval_waits: tuple[tuple[str, float], ...] = ()  # (outcome, seconds) per decided approval
+    approval_waits: tuple[tuple[ApprovalState, float], ...] = ()  # (outcome, seconds) per decided approval
 
 
 async def read_snapshot(store: Store) -> StoreSnapshot:
@@ -71,8 +71,8 @@ class StoreCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         s = self.snapshot
         active = GaugeMetricFamily("opsloop_active_runs", "Runs not finished yet, by status.", labels=["status"])
-        for status in ACTIVE_STATES:
-            active.add_metric([status], s.active_runs.get(status, 0))
+        for status in ACTIVE_STATUSES:
+            active.add_metric([status.value], s.active_runs.get(status, 0))
         yield active
         yield GaugeMetricFamily("opsloop_pending_approvals", "Approval cards waiting for a click.",
                                 value=s.pending_approvals)
@@ -81,7 +81,7 @@ class StoreCollector(Collector):
         for outcome in APPROVAL_OUTCOMES:
             seconds = [w for o, w in s.approval_waits if o == outcome]
             buckets = [(_le(b), float(sum(1 for w in seconds if w <= b))) for b in APPROVAL_BUCKETS]
-            waits.add_metric([outcome], [*buckets, ("+Inf", float(len(seconds)))], sum_value=sum(seconds))
+            waits.add_metric([outcome.value], [*buckets, ("+Inf", float(len(seconds)))], sum_value=sum(seconds))
         yield waits
 
 

@@ -40,7 +40,9 @@ from bot.types import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    Run,
     RunResult,
+    RunStatus,
     StopReason,
     ToolCall,
     Usage,
@@ -84,25 +86,22 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
 
 
 class _Run:
-    def __init__(self, cfg: RunConfig, row: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        self.cfg, self.id, self.history = cfg, row["id"], history
-        self.task = redact(row["task"])
+    def __init__(self, cfg: RunConfig, row: Run, history: list[dict[str, Any]]) -> None:
+        self.cfg, self.id, self.history = cfg, row.id, history
+        self.task = redact(row.task)
         # Fixed for the whole run and stored with it: current models bind thinking to system and tools,
         # and the prompt cache depends on them. A resumed run sends them byte-identical.
-        self.system: str = row["system"] if row["system"] is not None else cfg.system_prompt
-        self.tool_schemas: list[dict[str, Any]] = row["tools"] if row["tools"] is not None else cfg.tools.api_schemas()
-        self.fresh = row["system"] is None
-        self.drop_block = bool(row["drop_block"])
+        self.system: str = row.system if row.system is not None else cfg.system_prompt
+        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else cfg.tools.api_schemas()
+        self.fresh = row.system is None
+        self.drop_block = row.drop_block
         self.notes: list[str] = tool_changes(self.tool_schemas, cfg.tools) if not self.fresh else []
-        self.iterations: int = row["iterations"]
-        self.usage = Usage(
-            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
-            cache_read_tokens=row["cache_read_tokens"], cache_write_tokens=row["cache_write_tokens"],
-        )
-        self.cost: float = row["cost_usd"]
-        self.tools_called: list[str] = list(row["tools_called"])
-        self.condensed = bool(row["condensed"])
-        self.agent_seconds_before: float = row["agent_seconds"]
+        self.iterations: int = row.iterations
+        self.usage = row.usage
+        self.cost: float = row.cost_usd
+        self.tools_called: list[str] = list(row.tools_called)
+        self.condensed = row.condensed
+        self.agent_seconds_before: float = row.agent_seconds
         self.started = time.monotonic()
         self.pending_condense = False
         self.paused = 0.0  # seconds spent waiting for humans: not the agent's deadline
@@ -114,11 +113,11 @@ class _Run:
     async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
         row = await cfg.store.get_run(run_id)
         self = cls(cfg, row, await cfg.store.history(run_id))
-        if row["status"] == "finished":
-            return self.result(StopReason(row["stop_reason"]), row["stop_detail"] or "", row["output"],
-                               row["stopped_by"])
+        if not row.active:
+            return self.result(row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output,
+                               row.stopped_by)
         if self.fresh:
-            await cfg.store.update_run(run_id, system=self.system, tools=self.tool_schemas)
+            await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
         with structlog.contextvars.bound_contextvars(run_id=run_id):
             return await self.loop()
 
@@ -228,7 +227,7 @@ class _Run:
         """The adapter had to ask the API to drop mismatched thinking: every later request does the same."""
         if response.drop_block and not self.drop_block:
             self.drop_block = True
-            await self.cfg.store.update_run(self.id, drop_block=1)
+            await self.cfg.store.set_drop_block(self.id)
             await self.trace("thinking_prefix_mismatch", model=response.model, action="drop_block for this run")
 
     async def record(self, response: ModelResponse, *, latency: float) -> list[dict[str, Any]]:
@@ -274,7 +273,7 @@ class _Run:
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
                 row = done[call.id]
-                results[call.id] = ((row["content"], bool(row["is_error"])) if row["content"] is not None
+                results[call.id] = ((row.content, row.is_error) if row.content is not None
                                     else (prompts.unknown_outcome(call.name, "opsloop restarted"), True))
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
@@ -355,13 +354,13 @@ class _Run:
                                  category=tool.category.value, preview=preview, args_hash=digest(args),
                                  preview_hash=digest(preview) if preview is not None else None)
         await self.emit("waiting_approval", step=self.iterations, tool=call.name)
-        await self.cfg.store.update_run(self.id, status="waiting_approval")
+        await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:
             decision = await self.cfg.confirm(request)
         finally:
             self.paused += time.monotonic() - began
-        await self.cfg.store.update_run(self.id, status="running")  # not on cancel: the run stays paused
+        await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
         await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
                          by=decision.confirmed_by, reason=decision.reason)
         return decision
@@ -443,10 +442,10 @@ class _Run:
         self.usage = self.usage + usage
         self.cost += self.cfg.price_for(model).cost(usage)
 
-    async def save_totals(self, **extra: Any) -> None:
-        await self.cfg.store.update_run(
-            self.id, iterations=self.iterations, cost_usd=self.cost, agent_seconds=self.agent_seconds(),
-            tools_called=self.tools_called, condensed=int(self.condensed), **self.usage.to_dict(), **extra,
+    async def save_totals(self, *, model: str | None = None) -> None:
+        await self.cfg.store.save_totals(
+            self.id, iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
+            agent_seconds=self.agent_seconds(), tools_called=self.tools_called, condensed=self.condensed, model=model,
         )
 
     async def trace(self, kind: str, **data: Any) -> None:
@@ -468,11 +467,10 @@ class _Run:
             done = await self.cfg.store.tool_results(self.id)
             why = f"the run stopped ({reason.value})"
             # A change that had started when the run stopped may or may not have happened: never "not run".
-            results = {k: (v["content"], bool(v["is_error"])) if v["content"] is not None
-                       else (prompts.unknown_outcome(v["tool"], why), True) for k, v in done.items()}
+            results = {k: (v.content, v.is_error) if v.content is not None
+                       else (prompts.unknown_outcome(v.tool, why), True) for k, v in done.items()}
             await self.answer(calls, results, missing=reason.value)
-        await self.cfg.store.update_run(self.id, status="finished", stop_reason=reason.value, stop_detail=detail,
-                                        stopped_by=by, output=output)
+        await self.cfg.store.finish_run(self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output)
         await self.save_totals()
         await self.trace("stop", reason=reason.value, detail=detail, by=by, iterations=self.iterations,
                          usage=self.usage.to_dict(), cost_usd=round(self.cost, 6))

@@ -11,7 +11,7 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,12 +21,27 @@ from sqlite_utils.migrations import Migrations
 
 from bot.history import continue_history
 from bot.redact import redact, redact_value
+from bot.types import (
+    ACTIVE_STATUSES,
+    Approval,
+    ApprovalState,
+    AuditEntry,
+    DecisionCause,
+    InboxItem,
+    InboxState,
+    Run,
+    RunStatus,
+    Step,
+    StopReason,
+    ToolResultRow,
+    Usage,
+)
 
 T = TypeVar("T")
 
 migrations = Migrations("opsloop")
 
-ACTIVE_STATES = ("running", "waiting_approval")
+ACTIVE_STATES: tuple[str, ...] = tuple(s.value for s in ACTIVE_STATUSES)
 # Everything written is redacted here, at the boundary, except what must round-trip byte-exact to the
 # Messages API: the run's fixed system prompt and tool schemas, and the message history (the runtime
 # redacts what *enters* the history; assistant turns are stored exactly as the API returned them).
@@ -159,22 +174,66 @@ def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
     runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
 
 
+@migrations()
+def m003_decision_cause(db: sqlite_utils.Database) -> None:
+    """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
+    db.table("approvals").add_column("cause", str)
+    db.execute("""
+        UPDATE approvals SET cause = CASE
+            WHEN state IN ('approved', 'denied') THEN 'click'
+            WHEN state = 'expired' THEN 'expiry'
+            WHEN reason LIKE 'run stopped%' THEN 'stop'
+            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
+            ELSE 'reply' END
+        WHERE state != 'pending'
+    """)
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
-def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["tools_called"] = json.loads(row.get("tools_called") or "[]")
-    row["tools"] = json.loads(row["tools"]) if row.get("tools") else None
-    return row
+def _decode_run(row: dict[str, Any]) -> Run:
+    return Run(
+        id=row["id"], channel=row["channel"], thread_ts=row["thread_ts"], mention_ts=row["mention_ts"],
+        requester=row["requester"], task=row["task"], status=RunStatus(row["status"]), model=row["model"],
+        stop_reason=StopReason(row["stop_reason"]) if row["stop_reason"] else None,
+        stop_detail=row["stop_detail"], stopped_by=row["stopped_by"], output=row["output"],
+        iterations=row["iterations"] or 0,
+        usage=Usage(input_tokens=row["input_tokens"] or 0, output_tokens=row["output_tokens"] or 0,
+                    cache_read_tokens=row["cache_read_tokens"] or 0, cache_write_tokens=row["cache_write_tokens"] or 0),
+        cost_usd=row["cost_usd"] or 0.0, agent_seconds=row["agent_seconds"] or 0.0, condensed=bool(row["condensed"]),
+        tools_called=tuple(json.loads(row["tools_called"] or "[]")), status_ts=row["status_ts"],
+        stop_requested_by=row["stop_requested_by"], created_at=row["created_at"], updated_at=row["updated_at"],
+        system=row["system"], tools=json.loads(row["tools"]) if row["tools"] else None,
+        drop_block=bool(row["drop_block"]),
+    )
 
 
-def _decode_approval(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["args"] = json.loads(row["args"]) if row.get("args") else {}
-    row["approvals"] = json.loads(row.get("approvals") or "[]")
-    return row
+def _decode_approval(row: dict[str, Any]) -> Approval:
+    return Approval(
+        id=row["id"], run_id=row["run_id"], tool_use_id=row["tool_use_id"], tool=row["tool"],
+        category=row["category"], args=json.loads(row["args"]) if row["args"] else {}, args_hash=row["args_hash"],
+        preview=row["preview"], preview_hash=row["preview_hash"], requester=row["requester"],
+        channel=row["channel"], thread_ts=row["thread_ts"], message_ts=row["message_ts"],
+        state=ApprovalState(row["state"]), cause=DecisionCause(row["cause"]) if row["cause"] else None,
+        required=row["required"] or 1, approvals=tuple(json.loads(row["approvals"] or "[]")),
+        decided_by=row["decided_by"], decided_name=row["decided_name"], reason=row["reason"],
+        created_at=row["created_at"], expires_at=row["expires_at"], decided_at=row["decided_at"],
+        run_tokens=row["run_tokens"], run_cost_usd=row["run_cost_usd"],
+    )
+
+
+def _decode_inbox(row: dict[str, Any]) -> InboxItem:
+    return InboxItem(id=row["id"], run_id=row["run_id"], channel=row["channel"], ts=row["ts"], user=row["user"],
+                     text=row["text"], state=InboxState(row["state"]), created_at=row["created_at"])
+
+
+def _decode_tool_result(row: dict[str, Any]) -> ToolResultRow:
+    return ToolResultRow(run_id=row["run_id"], tool_use_id=row["tool_use_id"], tool=row["tool"],
+                         args=json.loads(row["args"]) if row["args"] else {}, content=row["content"],
+                         is_error=bool(row["is_error"]), confirmed_by=row["confirmed_by"],
+                         created_at=row["created_at"])
 
 
 class Ledger:
@@ -207,7 +266,7 @@ class Ledger:
     def create_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
         mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
-    ) -> dict[str, Any]:
+    ) -> Run:
         """Create a run with its first user message(s); `history` continues an earlier run."""
         now = time.time()
         run_id = new_id("run")
@@ -216,7 +275,7 @@ class Ledger:
                 {
                     "id": run_id, "channel": channel, "thread_ts": thread_ts,
                     "mention_ts": mention_ts, "requester": requester, "task": redact(task),
-                    "status": "running", "model": model, "created_at": now, "updated_at": now,
+                    "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
                 }
             )
             for seq, message in enumerate(history):
@@ -225,7 +284,7 @@ class Ledger:
 
     def open_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str, mention_ts: str,
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[Run, bool]:
         """The thread's active run, or a new one continuing the thread's history: (run, created).
 
         Check-and-create happens on the writer thread, so two mentions racing in one
@@ -234,21 +293,53 @@ class Ledger:
         if (active := self.active_run(channel, thread_ts)) is not None:
             return active, False
         previous = self.latest_run(channel, thread_ts)
-        history = continue_history(self.history(previous["id"]) if previous else [], prompt)
+        history = continue_history(self.history(previous.id) if previous else [], prompt)
         return self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
                                mention_ts=mention_ts, history=history), True
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> Run:
         run = self.find_run(run_id)
         if run is None:
             raise KeyError(f"no run {run_id!r}")
         return run
 
-    def find_run(self, run_id: str) -> dict[str, Any] | None:
+    def find_run(self, run_id: str) -> Run | None:
         rows = self._select("SELECT * FROM runs WHERE id = ?", [run_id])
         return _decode_run(rows[0]) if rows else None
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None:
+        """Store the system prompt and tool schemas a run starts with (exactly, never redacted)."""
+        self._update_run(run_id, system=system, tools=tools)
+
+    def set_status(self, run_id: str, status: RunStatus) -> None:
+        """Running <-> waiting_approval; `finish_run` ends a run."""
+        self._update_run(run_id, status=status.value)
+
+    def set_drop_block(self, run_id: str) -> None:
+        """Every later request of this run asks the API to drop mismatched thinking blocks."""
+        self._update_run(run_id, drop_block=1)
+
+    def set_status_ts(self, run_id: str, ts: str) -> None:
+        """The ts of the run's status message in the thread."""
+        self._update_run(run_id, status_ts=ts)
+
+    def save_totals(
+        self, run_id: str, *, iterations: int, usage: Usage, cost_usd: float, agent_seconds: float,
+        tools_called: Sequence[str], condensed: bool, model: str | None = None,
+    ) -> None:
+        """The run's counters so far; `model`: the one that answered last (a fallback may have)."""
+        extra = {"model": model} if model is not None else {}
+        self._update_run(run_id, iterations=iterations, cost_usd=cost_usd, agent_seconds=agent_seconds,
+                         tools_called=tools_called, condensed=int(condensed), **usage.to_dict(), **extra)
+
+    def finish_run(
+        self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
+        output: str | None = None,
+    ) -> None:
+        self._update_run(run_id, status=RunStatus.FINISHED.value, stop_reason=stop_reason.value,
+                         stop_detail=stop_detail, stopped_by=stopped_by, output=output)
+
+    def _update_run(self, run_id: str, **fields: Any) -> None:
         # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).
         if "tools_called" in fields:
             fields["tools_called"] = json.dumps(list(fields["tools_called"]))
@@ -267,7 +358,7 @@ class Ledger:
             [user, time.time(), run_id, *ACTIVE_STATES],
         ) == 1
 
-    def active_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
+    def active_run(self, channel: str, thread_ts: str) -> Run | None:
         rows = list(
             self.db.table("runs").rows_where(
                 "channel = ? AND thread_ts = ? AND status IN (?, ?)",
@@ -276,7 +367,7 @@ class Ledger:
         )
         return _decode_run(rows[0]) if rows else None
 
-    def latest_run(self, channel: str, thread_ts: str) -> dict[str, Any] | None:
+    def latest_run(self, channel: str, thread_ts: str) -> Run | None:
         rows = list(
             self.db.table("runs").rows_where(
                 "channel = ? AND thread_ts = ?", [channel, thread_ts],
@@ -285,13 +376,13 @@ class Ledger:
         )
         return _decode_run(rows[0]) if rows else None
 
-    def active_runs(self) -> list[dict[str, Any]]:
+    def active_runs(self) -> list[Run]:
         return [
             _decode_run(r)
             for r in self.db.table("runs").rows_where("status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
         ]
 
-    def list_runs(self, limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 50) -> list[Run]:
         return [_decode_run(r) for r in self.db.table("runs").rows_where(order_by="created_at desc", limit=limit)]
 
     # --- history ----------------------------------------------------------
@@ -308,7 +399,7 @@ class Ledger:
         with self.db.atomic():
             self._put_message(run_id, seq, message)
             for inbox_id in consumed_inbox:
-                self.db.table("inbox").update(inbox_id, {"state": "consumed"})
+                self.db.table("inbox").update(inbox_id, {"state": InboxState.CONSUMED.value})
 
     def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         """Swap the whole history (after condensation) in one transaction."""
@@ -325,9 +416,10 @@ class Ledger:
 
     # --- tool results (so a resumed run never executes a call twice) -------
     def save_tool_result(
-        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str,
+        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
         is_error: bool, confirmed_by: str | None,
     ) -> None:
+        """A call's result; `content` None marks it started (a crash then never runs it twice)."""
         self.db.table("tool_results").upsert(
             {
                 "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(redact_value(args)),
@@ -338,9 +430,11 @@ class Ledger:
             pk=("run_id", "tool_use_id"),
         )
 
-    def tool_results(self, run_id: str) -> dict[str, dict[str, Any]]:
+    def tool_results(self, run_id: str) -> dict[str, ToolResultRow]:
+        """The run's stored results by tool_use_id."""
         return {
-            r["tool_use_id"]: r for r in self.db.table("tool_results").rows_where("run_id = ?", [run_id])
+            r["tool_use_id"]: _decode_tool_result(r)
+            for r in self.db.table("tool_results").rows_where("run_id = ?", [run_id])
         }
 
     # --- trace ------------------------------------------------------------
@@ -348,9 +442,9 @@ class Ledger:
         self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
                     [run_id, kind, json.dumps(redact_value(data), default=str), time.time()])
 
-    def steps(self, run_id: str) -> list[dict[str, Any]]:
+    def steps(self, run_id: str) -> list[Step]:
         return [
-            {**r, "data": json.loads(r["data"])}
+            Step(id=r["id"], run_id=r["run_id"], kind=r["kind"], data=json.loads(r["data"]), at=r["at"])
             for r in self.db.table("steps").rows_where("run_id = ?", [run_id], order_by="id")
         ]
 
@@ -367,37 +461,49 @@ class Ledger:
         self.db.table("inbox").insert(
             {
                 "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
-                "text": redact(text), "state": "queued", "created_at": time.time(),
+                "text": redact(text), "state": InboxState.QUEUED.value, "created_at": time.time(),
             }
         )
         return inbox_id
 
-    def put_inbox_state(self, inbox_id: str, state: str) -> None:
-        self.db.table("inbox").update(inbox_id, {"state": state})
+    def put_inbox_state(self, inbox_id: str, state: InboxState) -> None:
+        self.db.table("inbox").update(inbox_id, {"state": state.value})
 
-    def queued_inbox(self, run_id: str) -> list[dict[str, Any]]:
-        return list(
-            self.db.table("inbox").rows_where("run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
-        )
+    def queued_inbox(self, run_id: str) -> list[InboxItem]:
+        return [
+            _decode_inbox(r)
+            for r in self.db.table("inbox").rows_where("run_id = ? AND state = 'queued'", [run_id],
+                                                       order_by="created_at")
+        ]
 
     # --- approvals --------------------------------------------------------
-    def create_approval(self, **fields: Any) -> dict[str, Any]:
-        fields.setdefault("id", new_id("apr"))
-        fields["args"] = json.dumps(redact_value(fields.get("args") or {}))
-        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
-        fields.setdefault("state", "pending")
-        fields.setdefault("created_at", time.time())
+    def create_approval(
+        self, *, run_id: str, tool_use_id: str, tool: str, category: str, args: dict[str, Any],
+        requester: str | None, expires_at: float, args_hash: str | None = None, preview: str | None = None,
+        preview_hash: str | None = None, channel: str | None = None, thread_ts: str | None = None,
+        required: int = 1, run_tokens: int | None = None, run_cost_usd: float | None = None,
+    ) -> Approval:
+        """A new pending approval for one call, bound to its arguments (and preview) hash."""
+        fields: dict[str, Any] = {
+            "id": new_id("apr"), "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "category": category,
+            "args": json.dumps(redact_value(args or {})), "args_hash": args_hash, "preview": preview,
+            "preview_hash": preview_hash, "requester": requester, "channel": channel, "thread_ts": thread_ts,
+            "required": required, "expires_at": expires_at, "run_tokens": run_tokens, "run_cost_usd": run_cost_usd,
+        }
+        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items() if v is not None}
+        fields.update(state=ApprovalState.PENDING.value, created_at=time.time())
         self.db.table("approvals").insert(fields)
         return self.get_approval(fields["id"])
 
-    def get_approval(self, approval_id: str) -> dict[str, Any]:
+    def get_approval(self, approval_id: str) -> Approval:
         return _decode_approval(self.db.table("approvals").get(approval_id))
 
-    def find_approval(self, approval_id: str) -> dict[str, Any] | None:
+    def find_approval(self, approval_id: str) -> Approval | None:
         rows = list(self.db.table("approvals").rows_where("id = ?", [approval_id]))
         return _decode_approval(rows[0]) if rows else None
 
-    def approval_for_call(self, run_id: str, tool_use_id: str) -> dict[str, Any] | None:
+    def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
+        """The newest approval asked for this call."""
         rows = list(
             self.db.table("approvals").rows_where(
                 "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
@@ -405,21 +511,35 @@ class Ledger:
         )
         return _decode_approval(rows[0]) if rows else None
 
-    def pending_approvals(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
         where, params = "state = 'pending'", []
         if run_id is not None:
             where += " AND run_id = ?"
             params.append(run_id)
         return [_decode_approval(r) for r in self.db.table("approvals").rows_where(where, params)]
 
-    def transition_approval(self, approval_id: str, *, expect: str, **fields: Any) -> bool:
+    def decide_approval(
+        self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
+        decided_by: str | None = None, decided_name: str | None = None, reason: str | None = None,
+    ) -> bool:
+        """End a pending approval; False when it was no longer pending (a second click, one after expiry)."""
+        fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
+                                  "decided_by": decided_by, "decided_name": decided_name, "reason": reason}
+        return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
+                                         **{k: v for k, v in fields.items() if v is not None})
+
+    def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
+        """Record the card's ts, if the approval is still in state `expect`."""
+        return self._transition_approval(approval_id, expect=expect, message_ts=message_ts)
+
+    def _transition_approval(self, approval_id: str, *, expect: ApprovalState, **fields: Any) -> bool:
         """Compare-and-set on state: a second click, or one after expiry, changes nothing."""
         if "approvals" in fields:
             fields["approvals"] = json.dumps(fields["approvals"])
         fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
         sets = ", ".join(f"{k} = ?" for k in fields)
         return self._write(
-            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect]
+            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect.value]
         ) == 1
 
     def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
@@ -428,15 +548,16 @@ class Ledger:
         Read-modify-write is safe here: every call runs on the single writer thread.
         """
         a = self.find_approval(approval_id)
-        if a is None or a["state"] != "pending" or user in a["approvals"]:
+        if a is None or not a.pending or user in a.approvals:
             return False
-        approvals = [*a["approvals"], user]
+        approvals = [*a.approvals, user]
         fields: dict[str, Any] = {"approvals": approvals}
-        if len(approvals) >= (a["required"] or 1):
-            fields.update(state="approved", decided_by=user, decided_name=decided_name, decided_at=now)
-        return self.transition_approval(approval_id, expect="pending", **fields)
+        if len(approvals) >= a.required:
+            fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=user,
+                          decided_name=decided_name, decided_at=now)
+        return self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
 
-    def audit(self) -> list[dict[str, Any]]:
+    def audit(self) -> list[AuditEntry]:
         """Every approval decision with the result of the call it allowed."""
         sql = """
             SELECT a.*, r.content AS result, r.is_error AS result_is_error
@@ -446,32 +567,36 @@ class Ledger:
         """
         cur = self.db.execute(sql)
         cols = [c[0] for c in cur.description]
-        return [_decode_approval(dict(zip(cols, row, strict=True))) for row in cur.fetchall()]
+        rows = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        return [AuditEntry(approval=_decode_approval(r), result=r["result"],
+                           result_is_error=bool(r["result_is_error"]) if r["result_is_error"] is not None else None)
+                for r in rows]
 
     # --- timeline and metrics queries
-    def inbox(self, run_id: str) -> list[dict[str, Any]]:
+    def inbox(self, run_id: str) -> list[InboxItem]:
         """Every thread reply stored for a run (queued, consumed or superseding), oldest first."""
-        return self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
+        return [_decode_inbox(r) for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at",
+                                                       [run_id])]
 
-    def run_approvals(self, run_id: str) -> list[dict[str, Any]]:
+    def run_approvals(self, run_id: str) -> list[Approval]:
         """Every approval a run asked for, oldest first."""
         rows = self._select("SELECT * FROM approvals WHERE run_id = ? ORDER BY created_at", [run_id])
         return [_decode_approval(r) for r in rows]
 
-    def active_run_counts(self) -> dict[str, int]:
+    def active_run_counts(self) -> dict[RunStatus, int]:
         """How many runs are in each active state (a state with no run is absent)."""
         rows = self._select("SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status",
                             list(ACTIVE_STATES))
-        return {r["status"]: r["n"] for r in rows}
+        return {RunStatus(r["status"]): int(r["n"]) for r in rows}
 
     def pending_approval_count(self) -> int:
         return int(self._select("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'", [])[0]["n"])
 
-    def approval_waits(self) -> list[tuple[str, float]]:
+    def approval_waits(self) -> list[tuple[ApprovalState, float]]:
         """(outcome, seconds from the card to the decision) for every decided approval."""
         rows = self._select("SELECT state, decided_at - created_at AS waited FROM approvals "
                             "WHERE state != 'pending' AND decided_at IS NOT NULL", [])
-        return [(r["state"], max(0.0, float(r["waited"]))) for r in rows]
+        return [(ApprovalState(r["state"]), max(0.0, float(r["waited"]))) for r in rows]
 
     def probe_write(self) -> None:
         """Take the write lock and let it go again, writing nothing: raises when the db is not writable."""
@@ -536,17 +661,181 @@ class Store:
     async def _submit(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        """Every Ledger method, as a coroutine executed on the writer thread."""
-        method = getattr(Ledger, name, None)
-        if method is None or name.startswith("_"):
-            raise AttributeError(name)
+    async def _call(self, fn: Callable[[Ledger], T]) -> T:
+        """Run `fn(ledger)` on the writer thread."""
+        ledger = self._ledger
+        if ledger is None:  # said here, before the closed store's executor refuses the call
+            raise RuntimeError("store is not open")
+        return await self._submit(lambda: fn(ledger))
 
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            ledger = self._ledger
-            if ledger is None:
-                raise RuntimeError("store is not open")
-            return await self._submit(lambda: getattr(ledger, name)(*args, **kwargs))
+    # Each method runs its Ledger namesake on the writer thread; see Ledger for what it does.
+    # --- runs
+    async def create_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
+        mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
+    ) -> Run:
+        history = list(history)
+        return await self._call(lambda db: db.create_run(channel=channel, thread_ts=thread_ts, requester=requester,
+                                                         task=task, model=model, mention_ts=mention_ts,
+                                                         history=history))
 
-        call.__name__ = name
-        return call
+    async def open_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str, mention_ts: str,
+    ) -> tuple[Run, bool]:
+        return await self._call(lambda db: db.open_run(channel=channel, thread_ts=thread_ts, requester=requester,
+                                                       task=task, prompt=prompt, model=model, mention_ts=mention_ts))
+
+    async def get_run(self, run_id: str) -> Run:
+        return await self._call(lambda db: db.get_run(run_id))
+
+    async def find_run(self, run_id: str) -> Run | None:
+        return await self._call(lambda db: db.find_run(run_id))
+
+    async def active_run(self, channel: str, thread_ts: str) -> Run | None:
+        return await self._call(lambda db: db.active_run(channel, thread_ts))
+
+    async def latest_run(self, channel: str, thread_ts: str) -> Run | None:
+        return await self._call(lambda db: db.latest_run(channel, thread_ts))
+
+    async def active_runs(self) -> list[Run]:
+        return await self._call(lambda db: db.active_runs())
+
+    async def list_runs(self, limit: int = 50) -> list[Run]:
+        return await self._call(lambda db: db.list_runs(limit))
+
+    async def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None:
+        await self._call(lambda db: db.fix_prompt(run_id, system=system, tools=tools))
+
+    async def set_status(self, run_id: str, status: RunStatus) -> None:
+        await self._call(lambda db: db.set_status(run_id, status))
+
+    async def set_drop_block(self, run_id: str) -> None:
+        await self._call(lambda db: db.set_drop_block(run_id))
+
+    async def set_status_ts(self, run_id: str, ts: str) -> None:
+        await self._call(lambda db: db.set_status_ts(run_id, ts))
+
+    async def save_totals(
+        self, run_id: str, *, iterations: int, usage: Usage, cost_usd: float, agent_seconds: float,
+        tools_called: Sequence[str], condensed: bool, model: str | None = None,
+    ) -> None:
+        called = tuple(tools_called)  # a snapshot: the caller keeps appending to its list
+        await self._call(lambda db: db.save_totals(run_id, iterations=iterations, usage=usage, cost_usd=cost_usd,
+                                                   agent_seconds=agent_seconds, tools_called=called,
+                                                   condensed=condensed, model=model))
+
+    async def finish_run(
+        self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
+        output: str | None = None,
+    ) -> None:
+        await self._call(lambda db: db.finish_run(run_id, stop_reason=stop_reason, stop_detail=stop_detail,
+                                                  stopped_by=stopped_by, output=output))
+
+    async def request_stop(self, run_id: str, user: str) -> bool:
+        return await self._call(lambda db: db.request_stop(run_id, user))
+
+    # --- history, results, trace
+    async def history(self, run_id: str) -> list[dict[str, Any]]:
+        return await self._call(lambda db: db.history(run_id))
+
+    async def put_message(
+        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = ()
+    ) -> None:
+        consumed = list(consumed_inbox)
+        await self._call(lambda db: db.put_message(run_id, seq, message, consumed_inbox=consumed))
+
+    async def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
+        await self._call(lambda db: db.replace_history(run_id, history))
+
+    async def save_tool_result(
+        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
+        is_error: bool, confirmed_by: str | None,
+    ) -> None:
+        await self._call(lambda db: db.save_tool_result(run_id, tool_use_id=tool_use_id, tool=tool, args=args,
+                                                        content=content, is_error=is_error,
+                                                        confirmed_by=confirmed_by))
+
+    async def tool_results(self, run_id: str) -> dict[str, ToolResultRow]:
+        return await self._call(lambda db: db.tool_results(run_id))
+
+    async def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        await self._call(lambda db: db.add_step(run_id, kind, data))
+
+    async def steps(self, run_id: str) -> list[Step]:
+        return await self._call(lambda db: db.steps(run_id))
+
+    async def claim_event(self, event_id: str) -> bool:
+        return await self._call(lambda db: db.claim_event(event_id))
+
+    # --- inbox
+    async def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
+        return await self._call(lambda db: db.add_inbox(run_id=run_id, channel=channel, ts=ts, user=user, text=text))
+
+    async def put_inbox_state(self, inbox_id: str, state: InboxState) -> None:
+        await self._call(lambda db: db.put_inbox_state(inbox_id, state))
+
+    async def queued_inbox(self, run_id: str) -> list[InboxItem]:
+        return await self._call(lambda db: db.queued_inbox(run_id))
+
+    async def inbox(self, run_id: str) -> list[InboxItem]:
+        return await self._call(lambda db: db.inbox(run_id))
+
+    # --- approvals
+    async def create_approval(
+        self, *, run_id: str, tool_use_id: str, tool: str, category: str, args: dict[str, Any],
+        requester: str | None, expires_at: float, args_hash: str | None = None, preview: str | None = None,
+        preview_hash: str | None = None, channel: str | None = None, thread_ts: str | None = None,
+        required: int = 1, run_tokens: int | None = None, run_cost_usd: float | None = None,
+    ) -> Approval:
+        return await self._call(lambda db: db.create_approval(
+            run_id=run_id, tool_use_id=tool_use_id, tool=tool, category=category, args=args, requester=requester,
+            expires_at=expires_at, args_hash=args_hash, preview=preview, preview_hash=preview_hash, channel=channel,
+            thread_ts=thread_ts, required=required, run_tokens=run_tokens, run_cost_usd=run_cost_usd))
+
+    async def get_approval(self, approval_id: str) -> Approval:
+        return await self._call(lambda db: db.get_approval(approval_id))
+
+    async def find_approval(self, approval_id: str) -> Approval | None:
+        return await self._call(lambda db: db.find_approval(approval_id))
+
+    async def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
+        return await self._call(lambda db: db.approval_for_call(run_id, tool_use_id))
+
+    async def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
+        return await self._call(lambda db: db.pending_approvals(run_id))
+
+    async def run_approvals(self, run_id: str) -> list[Approval]:
+        return await self._call(lambda db: db.run_approvals(run_id))
+
+    async def decide_approval(
+        self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
+        decided_by: str | None = None, decided_name: str | None = None, reason: str | None = None,
+    ) -> bool:
+        return await self._call(lambda db: db.decide_approval(approval_id, state=state, cause=cause,
+                                                              decided_at=decided_at, decided_by=decided_by,
+                                                              decided_name=decided_name, reason=reason))
+
+    async def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
+        return await self._call(lambda db: db.set_card_ts(approval_id, message_ts, expect=expect))
+
+    async def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
+        return await self._call(lambda db: db.add_approver(approval_id, user, decided_name=decided_name, now=now))
+
+    async def requesters(self, approval_id: str) -> list[str]:
+        return await self._call(lambda db: db.requesters(approval_id))
+
+    async def audit(self) -> list[AuditEntry]:
+        return await self._call(lambda db: db.audit())
+
+    # --- metrics and health
+    async def active_run_counts(self) -> dict[RunStatus, int]:
+        return await self._call(lambda db: db.active_run_counts())
+
+    async def pending_approval_count(self) -> int:
+        return await self._call(lambda db: db.pending_approval_count())
+
+    async def approval_waits(self) -> list[tuple[ApprovalState, float]]:
+        return await self._call(lambda db: db.approval_waits())
+
+    async def probe_write(self) -> None:
+        await self._call(lambda db: db.probe_write())

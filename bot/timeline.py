@@ -21,7 +21,7 @@ from bot.pricing import Price
 from bot.redact import redact, redact_value
 from bot.report import STOP_WORDS
 from bot.store import Ledger
-from bot.types import Usage
+from bot.types import Approval, InboxItem, InboxState, Run, Step, ToolResultRow, Usage
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
 USAGE_STEPS = ("response", "condense", "thinking_only")  # steps that carry a model call's usage
@@ -102,11 +102,11 @@ def tokens(u: Usage | None) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
-    run: dict[str, Any]
-    steps: list[dict[str, Any]]
-    approvals: list[dict[str, Any]]
-    inbox: list[dict[str, Any]]
-    results: list[dict[str, Any]]  # tool_results rows, oldest first
+    run: Run
+    steps: list[Step]
+    approvals: list[Approval]
+    inbox: list[InboxItem]
+    results: list[ToolResultRow]  # oldest first
     history: list[dict[str, Any]]
 
 
@@ -114,7 +114,7 @@ def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
     run = ledger.find_run(run_id)
     if run is None:
         return None
-    results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r["created_at"] or 0)
+    results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0)
     return RunRecord(run=run, steps=ledger.steps(run_id), approvals=ledger.run_approvals(run_id),
                      inbox=ledger.inbox(run_id), results=results, history=ledger.history(run_id))
 
@@ -148,12 +148,12 @@ class Timeline:
 
     def __post_init__(self) -> None:
         for a in self.record.approvals:
-            if a.get("decided_by") and a.get("decided_name"):
-                self.names[a["decided_by"]] = a["decided_name"]
+            if a.decided_by and a.decided_name:
+                self.names[a.decided_by] = a.decided_name
         self._unused_approvals = list(self.record.approvals)
         self._unused_results = list(self.record.results)
         self._answers = self._assistant_turns()
-        self.model = str(self.record.run.get("model") or "")
+        self.model = self.record.run.model or ""
 
     def person(self, user: str | None) -> str:
         if not user:
@@ -164,31 +164,31 @@ class Timeline:
     def _assistant_turns(self) -> list[list[dict[str, Any]]]:
         """The last N assistant turns of the history, N = response steps (a thread's later run continues
         an earlier history, so count from the end). Empty when condensed: the turns were summarised."""
-        n = sum(1 for s in self.record.steps if s["kind"] == "response")
+        n = sum(1 for s in self.record.steps if s.kind == "response")
         turns = [m["content"] for m in self.record.history
                  if m["role"] == "assistant" and isinstance(m["content"], list)]
-        return turns[-n:] if n and len(turns) >= n and not self.record.run.get("condensed") else []
+        return turns[-n:] if n and len(turns) >= n and not self.record.run.condensed else []
 
     # --- rows ---------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         run = self.record.run
-        rows = [Entry(at=run["created_at"], order=-1, kind="mention", who=self.person(run["requester"]),
-                      what=f"mentioned opsloop in <code>{t(run['channel'])}</code>:{block(run['task'], 'task')}")]
+        rows = [Entry(at=run.created_at, order=-1, kind="mention", who=self.person(run.requester),
+                      what=f"mentioned opsloop in <code>{t(run.channel)}</code>:{block(run.task, 'task')}")]
         responses = iter(self._answers)
         for i, step in enumerate(self.record.steps):
             rows.append(self.step_entry(i, step, responses))
         for i, a in enumerate(self.record.approvals):
             rows.append(self.approval_requested(i, a))
         for i, a in enumerate(self._unused_approvals):  # decided without a decision step (or still pending)
-            if a.get("decided_at"):
+            if a.decided_at:
                 rows.append(self.approval_closed(i, a))
         for i, m in enumerate(self.record.inbox):
             rows.append(self.reply(i, m))
         return sorted(rows, key=lambda e: (e.at or 0, e.order))
 
-    def step_entry(self, i: int, step: dict[str, Any], responses: Any) -> Entry:
-        data, kind = step["data"] if isinstance(step["data"], dict) else {}, step["kind"]
-        base = {"at": step["at"], "order": i, "kind": kind}
+    def step_entry(self, i: int, step: Step, responses: Any) -> Entry:
+        data, kind = step.data if isinstance(step.data, dict) else {}, step.kind
+        base: dict[str, Any] = {"at": step.at, "order": i, "kind": kind}
         if kind == "request":
             return Entry(**base, who="opsloop",
                          what=f"step {t(data.get('iteration'))}: request to the model with "
@@ -233,8 +233,8 @@ class Timeline:
         name, args = data.get("tool"), data.get("args") or {}
         shown = str(data.get("result") if data.get("result") is not None else data.get("error") or "")
         full = self._take_result(str(name), args)
-        if full is not None and full["content"] and str(full["content"]).startswith(shown):
-            shown = full["content"]  # the whole output, not the trace's first 500 chars
+        if full is not None and full.content and full.content.startswith(shown):
+            shown = full.content  # the whole output, not the trace's first 500 chars
         failed = bool(data.get("is_error") or data.get("error"))
         head = f"<code>{t(name)}</code>" + (' <span class="error">error</span>' if failed else "")
         if data.get("confirmed_by"):
@@ -243,10 +243,9 @@ class Timeline:
             head += f" · {t(data['latency_ms'])} ms"
         return f"{head}{block(as_json(args), 'arguments')}{block(shown, 'result')}"
 
-    def _take_result(self, name: str, args: Any) -> dict[str, Any] | None:
+    def _take_result(self, name: str, args: Any) -> ToolResultRow | None:
         for row in self._unused_results:
-            stored = json.loads(row["args"]) if isinstance(row["args"], str) else row["args"]
-            if row["tool"] == name and canonical(stored) == canonical(redact_value(args)):
+            if row.tool == name and canonical(row.args) == canonical(redact_value(args)):
                 self._unused_results.remove(row)
                 return row
         return None
@@ -261,41 +260,41 @@ class Timeline:
             what += block(data["reason"], "reason")
         return what
 
-    def _take_approval(self, tool: str, outcome: str, by: str | None) -> dict[str, Any] | None:
-        candidates = [a for a in self._unused_approvals if a["tool"] == tool and a["state"] == outcome]
-        best = next((a for a in candidates if not by or a.get("decided_by") == by), None)
+    def _take_approval(self, tool: str, outcome: str, by: str | None) -> Approval | None:
+        candidates = [a for a in self._unused_approvals if a.tool == tool and a.state == outcome]
+        best = next((a for a in candidates if not by or a.decided_by == by), None)
         if best is not None:
             self._unused_approvals.remove(best)
         return best
 
-    def outcome_detail(self, a: Mapping[str, Any]) -> str:
-        waited = (a["decided_at"] - a["created_at"]) if a.get("decided_at") and a.get("created_at") else None
-        what = f" by {self.person(a.get('decided_by'))} at {when(a.get('decided_at'))} after {duration(waited)}"
-        if (a.get("required") or 1) > 1:
-            what += f"; approvals {len(a['approvals'])} of {t(a['required'])}: " + ", ".join(
-                self.person(u) for u in a["approvals"])
-        if a.get("reason"):
-            what += block(a["reason"], "reason")
+    def outcome_detail(self, a: Approval) -> str:
+        what = f" by {self.person(a.decided_by)} at {when(a.decided_at)} after {duration(a.waited)}"
+        if a.required > 1:
+            what += f"; approvals {len(a.approvals)} of {t(a.required)}: " + ", ".join(
+                self.person(u) for u in a.approvals)
+        if a.reason:
+            what += block(a.reason, "reason")
         return what
 
-    def approval_requested(self, i: int, a: Mapping[str, Any]) -> Entry:
-        what = (f"asked for approval of <code>{t(a['tool'])}</code> ({t(a['category'])}), "
-                f"{t(a.get('required') or 1)} approval(s) needed, expires {when(a.get('expires_at'))}; "
-                f"card outcome: <b>{t(a['state'])}</b>{block(as_json(a['args']), 'arguments')}")
-        if a.get("preview"):
-            what += "dry run:" + block(a["preview"], "dry-run preview")
-        return Entry(at=a["created_at"], order=10_000 + i, kind="approval", who="opsloop", what=what)
+    def approval_requested(self, i: int, a: Approval) -> Entry:
+        what = (f"asked for approval of <code>{t(a.tool)}</code> ({t(a.category)}), "
+                f"{t(a.required)} approval(s) needed, expires {when(a.expires_at)}; "
+                f"card outcome: <b>{t(a.state)}</b>{block(as_json(a.args), 'arguments')}")
+        if a.preview:
+            what += "dry run:" + block(a.preview, "dry-run preview")
+        return Entry(at=a.created_at, order=10_000 + i, kind="approval", who="opsloop", what=what)
 
-    def approval_closed(self, i: int, a: Mapping[str, Any]) -> Entry:
-        what = f"approval of <code>{t(a['tool'])}</code>: <b>{t(a['state'])}</b>{self.outcome_detail(a)}"
-        return Entry(at=a["decided_at"], order=20_000 + i, kind="approval", who=self.person(a.get("decided_by")),
+    def approval_closed(self, i: int, a: Approval) -> Entry:
+        what = f"approval of <code>{t(a.tool)}</code>: <b>{t(a.state)}</b>{self.outcome_detail(a)}"
+        return Entry(at=a.decided_at or 0.0, order=20_000 + i, kind="approval", who=self.person(a.decided_by),
                      what=what)
 
-    def reply(self, i: int, m: Mapping[str, Any]) -> Entry:
-        fate = {"consumed": "seen by the model", "superseding": "answered a pending approval in its place",
-                "queued": "not seen by the model: the run ended first"}.get(str(m.get("state")), str(m.get("state")))
-        return Entry(at=m["created_at"], order=30_000 + i, kind="reply", who=self.person(m.get("user")),
-                     what=f"replied in the thread ({t(fate)}):{block(m.get('text'), 'reply')}")
+    def reply(self, i: int, m: InboxItem) -> Entry:
+        fate = {InboxState.CONSUMED: "seen by the model",
+                InboxState.SUPERSEDING: "answered a pending approval in its place",
+                InboxState.QUEUED: "not seen by the model: the run ended first"}.get(m.state, str(m.state))
+        return Entry(at=m.created_at, order=30_000 + i, kind="reply", who=self.person(m.user),
+                     what=f"replied in the thread ({t(fate)}):{block(m.text, 'reply')}")
 
     def inject(self, data: Mapping[str, Any]) -> str:
         people = [self.person(m.get("user")) for m in data.get("messages") or [] if isinstance(m, Mapping)]
@@ -322,7 +321,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
     line = Timeline(record, price_for)
     entries = line.entries()
     run = record.run
-    title = f"opsloop run {run['id']}"
+    title = f"opsloop run {run.id}"
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -330,7 +329,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
         "<body>",
         f"<h1>{t(title)}</h1>",
         summary(line, run),
-        *([f"<h2>Answer</h2>{block(run['output'], 'answer')}"] if run.get("output") else []),
+        *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
         "<h2>Timeline (UTC)</h2>",
         timeline_table(entries),
         "<h2>Tokens and cost by model</h2>",
@@ -344,28 +343,29 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
     ])
 
 
-def summary(line: Timeline, run: Mapping[str, Any]) -> str:
-    reason = run.get("stop_reason") or ""
+def summary(line: Timeline, run: Run) -> str:
+    reason = run.stop_reason.value if run.stop_reason else ""
     stop = (f"<code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
-            + (f"<br>{t(run['stop_detail'])}" if run.get("stop_detail") else "")) if reason else "still running"
+            + (f"<br>{t(run.stop_detail)}" if run.stop_detail else "")) if reason else "still running"
     counts: dict[str, int] = {}
-    for name in run.get("tools_called") or []:
+    for name in run.tools_called:
         counts[name] = counts.get(name, 0) + 1
+    u = run.usage
     items = [
-        ("task", block(run.get("task"), "task")),
-        ("requested by", line.person(run.get("requester"))),
-        ("channel · thread", f"<code>{t(run.get('channel'))}</code> · <code>{t(run.get('thread_ts'))}</code>"),
-        ("status", t(run.get("status"))),
+        ("task", block(run.task, "task")),
+        ("requested by", line.person(run.requester)),
+        ("channel · thread", f"<code>{t(run.channel)}</code> · <code>{t(run.thread_ts)}</code>"),
+        ("status", t(run.status)),
         ("stop reason", stop),
-        ("stopped by", line.person(run.get("stopped_by"))),
-        ("model", f"<code>{t(run.get('model'))}</code>"),
-        ("started", when(run.get("created_at"))),
-        ("last update", when(run.get("updated_at"))),
-        ("agent time", t(duration(run.get("agent_seconds")))),
-        ("steps", t(run.get("iterations"))),
-        ("tokens", f"input {run['input_tokens']:,} · output {run['output_tokens']:,} · cache read "
-                   f"{run['cache_read_tokens']:,} · cache write {run['cache_write_tokens']:,}"),
-        ("cost", f"${run['cost_usd']:.4f}"),
+        ("stopped by", line.person(run.stopped_by)),
+        ("model", f"<code>{t(run.model)}</code>"),
+        ("started", when(run.created_at)),
+        ("last update", when(run.updated_at)),
+        ("agent time", t(duration(run.agent_seconds))),
+        ("steps", t(run.iterations)),
+        ("tokens", f"input {u.input_tokens:,} · output {u.output_tokens:,} · cache read "
+                   f"{u.cache_read_tokens:,} · cache write {u.cache_write_tokens:,}"),
+        ("cost", f"${run.cost_usd:.4f}"),
         ("tools called", ", ".join(f"<code>{t(n)}</code> ×{c}" for n, c in counts.items()) or "none"),
     ]
     return '<dl class="summary">' + "".join(f"<dt>{t(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
@@ -383,7 +383,7 @@ def timeline_table(entries: Sequence[Entry]) -> str:
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def totals_table(entries: Sequence[Entry], run: Mapping[str, Any]) -> str:
+def totals_table(entries: Sequence[Entry], run: Run) -> str:
     by_model: dict[str, tuple[int, Usage, float]] = {}
     for e in entries:
         if e.usage is not None:
@@ -393,10 +393,8 @@ def totals_table(entries: Sequence[Entry], run: Mapping[str, Any]) -> str:
             "<th>cost</th></tr>")
     rows = [f"<tr><td><code>{t(m)}</code></td><td class=\"num\">{n}</td>{_usage_cells(u)}"
             f'<td class="num">${c:.4f}</td></tr>' for m, (n, u, c) in by_model.items()]
-    total = Usage(input_tokens=run["input_tokens"], output_tokens=run["output_tokens"],
-                  cache_read_tokens=run["cache_read_tokens"], cache_write_tokens=run["cache_write_tokens"])
     rows.append(f'<tr class="total"><td>run total</td><td class="num">{sum(n for n, _, _ in by_model.values())}'
-                f'</td>{_usage_cells(total)}<td class="num">${run["cost_usd"]:.4f}</td></tr>')
+                f'</td>{_usage_cells(run.usage)}<td class="num">${run.cost_usd:.4f}</td></tr>')
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -405,23 +403,22 @@ def _usage_cells(u: Usage) -> str:
                                                           u.cache_write_tokens))
 
 
-def approvals_table(line: Timeline, approvals: Sequence[Mapping[str, Any]]) -> str:
+def approvals_table(line: Timeline, approvals: Sequence[Approval]) -> str:
     if not approvals:
         return '<p class="muted">No approvals were asked for.</p>'
     head = ("<tr><th>tool</th><th>asked</th><th>decided</th><th>waited</th><th>outcome</th><th>by</th>"
             "<th>arguments and preview</th></tr>")
     rows = []
     for a in approvals:
-        waited = a["decided_at"] - a["created_at"] if a.get("decided_at") and a.get("created_at") else None
-        detail = block(as_json(a["args"]), "arguments")
-        if a.get("preview"):
-            detail += "dry run:" + block(a["preview"], "dry-run preview")
-        if a.get("reason"):
-            detail += "reason:" + block(a["reason"], "reason")
-        rows.append(f"<tr><td><code>{t(a['tool'])}</code> ({t(a['category'])})</td><td class=\"when\">"
-                    f"{when(a.get('created_at'))}</td><td class=\"when\">{when(a.get('decided_at'))}</td>"
-                    f'<td class="num">{t(duration(waited))}</td><td><b>{t(a["state"])}</b></td>'
-                    f"<td>{line.person(a.get('decided_by'))}</td><td>{detail}</td></tr>")
+        detail = block(as_json(a.args), "arguments")
+        if a.preview:
+            detail += "dry run:" + block(a.preview, "dry-run preview")
+        if a.reason:
+            detail += "reason:" + block(a.reason, "reason")
+        rows.append(f"<tr><td><code>{t(a.tool)}</code> ({t(a.category)})</td><td class=\"when\">"
+                    f"{when(a.created_at)}</td><td class=\"when\">{when(a.decided_at)}</td>"
+                    f'<td class="num">{t(duration(a.waited))}</td><td><b>{t(a.state)}</b></td>'
+                    f"<td>{line.person(a.decided_by)}</td><td>{detail}</td></tr>")
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 

@@ -1,4 +1,4 @@
-"""Frozen records the runtime passes around: tool calls, decisions, usage, results."""
+"""Frozen records the runtime passes around (tool calls, decisions, usage, results) and the store's rows."""
 
 from __future__ import annotations
 
@@ -20,6 +20,45 @@ class StopReason(enum.StrEnum):
     PERMISSION_DENIED = "permission_denied"
     CANCELLED = "cancelled"
     MODEL_ERROR = "model_error"
+
+
+class RunStatus(enum.StrEnum):
+    """Where a stored run is: going, paused on a human, or done."""
+
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    FINISHED = "finished"
+
+
+ACTIVE_STATUSES = (RunStatus.RUNNING, RunStatus.WAITING_APPROVAL)
+
+
+class ApprovalState(enum.StrEnum):
+    """An approval's state; only PENDING ever changes (compare-and-set in the store)."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+class DecisionCause(enum.StrEnum):
+    """What ended a pending approval."""
+
+    CLICK = "click"  # an Approve (the last one required) or Deny click
+    REPLY = "reply"  # a thread reply superseded it
+    EXPIRY = "expiry"  # nobody decided within the window
+    STOP = "stop"  # the run stopped
+    CHANGED_CALL = "changed_call"  # the call's arguments or dry-run preview changed; a new approval was asked
+
+
+class InboxState(enum.StrEnum):
+    """A thread reply stored for a run: waiting, in the history, or carried by a superseded approval."""
+
+    QUEUED = "queued"
+    CONSUMED = "consumed"
+    SUPERSEDING = "superseding"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +187,138 @@ class RunResult:
     wall_seconds: float = 0.0
     model: str = ""
     stopped_by: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """One stored run (a row of `runs`), decoded."""
+
+    id: str
+    channel: str
+    thread_ts: str
+    mention_ts: str | None
+    requester: str
+    task: str
+    status: RunStatus
+    model: str
+    stop_reason: StopReason | None = None
+    stop_detail: str | None = None
+    stopped_by: str | None = None
+    output: str | None = None
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)  # the four token columns
+    cost_usd: float = 0.0
+    agent_seconds: float = 0.0
+    condensed: bool = False
+    tools_called: tuple[str, ...] = ()
+    status_ts: str | None = None
+    stop_requested_by: str | None = None
+    created_at: float
+    updated_at: float
+    system: str | None = None  # fixed when the run starts; None until then
+    tools: list[dict[str, Any]] | None = None  # the tool schemas, exactly as sent; None until the run starts
+    drop_block: bool = False  # the run needed prefix_mismatch_behavior=drop_block
+
+    @property
+    def active(self) -> bool:
+        return self.status != RunStatus.FINISHED
+
+    @property
+    def paid_tokens(self) -> int:
+        return self.usage.paid_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    """One approval (a row of `approvals`): a call bound to its arguments hash and preview hash."""
+
+    id: str
+    run_id: str
+    tool_use_id: str
+    tool: str
+    category: str  # "mutating" | "destructive"
+    args: dict[str, Any]
+    args_hash: str | None = None
+    preview: str | None = None
+    preview_hash: str | None = None
+    requester: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    message_ts: str | None = None  # the card on record
+    state: ApprovalState = ApprovalState.PENDING
+    cause: DecisionCause | None = None  # set when decided
+    required: int = 1
+    approvals: tuple[str, ...] = ()  # who approved so far
+    decided_by: str | None = None
+    decided_name: str | None = None
+    reason: str | None = None  # a denial's reason, the superseding reply, or what voided it
+    created_at: float
+    expires_at: float | None = None
+    decided_at: float | None = None
+    run_tokens: int | None = None  # the run's paid tokens when it asked
+    run_cost_usd: float | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state == ApprovalState.PENDING
+
+    @property
+    def waited(self) -> float | None:
+        """Seconds from the card to the decision; None while pending."""
+        return self.decided_at - self.created_at if self.decided_at and self.created_at else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditEntry:
+    """One approval with the result of the call it allowed (None: the call never ran)."""
+
+    approval: Approval
+    result: str | None = None
+    result_is_error: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboxItem:
+    """A thread reply stored for a run (a row of `inbox`)."""
+
+    id: str
+    run_id: str
+    channel: str
+    ts: str
+    user: str
+    text: str
+    state: InboxState
+    created_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResultRow:
+    """A tool call's stored result (a row of `tool_results`); content None: started, outcome unknown."""
+
+    run_id: str
+    tool_use_id: str
+    tool: str
+    args: dict[str, Any]
+    content: str | None
+    is_error: bool
+    confirmed_by: str | None
+    created_at: float
+
+    @property
+    def started_only(self) -> bool:
+        """Marked started before it ran, and no result after: it may or may not have happened."""
+        return self.content is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One entry of a run's trace (a row of `steps`)."""
+
+    id: int
+    run_id: str
+    kind: str
+    data: dict[str, Any]
+    at: float
 
 
 class ModelError(Exception):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
 import structlog
 
+from bot.types import Approval, ApprovalState, DecisionCause
 from handlers import blocks, messages
 from handlers.policy import Verdict
-from handlers.supervisor import Supervisor, approval_card
+from handlers.supervisor import Supervisor
 from handlers.util import ephemeral
 
 log = structlog.get_logger("opsloop.approvals")
@@ -41,62 +43,61 @@ async def decide(
     a = await store.find_approval(approval_id)
     if a is None:
         return messages.UNKNOWN_APPROVAL
-    if a["state"] != "pending":
+    if not a.pending:
         await _close_stale_card(sup, a, clicked_ts)
-        return messages.already_decided(a["state"], a["decided_by"])
-    if time.time() >= a["expires_at"]:
-        if await store.transition_approval(a["id"], expect="pending", state="expired", decided_at=time.time()):
-            expired = await store.get_approval(a["id"])
+        return messages.already_decided(a.state, a.decided_by)
+    if time.time() >= (a.expires_at or 0.0):
+        if await store.decide_approval(a.id, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY,
+                                       decided_at=time.time()):
+            expired = await store.get_approval(a.id)
             await sup.update_card(expired)
             await _close_stale_card(sup, expired, clicked_ts)
-            sup.wake(a["id"])
-        return messages.approval_expired(a["tool"])
+            sup.wake(a.id)
+        return messages.approval_expired(a.tool)
     refusal = await _refusal(sup, a, user, approve=approve)
     if refusal:
         return refusal
-    if approve and user in a["approvals"]:
+    if approve and user in a.approvals:
         return messages.already_approved_by_you()
     now = time.time()
     if not approve:
-        changed = await store.transition_approval(a["id"], expect="pending", state="denied", decided_by=user,
-                                                  decided_name=await sup.policy.display_name(user),
-                                                  decided_at=now)
+        changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
+                                              decided_by=user, decided_name=await sup.policy.display_name(user),
+                                              decided_at=now)
     else:
-        changed = await store.add_approver(a["id"], user, decided_name=await sup.policy.display_name(user),
-                                           now=now)
-        log.info("approval.click", approval_id=a["id"], user=user, recorded=changed)
+        changed = await store.add_approver(a.id, user, decided_name=await sup.policy.display_name(user), now=now)
+        log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
     if not changed:
-        fresh = await store.get_approval(a["id"])
-        return messages.already_decided(fresh["state"], fresh["decided_by"])
-    fresh = await store.get_approval(a["id"])
-    if clicked_ts and not fresh["message_ts"]:
-        await store.transition_approval(a["id"], expect=fresh["state"], message_ts=clicked_ts)
-        fresh["message_ts"] = clicked_ts
+        fresh = await store.get_approval(a.id)
+        return messages.already_decided(fresh.state, fresh.decided_by)
+    fresh = await store.get_approval(a.id)
+    if clicked_ts and not fresh.message_ts:
+        await store.set_card_ts(a.id, clicked_ts, expect=fresh.state)
+        fresh = dataclasses.replace(fresh, message_ts=clicked_ts)
     await sup.update_card(fresh)
     await _close_stale_card(sup, fresh, clicked_ts)
-    sup.wake(a["id"])
+    sup.wake(a.id)
     return None
 
 
-async def _refusal(sup: Supervisor, a: dict[str, Any], user: str, *, approve: bool) -> str | None:
+async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) -> str | None:
     """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
     policy = sup.policy
-    requesters = await sup.store.requesters(a["id"]) if policy.self_approval_matters(a["category"],
-                                                                                       approve=approve) else []
-    verdict = await policy.verdict(user, category=a["category"], approve=approve, run_requester=a["requester"],
+    requesters = await sup.store.requesters(a.id) if policy.self_approval_matters(a.category, approve=approve) else []
+    verdict = await policy.verdict(user, category=a.category, approve=approve, run_requester=a.requester,
                                    requesters=requesters)
     if verdict is Verdict.NOT_AN_APPROVER:
-        return messages.not_allowed_to_approve(a["tool"], a["category"], policy.describe(a["category"]))
+        return messages.not_allowed_to_approve(a.tool, a.category, policy.describe(a.category))
     if verdict is Verdict.STARTED_THE_RUN:
-        return messages.self_approval_refused(a["tool"])
+        return messages.self_approval_refused(a.tool)
     if verdict is Verdict.ASKED_IN_THE_THREAD:
-        return messages.asked_in_thread_refused(a["tool"])
-    if approve and not blocks.offers_approve(approval_card({**a, "state": "pending"})):
-        return messages.args_not_shown_refused(a["tool"])  # the card could not show everything that would run
+        return messages.asked_in_thread_refused(a.tool)
+    if approve and not blocks.offers_approve(blocks.approval_card(dataclasses.replace(a, state=ApprovalState.PENDING))):
+        return messages.args_not_shown_refused(a.tool)  # the card could not show everything that would run
     return None
 
 
-async def _close_stale_card(sup: Supervisor, approval: dict[str, Any], clicked_ts: str | None) -> None:
+async def _close_stale_card(sup: Supervisor, approval: Approval, clicked_ts: str | None) -> None:
     """A click on a copy of the card that is not the one on record: show it the decision too."""
-    if clicked_ts and clicked_ts != approval["message_ts"] and approval["state"] != "pending":
-        await sup.update_card({**approval, "message_ts": clicked_ts})
+    if clicked_ts and clicked_ts != approval.message_ts and not approval.pending:
+        await sup.update_card(dataclasses.replace(approval, message_ts=clicked_ts))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.redact import REDACTED, redact
+from bot.types import Approval, RunStatus
 from handlers import messages as m
 from handlers.mrkdwn import FENCE, SECTION_TEXT_MAX, markdown_to_mrkdwn, outside_markup, split_mrkdwn
 
@@ -41,8 +42,7 @@ FALLBACK_MAX = 300
 EXCERPT_MAX = 300
 NAME_MAX = 100
 
-APPROVAL_STATES = ("pending", "approved", "denied", "expired", "superseded")
-RUN_STATES = ("running", "waiting_approval", "finished")
+RUN_STATES = tuple(RunStatus)
 
 _ELLIPSIS = "…"
 _ESCAPED_LEN = {"&": 5, "<": 4, ">": 4}
@@ -62,22 +62,7 @@ class SlackMessage:
 # ---------------------------------------------------------------------------
 
 
-def approval_card(
-    *,
-    approval_id: str,
-    tool: str,
-    category: str,
-    args: dict[str, Any],
-    preview: str | None,
-    requester: str | None,
-    state: str,
-    required: int = 1,
-    approvals: Sequence[str] = (),
-    decided_by: str | None = None,
-    reason: str | None = None,
-    expires_at: float | None = None,
-    decided_at: float | None = None,
-) -> SlackMessage:
+def approval_card(approval: Approval) -> SlackMessage:
     """The card for one confirm-gated call: buttons while pending, who decided once decided.
 
     The card shows the whole arguments, over several sections when they are long. When even
@@ -85,16 +70,16 @@ def approval_card(
     nobody approves what they cannot read. Secrets are redacted before anything is laid out
     (a cut never leaves half a secret), and a card that hides one says so.
     """
-    if not approval_id or len(approval_id) > BUTTON_VALUE_MAX:
-        raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(approval_id)}")
-    if state not in APPROVAL_STATES:
-        raise ValueError(f"unknown approval state {state!r}")
+    a = approval
+    if not a.id or len(a.id) > BUTTON_VALUE_MAX:
+        raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(a.id)}")
+    state, tool, category, preview, pending = a.state, a.tool, a.category, a.preview, a.pending
     short_tool = _truncate(tool, NAME_MAX)
-    args_text = redact(_json(args))
+    args_text = redact(_json(a.args))
     preview = redact(preview) if preview is not None else None
     head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
-        _section(m.approval_summary(tool=short_tool, category=category, requester=requester), "approval_summary"),
+        _section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
     ]
     tail: list[dict[str, Any]] = []
     if preview is not None:
@@ -108,26 +93,26 @@ def approval_card(
             tail.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
     if REDACTED in args_text or (preview and REDACTED in preview):
         tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
-    if state == "pending":
+    if pending:
         notes = []
-        if required > 1:
-            notes.append(m.approval_progress(approvals, required))
-        if expires_at is not None:
-            notes.append(m.approval_expires(expires_at))
+        if a.required > 1:
+            notes.append(m.approval_progress(a.approvals, a.required))
+        if a.expires_at is not None:
+            notes.append(m.approval_expires(a.expires_at))
         if notes:
             tail.append(_context(notes, "approval_status"))
     else:
         line = m.approval_decided(
-            state=state, decided_by=decided_by, approvals=approvals, reason=redact(reason) if reason else reason,
-            decided_at=decided_at,
+            state=state, cause=a.cause, decided_by=a.decided_by, approvals=a.approvals,
+            reason=redact(a.reason) if a.reason else a.reason, decided_at=a.decided_at,
         )
         tail.append(_context([line], "approval_decision"))
-    room = MAX_BLOCKS - len(head) - len(tail) - (1 if state == "pending" else 0)
+    room = MAX_BLOCKS - len(head) - len(tail) - (1 if pending else 0)
     args_blocks, shown_in_full = _args_sections(args_text, room)
-    if state == "pending":
-        buttons = [_button(m.DENY_BUTTON, DENY, approval_id, style="danger")]
+    if pending:
+        buttons = [_button(m.DENY_BUTTON, DENY, a.id, style="danger")]
         if shown_in_full:
-            approve = _button(m.APPROVE_BUTTON, APPROVE, approval_id, style="primary")
+            approve = _button(m.APPROVE_BUTTON, APPROVE, a.id, style="primary")
             if category == "destructive":
                 approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
             buttons.insert(0, approve)

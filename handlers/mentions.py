@@ -88,6 +88,6 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     if not created:  # the thread's run is going: this mention is a redirect
         await queue_reply(sup, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text)
         return
-    log.info("run.created", run_id=row["id"], channel=channel, thread_ts=thread_ts, requester=user)
+    log.info("run.created", run_id=row.id, channel=channel, thread_ts=thread_ts, requester=user)
     await react(sup, channel, ts)  # only once the run is stored
-    sup.start(row["id"])
+    sup.start(row.id)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bot.report import STOP_WORDS
+from bot.types import DecisionCause
 
 # ---------------------------------------------------------------------------
 # Formatting helpers (pure; Slack mrkdwn conventions)
@@ -181,6 +182,7 @@ def _at(decided_at: float | None) -> str:
 def approval_decided(
     *,
     state: str,
+    cause: DecisionCause | None = None,
     decided_by: str | None,
     approvals: Sequence[str],
     reason: str | None,
@@ -195,10 +197,10 @@ def approval_decided(
         return line + (f": {escape(reason)}" if reason else " — not run")
     if state == "expired":
         return f":hourglass: Expired{_at(decided_at)}: no one approved within the window — not run"
-    if state == "superseded" and reason and reason.startswith("run stopped"):
+    if state == "superseded" and cause == DecisionCause.STOP:
         by = f" by {mention(decided_by)}" if decided_by else ""
-        return f":octagonal_sign: Not run: the {escape(reason)}{by}{_at(decided_at)}"
-    if state == "superseded" and not decided_by and reason:
+        return f":octagonal_sign: Not run: the {escape(reason or 'run stopped')}{by}{_at(decided_at)}"
+    if state == "superseded" and cause == DecisionCause.CHANGED_CALL and reason:
         return f":leftwards_arrow_with_hook: Superseded: {escape(reason)}{_at(decided_at)} — not run"
     if state == "superseded":
         src = f" from {mention(decided_by)}" if decided_by else ""

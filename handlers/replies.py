@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from bot.types import ApprovalState, DecisionCause, InboxState
 from handlers.supervisor import Supervisor
 from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
@@ -37,17 +38,17 @@ async def queue_reply(sup: Supervisor, *, channel: str, thread_ts: str, ts: str,
         return
     store = sup.store
     superseded = []
-    for approval in await store.pending_approvals(run["id"]):
-        if await store.transition_approval(approval["id"], expect="pending", state="superseded", decided_by=user,
-                                           reason=text, decided_at=time.time()):
-            superseded.append(approval["id"])
+    for approval in await store.pending_approvals(run.id):
+        if await store.decide_approval(approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.REPLY,
+                                       decided_by=user, reason=text, decided_at=time.time()):
+            superseded.append(approval.id)
     if superseded:
         # The reply reaches the model inside the decision; keep it on record, not in the queue.
-        inbox_id = await store.add_inbox(run_id=run["id"], channel=channel, ts=ts, user=user, text=text)
-        await store.put_inbox_state(inbox_id, "superseding")
+        inbox_id = await store.add_inbox(run_id=run.id, channel=channel, ts=ts, user=user, text=text)
+        await store.put_inbox_state(inbox_id, InboxState.SUPERSEDING)
     else:
-        await store.add_inbox(run_id=run["id"], channel=channel, ts=ts, user=user, text=text)
-    log.info("reply.stored", run_id=run["id"], user=user, superseded=superseded)
+        await store.add_inbox(run_id=run.id, channel=channel, ts=ts, user=user, text=text)
+    log.info("reply.stored", run_id=run.id, user=user, superseded=superseded)
     await react(sup, channel, ts)  # only after it is stored
     for approval_id in superseded:
         await sup.update_card(await store.get_approval(approval_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,18 @@ from bot.redact import redact
 from bot.report import handoff_report
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import ConfirmRequest, Decision, Injected, RunResult, StopReason
+from bot.types import (
+    Approval,
+    ApprovalState,
+    ConfirmRequest,
+    Decision,
+    DecisionCause,
+    Injected,
+    Run,
+    RunResult,
+    RunStatus,
+    StopReason,
+)
 from handlers import blocks
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
@@ -61,9 +73,9 @@ class Supervisor:
         """After a restart: every run the store says is active continues where it paused."""
         runs = await self.store.active_runs()
         for row in runs:
-            log.info("run.resume", run_id=row["id"], status=row["status"])
-            self.start(row["id"])
-        return [r["id"] for r in runs]
+            log.info("run.resume", run_id=row.id, status=row.status.value)
+            self.start(row.id)
+        return [r.id for r in runs]
 
     def stop(self, run_id: str) -> None:
         if task := self.tasks.get(run_id):
@@ -78,12 +90,11 @@ class Supervisor:
     async def _drive(self, run_id: str) -> RunResult | None:
         row = await self.store.get_run(run_id)
         thread = IncidentThread(self, row)
-        with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row["channel"],
-                                                     thread_ts=row["thread_ts"]):
+        with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row.channel, thread_ts=row.thread_ts):
             await thread.status.open()
             s = self.settings
             cfg = RunConfig(
-                model=self.model_for(row["model"]), store=self.store, tools=self.tools,
+                model=self.model_for(row.model), store=self.store, tools=self.tools,
                 price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
                 effort=s.model.effort, thinking_display=s.model.thinking_display,
                 confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
@@ -96,8 +107,7 @@ class Supervisor:
             except Exception as e:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
-                await self.store.update_run(run_id, status="finished", stop_reason=StopReason.MODEL_ERROR.value,
-                                            stop_detail=detail)
+                await self.store.finish_run(run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail)
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
             await thread.finish(result)
@@ -122,86 +132,77 @@ class Supervisor:
         """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
         return SlackOut(self.client)
 
-    async def update_card(self, approval: dict[str, Any]) -> None:
-        if not approval.get("message_ts"):
+    async def update_card(self, approval: Approval) -> None:
+        if not approval.message_ts or not approval.channel:
             return
-        msg = approval_card(approval)
-        await self.out.update(channel=approval["channel"], ts=approval["message_ts"], text=msg.text,
-                              blocks=msg.blocks, what="card_update", approval_id=approval["id"])
+        msg = blocks.approval_card(approval)
+        await self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
+                              blocks=msg.blocks, what="card_update", approval_id=approval.id)
 
     async def post(self, channel: str, thread_ts: str, msg: blocks.SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
         return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)
 
 
-def approval_card(a: dict[str, Any]) -> blocks.SlackMessage:
-    return blocks.approval_card(
-        approval_id=a["id"], tool=a["tool"], category=a["category"], args=a["args"], preview=a["preview"],
-        requester=a["requester"], state=a["state"], required=a["required"] or 1, approvals=a["approvals"],
-        decided_by=a["decided_by"], reason=a["reason"], expires_at=a["expires_at"], decided_at=a["decided_at"],
-    )
-
-
 class IncidentThread:
     """The Slack side of one run: its callbacks for the runtime and its messages in the thread."""
 
-    def __init__(self, sup: Supervisor, row: dict[str, Any]) -> None:
-        self.sup, self.run_id = sup, row["id"]
-        self.channel, self.thread_ts, self.requester = row["channel"], row["thread_ts"], row["requester"]
+    def __init__(self, sup: Supervisor, row: Run) -> None:
+        self.sup, self.run_id = sup, row.id
+        self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         store, settings = self.sup.store, self.sup.settings.approvals
         approval = await store.approval_for_call(req.run_id, req.call.id)
-        bound = approval is not None and approval["args_hash"] == req.args_hash and (
-            approval["preview_hash"] == req.preview_hash)
+        bound = approval is not None and approval.args_hash == req.args_hash and (
+            approval.preview_hash == req.preview_hash)
         if approval is None or not bound:
-            if approval is not None and approval["state"] == "pending" and await store.transition_approval(
-                    approval["id"], expect="pending", state="superseded", decided_at=time.time(),
+            if approval is not None and approval.pending and await store.decide_approval(
+                    approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
+                    decided_at=time.time(),
                     reason="the call changed (arguments or dry-run preview); a new approval was requested"):
-                await self.sup.update_card(await store.get_approval(approval["id"]))  # that consent is void
+                await self.sup.update_card(await store.get_approval(approval.id))  # that consent is void
             run = await store.get_run(self.run_id)
             approval = await store.create_approval(
                 run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,
                 args=req.call.args, args_hash=req.args_hash, preview=req.preview, preview_hash=req.preview_hash,
                 requester=self.requester, channel=self.channel, thread_ts=self.thread_ts,
                 required=settings.required(req.category), expires_at=time.time() + settings.expire_minutes * 60,
-                run_tokens=run["input_tokens"] + run["output_tokens"] + run["cache_write_tokens"],
-                run_cost_usd=run["cost_usd"],
+                run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
             )
-        if approval["state"] == "pending" and not approval["message_ts"]:
-            ts = await self.sup.post(self.channel, self.thread_ts, approval_card(approval))
-            if ts and await store.transition_approval(approval["id"], expect="pending", message_ts=ts):
-                approval["message_ts"] = ts
-            elif ts:  # decided while this card was being posted (on it, or on a copy an earlier process posted)
-                decided = await store.get_approval(approval["id"])
-                if decided["message_ts"] != ts:  # the click was on the copy: show the decision here too
-                    await self.sup.update_card({**decided, "message_ts": ts})
+        if approval.pending and not approval.message_ts:
+            ts = await self.sup.post(self.channel, self.thread_ts, blocks.approval_card(approval))
+            if ts and not await store.set_card_ts(approval.id, ts, expect=ApprovalState.PENDING):
+                # decided while this card was being posted (on it, or on a copy an earlier process posted)
+                decided = await store.get_approval(approval.id)
+                if decided.message_ts != ts:  # the click was on the copy: show the decision here too
+                    await self.sup.update_card(dataclasses.replace(decided, message_ts=ts))
         try:
             while True:
-                signal = self.sup.decision_signal(approval["id"])
-                approval = await store.get_approval(approval["id"])
-                if approval["state"] != "pending":
+                signal = self.sup.decision_signal(approval.id)
+                approval = await store.get_approval(approval.id)
+                if not approval.pending:
                     return decision_of(approval)
-                left = approval["expires_at"] - time.time()
+                left = (approval.expires_at or 0.0) - time.time()
                 if left <= 0:
-                    if await store.transition_approval(approval["id"], expect="pending", state="expired",
-                                                       decided_at=time.time()):
-                        await self.sup.update_card(await store.get_approval(approval["id"]))
+                    if await store.decide_approval(approval.id, state=ApprovalState.EXPIRED,
+                                                   cause=DecisionCause.EXPIRY, decided_at=time.time()):
+                        await self.sup.update_card(await store.get_approval(approval.id))
                     continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(left):
                         await signal.wait()
         finally:
-            self.sup.forget(approval["id"])
+            self.sup.forget(approval.id)
 
     async def inject(self) -> list[Injected]:
-        rows = await self.sup.store.queued_inbox(self.run_id)
-        return [Injected(id=r["id"], user=r["user"], text=r["text"]) for r in rows]
+        items = await self.sup.store.queued_inbox(self.run_id)
+        return [Injected(id=i.id, user=i.user, text=i.text) for i in items]
 
     async def stop_requested(self) -> str | None:
-        row = await self.sup.store.get_run(self.run_id)
-        return row["stop_requested_by"]
+        run = await self.sup.store.get_run(self.run_id)
+        return run.stop_requested_by
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
@@ -209,7 +210,7 @@ class IncidentThread:
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
         if activity is None:
             return
-        state = "waiting_approval" if kind == "waiting_approval" else "running"
+        state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
         self.status.show(state=state, step=data.get("step", 0), activity=activity, tokens=data["tokens"],
                          cost_usd=data["cost_usd"])
 
@@ -219,10 +220,10 @@ class IncidentThread:
                                 cost_usd=result.cost_usd)
         store = self.sup.store
         for approval in await store.pending_approvals(self.run_id):  # a stopped run asks nobody anything
-            if await store.transition_approval(approval["id"], expect="pending", state="superseded",
-                                               reason=f"run stopped ({result.stop_reason.value})",
-                                               decided_by=result.stopped_by, decided_at=time.time()):
-                await self.sup.update_card(await store.get_approval(approval["id"]))
+            if await store.decide_approval(approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP,
+                                           reason=f"run stopped ({result.stop_reason.value})",
+                                           decided_by=result.stopped_by, decided_at=time.time()):
+                await self.sup.update_card(await store.get_approval(approval.id))
         if result.stop_reason == StopReason.COMPLETED and result.output:
             for msg in blocks.text_messages(result.output):
                 await self.sup.post(self.channel, self.thread_ts, msg)
@@ -240,37 +241,37 @@ class IncidentThread:
             await self.sup.post(self.channel, self.thread_ts, msg)
 
 
-def decision_of(approval: dict[str, Any]) -> Decision:
-    state = approval["state"]
-    if state == "approved":
-        return Decision(approved=True, confirmed_by=approval["decided_by"])
-    return Decision(approved=False, confirmed_by=approval["decided_by"], reason=approval["reason"] or "",
-                    outcome=state)
+def decision_of(approval: Approval) -> Decision:
+    if approval.state == ApprovalState.APPROVED:
+        return Decision(approved=True, confirmed_by=approval.decided_by)
+    return Decision(approved=False, confirmed_by=approval.decided_by, reason=approval.reason or "",
+                    outcome=approval.state.value)
 
 
 class StatusMessage:
     """The run's status line in the thread, updated in place at most once per interval."""
 
-    def __init__(self, sup: Supervisor, row: dict[str, Any]) -> None:
+    def __init__(self, sup: Supervisor, row: Run) -> None:
         self.sup, self.row = sup, row
-        self.ts: str | None = row["status_ts"]
+        self.ts: str | None = row.status_ts
         self.interval = sup.settings.status_update_seconds
         self._latest: dict[str, Any] | None = None
         self._last_push = 0.0
         self._flusher: asyncio.Task[None] | None = None
 
-    def _message(self, *, state: str, step: int, activity: str, tokens: int, cost_usd: float) -> blocks.SlackMessage:
+    def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
+                 cost_usd: float) -> blocks.SlackMessage:
         return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
-                                     run_id=self.row["id"], max_iterations=self.sup.settings.limits.max_iterations)
+                                     run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations)
 
     async def open(self) -> None:
         if self.ts:
             return
-        msg = self._message(state="running", step=self.row["iterations"], activity="starting",
-                            tokens=0, cost_usd=self.row["cost_usd"])
-        self.ts = await self.sup.post(self.row["channel"], self.row["thread_ts"], msg)
+        msg = self._message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
+                            tokens=0, cost_usd=self.row.cost_usd)
+        self.ts = await self.sup.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
-            await self.sup.store.update_run(self.row["id"], status_ts=self.ts)
+            await self.sup.store.set_status_ts(self.row.id, self.ts)
 
     def show(self, **fields: Any) -> None:
         self._latest = fields
@@ -290,11 +291,11 @@ class StatusMessage:
         self._last_push = time.monotonic()
         if not self.ts:
             return
-        await self.sup.out.update(channel=self.row["channel"], ts=self.ts, text=msg.text, blocks=msg.blocks,
+        await self.sup.out.update(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks,
                                   what="status_update")
 
     async def close(self, **fields: Any) -> None:
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
-        await self._push(self._message(state="finished", **fields))
+        await self._push(self._message(state=RunStatus.FINISHED, **fields))

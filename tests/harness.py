@@ -37,6 +37,7 @@ from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorH
 from bot.app import Opsloop, build, start
 from bot.config import Settings, load_settings
 from bot.store import Ledger
+from bot.types import AuditEntry, Run
 from handlers.blocks import APPROVE, DENY, STOP
 from tests import incident_tools
 from tests.conftest import API_KEY
@@ -340,11 +341,11 @@ class BotEnv:
         finally:
             ledger.close()
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[Run]:
         with self.ledger() as ledger:
             return ledger.list_runs()
 
-    def audit(self) -> list[dict[str, Any]]:
+    def audit(self) -> list[AuditEntry]:
         with self.ledger() as ledger:
             return ledger.audit()
 

@@ -11,6 +11,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from bot.redact import REDACTED
+from bot.types import Approval, ApprovalState, DecisionCause
 from handlers import messages
 from handlers.blocks import (
     APPROVE,
@@ -103,15 +104,22 @@ def assert_valid_blocks(msg: SlackMessage) -> None:
 
 def _card(**overrides: Any) -> SlackMessage:
     values: dict[str, Any] = {
-        "approval_id": "ap_1",
+        "id": "ap_1",
+        "run_id": "run_1",
+        "tool_use_id": "toolu_1",
         "tool": "restart_service",
         "category": "mutating",
         "args": {"service": "nginx", "host": "web-1"},
         "preview": None,
         "requester": "U0REQUEST",
-        "state": "pending",
+        "state": ApprovalState.PENDING,
+        "created_at": EPOCH - 60,
     }
-    return approval_card(**(values | overrides))
+    if "approvals" in overrides:
+        overrides["approvals"] = tuple(overrides["approvals"])
+    if "state" in overrides:
+        overrides["state"] = ApprovalState(overrides["state"])
+    return approval_card(Approval(**(values | overrides)))
 
 
 def _block(msg: SlackMessage, block_id: str) -> dict[str, Any]:
@@ -242,6 +250,21 @@ def test_decided_card_has_no_buttons_and_says_who_and_when(state: str, extra: di
     assert_valid_blocks(card)
 
 
+def test_a_card_superseded_because_the_run_stopped_says_so() -> None:
+    card = _card(state="superseded", cause=DecisionCause.STOP, reason="run stopped (cancelled)",
+                 decided_by="U0STOP", decided_at=EPOCH)
+    assert _block(card, "approval_decision")["elements"] == [
+        {"type": "mrkdwn", "text": f":octagonal_sign: Not run: the run stopped (cancelled) by <@U0STOP> at {DATE}"}
+    ]
+
+
+def test_a_card_voided_by_a_changed_call_gives_the_reason() -> None:
+    card = _card(state="superseded", cause=DecisionCause.CHANGED_CALL, reason="the call changed", decided_at=EPOCH)
+    assert _block(card, "approval_decision")["elements"] == [
+        {"type": "mrkdwn", "text": f":leftwards_arrow_with_hook: Superseded: the call changed at {DATE} — not run"}
+    ]
+
+
 def test_approval_by_several_people_names_them_all() -> None:
     card = _card(state="approved", required=2, approvals=["U0AAA", "U0BBB"], decided_by="U0BBB")
     assert _block(card, "approval_decision")["elements"] == [
@@ -353,7 +376,7 @@ def test_long_tool_name_is_cut_to_fit_the_header() -> None:
 
 def test_approval_id_longer_than_a_button_value_is_refused() -> None:
     with pytest.raises(ValueError):
-        _card(approval_id="a" * (BUTTON_VALUE_MAX + 1))
+        _card(id="a" * (BUTTON_VALUE_MAX + 1))
 
 
 # --- status message ---------------------------------------------------------

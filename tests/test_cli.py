@@ -10,6 +10,7 @@ import pytest
 
 from bot.cli import main
 from bot.store import Ledger
+from bot.types import StopReason
 
 
 @pytest.fixture
@@ -22,16 +23,16 @@ def db(tmp_path, monkeypatch):
     run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="web-03 is out of disk",
                             model="claude-sonnet-4-5",
                             history=[{"role": "user", "content": [{"type": "text", "text": "web-03 is out of disk"}]}])
-    ledger.add_step(run["id"], "tool", {"tool": "check_disk", "args": {"host": "web-03"}})
-    a = ledger.create_approval(run_id=run["id"], tool_use_id="toolu_1", tool="clean_logs", category="destructive",
+    ledger.add_step(run.id, "tool", {"tool": "check_disk", "args": {"host": "web-03"}})
+    a = ledger.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs", category="destructive",
                                args={"path": "/var/log"}, preview="would delete 212 files", requester="U1",
                                expires_at=2e9)
-    ledger.add_approver(a["id"], "U2", decided_name="bob", now=1.8e9)
-    ledger.save_tool_result(run["id"], tool_use_id="toolu_1", tool="clean_logs", args={"path": "/var/log"},
+    ledger.add_approver(a.id, "U2", decided_name="bob", now=1.8e9)
+    ledger.save_tool_result(run.id, tool_use_id="toolu_1", tool="clean_logs", args={"path": "/var/log"},
                             content="deleted 212 files", is_error=False, confirmed_by="U2")
-    ledger.update_run(run["id"], status="finished", stop_reason="completed", output="freed 19.8 GB")
+    ledger.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="freed 19.8 GB")
     ledger.close()
-    return run["id"]
+    return run.id
 
 
 def test_runs_lists_the_run(db, capsys):

@@ -103,7 +103,7 @@ def config(store: Store, client: anthropic.AsyncAnthropic, **kw: Any) -> RunConf
 async def start(store: Store, task: str = "web-03 has high CPU") -> str:
     row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=PRIMARY,
                                  history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
-    return str(row["id"])
+    return row.id
 
 
 async def approve_as(user: str) -> Any:
@@ -282,7 +282,7 @@ async def test_overloaded_primary_falls_back_once(store, fake_anthropic, anthrop
     result = await run(config(store, anthropic_client), run_id)
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "from haiku")
     assert [r.body["model"] for r in fake_anthropic.requests] == [PRIMARY] * 3 + [FALLBACK]
-    assert (await store.get_run(run_id))["model"] == FALLBACK
+    assert (await store.get_run(run_id)).model == FALLBACK
 
 
 async def test_authentication_failure_is_fatal(store, fake_anthropic):
@@ -547,7 +547,7 @@ async def test_run_resumes_from_the_store_after_the_process_dies(store, fake_ant
     task.cancel()  # the process dies while the approval is pending
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert (await store.get_run(run_id))["status"] == "waiting_approval"
+    assert (await store.get_run(run_id)).status == "waiting_approval"
 
     confirm, seen = await approve_as("U2")  # a new process, a click arrives
     result = await run(config(store, anthropic_client, confirm=confirm), run_id)
@@ -594,7 +594,7 @@ async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_ant
     assert steps == [(kind, run_id) for kind in ("request", "response", "tool", "request", "response", "stop")]
     [tool_event] = [e for e in logs if e["event"] == "tool"]
     assert (tool_event["args"], tool_event["result"]) == ({"host": "web-03"}, "web-03: cpu 97%, load 7.9")
-    assert [s["kind"] for s in await store.steps(run_id)] == [e for e, _ in steps]
+    assert [s.kind for s in await store.steps(run_id)] == [e for e, _ in steps]
 
 
 async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(store, fake_anthropic,

@@ -76,7 +76,7 @@ def answer(*blocks: dict[str, Any], stop: str = "end_turn", output: int = 10,
 async def start(store: Store, task: str = "web-03 is out of disk") -> str:
     row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=MODEL,
                                  history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
-    return str(row["id"])
+    return row.id
 
 
 async def test_a_resumed_run_sends_the_system_and_tools_it_started_with(store):
@@ -150,8 +150,8 @@ async def test_a_drop_block_self_heal_is_kept_for_the_rest_of_the_run(store):
     run_id = await start(store)
     await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), run_id)
     assert [r.drop_block for r in model.requests] == [False, True]
-    assert (await store.get_run(run_id))["drop_block"] == 1
-    assert [s["kind"] for s in await store.steps(run_id)].count("thinking_prefix_mismatch") == 1
+    assert (await store.get_run(run_id)).drop_block
+    assert [s.kind for s in await store.steps(run_id)].count("thinking_prefix_mismatch") == 1
 
 
 async def test_failed_attempts_are_charged(store):

@@ -62,7 +62,7 @@ async def test_check_url_refuses_a_redirect_to_the_metadata_service_and_the_run_
                 assert secret not in seen_by_model
             assert seen == ["/status"]
             (run,) = env.runs()
-            assert (run["status"], run["stop_reason"]) == ("finished", "completed")
+            assert (run.status, run.stop_reason) == ("finished", "completed")
             fake_anthropic.assert_complete()
     finally:
         await runner.cleanup()

@@ -81,7 +81,7 @@ async def test_someone_who_asked_for_it_in_the_thread_cannot_approve_the_destruc
         assert note["text"] == messages.asked_in_thread_refused("clean_logs")
         await env.wait_idle()
         assert card_state(card) == "pending" and ran("clean_logs") == []
-        assert env.audit()[0]["approvals"] == []
+        assert env.audit()[0].approval.approvals == ()
 
         await env.approve(card, BOB)  # someone who did not ask
         await env.wait_final(channel, ts)
@@ -187,7 +187,7 @@ async def test_arguments_too_long_for_the_card_cannot_be_approved_even_by_a_forg
         assert action_ids(card) == [DENY]
         assert "Approve is not offered" in text_of(card)
 
-        approval_id = env.audit()[0]["id"]  # the button value is no secret: anyone can send an Approve for it
+        approval_id = env.audit()[0].approval.id  # the button value is no secret: anyone can send an Approve for it
         await fake_slack.send_interactive(block_action_payload(BOB, channel, card.ts, APPROVE, approval_id,
                                                                message=card.to_api(), user_name="bob"))
         assert (await env.wait_ephemeral(BOB))["text"] == messages.args_not_shown_refused("clean_logs")
@@ -196,7 +196,7 @@ async def test_arguments_too_long_for_the_card_cannot_be_approved_even_by_a_forg
 
         await env.deny(card, BOB)
         await env.wait_final(channel, ts)
-        assert ran("clean_logs") == [] and env.audit()[0]["state"] == "denied"
+        assert ran("clean_logs") == [] and env.audit()[0].approval.state == "denied"
 
 
 async def test_a_secret_in_the_arguments_is_hidden_on_the_card_and_marked_as_hidden(

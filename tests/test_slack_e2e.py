@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.report import STOP_WORDS
+from bot.types import DecisionCause
 from handlers.blocks import APPROVE, DENY, STOP
 from tests import incident_tools
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
@@ -90,10 +91,10 @@ async def test_disk_full_incident_runs_clean_logs_after_approval(
         assert STOP not in action_ids(status)  # finished: no Stop button left
 
         (row,) = env.audit()
-        assert (row["tool"], row["state"], row["decided_by"]) == ("clean_logs", "approved", BOB)
-        assert row["requester"] == ALICE
-        assert row["decided_name"] == "bob" and row["preview"] == CLEAN_PREVIEW
-        assert row["args"] == CLEAN and "deleted 212 files" in row["result"]
+        assert (row.approval.tool, row.approval.state, row.approval.decided_by) == ("clean_logs", "approved", BOB)
+        assert (row.approval.requester, row.approval.cause) == (ALICE, DecisionCause.CLICK)
+        assert row.approval.decided_name == "bob" and row.approval.preview == CLEAN_PREVIEW
+        assert row.approval.args == CLEAN and "deleted 212 files" in row.result
         fake_anthropic.assert_complete()
 
 
@@ -123,7 +124,7 @@ async def test_deny_reaches_the_model_as_an_error_and_nothing_runs(
         assert f"Denied by {BOB}" in result_text(result) and "NOT run" in result_text(result)
         assert ran("restart_service") == []
         (row,) = env.audit()
-        assert (row["state"], row["decided_by"], row["result"]) == ("denied", BOB, result_text(result))
+        assert (row.approval.state, row.approval.decided_by, row.result) == ("denied", BOB, result_text(result))
 
 
 async def test_click_by_someone_not_allowed_gets_an_ephemeral_and_changes_nothing(
@@ -138,7 +139,7 @@ async def test_click_by_someone_not_allowed_gets_an_ephemeral_and_changes_nothin
         assert "can't approve" in note["text"] and f"<@{BOB}>" in note["text"]
         await env.wait_idle()
         assert card.edited is None and card_state(card) == "pending"  # the card was not touched
-        assert env.audit()[0]["approvals"] == [] and ran("restart_service") == []
+        assert env.audit()[0].approval.approvals == () and ran("restart_service") == []
 
         await env.approve(card, BOB)
         await env.wait_final(channel, ts)
@@ -153,8 +154,8 @@ async def test_a_second_click_changes_nothing(
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
         # Two deliveries of a click on the same (not yet updated) card: a double click.
-        payload = block_action_payload(BOB, channel, card.ts, APPROVE, env.audit()[0]["id"], message=card.to_api(),
-                                       user_name="bob")
+        payload = block_action_payload(BOB, channel, card.ts, APPROVE, env.audit()[0].approval.id,
+                                       message=card.to_api(), user_name="bob")
         await fake_slack.send_interactive(payload)
         await fake_slack.send_interactive(payload)
         await env.wait_final(channel, ts)
@@ -162,7 +163,7 @@ async def test_a_second_click_changes_nothing(
 
         assert ran("restart_service") == [Execution("restart_service", RESTART, BOB)]
         (row,) = env.audit()
-        assert (row["state"], row["approvals"]) == ("approved", [BOB])
+        assert (row.approval.state, row.approval.approvals) == ("approved", (BOB,))
         (note,) = [e for e in fake_slack.ephemerals if e["user"] == BOB]
         assert "already approved" in note["text"]
         updates = fake_slack.calls_to("chat.update")
@@ -203,14 +204,14 @@ async def test_two_approvals_required_runs_only_after_the_second_approver(
         await env.approve(progress, BOB)  # the same person twice is still one approval
         assert "already approved" in (await env.wait_ephemeral(BOB))["text"]
         await env.wait_idle()
-        assert ran("clean_logs") == [] and env.audit()[0]["state"] == "pending"
+        assert ran("clean_logs") == [] and env.audit()[0].approval.state == "pending"
 
         await env.approve(progress, CAROL)
         await env.wait_final(channel, ts)
         approved = await env.card(channel, ts, state="approved")
         assert f"<@{BOB}>" in text_of(approved) and f"<@{CAROL}>" in text_of(approved)
         assert ran("clean_logs") == [Execution("clean_logs", CLEAN, CAROL)]
-        assert env.audit()[0]["approvals"] == [BOB, CAROL]
+        assert env.audit()[0].approval.approvals == (BOB, CAROL)
 
 
 async def test_an_expired_approval_is_no_consent(
@@ -224,7 +225,8 @@ async def test_an_expired_approval_is_no_consent(
         await env.wait_final(channel, ts)
         (result,) = tool_results((await env.requests(2))[1])
         assert result["is_error"] is True and "No consent" in result_text(result)
-        assert ran("clean_logs") == [] and env.audit()[0]["state"] == "expired"
+        assert ran("clean_logs") == [] and env.audit()[0].approval.state == "expired"
+        assert env.audit()[0].approval.cause == DecisionCause.EXPIRY
 
 
 # --------------------------------------------------------------------------------------
@@ -285,7 +287,8 @@ async def test_the_stop_button_cancels_the_run_and_reports_who(
         assert "cancelled" in report and f"Stopped by <@{ALICE}>" in report
         assert card_state(env.cards(channel, ts)[-1]) == "superseded"  # nobody is asked anymore
         (run,) = env.runs()
-        assert (run["status"], run["stop_reason"], run["stopped_by"]) == ("finished", "cancelled", ALICE)
+        assert (run.status, run.stop_reason, run.stopped_by) == ("finished", "cancelled", ALICE)
+        assert [e.approval.cause for e in env.audit()] == [DecisionCause.STOP]
         assert ran("clean_logs") == []
 
 
@@ -300,7 +303,7 @@ async def test_stop_by_someone_who_may_not_approve_changes_nothing(
         await env.stop(status, CAROL)
         assert "stop" in (await env.wait_ephemeral(CAROL))["text"].lower()
         await env.wait_idle()
-        assert [r["status"] for r in env.runs()] == ["waiting_approval"]
+        assert [r.status for r in env.runs()] == ["waiting_approval"]
         await env.stop(status, BOB)  # an approver may stop it
         assert "cancelled" in text_of(await env.wait_final(channel, ts))
 
@@ -364,7 +367,7 @@ async def test_iteration_limit_posts_a_handoff_report(
         assert "2/2" in report and "check_disk" in report
         assert len(fake_anthropic.requests) == 2
         fake_anthropic.assert_complete()
-        assert env.runs()[0]["stop_reason"] == "iteration_limit"
+        assert env.runs()[0].stop_reason == "iteration_limit"
 
 
 async def test_a_permission_denied_tool_stops_the_run(
@@ -431,7 +434,7 @@ async def test_http_mode_accepts_a_signed_request_and_rejects_a_forged_one(
         assert "HTTP mode" in text_of(final)
         await env.wait_reaction(CHANNEL, event["ts"])
         await env.wait_idle()
-        assert [r["requester"] for r in env.runs()] == [ALICE]
+        assert [r.requester for r in env.runs()] == [ALICE]
         assert not env.reacted(CHANNEL, forged_event["ts"])
 
 

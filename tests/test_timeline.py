@@ -116,7 +116,7 @@ async def incident(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAn
     for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY", "OPSLOOP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPSLOOP_DB", env.settings.db_path)
-    return {**run, "db": env.settings.db_path}
+    return {"id": run.id, "cost_usd": run.cost_usd, "model": run.model, "db": env.settings.db_path}
 
 
 def show_html(run_id: str, path: Path) -> str:
@@ -135,7 +135,7 @@ def test_every_step_of_the_trace_has_a_row(incident, tmp_path):
     page = StrictPage.of(show_html(incident["id"], tmp_path / "timeline.html"))
     ledger = Ledger(incident["db"])
     try:
-        steps = Counter(s["kind"] for s in ledger.steps(incident["id"]))
+        steps = Counter(s.kind for s in ledger.steps(incident["id"]))
     finally:
         ledger.close()
     assert {"request", "response", "tool", "decision", "inject", "stop"} <= steps.keys()
