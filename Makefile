@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo sandbox screenshot browser run bench clean
+.PHONY: test chaos lint demo sandbox screenshot browser run bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
+# replay one with CHAOS_SEED=...). `make test` runs its short, fixed-seed version.
+CHAOS_RUNS ?= 200
+chaos: $(STAMP)
+	$(BIN)/python -m pytest -q -s tests/test_crash.py --chaos-runs=$(CHAOS_RUNS) $(if $(CHAOS_SEED),--chaos-seed=$(CHAOS_SEED))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,7 +54,9 @@ browser:
 run: $(STAMP)
 	$(BIN)/opsloop run
 
+# Writes bench/RESULTS.md (and growth.png, PROFILE.md); installs the peers it compares against first.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 clean:

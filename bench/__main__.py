@@ -1,159 +1,500 @@
-"""Per-iteration overhead of the agent loop, in medians over repeated runs.
+"""opsloop's benchmarks: `make bench` (or `python -m bench`) runs them all and writes bench/RESULTS.md.
 
-- in-process: a scripted ModelClient with no I/O, so the time is the loop itself
-  plus its SQLite writes (history, trace, totals) on the writer thread.
-- http: the real anthropic client streaming from the local fake Messages API.
-- baseline: the same model/tool calls made directly, without the loop.
-Numbers are machine-dependent; compare ratios, not absolutes.
+Everything runs against the local fakes on loopback: the fake Slack (Web API + Socket
+Mode) and the fake Messages API (with its cache and thinking-token accounting). The
+product is `opsloop run` as a child process with the shipped defaults; the peers are
+child processes too, talking to the same fake. Timings are medians over repeats and
+every ratio compares numbers measured in this same invocation.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import json
+import os
+import platform
 import statistics
+import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
-from bot.log import configure_logging
+from bench import product
+from bench.product import API_KEY, incident, running
+from bot import prompts
+from bot.guards import Limits
 from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import ModelRequest, ModelResponse, StopReason, Usage
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tools import Category, ToolRegistry, tool
+from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, _cost_usd, reply, text, tool_use
+from tools.config import build_registry
+
+HERE = Path(__file__).resolve().parent
+MODEL = "claude-sonnet-5-5"  # the shipped default
+TASK = "[incident request from <@U0ALICE> in <#C0INCIDENT>] web-03 is out of disk"
+med = statistics.median
 
 
-@tool(category=Category.READ_ONLY, parallel=True)
-async def check_disk(host: str) -> str:
-    """Disk usage."""
-    return f"{host}: /var 97%"
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of `values`."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-REGISTRY = ToolRegistry([check_disk])
+@dataclass
+class Report:
+    """What RESULTS.md says: one summary row per benchmark, then a section each."""
+
+    summary: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, result, target, verdict
+    sections: list[str] = field(default_factory=list)
+
+    def row(self, name: str, result: str, target: str, ok: bool | None, miss: str = "") -> None:
+        verdict = "n/a" if ok is None else "met" if ok else f"missed{': ' + miss if miss else ''}"
+        self.summary.append((name, result, target, verdict))
+
+    def section(self, title: str, body: str) -> None:
+        self.sections.append(f"## {title}\n\n{body.strip()}\n")
 
 
-class ScriptedModel:
-    """A ModelClient answering from memory: N tool calls, then a final answer."""
-
-    def __init__(self, steps: int) -> None:
-        self.left = steps
-        self.model = "claude-sonnet-4-5"
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.left -= 1
-        n = self.left
-        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "check_disk", "input": {"host": f"w{n}"}}
-        content: list[dict[str, Any]] = [call] if self.left > 0 else [{"type": "text", "text": "done"}]
-        return ModelResponse(content=content, stop_reason="tool_use" if self.left > 0 else "end_turn",
-                             usage=Usage(input_tokens=100, output_tokens=10), model=self.model)
+def table(head: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return "\n".join([*lines, *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)])
 
 
-async def one_run(store: Store, model: Any, steps: int) -> float:
-    row = await store.create_run(channel="C", thread_ts="1", requester="U", task="t", model="claude-sonnet-4-5",
-                                 history=[{"role": "user", "content": [{"type": "text", "text": "disk full"}]}])
-    cfg = RunConfig(model=model, store=store, tools=REGISTRY, price_for=lambda m: price_for(m)[0])
-    began = time.perf_counter()
-    result = await run(cfg, row["id"])
-    elapsed = time.perf_counter() - began
-    assert result.stop_reason == StopReason.COMPLETED and result.iterations == steps, result
-    return elapsed / steps
+def per_iteration_ms(stamps: list[float]) -> float:
+    """Mean time between consecutive model requests of one run: one loop iteration each."""
+    return (stamps[-1] - stamps[0]) / (len(stamps) - 1) * 1000
 
 
-async def baseline(model: Any, steps: int) -> float:
-    """The same calls without the loop: model, then tool, no store, no guards."""
-    began = time.perf_counter()
-    history: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "disk full"}]}]
-    for _ in range(steps):
-        response = await model.complete(ModelRequest(system="s", tools=REGISTRY.api_schemas(), messages=history,
-                                                     max_tokens=1024))
-        history.append({"role": "assistant", "content": response.content})
-        calls = [b for b in response.content if b["type"] == "tool_use"]
-        if calls:
-            out = await check_disk.run(calls[0]["input"])
-            history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0]["id"],
-                                                         "content": out}]})
-    return (time.perf_counter() - began) / steps
+def read_share(usages: list[dict[str, int]]) -> float:
+    total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usages)
+    return sum(u["cache_read_input_tokens"] for u in usages) / total if total else 0.0
 
 
-async def main(repeats: int, steps: int) -> None:
-    configure_logging("warning")  # the trace is part of the loop's cost only at info level; see --trace
+def uncached_cost(model: str, usages: list[dict[str, int]]) -> float:
+    """What the same requests cost without any cache_control: every prompt token at the input price."""
+    return sum(_cost_usd(model, {**u, "input_tokens": u["input_tokens"] + u["cache_read_input_tokens"]
+                                 + u["cache_creation_input_tokens"], "cache_read_input_tokens": 0,
+                                 "cache_creation_input_tokens": 0}) or 0.0 for u in usages)
+
+
+# --------------------------------------------------------------------------- 1 ack latency
+
+
+async def ack_latency(p: product.Product, n: int, report: Report) -> None:
+    acked: dict[str, float] = {}
+
+    def on_change() -> None:
+        now = time.monotonic()
+        for envelope_id in p.slack.acks.keys() - acked.keys():
+            acked[envelope_id] = now
+
+    unwatch = p.slack.watch(on_change)
+    p.model.script(*[incident(1) for _ in range(n)])
+    sent: dict[str, tuple[str, float]] = {}  # envelope id -> (mention ts, sent at)
+
+    async def one(i: int) -> None:
+        event = product.mention_event(product.CHANNEL, product.ALICE, f"host web-{i:03d} is out of disk",
+                                      bot_user_id=p.slack.bot_user_id)
+        at = time.monotonic()
+        envelope_id = await p.slack.send_event(event)
+        sent[envelope_id] = (event["ts"], at)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    await p.wait_answers(n)
+    unwatch()
+    eyes = {c.args.get("timestamp"): c.at for c in p.slack.calls
+            if c.method == "reactions.add" and c.ok and c.args.get("name") == "eyes"}
+    ack_ms = [(acked[e] - at) * 1000 for e, (_, at) in sent.items()]
+    eyes_ms = [(eyes[ts] - at) * 1000 for _, (ts, at) in sent.items() if ts in eyes]
+    assert len(eyes_ms) == n, f"{len(eyes_ms)} of {n} mentions got :eyes:"
+    a50, a99, e50, e99 = pct(ack_ms, 50), pct(ack_ms, 99), pct(eyes_ms, 50), pct(eyes_ms, 99)
+    report.row("1. Event ack latency (100-mention burst)", f"ack p50 {a50:.1f} / p99 {a99:.1f} ms; "
+               f":eyes: p50 {e50:.0f} / p99 {e99:.0f} ms", "ack p99 < 50 ms; :eyes: p99 < 250 ms",
+               a99 < 50 and e99 < 250, miss=_miss(("ack p99", a99, 50), (":eyes: p99", e99, 250)))
+    report.section("1. Event ack latency", f"""
+{n} `app_mention` envelopes sent at once over Socket Mode to `opsloop run`; times from the moment
+the fake Slack sent each envelope to the ack frame, and to the `reactions.add` call (`:eyes:`,
+made once the run is stored). Every mention starts a run that answers at once, so the
+acks compete with 100 runs starting.
+
+{table(["", "p50 ms", "p99 ms", "max ms", "target"], [
+        ["ack", f"{a50:.1f}", f"{a99:.1f}", f"{max(ack_ms):.1f}", "p99 < 50"],
+        [":eyes:", f"{e50:.0f}", f"{e99:.0f}", f"{max(eyes_ms):.0f}", "p99 < 250"]])}
+""")
+
+
+def _miss(*checks: tuple[str, float, float]) -> str:
+    return "; ".join(f"{name} {value:.0f} vs {limit:g} ({value / limit:.1f}x)" for name, value, limit in checks
+                     if value >= limit)
+
+
+# --------------------------------------------------------------------------- 2 + 6 overhead and peers
+
+
+async def peer_spec(p: product.Product, tmp: Path, *, cache: bool = False) -> Path:
+    registry = await build_registry({"modules": ["tools.builtin", "bench.tools"]})
+    spec = {"base_url": p.model.base_url, "api_key": API_KEY, "model": MODEL, "system": prompts.SYSTEM_PROMPT,
+            "tools": registry.api_schemas(), "task": TASK, "max_tokens": 16000, "effort": "medium", "cache": cache}
+    await registry.aclose()
+    path = tmp / f"spec-{int(cache)}.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+async def peer_run(p: product.Product, name: str, spec: Path, steps: int) -> tuple[list[float], list[dict[str, int]]]:
+    stamps: list[float] = []
+    first = len(p.model.requests)
+    p.model.script(*[incident(steps, stamps) for _ in range(steps)])
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.peers", name, str(spec),
+                                                cwd=product.ROOT, stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"peer {name} failed: {err.decode()[-2000:]}")
+    usages = [r.usage for r in p.model.requests[first:] if r.status == 200 and r.usage]
+    assert len(stamps) == steps, (name, len(stamps))
+    return stamps, usages
+
+
+async def overhead_and_peers(p: product.Product, steps: int, repeats: int, report: Report) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = await peer_spec(p, Path(tmp))
+        spec_cached = await peer_spec(p, Path(tmp), cache=True)
+        n_tools = len(json.loads(spec.read_text())["tools"])
+        names = ["opsloop", "bare", "pydantic_ai", "tool_runner", "tool_runner+cache"]
+        ms: dict[str, list[float]] = {n: [] for n in names}
+        share: dict[str, list[float]] = {n: [] for n in names}
+        e2e: list[float] = []
+        for _ in range(repeats):  # interleaved, so drift on a busy machine hits every contender alike
+            first = len(p.model.requests)
+            stamps, wall = await p.incident(steps)
+            ms["opsloop"].append(per_iteration_ms(stamps))
+            share["opsloop"].append(read_share([r.usage for r in p.model.requests[first:] if r.usage]))
+            e2e.append(wall)
+            for name in names[1:]:
+                peer = name.removesuffix("+cache")
+                stamps, usages = await peer_run(p, peer, spec_cached if name.endswith("+cache") else spec, steps)
+                ms[name].append(per_iteration_ms(stamps))
+                share[name].append(read_share(usages))
+    base = med(ms["bare"])
+    ratio = {n: med(ms[n]) / base for n in names}
+    labels = {"opsloop": "opsloop run (Slack status, SQLite, trace)", "bare": "bare SDK loop (messages.create)",
+              "pydantic_ai": "pydantic-ai Agent", "tool_runner": "SDK beta tool runner (thread)",
+              "tool_runner+cache": "SDK beta tool runner + cache_control"}
+    rows = [[labels[n], f"{med(ms[n]):.2f}", f"{min(ms[n]):.2f}", f"{ratio[n]:.2f}x", f"{med(share[n]):.0%}"]
+            for n in names]
+    report.row("2. Loop overhead per iteration", f"opsloop {med(ms['opsloop']):.2f} ms vs bare {base:.2f} ms = "
+               f"{ratio['opsloop']:.2f}x", "<= 1.5x bare", ratio["opsloop"] <= 1.5,
+               miss=f"{ratio['opsloop']:.2f}x, {ratio['opsloop'] / 1.5:.2f}x over target; see profile")
+    best_peer = min(ratio["pydantic_ai"], ratio["tool_runner"])
+    report.row("6. Peers: overhead", f"opsloop {ratio['opsloop']:.2f}x, pydantic-ai {ratio['pydantic_ai']:.2f}x, "
+               f"tool runner {ratio['tool_runner']:.2f}x", "ahead of both", ratio["opsloop"] < best_peer,
+               miss=f"{ratio['opsloop'] / best_peer:.2f}x the best peer")
+    report.row("6. Peers: cache read share", f"opsloop {med(share['opsloop']):.0%}, pydantic-ai "
+               f"{med(share['pydantic_ai']):.0%}, tool runner {med(share['tool_runner']):.0%}",
+               ">= 90% and ahead of both", med(share["opsloop"]) >= 0.9
+               and med(share["opsloop"]) > max(med(share["pydantic_ai"]), med(share["tool_runner"])),
+               miss=f"{med(share['opsloop']):.0%}")
+    report.section("2 and 6. Loop overhead per iteration, and peers", f"""
+The same {steps}-request incident ({steps - 1} `disk_usage` calls, then the answer) with zero model latency
+and an instant tool. Each contender is its own process talking to the same fake Messages API
+(model `{MODEL}`, the fake's thinking blocks included), with the same system prompt and the same
+{n_tools} tool schemas (opsloop's built-ins plus the bench tools). Time per iteration is
+measured at the fake: the mean gap between consecutive requests of one run, i.e. receive the reply,
+run the tool, persist, build and send the next request. Median over {repeats} interleaved repeats.
+opsloop runs with its shipped defaults: status message in the thread (updates at most every 2 s),
+SQLite persistence, JSON trace at info level to a file.
+
+{table(["contender", "median ms/iteration", "best ms/iteration", "vs bare", "cache read share"], rows)}
+
+opsloop end to end (mention sent -> answer posted, {steps} requests): median {med(e2e) * 1000:.0f} ms.
+Cache read share = cache-read tokens / all prompt tokens over the run. pydantic-ai and the tool
+runner ship with caching off (`anthropic_cache*` settings, `cache_control`); the last row turns it
+on for the tool runner, whose server-side thread uploads only the new turn.
+""")
+
+
+# --------------------------------------------------------------------------- 3 concurrency
+
+
+async def concurrency(threads: int, steps: int, latency: float, report: Report) -> None:
+    async with running() as p:
+        p.model.latency_seconds = latency
+        _, single = await p.incident(steps)
+        p.model.script(*[incident(steps) for _ in range(threads * steps)])
+        before = len(p._final_calls())
+        began = time.monotonic()
+        sent = await asyncio.gather(*(p.mention(f"host web-{i:03d} is out of disk") for i in range(threads)))
+        answers = await p.wait_answers(before + threads)
+        total = max(answers[ts] for ts, _ in sent) - began
+    ratio = total / single
+    report.row(f"3. Concurrency ({threads} threads)", f"{total:.2f} s / {single:.2f} s = {ratio:.2f}", "<= 1.5",
+               ratio <= 1.5, miss=f"{ratio / 1.5:.2f}x over")
+    report.section("3. Concurrency", f"""
+{threads} mentions sent at once, each a thread with a {steps}-request run; the fake model takes
+{latency * 1000:.0f} ms per request. One run alone: mention -> answer {single:.2f} s. All {threads}: first
+mention sent -> last answer posted {total:.2f} s. Ratio {ratio:.2f} (target <= 1.5).
+""")
+
+
+# --------------------------------------------------------------------------- 4 prompt cache
+
+
+async def prompt_cache(p: product.Product, steps: int, report: Report) -> None:
+    first = len(p.model.requests)
+    await p.incident(steps)
+    usages = [r.usage for r in p.model.requests[first:] if r.usage]
+    shares = [read_share([u]) for u in usages]
+    later = shares[1:]
+    cost = sum(r.cost_usd or 0.0 for r in p.model.requests[first:])
+    plain = uncached_cost(MODEL, usages)
+    report.row("4. Prompt cache (15 iterations)", f"read share from iteration 2: min {min(later):.0%}, "
+               f"median {med(later):.0%}; cost {cost / plain:.0%} of uncached", ">= 80% from iteration 2",
+               min(later) >= 0.8, miss=f"min {min(later):.0%}")
+    rows = [[i + 1, u["input_tokens"], u["cache_creation_input_tokens"], u["cache_read_input_tokens"], f"{s:.0%}"]
+            for i, (u, s) in enumerate(zip(usages, shares, strict=True))]
+    report.section("4. Prompt cache", f"""
+A {steps}-request run through `opsloop run` (shipped cache breakpoints: system prompt, the previous
+request's newest user turn, the newest message). The fake's accounting: min 1,024 tokens per
+cached prefix, 20-block look-back. Cost at the fake's prices for `{MODEL}`:
+${cost:.4f} with caching vs ${plain:.4f} for the same requests without (every prompt token at the
+input price) = {cost / plain:.0%}.
+
+{table(["request", "input", "cache write", "cache read", "read share"], rows)}
+""")
+
+
+# --------------------------------------------------------------------------- 5 parallel tools
+
+
+async def parallel_tools(p: product.Product, repeats: int, report: Report) -> None:
+    calls = Limits().parallelism
+    ratios = []
+    for _ in range(repeats):
+        stamps, _ = await p.incident(2, tool="slow_probe", calls=calls)
+        ratios.append((stamps[1] - stamps[0]) / product_slow_seconds())
+    r = med(ratios)
+    report.row("5. Parallel read-only tools", f"{calls} x 300 ms calls in one turn: {r:.2f}x the slowest call",
+               "<= 1.2", r <= 1.2, miss=f"{r:.2f}")
+    report.section("5. Parallel read-only tools", f"""
+The model asks for {calls} `slow_probe` calls (read-only, parallel-safe, 300 ms each) in one turn
+({calls} = the default `limits.parallelism`). Wall time from that reply's request to the next request
+(tools plus one loop iteration), divided by 300 ms: median {r:.3f} over {repeats} runs
+({', '.join(f'{x:.3f}' for x in ratios)}).
+""")
+
+
+def product_slow_seconds() -> float:
+    from bench.tools import SLOW_CALL_SECONDS
+
+    return SLOW_CALL_SECONDS
+
+
+# --------------------------------------------------------------------------- 7 growth and 8 thinking (in-process)
+
+
+async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any, steps: int) -> Any:
+    """One run of the real runtime (bot.runtime.run, SQLite store, real SDK client) against `fake`."""
+    from bench import tools as bench_tools
+    from tools import ToolRegistry
+
+    registry = ToolRegistry([bench_tools.disk_usage, bench_tools.error_log_tail])
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store(Path(tmp) / "bench.db").open()
-        loop_ms = [await one_run(store, ScriptedModel(steps), steps) * 1000 for _ in range(repeats)]
-        base_ms = [await baseline(ScriptedModel(steps), steps) * 1000 for _ in range(repeats)]
-        async with FakeAnthropic(api_key="sk-ant-bench") as fake:
-            client = anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=fake.base_url, max_retries=0)
-
-            def script() -> None:
-                fake.script(*[reply(tool_use("check_disk", {"host": f"web-{i}"})) for i in range(steps - 1)],
-                            reply(text("done")))
-
-            http_ms, http_base_ms = [], []
-            for _ in range(repeats):
-                script()
-                http_ms.append(await one_run(store, AnthropicModel(client, ["claude-sonnet-4-5"]), steps) * 1000)
-                script()
-                http_base_ms.append(await baseline(AnthropicModel(client, ["claude-sonnet-4-5"]), steps) * 1000)
-            await client.close()
+        client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
+        fake.script(*[script for _ in range(steps + 1)])
+        row = await store.create_run(channel="C", thread_ts="1", requester="U", task=TASK, model=MODEL,
+                                     history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}])
+        cfg = RunConfig(model=AnthropicModel(client, [MODEL]), store=store, tools=registry,
+                        price_for=lambda m: price_for(m)[0], **cfg_kw)
+        result = await run(cfg, row.id if hasattr(row, "id") else row["id"])  # a record or (older stores) a dict
+        await client.close()
         await store.close()
-        concurrency = await concurrent_runs(Path(tmp) / "concurrent.db", steps)
-        cache = await cache_ratio(steps)
-    med = statistics.median
-    print(f"per-iteration, median of {repeats} runs x {steps} iterations")
-    print(f"  in-process model: loop {med(loop_ms):.2f} ms  vs direct calls {med(base_ms):.3f} ms"
-          f"  -> loop overhead {med(loop_ms) - med(base_ms):.2f} ms/iteration")
-    print(f"  http fake model : loop {med(http_ms):.2f} ms  vs direct calls {med(http_base_ms):.2f} ms"
-          f"  -> ratio {med(http_ms) / med(http_base_ms):.2f}x")
-    for n, per_run_ms in concurrency:
-        print(f"  {n:>2} concurrent runs (one store writer): {per_run_ms:.1f} ms per run of {steps} iterations")
-    read, paid = cache
-    print(f"  prompt cache over a {steps}-step run: {read:.0%} of prompt tokens read from cache; "
-          f"cost {paid:.0%} of the same run uncached")
+    return result
 
 
-async def concurrent_runs(db: Path, steps: int) -> list[tuple[int, float]]:
-    """Wall time per run when N runs share the store's single writer thread."""
-    store = await Store(db).open()
-    out = []
-    for n in (1, 4, 16):
-        began = time.perf_counter()
-        await asyncio.gather(*(one_run(store, ScriptedModel(steps), steps) for _ in range(n)))
-        out.append((n, (time.perf_counter() - began) * 1000 / n))
-    await store.close()
-    return out
+async def growth(steps: int, budget: int, report: Report, out_png: Path) -> None:
+    curves: dict[str, list[int]] = {}
+    costs: dict[str, float] = {}
+    for label, kw in (("without condensation", {}), ("with condensation", {"context_budget_tokens": budget})):
+        calls = {"n": 0}
+
+        def answer(body: dict[str, Any], calls: dict[str, int] = calls) -> Any:
+            if not body.get("tools"):  # the condensation request: no tools, a summary wanted
+                return reply(text("Summary: web-03 /var/data0 at 96%; nginx upstream timeouts since 03:12."))
+            calls["n"] += 1
+            if calls["n"] < steps:
+                return reply(tool_use("error_log_tail", {"host": f"web-{calls['n']:02d}"}))
+            return reply(text(product.ANSWER))
+
+        async with FakeAnthropic(api_key=API_KEY) as fake:
+            result = await _runtime_run(fake, {"limits": Limits(max_iterations=steps + 5), **kw}, answer, steps)
+            tools_requests = [r for r in fake.requests if r.status == 200 and r.body and r.body.get("tools")]
+            curves[label] = [r.usage["input_tokens"] + r.usage["cache_read_input_tokens"]
+                             + r.usage["cache_creation_input_tokens"] for r in tools_requests]
+            costs[label] = fake.cost_usd()
+        assert result.iterations == steps, result
+    plain, condensed = curves["without condensation"], curves["with condensation"]
+    _plot(curves, out_png, budget)
+    rows = [[i + 1, plain[i], condensed[i] if i < len(condensed) else ""] for i in range(0, steps, 1)
+            if i < 3 or (i + 1) % 5 == 0]
+    report.row(f"7. Growth ({steps} iterations)", f"last prompt {plain[-1]:,} tokens without / {condensed[-1]:,} "
+               f"with condensation; run cost ${costs['without condensation']:.3f} / "
+               f"${costs['with condensation']:.3f}", "table + PNG", None)
+    report.section("7. Growth of the prompt", f"""
+A {steps}-iteration run (the real runtime and SQLite store, the SDK client, the fake), each tool
+result ~1,000 tokens of log lines (`error_log_tail`). Prompt tokens per request (input + cache read +
+cache write), without condensation and with `context_budget_tokens = {budget}` (opsloop condenses
+at most once per run). Cost of the whole run at the fake's prices, cache included:
+${costs['without condensation']:.4f} without, ${costs['with condensation']:.4f} with condensation.
+Sum of prompt tokens over the run: {sum(plain):,} without, {sum(condensed):,} with.
+
+![prompt tokens per request]({out_png.name})
+
+{table(["request", "prompt tokens, no condensation", "prompt tokens, condensation"], rows)}
+""")
 
 
-async def cache_ratio(steps: int) -> tuple[float, float]:
-    """Share of prompt tokens read from cache, and cost relative to the same run uncached (fake's accounting)."""
-    runbook = "Runbook: check disks, then logs, then services before changing anything. " * 80
+def _plot(curves: dict[str, list[int]], path: Path, budget: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for label, ys in curves.items():
+        ax.plot(range(1, len(ys) + 1), ys, marker=".", label=label)
+    ax.axhline(budget, color="grey", linestyle=":", linewidth=1, label=f"context_budget_tokens = {budget:,}")
+    ax.set_xlabel("request (iteration)")
+    ax.set_ylabel("prompt tokens per request")
+    ax.set_title("opsloop: prompt growth over a 40-iteration run")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+async def thinking_cost(steps: int, report: Report) -> None:
+    rows = []
+    default_cost = 0.0
+    for effort in ("low", "medium", "high", "xhigh", "max"):
+        async with FakeAnthropic(api_key=API_KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as fake:
+            result = await _runtime_run(fake, {"effort": effort}, incident(steps), steps)
+            answered = [r for r in fake.requests if r.status == 200]
+            out = sum(r.usage["output_tokens"] for r in answered) / len(answered)
+            think = sum(r.usage["output_tokens_details"]["thinking_tokens"] for r in answered) / len(answered)
+            cost = fake.cost_usd() / len(answered)
+        assert abs(result.cost_usd - fake.cost_usd()) < 1e-9, (result.cost_usd, fake.cost_usd())
+        if effort == "medium":
+            default_cost = cost
+        rows.append([effort + (" (default)" if effort == "medium" else ""), f"{think:,.0f}", f"{out:,.0f}",
+                     f"${cost:.4f}", f"${cost * 20:.2f}"])
+    report.row("8. Thinking cost per step", f"medium (default): ${default_cost:.4f}/step; "
+               f"see table for each effort", "a number for the README", None)
+    report.section("8. Thinking on the current models", f"""
+A {steps}-request incident through the real runtime on `{MODEL}` at each `output_config.effort`.
+The fake's assumption for reasoning per reply (not measured from the real API):
+{', '.join(f'{k} {v:,}' for k, v in EFFORT_THINKING_TOKENS.items())} thinking tokens. Thinking tokens are
+output tokens ($10/MTok on Sonnet 5.5). Cost per step includes the prompt (cache reads and writes).
+opsloop's cost matched the fake's bill to the cent at every level.
+
+{table(["effort", "thinking tokens / step", "output tokens / step", "cost / step", "20-step incident"], rows)}
+""")
+
+
+# --------------------------------------------------------------------------- profile
+
+
+async def profile(steps: int, runs: int, report: Report, out: Path) -> None:
+    from bench.profile import summarize
+
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store(Path(tmp) / "cache.db").open()
-        async with FakeAnthropic(api_key="sk-ant-bench") as fake:
-            client = anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=fake.base_url, max_retries=0)
-            fake.script(*[reply(tool_use("check_disk", {"host": f"web-{i}"})) for i in range(steps - 1)],
-                        reply(text("done")))
-            row = await store.create_run(channel="C", thread_ts="1", requester="U", task="t", model="m",
-                                         history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}])
-            cfg = RunConfig(model=AnthropicModel(client, ["claude-sonnet-4-5"]), store=store, tools=REGISTRY,
-                            price_for=lambda m: price_for(m)[0], system_prompt=runbook)
-            result = await run(cfg, row["id"])
-            await client.close()
-        await store.close()
-    u = result.usage
-    price = price_for("claude-sonnet-4-5")[0]
-    uncached = price.cost(Usage(input_tokens=u.prompt_tokens, output_tokens=u.output_tokens))
-    return u.cache_read_tokens / u.prompt_tokens, price.cost(u) / uncached
+        prof = Path(tmp) / "opsloop.prof"
+        async with running(profile=prof) as p:
+            await p.incident(steps)  # warm-up: imports, first connections
+            began_req = len(p.model.requests)
+            for _ in range(runs):
+                await p.incident(steps)
+            iterations = len(p.model.requests) - began_req
+        text_ = summarize(prof, iterations, runs)
+    out.write_text(text_)  # noqa: ASYNC240 (once, after the timed part)
+    report.section("Profile of `opsloop run` (cProfile, main thread)", text_)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine() -> str:
+    try:
+        import psutil
+
+        mem = f"{psutil.virtual_memory().total / 2**30:.1f} GiB RAM"
+    except Exception:
+        mem = "RAM unknown"
+    cpu = platform.processor() or platform.machine()
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+        cpu = model
+    except (OSError, StopIteration):
+        pass
+    return (f"{cpu}, {os.cpu_count()} CPUs, {mem}; {platform.system()} {platform.release()}; "
+            f"Python {platform.python_version()}; anthropic {anthropic.__version__}")
+
+
+def write(report: Report, path: Path, started: datetime.datetime, seconds: float, args: argparse.Namespace) -> str:
+    summary = table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary])
+    text_ = f"""# opsloop benchmark results
+
+Produced by `make bench` (`python -m bench{' --quick' if args.quick else ''}`) on {started:%Y-%m-%d %H:%M} UTC
+in {seconds:.0f} s.
+
+Machine: {machine()}
+
+Everything ran on loopback against the local fake Slack and fake Messages API. Times are
+medians over repeats; every ratio compares numbers from this same invocation. Numbers are
+machine-dependent: compare the ratios.
+
+{summary}
+
+{chr(10).join(report.sections)}"""
+    path.write_text(text_)
+    return summary
+
+
+async def main(args: argparse.Namespace) -> None:
+    started = datetime.datetime.now(datetime.UTC)
+    began = time.monotonic()
+    report = Report()
+    repeats = 2 if args.quick else args.repeats
+    steps = 20
+    async with running() as p:
+        await p.incident(3)  # warm-up
+        await ack_latency(p, 100, report)
+        await overhead_and_peers(p, steps, repeats, report)
+        await prompt_cache(p, 15, report)
+        await parallel_tools(p, 3 if args.quick else 5, report)
+    await concurrency(50 if args.quick else 200, 5, 0.2, report)
+    await growth(40, 20_000, report, HERE / "growth.png")
+    await thinking_cost(5, report)
+    await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
+    order = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8."]
+    report.summary.sort(key=lambda r: order.index(r[0][:2]))
+    summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
+    print(summary)
+    print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser()
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--steps", type=int, default=20)
-    a = p.parse_args()
-    asyncio.run(main(a.repeats, a.steps))
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of the timed runs (default 5)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
+    asyncio.run(main(parser.parse_args()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from bot.pricing import price_for
 from bot.store import Store
 from handlers import approvals, mentions, replies, stop
 from handlers.blocks import APPROVE, DENY, STOP
+from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.supervisor import Supervisor
 from tools import ToolRegistry
@@ -55,12 +57,19 @@ def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
                                     max_retries=0, timeout=600.0)
 
 
+EVENTS_KEPT_SECONDS = 24 * 3600  # the events dedupe table keeps a day (Slack redelivers within minutes)
+PRUNE_EVERY_SECONDS = 3600
+
 EVENTS = ("app_mention", "message")  # manifest.yml subscribes to exactly these (message.* = "message")
 ACTIONS = (APPROVE, DENY, STOP)
 
 
 def register(app: AsyncApp, sup: Supervisor) -> None:
-    """Thin listeners: ack, dedupe, persist, hand off. Model work never runs inside an ack."""
+    """Thin listeners: dedupe, persist, then ack, and hand off. Model work never runs inside an ack.
+
+    The app runs with process_before_response: Slack gets its ack when the listener returns, so a
+    listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
+    delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
     event_handlers = {"app_mention": mentions.on_mention, "message": replies.on_message}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
@@ -78,7 +87,7 @@ def register(app: AsyncApp, sup: Supervisor) -> None:
 
 
 def _event_listener(sup: Supervisor, handler: Any) -> Any:
-    async def listener(body: dict[str, Any], event: dict[str, Any]) -> None:  # bolt acks events before this runs
+    async def listener(body: dict[str, Any], event: dict[str, Any]) -> None:  # bolt acks once this returns
         await handler(sup, body, event)
 
     return listener
@@ -86,7 +95,7 @@ def _event_listener(sup: Supervisor, handler: Any) -> Any:
 
 def _action_listener(handler: Any) -> Any:
     async def listener(ack: Any, body: dict[str, Any]) -> None:
-        await ack()  # within 3 s, before anything else
+        await ack()  # sent when this returns (process_before_response): the handler only decides and stores
         await handler(body)
 
     return listener
@@ -102,21 +111,29 @@ class Opsloop:
     client: AsyncWebClient
     app: AsyncApp
     supervisor: Supervisor
+    outbox: Outbox
     socket: AsyncSocketModeHandler | None = None
     http: web.AppRunner | None = None
     # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
     # or its connection pool is left for the garbage collector to close on a loop that may be gone.
     owned_llm: anthropic.AsyncAnthropic | None = None
     metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
+    housekeeping: asyncio.Task[None] | None = None  # prunes the events dedupe table
 
     async def close(self) -> None:
+        """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
         if self.metrics is not None:
             await self.metrics.close()
-        await self.supervisor.close()
+        if self.housekeeping is not None:
+            self.housekeeping.cancel()
+            await asyncio.gather(self.housekeeping, return_exceptions=True)
         if self.socket is not None:
             await self.socket.close_async()
         if self.http is not None:
             await self.http.cleanup()
+        await self.supervisor.after_ack.close()
+        await self.supervisor.close()
+        await self.outbox.close()
         await self.tools.aclose()
         if self.owned_llm is not None:
             await self.owned_llm.close()
@@ -150,12 +167,15 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
         signing_secret=settings.slack_signing_secret or "",
         request_verification_enabled=not settings.slack_app_token,
         raise_error_for_unhandled_request=False,
+        process_before_response=True,  # store, then ack: see register()
     )
+    outbox = Outbox(store=store, client=client)
     sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for or claude_for,
                      price_for=lambda m: price_for(m, settings.model.prices)[0],
-                     policy=ApprovalPolicy(settings.approvals, client), bot_user_id=str(auth.get("user_id", "")))
+                     policy=ApprovalPolicy(settings.approvals, client), outbox=outbox,
+                     bot_user_id=str(auth.get("user_id", "")))
     register(app, sup)
-    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup,
+    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup, outbox=outbox,
                    owned_llm=None if model_client is not None else llm)
 
 
@@ -164,6 +184,9 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run."""
     if metrics_port is not None:  # first: probes and scrapes see the start-up too
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
+    await ops.outbox.start()  # what an earlier process stored but never sent goes out now
+    await _prune_events_once(ops.store)
+    ops.housekeeping = asyncio.create_task(_prune_events(ops.store), name="opsloop-prune-events")
     if ops.settings.slack_app_token:
         ops.socket = AsyncSocketModeHandler(ops.app, ops.settings.slack_app_token)
         await ops.socket.connect_async()
@@ -173,9 +196,26 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         await ops.http.setup()
         await web.TCPSite(ops.http, host, port).start()
         log.info("http_mode.listening", host=host, port=port, path="/slack/events")
-    resumed = await ops.supervisor.resume_all()
+    resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
+
+
+async def _prune_events_once(store: Store) -> None:
+    """Forget event ids older than a day (Slack redelivers within minutes)."""
+    try:
+        pruned = await store.prune_events(time.time() - EVENTS_KEPT_SECONDS)
+        if pruned:
+            log.info("events.pruned", rows=pruned)
+    except Exception as e:  # the store is down: try again at the next round
+        log.warning("events.prune_failed", error=f"{type(e).__name__}: {e}")
+
+
+async def _prune_events(store: Store) -> None:
+    """Every hour after start-up (which prunes once itself)."""
+    while True:
+        await asyncio.sleep(PRUNE_EVERY_SECONDS)  # a timer, not a wait for state
+        await _prune_events_once(store)
 
 
 async def serve(settings: Settings, *, port: int = 3000, metrics_port: int | None = None,

@@ -22,6 +22,11 @@ class Stop(Exception):
         self.reason, self.detail, self.by = reason, detail, by
 
 
+class Pause(Exception):
+    """Ends this driver's turn without ending the run: it waits in the store for a human decision, or is
+    handed back to another process (shutdown). Whoever resumes it next continues from the store."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Limits:
     max_iterations: int = 20

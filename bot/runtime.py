@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from bot import ModelClient, RunStore, ToolRegistry, prompts
-from bot.guards import ErrorBreaker, Limits, LoopDetector, Stop, digest
+from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop, digest
 from bot.history import (
     closing_results,
     final_text,
@@ -75,13 +75,17 @@ class RunConfig:
     confirm: Confirm | None = None  # None: confirm tools are refused, never run
     inject: Inject | None = None  # returns replies already stored in the inbox
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
+    hand_back: Callable[[], bool] | None = None  # True: this process is stopping; pause at the next step
     on_event: OnEvent | None = None
     condense: bool = True
     context_budget_tokens: int | None = None  # condense when a prompt grows past this
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
-    """Run (or resume) a stored run until it completes or hits a boundary."""
+    """Run (or resume) a stored run until it completes or hits a boundary.
+
+    Raises `Pause` when the run waits for a human decision (`confirm` raised it) or hands back to another
+    process: the run is not over, and everything needed to resume it is in the store."""
     return await _Run.load(cfg, run_id)
 
 
@@ -147,9 +151,14 @@ class _Run:
             self.charge(e.usage, model)  # failed attempts (degenerate output) are billed too
             await self.trace("model_error", model=model, usage=e.usage.to_dict(), error=str(e))
             return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
+        except Pause:
+            await self.save_totals()  # the stored run is where the next driver starts
+            raise
 
     async def step(self) -> str | None:
         await self.check_stop_requested()
+        if self.cfg.hand_back and self.cfg.hand_back():
+            raise Pause("handing the run back: this process is stopping")
         if self.iterations >= self.cfg.limits.max_iterations:
             raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
         self.iterations += 1
@@ -307,7 +316,6 @@ class _Run:
 
     async def call_tool(self, call: ToolCall) -> Outcome:
         """One call through allowlist, validation and the confirm gate."""
-        self.tools_called.append(call.name)
         tool = self.cfg.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.cfg.tools)
@@ -316,22 +324,31 @@ class _Run:
             args = tool.validate(call.args)
         except ToolError as e:
             return Outcome(f"invalid arguments for {call.name}: {e}", is_error=True)
-        confirmed_by = None
+        confirmed_by: str | None = None
+        approved_preview: str | None = None
         began = time.monotonic()
         try:
             if tool.category != Category.READ_ONLY:
                 await tool.check(args)  # policy first: never ask a human to approve what policy forbids
+                # A Stop wins over a decision not yet acted on (one can land while the run waits in the store).
+                await self.check_stop_requested()
                 decision = await self.confirm(call, tool, args)
                 if not decision.approved:
                     # A human "no" is not a malfunction: it does not count toward the error breaker.
                     return Outcome(prompts.decision_result(decision, call.name), is_error=True, counts=False)
-                confirmed_by = decision.confirmed_by
-                # Mark it started: after a crash we must not run a change twice.
-                await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=args,
-                                                      content=None, is_error=False, confirmed_by=confirmed_by)
+                confirmed_by, approved_preview = decision.confirmed_by, decision.preview
+                # Claim the started marker: only the driver that inserted it runs the change, and after a
+                # crash nobody runs it again (its outcome is unknown). Losing the claim means another driver
+                # has this run: leave it to them.
+                if not await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name,
+                                                             args=args, content=None, is_error=False,
+                                                             confirmed_by=confirmed_by):
+                    raise Pause(f"another driver already started {call.name} ({call.id})")
             await self.emit("tool", step=self.iterations, tool=call.name)
             async with self.deadline(f"running {call.name}"):
-                content = await tool.run(args, confirmed_by=confirmed_by)
+                # A destructive tool executes what its approved preview listed (the card the human read),
+                # even when a later dry run would list more.
+                content = await tool.run(args, confirmed_by=confirmed_by, approved_preview=approved_preview)
             is_error = False
         except ToolError as e:
             content, is_error = str(e) or type(e).__name__, True
@@ -367,6 +384,7 @@ class _Run:
 
     async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
         """Persist one result, then apply the loop detector and the error breaker, in call order."""
+        self.tools_called.append(call.name)  # here, not at the call: a paused call is counted once, when answered
         content, is_error, counts = outcome.content, outcome.is_error, outcome.counts
         seen = self.loops.observe(call.name, call.args, content)
         limits = self.cfg.limits

@@ -8,27 +8,36 @@ single-thread executor so the connection never crosses threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
+import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlite_utils
+import structlog
 from sqlite_utils.migrations import Migrations
 
 from bot.history import continue_history
 from bot.redact import redact, redact_value
 from bot.types import (
     ACTIVE_STATUSES,
+    AcceptedMention,
+    AcceptedReply,
     Approval,
     ApprovalState,
     AuditEntry,
     DecisionCause,
     InboxItem,
     InboxState,
+    OutboxItem,
+    OutboxKind,
+    OutboxPost,
+    OutboxState,
     Run,
     RunStatus,
     Step,
@@ -38,6 +47,27 @@ from bot.types import (
 )
 
 T = TypeVar("T")
+log = structlog.get_logger("opsloop.store")
+
+_TRANSIENT = ("database is locked", "database is busy", "database table is locked", "disk i/o error",
+              "database or disk is full", "disk is full")
+
+
+class StoreUnavailable(Exception):
+    """The database kept failing (locked, disk full, I/O) past the retries. Not a run's failure: the run
+    waits and resumes when the store works again."""
+
+    def __init__(self, message: str, *, disk_full: bool) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+def is_transient(error: sqlite3.OperationalError) -> bool:
+    return any(m in str(error).lower() for m in _TRANSIENT)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return "full" in str(error).lower()
 
 migrations = Migrations("opsloop")
 
@@ -189,6 +219,65 @@ def m003_decision_cause(db: sqlite_utils.Database) -> None:
     """)
 
 
+@migrations()
+def m004_outbox(db: sqlite_utils.Database) -> None:
+    """Slack posts that matter, stored before they are sent and delivered exactly once (see handlers/outbox.py);
+    and the index that prunes the events dedupe table."""
+    db.table("outbox").create(
+        {
+            "id": str,
+            "key": str,  # idempotency key: enqueueing the same key again is a no-op
+            "kind": str,  # post | update
+            "run_id": str,
+            "channel": str,
+            "thread_ts": str,
+            "target": str,  # update: the post item whose message it changes
+            "approval_id": str,  # post of a card: its ts is recorded on the approval when sent
+            "text": str,
+            "blocks": str,  # JSON
+            "state": str,  # pending | sent | failed | superseded
+            "ts": str,
+            "attempts": int,
+            "unsure": int,  # a post call started and its outcome is unknown
+            "plain": int,  # sending the plain-text fallback
+            "owner": str,  # the sender holding the claim
+            "claimed_until": float,
+            "next_at": float,
+            "error": str,
+            "created_at": float,
+            "sent_at": float,
+        },
+        pk="id",
+        not_null={"key", "kind", "channel", "state"},
+        defaults={"attempts": 0, "unsure": 0, "plain": 0},
+    )
+    db.table("outbox").create_index(["key"], unique=True)
+    db.table("outbox").create_index(["state", "next_at"])
+    db.table("outbox").create_index(["target"])
+    db.table("outbox").create_index(["run_id"])
+    db.table("events").create_index(["received_at"])
+
+
+@migrations()
+def m005_leases(db: sqlite_utils.Database) -> None:
+    """One driver per run: the process that holds a run's lease drives it; a lapsed lease is free to take."""
+    runs = db.table("runs")
+    runs.add_column("owner", str)
+    runs.add_column("lease_until", float)
+
+
+@migrations()
+def m006_reported(db: sqlite_utils.Database) -> None:
+    """A finished run's answer or handoff report is enqueued exactly once; runs finished before are done."""
+    db.table("runs").add_column("reported", int)
+    db.execute("UPDATE runs SET reported = 1 WHERE status = 'finished'")
+
+
+def _marks(values: Sequence[Any]) -> str:
+    """SQL placeholders for an IN list; a never-matching NULL when it is empty."""
+    return ", ".join("?" for _ in values) or "NULL"
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
@@ -206,7 +295,7 @@ def _decode_run(row: dict[str, Any]) -> Run:
         tools_called=tuple(json.loads(row["tools_called"] or "[]")), status_ts=row["status_ts"],
         stop_requested_by=row["stop_requested_by"], created_at=row["created_at"], updated_at=row["updated_at"],
         system=row["system"], tools=json.loads(row["tools"]) if row["tools"] else None,
-        drop_block=bool(row["drop_block"]),
+        drop_block=bool(row["drop_block"]), owner=row.get("owner"), lease_until=row.get("lease_until"),
     )
 
 
@@ -227,6 +316,17 @@ def _decode_approval(row: dict[str, Any]) -> Approval:
 def _decode_inbox(row: dict[str, Any]) -> InboxItem:
     return InboxItem(id=row["id"], run_id=row["run_id"], channel=row["channel"], ts=row["ts"], user=row["user"],
                      text=row["text"], state=InboxState(row["state"]), created_at=row["created_at"])
+
+
+def _decode_outbox(row: dict[str, Any]) -> OutboxItem:
+    return OutboxItem(
+        id=row["id"], key=row["key"], kind=OutboxKind(row["kind"]), run_id=row["run_id"], channel=row["channel"],
+        thread_ts=row["thread_ts"], target=row["target"], approval_id=row["approval_id"], text=row["text"] or "",
+        blocks=json.loads(row["blocks"]) if row["blocks"] else None, state=OutboxState(row["state"]), ts=row["ts"],
+        attempts=row["attempts"] or 0, unsure=bool(row["unsure"]), plain=bool(row["plain"]), owner=row["owner"],
+        claimed_until=row["claimed_until"], next_at=row["next_at"] or 0.0, error=row["error"],
+        created_at=row["created_at"], sent_at=row["sent_at"],
+    )
 
 
 def _decode_tool_result(row: dict[str, Any]) -> ToolResultRow:
@@ -418,17 +518,28 @@ class Ledger:
     def save_tool_result(
         self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
         is_error: bool, confirmed_by: str | None,
-    ) -> None:
-        """A call's result; `content` None marks it started (a crash then never runs it twice)."""
-        self.db.table("tool_results").upsert(
-            {
-                "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "args": json.dumps(redact_value(args)),
-                "content": redact(content) if content is not None else None, "is_error": int(is_error),
-                "confirmed_by": confirmed_by,
-                "created_at": time.time(),
-            },
-            pk=("run_id", "tool_use_id"),
-        )
+    ) -> bool:
+        """A call's result. `content` None claims the call's "started" marker, compare-and-set and durably:
+        True only for the one caller that inserted it, the only one that may run the call."""
+        row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
+               redact(content) if content is not None else None, int(is_error), confirmed_by, time.time()]
+        columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
+        if content is None:
+            with self._durably():
+                return self._write(f"INSERT OR IGNORE INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                   row) == 1
+        self._write(f"INSERT OR REPLACE INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        return True
+
+    @contextlib.contextmanager
+    def _durably(self) -> Iterator[None]:
+        """synchronous=FULL for one write that guards a side effect (a started marker, a decision), so a power
+        cut can't lose it; every other commit stays NORMAL (a process crash loses nothing under WAL either way)."""
+        self.db.execute("PRAGMA synchronous = FULL")
+        try:
+            yield
+        finally:
+            self.db.execute("PRAGMA synchronous = NORMAL")
 
     def tool_results(self, run_id: str) -> dict[str, ToolResultRow]:
         """The run's stored results by tool_use_id."""
@@ -454,6 +565,207 @@ class Ledger:
         return self._write(
             "INSERT OR IGNORE INTO events (event_id, received_at) VALUES (?, ?)", [event_id, time.time()]
         ) == 1
+
+    def prune_events(self, older_than: float) -> int:
+        """Forget event ids received before `older_than` (Slack redelivers within minutes); how many went."""
+        return self._write("DELETE FROM events WHERE received_at < ?", [older_than])
+
+    # --- store, then ack: one delivery, one transaction -------------------
+    def accept_mention(
+        self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str,
+        mention_ts: str,
+    ) -> AcceptedMention | None:
+        """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
+        a redirect queued like a reply. None: a duplicate delivery. Raises when the store fails: no ack."""
+        with self._durably(), self.db.atomic():  # a redirect may decide approvals: FULL, like every decision
+            if not self.claim_event(event_id):
+                return None
+            run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
+                                         prompt=prompt, model=model, mention_ts=mention_ts)
+            redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task)
+            return AcceptedMention(run=run, created=created, redirect=redirect)
+
+    def accept_reply(
+        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str,
+    ) -> AcceptedReply | None:
+        """Claim a thread reply's event and put it in the active run's inbox in one transaction, superseding the
+        run's pending approvals (cause REPLY). None: a duplicate, or no active run in the thread."""
+        with self._durably(), self.db.atomic():
+            if not self.claim_event(event_id):
+                return None
+            run = self.active_run(channel, thread_ts)
+            return self._queue_reply(run, ts=ts, user=user, text=text) if run is not None else None
+
+    def _queue_reply(self, run: Run, *, ts: str, user: str, text: str) -> AcceptedReply:
+        """Inside a transaction: the reply declines every pending approval of the run (compare-and-set), and is
+        kept on record as superseding them; with none pending it is queued for the model."""
+        now = time.time()
+        superseded = tuple(
+            a.id for a in self.pending_approvals(run.id)
+            if self._transition_approval(a.id, expect=ApprovalState.PENDING, state=ApprovalState.SUPERSEDED.value,
+                                         cause=DecisionCause.REPLY.value, decided_by=user, reason=text,
+                                         decided_at=now)
+        )
+        inbox_id = self.add_inbox(run_id=run.id, channel=run.channel, ts=ts, user=user, text=text)
+        if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
+            self.put_inbox_state(inbox_id, InboxState.SUPERSEDING)
+        return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
+
+    def get_inbox(self, inbox_id: str) -> InboxItem:
+        return _decode_inbox(self.db.table("inbox").get(inbox_id))
+
+    # --- outbox: Slack posts stored first, sent exactly once (handlers/outbox.py) ----
+    def enqueue(
+        self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None = None,
+        run_id: str | None = None, thread_ts: str | None = None, target: str | None = None,
+        approval_id: str | None = None,
+    ) -> str:
+        """Store a post or update for the sender; the same `key` again returns the first item's id.
+
+        Joins the caller's transaction when one is open (sqlite-utils nests it as a savepoint), so a
+        state change and the message saying so commit together."""
+        with self.db.atomic():
+            return self._enqueue(kind=kind, key=key, channel=channel, text=text, blocks=blocks, run_id=run_id,
+                                 thread_ts=thread_ts, target=target, approval_id=approval_id)
+
+    def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
+        """Several thread posts (one answer in parts) in one transaction, in order; their item ids."""
+        with self.db.atomic():
+            return [self._enqueue(kind=OutboxKind.POST, key=p.key, channel=p.channel, text=p.text, blocks=p.blocks,
+                                  run_id=p.run_id, thread_ts=p.thread_ts, target=None, approval_id=p.approval_id)
+                    for p in posts]
+
+    def _enqueue(
+        self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None,
+        run_id: str | None, thread_ts: str | None, target: str | None, approval_id: str | None,
+    ) -> str:
+        """One INSERT OR IGNORE by key, redacted (the store is a boundary too); no transaction of its own."""
+        item_id = new_id("out")
+        now = time.time()
+        inserted = self._write(
+            "INSERT OR IGNORE INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
+            "blocks, state, attempts, unsure, plain, next_at, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?)",
+            [item_id, key, kind.value, run_id, channel, thread_ts, target, approval_id, redact(text),
+             json.dumps(redact_value(blocks)) if blocks is not None else None, OutboxState.PENDING.value, now, now],
+        )
+        if inserted:
+            return item_id
+        return str(self._select("SELECT id FROM outbox WHERE key = ?", [key])[0]["id"])
+
+    def report(self, run_id: str, posts: Sequence[OutboxPost]) -> None:
+        """Enqueue a finished run's answer or handoff report and mark it reported, together: enqueued once
+        (keys are unique), and a crash before this leaves the run in `unreported_runs` for the next driver."""
+        with self.db.atomic():
+            self.enqueue_posts(posts)
+            self._write("UPDATE runs SET reported = 1 WHERE id = ?", [run_id])
+
+    def unreported_runs(self) -> list[Run]:
+        """Finished runs whose answer or report was never enqueued (the process died in between)."""
+        rows = self._select("SELECT * FROM runs WHERE status = ? AND reported IS NULL ORDER BY updated_at",
+                            [RunStatus.FINISHED.value])
+        return [_decode_run(r) for r in rows]
+
+    def outbox_item(self, item_id: str) -> OutboxItem | None:
+        rows = self._select("SELECT * FROM outbox WHERE id = ?", [item_id])
+        return _decode_outbox(rows[0]) if rows else None
+
+    def outbox_by_key(self, key: str) -> OutboxItem | None:
+        rows = self._select("SELECT * FROM outbox WHERE key = ?", [key])
+        return _decode_outbox(rows[0]) if rows else None
+
+    def outbox_items(self, run_id: str | None = None) -> list[OutboxItem]:
+        """Every outbox item (of one run), in the order it was enqueued."""
+        where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
+        return [_decode_outbox(r) for r in self._select(f"SELECT * FROM outbox {where} ORDER BY rowid", params)]
+
+    def claim_outbox(self, owner: str, *, now: float, until: float) -> OutboxItem | None:
+        """Take the next item due, compare-and-set: two senders never hold one item at once (a claim lapses at
+        `claimed_until`). Posts go out in order per thread; an update only once its message was posted, and only
+        the newest update of a message is sent (older ones nobody holds are superseded here)."""
+        with self.db.atomic():
+            self._write(
+                "UPDATE outbox SET state = 'superseded' WHERE kind = 'update' AND state = 'pending' "
+                "AND (owner IS NULL OR claimed_until < ?) AND EXISTS (SELECT 1 FROM outbox n WHERE "
+                "n.kind = 'update' AND n.target = outbox.target AND n.state = 'pending' AND n.rowid > outbox.rowid)",
+                [now],
+            )
+            rows = self._select(
+                """
+                UPDATE outbox SET owner = ?, claimed_until = ? WHERE id = (
+                    SELECT o.id FROM outbox o
+                    WHERE o.state = 'pending' AND o.next_at <= ?
+                      AND (o.owner IS NULL OR o.claimed_until < ?)
+                      AND (o.kind != 'post' OR NOT EXISTS (
+                          SELECT 1 FROM outbox e WHERE e.kind = 'post' AND e.state = 'pending'
+                            AND e.channel = o.channel AND e.thread_ts IS o.thread_ts AND e.rowid < o.rowid))
+                      AND (o.kind != 'update' OR (
+                          EXISTS (SELECT 1 FROM outbox t WHERE t.id = o.target AND t.state != 'pending')
+                          AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.kind = 'update' AND e.target = o.target
+                                            AND e.state = 'pending' AND e.rowid < o.rowid)))
+                    ORDER BY o.next_at, o.rowid LIMIT 1)
+                RETURNING *
+                """,
+                [owner, until, now, now],
+            )
+        return _decode_outbox(rows[0]) if rows else None
+
+    def outbox_attempt(self, item_id: str, owner: str, *, until: float, unsure: bool) -> bool:
+        """About to call Slack for a held item: count it and extend the claim; a post stays `unsure` until its
+        answer is recorded. False: the claim was lost (it lapsed and another sender took the item)."""
+        return self._write(
+            "UPDATE outbox SET attempts = attempts + 1, unsure = MAX(unsure, ?), claimed_until = ? "
+            "WHERE id = ? AND owner = ? AND state = 'pending'",
+            [int(unsure), until, item_id, owner],
+        ) == 1
+
+    def renew_outbox_claim(self, item_id: str, owner: str, *, until: float) -> bool:
+        return self._write("UPDATE outbox SET claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
+                           [until, item_id, owner]) == 1
+
+    def outbox_sent(self, item_id: str, owner: str, *, ts: str, now: float) -> bool:
+        """Slack has it: record its ts (a card's also on its approval) and let the claim go, in one transaction."""
+        with self.db.atomic():
+            if self._write(
+                "UPDATE outbox SET state = 'sent', ts = ?, sent_at = ?, unsure = 0, owner = NULL, "
+                "claimed_until = NULL WHERE id = ? AND owner = ? AND state = 'pending'",
+                [ts, now, item_id, owner],
+            ) != 1:
+                return False
+            self._write(
+                "UPDATE approvals SET message_ts = ? WHERE message_ts IS NULL AND id = "
+                "(SELECT approval_id FROM outbox WHERE id = ? AND kind = 'post')",
+                [ts, item_id],
+            )
+            return True
+
+    def outbox_retry(self, item_id: str, owner: str, *, next_at: float, error: str, unsure: bool) -> None:
+        """Not sent this time: let the claim go until `next_at`. `unsure`: the failed call may still have posted."""
+        self._write(
+            "UPDATE outbox SET next_at = ?, error = ?, unsure = ?, owner = NULL, claimed_until = NULL "
+            "WHERE id = ? AND owner = ? AND state = 'pending'",
+            [next_at, redact(error), int(unsure), item_id, owner],
+        )
+
+    def outbox_plain(self, item_id: str, owner: str, *, error: str) -> bool:
+        """Slack refused the post's content: from now on its plain-text fallback is sent (once refused, failed)."""
+        return self._write(
+            "UPDATE outbox SET plain = 1, unsure = 0, error = ? WHERE id = ? AND owner = ? AND state = 'pending'",
+            [redact(error), item_id, owner],
+        ) == 1
+
+    def outbox_failed(self, item_id: str, owner: str, *, error: str) -> None:
+        """Slack will never accept it (logged by the sender): stop trying."""
+        self._write(
+            "UPDATE outbox SET state = 'failed', error = ?, unsure = 0, owner = NULL, claimed_until = NULL "
+            "WHERE id = ? AND owner = ? AND state = 'pending'",
+            [redact(error), item_id, owner],
+        )
+
+    def release_outbox(self, owner: str) -> int:
+        """This sender stops: its claims go back at once, so the next sender continues without waiting."""
+        return self._write("UPDATE outbox SET owner = NULL, claimed_until = NULL WHERE owner = ? AND state = 'pending'",
+                           [owner])
 
     # --- inbox ------------------------------------------------------------
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
@@ -525,8 +837,9 @@ class Ledger:
         """End a pending approval; False when it was no longer pending (a second click, one after expiry)."""
         fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
                                   "decided_by": decided_by, "decided_name": decided_name, "reason": reason}
-        return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
-                                         **{k: v for k, v in fields.items() if v is not None})
+        with self._durably():
+            return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
+                                             **{k: v for k, v in fields.items() if v is not None})
 
     def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
         """Record the card's ts, if the approval is still in state `expect`."""
@@ -555,7 +868,8 @@ class Ledger:
         if len(approvals) >= a.required:
             fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=user,
                           decided_name=decided_name, decided_at=now)
-        return self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
+        with self._durably():
+            return self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
 
     def audit(self) -> list[AuditEntry]:
         """Every approval decision with the result of the call it allowed."""
@@ -637,11 +951,59 @@ class Ledger:
         return sorted(found)
 
 
+    # --- leases: one driver per run ------------------------------------------
+    def claim_run(self, run_id: str, owner: str, *, until: float, now: float, dead: Sequence[str] = ()) -> bool:
+        """Take (or keep) an active run's lease: free, already ours, lapsed, or held by an owner known to be
+        dead (a crashed process on this host). Compare-and-set."""
+        return self._write(
+            "UPDATE runs SET owner = ?, lease_until = ? WHERE id = ? AND status IN (?, ?) "
+            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)}))",
+            [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
+        ) == 1
+
+    def lease_owners(self) -> list[str]:
+        """Who holds the leases of active runs (to spot a crashed process on this host)."""
+        rows = self._select("SELECT DISTINCT owner FROM runs WHERE owner IS NOT NULL AND status IN (?, ?)",
+                            list(ACTIVE_STATES))
+        return [str(r["owner"]) for r in rows]
+
+    def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
+        """Extend this owner's leases on `run_ids` (the heartbeat); returns the ids it still holds."""
+        held = []
+        for run_id in run_ids:
+            if self._write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ?", [until, run_id, owner]):
+                held.append(run_id)
+        return held
+
+    def release_run(self, run_id: str, owner: str) -> None:
+        """Give a run back (paused, finished, or this process is stopping): the next driver takes it at once."""
+        self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner])
+
+    def runnable_runs(self, *, now: float, dead: Sequence[str] = ()) -> list[Run]:
+        """Active runs nobody drives that have something to do: running ones (a dead driver's included),
+        and paused ones whose approval was decided (anywhere) or whose stop was requested."""
+        rows = self._select(
+            "SELECT * FROM runs WHERE status IN (?, ?) "
+            f"AND (owner IS NULL OR lease_until < ? OR owner IN ({_marks(dead)})) "
+            "AND (status = ? OR stop_requested_by IS NOT NULL OR NOT EXISTS "
+            "(SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.state = ?)) ORDER BY created_at",
+            [*ACTIVE_STATES, now, *dead, RunStatus.RUNNING.value, ApprovalState.PENDING.value],
+        )
+        return [_decode_run(r) for r in rows]
+
+    def due_approvals(self, *, now: float) -> list[Approval]:
+        """Pending approvals past their expiry: the sweeper expires them."""
+        rows = self._select("SELECT * FROM approvals WHERE state = ? AND expires_at <= ?",
+                            [ApprovalState.PENDING.value, now])
+        return [_decode_approval(r) for r in rows]
+
+
 class Store:
     """Async facade over Ledger: every call runs on one dedicated writer thread."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, retry_seconds: float = 10.0) -> None:
         self.path = str(path)
+        self.retry_seconds = retry_seconds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opsloop-store")
         self._ledger: Ledger | None = None
 
@@ -662,11 +1024,25 @@ class Store:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     async def _call(self, fn: Callable[[Ledger], T]) -> T:
-        """Run `fn(ledger)` on the writer thread."""
+        """Run `fn(ledger)` on the writer thread, retrying transient SQLite errors ("database is locked",
+        a full disk) with backoff; after `retry_seconds` they become StoreUnavailable. Each Ledger method is
+        one statement or one transaction, so a failed attempt left nothing behind and a retry is safe."""
         ledger = self._ledger
         if ledger is None:  # said here, before the closed store's executor refuses the call
             raise RuntimeError("store is not open")
-        return await self._submit(lambda: fn(ledger))
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.05
+        while True:
+            try:
+                return await self._submit(lambda: fn(ledger))
+            except sqlite3.OperationalError as e:
+                if not is_transient(e):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailable(str(e), disk_full=is_disk_full(e)) from e
+                log.warning("store.retry", error=str(e), delay_s=round(delay, 2))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     # Each method runs its Ledger namesake on the writer thread; see Ledger for what it does.
     # --- runs
@@ -750,8 +1126,8 @@ class Store:
     async def save_tool_result(
         self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
         is_error: bool, confirmed_by: str | None,
-    ) -> None:
-        await self._call(lambda db: db.save_tool_result(run_id, tool_use_id=tool_use_id, tool=tool, args=args,
+    ) -> bool:
+        return await self._call(lambda db: db.save_tool_result(run_id, tool_use_id=tool_use_id, tool=tool, args=args,
                                                         content=content, is_error=is_error,
                                                         confirmed_by=confirmed_by))
 
@@ -766,6 +1142,71 @@ class Store:
 
     async def claim_event(self, event_id: str) -> bool:
         return await self._call(lambda db: db.claim_event(event_id))
+
+    async def prune_events(self, older_than: float) -> int:
+        return await self._call(lambda db: db.prune_events(older_than))
+
+    # --- store, then ack
+    async def accept_mention(
+        self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str,
+        mention_ts: str,
+    ) -> AcceptedMention | None:
+        return await self._call(lambda db: db.accept_mention(
+            event_id, channel=channel, thread_ts=thread_ts, requester=requester, task=task, prompt=prompt,
+            model=model, mention_ts=mention_ts))
+
+    async def accept_reply(
+        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str,
+    ) -> AcceptedReply | None:
+        return await self._call(lambda db: db.accept_reply(event_id, channel=channel, thread_ts=thread_ts, ts=ts,
+                                                           user=user, text=text))
+
+    # --- outbox
+    async def enqueue(
+        self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None = None,
+        run_id: str | None = None, thread_ts: str | None = None, target: str | None = None,
+        approval_id: str | None = None,
+    ) -> str:
+        return await self._call(lambda db: db.enqueue(kind=kind, key=key, channel=channel, text=text, blocks=blocks,
+                                                      run_id=run_id, thread_ts=thread_ts, target=target,
+                                                      approval_id=approval_id))
+
+    async def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
+        posts = list(posts)
+        return await self._call(lambda db: db.enqueue_posts(posts))
+
+    async def outbox_item(self, item_id: str) -> OutboxItem | None:
+        return await self._call(lambda db: db.outbox_item(item_id))
+
+    async def outbox_by_key(self, key: str) -> OutboxItem | None:
+        return await self._call(lambda db: db.outbox_by_key(key))
+
+    async def outbox_items(self, run_id: str | None = None) -> list[OutboxItem]:
+        return await self._call(lambda db: db.outbox_items(run_id))
+
+    async def claim_outbox(self, owner: str, *, now: float, until: float) -> OutboxItem | None:
+        return await self._call(lambda db: db.claim_outbox(owner, now=now, until=until))
+
+    async def outbox_attempt(self, item_id: str, owner: str, *, until: float, unsure: bool) -> bool:
+        return await self._call(lambda db: db.outbox_attempt(item_id, owner, until=until, unsure=unsure))
+
+    async def renew_outbox_claim(self, item_id: str, owner: str, *, until: float) -> bool:
+        return await self._call(lambda db: db.renew_outbox_claim(item_id, owner, until=until))
+
+    async def outbox_sent(self, item_id: str, owner: str, *, ts: str, now: float) -> bool:
+        return await self._call(lambda db: db.outbox_sent(item_id, owner, ts=ts, now=now))
+
+    async def outbox_retry(self, item_id: str, owner: str, *, next_at: float, error: str, unsure: bool) -> None:
+        await self._call(lambda db: db.outbox_retry(item_id, owner, next_at=next_at, error=error, unsure=unsure))
+
+    async def outbox_plain(self, item_id: str, owner: str, *, error: str) -> bool:
+        return await self._call(lambda db: db.outbox_plain(item_id, owner, error=error))
+
+    async def outbox_failed(self, item_id: str, owner: str, *, error: str) -> None:
+        await self._call(lambda db: db.outbox_failed(item_id, owner, error=error))
+
+    async def release_outbox(self, owner: str) -> int:
+        return await self._call(lambda db: db.release_outbox(owner))
 
     # --- inbox
     async def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
@@ -839,3 +1280,28 @@ class Store:
 
     async def probe_write(self) -> None:
         await self._call(lambda db: db.probe_write())
+
+    # --- leases
+    async def claim_run(self, run_id: str, owner: str, *, until: float, now: float, dead: Sequence[str] = ()) -> bool:
+        return await self._call(lambda db: db.claim_run(run_id, owner, until=until, now=now, dead=dead))
+
+    async def lease_owners(self) -> list[str]:
+        return await self._call(lambda db: db.lease_owners())
+
+    async def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
+        return await self._call(lambda db: db.renew_leases(owner, run_ids, until=until))
+
+    async def release_run(self, run_id: str, owner: str) -> None:
+        await self._call(lambda db: db.release_run(run_id, owner))
+
+    async def runnable_runs(self, *, now: float, dead: Sequence[str] = ()) -> list[Run]:
+        return await self._call(lambda db: db.runnable_runs(now=now, dead=dead))
+
+    async def due_approvals(self, *, now: float) -> list[Approval]:
+        return await self._call(lambda db: db.due_approvals(now=now))
+
+    async def report(self, run_id: str, posts: Sequence[OutboxPost]) -> None:
+        await self._call(lambda db: db.report(run_id, posts))
+
+    async def unreported_runs(self) -> list[Run]:
+        return await self._call(lambda db: db.unreported_runs())

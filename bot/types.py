@@ -133,6 +133,7 @@ class Decision:
     confirmed_by: str | None = None
     reason: str = ""
     outcome: str = ""
+    preview: str | None = None  # the dry-run preview the decision was made on (what the card showed)
 
     def __post_init__(self) -> None:
         if not self.outcome:
@@ -218,6 +219,8 @@ class Run:
     system: str | None = None  # fixed when the run starts; None until then
     tools: list[dict[str, Any]] | None = None  # the tool schemas, exactly as sent; None until the run starts
     drop_block: bool = False  # the run needed prefix_mismatch_behavior=drop_block
+    owner: str | None = None  # the process driving it (its lease), if any
+    lease_until: float | None = None
 
     @property
     def active(self) -> bool:
@@ -289,6 +292,79 @@ class InboxItem:
     text: str
     state: InboxState
     created_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptedReply:
+    """A thread reply stored for its run in one transaction, with the approvals it superseded."""
+
+    item: InboxItem
+    superseded: tuple[str, ...] = ()  # ids of the run's approvals this reply declined (cause REPLY)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptedMention:
+    """A mention stored in one transaction: a new run, or a redirect of the thread's active run."""
+
+    run: Run
+    created: bool  # False: the thread's run was going; the mention became `redirect`
+    redirect: AcceptedReply | None = None
+
+
+class OutboxKind(enum.StrEnum):
+    """What an outbox item asks Slack to do."""
+
+    POST = "post"  # chat.postMessage in a thread
+    UPDATE = "update"  # chat.update of the message another (post) item posted
+
+
+class OutboxState(enum.StrEnum):
+    """An outbox item: waiting to be sent, sent (its ts known), given up on, or replaced by a newer update."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxPost:
+    """A thread post to enqueue (e.g. one part of a run's answer), before it has an outbox id."""
+
+    key: str
+    channel: str
+    thread_ts: str
+    text: str
+    blocks: list[dict[str, Any]] | None = None
+    run_id: str | None = None
+    approval_id: str | None = None  # a card: the approval whose message_ts the sender records
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxItem:
+    """A Slack post or update stored before it is sent (a row of `outbox`), delivered exactly once."""
+
+    id: str
+    key: str  # idempotency key: "card:{approval_id}", "card:{approval_id}:{state}", "answer:{run_id}:{i}", ...
+    kind: OutboxKind
+    run_id: str | None
+    channel: str
+    thread_ts: str | None
+    target: str | None  # UPDATE: the id of the POST item whose message it changes
+    approval_id: str | None  # POST of a card: the approval whose message_ts it records once sent
+    text: str  # redacted before it was stored
+    blocks: list[dict[str, Any]] | None
+    state: OutboxState
+    ts: str | None  # POST: the message's ts once sent (UPDATE: the ts it changed)
+    attempts: int  # Slack calls started for it
+    unsure: bool  # a post call started whose outcome is unknown: look in the thread before posting again
+    plain: bool  # Slack refused the blocks: the one plain-text fallback is being sent
+    owner: str | None
+    claimed_until: float | None
+    next_at: float  # not sent before this (backoff)
+    error: str | None
+    created_at: float
+    sent_at: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

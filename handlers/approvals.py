@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from bot.types import Approval, ApprovalState, DecisionCause
 from handlers import blocks, messages
 from handlers.policy import Verdict
-from handlers.supervisor import Supervisor
 from handlers.util import ephemeral
+
+if TYPE_CHECKING:
+    from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.approvals")
 
@@ -27,7 +29,7 @@ async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -
     refusal = await decide(sup, approval_id, user, approve=approve, clicked_ts=clicked_ts)
     if refusal:
         log.info("approval.refused", approval_id=approval_id, user=user, why=refusal)
-        await ephemeral(sup, body, refusal)
+        sup.after_ack.spawn(ephemeral(sup, body, refusal), name="refusal")  # off the ack path
 
 
 async def decide(
@@ -101,3 +103,28 @@ async def _close_stale_card(sup: Supervisor, approval: Approval, clicked_ts: str
     """A click on a copy of the card that is not the one on record: show it the decision too."""
     if clicked_ts and clicked_ts != approval.message_ts and not approval.pending:
         await sup.update_card(dataclasses.replace(approval, message_ts=clicked_ts))
+
+
+async def expire(sup: Supervisor, approval: Approval) -> bool:
+    """No decision in time: "no consent". The card says so and the paused run resumes with it."""
+    if not await sup.store.decide_approval(approval.id, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY,
+                                           decided_at=time.time()):
+        return False  # decided meanwhile
+    log.info("approval.expired", approval_id=approval.id, tool=approval.tool)
+    await sup.update_card(await sup.store.get_approval(approval.id))
+    sup.wake(approval.id)
+    return True
+
+
+async def expire_due(sup: Supervisor) -> None:
+    """The expiry sweep (every scheduler tick, and at start-up): approvals nobody decided in time."""
+    for approval in await sup.store.due_approvals(now=time.time()):
+        await expire(sup, approval)
+
+
+async def supersede_for_stop(sup: Supervisor, run_id: str, *, by: str | None, why: str) -> None:
+    """A stopped run asks nobody anything: its pending cards say so and stop taking clicks."""
+    for approval in await sup.store.pending_approvals(run_id):
+        if await sup.store.decide_approval(approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP,
+                                           reason=f"run stopped ({why})", decided_by=by, decided_at=time.time()):
+            await sup.update_card(await sup.store.get_approval(approval.id))

@@ -1,4 +1,4 @@
-"""`@opsloop <task>`: dedupe, store the run, :eyes:, hand it to the supervisor."""
+"""`@opsloop <task>`: the event claim and the run in one transaction, then the ack, :eyes: and the run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
 from handlers import messages
-from handlers.replies import queue_reply
+from handlers.replies import after_reply
 from handlers.supervisor import Supervisor
 from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
@@ -66,28 +66,33 @@ async def _thread_tail(sup: Supervisor, channel: str, thread_ts: str, *, before:
 
 
 async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
-    if not await sup.store.claim_event(body.get("event_id") or f"mention:{event.get('channel')}:{event.get('ts')}"):
-        log.info("event.duplicate", event_id=body.get("event_id"))
-        return
+    """Store the mention (a new run, or a redirect of the thread's run) before Slack gets its ack; a store
+    failure raises, so no ack is sent and Slack delivers it again."""
     if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, sup.bot_user_id):
         return
     if not allowed_channel(sup, event["channel"]):
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
+    event_id = body.get("event_id") or f"mention:{channel}:{ts}"
     thread_ts = event.get("thread_ts") or ts
     text = strip_mention(message_text(event), sup.bot_user_id)
     if not text:
-        await sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION)
+        if await sup.store.claim_event(event_id):
+            sup.after_ack.spawn(sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION),
+                                name="empty_mention")
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
     if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
-        prompt += await thread_context(sup, channel, thread_ts, before=ts)
-    prompt = redact(prompt)
-    row, created = await sup.store.open_run(channel=channel, thread_ts=thread_ts, requester=user, task=text,
-                                            prompt=prompt, model=sup.settings.model.primary, mention_ts=ts)
-    if not created:  # the thread's run is going: this mention is a redirect
-        await queue_reply(sup, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text)
+        prompt += await thread_context(sup, channel, thread_ts, before=ts)  # part of the stored row
+    accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
+                                              task=text, prompt=redact(prompt), model=sup.settings.model.primary,
+                                              mention_ts=ts)
+    if accepted is None:
+        log.info("event.duplicate", event_id=event_id)
         return
-    log.info("run.created", run_id=row.id, channel=channel, thread_ts=thread_ts, requester=user)
-    await react(sup, channel, ts)  # only once the run is stored
-    sup.start(row.id)
+    if accepted.redirect is not None:  # the thread's run is going: this mention redirects it
+        await after_reply(sup, accepted.redirect)
+        return
+    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user)
+    sup.after_ack.spawn(react(sup, channel, ts), name=f"eyes:{ts}")  # only once the run is stored
+    sup.start(accepted.run.id)

@@ -393,3 +393,9 @@ SELF_APPROVAL_ALLOWED = (
 
 def run_already_finished() -> str:
     return "This run has already finished; there is nothing to stop."
+
+
+def store_unavailable(*, disk_full: bool) -> str:
+    why = "its disk is full" if disk_full else "it keeps failing"
+    return (f":warning: opsloop can't write to its database ({why}). This run is paused, not lost: it "
+            "continues by itself as soon as the database works again.")

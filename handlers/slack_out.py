@@ -35,6 +35,17 @@ class SlackOut:
             log.error(f"{what}_failed", channel=channel, error=e.response.get("error"))
             return None
 
+    async def post_or_raise(self, *, channel: str, thread_ts: str | None, text: str,
+                            blocks: list[dict[str, Any]] | None, metadata: dict[str, Any]) -> str:
+        """chat.postMessage, redacted, carrying message metadata; raises, for the outbox to retry or give up."""
+        response = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=redact(text),
+                                                      blocks=redact_value(blocks), metadata=metadata)
+        return str(response["ts"])
+
+    async def update_or_raise(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None) -> None:
+        """chat.update, redacted; raises, for the outbox to retry or give up."""
+        await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks))
+
     async def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
                      what: str = "update", **context: Any) -> bool:
         """chat.update, redacted; False when Slack refused it."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import messages
+from bot.types import StopReason
+from handlers import approvals, messages
 from handlers.supervisor import Supervisor
 from handlers.util import ephemeral
 
@@ -16,12 +17,14 @@ async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
     run_id = (body.get("actions") or [{}])[0].get("value", "")
     run = await sup.store.find_run(run_id)
     if run is None or not run.active:
-        await ephemeral(sup, body, messages.run_already_finished())
+        sup.after_ack.spawn(ephemeral(sup, body, messages.run_already_finished()), name="stop_refused")
         return
     # Stopping is the safe direction: whoever may approve a change may also stop the run
     # (with no approvers configured, that is anyone in the channel).
     if user != run.requester and not await sup.policy.may_approve(user, "mutating"):
-        await ephemeral(sup, body, messages.not_allowed_to_stop())
+        sup.after_ack.spawn(ephemeral(sup, body, messages.not_allowed_to_stop()), name="stop_refused")
         return
     if await sup.store.request_stop(run_id, user):
+        # Recorded before the ack: a paused run asks nobody anything any more, whichever process resumes it.
+        await approvals.supersede_for_stop(sup, run_id, by=user, why=StopReason.CANCELLED.value)
         sup.stop(run_id)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,11 +24,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ModelClient, ToolRegistry
 from bot.config import Settings
+from bot.guards import Pause
 from bot.pricing import Price
 from bot.redact import redact
 from bot.report import handoff_report
 from bot.runtime import RunConfig, run
-from bot.store import Store
+from bot.store import Store, StoreUnavailable
 from bot.types import (
     Approval,
     ApprovalState,
@@ -33,12 +37,15 @@ from bot.types import (
     Decision,
     DecisionCause,
     Injected,
+    OutboxPost,
     Run,
     RunResult,
     RunStatus,
     StopReason,
 )
-from handlers import blocks
+from handlers import approvals, blocks, messages
+from handlers.background import Background
+from handlers.outbox import Outbox, answer_key, card_key, card_update_key, report_key
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 
@@ -47,6 +54,9 @@ log = structlog.get_logger("opsloop.supervisor")
 
 @dataclass
 class Supervisor:
+    """Drives this process's share of the runs: claims runnable ones with a lease, heartbeats it, hands them
+    back when they pause or the process stops. Any number of processes can share one store."""
+
     settings: Settings
     store: Store
     client: AsyncWebClient
@@ -54,56 +64,156 @@ class Supervisor:
     model_for: Callable[[str], ModelClient]  # stored model name -> a fresh per-run client
     price_for: Callable[[str], Price]
     policy: ApprovalPolicy
+    outbox: Outbox  # the approval card, its updates, the answer and the report: stored, then sent exactly once
     bot_user_id: str = ""
+    lease_seconds: float = 10.0  # another host's dead driver: its runs are taken over this long after its heartbeat
+    poll_seconds: float = 1.0  # how often the store is asked for runnable runs (decisions made elsewhere)
+    grace_seconds: float = 10.0  # on shutdown, how long running runs get to reach a step boundary
+    after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
-        self._wakeups: dict[str, asyncio.Event] = {}
+        # Runs whose lease this process holds, each with the drive that took it (a task may not have claimed yet).
+        self.driving: dict[str, object] = {}
+        self._nudged = asyncio.Event()
+        self._scheduler: asyncio.Task[None] | None = None
+        self._draining = False
+        self._told_store_down: set[str] = set()
+        self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
 
     # --- run lifecycle ------------------------------------------------------
+    async def open(self) -> list[str]:
+        """Start: drive every active run nobody holds once (a paused one re-checks its pending approval
+        against a fresh dry run: a deploy may have changed what the call would do), then keep looking: a run
+        whose driver died, or whose approval was decided by another process, is picked up within a poll."""
+        started = await self.tick()
+        now = time.time()
+        for row in await self.store.active_runs():
+            if row.id not in self.tasks and (row.owner is None or row.owner in self.dead
+                                             or (row.lease_until or 0.0) < now):
+                self.start(row.id)
+                started.append(row.id)
+        self._scheduler = asyncio.create_task(self._schedule(), name="opsloop-scheduler")
+        return started
+
     def start(self, run_id: str) -> asyncio.Task[RunResult | None]:
+        """Drive `run_id` here if its lease can be taken (a new run, a decided approval, a takeover)."""
         if (task := self.tasks.get(run_id)) and not task.done():
             return task
-        task = asyncio.create_task(self._drive(run_id), name=f"run:{run_id}")
+        return self._track(run_id, asyncio.create_task(self._drive(run_id), name=f"run:{run_id}"))
+
+    def _track(self, run_id: str, task: asyncio.Task[RunResult | None]) -> asyncio.Task[RunResult | None]:
         self.tasks[run_id] = task
-        task.add_done_callback(lambda _t: self.tasks.pop(run_id, None))
+        task.add_done_callback(lambda _t: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is _t else None)
         return task
 
-    async def resume_all(self) -> list[str]:
-        """After a restart: every run the store says is active continues where it paused."""
-        runs = await self.store.active_runs()
-        for row in runs:
-            log.info("run.resume", run_id=row.id, status=row.status.value)
-            self.start(row.id)
-        return [r.id for r in runs]
+    def nudge(self) -> None:
+        """Something was decided here: look for runnable runs now rather than at the next poll."""
+        self._nudged.set()
+
+    async def tick(self) -> list[str]:
+        """Heartbeat the leases held here, expire overdue approvals, start every runnable run nobody drives."""
+        now = time.time()
+        driving = dict(self.driving)
+        held = set(await self.store.renew_leases(self.owner, list(driving), until=now + self.lease_seconds))
+        for run_id, drive in driving.items():
+            if run_id not in held and self.driving.get(run_id) is drive and (task := self.tasks.get(run_id)):
+                log.warning("run.lease_lost", run_id=run_id)  # another process took it: never two drivers
+                task.cancel()
+        await approvals.expire_due(self)
+        if self._draining:
+            return []
+        for row in await self.store.unreported_runs():  # a driver died between finishing and reporting
+            if row.id not in self.tasks:
+                self._track(row.id, asyncio.create_task(self._report(row), name=f"report:{row.id}"))
+        self.dead = await self._dead_owners()
+        started = []
+        for row in await self.store.runnable_runs(now=now, dead=self.dead):
+            if row.id not in self.tasks:
+                log.info("run.resume", run_id=row.id, status=row.status.value)
+                self.start(row.id)
+                started.append(row.id)
+        return started
+
+    async def _dead_owners(self) -> list[str]:
+        """Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not
+        wait for the lease to lapse. Another host's process can't be checked; its lease lapses instead."""
+        host = socket.gethostname()
+        dead = []
+        for owner in await self.store.lease_owners():
+            name, _, rest = owner.partition(":")
+            pid = rest.partition(":")[0]
+            if name == host and owner != self.owner and pid.isdigit() and not _alive(int(pid)):
+                dead.append(owner)
+        return dead
+
+    async def _schedule(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._nudged.wait()
+            self._nudged.clear()
+            try:
+                await self.tick()
+            except StoreUnavailable as e:
+                log.warning("scheduler.store_unavailable", error=str(e))
+            except Exception:
+                log.exception("scheduler.tick_failed")
 
     def stop(self, run_id: str) -> None:
+        """A Stop was recorded: end the run where it is driven here, or wake it if it waits for a decision."""
         if task := self.tasks.get(run_id):
             task.cancel()
+        else:
+            self.nudge()
 
     async def close(self) -> None:
+        """Shutdown: stop taking runs, let running ones reach a step boundary and hand back within the grace
+        period, cancel the rest (each releases its lease), so the next process continues at once."""
+        self._draining = True
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
         tasks = list(self.tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.grace_seconds)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _drive(self, run_id: str) -> RunResult | None:
+        now = time.time()
+        if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now,
+                                          dead=self.dead):
+            return None  # another process drives it
+        drive = self.driving[run_id] = object()
+        try:
+            return await self._run(run_id)
+        finally:
+            if self.driving.get(run_id) is drive:
+                del self.driving[run_id]
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.store.release_run(run_id, self.owner))
+
+    async def _run(self, run_id: str) -> RunResult | None:
         row = await self.store.get_run(run_id)
+        if not row.active:
+            return None
         thread = IncidentThread(self, row)
         with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row.channel, thread_ts=row.thread_ts):
             await thread.status.open()
-            s = self.settings
-            cfg = RunConfig(
-                model=self.model_for(row.model), store=self.store, tools=self.tools,
-                price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
-                effort=s.model.effort, thinking_display=s.model.thinking_display,
-                confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
-                on_event=thread.on_event, context_budget_tokens=s.model.context_budget_tokens,
-            )
+            cfg = self._config(row, thread)
             try:
                 result = await run(cfg, run_id)
+            except Pause as pause:
+                log.info("run.paused", why=str(pause))  # it waits in the store; a decision makes it runnable
+                return None
             except asyncio.CancelledError:
-                raise  # shutdown: the run stays active in the store and resumes on restart
+                raise  # shutdown or a lost lease: the run stays active in the store for its next driver
+            except StoreUnavailable as e:
+                await thread.store_unavailable(e)
+                return None
             except Exception as e:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
@@ -113,19 +223,30 @@ class Supervisor:
             await thread.finish(result)
             return result
 
+    async def _report(self, row: Run) -> RunResult | None:
+        """Post a finished run's answer or report that its driver never enqueued."""
+        thread = IncidentThread(self, row)
+        with structlog.contextvars.bound_contextvars(run_id=row.id, channel=row.channel, thread_ts=row.thread_ts):
+            result = await run(self._config(row, thread), row.id)  # a finished run: its stored result, no request
+            log.info("run.report_recovered")
+            await thread.finish(result)
+            return result
+
+    def _config(self, row: Run, thread: IncidentThread) -> RunConfig:
+        s = self.settings
+        return RunConfig(
+            model=self.model_for(row.model), store=self.store, tools=self.tools,
+            price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
+            effort=s.model.effort, thinking_display=s.model.thinking_display,
+            confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
+            on_event=thread.on_event, context_budget_tokens=s.model.context_budget_tokens,
+            hand_back=lambda: self._draining,
+        )
+
     # --- approvals ----------------------------------------------------------
     def wake(self, approval_id: str) -> None:
-        if event := self._wakeups.get(approval_id):
-            event.set()
-
-    def decision_signal(self, approval_id: str) -> asyncio.Event:
-        """Get (and reset) the event a click sets; take it *before* reading the state so no wake-up is lost."""
-        event = self._wakeups.setdefault(approval_id, asyncio.Event())
-        event.clear()
-        return event
-
-    def forget(self, approval_id: str) -> None:
-        self._wakeups.pop(approval_id, None)
+        """An approval was decided here: its run (paused in the store) resumes at once."""
+        self.nudge()
 
     @property
     def out(self) -> SlackOut:
@@ -133,15 +254,37 @@ class Supervisor:
         return SlackOut(self.client)
 
     async def update_card(self, approval: Approval) -> None:
-        if not approval.message_ts or not approval.channel:
+        """Show the approval's state on its card: an outbox update of the card's post (sent once it is posted).
+
+        A card the outbox never posted (an older version's, or a copy clicked under another ts than
+        the outbox's) is updated directly, best effort, off the caller's path."""
+        if not approval.channel:
             return
         msg = blocks.approval_card(approval)
-        await self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
-                              blocks=msg.blocks, what="card_update", approval_id=approval.id)
+        card = await self.outbox.item_id(card_key(approval.id))
+        posted = None
+        if card is not None:
+            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card, msg=msg,
+                                     key=card_update_key(approval))
+            posted = await self.outbox.posted_ts(card)
+        if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
+            self.after_ack.spawn(self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
+                                                 blocks=msg.blocks, what="card_update", approval_id=approval.id),
+                                 name=f"card_copy:{approval.id}")
 
     async def post(self, channel: str, thread_ts: str, msg: blocks.SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
         return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
 
 
 class IncidentThread:
@@ -155,8 +298,10 @@ class IncidentThread:
     async def confirm(self, req: ConfirmRequest) -> Decision:
         store, settings = self.sup.store, self.sup.settings.approvals
         approval = await store.approval_for_call(req.run_id, req.call.id)
+        # Bound to the call's arguments, and, while nobody has decided yet, to the preview the card shows: a
+        # changed preview asks again. Once decided, the decision stands on the preview the person read.
         bound = approval is not None and approval.args_hash == req.args_hash and (
-            approval.preview_hash == req.preview_hash)
+            not approval.pending or approval.preview_hash == req.preview_hash)
         if approval is None or not bound:
             if approval is not None and approval.pending and await store.decide_approval(
                     approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
@@ -172,29 +317,29 @@ class IncidentThread:
                 run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
             )
         if approval.pending and not approval.message_ts:
-            ts = await self.sup.post(self.channel, self.thread_ts, blocks.approval_card(approval))
-            if ts and not await store.set_card_ts(approval.id, ts, expect=ApprovalState.PENDING):
-                # decided while this card was being posted (on it, or on a copy an earlier process posted)
-                decided = await store.get_approval(approval.id)
-                if decided.message_ts != ts:  # the click was on the copy: show the decision here too
-                    await self.sup.update_card(dataclasses.replace(decided, message_ts=ts))
-        try:
-            while True:
-                signal = self.sup.decision_signal(approval.id)
-                approval = await store.get_approval(approval.id)
-                if not approval.pending:
-                    return decision_of(approval)
-                left = (approval.expires_at or 0.0) - time.time()
-                if left <= 0:
-                    if await store.decide_approval(approval.id, state=ApprovalState.EXPIRED,
-                                                   cause=DecisionCause.EXPIRY, decided_at=time.time()):
-                        await self.sup.update_card(await store.get_approval(approval.id))
-                    continue
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(left):
-                        await signal.wait()
-        finally:
-            self.sup.forget(approval.id)
+            # Stored, then sent by the outbox (exactly once, however often this runs); the sender records
+            # the card's ts on the approval.
+            await self.sup.outbox.post(run_id=self.run_id, channel=self.channel, thread_ts=self.thread_ts,
+                                       msg=blocks.approval_card(approval), key=card_key(approval.id),
+                                       approval_id=approval.id)
+        approval = await store.get_approval(approval.id)
+        if approval.pending and time.time() >= (approval.expires_at or 0.0):
+            await approvals.expire(self.sup, approval)
+            approval = await store.get_approval(approval.id)
+        if approval.pending:
+            # A stored pause: this driver's turn ends; a click, a reply, the expiry sweep or a Stop decides it
+            # (in any process) and the run resumes from the store, back here with the decision.
+            raise Pause(f"waiting for a decision on {approval.tool} ({approval.id})")
+        return decision_of(approval)
+
+    async def store_unavailable(self, error: StoreUnavailable) -> None:
+        """The database keeps failing: the run waits (never marked finished); the thread hears it once."""
+        log.error("run.store_unavailable", error=str(error), disk_full=error.disk_full)
+        if self.run_id in self.sup._told_store_down:
+            return
+        self.sup._told_store_down.add(self.run_id)
+        for msg in blocks.text_messages(messages.store_unavailable(disk_full=error.disk_full)):
+            await self.sup.post(self.channel, self.thread_ts, msg)
 
     async def inject(self) -> list[Injected]:
         items = await self.sup.store.queued_inbox(self.run_id)
@@ -219,33 +364,34 @@ class IncidentThread:
         await self.status.close(step=result.iterations, activity=words, tokens=result.usage.paid_tokens,
                                 cost_usd=result.cost_usd)
         store = self.sup.store
-        for approval in await store.pending_approvals(self.run_id):  # a stopped run asks nobody anything
-            if await store.decide_approval(approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP,
-                                           reason=f"run stopped ({result.stop_reason.value})",
-                                           decided_by=result.stopped_by, decided_at=time.time()):
-                await self.sup.update_card(await store.get_approval(approval.id))
+        await approvals.supersede_for_stop(self.sup, self.run_id, by=result.stopped_by, why=result.stop_reason.value)
+        await store.report(self.run_id, await self.final_posts(result))  # enqueued once, with the "reported" mark
+        self.sup.outbox.wake()
+
+    async def final_posts(self, result: RunResult) -> list[OutboxPost]:
+        """The run's answer, or its handoff report, as outbox posts keyed by run and part (sent exactly once)."""
         if result.stop_reason == StopReason.COMPLETED and result.output:
-            for msg in blocks.text_messages(result.output):
-                await self.sup.post(self.channel, self.thread_ts, msg)
-            return
-        report = handoff_report(result, await store.history(self.run_id))
-        r, u = report.result, report.result.usage
-        for msg in blocks.handoff_report(
-            stop_reason=r.stop_reason.value, stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
-            iterations=r.iterations, max_iterations=self.sup.settings.limits.max_iterations,
-            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
-            tools=[(t.name, t.calls, t.last_result) for t in report.tools], last_reasoning=report.last_reasoning,
-            pending=report.pending, stopped_by=r.stopped_by,
-        ):
-            await self.sup.post(self.channel, self.thread_ts, msg)
+            msgs, key = blocks.text_messages(result.output), answer_key
+        else:
+            report = handoff_report(result, await self.sup.store.history(self.run_id))
+            r, u = report.result, report.result.usage
+            msgs, key = blocks.handoff_report(
+                stop_reason=r.stop_reason.value, stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
+                iterations=r.iterations, max_iterations=self.sup.settings.limits.max_iterations,
+                input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
+                tools=[(t.name, t.calls, t.last_result) for t in report.tools],
+                last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
+            ), report_key
+        return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
+                           blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
 
 
 def decision_of(approval: Approval) -> Decision:
     if approval.state == ApprovalState.APPROVED:
-        return Decision(approved=True, confirmed_by=approval.decided_by)
+        return Decision(approved=True, confirmed_by=approval.decided_by, preview=approval.preview)
     return Decision(approved=False, confirmed_by=approval.decided_by, reason=approval.reason or "",
-                    outcome=approval.state.value)
+                    outcome=approval.state.value, preview=approval.preview)
 
 
 class StatusMessage:

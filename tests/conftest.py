@@ -39,3 +39,10 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def fake_slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as slack:
         yield slack
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--chaos-runs N`: the long crash test (`make chaos`) instead of the short one in `make test`."""
+    parser.addoption("--chaos-runs", type=int, default=0,
+                     help="runs for the long crash test (0: the short, seeded version)")
+    parser.addoption("--chaos-seed", type=int, default=None, help="seed for the crash tests (default: random)")

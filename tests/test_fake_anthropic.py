@@ -1358,3 +1358,107 @@ async def test_a_script_callable_can_answer_per_model(fake: FakeAnthropic, clien
     msg = await client.messages.create(model="claude-haiku-5-5", max_tokens=1024, messages=[user("q")])
 
     assert msg.content[-1].text == "from claude-haiku-5-5"
+
+
+# --------------------------------------------------------------------------- effort and server-held threads
+
+from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, THREADS_BETA  # noqa: E402
+
+
+@pytest.mark.parametrize(("effort", "expected"), [*EFFORT_THINKING_TOKENS.items(), (None, 2000)])
+async def test_effort_sets_the_reasoning_of_an_unscripted_reply(effort: str | None, expected: int) -> None:
+    async with FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server, AsyncAnthropic(
+        api_key=KEY, base_url=server.base_url, max_retries=0
+    ) as c:
+        server.script(reply(text("ok")))
+        extra = {"output_config": {"effort": effort}} if effort else {}
+
+        msg = await c.messages.create(model=MODEL, max_tokens=20000, messages=[user("hi")], **extra)
+
+    assert msg.usage.output_tokens_details.thinking_tokens == expected  # None: Sonnet 5.5 defaults to high
+
+
+async def test_a_scripted_thinking_count_wins_over_effort() -> None:
+    async with FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server, AsyncAnthropic(
+        api_key=KEY, base_url=server.base_url, max_retries=0
+    ) as c:
+        server.script(reply(text("ok"), thinking_tokens=7))
+
+        msg = await c.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
+                                      output_config={"effort": "max"})
+
+    assert msg.usage.output_tokens_details.thinking_tokens == 7
+
+
+async def test_without_the_effort_model_replies_keep_the_default_reasoning(
+    fake: FakeAnthropic, client: AsyncAnthropic
+) -> None:
+    fake.script(reply(text("ok")))
+
+    msg = await client.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
+                                       output_config={"effort": "max"})
+
+    assert msg.usage.output_tokens_details.thinking_tokens == DEFAULT_THINKING_TOKENS
+
+
+async def test_the_sdk_tool_runner_continues_a_thread_with_only_new_turns(
+    fake: FakeAnthropic, client: AsyncAnthropic
+) -> None:
+    @anthropic.beta_async_tool
+    async def get_status(service: str) -> str:
+        """Status of a service."""
+        return f"{service}: degraded"
+
+    fake.script(reply(tool_use("get_status", {"service": "api"})), reply(tool_use("get_status", {"service": "db"})),
+                reply(text("db is the cause")))
+
+    runner = client.beta.messages.tool_runner(model=MODEL, max_tokens=4000, system=BIG, tools=[get_status],
+                                              messages=[user("api is slow")], cache_control=EPHEMERAL)
+    replies = [m async for m in runner]
+
+    sent = [(r.body["thread"]["type"], len(r.body["messages"]), "system" in r.body) for r in fake.requests]
+    assert sent == [("create", 1, True), ("continue", 1, False), ("continue", 1, False)]
+    assert replies[-1].content[-1].text == "db is the cause"
+    # Each continue reads the whole previous conversation (system included) from the cache.
+    first, second, third = (r.usage for r in fake.requests)
+    assert (second["cache_read_input_tokens"], third["cache_read_input_tokens"]) == (
+        first["cache_creation_input_tokens"],
+        first["cache_creation_input_tokens"] + second["cache_creation_input_tokens"],
+    )
+    assert all(r.headers["anthropic-beta"].count(THREADS_BETA) == 1 for r in fake.requests)
+
+
+async def _create_thread(client: AsyncAnthropic) -> str:
+    msg = await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
+                                            thread={"type": "create"}, betas=[THREADS_BETA])
+    return msg.id
+
+
+async def test_a_message_continues_its_thread_only_once(fake: FakeAnthropic, client: AsyncAnthropic) -> None:
+    fake.script(reply(text("one")), reply(text("two")))
+    first = await _create_thread(client)
+    await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("again")], betas=[THREADS_BETA],
+                                      thread={"type": "continue", "previous_message_id": first})
+
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("next")], betas=[THREADS_BETA],
+                                          thread={"type": "continue", "previous_message_id": first})
+
+    assert caught.value.body["error"]["details"] == {"error_code": "thread_already_continued"}
+
+
+async def test_an_unknown_thread_is_not_found(fake: FakeAnthropic, client: AsyncAnthropic) -> None:
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("q")], betas=[THREADS_BETA],
+                                          thread={"type": "continue", "previous_message_id": "msg_nope"})
+
+    assert caught.value.body["error"]["details"] == {"error_code": "thread_not_found"}
+
+
+async def test_a_continue_may_not_resend_system(fake: FakeAnthropic, client: AsyncAnthropic) -> None:
+    fake.script(reply(text("one")))
+    first = await _create_thread(client)
+
+    with pytest.raises(anthropic.BadRequestError, match="system: not allowed on a thread continue"):
+        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("q")], betas=[THREADS_BETA],
+                                          system="changed", thread={"type": "continue", "previous_message_id": first})

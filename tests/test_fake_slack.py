@@ -101,6 +101,26 @@ async def test_post_message_then_replies_shows_thread(slack: FakeSlack, client: 
     assert thread["has_more"] is False
 
 
+async def test_post_metadata_comes_back_from_replies_only_when_asked_for(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    root = await client.chat_postMessage(channel="C1", text="incident: disk full")
+    metadata = {"event_type": "opsloop_post", "event_payload": {"id": "out_1"}}
+    posted = await client.chat_postMessage(channel="C1", text="card", thread_ts=root["ts"], metadata=metadata)
+
+    plain = await client.conversations_replies(channel="C1", ts=root["ts"])
+    full = await client.conversations_replies(channel="C1", ts=root["ts"], include_all_metadata=True)
+
+    assert ["metadata" in m for m in plain["messages"]] == [False, False]
+    assert [(m["ts"], m.get("metadata")) for m in full["messages"]] == [(root["ts"], None), (posted["ts"], metadata)]
+
+
+async def test_malformed_metadata_is_invalid_metadata_format(client: AsyncWebClient) -> None:
+    with pytest.raises(SlackApiError) as exc:
+        await client.chat_postMessage(channel="C1", text="x", metadata={"event_type": "opsloop_post"})
+    assert exc.value.response["error"] == "invalid_metadata_format"
+
+
 async def test_update_replaces_text_and_blocks_of_own_message(slack: FakeSlack, client: AsyncWebClient) -> None:
     posted = await client.chat_postMessage(channel="C1", text="approve?", blocks=CARD)
 

@@ -133,11 +133,11 @@ async def test_timeout_kills_the_process_and_its_children(tmp_path: Path) -> Non
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
         "child.wait()\n"
     )
-    t = await command({"name": "slow", "description": "Slow", "category": "read_only", "timeout_s": 3,
+    t = await command({"name": "slow", "description": "Slow", "category": "read_only", "timeout_s": 6,
                        "command": [sys.executable, "-c", script]})
     with pytest.raises(ToolError) as e:
         await t.run({})
-    assert str(e.value) == "slow timed out after 3s"
+    assert str(e.value) == "slow timed out after 6s"
     parent, child = map(int, pids.read_text().split())
     assert gone(parent) and gone(child)
 

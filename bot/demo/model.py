@@ -229,7 +229,7 @@ class IncidentModel:
         facts = Facts.read(request)
         step = self.playbook(facts)
         content: list[dict[str, Any]] = [{"type": "thinking", "thinking": step.thinking, "signature": "scripted"}]
-        turn = len(self.requests) + 1
+        turn = len(request.messages)  # from the request, not this client: a run is driven by a new client per drive
         content += [{"type": "tool_use", "id": f"toolu_demo_{turn:02d}_{i}", "name": name, "input": args}
                     for i, (name, args) in enumerate(step.calls) if name in facts.tools]
         if len(content) == 1:

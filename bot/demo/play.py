@@ -135,22 +135,30 @@ class Prompt:
 
 
 class Runs:
-    """The run tasks the supervisor starts, caught as they appear (a finished task leaves its dict)."""
+    """The demo's run, followed across its drives: the supervisor ends a drive whenever the run waits for a
+    person (a stored pause) and starts a new one once someone decides, so the result comes from the last."""
 
     def __init__(self, stage: Stage) -> None:
         self.stage = stage
-        self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
-        self.started = asyncio.Event()
+        self.run_id: str | None = None
+        self.changed = asyncio.Event()
 
     def on_change(self) -> None:
-        for run_id, task in self.stage.ops.supervisor.tasks.items():
-            if run_id not in self.tasks:
-                self.tasks[run_id] = task
-                self.started.set()
+        self.changed.set()
 
     async def first(self) -> RunResult | None:
-        await self.started.wait()
-        return await next(iter(self.tasks.values()))
+        seen: set[asyncio.Task[RunResult | None]] = set()
+        while True:
+            for run_id, task in list(self.stage.ops.supervisor.tasks.items()):
+                if self.run_id in (None, run_id) and task not in seen:
+                    self.run_id = run_id
+                    seen.add(task)
+                    if (result := await task) is not None:
+                        return result
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):  # a drive can start without a Slack change to announce it
+                async with asyncio.timeout(0.5):
+                    await self.changed.wait()
 
 
 async def play(base: Settings, *, out: TextIO = sys.stdout, interactive: bool = False, color: bool = False,
@@ -191,6 +199,8 @@ async def _play(st: Stage, transcript: Transcript, *, interactive: bool, pace: f
             reader = asyncio.create_task(prompt.serve())
         async with asyncio.timeout(None if interactive else limit_s):
             result = await runs.first()
+            if result is not None:  # the answer is in the outbox: wait until Slack has it
+                await st.ops.outbox.settle(run_id=result.run_id)
         await asyncio.gather(*crew.actions)
     except TimeoutError:
         transcript.say(s.bold(f"opsloop demo: the incident did not finish within {limit_s:.0f}s"))

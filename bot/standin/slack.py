@@ -18,6 +18,13 @@ Drive it with the real clients: ``AsyncWebClient(base_url=slack.api_url)`` and b
 ``wait_for_call`` / ``wait_for_message`` / ``wait_ack`` / ``wait_connected`` -- never
 with sleeps.
 
+Several live sockets (two processes of one app): envelopes go to the newest by default;
+``delivery = "round_robin"`` spreads them one per socket in turn, as Slack does over an
+app's open connections, and ``delivered_on`` says which connection got each envelope.
+``watch`` callbacks run synchronously on every recorded call, message and ack frame, before
+the app gets its HTTP response: a test can act at an exact point (e.g. SIGKILL the app
+between a ``chat.postMessage`` and its reply).
+
 Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client.py``):
 
 * ``chat.postMessage``, ``chat.update`` and ``chat.postEphemeral`` are sent as JSON bodies
@@ -125,9 +132,10 @@ class Message:
     edited: dict[str, str] | None = None  # {"user", "ts"} once chat.update touched it
     subtype: str | None = None
     team: str | None = None
+    metadata: dict[str, Any] | None = None  # chat.postMessage(metadata=...): {"event_type", "event_payload"}
 
-    def to_api(self) -> dict[str, Any]:
-        """The message as Slack's API renders it (without thread bookkeeping)."""
+    def to_api(self, *, include_metadata: bool = False) -> dict[str, Any]:
+        """The message as Slack's API renders it (without thread bookkeeping); metadata only when asked for."""
         out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
         if self.subtype:
             out["subtype"] = self.subtype
@@ -143,6 +151,8 @@ class Message:
             out["blocks"] = copy.deepcopy(self.blocks)
         if self.edited:
             out["edited"] = dict(self.edited)
+        if include_metadata and self.metadata:
+            out["metadata"] = copy.deepcopy(self.metadata)
         return out
 
 
@@ -547,6 +557,14 @@ class FakeSlack:
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
         self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
         self.connections = 0  # WebSocket connections accepted so far
+        # Which live socket gets an envelope: "newest" (default; the last connection wins, as after a
+        # reconnect) or "round_robin" (each envelope to the next live socket, as Slack spreads envelopes
+        # over an app's open connections, e.g. two processes during a rolling deploy).
+        self.delivery = "newest"
+        self.delivered_on: dict[str, int] = {}  # envelope_id -> number (1, 2, ...) of the connection it went to
+        self._socket_numbers: dict[web.WebSocketResponse, int] = {}
+        self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
+        self._round_robin = 0
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -767,17 +785,36 @@ class FakeSlack:
         live = [ws for ws in self._sockets if not ws.closed]
         return live[-1] if live else None  # the newest connection wins
 
+    def _pick_socket(self) -> web.WebSocketResponse | None:
+        """The socket for the next envelope, by ``delivery`` (round robin advances once per envelope)."""
+        live = [ws for ws in self._sockets if not ws.closed]
+        if self.delivery != "round_robin" or not live:
+            return self._live_socket()
+        self._round_robin += 1
+        return live[self._round_robin % len(live)]
+
+    def connection_number(self, envelope_id: str) -> int | None:
+        """Which connection (1 = the first accepted) an envelope was sent on."""
+        return self.delivered_on.get(envelope_id)
+
+    def envelope(self, envelope_id: str) -> dict[str, Any] | None:
+        """An envelope by id, known from just before it is sent (so a watcher can read an ack that
+        arrives while the send is still returning)."""
+        return self._by_id.get(envelope_id)
+
     async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
+        self._by_id[envelope["envelope_id"]] = envelope
         async with asyncio.timeout(timeout):
             while True:
                 await self.wait_connected(timeout=timeout)
-                ws = self._live_socket()
+                ws = self._pick_socket()
                 if ws is None:
                     continue
                 try:
                     await ws.send_str(json.dumps(envelope))
                 except ConnectionError:
                     continue  # replaced mid-send; wait for the next socket
+                self.delivered_on[envelope["envelope_id"]] = self._socket_numbers.get(ws, 0)
                 self.envelopes.append(envelope)
                 return
 
@@ -954,6 +991,7 @@ class FakeSlack:
         # Registered only after hello, so no envelope can overtake it.
         self._sockets.append(ws)
         self.connections += 1
+        self._socket_numbers[ws] = self.connections
         self._changed()
         try:
             async for msg in ws:
@@ -1135,6 +1173,7 @@ class FakeSlack:
         text, blocks = self._text_and_blocks(args)
         # Slack accepts a thread_ts that names no message; so does the fake.
         thread_ts = args.get("thread_ts") or None
+        metadata = self._metadata(args)
         msg = Message(
             channel=channel,
             ts=next_ts(),
@@ -1144,9 +1183,21 @@ class FakeSlack:
             thread_ts=str(thread_ts) if thread_ts else None,
             blocks=blocks,
             team=self.team_id,
+            metadata=metadata,
         )
         self._add_message(msg)
         return {"channel": channel, "ts": msg.ts, "message": self._bot_message_dict(msg)}
+
+    @staticmethod
+    def _metadata(args: dict[str, Any]) -> dict[str, Any] | None:
+        """Message metadata as Slack takes it: an event_type string and an event_payload object."""
+        metadata = args.get("metadata")
+        if metadata is None:
+            return None
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str) or not isinstance(
+                metadata.get("event_payload"), dict):
+            raise _SlackError("invalid_metadata_format")
+        return {"event_type": metadata["event_type"], "event_payload": copy.deepcopy(metadata["event_payload"])}
 
     def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
@@ -1203,13 +1254,13 @@ class FakeSlack:
         self._changed()
         return {}
 
-    def _thread_dicts(self, channel: str, root_ts: str) -> list[dict[str, Any]]:
+    def _thread_dicts(self, channel: str, root_ts: str, *, include_metadata: bool = False) -> list[dict[str, Any]]:
         msgs = self.thread(channel, root_ts)
         root = next((m for m in msgs if m.ts == root_ts), None)
         replies = [m for m in msgs if m.ts != root_ts]
         out: list[dict[str, Any]] = []
         if root is not None:
-            d = root.to_api()
+            d = root.to_api(include_metadata=include_metadata)
             if replies:
                 users = list(dict.fromkeys(m.user or m.bot_id or "" for m in replies))
                 d.update(
@@ -1223,7 +1274,7 @@ class FakeSlack:
                 )
             out.append(d)
         for m in replies:
-            d = m.to_api()
+            d = m.to_api(include_metadata=include_metadata)
             if root is not None and root.user:
                 d["parent_user_id"] = root.user
             out.append(d)
@@ -1242,7 +1293,9 @@ class FakeSlack:
         if msg is None:
             raise _SlackError("thread_not_found")
         root_ts = msg.thread_ts or msg.ts  # asking with a reply's ts returns its whole thread
-        messages = self._thread_dicts(channel, root_ts)
+        # Message metadata comes back only when asked for, as on Slack.
+        include_metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        messages = self._thread_dicts(channel, root_ts, include_metadata=include_metadata)
         inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
         if latest := args.get("latest"):
             messages = [m for m in messages if float(m["ts"]) < float(latest) or (inclusive and m["ts"] == latest)]

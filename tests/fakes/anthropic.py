@@ -55,6 +55,19 @@ prefix check, ``temperature`` & co. are "Extra inputs"):
   unknown ``output_config.effort`` or ``thinking.display``. ``role: "system"``
   messages are accepted and stay out of the turn rules.
 
+Effort (opt-in, ``FakeAnthropic(thinking_by_effort=EFFORT_THINKING_TOKENS)``): a reply
+without an explicit ``thinking_tokens`` spends the tokens listed for the request's
+``output_config.effort`` (or the model's default effort: high on Sonnet 5.5 and Fable,
+medium on Opus and Haiku 5.5). The numbers are the fake's assumption, not measured.
+
+Server-held threads (beta ``message-threads-2026-08-12``, what the SDK's tool runner
+sends): ``thread: {"type": "create"}`` stores the conversation under the reply's ``id``;
+``{"type": "continue", "previous_message_id": ...}`` sends only the new messages and no
+``system``/``tools``. The fake rebuilds the whole prompt (held turns without their
+``cache_control``, then the new messages) and validates, signs and accounts it, cache
+included, like a full request. A message id continues once (``thread_already_continued``);
+an unknown one is ``thread_not_found`` (both in ``error.details.error_code``).
+
 ``FakeAnthropic.cost_usd()`` prices every answered request with the fake's own price
 list (``RecordedRequest.cost_usd`` per request).
 """
@@ -81,6 +94,7 @@ __all__ = [
     "CURRENT_MODELS",
     "DEFAULT_THINKING_SUMMARY",
     "DEFAULT_THINKING_TOKENS",
+    "EFFORT_THINKING_TOKENS",
     "FakeAnthropic",
     "RecordedRequest",
     "count_tokens",
@@ -162,6 +176,11 @@ def _cost_usd(model: str, usage: dict[str, Any]) -> float | None:
 _tool_ids = itertools.count(1)
 DEFAULT_THINKING_TOKENS = 50
 DEFAULT_THINKING_SUMMARY = "Considering the next step."
+# Opt-in reasoning per reply by effort: the fake's assumption, documented in the module docstring.
+EFFORT_THINKING_TOKENS = {"low": 200, "medium": 800, "high": 2000, "xhigh": 5000, "max": 12000}
+_DEFAULT_EFFORT = {"claude-sonnet-5-5": "high", "claude-opus-5-5": "medium", "claude-haiku-5-5": "medium",
+                   "claude-fable-5-2": "high"}
+THREADS_BETA = "message-threads-2026-08-12"
 
 
 def text(value: str) -> dict[str, Any]:
@@ -190,7 +209,7 @@ class Reply:
     content: list[dict[str, Any]]
     stop_reason: str
     model: str | None = None
-    thinking_tokens: int = DEFAULT_THINKING_TOKENS  # reasoning billed as output (current models)
+    thinking_tokens: int | None = DEFAULT_THINKING_TOKENS  # reasoning billed as output; None: by effort
 
 
 @dataclass(frozen=True)
@@ -199,9 +218,11 @@ class Error:
     type: str
     message: str
     headers: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] | None = None  # error.details, e.g. {"error_code": "thread_not_found"}
 
     def body(self) -> dict[str, Any]:
-        return {"type": "error", "error": {"type": self.type, "message": self.message}}
+        err: dict[str, Any] = {"type": self.type, "message": self.message}
+        return {"type": "error", "error": {**err, "details": self.details} if self.details else err}
 
 
 @dataclass(frozen=True)
@@ -217,11 +238,12 @@ def reply(
     *blocks: dict[str, Any],
     stop_reason: str | None = None,
     model: str | None = None,
-    thinking_tokens: int = DEFAULT_THINKING_TOKENS,
+    thinking_tokens: int | None = None,
 ) -> Reply:
     """A successful Message. ``stop_reason`` defaults to tool_use/end_turn from the blocks;
     ``model`` defaults to the request's model; ``thinking_tokens`` is the reasoning a
-    current model spent on it (billed as output, counted toward ``max_tokens``)."""
+    current model spent on it (billed as output, counted toward ``max_tokens``); None means
+    ``DEFAULT_THINKING_TOKENS``, or the effort's share when the fake has ``thinking_by_effort``."""
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     return Reply([copy.deepcopy(b) for b in blocks], stop_reason, model, thinking_tokens)
@@ -243,10 +265,11 @@ def error(
     type: str,
     message: str | None = None,
     headers: dict[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> Error:
     """An HTTP error with Anthropic's error body, e.g. ``error(429, "rate_limit_error",
     headers={"retry-after": "0.01"})``. Sent before any SSE for streamed requests."""
-    return Error(status, type, message or _DEFAULT_ERROR_MESSAGES.get(type, type), dict(headers or {}))
+    return Error(status, type, message or _DEFAULT_ERROR_MESSAGES.get(type, type), dict(headers or {}), details)
 
 
 def repeating_text(unit: str, max_chunks: int = 5000) -> RepeatingText:
@@ -900,6 +923,15 @@ def _longest_fitting_text(
 # --------------------------------------------------------------------------- the server
 
 
+@dataclass
+class _HeldThread:
+    """A conversation the server holds up to one reply: its create-only fields and turns."""
+
+    fields: dict[str, Any]
+    messages: list[dict[str, Any]]
+    continued: bool = False
+
+
 class FakeAnthropic:
     """A fake ``POST /v1/messages`` on 127.0.0.1 with a random port; see the module docstring."""
 
@@ -909,8 +941,12 @@ class FakeAnthropic:
         *,
         min_cacheable_tokens: int = 1024,
         context_window: int | None = None,
+        thinking_by_effort: dict[str, int] | None = None,
     ) -> None:
         self.api_key = api_key
+        self.latency_seconds = 0.0  # each answered request waits this long before its response (benchmarks)
+        self.thinking_by_effort = thinking_by_effort  # e.g. EFFORT_THINKING_TOKENS; None: DEFAULT_THINKING_TOKENS
+        self._threads: dict[str, _HeldThread] = {}  # reply id -> the conversation the server holds up to it
         self.min_cacheable_tokens = min_cacheable_tokens
         # When set, prompts over this many tokens get 400 "prompt is too long: …".
         self.context_window = context_window
@@ -1103,10 +1139,55 @@ class FakeAnthropic:
             blocks.insert(0, thinking())
         blocks = [_displayed(b, settings.get("display") == "summarized") for b in blocks]
         spent = outcome.thinking_tokens if isinstance(outcome, Reply) else DEFAULT_THINKING_TOKENS
+        if spent is None:
+            spent = self._default_thinking(prompt.body, family)
         if isinstance(outcome, Reply):
             blocks, spent, cut = _fit(blocks, spent, prompt.body["max_tokens"])
             stop_reason = "max_tokens" if cut else stop_reason
         return self._sealed(prompt, family, blocks), stop_reason, spent
+
+    def _default_thinking(self, body: dict[str, Any], family: str) -> int:
+        """Reasoning tokens of a reply that did not script them: by effort when configured."""
+        if self.thinking_by_effort is None:
+            return DEFAULT_THINKING_TOKENS
+        effort = (body.get("output_config") or {}).get("effort") or _DEFAULT_EFFORT.get(family, "high")
+        return self.thinking_by_effort[effort]
+
+    def _thread_body(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | Error:
+        """The whole request a threaded one stands for (the held turns, then the new ones), or its rejection."""
+        thread = body.get("thread")
+        if thread is None:
+            return body
+        if THREADS_BETA not in headers.get("anthropic-beta", ""):
+            raise _Invalid(f"thread: requires the `{THREADS_BETA}` value in the `anthropic-beta` header.")
+        if not isinstance(thread, dict) or thread.get("type") not in ("create", "continue"):
+            raise _Invalid("thread.type: Input should be 'create' or 'continue'")
+        full = {k: v for k, v in body.items() if k != "thread"}
+        if thread["type"] == "create":
+            return full
+        for name in ("system", "tools"):
+            if name in body:
+                raise _Invalid(f"{name}: not allowed on a thread continue (the thread keeps its own)")
+        held = self._threads.get(thread.get("previous_message_id") or "")
+        if held is None:
+            return error(404, "not_found_error", "thread not found", details={"error_code": "thread_not_found"})
+        if held.continued:
+            return error(400, "invalid_request_error", "this message was already continued",
+                         details={"error_code": "thread_already_continued"})
+        return {**full, **held.fields, "messages": [*held.messages, *body["messages"]]}
+
+    def _hold_thread(self, full: dict[str, Any], rec: RecordedRequest) -> None:
+        """After an answered threaded request: the server keeps the conversation under the reply's id."""
+        thread = (rec.body or {}).get("thread")
+        if not isinstance(thread, dict) or rec.status != 200 or rec.response is None:
+            return
+        if previous := self._threads.get(thread.get("previous_message_id") or ""):
+            previous.continued = True
+        turns = [*full["messages"], {"role": "assistant", "content": rec.response["content"]}]
+        self._threads[rec.response["id"]] = _HeldThread(
+            fields={k: full[k] for k in ("system", "tools") if k in full},
+            messages=[{**m, "content": [_without_cache_control(b) for b in _blocks_of(m["content"])]} for m in turns],
+        )
 
     def _sealed(self, prompt: _Prompt, model: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``blocks`` with every thinking block signed for where it stands in the prompt."""
@@ -1139,17 +1220,23 @@ class FakeAnthropic:
         outcome: Reply | Error | RepeatingText | None = self._check_headers(headers)
         if outcome is None and body is None:
             outcome = error(400, "invalid_request_error", "The request body is not a valid JSON object.")
+        full = body
         if outcome is None:
             assert body is not None
             try:
-                _validate(body)
-                prompt = _bind_thinking(body, headers, self.api_key)
-                self._check_semantics(body, prompt.body)
+                threaded = self._thread_body(body, headers)
+                if isinstance(threaded, Error):
+                    outcome = threaded
+                else:
+                    full = threaded
+                    _validate(full)
+                    prompt = _bind_thinking(full, headers, self.api_key)
+                    self._check_semantics(full, prompt.body)
             except _Invalid as exc:
                 outcome = error(400, "invalid_request_error", str(exc))
         if outcome is None:
-            assert body is not None
-            outcome = self._model_failure(body["model"]) or self._next_item(body)
+            assert full is not None
+            outcome = self._model_failure(full["model"]) or self._next_item(full)
 
         # Everything up to here is synchronous, so a waiter woken below already sees the
         # full response of a non-streamed request.
@@ -1158,11 +1245,15 @@ class FakeAnthropic:
         else:
             assert prompt is not None
             rec.status, rec.response = 200, self._message(seq, prompt, outcome, rec.stream)
+            assert full is not None
+            self._hold_thread(full, rec)
         self.requests.append(rec)
         async with self._changed:
             self._changed.notify_all()
 
         try:
+            if self.latency_seconds and not isinstance(outcome, Error):
+                await asyncio.sleep(self.latency_seconds)  # the model's time to answer (benchmarks)
             if isinstance(outcome, Error):
                 return web.json_response(
                     rec.response, status=outcome.status, headers={"request-id": rec.request_id, **outcome.headers}

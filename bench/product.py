@@ -1,0 +1,128 @@
+"""`opsloop run` as a real process against the local fake Slack and fake Messages API.
+
+The bench process hosts both fakes; the bot is a child process (optionally under
+cProfile), exactly as a user would start it. Model answers are built from each
+request (so any number of threads can run at once) and every request's arrival is
+stamped: the time between two requests of one run is one iteration of the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.fakes.slack import ApiCall, FakeSlack, mention_event
+
+ROOT = Path(__file__).resolve().parent.parent
+API_KEY = "sk-ant-bench-0000"
+CHANNEL = "C0INCIDENT"
+ALICE = "U0ALICE"
+ANSWER = "Root cause: /var/data0 filled by rotated logs"  # marks the final answer in the thread
+TIMEOUT = 120.0
+
+
+def incident(steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage",
+             calls: int = 1) -> Callable[[dict[str, Any]], Reply]:
+    """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if stamps is not None:
+            stamps.append(time.perf_counter())
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if done < steps - 1:
+            return reply(*[tool_use(tool, {"host": f"web-{done:02d}-{k}"}) for k in range(calls)])
+        return reply(text(f"{ANSWER} (after {done} tool steps)."))
+
+    return answer
+
+
+@dataclass
+class Product:
+    """The fakes plus one running `opsloop run` child."""
+
+    slack: FakeSlack
+    model: FakeAnthropic
+    proc: asyncio.subprocess.Process
+    workdir: Path
+    finals: dict[str, float] = field(default_factory=dict)  # thread_ts -> monotonic time the answer was posted
+
+    def _final_calls(self) -> list[ApiCall]:
+        return [c for c in self.slack.calls
+                if c.method == "chat.postMessage" and ANSWER in str(c.args.get("text", ""))]
+
+    async def mention(self, text_: str = "web-03 is out of disk") -> tuple[str, float]:
+        """A mention (a new thread); returns its ts and the monotonic time it was sent."""
+        event = mention_event(CHANNEL, ALICE, text_, bot_user_id=self.slack.bot_user_id)
+        sent = time.monotonic()
+        await self.slack.send_event(event)
+        return event["ts"], sent
+
+    async def wait_answers(self, n: int) -> dict[str, float]:
+        """Until `n` final answers were posted in all; thread_ts -> when each was posted (monotonic)."""
+        await self.slack._wait(lambda: True if len(self._final_calls()) >= n else None, TIMEOUT,
+                               lambda: f"{n} final answers (have {len(self._final_calls())})")
+        return {str(c.args.get("thread_ts")): c.at for c in self._final_calls()}
+
+    async def incident(self, steps: int, **kw: Any) -> tuple[list[float], float]:
+        """One run of `steps` model requests; (request arrival stamps, mention -> answer seconds)."""
+        stamps: list[float] = []
+        self.model.script(*[incident(steps, stamps, **kw) for _ in range(steps)])
+        before = len(self._final_calls())
+        ts, sent = await self.mention()
+        answers = await self.wait_answers(before + 1)
+        return stamps, answers[ts] - sent
+
+
+def _config(path: Path, slack: str) -> Path:
+    """The shipped defaults, plus the bench's tools, no fallback model, and `slack` lines under [slack]."""
+    path.write_text('[model]\nfallbacks = []\n[tools]\nmodules = ["tools.builtin", "bench.tools"]\n'
+                    f'[limits]\nmax_iterations = 50\n[slack]\n{slack}\n')
+    return path
+
+
+@contextlib.asynccontextmanager
+async def running(*, slack_config: str = "", profile: Path | None = None,
+                  model_kw: dict[str, Any] | None = None) -> AsyncIterator[Product]:
+    """Both fakes in this process and `opsloop run` in a child (under cProfile when `profile` is set)."""
+    with tempfile.TemporaryDirectory(prefix="opsloop-bench-") as tmp:
+        work = Path(tmp)
+        async with FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack, \
+                FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model:
+            slack.add_user(ALICE, "alice")
+            env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+                   "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
+                   "SLACK_API_URL": slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
+                   "ANTHROPIC_BASE_URL": model.base_url, "OPSLOOP_DB": str(work / "opsloop.db"),
+                   "PYTHONPATH": str(ROOT)}
+            cmd = ["-m", "bot.cli", "run", "--config", str(_config(work / "opsloop.toml", slack_config))]
+            if profile is not None:
+                cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
+            with open(work / "opsloop.log", "wb") as log:  # noqa: ASYNC230 (the JSON trace goes to a file)
+                proc = await asyncio.create_subprocess_exec(sys.executable, *cmd, cwd=ROOT, env=env, stdout=log,
+                                                            stderr=log)
+            product = Product(slack=slack, model=model, proc=proc, workdir=work)
+            try:
+                try:
+                    await slack.wait_connected(timeout=60)
+                except TimeoutError:
+                    tail = (work / "opsloop.log").read_text()[-3000:]
+                    raise RuntimeError(f"opsloop run did not connect: {tail}") from None
+                yield product
+            finally:
+                if proc.returncode is None:
+                    proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), 60)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()

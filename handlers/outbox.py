@@ -1,0 +1,338 @@
+"""The outbox: Slack posts that matter are stored first, then delivered exactly once by one sender per process.
+
+The approval card, the decided-card updates, the final answer and the handoff report go through here;
+status-line updates stay direct (best effort). Enqueueing is idempotent by key. The sender claims an item
+with compare-and-set (owner, claimed_until), so two processes never send one item at once, and retries
+transient failures (429 with Retry-After, 5xx, connection errors) with capped backoff, forever.
+
+Slack has no idempotency key for posts: every post carries metadata naming its outbox id, and before
+posting an item whose earlier attempt may have reached Slack (a call that died mid-way, a process killed
+before it recorded the ts) the sender looks for that id in the thread and adopts the ts it finds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.redact import redact
+from bot.store import Store
+from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState
+from handlers.blocks import SlackMessage
+from handlers.slack_out import SlackOut
+
+log = structlog.get_logger("opsloop.outbox")
+
+EVENT_TYPE = "opsloop_post"  # the message metadata type that carries an outbox id
+THREAD_PAGE = 200  # conversations.replies page size while looking for an earlier attempt
+THREAD_PAGES_MAX = 50
+PLAIN_TEXT_MAX = 39_000  # Slack truncates past 40k; the fallback stays under it
+
+# Slack refused the content: a post gets one plain-text fallback.
+CONTENT_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
+                            "too_many_attachments", "invalid_attachments", "markdown_text_conflict"})
+TRANSIENT_ERRORS = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable",
+                              "request_timeout", "team_added_to_org"})
+
+
+def card_key(approval_id: str) -> str:
+    return f"card:{approval_id}"
+
+
+def card_update_key(approval: Approval) -> str:
+    """One update per state; while pending, one per approval recorded (`required_approvals` progress)."""
+    key = f"card:{approval.id}:{approval.state.value}"
+    return f"{key}:{len(approval.approvals)}" if approval.pending else key
+
+
+def answer_key(run_id: str, part: int) -> str:
+    return f"answer:{run_id}:{part}"
+
+
+def report_key(run_id: str, part: int) -> str:
+    return f"report:{run_id}:{part}"
+
+
+def metadata(item_id: str) -> dict[str, Any]:
+    """What a post carries so a restarted sender can find it in the thread."""
+    return {"event_type": EVENT_TYPE, "event_payload": {"id": item_id}}
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How one failed Slack call is handled: retried later, refused for its content, or refused for good."""
+
+    error: str
+    transient: bool
+    content: bool = False  # Slack refused what was sent (a post falls back to plain text)
+    maybe_posted: bool = False  # the call may have reached Slack before it failed
+    retry_after: float | None = None
+
+
+def classify(e: Exception) -> Failure:
+    if isinstance(e, SlackApiError):
+        error = str(e.response.get("error") or "")
+        status = int(getattr(e.response, "status_code", 200) or 200)
+        if status == 429 or error == "ratelimited":
+            return Failure(error or "ratelimited", transient=True, retry_after=_retry_after(e))
+        if status >= 500 or error in TRANSIENT_ERRORS:
+            return Failure(error or f"http_{status}", transient=True, maybe_posted=True)
+        return Failure(error or f"http_{status}", transient=False, content=error in CONTENT_ERRORS)
+    if isinstance(e, aiohttp.ClientError | TimeoutError | OSError):
+        return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)
+    return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)  # unknown: keep trying, safely
+
+
+def _retry_after(e: SlackApiError) -> float | None:
+    headers = getattr(e.response, "headers", None) or {}
+    value: Any = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class ClaimLost(Exception):
+    """Another sender took the item (our claim lapsed): it finishes the job."""
+
+
+class Deferred(Exception):
+    """The item was put back for a later attempt (its backoff is stored)."""
+
+
+class Outbox:
+    """Enqueue Slack posts/updates in the store; one sender task per process delivers them exactly once."""
+
+    def __init__(self, *, store: Store, client: AsyncWebClient, owner: str | None = None,
+                 claim_seconds: float = 6.0, call_timeout: int = 4, poll_seconds: float = 1.0,
+                 max_backoff: float = 60.0, close_grace: float = 5.0) -> None:
+        self.store = store
+        # Its own client, without retry handlers: a retried post could land twice; the sender retries itself,
+        # after looking in the thread. The timeout stays under the claim, so no claim lapses mid-call.
+        self.client = AsyncWebClient(token=client.token, base_url=client.base_url, timeout=call_timeout,
+                                     retry_handlers=[])
+        self.out = SlackOut(self.client)  # the redacting gateway, in its raising form
+        self.owner = owner or owner_id()
+        self.claim_seconds = claim_seconds
+        self.poll_seconds = poll_seconds
+        self.max_backoff = max_backoff
+        self.close_grace = close_grace
+        self._wakeup = asyncio.Event()
+        self._delivered = asyncio.Event()  # set after every delivery attempt (settle() watches it)
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+
+    # --- what the rest of opsloop calls --------------------------------------------------
+    async def post(self, *, run_id: str | None, channel: str, thread_ts: str, msg: SlackMessage, key: str,
+                   approval_id: str | None = None) -> str:
+        """Enqueue a thread post (the same key returns the same item); `approval_id`: it is that approval's
+        card, whose message_ts is recorded when it is sent. Returns the outbox item id."""
+        item_id = await self.store.enqueue(kind=OutboxKind.POST, key=key, channel=channel, thread_ts=thread_ts,
+                                           text=msg.text, blocks=msg.blocks, run_id=run_id, approval_id=approval_id)
+        self.wake()
+        return item_id
+
+    async def post_all(self, posts: list[OutboxPost]) -> list[str]:
+        """Several posts (an answer in parts) enqueued in one transaction, sent in order."""
+        ids = await self.store.enqueue_posts(posts)
+        self.wake()
+        return ids
+
+    async def update(self, *, run_id: str | None, channel: str, of: str, msg: SlackMessage, key: str) -> str:
+        """Enqueue a chat.update of the message outbox item `of` posts; sent after it, the newest update wins."""
+        item_id = await self.store.enqueue(kind=OutboxKind.UPDATE, key=key, channel=channel, text=msg.text,
+                                           blocks=msg.blocks, run_id=run_id, target=of)
+        self.wake()
+        return item_id
+
+    async def posted_ts(self, item_id: str) -> str | None:
+        """The ts of the message an item posted, once sent."""
+        item = await self.store.outbox_item(item_id)
+        return item.ts if item is not None else None
+
+    async def item_id(self, key: str) -> str | None:
+        """The id of the item enqueued with `key`, if any."""
+        item = await self.store.outbox_by_key(key)
+        return item.id if item is not None else None
+
+    async def settle(self, *, run_id: str | None = None) -> None:
+        """Wait until nothing is pending (of one run): e.g. the demo, before its summary. An item Slack keeps
+        refusing transiently keeps it waiting: wrap it in a timeout."""
+        while True:
+            self._delivered.clear()
+            if not any(i.state == OutboxState.PENDING for i in await self.store.outbox_items(run_id)):
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._delivered.wait()
+
+    def wake(self) -> None:
+        """Something was enqueued: send now rather than at the next poll."""
+        self._wakeup.set()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._closing = False
+            self._task = asyncio.create_task(self._send_forever(), name="opsloop-outbox")
+
+    async def close(self) -> None:
+        """Send what is due (within a grace period), then stop and hand every claim back for the next sender."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._closing = True
+            self.wake()
+            _, late = await asyncio.wait([task], timeout=self.close_grace)
+            for t in late:
+                t.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.store.release_outbox(self.owner)
+
+    # --- the sender ------------------------------------------------------------------------
+    async def _send_forever(self) -> None:
+        while True:
+            self._wakeup.clear()
+            item = await self._claim()
+            if item is not None:
+                await self._deliver(item)
+                self._delivered.set()
+                continue
+            if self._closing:
+                return  # nothing due: done
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):  # items due later, other processes' lapsed claims
+                    await self._wakeup.wait()
+
+    async def _claim(self) -> OutboxItem | None:
+        now = time.time()
+        try:
+            return await self.store.claim_outbox(self.owner, now=now, until=now + self.claim_seconds)
+        except Exception as e:  # the store is down: try again at the next poll
+            log.warning("outbox.claim_failed", error=f"{type(e).__name__}: {e}")
+            return None
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        with structlog.contextvars.bound_contextvars(outbox_id=item.id, key=item.key, run_id=item.run_id):
+            try:
+                if item.kind == OutboxKind.POST:
+                    await self._post(item)
+                else:
+                    await self._update(item)
+            except ClaimLost:
+                log.info("outbox.claim_lost")
+            except Deferred:
+                pass
+            except Exception as e:  # the store failed mid-delivery: the claim lapses and the item is retried
+                log.warning("outbox.deliver_failed", error=f"{type(e).__name__}: {e}")
+
+    async def _post(self, item: OutboxItem) -> None:
+        if item.unsure and (found := await self._find(item)):
+            log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
+            await self.store.outbox_sent(item.id, self.owner, ts=found, now=time.time())
+            return
+        plain = item.plain
+        while True:
+            await self._attempt(item, unsure=True)
+            try:
+                ts = await self.out.post_or_raise(channel=item.channel, thread_ts=item.thread_ts,
+                                                  text=_plain_text(item.text) if plain else item.text,
+                                                  blocks=None if plain else item.blocks, metadata=metadata(item.id))
+            except Exception as e:
+                failure = classify(e)
+                if failure.content and not plain and _plain_text(item.text):
+                    log.warning("outbox.plain_fallback", error=failure.error)
+                    if not await self.store.outbox_plain(item.id, self.owner, error=failure.error):
+                        raise ClaimLost from None
+                    plain = True
+                    continue
+                await self._failed(item, failure)
+                return
+            await self.store.outbox_sent(item.id, self.owner, ts=ts, now=time.time())
+            log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=plain)
+            return
+
+    async def _update(self, item: OutboxItem) -> None:
+        target = await self.store.outbox_item(item.target or "")
+        if target is None or not target.ts:
+            await self.store.outbox_failed(item.id, self.owner, error="its message was never posted")
+            log.warning("outbox.update_orphaned", target=item.target)
+            return
+        await self._attempt(item, unsure=False)
+        try:
+            await self.out.update_or_raise(channel=item.channel, ts=target.ts, text=item.text, blocks=item.blocks)
+        except Exception as e:
+            await self._failed(item, classify(e))
+            return
+        await self.store.outbox_sent(item.id, self.owner, ts=target.ts, now=time.time())
+        log.info("outbox.updated", ts=target.ts)
+
+    async def _attempt(self, item: OutboxItem, *, unsure: bool) -> None:
+        if not await self.store.outbox_attempt(item.id, self.owner, until=time.time() + self.claim_seconds,
+                                               unsure=unsure):
+            raise ClaimLost
+
+    async def _failed(self, item: OutboxItem, failure: Failure) -> None:
+        if failure.transient:
+            delay = self._backoff(item.attempts + 1, failure.retry_after)
+            log.warning("outbox.retry", error=failure.error, attempts=item.attempts + 1, delay_s=round(delay, 2))
+            await self.store.outbox_retry(item.id, self.owner, next_at=time.time() + delay, error=failure.error,
+                                          unsure=item.kind == OutboxKind.POST and failure.maybe_posted)
+            return
+        log.error("outbox.failed", error=failure.error, kind=item.kind.value, channel=item.channel)
+        await self.store.outbox_failed(item.id, self.owner, error=failure.error)
+
+    def _backoff(self, attempts: int, retry_after: float | None) -> float:
+        """Exponential from 1 s, capped; Slack's Retry-After wins when it says longer (capped at 10 minutes)."""
+        delay = min(self.max_backoff, 2.0 ** max(0, attempts - 1))
+        return min(max(delay, retry_after or 0.0), 600.0)
+
+    async def _find(self, item: OutboxItem) -> str | None:
+        """The ts of this item's post if an earlier attempt reached Slack (found by its metadata in the thread).
+        Raises Deferred when Slack couldn't be asked now."""
+        if not item.thread_ts:
+            return None
+        cursor: str | None = None
+        for _ in range(THREAD_PAGES_MAX):
+            if not await self.store.renew_outbox_claim(item.id, self.owner, until=time.time() + self.claim_seconds):
+                raise ClaimLost
+            try:
+                response = await self.client.conversations_replies(
+                    channel=item.channel, ts=item.thread_ts, include_all_metadata=True, limit=THREAD_PAGE,
+                    cursor=cursor)
+            except Exception as e:
+                failure = classify(e)
+                if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
+                    return None
+                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=True,
+                                              next_at=time.time() + self._backoff(item.attempts, failure.retry_after))
+                raise Deferred from e
+            for m in response.get("messages") or []:
+                md = m.get("metadata") or {}
+                if md.get("event_type") == EVENT_TYPE and (md.get("event_payload") or {}).get("id") == item.id:
+                    return str(m["ts"])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return None
+        return None
+
+
+def _plain_text(text: str) -> str:
+    """The plain-text fallback of a post Slack refused: its notification text alone, under the length limit."""
+    return redact(text)[:PLAIN_TEXT_MAX]
