@@ -23,7 +23,8 @@ chaos: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy bot tools handlers
+	$(BIN)/mypy --strict bot
+	$(BIN)/mypy tools handlers
 
 demo: $(STAMP)
 	$(BIN)/opsloop demo

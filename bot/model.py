@@ -278,7 +278,7 @@ class AnthropicModel:
         if hinted is not None:
             return min(hinted, self.retry_after_cap)
         backoff = min(self.backoff_cap, self.backoff_base * 2**attempt)
-        return backoff * (0.5 + random.random() / 2)
+        return float(backoff * (0.5 + random.random() / 2))
 
     async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool) -> ModelResponse:
         detector = RepetitionDetector()

@@ -1,4 +1,9 @@
-"""Approve / Deny clicks: policy checked here, on the server, for every click."""
+"""The approval lifecycle, in one place: ask, decide (clicks), supersede (a reply, a Stop, a changed call) and
+expire. An approval is a stored pause: `ask` ends the run's drive while it is pending, and every decision,
+made by whichever process received it, goes through `_announce` (the card updated via the outbox, the paused
+run woken; the scheduler of any process resumes it from the store). Who may click is checked here, on the
+server, for every click, failing closed.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,64 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from bot.types import Approval, ApprovalState, DecisionCause
+from bot.guards import Pause
+from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause
 from handlers import blocks, messages
+from handlers.outbox import card_key
 from handlers.policy import Verdict
 from handlers.util import ephemeral
 
 if TYPE_CHECKING:
-    from handlers.supervisor import Supervisor
+    from handlers.supervisor import IncidentThread, Supervisor
 
 log = structlog.get_logger("opsloop.approvals")
 
 
+# --- ask ------------------------------------------------------------------------------------------
+async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> Decision:
+    """The runtime's confirm: the decision on this call, or `Pause` while nobody has decided yet."""
+    store, settings = sup.store, sup.settings.approvals
+    approval = await store.approval_for_call(req.run_id, req.call.id)
+    # Bound to the call's arguments, and, while nobody has decided yet, to the preview the card shows: a
+    # changed preview asks again. Once decided, the decision stands on the preview the person read.
+    bound = approval is not None and approval.args_hash == req.args_hash and (
+        not approval.pending or approval.preview_hash == req.preview_hash)
+    if approval is None or not bound:
+        if approval is not None and approval.pending:  # that consent is void: the card says why
+            await _transition(sup, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
+                              reason="the call changed (arguments or dry-run preview); a new approval was requested")
+        run = await store.get_run(req.run_id)
+        approval = await store.create_approval(
+            run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,
+            args=req.call.args, args_hash=req.args_hash, preview=req.preview, preview_hash=req.preview_hash,
+            requester=thread.requester, channel=thread.channel, thread_ts=thread.thread_ts,
+            required=settings.required(req.category), expires_at=time.time() + settings.expire_minutes * 60,
+            run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
+        )
+    if approval.pending and not approval.message_ts:
+        # Stored, then sent by the outbox (exactly once, however often this runs); the sender records the
+        # card's ts on the approval.
+        await sup.outbox.post(run_id=req.run_id, channel=thread.channel, thread_ts=thread.thread_ts,
+                              msg=blocks.approval_card(approval), key=card_key(approval.id), approval_id=approval.id)
+    approval = await store.get_approval(approval.id)
+    if approval.pending and time.time() >= (approval.expires_at or 0.0):
+        await expire(sup, approval)
+        approval = await store.get_approval(approval.id)
+    if approval.pending:
+        # A stored pause: this drive ends; a click, a reply, the expiry sweep or a Stop decides it (in any
+        # process) and the run resumes from the store, back here with the decision.
+        raise Pause(f"waiting for a decision on {approval.tool} ({approval.id})")
+    return decision_of(approval)
+
+
+def decision_of(approval: Approval) -> Decision:
+    if approval.state == ApprovalState.APPROVED:
+        return Decision(approved=True, confirmed_by=approval.decided_by, preview=approval.preview)
+    return Decision(approved=False, confirmed_by=approval.decided_by, reason=approval.reason or "",
+                    outcome=approval.state.value, preview=approval.preview)
+
+
+# --- decide (clicks) -----------------------------------------------------------------------------
 async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
     user = (body.get("user") or {}).get("id")
     approval_id = (body.get("actions") or [{}])[0].get("value", "")
@@ -49,36 +101,29 @@ async def decide(
         await _close_stale_card(sup, a, clicked_ts)
         return messages.already_decided(a.state, a.decided_by)
     if time.time() >= (a.expires_at or 0.0):
-        if await store.decide_approval(a.id, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY,
-                                       decided_at=time.time()):
-            expired = await store.get_approval(a.id)
-            await sup.update_card(expired)
-            await _close_stale_card(sup, expired, clicked_ts)
-            sup.wake(a.id)
+        if await expire(sup, a):
+            await _close_stale_card(sup, await store.get_approval(a.id), clicked_ts)
         return messages.approval_expired(a.tool)
     refusal = await _refusal(sup, a, user, approve=approve)
     if refusal:
         return refusal
     if approve and user in a.approvals:
         return messages.already_approved_by_you()
-    now = time.time()
-    if not approve:
-        changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
-                                              decided_by=user, decided_name=await sup.policy.display_name(user),
-                                              decided_at=now)
-    else:
-        changed = await store.add_approver(a.id, user, decided_name=await sup.policy.display_name(user), now=now)
+    name = await sup.policy.display_name(user)
+    if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
+        changed = await store.add_approver(a.id, user, decided_name=name, now=time.time())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
+    else:
+        changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
+                                              decided_by=user, decided_name=name, decided_at=time.time())
     if not changed:
         fresh = await store.get_approval(a.id)
         return messages.already_decided(fresh.state, fresh.decided_by)
     fresh = await store.get_approval(a.id)
     if clicked_ts and not fresh.message_ts:
         await store.set_card_ts(a.id, clicked_ts, expect=fresh.state)
-        fresh = dataclasses.replace(fresh, message_ts=clicked_ts)
-    await sup.update_card(fresh)
-    await _close_stale_card(sup, fresh, clicked_ts)
-    sup.wake(a.id)
+    await _announce(sup, a.id)
+    await _close_stale_card(sup, await store.get_approval(a.id), clicked_ts)
     return None
 
 
@@ -105,15 +150,13 @@ async def _close_stale_card(sup: Supervisor, approval: Approval, clicked_ts: str
         await sup.update_card(dataclasses.replace(approval, message_ts=clicked_ts))
 
 
+# --- supersede and expire ------------------------------------------------------------------------
 async def expire(sup: Supervisor, approval: Approval) -> bool:
     """No decision in time: "no consent". The card says so and the paused run resumes with it."""
-    if not await sup.store.decide_approval(approval.id, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY,
-                                           decided_at=time.time()):
-        return False  # decided meanwhile
-    log.info("approval.expired", approval_id=approval.id, tool=approval.tool)
-    await sup.update_card(await sup.store.get_approval(approval.id))
-    sup.wake(approval.id)
-    return True
+    expired = await _transition(sup, approval, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY)
+    if expired:
+        log.info("approval.expired", approval_id=approval.id, tool=approval.tool)
+    return expired
 
 
 async def expire_due(sup: Supervisor) -> None:
@@ -125,6 +168,27 @@ async def expire_due(sup: Supervisor) -> None:
 async def supersede_for_stop(sup: Supervisor, run_id: str, *, by: str | None, why: str) -> None:
     """A stopped run asks nobody anything: its pending cards say so and stop taking clicks."""
     for approval in await sup.store.pending_approvals(run_id):
-        if await sup.store.decide_approval(approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP,
-                                           reason=f"run stopped ({why})", decided_by=by, decided_at=time.time()):
-            await sup.update_card(await sup.store.get_approval(approval.id))
+        await _transition(sup, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP, by=by,
+                          reason=f"run stopped ({why})")
+
+
+async def superseded_by_reply(sup: Supervisor, approval_ids: tuple[str, ...] | list[str]) -> None:
+    """A thread reply superseded these (in the store, in the transaction that stored the reply): announce it."""
+    for approval_id in approval_ids:
+        await _announce(sup, approval_id)
+
+
+async def _transition(sup: Supervisor, approval: Approval, *, state: ApprovalState, cause: DecisionCause,
+                      by: str | None = None, reason: str | None = None) -> bool:
+    """End a pending approval (compare-and-set: only one decision ever lands) and announce it."""
+    if not await sup.store.decide_approval(approval.id, state=state, cause=cause, decided_by=by, reason=reason,
+                                           decided_at=time.time()):
+        return False  # decided meanwhile, here or in another process
+    await _announce(sup, approval.id)
+    return True
+
+
+async def _announce(sup: Supervisor, approval_id: str) -> None:
+    """A decision landed: its card says so (an outbox update) and its paused run is woken."""
+    await sup.update_card(await sup.store.get_approval(approval_id))
+    sup.wake(approval_id)

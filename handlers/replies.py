@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from bot.types import AcceptedReply
+from handlers import approvals
 from handlers.supervisor import Supervisor
 from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
@@ -41,7 +42,5 @@ async def after_reply(sup: Supervisor, accepted: AcceptedReply) -> None:
     ack path, and the run hears about it."""
     item = accepted.item
     log.info("reply.stored", run_id=item.run_id, user=item.user, superseded=list(accepted.superseded))
-    for approval_id in accepted.superseded:
-        await sup.update_card(await sup.store.get_approval(approval_id))  # enqueued: a store write
-        sup.wake(approval_id)
+    await approvals.superseded_by_reply(sup, accepted.superseded)  # cards (enqueued: a store write), wake-ups
     sup.after_ack.spawn(react(sup, item.channel, item.ts), name=f"eyes:{item.ts}")  # only after it is stored

@@ -32,10 +32,8 @@ from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
 from bot.types import (
     Approval,
-    ApprovalState,
     ConfirmRequest,
     Decision,
-    DecisionCause,
     Injected,
     OutboxPost,
     Run,
@@ -296,41 +294,7 @@ class IncidentThread:
         self.status = StatusMessage(sup, row)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
-        store, settings = self.sup.store, self.sup.settings.approvals
-        approval = await store.approval_for_call(req.run_id, req.call.id)
-        # Bound to the call's arguments, and, while nobody has decided yet, to the preview the card shows: a
-        # changed preview asks again. Once decided, the decision stands on the preview the person read.
-        bound = approval is not None and approval.args_hash == req.args_hash and (
-            not approval.pending or approval.preview_hash == req.preview_hash)
-        if approval is None or not bound:
-            if approval is not None and approval.pending and await store.decide_approval(
-                    approval.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
-                    decided_at=time.time(),
-                    reason="the call changed (arguments or dry-run preview); a new approval was requested"):
-                await self.sup.update_card(await store.get_approval(approval.id))  # that consent is void
-            run = await store.get_run(self.run_id)
-            approval = await store.create_approval(
-                run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,
-                args=req.call.args, args_hash=req.args_hash, preview=req.preview, preview_hash=req.preview_hash,
-                requester=self.requester, channel=self.channel, thread_ts=self.thread_ts,
-                required=settings.required(req.category), expires_at=time.time() + settings.expire_minutes * 60,
-                run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
-            )
-        if approval.pending and not approval.message_ts:
-            # Stored, then sent by the outbox (exactly once, however often this runs); the sender records
-            # the card's ts on the approval.
-            await self.sup.outbox.post(run_id=self.run_id, channel=self.channel, thread_ts=self.thread_ts,
-                                       msg=blocks.approval_card(approval), key=card_key(approval.id),
-                                       approval_id=approval.id)
-        approval = await store.get_approval(approval.id)
-        if approval.pending and time.time() >= (approval.expires_at or 0.0):
-            await approvals.expire(self.sup, approval)
-            approval = await store.get_approval(approval.id)
-        if approval.pending:
-            # A stored pause: this driver's turn ends; a click, a reply, the expiry sweep or a Stop decides it
-            # (in any process) and the run resumes from the store, back here with the decision.
-            raise Pause(f"waiting for a decision on {approval.tool} ({approval.id})")
-        return decision_of(approval)
+        return await approvals.ask(self.sup, self, req)
 
     async def store_unavailable(self, error: StoreUnavailable) -> None:
         """The database keeps failing: the run waits (never marked finished); the thread hears it once."""
@@ -385,13 +349,6 @@ class IncidentThread:
             ), report_key
         return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
                            blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
-
-
-def decision_of(approval: Approval) -> Decision:
-    if approval.state == ApprovalState.APPROVED:
-        return Decision(approved=True, confirmed_by=approval.decided_by, preview=approval.preview)
-    return Decision(approved=False, confirmed_by=approval.decided_by, reason=approval.reason or "",
-                    outcome=approval.state.value, preview=approval.preview)
 
 
 class StatusMessage:

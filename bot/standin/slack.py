@@ -52,9 +52,11 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from aiohttp import WSCloseCode, WSMsgType, web
+
+T = TypeVar("T")
 
 __all__ = [
     "ApiCall",
@@ -712,7 +714,7 @@ class FakeSlack:
         self._watchers.append(callback)
         return lambda: self._watchers.remove(callback) if callback in self._watchers else None
 
-    async def _wait(self, check: Callable[[], Any], timeout: float, what: Callable[[], str]) -> Any:
+    async def _wait(self, check: Callable[[], T | None], timeout: float, what: Callable[[], str]) -> T:
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -1120,7 +1122,7 @@ class FakeSlack:
     # ---- method handlers (sync: state changes are atomic on the loop) --------------------
 
     @staticmethod
-    def _text_and_blocks(args: dict[str, Any], *, required: bool = True) -> tuple[str | None, list | None]:
+    def _text_and_blocks(args: dict[str, Any], *, required: bool = True) -> tuple[str | None, list[Any] | None]:
         text = args.get("text")
         if text is None and args.get("markdown_text"):
             text = args["markdown_text"]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from tools.builtin.host import human_bytes
 from tools.registry import Category, ToolContext, ToolError, tool
@@ -69,7 +69,7 @@ _OPENERS: dict[str, Any] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open
 def _open_text(path: Path) -> IO[str]:
     opener = _OPENERS.get(path.suffix)
     if opener is not None:
-        return opener(path, "rt", encoding="utf-8", errors="replace")
+        return cast(IO[str], opener(path, "rt", encoding="utf-8", errors="replace"))
     return path.open("r", encoding="utf-8", errors="replace")
 
 
