@@ -77,10 +77,11 @@ class Product:
         """One run of `steps` model requests; (request arrival stamps, mention -> answer seconds)."""
         stamps: list[float] = []
         self.model.script(*[incident(steps, stamps, **kw) for _ in range(steps)])
-        before = len(self._final_calls())
         ts, sent = await self.mention()
-        answers = await self.wait_answers(before + 1)
-        return stamps, answers[ts] - sent
+        answer = await self.slack._wait(
+            lambda: next((c for c in self._final_calls() if c.args.get("thread_ts") == ts), None), TIMEOUT,
+            lambda: f"the answer in thread {ts}")
+        return stamps, answer.at - sent
 
 
 def _config(path: Path, slack: str) -> Path:
