@@ -11,6 +11,7 @@ import asyncio
 import copy
 import dataclasses
 import email.utils
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -50,13 +51,6 @@ def with_cache_breakpoints(messages: Sequence[dict[str, Any]]) -> list[dict[str,
         message["content"] = content
         out[i] = message
     return out
-
-
-def _normalize_block(block: Any) -> dict[str, Any]:
-    """A response block as the API sent it: thinking text, signatures and every field kept, so the
-    turn can go back byte-for-byte (current models reject a changed prefix)."""
-    dumped: dict[str, Any] = block.model_dump(exclude_none=True)
-    return dumped
 
 
 def _usage(u: Any) -> Usage:
@@ -281,40 +275,91 @@ class AnthropicModel:
         return float(backoff * (0.5 + random.random() / 2))
 
     async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool) -> ModelResponse:
-        detector = RepetitionDetector()
         kwargs: dict[str, Any] = {
             "model": model,
             "max_tokens": request.max_tokens,
             "system": [{"type": "text", "text": request.system, "cache_control": dict(EPHEMERAL)}],
             "messages": with_cache_breakpoints(request.messages),
+            "stream": True,
             **thinking_params(model, request, drop_block=drop_block),
         }
         if request.tools:
             kwargs["tools"] = request.tools
         drop_block = drop_block and "thinking" in kwargs
         # The beta client only when needed: block_binding exists only on the beta thinking types.
-        stream_cm: Any = (self._client.beta.messages.stream(**kwargs, betas=[BINDING_BETA]) if drop_block
-                          else self._client.messages.stream(**kwargs))
-        streamed = 0
-        async with stream_cm as stream:
-            async for event in stream:
-                if event.type == "text":
-                    streamed += len(event.text)
-                    if detector.feed(event.text):
-                        usage = _usage(stream.current_message_snapshot.usage)
-                        # Billed for what was generated before we hung up; the snapshot's count lags behind.
-                        usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, -(-streamed // 4)))
-                        log.warning("model.degenerate_stream", model=model, chars=streamed)
-                        return ModelResponse(content=[], stop_reason="degenerate", usage=usage, model=model,
-                                             drop_block=drop_block)
-            message = await stream.get_final_message()
-        if dropped := getattr(message, "input_transformations", None):
-            log.warning("model.thinking_dropped", model=model,
-                        blocks=[f"{t.path} ({t.reason})" for t in dropped])
-        return ModelResponse(
-            content=[_normalize_block(b) for b in message.content],
-            stop_reason=message.stop_reason,
-            usage=_usage(message.usage),
-            model=message.model or model,
-            drop_block=drop_block,
-        )
+        events: Any = await (self._client.beta.messages.create(**kwargs, betas=[BINDING_BETA]) if drop_block
+                             else self._client.messages.create(**kwargs))
+        turn = _Turn(model)
+        async with events:
+            async for event in events:
+                if turn.add(event):  # degenerate: hang up, and pay for what was generated
+                    log.warning("model.degenerate_stream", model=model, chars=turn.streamed)
+                    return ModelResponse(content=[], stop_reason="degenerate", usage=turn.usage(billed_text=True),
+                                         model=model, drop_block=drop_block)
+        if turn.dropped:
+            log.warning("model.thinking_dropped", model=model, blocks=turn.dropped)
+        return ModelResponse(content=turn.content(), stop_reason=turn.stop_reason, usage=turn.usage(),
+                             model=turn.model, drop_block=drop_block)
+
+
+class _Turn:
+    """One streamed assistant turn, assembled from the raw events.
+
+    The SDK's `messages.stream()` helper rebuilds a full message snapshot on every event; an agent loop only
+    needs the blocks at the end, so this keeps them as the dicts that go back to the API: each block as its
+    `content_block_start` gave it, with the deltas appended (text, thinking, signature, citations, tool input
+    JSON), nothing dropped or reordered — current models bind thinking to the exact turn.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.blocks: list[dict[str, Any]] = []
+        self.json: dict[int, list[str]] = {}
+        self.stop_reason: str | None = None
+        self._usage: Any = None
+        self.output_tokens = 0
+        self.streamed = 0
+        self.dropped: list[str] = []
+        self.detector = RepetitionDetector()
+
+    def add(self, event: Any) -> bool:
+        """Take one event; True when the streamed text has degenerated into a repeating pattern."""
+        kind = event.type
+        if kind == "content_block_delta":
+            delta, block = event.delta, self.blocks[event.index]
+            if delta.type == "text_delta":
+                block["text"] += delta.text
+                self.streamed += len(delta.text)
+                return self.detector.feed(delta.text)
+            if delta.type == "input_json_delta":
+                self.json.setdefault(event.index, []).append(delta.partial_json)
+            elif delta.type == "thinking_delta":
+                block["thinking"] += delta.thinking
+            elif delta.type == "signature_delta":
+                block["signature"] = delta.signature
+            elif delta.type == "citations_delta":
+                block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
+        elif kind == "content_block_start":
+            self.blocks.append(event.content_block.model_dump(exclude_none=True))
+        elif kind == "content_block_stop":
+            if (parts := self.json.pop(event.index, None)) is not None:
+                self.blocks[event.index]["input"] = json.loads("".join(parts) or "{}")
+        elif kind == "message_start":
+            message = event.message
+            self.model = message.model or self.model
+            self._usage = message.usage
+            self.output_tokens = message.usage.output_tokens or 0
+            self.dropped = [f"{t.path} ({t.reason})" for t in getattr(message, "input_transformations", None) or ()]
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self.output_tokens = event.usage.output_tokens or self.output_tokens
+        return False
+
+    def content(self) -> list[dict[str, Any]]:
+        return self.blocks
+
+    def usage(self, *, billed_text: bool = False) -> Usage:
+        usage = dataclasses.replace(_usage(self._usage), output_tokens=self.output_tokens)
+        if billed_text:  # a stream we hung up on: the count lags behind what was generated
+            usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, -(-self.streamed // 4)))
+        return usage
