@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import queue
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -998,13 +1000,54 @@ class Ledger:
         return [_decode_approval(r) for r in rows]
 
 
+class _Writer:
+    """The store's one thread (a sqlite-utils Database is bound to the thread that opened it). Work waits in a
+    priority queue: what Slack waits on for its ack (accepting an event, a click's decision) goes ahead of
+    the runs' bookkeeping, so a busy bot still acks within Slack's 3 seconds."""
+
+    def __init__(self) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._thread = threading.Thread(target=self._work, name="opsloop-store", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], T], *, urgent: bool = False) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((0 if urgent else 1, next(self._order), (fn, loop, future)))
+        return future
+
+    def close(self) -> None:
+        self._queue.put((2, next(self._order), None))  # after everything already queued
+        self._thread.join()
+
+    def _work(self) -> None:
+        while (job := self._queue.get()[2]) is not None:
+            fn, loop, future = job
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(), None)
+            except BaseException as e:  # handed to the caller, whatever it is
+                outcome = (None, e)
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 class Store:
     """Async facade over Ledger: every call runs on one dedicated writer thread."""
 
     def __init__(self, path: str | Path, *, retry_seconds: float = 10.0) -> None:
         self.path = str(path)
         self.retry_seconds = retry_seconds
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opsloop-store")
+        self._writer = _Writer()
         self._ledger: Ledger | None = None
 
     async def open(self) -> Store:
@@ -1018,12 +1061,12 @@ class Store:
         if self._ledger is not None:
             await self._submit(self._ledger.close)
             self._ledger = None
-        self._executor.shutdown(wait=True)
+        await asyncio.to_thread(self._writer.close)
 
-    async def _submit(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False) -> T:
+        return await self._writer.submit(fn, urgent=urgent)
 
-    async def _call(self, fn: Callable[[Ledger], T]) -> T:
+    async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """Run `fn(ledger)` on the writer thread, retrying transient SQLite errors ("database is locked",
         a full disk) with backoff; after `retry_seconds` they become StoreUnavailable. Each Ledger method is
         one statement or one transaction, so a failed attempt left nothing behind and a retry is safe."""
@@ -1034,7 +1077,7 @@ class Store:
         delay = 0.05
         while True:
             try:
-                return await self._submit(lambda: fn(ledger))
+                return await self._submit(lambda: fn(ledger), urgent=urgent)
             except sqlite3.OperationalError as e:
                 if not is_transient(e):
                     raise
@@ -1044,7 +1087,8 @@ class Store:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    # Each method runs its Ledger namesake on the writer thread; see Ledger for what it does.
+    # Each method runs its Ledger namesake on the writer thread; see Ledger for what it does. `urgent=True`:
+    # on the path of a Slack ack (events, clicks), so it goes ahead of the runs' bookkeeping.
     # --- runs
     async def create_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
@@ -1065,7 +1109,7 @@ class Store:
         return await self._call(lambda db: db.get_run(run_id))
 
     async def find_run(self, run_id: str) -> Run | None:
-        return await self._call(lambda db: db.find_run(run_id))
+        return await self._call(lambda db: db.find_run(run_id), urgent=True)
 
     async def active_run(self, channel: str, thread_ts: str) -> Run | None:
         return await self._call(lambda db: db.active_run(channel, thread_ts))
@@ -1108,7 +1152,7 @@ class Store:
                                                   stopped_by=stopped_by, output=output))
 
     async def request_stop(self, run_id: str, user: str) -> bool:
-        return await self._call(lambda db: db.request_stop(run_id, user))
+        return await self._call(lambda db: db.request_stop(run_id, user), urgent=True)
 
     # --- history, results, trace
     async def history(self, run_id: str) -> list[dict[str, Any]]:
@@ -1141,7 +1185,7 @@ class Store:
         return await self._call(lambda db: db.steps(run_id))
 
     async def claim_event(self, event_id: str) -> bool:
-        return await self._call(lambda db: db.claim_event(event_id))
+        return await self._call(lambda db: db.claim_event(event_id), urgent=True)
 
     async def prune_events(self, older_than: float) -> int:
         return await self._call(lambda db: db.prune_events(older_than))
@@ -1153,13 +1197,13 @@ class Store:
     ) -> AcceptedMention | None:
         return await self._call(lambda db: db.accept_mention(
             event_id, channel=channel, thread_ts=thread_ts, requester=requester, task=task, prompt=prompt,
-            model=model, mention_ts=mention_ts))
+            model=model, mention_ts=mention_ts), urgent=True)
 
     async def accept_reply(
         self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str,
     ) -> AcceptedReply | None:
         return await self._call(lambda db: db.accept_reply(event_id, channel=channel, thread_ts=thread_ts, ts=ts,
-                                                           user=user, text=text))
+                                                           user=user, text=text), urgent=True)
 
     # --- outbox
     async def enqueue(
@@ -1234,10 +1278,10 @@ class Store:
             thread_ts=thread_ts, required=required, run_tokens=run_tokens, run_cost_usd=run_cost_usd))
 
     async def get_approval(self, approval_id: str) -> Approval:
-        return await self._call(lambda db: db.get_approval(approval_id))
+        return await self._call(lambda db: db.get_approval(approval_id), urgent=True)
 
     async def find_approval(self, approval_id: str) -> Approval | None:
-        return await self._call(lambda db: db.find_approval(approval_id))
+        return await self._call(lambda db: db.find_approval(approval_id), urgent=True)
 
     async def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
         return await self._call(lambda db: db.approval_for_call(run_id, tool_use_id))
@@ -1254,16 +1298,17 @@ class Store:
     ) -> bool:
         return await self._call(lambda db: db.decide_approval(approval_id, state=state, cause=cause,
                                                               decided_at=decided_at, decided_by=decided_by,
-                                                              decided_name=decided_name, reason=reason))
+                                                              decided_name=decided_name, reason=reason), urgent=True)
 
     async def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
-        return await self._call(lambda db: db.set_card_ts(approval_id, message_ts, expect=expect))
+        return await self._call(lambda db: db.set_card_ts(approval_id, message_ts, expect=expect), urgent=True)
 
     async def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
-        return await self._call(lambda db: db.add_approver(approval_id, user, decided_name=decided_name, now=now))
+        return await self._call(lambda db: db.add_approver(approval_id, user, decided_name=decided_name, now=now),
+                                urgent=True)
 
     async def requesters(self, approval_id: str) -> list[str]:
-        return await self._call(lambda db: db.requesters(approval_id))
+        return await self._call(lambda db: db.requesters(approval_id), urgent=True)
 
     async def audit(self) -> list[AuditEntry]:
         return await self._call(lambda db: db.audit())
