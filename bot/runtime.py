@@ -198,7 +198,7 @@ class _Run:
                                    max_tokens=max_tokens, effort=self.cfg.effort,
                                    thinking_display=self.cfg.thinking_display, drop_block=self.drop_block)
             await self.trace("request", iteration=self.iterations, messages=len(self.history),
-                             request_chars=len(str(self.history)), max_tokens=max_tokens)
+                             max_tokens=max_tokens)
             began = time.monotonic()
             try:
                 async with self.deadline("waiting for the model"):

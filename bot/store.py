@@ -452,6 +452,11 @@ class Ledger:
         self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
                     [*fields.values(), run_id])
 
+    def stop_requested_by(self, run_id: str) -> str | None:
+        """Who asked this run to stop, if anyone: asked twice a step, so one column, not the whole row."""
+        rows = self._select("SELECT stop_requested_by FROM runs WHERE id = ?", [run_id])
+        return str(rows[0]["stop_requested_by"]) if rows and rows[0]["stop_requested_by"] else None
+
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
         return self._write(
@@ -1150,6 +1155,9 @@ class Store:
     ) -> None:
         await self._call(lambda db: db.finish_run(run_id, stop_reason=stop_reason, stop_detail=stop_detail,
                                                   stopped_by=stopped_by, output=output))
+
+    async def stop_requested_by(self, run_id: str) -> str | None:
+        return await self._call(lambda db: db.stop_requested_by(run_id))
 
     async def request_stop(self, run_id: str, user: str) -> bool:
         return await self._call(lambda db: db.request_stop(run_id, user), urgent=True)

@@ -192,7 +192,7 @@ class Timeline:
         if kind == "request":
             return Entry(**base, who="opsloop",
                          what=f"step {t(data.get('iteration'))}: request to the model with "
-                              f"{t(data.get('messages'))} messages ({t(data.get('request_chars'))} chars)")
+                              f"{t(data.get('messages'))} messages")
         if kind in USAGE_STEPS:
             model = str(data.get("model") or self.model)
             usage = usage_of(data)

@@ -310,8 +310,7 @@ class IncidentThread:
         return [Injected(id=i.id, user=i.user, text=i.text) for i in items]
 
     async def stop_requested(self) -> str | None:
-        run = await self.sup.store.get_run(self.run_id)
-        return run.stop_requested_by
+        return await self.sup.store.stop_requested_by(self.run_id)
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
