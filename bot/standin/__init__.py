@@ -1,28 +1,9 @@
 """A local Slack stand-in (Web API + Socket Mode) that opsloop ships for `demo`, `sandbox` and tests."""
 
-from bot.standin.slack import (
-    ApiCall,
-    FakeSlack,
-    Message,
-    ResponseUrlCall,
-    block_action_payload,
-    block_errors,
-    mention_event,
-    message_event,
-    next_ts,
-)
+from bot.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
+from bot.standin.slack import FakeSlack
+from bot.standin.slack import __all__ as _names
 
 SlackStandIn = FakeSlack
 
-__all__ = [
-    "ApiCall",
-    "FakeSlack",
-    "Message",
-    "ResponseUrlCall",
-    "SlackStandIn",
-    "block_action_payload",
-    "block_errors",
-    "mention_event",
-    "message_event",
-    "next_ts",
-]
+__all__ = [*_names, "SlackStandIn"]

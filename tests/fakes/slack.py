@@ -1,27 +1,4 @@
 """The Slack stand-in moved into the product (``bot/standin/slack.py``); re-exported so tests import it here."""
 
-from bot.standin.slack import (
-    ALLOWED_BLOCK_TYPES,
-    ApiCall,
-    FakeSlack,
-    Message,
-    ResponseUrlCall,
-    block_action_payload,
-    block_errors,
-    mention_event,
-    message_event,
-    next_ts,
-)
-
-__all__ = [
-    "ALLOWED_BLOCK_TYPES",
-    "ApiCall",
-    "FakeSlack",
-    "Message",
-    "ResponseUrlCall",
-    "block_action_payload",
-    "block_errors",
-    "mention_event",
-    "message_event",
-    "next_ts",
-]
+from bot.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
+from bot.standin.slack import __all__ as __all__
