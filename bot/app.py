@@ -131,8 +131,8 @@ class Opsloop:
             await self.socket.close_async()
         if self.http is not None:
             await self.http.cleanup()
-        await self.supervisor.after_ack.close()
         await self.supervisor.close()
+        await self.supervisor.after_ack.close()  # after the runs: they spawn card-copy updates too
         await self.outbox.close()
         await self.tools.aclose()
         if self.owned_llm is not None:

@@ -72,11 +72,22 @@ def continue_history(previous: list[Block], task: str) -> list[Block]:
     return [*previous, {"role": "user", "content": [block]}]
 
 
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
 def keep_complete_calls(content: list[Block], stop_reason: str | None) -> list[Block]:
-    """A reply cut off by max_tokens may end in a tool_use with half its input: drop it."""
+    """A reply cut off by max_tokens may end in a tool_use with half its input: drop it. Whitespace-only text
+    blocks go too (the API refuses them back); any thinking after one is bound to it, so it goes as well."""
     if stop_reason == "max_tokens" and content and content[-1].get("type") == "tool_use":
         content = content[:-1]
-    return [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
+    out: list[Block] = []
+    edited = False
+    for b in content:
+        if b.get("type") == "text" and not b.get("text", "").strip():
+            edited = True
+        elif not (edited and b.get("type") in THINKING_BLOCKS):
+            out.append(b)
+    return out
 
 
 _NAME_KEYS = ("name", "tool", "tool_name")
@@ -95,7 +106,8 @@ def recover_json_tool_calls(content: list[Block], *, known: Iterable[Any]) -> li
     found = 0
     for block in content:
         if block.get("type") != "text":
-            out.append(block)
+            if not (found and block.get("type") in THINKING_BLOCKS):  # bound to the text rewritten before it
+                out.append(block)
             continue
         text, calls = _extract_calls(block["text"], names)
         if text.strip():

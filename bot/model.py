@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anthropic
+import httpx2
 import structlog
 
 from bot.pricing import thinks_adaptively
@@ -133,7 +134,13 @@ async def ping(client: anthropic.AsyncAnthropic, model: str) -> str | None:
 
 
 # --- retries ---------------------------------------------------------------
-RETRYABLE = (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError)
+class IncompleteStream(Exception):
+    """The stream ended before `message_stop`: what came is not a whole reply (a tool input may be missing)."""
+
+
+# Transport errors raised while the stream is being read come from the SDK's HTTP client, not as APIError.
+RETRYABLE = (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError,
+             httpx2.TransportError, IncompleteStream)
 OVERFLOW_HINTS = ("prompt is too long", "context window", "too many tokens", "context length")
 # The 400 a current model answers when a thinking block's prefix changed; `drop_block` (beta) heals it.
 PREFIX_MISMATCH = "bound to a different conversation"
@@ -208,21 +215,27 @@ class AnthropicModel:
         """One answer. Empty and degenerate responses are retried (and still charged); a stop at
         `max_tokens` with only thinking goes back to the loop, which owns the token budget."""
         spent = Usage()
+        bills: list[tuple[str, Usage]] = []
         failures: list[str] = []
         drop_block = request.drop_block
         while True:
-            response = await self._with_retries(request, drop_block)
+            try:
+                response = await self._with_retries(request, drop_block)
+            except ModelError as e:  # what the attempts before it cost is still owed
+                e.billed, e.usage = (*bills, *e.billed), spent + e.usage
+                raise
             drop_block = response.drop_block
             spent = spent + response.usage
+            bills.append((response.model, response.usage))
             degenerate = response.stop_reason == "degenerate"
             if not degenerate and (not is_empty(response.content) or response.stop_reason in ("refusal", "max_tokens")):
-                return dataclasses.replace(response, usage=spent)
+                return dataclasses.replace(response, usage=spent, billed=tuple(bills))
             failures.append("degenerate output" if degenerate else "an empty response")
             log.warning("model.degenerate_output" if degenerate else "model.empty_response",
                         model=response.model, attempt=len(failures))
             if len(failures) > self.empty_retries:
                 raise ModelError(f"{response.model} returned {', then '.join(failures)}", usage=spent,
-                                 model=response.model)
+                                 model=response.model, billed=tuple(bills))
 
     async def _with_retries(self, request: ModelRequest, drop_block: bool) -> ModelResponse:
         while True:
@@ -296,6 +309,8 @@ class AnthropicModel:
                     log.warning("model.degenerate_stream", model=model, chars=turn.streamed)
                     return ModelResponse(content=[], stop_reason="degenerate", usage=turn.usage(billed_text=True),
                                          model=model, drop_block=drop_block)
+        if not turn.stopped:
+            raise IncompleteStream(f"the stream from {model} ended before message_stop")
         if turn.dropped:
             log.warning("model.thinking_dropped", model=model, blocks=turn.dropped)
         return ModelResponse(content=turn.content(), stop_reason=turn.stop_reason, usage=turn.usage(),
@@ -321,6 +336,8 @@ class _Turn:
         self.streamed = 0
         self.dropped: list[str] = []
         self.detector = RepetitionDetector()
+        self.open: set[int] = set()  # blocks started and not (validly) finished
+        self.stopped = False
 
     def add(self, event: Any) -> bool:
         """Take one event; True when the streamed text has degenerated into a repeating pattern."""
@@ -341,9 +358,14 @@ class _Turn:
                 block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
         elif kind == "content_block_start":
             self.blocks.append(event.content_block.model_dump(exclude_none=True))
+            self.open.add(event.index)
         elif kind == "content_block_stop":
+            self.open.discard(event.index)
             if (parts := self.json.pop(event.index, None)) is not None:
-                self.blocks[event.index]["input"] = json.loads("".join(parts) or "{}")
+                try:
+                    self.blocks[event.index]["input"] = json.loads("".join(parts) or "{}")
+                except ValueError:  # cut off mid-input (max_tokens): never run a call with half its arguments
+                    self.open.add(event.index)
         elif kind == "message_start":
             message = event.message
             self.model = message.model or self.model
@@ -353,10 +375,17 @@ class _Turn:
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason
             self.output_tokens = event.usage.output_tokens or self.output_tokens
+            # Cumulative counts, when given (a server-side fallback, server tools), replace message_start's.
+            for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+                if (value := getattr(event.usage, name, None)) is not None and self._usage is not None:
+                    self._usage = self._usage.model_copy(update={name: value})
+        elif kind == "message_stop":
+            self.stopped = True
         return False
 
     def content(self) -> list[dict[str, Any]]:
-        return self.blocks
+        """The blocks, less a tool call that never completed (cut off by max_tokens); it is the last block."""
+        return [b for i, b in enumerate(self.blocks) if not (i in self.open and b.get("type") == "tool_use")]
 
     def usage(self, *, billed_text: bool = False) -> Usage:
         usage = dataclasses.replace(_usage(self._usage), output_tokens=self.output_tokens)

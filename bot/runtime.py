@@ -148,7 +148,8 @@ class _Run:
             return await self.finish(stop.reason, stop.detail, by=stop.by)
         except ModelError as e:
             model = e.model or self.cfg.model.model
-            self.charge(e.usage, model)  # failed attempts (degenerate output) are billed too
+            for billed_model, usage in e.billed or ((model, e.usage),):  # failed attempts are billed too
+                self.charge(usage, billed_model)
             await self.trace("model_error", model=model, usage=e.usage.to_dict(), error=str(e))
             return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
         except Pause:
@@ -204,15 +205,18 @@ class _Run:
                 async with self.deadline("waiting for the model"):
                     response = await self.cfg.model.complete(request)
             except ContextOverflow as e:
+                for model, usage in e.billed:  # attempts before the overflow (empty replies) still cost
+                    self.charge(usage, model)
                 await self.condense(str(e))
                 continue
             await self.note_drop_block(response)
             if response.stop_reason == "model_context_window_exceeded":
-                self.charge(response.usage, response.model)
+                self.charge_response(response)
                 await self.trace("context_overflow", model=response.model, usage=response.usage.to_dict())
                 await self.condense("model_context_window_exceeded")
                 continue
-            if response.stop_reason == "max_tokens" and only_thinking(response.content):
+            if response.stop_reason == "max_tokens" and only_thinking(keep_complete_calls(response.content,
+                                                                                          response.stop_reason)):
                 max_tokens = await self.more_room_to_think(response, max_tokens)
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
@@ -220,7 +224,7 @@ class _Run:
 
     async def more_room_to_think(self, response: ModelResponse, max_tokens: int) -> int:
         """The model spent all of max_tokens thinking: retry once with more room, within the token budget."""
-        self.charge(response.usage, response.model)
+        self.charge_response(response)
         await self.save_totals()
         self.check_budgets()
         room = min(2 * max_tokens, MAX_OUTPUT_TOKENS, self.cfg.limits.token_budget - self.usage.paid_tokens)
@@ -241,7 +245,7 @@ class _Run:
 
     async def record(self, response: ModelResponse, *, latency: float) -> list[dict[str, Any]]:
         """Charge the usage, store the assistant turn exactly as received, check the budgets."""
-        self.charge(response.usage, response.model)
+        self.charge_response(response)
         content = recover_json_tool_calls(response.content, known=self.cfg.tools)
         content = keep_complete_calls(content, response.stop_reason)
         if only_thinking(content):  # nothing to act on: never stored as a turn with no answer and no call
@@ -258,7 +262,8 @@ class _Run:
         if thought := reasoning(content):
             await self.emit("reasoning", step=self.iterations, text=thought)
         self.check_budgets()
-        if (budget := self.cfg.context_budget_tokens) and response.usage.prompt_tokens > budget and tool_calls(content):
+        prompt = response.bills[-1][1].prompt_tokens  # this request's prompt, not the sum over retries
+        if (budget := self.cfg.context_budget_tokens) and prompt > budget and tool_calls(content):
             self.pending_condense = True
         return content
 
@@ -343,6 +348,7 @@ class _Run:
                 if not await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name,
                                                              args=args, content=None, is_error=False,
                                                              confirmed_by=confirmed_by):
+                    await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
             await self.emit("tool", step=self.iterations, tool=call.name)
             async with self.deadline(f"running {call.name}"):
@@ -388,12 +394,13 @@ class _Run:
         content, is_error, counts = outcome.content, outcome.is_error, outcome.counts
         seen = self.loops.observe(call.name, call.args, content)
         limits = self.cfg.limits
-        if seen >= limits.loop_stop_at:
-            raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
-        if seen >= limits.loop_warn_at:
+        if limits.loop_warn_at <= seen < limits.loop_stop_at:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
+        # Saved before any stop below: the call ran, and the handoff report must say what it returned.
         await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=call.args,
                                               content=content, is_error=is_error, confirmed_by=outcome.confirmed_by)
+        if seen >= limits.loop_stop_at:
+            raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
         if counts and self.breaker.observe(is_error):
             raise Stop(StopReason.CONSECUTIVE_ERRORS,
                        f"{self.breaker.streak} tool errors in a row; last: {content[:200]}")
@@ -441,7 +448,7 @@ class _Run:
                                messages=[{"role": "user", "content": [{"type": "text", "text": older}]}])
         async with self.deadline("condensing the history"):
             summary = await self.cfg.model.complete(request)
-        self.charge(summary.usage, summary.model)
+        self.charge_response(summary)
         # No summary text (the model only thought): keep the newest part of the plain transcript instead.
         text = final_text(summary.content) or older[-8000:]
         head = {"role": "user", "content": [{"type": "text", "text": redact(
@@ -456,6 +463,10 @@ class _Run:
         self.check_budgets()
 
     # --- bookkeeping --------------------------------------------------------
+    def charge_response(self, response: ModelResponse) -> None:
+        for model, usage in response.bills:
+            self.charge(usage, model)
+
     def charge(self, usage: Usage, model: str) -> None:
         self.usage = self.usage + usage
         self.cost += self.cfg.price_for(model).cost(usage)
@@ -481,6 +492,7 @@ class _Run:
 
     async def finish(self, reason: StopReason, detail: str = "", *, by: str | None = None,
                      output: str | None = None) -> RunResult:
+        self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
             done = await self.cfg.store.tool_results(self.id)
             why = f"the run stopped ({reason.value})"

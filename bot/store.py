@@ -396,8 +396,15 @@ class Ledger:
             return active, False
         previous = self.latest_run(channel, thread_ts)
         history = continue_history(self.history(previous.id) if previous else [], prompt)
-        return self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
-                               mention_ts=mention_ts, history=history), True
+        with self.db.atomic():
+            run = self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
+                                  mention_ts=mention_ts, history=history)
+            if previous is not None and previous.system is not None and previous.tools is not None:
+                # The carried-over turns' thinking is bound to the earlier run's system and tools: keep them
+                # (a tool change since then reaches the model as a note, see bot.runtime.tool_changes).
+                self.fix_prompt(run.id, system=previous.system, tools=previous.tools)
+                run = self.get_run(run.id)
+        return run, True
 
     def get_run(self, run_id: str) -> Run:
         run = self.find_run(run_id)
@@ -527,14 +534,17 @@ class Ledger:
         is_error: bool, confirmed_by: str | None,
     ) -> bool:
         """A call's result. `content` None claims the call's "started" marker, compare-and-set and durably:
-        True only for the one caller that inserted it, the only one that may run the call."""
+        True only for the one caller that inserted it, the only one that may run the call, and never once a
+        Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process)."""
         row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
                redact(content) if content is not None else None, int(is_error), confirmed_by, time.time()]
         columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
         if content is None:
             with self._durably():
-                return self._write(f"INSERT OR IGNORE INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                   row) == 1
+                return self._write(
+                    f"INSERT OR IGNORE INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL)",
+                    [*row, run_id]) == 1
         self._write(f"INSERT OR REPLACE INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
         return True
 
@@ -982,6 +992,12 @@ class Ledger:
                 held.append(run_id)
         return held
 
+    def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs someone asked to stop (a Stop received by any process)."""
+        rows = self._select(f"SELECT id FROM runs WHERE id IN ({_marks(run_ids)}) AND stop_requested_by IS NOT NULL",
+                            list(run_ids))
+        return [str(r["id"]) for r in rows]
+
     def release_run(self, run_id: str, owner: str) -> None:
         """Give a run back (paused, finished, or this process is stopping): the next driver takes it at once."""
         self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner])
@@ -1342,7 +1358,10 @@ class Store:
         return await self._call(lambda db: db.lease_owners())
 
     async def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
-        return await self._call(lambda db: db.renew_leases(owner, run_ids, until=until))
+        return await self._call(lambda db: db.renew_leases(owner, run_ids, until=until), urgent=True)
+
+    async def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:
+        return await self._call(lambda db: db.stop_requested_among(run_ids), urgent=True)
 
     async def release_run(self, run_id: str, owner: str) -> None:
         await self._call(lambda db: db.release_run(run_id, owner))

@@ -171,6 +171,13 @@ class ModelResponse:
     usage: Usage
     model: str
     drop_block: bool = False  # the request needed prefix_mismatch_behavior=drop_block (see bot.model)
+    # Each attempt's (model, usage) when retries were needed (empty or degenerate replies): priced one by one,
+    # since a price can depend on the model and on each prompt's own size. `usage` is their sum.
+    billed: tuple[tuple[str, Usage], ...] = ()
+
+    @property
+    def bills(self) -> tuple[tuple[str, Usage], ...]:
+        return self.billed or ((self.model, self.usage),)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -402,10 +409,12 @@ class ModelError(Exception):
     retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
     attempts still cost (a degenerate stream is billed for what it streamed)."""
 
-    def __init__(self, message: str, *, usage: Usage | None = None, model: str = "") -> None:
+    def __init__(self, message: str, *, usage: Usage | None = None, model: str = "",
+                 billed: tuple[tuple[str, Usage], ...] = ()) -> None:
         super().__init__(message)
         self.usage = usage or Usage()
         self.model = model
+        self.billed = billed  # each failed attempt's (model, usage), when known
 
 
 class ContextOverflow(ModelError):

@@ -18,7 +18,7 @@ from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, Decisio
 from handlers import blocks, messages
 from handlers.outbox import card_key
 from handlers.policy import Verdict
-from handlers.util import ephemeral
+from handlers.util import dig, ephemeral
 
 if TYPE_CHECKING:
     from handlers.supervisor import IncidentThread, Supervisor
@@ -72,12 +72,12 @@ def decision_of(approval: Approval) -> Decision:
 
 # --- decide (clicks) -----------------------------------------------------------------------------
 async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
-    user = (body.get("user") or {}).get("id")
-    approval_id = (body.get("actions") or [{}])[0].get("value", "")
+    user = dig(body, "user", "id")
+    approval_id = dig(body, "actions", 0, "value") or ""
     if not user:
         log.warning("action.malformed", missing=["user.id"])
         return
-    clicked_ts = (body.get("message") or {}).get("ts") or (body.get("container") or {}).get("message_ts")
+    clicked_ts = dig(body, "message", "ts") or dig(body, "container", "message_ts")
     refusal = await decide(sup, approval_id, user, approve=approve, clicked_ts=clicked_ts)
     if refusal:
         log.info("approval.refused", approval_id=approval_id, user=user, why=refusal)
@@ -98,6 +98,9 @@ async def decide(
     if a is None:
         return messages.UNKNOWN_APPROVAL
     if not a.pending:
+        # Show the decision again (idempotent by key): a crash between a decision and its card update would
+        # otherwise leave the buttons up for good.
+        await sup.update_card(a)
         await _close_stale_card(sup, a, clicked_ts)
         return messages.already_decided(a.state, a.decided_by)
     if time.time() >= (a.expires_at or 0.0):

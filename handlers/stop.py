@@ -7,14 +7,14 @@ from typing import Any
 from bot.types import StopReason
 from handlers import approvals, messages
 from handlers.supervisor import Supervisor
-from handlers.util import ephemeral
+from handlers.util import dig, ephemeral
 
 
 async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
-    user = (body.get("user") or {}).get("id")
+    user = dig(body, "user", "id")
     if not user:
         return  # malformed: nobody to answer
-    run_id = (body.get("actions") or [{}])[0].get("value", "")
+    run_id = dig(body, "actions", 0, "value") or ""
     run = await sup.store.find_run(run_id)
     if run is None or not run.active:
         sup.after_ack.spawn(ephemeral(sup, body, messages.run_already_finished()), name="stop_refused")

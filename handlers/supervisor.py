@@ -66,11 +66,13 @@ class Supervisor:
     bot_user_id: str = ""
     lease_seconds: float = 10.0  # another host's dead driver: its runs are taken over this long after its heartbeat
     poll_seconds: float = 1.0  # how often the store is asked for runnable runs (decisions made elsewhere)
-    grace_seconds: float = 10.0  # on shutdown, how long running runs get to reach a step boundary
+    grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
     after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        # host:pid:pid-namespace:random. The namespace tells two containers sharing a hostname apart, so a
+        # pid is only ever checked for liveness where it means the same process.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{_pid_namespace()}:{secrets.token_hex(3)}"
         self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
         # Runs whose lease this process holds, each with the drive that took it (a task may not have claimed yet).
         self.driving: dict[str, object] = {}
@@ -119,6 +121,9 @@ class Supervisor:
             if run_id not in held and self.driving.get(run_id) is drive and (task := self.tasks.get(run_id)):
                 log.warning("run.lease_lost", run_id=run_id)  # another process took it: never two drivers
                 task.cancel()
+        for run_id in await self.store.stop_requested_among(list(held)):  # a Stop received by another process
+            if (task := self.tasks.get(run_id)) and run_id in self.driving:
+                task.cancel()
         await approvals.expire_due(self)
         if self._draining:
             return []
@@ -137,12 +142,11 @@ class Supervisor:
     async def _dead_owners(self) -> list[str]:
         """Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not
         wait for the lease to lapse. Another host's process can't be checked; its lease lapses instead."""
-        host = socket.gethostname()
+        here = (socket.gethostname(), _pid_namespace())
         dead = []
         for owner in await self.store.lease_owners():
-            name, _, rest = owner.partition(":")
-            pid = rest.partition(":")[0]
-            if name == host and owner != self.owner and pid.isdigit() and not _alive(int(pid)):
+            host, pid, namespace, *_ = [*owner.split(":"), "", "", ""]
+            if (host, namespace) == here and owner != self.owner and pid.isdigit() and not _alive(int(pid)):
                 dead.append(owner)
         return dead
 
@@ -169,16 +173,16 @@ class Supervisor:
     async def close(self) -> None:
         """Shutdown: stop taking runs, let running ones reach a step boundary and hand back within the grace
         period, cancel the rest (each releases its lease), so the next process continues at once."""
-        self._draining = True
-        if self._scheduler is not None:
-            self._scheduler.cancel()
-            await asyncio.gather(self._scheduler, return_exceptions=True)
+        self._draining = True  # the scheduler keeps renewing the leases held here, and starts nothing new
         tasks = list(self.tasks.values())
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=self.grace_seconds)
             for task in late:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
 
     async def _drive(self, run_id: str) -> RunResult | None:
         now = time.time()
@@ -200,16 +204,22 @@ class Supervisor:
             return None
         thread = IncidentThread(self, row)
         with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row.channel, thread_ts=row.thread_ts):
-            await thread.status.open()
+            try:
+                await thread.status.open()
+            except Exception as e:  # a status line is best effort: a Slack outage must not end the run
+                log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
             cfg = self._config(row, thread)
             try:
                 result = await run(cfg, run_id)
             except Pause as pause:
+                thread.status.abandon()
                 log.info("run.paused", why=str(pause))  # it waits in the store; a decision makes it runnable
                 return None
             except asyncio.CancelledError:
+                thread.status.abandon()
                 raise  # shutdown or a lost lease: the run stays active in the store for its next driver
             except StoreUnavailable as e:
+                thread.status.abandon()
                 await thread.store_unavailable(e)
                 return None
             except Exception as e:
@@ -275,6 +285,13 @@ class Supervisor:
         return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)
 
 
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -323,13 +340,15 @@ class IncidentThread:
                          cost_usd=data["cost_usd"])
 
     async def finish(self, result: RunResult) -> None:
-        words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
-        await self.status.close(step=result.iterations, activity=words, tokens=result.usage.paid_tokens,
-                                cost_usd=result.cost_usd)
-        store = self.sup.store
         await approvals.supersede_for_stop(self.sup, self.run_id, by=result.stopped_by, why=result.stop_reason.value)
-        await store.report(self.run_id, await self.final_posts(result))  # enqueued once, with the "reported" mark
+        await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
         self.sup.outbox.wake()
+        words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
+        try:  # best effort, after what matters is stored: Slack may be down (the outbox rides that out)
+            await self.status.close(step=result.iterations, activity=words, tokens=result.usage.paid_tokens,
+                                    cost_usd=result.cost_usd)
+        except Exception as e:
+            log.warning("status_close_failed", error=f"{type(e).__name__}: {e}")
 
     async def final_posts(self, result: RunResult) -> list[OutboxPost]:
         """The run's answer, or its handoff report, as outbox posts keyed by run and part (sent exactly once)."""
@@ -395,6 +414,12 @@ class StatusMessage:
             return
         await self.sup.out.update(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks,
                                   what="status_update")
+
+    def abandon(self) -> None:
+        """This drive ends without finishing the run (a pause, a hand-back): stop pushing updates."""
+        if self._flusher and not self._flusher.done():
+            self._flusher.cancel()
+        self._latest = None
 
     async def close(self, **fields: Any) -> None:
         if self._flusher and not self._flusher.done():

@@ -55,9 +55,21 @@ async def react(sup: Supervisor, channel: str, ts: str, name: str = "eyes") -> N
 
 async def ephemeral(sup: Supervisor, body: dict[str, Any], text: str) -> None:
     """A note only the clicker sees, in the thread of the message they clicked."""
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
-    user = (body.get("user") or {}).get("id")
+    channel = dig(body, "channel", "id") or dig(body, "container", "channel_id")
+    user = dig(body, "user", "id")
     if not channel or not user:
         return
-    thread_ts = (body.get("message") or {}).get("thread_ts")
+    thread_ts = dig(body, "message", "thread_ts")
     await sup.out.ephemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+
+
+def dig(body: Any, *path: str | int) -> str | None:
+    """A string at `path` in a Slack payload, or None when any step is missing or of another type:
+    payloads come from outside, and no shape of one may crash a listener."""
+    node = body
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and -len(node) <= step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node if isinstance(node, str) and node else None

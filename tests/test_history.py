@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.history import continue_history, split_for_condensing
+from bot.history import continue_history, keep_complete_calls, split_for_condensing
 
 USER = {"role": "user", "content": [{"type": "text", "text": "disk full"}]}
 CALL = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "check_disk", "input": {}}]}
@@ -35,3 +35,11 @@ def test_condensing_keeps_a_tail_that_starts_with_an_assistant_turn():
     history = [USER, CALL, RESULT, CALL, RESULT, CALL, RESULT]
     split = split_for_condensing(history)
     assert (split, history[split]["role"]) == (3, "assistant")
+
+
+def test_a_whitespace_block_is_dropped_with_the_thinking_bound_to_it():
+    """The API refuses whitespace-only text back, and thinking after it is bound to it: both go, the rest stays."""
+    content = [{"type": "thinking", "thinking": "a", "signature": "s1"}, {"type": "text", "text": "\n\n"},
+               {"type": "thinking", "thinking": "b", "signature": "s2"},
+               {"type": "tool_use", "id": "t1", "name": "check_disk", "input": {}}]
+    assert keep_complete_calls(content, "tool_use") == [content[0], content[3]]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
@@ -124,3 +126,95 @@ async def test_degenerate_output_is_named_and_charged(store, fake_anthropic, ant
     assert result.cost_usd > 0
     steps = await store.steps(run_id)
     assert json.dumps([s.data for s in steps]).count("degenerate output") >= 1
+
+
+# --- the streamed turn, event by event (shapes the fake can't send) ----------------------------------
+def ev(kind: str, **fields: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(type=kind, **fields)
+
+
+def block(**fields: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(model_dump=lambda exclude_none=True: dict(fields))
+
+
+def usage(**fields: Any) -> Any:
+    from anthropic.types import Usage as SdkUsage
+
+    return SdkUsage(input_tokens=fields.pop("input_tokens", 10), output_tokens=fields.pop("output_tokens", 1),
+                    **fields)
+
+
+def test_a_tool_call_cut_off_mid_input_is_dropped_not_run() -> None:
+    """max_tokens can land inside a tool's JSON input: that call is never run with half its arguments."""
+    from bot.model import _Turn
+
+    turn = _Turn(SONNET)
+    for event in (
+        ev("message_start", message=ev("message", model=SONNET, usage=usage())),
+        ev("content_block_start", index=0, content_block=block(type="thinking", thinking="", signature="")),
+        ev("content_block_delta", index=0, delta=ev("signature_delta", signature="sig")),
+        ev("content_block_stop", index=0),
+        ev("content_block_start", index=1, content_block=block(type="tool_use", id="t1", name="check_disk",
+                                                               input={})),
+        ev("content_block_delta", index=1, delta=ev("input_json_delta", partial_json='{"host": "web-')),
+        ev("content_block_stop", index=1),
+        ev("message_delta", delta=ev("delta", stop_reason="max_tokens"), usage=ev("u", output_tokens=16_000)),
+        ev("message_stop"),
+    ):
+        assert turn.add(event) is False
+    assert turn.content() == [{"type": "thinking", "thinking": "", "signature": "sig"}]
+    assert (turn.stop_reason, turn.stopped) == ("max_tokens", True)
+
+
+def test_final_usage_on_message_delta_replaces_the_start_counts() -> None:
+    from bot.model import _Turn
+
+    turn = _Turn(SONNET)
+    turn.add(ev("message_start", message=ev("message", model=SONNET, usage=usage(input_tokens=100))))
+    turn.add(ev("message_delta", delta=ev("delta", stop_reason="end_turn"),
+                usage=ev("u", output_tokens=50, input_tokens=9000, cache_read_input_tokens=5000,
+                         cache_creation_input_tokens=700)))
+    got = turn.usage()
+    assert (got.input_tokens, got.output_tokens, got.cache_read_tokens, got.cache_write_tokens) == (9000, 50, 5000, 700)
+
+
+def test_a_stream_that_ends_before_message_stop_is_transient() -> None:
+    from bot.model import IncompleteStream, _is_transient
+
+    assert _is_transient(IncompleteStream("cut"))
+
+
+async def test_retried_attempts_are_priced_one_by_one(store) -> None:
+    """Two 60K-token Haiku 5.5 prompts are two lower-tier prompts, not one 120K upper-tier prompt."""
+    from bot.types import ModelResponse, Usage
+
+    first = Usage(input_tokens=60_000, output_tokens=10)
+    second = Usage(input_tokens=60_000, output_tokens=20)
+
+    class RetriedOnce:
+        model = HAIKU
+
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(content=[{"type": "text", "text": "done"}], stop_reason="end_turn",
+                                 usage=first + second, model=HAIKU, billed=((HAIKU, first), (HAIKU, second)))
+
+    result = await run(RunConfig(model=RetriedOnce(), store=store, tools=TOOLS, price_for=lambda m: price_for(m)[0]),
+                       await start(store))
+    haiku = price_for(HAIKU)[0]
+    assert result.cost_usd == pytest.approx(haiku.cost(first) + haiku.cost(second))
+    assert result.cost_usd < haiku.cost(first + second)
+
+
+async def test_a_follow_up_run_keeps_the_threads_system_and_tools(store) -> None:
+    """The carried-over turns' thinking is bound to them; a follow-up that rebuilt them would pay a 400."""
+    first, _ = await store.open_run(channel="C1", thread_ts="9.0", requester="U1", task="a", prompt="a",
+                                    model=SONNET, mention_ts="9.0")
+    await store.fix_prompt(first.id, system="old system", tools=[{"name": "gone", "input_schema": {}}])
+    await store.finish_run(first.id, stop_reason=StopReason.COMPLETED, stop_detail="")
+    follow, created = await store.open_run(channel="C1", thread_ts="9.0", requester="U2", task="b", prompt="b",
+                                           model=SONNET, mention_ts="9.5")
+    assert created and (follow.system, follow.tools) == ("old system", [{"name": "gone", "input_schema": {}}])

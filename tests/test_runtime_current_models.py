@@ -214,3 +214,39 @@ async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_tas
     assert all(b["type"] != "thinking" for m in kept for b in m["content"])
     assert [b["type"] for m in kept if m["role"] == "assistant" for b in m["content"]] == ["tool_use"]
     assert (await store.history(run_id))[:3] == after.messages
+
+
+WIPED: list[str] = []
+STOPS: dict[str, Any] = {}
+
+
+@tool(category=Category.DESTRUCTIVE)
+async def wipe(path: str, *, confirmed_by: str) -> str:
+    """Delete everything under a path."""
+    WIPED.append(path)
+    return "wiped"
+
+
+@wipe.dry_run
+async def _wipe_preview(path: str) -> str:
+    # Another process records a Stop while this one prepares the approved call: it can't cancel this task.
+    await STOPS["store"].request_stop(STOPS["run_id"], "U_STOPPER")
+    return f"would wipe {path}"
+
+
+async def test_a_stop_recorded_after_the_approval_wins_over_the_change(store):
+    """The started marker is refused once a Stop is recorded, whichever process recorded it."""
+    WIPED.clear()
+    run_id = await start(store)
+    STOPS.update(store=store, run_id=run_id)
+
+    async def confirm(request: Any) -> Decision:  # decided before the run resumed
+        return Decision(approved=True, confirmed_by="U2")
+
+    cfg = RunConfig(model=ScriptedModel(call("wipe", {"path": "/var"}, "toolu_w"), model=MODEL), store=store,
+                    tools=ToolRegistry([wipe]), price_for=price, confirm=confirm,
+                    stop_requested=lambda: store.stop_requested_by(run_id))
+    result = await run(cfg, run_id)
+    assert (result.stop_reason, result.stopped_by, WIPED) == (StopReason.CANCELLED, "U_STOPPER", [])
+    (answered,) = (await store.history(run_id))[-1]["content"]
+    assert answered["content"] == "Not run: the run stopped (cancelled) before this call."
