@@ -337,6 +337,7 @@ class _Turn:
         self.dropped: list[str] = []
         self.detector = RepetitionDetector()
         self.open: set[int] = set()  # blocks started and not (validly) finished
+        self.streamed_thinking = 0
         self.stopped = False
 
     def add(self, event: Any) -> bool:
@@ -352,6 +353,7 @@ class _Turn:
                 self.json.setdefault(event.index, []).append(delta.partial_json)
             elif delta.type == "thinking_delta":
                 block["thinking"] += delta.thinking
+                self.streamed_thinking += len(delta.thinking)
             elif delta.type == "signature_delta":
                 block["signature"] = delta.signature
             elif delta.type == "citations_delta":
@@ -389,6 +391,7 @@ class _Turn:
 
     def usage(self, *, billed_text: bool = False) -> Usage:
         usage = dataclasses.replace(_usage(self._usage), output_tokens=self.output_tokens)
-        if billed_text:  # a stream we hung up on: the count lags behind what was generated
-            usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, -(-self.streamed // 4)))
+        if billed_text:  # a stream we hung up on: the count lags behind what was generated (thinking included)
+            generated = -(-(self.streamed + self.streamed_thinking) // 4)
+            usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, generated))
         return usage

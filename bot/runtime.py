@@ -229,9 +229,11 @@ class _Run:
         self.check_budgets()
         room = min(2 * max_tokens, MAX_OUTPUT_TOKENS, self.cfg.limits.token_budget - self.usage.paid_tokens)
         if max_tokens > self.cfg.max_tokens or room <= max_tokens:
+            why = (" even after a retry with more room" if max_tokens > self.cfg.max_tokens
+                   else " at the models' output ceiling" if max_tokens >= MAX_OUTPUT_TOKENS
+                   else "; not enough token budget left to retry with more room")
             raise Stop(StopReason.MODEL_ERROR, f"{response.model} used all {max_tokens:,} output tokens thinking "
-                       "without answering" + (" even after a retry with more room" if max_tokens > self.cfg.max_tokens
-                                              else "; not enough token budget left to retry with more room"))
+                       f"without answering{why}")
         await self.trace("thinking_only", model=response.model, max_tokens=max_tokens, retry_max_tokens=room,
                          usage=response.usage.to_dict())
         return room

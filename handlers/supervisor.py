@@ -97,8 +97,11 @@ class Supervisor:
         self._scheduler = asyncio.create_task(self._schedule(), name="opsloop-scheduler")
         return started
 
-    def start(self, run_id: str) -> asyncio.Task[RunResult | None]:
-        """Drive `run_id` here if its lease can be taken (a new run, a decided approval, a takeover)."""
+    def start(self, run_id: str) -> asyncio.Task[RunResult | None] | None:
+        """Drive `run_id` here if its lease can be taken (a new run, a decided approval, a takeover); not while
+        this process is shutting down (the run is stored: the next process takes it)."""
+        if self._draining:
+            return None
         if (task := self.tasks.get(run_id)) and not task.done():
             return task
         return self._track(run_id, asyncio.create_task(self._drive(run_id), name=f"run:{run_id}"))
