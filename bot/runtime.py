@@ -284,7 +284,7 @@ class _Run:
 
     async def execute(self, calls: list[ToolCall]) -> None:
         """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn."""
-        done = await self.cfg.store.tool_results(self.id)
+        done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
@@ -496,7 +496,7 @@ class _Run:
                      output: str | None = None) -> RunResult:
         self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
-            done = await self.cfg.store.tool_results(self.id)
+            done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
             why = f"the run stopped ({reason.value})"
             # A change that had started when the run stopped may or may not have happened: never "not run".
             results = {k: (v.content, v.is_error) if v.content is not None

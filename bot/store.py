@@ -558,12 +558,14 @@ class Ledger:
         finally:
             self.db.execute("PRAGMA synchronous = NORMAL")
 
-    def tool_results(self, run_id: str) -> dict[str, ToolResultRow]:
-        """The run's stored results by tool_use_id."""
-        return {
-            r["tool_use_id"]: _decode_tool_result(r)
-            for r in self.db.table("tool_results").rows_where("run_id = ?", [run_id])
-        }
+    def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
+        """The run's stored results by tool_use_id (only those of `ids` when given: one turn's calls)."""
+        where, params = "run_id = ?", [run_id]
+        if ids is not None:
+            where += f" AND tool_use_id IN ({_marks(ids)})"
+            params += list(ids)
+        rows = self.db.table("tool_results").rows_where(where, params)
+        return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
 
     # --- trace ------------------------------------------------------------
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
@@ -1199,8 +1201,8 @@ class Store:
                                                         content=content, is_error=is_error,
                                                         confirmed_by=confirmed_by))
 
-    async def tool_results(self, run_id: str) -> dict[str, ToolResultRow]:
-        return await self._call(lambda db: db.tool_results(run_id))
+    async def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
+        return await self._call(lambda db: db.tool_results(run_id, ids))
 
     async def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
         await self._call(lambda db: db.add_step(run_id, kind, data))
