@@ -45,6 +45,7 @@ from bot.types import (
     RunStatus,
     StopReason,
     ToolCall,
+    Totals,
     Usage,
 )
 from tools import Category, PermissionDenied, ToolError
@@ -170,9 +171,8 @@ class _Run:
         if not calls:
             return final_text(response.content)
         await self.execute(calls)
-        await self.check_stop_requested()
         self.check_deadline()
-        return None
+        return None  # the next step starts by checking for a Stop
 
     # --- 1 inject -----------------------------------------------------------
     async def inject(self) -> None:
@@ -255,8 +255,8 @@ class _Run:
                 raise ModelError("the model refused the request (stop_reason refusal)")
             raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
         self.history.append({"role": "assistant", "content": content})
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
-        await self.save_totals(model=response.model)
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
+                                         totals=self.totals(model=response.model))
         await self.trace("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
                          model=response.model, latency_ms=round(latency * 1000),
                          text=final_text(content)[:500], reasoning=reasoning(content)[:500],
@@ -413,8 +413,7 @@ class _Run:
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         self.history.append({"role": "user", "content": blocks})
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
-        await self.save_totals()
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=self.totals())
         if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
             self.pending_condense = False
             if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
@@ -473,11 +472,13 @@ class _Run:
         self.usage = self.usage + usage
         self.cost += self.cfg.price_for(model).cost(usage)
 
-    async def save_totals(self, *, model: str | None = None) -> None:
-        await self.cfg.store.save_totals(
-            self.id, iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
-            agent_seconds=self.agent_seconds(), tools_called=self.tools_called, condensed=self.condensed, model=model,
-        )
+    def totals(self, *, model: str | None = None) -> Totals:
+        return Totals(iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
+                      agent_seconds=self.agent_seconds(), tools_called=tuple(self.tools_called),
+                      condensed=self.condensed, model=model)
+
+    async def save_totals(self) -> None:
+        await self.cfg.store.save_totals(self.id, self.totals())
 
     async def trace(self, kind: str, **data: Any) -> None:
         log.info(kind, **data)

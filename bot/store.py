@@ -45,6 +45,7 @@ from bot.types import (
     Step,
     StopReason,
     ToolResultRow,
+    Totals,
     Usage,
 )
 
@@ -432,14 +433,12 @@ class Ledger:
         """The ts of the run's status message in the thread."""
         self._update_run(run_id, status_ts=ts)
 
-    def save_totals(
-        self, run_id: str, *, iterations: int, usage: Usage, cost_usd: float, agent_seconds: float,
-        tools_called: Sequence[str], condensed: bool, model: str | None = None,
-    ) -> None:
-        """The run's counters so far; `model`: the one that answered last (a fallback may have)."""
-        extra = {"model": model} if model is not None else {}
-        self._update_run(run_id, iterations=iterations, cost_usd=cost_usd, agent_seconds=agent_seconds,
-                         tools_called=tools_called, condensed=int(condensed), **usage.to_dict(), **extra)
+    def save_totals(self, run_id: str, totals: Totals) -> None:
+        """The run's counters so far."""
+        extra = {"model": totals.model} if totals.model is not None else {}
+        self._update_run(run_id, iterations=totals.iterations, cost_usd=totals.cost_usd,
+                         agent_seconds=totals.agent_seconds, tools_called=totals.tools_called,
+                         condensed=int(totals.condensed), **totals.usage.to_dict(), **extra)
 
     def finish_run(
         self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
@@ -507,13 +506,17 @@ class Ledger:
         )
 
     def put_message(
-        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = ()
+        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = (),
+        totals: Totals | None = None,
     ) -> None:
-        """Store message `seq` (insert or replace) and mark inbox items consumed, atomically."""
+        """Store message `seq` (insert or replace), mark inbox items consumed and save the run's totals,
+        in one transaction."""
         with self.db.atomic():
             self._put_message(run_id, seq, message)
             for inbox_id in consumed_inbox:
                 self.db.table("inbox").update(inbox_id, {"state": InboxState.CONSUMED.value})
+            if totals is not None:
+                self.save_totals(run_id, totals)
 
     def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         """Swap the whole history (after condensation) in one transaction."""
@@ -1158,14 +1161,8 @@ class Store:
     async def set_status_ts(self, run_id: str, ts: str) -> None:
         await self._call(lambda db: db.set_status_ts(run_id, ts))
 
-    async def save_totals(
-        self, run_id: str, *, iterations: int, usage: Usage, cost_usd: float, agent_seconds: float,
-        tools_called: Sequence[str], condensed: bool, model: str | None = None,
-    ) -> None:
-        called = tuple(tools_called)  # a snapshot: the caller keeps appending to its list
-        await self._call(lambda db: db.save_totals(run_id, iterations=iterations, usage=usage, cost_usd=cost_usd,
-                                                   agent_seconds=agent_seconds, tools_called=called,
-                                                   condensed=condensed, model=model))
+    async def save_totals(self, run_id: str, totals: Totals) -> None:
+        await self._call(lambda db: db.save_totals(run_id, totals))
 
     async def finish_run(
         self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
@@ -1185,10 +1182,11 @@ class Store:
         return await self._call(lambda db: db.history(run_id))
 
     async def put_message(
-        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = ()
+        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = (),
+        totals: Totals | None = None,
     ) -> None:
         consumed = list(consumed_inbox)
-        await self._call(lambda db: db.put_message(run_id, seq, message, consumed_inbox=consumed))
+        await self._call(lambda db: db.put_message(run_id, seq, message, consumed_inbox=consumed, totals=totals))
 
     async def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         await self._call(lambda db: db.replace_history(run_id, history))

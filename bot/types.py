@@ -143,6 +143,19 @@ class Decision:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Totals:
+    """A run's counters so far, saved with every turn; `model`: the one that answered last (a fallback may have)."""
+
+    iterations: int
+    usage: Usage
+    cost_usd: float
+    agent_seconds: float
+    tools_called: tuple[str, ...]
+    condensed: bool
+    model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Injected:
     """A thread reply already stored in the run's inbox, waiting to enter the history."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite_utils
 
 from bot.store import Ledger, migrations
-from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Usage
+from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
 
 NEVER = 2e9
 
@@ -25,8 +25,9 @@ def test_a_new_run_comes_back_as_a_typed_record(tmp_path) -> None:
     ledger, run = _ledger(tmp_path)
     assert (run.status, run.active, run.usage, run.tools_called, run.tools, run.stop_reason) == (
         RunStatus.RUNNING, True, Usage(), (), None, None)
-    ledger.save_totals(run.id, iterations=2, usage=Usage(input_tokens=10, output_tokens=5, cache_write_tokens=3),
-                       cost_usd=0.5, agent_seconds=1.0, tools_called=["check_disk"], condensed=False, model="m2")
+    ledger.save_totals(run.id, Totals(iterations=2, usage=Usage(input_tokens=10, output_tokens=5, cache_write_tokens=3),
+                                      cost_usd=0.5, agent_seconds=1.0, tools_called=("check_disk",), condensed=False,
+                                      model="m2"))
     ledger.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="done")
     done = ledger.get_run(run.id)
     assert (done.status, done.active, done.stop_reason, done.paid_tokens, done.tools_called, done.model) == (
