@@ -495,6 +495,6 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="repeats of the timed runs (default 5)")
+    parser.add_argument("--repeats", type=int, default=11, help="repeats of the timed runs (default 11)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     asyncio.run(main(parser.parse_args()))
