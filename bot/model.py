@@ -21,6 +21,7 @@ import anthropic
 import httpx2
 import structlog
 
+from bot.history import only_thinking
 from bot.pricing import thinks_adaptively
 from bot.types import ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
 
@@ -62,14 +63,6 @@ def _usage(u: Any) -> Usage:
         output_tokens=u.output_tokens or 0,
         cache_read_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
         cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0,
-    )
-
-
-def is_empty(content: Sequence[dict[str, Any]]) -> bool:
-    """No answer and no call: nothing but (possibly) thinking."""
-    return not any(
-        b.get("type") == "tool_use" or (b.get("type") == "text" and b.get("text", "").strip())
-        for b in content
     )
 
 
@@ -228,7 +221,8 @@ class AnthropicModel:
             spent = spent + response.usage
             bills.append((response.model, response.usage))
             degenerate = response.stop_reason == "degenerate"
-            if not degenerate and (not is_empty(response.content) or response.stop_reason in ("refusal", "max_tokens")):
+            final = response.stop_reason in ("refusal", "max_tokens")  # the loop decides what these mean
+            if not degenerate and (final or not only_thinking(response.content)):
                 return dataclasses.replace(response, usage=spent, billed=tuple(bills))
             failures.append("degenerate output" if degenerate else "an empty response")
             log.warning("model.degenerate_output" if degenerate else "model.empty_response",

@@ -400,11 +400,6 @@ class ToolResultRow:
     confirmed_by: str | None
     created_at: float
 
-    @property
-    def started_only(self) -> bool:
-        """Marked started before it ran, and no result after: it may or may not have happened."""
-        return self.content is None
-
 
 @dataclass(frozen=True, kw_only=True)
 class Step:

@@ -194,4 +194,4 @@ async def _transition(sup: Supervisor, approval: Approval, *, state: ApprovalSta
 async def _announce(sup: Supervisor, approval_id: str) -> None:
     """A decision landed: its card says so (an outbox update) and its paused run is woken."""
     await sup.update_card(await sup.store.get_approval(approval_id))
-    sup.wake(approval_id)
+    sup.nudge()  # its paused run is runnable now: resume it here at once rather than at the next poll

@@ -137,10 +137,6 @@ PREVIEW_HEADING = "*Dry run* (what it would do)"
 EMPTY_PREVIEW = "(the dry run printed nothing)"
 
 
-def arguments_cut(shown: int, total: int) -> str:
-    return f"_Arguments cut to fit: showing {shown:,} of {total:,} characters._"
-
-
 def arguments_part(part: int, total: int, same_line: bool) -> str:
     """Heading of one part of arguments too long for one section."""
     cont = ", continuing the line above" if same_line else ""

@@ -26,7 +26,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.redact import redact
+from bot.redact import redact_truncate
 from bot.store import Store
 from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState
 from handlers.blocks import SlackMessage
@@ -334,5 +334,6 @@ class Outbox:
 
 
 def _plain_text(text: str) -> str:
-    """The plain-text fallback of a post Slack refused: its notification text alone, under the length limit."""
-    return redact(text)[:PLAIN_TEXT_MAX]
+    """The plain-text fallback of a post Slack refused: its notification text alone, under the length limit
+    (redacted before the cut, so the cut never leaves half a secret for the gateway's patterns to miss)."""
+    return redact_truncate(text, PLAIN_TEXT_MAX)

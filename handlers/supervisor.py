@@ -254,11 +254,7 @@ class Supervisor:
             hand_back=lambda: self._draining,
         )
 
-    # --- approvals ----------------------------------------------------------
-    def wake(self, approval_id: str) -> None:
-        """An approval was decided here: its run (paused in the store) resumes at once."""
-        self.nudge()
-
+    # --- Slack ----------------------------------------------------------------
     @property
     def out(self) -> SlackOut:
         """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
