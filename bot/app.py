@@ -23,6 +23,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ModelClient
+from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
 from bot.metrics import DEFAULT_HOST, MetricsServer, serve_metrics
 from bot.model import AnthropicModel
@@ -144,6 +145,7 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
                 model_for: Callable[[str], ModelClient] | None = None) -> Opsloop:
     """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
     store = await Store(settings.db_path).open()
+    log.info("store.opened", backend=store.backend, where=store.where)
     tools = await build_registry(settings.tools)
     client = slack_client(settings)
     auth = await client.auth_test()
@@ -185,6 +187,7 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     if metrics_port is not None:  # first: probes and scrapes see the start-up too
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
+    ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops
     await _prune_events_once(ops.store)
     ops.housekeeping = asyncio.create_task(_prune_events(ops.store), name="opsloop-prune-events")
     if ops.settings.slack_app_token:
@@ -199,6 +202,14 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
+
+
+def _wake(ops: Opsloop, news: str) -> None:
+    """Another replica committed something: a run to resume, a drive to stop, a post to send."""
+    if news == WAKE_OUTBOX:
+        ops.outbox.wake()
+    else:
+        ops.supervisor.nudge()
 
 
 async def _prune_events_once(store: Store) -> None:

@@ -22,6 +22,23 @@ def model_warnings(settings: Settings) -> list[str]:
     return out
 
 
+def store_check(settings: Settings) -> list[str]:
+    """Connect to the store and read its schema version (changing nothing); print it, or return the problem."""
+    from bot.backends import describe, inspect_schema
+
+    where = describe(settings.db_path)
+    try:
+        version = inspect_schema(settings.db_path)
+    except Exception as e:
+        return [f"store: can't open {where}: {type(e).__name__}: {e}".strip()]
+    if version.unknown:
+        return [f"store: {where} was migrated by a newer opsloop ({', '.join(version.unknown)}): "
+                "run that version or newer"]
+    state = "current" if version.ok else f"{version.known - version.current} migration(s) applied at start-up"
+    print(f"store: ok, {where}, schema version {version.current} of {version.known} ({state})")
+    return []
+
+
 async def check(settings: Settings) -> int:
     from slack_sdk.errors import SlackApiError
 
@@ -43,6 +60,7 @@ async def check(settings: Settings) -> int:
         for row in tool_table(registry):
             print(f"{row['name']:<28} {row['category']:<12} {'yes' if row['parallel'] else 'no':<9} {row['source']}")
         await registry.aclose()
+    problems += store_check(settings)
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is not set")
     else:

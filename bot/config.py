@@ -84,7 +84,7 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     anthropic_api_key: Secret | None = None
     anthropic_base_url: str | None = None
-    db_path: str = "opsloop.db"
+    db_path: str = "opsloop.db"  # a SQLite file, or a postgresql:// URL (several replicas share it)
     config_path: str | None = None
     log_level: str = "info"
 
@@ -101,6 +101,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
                   "destructive_required_approvals": (int,)},
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
     "log": {"level": (str,)},
+    "store": {"url": (str,)},
 }
 
 
@@ -223,7 +224,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
-        db_path=env.get("OPSLOOP_DB") or "opsloop.db",
+        db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or "opsloop.db",
         config_path=str(path) if path else None,
         log_level=str(sections.get("log", {}).get("level", "info")),
     )

@@ -1,8 +1,11 @@
-"""Everything a run knows, in SQLite (sqlite-utils, WAL), owned by one writer thread.
+"""Everything a run knows, in SQLite (the embedded default) or Postgres (several replicas), owned by one
+writer thread per process.
 
-`Ledger` is the synchronous store bound to the thread that opened it (the CLI uses
-it directly); `Store` is the async facade the bot uses, which runs every call on a
-single-thread executor so the connection never crosses threads.
+`Ledger` is the synchronous store bound to the thread that opened it (the CLI uses it directly); its SQL is
+written once for both databases (bot/backends.py runs it, bot/migrations.py shapes the schema). `Store` is
+the async facade the bot uses: every call runs on the store's own thread, so a connection never crosses
+threads, and on Postgres each call is one serializable transaction, so replicas sharing the database get
+the same guarantees one process gets from SQLite's single writer.
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ import itertools
 import json
 import queue
 import secrets
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import sqlite_utils
 import structlog
-from sqlite_utils.migrations import Migrations
 
+from bot.backends import (
+    WAKE_OUTBOX,
+    WAKE_RUNS,
+    PgListener,
+    SqliteBackend,
+    describe,
+    is_postgres,
+    open_backend,
+)
 from bot.history import continue_history
 from bot.redact import redact, redact_value
 from bot.types import (
@@ -52,228 +61,20 @@ from bot.types import (
 T = TypeVar("T")
 log = structlog.get_logger("opsloop.store")
 
-_TRANSIENT = ("database is locked", "database is busy", "database table is locked", "disk i/o error",
-              "database or disk is full", "disk is full")
-
-
 class StoreUnavailable(Exception):
-    """The database kept failing (locked, disk full, I/O) past the retries. Not a run's failure: the run
-    waits and resumes when the store works again."""
+    """The database kept failing (locked, disk full, I/O, connection lost) past the retries. Not a run's failure:
+    the run waits and resumes when the store works again."""
 
     def __init__(self, message: str, *, disk_full: bool) -> None:
         super().__init__(message)
         self.disk_full = disk_full
 
 
-def is_transient(error: sqlite3.OperationalError) -> bool:
-    return any(m in str(error).lower() for m in _TRANSIENT)
-
-
-def is_disk_full(error: BaseException) -> bool:
-    return "full" in str(error).lower()
-
-migrations = Migrations("opsloop")
-
 ACTIVE_STATES: tuple[str, ...] = tuple(s.value for s in ACTIVE_STATUSES)
 # Everything written is redacted here, at the boundary, except what must round-trip byte-exact to the
 # Messages API: the run's fixed system prompt and tool schemas, and the message history (the runtime
 # redacts what *enters* the history; assistant turns are stored exactly as the API returned them).
 _EXACT_RUN_FIELDS = frozenset({"system", "tools"})
-
-
-@migrations()
-def m001_runs(db: sqlite_utils.Database) -> None:
-    db.table("runs").create(
-        {
-            "id": str,
-            "channel": str,
-            "thread_ts": str,
-            "mention_ts": str,
-            "requester": str,
-            "task": str,
-            "status": str,  # running | waiting_approval | finished
-            "model": str,
-            "stop_reason": str,
-            "stop_detail": str,
-            "stopped_by": str,
-            "output": str,
-            "iterations": int,
-            "input_tokens": int,
-            "output_tokens": int,
-            "cache_read_tokens": int,
-            "cache_write_tokens": int,
-            "cost_usd": float,
-            "agent_seconds": float,
-            "condensed": int,
-            "tools_called": str,  # JSON list
-            "status_ts": str,
-            "stop_requested_by": str,
-            "created_at": float,
-            "updated_at": float,
-        },
-        pk="id",
-        defaults={
-            "iterations": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cache_read_tokens": 0,
-            "cache_write_tokens": 0,
-            "cost_usd": 0.0,
-            "agent_seconds": 0.0,
-            "condensed": 0,
-            "tools_called": "[]",
-        },
-    )
-    db.table("runs").create_index(["channel", "thread_ts"])
-    db.table("runs").create_index(["status"])
-    db.table("messages").create(
-        {"run_id": str, "seq": int, "role": str, "content": str, "created_at": float},
-        pk=("run_id", "seq"),
-        foreign_keys=[("run_id", "runs", "id")],
-    )
-    db.table("tool_results").create(
-        {
-            "run_id": str,
-            "tool_use_id": str,
-            "tool": str,
-            "args": str,
-            "content": str,
-            "is_error": int,
-            "confirmed_by": str,
-            "created_at": float,
-        },
-        pk=("run_id", "tool_use_id"),
-    )
-    db.table("steps").create(
-        {"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id"
-    )
-    db.table("steps").create_index(["run_id"])
-    db.table("events").create({"event_id": str, "received_at": float}, pk="event_id")
-    db.table("inbox").create(
-        {
-            "id": str,
-            "run_id": str,
-            "channel": str,
-            "ts": str,
-            "user": str,
-            "text": str,
-            "state": str,  # queued | consumed | superseding
-            "created_at": float,
-        },
-        pk="id",
-    )
-    db.table("inbox").create_index(["run_id", "state"])
-    db.table("approvals").create(
-        {
-            "id": str,
-            "run_id": str,
-            "tool_use_id": str,
-            "tool": str,
-            "category": str,
-            "args": str,
-            "args_hash": str,
-            "preview": str,
-            "preview_hash": str,
-            "requester": str,
-            "channel": str,
-            "thread_ts": str,
-            "message_ts": str,
-            "state": str,  # pending | approved | denied | expired | superseded
-            "required": int,
-            "approvals": str,  # JSON list of user ids who approved so far
-            "decided_by": str,
-            "decided_name": str,
-            "reason": str,
-            "created_at": float,
-            "expires_at": float,
-            "decided_at": float,
-            "run_tokens": int,
-            "run_cost_usd": float,
-        },
-        pk="id",
-        defaults={"required": 1, "approvals": "[]"},
-    )
-    db.table("approvals").create_index(["run_id", "tool_use_id"])
-    db.table("approvals").create_index(["state"])
-
-
-@migrations()
-def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
-    """A run's system prompt and tool schemas, fixed when it starts: current models bind their
-    thinking to them, so a resumed run must send them byte-identical whatever the config says now."""
-    runs = db.table("runs")
-    runs.add_column("system", str)
-    runs.add_column("tools", str)  # JSON list of tool schemas, exactly as sent
-    runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
-
-
-@migrations()
-def m003_decision_cause(db: sqlite_utils.Database) -> None:
-    """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
-    db.table("approvals").add_column("cause", str)
-    db.execute("""
-        UPDATE approvals SET cause = CASE
-            WHEN state IN ('approved', 'denied') THEN 'click'
-            WHEN state = 'expired' THEN 'expiry'
-            WHEN reason LIKE 'run stopped%' THEN 'stop'
-            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
-            ELSE 'reply' END
-        WHERE state != 'pending'
-    """)
-
-
-@migrations()
-def m004_outbox(db: sqlite_utils.Database) -> None:
-    """Slack posts that matter, stored before they are sent and delivered exactly once (see handlers/outbox.py);
-    and the index that prunes the events dedupe table."""
-    db.table("outbox").create(
-        {
-            "id": str,
-            "key": str,  # idempotency key: enqueueing the same key again is a no-op
-            "kind": str,  # post | update
-            "run_id": str,
-            "channel": str,
-            "thread_ts": str,
-            "target": str,  # update: the post item whose message it changes
-            "approval_id": str,  # post of a card: its ts is recorded on the approval when sent
-            "text": str,
-            "blocks": str,  # JSON
-            "state": str,  # pending | sent | failed | superseded
-            "ts": str,
-            "attempts": int,
-            "unsure": int,  # a post call started and its outcome is unknown
-            "plain": int,  # sending the plain-text fallback
-            "owner": str,  # the sender holding the claim
-            "claimed_until": float,
-            "next_at": float,
-            "error": str,
-            "created_at": float,
-            "sent_at": float,
-        },
-        pk="id",
-        not_null={"key", "kind", "channel", "state"},
-        defaults={"attempts": 0, "unsure": 0, "plain": 0},
-    )
-    db.table("outbox").create_index(["key"], unique=True)
-    db.table("outbox").create_index(["state", "next_at"])
-    db.table("outbox").create_index(["target"])
-    db.table("outbox").create_index(["run_id"])
-    db.table("events").create_index(["received_at"])
-
-
-@migrations()
-def m005_leases(db: sqlite_utils.Database) -> None:
-    """One driver per run: the process that holds a run's lease drives it; a lapsed lease is free to take."""
-    runs = db.table("runs")
-    runs.add_column("owner", str)
-    runs.add_column("lease_until", float)
-
-
-@migrations()
-def m006_reported(db: sqlite_utils.Database) -> None:
-    """A finished run's answer or handoff report is enqueued exactly once; runs finished before are done."""
-    db.table("runs").add_column("reported", int)
-    db.execute("UPDATE runs SET reported = 1 WHERE status = 'finished'")
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -340,30 +141,61 @@ def _decode_tool_result(row: dict[str, Any]) -> ToolResultRow:
 
 
 class Ledger:
-    """Synchronous store; use only from the thread that created it."""
+    """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
+    that created it. Its SQL is written once for both (see bot.backends)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.db = sqlite_utils.Database(str(path))
-        if str(path) != ":memory:":
-            self.db.enable_wal()
-            # WAL + NORMAL: no corruption, and a process crash loses nothing; only a power cut can
-            # lose the last commits. FULL would fsync every step of every run.
-            self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("PRAGMA busy_timeout = 5000")
-        self.db.execute("PRAGMA foreign_keys = ON")
-        migrations.apply(self.db)
+    def __init__(self, location: str | Path) -> None:
+        self.sql = open_backend(location)
+        self.backend = self.sql.name
+        self.schema = self.sql.version
+        if isinstance(self.sql, SqliteBackend):
+            self.db = self.sql.db  # the sqlite-utils Database (tests and the CLI's SQLite-only paths use it)
 
     def close(self) -> None:
-        self.db.close()
+        self.sql.close()
+
+    def call(self, fn: Callable[[Ledger], T]) -> T:
+        """`fn(self)` as one unit: on Postgres one SERIALIZABLE transaction, retried whole on a conflict."""
+        return self.sql.call(lambda: fn(self))
 
     def _write(self, sql: str, params: list[Any]) -> int:
-        """Execute one statement; sqlite-utils commits it unless a `db.atomic()` block is open."""
-        return int(self.db.execute(sql, params).rowcount)
+        """Execute one statement; it commits unless a transaction is open."""
+        return self.sql.execute(sql, params)
 
     def _select(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        cur = self.db.execute(sql, params)
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        return self.sql.select(sql, params)
+
+    def _insert(self, table: str, fields: dict[str, Any]) -> None:
+        columns = ", ".join(f'"{k}"' for k in fields)
+        self._write(f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})", list(fields.values()))
+
+    def _rows(self, table: str, where: str, params: list[Any], order_by: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT * FROM {table} WHERE {where}"
+        if order_by:
+            sql += f" ORDER BY {order_by}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._select(sql, params)
+
+    @property
+    def _skip_locked(self) -> str:
+        """Postgres: a row another replica is claiming right now is skipped, not waited for (and retried)."""
+        return " FOR UPDATE SKIP LOCKED" if self.backend == "postgres" else ""
+
+    @property
+    def _skip_locked_o(self) -> str:
+        return " FOR UPDATE OF o SKIP LOCKED" if self.backend == "postgres" else ""
+
+    def _wake(self, payload: str) -> None:
+        """Tell the other replicas, when this transaction commits (Postgres NOTIFY; SQLite: they poll)."""
+        self.sql.notify(payload)
+
+    def _atomic(self) -> contextlib.AbstractContextManager[Any]:
+        return self.sql.atomic()
+
+    def _durably(self) -> contextlib.AbstractContextManager[Any]:
+        return self.sql.durably()
 
     # --- runs -------------------------------------------------------------
     def create_run(
@@ -373,14 +205,12 @@ class Ledger:
         """Create a run with its first user message(s); `history` continues an earlier run."""
         now = time.time()
         run_id = new_id("run")
-        with self.db.atomic():
-            self.db.table("runs").insert(
-                {
-                    "id": run_id, "channel": channel, "thread_ts": thread_ts,
-                    "mention_ts": mention_ts, "requester": requester, "task": redact(task),
-                    "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
-                }
-            )
+        with self._atomic():
+            self._insert("runs", {
+                "id": run_id, "channel": channel, "thread_ts": thread_ts,
+                "mention_ts": mention_ts, "requester": requester, "task": redact(task),
+                "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
+            })
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
         return self.get_run(run_id)
@@ -397,7 +227,7 @@ class Ledger:
             return active, False
         previous = self.latest_run(channel, thread_ts)
         history = continue_history(self.history(previous.id) if previous else [], prompt)
-        with self.db.atomic():
+        with self._atomic():
             run = self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
                                   mention_ts=mention_ts, history=history)
             if previous is not None and previous.system is not None and previous.tools is not None:
@@ -465,43 +295,40 @@ class Ledger:
 
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
-        return self._write(
+        marked = self._write(
             "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
             "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
             [user, time.time(), run_id, *ACTIVE_STATES],
         ) == 1
+        if marked:
+            self._wake(WAKE_RUNS)  # the replica driving it cancels the drive now, not at its next poll
+        return marked
 
     def active_run(self, channel: str, thread_ts: str) -> Run | None:
-        rows = list(
-            self.db.table("runs").rows_where(
-                "channel = ? AND thread_ts = ? AND status IN (?, ?)",
-                [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1,
-            )
-        )
+        rows = self._rows("runs", "channel = ? AND thread_ts = ? AND status IN (?, ?)",
+                          [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1)
         return _decode_run(rows[0]) if rows else None
 
     def latest_run(self, channel: str, thread_ts: str) -> Run | None:
-        rows = list(
-            self.db.table("runs").rows_where(
-                "channel = ? AND thread_ts = ?", [channel, thread_ts],
-                order_by="created_at desc", limit=1,
-            )
-        )
+        rows = self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
+                          order_by="created_at desc", limit=1)
         return _decode_run(rows[0]) if rows else None
 
     def active_runs(self) -> list[Run]:
         return [
             _decode_run(r)
-            for r in self.db.table("runs").rows_where("status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
+            for r in self._rows("runs", "status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
         ]
 
     def list_runs(self, limit: int = 50) -> list[Run]:
-        return [_decode_run(r) for r in self.db.table("runs").rows_where(order_by="created_at desc", limit=limit)]
+        return [_decode_run(r) for r in self._rows("runs", "1 = 1", [], order_by="created_at desc", limit=limit)]
 
     # --- history ----------------------------------------------------------
     def _put_message(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
+        self._write(
+            "INSERT INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, seq) DO UPDATE SET role = excluded.role, content = excluded.content, "
+            "created_at = excluded.created_at",
             [run_id, seq, message["role"], json.dumps(message["content"]), time.time()],
         )
 
@@ -511,24 +338,24 @@ class Ledger:
     ) -> None:
         """Store message `seq` (insert or replace), mark inbox items consumed and save the run's totals,
         in one transaction."""
-        with self.db.atomic():
+        with self._atomic():
             self._put_message(run_id, seq, message)
             for inbox_id in consumed_inbox:
-                self.db.table("inbox").update(inbox_id, {"state": InboxState.CONSUMED.value})
+                self.put_inbox_state(inbox_id, InboxState.CONSUMED)
             if totals is not None:
                 self.save_totals(run_id, totals)
 
     def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         """Swap the whole history (after condensation) in one transaction."""
-        with self.db.atomic():
-            self.db.execute("DELETE FROM messages WHERE run_id = ?", [run_id])
+        with self._atomic():
+            self._write("DELETE FROM messages WHERE run_id = ?", [run_id])
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
         return [
             {"role": r["role"], "content": json.loads(r["content"])}
-            for r in self.db.table("messages").rows_where("run_id = ?", [run_id], order_by="seq")
+            for r in self._rows("messages", "run_id = ?", [run_id], order_by="seq")
         ]
 
     # --- tool results (so a resumed run never executes a call twice) -------
@@ -545,21 +372,15 @@ class Ledger:
         if content is None:
             with self._durably():
                 return self._write(
-                    f"INSERT OR IGNORE INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
-                    "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL)",
+                    f"INSERT INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
+                    "ON CONFLICT DO NOTHING",
                     [*row, run_id]) == 1
-        self._write(f"INSERT OR REPLACE INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        self._write(f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
+                    "content = excluded.content, is_error = excluded.is_error, confirmed_by = excluded.confirmed_by, "
+                    "created_at = excluded.created_at", row)
         return True
-
-    @contextlib.contextmanager
-    def _durably(self) -> Iterator[None]:
-        """synchronous=FULL for one write that guards a side effect (a started marker, a decision), so a power
-        cut can't lose it; every other commit stays NORMAL (a process crash loses nothing under WAL either way)."""
-        self.db.execute("PRAGMA synchronous = FULL")
-        try:
-            yield
-        finally:
-            self.db.execute("PRAGMA synchronous = NORMAL")
 
     def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
         """The run's stored results by tool_use_id (only those of `ids` when given: one turn's calls)."""
@@ -567,7 +388,7 @@ class Ledger:
         if ids is not None:
             where += f" AND tool_use_id IN ({_marks(ids)})"
             params += list(ids)
-        rows = self.db.table("tool_results").rows_where(where, params)
+        rows = self._rows("tool_results", where, params)
         return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
 
     # --- trace ------------------------------------------------------------
@@ -578,14 +399,15 @@ class Ledger:
     def steps(self, run_id: str) -> list[Step]:
         return [
             Step(id=r["id"], run_id=r["run_id"], kind=r["kind"], data=json.loads(r["data"]), at=r["at"])
-            for r in self.db.table("steps").rows_where("run_id = ?", [run_id], order_by="id")
+            for r in self._rows("steps", "run_id = ?", [run_id], order_by="id")
         ]
 
     # --- event dedupe -----------------------------------------------------
     def claim_event(self, event_id: str) -> bool:
         """True the first time an event id is seen; Slack redelivers."""
         return self._write(
-            "INSERT OR IGNORE INTO events (event_id, received_at) VALUES (?, ?)", [event_id, time.time()]
+            "INSERT INTO events (event_id, received_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [event_id, time.time()]
         ) == 1
 
     def prune_events(self, older_than: float) -> int:
@@ -599,7 +421,7 @@ class Ledger:
     ) -> AcceptedMention | None:
         """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
         a redirect queued like a reply. None: a duplicate delivery. Raises when the store fails: no ack."""
-        with self._durably(), self.db.atomic():  # a redirect may decide approvals: FULL, like every decision
+        with self._durably(), self._atomic():  # a redirect may decide approvals: FULL, like every decision
             if not self.claim_event(event_id):
                 return None
             run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
@@ -612,7 +434,7 @@ class Ledger:
     ) -> AcceptedReply | None:
         """Claim a thread reply's event and put it in the active run's inbox in one transaction, superseding the
         run's pending approvals (cause REPLY). None: a duplicate, or no active run in the thread."""
-        with self._durably(), self.db.atomic():
+        with self._durably(), self._atomic():
             if not self.claim_event(event_id):
                 return None
             run = self.active_run(channel, thread_ts)
@@ -631,10 +453,11 @@ class Ledger:
         inbox_id = self.add_inbox(run_id=run.id, channel=run.channel, ts=ts, user=user, text=text)
         if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
             self.put_inbox_state(inbox_id, InboxState.SUPERSEDING)
+        self._wake(WAKE_RUNS)
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
     def get_inbox(self, inbox_id: str) -> InboxItem:
-        return _decode_inbox(self.db.table("inbox").get(inbox_id))
+        return _decode_inbox(self._rows("inbox", "id = ?", [inbox_id])[0])
 
     # --- outbox: Slack posts stored first, sent exactly once (handlers/outbox.py) ----
     def enqueue(
@@ -646,13 +469,13 @@ class Ledger:
 
         Joins the caller's transaction when one is open (sqlite-utils nests it as a savepoint), so a
         state change and the message saying so commit together."""
-        with self.db.atomic():
+        with self._atomic():
             return self._enqueue(kind=kind, key=key, channel=channel, text=text, blocks=blocks, run_id=run_id,
                                  thread_ts=thread_ts, target=target, approval_id=approval_id)
 
     def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
         """Several thread posts (one answer in parts) in one transaction, in order; their item ids."""
-        with self.db.atomic():
+        with self._atomic():
             return [self._enqueue(kind=OutboxKind.POST, key=p.key, channel=p.channel, text=p.text, blocks=p.blocks,
                                   run_id=p.run_id, thread_ts=p.thread_ts, target=None, approval_id=p.approval_id)
                     for p in posts]
@@ -661,24 +484,25 @@ class Ledger:
         self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None,
         run_id: str | None, thread_ts: str | None, target: str | None, approval_id: str | None,
     ) -> str:
-        """One INSERT OR IGNORE by key, redacted (the store is a boundary too); no transaction of its own."""
+        """One insert-or-nothing by key, redacted (the store is a boundary too); no transaction of its own."""
         item_id = new_id("out")
         now = time.time()
         inserted = self._write(
-            "INSERT OR IGNORE INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
+            "INSERT INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
             "blocks, state, attempts, unsure, plain, next_at, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?) ON CONFLICT DO NOTHING",
             [item_id, key, kind.value, run_id, channel, thread_ts, target, approval_id, redact(text),
              json.dumps(redact_value(blocks)) if blocks is not None else None, OutboxState.PENDING.value, now, now],
         )
         if inserted:
+            self._wake(WAKE_OUTBOX)
             return item_id
         return str(self._select("SELECT id FROM outbox WHERE key = ?", [key])[0]["id"])
 
     def report(self, run_id: str, posts: Sequence[OutboxPost]) -> None:
         """Enqueue a finished run's answer or handoff report and mark it reported, together: enqueued once
         (keys are unique), and a crash before this leaves the run in `unreported_runs` for the next driver."""
-        with self.db.atomic():
+        with self._atomic():
             self.enqueue_posts(posts)
             self._write("UPDATE runs SET reported = 1 WHERE id = ?", [run_id])
 
@@ -705,7 +529,7 @@ class Ledger:
         """Take the next item due, compare-and-set: two senders never hold one item at once (a claim lapses at
         `claimed_until`). Posts go out in order per thread; an update only once its message was posted, and only
         the newest update of a message is sent (older ones nobody holds are superseded here)."""
-        with self.db.atomic():
+        with self._atomic():
             self._write(
                 "UPDATE outbox SET state = 'superseded' WHERE kind = 'update' AND state = 'pending' "
                 "AND (owner IS NULL OR claimed_until < ?) AND EXISTS (SELECT 1 FROM outbox n WHERE "
@@ -713,19 +537,20 @@ class Ledger:
                 [now],
             )
             rows = self._select(
-                """
+                f"""
                 UPDATE outbox SET owner = ?, claimed_until = ? WHERE id = (
                     SELECT o.id FROM outbox o
                     WHERE o.state = 'pending' AND o.next_at <= ?
                       AND (o.owner IS NULL OR o.claimed_until < ?)
                       AND (o.kind != 'post' OR NOT EXISTS (
                           SELECT 1 FROM outbox e WHERE e.kind = 'post' AND e.state = 'pending'
-                            AND e.channel = o.channel AND e.thread_ts IS o.thread_ts AND e.rowid < o.rowid))
+                            AND e.channel = o.channel AND e.thread_ts IS NOT DISTINCT FROM o.thread_ts
+                            AND e.rowid < o.rowid))
                       AND (o.kind != 'update' OR (
                           EXISTS (SELECT 1 FROM outbox t WHERE t.id = o.target AND t.state != 'pending')
                           AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.kind = 'update' AND e.target = o.target
                                             AND e.state = 'pending' AND e.rowid < o.rowid)))
-                    ORDER BY o.next_at, o.rowid LIMIT 1)
+                    ORDER BY o.next_at, o.rowid LIMIT 1{self._skip_locked_o})
                 RETURNING *
                 """,
                 [owner, until, now, now],
@@ -736,8 +561,8 @@ class Ledger:
         """About to call Slack for a held item: count it and extend the claim; a post stays `unsure` until its
         answer is recorded. False: the claim was lost (it lapsed and another sender took the item)."""
         return self._write(
-            "UPDATE outbox SET attempts = attempts + 1, unsure = MAX(unsure, ?), claimed_until = ? "
-            "WHERE id = ? AND owner = ? AND state = 'pending'",
+            "UPDATE outbox SET attempts = attempts + 1, unsure = CASE WHEN ? = 1 THEN 1 ELSE unsure END, "
+            "claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
             [int(unsure), until, item_id, owner],
         ) == 1
 
@@ -747,7 +572,7 @@ class Ledger:
 
     def outbox_sent(self, item_id: str, owner: str, *, ts: str, now: float) -> bool:
         """Slack has it: record its ts (a card's also on its approval) and let the claim go, in one transaction."""
-        with self.db.atomic():
+        with self._atomic():
             if self._write(
                 "UPDATE outbox SET state = 'sent', ts = ?, sent_at = ?, unsure = 0, owner = NULL, "
                 "claimed_until = NULL WHERE id = ? AND owner = ? AND state = 'pending'",
@@ -786,28 +611,28 @@ class Ledger:
 
     def release_outbox(self, owner: str) -> int:
         """This sender stops: its claims go back at once, so the next sender continues without waiting."""
-        return self._write("UPDATE outbox SET owner = NULL, claimed_until = NULL WHERE owner = ? AND state = 'pending'",
-                           [owner])
+        released = self._write("UPDATE outbox SET owner = NULL, claimed_until = NULL WHERE owner = ? "
+                               "AND state = 'pending'", [owner])
+        if released:
+            self._wake(WAKE_OUTBOX)
+        return released
 
     # --- inbox ------------------------------------------------------------
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
         inbox_id = new_id("msg")
-        self.db.table("inbox").insert(
-            {
-                "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
-                "text": redact(text), "state": InboxState.QUEUED.value, "created_at": time.time(),
-            }
-        )
+        self._insert("inbox", {
+            "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
+            "text": redact(text), "state": InboxState.QUEUED.value, "created_at": time.time(),
+        })
         return inbox_id
 
     def put_inbox_state(self, inbox_id: str, state: InboxState) -> None:
-        self.db.table("inbox").update(inbox_id, {"state": state.value})
+        self._write("UPDATE inbox SET state = ? WHERE id = ?", [state.value, inbox_id])
 
     def queued_inbox(self, run_id: str) -> list[InboxItem]:
         return [
             _decode_inbox(r)
-            for r in self.db.table("inbox").rows_where("run_id = ? AND state = 'queued'", [run_id],
-                                                       order_by="created_at")
+            for r in self._rows("inbox", "run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
         ]
 
     # --- approvals --------------------------------------------------------
@@ -826,23 +651,23 @@ class Ledger:
         }
         fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items() if v is not None}
         fields.update(state=ApprovalState.PENDING.value, created_at=time.time())
-        self.db.table("approvals").insert(fields)
+        self._insert("approvals", fields)
         return self.get_approval(fields["id"])
 
     def get_approval(self, approval_id: str) -> Approval:
-        return _decode_approval(self.db.table("approvals").get(approval_id))
+        approval = self.find_approval(approval_id)
+        if approval is None:
+            raise KeyError(f"no approval {approval_id!r}")
+        return approval
 
     def find_approval(self, approval_id: str) -> Approval | None:
-        rows = list(self.db.table("approvals").rows_where("id = ?", [approval_id]))
+        rows = self._rows("approvals", "id = ?", [approval_id])
         return _decode_approval(rows[0]) if rows else None
 
     def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
         """The newest approval asked for this call."""
-        rows = list(
-            self.db.table("approvals").rows_where(
-                "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
-            )
-        )
+        rows = self._rows("approvals", "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id],
+                          order_by="created_at desc", limit=1)
         return _decode_approval(rows[0]) if rows else None
 
     def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
@@ -850,7 +675,7 @@ class Ledger:
         if run_id is not None:
             where += " AND run_id = ?"
             params.append(run_id)
-        return [_decode_approval(r) for r in self.db.table("approvals").rows_where(where, params)]
+        return [_decode_approval(r) for r in self._rows("approvals", where, params)]
 
     def decide_approval(
         self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
@@ -860,8 +685,11 @@ class Ledger:
         fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
                                   "decided_by": decided_by, "decided_name": decided_name, "reason": reason}
         with self._durably():
-            return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
-                                             **{k: v for k, v in fields.items() if v is not None})
+            decided = self._transition_approval(approval_id, expect=ApprovalState.PENDING,
+                                                **{k: v for k, v in fields.items() if v is not None})
+        if decided:
+            self._wake(WAKE_RUNS)  # the paused run is runnable: any replica picks it up at once
+        return decided
 
     def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
         """Record the card's ts, if the approval is still in state `expect`."""
@@ -880,7 +708,8 @@ class Ledger:
     def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
         """Record one approval; the last one required flips the state to approved.
 
-        Read-modify-write is safe here: every call runs on the single writer thread.
+        Read-modify-write is safe here: every call is one unit (the single writer thread on SQLite, one
+        serializable transaction on Postgres, where two replicas' clicks at once are retried one after the other).
         """
         a = self.find_approval(approval_id)
         if a is None or not a.pending or user in a.approvals:
@@ -891,7 +720,10 @@ class Ledger:
             fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=user,
                           decided_name=decided_name, decided_at=now)
         with self._durably():
-            return self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
+            added = self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
+        if added and fields.get("state"):
+            self._wake(WAKE_RUNS)
+        return added
 
     def audit(self) -> list[AuditEntry]:
         """Every approval decision with the result of the call it allowed."""
@@ -901,9 +733,7 @@ class Ledger:
               ON r.run_id = a.run_id AND r.tool_use_id = a.tool_use_id
             ORDER BY a.created_at
         """
-        cur = self.db.execute(sql)
-        cols = [c[0] for c in cur.description]
-        rows = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        rows = self._select(sql, [])
         return [AuditEntry(approval=_decode_approval(r), result=r["result"],
                            result_is_error=bool(r["result_is_error"]) if r["result_is_error"] is not None else None)
                 for r in rows]
@@ -935,11 +765,8 @@ class Ledger:
         return [(ApprovalState(r["state"]), max(0.0, float(r["waited"]))) for r in rows]
 
     def probe_write(self) -> None:
-        """Take the write lock and let it go again, writing nothing: raises when the db is not writable."""
-        if self.db.conn.in_transaction:  # only on this thread: then the lock is already ours
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.execute("ROLLBACK")
+        """Raises when the database takes no writes (checked without writing anything)."""
+        self.sql.probe_write()
 
     # --- approval policy queries
     def requesters(self, approval_id: str) -> list[str]:
@@ -959,9 +786,9 @@ class Ledger:
                 SELECT t.id, t.requester FROM runs t, cur
                 WHERE t.channel = cur.channel AND t.thread_ts = cur.thread_ts AND t.created_at <= cur.run_at
             )
-            SELECT requester AS user FROM cur
+            SELECT requester AS "user" FROM cur
             UNION SELECT requester FROM thread_runs
-            UNION SELECT i.user FROM inbox i JOIN thread_runs t ON i.run_id = t.id, cur
+            UNION SELECT i."user" FROM inbox i JOIN thread_runs t ON i.run_id = t.id, cur
                 WHERE i.state IN ('consumed', 'superseding')
                   AND (i.run_id != cur.run_id OR i.created_at <= cur.asked_at)
         """
@@ -978,8 +805,9 @@ class Ledger:
         """Take (or keep) an active run's lease: free, already ours, lapsed, or held by an owner known to be
         dead (a crashed process on this host). Compare-and-set."""
         return self._write(
-            "UPDATE runs SET owner = ?, lease_until = ? WHERE id = ? AND status IN (?, ?) "
-            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)}))",
+            "UPDATE runs SET owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs WHERE id = ? "
+            "AND status IN (?, ?) "
+            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked})",
             [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
         ) == 1
 
@@ -1005,7 +833,8 @@ class Ledger:
 
     def release_run(self, run_id: str, owner: str) -> None:
         """Give a run back (paused, finished, or this process is stopping): the next driver takes it at once."""
-        self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner])
+        if self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner]):
+            self._wake(WAKE_RUNS)
 
     def runnable_runs(self, *, now: float, dead: Sequence[str] = ()) -> list[Run]:
         """Active runs nobody drives that have something to do: running ones (a dead driver's included),
@@ -1068,13 +897,18 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 
 class Store:
-    """Async facade over Ledger: every call runs on one dedicated writer thread."""
+    """Async facade over Ledger: every call runs on one dedicated writer thread.
+
+    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""
 
     def __init__(self, path: str | Path, *, retry_seconds: float = 10.0) -> None:
         self.path = str(path)
         self.retry_seconds = retry_seconds
+        self.backend = "postgres" if is_postgres(self.path) else "sqlite"
+        self.where = describe(self.path)  # without a password: for logs
         self._writer = _Writer()
         self._ledger: Ledger | None = None
+        self._listener: PgListener | None = None
 
     async def open(self) -> Store:
         def _open() -> None:
@@ -1083,7 +917,20 @@ class Store:
         await self._submit(_open)
         return self
 
+    def listen(self, on_wake: Callable[[str], None]) -> PgListener | None:
+        """Postgres: call `on_wake(WAKE_RUNS | WAKE_OUTBOX)` whenever another replica (or this one) commits news
+        for the run schedulers or the senders, so a decision or a Stop anywhere reaches its run at once. SQLite:
+        nothing (the schedulers' poll finds it)."""
+        if self.backend != "postgres" or self._listener is not None:
+            return self._listener
+        self._listener = PgListener(self.path, on_wake)
+        self._listener.start()
+        return self._listener
+
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         if self._ledger is not None:
             await self._submit(self._ledger.close)
             self._ledger = None
@@ -1093,9 +940,10 @@ class Store:
         return await self._writer.submit(fn, urgent=urgent)
 
     async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
-        """Run `fn(ledger)` on the writer thread, retrying transient SQLite errors ("database is locked",
-        a full disk) with backoff; after `retry_seconds` they become StoreUnavailable. Each Ledger method is
-        one statement or one transaction, so a failed attempt left nothing behind and a retry is safe."""
+        """Run `fn(ledger)` on the writer thread as one unit (`Ledger.call`), retrying transient errors
+        ("database is locked", a full disk, a lost Postgres connection, a failover) with backoff; after
+        `retry_seconds` they become StoreUnavailable, and the run waits instead of failing. Each call is one
+        statement or one transaction, so a failed attempt left nothing behind and a retry is safe."""
         ledger = self._ledger
         if ledger is None:  # said here, before the closed store's executor refuses the call
             raise RuntimeError("store is not open")
@@ -1103,13 +951,14 @@ class Store:
         delay = 0.05
         while True:
             try:
-                return await self._submit(lambda: fn(ledger), urgent=urgent)
-            except sqlite3.OperationalError as e:
-                if not is_transient(e):
+                return await self._submit(lambda: ledger.call(fn), urgent=urgent)
+            except Exception as e:
+                transient = ledger.sql.transient(e)
+                if transient is None:
                     raise
                 if time.monotonic() + delay > deadline:
-                    raise StoreUnavailable(str(e), disk_full=is_disk_full(e)) from e
-                log.warning("store.retry", error=str(e), delay_s=round(delay, 2))
+                    raise StoreUnavailable(str(e), disk_full=transient.disk_full) from e
+                log.warning("store.retry", error=f"{type(e).__name__}: {e}".strip(), delay_s=round(delay, 2))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 

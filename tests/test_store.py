@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from bot.store import Ledger, migrations
+from bot.migrations import sqlite_migrations as migrations
+from bot.store import Ledger
 from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
 
 NEVER = 2e9

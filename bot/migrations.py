@@ -1,0 +1,369 @@
+"""The store's schema, for SQLite and Postgres, in one place: migration N is written for both, side by side.
+
+SQLite keeps sqlite-utils' migration record (`_sqlite_migrations`, the names below); Postgres keeps its own
+(`opsloop_migrations`), applied under an advisory lock so replicas starting together migrate once. A database
+that has a migration this code doesn't know was migrated by a newer opsloop: opening it fails (`SchemaTooNew`)
+rather than writing rows an older schema reader would misread. Add a migration by writing both halves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+from sqlite_utils.migrations import Migrations
+
+sqlite_migrations = Migrations("opsloop")
+PG_LOCK = 0x6F70_736C_6F6F_70  # pg_advisory_xact_lock key for migrating ("opsloop")
+
+
+class SchemaTooNew(Exception):
+    """The database was migrated by a newer opsloop than this one."""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """How far a database is migrated: `current` of the `known` migrations this code has."""
+
+    current: int
+    known: int
+    unknown: tuple[str, ...] = ()  # applied by a newer opsloop
+
+    @property
+    def ok(self) -> bool:
+        return self.current == self.known and not self.unknown
+
+
+@sqlite_migrations()
+def m001_runs(db: sqlite_utils.Database) -> None:
+    db.table("runs").create(
+        {
+            "id": str,
+            "channel": str,
+            "thread_ts": str,
+            "mention_ts": str,
+            "requester": str,
+            "task": str,
+            "status": str,  # running | waiting_approval | finished
+            "model": str,
+            "stop_reason": str,
+            "stop_detail": str,
+            "stopped_by": str,
+            "output": str,
+            "iterations": int,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cache_read_tokens": int,
+            "cache_write_tokens": int,
+            "cost_usd": float,
+            "agent_seconds": float,
+            "condensed": int,
+            "tools_called": str,  # JSON list
+            "status_ts": str,
+            "stop_requested_by": str,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        defaults={
+            "iterations": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "cost_usd": 0.0,
+            "agent_seconds": 0.0,
+            "condensed": 0,
+            "tools_called": "[]",
+        },
+    )
+    db.table("runs").create_index(["channel", "thread_ts"])
+    db.table("runs").create_index(["status"])
+    db.table("messages").create(
+        {"run_id": str, "seq": int, "role": str, "content": str, "created_at": float},
+        pk=("run_id", "seq"),
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("tool_results").create(
+        {
+            "run_id": str,
+            "tool_use_id": str,
+            "tool": str,
+            "args": str,
+            "content": str,
+            "is_error": int,
+            "confirmed_by": str,
+            "created_at": float,
+        },
+        pk=("run_id", "tool_use_id"),
+    )
+    db.table("steps").create(
+        {"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id"
+    )
+    db.table("steps").create_index(["run_id"])
+    db.table("events").create({"event_id": str, "received_at": float}, pk="event_id")
+    db.table("inbox").create(
+        {
+            "id": str,
+            "run_id": str,
+            "channel": str,
+            "ts": str,
+            "user": str,
+            "text": str,
+            "state": str,  # queued | consumed | superseding
+            "created_at": float,
+        },
+        pk="id",
+    )
+    db.table("inbox").create_index(["run_id", "state"])
+    db.table("approvals").create(
+        {
+            "id": str,
+            "run_id": str,
+            "tool_use_id": str,
+            "tool": str,
+            "category": str,
+            "args": str,
+            "args_hash": str,
+            "preview": str,
+            "preview_hash": str,
+            "requester": str,
+            "channel": str,
+            "thread_ts": str,
+            "message_ts": str,
+            "state": str,  # pending | approved | denied | expired | superseded
+            "required": int,
+            "approvals": str,  # JSON list of user ids who approved so far
+            "decided_by": str,
+            "decided_name": str,
+            "reason": str,
+            "created_at": float,
+            "expires_at": float,
+            "decided_at": float,
+            "run_tokens": int,
+            "run_cost_usd": float,
+        },
+        pk="id",
+        defaults={"required": 1, "approvals": "[]"},
+    )
+    db.table("approvals").create_index(["run_id", "tool_use_id"])
+    db.table("approvals").create_index(["state"])
+
+
+@sqlite_migrations()
+def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
+    """A run's system prompt and tool schemas, fixed when it starts: current models bind their
+    thinking to them, so a resumed run must send them byte-identical whatever the config says now."""
+    runs = db.table("runs")
+    runs.add_column("system", str)
+    runs.add_column("tools", str)  # JSON list of tool schemas, exactly as sent
+    runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
+
+
+@sqlite_migrations()
+def m003_decision_cause(db: sqlite_utils.Database) -> None:
+    """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
+    db.table("approvals").add_column("cause", str)
+    db.execute("""
+        UPDATE approvals SET cause = CASE
+            WHEN state IN ('approved', 'denied') THEN 'click'
+            WHEN state = 'expired' THEN 'expiry'
+            WHEN reason LIKE 'run stopped%' THEN 'stop'
+            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
+            ELSE 'reply' END
+        WHERE state != 'pending'
+    """)
+
+
+@sqlite_migrations()
+def m004_outbox(db: sqlite_utils.Database) -> None:
+    """Slack posts that matter, stored before they are sent and delivered exactly once (see handlers/outbox.py);
+    and the index that prunes the events dedupe table."""
+    db.table("outbox").create(
+        {
+            "id": str,
+            "key": str,  # idempotency key: enqueueing the same key again is a no-op
+            "kind": str,  # post | update
+            "run_id": str,
+            "channel": str,
+            "thread_ts": str,
+            "target": str,  # update: the post item whose message it changes
+            "approval_id": str,  # post of a card: its ts is recorded on the approval when sent
+            "text": str,
+            "blocks": str,  # JSON
+            "state": str,  # pending | sent | failed | superseded
+            "ts": str,
+            "attempts": int,
+            "unsure": int,  # a post call started and its outcome is unknown
+            "plain": int,  # sending the plain-text fallback
+            "owner": str,  # the sender holding the claim
+            "claimed_until": float,
+            "next_at": float,
+            "error": str,
+            "created_at": float,
+            "sent_at": float,
+        },
+        pk="id",
+        not_null={"key", "kind", "channel", "state"},
+        defaults={"attempts": 0, "unsure": 0, "plain": 0},
+    )
+    db.table("outbox").create_index(["key"], unique=True)
+    db.table("outbox").create_index(["state", "next_at"])
+    db.table("outbox").create_index(["target"])
+    db.table("outbox").create_index(["run_id"])
+    db.table("events").create_index(["received_at"])
+
+
+@sqlite_migrations()
+def m005_leases(db: sqlite_utils.Database) -> None:
+    """One driver per run: the process that holds a run's lease drives it; a lapsed lease is free to take."""
+    runs = db.table("runs")
+    runs.add_column("owner", str)
+    runs.add_column("lease_until", float)
+
+
+@sqlite_migrations()
+def m006_reported(db: sqlite_utils.Database) -> None:
+    """A finished run's answer or handoff report is enqueued exactly once; runs finished before are done."""
+    db.table("runs").add_column("reported", int)
+    db.execute("UPDATE runs SET reported = 1 WHERE status = 'finished'")
+
+
+# Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
+# precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
+# `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
+# rowid (the enqueue order the sender keeps).
+PG_MIGRATIONS: dict[str, str] = {
+    "m001_runs": """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY, channel TEXT, thread_ts TEXT, mention_ts TEXT, requester TEXT, task TEXT,
+            status TEXT, model TEXT, stop_reason TEXT, stop_detail TEXT, stopped_by TEXT, output TEXT,
+            iterations INTEGER DEFAULT 0, input_tokens BIGINT DEFAULT 0, output_tokens BIGINT DEFAULT 0,
+            cache_read_tokens BIGINT DEFAULT 0, cache_write_tokens BIGINT DEFAULT 0,
+            cost_usd DOUBLE PRECISION DEFAULT 0.0, agent_seconds DOUBLE PRECISION DEFAULT 0.0,
+            condensed INTEGER DEFAULT 0, tools_called TEXT DEFAULT '[]', status_ts TEXT, stop_requested_by TEXT,
+            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
+        CREATE INDEX idx_runs_channel_thread_ts ON runs (channel, thread_ts);
+        CREATE INDEX idx_runs_status ON runs (status);
+        CREATE TABLE messages (
+            run_id TEXT REFERENCES runs (id), seq INTEGER, role TEXT, content TEXT, created_at DOUBLE PRECISION,
+            PRIMARY KEY (run_id, seq));
+        CREATE TABLE tool_results (
+            run_id TEXT, tool_use_id TEXT, tool TEXT, args TEXT, content TEXT, is_error INTEGER, confirmed_by TEXT,
+            created_at DOUBLE PRECISION, PRIMARY KEY (run_id, tool_use_id));
+        CREATE TABLE steps (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, run_id TEXT, kind TEXT, data TEXT,
+            at DOUBLE PRECISION);
+        CREATE INDEX idx_steps_run_id ON steps (run_id);
+        CREATE TABLE events (event_id TEXT PRIMARY KEY, received_at DOUBLE PRECISION);
+        CREATE TABLE inbox (
+            id TEXT PRIMARY KEY, run_id TEXT, channel TEXT, ts TEXT, "user" TEXT, text TEXT, state TEXT,
+            created_at DOUBLE PRECISION);
+        CREATE INDEX idx_inbox_run_id_state ON inbox (run_id, state);
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY, run_id TEXT, tool_use_id TEXT, tool TEXT, category TEXT, args TEXT, args_hash TEXT,
+            preview TEXT, preview_hash TEXT, requester TEXT, channel TEXT, thread_ts TEXT, message_ts TEXT,
+            state TEXT, required INTEGER DEFAULT 1, approvals TEXT DEFAULT '[]', decided_by TEXT, decided_name TEXT,
+            reason TEXT, created_at DOUBLE PRECISION, expires_at DOUBLE PRECISION, decided_at DOUBLE PRECISION,
+            run_tokens BIGINT, run_cost_usd DOUBLE PRECISION);
+        CREATE INDEX idx_approvals_run_id_tool_use_id ON approvals (run_id, tool_use_id);
+        CREATE INDEX idx_approvals_state ON approvals (state);
+    """,
+    "m002_fixed_prompt": """
+        ALTER TABLE runs ADD COLUMN system TEXT, ADD COLUMN tools TEXT,
+            ADD COLUMN drop_block INTEGER NOT NULL DEFAULT 0;
+    """,
+    "m003_decision_cause": """
+        ALTER TABLE approvals ADD COLUMN cause TEXT;
+        UPDATE approvals SET cause = CASE
+            WHEN state IN ('approved', 'denied') THEN 'click'
+            WHEN state = 'expired' THEN 'expiry'
+            WHEN reason LIKE 'run stopped%' THEN 'stop'
+            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
+            ELSE 'reply' END
+        WHERE state != 'pending';
+    """,
+    "m004_outbox": """
+        CREATE TABLE outbox (
+            rowid BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL,
+            run_id TEXT, channel TEXT NOT NULL, thread_ts TEXT, target TEXT, approval_id TEXT, text TEXT,
+            blocks TEXT, state TEXT NOT NULL, ts TEXT, attempts INTEGER DEFAULT 0, unsure INTEGER DEFAULT 0,
+            plain INTEGER DEFAULT 0, owner TEXT, claimed_until DOUBLE PRECISION, next_at DOUBLE PRECISION,
+            error TEXT, created_at DOUBLE PRECISION, sent_at DOUBLE PRECISION);
+        CREATE UNIQUE INDEX idx_outbox_key ON outbox (key);
+        CREATE INDEX idx_outbox_state_next_at ON outbox (state, next_at);
+        CREATE INDEX idx_outbox_target ON outbox (target);
+        CREATE INDEX idx_outbox_run_id ON outbox (run_id);
+        CREATE INDEX idx_outbox_rowid ON outbox (rowid);
+        CREATE INDEX idx_events_received_at ON events (received_at);
+    """,
+    "m005_leases": "ALTER TABLE runs ADD COLUMN owner TEXT, ADD COLUMN lease_until DOUBLE PRECISION;",
+    "m006_reported": """
+        ALTER TABLE runs ADD COLUMN reported INTEGER;
+        UPDATE runs SET reported = 1 WHERE status = 'finished';
+    """,
+}
+
+KNOWN = [m.name for m in sqlite_migrations._migrations]
+assert KNOWN == list(PG_MIGRATIONS), "every migration is written for both backends, in the same order"
+
+
+def _version(applied: set[str]) -> SchemaVersion:
+    current = 0
+    while current < len(KNOWN) and KNOWN[current] in applied:
+        current += 1
+    return SchemaVersion(current=current, known=len(KNOWN), unknown=tuple(sorted(applied - set(KNOWN))))
+
+
+def _refuse_newer(version: SchemaVersion) -> None:
+    if version.unknown:
+        raise SchemaTooNew(
+            f"the database's schema has migrations this opsloop doesn't know ({', '.join(version.unknown)}): "
+            "a newer opsloop migrated it; run that version (or newer) here too")
+
+
+def sqlite_version(db: sqlite_utils.Database) -> SchemaVersion:
+    table = Migrations.migrations_table
+    if not db[table].exists():
+        return _version(set())
+    rows = db.execute(f"SELECT name FROM {table} WHERE migration_set = ?", [sqlite_migrations.name]).fetchall()
+    return _version({r[0] for r in rows})
+
+
+def migrate_sqlite(db: sqlite_utils.Database) -> SchemaVersion:
+    """Bring a SQLite database up to date (refusing one a newer opsloop migrated)."""
+    _refuse_newer(sqlite_version(db))
+    sqlite_migrations.apply(db)
+    return sqlite_version(db)
+
+
+PG_RECORD = """CREATE TABLE IF NOT EXISTS opsloop_migrations (name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"""
+
+
+def pg_version(conn: Any) -> SchemaVersion:
+    """Read-only: how far a Postgres database is migrated (a psycopg connection)."""
+    exists = conn.execute("SELECT to_regclass('opsloop_migrations') IS NOT NULL AS e").fetchone()
+    if not _first(exists):
+        return _version(set())
+    return _version({_first(r) for r in conn.execute("SELECT name FROM opsloop_migrations").fetchall()})
+
+
+def migrate_pg(conn: Any) -> SchemaVersion:
+    """Bring a Postgres database up to date in one transaction, under an advisory lock: replicas starting at
+    once wait for the first one's migration and then find nothing left to do."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [PG_LOCK])
+        conn.execute(PG_RECORD)
+        version = pg_version(conn)
+        _refuse_newer(version)
+        for name in KNOWN[version.current:]:
+            conn.execute(PG_MIGRATIONS[name])
+            conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])
+    return pg_version(conn)
+
+
+def _first(row: Any) -> Any:
+    """The first column of a row from either row factory (tuple or dict)."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
