@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test chaos lint demo sandbox screenshot browser run bench clean
+.PHONY: test chaos lint demo sandbox screenshot browser postgres run bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -q
 
 # The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
@@ -51,6 +51,23 @@ browser:
 	$$SUDO $(APT_INSTALL) >/dev/null 2>&1 \
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(APT_INSTALL) >/dev/null 2>&1; } \
 	  || echo "browser: apt-get could not install $(BROWSER_PKGS); the browser test will skip"
+
+# Postgres 15+ binaries (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/pgserver.py), from
+# Debian's packages: installed with apt-get when missing and possible (root or passwordless sudo). Never fails
+# the build: without them the Postgres tests skip and say what is missing.
+PG_PKGS := postgresql
+PG_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PG_PKGS)
+postgres:
+	@if { command -v initdb && command -v pg_ctl; } >/dev/null \
+	  || ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "postgres: no apt-get here; the Postgres tests will skip"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "postgres: not root and no passwordless sudo; the Postgres tests will skip"; exit 0; fi; \
+	echo "postgres: installing $(PG_PKGS) with apt-get"; \
+	$$SUDO $(PG_INSTALL) >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PG_INSTALL) >/dev/null 2>&1; } \
+	  || echo "postgres: apt-get could not install $(PG_PKGS); the Postgres tests will skip"
 
 run: $(STAMP)
 	$(BIN)/opsloop run

@@ -1,14 +1,21 @@
-"""Shared fixtures: a temp store, the fake Messages API and the fake Slack, all on loopback."""
+"""Shared fixtures: a temp store, the fake Messages API and the fake Slack, all on loopback; a throwaway Postgres.
+
+Postgres: `pg_server` is one server for the session (the one CI started, named by OPSLOOP_TEST_PG, else our
+own tests.pgserver.PgServer; the tests skip only when no Postgres 15+ is installed), `pg_url` a fresh empty
+database on it per test, and `db_url` runs a test once per store backend: a SQLite file, then a Postgres URL.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anthropic
 import pytest
 
 from bot.store import Store
+from tests import pgserver
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
@@ -39,6 +46,38 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def fake_slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as slack:
         yield slack
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of the session's Postgres server (its `postgres` database); skips without Postgres 15+."""
+    if url := os.environ.get(pgserver.ENV_VAR):
+        yield url
+        return
+    if pgserver.find_bindir() is None:
+        pytest.skip(f"Postgres {pgserver.MIN_MAJOR} not installed: make postgres")
+    with pgserver.PgServer() as server:
+        yield server.url
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped after the test (sessions left open are cut)."""
+    url = pgserver.new_database(pg_server)
+    yield url
+    pgserver.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's store lives, once per backend: a SQLite file in tmp_path, then a fresh Postgres database URL.
+
+    Both are what `Store(url_or_path)` / `Ledger(url_or_path)` accept; the Postgres run skips without Postgres.
+    """
+    if request.param == "sqlite":
+        return str(tmp_path / "opsloop.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
