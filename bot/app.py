@@ -54,8 +54,11 @@ def slack_client(settings: Settings) -> AsyncWebClient:
 
 def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
     # max_retries=0: AnthropicModel retries itself, with a cap on Retry-After and the fallback chain.
-    return anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
-                                    max_retries=0, timeout=600.0)
+    # An empty ANTHROPIC_BASE_URL is "not set" (compose passes empty variables): the default, not the SDK's own
+    # read of the environment, which would take the empty string as the URL.
+    return anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key,
+                                   base_url=settings.anthropic_base_url or "https://api.anthropic.com",
+                                   max_retries=0, timeout=600.0)
 
 
 EVENTS_KEPT_SECONDS = 24 * 3600  # the events dedupe table keeps a day (Slack redelivers within minutes)

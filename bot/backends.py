@@ -106,6 +106,10 @@ class SqliteBackend:
         finally:
             self.db.execute("PRAGMA synchronous = NORMAL")
 
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
     def call(self, fn: Callable[[], T]) -> T:
         """One Ledger call: SQLite's single writer thread already runs them one at a time."""
         return fn()
@@ -150,6 +154,7 @@ class PostgresBackend:
         self.connect_timeout = connect_timeout
         self._conn: Any = None
         self._in_call = False
+        self.clock_offset = 0.0  # the server's clock minus ours, measured at each connect
         with self._connection() as conn:
             self.version = migrate_pg(conn)
 
@@ -174,7 +179,15 @@ class PostgresBackend:
                                      application_name="opsloop")
         conn.isolation_level = self._psycopg.IsolationLevel.SERIALIZABLE  # for the transactions `call` opens
         conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        sent = time.time()
+        row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").fetchone()
+        if row is not None:
+            self.clock_offset = float(row["t"]) - (sent + time.time()) / 2
         return conn
+
+    def now(self) -> float:
+        """The database server's clock, the one clock all replicas share (leases, claims, expiries)."""
+        return time.time() + self.clock_offset
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -244,11 +257,16 @@ class PostgresBackend:
             return pg_version(conn)
 
     def transient(self, error: BaseException) -> Transient | None:
+        return self.transient_error(error)
+
+    @staticmethod
+    def transient_error(error: BaseException) -> Transient | None:
         """Connection loss, a restarting or failing-over server, a full disk, a read-only standby: wait and retry."""
-        errors = self._psycopg.errors
-        if isinstance(error, errors.DiskFull):
+        import psycopg
+
+        if isinstance(error, psycopg.errors.DiskFull):
             return Transient(disk_full=True)
-        if isinstance(error, self._psycopg.OperationalError | errors.ReadOnlySqlTransaction):
+        if isinstance(error, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction):
             return Transient(disk_full=False)
         return None
 

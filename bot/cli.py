@@ -34,13 +34,15 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         return _fail(problems)
     from bot.app import serve  # imported late: `opsloop runs` needs no Slack or anthropic
     from bot.metrics import MetricsPortError
+    from bot.migrations import SchemaTooNew
+    from bot.store import StoreUnavailable
 
     configure_logging(settings.log_level)
     try:
         asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
-    except MetricsPortError as e:
+    except (MetricsPortError, StoreUnavailable, SchemaTooNew) as e:
         return _fail([str(e)])
     return 0
 

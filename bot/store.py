@@ -28,6 +28,7 @@ from bot.backends import (
     WAKE_OUTBOX,
     WAKE_RUNS,
     PgListener,
+    PostgresBackend,
     SqliteBackend,
     describe,
     is_postgres,
@@ -203,7 +204,7 @@ class Ledger:
         mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
     ) -> Run:
         """Create a run with its first user message(s); `history` continues an earlier run."""
-        now = time.time()
+        now = self.sql.now()
         run_id = new_id("run")
         with self._atomic():
             self._insert("runs", {
@@ -284,7 +285,7 @@ class Ledger:
         if "tools" in fields:  # stored exactly as sent: never redacted, never re-serialised differently
             fields["tools"] = json.dumps(fields["tools"])
         fields = {k: redact(v) if isinstance(v, str) and k not in _EXACT_RUN_FIELDS else v for k, v in fields.items()}
-        fields["updated_at"] = time.time()
+        fields["updated_at"] = self.sql.now()
         self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
                     [*fields.values(), run_id])
 
@@ -298,7 +299,7 @@ class Ledger:
         marked = self._write(
             "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
             "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
-            [user, time.time(), run_id, *ACTIVE_STATES],
+            [user, self.sql.now(), run_id, *ACTIVE_STATES],
         ) == 1
         if marked:
             self._wake(WAKE_RUNS)  # the replica driving it cancels the drive now, not at its next poll
@@ -329,7 +330,7 @@ class Ledger:
             "INSERT INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (run_id, seq) DO UPDATE SET role = excluded.role, content = excluded.content, "
             "created_at = excluded.created_at",
-            [run_id, seq, message["role"], json.dumps(message["content"]), time.time()],
+            [run_id, seq, message["role"], json.dumps(message["content"]), self.sql.now()],
         )
 
     def put_message(
@@ -367,7 +368,7 @@ class Ledger:
         True only for the one caller that inserted it, the only one that may run the call, and never once a
         Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process)."""
         row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
-               redact(content) if content is not None else None, int(is_error), confirmed_by, time.time()]
+               redact(content) if content is not None else None, int(is_error), confirmed_by, self.sql.now()]
         columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
         if content is None:
             with self._durably():
@@ -394,7 +395,7 @@ class Ledger:
     # --- trace ------------------------------------------------------------
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
         self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
-                    [run_id, kind, json.dumps(redact_value(data), default=str), time.time()])
+                    [run_id, kind, json.dumps(redact_value(data), default=str), self.sql.now()])
 
     def steps(self, run_id: str) -> list[Step]:
         return [
@@ -407,7 +408,7 @@ class Ledger:
         """True the first time an event id is seen; Slack redelivers."""
         return self._write(
             "INSERT INTO events (event_id, received_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            [event_id, time.time()]
+            [event_id, self.sql.now()]
         ) == 1
 
     def prune_events(self, older_than: float) -> int:
@@ -443,7 +444,7 @@ class Ledger:
     def _queue_reply(self, run: Run, *, ts: str, user: str, text: str) -> AcceptedReply:
         """Inside a transaction: the reply declines every pending approval of the run (compare-and-set), and is
         kept on record as superseding them; with none pending it is queued for the model."""
-        now = time.time()
+        now = self.sql.now()
         superseded = tuple(
             a.id for a in self.pending_approvals(run.id)
             if self._transition_approval(a.id, expect=ApprovalState.PENDING, state=ApprovalState.SUPERSEDED.value,
@@ -486,7 +487,7 @@ class Ledger:
     ) -> str:
         """One insert-or-nothing by key, redacted (the store is a boundary too); no transaction of its own."""
         item_id = new_id("out")
-        now = time.time()
+        now = self.sql.now()
         inserted = self._write(
             "INSERT INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
             "blocks, state, attempts, unsure, plain, next_at, created_at) "
@@ -622,7 +623,7 @@ class Ledger:
         inbox_id = new_id("msg")
         self._insert("inbox", {
             "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
-            "text": redact(text), "state": InboxState.QUEUED.value, "created_at": time.time(),
+            "text": redact(text), "state": InboxState.QUEUED.value, "created_at": self.sql.now(),
         })
         return inbox_id
 
@@ -650,7 +651,7 @@ class Ledger:
             "required": required, "expires_at": expires_at, "run_tokens": run_tokens, "run_cost_usd": run_cost_usd,
         }
         fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items() if v is not None}
-        fields.update(state=ApprovalState.PENDING.value, created_at=time.time())
+        fields.update(state=ApprovalState.PENDING.value, created_at=self.sql.now())
         self._insert("approvals", fields)
         return self.get_approval(fields["id"])
 
@@ -911,11 +912,36 @@ class Store:
         self._listener: PgListener | None = None
 
     async def open(self) -> Store:
+        """Connect and migrate. A database that is down or starting (Postgres next to us in a deploy) is retried
+        for `retry_seconds`, then StoreUnavailable says where (without the password) and why."""
         def _open() -> None:
             self._ledger = Ledger(self.path)
 
-        await self._submit(_open)
-        return self
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.1
+        while True:
+            try:
+                await self._submit(_open)
+                return self
+            except Exception as e:
+                transient = (PostgresBackend.transient_error(e) if self.backend == "postgres"
+                             else SqliteBackend.transient(e))
+                if transient is None or time.monotonic() + delay > deadline:
+                    if transient is None:
+                        raise
+                    raise StoreUnavailable(f"can't open the store at {self.where}: {type(e).__name__}: {e}".strip(),
+                                           disk_full=transient.disk_full) from e
+                log.warning("store.open_retry", where=self.where, error=f"{type(e).__name__}: {e}".strip(),
+                            delay_s=round(delay, 2))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def now(self) -> float:
+        """The store's clock (epoch seconds): every replica's leases, claims and expiries are measured against the
+        database server's clock, so replicas on machines whose clocks disagree still agree on who holds what.
+        SQLite: this machine's clock."""
+        ledger = self._ledger
+        return ledger.sql.now() if ledger is not None else time.time()
 
     def listen(self, on_wake: Callable[[str], None]) -> PgListener | None:
         """Postgres: call `on_wake(WAKE_RUNS | WAKE_OUTBOX)` whenever another replica (or this one) commits news

@@ -8,7 +8,6 @@ server, for every click, failing closed.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -44,7 +43,7 @@ async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> D
             run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,
             args=req.call.args, args_hash=req.args_hash, preview=req.preview, preview_hash=req.preview_hash,
             requester=thread.requester, channel=thread.channel, thread_ts=thread.thread_ts,
-            required=settings.required(req.category), expires_at=time.time() + settings.expire_minutes * 60,
+            required=settings.required(req.category), expires_at=store.now() + settings.expire_minutes * 60,
             run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
         )
     if approval.pending and not approval.message_ts:
@@ -53,7 +52,7 @@ async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> D
         await sup.outbox.post(run_id=req.run_id, channel=thread.channel, thread_ts=thread.thread_ts,
                               msg=blocks.approval_card(approval), key=card_key(approval.id), approval_id=approval.id)
     approval = await store.get_approval(approval.id)
-    if approval.pending and time.time() >= (approval.expires_at or 0.0):
+    if approval.pending and store.now() >= (approval.expires_at or 0.0):
         await expire(sup, approval)
         approval = await store.get_approval(approval.id)
     if approval.pending:
@@ -103,7 +102,7 @@ async def decide(
         await sup.update_card(a)
         await _close_stale_card(sup, a, clicked_ts)
         return messages.already_decided(a.state, a.decided_by)
-    if time.time() >= (a.expires_at or 0.0):
+    if store.now() >= (a.expires_at or 0.0):
         if await expire(sup, a):
             await _close_stale_card(sup, await store.get_approval(a.id), clicked_ts)
         return messages.approval_expired(a.tool)
@@ -114,11 +113,11 @@ async def decide(
         return messages.already_approved_by_you()
     name = await sup.policy.display_name(user)
     if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
-        changed = await store.add_approver(a.id, user, decided_name=name, now=time.time())
+        changed = await store.add_approver(a.id, user, decided_name=name, now=store.now())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
     else:
         changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
-                                              decided_by=user, decided_name=name, decided_at=time.time())
+                                              decided_by=user, decided_name=name, decided_at=store.now())
     if not changed:
         fresh = await store.get_approval(a.id)
         return messages.already_decided(fresh.state, fresh.decided_by)
@@ -164,7 +163,7 @@ async def expire(sup: Supervisor, approval: Approval) -> bool:
 
 async def expire_due(sup: Supervisor) -> None:
     """The expiry sweep (every scheduler tick, and at start-up): approvals nobody decided in time."""
-    for approval in await sup.store.due_approvals(now=time.time()):
+    for approval in await sup.store.due_approvals(now=sup.store.now()):
         await expire(sup, approval)
 
 
@@ -185,7 +184,7 @@ async def _transition(sup: Supervisor, approval: Approval, *, state: ApprovalSta
                       by: str | None = None, reason: str | None = None) -> bool:
     """End a pending approval (compare-and-set: only one decision ever lands) and announce it."""
     if not await sup.store.decide_approval(approval.id, state=state, cause=cause, decided_by=by, reason=reason,
-                                           decided_at=time.time()):
+                                           decided_at=sup.store.now()):
         return False  # decided meanwhile, here or in another process
     await _announce(sup, approval.id)
     return True

@@ -17,7 +17,6 @@ import contextlib
 import os
 import secrets
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,7 +220,7 @@ class Outbox:
                     await self._wakeup.wait()
 
     async def _claim(self) -> OutboxItem | None:
-        now = time.time()
+        now = self.store.now()
         try:
             return await self.store.claim_outbox(self.owner, now=now, until=now + self.claim_seconds)
         except Exception as e:  # the store is down: try again at the next poll
@@ -245,7 +244,7 @@ class Outbox:
     async def _post(self, item: OutboxItem) -> None:
         if item.unsure and (found := await self._find(item)):
             log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
-            await self.store.outbox_sent(item.id, self.owner, ts=found, now=time.time())
+            await self.store.outbox_sent(item.id, self.owner, ts=found, now=self.store.now())
             return
         plain = item.plain
         while True:
@@ -264,7 +263,7 @@ class Outbox:
                     continue
                 await self._failed(item, failure)
                 return
-            await self.store.outbox_sent(item.id, self.owner, ts=ts, now=time.time())
+            await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
             log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=plain)
             return
 
@@ -280,11 +279,11 @@ class Outbox:
         except Exception as e:
             await self._failed(item, classify(e))
             return
-        await self.store.outbox_sent(item.id, self.owner, ts=target.ts, now=time.time())
+        await self.store.outbox_sent(item.id, self.owner, ts=target.ts, now=self.store.now())
         log.info("outbox.updated", ts=target.ts)
 
     async def _attempt(self, item: OutboxItem, *, unsure: bool) -> None:
-        if not await self.store.outbox_attempt(item.id, self.owner, until=time.time() + self.claim_seconds,
+        if not await self.store.outbox_attempt(item.id, self.owner, until=self.store.now() + self.claim_seconds,
                                                unsure=unsure):
             raise ClaimLost
 
@@ -292,7 +291,7 @@ class Outbox:
         if failure.transient:
             delay = self._backoff(item.attempts + 1, failure.retry_after)
             log.warning("outbox.retry", error=failure.error, attempts=item.attempts + 1, delay_s=round(delay, 2))
-            await self.store.outbox_retry(item.id, self.owner, next_at=time.time() + delay, error=failure.error,
+            await self.store.outbox_retry(item.id, self.owner, next_at=self.store.now() + delay, error=failure.error,
                                           unsure=item.kind == OutboxKind.POST and failure.maybe_posted)
             return
         log.error("outbox.failed", error=failure.error, kind=item.kind.value, channel=item.channel)
@@ -310,7 +309,8 @@ class Outbox:
             return None
         cursor: str | None = None
         for _ in range(THREAD_PAGES_MAX):
-            if not await self.store.renew_outbox_claim(item.id, self.owner, until=time.time() + self.claim_seconds):
+            until = self.store.now() + self.claim_seconds
+            if not await self.store.renew_outbox_claim(item.id, self.owner, until=until):
                 raise ClaimLost
             try:
                 response = await self.client.conversations_replies(
@@ -321,7 +321,8 @@ class Outbox:
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
                     return None
                 await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=True,
-                                              next_at=time.time() + self._backoff(item.attempts, failure.retry_after))
+                                              next_at=self.store.now()
+                                              + self._backoff(item.attempts, failure.retry_after))
                 raise Deferred from e
             for m in response.get("messages") or []:
                 md = m.get("metadata") or {}

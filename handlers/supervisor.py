@@ -88,7 +88,7 @@ class Supervisor:
         against a fresh dry run: a deploy may have changed what the call would do), then keep looking: a run
         whose driver died, or whose approval was decided by another process, is picked up within a poll."""
         started = await self.tick()
-        now = time.time()
+        now = self.store.now()
         for row in await self.store.active_runs():
             if row.id not in self.tasks and (row.owner is None or row.owner in self.dead
                                              or (row.lease_until or 0.0) < now):
@@ -117,7 +117,7 @@ class Supervisor:
 
     async def tick(self) -> list[str]:
         """Heartbeat the leases held here, expire overdue approvals, start every runnable run nobody drives."""
-        now = time.time()
+        now = self.store.now()
         driving = dict(self.driving)
         held = set(await self.store.renew_leases(self.owner, list(driving), until=now + self.lease_seconds))
         for run_id, drive in driving.items():
@@ -188,7 +188,7 @@ class Supervisor:
             await asyncio.gather(self._scheduler, return_exceptions=True)
 
     async def _drive(self, run_id: str) -> RunResult | None:
-        now = time.time()
+        now = self.store.now()
         if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now,
                                           dead=self.dead):
             return None  # another process drives it
