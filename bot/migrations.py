@@ -353,14 +353,19 @@ def pg_version(conn: Any) -> SchemaVersion:
 def migrate_pg(conn: Any) -> SchemaVersion:
     """Bring a Postgres database up to date in one transaction, under an advisory lock: replicas starting at
     once wait for the first one's migration and then find nothing left to do."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", [PG_LOCK])
-        conn.execute(PG_RECORD)
-        version = pg_version(conn)
-        _refuse_newer(version)
-        for name in KNOWN[version.current:]:
-            conn.execute(PG_MIGRATIONS[name])
-            conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])
+    # The lock is taken before the transaction begins: a serializable transaction's snapshot dates from its first
+    # statement, so one that waited on the lock inside would not see the tables the first replica just made.
+    conn.execute("SELECT pg_advisory_lock(%s)", [PG_LOCK])
+    try:
+        with conn.transaction():
+            conn.execute(PG_RECORD)
+            version = pg_version(conn)
+            _refuse_newer(version)
+            for name in KNOWN[version.current:]:
+                conn.execute(PG_MIGRATIONS[name])
+                conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", [PG_LOCK])
     return pg_version(conn)
 
 
