@@ -83,6 +83,12 @@ def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
 
+def _no_nul(params: list[Any]) -> list[Any]:
+    """NUL characters (a log padded by a crash, binary output) as U+FFFD, on both backends alike: Postgres text
+    refuses them, and a tool's output must never fail the write that records it. JSON columns escape them."""
+    return [p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p for p in params]
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
@@ -161,10 +167,10 @@ class Ledger:
 
     def _write(self, sql: str, params: list[Any]) -> int:
         """Execute one statement; it commits unless a transaction is open."""
-        return self.sql.execute(sql, params)
+        return self.sql.execute(sql, _no_nul(params))
 
     def _select(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        return self.sql.select(sql, params)
+        return self.sql.select(sql, _no_nul(params))
 
     def _insert(self, table: str, fields: dict[str, Any]) -> None:
         columns = ", ".join(f'"{k}"' for k in fields)

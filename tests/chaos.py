@@ -29,6 +29,7 @@ from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
 from tests.fakes.slack import ApiCall, FakeSlack, Message
 
 ROOT = Path(__file__).resolve().parent.parent
+Database = Path | str  # where `Bots` keep their store: a SQLite file, or a postgresql:// URL
 CHANNEL, ALICE, BOB, CAROL = "C0INCIDENT", "U0ALICE", "U0BOB", "U0CAROL"
 APPROVERS = (CAROL, BOB)
 PEOPLE = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
@@ -97,7 +98,8 @@ class ScenarioModel:
 # --------------------------------------------------------------------------------------
 
 
-def write_config(path: Path, extra: str = "") -> Path:
+def write_config(path: Path, extra: str = "", tools: tuple[str, ...] = ("tests.crash_tools",)) -> Path:
+    modules = ", ".join(f'"{m}"' for m in tools)
     path.write_text(f"""
 [model]
 fallbacks = []
@@ -107,7 +109,7 @@ status_update_seconds = 0
 [approvals]
 approvers = ["{CAROL}", "{BOB}"]
 [tools]
-modules = ["tests.crash_tools"]
+modules = [{modules}]
 """)
     return path
 
@@ -115,14 +117,16 @@ modules = ["tests.crash_tools"]
 class Bots:
     """`opsloop run` processes of one app on one database; stderr of each goes to its own file."""
 
-    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, *, config_extra: str = "") -> None:
+    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, *, db: Database | None = None,
+                 config_extra: str = "", tools: tuple[str, ...] = ("tests.crash_tools",)) -> None:
         self.tmp_path, self.slack, self.model = tmp_path, slack, model
-        self.db = tmp_path / "opsloop.db"
+        self.db: Database = db if db is not None else tmp_path / "opsloop.db"  # a SQLite file or a postgresql:// URL
         self.exec_log = tmp_path / "executions.jsonl"
         self.kill_file = tmp_path / "kill-in-tool"
         self.hold_file = tmp_path / "hold-in-tool"
-        self.config = write_config(tmp_path / "opsloop.toml", config_extra)
+        self.config = write_config(tmp_path / "opsloop.toml", config_extra, tools)
         self.started = 0
+        self.connection: dict[int, int] = {}  # pid -> the Socket Mode connection number it opened (fake_slack.to)
         for user, name in PEOPLE.items():
             if user not in slack.users:
                 slack.add_user(user, name)
@@ -148,6 +152,7 @@ class Bots:
         except BaseException:
             await stop(proc, signal.SIGKILL)
             raise
+        self.connection[proc.pid] = self.slack.connections
         return proc
 
     def log_tail(self, lines: int = 15) -> str:
@@ -173,7 +178,7 @@ async def stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM, time
 
 
 async def poll(check: Callable[[], Any], timeout: float, what: str, every: float = 0.02) -> Any:
-    """Wait for state outside this process (the bot's SQLite file): re-check until truthy or timeout."""
+    """Wait for state outside this process (the bot's database, a file): re-check until truthy or timeout."""
     try:
         async with asyncio.timeout(timeout):
             while not (result := check()):  # noqa: ASYNC110 (another process's file: nothing to await)
@@ -183,11 +188,19 @@ async def poll(check: Callable[[], Any], timeout: float, what: str, every: float
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}") from None
 
 
-def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    """Read the bot's database from the test process (WAL: readers never block the bot)."""
-    if not db.exists():
+def is_postgres(db: Database) -> bool:
+    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+
+
+def query(db: Database, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """Read the bot's database from the test process: a SQLite file (WAL: readers never block the bot) or
+    Postgres (one short autocommit connection per call). Write `?` placeholders; [] until the schema exists."""
+    if is_postgres(db):
+        return _query_postgres(str(db), sql, params)
+    path = Path(db)
+    if not path.exists():
         return []
-    conn = sqlite3.connect(db, timeout=5)
+    conn = sqlite3.connect(path, timeout=5)
     conn.row_factory = sqlite3.Row
     try:
         return [dict(r) for r in conn.execute(sql, params)]
@@ -195,6 +208,17 @@ def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, An
         return []
     finally:
         conn.close()
+
+
+def _query_postgres(url: str, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    import psycopg  # only the Postgres tests need the driver loaded
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        try:
+            return conn.execute(sql.replace("?", "%s"), params).fetchall()  # type: ignore[arg-type]
+        except psycopg.errors.UndefinedTable:  # the schema is not there yet
+            return []
 
 
 # --------------------------------------------------------------------------------------

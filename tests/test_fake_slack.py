@@ -423,3 +423,24 @@ def test_message_event_builder_shapes() -> None:
     assert "client_msg_id" in plain and "bot_id" not in plain
     bot = message_event("C1", "U9", "beep", bot_id="B9", subtype="bot_message")
     assert (bot["bot_id"], bot["subtype"]) == ("B9", "bot_message") and "client_msg_id" not in bot
+
+
+async def test_routed_delivery_reaches_the_named_connection_and_random_delivery_spreads(slack: FakeSlack) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(slack.ws_url) as one, \
+            http.ws_connect(slack.ws_url) as two:
+        for ws in (one, two):
+            assert (await ws.receive_json(timeout=TIMEOUT))["type"] == "hello"
+        await slack.wait_connected(timeout=TIMEOUT, connects=2)
+
+        with slack.to(1):
+            first = await slack.send_event(mention_event("C1", "U1", "to one"))
+        with slack.to(2):
+            second = await slack.send_event(mention_event("C1", "U1", "to two"))
+        assert (await one.receive_json(timeout=TIMEOUT))["envelope_id"] == first
+        assert (await two.receive_json(timeout=TIMEOUT))["envelope_id"] == second
+        with pytest.raises(LookupError), slack.to(3):
+            await slack.send_event(mention_event("C1", "U1", "nobody"))
+
+        slack.delivery = "random"
+        sent = [await slack.send_event(mention_event("C1", "U1", f"spread {n}")) for n in range(40)]
+        assert {slack.connection_number(e) for e in sent} == {1, 2}
