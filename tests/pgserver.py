@@ -45,6 +45,8 @@ SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "200",
 }
+# `PgServer(durable=True)`: the production defaults instead (every commit flushed to disk), for the benchmarks.
+DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 
 
 class PgServerError(RuntimeError):
@@ -85,8 +87,9 @@ def _major_version(bindir: Path) -> int | None:
 class PgServer:
     """One throwaway server: `with PgServer() as pg: pg.url`, or `start()`/`stop()` explicitly."""
 
-    def __init__(self, *, bindir: Path | None = None, root: Path | None = None) -> None:
+    def __init__(self, *, bindir: Path | None = None, root: Path | None = None, durable: bool = False) -> None:
         self.bindir = bindir or find_bindir()
+        self.durable = durable  # fsync and synchronous_commit on, as in production (default off: test speed)
         self.root = root  # the temp dir: data dir, socket and log; None until started
         self._run_as_other = os.geteuid() == 0
 
@@ -132,6 +135,7 @@ class PgServer:
             "listen_addresses": "",
             "unix_socket_directories": str(self.root),
             **SETTINGS,
+            **(DURABLE if self.durable else {}),
         }
         lines = "".join(f"{key} = '{value.replace(chr(39), chr(39) * 2)}'\n" for key, value in settings.items())
         with (self._data / "postgresql.conf").open("a", encoding="utf-8") as conf:
@@ -147,6 +151,16 @@ class PgServer:
             self._run("pg_ctl", "-D", str(self._data), "-m", "fast", "-w", "-t", "60", "stop", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
+
+    def halt(self) -> None:
+        """Stop the server but keep its data and socket dir (an outage); `resume()` starts it again."""
+        assert self.root is not None
+        self._run("pg_ctl", "-D", str(self._data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server on the same data and socket: the end of an outage."""
+        assert self.root is not None
+        self._run("pg_ctl", "-D", str(self._data), "-l", str(self._log), "-w", "-t", "60", "start")
 
     def detach(self) -> dict[str, str]:
         """Leave the server running past this process (the CLI's `start`); returns what `attach` needs to stop it."""
