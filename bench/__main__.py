@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import product
+from bench import postgres, product
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -485,16 +486,67 @@ async def main(args: argparse.Namespace) -> None:
     await concurrency(50 if args.quick else 200, 5, 0.2, report)
     await growth(40, 20_000, report, HERE / "growth.png")
     await thinking_cost(5, report)
+    await issue12(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
-    order = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8."]
-    report.summary.sort(key=lambda r: order.index(r[0][:2]))
+    report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
     print(summary)
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10"]
+ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
+
+
+async def issue12(report: Report, args: argparse.Namespace) -> None:
+    """9 and 10: the Postgres store's cost per step, and 1 vs 3 replicas (bench/postgres.py)."""
+    await postgres.run_all(report.row, report.section, repeats=2 if args.quick else args.repeats,
+                           bursts=2 if args.quick else args.bursts)
+
+
+async def only_postgres(args: argparse.Namespace) -> None:
+    """`--only postgres`: sections 9 and 10 alone, spliced into the existing RESULTS.md (the rest stays)."""
+    started = datetime.datetime.now(datetime.UTC)
+    began = time.monotonic()
+    report = Report()
+    await issue12(report, args)
+    path = HERE / "RESULTS.md"
+    seconds = time.monotonic() - began
+    if not path.exists():
+        write(report, path, started, seconds, args)
+    else:
+        note = (f"Sections 9 and 10 refreshed by `python -m bench --only postgres{' --quick' if args.quick else ''}` "
+                f"on {started:%Y-%m-%d %H:%M} UTC in {seconds:.0f} s (machine: {machine()}).")
+        path.write_text(splice(path.read_text(), report, note))
+    print(table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary]))
+    print(f"\nupdated {path} in {seconds:.0f} s")
+
+
+def splice(text_: str, report: Report, note: str) -> str:
+    """RESULTS.md with its issue-12 summary rows and sections replaced by `report`'s (inserted before the profile)."""
+    head, *sections = re.split(r"(?m)^## ", text_)
+    lines = [ln for ln in head.rstrip("\n").splitlines()
+             if not ln.startswith(tuple(f"| {n}" for n in ISSUE12)) and not ln.startswith("Sections 9 and 10 ")]
+    last_row = max((i for i, ln in enumerate(lines) if ln.startswith("|")), default=len(lines) - 1)
+    rows = ["| " + " | ".join(r) + " |" for r in report.summary]
+    lines[last_row + 1:last_row + 1] = rows
+    produced = next((i for i, ln in enumerate(lines) if ln.startswith("Produced by")), 0)
+    blank = next((i for i in range(produced, len(lines)) if not lines[i].strip()), len(lines))
+    lines[blank:blank] = ["", note]
+    kept = [s.rstrip("\n") for s in sections if not s.startswith(ISSUE12)]
+    fresh = [s.removeprefix("## ").rstrip("\n") for s in report.sections]
+    at = next((i for i, s in enumerate(kept) if s.startswith("Profile")), len(kept))
+    kept[at:at] = fresh
+    return "\n".join(lines) + "\n\n" + "\n\n".join(f"## {s}" for s in kept) + "\n"
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=11, help="repeats of the timed runs (default 11)")
+    parser.add_argument("--bursts", type=int, default=7,
+                        help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--only", choices=["postgres"],
+                        help="postgres: only issue 12's benchmarks (9 and 10), spliced into the existing RESULTS.md")
+    parsed = parser.parse_args()
+    asyncio.run(only_postgres(parsed) if parsed.only == "postgres" else main(parsed))

@@ -91,20 +91,25 @@ def _config(path: Path, slack: str) -> Path:
     return path
 
 
+def bot_env(slack: FakeSlack, model: FakeAnthropic, db: str) -> dict[str, str]:
+    """`opsloop run`'s environment: the fakes' URLs and tokens, and its store (`db`: a file or a postgresql:// URL)."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+            "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_API_URL": slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": model.base_url, "OPSLOOP_DB": db, "PYTHONPATH": str(ROOT)}
+
+
 @contextlib.asynccontextmanager
 async def running(*, slack_config: str = "", profile: Path | None = None,
-                  model_kw: dict[str, Any] | None = None) -> AsyncIterator[Product]:
-    """Both fakes in this process and `opsloop run` in a child (under cProfile when `profile` is set)."""
+                  model_kw: dict[str, Any] | None = None, db: str | None = None) -> AsyncIterator[Product]:
+    """Both fakes in this process and `opsloop run` in a child (under cProfile when `profile` is set), on a
+    fresh SQLite file unless `db` names another store (a postgresql:// URL)."""
     with tempfile.TemporaryDirectory(prefix="opsloop-bench-") as tmp:
         work = Path(tmp)
         async with FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack, \
                 FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model:
             slack.add_user(ALICE, "alice")
-            env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
-                   "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
-                   "SLACK_API_URL": slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-                   "ANTHROPIC_BASE_URL": model.base_url, "OPSLOOP_DB": str(work / "opsloop.db"),
-                   "PYTHONPATH": str(ROOT)}
+            env = bot_env(slack, model, db or str(work / "opsloop.db"))
             cmd = ["-m", "bot.cli", "run", "--config", str(_config(work / "opsloop.toml", slack_config))]
             if profile is not None:
                 cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
