@@ -8,6 +8,7 @@ thread carry an item's metadata id.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -35,6 +36,14 @@ async def slack() -> AsyncIterator[FakeSlack]:
     async with FakeSlack() as fake:
         fake.add_message(CHANNEL, "U0ALICE", "web-03 is down", ts=THREAD)
         yield fake
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    """The store these tests share, once on each backend (a SQLite file, then Postgres)."""
+    s = await Store(db_url).open()
+    yield s
+    await s.close()
 
 
 def client_for(slack: FakeSlack) -> AsyncWebClient:
@@ -112,12 +121,12 @@ async def test_a_post_that_failed_with_a_server_error_is_looked_for_then_posted_
 
 
 async def test_a_post_that_reached_slack_but_was_never_recorded_is_adopted_not_posted_again(
-    tmp_path: Path, store: Store, slack: FakeSlack
+    store: Store, slack: FakeSlack
 ) -> None:
-    ledger = Ledger(tmp_path / "opsloop.db")  # the process that died: claimed, called Slack, never recorded
+    ledger = Ledger(store.path)  # the process that died: claimed, called Slack, never recorded
     item_id = ledger.enqueue(kind=OutboxKind.POST, key="answer:run_1:0", channel=CHANNEL, thread_ts=THREAD,
                              text="Freed 19.8 GB on web-03.")
-    now = time.time()
+    now = ledger.outbox_item(item_id).next_at  # type: ignore[union-attr]  # due now on the ledger's own clock
     assert ledger.claim_outbox("dead-process", now=now, until=now + 0.2) is not None
     assert ledger.outbox_attempt(item_id, "dead-process", until=now + 0.2, unsure=True)
     ledger.close()
@@ -135,7 +144,7 @@ async def test_a_post_that_reached_slack_but_was_never_recorded_is_adopted_not_p
     assert len(slack.calls_to("chat.postMessage")) == 1  # only the dead process's post
 
 
-async def test_a_cards_ts_is_recorded_on_its_approval_when_sent(tmp_path: Path, store: Store, slack: FakeSlack) -> None:
+async def test_a_cards_ts_is_recorded_on_its_approval_when_sent(store: Store, slack: FakeSlack) -> None:
     run = await store.create_run(channel=CHANNEL, thread_ts=THREAD, requester="U0ALICE", task="t", model="m")
     approval = await store.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
                                            category="mutating", args=RESTART, requester="U0ALICE",
@@ -228,16 +237,15 @@ async def test_the_same_key_enqueues_one_item(store: Store, slack: FakeSlack) ->
     assert first == again and len(await store.outbox_items()) == 1
 
 
-async def test_a_payload_is_redacted_before_it_is_stored(tmp_path: Path, store: Store, slack: FakeSlack) -> None:
+async def test_a_payload_is_redacted_before_it_is_stored(store: Store, slack: FakeSlack) -> None:
     secret = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
     box = outbox(store, slack)
     item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, key="answer:run_1:0",
                              msg=SlackMessage(text=f"token {secret}", blocks=[
                                  {"type": "section", "text": {"type": "mrkdwn", "text": f"token {secret}"}}]))
-    ledger = Ledger(tmp_path / "opsloop.db")
-    (row,) = ledger.db.execute("SELECT text, blocks FROM outbox WHERE id = ?", [item_id]).fetchall()
-    ledger.close()
-    assert secret not in row[0] and secret not in row[1] and "REDACTED" in row[0]
+    item = await store.outbox_item(item_id)
+    assert item is not None
+    assert secret not in item.text and secret not in json.dumps(item.blocks) and "REDACTED" in item.text
 
 
 # --------------------------------------------------------------------------------------
@@ -245,13 +253,13 @@ async def test_a_payload_is_redacted_before_it_is_stored(tmp_path: Path, store: 
 # --------------------------------------------------------------------------------------
 
 
-async def test_items_left_pending_are_delivered_by_the_next_process(tmp_path: Path, slack: FakeSlack) -> None:
-    first = await Store(tmp_path / "opsloop.db").open()
+async def test_items_left_pending_are_delivered_by_the_next_process(db_url: str, slack: FakeSlack) -> None:
+    first = await Store(db_url).open()
     item_id = await outbox(first, slack).post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD,
                                               key="card:apr_1")  # stored; this process dies before sending
     await first.close()
 
-    second = await Store(tmp_path / "opsloop.db").open()
+    second = await Store(db_url).open()
     box = outbox(second, slack)
     await box.start()
     try:
@@ -263,9 +271,9 @@ async def test_items_left_pending_are_delivered_by_the_next_process(tmp_path: Pa
     assert [m.ts for m in carrying(slack, item_id)] == [ts]
 
 
-async def test_two_senders_on_one_database_never_send_an_item_twice(tmp_path: Path, slack: FakeSlack) -> None:
+async def test_two_senders_on_one_database_never_send_an_item_twice(db_url: str, slack: FakeSlack) -> None:
     threads = [slack.add_message(CHANNEL, "U0ALICE", f"incident {i}").ts for i in range(4)]
-    stores = [await Store(tmp_path / "opsloop.db").open() for _ in range(2)]  # two processes' connections
+    stores = [await Store(db_url).open() for _ in range(2)]  # two processes' connections
     boxes = [outbox(s, slack) for s in stores]
     ids = await boxes[0].post_all([OutboxPost(key=f"answer:run_{t}:{i}", channel=CHANNEL, thread_ts=t,
                                               text=f"part {i} of {t}") for t in threads for i in range(3)])

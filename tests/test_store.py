@@ -11,8 +11,8 @@ from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, 
 NEVER = 2e9
 
 
-def _ledger(tmp_path) -> tuple[Ledger, Run]:
-    ledger = Ledger(tmp_path / "opsloop.db")
+def _ledger(db_url: str) -> tuple[Ledger, Run]:
+    ledger = Ledger(db_url)
     run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="web-03 is out of disk", model="m")
     return ledger, run
 
@@ -22,8 +22,8 @@ def _ask(ledger: Ledger, run: Run, call: str = "toolu_1", required: int = 1):
                                   args={"path": "/var/log"}, requester="U1", expires_at=NEVER, required=required)
 
 
-def test_a_new_run_comes_back_as_a_typed_record(tmp_path) -> None:
-    ledger, run = _ledger(tmp_path)
+def test_a_new_run_comes_back_as_a_typed_record(db_url) -> None:
+    ledger, run = _ledger(db_url)
     assert (run.status, run.active, run.usage, run.tools_called, run.tools, run.stop_reason) == (
         RunStatus.RUNNING, True, Usage(), (), None, None)
     ledger.save_totals(run.id, Totals(iterations=2, usage=Usage(input_tokens=10, output_tokens=5, cache_write_tokens=3),
@@ -35,8 +35,8 @@ def test_a_new_run_comes_back_as_a_typed_record(tmp_path) -> None:
         RunStatus.FINISHED, False, StopReason.COMPLETED, 18, ("check_disk",), "m2")
 
 
-def test_each_decision_is_stored_with_its_cause(tmp_path) -> None:
-    ledger, run = _ledger(tmp_path)
+def test_each_decision_is_stored_with_its_cause(db_url) -> None:
+    ledger, run = _ledger(db_url)
     clicked, replied = _ask(ledger, run, "toolu_1"), _ask(ledger, run, "toolu_2")
     assert ledger.add_approver(clicked.id, "U2", decided_name="bob", now=1.0)
     assert ledger.decide_approval(replied.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.REPLY,
@@ -48,24 +48,24 @@ def test_each_decision_is_stored_with_its_cause(tmp_path) -> None:
                    "toolu_2": (ApprovalState.SUPERSEDED, DecisionCause.REPLY, "U3", "wait")}
 
 
-def test_an_approval_needing_two_stays_pending_without_a_cause_after_one(tmp_path) -> None:
-    ledger, run = _ledger(tmp_path)
+def test_an_approval_needing_two_stays_pending_without_a_cause_after_one(db_url) -> None:
+    ledger, run = _ledger(db_url)
     a = _ask(ledger, run, required=2)
     assert ledger.add_approver(a.id, "U2", decided_name="bob", now=1.0)
     a = ledger.get_approval(a.id)
     assert (a.state, a.cause, a.approvals, a.pending) == (ApprovalState.PENDING, None, ("U2",), True)
 
 
-def test_the_card_ts_is_recorded_only_in_the_expected_state(tmp_path) -> None:
-    ledger, run = _ledger(tmp_path)
+def test_the_card_ts_is_recorded_only_in_the_expected_state(db_url) -> None:
+    ledger, run = _ledger(db_url)
     a = _ask(ledger, run)
     assert not ledger.set_card_ts(a.id, "9.0", expect=ApprovalState.APPROVED)
     assert ledger.set_card_ts(a.id, "9.1", expect=ApprovalState.PENDING)
     assert ledger.get_approval(a.id).message_ts == "9.1"
 
 
-def test_inbox_items_come_back_with_their_state(tmp_path) -> None:
-    ledger, run = _ledger(tmp_path)
+def test_inbox_items_come_back_with_their_state(db_url) -> None:
+    ledger, run = _ledger(db_url)
     first = ledger.add_inbox(run_id=run.id, channel="C1", ts="2.0", user="U2", text="hold on")
     ledger.add_inbox(run_id=run.id, channel="C1", ts="3.0", user="U3", text="go")
     ledger.put_inbox_state(first, InboxState.SUPERSEDING)
