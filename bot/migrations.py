@@ -162,11 +162,8 @@ def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
     runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
 
 
-@sqlite_migrations()
-def m003_decision_cause(db: sqlite_utils.Database) -> None:
-    """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
-    db.table("approvals").add_column("cause", str)
-    db.execute("""
+# m003's backfill, the same SQL on both backends.
+_CAUSE_FROM_REASON = """
         UPDATE approvals SET cause = CASE
             WHEN state IN ('approved', 'denied') THEN 'click'
             WHEN state = 'expired' THEN 'expiry'
@@ -174,7 +171,14 @@ def m003_decision_cause(db: sqlite_utils.Database) -> None:
             WHEN reason LIKE 'the call changed%' THEN 'changed_call'
             ELSE 'reply' END
         WHERE state != 'pending'
-    """)
+"""
+
+
+@sqlite_migrations()
+def m003_decision_cause(db: sqlite_utils.Database) -> None:
+    """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
+    db.table("approvals").add_column("cause", str)
+    db.execute(_CAUSE_FROM_REASON)
 
 
 @sqlite_migrations()
@@ -277,14 +281,7 @@ PG_MIGRATIONS: dict[str, str] = {
     """,
     "m003_decision_cause": """
         ALTER TABLE approvals ADD COLUMN cause TEXT;
-        UPDATE approvals SET cause = CASE
-            WHEN state IN ('approved', 'denied') THEN 'click'
-            WHEN state = 'expired' THEN 'expiry'
-            WHEN reason LIKE 'run stopped%' THEN 'stop'
-            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
-            ELSE 'reply' END
-        WHERE state != 'pending';
-    """,
+    """ + _CAUSE_FROM_REASON + ";",
     "m004_outbox": """
         CREATE TABLE outbox (
             rowid BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL,

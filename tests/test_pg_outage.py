@@ -62,6 +62,20 @@ async def replicas(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAn
             await stop(proc)
 
 
+def halt_in_step_1(server: pgserver.PgServer, fake: FakeAnthropic) -> Counter[int]:
+    """The scenario model, stopping Postgres inside run R1's first request for step 1, before its answer goes
+    out: the driver's next write finds no server. Returns how often each step was asked."""
+    asked: Counter[int] = Counter()
+
+    def on_request(tag: str | None, step: int) -> None:
+        asked[step] += 1
+        if tag == "R1" and step == 1 and asked[1] == 1:
+            server.halt()
+
+    ScenarioModel(on_request=on_request).install(fake)
+    return asked
+
+
 def logged(bots: Bots, event: str) -> bool:
     """Some replica's log has this structlog event."""
     return any(f'"event": "{event}"' in path.read_text(errors="replace")
@@ -98,14 +112,7 @@ def assert_whole(bots: Bots, slack: FakeSlack, thread: str, tag: str) -> None:
 
 async def test_a_short_outage_is_retried_through_and_the_run_never_notices(
         replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
-    asked: Counter[int] = Counter()
-
-    def on_request(tag: str | None, step: int) -> None:
-        asked[step] += 1
-        if tag == "R1" and step == 1 and asked[1] == 1:
-            own_pg.halt()  # before the answer goes out: the driver's next write finds no server
-
-    ScenarioModel(on_request=on_request).install(fake_anthropic)
+    asked = halt_in_step_1(own_pg, fake_anthropic)
     event = mention_event(CHANNEL, ALICE, "[R1] web-R1 keeps flapping, please fix it")
     await fake_slack.send_event(event, timeout=WAIT)
 
@@ -120,14 +127,7 @@ async def test_a_short_outage_is_retried_through_and_the_run_never_notices(
 
 async def test_a_long_outage_pauses_the_run_and_a_replica_continues_it_when_postgres_is_back(
         replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
-    asked: Counter[int] = Counter()
-
-    def on_request(tag: str | None, step: int) -> None:
-        asked[step] += 1
-        if tag == "R1" and step == 1 and asked[1] == 1:
-            own_pg.halt()
-
-    ScenarioModel(on_request=on_request).install(fake_anthropic)
+    asked = halt_in_step_1(own_pg, fake_anthropic)
     event = mention_event(CHANNEL, ALICE, "[R1] web-R1 keeps flapping, please fix it")
     await fake_slack.send_event(event, timeout=WAIT)
 
