@@ -19,6 +19,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -57,11 +58,11 @@ def describe(location: str) -> str:
     return f"{parts.scheme}://{user}{host}{parts.path}{query}"
 
 
+@dataclass(frozen=True)
 class Transient:
     """What a retryable failure was: the store retries it with backoff, then reports StoreUnavailable."""
 
-    def __init__(self, *, disk_full: bool) -> None:
-        self.disk_full = disk_full
+    disk_full: bool
 
 
 class SqliteBackend:
@@ -123,9 +124,6 @@ class SqliteBackend:
             return
         self.db.execute("BEGIN IMMEDIATE")
         self.db.execute("ROLLBACK")
-
-    def schema_version(self) -> SchemaVersion:
-        return sqlite_version(self.db)
 
     @staticmethod
     def transient(error: BaseException) -> Transient | None:
@@ -224,7 +222,7 @@ class PostgresBackend:
         """One Ledger call as one SERIALIZABLE transaction, retried whole (with jitter) when Postgres says it
         conflicted with another replica's: no partial effects, as if every call ran one at a time."""
         errors = self._psycopg.errors
-        for attempt in range(self.serialization_retries):
+        for attempt in range(1, self.serialization_retries + 1):
             try:
                 with self._connection() as conn, conn.transaction():
                     self._in_call = True
@@ -233,13 +231,10 @@ class PostgresBackend:
                     finally:
                         self._in_call = False
             except (errors.SerializationFailure, errors.DeadlockDetected):
+                if attempt == self.serialization_retries:
+                    raise  # the caller's to handle: not transient, so it reaches the run as an error
                 time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** attempt)))
-        with self._connection() as conn, conn.transaction():  # the last try: its failure goes to the caller
-            self._in_call = True
-            try:
-                return fn()
-            finally:
-                self._in_call = False
+        raise AssertionError("unreachable")
 
     def notify(self, payload: str) -> None:
         """Wake the other replicas when this transaction commits (Postgres delivers NOTIFY only on commit)."""
@@ -252,15 +247,8 @@ class PostgresBackend:
         if row["standby"] or row["ro"] == "on":
             raise self._psycopg.errors.ReadOnlySqlTransaction("the database is read-only (a standby?)")
 
-    def schema_version(self) -> SchemaVersion:
-        with self._connection() as conn:
-            return pg_version(conn)
-
-    def transient(self, error: BaseException) -> Transient | None:
-        return self.transient_error(error)
-
     @staticmethod
-    def transient_error(error: BaseException) -> Transient | None:
+    def transient(error: BaseException) -> Transient | None:
         """Connection loss, a restarting or failing-over server, a full disk, a read-only standby: wait and retry."""
         import psycopg
 

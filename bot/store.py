@@ -185,14 +185,9 @@ class Ledger:
             sql += f" LIMIT {int(limit)}"
         return self._select(sql, params)
 
-    @property
-    def _skip_locked(self) -> str:
+    def _skip_locked(self, of: str = "") -> str:
         """Postgres: a row another replica is claiming right now is skipped, not waited for (and retried)."""
-        return " FOR UPDATE SKIP LOCKED" if self.backend == "postgres" else ""
-
-    @property
-    def _skip_locked_o(self) -> str:
-        return " FOR UPDATE OF o SKIP LOCKED" if self.backend == "postgres" else ""
+        return f" FOR UPDATE{f' OF {of}' if of else ''} SKIP LOCKED" if self.backend == "postgres" else ""
 
     def _wake(self, payload: str) -> None:
         """Tell the other replicas, when this transaction commits (Postgres NOTIFY; SQLite: they poll)."""
@@ -557,7 +552,7 @@ class Ledger:
                           EXISTS (SELECT 1 FROM outbox t WHERE t.id = o.target AND t.state != 'pending')
                           AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.kind = 'update' AND e.target = o.target
                                             AND e.state = 'pending' AND e.rowid < o.rowid)))
-                    ORDER BY o.next_at, o.rowid LIMIT 1{self._skip_locked_o})
+                    ORDER BY o.next_at, o.rowid LIMIT 1{self._skip_locked("o")})
                 RETURNING *
                 """,
                 [owner, until, now, now],
@@ -814,7 +809,7 @@ class Ledger:
         return self._write(
             "UPDATE runs SET owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs WHERE id = ? "
             "AND status IN (?, ?) "
-            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked})",
+            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked()})",
             [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
         ) == 1
 
@@ -930,8 +925,8 @@ class Store:
                 await self._submit(_open)
                 return self
             except Exception as e:
-                transient = (PostgresBackend.transient_error(e) if self.backend == "postgres"
-                             else SqliteBackend.transient(e))
+                backend = PostgresBackend if self.backend == "postgres" else SqliteBackend
+                transient = backend.transient(e)
                 if transient is None or time.monotonic() + delay > deadline:
                     if transient is None:
                         raise

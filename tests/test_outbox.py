@@ -68,6 +68,20 @@ async def settled(*boxes: Outbox) -> None:
             await box.settle()
 
 
+async def deliver(store: Store, slack: FakeSlack, *, run_id: str | None = None, key: str = "card:apr_1",
+                  approval_id: str | None = None) -> str:
+    """Post CARD in the thread through a fresh sender and wait until nothing is pending; the outbox item's id."""
+    box = outbox(store, slack)
+    await box.start()
+    try:
+        item_id = await box.post(run_id=run_id, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key=key,
+                                 approval_id=approval_id)
+        await settled(box)
+    finally:
+        await box.close()
+    return item_id
+
+
 async def sent(store: Store, item_id: str) -> str:
     """A settled item's ts; it must have been sent."""
     item = await store.outbox_item(item_id)
@@ -86,14 +100,8 @@ def methods(slack: FakeSlack, *names: str) -> list[tuple[str, str | None]]:
 
 async def test_a_rate_limited_post_is_sent_once_after_retry_after(store: Store, slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", "ratelimited", retry_after=0)
-    box = outbox(store, slack)
-    await box.start()
-    try:
-        item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1")
-        await settled(box)
-        ts = await sent(store, item_id)
-    finally:
-        await box.close()
+    item_id = await deliver(store, slack)
+    ts = await sent(store, item_id)
     assert [m.ts for m in carrying(slack, item_id)] == [ts]
     # a 429 means "not posted": no need to look in the thread before the retry
     assert methods(slack, "chat.postMessage", "conversations.replies") == [
@@ -104,14 +112,8 @@ async def test_a_post_that_failed_with_a_server_error_is_looked_for_then_posted_
     store: Store, slack: FakeSlack
 ) -> None:
     slack.fail_next("chat.postMessage", "internal_error", times=2)
-    box = outbox(store, slack)
-    await box.start()
-    try:
-        item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1")
-        await settled(box)
-        ts = await sent(store, item_id)
-    finally:
-        await box.close()
+    item_id = await deliver(store, slack)
+    ts = await sent(store, item_id)
     assert [m.ts for m in carrying(slack, item_id)] == [ts]
     assert methods(slack, "chat.postMessage", "conversations.replies") == [
         ("chat.postMessage", "internal_error"), ("conversations.replies", None),
@@ -149,28 +151,15 @@ async def test_a_cards_ts_is_recorded_on_its_approval_when_sent(store: Store, sl
     approval = await store.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
                                            category="mutating", args=RESTART, requester="U0ALICE",
                                            expires_at=time.time() + 600)
-    box = outbox(store, slack)
-    await box.start()
-    try:
-        item_id = await box.post(run_id=run.id, channel=CHANNEL, thread_ts=THREAD, msg=CARD,
-                                 key=f"card:{approval.id}", approval_id=approval.id)
-        await settled(box)
-        ts = await sent(store, item_id)
-    finally:
-        await box.close()
+    item_id = await deliver(store, slack, run_id=run.id, key=f"card:{approval.id}", approval_id=approval.id)
+    ts = await sent(store, item_id)
     assert (await store.get_approval(approval.id)).message_ts == ts
 
 
 async def test_content_slack_refuses_falls_back_to_plain_text_once(store: Store, slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", "invalid_blocks")
-    box = outbox(store, slack)
-    await box.start()
-    try:
-        item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1")
-        await settled(box)
-        ts = await sent(store, item_id)
-    finally:
-        await box.close()
+    item_id = await deliver(store, slack)
+    ts = await sent(store, item_id)
     (msg,) = carrying(slack, item_id)
     assert (msg.ts, msg.text, msg.blocks) == (ts, CARD.text, None)
     item = await store.outbox_item(item_id)
@@ -180,13 +169,7 @@ async def test_content_slack_refuses_falls_back_to_plain_text_once(store: Store,
 async def test_a_post_refused_with_its_fallback_too_is_failed(store: Store, slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", "invalid_blocks")
     slack.fail_next("chat.postMessage", "msg_too_long")
-    box = outbox(store, slack)
-    await box.start()
-    try:
-        item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1")
-        await settled(box)
-    finally:
-        await box.close()
+    item_id = await deliver(store, slack)
     item = await store.outbox_item(item_id)
     assert item is not None and (item.state, item.error, item.attempts) == (OutboxState.FAILED, "msg_too_long", 2)
     assert carrying(slack, item_id) == []
