@@ -3,15 +3,18 @@
 # No secrets are baked in: tokens and OPSLOOP_DB come from the environment at run time
 # (deploy/compose.yml, deploy/kubernetes.yml; see deploy/README.md).
 
-# --- build: the project and every dependency as wheels (pure Python or prebuilt; psycopg[binary] brings libpq)
+# --- build: every dependency as wheels, exactly the versions and hashes of locks/run.txt (what CI tested;
+# pure Python or prebuilt: psycopg[binary] brings libpq), then the project's own wheel
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
+COPY locks/run.txt ./locks/run.txt
+RUN pip wheel --require-hashes --wheel-dir /wheels -r locks/run.txt
 COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY handlers ./handlers
 COPY tools ./tools
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --no-deps --wheel-dir /wheels .
 
 # --- run: the wheels installed, nothing else
 FROM python:3.11-slim

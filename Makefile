@@ -3,16 +3,40 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV := $(BIN)/uv
 
-.PHONY: test chaos lint demo sandbox screenshot browser postgres run bench clean
+.PHONY: test test-latest lock chaos lint demo sandbox screenshot browser postgres sshd run bench clean
 
-$(STAMP): pyproject.toml
+# Every install comes from a committed lock with hashes (locks/): a fresh clone gets exactly what CI tested.
+# uv (itself pinned, with hashes, in locks/uv.txt) installs them; plain pip can install the same files
+# (`pip install --require-hashes -r locks/dev.txt`). opsloop itself goes in editable, without build isolation,
+# using the locked setuptools: nothing unpinned is fetched.
+$(STAMP): pyproject.toml locks/dev.txt locks/uv.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r locks/uv.txt
+	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r locks/dev.txt
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-test: $(STAMP) browser postgres
+# Refresh the locks from the ranges in pyproject.toml (and locks/uv.in): the newest versions they allow,
+# for every platform and Python 3.11+. Commit the result; `make test` then installs exactly it.
+LOCK := $(UV) pip compile --quiet --generate-hashes --universal --python-version 3.11 --custom-compile-command "make lock"
+lock: $(STAMP)
+	$(LOCK) --upgrade locks/uv.in -o locks/uv.txt
+	$(LOCK) --upgrade pyproject.toml -o locks/run.txt
+	$(LOCK) --upgrade pyproject.toml --extra dev -o locks/dev.txt
+	$(LOCK) --upgrade pyproject.toml --extra dev --extra bench -o locks/bench.txt
+
+# The suite on the newest versions pyproject.toml's ranges allow, ignoring the lock, in a venv of its own:
+# drift found on purpose (then `make lock`), not by a red CI on a fresh clone.
+LATEST := .venv-latest
+test-latest: $(STAMP) browser postgres sshd
+	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
+	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade --resolution highest -e '.[dev]'
+	$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE '^(anthropic|slack|aiohttp|sqlite-utils|structlog|asyncssh|google-re2|psycopg)' || true
+	$(LATEST)/bin/python -m pytest -q
+
+test: $(STAMP) browser postgres sshd
 	$(BIN)/python -m pytest -q
 
 # The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
@@ -69,13 +93,28 @@ postgres:
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PG_INSTALL) >/dev/null 2>&1; } \
 	  || echo "postgres: apt-get could not install $(PG_PKGS); the Postgres tests will skip"
 
+# OpenSSH's server and client for the host tools' tests (tests/sshserver.py starts a throwaway sshd on loopback),
+# from Debian's packages, the same way. Never fails the build: without them the SSH tests skip and say why.
+SSH_PKGS := openssh-server openssh-client
+SSH_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SSH_PKGS)
+sshd:
+	@if { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "sshd: no apt-get here; the SSH tests will skip"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "sshd: not root and no passwordless sudo; the SSH tests will skip"; exit 0; fi; \
+	echo "sshd: installing $(SSH_PKGS) with apt-get"; \
+	$$SUDO $(SSH_INSTALL) >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(SSH_INSTALL) >/dev/null 2>&1; } \
+	  || echo "sshd: apt-get could not install $(SSH_PKGS); the SSH tests will skip"
+
 run: $(STAMP)
 	$(BIN)/opsloop run
 
 # Writes bench/RESULTS.md (and growth.png, PROFILE.md); installs the peers it compares against first.
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r locks/bench.txt
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) .pytest_cache .mypy_cache .ruff_cache

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import anthropic
 import structlog
@@ -25,9 +26,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ModelClient
 from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
+from bot.connection import is_unreachable, reason, unreachable
 from bot.metrics import DEFAULT_HOST, MetricsServer, serve_metrics
 from bot.model import AnthropicModel
-from bot.pricing import price_for
+from bot.pricing import model_problems, price_for
 from bot.store import Store
 from handlers import approvals, mentions, replies, stop
 from handlers.blocks import APPROVE, DENY, STOP
@@ -38,27 +40,30 @@ from tools import ToolRegistry
 from tools.config import build_registry
 
 log = structlog.get_logger("opsloop.app")
+T = TypeVar("T")
 
 
-def slack_client(settings: Settings) -> AsyncWebClient:
+def slack_client(settings: Settings, *, timeout_s: float = 30.0, retries: bool = True) -> AsyncWebClient:
+    """`retries=False` (opsloop check): one attempt, so an unreachable Slack is reported at once."""
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
+        timeout=int(max(1, timeout_s)),
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),  # honours Retry-After
             AsyncServerErrorRetryHandler(max_retry_count=2),
-        ],
+        ] if retries else [],
     )
 
 
-def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
+def anthropic_client(settings: Settings, *, timeout_s: float = 600.0) -> anthropic.AsyncAnthropic:
     # max_retries=0: AnthropicModel retries itself, with a cap on Retry-After and the fallback chain.
     # An empty ANTHROPIC_BASE_URL is "not set" (compose passes empty variables): the default, not the SDK's own
     # read of the environment, which would take the empty string as the URL.
     return anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key,
                                    base_url=settings.anthropic_base_url or "https://api.anthropic.com",
-                                   max_retries=0, timeout=600.0)
+                                   max_retries=0, timeout=timeout_s)
 
 
 EVENTS_KEPT_SECONDS = 24 * 3600  # the events dedupe table keeps a day (Slack redelivers within minutes)
@@ -121,13 +126,22 @@ class Opsloop:
     # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
     # or its connection pool is left for the garbage collector to close on a loop that may be gone.
     owned_llm: anthropic.AsyncAnthropic | None = None
+    llm: anthropic.AsyncAnthropic | None = None  # the client runs use (None: a scripted model)
     metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
     housekeeping: asyncio.Task[None] | None = None  # prunes the events dedupe table
+    # Dependencies out of reach right now ({"slack": "cannot connect to slack.com:443 (…); retrying (attempt 3)"}):
+    # start-up keeps trying them with backoff, one log line per attempt, and /healthz says why.
+    down: dict[str, str] = field(default_factory=dict)
+    llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
+    watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
         if self.metrics is not None:
             await self.metrics.close()
+        if self.watcher is not None:
+            self.watcher.cancel()
+            await asyncio.gather(self.watcher, return_exceptions=True)
         if self.housekeeping is not None:
             self.housekeeping.cancel()
             await asyncio.gather(self.housekeeping, return_exceptions=True)
@@ -151,8 +165,9 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     log.info("store.opened", backend=store.backend, where=store.where)
     tools = await build_registry(settings.tools)
     client = slack_client(settings)
-    auth = await client.auth_test()
     llm = None if model_for is not None else model_client or anthropic_client(settings)
+    for line in model_problems(settings.model.chain)[1]:
+        log.warning("model.deprecated", problem=line)
     for model in settings.model.chain:
         if not price_for(model, settings.model.prices)[1]:
             log.warning("model.unknown_price", model=model,
@@ -177,11 +192,11 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     outbox = Outbox(store=store, client=client)
     sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for or claude_for,
                      price_for=lambda m: price_for(m, settings.model.prices)[0],
-                     policy=ApprovalPolicy(settings.approvals, client), outbox=outbox,
-                     bot_user_id=str(auth.get("user_id", "")))
+                     policy=ApprovalPolicy(settings.approvals, client), outbox=outbox)
     register(app, sup)
     return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup, outbox=outbox,
-                   owned_llm=None if model_client is not None else llm)
+                   owned_llm=None if model_client is not None else llm, llm=llm,
+                   llm_reachable=None if llm is None else False)
 
 
 async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metrics_port: int | None = None,
@@ -189,22 +204,91 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run."""
     if metrics_port is not None:  # first: probes and scrapes see the start-up too
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
+    # Slack first: nothing works without it. An unreachable Slack is retried with backoff (one log line per
+    # attempt, /healthz says why), never a traceback; a wrong token is an answer, and stops start-up.
+    if ops.llm is not None:
+        ops.watcher = asyncio.create_task(_watch_anthropic(ops, ops.llm), name="opsloop-anthropic-reachable")
+    url = ops.settings.slack_api_url
+    auth = await until_reachable(ops, "slack", url, ops.client.auth_test)
+    ops.supervisor.bot_user_id = str(auth.get("user_id", ""))
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
     ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops
     await _prune_events_once(ops.store)
     ops.housekeeping = asyncio.create_task(_prune_events(ops.store), name="opsloop-prune-events")
     if ops.settings.slack_app_token:
         ops.socket = AsyncSocketModeHandler(ops.app, ops.settings.slack_app_token)
-        await ops.socket.connect_async()
+        await until_reachable(ops, "slack", url, ops.socket.connect_async)
         log.info("socket_mode.connected")
     else:
-        ops.http = web.AppRunner(ops.app.web_app(path="/slack/events", port=port))
+        web_app = ops.app.web_app(path="/slack/events", port=port)
+        web_app.middlewares.append(_junk_timestamp_is_a_bad_signature)
+        ops.http = web.AppRunner(web_app)
         await ops.http.setup()
         await web.TCPSite(ops.http, host, port).start()
         log.info("http_mode.listening", host=host, port=port, path="/slack/events")
     resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
+
+
+@web.middleware
+async def _junk_timestamp_is_a_bad_signature(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """A request whose X-Slack-Request-Timestamp is not a whole number (`1e9`, `abc`) fails the signature check
+    like any other forgery: 401, not the verifier's int() blowing up into a 500 and an error-level log."""
+    stamp = request.headers.get("X-Slack-Request-Timestamp", "").strip()
+    if request.method == "POST" and not (stamp.isascii() and stamp.isdigit()):
+        log.info("http.request_refused", why="X-Slack-Request-Timestamp is missing or not a number")
+        return web.json_response({"error": "invalid request"}, status=401)
+    return await handler(request)
+
+
+START_TIMEOUT_S = 10.0  # one attempt to reach a dependency at start-up
+BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # between attempts; then every 30 s, for as long as it takes
+
+
+async def until_reachable(ops: Opsloop, name: str, url: str, attempt: Callable[[], Awaitable[T]], *,
+                          timeout_s: float = START_TIMEOUT_S, backoff_s: Sequence[float] = BACKOFF_S) -> T:
+    """`attempt()` until it gets an answer. While `name` can't be reached (refused, DNS, TLS, proxy, timeout),
+    each failure is one warning line and `ops.down[name]` says why; any other error is raised as it is."""
+    for n in itertools.count(1):
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await attempt()
+        except Exception as e:
+            if not is_unreachable(e):
+                raise
+            problem = unreachable(e, url, proxy=ops.settings.proxy, timeout_s=timeout_s)
+            delay = backoff_s[min(n, len(backoff_s)) - 1]
+            ops.down[name] = f"{problem}; retrying (attempt {n})"
+            log.warning(f"{name}.unreachable", attempt=n, problem=problem, retry_in_s=delay)
+            await asyncio.sleep(delay)  # backoff between attempts: a timer, not a wait for state
+            continue
+        if ops.down.pop(name, None) is not None:
+            log.info(f"{name}.reachable", attempts=n)
+        return result
+    raise AssertionError("unreachable")  # itertools.count never ends
+
+
+async def _watch_anthropic(ops: Opsloop, llm: anthropic.AsyncAnthropic) -> None:
+    """At start-up, learn whether the Messages API can be reached (a free GET of the models list; any HTTP
+    answer counts), so /healthz and the log say so before the first incident rather than during it."""
+    url = ops.settings.anthropic_base_url or "https://api.anthropic.com"
+
+    async def probe() -> int:
+        try:
+            await llm.models.list(limit=1)
+        except anthropic.APIStatusError as e:  # it answered: reachable (a wrong key is `opsloop check`'s to say)
+            return e.status_code
+        return 200
+
+    try:
+        status = await until_reachable(ops, "anthropic", url, probe)
+        ops.llm_reachable = True
+        log.info("anthropic.reachable", status=status)
+    except Exception as e:  # never take the bot down for a probe
+        log.warning("anthropic.probe_failed", error=f"{type(e).__name__}: {reason(e)}")
 
 
 def _wake(ops: Opsloop, news: str) -> None:
@@ -241,8 +325,18 @@ async def serve(settings: Settings, *, port: int = 3000, metrics_port: int | Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        await start(ops, port=port, metrics_port=metrics_port, metrics_host=metrics_host)
-        await stopping.wait()
+        # Start-up may wait a long time for an unreachable Slack: a SIGTERM meanwhile stops it cleanly.
+        starting = asyncio.ensure_future(start(ops, port=port, metrics_port=metrics_port, metrics_host=metrics_host))
+        told_to_stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({starting, told_to_stop}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            if starting.exception() is not None:
+                told_to_stop.cancel()
+                starting.result()  # start-up's own errors (a revoked token, a store that is gone) end the process
+            await told_to_stop
+        else:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
         log.info("shutting_down")
     finally:
         await ops.close()

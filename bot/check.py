@@ -2,24 +2,66 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import warnings
 
 from bot.config import Settings
+from bot.connection import is_unreachable, reason, unreachable
+from bot.pricing import Status, lifecycle, model_problems, replacement_for
+
+CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
 
 
-def model_warnings(settings: Settings) -> list[str]:
-    """Configured models that the SDK marks deprecated, each with its replacement."""
-    from bot.model import deprecation
-    from bot.pricing import replacement_for
+async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
+    """auth.test with the bot token: print who the bot is, or return the one-line problem."""
+    from slack_sdk.errors import SlackApiError
 
-    out = []
-    for model in settings.model.chain:
-        if (end := deprecation(model)) is not None:
-            instead = replacement_for(model)
-            out.append(f"model {model} is deprecated and reaches end of life on {end}"
-                       + (f"; replace it with {instead}" if instead else ""))
-    return out
+    from bot.app import slack_client
+
+    url = settings.slack_api_url
+    try:
+        async with asyncio.timeout(timeout_s):
+            auth = await slack_client(settings, timeout_s=timeout_s, retries=False).auth_test()
+    except SlackApiError as e:
+        return [f"slack: auth.test failed: {e.response.get('error')}"]
+    except Exception as e:
+        if not is_unreachable(e):
+            return [f"slack: auth.test failed: {type(e).__name__}: {reason(e)}"]
+        return [f"slack: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}"]
+    print(f"slack: ok, bot user {auth.get('user_id')} in team {auth.get('team')}")
+    return []
+
+
+async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
+    """One tiny request per model of the chain (retired ones are already an error and are not asked)."""
+    import anthropic
+
+    from bot.app import anthropic_client
+    from bot.model import ping
+
+    problems: list[str] = []
+    retired = {m for m in settings.model.chain if lifecycle(m).status is Status.RETIRED}
+    url = settings.anthropic_base_url or "https://api.anthropic.com"
+    async with anthropic_client(settings, timeout_s=timeout_s) as llm:
+        for model in settings.model.chain:
+            if model in retired:
+                continue
+            with warnings.catch_warnings():  # the SDK warns about deprecated models; the lifecycle table says it
+                warnings.simplefilter("ignore", DeprecationWarning)
+                try:
+                    problem = await ping(llm, model)
+                except anthropic.APIConnectionError as e:  # APITimeoutError is one too
+                    problems.append(f"anthropic: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}")
+                    break  # every model is behind the same unreachable endpoint
+            if problem is None:
+                print(f"model: ok, {model}")
+                continue
+            instead = replacement_for(model) if problem.startswith("not found") else None
+            problems.append(f"model: {model}: {problem}" + (f"; replace it with {instead}" if instead else ""))
+            if problem.startswith(("AuthenticationError", "PermissionDeniedError")):
+                break  # the key is wrong: every model would say the same
+    return problems
 
 
 def store_check(settings: Settings) -> list[str]:
@@ -39,17 +81,14 @@ def store_check(settings: Settings) -> list[str]:
     return []
 
 
-async def check(settings: Settings) -> int:
-    from slack_sdk.errors import SlackApiError
-
-    from bot.app import anthropic_client, slack_client
-    from bot.model import ping
-    from bot.pricing import replacement_for
+async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> int:
+    """Exit status 1 when anything must be fixed; every problem and warning is one line on stderr."""
     from handlers.policy import approval_warnings
     from tools.config import ToolConfigError, build_registry, tool_table
 
-    problems: list[str] = []
-    notes = [*model_warnings(settings), *approval_warnings(settings.approvals)]
+    retired, deprecated = model_problems(settings.model.chain)
+    problems: list[str] = list(retired)
+    notes = [*deprecated, *approval_warnings(settings.approvals)]
     try:
         registry = await build_registry(settings.tools)
     except ToolConfigError as e:
@@ -64,26 +103,11 @@ async def check(settings: Settings) -> int:
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is not set")
     else:
-        try:
-            auth = await slack_client(settings).auth_test()
-            print(f"slack: ok, bot user {auth.get('user_id')} in team {auth.get('team')}")
-        except SlackApiError as e:
-            problems.append(f"slack: auth.test failed: {e.response.get('error')}")
+        problems += await slack_check(settings, timeout_s=timeout_s)
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
     else:
-        async with anthropic_client(settings) as llm:
-            for model in settings.model.chain:
-                with warnings.catch_warnings():  # the SDK warns about deprecated models; we say it once, below
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    problem = await ping(llm, model)
-                if problem is None:
-                    print(f"model: ok, {model}")
-                    continue
-                instead = replacement_for(model) if problem.startswith("not found") else None
-                problems.append(f"model: {model}: {problem}" + (f"; replace it with {instead}" if instead else ""))
-                if problem.startswith(("AuthenticationError", "PermissionDeniedError")):
-                    break  # the key is wrong: every model would say the same
+        problems += await model_check(settings, timeout_s=timeout_s)
     for line in notes:
         print(f"opsloop: warning: {line}", file=sys.stderr)
     for line in problems:

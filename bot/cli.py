@@ -32,6 +32,8 @@ def _fail(lines: Sequence[str]) -> int:
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     if problems := missing_for_run(settings):
         return _fail(problems)
+    from slack_sdk.errors import SlackApiError
+
     from bot.app import serve  # imported late: `opsloop runs` needs no Slack or anthropic
     from bot.metrics import MetricsPortError
     from bot.migrations import SchemaTooNew
@@ -44,6 +46,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         pass
     except (MetricsPortError, StoreUnavailable, SchemaTooNew) as e:
         return _fail([str(e)])
+    except SlackApiError as e:  # Slack answered, and said no (a revoked token): retrying would not fix it
+        return _fail([f"slack: {e.response.get('error') or e}: check SLACK_BOT_TOKEN and SLACK_APP_TOKEN"])
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.guards import Limits
-from bot.pricing import Price
+from bot.pricing import Price, model_problems
 
 
 class ConfigError(Exception):
@@ -84,6 +84,7 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     anthropic_api_key: Secret | None = None
     anthropic_base_url: str | None = None
+    proxy: Secret | None = None  # HTTPS_PROXY & co., as slack_sdk and httpx read them: named when a connection fails
     db_path: str = "opsloop.db"  # a SQLite file, or a postgresql:// URL (several replicas share it)
     config_path: str | None = None
     log_level: str = "info"
@@ -224,10 +225,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
         db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or "opsloop.db",
         config_path=str(path) if path else None,
         log_level=str(sections.get("log", {}).get("level", "info")),
     )
+
+
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")  # slack_sdk's order of reading them
 
 
 def missing_for_run(settings: Settings) -> list[str]:
@@ -243,4 +248,5 @@ def missing_for_run(settings: Settings) -> list[str]:
         problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
+    problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident
     return problems

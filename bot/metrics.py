@@ -202,6 +202,8 @@ def delivery_type(body: Mapping[str, Any]) -> str:
 
 async def slack_problem(ops: Opsloop) -> str | None:
     """None when Slack can reach us: Socket Mode connected, or HTTP mode listening."""
+    if ops.down.get("slack"):
+        return ops.down["slack"]  # start-up can't reach Slack: why, and that it keeps trying
     if ops.socket is not None:
         return None if await ops.socket.client.is_connected() else "Socket Mode is not connected"
     if ops.http is not None:
@@ -222,9 +224,13 @@ async def store_problem(store: Store) -> str | None:
 
 
 async def health(ops: Opsloop) -> tuple[bool, dict[str, str]]:
-    """(healthy, {check: "ok" | what is wrong}) for /healthz."""
+    """(healthy, {check: "ok" | what is wrong}) for /healthz. Anthropic out of reach is shown but not
+    unhealthy: runs stop with model_error and say so in their threads, and a restart would not bring it back."""
     checks = {"slack": await slack_problem(ops), "store": await store_problem(ops.store)}
-    return all(v is None for v in checks.values()), {k: v or "ok" for k, v in checks.items()}
+    healthy = all(v is None for v in checks.values())
+    if ops.llm_reachable is not None:
+        checks["anthropic"] = ops.down.get("anthropic") or (None if ops.llm_reachable else "not checked yet")
+    return healthy, {k: v or "ok" for k, v in checks.items()}
 
 
 # --- the server ---------------------------------------------------------------------

@@ -107,18 +107,14 @@ class RepetitionDetector:
         return any(tail[p:] == tail[:-p] for p in range(1, self.max_period + 1))
 
 
-# --- lifecycle -------------------------------------------------------------
-def deprecation(model: str) -> str | None:
-    """When the SDK's own deprecation table says `model` reaches end of life, or None."""
-    from anthropic._data import DEPRECATED_MODELS  # the SDK's table, also behind its DeprecationWarning
-
-    return DEPRECATED_MODELS.get(model)
-
-
+# --- reachability ----------------------------------------------------------
 async def ping(client: anthropic.AsyncAnthropic, model: str) -> str | None:
-    """One tiny request to `model`: None when it answers, else a one-line problem (404: retired or unknown)."""
+    """One tiny request to `model`: None when it answers, else a one-line problem (404: retired or unknown).
+    Raises APIConnectionError (and APITimeoutError) when the API can't be reached at all."""
     try:
         await client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "ping"}])
+    except anthropic.APIConnectionError:
+        raise
     except anthropic.NotFoundError:
         return "not found: retired, misspelt or not available to this API key"
     except anthropic.APIError as e:

@@ -30,23 +30,34 @@ async def test_check_prints_the_tool_table_and_passes(fake_slack, fake_anthropic
 async def test_check_warns_about_a_deprecated_model_and_names_its_replacement(fake_slack, fake_anthropic,
                                                                               tmp_path, capsys):
     config = tmp_path / "opsloop.toml"
-    config.write_text('[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
+    config.write_text('[model]\nprimary = "claude-opus-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
                       '[approvals]\napprovers = ["U1"]\n')
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == ["opsloop: warning: model claude-sonnet-4-5 is deprecated and reaches end of life on "
-                   "November 30th, 2026; replace it with claude-sonnet-5-5"]
+    assert err == ["opsloop: warning: model claude-opus-4-5 is deprecated and retires on 2027-01-22; "
+                   "replace it with claude-opus-5-5 in [model]"]
 
 
-async def test_check_reports_a_retired_model_from_the_api_404(fake_slack, fake_anthropic, tmp_path, capsys):
+async def test_check_fails_on_a_retired_model_without_asking_the_api(fake_slack, fake_anthropic, tmp_path, capsys):
     config = tmp_path / "opsloop.toml"
-    config.write_text('[model]\nprimary = "claude-opus-4-1"\nfallbacks = []\n[approvals]\napprovers = ["U1"]\n')
-    fake_anthropic.script(error(404, "not_found_error", "model: claude-opus-4-1"))
+    config.write_text('[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
+                      '[approvals]\napprovers = ["U1"]\n')
+    fake_anthropic.script(reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
     err = capsys.readouterr().err.splitlines()
-    assert err == ["opsloop: model: claude-opus-4-1: not found: retired, misspelt or not available to this API key; "
-                   "replace it with claude-opus-5-5"]
+    assert err == ["opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); "
+                   "replace it with claude-sonnet-5-5 in [model]"]
+    assert [r.body["model"] for r in fake_anthropic.requests] == ["claude-haiku-5-5"]
+
+
+async def test_check_reports_an_unknown_model_from_the_api_404(fake_slack, fake_anthropic, tmp_path, capsys):
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[model]\nprimary = "claude-sonnet-9-9"\nfallbacks = []\n[approvals]\napprovers = ["U1"]\n')
+    fake_anthropic.script(error(404, "not_found_error", "model: claude-sonnet-9-9"))
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["opsloop: model: claude-sonnet-9-9: not found: retired, misspelt or not available to this API key"]
 
 
 async def test_check_warns_when_anyone_may_approve(fake_slack, fake_anthropic, capsys):

@@ -447,14 +447,15 @@ def test_the_env_file_with_the_tokens_is_git_ignored():
 
 
 def test_the_build_context_is_only_what_pip_install_needs():
-    """.dockerignore is an allowlist: the sources pyproject packages, and nothing like .env, .venv or *.db."""
+    """.dockerignore is an allowlist: the sources pyproject packages and the lock the image installs from
+    (locks/run.txt), and nothing like .env, .venv or *.db."""
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
     assert lines[0] == "*"
     included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert included == {"pyproject.toml", project["project"]["readme"], *packages}
+    assert included == {"pyproject.toml", project["project"]["readme"], "locks/run.txt", *packages}
     copied = {src.rstrip("/") for op, args in dockerfile() if op == "COPY" and "--from" not in args
               for src in args.split()[:-1]}
     assert copied == included

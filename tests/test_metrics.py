@@ -117,11 +117,19 @@ async def test_each_bot_has_its_own_registry_and_stops_observing_when_closed(tmp
     assert server.metrics.processor not in structlog.get_config()["processors"]  # closed with the bot
 
 
+async def anthropic_probed(env: BotEnv) -> None:
+    """Start-up probes the Messages API in the background: wait until it has answered."""
+    assert env.ops.watcher is not None
+    await asyncio.wait_for(env.ops.watcher, 10)
+    assert env.ops.llm_reachable
+
+
 async def test_healthz_is_200_when_slack_and_the_store_are_fine(tmp_path: Path, fake_slack: FakeSlack,
                                                                 fake_anthropic: FakeAnthropic) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
-        assert await healthz(server) == (200, {"status": "ok", "slack": "ok", "store": "ok"})
+        await anthropic_probed(env)
+        assert await healthz(server) == (200, {"status": "ok", "slack": "ok", "store": "ok", "anthropic": "ok"})
 
 
 async def test_healthz_is_503_when_the_store_is_not_writable(tmp_path: Path, fake_slack: FakeSlack,
@@ -139,9 +147,10 @@ async def test_healthz_is_503_when_socket_mode_is_down(tmp_path: Path, fake_slac
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
         assert env.ops.socket is not None
+        await anthropic_probed(env)
         await env.ops.socket.close_async()
         assert await healthz(server) == (503, {"status": "unhealthy", "slack": "Socket Mode is not connected",
-                                               "store": "ok"})
+                                               "store": "ok", "anthropic": "ok"})
 
 
 async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path, fake_slack: FakeSlack,
@@ -156,6 +165,7 @@ async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path
         env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     logs: list[dict[str, Any]] = []
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    probed = asyncio.Event()
 
     async def read_logs() -> None:
         assert proc.stderr is not None
@@ -164,6 +174,8 @@ async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path
                 logs.append(json.loads(line))
                 if logs[-1].get("event") == "metrics.listening" and not listening.done():
                     listening.set_result(int(logs[-1]["port"]))
+                if logs[-1].get("event") == "anthropic.reachable":
+                    probed.set()
 
     reader = asyncio.create_task(read_logs())
     try:
@@ -174,8 +186,9 @@ async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path
         await fake_slack.wait_for_message(
             "C0INCIDENT", where=lambda m: m.thread_ts == mention["ts"] and "rotated nginx logs" in (m.text or ""),
             timeout=30)
+        await asyncio.wait_for(probed.wait(), 30)  # start-up's reachability probe of the Messages API answered
         status, body = await get(f"http://127.0.0.1:{port}/healthz")
-        assert (status, json.loads(body)) == (200, {"status": "ok", "slack": "ok", "store": "ok"})
+        assert (status, json.loads(body)) == (200, {"status": "ok", "slack": "ok", "store": "ok", "anthropic": "ok"})
         _, exposition = await get(f"http://127.0.0.1:{port}/metrics")
         assert value(exposition, "opsloop_runs_total", stop_reason="completed") == 1
     finally:

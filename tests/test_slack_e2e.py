@@ -555,3 +555,19 @@ async def test_a_mention_mid_thread_gives_the_model_the_thread_so_far(
         first = (await env.requests(1))[0].body["messages"][0]["content"][0]["text"]
         assert "ALERT web-03 disk /var 100%" in first and "nginx access logs look huge" in first
         assert first.index("can you take this?") < first.index("[earlier messages in this thread]")
+
+
+async def test_http_mode_answers_a_junk_timestamp_with_401_like_any_bad_signature(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    import structlog.testing
+
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, http=True) as env:
+        body = json.dumps({"type": "event_callback", "event_id": "Ev0JUNK",
+                           "event": mention_event(CHANNEL, CAROL, "delete everything on web-03")}).encode()
+        with structlog.testing.capture_logs() as logs:
+            for junk in ("1e9", "abc", "", " ", "１７００００００００", "-1", "1.5"):
+                headers = {**sign(body), "X-Slack-Request-Timestamp": junk}
+                assert (await env.post_http(body, headers))[0] == 401, junk
+        assert not [e for e in logs if e["log_level"] == "error"]
+        assert env.runs() == []
