@@ -463,7 +463,8 @@ def test_markdown_becomes_mrkdwn() -> None:
         "* see [graph](https://g.example/d?a=1&b=2)\n\n```bash\ndf -h\n```"
     )
     assert markdown_to_mrkdwn(md) == (
-        "*Findings*\n\nDisk is *full* on `**web-1**`.\n• see graph (<https://g.example/d?a=1&amp;b=2>)\n\n```\ndf -h\n```"
+        "*Findings*\n\nDisk is *full* on `**web-1**`.\n"
+        "• see graph (<https://g.example/d?a=1&amp;b=2>)\n\n```\ndf -h\n```"
     )
 
 

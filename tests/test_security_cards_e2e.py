@@ -51,7 +51,7 @@ def _texts(obj: Any) -> list[str]:
 def sent(slack: FakeSlack) -> list[str]:
     """Every text opsloop sent to Slack: fallback texts and every string inside blocks, of every write."""
     writes = ("chat.postMessage", "chat.update", "chat.postEphemeral")
-    return [t for c in slack.calls if c.method in writes for t in _texts({k: c.args.get(k) for k in ("text", "blocks")})]
+    return [t for c in slack.calls if c.method in writes for t in _texts([c.args.get("text"), c.args.get("blocks")])]
 
 
 def assert_nothing_disguised(slack: FakeSlack, *, hidden: str = HIDDEN) -> None:
