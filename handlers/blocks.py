@@ -15,7 +15,15 @@ from typing import Any
 from bot.redact import REDACTED, redact
 from bot.types import Approval, RunStatus
 from handlers import messages as m
-from handlers.mrkdwn import FENCE, SECTION_TEXT_MAX, markdown_to_mrkdwn, outside_markup, split_mrkdwn
+from handlers.mrkdwn import (
+    FENCE,
+    SECTION_TEXT_MAX,
+    count_hidden,
+    markdown_to_mrkdwn,
+    outside_markup,
+    reveal,
+    split_mrkdwn,
+)
 
 APPROVE = "opsloop.approve"
 DENY = "opsloop.deny"
@@ -68,15 +76,19 @@ def approval_card(approval: Approval) -> SlackMessage:
     The card shows the whole arguments, over several sections when they are long. When even
     that cannot show them all, Approve is not offered (only Deny, with a line saying why):
     nobody approves what they cannot read. Secrets are redacted before anything is laid out
-    (a cut never leaves half a secret), and a card that hides one says so.
+    (a cut never leaves half a secret), and a card that hides one says so. Characters a reader
+    could not see or that reorder text (bidi controls, zero-width characters) are written out
+    as `⟨U+202E⟩`, with a warning line; the tool still receives the arguments as they are.
     """
     a = approval
     if not a.id or len(a.id) > BUTTON_VALUE_MAX:
         raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(a.id)}")
-    state, tool, category, preview, pending = a.state, a.tool, a.category, a.preview, a.pending
+    state, category, pending = a.state, a.category, a.pending
+    raw_args, raw_preview = redact(_json(a.args)), redact(a.preview) if a.preview is not None else None
+    hidden = count_hidden(a.tool) + count_hidden(raw_args) + count_hidden(raw_preview or "")
+    tool, args_text = reveal(a.tool), reveal(raw_args)
+    preview = reveal(raw_preview) if raw_preview is not None else None
     short_tool = _truncate(tool, NAME_MAX)
-    args_text = redact(_json(a.args))
-    preview = redact(preview) if preview is not None else None
     head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
         _section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
@@ -91,6 +103,8 @@ def approval_card(approval: Approval) -> SlackMessage:
             )
         else:
             tail.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
+    if hidden:
+        tail.append(_context([m.hidden_on_card(hidden)], "approval_hidden"))
     if REDACTED in args_text or (preview and REDACTED in preview):
         tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
     if pending:
@@ -104,7 +118,7 @@ def approval_card(approval: Approval) -> SlackMessage:
     else:
         line = m.approval_decided(
             state=state, cause=a.cause, decided_by=a.decided_by, approvals=a.approvals,
-            reason=redact(a.reason) if a.reason else a.reason, decided_at=a.decided_at,
+            reason=reveal(redact(a.reason)) if a.reason else a.reason, decided_at=a.decided_at,
         )
         tail.append(_context([line], "approval_decision"))
     room = MAX_BLOCKS - len(head) - len(tail) - (1 if pending else 0)
@@ -198,7 +212,7 @@ def status_message(
         state=state,
         step=step,
         max_iterations=max_iterations,
-        activity=_one_line(redact(activity), EXCERPT_MAX),
+        activity=_one_line(reveal(redact(activity), prose=True), EXCERPT_MAX),
         tokens=tokens,
         cost_usd=cost_usd,
     )
@@ -220,7 +234,7 @@ def status_message(
 
 def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
     """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs."""
-    text, title = redact(text), redact(title) if title else title
+    text, title = redact(text), reveal(redact(title), prose=True) if title else title
     body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
     sections = [_section(chunk) for chunk in split_mrkdwn(body)]
     header = _header(title, "title") if title and title.strip() else None
@@ -252,9 +266,9 @@ def handoff_report(
     stopped_by: str | None = None,
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance."""
-    stop_words, last_reasoning = redact(stop_words), redact(last_reasoning) if last_reasoning else last_reasoning
-    tools = [(name, times, redact(excerpt or "")) for name, times, excerpt in tools]
-    pending = [redact(item) for item in pending]
+    stop_words, last_reasoning = reveal(redact(stop_words), prose=True), redact(last_reasoning or "")
+    tools = [(reveal(name), times, reveal(redact(excerpt or ""), prose=True)) for name, times, excerpt in tools]
+    pending = [reveal(redact(item), prose=True) for item in pending]
     fields = [
         f"{m.REPORT_ITERATIONS}\n{iterations}/{max_iterations}"
         if max_iterations
@@ -274,7 +288,7 @@ def handoff_report(
         for name, times, excerpt in tools
     ]
     pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in pending if item.strip()]
-    findings = markdown_to_mrkdwn(last_reasoning or "")
+    findings = markdown_to_mrkdwn(last_reasoning)  # links shown as their URLs, hidden characters revealed
 
     sections: list[dict[str, Any]] = []
     for part in (

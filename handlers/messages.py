@@ -156,6 +156,17 @@ REDACTED_ON_CARD = (
 )
 
 
+def hidden_on_card(count: int) -> str:
+    """The warning on a card whose tool name, arguments or dry run hold invisible or text-reordering characters."""
+    what = "1 invisible or direction-changing character" if count == 1 else (
+        f"{count:,} invisible or direction-changing characters")
+    return (
+        f":warning: *Hidden characters:* this call holds {what}, shown here as ⟨U+…⟩ (for example ⟨U+202E⟩"
+        " reverses the text after it). The tool receives them exactly as they are. If you did not expect"
+        " them, deny it."
+    )
+
+
 def preview_cut(cut: int, total: int) -> str:
     return f"_Preview cut to fit: {cut:,} of {total:,} characters not shown._"
 

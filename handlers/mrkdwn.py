@@ -3,11 +3,20 @@
 Pure functions, no Slack imports. A cut never falls inside an `&amp;` entity, a `<…>`
 link or mention, or leaves a code fence open: a cut inside a fence closes it and the
 next chunk re-opens it.
+
+Two rules keep what a reader sees honest. A link never shows words in place of its
+target: a Markdown link becomes its URL alone, or "label (URL)", with the host in
+ASCII (punycode) and the rest percent-encoded. And characters a reader cannot see, or
+that reorder what they see (bidi controls, zero-width and other format characters),
+are shown as `⟨U+202E⟩` (`reveal`).
 """
 
 from __future__ import annotations
 
 import re
+import string
+import unicodedata
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from handlers import messages as m
 
@@ -24,10 +33,61 @@ _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _LINK = re.compile(r"\[([^\]\n|]+)\]\((https?://[^\s)|]+)\)")
 _INLINE_CODE = re.compile(r"(`[^`\n]+`)")
 _LANG = re.compile(r"^[\w+#.-]*$")
+# A label that reads as an address: a scheme, "www.", or one word with a dot before letters ("status.example.com").
+_ADDRESS_LIKE = re.compile(r"://|^www\.|^\S*[^\W_]\.[^\W\d_]{2,}\S*$", re.IGNORECASE)
+# What stays as is in a URL we link: letters, digits and punctuation, but Slack's link syntax (`<`, `>`, `|`)
+# and what RFC 3986 never allows unencoded.
+_URL_SAFE = "".join(c for c in string.punctuation if c not in '<>|"`\\^{}') + string.ascii_letters + string.digits
+
+# Invisible or text-reordering characters beyond Unicode's format/control categories: fillers that render
+# as nothing (Hangul fillers, the braille blank, the combining grapheme joiner, Khmer inherent vowels),
+# Mongolian variation selectors and the variation selectors (which can carry hidden data).
+_INVISIBLE = frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
+                        *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+# Prose keeps what emoji are built from (a joiner, the text/emoji selectors) and any kind of space:
+# neither can reorder text, and no approval is bound to prose.
+_PROSE_KEEPS = frozenset([0x200D, 0xFE0E, 0xFE0F])
+_PROSE_CATEGORIES = frozenset(["Cf", "Cc", "Cs", "Zl", "Zp"])
+_CARD_CATEGORIES = _PROSE_CATEGORIES | {"Co", "Cn"}
+
+
+def is_hidden(ch: str, *, prose: bool = False) -> bool:
+    """Whether a reader could miss `ch` or have text reordered by it (newline and tab are plain text).
+
+    On a card (`prose=False`) every such character counts, and so does any space but U+0020;
+    in prose (answers, reports, the status line) emoji joiners, spaces, private-use and
+    unassigned characters stay as they are.
+    """
+    if ch in "\n\t":
+        return False
+    cp = ord(ch)
+    if prose and cp in _PROSE_KEEPS:
+        return False
+    if cp in _INVISIBLE:
+        return True
+    category = unicodedata.category(ch)
+    if prose:
+        return category in _PROSE_CATEGORIES
+    return category in _CARD_CATEGORIES or (category == "Zs" and ch != " ")
+
+
+def reveal(text: str, *, prose: bool = False) -> str:
+    """`text` with each hidden character (see `is_hidden`) written out as `⟨U+202E⟩`."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(f"\u27e8U+{ord(ch):04X}\u27e9" if is_hidden(ch, prose=prose) else ch for ch in text)
+
+
+def count_hidden(text: str) -> int:
+    """How many characters `reveal` (card rules) writes out."""
+    return 0 if text.isascii() and text.isprintable() else sum(is_hidden(ch) for ch in text)
 
 
 def markdown_to_mrkdwn(markdown: str) -> str:
-    """Escape, then translate the Markdown a model writes into Slack mrkdwn; code fences go on their own lines."""
+    """Escape, then translate the Markdown a model writes into Slack mrkdwn; code fences go on their own lines.
+
+    Links show their real target (`_link`); hidden characters are revealed (`reveal`, prose rules).
+    """
     out: list[str] = []
     in_fence = False
     for line in m.escape(markdown.replace("\r\n", "\n")).split("\n"):
@@ -46,7 +106,8 @@ def markdown_to_mrkdwn(markdown: str) -> str:
             out.append(_inline(line))
     if in_fence:
         out.append(FENCE)
-    return "\n".join(out).strip()
+    # After the links are built: their URLs are ASCII by then, so only text around them changes.
+    return reveal("\n".join(out).strip(), prose=True)
 
 
 def split_mrkdwn(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
@@ -84,8 +145,45 @@ def _inline(line: str) -> str:
     for i in range(0, len(parts), 2):  # even parts are outside `inline code`
         part = _BOLD.sub(r"*\1*", parts[i])
         part = _STRIKE.sub(r"~\1~", part)
-        parts[i] = _LINK.sub(r"<\2|\1>", part)
+        parts[i] = _LINK.sub(_link, part)
     return "".join(parts)
+
+
+def _link(match: re.Match[str]) -> str:
+    """`[label](url)` (both already escaped) as Slack mrkdwn that never hides where it goes.
+
+    A link's visible text is its own URL: `<url>` alone when the label reads as an address
+    (even the same host: comparing hosts is easy to fool with look-alike letters, user
+    info or subdomains, and the URL costs a few characters), else `label (<url>)`. A URL
+    that cannot be made plain ASCII, or that carries user info (`https://trusted@evil/`),
+    is shown as text and not linked.
+    """
+    label, url = match.group(1), match.group(2)
+    target = _ascii_url(unescape(url))
+    shown = f"<{m.escape(target)}>" if target else url
+    if _ADDRESS_LIKE.search(label.strip()):
+        return shown
+    return f"{label} ({shown})"
+
+
+def _ascii_url(url: str) -> str | None:
+    """The same URL in printable ASCII (an IDNA host, the rest percent-encoded), or None when that fails."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+        if not host or parts.username is not None or "@" in parts.netloc:
+            return None
+        host = host.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
+        return None
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
+    rest = [quote(p, safe=_URL_SAFE) for p in (parts.path, parts.query, parts.fragment)]
+    return urlunsplit((parts.scheme.lower(), netloc, *rest))
+
+
+def unescape(text: str) -> str:
+    """The inverse of `messages.escape`."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def _is_fence(line: str, in_fence: bool) -> bool:

@@ -36,9 +36,10 @@ EPOCH = 1714572000  # 2024-05-01 14:00 UTC
 DATE = "<!date^1714572000^{date_short_pretty} at {time}|2024-05-01 14:00 UTC>"
 NASTY = "<!channel> & <@U999> <https://evil.example|click> a > b && c < d "
 
-# Markup opsloop builds itself; any other `<`, `>` or `&` must have been escaped.
+# Markup opsloop builds itself; any other `<`, `>` or `&` must have been escaped. A link is its URL alone:
+# opsloop never posts `<url|words>`.
 _OUR_MARKUP = re.compile(
-    r"<(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+|!date\^\d+\^[^|<>]*\|[^<>]*|https?://[^|<>\s]+\|[^<>]*)>"
+    r"<(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+|!date\^\d+\^[^|<>]*\|[^<>]*|https?://[!-;=?-{}~]+)>"
 )
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
 
@@ -462,7 +463,8 @@ def test_markdown_becomes_mrkdwn() -> None:
         "* see [graph](https://g.example/d?a=1&b=2)\n\n```bash\ndf -h\n```"
     )
     assert markdown_to_mrkdwn(md) == (
-        "*Findings*\n\nDisk is *full* on `**web-1**`.\n• see <https://g.example/d?a=1&amp;b=2|graph>\n\n```\ndf -h\n```"
+        "*Findings*\n\nDisk is *full* on `**web-1**`.\n"
+        "• see graph (<https://g.example/d?a=1&amp;b=2>)\n\n```\ndf -h\n```"
     )
 
 
@@ -495,7 +497,7 @@ def test_split_inside_a_code_fence_closes_and_reopens_it() -> None:
 
 
 def test_split_never_breaks_an_escaped_character_or_a_link() -> None:
-    chunks = split_mrkdwn("&amp;" * 1000 + "<https://a.example/" + "p" * 100 + "|x>" + "z" * 3000)
+    chunks = split_mrkdwn("&amp;" * 1000 + "<https://a.example/" + "p" * 100 + ">" + "z" * 3000)
     assert all(len(c) <= SECTION_TEXT_MAX for c in chunks)
     for chunk in chunks:
         _assert_escaped(chunk)
