@@ -294,6 +294,27 @@ async def test_a_click_on_the_card_before_its_ts_is_recorded_decides_it(
         assert not [e for e in fake_slack.ephemerals if e["user"] == BOB]
 
 
+async def test_a_click_on_an_unrecorded_copy_slack_could_not_show_changes_nothing_until_clicked_again(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
+    lost = lose_the_first_card_response(
+        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "thread_not_found"))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        await env.card(channel, ts, where=lambda m: bool(lost) and m.ts != lost[0].ts)
+        (copy,) = lost
+        fake_slack.fail_next("conversations.replies", "internal_error")  # the check of the clicked copy fails
+        await env.approve(copy, BOB)
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.card_not_checked()
+        await env.wait_idle()
+        assert env.audit()[0].approval.state == "pending" and ran("restart_service") == []
+
+        await env.approve(copy, BOB)  # Slack answers this time
+        await env.wait_final(channel, ts)
+        assert ran("restart_service") == [Execution("restart_service", RESTART, BOB)]
+
+
 # --------------------------------------------------------------------------------------
 # Stop
 # --------------------------------------------------------------------------------------
@@ -336,3 +357,33 @@ async def test_a_stop_that_names_no_message_does_not_stop_the_run(
         await env.wait_idle()
         assert [r.status for r in env.runs()] == ["waiting_approval"] and card_state(card) == "pending"
         assert sum(1 for m in env.thread(channel, ts) if is_card(m)) == 1
+
+
+async def test_a_stop_on_a_status_line_whose_ts_was_never_stored_stops_the_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        card = await env.card(channel, ts)
+        status = await env.status(channel, ts)
+        # An earlier drive's status line: posted by the bot in this thread, its ts never stored (the process died).
+        client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
+        orphan = (await client.chat_postMessage(channel=channel, thread_ts=ts, text=status.text,
+                                                blocks=status.blocks))["ts"]
+        await env.stop(fake_slack.message(channel, orphan), ALICE)  # type: ignore[arg-type]
+        assert "cancelled" in text_of(await env.wait_final(channel, ts))
+        assert card_state(card) == "superseded" and not fake_slack.ephemerals
+
+
+async def test_a_stop_carrying_the_run_id_on_another_message_of_its_thread_does_not_stop_it(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        card = await env.card(channel, ts)  # the bot's, in the thread, but with no Stop button naming the run
+        await fake_slack.send_interactive(forged(ALICE, channel, card, STOP, run_id(env, ts)))
+        assert (await env.wait_ephemeral(ALICE))["text"] == messages.stop_not_on_its_status()
+        await env.wait_idle()
+        assert [r.status for r in env.runs()] == ["waiting_approval"] and card_state(card) == "pending"
