@@ -388,6 +388,7 @@ def status_not_checked() -> str:
     return ("opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
             " Try again in a moment.")
 
+
 EMPTY_MENTION = (
     "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
 )
