@@ -8,6 +8,7 @@ server, for every click, failing closed.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -15,7 +16,7 @@ import structlog
 from bot.guards import Pause
 from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause
 from handlers import blocks, messages
-from handlers.outbox import card_key
+from handlers.outbox import card_key, classify, posted_item
 from handlers.policy import Verdict
 from handlers.util import dig, ephemeral
 
@@ -70,32 +71,51 @@ def decision_of(approval: Approval) -> Decision:
 
 
 # --- decide (clicks) -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Clicked:
+    """The message a click came from, as its payload names it; None where it names none, or two."""
+
+    channel: str | None
+    ts: str | None
+
+
+def clicked(body: dict[str, Any]) -> Clicked:
+    return Clicked(channel=_one(dig(body, "channel", "id"), dig(body, "container", "channel_id")),
+                   ts=_one(dig(body, "message", "ts"), dig(body, "container", "message_ts")))
+
+
+def _one(*named: str | None) -> str | None:
+    values = {v for v in named if v}
+    return values.pop() if len(values) == 1 else None
+
+
 async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
     user = dig(body, "user", "id")
     approval_id = dig(body, "actions", 0, "value") or ""
     if not user:
         log.warning("action.malformed", missing=["user.id"])
         return
-    clicked_ts = dig(body, "message", "ts") or dig(body, "container", "message_ts")
-    refusal = await decide(sup, approval_id, user, approve=approve, clicked_ts=clicked_ts)
+    refusal = await decide(sup, approval_id, user, approve=approve, where=clicked(body))
     if refusal:
         log.info("approval.refused", approval_id=approval_id, user=user, why=refusal)
         sup.after_ack.spawn(ephemeral(sup, body, refusal), name="refusal")  # off the ack path
 
 
-async def decide(
-    sup: Supervisor, approval_id: str, user: str, *, approve: bool, clicked_ts: str | None = None
-) -> str | None:
+async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool, where: Clicked) -> str | None:
     """Apply one click. Returns the explanation for the clicker when it changes nothing.
 
-    `clicked_ts` is the card the click came from. It can differ from the stored card: a bot
-    stopped between posting a card and storing its ts has no ts on record (and a resumed run
-    posts the card again). The clicked card is then recorded, and closed along with the other.
+    A click counts only from the approval's card (`_off_its_card`): the button value alone is no proof. That
+    card can be a copy the store has no ts of: a bot stopped between posting a card and storing its ts (and a
+    resumed run posts the card again). The clicked copy is then recorded, and closed along with the other.
     """
     store = sup.store
     a = await store.find_approval(approval_id)
     if a is None:
         return messages.UNKNOWN_APPROVAL
+    if off := await _off_its_card(sup, a, where):
+        log.warning("approval.click_refused", approval_id=a.id, user=user, channel=where.channel, ts=where.ts)
+        return off
+    clicked_ts = where.ts
     if not a.pending:
         # Show the decision again (idempotent by key): a crash between a decision and its card update would
         # otherwise leave the buttons up for good.
@@ -129,6 +149,34 @@ async def decide(
     return None
 
 
+async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | None:
+    """None when the click came from this approval's card, else why it does not count (failing closed).
+
+    Its card is the message on record, the outbox's post of it, or a post of that outbox item whose ts the store
+    never learnt (crash recovery): Slack is asked for the clicked message, which must be in the approval's
+    thread, posted by this bot, with metadata naming the card's outbox item. Only that rare case asks Slack.
+    """
+    if not where.channel or not where.ts or where.channel != a.channel:
+        return messages.click_not_on_its_card()
+    if where.ts == a.message_ts:
+        return None
+    card = await sup.store.outbox_by_key(card_key(a.id))
+    if card is None or card.channel != a.channel or not a.thread_ts:
+        return messages.click_not_on_its_card()
+    if where.ts == card.ts:
+        return None
+    try:
+        msg = await sup.outbox.message_in_thread(channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
+    except Exception as e:  # fail closed; a transient failure is worth another click
+        failure = classify(e)
+        log.warning("approval.card_check_failed", approval_id=a.id, error=failure.error)
+        return messages.card_not_checked() if failure.transient else messages.click_not_on_its_card()
+    if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id and posted_item(msg) == card.id:
+        log.info("approval.card_copy", approval_id=a.id, ts=where.ts)
+        return None
+    return messages.click_not_on_its_card()
+
+
 async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) -> str | None:
     """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
     policy = sup.policy
@@ -147,7 +195,8 @@ async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) ->
 
 
 async def _close_stale_card(sup: Supervisor, approval: Approval, clicked_ts: str | None) -> None:
-    """A click on a copy of the card that is not the one on record: show it the decision too."""
+    """A click on a copy of the card that is not the one on record (`_off_its_card` said it is a copy of this
+    approval's card, never another message): show it the decision too."""
     if clicked_ts and clicked_ts != approval.message_ts and not approval.pending:
         await sup.update_card(dataclasses.replace(approval, message_ts=clicked_ts))
 

@@ -379,6 +379,27 @@ def not_allowed_to_stop() -> str:
 
 UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click changed nothing."
 
+
+def click_not_on_its_card() -> str:
+    return ("This button is not on the approval card it names, so your click changed nothing."
+            " Use the buttons on the card in the incident thread.")
+
+
+def card_not_checked() -> str:
+    return ("opsloop could not check with Slack that this is the approval card, so your click changed nothing."
+            " Try again in a moment.")
+
+
+def stop_not_on_its_status() -> str:
+    return ("This Stop button is not on the status message of the run it names, so nothing was stopped."
+            " Use the Stop button in that run's thread.")
+
+
+def status_not_checked() -> str:
+    return ("opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
+            " Try again in a moment.")
+
+
 EMPTY_MENTION = (
     "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
 )

@@ -36,6 +36,7 @@ log = structlog.get_logger("opsloop.outbox")
 EVENT_TYPE = "opsloop_post"  # the message metadata type that carries an outbox id
 THREAD_PAGE = 200  # conversations.replies page size while looking for an earlier attempt
 THREAD_PAGES_MAX = 50
+LOOKUP_SECONDS = 2.0  # a click waits this long for Slack to show it the clicked message (its ack waits too)
 PLAIN_TEXT_MAX = 39_000  # Slack truncates past 40k; the fallback stays under it
 
 # Slack refused the content: a post gets one plain-text fallback.
@@ -66,6 +67,14 @@ def report_key(run_id: str, part: int) -> str:
 def metadata(item_id: str) -> dict[str, Any]:
     """What a post carries so a restarted sender can find it in the thread."""
     return {"event_type": EVENT_TYPE, "event_payload": {"id": item_id}}
+
+
+def posted_item(message: dict[str, Any]) -> str | None:
+    """The outbox item id a message as Slack returns it carries in its metadata; None: no post of the outbox."""
+    md = message.get("metadata")
+    payload = md.get("event_payload") if isinstance(md, dict) and md.get("event_type") == EVENT_TYPE else None
+    item_id = payload.get("id") if isinstance(payload, dict) else None
+    return item_id if isinstance(item_id, str) and item_id else None
 
 
 def owner_id() -> str:
@@ -170,6 +179,17 @@ class Outbox:
         """The id of the item enqueued with `key`, if any."""
         item = await self.store.outbox_by_key(key)
         return item.id if item is not None else None
+
+    async def message_in_thread(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | None:
+        """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
+        Slack could not say in time (`classify` tells whether to ask again): a click relies on the answer."""
+        async with asyncio.timeout(LOOKUP_SECONDS):
+            response = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=ts, latest=ts,
+                                                               inclusive=True, include_all_metadata=True, limit=10)
+        for m in response.get("messages") or []:
+            if isinstance(m, dict) and m.get("ts") == ts and m.get("thread_ts") == thread_ts:
+                return m
+        return None
 
     async def settle(self, *, run_id: str | None = None) -> None:
         """Wait until nothing is pending (of one run): e.g. the demo, before its summary. An item Slack keeps
@@ -325,8 +345,7 @@ class Outbox:
                                               + self._backoff(item.attempts, failure.retry_after))
                 raise Deferred from e
             for m in response.get("messages") or []:
-                md = m.get("metadata") or {}
-                if md.get("event_type") == EVENT_TYPE and (md.get("event_payload") or {}).get("id") == item.id:
+                if posted_item(m) == item.id:
                     return str(m["ts"])
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
             if not response.get("has_more") or not cursor:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.types import StopReason
+import structlog
+
+from bot.types import Run, StopReason
 from handlers import approvals, messages
+from handlers.blocks import STOP
+from handlers.outbox import classify
 from handlers.supervisor import Supervisor
 from handlers.util import dig, ephemeral
+
+log = structlog.get_logger("opsloop.stop")
 
 
 async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
@@ -19,6 +25,11 @@ async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
     if run is None or not run.active:
         sup.after_ack.spawn(ephemeral(sup, body, messages.run_already_finished()), name="stop_refused")
         return
+    where = approvals.clicked(body)
+    if off := await _off_its_status(sup, run, where):
+        log.warning("stop.click_refused", run_id=run.id, user=user, channel=where.channel, ts=where.ts)
+        sup.after_ack.spawn(ephemeral(sup, body, off), name="stop_refused")
+        return
     # Stopping is the safe direction: whoever may approve a change may also stop the run
     # (with no approvers configured, that is anyone in the channel).
     if user != run.requester and not await sup.policy.may_approve(user, "mutating"):
@@ -28,3 +39,33 @@ async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
         # Recorded before the ack: a paused run asks nobody anything any more, whichever process resumes it.
         await approvals.supersede_for_stop(sup, run_id, by=user, why=StopReason.CANCELLED.value)
         sup.stop(run_id)
+
+
+async def _off_its_status(sup: Supervisor, run: Run, where: approvals.Clicked) -> str | None:
+    """None when the click came from this run's status message, else why it does not count (failing closed).
+
+    The status message is the one on record, or (its ts never stored: posted, then the store failed or the
+    process died) a message Slack shows in the run's thread, posted by this bot, whose Stop button names the run.
+    """
+    if not where.channel or not where.ts or where.channel != run.channel:
+        return messages.stop_not_on_its_status()
+    if where.ts == run.status_ts:
+        return None
+    try:
+        msg = await sup.outbox.message_in_thread(channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    except Exception as e:  # fail closed; a transient failure is worth another click
+        failure = classify(e)
+        log.warning("stop.status_check_failed", run_id=run.id, error=failure.error)
+        return messages.status_not_checked() if failure.transient else messages.stop_not_on_its_status()
+    if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id and _stops(msg) == run.id:
+        return None
+    return messages.stop_not_on_its_status()
+
+
+def _stops(msg: dict[str, Any]) -> str | None:
+    """The run id the Stop button on a message (as Slack returns it) names."""
+    for block in msg.get("blocks") or []:
+        for el in block.get("elements") or [] if isinstance(block, dict) else []:
+            if isinstance(el, dict) and el.get("action_id") == STOP and isinstance(el.get("value"), str):
+                return str(el["value"])
+    return None
