@@ -83,7 +83,7 @@ def store_check(settings: Settings) -> list[str]:
 
 async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> int:
     """Exit status 1 when anything must be fixed; every problem and warning is one line on stderr."""
-    from handlers.policy import approval_warnings
+    from handlers.policy import approval_warnings, policy_lines
     from tools.config import ToolConfigError, build_registry, tool_table
 
     retired, deprecated = model_problems(settings.model.chain)
@@ -99,6 +99,8 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
         for row in tool_table(registry):
             print(f"{row['name']:<28} {row['category']:<12} {'yes' if row['parallel'] else 'no':<9} {row['source']}")
         await registry.aclose()
+    for line in policy_lines(settings.approvals):
+        print(line)
     problems += store_check(settings)
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is not set")

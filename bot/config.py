@@ -52,7 +52,8 @@ class ModelSettings:
 class ApprovalSettings:
     approvers: tuple[str, ...] = ()  # user ids (U…/W…) or user groups (S…); empty = anyone in the channel
     destructive_approvers: tuple[str, ...] | None = None  # empty or None: same as approvers (never "anyone")
-    allow_self_approval: bool = False
+    allow_self_approval: bool = False  # may whoever asked for a destructive call approve it?
+    four_eyes_on_mutating: bool = False  # may whoever asked for a mutating call NOT approve it either?
     expire_minutes: float = 30.0
     required_approvals: int = 1
     destructive_required_approvals: int | None = None  # None: same as required_approvals
@@ -62,6 +63,13 @@ class ApprovalSettings:
         if category == "destructive" and self.destructive_approvers:
             return self.destructive_approvers
         return self.approvers
+
+    def refuses_self_approval(self, category: str) -> bool:
+        """The one approval rule: whoever asked for a call may not approve it when it is destructive (unless
+        allow_self_approval), or when it is mutating and four_eyes_on_mutating is set."""
+        if category == "destructive":
+            return not self.allow_self_approval
+        return category == "mutating" and self.four_eyes_on_mutating
 
     def required(self, category: str) -> int:
         if category == "destructive" and self.destructive_required_approvals is not None:
@@ -98,7 +106,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
                "cost_budget_usd": (int, float), "max_consecutive_errors": (int,), "parallelism": (int,)},
     "slack": {"channels": (list,), "status_update_seconds": (int, float)},
     "approvals": {"approvers": (list,), "destructive_approvers": (list,), "allow_self_approval": (bool,),
-                  "expire_minutes": (int, float), "required_approvals": (int,),
+                  "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
                   "destructive_required_approvals": (int,)},
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
     "log": {"level": (str,)},
@@ -197,10 +205,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         for who in ap.get(key, []):
             if who[:1] not in ("U", "W", "S"):
                 problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
+    if ap.get("four_eyes_on_mutating") and ap.get("allow_self_approval"):
+        problems.append("approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
+                        "person for mutating calls, but not for destructive ones): set one")
     approvals = ApprovalSettings(
         approvers=tuple(ap.get("approvers", ())),
         destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
         allow_self_approval=ap.get("allow_self_approval", False),
+        four_eyes_on_mutating=ap.get("four_eyes_on_mutating", False),
         expire_minutes=ap.get("expire_minutes", 30.0),
         required_approvals=max(1, ap.get("required_approvals", 1)),
         destructive_required_approvals=ap.get("destructive_required_approvals"),

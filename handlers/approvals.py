@@ -186,9 +186,9 @@ async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) ->
     if verdict is Verdict.NOT_AN_APPROVER:
         return messages.not_allowed_to_approve(a.tool, a.category, policy.describe(a.category))
     if verdict is Verdict.STARTED_THE_RUN:
-        return messages.self_approval_refused(a.tool)
+        return messages.self_approval_refused(a.tool, a.category)
     if verdict is Verdict.ASKED_IN_THE_THREAD:
-        return messages.asked_in_thread_refused(a.tool)
+        return messages.asked_in_thread_refused(a.tool, a.category)
     if approve and not blocks.offers_approve(blocks.approval_card(dataclasses.replace(a, state=ApprovalState.PENDING))):
         return messages.args_not_shown_refused(a.tool)  # the card could not show everything that would run
     return None

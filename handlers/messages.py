@@ -328,16 +328,16 @@ def not_allowed_to_approve(tool: str, category: str, who_may: str | Sequence[str
     return f"You can't approve {escape(category)} calls like {code(tool)} in this channel.{ask} Nothing was changed."
 
 
-def self_approval_refused(tool: str) -> str:
+def self_approval_refused(tool: str, category: str = "destructive") -> str:
     return (
-        f"You started this run, so you can't approve the destructive call {code(tool)} yourself."
+        f"You started this run, so you can't approve the {category} call {code(tool)} yourself."
         " Ask someone else on call. Nothing was changed."
     )
 
 
-def asked_in_thread_refused(tool: str) -> str:
+def asked_in_thread_refused(tool: str, category: str = "destructive") -> str:
     return (
-        f"You asked for this in the thread before opsloop proposed it, so you can't approve the destructive call"
+        f"You asked for this in the thread before opsloop proposed it, so you can't approve the {category} call"
         f" {code(tool)} yourself. Ask someone else on call. Nothing was changed."
     )
 

@@ -38,12 +38,13 @@ class ApprovalPolicy:
                       requesters: Collection[str]) -> Verdict:
         """May `user` approve (or deny) a call of `category` that `requesters` asked for?
 
-        Nobody who asked for a destructive call may approve it unless allow_self_approval is
-        set: the run's requester, and whoever asked in the thread before the call was made.
+        Nobody who asked for a call may approve it where `refuses_self_approval` says so (destructive
+        calls by default; mutating ones too with four_eyes_on_mutating): the run's requester, and whoever
+        asked in the thread before the call was made. Denying is always allowed.
         """
         if not await self.may_approve(user, category):
             return Verdict.NOT_AN_APPROVER
-        if approve and category == "destructive" and not self.settings.allow_self_approval:
+        if approve and self.settings.refuses_self_approval(category):
             if user == run_requester:
                 return Verdict.STARTED_THE_RUN
             if user in requesters:
@@ -52,7 +53,7 @@ class ApprovalPolicy:
 
     def self_approval_matters(self, category: str, *, approve: bool) -> bool:
         """Whether the requesters of a call must be looked up before this click can be judged."""
-        return approve and category == "destructive" and not self.settings.allow_self_approval
+        return approve and self.settings.refuses_self_approval(category)
 
     async def may_approve(self, user: str, category: str) -> bool:
         allowed = self.settings.who_may_approve(category)
@@ -94,6 +95,26 @@ class ApprovalPolicy:
             except SlackApiError:
                 return user
         return self._names[user]
+
+
+def policy_lines(settings: ApprovalSettings) -> list[str]:
+    """The effective approval policy, as `opsloop check` prints it: who may approve what, and who may not."""
+    def who(category: str) -> str:
+        allowed = settings.who_may_approve(category)
+        if not allowed:
+            return "anyone in the channel"
+        return ", ".join(f"{a} (user group)" if a.startswith("S") else a for a in allowed)
+
+    lines = []
+    for category in ("mutating", "destructive"):
+        n = settings.required(category)
+        asker = ("not by whoever asked for the call (the run's requester, or anyone who asked in the thread)"
+                 if settings.refuses_self_approval(category) else "including whoever asked for the call")
+        lines.append(f"approvals: {category} calls: {n} approval{'s' if n > 1 else ''} from {who(category)}, "
+                     f"{asker}; anyone allowed may deny")
+    lines.append(f"approvals: read-only calls run without asking; a card nobody decides expires after "
+                 f"{settings.expire_minutes:g} minutes (no consent)")
+    return lines
 
 
 def approval_warnings(settings: ApprovalSettings) -> list[str]:

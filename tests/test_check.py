@@ -80,3 +80,31 @@ async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthr
     assert "tools.modules" in err[0] and "no_such_module" in err[0]
     assert err[1] == "opsloop: slack: auth.test failed: invalid_auth"
     assert err[2].startswith("opsloop: model: claude-sonnet-5-5: AuthenticationError")
+
+
+async def test_check_prints_the_effective_approval_policy(fake_slack, fake_anthropic, tmp_path, capsys):
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[approvals]\napprovers = ["U1", "S0ONCALL"]\ndestructive_approvers = ["U9"]\n'
+                      'four_eyes_on_mutating = true\ndestructive_required_approvals = 2\n')
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
+    policy = [line for line in capsys.readouterr().out.splitlines() if line.startswith("approvals:")]
+    assert policy == [
+        "approvals: mutating calls: 1 approval from U1, S0ONCALL (user group), not by whoever asked for the call "
+        "(the run's requester, or anyone who asked in the thread); anyone allowed may deny",
+        "approvals: destructive calls: 2 approvals from U9, not by whoever asked for the call (the run's "
+        "requester, or anyone who asked in the thread); anyone allowed may deny",
+        "approvals: read-only calls run without asking; a card nobody decides expires after 30 minutes (no consent)",
+    ]
+
+
+async def test_check_prints_todays_default_policy(fake_slack, fake_anthropic, capsys):
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    await check(load_settings(None, env=env_for(fake_slack, fake_anthropic)))
+    policy = [line for line in capsys.readouterr().out.splitlines() if line.startswith("approvals:")]
+    assert policy[:2] == [
+        "approvals: mutating calls: 1 approval from anyone in the channel, including whoever asked for the call; "
+        "anyone allowed may deny",
+        "approvals: destructive calls: 1 approval from anyone in the channel, not by whoever asked for the call "
+        "(the run's requester, or anyone who asked in the thread); anyone allowed may deny",
+    ]

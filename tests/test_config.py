@@ -149,3 +149,12 @@ def test_price_overrides_take_cache_prices(tmp_path):
     s = load_settings(write(tmp_path, '[model.prices."my-model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.01\n'),
                       env={})
     assert s.model.prices["my-model"] == Price(input=1.0, output=2.0, cache_read=0.01)
+
+
+def test_four_eyes_on_mutating_and_allow_self_approval_are_refused_together(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, "[approvals]\nfour_eyes_on_mutating = true\nallow_self_approval = true\n"),
+                      env={})
+    assert e.value.problems == [
+        "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second person for "
+        "mutating calls, but not for destructive ones): set one"]

@@ -154,6 +154,37 @@ async def test_allow_self_approval_lets_whoever_asked_approve(
         assert ran("clean_logs") == [Execution("clean_logs", CLEAN_14, CAROL)]
 
 
+RESTART = {"host": "web-03", "unit": "nginx.service"}
+
+
+async def test_by_default_whoever_asked_may_approve_a_mutating_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("Restarted.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        await env.approve(await env.card(channel, ts), ALICE)
+        await env.wait_final(channel, ts)
+        assert ran("restart_service") == [Execution("restart_service", RESTART, ALICE)]
+
+
+async def test_four_eyes_on_mutating_keeps_whoever_asked_from_approving_a_mutating_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("Restarted.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, "[approvals]\nfour_eyes_on_mutating = true") as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        card = await env.card(channel, ts)
+        await env.approve(card, ALICE)
+        assert (await env.wait_ephemeral(ALICE))["text"] == messages.self_approval_refused("restart_service",
+                                                                                          "mutating")
+        await env.wait_idle()
+        assert ran("restart_service") == []
+        await env.approve(card, BOB)
+        await env.wait_final(channel, ts)
+        assert ran("restart_service") == [Execution("restart_service", RESTART, BOB)]
+
+
 # --------------------------------------------------------------------------------------
 # what the card shows
 # --------------------------------------------------------------------------------------
