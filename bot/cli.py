@@ -19,6 +19,14 @@ from bot.store import Ledger
 from bot.types import AuditEntry
 
 
+def _shown(text: object) -> str:
+    """Model- or Slack-derived text made safe for a terminal: escape sequences, bidi overrides and invisible
+    characters written out as ⟨U+…⟩, so what is printed is what is there."""
+    from handlers.mrkdwn import reveal
+
+    return reveal(str(text), prose=True)
+
+
 def _when(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ") if epoch else "-"
 
@@ -63,7 +71,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     print(f"{'run':<22} {'created':<20} {'status':<17} {'stop reason':<19} {'iter':>4} {'cost':>8}  task")
     for r in rows:
         print(f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
-              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {(r.task or '')[:60]}")
+              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.task or '')[:60])}")
     return 0
 
 
@@ -75,16 +83,16 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     if args.html:
         return write_timeline(settings, ledger, args.run_id, args.html)
     u = run.usage
-    print(f"run {run.id} · {run.status} · {run.stop_reason or '-'} {run.stop_detail or ''}".rstrip())
-    print(f"task: {run.task}")
+    print(_shown(f"run {run.id} · {run.status} · {run.stop_reason or '-'} {run.stop_detail or ''}".rstrip()))
+    print(f"task: {_shown(run.task)}")
     print(f"requester {run.requester} · channel {run.channel} · thread {run.thread_ts} · model {run.model}")
     print(f"iterations {run.iterations} · tokens in {u.input_tokens} out {u.output_tokens} "
           f"cache read {u.cache_read_tokens} write {u.cache_write_tokens} · ${run.cost_usd:.4f}")
     for step in ledger.steps(args.run_id):
         data = json.dumps(step.data, ensure_ascii=False)
-        print(f"{_when(step.at)}  {step.kind:<9} {data[:400]}")
+        print(f"{_when(step.at)}  {step.kind:<9} {_shown(data[:400])}")
     if run.output:
-        print(f"\n{run.output}")
+        print(f"\n{_shown(run.output)}")
     return 0
 
 

@@ -80,3 +80,20 @@ def test_bad_config_exits_non_zero_with_its_location(db, tmp_path, capsys):
     bad.write_text("[limits]\nmax_iterations = 'x'\n")
     assert main(["runs", "--config", str(bad)]) == 2
     assert capsys.readouterr().err.strip() == "opsloop: limits.max_iterations: expected int, got str 'x'"
+
+
+def test_show_writes_out_terminal_escapes_and_bidi_overrides_instead_of_printing_them(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "hostile.db"
+    monkeypatch.setenv("OPSLOOP_DB", str(path))
+    ledger = Ledger(path)
+    run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk \x1b[2J\x1b[31mfull",
+                            model="claude-sonnet-5-5", history=[{"role": "user", "content": [{"type": "text",
+                                                                                            "text": "x"}]}])
+    ledger.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="",
+                      output="deleted /var/log/\u202egol.txt")
+    ledger.close()
+    assert main(["show", run.id]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "task: disk ⟨U+001B⟩[2J⟨U+001B⟩[31mfull" in out
+    assert "deleted /var/log/⟨U+202E⟩gol.txt" in out
