@@ -52,9 +52,10 @@ def _flood_text() -> str:
 @tool(category=Category.READ_ONLY)
 async def dump_access_log(host: str) -> str:
     """The whole nginx access log of a host (about 50 MB)."""
+    output = _flood_text()  # built first: what the ack waits for after this is opsloop's work, not the test's
     for step in _during_flood:
         await step()
-    return _flood_text()
+    return output
 
 
 def _by_thread(flood_task: str) -> Callable[[dict[str, Any]], Reply]:
