@@ -26,7 +26,7 @@ from bot.redact import REDACTED
 from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, mention_event
 from tests.harness import ALICE, BOB, CHANNEL, bot_env, result_text, text_of, tool_results
-from tools import MAX_OUTPUT_CHARS, Category, tool
+from tools import MAX_OUTPUT_CHARS, Category, ToolError, tool
 from tools.registry import Implementation, Tool
 
 CONFIG = '[tools]\nmodules = ["tests.test_security_output_e2e"]'
@@ -109,6 +109,39 @@ async def test_a_50_mb_tool_output_does_not_delay_the_ack_of_another_threads_men
         assert content.startswith("db password=" + REDACTED) and content.rstrip().endswith(REDACTED)
         assert "Q" not in content  # no secret survives either cut, not even half of one
         fake_anthropic.assert_complete()
+
+
+@tool(category=Category.READ_ONLY, isolated=True)
+def dump_access_log_sync(host: str) -> str:
+    """The whole access log, read by a sync function in a worker process."""
+    return _flood_text()
+
+
+@tool(category=Category.READ_ONLY, isolated=True)
+def fail_loudly_sync(host: str) -> str:
+    """A sync tool whose error message is as big as an output."""
+    raise ToolError("disk error on " + host + ": " + _EDGE + "E " * 3_000_000 + _EDGE)
+
+
+@tool(category=Category.READ_ONLY)
+async def crash_loudly(host: str) -> str:
+    """An async tool whose unexpected exception carries a huge message."""
+    raise RuntimeError("connection reset by " + host + ": " + _EDGE + "E " * 3_000_000 + _EDGE)
+
+
+async def test_a_workers_50_mb_output_is_bounded_and_redacted_before_it_reaches_the_event_loop() -> None:
+    content = await dump_access_log_sync.run({"host": "web-03"})
+    assert len(content) <= MAX_OUTPUT_CHARS and f" chars of {FLOOD_LEN}] …" in content
+    assert content.startswith("db password=" + REDACTED) and "Q" not in content
+
+
+@pytest.mark.parametrize("noisy", [fail_loudly_sync, crash_loudly], ids=["worker ToolError", "async exception"])
+async def test_a_huge_error_message_is_bounded_and_redacted_like_an_output(noisy: Tool) -> None:
+    with pytest.raises(ToolError) as failed:
+        await noisy.run({"host": "web-03"})
+    message = str(failed.value)
+    assert len(message) <= MAX_OUTPUT_CHARS and "[truncated" in message and "web-03" in message
+    assert "Q" not in message
 
 
 # -- 2. header-shaped secrets in a tool's JSON arguments --------------------------------------------------

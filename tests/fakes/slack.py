@@ -41,7 +41,7 @@ class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one
         for envelope_id in self.acks.keys() - self.acked_at.keys():
             self.acked_at[envelope_id] = now
 
-    async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
+    async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:  # noqa: ASYNC109 (the override)
         self.sent_at.setdefault(envelope["envelope_id"], time.monotonic())
         await super()._send_envelope(envelope, timeout)
 
