@@ -61,7 +61,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         (r"(?i)\bbearer[ \t]{1,5}[A-Za-z0-9._~+/=-]{8,}", _whole),
         # other credential headers, as header lines, `key=value` or JSON: the value runs to the end of the
         # line or to its closing quote (a cookie's `a=1; b=2` is one value)
-        (r"(?i)((?<![A-Za-z0-9])(?:x[-_]?api[-_]?key|x[-_]?auth[-_]?token|(?:set[-_]?)?cookies?)" + _SEP + ")("
+        (r"(?i)((?<![A-Za-z0-9])(?:(?:x[-_]?)?api[-_]?key|(?:x[-_]?)?auth[-_]?token|x[-_]?amz[-_]?security[-_]?token"
+         r"|(?:set[-_]?)?cookies?)" + _SEP + ")("
          + _HEADER_VALUE + ")", _keep_name),
         # a password in a URL: scheme://user:PASSWORD@host keeps the user
         (r"(?<=://)([^\s:/@\\]{1,256}:)([^\s@/\\]{1,256})(?=@)", _keep_name),

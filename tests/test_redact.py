@@ -105,7 +105,8 @@ def test_redaction_is_idempotent(text):
 ADVERSARIAL = ["a", " ", "-", "=", "\n", "xoxb-", "ghp_", "password=", "://u:p", "Authorization: ", "bearer ",
                "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "MIIB\n", "\\n", '"Token": "',
                "aws_secret_access_key=", "https://hooks.slack.com/services/", "a:b@", "--password ", '"', "AKIA", "\\",
-               'password=\\"', "\\n" + "A" * 64]
+               'password=\\"', "\\n" + "A" * 64, "Cookie: ", "cookie", "x-api-key=",
+               '"X-Auth-Token": "', "set-cookie:\n"]
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL)
@@ -153,7 +154,7 @@ def test_logs_are_json_with_bound_context_and_no_secrets():
 # -- bounded redaction: a cut never leaves half a secret ------------------------------------------------
 
 # Every secret's value is made of Qs and nothing around it has one: any Q left is a piece of a secret.
-PEM_Q = "-----BEGIN RSA PRIVATE KEY-----\n" + "Q" * 64 + "\n" + "Q" * 64 + "\n" + "Q" * 20 + "\n-----END RSA PRIVATE KEY-----"
+PEM_Q = "-----BEGIN RSA PRIVATE KEY-----\n" + ("Q" * 64 + "\n") * 2 + "Q" * 20 + "\n-----END RSA PRIVATE KEY-----"
 Q_SECRETS = [
     "xoxb-1234-QQQQQQQQQQQQ", "sk-ant-api03-QQQQQQQQQQQQ", "AKIAQQQQQQQQQQQQQQQQ", "ghp_QQQQQQQQQQQQQQQQQQQQQQQQ",
     "Authorization: Basic QQQQQQQQQQQQ", "Bearer QQQQQQQQQQQQQQQQ", "postgres://app:QQQQQQQQ@db:5432/app",
@@ -233,7 +234,7 @@ HEADER_SECRETS = [
     ("Proxy-Authorization", "Basic cHJveHk6UVFRUVE="), ("X-Api-Key", "QQQQ-api-key-QQQQ"),
     ("x-api-key", "QQQQQQQQQQ"), ("X_API_KEY", "QQQQQQQQQQ"), ("Cookie", "sid=QQQQQQ; csrf=QQQQQQ"),
     ("COOKIE", "sid=QQQQQQ"), ("Set-Cookie", "sid=QQQQQQ; Path=/; HttpOnly"), ("X-Auth-Token", "QQQQQQQQ"),
-    ("x-auth-token", "QQQQQQQQ"),
+    ("x-auth-token", "QQQQQQQQ"), ("X-Amz-Security-Token", "QQQQ/QQQQ+QQQQ=="), ("api_key", "QQQQQQQQ"),
 ]
 
 
@@ -263,6 +264,7 @@ def test_a_header_in_text_loses_its_value_and_keeps_its_name(name, value, form):
     out = redact(text)
     assert _value_core(value) not in out and "Q" not in out
     assert name in out and REDACTED in out and "text/plain" in out
+    assert redact(out) == out
 
 
 def test_a_credential_key_hides_every_kind_of_value_but_keeps_the_shape():
