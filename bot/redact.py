@@ -8,7 +8,12 @@ whose BEGIN line is missing are found from their END line and walked back line b
 line, not with a regex that would rescan the text.
 
 Where a secret sits behind a name (`password=`, `"SecretAccessKey": "`, a URL's user)
-the name stays and only the value goes, so a reader still sees what was hidden.
+the name stays and only the value goes, so a reader still sees what was hidden. In nested
+values (tool arguments, log events) a key that names a credential (`Authorization`,
+`X-Api-Key`, `Cookie`, `password`, ...) hides its whole value, whatever the value looks like.
+
+Text of any size is redacted in bounded time: `redact_slice` redacts only a window around the
+part that is kept, so a tool's 50 MB output costs what its 12 KB excerpt does.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ _SEP = r"""(?:\\{0,8}["'])?[ \t]{0,5}[=:][ \t]{0,5}(?:\\{0,8}["'])?"""
 # backslash); a bare value stops at whitespace, a quote, a separator or a backslash.
 _VALUE = r"""(?<=["'])(?:[^"'\\\n]|\\[^"'\n])+|(?<!["'])[^\s"',;&\\]+"""
 
+# A header's value: inside quotes up to the closing quote, bare up to the end of the line (or a quote, a backslash).
+_HEADER_VALUE = r"""(?<=["'])(?:[^"'\\\n]|\\[^"'\n])+|(?<!["'])[^\s"'\\][^\r\n"'\\]*"""
+
 _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = tuple(
     (re.compile(p), fn)
     for p, fn in (
@@ -51,6 +59,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         (r"(?i)(authorization" + _SEP + r"(?:(?:basic|bearer|token|digest)[ \t]{1,5})?)([^\s\"',;\\]{4,})",
          _keep_name),
         (r"(?i)\bbearer[ \t]{1,5}[A-Za-z0-9._~+/=-]{8,}", _whole),
+        # other credential headers, as header lines, `key=value` or JSON: the value runs to the end of the
+        # line or to its closing quote (a cookie's `a=1; b=2` is one value)
+        (r"(?i)((?<![A-Za-z0-9])(?:(?:x[-_]?)?api[-_]?key|(?:x[-_]?)?auth[-_]?token|x[-_]?amz[-_]?security[-_]?token"
+         r"|(?:set[-_]?)?cookies?)" + _SEP + ")("
+         + _HEADER_VALUE + ")", _keep_name),
         # a password in a URL: scheme://user:PASSWORD@host keeps the user
         (r"(?<=://)([^\s:/@\\]{1,256}:)([^\s@/\\]{1,256})(?=@)", _keep_name),
         # --password=…, --password …, --passwd '…'
@@ -78,7 +91,7 @@ _BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]+[ \t]*")
 # text has none, and then the patterns need not run at all. Keep it in step with _PATTERNS.
 _NEEDS_A_LOOK = re.compile(
     r"(?i)xox|xapp|sk-ant|akia|asia|gh[pousr]_|github_pat_|hooks\.slack\.com|authorization|bearer|://|passw"
-    r"|secret|session|token|api_?key|-----"
+    r"|secret|session|token|api[-_]?key|cookie|-----"
 )
 
 
@@ -93,25 +106,110 @@ def redact(text: str) -> str:
     return text
 
 
+# How far past a cut the patterns look. Every pattern that needs the end of a secret to know it (an AWS key id,
+# a URL's password before its `@`) matches within a few hundred characters; the rest is room for a secret of
+# several parts (a cookie header, a PEM body) that starts before a cut.
+MARGIN = 16_384
+# A run of characters a token is made of (what a bare value runs over, see _VALUE).
+_TOKEN_RUN = re.compile(r"""[^\s"',;&\\]+""")
+
+
+def redact_slice(text: str, start: int, end: int, *, margin: int = MARGIN) -> str:
+    """The redacted form of `text[start:end]`, in time bounded by the slice, not by `text`.
+
+    Only the window `margin` characters wider on each side is scanned. A secret that crosses a cut is
+    recognised in the window and dropped whole: its placeholder is kept (or not) entirely, never half of
+    its value. A token that crosses `start` and began before the window (longer than `margin`, so no
+    pattern could see where it began) is dropped up to its end: it may be the tail of a secret.
+    """
+    n = len(text)
+    start, end = max(0, min(start, n)), max(0, min(end, n))
+    if start >= end:
+        return ""
+    lo, hi = max(0, start - margin), min(n, end + margin)
+    if lo > 0 and _TOKEN_RUN.fullmatch(text, lo - 1, start + 1):
+        token = _TOKEN_RUN.match(text, start, hi)
+        start = min(end, token.end()) if token else start
+        if start >= end:
+            return ""
+    window, first, last = _redact_tracking(text[lo:hi], start - lo, end - lo)
+    return window[first:last]
+
+
 def redact_truncate(text: str, limit: int, ellipsis: str = _ELLIPSIS) -> str:
-    """Redact, then cut to `limit` characters: a cut never leaves half a secret for the patterns to miss."""
-    text = redact(text)
+    """Redact, then cut to `limit` characters: a cut never leaves half a secret for the patterns to miss.
+
+    Bounded: only the head that can be kept is redacted (twice `limit`, room for redaction to shrink it)."""
     if limit <= 0:
         return ""
-    return text if len(text) <= limit else text[: max(0, limit - len(ellipsis))] + ellipsis[:limit]
+    whole = len(text) <= 2 * limit
+    text = redact(text) if whole else redact_slice(text, 0, 2 * limit)
+    if whole and len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(ellipsis))] + ellipsis[:limit]
+
+
+def _redact_tracking(text: str, start: int, end: int) -> tuple[str, int, int]:
+    """redact(text), and where positions `start` and `end` of `text` are in it. A position inside a secret
+    moves out of it: `start` to where its placeholder begins, `end` to where it ends."""
+    if not text or not _NEEDS_A_LOOK.search(text):
+        return text, start, end
+    for pattern, replace in _PATTERNS:
+        spans: list[tuple[int, int, int]] = []
+
+        def record(m: re.Match[str], replace: Callable[[re.Match[str]], str] = replace,
+                   spans: list[tuple[int, int, int]] = spans) -> str:
+            out = replace(m)
+            spans.append((m.start(), m.end(), len(out)))
+            return out
+
+        replaced = pattern.sub(record, text)
+        if spans:
+            text, start, end = replaced, _moved(start, spans, to_end=False), _moved(end, spans, to_end=True)
+    if "-----END " in text:
+        spans = [(s, e, len(REDACTED)) for s, e in _pem_tail_spans(text)]
+        text, start, end = _replace_spans(text, spans), _moved(start, spans, to_end=False), _moved(end, spans,
+                                                                                                    to_end=True)
+    return text, start, end
+
+
+def _moved(position: int, spans: list[tuple[int, int, int]], *, to_end: bool) -> int:
+    """Where `position` is once each (start, end, replacement length) span, in order, was replaced."""
+    shift = 0
+    for s, e, length in spans:
+        if e <= position:
+            shift += length - (e - s)
+        elif s < position:  # inside this secret: to one side of its placeholder
+            return s + shift + (length if to_end else 0)
+        else:
+            break
+    return position + shift
 
 
 def _redact_pem_tails(text: str) -> str:
     """A PEM body whose BEGIN line was cut off: the base64 lines right before `-----END … PRIVATE KEY-----`."""
+    return _replace_spans(text, [(s, e, len(REDACTED)) for s, e in _pem_tail_spans(text)])
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int, int]]) -> str:
     out: list[str] = []
     done = 0
-    for end in _PEM_END.finditer(text):
-        start = _base64_lines_before(text, done, end.start())
-        out.append(text[done:start])
+    for s, e, _ in spans:
+        out.append(text[done:s])
         out.append(REDACTED)
-        done = end.end()
+        done = e
     out.append(text[done:])
     return "".join(out)
+
+
+def _pem_tail_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each PEM body found from its END line, END line included."""
+    spans: list[tuple[int, int]] = []
+    done = 0
+    for end in _PEM_END.finditer(text):
+        spans.append((_base64_lines_before(text, done, end.start()), end.end()))
+        done = end.end()
+    return spans
 
 
 def _base64_lines_before(text: str, floor: int, end: int) -> int:
@@ -144,17 +242,46 @@ def _base64_tail(segment: str, line_start: int, line_end: int, fallback: int) ->
 _BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
+# Keys whose value is a credential, whatever it looks like: headers (`Authorization`, `X-Api-Key`, `Cookie`, ...)
+# and the names the text patterns know. Compared lower-cased without `-` and `_`, so `x_api_key` is `X-Api-Key`.
+SECRET_KEYS = frozenset({
+    "authorization", "proxyauthorization", "xapikey", "apikey", "xauthtoken", "authtoken", "cookie", "cookies",
+    "setcookie", "xamzsecuritytoken", "password", "passwd", "passphrase", "token", "accesstoken", "refreshtoken",
+    "clientsecret", "secret", "secretaccesskey", "awssecretaccesskey", "sessiontoken", "awssessiontoken",
+    "privatekey",
+})
+
+
+def is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and key.lower().replace("-", "").replace("_", "") in SECRET_KEYS
+
+
 def redact_value(value: Any) -> Any:
-    """Redact strings inside nested dicts/lists/tuples (structlog events, tool args, blocks)."""
+    """Redact strings inside nested dicts/lists/tuples (structlog events, tool args, blocks); under a key that
+    names a credential (see SECRET_KEYS) every string and number becomes [REDACTED], the key stays."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
+        return {k: _hidden(v) if is_secret_key(k) else redact_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(redact_value(v) for v in value)
     return value
 
 
+def _hidden(value: Any) -> Any:
+    """A credential's value: strings and numbers go, the shape of containers stays (a list of cookies)."""
+    if isinstance(value, bool) or value is None or value == "":
+        return value
+    if isinstance(value, str | bytes | int | float):
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: _hidden(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_hidden(v) for v in value)
+    return REDACTED
+
+
 def redaction_processor(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """structlog processor: the last line of defence before anything is written."""
-    return {k: redact_value(v) for k, v in event_dict.items()}
+    redacted: dict[str, Any] = redact_value(dict(event_dict))
+    return redacted

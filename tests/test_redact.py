@@ -10,7 +10,8 @@ import pytest
 import structlog
 
 from bot.log import configure_logging
-from bot.redact import _PATTERNS, REDACTED, redact, redact_truncate, redact_value
+from bot.redact import _PATTERNS, MARGIN, REDACTED, redact, redact_slice, redact_truncate, redact_value
+from tools.registry import MAX_OUTPUT_CHARS, truncate_output
 
 SECRETS = [
     "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp",
@@ -104,7 +105,8 @@ def test_redaction_is_idempotent(text):
 ADVERSARIAL = ["a", " ", "-", "=", "\n", "xoxb-", "ghp_", "password=", "://u:p", "Authorization: ", "bearer ",
                "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "MIIB\n", "\\n", '"Token": "',
                "aws_secret_access_key=", "https://hooks.slack.com/services/", "a:b@", "--password ", '"', "AKIA", "\\",
-               'password=\\"', "\\n" + "A" * 64]
+               'password=\\"', "\\n" + "A" * 64, "Cookie: ", "cookie", "x-api-key=",
+               '"X-Auth-Token": "', "set-cookie:\n"]
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL)
@@ -147,3 +149,142 @@ def test_logs_are_json_with_bound_context_and_no_secrets():
     assert lines[0]["run_id"] == "run_1" and lines[0]["event"] == "tool"
     assert "xoxb" not in out.getvalue() and "sk-ant" not in out.getvalue() and "abcdefghijklmnop" not in out.getvalue()
     assert "exception" in lines[2]
+
+
+# -- bounded redaction: a cut never leaves half a secret ------------------------------------------------
+
+# Every secret's value is made of Qs and nothing around it has one: any Q left is a piece of a secret.
+PEM_Q = "-----BEGIN RSA PRIVATE KEY-----\n" + ("Q" * 64 + "\n") * 2 + "Q" * 20 + "\n-----END RSA PRIVATE KEY-----"
+Q_SECRETS = [
+    "xoxb-1234-QQQQQQQQQQQQ", "sk-ant-api03-QQQQQQQQQQQQ", "AKIAQQQQQQQQQQQQQQQQ", "ghp_QQQQQQQQQQQQQQQQQQQQQQQQ",
+    "Authorization: Basic QQQQQQQQQQQQ", "Bearer QQQQQQQQQQQQQQQQ", "postgres://app:QQQQQQQQ@db:5432/app",
+    "mysql --password QQQQQQQQ -u root", "DB_PASSWORD=QQQQQQQQ", '"aws_secret_access_key": "QQQQQQQQQQQQQQQQQQQQ"',
+    '{"token": "QQQQ QQQQ"}', "Cookie: sid=QQQQQQ; csrf=QQQQQQ", "X-Api-Key: QQQQQQQQQQ", '"X-Auth-Token": "QQQQQQ"',
+    "https://hooks.slack.com/services/QQQQQQQQ", PEM_Q,
+]
+FILLER = "web-03 nginx: GET /healthz 200 ok\n"
+
+
+@pytest.mark.parametrize("margin", [MARGIN, 40])
+@pytest.mark.parametrize("secret", Q_SECRETS)
+def test_a_cut_anywhere_through_a_secret_leaves_none_of_it_on_either_side(secret, margin):
+    before, after = FILLER * 6, FILLER * 6
+    text = before + secret + after
+    for cut in range(len(before) - 2, len(before) + len(secret) + 2):
+        head, tail = redact_slice(text, 0, cut, margin=margin), redact_slice(text, cut, len(text), margin=margin)
+        assert "Q" not in head and "Q" not in tail, (cut, head[-60:], tail[:60])
+        assert head.startswith(FILLER) and tail.endswith(FILLER)
+
+
+def test_a_slice_without_secrets_is_the_text_itself():
+    text = FILLER * 1000
+    assert redact_slice(text, 5, 20_000, margin=100) == text[5:20_000]
+
+
+def test_a_cut_through_a_secret_keeps_its_whole_placeholder_and_name():
+    text = f"{FILLER}password=QQQQQQQQQQQQ {FILLER}"
+    cut = text.index("QQQ") + 4
+    assert redact_slice(text, 0, cut).endswith(f"password={REDACTED}")
+    assert redact_slice(text, cut, len(text)) == f"password={REDACTED} {FILLER}"
+
+
+def test_a_token_longer_than_the_margin_crossing_the_cut_is_dropped_to_its_end():
+    text = FILLER + "Bearer " + "Q" * 500 + " after\n"
+    cut = text.index("Q") + 250  # no pattern can see where this token began
+    assert redact_slice(text, cut, len(text), margin=40) == " after\n"
+    assert redact_slice(text, 0, cut, margin=40) == FILLER + REDACTED
+
+
+def _cuts(total: int, limit: int) -> tuple[int, int]:
+    """Where truncate_output cuts a text of `total` characters with no secret in it: (head end, tail start)."""
+    out = truncate_output("\n" * total, limit)
+    return out.index("\n… [truncated"), total - (len(out) - out.index("] …\n") - len("] …\n"))
+
+
+@pytest.mark.parametrize("secret", Q_SECRETS)
+def test_truncated_output_has_no_piece_of_a_secret_crossing_either_cut(secret):
+    total, limit = 5_000, 400
+    for cut in _cuts(total, limit):
+        for start in range(cut - len(secret) - 1, cut + 2):
+            text = "\n" * start + secret + "\n" * (total - start - len(secret))
+            assert "Q" not in redact(text)  # the whole text, redacted: the baseline a cut must match
+            out = truncate_output(text, limit)
+            assert len(out) <= limit and "[truncated" in out
+            assert "Q" not in out, (cut, start, out.strip())
+
+
+def test_a_50_mb_output_keeps_its_head_and_tail_and_counts_what_went():
+    line = "2026-11-30T03:12:09Z web-03 nginx: GET /healthz 200\n"
+    text = "first line\n" + line * (50_000_000 // len(line)) + "last line\n"
+    out = truncate_output(text)
+    assert len(out) <= MAX_OUTPUT_CHARS and out.startswith("first line\n") and out.endswith("last line\n")
+    head, tail = out.split(" …\n")[0].rsplit("\n… ", 1)[0], out.split(" …\n")[1]
+    assert f"[truncated {len(text) - len(head) - len(tail)} chars of {len(text)}]" in out
+
+
+def test_redact_truncate_redacts_only_what_it_can_keep():
+    text = "token xoxb-1234-QQQQQQQQ " + "x " * 5_000_000
+    assert redact_truncate(text, 20) == f"token {REDACTED} x …"
+
+
+# -- header-shaped secrets in JSON and dicts ------------------------------------------------------------
+
+HEADER_SECRETS = [
+    ("Authorization", "Basic dXNlcjpwYXNzUVFR"), ("authorization", "Bearer QQQQQQQQQQQQ.QQQQ"),
+    ("Proxy-Authorization", "Basic cHJveHk6UVFRUVE="), ("X-Api-Key", "QQQQ-api-key-QQQQ"),
+    ("x-api-key", "QQQQQQQQQQ"), ("X_API_KEY", "QQQQQQQQQQ"), ("Cookie", "sid=QQQQQQ; csrf=QQQQQQ"),
+    ("COOKIE", "sid=QQQQQQ"), ("Set-Cookie", "sid=QQQQQQ; Path=/; HttpOnly"), ("X-Auth-Token", "QQQQQQQQ"),
+    ("x-auth-token", "QQQQQQQQ"), ("X-Amz-Security-Token", "QQQQ/QQQQ+QQQQ=="), ("api_key", "QQQQQQQQ"),
+]
+
+
+def _value_core(value: str) -> str:
+    """The part of a header value that must go (an auth scheme may stay)."""
+    return value.split(" ", 1)[1] if value.split(" ", 1)[0] in ("Basic", "Bearer") else value
+
+
+@pytest.mark.parametrize(("name", "value"), HEADER_SECRETS)
+def test_a_header_in_a_dict_loses_its_value_and_keeps_its_name(name, value):
+    args = {"url": "https://x/api", "headers": {name: value, "Accept": "text/plain"}, "list": [{name: value}]}
+    assert redact_value(args) == {"url": "https://x/api", "headers": {name: REDACTED, "Accept": "text/plain"},
+                                  "list": [{name: REDACTED}]}
+
+
+@pytest.mark.parametrize(("name", "value"), HEADER_SECRETS)
+@pytest.mark.parametrize("form", ["json", "indented json", "json in json", "header line", "curl"])
+def test_a_header_in_text_loses_its_value_and_keeps_its_name(name, value, form):
+    doc = {"headers": {name: value, "Accept": "text/plain"}}
+    text = {
+        "json": json.dumps(doc),
+        "indented json": json.dumps(doc, indent=2),
+        "json in json": json.dumps({"body": json.dumps(doc)}),
+        "header line": f"HTTP/1.1 200 OK\n{name}: {value}\nAccept: text/plain\n",
+        "curl": f"curl -H '{name}: {value}' -H 'Accept: text/plain' https://x/api",
+    }[form]
+    out = redact(text)
+    assert _value_core(value) not in out and "Q" not in out
+    assert name in out and REDACTED in out and "text/plain" in out
+    assert redact(out) == out
+
+
+def test_a_credential_key_hides_every_kind_of_value_but_keeps_the_shape():
+    value = {"Set-Cookie": ["a=1", "b=2"], "token": 12345, "password": {"old": "x", "new": "y"},
+             "secret": True, "api_key": None, "cookie": "", "tokens": 42, "token_type": "Bearer",
+             "Content-Type": "application/json"}
+    assert redact_value(value) == {"Set-Cookie": [R, R], "token": R, "password": {"old": R, "new": R},
+                                   "secret": True, "api_key": None, "cookie": "", "tokens": 42,
+                                   "token_type": "Bearer", "Content-Type": "application/json"}
+
+
+def test_logged_headers_are_redacted_in_nested_and_top_level_fields():
+    out = io.StringIO()
+    configure_logging("info", stream=out)
+    try:
+        structlog.get_logger("t").info("tool", args={"headers": {"X-Api-Key": "QQQQQQQQ"}},
+                                       authorization="Basic dXNlcjpwYXNz", cookie="sid=QQQQ")
+    finally:
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
+    line = json.loads(out.getvalue())
+    assert line["args"] == {"headers": {"X-Api-Key": REDACTED}}
+    assert line["authorization"] == REDACTED and line["cookie"] == REDACTED

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import jsonschema
 
-from bot.redact import redact
+from bot.redact import redact, redact_slice
 from tools.netguard import HostAllowlist, Resolver, system_resolver
 from tools.schema import Parameter, call_arguments, function_schema
 
@@ -77,21 +77,31 @@ class ToolContext:
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went.
 
-    Secrets are redacted first: a cut through the middle of one would leave a half no pattern recognises."""
-    text = redact(text)
+    Bounded first, then redacted: only the two kept windows are scanned (bot.redact.redact_slice), so the cost
+    does not grow with the output, and a secret crossing either cut goes whole, never half of it."""
     total = len(text)
     if total <= limit:
-        return text
+        text = redact(text)
+        total = len(text)  # a placeholder can be longer than the secret it hides
+        if total <= limit:
+            return text
 
     def note(cut: int) -> str:
         return f"\n… [truncated {cut} chars of {total}] …\n"
 
     keep = limit - len(note(total))  # the longest the note can be, so the result never exceeds limit
     if keep <= 0:
-        return text[:limit]
+        return redact_slice(text, 0, limit)[:limit]
     head = (keep + 1) // 2
     tail = keep - head
-    return text[:head] + note(total - keep) + (text[-tail:] if tail else "")
+    kept_head = redact_slice(text, 0, head)[:head]  # redacted text can be cut anywhere: nothing secret is left
+    kept_tail = redact_slice(text, total - tail, total)[-tail:] if tail else ""
+    return kept_head + note(total - len(kept_head) - len(kept_tail)) + kept_tail
+
+
+def bounded_text(text: str) -> str:
+    """`text` as it is when it fits in an output, else truncated (and redacted) like one."""
+    return text if len(text) <= MAX_OUTPUT_CHARS else truncate_output(text)
 
 
 def render_result(result: Any) -> str:
@@ -345,15 +355,18 @@ class Tool:
         try:
             async with deadline:
                 result = await impl.call(args, self.ctx or ToolContext(), confirmed_by, approved_preview)
-        except (ToolError, PermissionDenied):
-            raise
+        except (ToolError, PermissionDenied) as e:
+            if len(message := str(e)) <= MAX_OUTPUT_CHARS:
+                raise
+            kind = ToolError if isinstance(e, ToolError) else PermissionDenied
+            raise kind(bounded_text(message)) from e  # a message as long as an output is bounded like one
         except TimeoutError as e:
             if deadline.expired():
                 stopped = " (its worker process was killed)" if impl.worker else ""
                 raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s{stopped}") from None
-            raise ToolError(exception_text(e)) from e
+            raise ToolError(bounded_text(exception_text(e))) from e
         except Exception as e:
-            raise ToolError(exception_text(e)) from e
+            raise ToolError(bounded_text(exception_text(e))) from e
         return truncate_output(render_result(result))
 
 

@@ -25,6 +25,7 @@ from tools.registry import (
     Tool,
     ToolError,
     WorkerTarget,
+    bounded_text,
     exception_text,
     render_result,
     truncate_output,
@@ -36,6 +37,7 @@ _BOOTSTRAP = (
     f"from tools.worker import serve; serve()  # {WORKER_MARK}"
 )
 _MAX_STDERR_SHOWN = 500
+_STDERR_TAIL_BYTES = 64 * 1024  # what is decoded of a dead worker's stderr, for its last line
 
 
 async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
@@ -66,7 +68,8 @@ def _outcome(target: WorkerTarget, code: int | None, out: bytes, err: bytes) -> 
         answer = json.loads(out)
         kind, text = answer["kind"], answer["text"]
     except (ValueError, KeyError, TypeError):
-        last = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        # Only the tail is decoded: a child that printed 50 MB before dying must not stall the event loop.
+        last = err[-_STDERR_TAIL_BYTES:].decode(errors="replace").strip().splitlines()[-1:] or [""]
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         detail = f": {last[0][-_MAX_STDERR_SHOWN:]}" if last[0] else ""
         raise ToolError(f"the worker process for {target.tool_attr} {how} without a result{detail}") from None
@@ -94,12 +97,12 @@ def _call(target: WorkerTarget, kwargs: dict[str, Any]) -> dict[str, str]:
     try:
         fn = resolve(target)
         result = fn(**kwargs)
-    except ToolError as e:
-        return {"kind": "tool_error", "text": str(e)}
+    except ToolError as e:  # every text is bounded here, in the child: the parent reads it on the event loop
+        return {"kind": "tool_error", "text": bounded_text(str(e))}
     except PermissionDenied as e:
-        return {"kind": "permission_denied", "text": str(e)}
+        return {"kind": "permission_denied", "text": bounded_text(str(e))}
     except Exception as e:
-        return {"kind": "exception", "text": exception_text(e)}
+        return {"kind": "exception", "text": bounded_text(exception_text(e))}
     return {"kind": "ok", "text": truncate_output(render_result(result))}
 
 
