@@ -12,8 +12,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools.commands import BOT_SECRETS, ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
+from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
+from tools.process import BOT_SECRETS
 from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
 
 DEFAULT_MODULES = ("tools.builtin",)
