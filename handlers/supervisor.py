@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ModelClient, ToolRegistry
+from bot import ModelClient, Toolbox
 from bot.config import Settings
 from bot.guards import Pause
 from bot.pricing import Price
@@ -58,7 +58,7 @@ class Supervisor:
     settings: Settings
     store: Store
     client: AsyncWebClient
-    tools: ToolRegistry
+    tools: Toolbox
     model_for: Callable[[str], ModelClient]  # stored model name -> a fresh per-run client
     price_for: Callable[[str], Price]
     policy: ApprovalPolicy
