@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from bot.errors import OpsloopError
 from bot.types import ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
+
+__all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
 
 
 class ModelClient(Protocol):

@@ -9,16 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.errors import ConfigError
 from bot.guards import Limits
 from bot.pricing import Price
 
-
-class ConfigError(Exception):
-    """Every problem found, one per line, each with its location."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
+__all__ = ["ApprovalSettings", "ConfigError", "ModelSettings", "Secret", "Settings", "load_settings",
+           "missing_for_run"]
 
 
 class Secret(str):

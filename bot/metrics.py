@@ -28,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from slack_bolt.async_app import AsyncApp
 
+from bot.errors import OpsloopError
 from bot.pricing import Price, price_for
 from bot.store import Store
 from bot.types import ACTIVE_STATUSES, ApprovalState, RunStatus, StopReason, Usage
@@ -215,7 +216,7 @@ async def store_problem(store: Store) -> str | None:
 # --- the server ---------------------------------------------------------------------
 
 
-class MetricsPortError(Exception):
+class MetricsPortError(OpsloopError):
     """The metrics port cannot be listened on (in use, not allowed): `opsloop run` says so in one line."""
 
 

@@ -34,6 +34,7 @@ from bot.backends import (
     is_postgres,
     open_backend,
 )
+from bot.errors import OpsloopError
 from bot.history import continue_history
 from bot.redact import redact, redact_value
 from bot.types import (
@@ -62,7 +63,7 @@ from bot.types import (
 T = TypeVar("T")
 log = structlog.get_logger("opsloop.store")
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(OpsloopError):
     """The database kept failing (locked, disk full, I/O, connection lost) past the retries. Not a run's failure:
     the run waits and resumes when the store works again."""
 

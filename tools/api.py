@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.errors import OpsloopError
 from bot.redact import redact
 from tools.netguard import HostAllowlist, Resolver, system_resolver
 
@@ -31,11 +32,11 @@ class Category(enum.StrEnum):
         return list(Category).index(self)
 
 
-class ToolError(Exception):
+class ToolError(OpsloopError):
     """A recoverable failure: it goes back to the model as an is_error tool_result."""
 
 
-class PermissionDenied(Exception):
+class PermissionDenied(OpsloopError):
     """A policy refusal: fatal, the runtime stops the run rather than let the model work around it."""
 
 
