@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_settings, missing_for_run
+from bot.config import ConfigError, Settings, load_settings, missing_for_run
 from bot.pricing import PRICES, Price, price_for
 from bot.types import Usage
 
@@ -149,3 +149,7 @@ def test_price_overrides_take_cache_prices(tmp_path):
     s = load_settings(write(tmp_path, '[model.prices."my-model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.01\n'),
                       env={})
     assert s.model.prices["my-model"] == Price(input=1.0, output=2.0, cache_read=0.01)
+
+
+def test_no_file_and_no_environment_is_exactly_the_dataclass_defaults():
+    assert load_settings(None, env={}) == Settings()
