@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_RUNS
@@ -88,20 +89,14 @@ class Approvals(LedgerBase):
             f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect.value]
         ) == 1
 
-    def add_approver(self, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
-        """Record one approval; the last one required flips the state to approved.
-
-        Read-modify-write is safe here: every call is one unit (the single writer thread on SQLite, one
-        serializable transaction on Postgres, where two replicas' clicks at once are retried one after the other).
-        """
-        a = self.find_approval(approval_id)
-        if a is None or not a.pending or user in a.approvals:
-            return False
-        approvals = [*a.approvals, user]
-        fields: dict[str, Any] = {"approvals": approvals}
-        if len(approvals) >= a.required:
-            fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=user,
-                          decided_name=decided_name, decided_at=now)
+    def record_approvers(self, approval_id: str, approvals: Sequence[str], *, decided_by: str | None = None,
+                         decided_name: str | None = None, decided_at: float | None = None) -> bool:
+        """Store who has approved a pending approval so far (compare-and-set on pending, durably); with `decided_by`,
+        that click approves it. When a click is the last one required is decided in handlers/approvals.py."""
+        fields: dict[str, Any] = {"approvals": list(approvals)}
+        if decided_by is not None:
+            fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=decided_by,
+                          decided_name=decided_name, decided_at=decided_at)
         with self._durably():
             added = self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
         if added and fields.get("state"):
@@ -135,36 +130,6 @@ class Approvals(LedgerBase):
                             "WHERE state != 'pending' AND decided_at IS NOT NULL", [])
         return [(ApprovalState(r["state"]), max(0.0, float(r["waited"]))) for r in rows]
 
-    def requesters(self, approval_id: str) -> list[str]:
-        """Everyone who asked for the call behind an approval (none of them may approve it alone).
-
-        The approval's requester, every earlier run's requester in the same thread (the run
-        continues their history), and everyone whose thread messages were consumed into the
-        history before the call: queued replies, redirect mentions and replies that
-        superseded an earlier approval. Unknown approval: nobody.
-        """
-        sql = """
-            WITH cur AS (
-                SELECT a.requester, a.created_at AS asked_at, r.id AS run_id, r.channel, r.thread_ts,
-                       r.created_at AS run_at
-                FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.id = ?
-            ), thread_runs AS (
-                SELECT t.id, t.requester FROM runs t, cur
-                WHERE t.channel = cur.channel AND t.thread_ts = cur.thread_ts AND t.created_at <= cur.run_at
-            )
-            SELECT requester AS "user" FROM cur
-            UNION SELECT requester FROM thread_runs
-            UNION SELECT i."user" FROM inbox i JOIN thread_runs t ON i.run_id = t.id, cur
-                WHERE i.state IN ('consumed', 'superseding')
-                  AND (i.run_id != cur.run_id OR i.created_at <= cur.asked_at)
-        """
-        rows = self._select(sql, [approval_id])
-        found = {r["user"] for r in rows if r["user"]}
-        if not found:  # an approval whose run row is gone still names its requester
-            found |= {r["requester"] for r in self._select("SELECT requester FROM approvals WHERE id = ?",
-                                                           [approval_id]) if r["requester"]}
-        return sorted(found)
-
     def due_approvals(self, *, now: float) -> list[Approval]:
         """Pending approvals past their expiry: the sweeper expires them."""
         rows = self._select("SELECT * FROM approvals WHERE state = ? AND expires_at <= ?",
@@ -182,10 +147,9 @@ class ApprovalsCalls:
     pending_approvals = entry(Approvals.pending_approvals)
     decide_approval = entry(Approvals.decide_approval, urgent=True)
     set_card_ts = entry(Approvals.set_card_ts, urgent=True)
-    add_approver = entry(Approvals.add_approver, urgent=True)
+    record_approvers = entry(Approvals.record_approvers, urgent=True)
     audit = entry(Approvals.audit)
     run_approvals = entry(Approvals.run_approvals)
     pending_approval_count = entry(Approvals.pending_approval_count)
     approval_waits = entry(Approvals.approval_waits)
-    requesters = entry(Approvals.requesters, urgent=True)
     due_approvals = entry(Approvals.due_approvals)

@@ -106,6 +106,11 @@ class Runs(LedgerBase):
     def list_runs(self, limit: int = 50) -> list[Run]:
         return [_decode_run(r) for r in self._rows("runs", "1 = 1", [], order_by="created_at desc", limit=limit)]
 
+    def thread_runs(self, channel: str, thread_ts: str) -> list[Run]:
+        """Every run of a thread, oldest first."""
+        return [_decode_run(r) for r in self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
+                                                   order_by="created_at")]
+
     def active_run_counts(self) -> dict[RunStatus, int]:
         """How many runs are in each active state (a state with no run is absent)."""
         rows = self._select("SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status",
@@ -177,6 +182,7 @@ class RunsCalls:
     latest_run = entry(Runs.latest_run)
     active_runs = entry(Runs.active_runs)
     list_runs = entry(Runs.list_runs)
+    thread_runs = entry(Runs.thread_runs)
     active_run_counts = entry(Runs.active_run_counts)
     claim_run = entry(Runs.claim_run)
     lease_owners = entry(Runs.lease_owners)

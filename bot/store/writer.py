@@ -143,6 +143,12 @@ class StoreBase(Caller):
     async def _submit(self, fn: Callable[[], T], *, urgent: bool = False) -> T:
         return await self._writer.submit(fn, urgent=urgent)
 
+    async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
+        """`fn(ledger)` as one unit, like every call (see `_call`): for a rule that reads and writes through the
+        store's plain operations together, e.g. handlers/approvals.py's N-of-M count. `fn` may run more than
+        once (a retried conflict or transient error): it must only use the ledger."""
+        return await self._call(fn, urgent=urgent)
+
     async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """Run `fn(ledger)` on the writer thread as one unit (`Ledger.call`), retrying transient errors
         ("database is locked", a full disk, a lost Postgres connection, a failover) with backoff; after
