@@ -12,7 +12,7 @@ from tools import PermissionDenied, ToolConfigError, ToolError
 
 # The Slack stand-in's own error speaks for a fake Slack, not for opsloop. bot/model.py's stream error is
 # left for the change that owns bot/model.py right now (it never leaves that module).
-NOT_OURS = {"bot.standin.slack._SlackError", "bot.model.IncompleteStream"}
+NOT_OURS = {"bot.playground.standin.slack._SlackError", "bot.model.IncompleteStream"}
 
 
 def defined_errors() -> list[str]:

@@ -140,3 +140,14 @@ def test_every_module_imports_first() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, ""), done.stderr[-2000:]
+
+
+def test_only_the_cli_imports_the_playground() -> None:
+    """The stand-in, demo and sandbox ship in the package, but nothing the bot runs imports them."""
+    edges = graph()
+    inside = ("bot.playground", "bot.sandbox")  # bot.sandbox: the Makefile's old `python -m` path, forwarded
+    users = sorted(m for m, targets in edges.items() if not m.startswith(inside)
+                   and any(t.startswith("bot.playground") for t in targets))
+    assert users == ["bot.cli"]
+    runtime_side = reachable(edges, "bot.app") | reachable(edges, RUNTIME)
+    assert sorted(m for m in runtime_side if m.startswith("bot.playground")) == []
