@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -26,12 +26,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from slack_bolt.async_app import AsyncApp
 
 from bot.errors import OpsloopError
 from bot.pricing import Price, price_for
 from bot.store import Store
 from bot.types import ACTIVE_STATUSES, ApprovalState, RunStatus, StopReason, Usage
+
+if TYPE_CHECKING:
+    from slack_bolt.async_app import AsyncApp
 
 Health = Callable[[], Awaitable[tuple[bool, dict[str, str]]]]  # (healthy, {check: "ok" | what is wrong})
 
