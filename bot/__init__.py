@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from bot.errors import OpsloopError
 from bot.types import ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
+
+__all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
 
 
 class ModelClient(Protocol):
@@ -22,7 +25,7 @@ class ModelClient(Protocol):
 
 
 class RunStore(Protocol):
-    """What the loop reads and writes; bot.store.Store is the SQLite implementation."""
+    """What the loop reads and writes; bot.store.Store implements it (on SQLite or Postgres)."""
 
     async def get_run(self, run_id: str) -> Run: ...
     async def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None: ...
@@ -41,7 +44,9 @@ class RunStore(Protocol):
     async def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None: ...
 
 
-class Tool(Protocol):
+class RunTool(Protocol):
+    """One tool as the loop sees it; tools.Tool implements it."""
+
     name: str
     category: Any  # tools.Category
     parallel: bool
@@ -55,7 +60,9 @@ class Tool(Protocol):
     async def check(self, args: Any) -> None: ...  # policy precheck before the confirm gate
 
 
-class ToolRegistry(Protocol):
-    def get(self, name: str) -> Any: ...  # Tool | None
+class Toolbox(Protocol):
+    """The tools a run may call, as the loop sees them; tools.ToolRegistry implements it."""
+
+    def get(self, name: str) -> Any: ...  # RunTool | None
     def __iter__(self) -> Iterator[Any]: ...
     def api_schemas(self) -> list[dict[str, Any]]: ...

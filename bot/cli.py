@@ -146,7 +146,7 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.demo.play import play  # imported late: it starts Slack and the app
+    from bot.playground.demo.play import play  # imported late: it starts Slack and the app
 
     configure_logging("error")  # the transcript is the output; warnings would interleave with it
     tty = sys.stdout.isatty()
@@ -159,7 +159,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.sandbox.server import serve_sandbox
+    from bot.playground.sandbox.server import serve_sandbox
 
     configure_logging("error")
     try:

@@ -9,16 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.errors import ConfigError
 from bot.guards import Limits
 from bot.pricing import Price, model_problems
 
-
-class ConfigError(Exception):
-    """Every problem found, one per line, each with its location."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
+__all__ = ["ApprovalSettings", "ConfigError", "ModelSettings", "Secret", "Settings", "load_settings",
+           "missing_for_run"]
 
 
 class Secret(str):
@@ -163,6 +159,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
     """Read the TOML file (every key optional) and the environment; raise ConfigError listing every problem."""
     env = os.environ if env is None else env
     path = path or env.get("OPSLOOP_CONFIG")
+    default = Settings()  # every default is the dataclass field's, written once
     raw: dict[str, Any] = {}
     problems: list[str] = []
     if path:
@@ -182,12 +179,12 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             sections[name] = table if name == "tools" else _check(name, table, problems)
     m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
     model = ModelSettings(
-        primary=m.get("primary", ModelSettings.primary),
-        fallbacks=tuple(m.get("fallbacks", ModelSettings.fallbacks)),
-        max_tokens=m.get("max_tokens", ModelSettings.max_tokens),
-        effort=m.get("effort", ModelSettings.effort),
-        thinking_display=m.get("thinking_display", ModelSettings.thinking_display),
-        context_budget_tokens=m.get("context_budget_tokens"),
+        primary=m.get("primary", default.model.primary),
+        fallbacks=tuple(m.get("fallbacks", default.model.fallbacks)),
+        max_tokens=m.get("max_tokens", default.model.max_tokens),
+        effort=m.get("effort", default.model.effort),
+        thinking_display=m.get("thinking_display", default.model.thinking_display),
+        context_budget_tokens=m.get("context_budget_tokens", default.model.context_budget_tokens),
         prices=_prices(m.get("prices", {}), problems),
     )
     if model.max_tokens < 1:
@@ -209,13 +206,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         problems.append("approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
                         "person for mutating calls, but not for destructive ones): set one")
     approvals = ApprovalSettings(
-        approvers=tuple(ap.get("approvers", ())),
+        approvers=tuple(ap.get("approvers", default.approvals.approvers)),
         destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
-        allow_self_approval=ap.get("allow_self_approval", False),
-        four_eyes_on_mutating=ap.get("four_eyes_on_mutating", False),
-        expire_minutes=ap.get("expire_minutes", 30.0),
-        required_approvals=max(1, ap.get("required_approvals", 1)),
-        destructive_required_approvals=ap.get("destructive_required_approvals"),
+        allow_self_approval=ap.get("allow_self_approval", default.approvals.allow_self_approval),
+        four_eyes_on_mutating=ap.get("four_eyes_on_mutating", default.approvals.four_eyes_on_mutating),
+        expire_minutes=ap.get("expire_minutes", default.approvals.expire_minutes),
+        required_approvals=max(1, ap.get("required_approvals", default.approvals.required_approvals)),
+        destructive_required_approvals=ap.get("destructive_required_approvals",
+                                              default.approvals.destructive_required_approvals),
     )
     if problems:
         raise ConfigError(problems)
@@ -227,20 +225,20 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
     return Settings(
         model=model,
         limits=limits,
-        channels=tuple(sl.get("channels", ())),
-        status_update_seconds=float(sl.get("status_update_seconds", 2.0)),
+        channels=tuple(sl.get("channels", default.channels)),
+        status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
         approvals=approvals,
-        tools=sections.get("tools", {"modules": ["tools.builtin"]}),
+        tools=sections.get("tools", default.tools),
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
-        slack_api_url=env.get("SLACK_API_URL") or "https://slack.com/api/",
+        slack_api_url=env.get("SLACK_API_URL") or default.slack_api_url,
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
         proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
-        db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or "opsloop.db",
+        db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or default.db_path,
         config_path=str(path) if path else None,
-        log_level=str(sections.get("log", {}).get("level", "info")),
+        log_level=str(sections.get("log", {}).get("level", default.log_level)),
     )
 
 

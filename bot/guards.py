@@ -11,10 +11,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from bot.errors import OpsloopError
 from bot.types import StopReason
 
 
-class Stop(Exception):
+class Stop(OpsloopError):
     """Ends a run with a reason, a human-readable detail and who caused it."""
 
     def __init__(self, reason: StopReason, detail: str = "", *, by: str | None = None) -> None:
@@ -22,7 +23,7 @@ class Stop(Exception):
         self.reason, self.detail, self.by = reason, detail, by
 
 
-class Pause(Exception):
+class Pause(OpsloopError):
     """Ends this driver's turn without ending the run: it waits in the store for a human decision, or is
     handed back to another process (shutdown). Whoever resumes it next continues from the store."""
 

@@ -27,12 +27,15 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bot.errors import OpsloopError
 from bot.pricing import Price, price_for
 from bot.store import Store
 from bot.types import ACTIVE_STATUSES, ApprovalState, RunStatus, StopReason, Usage
 
 if TYPE_CHECKING:
-    from bot.app import Opsloop
+    from slack_bolt.async_app import AsyncApp
+
+Health = Callable[[], Awaitable[tuple[bool, dict[str, str]]]]  # (healthy, {check: "ok" | what is wrong})
 
 log = structlog.get_logger("opsloop.metrics")
 
@@ -200,17 +203,6 @@ def delivery_type(body: Mapping[str, Any]) -> str:
 # --- health -------------------------------------------------------------------------
 
 
-async def slack_problem(ops: Opsloop) -> str | None:
-    """None when Slack can reach us: Socket Mode connected, or HTTP mode listening."""
-    if ops.down.get("slack"):
-        return ops.down["slack"]  # start-up can't reach Slack: why, and that it keeps trying
-    if ops.socket is not None:
-        return None if await ops.socket.client.is_connected() else "Socket Mode is not connected"
-    if ops.http is not None:
-        return None if ops.http.addresses else "HTTP mode is not listening"
-    return "not connected to Slack yet"
-
-
 async def store_problem(store: Store) -> str | None:
     """None when the store takes its write lock within HEALTH_TIMEOUT_S (through its writer thread)."""
     try:
@@ -223,20 +215,10 @@ async def store_problem(store: Store) -> str | None:
     return None
 
 
-async def health(ops: Opsloop) -> tuple[bool, dict[str, str]]:
-    """(healthy, {check: "ok" | what is wrong}) for /healthz. Anthropic out of reach is shown but not
-    unhealthy: runs stop with model_error and say so in their threads, and a restart would not bring it back."""
-    checks = {"slack": await slack_problem(ops), "store": await store_problem(ops.store)}
-    healthy = all(v is None for v in checks.values())
-    if ops.llm_reachable is not None:
-        checks["anthropic"] = ops.down.get("anthropic") or (None if ops.llm_reachable else "not checked yet")
-    return healthy, {k: v or "ok" for k, v in checks.items()}
-
-
 # --- the server ---------------------------------------------------------------------
 
 
-class MetricsPortError(Exception):
+class MetricsPortError(OpsloopError):
     """The metrics port cannot be listened on (in use, not allowed): `opsloop run` says so in one line."""
 
 
@@ -256,18 +238,18 @@ class MetricsServer:
         await self.runner.cleanup()
 
 
-def metrics_app(ops: Opsloop, metrics: Metrics) -> web.Application:
+def metrics_app(metrics: Metrics, *, store: Store, health: Health) -> web.Application:
     render = make_aiohttp_handler(metrics.registry)
 
     async def scrape(request: web.Request) -> web.StreamResponse:
         try:
-            metrics.store_view.snapshot = await read_snapshot(ops.store)
+            metrics.store_view.snapshot = await read_snapshot(store)
         except Exception as e:  # the run metrics still count; the store's own gauges keep their last value
             log.warning("metrics.store_unavailable", error=f"{type(e).__name__}: {e}")
         return await render(request)
 
     async def healthz(request: web.Request) -> web.Response:
-        ok, checks = await health(ops)
+        ok, checks = await health()
         return web.json_response({"status": "ok" if ok else "unhealthy", **checks}, status=200 if ok else 503,
                                  dumps=json.dumps)
 
@@ -277,12 +259,15 @@ def metrics_app(ops: Opsloop, metrics: Metrics) -> web.Application:
     return app
 
 
-async def serve_metrics(ops: Opsloop, *, host: str = DEFAULT_HOST, port: int) -> MetricsServer:
-    """Start observing the bot and serve /metrics and /healthz on host:port (port 0: any free port)."""
-    metrics = Metrics(lambda model: price_for(model, ops.settings.model.prices)[0])
+async def serve(*, store: Store, health: Health, prices: Mapping[str, Price], app: AsyncApp,
+                host: str = DEFAULT_HOST, port: int) -> MetricsServer:
+    """Start observing the bot and serve /metrics and /healthz on host:port (port 0: any free port).
+
+    `health` answers /healthz; `app` gets the ack timer as a middleware; `store` is read at scrape time."""
+    metrics = Metrics(lambda model: price_for(model, prices)[0])
     metrics.install()
-    ops.app.middleware(metrics.ack_timer)
-    runner = web.AppRunner(metrics_app(ops, metrics), access_log=None)
+    app.middleware(metrics.ack_timer)
+    runner = web.AppRunner(metrics_app(metrics, store=store, health=health), access_log=None)
     await runner.setup()
     server = MetricsServer(metrics=metrics, runner=runner)
     try:

@@ -15,11 +15,13 @@ from typing import Any
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from bot.errors import OpsloopError
+
 sqlite_migrations = Migrations("opsloop")
 PG_LOCK = 0x6F70_736C_6F6F_70  # pg_advisory_xact_lock key for migrating ("opsloop")
 
 
-class SchemaTooNew(Exception):
+class SchemaTooNew(OpsloopError):
     """The database was migrated by a newer opsloop than this one."""
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from bot import ModelClient, RunStore, ToolRegistry, prompts
+from bot import ModelClient, RunStore, Toolbox, prompts
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop, digest
 from bot.history import (
     closing_results,
@@ -66,7 +66,7 @@ class RunConfig:
 
     model: ModelClient
     store: RunStore
-    tools: ToolRegistry
+    tools: Toolbox
     price_for: Callable[[str], Price]  # each response is priced at the model that answered it
     system_prompt: str = prompts.SYSTEM_PROMPT  # a new run's; a stored run keeps the one it started with
     limits: Limits = field(default_factory=Limits)
@@ -518,7 +518,7 @@ class _Run:
                          model=getattr(self.cfg.model, "model", ""), stopped_by=by)
 
 
-def tool_changes(stored: list[dict[str, Any]], registry: ToolRegistry) -> list[str]:
+def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:
     """A note for the model when the tools available differ from the run's fixed `tools` (a resumed run
     after a config change, an MCP server whose list changed). The `tools` sent never change mid-run."""
     offered = {t["name"] for t in stored}

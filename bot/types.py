@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.errors import OpsloopError
+
 
 class StopReason(enum.StrEnum):
     """Why a run ended. Each boundary has its own value: 'timeout' is not a diagnosis."""
@@ -412,7 +414,7 @@ class Step:
     at: float
 
 
-class ModelError(Exception):
+class ModelError(OpsloopError):
     """The model cannot answer this run: auth failure, a rejected request, or every
     retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
     attempts still cost (a degenerate stream is billed for what it streamed)."""

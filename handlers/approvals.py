@@ -2,7 +2,9 @@
 expire. An approval is a stored pause: `ask` ends the run's drive while it is pending, and every decision,
 made by whichever process received it, goes through `_announce` (the card updated via the outbox, the paused
 run woken; the scheduler of any process resumes it from the store). Who may click is checked here, on the
-server, for every click, failing closed.
+server, for every click, failing closed; N of M is counted here (`count_approval`), over the store's plain writes.
+Not yet here: a reply's supersede is written inside the store's store-then-ack transaction (bot/store/ledger.py,
+`_queue_reply`), which must stay atomic with storing the reply; `superseded_by_reply` announces it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from bot.guards import Pause
 from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause
 from handlers import blocks, messages
 from handlers.outbox import card_key, classify, posted_item
-from handlers.policy import Verdict
+from handlers.policy import Verdict, requesters
 from handlers.util import dig, ephemeral
 
 if TYPE_CHECKING:
+    from bot.store import Ledger, Store
     from handlers.supervisor import IncidentThread, Supervisor
 
 log = structlog.get_logger("opsloop.approvals")
@@ -133,7 +136,7 @@ async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool,
         return messages.already_approved_by_you()
     name = await sup.policy.display_name(user)
     if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
-        changed = await store.add_approver(a.id, user, decided_name=name, now=store.now())
+        changed = await add_approver(store, a.id, user, decided_name=name, now=store.now())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
     else:
         changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
@@ -177,12 +180,33 @@ async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | N
     return messages.click_not_on_its_card()
 
 
+def count_approval(db: Ledger, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
+    """Record one approval; the last one required flips the state to approved (N of M distinct approvers).
+
+    Read-modify-write is safe here: it runs as one unit (`add_approver`: the single writer thread on SQLite, one
+    serializable transaction on Postgres, where two replicas' clicks at once are retried one after the other).
+    """
+    a = db.find_approval(approval_id)
+    if a is None or not a.pending or user in a.approvals:
+        return False
+    approvals = [*a.approvals, user]
+    if len(approvals) >= a.required:
+        return db.record_approvers(approval_id, approvals, decided_by=user, decided_name=decided_name, decided_at=now)
+    return db.record_approvers(approval_id, approvals)
+
+
+async def add_approver(store: Store, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
+    """`count_approval` as one unit on the store's thread (on the path of a click: urgent)."""
+    return await store.atomically(lambda db: count_approval(db, approval_id, user, decided_name=decided_name,
+                                                            now=now), urgent=True)
+
+
 async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) -> str | None:
     """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
     policy = sup.policy
-    requesters = await sup.store.requesters(a.id) if policy.self_approval_matters(a.category, approve=approve) else []
+    asked = await requesters(sup.store, a.id) if policy.self_approval_matters(a.category, approve=approve) else []
     verdict = await policy.verdict(user, category=a.category, approve=approve, run_requester=a.requester,
-                                   requesters=requesters)
+                                   requesters=asked)
     if verdict is Verdict.NOT_AN_APPROVER:
         return messages.not_allowed_to_approve(a.tool, a.category, policy.describe(a.category))
     if verdict is Verdict.STARTED_THE_RUN:

@@ -25,6 +25,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import OpsloopError
 from bot.redact import redact_truncate
 from bot.store import Store
 from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState
@@ -117,11 +118,11 @@ def _retry_after(e: SlackApiError) -> float | None:
         return None
 
 
-class ClaimLost(Exception):
+class ClaimLost(OpsloopError):
     """Another sender took the item (our claim lapsed): it finishes the job."""
 
 
-class Deferred(Exception):
+class Deferred(OpsloopError):
     """The item was put back for a later attempt (its backoff is stored)."""
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ApprovalSettings
+from bot.types import InboxState
 from handlers import messages
+
+if TYPE_CHECKING:
+    from bot.store import Ledger, Store
 
 log = structlog.get_logger("opsloop.policy")
 
@@ -115,6 +119,38 @@ def policy_lines(settings: ApprovalSettings) -> list[str]:
     lines.append(f"approvals: read-only calls run without asking; a card nobody decides expires after "
                  f"{settings.expire_minutes:g} minutes (no consent)")
     return lines
+
+
+# --- who asked ---------------------------------------------------------------------------------------------
+ASKING_STATES = (InboxState.CONSUMED, InboxState.SUPERSEDING)  # a thread message the run read before the call
+
+
+def asked_for(db: Ledger, approval_id: str) -> list[str]:
+    """Everyone who asked for the call behind an approval (none of them may approve it alone).
+
+    The approval's requester, every earlier run's requester in the same thread (the run
+    continues their history), and everyone whose thread messages were consumed into the
+    history before the call: queued replies, redirect mentions and replies that
+    superseded an earlier approval. Unknown approval: nobody. Read through the store's
+    plain queries inside one unit (`requesters`), so a reply consumed meanwhile is never half seen.
+    """
+    approval = db.find_approval(approval_id)
+    if approval is None:
+        return []
+    run = db.find_run(approval.run_id)
+    if run is None:  # an approval whose run row is gone still names its requester
+        return [approval.requester] if approval.requester else []
+    earlier = [r for r in db.thread_runs(run.channel, run.thread_ts) if r.created_at <= run.created_at]
+    found = {approval.requester, *(r.requester for r in earlier)}
+    for r in earlier:
+        found |= {i.user for i in db.inbox(r.id)
+                  if i.state in ASKING_STATES and (r.id != run.id or i.created_at <= approval.created_at)}
+    return sorted(u for u in found if u)
+
+
+async def requesters(store: Store, approval_id: str) -> list[str]:
+    """`asked_for`, as one unit on the store's thread (on the path of a click: urgent)."""
+    return await store.atomically(lambda db: asked_for(db, approval_id), urgent=True)
 
 
 def approval_warnings(settings: ApprovalSettings) -> list[str]:

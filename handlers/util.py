@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from handlers import messages
-from handlers.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.slack")
 

@@ -11,6 +11,7 @@ import pytest
 from bot.cli import main
 from bot.store import Ledger
 from bot.types import StopReason
+from handlers.approvals import count_approval
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def db(tmp_path, monkeypatch):
     a = ledger.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs", category="destructive",
                                args={"path": "/var/log"}, preview="would delete 212 files", requester="U1",
                                expires_at=2e9)
-    ledger.add_approver(a.id, "U2", decided_name="bob", now=1.8e9)
+    count_approval(ledger, a.id, "U2", decided_name="bob", now=1.8e9)
     ledger.save_tool_result(run.id, tool_use_id="toolu_1", tool="clean_logs", args={"path": "/var/log"},
                             content="deleted 212 files", is_error=False, confirmed_by="U2")
     ledger.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="freed 19.8 GB")

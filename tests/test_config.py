@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_settings, missing_for_run
+from bot.config import ConfigError, Settings, load_settings, missing_for_run
 from bot.pricing import PRICES, Price, price_for
 from bot.types import Usage
 
@@ -158,3 +158,7 @@ def test_four_eyes_on_mutating_and_allow_self_approval_are_refused_together(tmp_
     assert e.value.problems == [
         "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second person for "
         "mutating calls, but not for destructive ones): set one"]
+
+
+def test_no_file_and_no_environment_is_exactly_the_dataclass_defaults():
+    assert load_settings(None, env={}) == Settings()

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from bot.config import load_settings
-from bot.demo import tools as demo_tools
-from bot.demo.play import REDIRECT, play
+from bot.playground.demo import tools as demo_tools
+from bot.playground.demo.play import REDIRECT, play
 from tests.conftest import API_KEY
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-import handlers.approvals  # noqa: F401  first: handlers.supervisor imported on its own hits a circular import
 from bot.cli import parser
 from bot.config import load_settings, missing_for_run
 from handlers.background import Background

@@ -16,7 +16,8 @@ import pytest
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.metrics import MetricsPortError, MetricsServer, serve_metrics
+from bot.app import serve_metrics
+from bot.metrics import MetricsPortError, MetricsServer
 from tests.conftest import API_KEY
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, mention_event

@@ -15,11 +15,11 @@ import aiohttp
 import pytest
 
 from bot.config import load_settings
-from bot.demo import tools as demo_tools
-from bot.demo.stage import ALICE, CAROL
-from bot.sandbox.screenshot import ANSWER, card, play_incident
-from bot.sandbox.server import Sandbox, running_sandbox
-from bot.sandbox.webdriver import Browser, chromium, find_binaries
+from bot.playground.demo import tools as demo_tools
+from bot.playground.demo.stage import ALICE, CAROL
+from bot.playground.sandbox.screenshot import ANSWER, card, play_incident
+from bot.playground.sandbox.server import Sandbox, running_sandbox
+from bot.playground.sandbox.webdriver import Browser, chromium, find_binaries
 
 APPROVE_BUTTON = ".msg[data-kind=card][data-state=pending] button[data-action='opsloop.approve']"
 

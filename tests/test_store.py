@@ -7,6 +7,7 @@ import sqlite_utils
 from bot.migrations import sqlite_migrations as migrations
 from bot.store import Ledger
 from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
+from handlers.approvals import count_approval
 
 NEVER = 2e9
 
@@ -38,7 +39,7 @@ def test_a_new_run_comes_back_as_a_typed_record(db_url) -> None:
 def test_each_decision_is_stored_with_its_cause(db_url) -> None:
     ledger, run = _ledger(db_url)
     clicked, replied = _ask(ledger, run, "toolu_1"), _ask(ledger, run, "toolu_2")
-    assert ledger.add_approver(clicked.id, "U2", decided_name="bob", now=1.0)
+    assert count_approval(ledger, clicked.id, "U2", decided_name="bob", now=1.0)
     assert ledger.decide_approval(replied.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.REPLY,
                                   decided_by="U3", reason="wait", decided_at=2.0)
     assert not ledger.decide_approval(replied.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
@@ -51,7 +52,7 @@ def test_each_decision_is_stored_with_its_cause(db_url) -> None:
 def test_an_approval_needing_two_stays_pending_without_a_cause_after_one(db_url) -> None:
     ledger, run = _ledger(db_url)
     a = _ask(ledger, run, required=2)
-    assert ledger.add_approver(a.id, "U2", decided_name="bob", now=1.0)
+    assert count_approval(ledger, a.id, "U2", decided_name="bob", now=1.0)
     a = ledger.get_approval(a.id)
     assert (a.state, a.cause, a.approvals, a.pending) == (ApprovalState.PENDING, None, ("U2",), True)
 

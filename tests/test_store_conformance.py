@@ -31,6 +31,8 @@ from bot.types import (
     Totals,
     Usage,
 )
+from handlers.approvals import add_approver
+from handlers.policy import requesters
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 NEVER = 2e9
@@ -401,7 +403,7 @@ async def test_a_decision_is_compare_and_set(store: Store) -> None:
                                        decided_by="U2", decided_name="bob", reason="not now")
     assert not await store.decide_approval(a.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK,
                                            decided_at=6.0, decided_by="U3")
-    assert not await store.add_approver(a.id, "U3", decided_name="carol", now=6.0)
+    assert not await add_approver(store, a.id, "U3", decided_name="carol", now=6.0)
     got = await store.get_approval(a.id)
     assert (got.state, got.cause, got.decided_by, got.decided_name, got.reason, got.decided_at, got.approvals) == (
         ApprovalState.DENIED, DecisionCause.CLICK, "U2", "bob", "not now", 5.0, ())
@@ -410,16 +412,16 @@ async def test_a_decision_is_compare_and_set(store: Store) -> None:
 async def test_two_of_two_approvals_approve_on_the_second_distinct_approver(store: Store) -> None:
     run = await new_run(store)
     a = await ask(store, run, required=2)
-    assert await store.add_approver(a.id, "U2", decided_name="bob", now=1.0)
-    assert not await store.add_approver(a.id, "U2", decided_name="bob", now=1.5)  # the same person twice
+    assert await add_approver(store, a.id, "U2", decided_name="bob", now=1.0)
+    assert not await add_approver(store, a.id, "U2", decided_name="bob", now=1.5)  # the same person twice
     half = await store.get_approval(a.id)
     assert (half.state, half.approvals, half.cause) == (ApprovalState.PENDING, ("U2",), None)
-    assert await store.add_approver(a.id, "U3", decided_name="carol", now=2.0)
+    assert await add_approver(store, a.id, "U3", decided_name="carol", now=2.0)
     done = await store.get_approval(a.id)
     assert (done.state, done.cause, done.approvals, done.decided_by, done.decided_name, done.decided_at) == (
         ApprovalState.APPROVED, DecisionCause.CLICK, ("U2", "U3"), "U3", "carol", 2.0)
-    assert not await store.add_approver(a.id, "U4", decided_name="dave", now=3.0)
-    assert not await store.add_approver("apr_nope", "U4", decided_name="dave", now=3.0)
+    assert not await add_approver(store, a.id, "U4", decided_name="dave", now=3.0)
+    assert not await add_approver(store, "apr_nope", "U4", decided_name="dave", now=3.0)
 
 
 async def test_the_card_ts_is_recorded_only_in_the_expected_state(store: Store) -> None:
@@ -459,14 +461,14 @@ async def test_requesters_are_everyone_who_asked_for_the_call(store: Store) -> N
     a = await ask(store, run, "toolu_1", requester="U2")
     assert (await store.get_approval(superseder.id)).state == ApprovalState.SUPERSEDED
     assert (await reply(store, "Ev5", ts="1.6", user="U5")) is not None  # queued after the ask: not a requester
-    assert await store.requesters(a.id) == ["U1", "U2", "U3", "U4"]
-    assert await store.requesters("apr_nope") == []
+    assert await requesters(store, a.id) == ["U1", "U2", "U3", "U4"]
+    assert await requesters(store, "apr_nope") == []
 
 
 async def test_the_audit_pairs_each_approval_with_its_calls_result(store: Store) -> None:
     run = await new_run(store)
     ran, never = await ask(store, run, "toolu_1"), await ask(store, run, "toolu_2")
-    await store.add_approver(ran.id, "U2", decided_name="bob", now=store.now())
+    await add_approver(store, ran.id, "U2", decided_name="bob", now=store.now())
     await store.save_tool_result(run.id, tool_use_id="toolu_1", tool="restart_service", args={}, content="ok",
                                  is_error=False, confirmed_by="U2")
     audit = await store.audit()

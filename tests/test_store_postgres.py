@@ -27,6 +27,7 @@ from bot.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
 from bot.migrations import KNOWN, SchemaTooNew, SchemaVersion
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
+from handlers.approvals import add_approver
 from tests import pgserver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,8 +162,8 @@ async def test_two_of_two_approvals_clicked_at_once_on_two_replicas_are_both_rec
         a = await a_store.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs",
                                           category="destructive", args={}, requester="U1", expires_at=NEVER,
                                           required=2)
-        added = await asyncio.gather(a_store.add_approver(a.id, "U2", decided_name="bob", now=1.0),
-                                     b_store.add_approver(a.id, "U3", decided_name="carol", now=1.0))
+        added = await asyncio.gather(add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
+                                     add_approver(b_store, a.id, "U3", decided_name="carol", now=1.0))
         assert added == [True, True]
         done = await b_store.get_approval(a.id)
         assert (done.state, done.cause, sorted(done.approvals)) == (
@@ -176,7 +177,7 @@ async def test_one_approver_clicking_on_two_replicas_at_once_counts_once(stores:
         a = await stores[0].create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs",
                                             category="destructive", args={}, requester="U1", expires_at=NEVER,
                                             required=2)
-        added = await at_once(stores, lambda i, s: s.add_approver(a.id, "U2", decided_name="bob", now=1.0))
+        added = await at_once(stores, lambda i, s: add_approver(s, a.id, "U2", decided_name="bob", now=1.0))
         assert added.count(True) == 1
         got = await stores[0].get_approval(a.id)
         assert (got.state, got.approvals) == (ApprovalState.PENDING, ("U2",))
@@ -213,7 +214,7 @@ async def test_a_reply_and_an_approve_click_at_once_on_two_replicas_never_both_w
         a = await a_store.create_approval(run_id=accepted.run.id, tool_use_id="toolu_1", tool="restart_service",
                                           category="mutating", args={}, requester="U1", expires_at=NEVER)
         clicked, replied = await asyncio.gather(
-            a_store.add_approver(a.id, "U2", decided_name="bob", now=1.0),
+            add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
             b_store.accept_reply(f"Ev{round_}.r", channel="C1", thread_ts=thread, ts=f"{round_}.2", user="U3",
                                  text="wait"))
         assert replied is not None

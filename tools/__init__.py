@@ -1,5 +1,6 @@
 """The tool API: declare tools with @tool, build a registry from config, run them with timeouts and limits."""
 
+from bot.errors import OpsloopError
 from tools.config import ToolConfigError, build_registry, tool_context, tool_table
 from tools.registry import (
     DEFAULT_TIMEOUT_S,
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_OUTPUT_CHARS",
     "Category",
+    "OpsloopError",
     "PermissionDenied",
     "Tool",
     "ToolConfigError",

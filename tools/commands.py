@@ -7,23 +7,18 @@ environment: BASE_ENV plus the names a command's config lists, never the bot's o
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
 import shlex
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.process import child_env, kill_group
 from tools.registry import DEFAULT_TIMEOUT_S, Category, Implementation, Tool, ToolError, truncate_output
 
 # `{name}` is a placeholder; `{{` and `}}` are literal braces.
 PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # what most programs need, and nothing secret
-BOT_SECRETS = frozenset({"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY",
-                         "ANTHROPIC_AUTH_TOKEN"})
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_STREAM_BYTES = 2 * 1024 * 1024  # per stream of a child's output: the first and last half are kept
 
@@ -48,13 +43,6 @@ class RunbookCommand:
     timeout_s: float = DEFAULT_TIMEOUT_S
     cwd: Path | None = None
     env: tuple[str, ...] = ()  # names passed through from the bot's environment (e.g. KUBECONFIG)
-
-
-def child_env(names: tuple[str, ...] = ()) -> dict[str, str]:
-    """The environment of a child process: BASE_ENV and `names`, from ours when set; never a BOT_SECRETS name."""
-    env = {k: os.environ[k] for k in (*BASE_ENV, *names) if k in os.environ and k not in BOT_SECRETS}
-    env.setdefault("PATH", os.defpath)
-    return env
 
 
 def allows_leading_dash(pattern: str) -> bool:
@@ -127,16 +115,6 @@ async def run_argv(argv: list[str], *, cwd: Path | None = None, env: tuple[str, 
         raise
     assert proc.returncode is not None
     return proc.returncode, out, err
-
-
-async def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL a child started with start_new_session=True and everything it started, then reap it
-    (shielded: a timeout or Stop that cancelled us must not leave a zombie or a running grandchild)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    await asyncio.shield(proc.wait())
 
 
 async def _read_bounded(stream: asyncio.StreamReader, limit: int = MAX_STREAM_BYTES) -> str:

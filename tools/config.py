@@ -12,8 +12,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools.commands import BOT_SECRETS, ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
+from bot.errors import ConfigError
+from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
+from tools.process import BOT_SECRETS
 from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
 
 DEFAULT_MODULES = ("tools.builtin",)
@@ -27,8 +29,13 @@ _MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", 
 _CATEGORIES = ", ".join(c.value for c in Category)
 
 
-class ToolConfigError(Exception):
-    """The [tools] config is wrong; the message starts with the location, e.g. `tools.commands[0].name:`."""
+class ToolConfigError(ConfigError):
+    """The [tools] config is wrong; the message starts with the location, e.g. `tools.commands[0].name:`.
+
+    A ConfigError with one problem: whoever catches config errors catches the tools' too."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__([problem])
 
 
 # -- small typed readers -------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from bot.errors import OpsloopError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
@@ -195,7 +197,7 @@ def _number(part: str) -> int:
 # -- the allowlist -------------------------------------------------------------------------------
 
 
-class AllowlistError(ValueError):
+class AllowlistError(OpsloopError, ValueError):
     """One [tools.http] allow entry is wrong; `index` says which."""
 
     def __init__(self, index: int, message: str) -> None:
@@ -287,7 +289,7 @@ def _allow_entry(entry: str) -> tuple[str, str]:
 # -- decisions -----------------------------------------------------------------------------------
 
 
-class Refused(Exception):
+class Refused(OpsloopError):
     """A target the policy does not let a tool reach; the message says why in words the model can act on."""
 
 

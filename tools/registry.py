@@ -1,4 +1,5 @@
-"""The tool API: Category, the two errors, ToolContext, Tool, @tool and ToolRegistry.
+"""The tool API: Tool, @tool and ToolRegistry (Category, the two errors and ToolContext come from tools.api and
+are re-exported here).
 
 The rule for every tool's timeout (see `tool()`): CPU-heavy or blocking work never runs where it
 can stall the event loop, and a call that overruns its timeout is killed, not abandoned.
@@ -10,7 +11,6 @@ import asyncio
 import contextvars
 import copy
 import dataclasses
-import enum
 import hashlib
 import inspect
 import json
@@ -19,109 +19,37 @@ import re
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import jsonschema
 
-from bot.redact import redact, redact_slice
-from tools.netguard import HostAllowlist, Resolver, system_resolver
+from tools.api import (
+    DEFAULT_TIMEOUT_S,
+    MAX_OUTPUT_CHARS,
+    Category,
+    PermissionDenied,
+    ToolContext,
+    ToolError,
+    WorkerTarget,
+    bounded_text,
+    exception_text,
+    render_result,
+    truncate_output,
+)
 from tools.schema import Parameter, call_arguments, function_schema
+from tools.worker import run_in_worker
 
-if TYPE_CHECKING:
-    import aiohttp
+__all__ = [  # the names tools.api defines are re-exported: tools.registry stays the one import for a tool
+    "DEFAULT_TIMEOUT_S", "MAX_OUTPUT_CHARS", "Category", "Implementation", "PermissionDenied", "Tool",
+    "ToolContext", "ToolError", "ToolRegistry", "WorkerTarget", "argument_echo", "bounded_text", "exception_text",
+    "render_result",
+    "tool", "truncate_output",
+]
 
-MAX_OUTPUT_CHARS = 12_000
-DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
 HIDDEN_PARAMS = ("confirmed_by", "approved_preview")  # injected by the runtime, never shown to the model
 TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Category(enum.StrEnum):
-    """How much a tool can change; the values are what config files and Slack cards show."""
-
-    READ_ONLY = "read_only"
-    MUTATING = "mutating"
-    DESTRUCTIVE = "destructive"
-
-    @property
-    def rank(self) -> int:
-        """read_only < mutating < destructive: config may raise a category, never lower it."""
-        return list(Category).index(self)
-
-
-class ToolError(Exception):
-    """A recoverable failure: it goes back to the model as an is_error tool_result."""
-
-
-class PermissionDenied(Exception):
-    """A policy refusal: fatal, the runtime stops the run rather than let the model work around it."""
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What the built-in tools depend on, from the [tools] config; injected into a `ctx: ToolContext` parameter."""
-
-    log_dirs: tuple[Path, ...] = (Path("/var/log"),)
-    restart_allowlist: tuple[str, ...] = ()
-    prometheus_url: str | None = None
-    http_timeout_s: float = 10.0
-    http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)
-    http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
-    http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
-    http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
-
-
-def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went.
-
-    Bounded first, then redacted: only the two kept windows are scanned (bot.redact.redact_slice), so the cost
-    does not grow with the output, and a secret crossing either cut goes whole, never half of it."""
-    total = len(text)
-    if total <= limit:
-        text = redact(text)
-        total = len(text)  # a placeholder can be longer than the secret it hides
-        if total <= limit:
-            return text
-
-    def note(cut: int) -> str:
-        return f"\n… [truncated {cut} chars of {total}] …\n"
-
-    keep = limit - len(note(total))  # the longest the note can be, so the result never exceeds limit
-    if keep <= 0:
-        return redact_slice(text, 0, limit)[:limit]
-    head = (keep + 1) // 2
-    tail = keep - head
-    kept_head = redact_slice(text, 0, head)[:head]  # redacted text can be cut anywhere: nothing secret is left
-    kept_tail = redact_slice(text, total - tail, total)[-tail:] if tail else ""
-    return kept_head + note(total - len(kept_head) - len(kept_tail)) + kept_tail
-
-
-def bounded_text(text: str) -> str:
-    """`text` as it is when it fits in an output, else truncated (and redacted) like one."""
-    return text if len(text) <= MAX_OUTPUT_CHARS else truncate_output(text)
-
-
-def render_result(result: Any) -> str:
-    """A tool's return value as the text the model reads: str as is, bytes decoded, anything else as JSON."""
-    if isinstance(result, str):
-        return result
-    if result is None:
-        return "(no output)"
-    if isinstance(result, bytes):
-        return result.decode("utf-8", errors="replace")
-    return json.dumps(result, ensure_ascii=False, default=str)
-
-
-@dataclass(frozen=True)
-class WorkerTarget:
-    """Where a worker process finds a function: `module.tool_attr` is the Tool, `role` its impl, preview or guard."""
-
-    module: str
-    tool_attr: str
-    role: str  # "impl" | "preview" | "guard"
 
 
 @dataclass(frozen=True)
@@ -148,8 +76,6 @@ class Implementation:
         if self.takes_preview:
             kwargs["approved_preview"] = approved_preview
         if self.worker is not None:
-            from tools.worker import run_in_worker  # the worker module imports this one
-
             return await run_in_worker(self.worker, kwargs)
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
@@ -368,12 +294,6 @@ class Tool:
         except Exception as e:
             raise ToolError(bounded_text(exception_text(e))) from e
         return truncate_output(render_result(result))
-
-
-def exception_text(e: BaseException) -> str:
-    """`Type: message` (or just `Type`), the text an unexpected exception becomes for the model."""
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

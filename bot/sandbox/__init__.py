@@ -1,1 +1,1 @@
-"""`opsloop sandbox`: the Slack stand-in and the real app in your browser, with your config and tools."""
+"""Moved to bot/playground/sandbox/; kept only so the Makefile's `python -m bot.sandbox.screenshot` still runs."""

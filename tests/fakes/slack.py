@@ -1,4 +1,4 @@
-"""The Slack stand-in moved into the product (``bot/standin/slack.py``); re-exported so tests import it here.
+"""The Slack stand-in moved into the product (``bot/playground/standin/slack.py``); re-exported so tests import it here.
 
 Tests get one addition on top (the replica tests need it): ``delivery = "random"`` spreads envelopes over the
 live sockets by the seeded ``rng``, and ``with slack.to(n):`` sends every envelope of the block on connection
@@ -15,9 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
-from bot.standin.slack import FakeSlack as _StandIn
-from bot.standin.slack import __all__ as __all__
+from bot.playground.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
+from bot.playground.standin.slack import FakeSlack as _StandIn
+from bot.playground.standin.slack import __all__ as __all__
 
 _ROUTE: ContextVar[int | None] = ContextVar("fake_slack_route", default=None)
 

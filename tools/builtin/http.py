@@ -25,6 +25,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from multidict import CIMultiDict
 from yarl import URL
 
+from bot.errors import OpsloopError
 from tools.netguard import IPAddress, Refused, check_host, normal_name, resolve_host
 from tools.registry import Category, ToolContext, ToolError, tool
 
@@ -151,7 +152,7 @@ class _NotFetched(Refused):
     """A URL refused for its form (scheme, credentials), whatever its address."""
 
 
-class _Stop(Exception):
+class _Stop(OpsloopError):
     """The chain ends before a response: `target` is the URL not fetched, `why` the line(s) saying why."""
 
     def __init__(self, target: str, label: str, why: str) -> None:

@@ -3,7 +3,7 @@
 `web-03`'s /var is 97% full because logrotate keeps every rotated nginx log. The
 read-only tools look at the simulated state; `clean_logs` (destructive, with a dry
 run) and `restart_service` (mutating) change it once someone approves them. Loaded
-like any tool module: `[tools] modules = ["bot.demo.tools"]`.
+like any tool module: `[tools] modules = ["bot.playground.demo.tools"]`.
 """
 
 from __future__ import annotations

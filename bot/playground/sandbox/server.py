@@ -1,6 +1,6 @@
 """`opsloop sandbox`: the Slack stand-in and the real app, driven from a small web page.
 
-The page (plain HTML + vanilla JS, `bot/sandbox/page.py`) long-polls `/api/state` for
+The page (plain HTML + vanilla JS, `bot/playground/sandbox/page.py`) long-polls `/api/state` for
 the thread and posts what you type as a chosen person. A message becomes a real Slack
 event and a button click a real interactivity payload, both delivered over Socket
 Mode by the stand-in, so the app's own listeners handle them. Loopback only.
@@ -21,10 +21,10 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import Settings
-from bot.demo.play import TASK
-from bot.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
-from bot.sandbox.page import PAGE
-from bot.standin.render import view
+from bot.playground.demo.play import TASK
+from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
+from bot.playground.sandbox.page import PAGE
+from bot.playground.standin.render import view
 from handlers.blocks import APPROVE, DENY, STOP
 
 ACTIONS = (APPROVE, DENY, STOP)

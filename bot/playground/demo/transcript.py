@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from bot.standin.render import Kind, MessageView, PartKind, view
-from bot.standin.slack import FakeSlack
+from bot.playground.standin.render import Kind, MessageView, PartKind, view
+from bot.playground.standin.slack import FakeSlack
 
 _COUNTS = re.compile(r"\s*·\s*[\d,]+ tokens\s*·\s*\$[\d.,]+\s*$")
 

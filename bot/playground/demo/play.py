@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.config import Settings
-from bot.demo.stage import ALICE, BOB, CAROL, Stage, stage
-from bot.demo.transcript import Style, Transcript
-from bot.standin.render import Kind, card_state, card_tool, kind_of
-from bot.standin.slack import Message
+from bot.playground.demo.stage import ALICE, BOB, CAROL, Stage, stage
+from bot.playground.demo.transcript import Style, Transcript
+from bot.playground.standin.render import Kind, card_state, card_tool, kind_of
+from bot.playground.standin.slack import Message
 from bot.types import RunResult, StopReason
 from handlers.blocks import APPROVE, DENY
 

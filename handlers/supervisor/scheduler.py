@@ -1,9 +1,9 @@
-"""One run per Slack thread: starts, resumes, wakes and stops runs, and speaks for them in Slack.
+"""Drives this process's share of the runs: claims runnable ones with a lease, heartbeats it, resumes runs whose
+approval was decided or whose driver died, hands them back when they pause or the process stops.
 
-The Supervisor owns the run tasks; `IncidentThread` gives one run its Slack-side
-callbacks (confirm, inject, stop, status) and posts the answer or the handoff report.
-An approval is a row in the store: the waiting coroutine can die with the process and
-a resumed run finds the same row again.
+An approval is a row in the store: the waiting coroutine can die with the process and a resumed run finds the
+same row again. The run's Slack side (callbacks, status line, answer) is handlers/supervisor/thread.py; which
+lease owners are dead is handlers/supervisor/liveness.py.
 """
 
 from __future__ import annotations
@@ -11,41 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
-import secrets
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ModelClient, ToolRegistry
+from bot import ModelClient, Toolbox
 from bot.config import Settings
 from bot.guards import Pause
 from bot.pricing import Price
 from bot.redact import redact
-from bot.report import handoff_report
 from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
-from bot.types import (
-    Approval,
-    ConfirmRequest,
-    Decision,
-    Injected,
-    OutboxPost,
-    Run,
-    RunResult,
-    RunStatus,
-    StopReason,
-)
-from handlers import approvals, blocks, messages
+from bot.types import Approval, Run, RunResult, StopReason
+from handlers import approvals, blocks
 from handlers.background import Background
-from handlers.outbox import Outbox, answer_key, card_key, card_update_key, report_key
+from handlers.outbox import Outbox, card_key, card_update_key
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
+from handlers.supervisor.liveness import dead_owners, owner_id
+from handlers.supervisor.thread import IncidentThread
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -58,7 +44,7 @@ class Supervisor:
     settings: Settings
     store: Store
     client: AsyncWebClient
-    tools: ToolRegistry
+    tools: Toolbox
     model_for: Callable[[str], ModelClient]  # stored model name -> a fresh per-run client
     price_for: Callable[[str], Price]
     policy: ApprovalPolicy
@@ -70,16 +56,14 @@ class Supervisor:
     after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
-        # host:pid:pid-namespace:random. The namespace tells two containers sharing a hostname apart, so a
-        # pid is only ever checked for liveness where it means the same process.
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{_pid_namespace()}:{secrets.token_hex(3)}"
+        self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.supervisor.liveness)
         self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
         # Runs whose lease this process holds, each with the drive that took it (a task may not have claimed yet).
         self.driving: dict[str, object] = {}
         self._nudged = asyncio.Event()
         self._scheduler: asyncio.Task[None] | None = None
         self._draining = False
-        self._told_store_down: set[str] = set()
+        self._told_store_down: set[str] = set()  # runs whose thread heard that the store is down (once each)
         self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
 
     # --- run lifecycle ------------------------------------------------------
@@ -145,13 +129,7 @@ class Supervisor:
     async def _dead_owners(self) -> list[str]:
         """Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not
         wait for the lease to lapse. Another host's process can't be checked; its lease lapses instead."""
-        here = (socket.gethostname(), _pid_namespace())
-        dead = []
-        for owner in await self.store.lease_owners():
-            host, pid, namespace, *_ = [*owner.split(":"), "", "", ""]
-            if (host, namespace) == here and owner != self.owner and pid.isdigit() and not _alive(int(pid)):
-                dead.append(owner)
-        return dead
+        return dead_owners(await self.store.lease_owners(), me=self.owner)
 
     async def _schedule(self) -> None:
         while True:
@@ -255,6 +233,13 @@ class Supervisor:
         )
 
     # --- Slack ----------------------------------------------------------------
+    def first_store_outage(self, run_id: str) -> bool:
+        """True the first time the store is found down for this run (its thread hears it once); False after."""
+        if run_id in self._told_store_down:
+            return False
+        self._told_store_down.add(run_id)
+        return True
+
     @property
     def out(self) -> SlackOut:
         """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
@@ -282,146 +267,3 @@ class Supervisor:
     async def post(self, channel: str, thread_ts: str, msg: blocks.SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
         return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)
-
-
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "?"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True
-
-
-class IncidentThread:
-    """The Slack side of one run: its callbacks for the runtime and its messages in the thread."""
-
-    def __init__(self, sup: Supervisor, row: Run) -> None:
-        self.sup, self.run_id = sup, row.id
-        self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
-        self.status = StatusMessage(sup, row)
-
-    async def confirm(self, req: ConfirmRequest) -> Decision:
-        return await approvals.ask(self.sup, self, req)
-
-    async def store_unavailable(self, error: StoreUnavailable) -> None:
-        """The database keeps failing: the run waits (never marked finished); the thread hears it once."""
-        log.error("run.store_unavailable", error=str(error), disk_full=error.disk_full)
-        if self.run_id in self.sup._told_store_down:
-            return
-        self.sup._told_store_down.add(self.run_id)
-        for msg in blocks.text_messages(messages.store_unavailable(disk_full=error.disk_full)):
-            await self.sup.post(self.channel, self.thread_ts, msg)
-
-    async def inject(self) -> list[Injected]:
-        items = await self.sup.store.queued_inbox(self.run_id)
-        return [Injected(id=i.id, user=i.user, text=i.text) for i in items]
-
-    async def stop_requested(self) -> str | None:
-        return await self.sup.store.stop_requested_by(self.run_id)
-
-    async def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
-                    "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
-                    "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
-        if activity is None:
-            return
-        state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
-        self.status.show(state=state, step=data.get("step", 0), activity=activity, tokens=data["tokens"],
-                         cost_usd=data["cost_usd"])
-
-    async def finish(self, result: RunResult) -> None:
-        await approvals.supersede_for_stop(self.sup, self.run_id, by=result.stopped_by, why=result.stop_reason.value)
-        await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
-        self.sup.outbox.wake()
-        words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
-        try:  # best effort, after what matters is stored: Slack may be down (the outbox rides that out)
-            await self.status.close(step=result.iterations, activity=words, tokens=result.usage.paid_tokens,
-                                    cost_usd=result.cost_usd)
-        except Exception as e:
-            log.warning("status_close_failed", error=f"{type(e).__name__}: {e}")
-
-    async def final_posts(self, result: RunResult) -> list[OutboxPost]:
-        """The run's answer, or its handoff report, as outbox posts keyed by run and part (sent exactly once)."""
-        if result.stop_reason == StopReason.COMPLETED and result.output:
-            msgs, key = blocks.text_messages(result.output), answer_key
-        else:
-            report = handoff_report(result, await self.sup.store.history(self.run_id))
-            r, u = report.result, report.result.usage
-            msgs, key = blocks.handoff_report(
-                stop_reason=r.stop_reason.value, stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
-                iterations=r.iterations, max_iterations=self.sup.settings.limits.max_iterations,
-                input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
-                tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-                last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
-            ), report_key
-        return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
-                           blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
-
-
-class StatusMessage:
-    """The run's status line in the thread, updated in place at most once per interval."""
-
-    def __init__(self, sup: Supervisor, row: Run) -> None:
-        self.sup, self.row = sup, row
-        self.ts: str | None = row.status_ts
-        self.interval = sup.settings.status_update_seconds
-        self._latest: dict[str, Any] | None = None
-        self._last_push = 0.0
-        self._flusher: asyncio.Task[None] | None = None
-
-    def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
-                 cost_usd: float) -> blocks.SlackMessage:
-        return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
-                                     run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations)
-
-    async def open(self) -> None:
-        if self.ts:
-            return
-        msg = self._message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
-                            tokens=0, cost_usd=self.row.cost_usd)
-        self.ts = await self.sup.post(self.row.channel, self.row.thread_ts, msg)
-        if self.ts:
-            await self.sup.store.set_status_ts(self.row.id, self.ts)
-
-    def show(self, **fields: Any) -> None:
-        self._latest = fields
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
-
-    async def _flush(self) -> None:
-        while self._latest is not None:
-            wait = self._last_push + self.interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)  # rate limit, not a wait for state
-            fields, self._latest = self._latest, None
-            if fields is not None:
-                await self._push(self._message(**fields))
-
-    async def _push(self, msg: blocks.SlackMessage) -> None:
-        self._last_push = time.monotonic()
-        if not self.ts:
-            return
-        await self.sup.out.update(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks,
-                                  what="status_update")
-
-    def abandon(self) -> None:
-        """This drive ends without finishing the run (a pause, a hand-back): stop pushing updates."""
-        if self._flusher and not self._flusher.done():
-            self._flusher.cancel()
-        self._latest = None
-
-    async def close(self, **fields: Any) -> None:
-        if self._flusher and not self._flusher.done():
-            self._flusher.cancel()
-        self._latest = None
-        await self._push(self._message(state=RunStatus.FINISHED, **fields))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.standin.slack import Message
+from bot.playground.standin.slack import Message
 
 EMOJI = {
     "eyes": "👀", "white_check_mark": "✅", "hourglass_flowing_sand": "⏳", "hourglass": "⌛",

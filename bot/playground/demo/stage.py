@@ -17,14 +17,14 @@ from typing import Any
 
 from bot.app import Opsloop, build, start
 from bot.config import ApprovalSettings, Secret, Settings
-from bot.demo import tools as demo_tools
-from bot.demo.model import IncidentModel
-from bot.standin.slack import FakeSlack, mention_event, message_event
+from bot.playground.demo import tools as demo_tools
+from bot.playground.demo.model import IncidentModel
+from bot.playground.standin.slack import FakeSlack, mention_event, message_event
 
 CHANNEL = "C0INCIDENT"
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"  # alice asks; bob and carol are on call
 PEOPLE = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
-DEMO_TOOLS: Mapping[str, Any] = {"modules": ["bot.demo.tools"]}
+DEMO_TOOLS: Mapping[str, Any] = {"modules": ["bot.playground.demo.tools"]}
 
 
 @dataclass

@@ -20,6 +20,8 @@ from typing import Any
 
 import aiohttp
 
+from bot.errors import OpsloopError
+
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -37,7 +39,7 @@ const t = setTimeout(() => { obs.disconnect(); done(ok()); }, ms);
 """
 
 
-class WebDriverError(Exception):
+class WebDriverError(OpsloopError):
     """chromedriver answered with an error."""
 
 

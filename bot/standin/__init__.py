@@ -1,9 +1,0 @@
-"""A local Slack stand-in (Web API + Socket Mode) that opsloop ships for `demo`, `sandbox` and tests."""
-
-from bot.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
-from bot.standin.slack import FakeSlack
-from bot.standin.slack import __all__ as _names
-
-SlackStandIn = FakeSlack
-
-__all__ = [*_names, "SlackStandIn"]

@@ -1,0 +1,36 @@
+"""Everything a run knows, in SQLite (the embedded default) or Postgres (several replicas), owned by one
+writer thread per process.
+
+`Ledger` is the synchronous store bound to the thread that opened it (the CLI uses it directly); its SQL is
+written once for both databases (bot/backends.py runs it, bot/migrations.py shapes the schema), one module
+per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
+(events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py). `Store` is
+the async facade the bot uses, derived from Ledger (entry.py): every call runs on the store's own thread
+(writer.py), so a connection never crosses threads, and on Postgres each call is one serializable
+transaction, so replicas sharing the database get the same guarantees one process gets from SQLite's single
+writer. The store persists and redacts (rows.py: what is written is redacted at this boundary).
+"""
+
+from __future__ import annotations
+
+from bot.store.approvals import ApprovalsCalls
+from bot.store.entry import entry
+from bot.store.events import EventsCalls
+from bot.store.inbox import InboxCalls
+from bot.store.ledger import Ledger, LedgerCalls
+from bot.store.outbox import OutboxCalls
+from bot.store.rows import ACTIVE_STATES, new_id
+from bot.store.runs import RunsCalls
+from bot.store.sql import LedgerBase
+from bot.store.trace import TraceCalls
+from bot.store.writer import StoreBase, StoreUnavailable
+
+__all__ = ["ACTIVE_STATES", "Ledger", "Store", "StoreUnavailable", "new_id"]
+
+
+class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, StoreBase):
+    """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
+
+    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""
+
+    probe_write = entry(LedgerBase.probe_write)

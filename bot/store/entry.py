@@ -1,0 +1,63 @@
+"""The async facade, derived from the sync one: `name = entry(Group.name)` on a `…Calls` class makes `await
+store.name(...)` run `ledger.name(...)` on the store's writer thread, with the same signature (written once,
+on the Ledger method), through `Store._call` (one unit, transient errors retried)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+if TYPE_CHECKING:
+    from bot.store.ledger import Ledger
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Caller:
+    """What an entry needs of the store: run `fn(ledger)` as one unit on the writer thread (bot.store.Store)."""
+
+    async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
+        raise NotImplementedError
+
+
+def _settled(value: Any) -> Any:
+    """A list or an iterator (a generator of messages, say) is taken as it is now, on the caller's thread, once:
+    a retried call sees the same items, and nothing the caller holds is read from the writer thread."""
+    return list(value) if isinstance(value, list | Iterator) else value
+
+
+class Entry(Generic[P, T]):
+    """The async entry of one Ledger method. `urgent`: on the path of a Slack ack (events, clicks), so it goes
+    ahead of the runs' bookkeeping in the writer's queue."""
+
+    def __init__(self, method: Callable[Concatenate[Any, P], T], *, urgent: bool = False) -> None:
+        self.method, self.urgent, self.name = method, urgent, method.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.name:
+            raise TypeError(f"{owner.__name__}.{name} = entry(…{self.name}): an entry keeps its Ledger method's name")
+
+    @overload
+    def __get__(self, store: None, owner: type) -> Entry[P, T]: ...
+    @overload
+    def __get__(self, store: Caller, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(self, store: Caller | None, owner: type) -> Entry[P, T] | Callable[P, Coroutine[Any, Any, T]]:
+        if store is None:
+            return self
+        name, urgent = self.name, self.urgent
+
+        @functools.wraps(self.method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            args_now = tuple(_settled(a) for a in args)
+            kwargs_now = {k: _settled(v) for k, v in kwargs.items()}
+            result: T = await store._call(lambda db: getattr(db, name)(*args_now, **kwargs_now), urgent=urgent)
+            return result
+
+        return call
+
+
+def entry(method: Callable[Concatenate[Any, P], T], *, urgent: bool = False) -> Entry[P, T]:
+    return Entry(method, urgent=urgent)

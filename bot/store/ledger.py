@@ -1,0 +1,136 @@
+"""`Ledger`: the synchronous store, one class over every table group (each in its own module of bot/store/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from bot.backends import WAKE_RUNS
+from bot.history import continue_history
+from bot.redact import redact
+from bot.store.approvals import Approvals
+from bot.store.entry import entry
+from bot.store.events import Events
+from bot.store.inbox import Inbox
+from bot.store.outbox import Outbox
+from bot.store.rows import new_id
+from bot.store.runs import Runs
+from bot.store.trace import Trace
+from bot.types import AcceptedMention, AcceptedReply, ApprovalState, DecisionCause, InboxState, Run, RunStatus, Totals
+
+T = TypeVar("T")
+
+
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox):
+    """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
+    that created it. Its SQL is written once for both (see bot.backends)."""
+
+    def call(self, fn: Callable[[Ledger], T]) -> T:
+        """`fn(self)` as one unit: on Postgres one SERIALIZABLE transaction, retried whole on a conflict."""
+        return self.sql.call(lambda: fn(self))
+
+    # --- what spans table groups, in one transaction: a run with its first messages, a turn with the inbox
+    # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)
+    def create_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
+        mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
+    ) -> Run:
+        """Create a run with its first user message(s); `history` continues an earlier run."""
+        now = self.sql.now()
+        run_id = new_id("run")
+        with self._atomic():
+            self._insert("runs", {
+                "id": run_id, "channel": channel, "thread_ts": thread_ts,
+                "mention_ts": mention_ts, "requester": requester, "task": redact(task),
+                "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
+            })
+            for seq, message in enumerate(history):
+                self._put_message(run_id, seq, message)
+        return self.get_run(run_id)
+
+    def open_run(
+        self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str,
+        mention_ts: str,
+    ) -> tuple[Run, bool]:
+        """The thread's active run, or a new one continuing the thread's history: (run, created).
+
+        Check-and-create happens on the writer thread, so two mentions racing in one
+        thread still get one run.
+        """
+        if (active := self.active_run(channel, thread_ts)) is not None:
+            return active, False
+        previous = self.latest_run(channel, thread_ts)
+        history = continue_history(self.history(previous.id) if previous else [], prompt)
+        with self._atomic():
+            run = self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
+                                  mention_ts=mention_ts, history=history)
+            if previous is not None and previous.system is not None and previous.tools is not None:
+                # The carried-over turns' thinking is bound to the earlier run's system and tools: keep them
+                # (a tool change since then reaches the model as a note, see bot.runtime.tool_changes).
+                self.fix_prompt(run.id, system=previous.system, tools=previous.tools)
+                run = self.get_run(run.id)
+        return run, True
+
+    def put_message(
+        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = (),
+        totals: Totals | None = None,
+    ) -> None:
+        """Store message `seq` (insert or replace), mark inbox items consumed and save the run's totals,
+        in one transaction."""
+        with self._atomic():
+            self._put_message(run_id, seq, message)
+            for inbox_id in consumed_inbox:
+                self.put_inbox_state(inbox_id, InboxState.CONSUMED)
+            if totals is not None:
+                self.save_totals(run_id, totals)
+
+    def accept_mention(
+        self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
+        model: str, mention_ts: str,
+    ) -> AcceptedMention | None:
+        """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
+        a redirect queued like a reply. None: a duplicate delivery. Raises when the store fails: no ack."""
+        with self._durably(), self._atomic():  # a redirect may decide approvals: FULL, like every decision
+            if not self.claim_event(event_id):
+                return None
+            run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
+                                         prompt=prompt, model=model, mention_ts=mention_ts)
+            redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task)
+            return AcceptedMention(run=run, created=created, redirect=redirect)
+
+    def accept_reply(
+        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str,
+    ) -> AcceptedReply | None:
+        """Claim a thread reply's event and put it in the active run's inbox in one transaction, superseding the
+        run's pending approvals (cause REPLY). None: a duplicate, or no active run in the thread."""
+        with self._durably(), self._atomic():
+            if not self.claim_event(event_id):
+                return None
+            run = self.active_run(channel, thread_ts)
+            return self._queue_reply(run, ts=ts, user=user, text=text) if run is not None else None
+
+    def _queue_reply(self, run: Run, *, ts: str, user: str, text: str) -> AcceptedReply:
+        """Inside a transaction: the reply declines every pending approval of the run (compare-and-set), and is
+        kept on record as superseding them; with none pending it is queued for the model."""
+        now = self.sql.now()
+        superseded = tuple(
+            a.id for a in self.pending_approvals(run.id)
+            if self._transition_approval(a.id, expect=ApprovalState.PENDING, state=ApprovalState.SUPERSEDED.value,
+                                         cause=DecisionCause.REPLY.value, decided_by=user, reason=text,
+                                         decided_at=now)
+        )
+        inbox_id = self.add_inbox(run_id=run.id, channel=run.channel, ts=ts, user=user, text=text)
+        if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
+            self.put_inbox_state(inbox_id, InboxState.SUPERSEDING)
+        self._wake(WAKE_RUNS)
+        return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
+
+
+class LedgerCalls:
+    """The async entries of what Ledger itself defines (see bot.store.entry)."""
+
+    create_run = entry(Ledger.create_run)
+    open_run = entry(Ledger.open_run)
+    put_message = entry(Ledger.put_message)
+    accept_mention = entry(Ledger.accept_mention, urgent=True)
+    accept_reply = entry(Ledger.accept_reply, urgent=True)

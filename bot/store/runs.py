@@ -1,0 +1,192 @@
+"""Runs and their leases: a run's row, its status and counters, who drives it (one driver per run)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from bot.backends import WAKE_RUNS
+from bot.redact import redact
+from bot.store.entry import entry
+from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
+from bot.store.sql import LedgerBase
+from bot.types import ApprovalState, Run, RunStatus, StopReason, Totals
+
+if TYPE_CHECKING:
+    pass
+
+
+class Runs(LedgerBase):
+    """A run's row, its status and counters, and its lease. The SQL, run on the store's thread."""
+
+    def get_run(self, run_id: str) -> Run:
+        run = self.find_run(run_id)
+        if run is None:
+            raise KeyError(f"no run {run_id!r}")
+        return run
+
+    def find_run(self, run_id: str) -> Run | None:
+        rows = self._select("SELECT * FROM runs WHERE id = ?", [run_id])
+        return _decode_run(rows[0]) if rows else None
+
+    def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None:
+        """Store the system prompt and tool schemas a run starts with (exactly, never redacted)."""
+        self._update_run(run_id, system=system, tools=tools)
+
+    def set_status(self, run_id: str, status: RunStatus) -> None:
+        """Running <-> waiting_approval; `finish_run` ends a run."""
+        self._update_run(run_id, status=status.value)
+
+    def set_drop_block(self, run_id: str) -> None:
+        """Every later request of this run asks the API to drop mismatched thinking blocks."""
+        self._update_run(run_id, drop_block=1)
+
+    def set_status_ts(self, run_id: str, ts: str) -> None:
+        """The ts of the run's status message in the thread."""
+        self._update_run(run_id, status_ts=ts)
+
+    def save_totals(self, run_id: str, totals: Totals) -> None:
+        """The run's counters so far."""
+        extra = {"model": totals.model} if totals.model is not None else {}
+        self._update_run(run_id, iterations=totals.iterations, cost_usd=totals.cost_usd,
+                         agent_seconds=totals.agent_seconds, tools_called=totals.tools_called,
+                         condensed=int(totals.condensed), **totals.usage.to_dict(), **extra)
+
+    def finish_run(
+        self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
+        output: str | None = None,
+    ) -> None:
+        self._update_run(run_id, status=RunStatus.FINISHED.value, stop_reason=stop_reason.value,
+                         stop_detail=stop_detail, stopped_by=stopped_by, output=output)
+
+    def _update_run(self, run_id: str, **fields: Any) -> None:
+        # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).
+        if "tools_called" in fields:
+            fields["tools_called"] = json.dumps(list(fields["tools_called"]))
+        if "tools" in fields:  # stored exactly as sent: never redacted, never re-serialised differently
+            fields["tools"] = json.dumps(fields["tools"])
+        fields = {k: redact(v) if isinstance(v, str) and k not in _EXACT_RUN_FIELDS else v for k, v in fields.items()}
+        fields["updated_at"] = self.sql.now()
+        self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
+                    [*fields.values(), run_id])
+
+    def stop_requested_by(self, run_id: str) -> str | None:
+        """Who asked this run to stop, if anyone: asked twice a step, so one column, not the whole row."""
+        rows = self._select("SELECT stop_requested_by FROM runs WHERE id = ?", [run_id])
+        return str(rows[0]["stop_requested_by"]) if rows and rows[0]["stop_requested_by"] else None
+
+    def request_stop(self, run_id: str, user: str) -> bool:
+        """Mark a run to stop; False when it is not active (already finished)."""
+        marked = self._write(
+            "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
+            "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
+            [user, self.sql.now(), run_id, *ACTIVE_STATES],
+        ) == 1
+        if marked:
+            self._wake(WAKE_RUNS)  # the replica driving it cancels the drive now, not at its next poll
+        return marked
+
+    def active_run(self, channel: str, thread_ts: str) -> Run | None:
+        rows = self._rows("runs", "channel = ? AND thread_ts = ? AND status IN (?, ?)",
+                          [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1)
+        return _decode_run(rows[0]) if rows else None
+
+    def latest_run(self, channel: str, thread_ts: str) -> Run | None:
+        rows = self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
+                          order_by="created_at desc", limit=1)
+        return _decode_run(rows[0]) if rows else None
+
+    def active_runs(self) -> list[Run]:
+        return [
+            _decode_run(r)
+            for r in self._rows("runs", "status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
+        ]
+
+    def list_runs(self, limit: int = 50) -> list[Run]:
+        return [_decode_run(r) for r in self._rows("runs", "1 = 1", [], order_by="created_at desc", limit=limit)]
+
+    def thread_runs(self, channel: str, thread_ts: str) -> list[Run]:
+        """Every run of a thread, oldest first."""
+        return [_decode_run(r) for r in self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
+                                                   order_by="created_at")]
+
+    def active_run_counts(self) -> dict[RunStatus, int]:
+        """How many runs are in each active state (a state with no run is absent)."""
+        rows = self._select("SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status",
+                            list(ACTIVE_STATES))
+        return {RunStatus(r["status"]): int(r["n"]) for r in rows}
+
+    def claim_run(self, run_id: str, owner: str, *, until: float, now: float, dead: Sequence[str] = ()) -> bool:
+        """Take (or keep) an active run's lease: free, already ours, lapsed, or held by an owner known to be
+        dead (a crashed process on this host). Compare-and-set."""
+        return self._write(
+            "UPDATE runs SET owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs WHERE id = ? "
+            "AND status IN (?, ?) "
+            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked()})",
+            [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
+        ) == 1
+
+    def lease_owners(self) -> list[str]:
+        """Who holds the leases of active runs (to spot a crashed process on this host)."""
+        rows = self._select("SELECT DISTINCT owner FROM runs WHERE owner IS NOT NULL AND status IN (?, ?)",
+                            list(ACTIVE_STATES))
+        return [str(r["owner"]) for r in rows]
+
+    def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
+        """Extend this owner's leases on `run_ids` (the heartbeat); returns the ids it still holds."""
+        held = []
+        for run_id in run_ids:
+            if self._write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ?", [until, run_id, owner]):
+                held.append(run_id)
+        return held
+
+    def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs someone asked to stop (a Stop received by any process)."""
+        rows = self._select(f"SELECT id FROM runs WHERE id IN ({_marks(run_ids)}) AND stop_requested_by IS NOT NULL",
+                            list(run_ids))
+        return [str(r["id"]) for r in rows]
+
+    def release_run(self, run_id: str, owner: str) -> None:
+        """Give a run back (paused, finished, or this process is stopping): the next driver takes it at once."""
+        if self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner]):
+            self._wake(WAKE_RUNS)
+
+    def runnable_runs(self, *, now: float, dead: Sequence[str] = ()) -> list[Run]:
+        """Active runs nobody drives that have something to do: running ones (a dead driver's included),
+        and paused ones whose approval was decided (anywhere) or whose stop was requested."""
+        rows = self._select(
+            "SELECT * FROM runs WHERE status IN (?, ?) "
+            f"AND (owner IS NULL OR lease_until < ? OR owner IN ({_marks(dead)})) "
+            "AND (status = ? OR stop_requested_by IS NOT NULL OR NOT EXISTS "
+            "(SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.state = ?)) ORDER BY created_at",
+            [*ACTIVE_STATES, now, *dead, RunStatus.RUNNING.value, ApprovalState.PENDING.value],
+        )
+        return [_decode_run(r) for r in rows]
+
+
+class RunsCalls:
+    """The async entries of Runs (see bot.store.entry: each runs its namesake on the writer thread)."""
+
+    get_run = entry(Runs.get_run)
+    find_run = entry(Runs.find_run, urgent=True)
+    fix_prompt = entry(Runs.fix_prompt)
+    set_status = entry(Runs.set_status)
+    set_drop_block = entry(Runs.set_drop_block)
+    set_status_ts = entry(Runs.set_status_ts)
+    save_totals = entry(Runs.save_totals)
+    finish_run = entry(Runs.finish_run)
+    stop_requested_by = entry(Runs.stop_requested_by)
+    request_stop = entry(Runs.request_stop, urgent=True)
+    active_run = entry(Runs.active_run)
+    latest_run = entry(Runs.latest_run)
+    active_runs = entry(Runs.active_runs)
+    list_runs = entry(Runs.list_runs)
+    thread_runs = entry(Runs.thread_runs)
+    active_run_counts = entry(Runs.active_run_counts)
+    claim_run = entry(Runs.claim_run)
+    lease_owners = entry(Runs.lease_owners)
+    renew_leases = entry(Runs.renew_leases, urgent=True)
+    stop_requested_among = entry(Runs.stop_requested_among, urgent=True)
+    release_run = entry(Runs.release_run)
+    runnable_runs = entry(Runs.runnable_runs)

@@ -1,0 +1,64 @@
+"""The SQL plumbing every table group uses: one backend (SQLite or Postgres, see bot.backends), statements that
+commit unless a transaction is open, transactions, durable writes and wake-ups for other replicas."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from bot.backends import SqliteBackend, open_backend
+from bot.store.rows import _marks, _no_nul
+
+
+class LedgerBase:
+    """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
+    that created it. Its SQL is written once for both (see bot.backends)."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.sql = open_backend(location)
+        self.backend = self.sql.name
+        self.schema = self.sql.version
+        if isinstance(self.sql, SqliteBackend):
+            self.db = self.sql.db  # the sqlite-utils Database (tests and the CLI's SQLite-only paths use it)
+
+    def close(self) -> None:
+        self.sql.close()
+
+    def _write(self, sql: str, params: list[Any]) -> int:
+        """Execute one statement; it commits unless a transaction is open."""
+        return self.sql.execute(sql, _no_nul(params))
+
+    def _select(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        return self.sql.select(sql, _no_nul(params))
+
+    def _insert(self, table: str, fields: dict[str, Any]) -> None:
+        columns = ", ".join(f'"{k}"' for k in fields)
+        self._write(f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})", list(fields.values()))
+
+    def _rows(self, table: str, where: str, params: list[Any], order_by: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT * FROM {table} WHERE {where}"
+        if order_by:
+            sql += f" ORDER BY {order_by}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._select(sql, params)
+
+    def _skip_locked(self, of: str = "") -> str:
+        """Postgres: a row another replica is claiming right now is skipped, not waited for (and retried)."""
+        return f" FOR UPDATE{f' OF {of}' if of else ''} SKIP LOCKED" if self.backend == "postgres" else ""
+
+    def _wake(self, payload: str) -> None:
+        """Tell the other replicas, when this transaction commits (Postgres NOTIFY; SQLite: they poll)."""
+        self.sql.notify(payload)
+
+    def _atomic(self) -> contextlib.AbstractContextManager[Any]:
+        return self.sql.atomic()
+
+    def _durably(self) -> contextlib.AbstractContextManager[Any]:
+        return self.sql.durably()
+
+    def probe_write(self) -> None:
+        """Raises when the database takes no writes (checked without writing anything)."""
+        self.sql.probe_write()

@@ -1,0 +1,95 @@
+"""A run's trace: its message history, its tool calls' results (so a resumed run never runs a call twice) and its
+steps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from bot.redact import redact, redact_value
+from bot.store.entry import entry
+from bot.store.rows import _decode_tool_result, _marks
+from bot.store.sql import LedgerBase
+from bot.types import Step, ToolResultRow
+
+if TYPE_CHECKING:
+    pass
+
+
+class Trace(LedgerBase):
+    """A run's messages, tool results and steps. The SQL, run on the store's thread."""
+
+    def _put_message(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
+        self._write(
+            "INSERT INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, seq) DO UPDATE SET role = excluded.role, content = excluded.content, "
+            "created_at = excluded.created_at",
+            [run_id, seq, message["role"], json.dumps(message["content"]), self.sql.now()],
+        )
+
+    def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
+        """Swap the whole history (after condensation) in one transaction."""
+        with self._atomic():
+            self._write("DELETE FROM messages WHERE run_id = ?", [run_id])
+            for seq, message in enumerate(history):
+                self._put_message(run_id, seq, message)
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            {"role": r["role"], "content": json.loads(r["content"])}
+            for r in self._rows("messages", "run_id = ?", [run_id], order_by="seq")
+        ]
+
+    def save_tool_result(
+        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
+        is_error: bool, confirmed_by: str | None,
+    ) -> bool:
+        """A call's result. `content` None claims the call's "started" marker, compare-and-set and durably:
+        True only for the one caller that inserted it, the only one that may run the call, and never once a
+        Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process)."""
+        row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
+               redact(content) if content is not None else None, int(is_error), confirmed_by, self.sql.now()]
+        columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
+        if content is None:
+            with self._durably():
+                return self._write(
+                    f"INSERT INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
+                    "ON CONFLICT DO NOTHING",
+                    [*row, run_id]) == 1
+        self._write(f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
+                    "content = excluded.content, is_error = excluded.is_error, confirmed_by = excluded.confirmed_by, "
+                    "created_at = excluded.created_at", row)
+        return True
+
+    def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
+        """The run's stored results by tool_use_id (only those of `ids` when given: one turn's calls)."""
+        where, params = "run_id = ?", [run_id]
+        if ids is not None:
+            where += f" AND tool_use_id IN ({_marks(ids)})"
+            params += list(ids)
+        rows = self._rows("tool_results", where, params)
+        return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
+
+    def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
+                    [run_id, kind, json.dumps(redact_value(data), default=str), self.sql.now()])
+
+    def steps(self, run_id: str) -> list[Step]:
+        return [
+            Step(id=r["id"], run_id=r["run_id"], kind=r["kind"], data=json.loads(r["data"]), at=r["at"])
+            for r in self._rows("steps", "run_id = ?", [run_id], order_by="id")
+        ]
+
+
+class TraceCalls:
+    """The async entries of Trace (see bot.store.entry: each runs its namesake on the writer thread)."""
+
+    replace_history = entry(Trace.replace_history)
+    history = entry(Trace.history)
+    save_tool_result = entry(Trace.save_tool_result)
+    tool_results = entry(Trace.tool_results)
+    add_step = entry(Trace.add_step)
+    steps = entry(Trace.steps)

@@ -1,0 +1,110 @@
+"""The vocabulary every tool module shares: categories, the two errors, the context built-in tools get, and
+how a result becomes the text the model reads. Below the registry, the worker and the command runner alike."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import OpsloopError
+from bot.redact import redact, redact_slice
+from tools.netguard import HostAllowlist, Resolver, system_resolver
+
+if TYPE_CHECKING:
+    import aiohttp
+
+MAX_OUTPUT_CHARS = 12_000
+DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
+
+class Category(enum.StrEnum):
+    """How much a tool can change; the values are what config files and Slack cards show."""
+
+    READ_ONLY = "read_only"
+    MUTATING = "mutating"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def rank(self) -> int:
+        """read_only < mutating < destructive: config may raise a category, never lower it."""
+        return list(Category).index(self)
+
+
+class ToolError(OpsloopError):
+    """A recoverable failure: it goes back to the model as an is_error tool_result."""
+
+
+class PermissionDenied(OpsloopError):
+    """A policy refusal: fatal, the runtime stops the run rather than let the model work around it."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the built-in tools depend on, from the [tools] config; injected into a `ctx: ToolContext` parameter."""
+
+    log_dirs: tuple[Path, ...] = (Path("/var/log"),)
+    restart_allowlist: tuple[str, ...] = ()
+    prometheus_url: str | None = None
+    http_timeout_s: float = 10.0
+    http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)
+    http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
+    http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
+    http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
+
+
+def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went.
+
+    Bounded first, then redacted: only the two kept windows are scanned (bot.redact.redact_slice), so the cost
+    does not grow with the output, and a secret crossing either cut goes whole, never half of it."""
+    total = len(text)
+    if total <= limit:
+        text = redact(text)
+        total = len(text)  # a placeholder can be longer than the secret it hides
+        if total <= limit:
+            return text
+
+    def note(cut: int) -> str:
+        return f"\n… [truncated {cut} chars of {total}] …\n"
+
+    keep = limit - len(note(total))  # the longest the note can be, so the result never exceeds limit
+    if keep <= 0:
+        return redact_slice(text, 0, limit)[:limit]
+    head = (keep + 1) // 2
+    tail = keep - head
+    kept_head = redact_slice(text, 0, head)[:head]  # redacted text can be cut anywhere: nothing secret is left
+    kept_tail = redact_slice(text, total - tail, total)[-tail:] if tail else ""
+    return kept_head + note(total - len(kept_head) - len(kept_tail)) + kept_tail
+
+
+def bounded_text(text: str) -> str:
+    """`text` as it is when it fits in an output, else truncated (and redacted) like one."""
+    return text if len(text) <= MAX_OUTPUT_CHARS else truncate_output(text)
+
+
+def render_result(result: Any) -> str:
+    """A tool's return value as the text the model reads: str as is, bytes decoded, anything else as JSON."""
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return "(no output)"
+    if isinstance(result, bytes):
+        return result.decode("utf-8", errors="replace")
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def exception_text(e: BaseException) -> str:
+    """`Type: message` (or just `Type`), the text an unexpected exception becomes for the model."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """Where a worker process finds a function: `module.tool_attr` is the Tool, `role` its impl, preview or guard."""
+
+    module: str
+    tool_attr: str
+    role: str  # "impl" | "preview" | "guard"
