@@ -188,10 +188,17 @@ def workers() -> list[psutil.Process]:
     return found
 
 
-async def test_a_catastrophic_pattern_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
-    (logs / "evil.log").write_text("a" * 64 + "!\n")  # (a+)+$ backtracks 2**64 times on this line
+def huge_log(path: Path) -> Path:
+    """A 64 GiB log that takes no disk (a hole): grep_log reads it for minutes, so the worker is busy."""
+    with path.open("wb") as f:
+        f.truncate(64 * 1024**3)
+    return path
+
+
+async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
+    huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
-    call = asyncio.create_task(tool.run({"path": "evil.log", "pattern": "(a+)+$"}))
+    call = asyncio.create_task(tool.run({"path": "huge.log", "pattern": "needle"}))
     async with asyncio.timeout(30):
         while not workers():  # noqa: ASYNC110 (no event for "the worker process started")
             await asyncio.sleep(0.01)
@@ -208,10 +215,10 @@ async def test_a_catastrophic_pattern_stalls_neither_the_loop_nor_outlives_its_t
 
 
 async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -> None:
-    (logs / "evil.log").write_text("a" * 64 + "!\n")
+    huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=0.5)
     with pytest.raises(ToolError) as e:
-        await tool.run({"path": "evil.log", "pattern": "(a+)+$"})
+        await tool.run({"path": "huge.log", "pattern": "needle"})
     assert str(e.value) == "grep_log timed out after 0.5s (its worker process was killed)"
     assert workers() == []
 
@@ -291,7 +298,9 @@ async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotat
     out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
     assert out.splitlines()[0].startswith("deleted 2 rotated log files")
     assert (rotated / "app.log.1").exists()
-    assert f"  {rotated / 'app.log.1'}  " in out.split("not deleted")[1]
+    assert out.splitlines()[-2:] == [
+        "left alone: changed since the preview (1 files; call clean_logs again for a new preview and approval):",
+        f"  {rotated / 'app.log.1'}  100B  30d old"]  # as the preview showed it; not also listed as new
 
 
 async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_holds(rotated: Path) -> None:
@@ -314,6 +323,12 @@ async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_hol
     age(many / "zz.log.1", 30)
     out = await tool.run({"path": str(many)}, confirmed_by="U1", approved_preview=preview)
     assert out.splitlines()[0].startswith(f"deleted {LISTED_FILES} rotated log files")
+    assert out.splitlines()[-13:-11] == [
+        "left alone: the 10 files the approved preview covered only by its list digest, not by name (the list "
+        "changed since the preview, so they cannot be told from new files; call clean_logs again for a new preview "
+        "and approval)",
+        "not deleted, not named in the approved preview (11 files: new, changed, or among the 10 it covered only by "
+        "its list digest; call clean_logs again for a new preview and approval):"]
     assert sorted(p.name for p in many.iterdir()) == [f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)] + ["zz.log.1"]  # noqa: E501
 
 
