@@ -1,7 +1,8 @@
 """End to end: the nastiest built-in call (grep_log through a huge log; its pattern can't backtrack, RE2
-matches in linear time, but 64 GiB still takes minutes) must not stop the bot's heart. While it runs, a thread reply still gets its :eyes: and a Stop click still works;
-when it overruns its timeout the model gets the error. Either way its worker process is killed, not
-left behind. Only ordering is asserted, never how long anything took.
+matches in linear time, but 64 GiB still takes minutes) must not stop the bot's heart. While it runs, a
+thread reply still gets its :eyes: and a Stop click still works; when it overruns its timeout the model
+gets the error. Either way its worker process is killed, not left behind. Only ordering is asserted, never
+how long anything took.
 """
 
 from __future__ import annotations
