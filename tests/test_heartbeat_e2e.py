@@ -1,7 +1,8 @@
-"""End to end: the nastiest built-in call (grep_log with a catastrophically backtracking pattern) must not
-stop the bot's heart. While it runs, a thread reply still gets its :eyes: and a Stop click still works;
-when it overruns its timeout the model gets the error. Either way its worker process is killed, not
-left behind. Only ordering is asserted, never how long anything took.
+"""End to end: the nastiest built-in call (grep_log through a huge log; its pattern can't backtrack, RE2
+matches in linear time, but 64 GiB still takes minutes) must not stop the bot's heart. While it runs, a
+thread reply still gets its :eyes: and a Stop click still works; when it overruns its timeout the model
+gets the error. Either way its worker process is killed, not left behind. Only ordering is asserted, never
+how long anything took.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from tests.harness import ALICE, bot_env, result_text, text_of, tool_results
 from tools.worker import WORKER_MARK
 
 TASK = "api-7 logs look odd, search them"
-EVIL = {"path": "evil.log", "pattern": "(a+)+$"}  # backtracks 2**n times on a line of n a's and no match
+EVIL = {"path": "huge.log", "pattern": "needle"}
 
 
 def evil_logs(tmp_path: Path) -> Path:
     logs = tmp_path / "log"
     logs.mkdir()
-    (logs / "evil.log").write_text("ok\n" + "a" * 4096 + "!\n")
+    with (logs / "huge.log").open("wb") as f:
+        f.truncate(64 * 1024**3)  # a hole: no disk used, but grep_log reads it for minutes
     return logs
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tools import PermissionDenied, Tool, ToolContext, ToolError
 from tools.builtin import clean_logs, grep_log, tail_log
-from tools.builtin.logs import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, is_rotated
+from tools.builtin.logs import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, compile_pattern, is_rotated
 from tools.worker import WORKER_MARK
 
 DAY = 86_400
@@ -188,10 +188,17 @@ def workers() -> list[psutil.Process]:
     return found
 
 
-async def test_a_catastrophic_pattern_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
-    (logs / "evil.log").write_text("a" * 64 + "!\n")  # (a+)+$ backtracks 2**64 times on this line
+def huge_log(path: Path) -> Path:
+    """A 64 GiB log that takes no disk (a hole): grep_log reads it for minutes, so the worker is busy."""
+    with path.open("wb") as f:
+        f.truncate(64 * 1024**3)
+    return path
+
+
+async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
+    huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
-    call = asyncio.create_task(tool.run({"path": "evil.log", "pattern": "(a+)+$"}))
+    call = asyncio.create_task(tool.run({"path": "huge.log", "pattern": "needle"}))
     async with asyncio.timeout(30):
         while not workers():  # noqa: ASYNC110 (no event for "the worker process started")
             await asyncio.sleep(0.01)
@@ -208,10 +215,10 @@ async def test_a_catastrophic_pattern_stalls_neither_the_loop_nor_outlives_its_t
 
 
 async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -> None:
-    (logs / "evil.log").write_text("a" * 64 + "!\n")
+    huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=0.5)
     with pytest.raises(ToolError) as e:
-        await tool.run({"path": "evil.log", "pattern": "(a+)+$"})
+        await tool.run({"path": "huge.log", "pattern": "needle"})
     assert str(e.value) == "grep_log timed out after 0.5s (its worker process was killed)"
     assert workers() == []
 
@@ -291,7 +298,9 @@ async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotat
     out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
     assert out.splitlines()[0].startswith("deleted 2 rotated log files")
     assert (rotated / "app.log.1").exists()
-    assert f"  {rotated / 'app.log.1'}  " in out.split("not deleted")[1]
+    assert out.splitlines()[-2:] == [
+        "left alone: changed since the preview (1 files; call clean_logs again for a new preview and approval):",
+        f"  {rotated / 'app.log.1'}  100B  30d old"]  # as the preview showed it; not also listed as new
 
 
 async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_holds(rotated: Path) -> None:
@@ -314,6 +323,12 @@ async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_hol
     age(many / "zz.log.1", 30)
     out = await tool.run({"path": str(many)}, confirmed_by="U1", approved_preview=preview)
     assert out.splitlines()[0].startswith(f"deleted {LISTED_FILES} rotated log files")
+    assert out.splitlines()[-13:-11] == [
+        "left alone: the 10 files the approved preview covered only by its list digest, not by name (the list "
+        "changed since the preview, so they cannot be told from new files; call clean_logs again for a new preview "
+        "and approval)",
+        "not deleted, not named in the approved preview (11 files: new, changed, or among the 10 it covered only by "
+        "its list digest; call clean_logs again for a new preview and approval):"]
     assert sorted(p.name for p in many.iterdir()) == [f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)] + ["zz.log.1"]  # noqa: E501
 
 
@@ -347,3 +362,158 @@ async def test_clean_logs_does_not_follow_symlinks(rotated: Path, tmp_path: Path
     assert preview is not None and "link.log.1" not in preview
     await tool.run({"path": str(rotated)}, confirmed_by="U1")
     assert outside.read_text() == "precious"
+
+
+# -- grep_log in linear time (RE2) ---------------------------------------------------------------------
+
+
+async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path) -> None:
+    # (a+)+$ backtracks 2**64 times per line for Python's re; here the worker's timeout is 2 s, which the
+    # backtracking engine hits (it burned ~50 s), and the linear-time matcher answers well within it.
+    (logs / "evil.log").write_text("a" * 64 + "b\n" + "aaaa\n" + "b" * 64 + "\n" + "a" * 64 + "\n")
+    tool = dataclasses.replace(bound(grep_log, logs), timeout_s=2)
+    out = await tool.run({"path": "evil.log", "pattern": "(a+)+$"})
+    assert out.splitlines() == [f"2 matching lines for /(a+)+$/ in {logs / 'evil.log'}", "2: aaaa", f"4: {'a' * 64}"]
+    assert workers() == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [
+        (r"(a)\1", r"a backreference (\1)"),
+        (r"(?P<x>a)(?P=x)", "a named backreference (?P=…)"),
+        ("(?=x)", "a lookahead (?=…)"),
+        ("a(?!x)", "a negative lookahead (?!…)"),
+        ("(?<=x)a", "a lookbehind (?<=…)"),
+        ("(?<!x)a", "a negative lookbehind (?<!…)"),
+        ("a++", "a possessive quantifier (++)"),
+        ("a{2,}+", "a possessive quantifier ({2,}+)"),
+        ("(?>ab)", "an atomic group (?>…)"),
+        ("(a)?(?(1)b|c)", "a conditional group (?(…)…|…)"),
+        (r"end\Z", r"\Z (write \z or $ for the end of the line)"),
+        ("(?x) a b", "the inline flag group (?x…) (RE2 has only the flags i, m, s and U)"),
+        ("((a{100}){100}){100}", "a repetition count of more than 1000 in all ({100}; nested counts multiply)"),
+    ],
+)
+async def test_a_construct_the_linear_time_matcher_lacks_is_named(logs: Path, pattern: str, construct: str) -> None:
+    with pytest.raises(ToolError) as e:
+        await bound(grep_log, logs).run({"path": "app.log", "pattern": pattern})
+    assert str(e.value) == (f"grep_log: the pattern uses {construct}, which this linear-time matcher does not "
+                            "support; rewrite it without")
+
+
+async def test_a_pattern_beyond_the_matchers_memory_bound_is_refused(logs: Path) -> None:
+    with pytest.raises(ToolError) as e:
+        await bound(grep_log, logs).run({"path": "app.log", "pattern": r"(?:.{1000})" * 200})
+    assert str(e.value) == ("grep_log: the pattern needs more than the 16.0M this linear-time matcher allows a "
+                            "pattern; simplify it (fewer or smaller counted repetitions)")
+
+
+async def test_python_syntax_the_matcher_shares_keeps_its_meaning(logs: Path) -> None:
+    (logs / "mixed.log").write_text("Error: disk FULL\nerror: disk full\nwarn\nok 42\n")
+    tool = bound(grep_log, logs)
+    out = await tool.run({"path": "mixed.log", "pattern": r"(?i)^error: disk full$"})  # $ before the newline
+    assert out.splitlines()[1:] == ["1: Error: disk FULL", "2: error: disk full"]
+    out = await tool.run({"path": "mixed.log", "pattern": r"(?P<word>ok) \d+$|^warn"})
+    assert out.splitlines()[1:] == ["3: warn", "4: ok 42"]
+    out = await tool.run({"path": "mixed.log", "pattern": r"FULL\z"})  # RE2's own end of text
+    assert out.splitlines()[1:] == ["1: Error: disk FULL"]
+
+
+async def test_an_invalid_pattern_still_gets_pythons_message(logs: Path) -> None:
+    with pytest.raises(ToolError) as e:
+        await bound(grep_log, logs).run({"path": "app.log", "pattern": "a(b"})
+    assert str(e.value) == ("pattern: invalid regular expression: missing ), unterminated subpattern at "
+                            "position 1")
+
+
+def test_a_refused_pattern_prints_nothing_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ToolError, match="backreference"):
+        compile_pattern(r"(a)\1")
+    assert capfd.readouterr().err == ""  # RE2 logs compile errors to stderr unless told not to
+
+
+# -- clean_logs: every approved file is deleted or reported ---------------------------------------------
+
+
+async def test_every_file_the_preview_listed_is_deleted_or_reported(rotated: Path, tmp_path: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    assert preview is not None and listed(preview) == [
+        str(rotated / "app.log.1"), str(rotated / "app.log.2.gz"), str(rotated / "app/worker.log-20240101")]
+    outside = tmp_path / "precious.log.1"
+    outside.write_text("keep me")
+    age(outside, 30)
+    (rotated / "app.log.1").unlink()
+    (rotated / "app.log.1").symlink_to(outside)  # a listed file became a symlink out of the log directory
+    (rotated / "app.log.2.gz").unlink()  # a listed file is gone
+    worker = rotated / "app/worker.log-20240101"
+    st = worker.stat()
+    other = rotated / "app/other.tmp"  # another file (another inode), same size and mtime, put in its place
+    other.write_bytes(b"y" * st.st_size)
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    other.rename(worker)
+    (rotated / "late.log.1").write_bytes(b"n" * 10)  # a new file that matches too
+    age(rotated / "late.log.1", 30)
+
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines() == [
+        f"deleted 0 rotated log files older than 7 days under {rotated}, freed 0B (0 bytes); approved by U1",
+        "left alone: changed since the preview (2 files; call clean_logs again for a new preview and approval):",
+        f"  {rotated / 'app.log.1'}  100B  30d old",
+        f"  {rotated / 'app/worker.log-20240101'}  300B  30d old",
+        "left alone: gone since the preview (1 files):",
+        f"  {rotated / 'app.log.2.gz'}  2.0K  30d old",
+        "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs again "
+        "for a new preview and approval):",
+        f"  {rotated / 'late.log.1'}  10B  30d old",
+    ]
+    assert outside.read_text() == "keep me" and (rotated / "app.log.1").is_symlink()
+    assert worker.read_bytes() == b"y" * 300 and (rotated / "late.log.1").exists()
+
+
+async def test_a_listed_file_that_became_a_directory_or_recent_is_changed_not_gone(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    (rotated / "app.log.1").unlink()
+    (rotated / "app.log.1").mkdir()
+    age(rotated / "app.log.2.gz", 0)  # touched: no longer older than 7 days, so the fresh scan skips it
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines() == [
+        f"deleted 1 rotated log files older than 7 days under {rotated}, freed 300B (300 bytes); approved by U1",
+        f"  {rotated / 'app/worker.log-20240101'}  300B  30d old",
+        "left alone: changed since the preview (2 files; call clean_logs again for a new preview and approval):",
+        f"  {rotated / 'app.log.1'}  100B  30d old",
+        f"  {rotated / 'app.log.2.gz'}  2.0K  30d old",
+    ]
+    assert (rotated / "app.log.2.gz").exists()
+
+
+async def test_a_file_renamed_since_the_preview_is_gone_and_its_new_name_not_approved(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    preview = await tool.dry_run({"path": str(rotated)})
+    (rotated / "app.log.1").rename(rotated / "app.log.9")
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith("deleted 2 rotated log files")
+    assert out.splitlines()[3:] == [
+        "left alone: gone since the preview (1 files):",
+        f"  {rotated / 'app.log.1'}  100B  30d old",
+        "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs again "
+        "for a new preview and approval):",
+        f"  {rotated / 'app.log.9'}  100B  30d old",
+    ]
+    assert (rotated / "app.log.9").exists()
+
+
+async def test_a_hostile_name_is_reported_as_the_preview_showed_it(rotated: Path) -> None:
+    tool = bound(clean_logs, rotated)
+    hostile = rotated / "b\n  forged  1B  30d old  #0123456789abcdef\nx.log.1"
+    hostile.write_bytes(b"h")
+    age(hostile, 30)
+    preview = await tool.dry_run({"path": str(rotated)})
+    hostile.unlink()
+    out = await tool.run({"path": str(rotated)}, confirmed_by="U1", approved_preview=preview)
+    assert out.splitlines()[0].startswith("deleted 3 rotated log files")
+    assert out.splitlines()[-2:] == [
+        "left alone: gone since the preview (1 files):",
+        f"  {rotated}/b\\n  forged  1B  30d old  #0123456789abcdef\\nx.log.1  1B  30d old"]

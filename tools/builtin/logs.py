@@ -11,9 +11,11 @@ import re
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
+
+import re2
 
 from tools.builtin.host import human_bytes
 from tools.registry import Category, ToolContext, ToolError, tool
@@ -25,6 +27,7 @@ MAX_TAIL_BYTES = 8 * 1024 * 1024  # tail_log reads at most this much from the en
 MAX_DECOMPRESSED_BYTES = 1024 * 1024 * 1024  # a compressed log is read through; larger than this is refused
 MAX_GREP_LINE_CHARS = 64 * 1024  # grep_log searches only this much of a longer line
 LISTED_FILES = 50  # clean_logs previews name this many files; the list digest covers all of them
+MAX_REGEX_MEM = 16 * 1024 * 1024  # what RE2 may use for one grep_log pattern (program plus DFA cache)
 
 _COMPRESSED_RE = re.compile(r"\.(?:gz|bz2|xz|zst)$")
 _DATE = r"(?:19|20)\d\d-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])"
@@ -194,21 +197,92 @@ def _bounded_lines(f: IO[str]) -> Iterator[tuple[str, bool]]:
         yield line, cut
 
 
+# -- grep_log: RE2, linear in the line's length whatever the pattern ----------------------------------------
+
+# What RE2 refuses that Python's re accepts, by the text of RE2's error ("<kind>: <fragment>").
+_PERL_OPERATORS = {
+    "(?=": "a lookahead (?=…)", "(?!": "a negative lookahead (?!…)", "(?<=": "a lookbehind (?<=…)",
+    "(?<!": "a negative lookbehind (?<!…)", "(?>": "an atomic group (?>…)", "(?(": "a conditional group (?(…)…|…)",
+    "(?#": "a comment group (?#…)",
+}
+_ESCAPES = {
+    "\\Z": "\\Z (write \\z or $ for the end of the line)", "\\u": "a \\u escape (write \\x{…})",
+    "\\U": "a \\U escape (write \\x{…})", "\\N": "a named character \\N{…} (write \\x{…})",
+}
+_BACKREF_RE = re.compile(r"\\[1-9]\d*")
+
+
+def _regex_options() -> Any:
+    options = re2.Options()
+    options.max_mem = MAX_REGEX_MEM  # a pattern needing more is refused at compile time
+    options.log_errors = False  # the error goes to the model, not to the worker's stderr
+    return options
+
+
+def compile_pattern(pattern: str) -> Any:
+    """`pattern` compiled by RE2: matching costs time linear in the text, never a backtracking blow-up.
+    Python's syntax minus what needs backtracking; a refusal is a ToolError naming the construct."""
+    try:
+        return re2.compile(pattern, _regex_options())
+    except re2.error as e:
+        raise ToolError(_refusal(pattern, _error_text(e))) from None
+    except UnicodeError:
+        raise ToolError("pattern: invalid regular expression: not valid Unicode (a lone surrogate)") from None
+
+
+def _error_text(e: Exception) -> str:
+    arg = e.args[0] if e.args else ""
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+def _refusal(pattern: str, error: str) -> str:
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as e:
+        return f"pattern: invalid regular expression: {e}"  # Python's message: the syntax the model writes
+    if error.startswith("pattern too large"):
+        return (f"grep_log: the pattern needs more than the {human_bytes(MAX_REGEX_MEM)} this linear-time matcher "
+                "allows a pattern; simplify it (fewer or smaller counted repetitions)")
+    construct = _construct(pattern, error)
+    if construct is None:
+        return f"grep_log: the pattern is not supported by this linear-time matcher (RE2): {error}"
+    return (f"grep_log: the pattern uses {construct}, which this linear-time matcher does not support; "
+            "rewrite it without")
+
+
+def _construct(pattern: str, error: str) -> str | None:
+    kind, _, fragment = error.partition(": ")
+    if kind == "invalid escape sequence":
+        if _BACKREF_RE.fullmatch(fragment):
+            return f"a backreference ({fragment})"
+        return _ESCAPES.get(fragment, f"the escape {fragment}")
+    if kind == "invalid perl operator":
+        if fragment in _PERL_OPERATORS:
+            return _PERL_OPERATORS[fragment]
+        if fragment == "(?P":
+            return "a named backreference (?P=…)" if "(?P=" in pattern else None
+        if fragment.startswith("(?"):
+            return f"the inline flag group {fragment}…) (RE2 has only the flags i, m, s and U)"
+    if kind == "bad repetition operator" and fragment.endswith("+"):
+        return f"a possessive quantifier ({fragment})"
+    if kind == "invalid repetition size":
+        return f"a repetition count of more than 1000 in all ({fragment}; nested counts multiply)"
+    return None
+
+
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True, isolated=True)
 def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContext) -> str:
     """Lines matching a regular expression in a log file, or in every file under a log directory.
 
     Args:
         path: a log file or directory, absolute or relative to an allowed log directory.
-        pattern: a Python regular expression, searched in each line (use (?i) for case-insensitive).
+        pattern: a regular expression in Python's syntax, searched in each line (use (?i) for case-insensitive);
+            matched in linear time (RE2), so backreferences, lookaround and possessive quantifiers are refused.
         max_matches: stop listing after this many matching lines, 1 to 5000 (all are still counted).
     """
     if not 1 <= max_matches <= MAX_TAIL_LINES:
         raise ToolError(f"max_matches: must be between 1 and {MAX_TAIL_LINES}, got {max_matches}")
-    try:
-        regex = re.compile(pattern)
-    except re.error as e:
-        raise ToolError(f"pattern: invalid regular expression: {e}") from None
+    regex = compile_pattern(pattern)
     target = allowed_path(path, ctx)
     if not target.exists():
         raise ToolError(f"no such file or directory: {path}")
@@ -223,7 +297,7 @@ def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContex
             with _open_text(file) as f:
                 for lineno, (line, cut) in enumerate(_bounded_lines(f), 1):
                     long_lines += cut
-                    if regex.search(line):
+                    if regex.search(line[:-1] if line.endswith("\n") else line):  # $ as in Python
                         total += 1
                         if len(shown) < max_matches:
                             shown.append(f"{prefix}{lineno}: {_clip(line)}")
@@ -237,6 +311,13 @@ def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContex
 
 
 # -- clean_logs: the run deletes only what the approved preview listed -------------------------------------
+#
+# The preview names each file (up to LISTED_FILES) with a tag: a hash of its path, inode, size and mtime, so
+# the run recognises "the same file" and nothing else; a list digest covers every file, named or not. The
+# approved preview reaches the run as `approved_preview` (the text the approver saw, from the Decision). Every
+# file the preview stood for ends up deleted or reported: changed since the preview, gone since the preview,
+# or (when the digest no longer holds) counted as covered only by the digest; a file it did not stand for is
+# never deleted and is reported as not in the approved preview.
 
 
 @dataclass(frozen=True)
@@ -261,17 +342,22 @@ class _Candidate:
         return (now - self.mtime_ns / 1e9) / 86_400
 
 
-def _candidate(p: Path) -> _Candidate | None:
-    try:
-        st = p.lstat()
-    except FileNotFoundError:
-        return None
+def _as_candidate(p: Path, st: os.stat_result) -> _Candidate | None:
     if not stat.S_ISREG(st.st_mode):  # symlinks are never followed
         return None
     return _Candidate(p, st.st_size, st.st_ino, st.st_mtime_ns)
 
 
-def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> tuple[Path, list[_Candidate]]:
+@dataclass(frozen=True)
+class _Scan:
+    """A walk of the directory: the candidates, and every entry's path as shown (to tell changed from gone)."""
+
+    root: Path
+    cands: list[_Candidate]
+    present: frozenset[str]
+
+
+def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> _Scan:
     if older_than_days < 0:
         raise ToolError(f"older_than_days: must be 0 or more, got {older_than_days}")
     root = allowed_path(path, ctx)
@@ -279,12 +365,22 @@ def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> tu
         raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
     cutoff_ns = int((time.time() - older_than_days * 86_400) * 1e9)
     found: list[_Candidate] = []
-    for dirpath, _dirs, names in os.walk(root):  # os.walk does not follow directory symlinks
+    present: set[str] = set()
+    for dirpath, dirs, names in os.walk(root):  # os.walk does not follow directory symlinks
+        present.update(_shown(Path(dirpath) / name) for name in dirs)
         for name in names:
-            if is_rotated(name) and (c := _candidate(Path(dirpath) / name)) and c.mtime_ns < cutoff_ns:
+            p = Path(dirpath) / name
+            present.add(_shown(p))
+            if not is_rotated(name):
+                continue
+            try:
+                st = p.lstat()
+            except FileNotFoundError:
+                continue
+            if (c := _as_candidate(p, st)) and c.mtime_ns < cutoff_ns:
                 found.append(c)
     found.sort(key=lambda c: str(c.path))
-    return root, found
+    return _Scan(root, found, frozenset(present))
 
 
 def list_digest(cands: list[_Candidate]) -> str:
@@ -303,23 +399,67 @@ def _line(c: _Candidate, now: float, *, tag: bool = False) -> str:
     return f"{text}  #{c.tag}" if tag else text
 
 
+_COUNT_RE = re.compile(r"^would delete (\d+) rotated log files ")
 _DIGEST_RE = re.compile(r"; list digest ([0-9a-f]{32})$")
-_TAG_RE = re.compile(r"  #([0-9a-f]{16})$")
+# A named file's preview line; the path is greedy, so a hostile name that imitates the tail cannot end it early.
+_ENTRY_RE = re.compile(r"^(?P<text>  (?P<shown>.+)  \S+  -?\d+d old)  #(?P<tag>[0-9a-f]{16})$")
+
+
+@dataclass(frozen=True)
+class _Named:
+    """One file an approved preview named: its tag, its path as shown and its line (without the tag)."""
+
+    tag: str
+    shown: str
+    text: str
 
 
 @dataclass(frozen=True)
 class _Approved:
-    """What an approved clean_logs preview stands for: its list digest and the tags of the files it names."""
+    """What an approved clean_logs preview stands for: its list digest, how many files, the ones it names."""
 
     digest: str | None
-    tags: frozenset[str]
+    count: int
+    named: tuple[_Named, ...]
 
     @classmethod
     def parse(cls, preview: str) -> _Approved:
         first, _, rest = preview.partition("\n")
         m = _DIGEST_RE.search(first)
-        tags = frozenset(t.group(1) for line in rest.splitlines() if (t := _TAG_RE.search(line)))
-        return cls(m.group(1) if m else None, tags)
+        n = _COUNT_RE.match(first)
+        named = tuple(_Named(e["tag"], e["shown"], e["text"]) for line in rest.splitlines()
+                      if (e := _ENTRY_RE.match(line)))
+        return cls(m.group(1) if m else None, int(n.group(1)) if n else 0, named)
+
+
+@dataclass
+class _Outcome:
+    deleted: list[_Candidate] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # preview-time lines of approved files that changed
+    gone: list[str] = field(default_factory=list)  # ... that are no longer there
+    failed: list[str] = field(default_factory=list)
+
+
+def _delete(chosen: list[_Candidate], outcome: _Outcome, now: float) -> None:
+    """Unlink each file that is still the very file approved (same path, inode, size, mtime, a regular file)."""
+    for c in chosen:
+        try:
+            current = _as_candidate(c.path, c.path.lstat())
+        except FileNotFoundError:
+            outcome.gone.append(_line(c, now))
+            continue
+        if current != c:  # replaced (a symlink, another file) or written to since the list was made
+            outcome.changed.append(_line(c, now))
+            continue
+        try:
+            c.path.unlink()
+        except FileNotFoundError:
+            outcome.gone.append(_line(c, now))
+            continue
+        except OSError as e:
+            outcome.failed.append(f"  could not delete {_shown(c.path)}: {e.strerror or e}")
+            continue
+        outcome.deleted.append(c)
 
 
 @tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True, isolated=True)
@@ -331,51 +471,60 @@ def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approv
         path: a log directory, absolute or relative to an allowed log directory.
         older_than_days: only files last modified more than this many days ago.
     """
-    root, cands = _cleanup_candidates(path, older_than_days, ctx)
+    scan = _cleanup_candidates(path, older_than_days, ctx)
     approved = _Approved.parse(approved_preview)
-    if approved.digest is not None and approved.digest == list_digest(cands):
-        chosen, skipped = cands, []  # exactly the approved list, including files the preview did not name
-    else:
-        chosen = [c for c in cands if c.tag in approved.tags]
-        skipped = [c for c in cands if c.tag not in approved.tags]
+    outcome = _Outcome()
     now = time.time()
-    deleted: list[_Candidate] = []
-    changed: list[_Candidate] = []
-    failed: list[str] = []
-    for c in chosen:
-        if _candidate(c.path) != c:  # replaced or written to since the list was made
-            changed.append(c)
-            continue
-        try:
-            c.path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            failed.append(f"  could not delete {_shown(c.path)}: {e.strerror or e}")
-            continue
-        deleted.append(c)
-    freed = sum(c.size for c in deleted)
-    out = [f"deleted {len(deleted)} rotated log files older than {older_than_days} days under {_shown(root)}, "
-           f"freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
-           *_listing(deleted, now)]
-    if skipped or changed:
-        out.append(f"not deleted, not in the approved preview ({len(skipped) + len(changed)} files, new or changed "
-                   "since it was made; call clean_logs again for a new preview and approval):")
-        out += _listing(skipped + changed, now)
-    return "\n".join(out + failed)
+    unnamed = 0  # approved files the preview covered only by its digest, which no longer holds
+    if approved.digest is not None and approved.digest == list_digest(scan.cands):
+        chosen, unapproved = scan.cands, []  # exactly the approved list, including files the preview did not name
+    else:
+        by_tag = {c.tag: c for c in scan.cands}
+        chosen = [by_tag[n.tag] for n in approved.named if n.tag in by_tag]
+        missing = [n for n in approved.named if n.tag not in by_tag]
+        for n in missing:  # still there in some form (another file, a symlink, newer): changed; else gone
+            (outcome.changed if n.shown in scan.present else outcome.gone).append(n.text)
+        taken, reported = {c.tag for c in chosen}, {n.shown for n in missing}
+        unapproved = [c for c in scan.cands if c.tag not in taken and _shown(c.path) not in reported]
+        unnamed = max(approved.count - len(approved.named), 0)
+    _delete(chosen, outcome, now)
+    freed = sum(c.size for c in outcome.deleted)
+    out = [f"deleted {len(outcome.deleted)} rotated log files older than {older_than_days} days under "
+           f"{_shown(scan.root)}, freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
+           *_listing([_line(c, now) for c in outcome.deleted])]
+    again = "call clean_logs again for a new preview and approval"
+    if outcome.changed:
+        out.append(f"left alone: changed since the preview ({len(outcome.changed)} files; {again}):")
+        out += _listing(outcome.changed)
+    if outcome.gone:
+        out.append(f"left alone: gone since the preview ({len(outcome.gone)} files):")
+        out += _listing(outcome.gone)
+    if unnamed:
+        out.append(f"left alone: the {unnamed} files the approved preview covered only by its list digest, not by "
+                   f"name (the list changed since the preview, so they cannot be told from new files; {again})")
+    if unapproved:
+        if unnamed:
+            out.append(f"not deleted, not named in the approved preview ({len(unapproved)} files: new, changed, or "
+                       f"among the {unnamed} it covered only by its list digest; {again}):")
+        else:
+            out.append(f"not deleted, not in the approved preview ({len(unapproved)} files, new or changed since it "
+                       f"was made; {again}):")
+        out += _listing([_line(c, now) for c in unapproved])
+    return "\n".join(out + outcome.failed)
 
 
-def _listing(cands: list[_Candidate], now: float, limit: int = 200) -> list[str]:
-    lines = [_line(c, now) for c in cands[:limit]]
-    if len(cands) > limit:
-        lines.append(f"  … and {len(cands) - limit} more")
-    return lines
+def _listing(lines: list[str], limit: int = 200) -> list[str]:
+    shown = lines[:limit]
+    if len(lines) > limit:
+        shown.append(f"  … and {len(lines) - limit} more")
+    return shown
 
 
 @clean_logs.dry_run
 def _clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext) -> str:
     """Every file the run may delete: named (with a tag for this very file) up to LISTED_FILES, all in the digest."""
-    root, cands = _cleanup_candidates(path, older_than_days, ctx)
+    scan = _cleanup_candidates(path, older_than_days, ctx)
+    root, cands = scan.root, scan.cands
     if not cands:
         return f"would delete nothing: no rotated logs older than {older_than_days} days under {_shown(root)}"
     now = time.time()
