@@ -25,7 +25,7 @@ async def list_hosts(group: str = "", *, ctx: ToolContext) -> str:
     hosts = [h for h in inventory if not group or group in h.groups]
     local = f"{LOCALHOST} is the machine opsloop runs on (no SSH)"
     if not inventory.hosts:
-        return f"no [[hosts]] are configured: only {local}"
+        return f"no [[hosts]] are configured: {local} and the only host the host tools can reach"
     if not hosts:
         groups = sorted({g for h in inventory for g in h.groups})
         return f"no host is in group {group!r} (groups: {', '.join(groups) or 'none'}); {local}"

@@ -106,7 +106,7 @@ class Inventory:
     hosts: tuple[Host, ...] = ()
 
     def __post_init__(self) -> None:
-        problems = _check_names_and_jumps(self.hosts)
+        problems = _check_names_and_jumps(list(enumerate(self.hosts)))
         if problems:
             raise HostsConfigError(problems)
 
@@ -141,7 +141,7 @@ class Inventory:
             return (f"{name!r} is not an inventory name; it is the address of {by_address[0]!r}: "
                     f"use host={by_address[0]!r}")
         candidates = [*self.names, LOCALHOST]
-        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.7)
         hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(candidates[:10])}"
         return (f"{name!r} is not in the host inventory ({hint}); opsloop connects only to inventory hosts, "
                 "and list_hosts lists them")
@@ -185,18 +185,20 @@ def _own_names() -> tuple[str, ...]:
     return (hostname, hostname.split(".")[0])
 
 
-def _check_names_and_jumps(hosts: Sequence[Host]) -> list[str]:
-    """Duplicate names, `localhost` taken, a jump to a missing host or in a cycle: one line each."""
+def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
+    """Duplicate names, `localhost` taken, a jump to a missing host or in a cycle: one line each.
+
+    `hosts` pairs each entry with its index in [[hosts]], for the locations in the messages."""
     problems: list[str] = []
     seen: dict[str, int] = {}
-    for i, h in enumerate(hosts):
+    for i, h in hosts:
         if h.name.lower() in LOCAL_ALIASES:
             problems.append(f"hosts[{i}].name: {h.name!r} is reserved for the machine opsloop runs on")
         if h.name in seen:
             problems.append(f"hosts[{i}].name: duplicate host name {h.name!r} (also hosts[{seen[h.name]}])")
         seen.setdefault(h.name, i)
-    by_name = {h.name: h for h in hosts}
-    for i, h in enumerate(hosts):
+    by_name = {h.name: h for _, h in hosts}
+    for i, h in hosts:
         if h.jump is None:
             continue
         if h.jump not in by_name:
@@ -232,7 +234,7 @@ def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple
     ssh = SshSettings()
     if "ssh" in raw:
         ssh = reader.ssh(raw["ssh"])
-    hosts: list[Host] = []
+    hosts: list[tuple[int, Host]] = []
     if "hosts" in raw:
         entries = raw["hosts"]
         if not isinstance(entries, list):
@@ -240,11 +242,11 @@ def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple
         else:
             for i, entry in enumerate(entries):
                 if (host := reader.host(entry, f"hosts[{i}]")) is not None:
-                    hosts.append(host)
+                    hosts.append((i, host))
     problems += _check_names_and_jumps(hosts)
     if problems:
         raise HostsConfigError(problems)
-    return ssh, tuple(hosts)
+    return ssh, tuple(h for _, h in hosts)
 
 
 class _Reader:

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 64_000
 KEEPALIVE_S = 15.0  # a connection that stops answering is noticed within 3 of these
+SESSION_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)  # waits before asking again for a session sshd refused
+# OpenSSH answers a session it has no slot for with "open failed" (connect failed); others may say these.
+_SESSION_REFUSED_CODES = (asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
+                          asyncssh.OPEN_RESOURCE_SHORTAGE)
 
 
 class Failure(enum.StrEnum):
@@ -169,6 +173,11 @@ class _NotStarted(Exception):
     """The session could not be opened on a connection that had died: safe to reconnect and retry once."""
 
 
+class _SessionRefused(Exception):
+    """sshd refused a session ("no more sessions"): it frees a closed session's slot a moment after the close
+    (once it has reaped the child), so a session opened right after another ended can find every slot taken."""
+
+
 class SshPool:
     """Connections to the inventory's hosts. Create it in the event loop that uses it; `await close()` at the end."""
 
@@ -191,17 +200,26 @@ class SshPool:
         async with link.sessions:
             link.hold()
             try:
-                for attempt in (1, 2):
+                reconnected = False
+                waits = iter(SESSION_RETRY_S)
+                while True:
                     conn = await self._connection(link)
                     try:
                         return await self._exec(link, conn, command, argv, timeout_s, max_bytes)
                     except _NotStarted as e:
                         conn.close()
-                        if attempt == 2:
+                        if reconnected:
                             raise SshError(host.name, Failure.DROPPED,
                                            f"could not open a session: {e}; the next call reconnects") from None
+                        reconnected = True
                         log.info("ssh.reconnect host=%s reason=%s", host.name, e)
-                raise AssertionError("unreachable")
+                    except _SessionRefused as e:
+                        if (wait := next(waits, None)) is None:
+                            limit = self.inventory.ssh.max_sessions_per_host
+                            raise SshError(host.name, Failure.PROTOCOL,
+                                           f"the server refused a session: {e} (is its MaxSessions below "
+                                           f"max_sessions_per_host = {limit}?)") from None
+                        await asyncio.sleep(wait)
             finally:
                 link.release()
 
@@ -354,13 +372,14 @@ class SshPool:
                 self._keys[cache_key] = await asyncio.to_thread(asyncssh.read_private_key, path, passphrase)
             except OSError as e:
                 raise SshError(host.name, Failure.AUTH, f"cannot read identity file {path}: {e.strerror}") from None
-            except asyncssh.KeyImportError as e:
-                if "assphrase" in str(e) and passphrase is None:
+            except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as e:
+                # Our words only: an import error's own text is not shown (it could quote the file).
+                if "passphrase" in str(e).lower() and passphrase is None:
                     why = f"it is encrypted and ${login.passphrase_env} is not set"
-                elif "assphrase" in str(e):
+                elif "passphrase" in str(e).lower():
                     why = f"the passphrase in ${login.passphrase_env} does not decrypt it"
                 else:
-                    why = "it is not a private key asyncssh can read"
+                    why = "it is not a private key opsloop can read"
                 raise SshError(host.name, Failure.AUTH, f"identity file {path}: {why}") from None
         return [self._keys[cache_key]]
 
@@ -375,6 +394,8 @@ class SshPool:
         except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, ConnectionError, OSError) as e:
             if conn.is_closed():
                 raise _NotStarted(_reason(e)) from None
+            if isinstance(e, asyncssh.ChannelOpenError) and e.code in _SESSION_REFUSED_CODES:
+                raise _SessionRefused(_reason(e)) from None
             raise SshError(name, Failure.PROTOCOL, f"the server refused a session: {_reason(e)}") from None
         limit = timeout_s + self.grace_s
         try:
@@ -388,6 +409,13 @@ class SshPool:
                            "next call reconnects") from None
         finally:
             process.close()
+            # The server frees the session slot only once the close is done: wait (bounded) before the
+            # semaphore lets the next session open, or sshd's MaxSessions can refuse it.
+            try:
+                async with asyncio.timeout(self.grace_s if self.grace_s > 0 else 1.0):
+                    await process.wait_closed()
+            except (TimeoutError, asyncssh.Error, OSError):
+                pass
         elapsed = time.monotonic() - started
         if done.exit_status is None or done.exit_status < 0:
             if conn.is_closed() or link.live() is None:
