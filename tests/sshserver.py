@@ -157,6 +157,7 @@ class SshServer:
                 PRIVSEP_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
             keygen(self.host_key, comment="opsloop-test-host")
             keygen(self.client_key)
+            self._path("home").mkdir()
             self.authorized_keys.write_text("")
             self.authorize(self.client_key)
             for attempt in range(5):
@@ -194,6 +195,9 @@ class SshServer:
             "PrintLastLog": "no",
             "LogLevel": "VERBOSE",
             "Subsystem": "sftp internal-sftp",
+            # An empty home for the sessions: the login shell reads no rc file of the real user's (root's
+            # ~/.bashrc here runs pyenv init, 100+ ms a session), so tests see the server, not dotfiles.
+            "SetEnv": f"HOME={self._path('home')}",
         }
         text = "".join(f"{key} {value}\n" for key, value in settings.items())
         self._path("sshd_config").write_text("# opsloop throwaway test server (tests/sshserver.py)\n" + text)
