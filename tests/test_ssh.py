@@ -639,3 +639,13 @@ async def test_list_hosts_lists_the_inventory_with_groups_address_and_jump() -> 
     assert tool is not None
     assert await tool.run({}) == ("no [[hosts]] are configured: localhost is the machine opsloop runs on (no SSH) "
                                   "and the only host the host tools can reach")
+
+
+async def test_an_argument_with_a_nul_byte_is_refused_before_any_connection(sshd: SshServer,
+                                                                           closing: list[SshPool]) -> None:
+    host = host_for(sshd)
+    pool = pool_for(host)
+    closing.append(pool)
+    with pytest.raises(ToolError, match="web-03: remote_command: every argument must be a string without NUL"):
+        await pool.run(host, ["cat", "/var/log/syslog\0/etc/shadow"], timeout_s=5)
+    assert "Connection from" not in sshd.log_text()

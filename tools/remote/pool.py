@@ -195,7 +195,10 @@ class SshPool:
     async def run(self, host: Host, argv: Sequence[str], *, timeout_s: float,
                   max_bytes: int = DEFAULT_MAX_BYTES) -> Result:
         """Run `argv` (a fixed program and its arguments, each quoted here) on `host`, bounded on the host."""
-        command = remote_command(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        try:
+            command = remote_command(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        except ValueError as e:
+            raise ToolError(f"{host.name}: {e}") from None
         link = self._link(host)
         async with link.sessions:
             link.hold()
@@ -260,7 +263,11 @@ class SshPool:
         for conn in conns:
             conn.close()
         for conn in conns:
-            await conn.wait_closed()
+            try:
+                async with asyncio.timeout(5):
+                    await conn.wait_closed()
+            except TimeoutError:  # a peer that never acknowledges: drop the socket
+                conn.abort()
 
     # -- connections -------------------------------------------------------------------------
 
