@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import postgres, product
+from bench import postgres, product, ssh
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -487,6 +487,7 @@ async def main(args: argparse.Namespace) -> None:
     await growth(40, 20_000, report, HERE / "growth.png")
     await thinking_cost(5, report)
     await issue12(report, args)
+    await issue19(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -494,8 +495,9 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11"]
 ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
+ISSUE19 = ("11.",)  # … and `--only ssh`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -504,36 +506,48 @@ async def issue12(report: Report, args: argparse.Namespace) -> None:
                            bursts=2 if args.quick else args.bursts)
 
 
-async def only_postgres(args: argparse.Namespace) -> None:
-    """`--only postgres`: sections 9 and 10 alone, spliced into the existing RESULTS.md (the rest stays)."""
+async def issue19(report: Report, args: argparse.Namespace) -> None:
+    """11: hosts over SSH, first call vs reused connection and 4 hosts in one turn (bench/ssh.py)."""
+    await ssh.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats)
+
+
+# `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
+ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 ")}
+
+
+async def only(args: argparse.Namespace) -> None:
+    """`--only postgres|ssh`: those sections alone, spliced into the existing RESULTS.md (the rest stays)."""
+    bench, prefixes, note_start = ONLY[args.only]
     started = datetime.datetime.now(datetime.UTC)
     began = time.monotonic()
     report = Report()
-    await issue12(report, args)
+    await bench(report, args)
     path = HERE / "RESULTS.md"
     seconds = time.monotonic() - began
     if not path.exists():
         write(report, path, started, seconds, args)
     else:
-        note = (f"Sections 9 and 10 refreshed by `python -m bench --only postgres{' --quick' if args.quick else ''}` "
+        note = (f"{note_start}refreshed by `python -m bench --only {args.only}{' --quick' if args.quick else ''}` "
                 f"on {started:%Y-%m-%d %H:%M} UTC in {seconds:.0f} s (machine: {machine()}).")
-        path.write_text(splice(path.read_text(), report, note))
+        path.write_text(splice(path.read_text(), report, note, prefixes, note_start))
     print(table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary]))
     print(f"\nupdated {path} in {seconds:.0f} s")
 
 
-def splice(text_: str, report: Report, note: str) -> str:
-    """RESULTS.md with its issue-12 summary rows and sections replaced by `report`'s (inserted before the profile)."""
+def splice(text_: str, report: Report, note: str, prefixes: tuple[str, ...] = ISSUE12,
+           note_start: str = "Sections 9 and 10 ") -> str:
+    """RESULTS.md with the summary rows and sections starting with `prefixes` replaced by `report`'s (inserted
+    before the profile)."""
     head, *sections = re.split(r"(?m)^## ", text_)
     lines = [ln for ln in head.rstrip("\n").splitlines()
-             if not ln.startswith(tuple(f"| {n}" for n in ISSUE12)) and not ln.startswith("Sections 9 and 10 ")]
+             if not ln.startswith(tuple(f"| {n}" for n in prefixes)) and not ln.startswith(note_start)]
     last_row = max((i for i, ln in enumerate(lines) if ln.startswith("|")), default=len(lines) - 1)
     rows = ["| " + " | ".join(r) + " |" for r in report.summary]
     lines[last_row + 1:last_row + 1] = rows
     produced = next((i for i, ln in enumerate(lines) if ln.startswith("Produced by")), 0)
     blank = next((i for i in range(produced, len(lines)) if not lines[i].strip()), len(lines))
     lines[blank:blank] = ["", note]
-    kept = [s.rstrip("\n") for s in sections if not s.startswith(ISSUE12)]
+    kept = [s.rstrip("\n") for s in sections if not s.startswith(prefixes)]
     fresh = [s.removeprefix("## ").rstrip("\n") for s in report.sections]
     at = next((i for i, s in enumerate(kept) if s.startswith("Profile")), len(kept))
     kept[at:at] = fresh
@@ -546,7 +560,8 @@ if __name__ == "__main__":
     parser.add_argument("--bursts", type=int, default=7,
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
-    parser.add_argument("--only", choices=["postgres"],
-                        help="postgres: only issue 12's benchmarks (9 and 10), spliced into the existing RESULTS.md")
+    parser.add_argument("--only", choices=sorted(ONLY),
+                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); spliced "
+                             "into the existing RESULTS.md")
     parsed = parser.parse_args()
-    asyncio.run(only_postgres(parsed) if parsed.only == "postgres" else main(parsed))
+    asyncio.run(only(parsed) if parsed.only else main(parsed))

@@ -12,6 +12,7 @@ from typing import Any
 from bot.errors import ConfigError
 from bot.guards import Limits
 from bot.pricing import Price, model_problems
+from tools.remote.inventory import HostsConfigError, Inventory, SshCredentials, load_hosts
 
 __all__ = ["ApprovalSettings", "ConfigError", "ModelSettings", "Secret", "Settings", "load_settings",
            "missing_for_run"]
@@ -80,6 +81,8 @@ class Settings:
     channels: tuple[str, ...] = ()
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     tools: Mapping[str, Any] = field(default_factory=lambda: {"modules": ["tools.builtin"]})
+    inventory: Inventory = field(default_factory=Inventory)  # [ssh] and [[hosts]] (REACH.md §1)
+    ssh_credentials: SshCredentials = field(default_factory=SshCredentials)  # identity passphrases, ssh-agent
     status_update_seconds: float = 2.0
     # environment: secrets and endpoints only
     slack_bot_token: Secret | None = None
@@ -105,6 +108,8 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
                   "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
                   "destructive_required_approvals": (int,)},
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
+    "ssh": {},  # [ssh] and [[hosts]]: validated by tools.remote.inventory.load_hosts
+    "hosts": {},
     "log": {"level": (str,)},
     "store": {"url": (str,)},
 }
@@ -173,6 +178,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
     for name, table in raw.items():
         if name not in _SCHEMA:
             problems.append(f"{name}: unknown section (known: {', '.join(sorted(_SCHEMA))})")
+        elif name in ("ssh", "hosts"):
+            continue
         elif not isinstance(table, dict):
             problems.append(f"{name}: expected a table")
         else:
@@ -215,12 +222,20 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         destructive_required_approvals=ap.get("destructive_required_approvals",
                                               default.approvals.destructive_required_approvals),
     )
+    inventory = Inventory()
+    try:
+        inventory = Inventory(*load_hosts({k: raw[k] for k in ("ssh", "hosts") if k in raw}))
+    except HostsConfigError as e:
+        problems += e.problems
     if problems:
         raise ConfigError(problems)
 
     def secret(name: str) -> Secret | None:
         value = env.get(name, "").strip()
         return Secret(value) if value else None
+
+    # Taken as they are (a passphrase may start or end with a space); never logged: Secret hides its repr.
+    passphrases = {name: Secret(env[name]) for name in inventory.passphrase_envs() if env.get(name)}
 
     return Settings(
         model=model,
@@ -229,6 +244,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
         approvals=approvals,
         tools=sections.get("tools", default.tools),
+        inventory=inventory,
+        ssh_credentials=SshCredentials(passphrases=passphrases, agent_path=env.get("SSH_AUTH_SOCK") or None),
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),

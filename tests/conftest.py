@@ -3,19 +3,22 @@
 Postgres: `pg_server` is one server for the session (the one CI started, named by OPSLOOP_TEST_PG, else our
 own tests.pgserver.PgServer; the tests skip only when no Postgres 15+ is installed), `pg_url` a fresh empty
 database on it per test, and `db_url` runs a test once per store backend: a SQLite file, then a Postgres URL.
+
+SSH: `ssh_servers` starts throwaway OpenSSH servers on 127.0.0.1 (tests.sshserver.SshServer; skips when
+sshd is not installed) and stops them after the test; `sshd` is one such server.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anthropic
 import pytest
 
 from bot.store import Store
-from tests import pgserver
+from tests import pgserver, sshserver
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
@@ -78,6 +81,29 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "opsloop.db")
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+def ssh_servers() -> Iterator[Callable[..., sshserver.SshServer]]:
+    """Start throwaway sshd's (`ssh_servers(max_sessions=2)`), all stopped after the test; skips without OpenSSH."""
+    if reason := sshserver.missing_reason():
+        pytest.skip(reason)
+    started: list[sshserver.SshServer] = []
+
+    def start(**options: int) -> sshserver.SshServer:
+        server = sshserver.SshServer(**options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def sshd(ssh_servers: Callable[..., sshserver.SshServer]) -> sshserver.SshServer:
+    """One throwaway OpenSSH server on 127.0.0.1 for this test."""
+    return ssh_servers()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,8 +13,8 @@ import pytest
 from tools import Category, ToolConfigError, ToolContext, build_registry, tool_context, tool_table
 
 BUILTINS = [
-    "check_disk", "check_memory", "check_cpu", "list_top_processes", "tail_log", "grep_log", "clean_logs",
-    "service_status", "restart_service", "check_url", "prometheus_query", "prometheus_query_range",
+    "check_disk", "check_memory", "check_cpu", "list_top_processes", "list_hosts", "tail_log", "grep_log",
+    "clean_logs", "service_status", "restart_service", "check_url", "prometheus_query", "prometheus_query_range",
 ]
 
 

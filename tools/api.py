@@ -16,6 +16,9 @@ from tools.netguard import HostAllowlist, Resolver, system_resolver
 if TYPE_CHECKING:
     import aiohttp
 
+    from tools.remote.inventory import Inventory
+    from tools.remote.pool import SshPool
+
 MAX_OUTPUT_CHARS = 12_000
 DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
 
@@ -52,6 +55,8 @@ class ToolContext:
     http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
     http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
     http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
+    inventory: Inventory | None = None  # [ssh] and [[hosts]]; None: no inventory, only localhost is reachable
+    ssh: SshPool | None = field(default=None, compare=False)  # the inventory's connections (not in worker processes)
 
 
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

@@ -10,13 +10,16 @@ import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ConfigError
 from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
 from tools.process import BOT_SECRETS
 from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from tools.remote.inventory import Inventory, SshCredentials
 
 DEFAULT_MODULES = ("tools.builtin",)
 SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -353,17 +356,28 @@ def _set_timeout(current: Tool, value: Any, where: str) -> Tool:
     return dataclasses.replace(current, timeout_s=_seconds(value, where))
 
 
-async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> ToolRegistry:
+async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None,
+                         inventory: Inventory | None = None,
+                         ssh_credentials: SshCredentials | None = None) -> ToolRegistry:
     """The registry for a [tools] table: module tools bound to their context, runbook commands, MCP servers.
 
-    The registry owns the MCP connections: `await registry.aclose()` when done. On a ToolConfigError every
-    connection already made is closed before it is raised.
+    `inventory` ([ssh] and [[hosts]]) reaches the tools in their context, with an SSH pool for its hosts.
+    The registry owns the MCP connections and the SSH pool: `await registry.aclose()` when done. On a
+    ToolConfigError every connection already made is closed before it is raised.
     """
     table = _table(table if table is not None else {}, "tools")
     _only(table, _TOP_KEYS, "tools")
     base = base_dir or Path.cwd()
     ctx = tool_context(table, base_dir=base)
     registry = ToolRegistry()
+    if inventory is not None and len(inventory):
+        from tools.remote.pool import SshPool  # asyncssh is imported only when a host is configured
+
+        pool = SshPool(inventory, ssh_credentials)
+        registry.push_async_callback(pool.close)
+        ctx = dataclasses.replace(ctx, inventory=inventory, ssh=pool)
+    elif inventory is not None:
+        ctx = dataclasses.replace(ctx, inventory=inventory)
     try:
         collected = [(t.bind(ctx), where) for t, where in _load_modules(table)]
         for i, entry in enumerate(_list(table.get("commands", []), "tools.commands")):

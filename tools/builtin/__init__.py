@@ -1,17 +1,19 @@
-"""The built-in ops tools: host health, logs, systemd services, HTTP checks and Prometheus queries."""
+"""The built-in ops tools: host health and inventory, logs, systemd services, HTTP checks, Prometheus queries."""
 
 from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_processes
 from tools.builtin.http import check_url
+from tools.builtin.inventory import list_hosts
 from tools.builtin.logs import clean_logs, grep_log, tail_log
 from tools.builtin.prometheus import prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
-# Registration order (and so the order the model sees): host, logs, services, http, prometheus.
+# Registration order (and so the order the model sees): host (and the inventory), logs, services, http, prometheus.
 __all__ = [  # noqa: RUF022
     "check_disk",
     "check_memory",
     "check_cpu",
     "list_top_processes",
+    "list_hosts",
     "tail_log",
     "grep_log",
     "clean_logs",

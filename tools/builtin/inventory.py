@@ -1,0 +1,37 @@
+"""list_hosts: the hosts the other host tools can reach ([[hosts]] and localhost), so the model names real ones."""
+
+from __future__ import annotations
+
+from tools.registry import Category, ToolContext, tool
+from tools.remote.inventory import LOCALHOST, Inventory
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=10, idempotent=True)
+async def list_hosts(group: str = "", *, ctx: ToolContext) -> str:
+    """The hosts the host tools can reach: inventory names with their groups, address and jump host.
+
+    Every host tool's `host` argument must be one of these names, or "localhost" (the machine opsloop runs
+    on); no other host or address can be reached.
+
+    Args:
+        group: only the hosts in this group (empty: all of them).
+    """
+    inventory = ctx.inventory or Inventory()
+    hosts = [h for h in inventory if not group or group in h.groups]
+    local = f"{LOCALHOST} is the machine opsloop runs on (no SSH)"
+    if not inventory.hosts:
+        return f"no [[hosts]] are configured: {local} and the only host the host tools can reach"
+    if not hosts:
+        groups = sorted({g for h in inventory for g in h.groups})
+        return f"no host is in group {group!r} (groups: {', '.join(groups) or 'none'}); {local}"
+    rows = [["name", "address", "via", "groups"]]
+    for h in hosts:
+        address = h.address if h.port == 22 else f"{h.address}:{h.port}"
+        rows.append([h.name, address, inventory.via(h) or "-", ", ".join(h.groups) or "-"])
+    scope = f" in group {group!r}" if group else ""
+    return f"{len(hosts)} of {len(inventory)} inventory hosts{scope}; {local}\n" + _table(rows)

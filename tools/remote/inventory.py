@@ -1,0 +1,396 @@
+"""The host inventory: [ssh] defaults and [[hosts]] entries, checked, and the only names opsloop may connect to.
+
+`load_hosts(raw)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), or raises
+HostsConfigError listing every problem with its location (`hosts[2].jump: …`). `Inventory` resolves the
+name a model gave to a Host (None: this machine), or raises a ToolError naming the closest inventory names.
+Nothing here opens a connection; nothing outside the inventory can become one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import posixpath
+import re
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.errors import ConfigError
+from tools.api import ToolError
+
+LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
+LOCAL_ALIASES = (LOCALHOST, "127.0.0.1", "::1")
+DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
+HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
+
+_SSH_KEYS = ("user", "identity_file", "known_hosts", "connect_timeout_s", "max_sessions_per_host",
+             "passphrase_env", "idle_timeout_s", "fail_fast_s")
+_HOST_KEYS = ("name", "address", "port", "user", "identity_file", "known_hosts", "connect_timeout_s", "jump",
+              "groups", "log_dirs", "restart_allowlist", "passphrase_env")
+
+
+class HostsConfigError(ConfigError):
+    """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SshSettings:
+    """[ssh]: the defaults every [[hosts]] entry inherits, and the pool's own knobs."""
+
+    user: str | None = None  # None: the user opsloop runs as
+    identity_file: Path | None = None  # None: the ssh-agent (and ~/.ssh/id_*), as ssh does
+    known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/known_hosts").expanduser())
+    connect_timeout_s: float = 10.0
+    max_sessions_per_host: int = 4
+    passphrase_env: str = DEFAULT_PASSPHRASE_ENV  # the identity's passphrase, read by bot/config.py
+    idle_timeout_s: float = 300.0  # a connection nobody used this long is closed
+    fail_fast_s: float = 15.0  # after a failed connect, calls fail at once with that error for this long
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    """One [[hosts]] entry. None in an override field means "as [ssh] says"; log_dirs/restart_allowlist None
+    means "as [tools.logs] / [tools.services] say"."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    identity_file: Path | None = None
+    known_hosts: Path | None = None
+    connect_timeout_s: float | None = None
+    jump: str | None = None
+    groups: tuple[str, ...] = ()
+    log_dirs: tuple[str, ...] | None = None  # absolute paths on that host
+    restart_allowlist: tuple[str, ...] | None = None
+    passphrase_env: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Login:
+    """How to log in to one host: its entry with the [ssh] defaults filled in."""
+
+    address: str
+    port: int
+    user: str | None
+    identity_file: Path | None
+    known_hosts: Path
+    connect_timeout_s: float
+    passphrase_env: str
+
+
+@dataclass(frozen=True)
+class SshCredentials:
+    """Secrets the pool needs, resolved by bot/config.py from the environment: passphrases by variable name."""
+
+    passphrases: Mapping[str, str] = field(default_factory=dict)
+    agent_path: str | None = None  # SSH_AUTH_SOCK: used when no identity_file is set
+
+    def __repr__(self) -> str:
+        return f"SshCredentials(passphrases=<{len(self.passphrases)} set>, agent={'yes' if self.agent_path else 'no'})"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The hosts opsloop may reach; a name not in it (or an address) is refused without any connection."""
+
+    ssh: SshSettings = field(default_factory=SshSettings)
+    hosts: tuple[Host, ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = _check_names_and_jumps(list(enumerate(self.hosts)))
+        if problems:
+            raise HostsConfigError(problems)
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self.hosts)
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hosts)
+
+    def get(self, name: str) -> Host | None:
+        return next((h for h in self.hosts if h.name == name), None)
+
+    def resolve(self, name: str) -> Host | None:
+        """The inventory host called `name`; None for this machine (`localhost`); ToolError for anything else."""
+        name = name.strip()
+        if (host := self.get(name)) is not None:
+            return host
+        if name.lower() in LOCAL_ALIASES or name in _own_names():
+            return None
+        raise ToolError(self._unknown(name))
+
+    def _unknown(self, name: str) -> str:
+        if not self.hosts:
+            return (f"{name!r} is not a host opsloop can reach: no [[hosts]] are configured, so only "
+                    f"{LOCALHOST!r} (the machine opsloop runs on) is available")
+        by_address = [h.name for h in self.hosts if h.address == name]
+        if by_address:
+            return (f"{name!r} is not an inventory name; it is the address of {by_address[0]!r}: "
+                    f"use host={by_address[0]!r}")
+        candidates = [*self.names, LOCALHOST]
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.7)
+        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(candidates[:10])}"
+        return (f"{name!r} is not in the host inventory ({hint}); opsloop connects only to inventory hosts, "
+                "and list_hosts lists them")
+
+    def chain(self, host: Host) -> tuple[Host, ...]:
+        """The jump hosts to go through to reach `host`, outermost first (empty: direct)."""
+        hops: list[Host] = []
+        current = host
+        while current.jump is not None:
+            jump = self.get(current.jump)
+            assert jump is not None  # checked in __post_init__
+            hops.insert(0, jump)
+            current = jump
+        return tuple(hops)
+
+    def via(self, host: Host) -> str:
+        """The jump chain as people write it ("bastion" or "edge > bastion"), or "" when direct."""
+        return " > ".join(h.name for h in self.chain(host))
+
+    def login(self, host: Host) -> Login:
+        """`host`'s login with the [ssh] defaults filled in."""
+        ssh = self.ssh
+        return Login(
+            address=host.address,
+            port=host.port,
+            user=host.user if host.user is not None else ssh.user,
+            identity_file=host.identity_file if host.identity_file is not None else ssh.identity_file,
+            known_hosts=host.known_hosts if host.known_hosts is not None else ssh.known_hosts,
+            connect_timeout_s=host.connect_timeout_s if host.connect_timeout_s is not None else ssh.connect_timeout_s,
+            passphrase_env=host.passphrase_env if host.passphrase_env is not None else ssh.passphrase_env,
+        )
+
+    def passphrase_envs(self) -> tuple[str, ...]:
+        """Every environment variable a host's identity passphrase may come from (config reads them)."""
+        names = [self.ssh.passphrase_env, *(h.passphrase_env for h in self.hosts if h.passphrase_env)]
+        return tuple(dict.fromkeys(names))
+
+
+def _own_names() -> tuple[str, ...]:
+    hostname = socket.gethostname()
+    return (hostname, hostname.split(".")[0])
+
+
+def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
+    """Duplicate names, `localhost` taken, a jump to a missing host or in a cycle: one line each.
+
+    `hosts` pairs each entry with its index in [[hosts]], for the locations in the messages."""
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for i, h in hosts:
+        if h.name.lower() in LOCAL_ALIASES:
+            problems.append(f"hosts[{i}].name: {h.name!r} is reserved for the machine opsloop runs on")
+        if h.name in seen:
+            problems.append(f"hosts[{i}].name: duplicate host name {h.name!r} (also hosts[{seen[h.name]}])")
+        seen.setdefault(h.name, i)
+    by_name = {h.name: h for _, h in hosts}
+    for i, h in hosts:
+        if h.jump is None:
+            continue
+        if h.jump not in by_name:
+            close = difflib.get_close_matches(h.jump, list(by_name), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"hosts[{i}].jump: {h.jump!r} is not the name of a [[hosts]] entry{hint}")
+            continue
+        path = [h.name]
+        current = by_name[h.jump]
+        while True:
+            if current.name in path:
+                loop = " > ".join([*path, current.name])
+                problems.append(f"hosts[{i}].jump: the jump chain loops: {loop}")
+                break
+            path.append(current.name)
+            if current.jump is None or current.jump not in by_name:
+                break
+            current = by_name[current.jump]
+    return problems
+
+
+# -- loading from the parsed TOML ----------------------------------------------------------------
+
+
+def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple[SshSettings, tuple[Host, ...]]:
+    """[ssh] and [[hosts]] from a parsed config file (other tables are ignored); HostsConfigError on problems.
+
+    Relative key and known_hosts paths are relative to `base_dir` (default: the working directory); `~` works.
+    """
+    base = base_dir or Path.cwd()
+    problems: list[str] = []
+    reader = _Reader(problems, base)
+    ssh = SshSettings()
+    if "ssh" in raw:
+        ssh = reader.ssh(raw["ssh"])
+    hosts: list[tuple[int, Host]] = []
+    if "hosts" in raw:
+        entries = raw["hosts"]
+        if not isinstance(entries, list):
+            problems.append("hosts: expected an array of tables ([[hosts]])")
+        else:
+            for i, entry in enumerate(entries):
+                if (host := reader.host(entry, f"hosts[{i}]")) is not None:
+                    hosts.append((i, host))
+    problems += _check_names_and_jumps(hosts)
+    if problems:
+        raise HostsConfigError(problems)
+    return ssh, tuple(h for _, h in hosts)
+
+
+class _Reader:
+    """Typed readers that record a problem (with its location) and return None instead of raising."""
+
+    def __init__(self, problems: list[str], base: Path) -> None:
+        self.problems = problems
+        self.base = base
+
+    def ssh(self, table: Any) -> SshSettings:
+        if not isinstance(table, Mapping):
+            self.problems.append("ssh: expected a table")
+            return SshSettings()
+        self._only(table, _SSH_KEYS, "ssh")
+        values: dict[str, Any] = {}
+        if "user" in table:
+            values["user"] = self._user(table["user"], "ssh.user")
+        if "identity_file" in table:
+            values["identity_file"] = self._path(table["identity_file"], "ssh.identity_file")
+        if "known_hosts" in table:
+            values["known_hosts"] = self._path(table["known_hosts"], "ssh.known_hosts")
+        for key in ("connect_timeout_s", "idle_timeout_s"):
+            if key in table:
+                values[key] = self._seconds(table[key], f"ssh.{key}")
+        if "fail_fast_s" in table:
+            values["fail_fast_s"] = self._seconds(table["fail_fast_s"], "ssh.fail_fast_s", zero_ok=True)
+        if "max_sessions_per_host" in table:
+            values["max_sessions_per_host"] = self._int(table["max_sessions_per_host"], "ssh.max_sessions_per_host",
+                                                        low=1, high=64)
+        if "passphrase_env" in table:
+            values["passphrase_env"] = self._env(table["passphrase_env"], "ssh.passphrase_env")
+        return SshSettings(**{k: v for k, v in values.items() if v is not None})
+
+    def host(self, entry: Any, where: str) -> Host | None:
+        if not isinstance(entry, Mapping):
+            self.problems.append(f"{where}: expected a table")
+            return None
+        self._only(entry, _HOST_KEYS, where)
+        if "name" not in entry:
+            self.problems.append(f"{where}: missing required key 'name'")
+            return None
+        name = self._str(entry["name"], f"{where}.name")
+        if name is None:
+            return None
+        if not HOST_NAME_RE.fullmatch(name):
+            self.problems.append(f"{where}.name: {name!r} must be letters, digits, '.', '_' or '-' (at most 63)")
+            return None
+        address = self._address(entry.get("address", name), f"{where}.address")
+        port = self._int(entry["port"], f"{where}.port", low=1, high=65535) if "port" in entry else 22
+        groups = self._str_list(entry["groups"], f"{where}.groups") if "groups" in entry else ()
+        return Host(
+            name=name,
+            address=address or name,
+            port=port or 22,
+            user=self._user(entry["user"], f"{where}.user") if "user" in entry else None,
+            identity_file=self._path(entry["identity_file"], f"{where}.identity_file") if "identity_file" in entry
+            else None,
+            known_hosts=self._path(entry["known_hosts"], f"{where}.known_hosts") if "known_hosts" in entry else None,
+            connect_timeout_s=self._seconds(entry["connect_timeout_s"], f"{where}.connect_timeout_s")
+            if "connect_timeout_s" in entry else None,
+            jump=self._str(entry["jump"], f"{where}.jump") if "jump" in entry else None,
+            groups=tuple(groups or ()),
+            log_dirs=self._log_dirs(entry["log_dirs"], f"{where}.log_dirs") if "log_dirs" in entry else None,
+            restart_allowlist=self._units(entry["restart_allowlist"], f"{where}.restart_allowlist")
+            if "restart_allowlist" in entry else None,
+            passphrase_env=self._env(entry["passphrase_env"], f"{where}.passphrase_env")
+            if "passphrase_env" in entry else None,
+        )
+
+    # -- one value each --------------------------------------------------------------------------
+
+    def _only(self, table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                self.problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
+
+    def _str(self, value: Any, where: str) -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.problems.append(f"{where}: expected a non-empty string, got {value!r}")
+            return None
+        return value
+
+    def _user(self, value: Any, where: str) -> str | None:
+        text = self._str(value, where)
+        if text is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
+            self.problems.append(f"{where}: {text!r} is not a user name")
+            return None
+        return text
+
+    def _address(self, value: Any, where: str) -> str | None:
+        text = self._str(value, where)
+        if text is not None and not _ADDRESS_RE.fullmatch(text):
+            self.problems.append(f"{where}: {text!r} is not a host name or IP address")
+            return None
+        return text
+
+    def _path(self, value: Any, where: str) -> Path | None:
+        text = self._str(value, where)
+        return None if text is None else (self.base / Path(text).expanduser())
+
+    def _seconds(self, value: Any, where: str, *, zero_ok: bool = False) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or value < 0 or (value == 0 and not zero_ok):
+            self.problems.append(f"{where}: expected a positive number of seconds, got {value!r}")
+            return None
+        return float(value)
+
+    def _int(self, value: Any, where: str, *, low: int, high: int) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.problems.append(f"{where}: expected an integer from {low} to {high}, got {value!r}")
+            return None
+        return value
+
+    def _env(self, value: Any, where: str) -> str | None:
+        text = self._str(value, where)
+        if text is not None and not ENV_NAME_RE.fullmatch(text):
+            self.problems.append(f"{where}: {text!r} is not an environment variable name")
+            return None
+        return text
+
+    def _str_list(self, value: Any, where: str) -> tuple[str, ...] | None:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            self.problems.append(f"{where}: expected a list of non-empty strings")
+            return None
+        return tuple(value)
+
+    def _log_dirs(self, value: Any, where: str) -> tuple[str, ...] | None:
+        dirs = self._str_list(value, where)
+        if dirs is None:
+            return None
+        out = []
+        for i, d in enumerate(dirs):
+            if not d.startswith("/"):
+                self.problems.append(f"{where}[{i}]: {d!r} must be an absolute path on that host")
+                continue
+            out.append(posixpath.normpath(d))
+        if not out and not dirs:
+            self.problems.append(f"{where}: must name at least one directory")
+        return tuple(out)
+
+    def _units(self, value: Any, where: str) -> tuple[str, ...] | None:
+        from tools.builtin.services import UNIT_RE  # as tools.config does: the unit grammar lives with the tool
+
+        units = self._str_list(value, where)
+        if units is None:
+            return None
+        for i, unit in enumerate(units):
+            if not UNIT_RE.fullmatch(unit):
+                self.problems.append(f"{where}[{i}]: {unit!r} is not a unit name")
+        return units
