@@ -31,8 +31,8 @@ from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.model import AnthropicModel
 from bot.pricing import model_problems, price_for
 from bot.store import Store
-from handlers import approvals, mentions, replies, stop
-from handlers.blocks import APPROVE, DENY, STOP
+from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.supervisor import Supervisor
@@ -69,8 +69,9 @@ def anthropic_client(settings: Settings, *, timeout_s: float = 600.0) -> anthrop
 EVENTS_KEPT_SECONDS = 24 * 3600  # the events dedupe table keeps a day (Slack redelivers within minutes)
 PRUNE_EVERY_SECONDS = 3600
 
-EVENTS = ("app_mention", "message")  # manifest.yml subscribes to exactly these (message.* = "message")
-ACTIONS = (APPROVE, DENY, STOP)
+EVENTS = ("app_mention", "message", "app_home_opened")  # manifest.yml subscribes to exactly these (message.*)
+ACTIONS = (APPROVE, DENY, STOP, FEEDBACK)
+SHORTCUTS = (INVESTIGATE,)  # message shortcuts (manifest.yml features.shortcuts callback_id)
 
 
 def register(app: AsyncApp, sup: Supervisor) -> None:
@@ -79,16 +80,19 @@ def register(app: AsyncApp, sup: Supervisor) -> None:
     The app runs with process_before_response: Slack gets its ack when the listener returns, so a
     listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
     delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
-    event_handlers = {"app_mention": mentions.on_mention, "message": replies.on_message}
+    event_handlers = {"app_mention": mentions.on_mention, "message": replies.on_message,
+                      "app_home_opened": home.on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     action_handlers = {
         APPROVE: lambda body: approvals.on_decision(sup, body, approve=True),
         DENY: lambda body: approvals.on_decision(sup, body, approve=False),
         STOP: lambda body: stop.on_stop(sup, body),
+        FEEDBACK: lambda body: feedback.on_feedback(sup, body),
     }
     for action_id in ACTIONS:
         app.action(action_id)(_action_listener(action_handlers[action_id]))
+    app.shortcut(INVESTIGATE)(_action_listener(lambda body: shortcut.on_investigate(sup, body)))
 
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:

@@ -237,6 +237,19 @@ def m006_reported(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE runs SET reported = 1 WHERE status = 'finished'")
 
 
+@sqlite_migrations()
+def m007_feedback(db: sqlite_utils.Database) -> None:
+    """Feedback clicks on answers and handoff reports: who, which way, when (one row per click)."""
+    db.table("feedback").create(
+        {"id": str, "click": str, "run_id": str, "user": str, "value": str, "channel": str, "message_ts": str,
+         "at": float},
+        pk="id",
+        not_null={"click", "run_id", "user", "value"},
+    )
+    db.table("feedback").create_index(["click"], unique=True)
+    db.table("feedback").create_index(["run_id"])
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -302,6 +315,13 @@ PG_MIGRATIONS: dict[str, str] = {
     "m006_reported": """
         ALTER TABLE runs ADD COLUMN reported INTEGER;
         UPDATE runs SET reported = 1 WHERE status = 'finished';
+    """,
+    "m007_feedback": """
+        CREATE TABLE feedback (
+            id TEXT PRIMARY KEY, click TEXT NOT NULL, run_id TEXT NOT NULL, "user" TEXT NOT NULL,
+            value TEXT NOT NULL, channel TEXT, message_ts TEXT, at DOUBLE PRECISION);
+        CREATE UNIQUE INDEX idx_feedback_click ON feedback (click);
+        CREATE INDEX idx_feedback_run_id ON feedback (run_id);
     """,
 }
 

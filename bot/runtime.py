@@ -352,7 +352,7 @@ class _Run:
                                                              confirmed_by=confirmed_by):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
-            await self.emit("tool", step=self.iterations, tool=call.name)
+            await self.emit("tool", step=self.iterations, tool=call.name, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
@@ -378,7 +378,7 @@ class _Run:
         request = ConfirmRequest(run_id=self.id, call=ToolCall(id=call.id, name=call.name, args=args),
                                  category=tool.category.value, preview=preview, args_hash=digest(args),
                                  preview_hash=digest(preview) if preview is not None else None)
-        await self.emit("waiting_approval", step=self.iterations, tool=call.name)
+        await self.emit("waiting_approval", step=self.iterations, tool=call.name, category=tool.category.value)
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:

@@ -302,6 +302,26 @@ class AuditEntry:
     result_is_error: bool | None = None
 
 
+class FeedbackValue(enum.StrEnum):
+    """A click on the feedback buttons under an answer or a handoff report."""
+
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Feedback:
+    """One feedback click (a row of `feedback`): who said whether a run's answer or report helped, and when."""
+
+    id: str
+    run_id: str
+    user: str
+    value: FeedbackValue
+    channel: str
+    message_ts: str
+    at: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class InboxItem:
     """A thread reply stored for a run (a row of `inbox`)."""

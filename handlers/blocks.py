@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.redact import REDACTED, redact
-from bot.types import Approval, RunStatus
+from bot.types import Approval, FeedbackValue, RunStatus
 from handlers import messages as m
 from handlers.mrkdwn import (
     FENCE,
@@ -28,6 +28,8 @@ from handlers.mrkdwn import (
 APPROVE = "opsloop.approve"
 DENY = "opsloop.deny"
 STOP = "opsloop.stop"
+FEEDBACK = "opsloop.feedback"  # the feedback_buttons under an answer or a handoff report
+INVESTIGATE = "opsloop.investigate"  # the message shortcut "Investigate with opsloop" (its callback_id)
 
 # Slack's limits (see LIBRARIES.md): exceeding any of them gets `invalid_blocks`.
 HEADER_MAX = 150
@@ -241,6 +243,34 @@ def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
     first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
     what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"
     return _pack(sections, header=header, first_text=first, what=what)
+
+
+def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
+    """`msgs` with the feedback buttons under the last one (in a part of its own when that one is full).
+
+    Each button's value names the run and the way it points ("positive:run_…"): a click needs no state held by
+    the process that posted it, so it counts after a restart too."""
+    block = {"type": "context_actions", "block_id": "feedback", "elements": [{
+        "type": "feedback_buttons", "action_id": FEEDBACK,
+        "positive_button": {"text": _plain(m.FEEDBACK_POSITIVE, BUTTON_TEXT_MAX),
+                            "value": f"{FeedbackValue.POSITIVE.value}:{run_id}"},
+        "negative_button": {"text": _plain(m.FEEDBACK_NEGATIVE, BUTTON_TEXT_MAX),
+                            "value": f"{FeedbackValue.NEGATIVE.value}:{run_id}"},
+    }]}
+    if not msgs:
+        return msgs
+    last = msgs[-1]
+    if len(last.blocks) < MAX_BLOCKS:
+        return [*msgs[:-1], SlackMessage(text=last.text, blocks=[*last.blocks, block])]
+    return [*msgs, SlackMessage(text=m.FEEDBACK_PROMPT, blocks=[block])]
+
+
+def feedback_of(value: str) -> tuple[FeedbackValue, str] | None:
+    """(which way, run id) from a feedback button's value; None for anything else."""
+    way, _, run_id = value.partition(":")
+    if way not in {v.value for v in FeedbackValue} or not run_id.startswith("run"):
+        return None
+    return FeedbackValue(way), run_id
 
 
 # ---------------------------------------------------------------------------

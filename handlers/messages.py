@@ -427,3 +427,81 @@ def store_unavailable(*, disk_full: bool) -> str:
     why = "its disk is full" if disk_full else "it keeps failing"
     return (f":warning: opsloop can't write to its database ({why}). This run is paused, not lost: it "
             "continues by itself as soon as the database works again.")
+
+
+# ---------------------------------------------------------------------------
+# Slack's agent surfaces: the loading status, feedback, the message shortcut, App Home
+# ---------------------------------------------------------------------------
+
+FEEDBACK_POSITIVE = "Helpful"
+FEEDBACK_NEGATIVE = "Not helpful"
+FEEDBACK_PROMPT = "Did this help?"
+FEEDBACK_THANKS = "Thanks: your feedback on this run is recorded."
+
+LOADING_THINKING = "thinking…"
+LOADING_STARTING = "starting…"
+# The rotating lines Slack shows under the thread while a status is set (at most 10).
+LOADING_MESSAGES = ("Reading the evidence…", "Checking what changed…", "Thinking it through…")
+
+
+def loading_tool(tool: str, args: dict[str, object]) -> str:
+    """What the status under the thread says while a tool runs: "reading /var/log/nginx on web-03…"."""
+    verbs = {"read": "reading", "list": "listing", "check": "checking", "get": "getting", "grep": "searching",
+             "tail": "reading", "describe": "describing", "query": "querying", "fetch": "fetching",
+             "http": "requesting", "clean": "cleaning", "restart": "restarting", "delete": "deleting",
+             "scale": "scaling", "rollout": "rolling out", "kubectl": "running kubectl on"}
+    head, _, rest = tool.partition("_")
+    verb = verbs.get(head, f"running {tool}")
+    what = next((str(args[k]) for k in ("path", "unit", "service", "url", "pod", "deployment", "query", "name",
+                                        "pattern") if isinstance(args.get(k), str | int) and str(args[k])), "")
+    where = next((str(args[k]) for k in ("host", "cluster", "namespace") if isinstance(args.get(k), str)
+                  and args[k]), "")
+    if verb == f"running {tool}":
+        words = verb + (f" on {where}" if where else "")
+    else:
+        target = what or rest.replace("_", " ")
+        words = f"{verb} {target}".strip() + (f" on {where}" if where else "")
+    return _one_line_status(words) + "…"
+
+
+def loading_approval(approvers: tuple[str, ...]) -> str:
+    """"waiting for approval from @carol" (user groups as @group, nobody named: anyone in the channel)."""
+    if not approvers:
+        return "waiting for approval from anyone in the channel"
+    names = [f"<@{a}>" if _USER_ID.match(a) else f"<!subteam^{a}>" if _GROUP_ID.match(a) else a for a in approvers]
+    return _one_line_status("waiting for approval from " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+
+
+def _one_line_status(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+SHORTCUT_EMPTY = "That message has no text to investigate."
+SHORTCUT_NOT_HERE = "opsloop doesn't act in this channel (see `[slack] channels` in its config)."
+
+
+def shortcut_prompt(user: str, channel: str, author: str, text: str) -> str:
+    """The task a message shortcut starts a run with: the message, who ran the shortcut, where."""
+    return (f"[incident request from <@{user}> in <#{channel}>: investigate this message by {author}]\n{text}")
+
+
+HOME_TITLE = "opsloop"
+HOME_ACTIVE = "*Active runs*"
+HOME_NO_ACTIVE = "_No run is going right now._"
+HOME_APPROVALS = "*Waiting for your decision*"
+HOME_NO_APPROVALS = "_Nothing is waiting for a decision you may make._"
+HOME_RECENT = "*Last 10 runs*"
+HOME_NO_RECENT = "_No run has finished yet._"
+
+
+def home_active_run(link: str, task: str, *, status: str, step: int, max_steps: int, cost_usd: float) -> str:
+    return f"<{link}|{escape(task)}> — {status}, step {step}/{max_steps}, ${cost_usd:.2f}"
+
+
+def home_approval(link: str, tool: str, category: str, task: str) -> str:
+    return f"<{link}|{code(tool)}> ({category}) for _{escape(task)}_"
+
+
+def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float) -> str:
+    return f"<{link}|{escape(task)}> — {code(stop_reason)}, ${cost_usd:.2f}"

@@ -56,6 +56,29 @@ class SlackOut:
             log.warning(f"{what}_failed", channel=channel, ts=ts, error=e.response.get("error"), **context)
             return False
 
+    async def set_status(self, *, channel: str, thread_ts: str, status: str,
+                         loading_messages: list[str] | None = None) -> str | None:
+        """assistant.threads.setStatus, redacted ("" clears it); None when set, else Slack's error."""
+        try:
+            await self.client.assistant_threads_setStatus(
+                channel_id=channel, thread_ts=thread_ts, status=redact(status),
+                loading_messages=[redact(m) for m in loading_messages] if loading_messages else None)
+            return None
+        except SlackApiError as e:
+            error = str(e.response.get("error") or "error")
+            log.warning("set_status_failed", channel=channel, thread_ts=thread_ts, error=error)
+            return error
+
+    async def publish_home(self, *, user: str, blocks: list[dict[str, Any]]) -> bool:
+        """views.publish of a Home tab, redacted; False when Slack refused it."""
+        try:
+            await self.client.views_publish(user_id=user, view={"type": "home", "blocks": redact_value(blocks)})
+            return True
+        except SlackApiError as e:
+            log.warning("home_publish_failed", user=user, error=e.response.get("error"),
+                        errors=e.response.get("errors"))
+            return False
+
     async def ephemeral(self, *, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
         """chat.postEphemeral, redacted: a note only `user` sees."""
         try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.app import ACTIONS, EVENTS
+from bot.app import ACTIONS, EVENTS, SHORTCUTS
 from bot.cli import parser
 from handlers import blocks
 
@@ -28,13 +28,23 @@ def test_manifest_is_socket_mode_with_interactivity():
 
 
 def test_every_action_id_the_blocks_use_has_a_listener():
-    assert set(ACTIONS) == {blocks.APPROVE, blocks.DENY, blocks.STOP}
+    assert set(ACTIONS) == {blocks.APPROVE, blocks.DENY, blocks.STOP, blocks.FEEDBACK}
+
+
+def test_every_manifest_shortcut_has_a_listener_and_back():
+    shortcuts = manifest()["features"]["shortcuts"]
+    assert {s["callback_id"] for s in shortcuts} == set(SHORTCUTS)
+    assert {s["type"] for s in shortcuts} == {"message"}
+
+
+def test_manifest_has_the_home_tab():
+    assert manifest()["features"]["app_home"]["home_tab_enabled"] is True
 
 
 def test_scopes_cover_the_methods_we_call():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
     assert scopes == {"app_mentions:read", "channels:history", "groups:history", "chat:write", "reactions:write",
-                      "users:read", "usergroups:read"}
+                      "users:read", "usergroups:read", "commands"}
 
 
 def test_readme_documents_every_command():

@@ -4,7 +4,8 @@ writer thread per process.
 `Ledger` is the synchronous store bound to the thread that opened it (the CLI uses it directly); its SQL is
 written once for both databases (bot/backends.py runs it, bot/migrations.py shapes the schema), one module
 per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
-(events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py). `Store` is
+(events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py), feedback
+(feedback.py). `Store` is
 the async facade the bot uses, derived from Ledger (entry.py): every call runs on the store's own thread
 (writer.py), so a connection never crosses threads, and on Postgres each call is one serializable
 transaction, so replicas sharing the database get the same guarantees one process gets from SQLite's single
@@ -16,6 +17,7 @@ from __future__ import annotations
 from bot.store.approvals import ApprovalsCalls
 from bot.store.entry import entry
 from bot.store.events import EventsCalls
+from bot.store.feedback import FeedbackCalls
 from bot.store.inbox import InboxCalls
 from bot.store.ledger import Ledger, LedgerCalls
 from bot.store.outbox import OutboxCalls
@@ -28,7 +30,8 @@ from bot.store.writer import StoreBase, StoreUnavailable
 __all__ = ["ACTIVE_STATES", "Ledger", "Store", "StoreUnavailable", "new_id"]
 
 
-class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, StoreBase):
+class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, FeedbackCalls,
+            StoreBase):
     """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
 
     `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""

@@ -11,6 +11,7 @@ from bot.redact import redact
 from bot.store.approvals import Approvals
 from bot.store.entry import entry
 from bot.store.events import Events
+from bot.store.feedback import FeedbackRows
 from bot.store.inbox import Inbox
 from bot.store.outbox import Outbox
 from bot.store.rows import new_id
@@ -21,7 +22,7 @@ from bot.types import AcceptedMention, AcceptedReply, ApprovalState, DecisionCau
 T = TypeVar("T")
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.backends)."""
 

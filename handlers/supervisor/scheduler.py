@@ -52,6 +52,9 @@ class Supervisor:
     bot_user_id: str = ""
     lease_seconds: float = 10.0  # another host's dead driver: its runs are taken over this long after its heartbeat
     poll_seconds: float = 1.0  # how often the store is asked for runnable runs (decisions made elsewhere)
+    # The loading status under a thread is set again this often during a long step (Slack drops it 2 min after
+    # it was set): under the expiry, with room for a slow call.
+    loading_refresh_seconds: float = 90.0
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
     after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
 
@@ -194,13 +197,17 @@ class Supervisor:
                 result = await run(cfg, run_id)
             except Pause as pause:
                 thread.status.abandon()
+                await thread.end_drive(paused=True)
                 log.info("run.paused", why=str(pause))  # it waits in the store; a decision makes it runnable
                 return None
             except asyncio.CancelledError:
                 thread.status.abandon()
+                thread.loading.leave()
+                self.after_ack.spawn(thread.end_drive(paused=False), name=f"loading_clear:{run_id}")
                 raise  # shutdown or a lost lease: the run stays active in the store for its next driver
             except StoreUnavailable as e:
                 thread.status.abandon()
+                await thread.end_drive(paused=False)
                 await thread.store_unavailable(e)
                 return None
             except Exception as e:

@@ -14,6 +14,7 @@ from bot.store import StoreUnavailable
 from bot.types import ConfirmRequest, Decision, Injected, OutboxPost, Run, RunResult, RunStatus, StopReason
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
+from handlers.supervisor.loading import LoadingStatus
 
 if TYPE_CHECKING:
     from handlers.supervisor.scheduler import Supervisor
@@ -28,6 +29,8 @@ class IncidentThread:
         self.sup, self.run_id = sup, row.id
         self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
+        self.loading = LoadingStatus(sup, row.channel, row.thread_ts)
+        self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         return await approvals.ask(self.sup, self, req)
@@ -48,6 +51,7 @@ class IncidentThread:
         return await self.sup.store.stop_requested_by(self.run_id)
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        self._show_loading(kind, data)
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
                     "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
@@ -57,7 +61,31 @@ class IncidentThread:
         self.status.show(state=state, step=data.get("step", 0), activity=activity, tokens=data["tokens"],
                          cost_usd=data["cost_usd"])
 
+    def _show_loading(self, kind: str, data: dict[str, Any]) -> None:
+        """The loading status under the thread: what this step does right now."""
+        if kind == "iteration":
+            self.loading.show(messages.LOADING_THINKING)
+        elif kind == "tool":
+            args = data.get("args")
+            self.loading.show(messages.loading_tool(str(data.get("tool")), args if isinstance(args, dict) else {}))
+        elif kind == "waiting_approval":
+            self.waiting = True
+            who = self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
+            self.loading.show(messages.loading_approval(who))
+
+    async def end_drive(self, *, paused: bool) -> None:
+        """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
+        to lapse (nobody refreshes it); any other end clears it. Best effort: Slack may be down."""
+        if paused and self.waiting:
+            self.loading.leave()
+            return
+        try:
+            await self.loading.clear()
+        except Exception as e:
+            log.warning("loading_status_clear_failed", error=f"{type(e).__name__}: {e}")
+
     async def finish(self, result: RunResult) -> None:
+        await self.end_drive(paused=False)  # the run answers (or reports): no loading status under it any more
         await approvals.supersede_for_stop(self.sup, self.run_id, by=result.stopped_by, why=result.stop_reason.value)
         await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
         self.sup.outbox.wake()
@@ -83,6 +111,7 @@ class IncidentThread:
                 tools=[(t.name, t.calls, t.last_result) for t in report.tools],
                 last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
             ), report_key
+        msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
         return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
                            blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
 

@@ -63,10 +63,13 @@ __all__ = [
     "FakeSlack",
     "Message",
     "ResponseUrlCall",
+    "ThreadStatus",
+    "app_home_opened_event",
     "block_action_payload",
     "block_errors",
     "mention_event",
     "message_event",
+    "message_shortcut_payload",
     "next_ts",
 ]
 
@@ -159,6 +162,15 @@ class Message:
 
 
 @dataclass
+class ThreadStatus:
+    """A thread's loading status (assistant.threads.setStatus), as set at `set_at` (time.monotonic())."""
+
+    status: str
+    loading_messages: list[str] | None
+    set_at: float
+
+
+@dataclass
 class ResponseUrlCall:
     """A POST to a ``response_url``; channel/message_ts are known when the fake minted it."""
 
@@ -198,7 +210,11 @@ def _invalid_arguments(*problems: str) -> _SlackError:
 # Block Kit validation
 # --------------------------------------------------------------------------------------
 
-ALLOWED_BLOCK_TYPES = frozenset({"section", "header", "divider", "context", "actions", "rich_text", "image"})
+ALLOWED_BLOCK_TYPES = frozenset({"section", "header", "divider", "context", "actions", "rich_text", "image",
+                                 "context_actions", "markdown"})
+STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a status this long after it was set
+LOADING_MESSAGES_MAX = 10
+VIEW_BLOCKS_MAX = 100  # views.publish: a Home tab holds at most 100 blocks
 _TEXT_TYPES = ("plain_text", "mrkdwn")
 
 
@@ -248,6 +264,25 @@ def _check_element(el: Any, ptr: str, errors: list[str], action_ids: dict[str, s
         style = el.get("style")
         if style is not None and style not in ("primary", "danger"):
             errors.append(f"must be a valid enum value [json-pointer:{ptr}/style]")
+
+
+def _check_context_action(el: Any, ptr: str, errors: list[str], action_ids: dict[str, str]) -> None:
+    """An element of a context_actions block: feedback_buttons (two buttons with text and value) or icon_button."""
+    if not isinstance(el, dict) or el.get("type") not in ("feedback_buttons", "icon_button"):
+        errors.append(f"must be a valid enum value [json-pointer:{ptr}/type]")
+        return
+    _check_unique_id(el, "action_id", ptr, action_ids, errors)
+    if el["type"] == "icon_button":
+        return
+    for side in ("positive_button", "negative_button"):
+        button = el.get(side)
+        if not isinstance(button, dict):
+            errors.append(f"missing required field: {side} [json-pointer:{ptr}]")
+            continue
+        _check_text_object(button.get("text"), f"{ptr}/{side}/text", errors, max_len=75, plain_only=True)
+        value = button.get("value")
+        if not isinstance(value, str) or not value or len(value) > 2000:
+            errors.append(f"must be between 1 and 2000 characters [json-pointer:{ptr}/{side}/value]")
 
 
 def block_errors(blocks: Any) -> list[str]:
@@ -317,6 +352,21 @@ def block_errors(blocks: Any) -> list[str]:
                     errors.append(f"no more than 25 items allowed [json-pointer:{ptr}/elements]")
                 for j, el in enumerate(elements):
                     _check_element(el, f"{ptr}/elements/{j}", errors, action_ids)
+        elif btype == "context_actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not elements:
+                errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
+            elif len(elements) > 5:
+                errors.append(f"no more than 5 items allowed [json-pointer:{ptr}/elements]")
+            else:
+                for j, el in enumerate(elements):
+                    _check_context_action(el, f"{ptr}/elements/{j}", errors, action_ids)
+        elif btype == "markdown":
+            text = block.get("text")
+            if not isinstance(text, str) or not text:
+                errors.append(f"missing required field: text [json-pointer:{ptr}]")
+            elif len(text) > 12_000:
+                errors.append(f"must be less than 12001 characters [json-pointer:{ptr}/text]")
         elif btype == "image":
             for key in ("image_url", "alt_text"):
                 if not block.get(key) and not (key == "image_url" and block.get("slack_file")):
@@ -519,11 +569,40 @@ def block_action_payload(
     }
 
 
+def message_shortcut_payload(user: str, channel: str, message: dict[str, Any], *, callback_id: str,
+                             team_id: str = "T1", user_name: str | None = None, api_app_id: str = "A1",
+                             channel_name: str = "incident") -> dict[str, Any]:
+    """A ``message_action`` payload: a person ran the message shortcut ``callback_id`` on ``message``."""
+    name = user_name or user.lower()
+    return {
+        "type": "message_action",
+        "token": "fake-verification-token",
+        "action_ts": f"{time.time():.6f}",
+        "team": {"id": team_id, "domain": "fake"},
+        "user": {"id": user, "username": name, "name": name, "team_id": team_id},
+        "channel": {"id": channel, "name": channel_name},
+        "is_enterprise_install": False,
+        "enterprise": None,
+        "callback_id": callback_id,
+        "trigger_id": f"{next(_id_counter)}.{next(_id_counter)}.{uuid.uuid4().hex}",
+        "response_url": None,
+        "message_ts": message["ts"],
+        "message": copy.deepcopy(message),
+        "api_app_id": api_app_id,
+    }
+
+
+def app_home_opened_event(user: str, *, tab: str = "home", channel: str = "D0HOME") -> dict[str, Any]:
+    """The ``app_home_opened`` event Slack sends when ``user`` opens the app's Home (or Messages) tab."""
+    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab,
+            "event_ts": f"{time.time():.6f}"}
+
+
 # --------------------------------------------------------------------------------------
 # The fake
 # --------------------------------------------------------------------------------------
 
-_JSON_FIELDS = ("blocks", "attachments", "metadata", "user_auth_blocks")
+_JSON_FIELDS = ("blocks", "attachments", "metadata", "user_auth_blocks", "view")
 
 
 class FakeSlack:
@@ -567,6 +646,14 @@ class FakeSlack:
         self._socket_numbers: dict[web.WebSocketResponse, int] = {}
         self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
         self._round_robin = 0
+
+        # assistant.threads.setStatus: (channel, thread_ts) -> the status last set; Slack drops it once it is
+        # `status_expiry_seconds` old (shorten it in tests). `status_lapses` records every status that expired
+        # before the next setStatus on its thread replaced it: (channel, thread_ts, status).
+        self.statuses: dict[tuple[str, str], ThreadStatus] = {}
+        self.status_expiry_seconds = STATUS_EXPIRY_SECONDS
+        self.status_lapses: list[tuple[str, str, str]] = []
+        self.home_views: dict[str, dict[str, Any]] = {}  # user -> the Home tab view views.publish published
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -696,6 +783,13 @@ class FakeSlack:
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         """Root (if stored) and replies of a thread, oldest first."""
         return [m for m in self.messages.get(channel, []) if m.ts == thread_ts or m.thread_ts == thread_ts]
+
+    def thread_status(self, channel: str, thread_ts: str) -> str | None:
+        """The loading status a person sees under the thread now; None when none is set or it expired."""
+        st = self.statuses.get((channel, thread_ts))
+        if st is None or not st.status or time.monotonic() - st.set_at >= self.status_expiry_seconds:
+            return None
+        return st.status
 
     def calls_to(self, method: str) -> list[ApiCall]:
         return [c for c in self.calls if c.method == method]
@@ -933,6 +1027,37 @@ class FakeSlack:
             user_name=user_name,
             api_app_id=self.app_id,
         )
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def feedback(self, user: str, channel: str, message_ts: str, *, positive: bool,
+                       timeout: float = 5.0) -> str:
+        """Click the thumbs-up (``positive``) or thumbs-down of the feedback_buttons on a stored message."""
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        found = next(((b.get("block_id", ""), el) for b in msg.blocks or [] if b.get("type") == "context_actions"
+                      for el in b.get("elements") or [] if el.get("type") == "feedback_buttons"), None)
+        if found is None:
+            raise LookupError(f"message {message_ts} has no feedback_buttons")
+        block_id, element = found
+        button = element["positive_button" if positive else "negative_button"]
+        payload = block_action_payload(user, channel, message_ts, element["action_id"], button["value"],
+                                       team_id=self.team_id, message=msg.to_api(),
+                                       user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
+        payload["actions"][0].update({"type": "feedback_buttons", "block_id": block_id, "text": button["text"]})
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def shortcut(self, user: str, channel: str, message_ts: str, callback_id: str, *,
+                       timeout: float = 5.0) -> str:
+        """Run the message shortcut ``callback_id`` on a stored message (a person's or a bot's)."""
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        message = msg.to_api()
+        if msg.bot_id and msg.user == self.bot_user_id:
+            message.update(self._bot_message_dict(msg))
+        payload = message_shortcut_payload(user, channel, message, callback_id=callback_id, team_id=self.team_id,
+                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
         return await self.send_interactive(payload, timeout=timeout)
 
     async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
@@ -1312,6 +1437,68 @@ class FakeSlack:
             out["response_metadata"] = {"next_cursor": f"offset:{start + limit}"}
         return out
 
+    def _assistant_threads_set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A thread's loading status; an empty status clears it. Slack drops it after its expiry."""
+        missing = [k for k in ("channel_id", "thread_ts") if not args.get(k)]
+        if not isinstance(args.get("status"), str):
+            missing.append("status")
+        if missing:
+            raise _invalid_arguments(*(f"missing required field: {k}" for k in missing))
+        loading = args.get("loading_messages")
+        if isinstance(loading, str):
+            try:
+                loading = json.loads(loading)
+            except ValueError:
+                raise _invalid_arguments("must be an array [json-pointer:/loading_messages]") from None
+        if loading is not None:
+            if not isinstance(loading, list) or not all(isinstance(m, str) for m in loading):
+                raise _invalid_arguments("must be an array of strings [json-pointer:/loading_messages]")
+            if len(loading) > LOADING_MESSAGES_MAX:
+                raise _invalid_arguments(
+                    f"no more than {LOADING_MESSAGES_MAX} items allowed [json-pointer:/loading_messages]")
+        channel, thread_ts, status = str(args["channel_id"]), str(args["thread_ts"]), str(args["status"])
+        if self.message(channel, thread_ts) is None:
+            raise _SlackError("thread_not_found")
+        now = time.monotonic()
+        before = self.statuses.get((channel, thread_ts))
+        if before is not None and before.status and now - before.set_at >= self.status_expiry_seconds:
+            self.status_lapses.append((channel, thread_ts, before.status))
+        if status:
+            self.statuses[(channel, thread_ts)] = ThreadStatus(status, list(loading) if loading else None, now)
+        else:
+            self.statuses.pop((channel, thread_ts), None)
+        self._changed()
+        return {}
+
+    def _views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Publish a user's Home tab: a `home` view with valid blocks (at most 100)."""
+        user = args.get("user_id")
+        if not user:
+            raise _invalid_arguments("missing required field: user_id")
+        view = args.get("view")
+        if isinstance(view, str):
+            try:
+                view = json.loads(view)
+            except ValueError:
+                raise _SlackError("invalid_arguments") from None
+        if not isinstance(view, dict) or view.get("type") != "home":
+            raise _invalid_arguments("must be a home view [json-pointer:/view/type]")
+        view_blocks = view.get("blocks")
+        if not isinstance(view_blocks, list):
+            raise _invalid_arguments("missing required field: blocks [json-pointer:/view]")
+        errors = [e for e in block_errors(view_blocks) if "no more than 50 items" not in e]
+        if len(view_blocks) > VIEW_BLOCKS_MAX:
+            errors.append(f"no more than {VIEW_BLOCKS_MAX} items allowed [json-pointer:/view/blocks]")
+        if errors:
+            raise _SlackError("invalid_blocks", errors=errors,
+                              response_metadata={"messages": [f"[ERROR] {e}" for e in errors]})
+        if str(user) not in self.users:
+            raise _SlackError("user_not_found")
+        published = {"id": _next_id("V", 10), "type": "home", "blocks": copy.deepcopy(view_blocks)}
+        self.home_views[str(user)] = published
+        self._changed()
+        return {"view": copy.deepcopy(published)}
+
     def _usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
         group = args.get("usergroup")
         if group not in self.usergroups:
@@ -1334,4 +1521,6 @@ class FakeSlack:
         "conversations.replies": _conversations_replies,
         "usergroups.users.list": _usergroups_users_list,
         "users.info": _users_info,
+        "assistant.threads.setStatus": _assistant_threads_set_status,
+        "views.publish": _views_publish,
     }

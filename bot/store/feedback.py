@@ -1,0 +1,45 @@
+"""Feedback on answers and handoff reports: one row per click (who, which way, when), never rewritten."""
+
+from __future__ import annotations
+
+from bot.store.entry import entry
+from bot.store.rows import new_id
+from bot.store.sql import LedgerBase
+from bot.types import Feedback, FeedbackValue
+
+
+class FeedbackRows(LedgerBase):
+    """The feedback table. The SQL, run on the store's thread."""
+
+    def record_feedback(self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str,
+                        message_ts: str) -> bool:
+        """Store one click; False when this click (`click`: Slack's id for it) was stored already (a redelivery)."""
+        return self._write(
+            'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
+        ) == 1
+
+    def feedback(self, run_id: str | None = None) -> list[Feedback]:
+        """Every click, oldest first (one run's, with `run_id`)."""
+        where, params = ("run_id = ?", [run_id]) if run_id is not None else ("1 = 1", [])
+        return [Feedback(id=r["id"], run_id=r["run_id"], user=r["user"], value=FeedbackValue(r["value"]),
+                         channel=r["channel"], message_ts=r["message_ts"], at=float(r["at"]))
+                for r in self._rows("feedback", where, params, order_by="at, id")]
+
+    def feedback_counts(self) -> dict[FeedbackValue, int]:
+        """Clicks so far by value (every value present, 0 when none)."""
+        rows = self._select("SELECT value, COUNT(*) AS n FROM feedback GROUP BY value", [])
+        counts = {v: 0 for v in FeedbackValue}
+        for r in rows:
+            if r["value"] in counts:
+                counts[FeedbackValue(r["value"])] = int(r["n"])
+        return counts
+
+
+class FeedbackCalls:
+    """The async entries of FeedbackRows (see bot.store.entry)."""
+
+    record_feedback = entry(FeedbackRows.record_feedback, urgent=True)
+    feedback = entry(FeedbackRows.feedback)
+    feedback_counts = entry(FeedbackRows.feedback_counts)

@@ -1,0 +1,90 @@
+"""App Home: on `app_home_opened`, publish the on-call's view: the runs going now (thread link, step, cost), the
+approvals waiting that this person may decide (handlers/policy.py says who), and the last 10 runs with their stop
+reasons. Read from the store when the tab opens, published off the ack path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from bot.types import Run
+from handlers import messages
+from handlers.supervisor import Supervisor
+from handlers.util import dig
+
+log = structlog.get_logger("opsloop.home")
+
+RECENT = 10
+SHOWN_MAX = 20  # active runs and approvals each: a Home tab holds at most 100 blocks
+TASK_SHOWN = 80
+
+
+def permalink(channel: str, ts: str, thread_ts: str | None = None) -> str:
+    """A link to a message Slack resolves in the reader's workspace (no chat.getPermalink call per line)."""
+    link = f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}"
+    return f"{link}?thread_ts={thread_ts}&cid={channel}" if thread_ts and thread_ts != ts else link
+
+
+async def on_home_opened(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+    user = dig(event, "user")
+    if not user or event.get("tab", "home") != "home":
+        return
+    sup.after_ack.spawn(publish_home(sup, user), name=f"home:{user}")
+
+
+async def publish_home(sup: Supervisor, user: str) -> bool:
+    """Publish `user`'s Home tab from what the store says now."""
+    return await sup.out.publish_home(user=user, blocks=await home_blocks(sup, user))
+
+
+async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
+    active = await sup.store.active_runs()
+    recent = [r for r in await sup.store.list_runs(limit=RECENT * 3) if not r.active][:RECENT]
+    runs = {r.id: r for r in active}
+    decidable = []
+    for approval in await sup.store.pending_approvals():
+        if await sup.policy.may_approve(user, approval.category):  # the policy decides, as for a click
+            decidable.append(approval)
+    max_steps = sup.settings.limits.max_iterations
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
+
+    blocks.append(_section(messages.HOME_ACTIVE))
+    blocks += [_section(messages.home_active_run(_thread_link(r), _task(r), status=r.status.value, step=r.iterations,
+                                                 max_steps=max_steps, cost_usd=r.cost_usd))
+               for r in active[:SHOWN_MAX]] or [_context(messages.HOME_NO_ACTIVE)]
+    blocks.append({"type": "divider"})
+
+    blocks.append(_section(messages.HOME_APPROVALS))
+    lines = []
+    for a in decidable[:SHOWN_MAX]:
+        run = runs.get(a.run_id)
+        link = permalink(a.channel or "", a.message_ts, a.thread_ts) if a.channel and a.message_ts else (
+            _thread_link(run) if run else "")
+        lines.append(_section(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id)))
+    blocks += lines or [_context(messages.HOME_NO_APPROVALS)]
+    blocks.append({"type": "divider"})
+
+    blocks.append(_section(messages.HOME_RECENT))
+    blocks += [_section(messages.home_recent_run(_thread_link(r), _task(r),
+                                                 stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
+                                                 cost_usd=r.cost_usd))
+               for r in recent] or [_context(messages.HOME_NO_RECENT)]
+    return blocks
+
+
+def _thread_link(run: Run) -> str:
+    return permalink(run.channel, run.thread_ts)
+
+
+def _task(run: Run) -> str:
+    task = " ".join(run.task.split())
+    return task if len(task) <= TASK_SHOWN else task[: TASK_SHOWN - 1] + "…"
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}

@@ -1,0 +1,69 @@
+"""The message shortcut "Investigate with opsloop": on any message (an alert a bot posted, a pasted log), a run
+in that message's thread with the message as the task and the clicker as the requester. Stored before the ack,
+deduplicated by the click's trigger id (a redelivery is the same click), like a mention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from bot.redact import redact
+from handlers import messages
+from handlers.mentions import thread_context
+from handlers.replies import after_reply
+from handlers.supervisor import Supervisor
+from handlers.util import allowed_channel, dig, ephemeral, message_text, react
+
+log = structlog.get_logger("opsloop.shortcut")
+
+TASK_MAX = 20_000  # a pasted log can be long; the model gets this much of it
+
+
+def shortcut_text(message: dict[str, Any]) -> str:
+    """What a message says, attachments included (an Alertmanager post keeps most of it there)."""
+    parts = [message_text(message)]
+    for a in message.get("attachments") or []:
+        if not isinstance(a, dict):
+            continue
+        parts += [str(a[k]) for k in ("pretext", "title", "text") if isinstance(a.get(k), str) and a[k]]
+        parts += [f"{f.get('title')}: {f.get('value')}" for f in a.get("fields") or [] if isinstance(f, dict)]
+        if not any(isinstance(a.get(k), str) and a[k] for k in ("pretext", "title", "text")) and a.get("fallback"):
+            parts.append(str(a["fallback"]))
+    return "\n".join(p for p in parts if p.strip()).strip()[:TASK_MAX]
+
+
+async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
+    user, channel = dig(body, "user", "id"), dig(body, "channel", "id")
+    message = body.get("message") if isinstance(body.get("message"), dict) else None
+    ts = dig(body, "message", "ts") or dig(body, "message_ts")
+    if not user or not channel or message is None or not ts:
+        log.warning("shortcut.malformed", user=user, channel=channel)
+        return
+    if not allowed_channel(sup, channel):
+        sup.after_ack.spawn(ephemeral(sup, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
+        return
+    text = shortcut_text(message)
+    if not text:
+        sup.after_ack.spawn(ephemeral(sup, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
+        return
+    thread_ts = dig(body, "message", "thread_ts") or ts
+    author = f"<@{message['user']}>" if isinstance(message.get("user"), str) and message.get("user") else (
+        str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
+    prompt = messages.shortcut_prompt(user, channel, author, text)
+    if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
+        prompt += await thread_context(sup, channel, thread_ts, before=ts)
+    event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
+    accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
+                                              task=text, prompt=redact(prompt), model=sup.settings.model.primary,
+                                              mention_ts=ts)
+    if accepted is None:
+        log.info("event.duplicate", event_id=event_id)
+        return
+    if accepted.redirect is not None:  # the thread's run is going: the message redirects it
+        await after_reply(sup, accepted.redirect)
+        return
+    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user,
+             via="shortcut")
+    sup.after_ack.spawn(react(sup, channel, ts), name=f"eyes:{ts}")  # only once the run is stored
+    sup.start(accepted.run.id)
