@@ -130,12 +130,24 @@ def _audit_row(entry: AuditEntry) -> dict[str, Any]:
     return {k: fields.get(k) for k in AUDIT_FIELDS}
 
 
+FEEDBACK_FIELDS = ["id", "run_id", "at", "user", "value", "channel", "message_ts"]
+
+
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
-    rows = [_audit_row(entry) for entry in Ledger(settings.db_path).audit()]
-    for r in rows:
-        r["created_at"], r["decided_at"] = _when(r["created_at"]), _when(r["decided_at"])
+    """Approval decisions; with --feedback, the feedback clicks instead (another record, so another shape: a
+    CSV has one header, and the approval export's columns stay what existing consumers read)."""
+    ledger = Ledger(settings.db_path)
+    fields = FEEDBACK_FIELDS if args.feedback else AUDIT_FIELDS
+    if args.feedback:
+        rows: list[dict[str, Any]] = [
+            {"id": f.id, "run_id": f.run_id, "at": _when(f.at), "user": f.user, "value": f.value.value,
+             "channel": f.channel, "message_ts": f.message_ts} for f in ledger.feedback()]
+    else:
+        rows = [_audit_row(entry) for entry in ledger.audit()]
+        for r in rows:
+            r["created_at"], r["decided_at"] = _when(r["created_at"]), _when(r["decided_at"])
     if args.format == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=AUDIT_FIELDS)
+        writer = csv.DictWriter(sys.stdout, fieldnames=fields)
         writer.writeheader()
         for r in rows:
             writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()})
@@ -207,6 +219,8 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--port", type=int, default=8765, help="the page's port on 127.0.0.1 (default 8765)")
         if name == "audit":
             s.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+            s.add_argument("--feedback", action="store_true",
+                           help="export the feedback clicks on answers and reports instead of approvals")
     return p
 
 

@@ -24,13 +24,13 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bot.errors import OpsloopError
 from bot.pricing import Price, price_for
 from bot.store import Store
-from bot.types import ACTIVE_STATUSES, ApprovalState, RunStatus, StopReason, Usage
+from bot.types import ACTIVE_STATUSES, ApprovalState, FeedbackValue, RunStatus, StopReason, Usage
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -57,12 +57,14 @@ class StoreSnapshot:
     active_runs: Mapping[RunStatus, int] = field(default_factory=dict)  # status -> runs
     pending_approvals: int = 0
     approval_waits: tuple[tuple[ApprovalState, float], ...] = ()  # (outcome, seconds) per decided approval
+    feedback: Mapping[FeedbackValue, int] = field(default_factory=dict)  # feedback clicks so far, by value
 
 
 async def read_snapshot(store: Store) -> StoreSnapshot:
     return StoreSnapshot(active_runs=await store.active_run_counts(),
                          pending_approvals=await store.pending_approval_count(),
-                         approval_waits=tuple(await store.approval_waits()))
+                         approval_waits=tuple(await store.approval_waits()),
+                         feedback=await store.feedback_counts())
 
 
 class StoreCollector(Collector):
@@ -86,6 +88,13 @@ class StoreCollector(Collector):
             buckets = [(_le(b), float(sum(1 for w in seconds if w <= b))) for b in APPROVAL_BUCKETS]
             waits.add_metric([outcome.value], [*buckets, ("+Inf", float(len(seconds)))], sum_value=sum(seconds))
         yield waits
+        # Counted from the store (clicks are rows, never rewritten): every replica reports the same totals and a
+        # restart loses none of them.
+        feedback = CounterMetricFamily("opsloop_answer_feedback", "Feedback clicks on answers and handoff "
+                                       "reports, by value.", labels=["value"])
+        for value in FeedbackValue:
+            feedback.add_metric([value.value], s.feedback.get(value, 0))
+        yield feedback
 
 
 def _le(bound: float) -> str:

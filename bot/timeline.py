@@ -21,7 +21,7 @@ from bot.pricing import Price
 from bot.redact import redact, redact_value
 from bot.report import STOP_WORDS
 from bot.store import Ledger
-from bot.types import Approval, InboxItem, InboxState, Run, Step, ToolResultRow, Usage
+from bot.types import Approval, Feedback, FeedbackValue, InboxItem, InboxState, Run, Step, ToolResultRow, Usage
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
 USAGE_STEPS = ("response", "condense", "thinking_only")  # steps that carry a model call's usage
@@ -108,6 +108,7 @@ class RunRecord:
     inbox: list[InboxItem]
     results: list[ToolResultRow]  # oldest first
     history: list[dict[str, Any]]
+    feedback: list[Feedback] = field(default_factory=list)
 
 
 def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
@@ -116,7 +117,8 @@ def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
         return None
     results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0)
     return RunRecord(run=run, steps=ledger.steps(run_id), approvals=ledger.run_approvals(run_id),
-                     inbox=ledger.inbox(run_id), results=results, history=ledger.history(run_id))
+                     inbox=ledger.inbox(run_id), results=results, history=ledger.history(run_id),
+                     feedback=ledger.feedback(run_id))
 
 
 # --------------------------------------------------------------------------------------
@@ -184,6 +186,8 @@ class Timeline:
                 rows.append(self.approval_closed(i, a))
         for i, m in enumerate(self.record.inbox):
             rows.append(self.reply(i, m))
+        for i, f in enumerate(self.record.feedback):
+            rows.append(self.feedback(i, f))
         return sorted(rows, key=lambda e: (e.at or 0, e.order))
 
     def step_entry(self, i: int, step: Step, responses: Any) -> Entry:
@@ -288,6 +292,11 @@ class Timeline:
         what = f"approval of <code>{t(a.tool)}</code>: <b>{t(a.state)}</b>{self.outcome_detail(a)}"
         return Entry(at=a.decided_at or 0.0, order=20_000 + i, kind="approval", who=self.person(a.decided_by),
                      what=what)
+
+    def feedback(self, i: int, f: Feedback) -> Entry:
+        way = "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
+        return Entry(at=f.at, order=40_000 + i, kind="feedback", who=self.person(f.user),
+                     what=f"rated the run's answer <b>{t(way)}</b> (message {t(f.message_ts)})")
 
     def reply(self, i: int, m: InboxItem) -> Entry:
         fate = {InboxState.CONSUMED: "seen by the model",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import io
 import json
 
@@ -98,3 +99,20 @@ def test_show_writes_out_terminal_escapes_and_bidi_overrides_instead_of_printing
     assert "\x1b" not in out and "\u202e" not in out
     assert "task: disk ⟨U+001B⟩[2J⟨U+001B⟩[31mfull" in out
     assert "deleted /var/log/⟨U+202E⟩gol.txt" in out
+
+
+def test_audit_feedback_exports_each_click(db, capsys):
+    from bot.store import Ledger
+    from bot.types import FeedbackValue
+
+    ledger = Ledger(os.environ["OPSLOOP_DB"])
+    ledger.record_feedback(click="U2:1.2:3", run_id=db, user="U2", value=FeedbackValue.POSITIVE, channel="C1",
+                           message_ts="1.2")
+    ledger.close()
+    assert main(["audit", "--feedback"]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {k: row[k] for k in ("run_id", "user", "value", "message_ts")} == {
+        "run_id": db, "user": "U2", "value": "positive", "message_ts": "1.2"}
+    assert main(["audit", "--feedback", "--format", "csv"]) == 0
+    [row] = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert (row["user"], row["value"]) == ("U2", "positive")

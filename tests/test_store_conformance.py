@@ -739,3 +739,24 @@ async def test_a_planted_secret_is_never_stored_but_messages_are_stored_exactly(
     dump = stored_text(db_url)
     assert SECRET not in dump and "PLANTEDsecret" not in dump
     assert HISTORY_SECRET in dump and "[REDACTED]" in dump
+
+
+async def test_feedback_clicks_are_kept_once_each_with_who_and_when(store: Store) -> None:
+    from bot.types import FeedbackValue
+
+    run = await new_run(store)
+    other = await new_run(store, "2.0")
+    assert await store.record_feedback(click="U2:1.1:9.1", run_id=run.id, user="U2", value=FeedbackValue.POSITIVE,
+                                       channel="C1", message_ts="1.1")
+    assert not await store.record_feedback(click="U2:1.1:9.1", run_id=run.id, user="U2",
+                                           value=FeedbackValue.POSITIVE, channel="C1", message_ts="1.1")
+    assert await store.record_feedback(click="U3:1.1:9.2", run_id=run.id, user="U3", value=FeedbackValue.NEGATIVE,
+                                       channel="C1", message_ts="1.1")
+    assert await store.record_feedback(click="U2:2.1:9.3", run_id=other.id, user="U2",
+                                       value=FeedbackValue.NEGATIVE, channel="C1", message_ts="2.1")
+    mine = await store.feedback(run.id)
+    assert [(f.user, f.value, f.message_ts) for f in mine] == [("U2", FeedbackValue.POSITIVE, "1.1"),
+                                                               ("U3", FeedbackValue.NEGATIVE, "1.1")]
+    assert all(f.at > 0 for f in mine)
+    assert len(await store.feedback()) == 3
+    assert await store.feedback_counts() == {FeedbackValue.POSITIVE: 1, FeedbackValue.NEGATIVE: 2}

@@ -761,13 +761,16 @@ class FakeSlack:
         ts: str | None = None,
         thread_ts: str | None = None,
         blocks: list[dict[str, Any]] | None = None,
+        bot_id: str | None = None,
     ) -> Message:
-        """Seed a message someone else posted (no event is delivered for it)."""
+        """Seed a message someone else posted (no event is delivered for it); `bot_id`: another bot's post."""
         msg = Message(
             channel=channel,
             ts=ts or next_ts(),
             text=text,
-            user=user,
+            user=user or None,
+            bot_id=bot_id,
+            subtype="bot_message" if bot_id else None,
             thread_ts=thread_ts,
             blocks=blocks,
             team=self.team_id,
