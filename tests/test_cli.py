@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import os
 import io
 import json
+import os
 
 import pytest
 
