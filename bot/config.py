@@ -109,6 +109,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
                   "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
                   "destructive_required_approvals": (int,)},
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
+    "kubernetes": {},  # [[kubernetes.clusters]]: handed to build_registry with [tools] (as tools["kubernetes"])
     "log": {"level": (str,)},
     "store": {"url": (str,)},
 }
@@ -179,7 +180,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         elif not isinstance(table, dict):
             problems.append(f"{name}: expected a table")
         else:
-            sections[name] = table if name == "tools" else _check(name, table, problems)
+            sections[name] = table if name in ("tools", "kubernetes") else _check(name, table, problems)
     m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
     model = ModelSettings(
         primary=m.get("primary", ModelSettings.primary),
@@ -217,6 +218,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         required_approvals=max(1, ap.get("required_approvals", 1)),
         destructive_required_approvals=ap.get("destructive_required_approvals"),
     )
+    tools = sections.get("tools", {"modules": ["tools.builtin"]})
+    if "kubernetes" in sections:  # the tools' settings travel together: build_registry validates this table
+        if "kubernetes" in tools:
+            problems.append("tools.kubernetes: configure clusters as [[kubernetes.clusters]], not under [tools]")
+        tools = {**tools, "kubernetes": sections["kubernetes"]}
     if problems:
         raise ConfigError(problems)
 
@@ -230,7 +236,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         channels=tuple(sl.get("channels", ())),
         status_update_seconds=float(sl.get("status_update_seconds", 2.0)),
         approvals=approvals,
-        tools=sections.get("tools", {"modules": ["tools.builtin"]}),
+        tools=tools,
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),

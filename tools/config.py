@@ -20,7 +20,9 @@ DEFAULT_MODULES = ("tools.builtin",)
 SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
+_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp",
+             "kubernetes")  # kubernetes: the top-level [kubernetes] table, which bot.config hands over with [tools]
+K8S_MODULE = "tools.k8s"
 _COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s", "env")
 _PARAM_KEYS = ("pattern", "description")
 _MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
@@ -159,6 +161,10 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
                 kwargs["http_allow"] = parse_allowlist(_str_list(http["allow"], "tools.http.allow"))
             except AllowlistError as e:
                 raise ToolConfigError(f"tools.http.allow[{e.index}]: {e}") from None
+    if "kubernetes" in table:
+        from tools.k8s.config import parse_kubernetes  # the Kubernetes client is imported only when configured
+
+        kwargs["kubernetes"] = parse_kubernetes(table["kubernetes"], base_dir=base)
     return ToolContext(**kwargs)
 
 
@@ -357,7 +363,10 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
     base = base_dir or Path.cwd()
     ctx = tool_context(table, base_dir=base)
     registry = ToolRegistry()
+    if ctx.kubernetes is not None:
+        registry.push_async_callback(ctx.kubernetes.aclose)  # one open client per cluster, closed with the registry
     try:
+        _check_k8s_module(table, ctx)
         collected = [(t.bind(ctx), where) for t, where in _load_modules(table)]
         for i, entry in enumerate(_list(table.get("commands", []), "tools.commands")):
             where = f"tools.commands[{i}]"
@@ -385,6 +394,17 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
         await registry.aclose()
         raise
     return registry
+
+
+def _check_k8s_module(table: Mapping[str, Any], ctx: ToolContext) -> None:
+    """The Kubernetes tools and their clusters come together: one without the other is a config mistake."""
+    listed = K8S_MODULE in (_str_list(table["modules"], "tools.modules") if "modules" in table else DEFAULT_MODULES)
+    clusters = ctx.kubernetes is not None and bool(ctx.kubernetes.specs)
+    if listed and not clusters:
+        raise ToolConfigError(f"tools.modules: {K8S_MODULE!r} is listed but no [[kubernetes.clusters]] is configured")
+    if clusters and not listed:
+        raise ToolConfigError(f"kubernetes.clusters: clusters are configured but {K8S_MODULE!r} is not in "
+                              "[tools] modules, so no Kubernetes tool would exist")
 
 
 def _list(value: Any, where: str) -> list[Any]:
