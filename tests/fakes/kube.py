@@ -219,6 +219,15 @@ def _strip_hash(template: Obj) -> Obj:
     return plain
 
 
+def _drop_nulls(value: Any) -> Any:
+    """What decoding into kube's Go types does to JSON nulls: the field is gone (``creationTimestamp: null``)."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
 def status_object(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
     """A ``v1 Status`` failure body, as the apiserver sends it."""
     body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
@@ -1178,7 +1187,7 @@ class FakeKube:
     def add(self, obj: Obj) -> Obj:
         """Store (or replace) an object; fills in uid, resourceVersion and creationTimestamp when missing.
         A Deployment without a ReplicaSet for its template gets one (its current revision)."""
-        obj = copy.deepcopy(obj)
+        obj = _drop_nulls(obj)
         res = _resource_for_kind(obj["kind"], obj.get("apiVersion"))
         meta = obj.setdefault("metadata", {})
         if res.namespaced:
@@ -1197,6 +1206,10 @@ class FakeKube:
         res = _resource_for_kind(kind)
         obj = self._store.get(self._key(res, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Every stored object of a kind (copies), in a namespace or all, sorted by namespace and name."""
+        return copy.deepcopy(self._objects(_resource_for_kind(kind), namespace))
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Forget an object (as if another actor deleted it)."""
@@ -1614,8 +1627,9 @@ class FakeKube:
         key = self._key(res, route.namespace, name)
         if key in self._store:
             raise KubeError(409, "AlreadyExists", f'{res.qualified} "{name}" already exists', _details(res, name))
-        obj = {**body, "apiVersion": res.api_version, "kind": res.kind}
-        meta.setdefault("uid", str(uuid.uuid4()))
+        obj = _drop_nulls({**body, "apiVersion": res.api_version, "kind": res.kind})
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _ts(_now())
         meta["resourceVersion"] = self._last_rv if dry else self._next_rv()
         if not dry:
@@ -1679,6 +1693,7 @@ class FakeKube:
                 new = strategic_merge_patch(base, body)
         if not isinstance(new, dict):
             raise _invalid_patch("the patch produced something that is not an object")
+        new = _drop_nulls(new)
         nm = new.setdefault("metadata", {})
         sent_rv = nm.get("resourceVersion")
         if sent_rv and sent_rv != current_rv:
