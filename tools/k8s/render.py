@@ -276,22 +276,22 @@ def env_lines(container: Mapping[str, Any]) -> list[str]:
         name, src = e.get("name"), e.get("valueFrom") or {}
         if "secretKeyRef" in src:
             ref = src["secretKeyRef"]
-            out.append(f"{name}: <from secret {ref.get('name')} key {ref.get('key')}>")
+            out.append(f"{name} (from secret {ref.get('name')}, key {ref.get('key')})")
         elif "configMapKeyRef" in src:
             ref = src["configMapKeyRef"]
-            out.append(f"{name}: <from configmap {ref.get('name')} key {ref.get('key')}>")
+            out.append(f"{name} (from configmap {ref.get('name')}, key {ref.get('key')})")
         elif "fieldRef" in src:
-            out.append(f"{name}: <field {src['fieldRef'].get('fieldPath')}>")
+            out.append(f"{name} (from field {src['fieldRef'].get('fieldPath')})")
         elif "resourceFieldRef" in src:
-            out.append(f"{name}: <resource {src['resourceFieldRef'].get('resource')}>")
+            out.append(f"{name} (from resource {src['resourceFieldRef'].get('resource')})")
         else:
-            out.append(f"{name}: {_one_line(str(e.get('value', '')), 120)}")
+            out.append(f"{name}={_one_line(str(e.get('value', '')), 120)}")
     for ref in container.get("envFrom") or []:
         prefix = f" (prefix {ref['prefix']})" if ref.get("prefix") else ""
         if "secretRef" in ref:
-            out.append(f"<all keys of secret {ref['secretRef'].get('name')}>{prefix}")
+            out.append(f"(all keys of secret {ref['secretRef'].get('name')}){prefix}")
         elif "configMapRef" in ref:
-            out.append(f"<all keys of configmap {ref['configMapRef'].get('name')}>{prefix}")
+            out.append(f"(all keys of configmap {ref['configMapRef'].get('name')}){prefix}")
     return out
 
 
@@ -452,14 +452,14 @@ def history_table(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[s
     m = meta(deployment)
     current = revision_of(deployment)
     ordered = sorted(replicasets, key=revision_of)
-    rows = [[revision_of(rs) or "?", ("current" if revision_of(rs) == current else ""),
+    rows = [[f"{revision_of(rs) or '?'}{' (current)' if revision_of(rs) == current else ''}",
              images(_template(rs)), (meta(rs).get("annotations") or {}).get(CHANGE_CAUSE) or NONE,
              f"{(rs.get('status') or {}).get('readyReplicas', 0)}/{(rs.get('spec') or {}).get('replicas', 0)}",
              age(meta(rs).get("creationTimestamp"), now), meta(rs).get("name")] for rs in ordered]
     head = f"deployment {m.get('namespace')}/{m.get('name')}: {len(ordered)} revisions, current {current or '?'}"
     if not rows:
         return head + "\n(no ReplicaSets found for it)"
-    return head + "\n" + table(["REVISION", "", "IMAGES", "CHANGE-CAUSE", "READY", "AGE", "REPLICASET"], rows,
+    return head + "\n" + table(["REVISION", "IMAGES", "CHANGE-CAUSE", "READY", "AGE", "REPLICASET"], rows,
                                what="revisions")
 
 
