@@ -83,6 +83,8 @@ async def test_kubectl_get_pods_wide_prints_the_server_side_table(fake_kube: Fak
                            "node-a", "<none>", "<none>"]
     table_reqs = [q for q in fake_kube.requests if q.path == f"/api/v1/namespaces/{NS}/pods"]
     assert "as=Table" in table_reqs[0].headers["Accept"]
+    # discovery is asked aggregated first and taken legacy; OpenAPI is never asked for by get
+    assert [q.path for q in fake_kube.requests if q.path.startswith("/openapi")] == []
 
 
 @needs_kubectl

@@ -19,7 +19,10 @@ list/get with label and field selectors (lists carry ``metadata.resourceVersion`
 ``resourceVersion`` preconditions (409 Conflict Status), 403/404/400/401 Status objects with kube's wording,
 SelfSubjectRulesReview / SelfSubjectAccessReview answered from the deny list, and metrics.k8s.io when
 ``metrics`` is on. OpenAPI (``/openapi/v2``, ``/openapi/v3``) answers 404: kubectl copes for everything used
-here. There is no watch, no server-side apply and no controller except one: a Deployment whose pod template
+here. There is no watch, no server-side apply, no protobuf (JSON is answered to kubectl's
+``application/vnd.kubernetes.protobuf,application/json`` Accept, which it takes; a protobuf *body*, as
+``kubectl auth can-i`` sends, is a 415), no pagination (``limit`` is ignored: everything comes back, no
+``continue``) and no controller except one: a Deployment whose pod template
 changes gets a ReplicaSet for that template with the next ``deployment.kubernetes.io/revision`` (an existing
 one with an equal template is reused and renumbered, as a rollback does), so ``kubectl rollout history`` and
 ``rollout undo`` work. Every request is recorded in ``requests``; ``writes()`` is the non-dry-run writes.
