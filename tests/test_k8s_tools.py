@@ -81,9 +81,9 @@ async def test_cluster_config_errors_name_their_place(tmp_path: Path, entry: dic
 async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ToolConfigError, match=r"clusters\[1\].name: duplicate cluster name 'a'"):
         await build_registry({"modules": ["tools.k8s"], "kubernetes": {"clusters": [{"name": "a"}, {"name": "a"}]}})
-    with pytest.raises(ToolConfigError, match="'tools.k8s' is listed but no \\[\\[kubernetes.clusters\\]\\]"):
+    with pytest.raises(ToolConfigError, match=r"'tools\.k8s' is listed but no \[\[kubernetes\.clusters\]\]"):
         await build_registry({"modules": ["tools.k8s"]})
-    with pytest.raises(ToolConfigError, match="clusters are configured but 'tools.k8s' is not in"):
+    with pytest.raises(ToolConfigError, match=r"clusters are configured but 'tools\.k8s' is not in"):
         await build_registry({"kubernetes": {"clusters": [{"name": "a"}]}})
 
 

@@ -174,7 +174,8 @@ class KubeClient:
         from kubernetes_asyncio import config
 
         if self._in_cluster():
-            config.load_incluster_config(client_configuration=configuration)
+            load_incluster: Any = config.load_incluster_config  # untyped; it re-reads the token file
+            load_incluster(client_configuration=configuration)
             return
         path = self.spec.kubeconfig or DEFAULT_KUBECONFIG
         if not path.is_file():
