@@ -130,6 +130,9 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.log import configure_logging
+
+    configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
     if bool(args.suite) == bool(args.run_id):
         return _fail("replay: give a RUN_ID (or an incident file), or --suite DIR")
     try:

@@ -118,8 +118,8 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
     return Comparison(
         name=name or o.run_id, model=model_label or result.model, original=o, replay=r, rows=rows,
         approvals_original=tuple(_approval_of(c) for c in o.calls if not c.read_only),
-        approvals_replay=tuple(Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e)) for e in log
-                               if e.source in (Source.DECISION, Source.WOULD_ASK)),
+        approvals_replay=tuple(Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e))
+                               for e in world.log if e.source in (Source.DECISION, Source.WOULD_ASK)),
         replies=tuple(replies), sources={s.value: world.counts.get(s.value, 0) for s in Source},
         replay_wall_seconds=result.wall_seconds, log=tuple(world.log),
     )
