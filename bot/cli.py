@@ -179,9 +179,10 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
     from bot.replay.cli import cmd_replay as replay
 
-    return replay(settings, args)
+    return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -17,12 +17,13 @@ import pytest
 from bot.cli import main
 from bot.model import AnthropicModel
 from bot.pricing import price_for
-from bot.replay.compare import Comparison, compare, html_page, text
+from bot.replay.compare import compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
 from tests import incident_tools, planted_tools
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, text as said, thinking, tool_use
+from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, thinking, tool_use
+from tests.fakes.anthropic import text as said
 from tests.fakes.slack import FakeSlack
 from tests.harness import BOB, CAROL, bot_env, result_text, tool_results, user_turn
 from tests.test_planted_secrets_e2e import _blob, _cores

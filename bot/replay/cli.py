@@ -75,10 +75,10 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 class _Models:
     """Model clients for replays, closed at the end."""
 
-    def __init__(self, settings: Settings, name: str) -> None:
-        self.settings, self.name = settings, name
+    def __init__(self, settings: Settings, name: str, scripted: Callable[[str], ModelClient] | None) -> None:
+        self.settings, self.name, self._scripted = settings, name, scripted
         self.stack = AsyncExitStack()
-        self.scripted = settings.anthropic_api_key is None
+        self.scripted = settings.anthropic_api_key is None and scripted is not None
         self._llm: Any = None
 
     @property
@@ -86,10 +86,8 @@ class _Models:
         return f"scripted model (priced as {self.name})" if self.scripted else self.name
 
     def client(self) -> ModelClient:
-        if self.scripted:
-            from bot.playground.demo.model import IncidentModel
-
-            return IncidentModel(name=self.name)
+        if self.scripted and self._scripted is not None:
+            return self._scripted(self.name)
         from bot.app import anthropic_client
         from bot.model import AnthropicModel
 
@@ -103,9 +101,10 @@ class _Models:
 
 
 async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | None,
+                   scripted: Callable[[str], ModelClient] | None,
                    work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]]) -> T:
     """`work(replay_one, model_label)` with the model clients (and --live-readonly's registry) open."""
-    models = _Models(settings, args.model or settings.model.primary)
+    models = _Models(settings, args.model or settings.model.primary, scripted)
     live: Toolbox | None = None
     async with AsyncExitStack() as stack:
         stack.push_async_callback(models.aclose)
@@ -129,7 +128,9 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
         return await work(one, models.label)
 
 
-def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+def cmd_replay(settings: Settings, args: argparse.Namespace, *,
+               scripted: Callable[[str], ModelClient] | None = None) -> int:
+    """`scripted`: the model client to use (by model name) when there is no ANTHROPIC_API_KEY."""
     from bot.log import configure_logging
 
     configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
@@ -151,7 +152,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
         async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
             return await run_suite(incidents, one, model_label=label)
 
-        rows = asyncio.run(_replays(settings, args, prompt, suite))
+        rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
         print(_shown(table(rows, rows[0].comparison.model if rows else args.model or "")))
         return exit_status(rows)
     source = Path(args.run_id)
@@ -166,7 +167,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     async def single(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> Comparison:
         return compare(await one(incident), name=name, model_label=label)
 
-    comparison = asyncio.run(_replays(settings, args, prompt, single))
+    comparison = asyncio.run(_replays(settings, args, prompt, scripted, single))
     print(_shown(text(comparison)))
     if args.html:
         page = html_page(comparison, generated_at=time.time())
