@@ -560,8 +560,14 @@ if __name__ == "__main__":
     parser.add_argument("--bursts", type=int, default=7,
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
-    parser.add_argument("--only", choices=sorted(ONLY),
+    parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
                         help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); spliced "
-                             "into the existing RESULTS.md")
+                             "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
+                             "printed")
     parsed = parser.parse_args()
-    asyncio.run(only(parsed) if parsed.only else main(parsed))
+    if parsed.only == "k8s":
+        from bench import k8s
+
+        print(asyncio.run(k8s.run(3 if parsed.quick else 15)))
+    else:
+        asyncio.run(only(parsed) if parsed.only else main(parsed))

@@ -84,7 +84,8 @@ def store_check(settings: Settings) -> list[str]:
 async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> int:
     """Exit status 1 when anything must be fixed; every problem and warning is one line on stderr."""
     from handlers.policy import approval_warnings, policy_lines
-    from tools.config import ToolConfigError, build_registry, tool_table
+    from tools.api import ToolConfigError
+    from tools.config import build_registry, tool_table
 
     retired, deprecated = model_problems(settings.model.chain)
     problems: list[str] = list(retired)
@@ -101,6 +102,13 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
+    if "kubernetes" in settings.tools:  # what each configured cluster lets opsloop do, per namespace
+        from tools.k8s import check_clusters
+
+        lines, cluster_problems = await check_clusters(settings)
+        for line in lines:
+            print(line)
+        problems += cluster_problems
     problems += store_check(settings)
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is not set")

@@ -1,4 +1,4 @@
-"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox."""
+"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox, export, replay."""
 
 from __future__ import annotations
 
@@ -184,6 +184,19 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.replay.cli import cmd_export as export
+
+    return export(settings, args)
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
+    from bot.replay.cli import cmd_replay as replay
+
+    return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsloop", description="Slack incident bot with approval-gated tools.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
         ("audit", cmd_audit, "every approval decision ever made"),
         ("demo", cmd_demo, "a whole incident end to end with no credentials"),
         ("sandbox", cmd_sandbox, "the Slack stand-in and the app in your browser, with your config and tools"),
+        ("export", cmd_export, "write one run as a self-contained, redacted incident record (JSON)"),
+        ("replay", cmd_replay, "rerun a stored incident on another model or prompt, against the recorded world"),
     ]:
         s = sub.add_parser(name, help=help_)
         s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG)")
@@ -221,6 +236,10 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
             s.add_argument("--feedback", action="store_true",
                            help="export the feedback clicks on answers and reports instead of approvals")
+        if name in ("export", "replay"):
+            from bot.replay.cli import add_arguments
+
+            add_arguments(name, s)
     return p
 
 

@@ -110,6 +110,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
     "ssh": {},  # [ssh] and [[hosts]]: validated by tools.remote.inventory.load_hosts
     "hosts": {},
+    "kubernetes": {},  # [[kubernetes.clusters]]: handed to build_registry with [tools] (as tools["kubernetes"])
     "log": {"level": (str,)},
     "store": {"url": (str,)},
 }
@@ -183,7 +184,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         elif not isinstance(table, dict):
             problems.append(f"{name}: expected a table")
         else:
-            sections[name] = table if name == "tools" else _check(name, table, problems)
+            sections[name] = table if name in ("tools", "kubernetes") else _check(name, table, problems)
     m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
     model = ModelSettings(
         primary=m.get("primary", default.model.primary),
@@ -227,6 +228,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         inventory = Inventory(*load_hosts({k: raw[k] for k in ("ssh", "hosts") if k in raw}))
     except HostsConfigError as e:
         problems += e.problems
+    tools = sections.get("tools", default.tools)
+    if "kubernetes" in sections:  # the tools' settings travel together: build_registry validates this table
+        if "kubernetes" in tools:
+            problems.append("tools.kubernetes: configure clusters as [[kubernetes.clusters]], not under [tools]")
+        tools = {**tools, "kubernetes": sections["kubernetes"]}
     if problems:
         raise ConfigError(problems)
 
@@ -243,7 +249,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         channels=tuple(sl.get("channels", default.channels)),
         status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
         approvals=approvals,
-        tools=sections.get("tools", default.tools),
+        tools=tools,
         inventory=inventory,
         ssh_credentials=SshCredentials(passphrases=passphrases, agent_path=env.get("SSH_AUTH_SOCK") or None),
         slack_bot_token=secret("SLACK_BOT_TOKEN"),

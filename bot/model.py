@@ -21,6 +21,7 @@ import anthropic
 import httpx2
 import structlog
 
+from bot.errors import OpsloopError
 from bot.history import only_thinking
 from bot.pricing import thinks_adaptively
 from bot.types import ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
@@ -123,7 +124,7 @@ async def ping(client: anthropic.AsyncAnthropic, model: str) -> str | None:
 
 
 # --- retries ---------------------------------------------------------------
-class IncompleteStream(Exception):
+class IncompleteStream(OpsloopError):
     """The stream ended before `message_stop`: what came is not a whole reply (a tool input may be missing)."""
 
 

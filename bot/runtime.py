@@ -369,7 +369,7 @@ class _Run:
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
         preview = None
-        if tool.category == Category.DESTRUCTIVE:
+        if tool.has_dry_run:  # every destructive tool has one; a mutating tool may (Kubernetes' server-side dry run)
             async with self.deadline(f"running the dry-run of {call.name}"):
                 preview = await tool.dry_run(args)  # a ToolError here means: nothing to approve
             preview = redact(preview) if preview is not None else None

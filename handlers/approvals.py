@@ -2,9 +2,9 @@
 expire. An approval is a stored pause: `ask` ends the run's drive while it is pending, and every decision,
 made by whichever process received it, goes through `_announce` (the card updated via the outbox, the paused
 run woken; the scheduler of any process resumes it from the store). Who may click is checked here, on the
-server, for every click, failing closed; N of M is counted here (`count_approval`), over the store's plain writes.
-Not yet here: a reply's supersede is written inside the store's store-then-ack transaction (bot/store/ledger.py,
-`_queue_reply`), which must stay atomic with storing the reply; `superseded_by_reply` announces it.
+server, for every click, failing closed; N of M is counted here (`count_approval`), and so is a reply's supersede
+(`supersede_by_reply`), both over the store's plain writes: the store runs the reply rule inside the transaction
+that stores the reply (store-then-ack), and `superseded_by_reply` announces it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bot.guards import Pause
-from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause
+from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
 from handlers import blocks, messages
 from handlers.outbox import card_key, classify, posted_item
 from handlers.policy import Verdict, requesters
@@ -178,6 +178,20 @@ async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | N
         log.info("approval.card_copy", approval_id=a.id, ts=where.ts)
         return None
     return messages.click_not_on_its_card()
+
+
+def supersede_by_reply(db: Ledger, run: Run, reply: InboxItem) -> tuple[str, ...]:
+    """The rule for a thread reply, applied in the transaction that stores it (`Ledger.accept_reply`'s
+    `on_reply`): it declines every pending approval of its run (compare-and-set; the model gets the decline plus
+    the person's message), and stays on record as superseding them rather than queued. With none pending, the
+    reply is simply queued for the model's next step."""
+    now = db.sql.now()
+    superseded = tuple(a.id for a in db.pending_approvals(run.id)
+                       if db.end_pending(a.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.REPLY,
+                                         decided_by=reply.user, reason=reply.text, decided_at=now))
+    if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
+        db.put_inbox_state(reply.id, InboxState.SUPERSEDING)
+    return superseded
 
 
 def count_approval(db: Ledger, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:

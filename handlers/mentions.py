@@ -10,7 +10,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
-from handlers import messages
+from handlers import approvals, messages
 from handlers.replies import after_reply
 from handlers.supervisor import Supervisor
 from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
@@ -86,7 +86,7 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
         prompt += await thread_context(sup, channel, thread_ts, before=ts)  # part of the stored row
     accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
                                               task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts)
+                                              mention_ts=ts, on_reply=approvals.supersede_by_reply)
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return

@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from bot.redact import redact
-from handlers import messages
+from handlers import approvals, messages
 from handlers.mentions import thread_context
 from handlers.replies import after_reply
 from handlers.supervisor import Supervisor
@@ -56,7 +56,7 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
     accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
                                               task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts)
+                                              mention_ts=ts, on_reply=approvals.supersede_by_reply)
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return

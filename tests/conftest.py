@@ -111,3 +111,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-runs", type=int, default=0,
                      help="runs for the long crash test (0: the short, seeded version)")
     parser.addoption("--chaos-seed", type=int, default=None, help="seed for the crash tests (default: random)")
+
+
+from tests.fakes.kube import FakeKube  # noqa: E402  (kept with its fixture)
+
+
+@pytest.fixture
+async def fake_kube() -> AsyncIterator[FakeKube]:
+    """The fake kube-apiserver (HTTPS on loopback, bearer token ``kube-test-token``), empty."""
+    async with FakeKube(token="kube-test-token") as kube:
+        yield kube

@@ -108,3 +108,22 @@ async def test_check_prints_todays_default_policy(fake_slack, fake_anthropic, ca
         "approvals: destructive calls: 1 approval from anyone in the channel, not by whoever asked for the call "
         "(the run's requester, or anyone who asked in the thread); anyone allowed may deny",
     ]
+
+
+async def test_check_shows_what_each_kubernetes_cluster_allows_and_fails_when_one_is_down(
+        fake_slack, fake_anthropic, fake_kube, tmp_path, capsys):
+    kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+    config = tmp_path / "opsloop.toml"
+    config.write_text('[approvals]\napprovers = ["U1"]\n[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n'
+                      f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\nnamespaces = ["web"]\n')
+    fake_kube.deny("delete", "pods", "web")
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")), reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"kubernetes cluster prod: {fake_kube.url}") for line in out)
+    assert "  k8s_delete_pod        no: cannot delete pods" in out
+
+    await fake_kube.down()
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("opsloop: kubernetes cluster prod: cannot reach cluster prod") for line in err)

@@ -10,9 +10,8 @@ from bot.config import ConfigError
 from tests.test_imports import modules
 from tools import PermissionDenied, ToolConfigError, ToolError
 
-# The Slack stand-in's own error speaks for a fake Slack, not for opsloop. bot/model.py's stream error is
-# left for the change that owns bot/model.py right now (it never leaves that module).
-NOT_OURS = {"bot.playground.standin.slack._SlackError", "bot.model.IncompleteStream"}
+# The Slack stand-in's own error speaks for a fake Slack, not for opsloop.
+NOT_OURS = {"bot.playground.standin.slack._SlackError"}
 
 
 def defined_errors() -> list[str]:

@@ -31,7 +31,7 @@ from bot.types import (
     Totals,
     Usage,
 )
-from handlers.approvals import add_approver
+from handlers.approvals import add_approver, supersede_by_reply
 from handlers.policy import requesters
 
 TASK = "web-03 is paging: disk full on /var, please fix"
@@ -62,12 +62,14 @@ async def ask(store: Store, run: Run, call: str = "toolu_1", *, required: int = 
 async def mention(store: Store, event_id: str, *, thread: str = "1.0", ts: str = "1.1", user: str = "U1",
                   task: str = TASK, prompt: str | None = None):
     return await store.accept_mention(event_id, channel="C1", thread_ts=thread, requester=user, task=task,
-                                      prompt=task if prompt is None else prompt, model="m", mention_ts=ts)
+                                      prompt=task if prompt is None else prompt, model="m", mention_ts=ts,
+                                      on_reply=supersede_by_reply)
 
 
 async def reply(store: Store, event_id: str, *, thread: str = "1.0", ts: str = "1.2", user: str = "U2",
                 text: str = "check the logs first"):
-    return await store.accept_reply(event_id, channel="C1", thread_ts=thread, ts=ts, user=user, text=text)
+    return await store.accept_reply(event_id, channel="C1", thread_ts=thread, ts=ts, user=user, text=text,
+                                    on_reply=supersede_by_reply)
 
 
 def post(key: str, thread: str = "1.0", *, run_id: str | None = None, text: str = "hello",

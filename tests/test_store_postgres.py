@@ -27,7 +27,7 @@ from bot.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
 from bot.migrations import KNOWN, SchemaTooNew, SchemaVersion
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
-from handlers.approvals import add_approver
+from handlers.approvals import add_approver, supersede_by_reply
 from tests import pgserver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,14 +209,15 @@ async def test_a_reply_and_an_approve_click_at_once_on_two_replicas_never_both_w
     async def race(round_: int) -> None:
         thread = f"{round_}.0"
         accepted = await a_store.accept_mention(f"Ev{round_}", channel="C1", thread_ts=thread, requester="U1",
-                                                task=TASK, prompt=TASK, model="m", mention_ts=f"{round_}.1")
+                                                task=TASK, prompt=TASK, model="m", mention_ts=f"{round_}.1",
+                                                on_reply=supersede_by_reply)
         assert accepted is not None
         a = await a_store.create_approval(run_id=accepted.run.id, tool_use_id="toolu_1", tool="restart_service",
                                           category="mutating", args={}, requester="U1", expires_at=NEVER)
         clicked, replied = await asyncio.gather(
             add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
             b_store.accept_reply(f"Ev{round_}.r", channel="C1", thread_ts=thread, ts=f"{round_}.2", user="U3",
-                                 text="wait"))
+                                 text="wait", on_reply=supersede_by_reply))
         assert replied is not None
         got = await a_store.get_approval(a.id)
         if clicked:  # the click went first: the reply is queued for the model, the approval stands
@@ -233,7 +234,7 @@ async def test_one_event_delivered_to_every_replica_at_once_opens_one_run(stores
         thread = f"{round_}.0"
         accepted = await at_once(stores, lambda i, s: s.accept_mention(
             f"Ev{round_}", channel="C1", thread_ts=thread, requester="U1", task=TASK, prompt=TASK, model="m",
-            mention_ts=f"{round_}.1"))
+            mention_ts=f"{round_}.1", on_reply=supersede_by_reply))
         assert sum(a is not None for a in accepted) == 1, accepted
         assert len([r for r in await stores[0].list_runs() if r.thread_ts == thread]) == 1
 
@@ -246,7 +247,7 @@ async def test_two_mentions_in_one_thread_at_once_make_one_run_and_one_redirect(
         thread = f"{round_}.0"
         accepted = await at_once(stores, lambda i, s: s.accept_mention(
             f"Ev{round_}.{i}", channel="C1", thread_ts=thread, requester=f"U{i}", task=f"task {i}",
-            prompt=f"task {i}", model="m", mention_ts=f"{round_}.{i + 1}"))
+            prompt=f"task {i}", model="m", mention_ts=f"{round_}.{i + 1}", on_reply=supersede_by_reply))
         assert all(a is not None for a in accepted)
         assert [a.created for a in accepted].count(True) == 1
         assert len({a.run.id for a in accepted}) == 1  # the others redirect the one run
@@ -470,7 +471,7 @@ class Heard:
 async def test_a_replica_hears_the_news_another_replica_commits(stores: list[Store]) -> None:
     a, b = stores[:2]
     accepted = await b.accept_mention("Ev1", channel="C1", thread_ts="1.0", requester="U1", task=TASK, prompt=TASK,
-                                      model="m", mention_ts="1.1")
+                                      model="m", mention_ts="1.1", on_reply=supersede_by_reply)
     assert accepted is not None
     run = accepted.run
     approval = await b.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
@@ -483,7 +484,8 @@ async def test_a_replica_hears_the_news_another_replica_commits(stores: list[Sto
     assert await heard.next() == WAKE_RUNS
     await b.enqueue(kind=OutboxKind.POST, key="card:1", channel="C1", thread_ts="1.0", text="approved")
     assert await heard.next() == WAKE_OUTBOX
-    assert await b.accept_reply("Ev2", channel="C1", thread_ts="1.0", ts="1.2", user="U2", text="go on")
+    assert await b.accept_reply("Ev2", channel="C1", thread_ts="1.0", ts="1.2", user="U2", text="go on",
+                                on_reply=supersede_by_reply)
     assert await heard.next() == WAKE_RUNS
     assert await b.request_stop(run.id, "U3")
     assert await heard.next() == WAKE_RUNS

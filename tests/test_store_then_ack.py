@@ -20,6 +20,7 @@ import pytest
 
 from bot.store import Ledger
 from bot.types import ApprovalState, InboxState
+from handlers.approvals import supersede_by_reply
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, mention_event, message_event
 from tests.harness import ALICE, BOB, CHANNEL, BotEnv, bot_env, card_state, sign, text_of
@@ -188,7 +189,7 @@ async def test_http_mode_answers_500_when_the_store_fails_and_200_to_slacks_retr
 
 def _mention(ledger: Ledger, event_id: str, ts: str = "1700000000.000100") -> Any:
     return ledger.accept_mention(event_id, channel=CHANNEL, thread_ts=ts, requester=ALICE, task=TASK,
-                                 prompt=TASK, model="claude-sonnet-5-5", mention_ts=ts)
+                                 prompt=TASK, model="claude-sonnet-5-5", mention_ts=ts, on_reply=supersede_by_reply)
 
 
 def test_accept_mention_claims_the_event_and_opens_the_run_together(tmp_path: Path) -> None:
@@ -219,20 +220,20 @@ def test_accept_reply_supersedes_pending_approvals_and_stores_the_reply_together
     ledger.db.execute("CREATE TRIGGER no_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises(sqlite3.IntegrityError):
         ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200", user=BOB,
-                            text="check the logs first")
+                            text="check the logs first", on_reply=supersede_by_reply)
     assert ledger.get_approval(approval.id).state == ApprovalState.PENDING
 
     ledger.db.execute("DROP TRIGGER no_inbox")
     stored = ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200",
-                                 user=BOB, text="check the logs first")
+                                 user=BOB, text="check the logs first", on_reply=supersede_by_reply)
     assert stored is not None and stored.superseded == (approval.id,)
     assert (stored.item.user, stored.item.state) == (BOB, InboxState.SUPERSEDING)
     decided = ledger.get_approval(approval.id)
     assert (decided.state, decided.cause, decided.decided_by) == (ApprovalState.SUPERSEDED, "reply", BOB)
     assert ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200",
-                               user=BOB, text="check the logs first") is None
+                               user=BOB, text="check the logs first", on_reply=supersede_by_reply) is None
     assert ledger.accept_reply("Ev3", channel=CHANNEL, thread_ts="1700000099.000100", ts="1700000099.000200",
-                               user=BOB, text="no run in this thread") is None
+                               user=BOB, text="no run in this thread", on_reply=supersede_by_reply) is None
     ledger.close()
 
 

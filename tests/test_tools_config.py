@@ -107,7 +107,7 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"modul": []},
      "tools: unknown key 'modul' (known keys: modules, categories, timeouts, logs, services, prometheus, http, "
-     "commands, mcp)"),
+     "commands, mcp, kubernetes)"),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),
     ({"modules": ["tools.builtin", "no_such_module_xyz"]},
      "tools.modules[1]: cannot import 'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"),

@@ -287,11 +287,11 @@ async def test_dry_run_is_none_for_a_tool_without_one() -> None:
     assert not top.has_dry_run
 
 
-def test_dry_run_is_only_for_destructive_tools() -> None:
-    with pytest.raises(ValueError, match="only for destructive"):
-        @restart.dry_run
-        def _preview(unit: str) -> str:
-            return unit
+def test_dry_run_is_only_for_mutating_and_destructive_tools() -> None:
+    with pytest.raises(ValueError, match="dry_run is for mutating and destructive tools"):
+        @top.dry_run
+        def _preview() -> str:
+            return ""
 
 
 def test_dry_run_parameters_must_belong_to_the_tool() -> None:
@@ -518,13 +518,13 @@ async def test_an_explicit_approved_preview_is_passed_as_given() -> None:
         "purged jobs for U1, as previewed: X"
 
 
-def test_approved_preview_is_only_for_destructive_tools_keyword_only_and_never_for_previews() -> None:
-    def grow(x: str, *, confirmed_by: str, approved_preview: str) -> str:
+def test_approved_preview_is_never_for_read_only_tools_keyword_only_and_never_for_previews() -> None:
+    def grow(x: str, *, approved_preview: str) -> str:
         """Grow."""
         return x
 
-    with pytest.raises(TypeError, match="only destructive tools have an approved dry-run preview"):
-        tool(category=Category.MUTATING)(grow)
+    with pytest.raises(TypeError, match="only mutating and destructive tools have an approved dry-run preview"):
+        tool(category=Category.READ_ONLY)(grow)
 
     def shrink(x: str, approved_preview: str, *, confirmed_by: str) -> str:
         """Shrink."""

@@ -1,7 +1,8 @@
 """The tool API: declare tools with @tool, build a registry from config, run them with timeouts and limits."""
 
 from bot.errors import OpsloopError
-from tools.config import ToolConfigError, build_registry, tool_context, tool_table
+from tools.api import ToolConfigError
+from tools.config import build_registry, tool_context, tool_table
 from tools.registry import (
     DEFAULT_TIMEOUT_S,
     MAX_OUTPUT_CHARS,

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import OpsloopError
+from bot.errors import ConfigError, OpsloopError
 from bot.redact import redact, redact_slice
 from tools.netguard import HostAllowlist, Resolver, system_resolver
 
 if TYPE_CHECKING:
     import aiohttp
 
+    from tools.k8s.clusters import KubeClusters
     from tools.remote.inventory import Inventory
     from tools.remote.pool import SshPool
 
@@ -57,6 +58,7 @@ class ToolContext:
     http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
     inventory: Inventory | None = None  # [ssh] and [[hosts]]; None: no inventory, only localhost is reachable
     ssh: SshPool | None = field(default=None, compare=False)  # the inventory's connections (not in worker processes)
+    kubernetes: KubeClusters | None = field(default=None, compare=False)  # [[kubernetes.clusters]], one client each
 
 
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
@@ -113,3 +115,12 @@ class WorkerTarget:
     module: str
     tool_attr: str
     role: str  # "impl" | "preview" | "guard"
+
+
+class ToolConfigError(ConfigError):
+    """The [tools] config is wrong; the message starts with the location, e.g. `tools.commands[0].name:`.
+
+    A ConfigError with one problem: whoever catches config errors catches the tools' too."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__([problem])

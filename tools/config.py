@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import ConfigError
+from tools.api import ToolConfigError
 from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
 from tools.process import BOT_SECRETS
@@ -25,20 +25,13 @@ DEFAULT_MODULES = ("tools.builtin",)
 SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
+_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp",
+             "kubernetes")  # kubernetes: the top-level [kubernetes] table, which bot.config hands over with [tools]
+K8S_MODULE = "tools.k8s"
 _COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s", "env")
 _PARAM_KEYS = ("pattern", "description")
 _MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
 _CATEGORIES = ", ".join(c.value for c in Category)
-
-
-class ToolConfigError(ConfigError):
-    """The [tools] config is wrong; the message starts with the location, e.g. `tools.commands[0].name:`.
-
-    A ConfigError with one problem: whoever catches config errors catches the tools' too."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__([problem])
 
 
 # -- small typed readers -------------------------------------------------------------------------
@@ -169,6 +162,10 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
                 kwargs["http_allow"] = parse_allowlist(_str_list(http["allow"], "tools.http.allow"))
             except AllowlistError as e:
                 raise ToolConfigError(f"tools.http.allow[{e.index}]: {e}") from None
+    if "kubernetes" in table:
+        from tools.k8s.clusters import parse_kubernetes  # the Kubernetes client is imported only when configured
+
+        kwargs["kubernetes"] = parse_kubernetes(table["kubernetes"], base_dir=base)
     return ToolContext(**kwargs)
 
 
@@ -378,7 +375,10 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
         ctx = dataclasses.replace(ctx, inventory=inventory, ssh=pool)
     elif inventory is not None:
         ctx = dataclasses.replace(ctx, inventory=inventory)
+    if ctx.kubernetes is not None:
+        registry.push_async_callback(ctx.kubernetes.aclose)  # one open client per cluster, closed with the registry
     try:
+        _check_k8s_module(table, ctx)
         collected = [(t.bind(ctx), where) for t, where in _load_modules(table)]
         for i, entry in enumerate(_list(table.get("commands", []), "tools.commands")):
             where = f"tools.commands[{i}]"
@@ -406,6 +406,17 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
         await registry.aclose()
         raise
     return registry
+
+
+def _check_k8s_module(table: Mapping[str, Any], ctx: ToolContext) -> None:
+    """The Kubernetes tools and their clusters come together: one without the other is a config mistake."""
+    listed = K8S_MODULE in (_str_list(table["modules"], "tools.modules") if "modules" in table else DEFAULT_MODULES)
+    clusters = ctx.kubernetes is not None and bool(ctx.kubernetes.specs)
+    if listed and not clusters:
+        raise ToolConfigError(f"tools.modules: {K8S_MODULE!r} is listed but no [[kubernetes.clusters]] is configured")
+    if clusters and not listed:
+        raise ToolConfigError(f"kubernetes.clusters: clusters are configured but {K8S_MODULE!r} is not in "
+                              "[tools] modules, so no Kubernetes tool would exist")
 
 
 def _list(value: Any, where: str) -> list[Any]:

@@ -191,7 +191,7 @@ class Tool:
     @overload
     def dry_run(self, fn_or_args: Mapping[str, Any]) -> Coroutine[Any, Any, str | None]: ...
     def dry_run(self, fn_or_args: Any) -> Any:
-        """Two uses: `@my_tool.dry_run` attaches a preview function (destructive tools only);
+        """Two uses: `@my_tool.dry_run` attaches a preview function (mutating and destructive tools);
         `await my_tool.dry_run(args)` returns the preview text, or None when the tool has none."""
         if callable(fn_or_args) and not isinstance(fn_or_args, Mapping):
             self._attach_preview(fn_or_args)
@@ -243,8 +243,8 @@ class Tool:
     # -- internals ---------------------------------------------------------------------------
 
     def _attach_preview(self, fn: Callable[..., Any]) -> None:
-        if self.category is not Category.DESTRUCTIVE:
-            raise ValueError(f"{self.name}: dry_run is only for destructive tools (this one is {self.category.value})")
+        if self.category is Category.READ_ONLY:
+            raise ValueError(f"{self.name}: dry_run is for mutating and destructive tools (this one is read-only)")
         schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.dry_run")
         for name in HIDDEN_PARAMS:
             if name in schema.hidden:
@@ -374,8 +374,9 @@ def _make_tool(
     if takes_preview:
         if signature.parameters["approved_preview"].kind is not inspect.Parameter.KEYWORD_ONLY:
             raise TypeError(f"{tool_name}: approved_preview must be keyword-only (put it after `*`)")
-        if category is not Category.DESTRUCTIVE:
-            raise TypeError(f"{tool_name}: only destructive tools have an approved dry-run preview to receive")
+        if category is Category.READ_ONLY:
+            raise TypeError(f"{tool_name}: only mutating and destructive tools have an approved dry-run preview to "
+                            "receive")
     if not schema.description:
         raise TypeError(f"{tool_name}: a tool needs a docstring; its first paragraph is what the model reads")
     module = getattr(fn, "__module__", "") or ""

@@ -75,6 +75,15 @@ class Approvals(LedgerBase):
             self._wake(WAKE_RUNS)  # the paused run is runnable: any replica picks it up at once
         return decided
 
+    def end_pending(self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
+                    decided_by: str | None = None, reason: str | None = None) -> bool:
+        """The compare-and-set of `decide_approval`, inside the caller's transaction (which is already durable):
+        for a rule that ends approvals as part of a larger write, e.g. a reply superseding them."""
+        fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
+                                  "decided_by": decided_by, "reason": reason}
+        return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
+                                         **{k: v for k, v in fields.items() if v is not None})
+
     def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
         """Record the card's ts, if the approval is still in state `expect`."""
         return self._transition_approval(approval_id, expect=expect, message_ts=message_ts)

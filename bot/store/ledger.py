@@ -17,9 +17,14 @@ from bot.store.outbox import Outbox
 from bot.store.rows import new_id
 from bot.store.runs import Runs
 from bot.store.trace import Trace
-from bot.types import AcceptedMention, AcceptedReply, ApprovalState, DecisionCause, InboxState, Run, RunStatus, Totals
+from bot.types import AcceptedMention, AcceptedReply, InboxItem, InboxState, Run, RunStatus, Totals
 
 T = TypeVar("T")
+
+
+# The approval rule for a reply stored in a run's inbox (handlers/approvals.py `supersede_by_reply`): given the
+# ledger inside the transaction that stores the reply, it returns the ids of the approvals the reply supersedes.
+ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
 class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows):
@@ -87,42 +92,37 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows):
 
     def accept_mention(
         self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
-        model: str, mention_ts: str,
+        model: str, mention_ts: str, on_reply: ReplyRule,
     ) -> AcceptedMention | None:
         """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
-        a redirect queued like a reply. None: a duplicate delivery. Raises when the store fails: no ack."""
+        a redirect queued like a reply, to which `on_reply` applies the approval rule in the same transaction.
+        None: a duplicate delivery. Raises when the store fails: no ack."""
         with self._durably(), self._atomic():  # a redirect may decide approvals: FULL, like every decision
             if not self.claim_event(event_id):
                 return None
             run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
                                          prompt=prompt, model=model, mention_ts=mention_ts)
-            redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task)
+            redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task,
+                                                              on_reply=on_reply)
             return AcceptedMention(run=run, created=created, redirect=redirect)
 
     def accept_reply(
-        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str,
+        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str, on_reply: ReplyRule,
     ) -> AcceptedReply | None:
-        """Claim a thread reply's event and put it in the active run's inbox in one transaction, superseding the
-        run's pending approvals (cause REPLY). None: a duplicate, or no active run in the thread."""
+        """Claim a thread reply's event and put it in the active run's inbox in one transaction, with what
+        `on_reply` (the approval rule: handlers/approvals.py) decides about the run's pending approvals.
+        None: a duplicate, or no active run in the thread."""
         with self._durably(), self._atomic():
             if not self.claim_event(event_id):
                 return None
             run = self.active_run(channel, thread_ts)
-            return self._queue_reply(run, ts=ts, user=user, text=text) if run is not None else None
+            return self._queue_reply(run, ts=ts, user=user, text=text, on_reply=on_reply) if run is not None else None
 
-    def _queue_reply(self, run: Run, *, ts: str, user: str, text: str) -> AcceptedReply:
-        """Inside a transaction: the reply declines every pending approval of the run (compare-and-set), and is
-        kept on record as superseding them; with none pending it is queued for the model."""
-        now = self.sql.now()
-        superseded = tuple(
-            a.id for a in self.pending_approvals(run.id)
-            if self._transition_approval(a.id, expect=ApprovalState.PENDING, state=ApprovalState.SUPERSEDED.value,
-                                         cause=DecisionCause.REPLY.value, decided_by=user, reason=text,
-                                         decided_at=now)
-        )
+    def _queue_reply(self, run: Run, *, ts: str, user: str, text: str, on_reply: ReplyRule) -> AcceptedReply:
+        """Inside a transaction: the reply joins the run's inbox; `on_reply` decides, through the plain
+        operations, which approvals it supersedes (and marks it as superseding them rather than queued)."""
         inbox_id = self.add_inbox(run_id=run.id, channel=run.channel, ts=ts, user=user, text=text)
-        if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
-            self.put_inbox_state(inbox_id, InboxState.SUPERSEDING)
+        superseded = on_reply(self, run, self.get_inbox(inbox_id))
         self._wake(WAKE_RUNS)
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 

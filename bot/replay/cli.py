@@ -1,0 +1,196 @@
+"""`opsloop export RUN_ID` and `opsloop replay RUN_ID|FILE|--suite DIR`: the commands, over bot/replay/.
+
+The replay's model: Claude through bot.model.AnthropicModel (the real anthropic client) with ANTHROPIC_API_KEY,
+`--model` alone (no fallbacks: the comparison is of that model); without a key, the demo's scripted incident
+model priced as `--model`, and the output says so. A replay needs no Slack and reaches none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bot import ModelClient, Toolbox
+from bot.config import ConfigError, Settings
+from bot.pricing import Price, price_for
+from bot.replay.compare import Comparison, compare, html_page, text
+from bot.replay.record import Incident, export_run
+from bot.replay.runner import Replayed, replay
+from bot.replay.suite import SuiteRow, exit_status, records, run_suite, table
+from bot.store import Ledger
+
+T = TypeVar("T")
+
+
+def _shown(value: str) -> str:
+    from handlers.mrkdwn import reveal
+
+    return reveal(value, prose=True)
+
+
+def _fail(line: str) -> int:
+    print(f"opsloop: {line}", file=sys.stderr)
+    return 2
+
+
+async def categories(settings: Settings) -> dict[str, str]:
+    """Each configured tool's category, from the registry `opsloop run` would build."""
+    from tools.config import build_registry
+
+    registry = await build_registry(settings.tools, inventory=settings.inventory,
+                                    ssh_credentials=settings.ssh_credentials)
+    try:
+        return {t.name: t.category.value for t in registry}
+    finally:
+        await registry.aclose()
+
+
+def export_incident(settings: Settings, run_id: str) -> Incident | None:
+    try:
+        cats = asyncio.run(categories(settings))
+    except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
+        print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
+        cats = {}
+    ledger = Ledger(settings.db_path)
+    try:
+        return export_run(ledger, run_id, categories=cats, limits=settings.limits)
+    finally:
+        ledger.close()
+
+
+def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    incident = export_incident(settings, args.run_id)
+    if incident is None:
+        return _fail(f"no run {args.run_id!r} in {settings.db_path}")
+    sys.stdout.write(incident.dumps())
+    return 0
+
+
+class _Models:
+    """Model clients for replays, closed at the end."""
+
+    def __init__(self, settings: Settings, name: str, scripted: Callable[[str], ModelClient] | None) -> None:
+        self.settings, self.name, self._scripted = settings, name, scripted
+        self.stack = AsyncExitStack()
+        self.scripted = settings.anthropic_api_key is None and scripted is not None
+        self._llm: Any = None
+
+    @property
+    def label(self) -> str:
+        return f"scripted model (priced as {self.name})" if self.scripted else self.name
+
+    def client(self) -> ModelClient:
+        if self.scripted and self._scripted is not None:
+            return self._scripted(self.name)
+        from bot.app import anthropic_client
+        from bot.model import AnthropicModel
+
+        if self._llm is None:
+            self._llm = anthropic_client(self.settings)
+            self.stack.push_async_callback(self._llm.close)
+        return AnthropicModel(self._llm, [self.name])
+
+    async def aclose(self) -> None:
+        await self.stack.aclose()
+
+
+async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | None,
+                   scripted: Callable[[str], ModelClient] | None,
+                   work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]]) -> T:
+    """`work(replay_one, model_label)` with the model clients (and --live-readonly's registry) open."""
+    models = _Models(settings, args.model or settings.model.primary, scripted)
+    live: Toolbox | None = None
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(models.aclose)
+        if args.live_readonly:
+            from tools.config import build_registry
+
+            registry = await build_registry(settings.tools, inventory=settings.inventory,
+                                            ssh_credentials=settings.ssh_credentials)
+            stack.push_async_callback(registry.aclose)
+            live = registry
+
+        def priced(model: str) -> Price:
+            return price_for(model, settings.model.prices)[0]
+
+        async def one(incident: Incident) -> Replayed:
+            return await replay(incident, model=models.client(), price_for=priced, system_prompt=prompt,
+                                max_tokens=settings.model.max_tokens, effort=args.effort or settings.model.effort,
+                                thinking_display=settings.model.thinking_display, live=live,
+                                context_budget_tokens=settings.model.context_budget_tokens)
+
+        return await work(one, models.label)
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace, *,
+               scripted: Callable[[str], ModelClient] | None = None) -> int:
+    """`scripted`: the model client to use (by model name) when there is no ANTHROPIC_API_KEY."""
+    from bot.log import configure_logging
+
+    configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
+    if bool(args.suite) == bool(args.run_id):
+        return _fail("replay: give a RUN_ID (or an incident file), or --suite DIR")
+    try:
+        prompt = Path(args.prompt).read_text(encoding="utf-8") if args.prompt else None
+    except OSError as e:
+        return _fail(f"replay: --prompt {args.prompt}: {e.strerror or e}")
+    if args.suite:
+        folder = Path(args.suite)
+        if not folder.is_dir():
+            return _fail(f"replay: {folder} is not a folder")
+        try:
+            incidents = records(folder)
+        except (OSError, ValueError, TypeError) as e:
+            return _fail(f"replay: {folder}: {e}")
+
+        async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
+            return await run_suite(incidents, one, model_label=label)
+
+        rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
+        print(_shown(table(rows, rows[0].comparison.model if rows else args.model or "")))
+        return exit_status(rows)
+    source = Path(args.run_id)
+    try:
+        incident = Incident.load(source) if source.is_file() else export_incident(settings, args.run_id)
+    except (OSError, ValueError, TypeError) as e:
+        return _fail(f"replay: {source}: {e}")
+    if incident is None:
+        return _fail(f"no run {args.run_id!r} in {settings.db_path}")
+    name = source.stem if source.is_file() else incident.run_id
+
+    async def single(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> Comparison:
+        return compare(await one(incident), name=name, model_label=label)
+
+    comparison = asyncio.run(_replays(settings, args, prompt, scripted, single))
+    print(_shown(text(comparison)))
+    if args.html:
+        page = html_page(comparison, generated_at=time.time())
+        if args.html == "-":
+            sys.stdout.write(page)
+        else:
+            try:
+                Path(args.html).write_text(page, encoding="utf-8")
+            except OSError as e:
+                return _fail(f"cannot write {args.html}: {e.strerror or e}")
+            print(f"wrote the comparison to {args.html}")
+    return 1 if comparison.regression else 0
+
+
+def add_arguments(name: str, s: argparse.ArgumentParser) -> None:
+    if name == "export":
+        s.add_argument("run_id")
+    if name == "replay":
+        s.add_argument("run_id", nargs="?", help="a stored run's id, or an exported incident file")
+        s.add_argument("--suite", metavar="DIR", help="replay every incident record (*.json) in DIR")
+        s.add_argument("--model", help="the model to replay on (default: the configured primary)")
+        s.add_argument("--effort", help="output_config.effort for the replay (default: the configured one)")
+        s.add_argument("--prompt", metavar="FILE", help="a system prompt to replay with (default: the run's own)")
+        s.add_argument("--live-readonly", action="store_true",
+                       help="run unrecorded read-only calls for real (never a change)")
+        s.add_argument("--html", metavar="FILE", help="also write the comparison as one HTML page (- for stdout)")

@@ -1,0 +1,275 @@
+"""The original run and its replay side by side: as text for the terminal, and as one HTML page in the style of
+the postmortem page (bot/timeline.py: inline CSS, no scripts, every value redacted then escaped).
+
+Per step, each call is paired with the call at the same place in the other run: `same` (tool and canonical
+arguments), `different`, `new` (only the replay made it) or `missing` (only the original did). Then the
+approvals each run asked, whether the replay reached the same final change (the approved changes that ran,
+in order), the stop reasons, tokens, cost and time, where each replayed result came from, and where each
+reply reached the replay.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.redact import redact, redact_value
+from bot.replay.record import Incident, RecordedCall
+from bot.replay.runner import Replayed
+from bot.replay.world import CallLog, Source
+from bot.timeline import CSS
+
+MARKS = {"same": "=", "different": "≠", "new": "+", "missing": "−"}
+ARGS_CHARS = 70
+
+
+def label(tool: str, args: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in redact_value(args).items())
+    shown = shown if len(shown) <= ARGS_CHARS else shown[: ARGS_CHARS - 1] + "…"
+    return redact(f"{tool}({shown})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pair:
+    mark: str  # same | different | new | missing
+    original: str | None
+    replay: str | None
+    source: str = ""  # where the replay's result came from
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRow:
+    step: int
+    pairs: tuple[Pair, ...]
+    original_text: str = ""
+    replay_text: str = ""
+
+    @property
+    def same(self) -> bool:
+        return all(p.mark == "same" for p in self.pairs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    call: str
+    outcome: str  # "approved by U…", "superseded by U…", "would ask approval → denied (replay)", …
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyRow:
+    user: str
+    text: str
+    original: str
+    replay: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    name: str
+    model: str
+    original: Incident
+    replay: Incident
+    rows: tuple[StepRow, ...]
+    approvals_original: tuple[Approval, ...]
+    approvals_replay: tuple[Approval, ...]
+    replies: tuple[ReplyRow, ...]
+    sources: dict[str, int]
+    replay_wall_seconds: float
+    log: tuple[CallLog, ...] = field(default=())
+
+    @property
+    def diverged_at(self) -> int | None:
+        return next((r.step for r in self.rows if not r.same), None)
+
+    @property
+    def identical(self) -> bool:
+        return self.diverged_at is None and self.same_change and self.same_stop
+
+    @property
+    def same_change(self) -> bool:
+        return self.original.changes == self.replay.changes
+
+    @property
+    def same_stop(self) -> bool:
+        return self.original.stop_reason == self.replay.stop_reason
+
+    @property
+    def regression(self) -> bool:
+        """The original succeeded and the replay reached no change or a different one."""
+        return self.original.succeeded and not self.same_change
+
+
+def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Comparison:
+    o, r, world = result.original, result.replay, result.world
+    log = list(world.log)  # entries are claimed (popped) as replay calls are paired with them
+    rows = tuple(_row(k, o, r, log) for k in range(1, max(o.steps, r.steps, _last_step(o), _last_step(r)) + 1))
+    replies = []
+    for i, reply in enumerate(o.replies):
+        where = (f"with the decision on {o.calls[reply.superseded].tool}" if reply.superseded is not None
+                 else f"after {reply.after_step} steps" + (f", after {o.calls[reply.after_call].tool}"
+                                                           if reply.after_call is not None else ""))
+        got = world.delivered.get(i)
+        replies.append(ReplyRow(user=reply.user, text=reply.text, original=where,
+                                replay=f"step {got.step} ({got.how})" if got else "never reached the replay"))
+    return Comparison(
+        name=name or o.run_id, model=model_label or result.model, original=o, replay=r, rows=rows,
+        approvals_original=tuple(_approval_of(c) for c in o.calls if not c.read_only),
+        approvals_replay=tuple(Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e))
+                               for e in world.log if e.source in (Source.DECISION, Source.WOULD_ASK)),
+        replies=tuple(replies), sources={s.value: world.counts.get(s.value, 0) for s in Source},
+        replay_wall_seconds=result.wall_seconds, log=tuple(world.log),
+    )
+
+
+def _last_step(i: Incident) -> int:
+    return max((c.step or 0 for c in i.calls), default=0)
+
+
+def _row(step: int, o: Incident, r: Incident, log: list[CallLog]) -> StepRow:
+    a, b = o.step_calls(step), r.step_calls(step)
+    pairs = []
+    for j in range(max(len(a), len(b))):
+        x, y = (a[j] if j < len(a) else None), (b[j] if j < len(b) else None)
+        mark = ("same" if x and y and x.key == y.key else "different" if x and y else "new" if y else "missing")
+        pairs.append(Pair(mark=mark, original=label(x.tool, x.args) if x else None,
+                          replay=label(y.tool, y.args) if y else None, source=_source(y, log) if y else ""))
+    return StepRow(step=step, pairs=tuple(pairs), original_text=_text(o, step), replay_text=_text(r, step))
+
+
+def _text(i: Incident, step: int) -> str:
+    return i.answer_texts[step - 1] if 0 < step <= len(i.answer_texts) else ""
+
+
+def _source(call: RecordedCall, log: list[CallLog]) -> str:
+    """The world's log entry for a replay call (first unclaimed one with its key), claimed."""
+    for n, entry in enumerate(log):
+        if entry.key == call.key and entry.step == call.step:
+            log.pop(n)
+            return entry.source.value
+    return "invalid" if call.is_error else ""
+
+
+def _approval_of(c: RecordedCall) -> Approval:
+    d = c.decision
+    if d is None:
+        return Approval(call=label(c.tool, c.args), outcome="refused before any approval" if c.is_error else "-")
+    return Approval(call=label(c.tool, c.args), outcome=f"{d.outcome} by {d.by or '-'}")
+
+
+def _replay_outcome(e: CallLog) -> str:
+    return ("would ask approval → denied (replay)" if e.source == Source.WOULD_ASK
+            else f"recorded decision: {e.detail}")
+
+
+# --- text -------------------------------------------------------------------------------------------------
+def _money(v: float) -> str:
+    return f"${v:.4f}"
+
+
+def _delta(a: float, b: float, fmt: str) -> str:
+    return f"{fmt.format(a)} → {fmt.format(b)} ({'+' if b >= a else ''}{fmt.format(b - a)})"
+
+
+def figures(c: Comparison) -> list[tuple[str, str, str]]:
+    o, r = c.original, c.replay
+    return [
+        ("model", o.model, c.model),
+        ("steps", str(o.steps), str(r.steps)),
+        ("stop reason", f"{o.stop_reason} {o.stop_detail}".strip(), f"{r.stop_reason} {r.stop_detail}".strip()),
+        ("final change", "; ".join(o.changes) or "none", "; ".join(r.changes) or "none"),
+        ("tokens (paid)", f"{o.usage.paid_tokens:,}", f"{r.usage.paid_tokens:,}"),
+        ("tokens in/out", f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
+         f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}"),
+        ("cost", _money(o.cost_usd), _money(r.cost_usd)),
+        ("agent time", f"{o.agent_seconds:.2f}s", f"{r.agent_seconds:.2f}s"),
+    ]
+
+
+def text(c: Comparison) -> str:
+    o = c.original
+    w = 44
+    out = [f"replay of {c.name} (run {o.run_id}) · original {o.model} · replay {c.model}",
+           f"task: {o.task}", "", f"{'step':<5} {'original':<{w}}   replay"]
+    for row in c.rows:
+        for j, p in enumerate(row.pairs or (Pair(mark="same", original=None, replay=None),)):
+            head = str(row.step) if j == 0 else ""
+            left = p.original or ("(answer)" if not row.pairs and row.original_text else "-")
+            right = p.replay or ("(answer)" if not row.pairs and row.replay_text else "-")
+            src = f"  [{p.source}]" if p.source else ""
+            out.append(f"{head:<5} {left:<{w}} {MARKS[p.mark]} {right}{src}")
+    out.append("")
+    out.append(f"path: diverged at step {c.diverged_at}" if c.diverged_at else "path: identical")
+    out.append("approvals asked:")
+    out += [f"  original  {a.call}: {a.outcome}" for a in c.approvals_original] or ["  original  none"]
+    out += [f"  replay    {a.call}: {a.outcome}" for a in c.approvals_replay] or ["  replay    none"]
+    out.append(f"same final change: {'yes' if c.same_change else 'no'}"
+               + (" · REGRESSION (the original succeeded)" if c.regression else ""))
+    out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
+    out.append("results: " + " · ".join(f"{k} {v}" for k, v in c.sources.items()))
+    out += [f"reply from {x.user} {x.text!r}: original {x.original}; replay {x.replay}" for x in c.replies]
+    out.append(f"replay wall time {c.replay_wall_seconds:.2f}s · no Slack call, no change executed")
+    return "\n".join(redact(line) for line in out)
+
+
+# --- HTML -------------------------------------------------------------------------------------------------
+def _t(value: Any) -> str:
+    return html.escape(redact("" if value is None else str(value)))
+
+
+_EXTRA_CSS = (".m-same{color:#2e7d32}.m-different,.m-missing{color:#b00020;font-weight:600}.m-new{color:#e65100;"
+              "font-weight:600}tr.diverged td{background:#fff8e1}.src{font-size:.85em;color:#555}")
+
+
+def html_page(c: Comparison, *, generated_at: float) -> str:
+    title = f"opsloop replay · {c.name} · {c.model}"
+    when = datetime.fromtimestamp(generated_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    verdict = (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path") + (
+        " · same final change" if c.same_change else " · different final change") + (
+        " · REGRESSION" if c.regression else "")
+    parts = [
+        "<!doctype html>", '<html lang="en">',
+        f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{_EXTRA_CSS}</style></head><body>',
+        f"<h1>{_t(title)}</h1>",
+        f'<p class="muted">run {_t(c.original.run_id)} · generated {when} · a replay never calls Slack and never '
+        "runs a change</p>",
+        f"<p><b>{_t(verdict)}</b></p>",
+        f'<dl class="summary"><dt>task</dt><dd>{_t(c.original.task)}</dd></dl>',
+        "<h2>Figures</h2>", _table(["", "original", "replay"], [[n, a, b] for n, a, b in figures(c)]),
+        "<h2>Steps</h2>", _steps_table(c.rows),
+        "<h2>Approvals asked</h2>",
+        _table(["run", "call", "outcome"], [["original", a.call, a.outcome] for a in c.approvals_original]
+               + [["replay", a.call, a.outcome] for a in c.approvals_replay]),
+        "<h2>Replies</h2>",
+        _table(["from", "text", "original", "replay"], [[x.user, x.text, x.original, x.replay] for x in c.replies]),
+        "<h2>Where the replay's results came from</h2>",
+        _table(["source", "calls"], [[k, str(v)] for k, v in c.sources.items()]),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    if not rows:
+        return '<p class="muted">none</p>'
+    h = "".join(f"<th>{_t(x)}</th>" for x in head)
+    body = "".join("<tr>" + "".join(f"<td>{_t(x)}</td>" for x in row) + "</tr>" for row in rows)
+    return f"<table><tr>{h}</tr>{body}</table>"
+
+
+def _steps_table(rows: Sequence[StepRow]) -> str:
+    out = ["<table><tr><th>step</th><th>original</th><th></th><th>replay</th><th>result</th></tr>"]
+    for row in rows:
+        cls = "" if row.same else ' class="diverged"'
+        pairs = row.pairs or (Pair(mark="same", original=None, replay=None),)
+        for j, p in enumerate(pairs):
+            left = p.original or (f"answer: {row.original_text[:300]}" if not row.pairs and row.original_text else "-")
+            right = p.replay or (f"answer: {row.replay_text[:300]}" if not row.pairs and row.replay_text else "-")
+            out.append(f"<tr{cls}><td class=\"num\">{row.step if j == 0 else ''}</td><td><code>{_t(left)}</code></td>"
+                       f'<td class="m-{p.mark}">{_t(MARKS[p.mark] + " " + p.mark)}</td><td><code>{_t(right)}</code>'
+                       f'</td><td class="src">{_t(p.source)}</td></tr>')
+    out.append("</table>")
+    return "".join(out)

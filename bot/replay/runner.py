@@ -1,0 +1,68 @@
+"""Rerun an incident: the real run loop (bot.runtime.run) with a real model client, against the recorded world.
+
+The replay is a run of its own in a throwaway SQLite store (a temp dir): the record's first turns, its system
+prompt (or `system_prompt`), its tool schemas and its limits. It has no Slack, no stop button and no real
+approver: the world (bot/replay/world.py) answers the tools, the approvals and the replies. Afterwards the
+replay's run is read back from that store into a record of its own, the same shape as the original's, and
+the store is removed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot import ModelClient, Toolbox
+from bot.guards import Limits, Pause
+from bot.pricing import Price
+from bot.replay.record import Incident, export_run
+from bot.replay.world import RecordedWorld
+from bot.runtime import RunConfig, run
+from bot.store import Ledger, Store
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replayed:
+    original: Incident
+    replay: Incident
+    world: RecordedWorld
+    model: str
+    wall_seconds: float  # the replay's whole wall time, store included
+
+
+async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[[str], Price],
+                 system_prompt: str | None = None, limits: Limits | None = None, max_tokens: int = 16_000,
+                 effort: str | None = None, thinking_display: str | None = "summarized",
+                 live: Toolbox | None = None, context_budget_tokens: int | None = None) -> Replayed:
+    """One replay of `incident` on `model`; `limits` None: the record's own (the ones it ran under)."""
+    world = RecordedWorld(incident, live=live)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="opsloop-replay-") as tmp:
+        db = str(Path(tmp) / "replay.db")
+        store = await Store(db).open()
+        try:
+            row = await store.create_run(channel="replay", thread_ts=incident.run_id, requester=incident.requester,
+                                         task=incident.task, model=model.model, history=incident.prefix)
+            cfg = RunConfig(model=model, store=store, tools=world.toolbox(), price_for=price_for,
+                            system_prompt=system_prompt if system_prompt is not None else incident.system,
+                            limits=limits if limits is not None else incident.run_limits(Limits()),
+                            max_tokens=max_tokens, effort=effort, thinking_display=thinking_display,
+                            confirm=world.confirm, inject=world.inject, condense=True,
+                            context_budget_tokens=context_budget_tokens)
+            try:
+                await run(cfg, row.id)
+            except Pause:  # never: the world decides at once; kept so a surprise ends the replay, not the suite
+                pass
+        finally:
+            await store.close()
+        ledger = Ledger(db)
+        try:
+            replayed = export_run(ledger, row.id, categories=incident.categories, limits=cfg.limits)
+        finally:
+            ledger.close()
+    assert replayed is not None
+    return Replayed(original=incident, replay=replayed, world=world, model=model.model,
+                    wall_seconds=time.monotonic() - began)

@@ -1,0 +1,63 @@
+"""`opsloop replay --suite DIR`: every incident record in a folder replayed on one model, one row each.
+
+A row says whether the replay reached the same final change and the same stop reason, and the steps, cost
+and time against the original. An incident regresses when the original succeeded and the replay reached no
+change or a different one; any regression makes the suite fail (exit 1), so it can gate a model switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.redact import redact
+from bot.replay.compare import Comparison, compare
+from bot.replay.record import Incident
+from bot.replay.runner import Replayed
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteRow:
+    name: str
+    comparison: Comparison
+
+    @property
+    def regression(self) -> bool:
+        return self.comparison.regression
+
+
+def records(folder: Path) -> list[tuple[str, Incident]]:
+    """Every incident record (*.json) in `folder`, by name."""
+    return [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
+
+
+async def run_suite(incidents: Sequence[tuple[str, Incident]], replay_one: Callable[[Incident], Awaitable[Replayed]],
+                    *, model_label: str = "") -> list[SuiteRow]:
+    rows = []
+    for name, incident in incidents:
+        result = await replay_one(incident)
+        rows.append(SuiteRow(name=name, comparison=compare(result, name=name, model_label=model_label)))
+    return rows
+
+
+def table(rows: Sequence[SuiteRow], model: str) -> str:
+    head = (f"{'incident':<24} {'same change':<11} {'same stop':<20} {'steps':>9} {'cost Δ':>10} "
+            f"{'time Δ':>9}  verdict")
+    out = [f"replay suite on {model}: {len(rows)} incident(s)", head]
+    for row in rows:
+        c = row.comparison
+        o, r = c.original, c.replay
+        stop = "yes" if c.same_stop else f"no ({r.stop_reason})"
+        verdict = "REGRESSION" if row.regression else ("identical" if c.identical else
+                                                        f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
+        out.append(f"{row.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
+                   f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
+                   f"{r.agent_seconds - o.agent_seconds:>+8.2f}s  {verdict}")
+    bad = sum(r.regression for r in rows)
+    out.append(f"{bad} regression(s)" if bad else "no regression")
+    return "\n".join(redact(line) for line in out)
+
+
+def exit_status(rows: Sequence[SuiteRow]) -> int:
+    return 1 if any(r.regression for r in rows) else 0

@@ -1,0 +1,252 @@
+"""The read-only Kubernetes tools: get, describe, events, logs, rollout history, top. Each checks its cluster,
+namespace and kind before any request, and answers compact text (never the raw JSON)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from bot.redact import redact
+from tools.k8s import render
+from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
+from tools.registry import Category, ToolContext, ToolError, tool
+
+LIST_LIMIT = 500
+MAX_LOG_BYTES = 512 * 1024
+LOG_CHARS = 10_000
+MAX_TAIL_LINES = 2_000
+METRICS = "/apis/metrics.k8s.io/v1beta1"
+
+
+def _ns(client: KubeClient, namespaced: bool, namespace: str | None) -> str | None:
+    return client.namespace(namespace) if namespaced else None
+
+
+async def list_objects(client: KubeClient, kind: str, namespace: str | None, *, label_selector: str | None = None,
+                       field_selector: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+    k = KINDS[kind]
+    body = await client.request("GET", k.path(namespace), verb="list", kind=k, namespace=namespace,
+                                query={"labelSelector": label_selector, "fieldSelector": field_selector,
+                                       "limit": LIST_LIMIT})
+    items = [dict(i, kind=k.kind) for i in body.get("items") or []]
+    return items, bool((body.get("metadata") or {}).get("continue"))
+
+
+async def get_object(client: KubeClient, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+    k = KINDS[kind]
+    try:
+        obj = await client.request("GET", k.path(namespace, name), verb="get", kind=k, namespace=namespace)
+    except NotFound:
+        where = f" in namespace {namespace}" if namespace else ""
+        raise ToolError(f"{k.kind.lower()} {name!r} not found{where} on cluster {client.name}") from None
+    obj.setdefault("kind", k.kind)
+    return dict(obj)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_get(kind: str, name: str | None = None, selector: str | None = None, namespace: str | None = None,
+                  cluster: str | None = None, *, ctx: ToolContext) -> str:
+    """List Kubernetes objects as a `kubectl get -o wide` table (pods: ready, status, restarts, age, node, images).
+
+    Args:
+        kind: pod, deployment, replicaset, statefulset, daemonset, service, configmap, job, cronjob, ingress,
+            pvc, hpa, node, namespace (Secrets are never read).
+        name: one object by name; omit to list.
+        selector: a label selector when listing, e.g. app=api,tier!=cache.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    k = kind_of(kind)
+    ns = _ns(client, k.namespaced, namespace)
+    if name is not None:
+        items, more = [await get_object(client, k.kind, ns, check_name(name))], False
+    else:
+        items, more = await list_objects(client, k.kind, ns, label_selector=selector or None)
+    if k.kind == "Event":
+        return render.events_table(items)
+    return render.get_table(k.kind, items, more=more)
+
+
+async def owner_chain(client: KubeClient, obj: dict[str, Any], namespace: str | None) -> list[str]:
+    """`ReplicaSet api-5d8`, `Deployment api`: each controller owner, up to three levels."""
+    chain: list[str] = []
+    current = obj
+    for _ in range(3):
+        refs = render.meta(current).get("ownerReferences") or []
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if ref is None:
+            break
+        chain.append(f"{ref.get('kind')} {ref.get('name')}")
+        if ref.get("kind") not in KINDS or not KINDS[ref["kind"]].namespaced or namespace is None:
+            break
+        try:
+            current = await get_object(client, ref["kind"], namespace, str(ref.get("name")))
+        except ToolError:
+            break
+    return chain
+
+
+async def object_events(client: KubeClient, namespace: str, kind: str | None, name: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.name={name},involvedObject.namespace={namespace}"
+    if kind:
+        selector += f",involvedObject.kind={kind}"
+    items, _ = await list_objects(client, "Event", namespace, field_selector=selector)
+    return items
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_describe(kind: str, name: str, namespace: str | None = None, cluster: str | None = None, *,
+                       ctx: ToolContext) -> str:
+    """One object: spec summary (containers, images, resources, probes, env as references), status and
+    conditions, its owner chain (pod ← replicaset ← deployment) and its recent events.
+
+    Args:
+        kind: pod, deployment, replicaset, statefulset, daemonset, service, node, job, … (never Secret).
+        name: the object's name.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    k = kind_of(kind)
+    ns = _ns(client, k.namespaced, namespace)
+    obj = await get_object(client, k.kind, ns, check_name(name))
+    if ns is not None:
+        owners, events = await asyncio.gather(owner_chain(client, obj, ns), object_events(client, ns, k.kind, name))
+    else:
+        owners, events = await owner_chain(client, obj, ns), []
+    return render.describe(obj, owners=owners, events=events)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_events(namespace: str | None = None, kind: str | None = None, name: str | None = None,
+                     warnings_only: bool = False, cluster: str | None = None, *, ctx: ToolContext) -> str:
+    """A namespace's events, or one object's, warnings first then the newest.
+
+    Args:
+        namespace: the namespace (default: the cluster's only configured namespace).
+        kind: with name: only this object's events (pod, deployment, …).
+        name: only the events of the object with this name.
+        warnings_only: only Warning events.
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    ns = client.namespace(namespace)
+    k = kind_of(kind) if kind else None
+    if name is not None:
+        items = await object_events(client, ns, k.kind if k else None, check_name(name))
+    else:
+        items, _ = await list_objects(client, "Event", ns)
+    if warnings_only:
+        items = [e for e in items if e.get("type") == "Warning"]
+    return render.events_table(items)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_logs(pod: str, container: str | None = None, previous: bool = False, tail_lines: int = 200,
+                   since_seconds: int | None = None, namespace: str | None = None, cluster: str | None = None, *,
+                   ctx: ToolContext) -> str:
+    """A pod container's recent log lines (bounded, secrets redacted); `previous` reads the crashed instance.
+
+    Args:
+        pod: the pod's name.
+        container: the container; required when the pod has more than one.
+        previous: the previous (terminated) instance's logs, e.g. after a CrashLoopBackOff.
+        tail_lines: how many of the last lines (1-2000).
+        since_seconds: only lines newer than this many seconds.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    ns = client.namespace(namespace)
+    check_name(pod, "pod")
+    if not 1 <= tail_lines <= MAX_TAIL_LINES:
+        raise ToolError(f"tail_lines must be between 1 and {MAX_TAIL_LINES}")
+    if since_seconds is not None and since_seconds < 1:
+        raise ToolError("since_seconds must be at least 1")
+    obj = await get_object(client, "Pod", ns, pod)
+    spec = obj.get("spec") or {}
+    names = [str(c.get("name")) for c in spec.get("containers") or []]
+    inits = [str(c.get("name")) for c in spec.get("initContainers") or []]
+    if container is None:
+        if len(names) != 1:
+            raise ToolError(f"pod {pod} has {len(names)} containers; give container, one of: {', '.join(names)}"
+                            + (f" (init containers: {', '.join(inits)})" if inits else ""))
+        container = names[0]
+    elif container not in names + inits:
+        raise ToolError(f"pod {pod} has no container {container!r}; its containers: {', '.join(names + inits)}")
+    query = {"container": container, "previous": "true" if previous else None, "tailLines": tail_lines,
+             "sinceSeconds": since_seconds, "limitBytes": MAX_LOG_BYTES}
+    text = await client.request("GET", KINDS["Pod"].path(ns, pod, "log"), verb="get", kind="pods/log",
+                                namespace=ns, query=query, text=True)
+    text = redact(str(text))
+    lines = text.splitlines()
+    which = "previous instance of " if previous else ""
+    head = f"logs of {which}pod {ns}/{pod} container {container}: last {len(lines)} lines"
+    if not lines:
+        return head + "\n(no log lines)"
+    body, cut = "\n".join(lines), 0
+    while len(body) > LOG_CHARS and len(lines) > 1:  # keep the newest lines: the end of a log is what matters
+        drop = max(1, len(lines) // 10)
+        lines, cut = lines[drop:], cut + drop
+        body = "\n".join(lines)
+    if len(body) > LOG_CHARS:
+        body = body[-LOG_CHARS:]
+    if cut:
+        head += f" (the oldest {cut} of them not shown: narrow with tail_lines or since_seconds)"
+    return head + "\n" + body
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_rollout_history(name: str, namespace: str | None = None, cluster: str | None = None, *,
+                              ctx: ToolContext) -> str:
+    """A Deployment's revisions (from its ReplicaSets) with their images and change causes, oldest first.
+
+    Args:
+        name: the Deployment's name.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    ns = client.namespace(namespace)
+    deployment = await get_object(client, "Deployment", ns, check_name(name))
+    return render.history_table(deployment, await owned_replicasets(client, ns, deployment))
+
+
+async def owned_replicasets(client: KubeClient, namespace: str, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
+    items, _ = await list_objects(client, "ReplicaSet", namespace, label_selector=selector)
+    uid = render.meta(deployment).get("uid")
+    return [rs for rs in items
+            if any(r.get("uid") == uid or (uid is None and r.get("name") == render.meta(deployment).get("name"))
+                   for r in render.meta(rs).get("ownerReferences") or [])]
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def k8s_top(what: Literal["pods", "nodes"] = "pods", selector: str | None = None, namespace: str | None = None,
+                  cluster: str | None = None, *, ctx: ToolContext) -> str:
+    """CPU and memory use of pods (in a namespace) or nodes, from metrics.k8s.io, busiest first.
+
+    Args:
+        what: pods or nodes.
+        selector: a label selector for pods, e.g. app=api.
+        namespace: the pods' namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    client = clusters_of(ctx).get(cluster)
+    ns = client.namespace(namespace) if what == "pods" else None
+    path = f"{METRICS}/namespaces/{ns}/pods" if ns else f"{METRICS}/nodes"
+    try:
+        body = await client.request("GET", path, verb="list", kind=f"{what}.metrics.k8s.io", namespace=ns,
+                                    query={"labelSelector": selector or None})
+    except NotFound:
+        raise ToolError(f"metrics API not available on cluster {client.name}: metrics.k8s.io is not served "
+                        "(no metrics-server?); use k8s_describe for requests/limits instead") from None
+    except ToolError as e:
+        if " 503: " in str(e):
+            raise ToolError(f"metrics API not available on cluster {client.name}: {e}") from None
+        raise
+    where = f"pods in {ns}" if ns else "nodes"
+    return f"{where} on cluster {client.name}, from metrics.k8s.io:\n" + render.top_table(
+        list(body.get("items") or []), nodes=what == "nodes")

@@ -1,0 +1,306 @@
+"""The Kubernetes tools that change something, each previewed by a server-side dry run (dryRun=All).
+
+A card's preview is the cluster's own answer: the fields that would change (`spec.replicas: 3 → 6`) and the
+object's `resourceVersion`. The approval is bound to that preview's hash, so to that resourceVersion; the
+approved write carries it as a precondition. If the object changed since the card, nothing is written and
+the tool says so: calling it again makes a fresh dry run, so a new card.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tools.k8s import render
+from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
+from tools.k8s.reads import get_object, owned_replicasets
+from tools.registry import Category, ToolContext, ToolError, tool
+
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+RV_LINE = re.compile(r"^resourceVersion: (\S+)$", re.M)
+WHEN_WRITTEN = "(the time of the approved write)"
+MAX_REPLICAS = 1000
+
+
+@dataclass
+class Change:
+    """One write, planned from the object as it is now: the same request is sent as a dry run for the card
+    and, once approved, for real."""
+
+    client: KubeClient
+    kind: Kind
+    namespace: str
+    name: str
+    what: str  # "scale deployment web/api to 6 replicas"
+    resource_version: str
+    before: dict[str, Any]  # the object (or subresource) the diff starts from
+    method: str
+    path: str
+    body: Any
+    content_type: str | None = None
+    verb: str = "patch"
+    resource: str = ""
+    notes: list[str] = field(default_factory=list)
+    stamped: bool = False  # sets restartedAt to the time of the write (shown as such on the card)
+
+    async def send(self, *, dry_run: bool) -> dict[str, Any]:
+        query = {"dryRun": "All"} if dry_run else None
+        try:
+            out = await self.client.request(self.method, self.path, verb=self.verb, kind=self.resource or self.kind,
+                                            namespace=self.namespace, query=query, body=self.body,
+                                            content_type=self.content_type, write=not dry_run)
+        except Conflict as e:
+            raise changed(self, f"the API server answered 409 Conflict: {e}") from None
+        except NotFound:
+            raise ToolError(f"{self.kind.kind.lower()} {self.namespace}/{self.name} no longer exists on cluster "
+                            f"{self.client.name}; nothing was changed") from None
+        return dict(out)
+
+    def header(self) -> str:
+        return f"{self.what} on cluster {self.client.name}"
+
+
+def changed(change: Change, why: str) -> ToolError:
+    return ToolError(f"{change.kind.kind.lower()} {change.namespace}/{change.name} changed since the card was "
+                     f"shown ({why}): nothing was changed. Call the tool again: a fresh dry run makes a new card")
+
+
+async def preview(change: Change) -> str:
+    """Dry-run `change` and describe it: the cluster's answer, field by field, bound to the resourceVersion."""
+    after = await change.send(dry_run=True)
+    diff = render.field_diff(change.before, after)
+    if not diff and change.method != "DELETE":
+        raise ToolError(f"{change.header()}: the dry run changes nothing (the object already is that way)")
+    lines = [f"{change.header()}: server-side dry run (dryRun=All) accepted",
+             f"resourceVersion: {change.resource_version}", "changes:"]
+    # The restart stamp is the time of the write: shown as such, the preview (so the card) stays the same while
+    # the object does, whenever the dry run is repeated.
+    lines += [f"  {d.rpartition(render.ARROW)[0]}{render.ARROW} {WHEN_WRITTEN}" if change.stamped and
+              render.RESTARTED_AT in d else f"  {d}" for d in diff]
+    lines += change.notes
+    return "\n".join(lines)
+
+
+def approved_version(change: Change, approved_preview: str) -> str:
+    """The resourceVersion the approved card showed; the object must still be at it."""
+    m = RV_LINE.search(approved_preview)
+    if m is None:
+        raise ToolError("the approved preview names no resourceVersion; nothing was changed")
+    if m.group(1) != change.resource_version:
+        raise changed(change, f"resourceVersion {m.group(1)} on the card, {change.resource_version} now")
+    return m.group(1)
+
+
+async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str:
+    rv = approved_version(change, approved_preview)
+    after = await change.send(dry_run=False)
+    diff = render.field_diff(change.before, after)
+    new_rv = render.meta(after).get("resourceVersion", "?")
+    lines = [f"done: {change.header()}; approved by {confirmed_by}; resourceVersion {rv} → {new_rv}"]
+    lines += [f"  {d}" for d in diff if not d.startswith("metadata.annotations[deployment.kubernetes.io")]
+    return "\n".join(lines)
+
+
+def _target(ctx: ToolContext, cluster: str | None, namespace: str | None, kind: str, name: str,
+            allowed: tuple[str, ...]) -> tuple[KubeClient, Kind, str, str]:
+    client = clusters_of(ctx).get(cluster)
+    k = kind_of(kind, allowed=allowed)
+    return client, k, client.namespace(namespace), check_name(name)
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str(render.meta(obj).get("resourceVersion") or "")
+
+
+# -- scale ---------------------------------------------------------------------------------------------
+async def plan_scale(ctx: ToolContext, name: str, replicas: int, kind: str, namespace: str | None,
+                     cluster: str | None) -> Change:
+    client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "ReplicaSet"))
+    if not 0 <= replicas <= MAX_REPLICAS:
+        raise ToolError(f"replicas must be between 0 and {MAX_REPLICAS}")
+    path = k.path(ns, name, "scale")
+    try:
+        scale = await client.request("GET", path, verb="get", kind=f"{k.resource}/scale", namespace=ns)
+    except NotFound:
+        raise ToolError(f"{k.kind.lower()} {name!r} not found in namespace {ns} on cluster {client.name}") from None
+    rv = _rv(scale)
+    return Change(client, k, ns, name, f"scale {k.kind.lower()} {ns}/{name} to {replicas} replicas", rv, dict(scale),
+                  "PATCH", path, {"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}}, MERGE,
+                  resource=f"{k.plural}/scale")
+
+
+@tool(category=Category.MUTATING, timeout_s=60)
+async def k8s_scale(name: str, replicas: int, kind: Literal["deployment", "statefulset", "replicaset"] = "deployment",
+                    namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
+                    confirmed_by: str, approved_preview: str) -> str:
+    """Set a Deployment's (StatefulSet's, ReplicaSet's) replicas; the card shows the server's dry run.
+
+    Args:
+        name: the object's name.
+        replicas: the new number of replicas (0-1000).
+        kind: deployment, statefulset or replicaset.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    change = await plan_scale(ctx, name, replicas, kind, namespace, cluster)
+    return await apply(change, approved_preview, confirmed_by)
+
+
+@k8s_scale.dry_run
+async def _scale_preview(name: str, replicas: int, kind: str = "deployment", namespace: str | None = None,
+                         cluster: str | None = None, *, ctx: ToolContext) -> str:
+    return await preview(await plan_scale(ctx, name, replicas, kind, namespace, cluster))
+
+
+# -- rollout restart -------------------------------------------------------------------------------------
+async def plan_restart(ctx: ToolContext, name: str, kind: str, namespace: str | None, cluster: str | None) -> Change:
+    client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "DaemonSet"))
+    obj = await get_object(client, k.kind, ns, name)
+    rv = _rv(obj)
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"metadata": {"resourceVersion": rv},
+            "spec": {"template": {"metadata": {"annotations": {render.RESTARTED_AT: at}}}}}
+    return Change(client, k, ns, name, f"rollout restart {k.kind.lower()} {ns}/{name}", rv, obj, "PATCH",
+                  k.path(ns, name), body, STRATEGIC, resource=k.plural, stamped=True,
+                  notes=["every pod is replaced, following the rollout strategy"])
+
+
+@tool(category=Category.MUTATING, timeout_s=60)
+async def k8s_rollout_restart(name: str, kind: Literal["deployment", "statefulset", "daemonset"] = "deployment",
+                              namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
+                              confirmed_by: str, approved_preview: str) -> str:
+    """Restart a Deployment's (StatefulSet's, DaemonSet's) pods by a rolling replacement, as
+    `kubectl rollout restart` does; the card shows the server's dry run.
+
+    Args:
+        name: the object's name.
+        kind: deployment, statefulset or daemonset.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    change = await plan_restart(ctx, name, kind, namespace, cluster)
+    return await apply(change, approved_preview, confirmed_by)
+
+
+@k8s_rollout_restart.dry_run
+async def _restart_preview(name: str, kind: str = "deployment", namespace: str | None = None,
+                           cluster: str | None = None, *, ctx: ToolContext) -> str:
+    return await preview(await plan_restart(ctx, name, kind, namespace, cluster))
+
+
+# -- rollout undo --------------------------------------------------------------------------------------
+def _template_of(rs: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    template = copy.deepcopy((rs.get("spec") or {}).get("template") or {})
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop("pod-template-hash", None)
+    return template
+
+
+async def plan_undo(ctx: ToolContext, name: str, revision: int | None, namespace: str | None,
+                    cluster: str | None) -> Change:
+    client, _, ns, name = _target(ctx, cluster, namespace, "deployment", name, ("Deployment",))
+    deployment = await get_object(client, "Deployment", ns, name)
+    rv = _rv(deployment)
+    history = sorted(await owned_replicasets(client, ns, deployment), key=render.revision_of)
+    current = render.revision_of(deployment) or (render.revision_of(history[-1]) if history else 0)
+    if revision is None or revision == 0:
+        older = [rs for rs in history if 0 < render.revision_of(rs) < current]
+        if not older:
+            raise ToolError(f"deployment {ns}/{name} has no revision before {current}; nothing to undo to")
+        target = older[-1]
+    else:
+        found = [rs for rs in history if render.revision_of(rs) == revision]
+        if not found:
+            known = ", ".join(str(render.revision_of(rs)) for rs in history) or "none"
+            raise ToolError(f"deployment {ns}/{name} has no revision {revision} (revisions: {known})")
+        target = found[0]
+    to = render.revision_of(target)
+    template = _template_of(target)
+    if template == (deployment.get("spec") or {}).get("template"):
+        raise ToolError(f"deployment {ns}/{name} already runs revision {to}'s pod template; nothing to undo")
+    body: dict[str, Any] = {"metadata": {"resourceVersion": rv},
+                            "spec": {"template": render.merge_patch(deployment["spec"].get("template") or {},
+                                                                    template)}}
+    cause = (render.meta(target).get("annotations") or {}).get(render.CHANGE_CAUSE)
+    if cause:
+        body["metadata"]["annotations"] = {render.CHANGE_CAUSE: cause}
+    return Change(client, KINDS["Deployment"], ns, name,
+                  f"rollout undo deployment {ns}/{name} to revision {to} (from {current})", rv, deployment, "PATCH",
+                  KINDS["Deployment"].path(ns, name), body, MERGE, resource="deployments")
+
+
+@tool(category=Category.MUTATING, timeout_s=60)
+async def k8s_rollout_undo(name: str, revision: int | None = None, namespace: str | None = None,
+                           cluster: str | None = None, *, ctx: ToolContext, confirmed_by: str,
+                           approved_preview: str) -> str:
+    """Roll a Deployment back to an earlier revision's pod template (default: the previous revision), as
+    `kubectl rollout undo` does; the card shows the server's dry run (e.g. the image going back).
+
+    Args:
+        name: the Deployment's name.
+        revision: the revision to go back to (see k8s_rollout_history); default: the one before the current.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    change = await plan_undo(ctx, name, revision, namespace, cluster)
+    return await apply(change, approved_preview, confirmed_by)
+
+
+@k8s_rollout_undo.dry_run
+async def _undo_preview(name: str, revision: int | None = None, namespace: str | None = None,
+                        cluster: str | None = None, *, ctx: ToolContext) -> str:
+    return await preview(await plan_undo(ctx, name, revision, namespace, cluster))
+
+
+# -- delete pod ----------------------------------------------------------------------------------------
+async def plan_delete(ctx: ToolContext, pod: str, namespace: str | None, cluster: str | None) -> Change:
+    client, k, ns, pod = _target(ctx, cluster, namespace, "pod", pod, ("Pod",))
+    obj = await get_object(client, "Pod", ns, pod)
+    rv, uid = _rv(obj), render.meta(obj).get("uid")
+    refs = render.meta(obj).get("ownerReferences") or []
+    owner = next((r for r in refs if r.get("controller")), None)
+    notes = [f"uid: {uid}",
+             f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {_restarts(obj)}, "
+             f"node {(obj.get('spec') or {}).get('nodeName') or render.NONE}",
+             f"owner: {owner.get('kind')} {owner.get('name')}: it creates a replacement pod" if owner else
+             "owner: none: the pod will NOT come back"]
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv, "uid": uid}}
+    change = Change(client, k, ns, pod, f"delete pod {ns}/{pod}", rv, obj, "DELETE", k.path(ns, pod), body,
+                    verb="delete", resource="pods", notes=notes)
+    return change
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    return sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+@tool(category=Category.DESTRUCTIVE, timeout_s=60)
+async def k8s_delete_pod(pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
+                         confirmed_by: str, approved_preview: str) -> str:
+    """Delete one pod (its controller, if any, creates a replacement); the card shows the server's dry run.
+
+    Args:
+        pod: the pod's name.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
+    change = await plan_delete(ctx, pod, namespace, cluster)
+    rv = approved_version(change, approved_preview)
+    await change.send(dry_run=False)
+    return f"done: {change.header()}; approved by {confirmed_by}; it was at resourceVersion {rv}"
+
+
+@k8s_delete_pod.dry_run
+async def _delete_preview(pod: str, namespace: str | None = None, cluster: str | None = None, *,
+                          ctx: ToolContext) -> str:
+    change = await plan_delete(ctx, pod, namespace, cluster)
+    await change.send(dry_run=True)
+    return "\n".join([f"{change.header()}: server-side dry run (dryRun=All) accepted",
+                      f"resourceVersion: {change.resource_version}", "changes:",
+                      f"  pod {change.namespace}/{change.name}: exists {render.ARROW} deleted", *change.notes])
