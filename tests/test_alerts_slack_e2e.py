@@ -5,15 +5,18 @@ The alert arrives the way Slack delivers an integration's post: a `bot_message` 
 content in `attachments` (Alertmanager's Slack receiver), through FakeSlack's incoming-webhook endpoint.
 """
 
+# ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from handlers import messages
-from tests import incident_tools
+from tests import incident_tools, promserver
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, Message, message_event
 from tests.harness import BOB, CHANNEL, bot_env, text_of, user_turn
@@ -139,3 +142,31 @@ async def test_anyone_allowed_may_approve_an_alert_runs_destructive_call_but_not
         final = await env.wait_final(CHANNEL, ts)
         assert "Freed 19.8 GB" in text_of(final)
         assert [e.confirmed_by for e in incident_tools.EXECUTIONS if e.tool == "clean_logs"] == [BOB]
+
+
+@pytest.mark.skipif(promserver.missing() is not None, reason=str(promserver.missing()))
+async def test_alertmanagers_slack_receiver_posting_to_an_incoming_webhook_starts_one_run_in_its_thread(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var on web-03 is full of rotated nginx logs.")))
+    target = await promserver.Target(value=0.99).start()
+    try:
+        async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG) as env:
+            hook = fake_slack.add_incoming_webhook(CHANNEL, bot_id=SENDER)
+            receivers = f"""- name: slack
+  slack_configs:
+  - api_url: {hook}
+    channel: '#incident'
+    send_resolved: false
+"""
+            async with promserver.prom_stack(target, receivers=receivers, receiver="slack", repeat_interval="1h"):
+                [ts] = await alert_root(fake_slack, timeout=60)
+                final = await env.wait_final(CHANNEL, ts, timeout=20)
+                assert "rotated nginx logs" in text_of(final)
+                [run] = env.runs()
+                assert (run.thread_ts, run.requester) == (ts, "")
+                first = user_turn((await env.requests(1))[0], 0)[0]["text"]
+                assert "[FIRING:1] DiskFull" in first  # the attachment's title, rendered as text
+                assert fake_slack.incoming_posts and "attachments" in fake_slack.incoming_posts[0]
+    finally:
+        await target.close()

@@ -1,7 +1,9 @@
 """Alertmanager's webhook, end to end: the real app's receiver on its own loopback port, posted to as
-Alertmanager posts (payload version 4, bearer token), against FakeSlack and FakeAnthropic. The whole path from
-a real Prometheus rule through a real Alertmanager is in test_alerts_promstack_e2e.py.
+Alertmanager posts (payload version 4, bearer token), against FakeSlack and FakeAnthropic. The last test runs the whole
+path: a real Prometheus rule fires on a loopback target and a real Alertmanager posts here (tests/promserver.py).
 """
+
+# ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
+from tests import promserver
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack
 from tests.harness import BOB, CHANNEL, BotEnv, bot_env, text_of, user_turn
@@ -196,3 +200,51 @@ async def test_a_store_failure_answers_503_and_the_retry_succeeds(
         ts = await root(env)
         await env.wait_final(CHANNEL, ts)
         assert len(env.runs()) == 1
+
+
+async def until(check: Any, what: str, timeout: float = 30.0) -> None:
+    """Poll observable state (the desk's counts) until `check()` holds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)  # polling state that has no change notification
+
+
+@pytest.mark.skipif(promserver.missing() is not None, reason=str(promserver.missing()))
+async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_repeats_and_resolves(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Checking web-03."), tool_use("restart_service",
+                                                                  {"host": "web-03", "unit": "nginx.service"})),
+                          reply(text("Restarted nginx; /var recovered.")))
+    target = await promserver.Target(value=0.99).start()
+    try:
+        async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+            assert env.ops.alerts is not None
+            desk = env.ops.alerts
+            receivers = f"""- name: opsloop
+  webhook_configs:
+  - url: http://127.0.0.1:{desk.port}/alertmanager
+    send_resolved: true
+    http_config:
+      authorization: {{type: Bearer, credentials: {TOKEN}}}
+"""
+            async with promserver.prom_stack(target, receivers=receivers, receiver="opsloop"):
+                ts = await root(env, timeout=60)
+                card = await env.card(CHANNEL, ts, timeout=10)
+                first = user_turn((await env.requests(1))[0], 0)[0]["text"]
+                assert "alertname=DiskFull" in first and "expression: test_disk_used_ratio > 0.95" in first
+                await until(lambda: desk.counts[("webhook", "deduplicated")] >= 2, "two repeats from Alertmanager")
+                assert len(env.runs()) == 1 and desk.counts[("webhook", "started")] == 1
+                target.value = 0.5  # the metric recovers
+                await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text,
+                                                  timeout=60)
+                await env.approve(card, BOB)
+                await env.wait_final(CHANNEL, ts)
+                said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
+                assert "[alert update]" in said and "is resolved" in said
+                assert len(env.runs()) == 1
+                assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1
+    finally:
+        await target.close()
