@@ -34,7 +34,8 @@ def test_every_action_id_the_blocks_use_has_a_listener():
 def test_scopes_cover_the_methods_we_call():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
     assert scopes == {"app_mentions:read", "channels:history", "groups:history", "chat:write", "reactions:write",
-                      "users:read", "usergroups:read"}
+                      "users:read", "usergroups:read",
+                      "channels:read", "groups:read"}  # conversations.info: `opsloop check` of the alert channels
 
 
 def test_readme_documents_every_command():
