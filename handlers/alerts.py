@@ -29,6 +29,7 @@ import structlog
 from aiohttp import web
 
 from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
+from bot.errors import OpsloopError
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
 from handlers import messages, mrkdwn
@@ -44,7 +45,7 @@ KEY_LABELS = ("alertname", "severity", "instance", "job", "namespace", "service"
 OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
 
 
-class BadPayload(ValueError):
+class BadPayload(OpsloopError):
     """A webhook body that is not Alertmanager's payload version 4: 400, nothing stored."""
 
 
