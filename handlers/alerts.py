@@ -76,14 +76,16 @@ def alert_text(event: dict[str, Any]) -> str:
             parts.append(prefix + value.strip())
 
     add(event.get("text"))
-    for a in event.get("attachments") or []:
+    attachments = event.get("attachments")
+    for a in attachments if isinstance(attachments, list) else []:
         if not isinstance(a, dict):
             continue
         before = len(parts)
         for key in ("pretext", "author_name", "title", "text"):
             add(a.get(key))
         add(a.get("title_link"), "link: ")
-        for f in a.get("fields") or []:
+        fields = a.get("fields")
+        for f in fields if isinstance(fields, list) else []:
             if isinstance(f, dict) and isinstance(f.get("title"), str) and isinstance(f.get("value"), str):
                 add(f"{f['title']}: {f['value']}")
         add(a.get("footer"))
@@ -210,8 +212,9 @@ class AlertDesk:
 
     # --- Slack -----------------------------------------------------------------------------------------
     def _source(self, event: dict[str, Any]) -> tuple[SlackAlertSource, Any, Any] | None:
-        senders = {event.get("bot_id"), event.get("app_id"), (event.get("bot_profile") or {}).get("app_id")}
-        senders.discard(None)
+        profile = event.get("bot_profile")
+        given = [event.get("bot_id"), event.get("app_id"), profile.get("app_id") if isinstance(profile, dict) else None]
+        senders = {s for s in given if isinstance(s, str) and s}  # payloads come from outside: any shape
         for source, match, ignore in self.sources:
             if event.get("channel") == source.channel and senders & set(source.senders):
                 return source, match, ignore
@@ -220,7 +223,7 @@ class AlertDesk:
     async def on_message(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
         """True when `event` is an alert message from a configured sender (started, deduplicated, dropped or
         ignored); False: not an alert, for the reply listener."""
-        if not event.get("bot_id") and not event.get("app_id"):
+        if not isinstance(event.get("bot_id") or event.get("app_id"), str):
             return False
         found = self._source(event)
         channel, ts = event.get("channel"), event.get("ts")

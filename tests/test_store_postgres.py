@@ -36,7 +36,7 @@ NEVER = 2e9
 PASSWORD = "pw-PLANTED-s3cr3t-9f8e7d"
 REPLICAS = 4
 ROUNDS = 5
-TABLES = {"runs", "messages", "tool_results", "steps", "events", "inbox", "approvals", "outbox",
+TABLES = {"runs", "messages", "tool_results", "steps", "events", "inbox", "approvals", "outbox", "alert_groups",
           "opsloop_migrations"}
 
 
