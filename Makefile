@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 
-.PHONY: test test-latest lock chaos lint demo sandbox screenshot browser postgres sshd run bench clean
+.PHONY: test test-latest lock chaos lint demo sandbox screenshot browser postgres sshd prometheus run bench clean
 
 # Every install comes from a committed lock with hashes (locks/): a fresh clone gets exactly what CI tested.
 # uv (itself pinned, with hashes, in locks/uv.txt) installs them; plain pip can install the same files
@@ -30,13 +30,13 @@ lock: $(STAMP)
 # The suite on the newest versions pyproject.toml's ranges allow, ignoring the lock, in a venv of its own:
 # drift found on purpose (then `make lock`), not by a red CI on a fresh clone.
 LATEST := .venv-latest
-test-latest: $(STAMP) browser postgres sshd
+test-latest: $(STAMP) browser postgres sshd prometheus
 	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
 	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade --resolution highest -e '.[dev]'
 	$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE '^(anthropic|slack|aiohttp|sqlite-utils|structlog|asyncssh|google-re2|psycopg)' || true
 	$(LATEST)/bin/python -m pytest -q
 
-test: $(STAMP) browser postgres sshd
+test: $(STAMP) browser postgres sshd prometheus
 	$(BIN)/python -m pytest -q
 
 # The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
@@ -107,6 +107,21 @@ sshd:
 	$$SUDO $(SSH_INSTALL) >/dev/null 2>&1 \
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(SSH_INSTALL) >/dev/null 2>&1; } \
 	  || echo "sshd: apt-get could not install $(SSH_PKGS); the SSH tests will skip"
+
+# Prometheus and Alertmanager for the alert tests (tests/promserver.py runs them on loopback), from Debian's
+# packages, the same way. Never fails the build: without them the real-server alert tests skip and say why.
+PROM_PKGS := prometheus prometheus-alertmanager
+PROM_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PROM_PKGS)
+prometheus:
+	@if command -v prometheus >/dev/null && { command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "prometheus: no apt-get here; the real-server alert tests will skip"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "prometheus: not root and no passwordless sudo; the real-server alert tests will skip"; exit 0; fi; \
+	echo "prometheus: installing $(PROM_PKGS) with apt-get"; \
+	$$SUDO $(PROM_INSTALL) >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PROM_INSTALL) >/dev/null 2>&1; } \
+	  || echo "prometheus: apt-get could not install $(PROM_PKGS); the real-server alert tests will skip"
 
 run: $(STAMP)
 	$(BIN)/opsloop run

@@ -32,6 +32,7 @@ from bot.model import AnthropicModel
 from bot.pricing import model_problems, price_for
 from bot.store import Store
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
@@ -74,13 +75,17 @@ ACTIONS = (APPROVE, DENY, STOP, FEEDBACK)
 SHORTCUTS = (INVESTIGATE,)  # message shortcuts (manifest.yml features.shortcuts callback_id)
 
 
-def register(app: AsyncApp, sup: Supervisor) -> None:
+def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> None:
     """Thin listeners: dedupe, persist, then ack, and hand off. Model work never runs inside an ack.
 
     The app runs with process_before_response: Slack gets its ack when the listener returns, so a
     listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
     delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
-    event_handlers = {"app_mention": mentions.on_mention, "message": replies.on_message,
+    async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+        if desk is None or not await desk.on_message(body, event):  # an alert starts a run; the rest as before
+            await replies.on_message(sup, body, event)
+
+    event_handlers = {"app_mention": mentions.on_mention, "message": on_message,
                       "app_home_opened": home.on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
@@ -138,11 +143,14 @@ class Opsloop:
     down: dict[str, str] = field(default_factory=dict)
     llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
     watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
+    alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
         if self.metrics is not None:
             await self.metrics.close()
+        if self.alerts is not None:
+            await self.alerts.close()  # no new alert deliveries (Alertmanager retries what gets no 200)
         if self.watcher is not None:
             self.watcher.cancel()
             await asyncio.gather(self.watcher, return_exceptions=True)
@@ -225,10 +233,11 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for or claude_for,
                      price_for=lambda m: price_for(m, settings.model.prices)[0],
                      policy=ApprovalPolicy(settings.approvals, client), outbox=outbox)
-    register(app, sup)
+    desk = AlertDesk(sup, settings.alerts)
+    register(app, sup, desk)
     return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup, outbox=outbox,
                    owned_llm=None if model_client is not None else llm, llm=llm,
-                   llm_reachable=None if llm is None else False)
+                   llm_reachable=None if llm is None else False, alerts=desk)
 
 
 async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metrics_port: int | None = None,
@@ -261,6 +270,8 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
+    if ops.alerts is not None:
+        await ops.alerts.serve()  # Alertmanager's webhook, once runs can start and threads can be opened
 
 
 @web.middleware

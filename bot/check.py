@@ -33,6 +33,46 @@ async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
     return []
 
 
+async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
+    """[[alerts.slack]] and [alerts.webhook]: the regexes compiled at load time; here the token variable, and
+    every alert channel exists with the bot in it (conversations.info)."""
+    from slack_sdk.errors import SlackApiError
+
+    from bot.app import slack_client
+
+    alerts = settings.alerts
+    problems = []
+    if alerts.webhook is not None:
+        if alerts.webhook.token is None:
+            problems.append(f"alerts.webhook: {alerts.webhook.token_env} is not set (the bearer token Alertmanager "
+                            "sends); every notification would be refused")
+        else:
+            print(f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
+                  f"{alerts.webhook.token_env}")
+    if not settings.slack_bot_token:
+        return problems
+    client = slack_client(settings, timeout_s=timeout_s, retries=False)
+    for channel in dict.fromkeys(alerts.channels()):
+        try:
+            async with asyncio.timeout(timeout_s):
+                info = (await client.conversations_info(channel=channel)).get("channel") or {}
+        except SlackApiError as e:
+            error = e.response.get("error")
+            hint = " (add channels:read and groups:read to the app's scopes, see manifest.yml)" \
+                if error == "missing_scope" else ""
+            problems.append(f"alerts: channel {channel}: conversations.info failed: {error}{hint}")
+            continue
+        except Exception as e:
+            problems.append(f"alerts: channel {channel}: {type(e).__name__}: {reason(e)}")
+            continue
+        if not info.get("is_member"):
+            problems.append(f"alerts: channel {channel} (#{info.get('name', '?')}): the bot is not in it; invite it "
+                            "(/invite @opsloop)")
+        else:
+            print(f"alerts: ok, channel {channel} (#{info.get('name', '?')})")
+    return problems
+
+
 async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
     """One tiny request per model of the chain (retired ones are already an error and are not asked)."""
     import anthropic
@@ -114,6 +154,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
         problems.append("SLACK_BOT_TOKEN is not set")
     else:
         problems += await slack_check(settings, timeout_s=timeout_s)
+    problems += await alerts_check(settings, timeout_s=timeout_s)
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
     else:

@@ -14,8 +14,8 @@ from bot.guards import Limits
 from bot.pricing import Price, model_problems
 from tools.remote.inventory import HostsConfigError, Inventory, SshCredentials, load_hosts
 
-__all__ = ["ApprovalSettings", "ConfigError", "ModelSettings", "Secret", "Settings", "load_settings",
-           "missing_for_run"]
+__all__ = ["AlertSettings", "AlertWebhookSettings", "ApprovalSettings", "ConfigError", "ModelSettings", "Secret",
+           "Settings", "SlackAlertSource", "alert_regex", "load_settings", "missing_for_run"]
 
 
 class Secret(str):
@@ -74,6 +74,54 @@ class ApprovalSettings:
         return self.required_approvals
 
 
+ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlackAlertSource:
+    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (REACH.md §3)."""
+
+    channel: str
+    senders: tuple[str, ...]  # bot_id (B…) or app_id (A…) of the integration
+    match: str = ""  # RE2 over the message text (attachments and blocks included); empty: every message
+    ignore: str = ""  # RE2; a match starts nothing; empty: nothing is ignored
+    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertWebhookSettings:
+    """[alerts.webhook]: Alertmanager's webhook receiver, on its own port."""
+
+    host: str = "0.0.0.0"
+    port: int = 9095
+    token_env: str = "OPSLOOP_ALERT_TOKEN"
+    token: Secret | None = None  # read from the variable token_env names; unset: every request is refused
+    channel: str = ""
+    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertSettings:
+    slack: tuple[SlackAlertSource, ...] = ()
+    webhook: AlertWebhookSettings | None = None
+
+    def channels(self) -> list[str]:
+        return [*(s.channel for s in self.slack), *([self.webhook.channel] if self.webhook else [])]
+
+
+def alert_regex(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (linear-time matching); raises ValueError naming the problem."""
+    import re2
+
+    try:
+        return re2.compile(pattern)
+    except re2.error as e:
+        arg = e.args[0] if e.args else ""
+        raise ValueError(arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)) from None
+    except UnicodeError:
+        raise ValueError("not valid Unicode") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
@@ -83,6 +131,7 @@ class Settings:
     tools: Mapping[str, Any] = field(default_factory=lambda: {"modules": ["tools.builtin"]})
     inventory: Inventory = field(default_factory=Inventory)  # [ssh] and [[hosts]] (REACH.md §1)
     ssh_credentials: SshCredentials = field(default_factory=SshCredentials)  # identity passphrases, ssh-agent
+    alerts: AlertSettings = field(default_factory=AlertSettings)  # [[alerts.slack]], [alerts.webhook]
     status_update_seconds: float = 2.0
     # environment: secrets and endpoints only
     slack_bot_token: Secret | None = None
@@ -113,7 +162,90 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
     "kubernetes": {},  # [[kubernetes.clusters]]: handed to build_registry with [tools] (as tools["kubernetes"])
     "log": {"level": (str,)},
     "store": {"url": (str,)},
+    "alerts": {},  # validated by _alerts
 }
+
+_ALERT_SLACK_KEYS = {"channel": (str,), "senders": (list,), "match": (str,), "ignore": (str,),
+                     "max_runs_per_10_min": (int,)}
+_ALERT_WEBHOOK_KEYS = {"listen": (str,), "token_env": (str,), "channel": (str,), "max_runs_per_10_min": (int,)}
+
+
+def _alert_table(where: str, table: Any, schema: dict[str, tuple[Any, ...]], problems: list[str]) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        problems.append(f"{where}: expected a table")
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        types = schema.get(key)
+        if types is None:
+            problems.append(f"{where}.{key}: unknown key (known: {', '.join(sorted(schema))})")
+        elif isinstance(value, bool) or not isinstance(value, types) or (
+                isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            problems.append(f"{where}.{key}: expected {' or '.join(t.__name__ for t in types)}, got {value!r}")
+        else:
+            out[key] = value
+    for key in ("channel",):
+        if not out.get(key):
+            problems.append(f"{where}.{key}: required (the channel id, C…)")
+    if "max_runs_per_10_min" in out and out["max_runs_per_10_min"] < 1:
+        problems.append(f"{where}.max_runs_per_10_min: must be at least 1")
+    return out
+
+
+def _alerts(raw: Any, env: Mapping[str, str], channels: tuple[str, ...], problems: list[str]) -> AlertSettings:
+    """[[alerts.slack]] and [alerts.webhook] (REACH.md §3): every problem named, regexes compiled with RE2."""
+    if raw is None:
+        return AlertSettings()
+    if not isinstance(raw, dict):
+        problems.append("alerts: expected a table ([[alerts.slack]], [alerts.webhook])")
+        return AlertSettings()
+    for key in raw:
+        if key not in ("slack", "webhook"):
+            problems.append(f"alerts.{key}: unknown key (known: slack, webhook)")
+    sources = []
+    entries = raw.get("slack", [])
+    if not isinstance(entries, list):
+        problems.append("alerts.slack: expected an array of tables ([[alerts.slack]])")
+        entries = []
+    for i, entry in enumerate(entries):
+        where = f"alerts.slack[{i}]"
+        t = _alert_table(where, entry, _ALERT_SLACK_KEYS, problems)
+        if not t.get("senders"):
+            problems.append(f"{where}.senders: required (the bot_id B… or app_id A… that posts the alerts)")
+        for who in t.get("senders", []):
+            if who[:1] not in ("B", "A"):
+                problems.append(f"{where}.senders: {who!r} is neither a bot_id (B…) nor an app_id (A…)")
+        for key in ("match", "ignore"):
+            if t.get(key):
+                try:
+                    alert_regex(t[key])
+                except ValueError as e:
+                    problems.append(f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
+                                    f"backreferences or lookaround): {e}")
+        if t.get("channel") and channels and t["channel"] not in channels:
+            problems.append(f"{where}.channel: {t['channel']} is not in slack.channels")
+        sources.append(SlackAlertSource(
+            channel=t.get("channel", ""), senders=tuple(t.get("senders", ())), match=t.get("match", ""),
+            ignore=t.get("ignore", ""), max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN)))
+    webhook = None
+    if "webhook" in raw:
+        t = _alert_table("alerts.webhook", raw["webhook"], _ALERT_WEBHOOK_KEYS, problems)
+        default = AlertWebhookSettings()
+        host, port = default.host, default.port
+        if "listen" in t:
+            h, sep, p = str(t["listen"]).rpartition(":")
+            if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
+                problems.append(f"alerts.webhook.listen: expected \"host:port\", got {t['listen']!r}")
+            else:
+                host, port = h.strip("[]") or default.host, int(p)
+        token_env = t.get("token_env", default.token_env)
+        token = env.get(token_env, "").strip()
+        if t.get("channel") and channels and t["channel"] not in channels:
+            problems.append(f"alerts.webhook.channel: {t['channel']} is not in slack.channels")
+        webhook = AlertWebhookSettings(host=host, port=port, token_env=token_env,
+                                       token=Secret(token) if token else None, channel=t.get("channel", ""),
+                                       max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN))
+    return AlertSettings(slack=tuple(sources), webhook=webhook)
 
 
 def _check(section: str, table: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -179,7 +311,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
     for name, table in raw.items():
         if name not in _SCHEMA:
             problems.append(f"{name}: unknown section (known: {', '.join(sorted(_SCHEMA))})")
-        elif name in ("ssh", "hosts"):
+        elif name in ("ssh", "hosts", "alerts"):
             continue
         elif not isinstance(table, dict):
             problems.append(f"{name}: expected a table")
@@ -233,6 +365,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         if "kubernetes" in tools:
             problems.append("tools.kubernetes: configure clusters as [[kubernetes.clusters]], not under [tools]")
         tools = {**tools, "kubernetes": sections["kubernetes"]}
+    alerts = _alerts(raw.get("alerts"), env, tuple(sl.get("channels", default.channels)), problems)
     if problems:
         raise ConfigError(problems)
 
@@ -252,6 +385,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         tools=tools,
         inventory=inventory,
         ssh_credentials=SshCredentials(passphrases=passphrases, agent_path=env.get("SSH_AUTH_SOCK") or None),
+        alerts=alerts,
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
@@ -281,5 +415,9 @@ def missing_for_run(settings: Settings) -> list[str]:
         problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
+    webhook = settings.alerts.webhook
+    if webhook is not None and webhook.token is None:
+        problems.append(f"{webhook.token_env} is not set (the bearer token [alerts.webhook] expects from "
+                        "Alertmanager)")
     problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident
     return problems

@@ -43,6 +43,8 @@ DEFAULT_HOST = "0.0.0.0"  # kubelet probes and Prometheus reach a pod on its IP,
 HEALTH_TIMEOUT_S = 2.0  # under a typical probe timeout; a store that needs longer is not healthy
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 APPROVAL_OUTCOMES = tuple(s for s in ApprovalState if s != ApprovalState.PENDING)
+ALERT_SOURCES = ("slack", "webhook")
+ALERT_OUTCOMES = ("received", "deduplicated", "started", "dropped")  # handlers.alerts logs alert.<outcome>
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)  # Slack wants an ack in 3 s
 MODEL_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -120,6 +122,12 @@ class Metrics:
                                       buckets=TOOL_BUCKETS, registry=r)
         self.event_ack = Histogram("opsloop_event_ack_seconds", "Time from a Slack delivery reaching opsloop to "
                                    "its ack, by event type.", ["type"], buckets=ACK_BUCKETS, registry=r)
+        self.alerts = Counter("opsloop_alerts", "Alerts (Slack alert messages, Alertmanager notifications), by source "
+                              "and outcome: received, deduplicated, started, dropped (storm control).",
+                              ["source", "outcome"], registry=r)
+        for source in ALERT_SOURCES:
+            for outcome in ALERT_OUTCOMES:
+                self.alerts.labels(source=source, outcome=outcome)
         for reason in StopReason:  # zero from the start, so rate() and alerts work before the first stop
             self.runs.labels(stop_reason=reason.value)
         self.store_view = StoreCollector()
@@ -130,6 +138,9 @@ class Metrics:
     def processor(self, _logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         """structlog processor: count a run's trace event, pass every event on unchanged."""
         kind = event.get("event")
+        if isinstance(kind, str) and kind.startswith("alert.") and kind[6:] in ALERT_OUTCOMES:
+            self.alerts.labels(source=str(event.get("source") or "unknown"), outcome=kind[6:]).inc()
+            return event
         run_id = structlog.contextvars.get_contextvars().get("run_id")
         if run_id is not None and isinstance(kind, str) and kind in _OBSERVED:
             try:

@@ -250,6 +250,32 @@ def m007_feedback(db: sqlite_utils.Database) -> None:
     db.table("feedback").create_index(["run_id"])
 
 
+@sqlite_migrations()
+def m008_alerts(db: sqlite_utils.Database) -> None:
+    """Alerts that start runs (REACH.md §3): one row per alert group (Alertmanager's groupKey, or a Slack alert
+    message), what it started, and each channel's alert-storm thread."""
+    db.table("alert_groups").create(
+        {
+            "key": str,  # am:<groupKey> | slack:<channel>:<ts> | storm:<channel>
+            "source": str,  # webhook | slack | storm
+            "channel": str,
+            "thread_ts": str,  # the group's thread (webhook: once its root message is posted)
+            "run_id": str,
+            "state": str,  # opening | started | dropped | ignored | storm
+            "status": str,  # firing | resolved
+            "fingerprints": str,  # JSON: the sorted fingerprints of the firing alerts
+            "summary": str,  # one line naming the alert (the storm thread lists it)
+            "repeat_noted": int,  # the thread heard once that a repeat started nothing
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="key",
+        not_null={"source", "channel", "state"},
+        defaults={"repeat_noted": 0},
+    )
+    db.table("alert_groups").create_index(["channel", "state", "created_at"])
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -322,6 +348,13 @@ PG_MIGRATIONS: dict[str, str] = {
             value TEXT NOT NULL, channel TEXT, message_ts TEXT, at DOUBLE PRECISION);
         CREATE UNIQUE INDEX idx_feedback_click ON feedback (click);
         CREATE INDEX idx_feedback_run_id ON feedback (run_id);
+    """,
+    "m008_alerts": """
+        CREATE TABLE alert_groups (
+            key TEXT PRIMARY KEY, source TEXT NOT NULL, channel TEXT NOT NULL, thread_ts TEXT, run_id TEXT,
+            state TEXT NOT NULL, status TEXT, fingerprints TEXT, summary TEXT, repeat_noted INTEGER DEFAULT 0,
+            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
+        CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
     """,
 }
 

@@ -505,3 +505,49 @@ def home_approval(link: str, tool: str, category: str, task: str) -> str:
 
 def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float) -> str:
     return f"<{link}|{escape(task)}> — {code(stop_reason)}, ${cost_usd:.2f}"
+
+
+# ---------------------------------------------------------------------------
+# Alerts (REACH.md §3). Every value from an alert is escaped here; links arrive already made safe (plain URLs
+# by handlers.mrkdwn.plain_link: a link always shows where it goes).
+# ---------------------------------------------------------------------------
+
+
+def alert_root(*, name: str, severity: str, status: str, firing: int, labels: Sequence[tuple[str, str]],
+               summary: str, links: Sequence[tuple[str, str]]) -> str:
+    """The root of a new alert group's thread, where its run starts."""
+    head = f":rotating_light: *{escape(name)}*" + (f" ({escape(severity)})" if severity else "")
+    lines = [f"{head}: {escape(status)}, {firing} alert{'s' if firing != 1 else ''} firing"]
+    if summary:
+        lines.append(escape(summary))
+    if labels:
+        lines.append("*Labels:* " + ", ".join(f"`{escape(k)}={escape(v)}`" for k, v in labels))
+    lines += [f"*{escape(what)}:* {link}" for what, link in links]
+    lines.append("_opsloop is investigating in this thread._")
+    return "\n".join(lines)
+
+
+def alert_repeat() -> str:
+    return ("Alertmanager sent this group again with the same alerts firing: nothing new was started "
+            "(further repeats are not posted).")
+
+
+def alert_changed(firing: Sequence[str]) -> str:
+    return (f":bell: The firing alerts changed: {len(firing)} firing now"
+            + (": " + ", ".join(escape(f) for f in firing[:10]) if firing else "")
+            + (f" and {len(firing) - 10} more" if len(firing) > 10 else "") + ". The investigation is told.")
+
+
+def alert_resolved(name: str, *, told_run: bool) -> str:
+    return (f":white_check_mark: *{escape(name)}* is resolved (Alertmanager)."
+            + (" The investigation is told." if told_run else ""))
+
+
+def alert_storm_root(limit: int) -> str:
+    return (f":warning: *Alert storm*: more than {limit} alerts in this channel within 10 minutes. opsloop "
+            "investigates the first ones only; the alerts listed in this thread were *not investigated*. "
+            "Mention opsloop in an alert's thread to investigate it.")
+
+
+def alert_not_investigated(summary: str) -> str:
+    return f"Not investigated: {escape(summary)}"

@@ -251,3 +251,10 @@ def outside_markup(text: str, pos: int) -> int:
 def _append_chunk(chunks: list[str], chunk: str) -> None:
     if chunk.replace(FENCE, "").strip():
         chunks.append(chunk)
+
+
+def plain_link(url: str) -> str:
+    """A URL from outside (an alert's generatorURL, a runbook) as mrkdwn that shows where it goes: `<url>` in
+    ASCII for http(s) URLs without user info, otherwise escaped text that is not a link."""
+    target = _ascii_url(url) if url.lower().startswith(("http://", "https://")) else None
+    return f"<{m.escape(target)}>" if target else m.escape(reveal(url, prose=True))

@@ -87,12 +87,19 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def _toml(table: dict[str, Any], prefix: str = "") -> str:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-    out = ([f"[{prefix}]"] if prefix and lines else []) + lines
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _toml(table: dict[str, Any], prefix: str = "", *, array: bool = False) -> str:
+    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)]
+    header = f"[[{prefix}]]" if array else f"[{prefix}]"
+    out = ([header] if prefix and (lines or array) else []) + lines
     for k, v in table.items():
         if isinstance(v, dict):
             out.append(_toml(v, f"{prefix}.{k}" if prefix else k))
+        elif _is_tables(v):
+            out += [_toml(item, f"{prefix}.{k}" if prefix else k, array=True) for item in v]
     return "\n".join(out) + "\n"
 
 
@@ -395,7 +402,7 @@ async def _start(settings: Settings, *, http: bool) -> Opsloop:
 
 @contextlib.asynccontextmanager
 async def bot_env(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, config_toml: str = "",
-                  *, http: bool = False) -> AsyncIterator[BotEnv]:
+                  *, http: bool = False, env_extra: dict[str, str] | None = None) -> AsyncIterator[BotEnv]:
     """The real app, started against the fakes; closed cleanly however the test ends."""
     incident_tools.reset()
     for user, name in PEOPLE.items():
@@ -410,6 +417,7 @@ async def bot_env(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnt
         "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
     }
     env.update({"SLACK_SIGNING_SECRET": SIGNING_SECRET} if http else {"SLACK_APP_TOKEN": fake_slack.app_token})
+    env.update(env_extra or {})
     settings = load_settings(config, env=env)
     ops = await _start(settings, http=http)
     bot = BotEnv(settings=settings, slack=fake_slack, model=fake_anthropic, ops=ops, http=http)

@@ -44,7 +44,8 @@ def test_manifest_has_the_home_tab():
 def test_scopes_cover_the_methods_we_call():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
     assert scopes == {"app_mentions:read", "channels:history", "groups:history", "chat:write", "reactions:write",
-                      "users:read", "usergroups:read", "commands"}
+                      "users:read", "usergroups:read", "commands",
+                      "channels:read", "groups:read"}  # conversations.info: `opsloop check` of the alert channels
 
 
 def test_readme_documents_every_command():

@@ -7,6 +7,7 @@ What is asserted is what callers read back (records, booleans, orderings); the o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -762,3 +763,37 @@ async def test_feedback_clicks_are_kept_once_each_with_who_and_when(store: Store
     assert all(f.at > 0 for f in mine)
     assert len(await store.feedback()) == 3
     assert await store.feedback_counts() == {FeedbackValue.POSITIVE: 1, FeedbackValue.NEGATIVE: 2}
+
+
+# --- alerts (REACH.md §3) ------------------------------------------------------------------------------------
+async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_backends(store: Store) -> None:
+    from bot.store import AlertOutcome
+
+    async def accept(key: str, fps: list[str], status: str = "firing", limit: int = 2):
+        return await store.accept_alert_group(key, channel="C1", status=status, fingerprints=fps,
+                                              summary=f"{key} {SECRET}", update=f"update {SECRET}", limit=limit)
+
+    new, twin = await asyncio.gather(accept("g1", ["a"]), accept("g1", ["a"]))  # two deliveries racing
+    assert sorted(x.outcome.value for x in (new, twin)) == ["repeat", "started"]
+    run = await store.open_alert_run("g1", thread_ts="9.0", task="t", prompt="p", model="m")
+    assert run is not None and run.requester == "" and run.thread_ts == "9.0"
+    assert await store.open_alert_run("g1", thread_ts="9.1", task="t", prompt="p", model="m") is None
+    first, again = await accept("g1", ["a"]), await accept("g1", ["a"])
+    assert (first.outcome, first.note, again.outcome, again.note) == (AlertOutcome.REPEAT, True,
+                                                                      AlertOutcome.REPEAT, False)
+    changed = await accept("g1", ["a", "b"])
+    assert changed.outcome is AlertOutcome.CHANGED and changed.run is not None and changed.run.id == run.id
+    resolved = await accept("g1", [], status="resolved")
+    assert resolved.outcome is AlertOutcome.RESOLVED
+    assert [i.user for i in await store.queued_inbox(run.id)] == ["Alertmanager", "Alertmanager"]
+    assert (await accept("g2", ["c"])).outcome is AlertOutcome.STARTED
+    assert (await accept("g3", ["d"])).outcome is AlertOutcome.DROPPED  # the third in ten minutes, limit 2
+    assert (await accept("g4", [], status="resolved")).outcome is AlertOutcome.IGNORED
+    slack = await store.accept_slack_alert("Ev1", channel="C2", ts="5.0", task="t", prompt="p", model="m",
+                                           summary="s", limit=1)
+    assert slack.outcome is AlertOutcome.STARTED and slack.run is not None and slack.run.requester == ""
+    assert (await store.accept_slack_alert("Ev2", channel="C2", ts="5.0", task="t", prompt="p", model="m",
+                                           summary="s", limit=1)).outcome is AlertOutcome.DUPLICATE
+    await store.set_storm_thread("C1", "7.0")
+    assert await store.storm_thread("C1") == "7.0"
+    assert SECRET not in json.dumps([g.summary for g in await store.alert_groups()])

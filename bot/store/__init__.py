@@ -14,6 +14,7 @@ writer. The store persists and redacts (rows.py: what is written is redacted at 
 
 from __future__ import annotations
 
+from bot.store.alerts import AcceptedAlert, AlertGroup, AlertOutcome, AlertsCalls
 from bot.store.approvals import ApprovalsCalls
 from bot.store.entry import entry
 from bot.store.events import EventsCalls
@@ -27,11 +28,12 @@ from bot.store.sql import LedgerBase
 from bot.store.trace import TraceCalls
 from bot.store.writer import StoreBase, StoreUnavailable
 
-__all__ = ["ACTIVE_STATES", "Ledger", "Store", "StoreUnavailable", "new_id"]
+__all__ = ["ACTIVE_STATES", "AcceptedAlert", "AlertGroup", "AlertOutcome", "Ledger", "Store", "StoreUnavailable",
+           "new_id"]
 
 
 class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, FeedbackCalls,
-            StoreBase):
+            AlertsCalls, StoreBase):
     """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
 
     `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""

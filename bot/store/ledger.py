@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from bot.backends import WAKE_RUNS
 from bot.history import continue_history
 from bot.redact import redact
+from bot.store.alerts import ALERT_USER, STORM_WINDOW_S, AcceptedAlert, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.entry import entry
 from bot.store.events import Events
@@ -27,7 +28,7 @@ T = TypeVar("T")
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.backends)."""
 
@@ -127,6 +128,93 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows):
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
 
+    # --- alerts (REACH.md §3): claimed, counted against the storm limit and stored in one transaction --------
+    def accept_slack_alert(
+        self, event_id: str, *, channel: str, ts: str, task: str, prompt: str, model: str, summary: str,
+        limit: int,
+    ) -> AcceptedAlert:
+        """An alert message posted in Slack: deduplicated by event id and by message ts; a new run in its thread
+        (no human requester), or DROPPED past `limit` alert runs in the channel's last ten minutes."""
+        with self._durably(), self._atomic():
+            if not self.claim_event(event_id) or not self.claim_event(f"alert:{channel}:{ts}"):
+                return AcceptedAlert(AlertOutcome.DUPLICATE)
+            key = f"slack:{channel}:{ts}"
+            if self._over_storm_limit(channel, limit):
+                self._put_group(key=key, source="slack", channel=channel, state="dropped", summary=summary,
+                                thread_ts=ts)
+                return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
+            run = self.create_run(channel=channel, thread_ts=ts, requester="", task=task, model=model,
+                                  mention_ts=ts, history=continue_history([], prompt))
+            self._put_group(key=key, source="slack", channel=channel, state="started", summary=summary,
+                            thread_ts=ts, run_id=run.id)
+            self._wake(WAKE_RUNS)
+            return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key), run=run)
+
+    def accept_alert_group(
+        self, group_key: str, *, channel: str, status: str, fingerprints: list[str], summary: str, update: str,
+        limit: int,
+    ) -> AcceptedAlert:
+        """One Alertmanager notification, stored before its 200. A new firing group: STARTED (its thread is
+        opened after the ack, `open_alert_run`) or DROPPED (storm); a known group: REPEAT (same firing set),
+        CHANGED or RESOLVED (`update` queued for the group's active run, like a reply)."""
+        key = f"am:{group_key}"
+        firing = sorted(set(fingerprints))
+        with self._durably(), self._atomic():
+            group = self.alert_group(key)
+            if group is None:
+                if status != "firing" or not firing:
+                    return AcceptedAlert(AlertOutcome.IGNORED)
+                state = "dropped" if self._over_storm_limit(channel, limit) else "opening"
+                self._put_group(key=key, source="webhook", channel=channel, state=state, fingerprints=firing,
+                                summary=summary)
+                outcome = AlertOutcome.DROPPED if state == "dropped" else AlertOutcome.STARTED
+                return AcceptedAlert(outcome, group=self.alert_group(key))
+            if group.status == status and (status == "resolved" or tuple(firing) == group.fingerprints):
+                first = status == "firing" and group.state == "started" and not group.repeat_noted
+                if first:
+                    self._update_group(key, repeat_noted=1)
+                return AcceptedAlert(AlertOutcome.REPEAT, group=group, note=first)
+            if status == "firing" and group.status == "resolved" and group.state != "started":
+                return AcceptedAlert(AlertOutcome.DUPLICATE, group=group)
+            self._update_group(key, status=status, fingerprints=firing if status == "firing" else group.fingerprints,
+                               repeat_noted=0)
+            group = self.alert_group(key)
+            outcome = AlertOutcome.RESOLVED if status == "resolved" else AlertOutcome.CHANGED
+            assert group is not None
+            run = self.find_run(group.run_id) if group.run_id else None
+            if run is not None and run.active:
+                self.add_inbox(run_id=run.id, channel=run.channel, ts=group.thread_ts or "", user=ALERT_USER,
+                               text=update)
+                self._wake(WAKE_RUNS)
+            return AcceptedAlert(outcome, group=group, run=run if run is not None and run.active else None)
+
+    def open_alert_run(self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str) -> Run | None:
+        """The group's thread is posted: its run (no human requester) starts in it. None: already opened."""
+        key = f"am:{group_key}"
+        with self._durably(), self._atomic():
+            group = self.alert_group(key)
+            if group is None or group.state != "opening":
+                return None
+            run = self.create_run(channel=group.channel, thread_ts=thread_ts, requester="", task=task, model=model,
+                                  mention_ts=thread_ts, history=continue_history([], prompt))
+            self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id)
+            self._wake(WAKE_RUNS)
+            return run
+
+    def storm_thread(self, channel: str) -> str | None:
+        """The ts of `channel`'s alert-storm thread, while it is younger than the storm window."""
+        group = self.alert_group(f"storm:{channel}")
+        if group is None or not group.thread_ts or group.created_at < self.sql.now() - STORM_WINDOW_S:
+            return None
+        return group.thread_ts
+
+    def set_storm_thread(self, channel: str, thread_ts: str) -> None:
+        key = f"storm:{channel}"
+        with self._atomic():
+            self._write("DELETE FROM alert_groups WHERE key = ?", [key])
+            self._put_group(key=key, source="storm", channel=channel, state="storm", thread_ts=thread_ts)
+
+
 class LedgerCalls:
     """The async entries of what Ledger itself defines (see bot.store.entry)."""
 
@@ -135,3 +223,8 @@ class LedgerCalls:
     put_message = entry(Ledger.put_message)
     accept_mention = entry(Ledger.accept_mention, urgent=True)
     accept_reply = entry(Ledger.accept_reply, urgent=True)
+    accept_slack_alert = entry(Ledger.accept_slack_alert, urgent=True)  # a Slack delivery: its ack waits
+    accept_alert_group = entry(Ledger.accept_alert_group)  # behind mentions and clicks: a storm never delays them
+    open_alert_run = entry(Ledger.open_alert_run)
+    storm_thread = entry(Ledger.storm_thread)
+    set_storm_thread = entry(Ledger.set_storm_thread)

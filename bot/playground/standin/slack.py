@@ -138,6 +138,7 @@ class Message:
     subtype: str | None = None
     team: str | None = None
     metadata: dict[str, Any] | None = None  # chat.postMessage(metadata=...): {"event_type", "event_payload"}
+    attachments: list[dict[str, Any]] | None = None  # legacy attachments (incoming webhooks post these)
 
     def to_api(self, *, include_metadata: bool = False) -> dict[str, Any]:
         """The message as Slack's API renders it (without thread bookkeeping); metadata only when asked for."""
@@ -154,6 +155,8 @@ class Message:
             out["thread_ts"] = self.thread_ts
         if self.blocks:
             out["blocks"] = copy.deepcopy(self.blocks)
+        if self.attachments:
+            out["attachments"] = copy.deepcopy(self.attachments)
         if self.edited:
             out["edited"] = dict(self.edited)
         if include_metadata and self.metadata:
@@ -635,6 +638,7 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: dict[str, list[str]] = {}
         self.envelopes: list[dict[str, Any]] = []  # every envelope sent to the app
+        self.incoming_posts: list[dict[str, Any]] = []  # every body posted to an incoming webhook
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
         self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
         self.connections = 0  # WebSocket connections accepted so far
@@ -657,6 +661,9 @@ class FakeSlack:
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
+        self._incoming: dict[str, tuple[str, str, str]] = {}  # hook id -> (channel, bot_id, app_id)
+        self._deliveries: set[asyncio.Task[str]] = set()
+        self.channels: dict[str, dict[str, Any]] = {}  # conversations.info answers: id -> {name, is_member}
         self._sockets: list[web.WebSocketResponse] = []
         self._changed_event = asyncio.Event()
         self._watchers: list[Callable[[], None]] = []
@@ -671,6 +678,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response_url/{rid}", self._handle_response_url)
         app.router.add_get("/ws", self._handle_ws)
+        app.router.add_post("/services/{hook}", self._handle_incoming_webhook)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -680,6 +688,9 @@ class FakeSlack:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for task in list(self._deliveries):
+            task.cancel()
+        await asyncio.gather(*self._deliveries, return_exceptions=True)
         # Close sockets ourselves: the runner would otherwise wait on their handlers.
         for ws in list(self._sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
@@ -730,6 +741,40 @@ class FakeSlack:
                 "team": self.team_id,
             },
         }
+
+    def add_channel(self, channel_id: str, name: str, *, is_member: bool = True) -> None:
+        """A channel conversations.info knows (unknown ids answer channel_not_found)."""
+        self.channels[channel_id] = {"id": channel_id, "name": name, "is_channel": True, "is_member": is_member}
+
+    def add_incoming_webhook(self, channel: str, *, bot_id: str = "B0ALERTMGR", app_id: str | None = None) -> str:
+        """An incoming-webhook URL that posts into `channel` as the integration `bot_id`, as Slack's do: the
+        post becomes a `bot_message` in the channel, delivered to the app as a `message` event."""
+        hook = uuid.uuid4().hex
+        self._incoming[hook] = (channel, bot_id, app_id or "A" + bot_id[1:])
+        return f"{self._base_url}/services/{hook}"
+
+    async def _handle_incoming_webhook(self, request: web.Request) -> web.Response:
+        target = self._incoming.get(request.match_info["hook"])
+        if target is None:
+            return web.Response(status=404, text="no_service")
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        if not isinstance(body, dict) or not (body.get("text") or body.get("attachments") or body.get("blocks")):
+            return web.Response(status=400, text="no_text")
+        channel, bot_id, app_id = target
+        self.incoming_posts.append(body)
+        ts = next_ts()
+        msg = Message(channel=channel, ts=ts, text=str(body.get("text") or ""), bot_id=bot_id, subtype="bot_message",
+                      blocks=body.get("blocks"), attachments=body.get("attachments"), team=self.team_id)
+        self._add_message(msg)
+        event: dict[str, Any] = {**msg.to_api(), "channel": channel, "event_ts": ts, "channel_type": "channel",
+                                 "app_id": app_id, "username": str(body.get("username") or "incoming-webhook")}
+        task = asyncio.create_task(self.send_event(event))  # Slack answers the webhook before delivering the event
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+        return web.Response(text="ok")
 
     def add_usergroup(self, group_id: str, users: Iterable[str]) -> None:
         self.usergroups[group_id] = list(users)
@@ -1514,6 +1559,12 @@ class FakeSlack:
             raise _SlackError("user_not_found")
         return {"user": copy.deepcopy(user)}
 
+    def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self.channels.get(self._channel(args))
+        if channel is None:
+            raise _SlackError("channel_not_found")
+        return {"channel": dict(channel)}
+
     _METHODS: ClassVar[dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]]] = {
         "auth.test": _auth_test,
         "apps.connections.open": _apps_connections_open,
@@ -1526,4 +1577,5 @@ class FakeSlack:
         "users.info": _users_info,
         "assistant.threads.setStatus": _assistant_threads_set_status,
         "views.publish": _views_publish,
+        "conversations.info": _conversations_info,
     }

@@ -1,0 +1,111 @@
+"""Alerts that start runs (REACH.md §3): alert groups claimed and stored before the ack, storm control per channel.
+
+Every accept is one transaction: the dedupe (Slack's event id and the message ts, or Alertmanager's groupKey
+with its firing fingerprints), the storm count and the new run or the group's row, so two deliveries racing
+(two replicas, two retries) start one run.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.redact import redact
+from bot.store.entry import entry
+from bot.store.sql import LedgerBase
+from bot.types import Run
+
+STORM_WINDOW_S = 600.0  # max_runs_per_10_min counts the runs alerts started in this window, per channel
+ALERT_USER = "Alertmanager"  # who an alert update "says" it in a run's inbox (never a Slack user id)
+
+
+class AlertOutcome(enum.Enum):
+    """What one alert delivery did."""
+
+    STARTED = "started"  # a run was created (Slack alerts), or a group's thread is to be opened (webhook)
+    DUPLICATE = "duplicate"  # seen before and nothing new: nothing to do
+    REPEAT = "repeat"  # the same firing set again: the thread hears it once (`note`)
+    CHANGED = "changed"  # the firing set changed: noted in the thread, queued for the run
+    RESOLVED = "resolved"  # the group resolved: posted in the thread, queued for the run
+    DROPPED = "dropped"  # over max_runs_per_10_min in this channel: listed in the storm thread
+    IGNORED = "ignored"  # a resolved notification of a group never seen: nothing to say
+
+
+@dataclass(frozen=True)
+class AlertGroup:
+    key: str
+    source: str
+    channel: str
+    thread_ts: str | None
+    run_id: str | None
+    state: str
+    status: str
+    fingerprints: tuple[str, ...]
+    summary: str
+    repeat_noted: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class AcceptedAlert:
+    outcome: AlertOutcome
+    group: AlertGroup | None = None
+    run: Run | None = None  # STARTED (Slack): the new run; CHANGED/RESOLVED: the active run it was queued for
+    note: bool = False  # REPEAT: the first repeat, which the thread hears about
+
+
+def _decode_group(row: dict[str, Any]) -> AlertGroup:
+    return AlertGroup(key=str(row["key"]), source=str(row["source"]), channel=str(row["channel"]),
+                      thread_ts=row["thread_ts"] or None, run_id=row["run_id"] or None, state=str(row["state"]),
+                      status=str(row["status"] or ""), fingerprints=tuple(json.loads(row["fingerprints"] or "[]")),
+                      summary=str(row["summary"] or ""), repeat_noted=bool(row["repeat_noted"]),
+                      created_at=float(row["created_at"] or 0.0))
+
+
+class Alerts(LedgerBase):
+    """The alert_groups table. The SQL, run on the store's thread; the accepts are in Ledger (they span tables)."""
+
+    def alert_group(self, key: str) -> AlertGroup | None:
+        rows = self._select("SELECT * FROM alert_groups WHERE key = ?", [key])
+        return _decode_group(rows[0]) if rows else None
+
+    def alert_groups(self, channel: str | None = None) -> list[AlertGroup]:
+        where, params = ("channel = ?", [channel]) if channel else ("1 = 1", [])
+        return [_decode_group(r) for r in self._rows("alert_groups", where, params, order_by="created_at")]
+
+    def alert_runs_since(self, channel: str, since: float) -> int:
+        """How many alert runs started (or are opening) in `channel` since `since` (storm control)."""
+        rows = self._select("SELECT COUNT(*) AS n FROM alert_groups WHERE channel = ? AND state IN (?, ?) "
+                            "AND created_at >= ?", [channel, "opening", "started", since])
+        return int(rows[0]["n"]) if rows else 0
+
+    def _put_group(self, *, key: str, source: str, channel: str, state: str, status: str = "firing",
+                   fingerprints: Sequence[str] = (), summary: str = "", thread_ts: str | None = None,
+                   run_id: str | None = None) -> None:
+        now = self.sql.now()
+        self._insert("alert_groups", {
+            "key": key, "source": source, "channel": channel, "thread_ts": thread_ts, "run_id": run_id,
+            "state": state, "status": status, "fingerprints": json.dumps(sorted(fingerprints)),
+            "summary": redact(summary), "repeat_noted": 0, "created_at": now, "updated_at": now,
+        })
+
+    def _update_group(self, key: str, **fields: Any) -> None:
+        if "fingerprints" in fields:
+            fields["fingerprints"] = json.dumps(sorted(fields["fingerprints"]))
+        fields["updated_at"] = self.sql.now()
+        self._write(f"UPDATE alert_groups SET {', '.join(f'{k} = ?' for k in fields)} WHERE key = ?",
+                    [*fields.values(), key])
+
+    def _over_storm_limit(self, channel: str, limit: int) -> bool:
+        return self.alert_runs_since(channel, self.sql.now() - STORM_WINDOW_S) >= limit
+
+
+class AlertsCalls:
+    """The async entries of Alerts (see bot.store.entry)."""
+
+    alert_group = entry(Alerts.alert_group)
+    alert_groups = entry(Alerts.alert_groups)
+    alert_runs_since = entry(Alerts.alert_runs_since)

@@ -1,0 +1,382 @@
+"""Alerts start runs (REACH.md §3): alert messages posted in Slack, and Alertmanager's webhook.
+
+Slack: a message from a configured sender (bot_id or app_id) at the top of a configured channel, matching
+`match` and not `ignore` (RE2, linear time), is claimed by its event id and its ts and starts one run in its
+own thread, with no human requester, before Slack gets its ack.
+
+Webhook: its own aiohttp server on its own port, `POST /alertmanager` with a bearer token (constant-time
+compare) and a bounded body. A notification is validated (payload version "4"), then stored, then answered
+200 (a store failure answers 503 and Alertmanager retries). A new group opens a thread in the channel and its
+run starts there; a repeat with the same firing fingerprints starts nothing (the thread hears it once); a
+changed firing set or `resolved` is posted in the thread and queued for the run like a reply.
+
+Storm control: at most max_runs_per_10_min alert runs start per channel; the rest are listed in one
+"alert storm" thread. Everything that talks to Slack happens after the ack (`sup.after_ack`), and the webhook's
+store calls queue behind mentions and clicks, so a storm never delays a mention's ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hmac
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import structlog
+from aiohttp import web
+
+from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
+from bot.errors import OpsloopError
+from bot.redact import redact
+from bot.store import AcceptedAlert, AlertOutcome
+from handlers import messages, mrkdwn
+from handlers.supervisor import Supervisor
+from handlers.util import react
+
+log = structlog.get_logger("opsloop.alerts")
+
+MAX_BODY_BYTES = 1 << 20  # a notification bigger than 1 MiB is refused (413): Alertmanager's are kilobytes
+MAX_ALERTS = 1000  # alerts in one notification
+TASK_MAX = 8000  # characters of an alert's text the model gets
+KEY_LABELS = ("alertname", "severity", "instance", "job", "namespace", "service", "pod", "cluster")
+OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
+
+
+class BadPayload(OpsloopError):
+    """A webhook body that is not Alertmanager's payload version 4: 400, nothing stored."""
+
+
+# --- rendering ---------------------------------------------------------------------------------------------
+def _block_texts(obj: Any) -> Iterator[str]:
+    """Every text a person reads in Block Kit blocks (sections, fields, context, rich text), in order."""
+    if isinstance(obj, list):
+        for item in obj:
+            yield from _block_texts(item)
+    elif isinstance(obj, dict):
+        text = obj.get("text")
+        if isinstance(text, str) and obj.get("type") in ("plain_text", "mrkdwn", "text"):
+            yield text
+        elif isinstance(obj.get("url"), str) and obj.get("type") == "link":
+            yield obj["url"]
+        for key in ("text", "fields", "elements", "blocks"):
+            if key in obj and not isinstance(obj[key], str):
+                yield from _block_texts(obj[key])
+
+
+def alert_text(event: dict[str, Any]) -> str:
+    """A Slack alert message as text: its text, its attachments (where Alertmanager's Slack receiver puts
+    everything) and its blocks."""
+    parts: list[str] = []
+
+    def add(value: Any, prefix: str = "") -> None:
+        if isinstance(value, str) and value.strip() and value.strip() not in parts:
+            parts.append(prefix + value.strip())
+
+    add(event.get("text"))
+    attachments = event.get("attachments")
+    for a in attachments if isinstance(attachments, list) else []:
+        if not isinstance(a, dict):
+            continue
+        before = len(parts)
+        for key in ("pretext", "author_name", "title", "text"):
+            add(a.get(key))
+        add(a.get("title_link"), "link: ")
+        fields = a.get("fields")
+        for f in fields if isinstance(fields, list) else []:
+            if isinstance(f, dict) and isinstance(f.get("title"), str) and isinstance(f.get("value"), str):
+                add(f"{f['title']}: {f['value']}")
+        add(a.get("footer"))
+        if len(parts) == before:
+            add(a.get("fallback"))
+        for text in _block_texts(a.get("blocks")):
+            add(text)
+    for text in _block_texts(event.get("blocks")):
+        add(text)
+    return "\n".join(parts)[:TASK_MAX]
+
+
+def _expr(generator_url: str) -> str:
+    """The PromQL expression in a Prometheus generatorURL (`/graph?g0.expr=…`), or ""."""
+    try:
+        return parse_qs(urlsplit(generator_url).query).get("g0.expr", [""])[0]
+    except ValueError:
+        return ""
+
+
+def webhook_task(payload: dict[str, Any]) -> str:
+    """What the model gets for an Alertmanager group: each firing alert's labels, annotations, start time and
+    the expression behind it."""
+    alerts = payload["alerts"]
+    firing = [a for a in alerts if a["status"] == "firing"] or alerts
+    lines = [f"Alertmanager group {payload['groupKey']} is {payload['status']} (receiver "
+             f"{payload.get('receiver') or '?'}), {len(firing)} alert(s) firing:"]
+    for i, a in enumerate(firing[:20], 1):
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items()))
+        lines.append(f"{i}. {a['labels'].get('alertname', '?')}: labels {{{labels}}}; startsAt {a['startsAt']}")
+        for key in ("summary", "description", "runbook_url"):
+            if a["annotations"].get(key):
+                lines.append(f"   {key}: {a['annotations'][key]}")
+        others = {k: v for k, v in a["annotations"].items() if k not in ("summary", "description", "runbook_url")}
+        if others:
+            lines.append("   other annotations: " + ", ".join(f"{k}={v}" for k, v in sorted(others.items())))
+        if a.get("generatorURL"):
+            lines.append(f"   generatorURL: {a['generatorURL']}")
+            if expr := _expr(a["generatorURL"]):
+                lines.append(f"   expression: {expr}")
+    if len(firing) > 20:
+        lines.append(f"... and {len(firing) - 20} more alerts in this group.")
+    return "\n".join(lines)[:TASK_MAX]
+
+
+def _summary_of(payload: dict[str, Any]) -> str:
+    first = payload["alerts"][0]
+    name = first["labels"].get("alertname") or payload.get("commonLabels", {}).get("alertname") or "alert"
+    sev = first["labels"].get("severity", "")
+    text = first["annotations"].get("summary") or first["annotations"].get("description") or ""
+    return " ".join(f"{name}{f' ({sev})' if sev else ''}: {text} [{len(payload['alerts'])} alert(s)]".split())[:300]
+
+
+def root_message(payload: dict[str, Any]) -> str:
+    alerts = payload["alerts"]
+    firing = [a for a in alerts if a["status"] == "firing"]
+    first = (firing or alerts)[0]
+    labels = first["labels"]
+    links = []
+    if first.get("generatorURL"):
+        links.append(("Source", mrkdwn.plain_link(first["generatorURL"])))
+    if first["annotations"].get("runbook_url"):
+        links.append(("Runbook", mrkdwn.plain_link(first["annotations"]["runbook_url"])))
+    shown = [(k, mrkdwn.reveal(labels[k], prose=True)) for k in KEY_LABELS if k in labels and k != "alertname"]
+    return messages.alert_root(
+        name=mrkdwn.reveal(labels.get("alertname", "alert"), prose=True),
+        severity=mrkdwn.reveal(labels.get("severity", ""), prose=True), status=payload["status"],
+        firing=len(firing), labels=shown[:8],
+        summary=mrkdwn.reveal(first["annotations"].get("summary", ""), prose=True), links=links)
+
+
+def validate(body: bytes) -> dict[str, Any]:
+    """Alertmanager's webhook payload version 4, checked field by field; raises BadPayload."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadPayload("body is not JSON") from None
+    if not isinstance(payload, dict):
+        raise BadPayload("body is not a JSON object")
+    if payload.get("version") != "4":
+        raise BadPayload(f"version: expected \"4\", got {payload.get('version')!r}")
+    if not isinstance(payload.get("groupKey"), str) or not payload["groupKey"]:
+        raise BadPayload("groupKey: expected a non-empty string")
+    if payload.get("status") not in ("firing", "resolved"):
+        raise BadPayload("status: expected firing or resolved")
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list) or not alerts or len(alerts) > MAX_ALERTS:
+        raise BadPayload(f"alerts: expected a list of 1 to {MAX_ALERTS} alerts")
+    for i, a in enumerate(alerts):
+        if not isinstance(a, dict):
+            raise BadPayload(f"alerts[{i}]: expected an object")
+        if a.get("status") not in ("firing", "resolved"):
+            raise BadPayload(f"alerts[{i}].status: expected firing or resolved")
+        for key in ("labels", "annotations"):
+            value = a.get(key, {})
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in value.items()):
+                raise BadPayload(f"alerts[{i}].{key}: expected an object of strings")
+            a[key] = value
+        for key in ("startsAt", "fingerprint"):
+            if not isinstance(a.get(key), str) or not a[key]:
+                raise BadPayload(f"alerts[{i}].{key}: expected a non-empty string")
+        if "generatorURL" in a and not isinstance(a["generatorURL"], str):
+            raise BadPayload(f"alerts[{i}].generatorURL: expected a string")
+    return payload
+
+
+# --- the desk: both ways in, storm control, the counts ---------------------------------------------------
+class AlertDesk:
+    """Turns alerts into runs for one bot: the Slack listener's first look at every message, and the webhook."""
+
+    def __init__(self, sup: Supervisor, settings: AlertSettings) -> None:
+        self.sup, self.settings = sup, settings
+        self.sources = [(s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
+                        for s in settings.slack]
+        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._storm_locks: dict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+        self._runner: web.AppRunner | None = None
+
+    def count(self, source: str, outcome: str, **context: Any) -> None:
+        """One alert counted (and logged: bot.metrics counts these log events for /metrics)."""
+        self.counts[(source, outcome)] += 1
+        log.info(f"alert.{outcome}", source=source, **context)
+
+    # --- Slack -----------------------------------------------------------------------------------------
+    def _source(self, event: dict[str, Any]) -> tuple[SlackAlertSource, Any, Any] | None:
+        profile = event.get("bot_profile")
+        given = [event.get("bot_id"), event.get("app_id"), profile.get("app_id") if isinstance(profile, dict) else None]
+        senders = {s for s in given if isinstance(s, str) and s}  # payloads come from outside: any shape
+        for source, match, ignore in self.sources:
+            if event.get("channel") == source.channel and senders & set(source.senders):
+                return source, match, ignore
+        return None
+
+    async def on_message(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
+        """True when `event` is an alert message from a configured sender (started, deduplicated, dropped or
+        ignored); False: not an alert, for the reply listener."""
+        if not isinstance(event.get("bot_id") or event.get("app_id"), str):
+            return False
+        found = self._source(event)
+        channel, ts = event.get("channel"), event.get("ts")
+        thread_ts = event.get("thread_ts")
+        if found is None or not isinstance(channel, str) or not isinstance(ts, str) or (thread_ts and thread_ts != ts):
+            return False  # another bot, or a reply in a thread: ignored as before
+        if event.get("subtype") not in (None, "bot_message"):
+            return True  # an edit or deletion of an alert: starts nothing
+        source, match, ignore = found
+        text = alert_text(event)
+        self.count("slack", "received", channel=channel, ts=ts)
+        if (match is not None and not match.search(text)) or (ignore is not None and ignore.search(text)):
+            log.info("alert.ignored", source="slack", channel=channel, ts=ts)
+            return True
+        sender = event.get("bot_id") or event.get("app_id")
+        prompt = (f"[alert posted in <#{channel}> by the integration {sender}; no person asked yet] "
+                  f"Investigate this alert:\n{text}")
+        summary = " ".join(text.split())[:300]
+        accepted = await self.sup.store.accept_slack_alert(
+            body.get("event_id") or f"alert:{channel}:{ts}", channel=channel, ts=ts, task=redact(text),
+            prompt=redact(prompt), model=self.sup.settings.model.primary, summary=summary,
+            limit=source.max_runs_per_10_min)
+        if accepted.outcome is AlertOutcome.DUPLICATE:
+            self.count("slack", "deduplicated", channel=channel, ts=ts)
+        elif accepted.outcome is AlertOutcome.DROPPED:
+            self.count("slack", "dropped", channel=channel, ts=ts)
+            self.sup.after_ack.spawn(self._storm(channel, summary, source.max_runs_per_10_min), name=f"storm:{ts}")
+        elif accepted.run is not None:
+            self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
+            self.sup.after_ack.spawn(react(self.sup, channel, ts), name=f"eyes:{ts}")
+            self.sup.start(accepted.run.id)
+        return True
+
+    # --- storm ---------------------------------------------------------------------------------------
+    async def _storm(self, channel: str, summary: str, limit: int) -> None:
+        """List an alert that was not investigated in the channel's one alert-storm thread."""
+        async with self._storm_locks[channel]:
+            ts = await self.sup.store.storm_thread(channel)
+            if ts is None:
+                ts = await self.sup.out.post(channel=channel, thread_ts=None, text=messages.alert_storm_root(limit),
+                                             what="storm_post")
+                if ts is None:
+                    return
+                await self.sup.store.set_storm_thread(channel, ts)
+            await self.sup.out.post(channel=channel, thread_ts=ts, text=messages.alert_not_investigated(summary),
+                                    what="storm_post")
+
+    # --- the webhook ---------------------------------------------------------------------------------
+    @property
+    def webhook(self) -> AlertWebhookSettings | None:
+        return self.settings.webhook
+
+    def authorized(self, request: web.Request) -> bool:
+        wh = self.webhook
+        if wh is None or wh.token is None:
+            return False  # no token configured: nobody is let in
+        given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+        return hmac.compare_digest(given, f"Bearer {wh.token}".encode())
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """POST /alertmanager: auth, bounded body, validate, store, then 200."""
+        wh = self.webhook
+        assert wh is not None
+        if not self.authorized(request):
+            log.info("alert.webhook_refused", why="missing or wrong bearer token")
+            return web.json_response({"error": "unauthorized"}, status=401, headers={"WWW-Authenticate": "Bearer"})
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return web.json_response({"error": f"body over {MAX_BODY_BYTES} bytes"}, status=413)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return web.json_response({"error": f"body over {MAX_BODY_BYTES} bytes"}, status=413)
+        try:
+            payload = validate(body)
+        except BadPayload as e:
+            log.info("alert.webhook_bad_payload", problem=str(e))
+            return web.json_response({"error": str(e)}, status=400)
+        status = payload["status"]
+        firing = [a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"]
+        self.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
+        update = (f"[alert update] Alertmanager group {payload['groupKey']} is {status}; "
+                  f"{len(firing)} alert(s) firing now.\n{webhook_task(payload)}")
+        try:
+            accepted = await self.sup.store.accept_alert_group(
+                payload["groupKey"], channel=wh.channel, status=status, fingerprints=firing,
+                summary=_summary_of(payload), update=redact(update), limit=wh.max_runs_per_10_min)
+        except Exception as e:  # not stored: no 200, so Alertmanager sends it again
+            log.error("alert.store_failed", error=f"{type(e).__name__}: {e}")
+            return web.json_response({"error": "not stored, try again"}, status=503)
+        self._after_webhook(accepted, payload)
+        return web.json_response({"status": "stored", "outcome": accepted.outcome.value})
+
+    def _after_webhook(self, accepted: AcceptedAlert, payload: dict[str, Any]) -> None:
+        """What a stored notification does next, off the ack path."""
+        outcome, group = accepted.outcome, accepted.group
+        key = payload["groupKey"]
+        if outcome is AlertOutcome.STARTED:
+            self.sup.after_ack.spawn(self._open(payload), name=f"alert_open:{key}")
+        elif outcome is AlertOutcome.DROPPED and group is not None:
+            self.count("webhook", "dropped", group=key)
+            assert self.webhook is not None
+            self.sup.after_ack.spawn(self._storm(group.channel, group.summary, self.webhook.max_runs_per_10_min),
+                                     name=f"storm:{key}")
+        elif outcome in (AlertOutcome.REPEAT, AlertOutcome.DUPLICATE, AlertOutcome.IGNORED):
+            self.count("webhook", "deduplicated", group=key)
+            if accepted.note and group is not None and group.thread_ts:
+                self.sup.after_ack.spawn(self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts,
+                                                           text=messages.alert_repeat(), what="alert_note"),
+                                         name=f"alert_repeat:{key}")
+        elif group is not None and group.thread_ts:
+            if outcome is AlertOutcome.RESOLVED:
+                name = payload["alerts"][0]["labels"].get("alertname", "alert")
+                text = messages.alert_resolved(mrkdwn.reveal(name, prose=True), told_run=accepted.run is not None)
+            else:
+                text = messages.alert_changed([a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"])
+            self.sup.after_ack.spawn(self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text,
+                                                       what="alert_note"), name=f"alert_{outcome.value}:{key}")
+            if accepted.run is not None:
+                self.sup.nudge()
+
+    async def _open(self, payload: dict[str, Any]) -> None:
+        """A new group: its root message in the channel, then its run in that thread."""
+        assert self.webhook is not None
+        channel, key = self.webhook.channel, payload["groupKey"]
+        ts = await self.sup.out.post(channel=channel, thread_ts=None, text=root_message(payload), what="alert_root")
+        if ts is None:
+            log.error("alert.thread_not_opened", group=key, channel=channel)
+            return
+        task = webhook_task(payload)
+        prompt = f"[alert from Alertmanager in <#{channel}>; no person asked yet] Investigate this alert:\n{task}"
+        run = await self.sup.store.open_alert_run(key, thread_ts=ts, task=redact(task), prompt=redact(prompt),
+                                                  model=self.sup.settings.model.primary)
+        if run is not None:
+            self.count("webhook", "started", group=key, run_id=run.id)
+            self.sup.start(run.id)
+
+    async def serve(self) -> None:
+        """Listen on [alerts.webhook] listen (port 0: any free port)."""
+        wh = self.webhook
+        if wh is None:
+            return
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_post("/alertmanager", self.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, wh.host, wh.port).start()
+        log.info("alerts.webhook_listening", host=wh.host, port=self.port, path="/alertmanager")
+
+    @property
+    def port(self) -> int | None:
+        return int(self._runner.addresses[0][1]) if self._runner is not None and self._runner.addresses else None
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

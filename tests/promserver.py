@@ -1,0 +1,189 @@
+"""A throwaway Prometheus and Alertmanager for the alert tests, like tests/pgserver.py: Debian's binaries, run
+from a temp dir, listening on 127.0.0.1 random ports only, with second-long scrape, evaluation and grouping
+intervals; stopped and removed however the test ends. `missing()` says why they can't run (the tests skip).
+
+A `Target` is the scraped side: a tiny aiohttp app on loopback serving /metrics with a gauge the test sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+PROMETHEUS = ("prometheus",)
+ALERTMANAGER = ("prometheus-alertmanager", "alertmanager")  # Debian's name, upstream's name
+START_TIMEOUT_S = 30.0
+
+
+def _binary(names: tuple[str, ...]) -> str | None:
+    return next((p for n in names if (p := shutil.which(n))), None)
+
+
+def missing() -> str | None:
+    """Why the real Prometheus/Alertmanager tests can't run here, or None."""
+    if _binary(PROMETHEUS) is None:
+        return "prometheus is not installed (apt-get install prometheus; `make test` tries)"
+    if _binary(ALERTMANAGER) is None:
+        return "prometheus-alertmanager is not installed (apt-get install prometheus-alertmanager)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Target:
+    """A scrape target: `value` is what /metrics says for test_disk_used_ratio right now."""
+
+    value: float = 0.0
+    port: int = 0
+    scrapes: int = 0
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> Target:
+        async def metrics(_request: web.Request) -> web.Response:
+            self.scrapes += 1
+            body = ("# HELP test_disk_used_ratio Used share of /var.\n# TYPE test_disk_used_ratio gauge\n"
+                    f'test_disk_used_ratio{{host="web-03"}} {self.value}\n')
+            return web.Response(text=body, content_type="text/plain")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+RULES = """groups:
+- name: opsloop-test
+  interval: 1s
+  rules:
+  - alert: DiskFull
+    expr: test_disk_used_ratio > 0.95
+    for: 0s
+    labels: {severity: critical}
+    annotations:
+      summary: "/var on {{ $labels.host }} is {{ $value }} full"
+      runbook_url: "http://127.0.0.1/runbooks/disk"
+"""
+
+
+@dataclass
+class PromStack:
+    """Prometheus scraping `target` and sending to Alertmanager, which sends to `receivers` (YAML)."""
+
+    target_port: int
+    receivers: str  # the `receivers:` list items, YAML, indented by two spaces
+    receiver: str  # the route's receiver name
+    repeat_interval: str = "2s"
+    dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="opsloop-prom-")))
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    prom_port: int = 0
+    am_port: int = 0
+
+    def _write(self) -> None:
+        self.am_port, self.prom_port = free_port(), free_port()
+        (self.dir / "alertmanager.yml").write_text(f"""route:
+  receiver: {self.receiver}
+  group_by: [alertname]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: {self.repeat_interval}
+receivers:
+{self.receivers}
+""")
+        (self.dir / "rules.yml").write_text(RULES)
+        (self.dir / "prometheus.yml").write_text(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [{self.dir / "rules.yml"}]
+alerting:
+  alertmanagers:
+  - static_configs:
+    - targets: ["127.0.0.1:{self.am_port}"]
+scrape_configs:
+- job_name: target
+  static_configs:
+  - targets: ["127.0.0.1:{self.target_port}"]
+""")
+
+    def _spawn(self, args: list[str], log: str) -> None:
+        out = (self.dir / log).open("wb")
+        self.procs.append(subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir))
+
+    async def start(self) -> PromStack:
+        am, prom = _binary(ALERTMANAGER), _binary(PROMETHEUS)
+        assert am and prom, missing()
+        self._write()
+        self._spawn([am, f"--config.file={self.dir / 'alertmanager.yml'}", f"--storage.path={self.dir / 'am'}",
+                     f"--web.listen-address=127.0.0.1:{self.am_port}", "--cluster.listen-address=",
+                     "--log.level=warn"], "alertmanager.log")
+        self._spawn([prom, f"--config.file={self.dir / 'prometheus.yml'}",
+                     f"--storage.tsdb.path={self.dir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.prom_port}",
+                     "--rules.alert.resend-delay=1s", "--log.level=warn"], "prometheus.log")
+        await self._ready(self.am_port)
+        await self._ready(self.prom_port)
+        return self
+
+    async def _ready(self, port: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < deadline:
+                if any(p.poll() is not None for p in self.procs):
+                    raise RuntimeError(f"a server exited: {self.logs()}")
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with session.get(f"http://127.0.0.1:{port}/-/ready") as r:
+                        if r.status == 200:
+                            return
+                await asyncio.sleep(0.1)  # polling a starting server's readiness endpoint
+        raise RuntimeError(f"127.0.0.1:{port} not ready in {START_TIMEOUT_S:g}s: {self.logs()}")
+
+    def logs(self) -> str:
+        return " | ".join(f"{p.name}: {p.read_text(errors='replace')[-2000:]}" for p in self.dir.glob("*.log"))
+
+    async def query(self, expr: str) -> Any:
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{self.prom_port}/api/v1/query", params={"query": expr}) as r:
+            return await r.json()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def prom_stack(target: Target, *, receivers: str, receiver: str, **kw: Any) -> AsyncIterator[PromStack]:
+    stack = PromStack(target_port=target.port, receivers=receivers, receiver=receiver, **kw)
+    try:
+        await stack.start()
+        yield stack
+    finally:
+        stack.stop()

@@ -1,0 +1,250 @@
+"""Alertmanager's webhook, end to end: the real app's receiver on its own loopback port, posted to as
+Alertmanager posts (payload version 4, bearer token), against FakeSlack and FakeAnthropic. The last test runs the whole
+path: a real Prometheus rule fires on a loopback target and a real Alertmanager posts here (tests/promserver.py).
+"""
+
+# ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests import promserver
+from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.fakes.slack import FakeSlack
+from tests.harness import BOB, CHANNEL, BotEnv, bot_env, text_of, user_turn
+
+TOKEN = "alert-token-0123456789abcdef"
+CONFIG = f"""
+[alerts.webhook]
+listen = "127.0.0.1:0"
+token_env = "OPSLOOP_ALERT_TOKEN"
+channel = "{CHANNEL}"
+max_runs_per_10_min = 3
+"""
+ENV = {"OPSLOOP_ALERT_TOKEN": TOKEN}
+
+
+def payload(group: str = "{}:{alertname=\"DiskFull\"}", *, status: str = "firing",
+            fingerprints: tuple[str, ...] = ("a1",), name: str = "DiskFull") -> dict[str, Any]:
+    alerts = [{
+        "status": status, "fingerprint": fp, "startsAt": "2026-12-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+        "labels": {"alertname": name, "severity": "critical", "instance": f"web-03:{i}", "job": "node"},
+        "annotations": {"summary": "/var on web-03 is 97% full", "description": "disk almost full",
+                        "runbook_url": "https://runbooks.example.test/disk"},
+        "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=disk_used_ratio+%3E+0.95&g0.tab=1",
+    } for i, fp in enumerate(fingerprints)]
+    return {"version": "4", "groupKey": group, "truncatedAlerts": 0, "status": status, "receiver": "opsloop",
+            "groupLabels": {"alertname": name}, "commonLabels": {"alertname": name}, "commonAnnotations": {},
+            "externalURL": "http://127.0.0.1:9093", "alerts": alerts}
+
+
+async def post(env: BotEnv, body: bytes | dict[str, Any], *, token: str | None = TOKEN) -> tuple[int, str]:
+    assert env.ops.alerts is not None and env.ops.alerts.port
+    url = f"http://127.0.0.1:{env.ops.alerts.port}/alertmanager"
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with aiohttp.ClientSession() as session, session.post(url, data=data, headers=headers) as r:
+        return r.status, await r.text()
+
+
+def groups(env: BotEnv) -> list[Any]:
+    with env.ledger() as ledger:
+        return [g for g in ledger.alert_groups() if g.source == "webhook"]
+
+
+async def root(env: BotEnv, name: str = "DiskFull", timeout: float = 5.0) -> str:
+    msg = await env.slack.wait_for_message(CHANNEL, lambda m: m.thread_ts is None and name in m.text,
+                                           timeout=timeout)
+    return msg.ts
+
+
+async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothing(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Checking the expression."), tool_use("restart_service",
+                                                                          {"host": "web-03", "unit": "nginx.service"})),
+                          reply(text("Restarted; resolved.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        assert await post(env, payload()) == (200, json.dumps({"status": "stored", "outcome": "started"}))
+        ts = await root(env)
+        shown = text_of(fake_slack.message(CHANNEL, ts))  # type: ignore[arg-type]
+        assert "*DiskFull* (critical)" in shown and "/var on web-03 is 97% full" in shown
+        assert "<https://runbooks.example.test/disk>" in shown and "<http://127.0.0.1:9090/graph?g0.expr=" in shown
+        card = await env.card(CHANNEL, ts)  # the run started in the group's thread
+        first = user_turn((await env.requests(1))[0], 0)[0]["text"]
+        assert first.startswith("[alert from Alertmanager")
+        for part in ("alertname=DiskFull", "severity=critical", "startsAt 2026-12-01T10:00:00Z",
+                     "summary: /var on web-03 is 97% full", "runbook_url: https://runbooks.example.test/disk",
+                     "expression: disk_used_ratio > 0.95"):
+            assert part in first
+        for _ in range(3):  # Alertmanager's repeat_interval: same group, same firing set
+            assert (await post(env, payload()))[0] == 200
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "nothing new" in m.text)
+        assert len(env.runs()) == 1
+        # resolved: posted in the thread and queued for the run like a reply (it reads it after the approval)
+        assert (await post(env, payload(status="resolved")))[0] == 200
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text)
+        await env.approve(card, BOB)  # no human requester: an approver may approve
+        await env.wait_final(CHANNEL, ts)
+        second = (await env.requests(2))[1]
+        said = " ".join(b.get("text", "") for b in user_turn(second))
+        assert "[thread reply from Alertmanager] [alert update]" in said and "is resolved" in said
+        assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1  # noted once
+        assert env.ops.alerts is not None
+        counts = env.ops.alerts.counts
+        assert counts[("webhook", "started")] == 1 and counts[("webhook", "deduplicated")] == 3
+
+
+async def test_a_changed_firing_set_is_noted_and_reaches_the_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+                          reply(text("Two instances now.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        await post(env, payload())
+        ts = await root(env)
+        card = await env.card(CHANNEL, ts)
+        assert (await post(env, payload(fingerprints=("a1", "a2"))))[0] == 200
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "changed" in m.text)
+        await env.approve(card, BOB)
+        await env.wait_final(CHANNEL, ts)
+        said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
+        assert "2 alert(s) firing now" in said
+        assert len(env.runs()) == 1
+
+
+async def test_wrong_or_missing_token_oversized_or_malformed_bodies_store_nothing(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        assert (await post(env, payload(), token=None))[0] == 401
+        assert (await post(env, payload(), token="wrong"))[0] == 401
+        assert (await post(env, payload(), token=TOKEN + "x"))[0] == 401
+        big = payload()
+        big["alerts"][0]["annotations"]["description"] = "x" * (2 << 20)
+        assert (await post(env, big))[0] == 413
+        assert (await post(env, b"{not json"))[0] == 400
+        assert (await post(env, {**payload(), "version": "3"}))[0] == 400
+        no_fp = payload()
+        del no_fp["alerts"][0]["fingerprint"]
+        assert (await post(env, no_fp))[0] == 400
+        bad_labels = payload()
+        bad_labels["alerts"][0]["labels"] = {"alertname": 7}
+        assert (await post(env, bad_labels))[0] == 400
+        assert groups(env) == [] and env.runs() == []
+        assert [m for m in fake_slack.messages[CHANNEL]] == []
+
+
+async def test_two_concurrent_deliveries_of_one_group_start_one_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Looked.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        answers = await asyncio.gather(*(post(env, payload()) for _ in range(2)))
+        assert [a[0] for a in answers] == [200, 200]
+        assert sorted(json.loads(a[1])["outcome"] for a in answers) == ["repeat", "started"]
+        ts = await root(env)
+        await env.wait_final(CHANNEL, ts)
+        assert len(env.runs()) == 1 and len(groups(env)) == 1
+        assert len([m for m in fake_slack.messages[CHANNEL] if m.thread_ts is None]) == 1
+
+
+async def test_a_storm_of_12_groups_starts_3_runs_lists_the_rest_in_one_thread_and_a_mention_still_runs(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(*(reply(text(f"Looked at alert {i}.")) for i in range(4)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        storm = [post(env, payload(f"group-{i}", fingerprints=(f"fp{i}",), name=f"Alert{i:02d}")) for i in range(12)]
+        results = await asyncio.gather(*storm, env.mention("web-03 is slow, please look"))
+        assert all(r[0] == 200 for r in results[:12])
+        channel, mention_ts = results[12]
+        await env.wait_final(channel, mention_ts)  # a mention during the storm gets its run
+        stored = groups(env)
+        assert len(stored) == 12
+        assert sorted(g.state for g in stored).count("dropped") == 9
+        storm_root = await fake_slack.wait_for_message(CHANNEL, lambda m: "Alert storm" in m.text)
+        await fake_slack._wait(lambda: len(env.thread(CHANNEL, storm_root.ts)) >= 10 or None, 5.0,
+                               lambda: "9 alerts listed in the storm thread")
+        listed = [m.text for m in env.thread(CHANNEL, storm_root.ts)[1:]]
+        assert len(listed) == 9 and all(t.startswith("Not investigated: Alert") for t in listed)
+        assert len([m for m in fake_slack.messages[CHANNEL] if "Alert storm" in m.text]) == 1
+        alert_runs = [r for r in env.runs() if r.requester == ""]
+        assert len(alert_runs) == 3
+        assert env.ops.alerts is not None and env.ops.alerts.counts[("webhook", "dropped")] == 9
+
+
+async def test_a_store_failure_answers_503_and_the_retry_succeeds(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Looked.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        env.ops.store.retry_seconds = 0.3
+        other = sqlite3.connect(env.settings.db_path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the lock: the store can't write
+        try:
+            status, _ = await post(env, payload())
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert status == 503
+        assert groups(env) == [] and fake_slack.messages[CHANNEL] == []
+        assert (await post(env, payload()))[0] == 200  # Alertmanager retries
+        ts = await root(env)
+        await env.wait_final(CHANNEL, ts)
+        assert len(env.runs()) == 1
+
+
+async def until(check: Any, what: str, timeout: float = 30.0) -> None:
+    """Poll observable state (the desk's counts) until `check()` holds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)  # polling state that has no change notification
+
+
+@pytest.mark.skipif(promserver.missing() is not None, reason=str(promserver.missing()))
+async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_repeats_and_resolves(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Checking web-03."), tool_use("restart_service",
+                                                                  {"host": "web-03", "unit": "nginx.service"})),
+                          reply(text("Restarted nginx; /var recovered.")))
+    target = await promserver.Target(value=0.99).start()
+    try:
+        async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+            assert env.ops.alerts is not None
+            desk = env.ops.alerts
+            receivers = f"""- name: opsloop
+  webhook_configs:
+  - url: http://127.0.0.1:{desk.port}/alertmanager
+    send_resolved: true
+    http_config:
+      authorization: {{type: Bearer, credentials: {TOKEN}}}
+"""
+            async with promserver.prom_stack(target, receivers=receivers, receiver="opsloop"):
+                ts = await root(env, timeout=60)
+                card = await env.card(CHANNEL, ts, timeout=10)
+                first = user_turn((await env.requests(1))[0], 0)[0]["text"]
+                assert "alertname=DiskFull" in first and "expression: test_disk_used_ratio > 0.95" in first
+                await until(lambda: desk.counts[("webhook", "deduplicated")] >= 2, "two repeats from Alertmanager")
+                assert len(env.runs()) == 1 and desk.counts[("webhook", "started")] == 1
+                target.value = 0.5  # the metric recovers
+                await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text,
+                                                  timeout=60)
+                await env.approve(card, BOB)
+                await env.wait_final(CHANNEL, ts)
+                said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
+                assert "[alert update]" in said and "is resolved" in said
+                assert len(env.runs()) == 1
+                assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1
+    finally:
+        await target.close()
