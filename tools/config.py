@@ -379,7 +379,9 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
     elif inventory is not None:
         ctx = dataclasses.replace(ctx, inventory=inventory)
     try:
-        collected = [(t.bind(ctx), where) for t, where in _load_modules(table)]
+        from tools.builtin.reach import with_hosts  # `host` descriptions name a small inventory, once per build
+
+        collected = [(with_hosts(t.bind(ctx), ctx.inventory), where) for t, where in _load_modules(table)]
         for i, entry in enumerate(_list(table.get("commands", []), "tools.commands")):
             where = f"tools.commands[{i}]"
             collected.append((command_tool(parse_command(entry, where, base_dir=base)), where))
