@@ -85,12 +85,20 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def _toml(table: dict[str, Any], prefix: str = "") -> str:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict)]
-    out = ([f"[{prefix}]"] if prefix and lines else []) + lines
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _toml(table: dict[str, Any], prefix: str = "", *, array: bool = False) -> str:
+    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)]
+    header = f"[[{prefix}]]" if array else f"[{prefix}]"
+    out = ([header] if prefix and (lines or array) else []) + lines
     for k, v in table.items():
+        name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
-            out.append(_toml(v, f"{prefix}.{k}" if prefix else k))
+            out.append(_toml(v, name))
+        elif _is_tables(v):  # an array of tables ([[hosts]]); written last, so no key of this table follows it
+            out.extend(_toml(entry, name, array=True) for entry in v)
     return "\n".join(out) + "\n"
 
 

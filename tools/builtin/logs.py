@@ -777,7 +777,7 @@ async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> li
     if result.exit_status != 0 and not result.stdout:
         raise reach.failed(host, f"find {root}", result)
     entries = result.stdout.split("\0")[:-1]  # a cut-off last entry has no \0 after it
-    return sorted(entries)[:MAX_GREP_FILES]
+    return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES]  # in the order the local walk takes
 
 
 async def _remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
