@@ -71,6 +71,10 @@ async def tools(sshd: SshServer, logs: Path) -> AsyncIterator[ToolRegistry]:
     await registry.aclose()
 
 
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
 async def call(registry: ToolRegistry, name: str, args: dict[str, Any], **kw: Any) -> str:
     t = registry.get(name)
     assert t is not None
@@ -159,8 +163,7 @@ async def test_clean_logs_preview_on_a_host_equals_the_local_one_and_deletes_exa
     out = await t.run({**args, "host": "web-03"}, confirmed_by="U1", approved_preview=remote)
     assert out.splitlines()[0] == (f"deleted 3 rotated log files older than 7 days under {logs}, freed {size}B "
                                    f"({size} bytes); approved by U1")
-    left = sorted(str(p.relative_to(logs)) for p in logs.rglob("*") if p.is_file())
-    assert left == ["app.log", "app/worker.log", "old.old", "recent.log.1"]  # live, not a log, too recent
+    assert files_under(logs) == ["app.log", "app/worker.log", "old.old", "recent.log.1"]  # live, not a log, too recent
 
 
 async def test_clean_logs_on_a_host_leaves_alone_what_changed_or_went_since_the_preview(
@@ -180,7 +183,7 @@ async def test_clean_logs_on_a_host_leaves_alone_what_changed_or_went_since_the_
     lines = out.splitlines()
     assert lines[0] == (f"deleted 1 rotated log files older than 7 days under {logs}, freed 300B (300 bytes); "
                         "approved by U1")
-    assert f"left alone: changed since the preview (1 files; call clean_logs again for a new preview and " \
+    assert "left alone: changed since the preview (1 files; call clean_logs again for a new preview and " \
            "approval):" in lines
     assert any(line.startswith(f"  {logs / 'app.log.1'}  100B  30d old") for line in lines)
     assert "left alone: gone since the preview (1 files):" in lines
@@ -255,7 +258,7 @@ async def test_hostile_arguments_run_nothing_and_reach_nothing_outside_log_dirs(
     with pytest.raises(ToolError, match="outside the allowed log directories"):
         await call(tools, "clean_logs", {"path": "..", "host": "web-03"}, confirmed_by="U1", approved_preview="")
     assert not planted.exists() and secret.exists()
-    assert not any(p.name == "pwned" for p in tmp_path.rglob("*"))
+    assert "pwned" not in {Path(p).name for p in files_under(tmp_path)}
 
 
 async def test_a_host_outside_the_inventory_is_never_contacted(tools: ToolRegistry, sshd: SshServer) -> None:
@@ -332,3 +335,40 @@ async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_an
         assert BOB in out.splitlines()[0] or "bob" in out.splitlines()[0]
         assert not kept.exists() and grown.exists() and live.exists()
         fake_anthropic.assert_complete()
+
+
+# -- opsloop check ---------------------------------------------------------------------------------------------
+
+
+async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
+        ssh_servers: Servers, tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.check import check
+    from bot.config import load_settings
+    from tests.conftest import API_KEY
+
+    good, other = ssh_servers(), ssh_servers()
+    (tmp_path / "empty").write_text("")
+
+    def entry(name: str, server: SshServer, known_hosts: Path, jump: str = "") -> str:
+        return (f'[[hosts]]\nname = "{name}"\naddress = "127.0.0.1"\nport = {server.port}\n'
+                f'identity_file = {json.dumps(str(server.client_key))}\nknown_hosts = {json.dumps(str(known_hosts))}\n'
+                + (f'jump = "{jump}"\n' if jump else ""))
+
+    config = tmp_path / "opsloop.toml"
+    config.write_text(entry("web-01", good, good.known_hosts) + entry("web-02", other, tmp_path / "empty")
+                      + entry("web-03", good, good.known_hosts, jump="web-01"))
+    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
+           "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(config, env=env)) == 1
+    captured = capsys.readouterr()
+    table = [line for line in captured.out.splitlines() if line.startswith(("host ", "web-0"))]
+    assert table[0].split() == ["host", "address", "via", "result"]
+    assert re.fullmatch(rf"web-01\s+127\.0\.0\.1:{good.port}\s+-\s+ok \(\d+ ms\)", table[1])
+    fp = re.escape(other.host_fingerprint())
+    assert re.fullmatch(rf"web-02\s+127\.0\.0\.1:{other.port}\s+-\s+host key unknown {fp}", table[2])
+    assert re.fullmatch(rf"web-03\s+127\.0\.0\.1:{good.port}\s+web-01\s+ok \(\d+ ms\)", table[3])
+    err = captured.err.splitlines()
+    assert any(line.startswith("opsloop: host web-02: host key unknown: ") for line in err)
+    assert f"opsloop: host web-02: to verify its key, run: ssh-keyscan -p {other.port} -t ed25519 127.0.0.1" in err
