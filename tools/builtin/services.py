@@ -3,15 +3,14 @@ inventory host (the same `systemctl` commands over SSH; the allowlist is the hos
 
 from __future__ import annotations
 
-import re
 import shutil
 
 from tools.builtin import reach
 from tools.commands import run_argv
 from tools.registry import Category, PermissionDenied, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
+from tools.units import UNIT_RE
 
-UNIT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._-]*")  # no leading "-": a unit name is never an option
 SHOW_PROPERTIES = (
     "Id", "Description", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStatus",
     "Result", "NRestarts", "ActiveEnterTimestamp", "StateChangeTimestamp", "MemoryCurrent", "TasksCurrent",
