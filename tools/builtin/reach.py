@@ -68,6 +68,8 @@ def describe_hosts(schema: dict[str, Any], inventory: Inventory | None) -> dict[
 
 
 def with_hosts(tool: Any, inventory: Inventory | None) -> Any:
-    """A Tool whose `host` parameter description lists a small inventory (see describe_hosts)."""
+    """A built-in Tool whose `host` parameter description lists a small inventory (see describe_hosts)."""
+    if tool.source != "builtin":  # another module's `host` may mean something else
+        return tool
     schema = describe_hosts(tool.input_schema, inventory)
     return tool if schema is tool.input_schema else dataclasses.replace(tool, input_schema=schema)
