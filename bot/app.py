@@ -203,7 +203,8 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
     store = await Store(settings.db_path).open()
     log.info("store.opened", backend=store.backend, where=store.where)
-    tools = await build_registry(settings.tools)
+    tools = await build_registry(settings.tools, inventory=settings.inventory,
+                                 ssh_credentials=settings.ssh_credentials)
     client = slack_client(settings)
     llm = None if model_for is not None else model_client or anthropic_client(settings)
     for line in model_problems(settings.model.chain)[1]:

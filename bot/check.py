@@ -1,4 +1,4 @@
-"""`opsloop check`: config, tokens, models and the tool table, one line per problem."""
+"""`opsloop check`: config, tokens, models, the tool table and the inventory hosts, one line per problem."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from bot.connection import is_unreachable, reason, unreachable
 from bot.pricing import Status, lifecycle, model_problems, replacement_for
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
+HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
 
 
 async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
@@ -121,6 +122,35 @@ def store_check(settings: Settings) -> list[str]:
     return []
 
 
+async def hosts_check(settings: Settings) -> list[str]:
+    """Connect to every inventory host (bounded, concurrently): print host | address | via | result, return the
+    failures (an unknown key with the ssh-keyscan line to verify it)."""
+    if not len(settings.inventory):
+        return []
+    from tools.remote.pool import SshPool
+
+    pool = SshPool(settings.inventory, settings.ssh_credentials)
+    try:
+        results = await pool.probe_all(concurrency=HOST_PROBES_AT_ONCE)
+    finally:
+        await pool.close()
+    rows = [("host", "address", "via", "result")]
+    problems: list[str] = []
+    for r in results:
+        result = f"ok ({r.ms:.0f} ms)" if r.ok and r.ms is not None else r.failure.value
+        if r.fingerprint:
+            result += f" {r.fingerprint}"
+        rows.append((r.host, r.address, r.via or "-", result))
+        if not r.ok:
+            problems.append(f"host {r.host}: {r.failure.value}: {r.detail}")
+            if r.keyscan:
+                problems.append(f"host {r.host}: to verify its key, run: {r.keyscan}")
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return problems
+
+
 async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> int:
     """Exit status 1 when anything must be fixed; every problem and warning is one line on stderr."""
     from handlers.policy import approval_warnings, policy_lines
@@ -131,7 +161,8 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
     problems: list[str] = list(retired)
     notes = [*deprecated, *approval_warnings(settings.approvals)]
     try:
-        registry = await build_registry(settings.tools)
+        registry = await build_registry(settings.tools, inventory=settings.inventory,
+                                        ssh_credentials=settings.ssh_credentials)
     except ToolConfigError as e:
         problems.append(str(e))
         registry = None
@@ -150,6 +181,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
             print(line)
         problems += cluster_problems
     problems += store_check(settings)
+    problems += await hosts_check(settings)
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is not set")
     else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -90,7 +91,7 @@ def ssh_servers() -> Iterator[Callable[..., sshserver.SshServer]]:
         pytest.skip(reason)
     started: list[sshserver.SshServer] = []
 
-    def start(**options: int) -> sshserver.SshServer:
+    def start(**options: Any) -> sshserver.SshServer:
         server = sshserver.SshServer(**options).start()
         started.append(server)
         return server

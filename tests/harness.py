@@ -96,10 +96,11 @@ def _toml(table: dict[str, Any], prefix: str = "", *, array: bool = False) -> st
     header = f"[[{prefix}]]" if array else f"[{prefix}]"
     out = ([header] if prefix and (lines or array) else []) + lines
     for k, v in table.items():
+        name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
-            out.append(_toml(v, f"{prefix}.{k}" if prefix else k))
-        elif _is_tables(v):
-            out += [_toml(item, f"{prefix}.{k}" if prefix else k, array=True) for item in v]
+            out.append(_toml(v, name))
+        elif _is_tables(v):  # an array of tables ([[hosts]]); written last, so no key of this table follows it
+            out.extend(_toml(entry, name, array=True) for entry in v)
     return "\n".join(out) + "\n"
 
 

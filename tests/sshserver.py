@@ -83,8 +83,9 @@ def free_port() -> int:
 class SshServer:
     """One throwaway sshd: `with SshServer() as srv: srv.port, srv.client_key, srv.known_hosts`."""
 
-    def __init__(self, *, max_sessions: int = 10, max_startups: int = 100) -> None:
+    def __init__(self, *, max_sessions: int = 10, max_startups: int = 100, path: str | None = None) -> None:
         self.sshd = find_sshd()
+        self.path = path  # PATH for the sessions (a test's stand-in programs first); None: sshd's default
         self.max_sessions = max_sessions
         self.max_startups = max_startups
         self.user = pwd.getpwuid(os.geteuid()).pw_name
@@ -197,7 +198,7 @@ class SshServer:
             "Subsystem": "sftp internal-sftp",
             # An empty home for the sessions: the login shell reads no rc file of the real user's (root's
             # ~/.bashrc here runs pyenv init, 100+ ms a session), so tests see the server, not dotfiles.
-            "SetEnv": f"HOME={self._path('home')}",
+            "SetEnv": f"HOME={self._path('home')}" + (f" PATH={self.path}" if self.path else ""),
         }
         text = "".join(f"{key} {value}\n" for key, value in settings.items())
         self._path("sshd_config").write_text("# opsloop throwaway test server (tests/sshserver.py)\n" + text)

@@ -135,7 +135,7 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
         services = _table(table["services"], "tools.services")
         _only(services, ("restart_allowlist",), "tools.services")
         if "restart_allowlist" in services:
-            from tools.builtin.services import UNIT_RE
+            from tools.units import UNIT_RE
 
             units = _str_list(services["restart_allowlist"], "tools.services.restart_allowlist")
             for i, unit in enumerate(units):
@@ -379,7 +379,9 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
         registry.push_async_callback(ctx.kubernetes.aclose)  # one open client per cluster, closed with the registry
     try:
         _check_k8s_module(table, ctx)
-        collected = [(t.bind(ctx), where) for t, where in _load_modules(table)]
+        from tools.builtin.reach import with_hosts  # `host` descriptions name a small inventory, once per build
+
+        collected = [(with_hosts(t.bind(ctx), ctx.inventory), where) for t, where in _load_modules(table)]
         for i, entry in enumerate(_list(table.get("commands", []), "tools.commands")):
             where = f"tools.commands[{i}]"
             collected.append((command_tool(parse_command(entry, where, base_dir=base)), where))

@@ -37,7 +37,7 @@ from tools.api import (
     truncate_output,
 )
 from tools.schema import Parameter, call_arguments, function_schema
-from tools.worker import run_in_worker
+from tools.worker import run_in_worker, workers_killed
 
 __all__ = [  # the names tools.api defines are re-exported: tools.registry stays the one import for a tool
     "DEFAULT_TIMEOUT_S", "MAX_OUTPUT_CHARS", "Category", "Implementation", "PermissionDenied", "Tool",
@@ -278,6 +278,7 @@ class Tool:
     async def _execute(self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None,
                        approved_preview: str | None = None) -> str:
         deadline = asyncio.timeout(self.timeout_s)
+        killed_before = workers_killed()
         try:
             async with deadline:
                 result = await impl.call(args, self.ctx or ToolContext(), confirmed_by, approved_preview)
@@ -288,7 +289,8 @@ class Tool:
             raise kind(bounded_text(message)) from e  # a message as long as an output is bounded like one
         except TimeoutError as e:
             if deadline.expired():
-                stopped = " (its worker process was killed)" if impl.worker else ""
+                killed = impl.worker is not None or workers_killed() > killed_before
+                stopped = " (its worker process was killed)" if killed else ""
                 raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s{stopped}") from None
             raise ToolError(bounded_text(exception_text(e))) from e
         except Exception as e:

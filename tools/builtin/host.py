@@ -1,29 +1,30 @@
-"""Host health from psutil: disk, memory, CPU and the busiest processes. Only the local host is reachable."""
+"""Host health: disk, memory, CPU and the busiest processes, on this machine (psutil) or an inventory host (SSH).
+
+Each tool takes `host`: `localhost` runs the psutil code in a worker process; an inventory host runs fixed
+commands over SSH (`df -P -T -k`, /proc/meminfo, two /proc/stat samples, two /proc/*/stat samples) and the
+output has the same shape as locally.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 from typing import Literal
 
 import psutil
 
-from tools.registry import Category, ToolError, tool
+from tools.builtin import reach
+from tools.registry import Category, ToolContext, ToolError, tool
+from tools.remote.inventory import Host
 
-LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 _SAMPLE_S = 0.5  # CPU percentages need two readings this far apart
-
-
-def check_local(host: str) -> str:
-    """The local host's name, or ToolError if `host` names another machine."""
-    hostname = socket.gethostname()
-    if host in LOCAL_NAMES or host in (hostname, hostname.split(".")[0]):
-        return hostname
-    raise ToolError(
-        f"only the local host is supported: this bot runs on {hostname!r} and cannot reach {host!r}; "
-        "use host='localhost' or a runbook command for remote hosts"
-    )
+_REMOTE_TIMEOUT_S = 20.0  # a remote command's own limit, under the tools' 30 s
+# df lists these too; psutil.disk_partitions(all=False) does not (no device behind them)
+_PSEUDO_FS = frozenset({
+    "tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "debugfs", "tracefs",
+    "securityfs", "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "autofs", "binfmt_misc", "nsfs", "ramfs",
+    "efivarfs", "rpc_pipefs", "squashfs", "shm", "none",
+})
 
 
 def human_bytes(n: float) -> str:
@@ -40,17 +41,25 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
-def check_disk(host: str = "localhost") -> str:
-    """Disk usage per mounted filesystem (size, used, free, use%).
+def _percent(part: float, whole: float) -> float:
+    return part / whole * 100 if whole > 0 else 0.0
 
-    Args:
-        host: the host to check; only the local host is supported.
-    """
-    name = check_local(host)
-    rows = [["mount", "fs", "size", "used", "avail", "use%"]]
+
+# -- check_disk ----------------------------------------------------------------------------------------
+
+
+def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) -> str:
+    warnings = [f"WARNING {mount} is {pct:.1f}% full" for mount, pct in full if pct >= 90]
+    return "\n".join([f"disk usage on {name}", _table([["mount", "fs", "size", "used", "avail", "use%"], *rows]),
+                      *warnings])
+
+
+@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
+def _local_check_disk() -> str:
+    """check_disk on this machine."""
+    rows: list[list[str]] = []
+    full: list[tuple[str, float]] = []
     seen: set[str] = set()
-    warnings: list[str] = []
     for part in psutil.disk_partitions(all=False):
         if part.mountpoint in seen:
             continue
@@ -63,72 +72,201 @@ def check_disk(host: str = "localhost") -> str:
             continue
         rows.append([part.mountpoint, part.fstype, human_bytes(usage.total), human_bytes(usage.used),
                      human_bytes(usage.free), f"{usage.percent:.1f}%"])
-        if usage.percent >= 90:
-            warnings.append(f"WARNING {part.mountpoint} is {usage.percent:.1f}% full")
+        full.append((part.mountpoint, usage.percent))
     if "/" not in seen:  # containers often list no partitions; the root filesystem is always worth a line
         usage = psutil.disk_usage("/")
-        rows.insert(1, ["/", "-", human_bytes(usage.total), human_bytes(usage.used), human_bytes(usage.free),
+        rows.insert(0, ["/", "-", human_bytes(usage.total), human_bytes(usage.used), human_bytes(usage.free),
                         f"{usage.percent:.1f}%"])
-        if usage.percent >= 90:
-            warnings.append(f"WARNING / is {usage.percent:.1f}% full")
-    return "\n".join([f"disk usage on {name}", _table(rows), *warnings])
+        full.insert(0, ("/", usage.percent))
+    return _disk_text(reach.host_name(None), rows, full)
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
-def check_memory(host: str = "localhost") -> str:
-    """Memory and swap usage.
+async def _remote_check_disk(host: Host, ctx: ToolContext) -> str:
+    result = await reach.remote(ctx, host, ["df", "-P", "-T", "-k"], timeout_s=_REMOTE_TIMEOUT_S)
+    if result.exit_status != 0 and not result.stdout.strip():  # df exits 1 when one mount is unreadable
+        raise reach.failed(host, "df", result)
+    rows: list[list[str]] = []
+    full: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for line in result.stdout.splitlines()[1:]:
+        fields = line.split(None, 6)
+        if len(fields) < 7 or not all(f.isdigit() for f in fields[2:5]):
+            continue
+        _dev, fstype, size_k, used_k, avail_k, _cap, mount = fields
+        size, used, avail = (int(v) * 1024 for v in (size_k, used_k, avail_k))
+        if mount in seen or size == 0 or (fstype in _PSEUDO_FS and mount != "/"):
+            continue
+        seen.add(mount)
+        pct = round(_percent(used, used + avail), 1)  # as psutil (and df) compute it: of what users can use
+        rows.append([mount, fstype, human_bytes(size), human_bytes(used), human_bytes(avail), f"{pct:.1f}%"])
+        full.append((mount, pct))
+    return _disk_text(host.name, rows, full)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
+    """Disk usage per mounted filesystem (size, used, free, use%).
 
     Args:
-        host: the host to check; only the local host is supported.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    name = check_local(host)
-    vm = psutil.virtual_memory()
-    swap = psutil.swap_memory()
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_check_disk, {}, ctx)
+    return await _remote_check_disk(found, ctx)
+
+
+# -- check_memory --------------------------------------------------------------------------------------
+
+
+def _memory_text(name: str, total: int, used: int, available: int, swap_total: int, swap_used: int) -> str:
+    percent = round(_percent(total - available, total), 1)
+    swap_percent = round(_percent(swap_used, swap_total), 1)
     lines = [
         f"memory on {name}",
-        f"total {human_bytes(vm.total)}, used {human_bytes(vm.used)}, available {human_bytes(vm.available)} "
-        f"({vm.percent:.1f}% in use)",
-        f"swap total {human_bytes(swap.total)}, used {human_bytes(swap.used)} ({swap.percent:.1f}% in use)",
+        f"total {human_bytes(total)}, used {human_bytes(used)}, available {human_bytes(available)} "
+        f"({percent:.1f}% in use)",
+        f"swap total {human_bytes(swap_total)}, used {human_bytes(swap_used)} ({swap_percent:.1f}% in use)",
     ]
-    if vm.percent >= 90:
-        lines.append(f"WARNING memory is {vm.percent:.1f}% used")
+    if percent >= 90:
+        lines.append(f"WARNING memory is {percent:.1f}% used")
     return "\n".join(lines)
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
-def check_cpu(host: str = "localhost") -> str:
-    """CPU use (overall and per core), load average and core count.
+@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
+def _local_check_memory() -> str:
+    """check_memory on this machine."""
+    vm = psutil.virtual_memory()
+    swap = psutil.swap_memory()
+    return _memory_text(reach.host_name(None), vm.total, vm.used, vm.available, swap.total, swap.used)
+
+
+def meminfo_usage(text: str) -> tuple[int, int, int, int, int]:
+    """(total, used, available, swap total, swap used) in bytes from /proc/meminfo, computed as psutil does."""
+    kb: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        value = rest.split()
+        if value and value[0].isdigit():
+            kb[key.strip()] = int(value[0]) * 1024
+    if "MemTotal" not in kb:
+        raise ToolError("/proc/meminfo has no MemTotal line")
+    total, free = kb["MemTotal"], kb.get("MemFree", 0)
+    buffers, cached = kb.get("Buffers", 0), kb.get("Cached", 0) + kb.get("SReclaimable", 0)
+    available = kb.get("MemAvailable", free + buffers + cached)
+    used = total - free - cached - buffers
+    if used < 0:
+        used = total - free
+    swap_total = kb.get("SwapTotal", 0)
+    return total, used, min(available, total), swap_total, max(swap_total - kb.get("SwapFree", 0), 0)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
+    """Memory and swap usage.
 
     Args:
-        host: the host to check; only the local host is supported.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    name = check_local(host)
-    per_core = psutil.cpu_percent(interval=_SAMPLE_S, percpu=True)
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_check_memory, {}, ctx)
+    result = await reach.remote(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_REMOTE_TIMEOUT_S)
+    if result.exit_status != 0:
+        raise reach.failed(found, "cat /proc/meminfo", result)
+    return _memory_text(found.name, *meminfo_usage(result.stdout))
+
+
+# -- check_cpu -----------------------------------------------------------------------------------------
+
+
+def _cpu_text(name: str, per_core: list[float], load: tuple[float, float, float], logical: int,
+              physical: int | None) -> str:
     overall = sum(per_core) / len(per_core) if per_core else 0.0
-    load1, load5, load15 = os.getloadavg()
-    logical = psutil.cpu_count(logical=True) or len(per_core)
-    physical = psutil.cpu_count(logical=False)
     cores = f"{logical} logical" + (f", {physical} physical" if physical else "")
     return "\n".join([
         f"cpu on {name}",
         f"cpu {overall:.1f}% (per core: {', '.join(f'{p:.0f}%' for p in per_core)})",
-        f"load average {load1:.2f} {load5:.2f} {load15:.2f} (1, 5, 15 min)",
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min)",
         f"cores {cores}",
     ])
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True, isolated=True)
-def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost") -> str:
-    """The processes using the most CPU or memory.
+@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
+def _local_check_cpu() -> str:
+    """check_cpu on this machine."""
+    per_core = psutil.cpu_percent(interval=_SAMPLE_S, percpu=True)
+    logical = psutil.cpu_count(logical=True) or len(per_core)
+    return _cpu_text(reach.host_name(None), per_core, os.getloadavg(), logical, psutil.cpu_count(logical=False))
+
+
+# Two /proc/stat readings half a second apart, then the load average and the core counts; \0 between parts.
+_CPU_SCRIPT = (
+    "cat /proc/stat; printf '\\0'; sleep 0.5; cat /proc/stat; printf '\\0'; cat /proc/loadavg; printf '\\0'; "
+    "grep -E '^(physical id|core id)' /proc/cpuinfo 2>/dev/null | paste - - | sort -u | wc -l"
+)
+
+
+def _core_times(stat: str) -> list[tuple[int, int]]:
+    """(busy, total) jiffies per core (cpu0, cpu1, …) as psutil counts them (guest time is in user time)."""
+    cores = []
+    for line in stat.splitlines():
+        fields = line.split()
+        if not fields or not fields[0].startswith("cpu") or fields[0] == "cpu":
+            continue
+        values = [int(v) for v in fields[1:11] if v.isdigit()]
+        values += [0] * (10 - len(values))
+        total = sum(values[:8])  # user nice system idle iowait irq softirq steal (guest is counted in user)
+        cores.append((total - values[3] - values[4], total))
+    return cores
+
+
+def cpu_percents(before: str, after: str) -> list[float]:
+    """Per-core CPU use between two /proc/stat readings."""
+    out = []
+    for (b0, t0), (b1, t1) in zip(_core_times(before), _core_times(after), strict=False):
+        out.append(min(max(_percent(b1 - b0, t1 - t0), 0.0), 100.0))
+    return out
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
+    """CPU use (overall and per core), load average and core count.
 
     Args:
-        sort_by: "cpu" (percent of one core, sampled over half a second) or "memory" (resident size).
-        limit: how many processes to list, 1 to 100.
-        host: the host to check; only the local host is supported.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    name = check_local(host)
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_check_cpu, {}, ctx)
+    result = await reach.remote(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S)
+    parts = result.stdout.split("\0")
+    if result.exit_status != 0 or len(parts) != 4:
+        raise reach.failed(found, "reading /proc/stat", result)
+    before, after, loadavg, physical = parts
+    load = tuple(float(v) for v in loadavg.split()[:3])
+    per_core = cpu_percents(before, after)
+    physical_cores = int(physical.strip() or 0) or None
+    return _cpu_text(found.name, per_core, (load[0], load[1], load[2]), len(per_core), physical_cores)
+
+
+# -- list_top_processes --------------------------------------------------------------------------------
+
+
+def _top_text(name: str, rows: list[tuple[float, int, list[str]]], sort_by: str, limit: int) -> str:
+    rows.sort(key=lambda r: (r[0], r[1]) if sort_by == "cpu" else (r[1], r[0]), reverse=True)
+    table = [["pid", "user", "cpu%", "rss", "command"]] + [r[2] for r in rows[:limit]]
+    return f"top {min(limit, len(rows))} of {len(rows)} processes on {name} by {sort_by}\n" + _table(table)
+
+
+def _check_limit(limit: int) -> None:
     if not 1 <= limit <= 100:
         raise ToolError(f"limit: must be between 1 and 100, got {limit}")
+
+
+@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
+def _local_list_top_processes(sort_by: str = "cpu", limit: int = 10) -> str:
+    """list_top_processes on this machine."""
     procs = []
     for p in psutil.process_iter(["pid", "name", "username", "memory_info", "cmdline"]):
         try:
@@ -148,6 +286,61 @@ def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 1
         cmd = " ".join(" ".join(info.get("cmdline") or []).split()) or info.get("name") or "?"
         rows.append((cpu, rss, [str(info["pid"]), str(info.get("username") or "?"), f"{cpu:.1f}",
                                 human_bytes(rss), cmd[:120]]))
-    rows.sort(key=lambda r: (r[0], r[1]) if sort_by == "cpu" else (r[1], r[0]), reverse=True)
-    table = [["pid", "user", "cpu%", "rss", "command"]] + [r[2] for r in rows[:limit]]
-    return f"top {min(limit, len(rows))} of {len(rows)} processes on {name} by {sort_by}\n" + _table(table)
+    return _top_text(reach.host_name(None), rows, sort_by, limit)
+
+
+# Each process's CPU ticks twice, half a second apart (the same semantics as locally: percent of one core over
+# the sample), with the host's clock and tick rate; then pid, user, rss and command line from ps. \0 between.
+_TOP_SCRIPT = (
+    "cd /proc || exit 1; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; sleep 0.5; "
+    "t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0%s %s %s\\0' \"$t0\" \"$t1\" \"$(getconf CLK_TCK)\"; "
+    "ps -e -ww -o pid=,user:32=,rss=,args= | cut -b 1-400"
+)
+
+
+def _ticks(sample: str) -> dict[int, int]:
+    """pid -> utime + stime from concatenated /proc/PID/stat lines (the command name may hold any text)."""
+    ticks: dict[int, int] = {}
+    for line in sample.splitlines():
+        pid, _, rest = line.partition(" (")
+        fields = rest.rpartition(") ")[2].split()
+        if pid.isdigit() and len(fields) > 12 and fields[11].isdigit() and fields[12].isdigit():
+            ticks[int(pid)] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost",
+                             *, ctx: ToolContext) -> str:
+    """The processes using the most CPU or memory.
+
+    Args:
+        sort_by: "cpu" (percent of one core, sampled over half a second) or "memory" (resident size).
+        limit: how many processes to list, 1 to 100.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+    """
+    found = reach.target(host, ctx)
+    _check_limit(limit)
+    if found is None:
+        return await reach.local(_local_list_top_processes, {"sort_by": sort_by, "limit": limit}, ctx)
+    result = await reach.remote(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S,
+                                max_bytes=8 * 1024 * 1024)
+    parts = result.stdout.split("\0")
+    if result.exit_status != 0 or len(parts) != 4 or result.truncated:
+        raise reach.failed(found, "reading /proc", result)
+    before, after, clock, listing = _ticks(parts[0]), _ticks(parts[1]), parts[2].split(), parts[3]
+    elapsed_s = max((int(clock[1]) - int(clock[0])) / 1e9, 1e-3)
+    hz = int(clock[2]) or 100
+    rows: list[tuple[float, int, list[str]]] = []
+    for line in listing.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) < 3 or not fields[0].isdigit() or not fields[2].isdigit():
+            continue
+        pid = int(fields[0])
+        if pid not in after:
+            continue  # ended during the sample
+        cpu = max(after[pid] - before.get(pid, after[pid]), 0) / hz / elapsed_s * 100
+        rss = int(fields[2]) * 1024
+        cmd = " ".join((fields[3] if len(fields) > 3 else "?").split())
+        rows.append((cpu, rss, [str(pid), fields[1], f"{cpu:.1f}", human_bytes(rss), cmd[:120]]))
+    return _top_text(found.name, rows, sort_by, limit)

@@ -12,13 +12,15 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any, cast
 
 import re2
 
+from tools.builtin import reach
 from tools.builtin.host import human_bytes
 from tools.registry import Category, ToolContext, ToolError, tool
+from tools.remote.inventory import Host
 
 MAX_TAIL_LINES = 5_000
 MAX_LINE_CHARS = 500  # a line shown is cut here
@@ -151,19 +153,22 @@ def _existing_file(path: Path, shown: str) -> Path:
     return path
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True, isolated=True)
-def tail_log(path: str, lines: int = 100, *, ctx: ToolContext) -> str:
-    """The last lines of a log file (.gz/.bz2/.xz are decompressed).
-
-    Args:
-        path: the log file, absolute or relative to an allowed log directory.
-        lines: how many lines from the end, 1 to 5000.
-    """
+def _check_lines(lines: int) -> None:
     if not 1 <= lines <= MAX_TAIL_LINES:
         raise ToolError(f"lines: must be between 1 and {MAX_TAIL_LINES}, got {lines}")
+
+
+@tool(category=Category.READ_ONLY, timeout_s=60, isolated=True)
+def _local_tail_log(path: str, lines: int = 100, *, ctx: ToolContext) -> str:
+    """tail_log on this machine."""
+    _check_lines(lines)
     file = _existing_file(allowed_path(path, ctx), path)
     tail = _last_lines(file, lines)
-    header = f"{file} (last {len(tail.lines)} lines, {human_bytes(file.stat().st_size)})"
+    return _tail_text(str(file), tail, file.stat().st_size)
+
+
+def _tail_text(shown: str, tail: _Tail, size: int) -> str:
+    header = f"{shown} (last {len(tail.lines)} lines, {human_bytes(size)})"
     if tail.bounded:
         header += (f"; read only the last {human_bytes(MAX_TAIL_BYTES)}, which holds fewer lines than asked "
                    "(very long lines)")
@@ -270,18 +275,15 @@ def _construct(pattern: str, error: str) -> str | None:
     return None
 
 
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True, isolated=True)
-def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContext) -> str:
-    """Lines matching a regular expression in a log file, or in every file under a log directory.
-
-    Args:
-        path: a log file or directory, absolute or relative to an allowed log directory.
-        pattern: a regular expression in Python's syntax, searched in each line (use (?i) for case-insensitive);
-            matched in linear time (RE2), so backreferences, lookaround and possessive quantifiers are refused.
-        max_matches: stop listing after this many matching lines, 1 to 5000 (all are still counted).
-    """
+def _check_max_matches(max_matches: int) -> None:
     if not 1 <= max_matches <= MAX_TAIL_LINES:
         raise ToolError(f"max_matches: must be between 1 and {MAX_TAIL_LINES}, got {max_matches}")
+
+
+@tool(category=Category.READ_ONLY, timeout_s=60, isolated=True)
+def _local_grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContext) -> str:
+    """grep_log on this machine."""
+    _check_max_matches(max_matches)
     regex = compile_pattern(pattern)
     target = allowed_path(path, ctx)
     if not target.exists():
@@ -304,6 +306,10 @@ def grep_log(path: str, pattern: str, max_matches: int = 200, *, ctx: ToolContex
         except (OSError, EOFError) as e:
             shown.append(f"{prefix} unreadable: {e}")
     where = str(target) if target.is_file() else f"{files} files under {target}"
+    return _grep_text(pattern, where, total, shown, long_lines)
+
+
+def _grep_text(pattern: str, where: str, total: int, shown: list[str], long_lines: int = 0) -> str:
     more = f", showing the first {len(shown)}" if total > len(shown) else ""
     if long_lines:
         more += f"; {long_lines} lines longer than {MAX_GREP_LINE_CHARS} chars were searched in their start only"
@@ -462,32 +468,25 @@ def _delete(chosen: list[_Candidate], outcome: _Outcome, now: float) -> None:
         outcome.deleted.append(c)
 
 
-@tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True, isolated=True)
-def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str,
-               ctx: ToolContext) -> str:
-    """Delete rotated and compressed logs older than N days under a log directory (never live *.log files).
+def _choose(scan: _Scan, approved_preview: str, outcome: _Outcome) -> tuple[list[_Candidate], list[_Candidate], int]:
+    """(the files to delete, the ones not approved, how many the preview covered only by its digest).
 
-    Args:
-        path: a log directory, absolute or relative to an allowed log directory.
-        older_than_days: only files last modified more than this many days ago.
-    """
-    scan = _cleanup_candidates(path, older_than_days, ctx)
+    Approved files that are no longer candidates are recorded in `outcome` as changed or gone."""
     approved = _Approved.parse(approved_preview)
-    outcome = _Outcome()
-    now = time.time()
-    unnamed = 0  # approved files the preview covered only by its digest, which no longer holds
     if approved.digest is not None and approved.digest == list_digest(scan.cands):
-        chosen, unapproved = scan.cands, []  # exactly the approved list, including files the preview did not name
-    else:
-        by_tag = {c.tag: c for c in scan.cands}
-        chosen = [by_tag[n.tag] for n in approved.named if n.tag in by_tag]
-        missing = [n for n in approved.named if n.tag not in by_tag]
-        for n in missing:  # still there in some form (another file, a symlink, newer): changed; else gone
-            (outcome.changed if n.shown in scan.present else outcome.gone).append(n.text)
-        taken, reported = {c.tag for c in chosen}, {n.shown for n in missing}
-        unapproved = [c for c in scan.cands if c.tag not in taken and _shown(c.path) not in reported]
-        unnamed = max(approved.count - len(approved.named), 0)
-    _delete(chosen, outcome, now)
+        return scan.cands, [], 0  # exactly the approved list, including files the preview did not name
+    by_tag = {c.tag: c for c in scan.cands}
+    chosen = [by_tag[n.tag] for n in approved.named if n.tag in by_tag]
+    missing = [n for n in approved.named if n.tag not in by_tag]
+    for n in missing:  # still there in some form (another file, a symlink, newer): changed; else gone
+        (outcome.changed if n.shown in scan.present else outcome.gone).append(n.text)
+    taken, reported = {c.tag for c in chosen}, {n.shown for n in missing}
+    unapproved = [c for c in scan.cands if c.tag not in taken and _shown(c.path) not in reported]
+    return chosen, unapproved, max(approved.count - len(approved.named), 0)
+
+
+def _clean_report(scan: _Scan, outcome: _Outcome, unapproved: list[_Candidate], unnamed: int,
+                  older_than_days: int, confirmed_by: str, now: float) -> str:
     freed = sum(c.size for c in outcome.deleted)
     out = [f"deleted {len(outcome.deleted)} rotated log files older than {older_than_days} days under "
            f"{_shown(scan.root)}, freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
@@ -513,6 +512,18 @@ def clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approv
     return "\n".join(out + outcome.failed)
 
 
+@tool(category=Category.DESTRUCTIVE, timeout_s=120, isolated=True)
+def _local_clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str,
+                      ctx: ToolContext) -> str:
+    """clean_logs on this machine."""
+    scan = _cleanup_candidates(path, older_than_days, ctx)
+    outcome = _Outcome()
+    now = time.time()
+    chosen, unapproved, unnamed = _choose(scan, approved_preview, outcome)
+    _delete(chosen, outcome, now)
+    return _clean_report(scan, outcome, unapproved, unnamed, older_than_days, confirmed_by, now)
+
+
 def _listing(lines: list[str], limit: int = 200) -> list[str]:
     shown = lines[:limit]
     if len(lines) > limit:
@@ -520,14 +531,16 @@ def _listing(lines: list[str], limit: int = 200) -> list[str]:
     return shown
 
 
-@clean_logs.dry_run
-def _clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext) -> str:
+@_local_clean_logs.dry_run
+def _local_clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext) -> str:
     """Every file the run may delete: named (with a tag for this very file) up to LISTED_FILES, all in the digest."""
-    scan = _cleanup_candidates(path, older_than_days, ctx)
+    return _preview_text(_cleanup_candidates(path, older_than_days, ctx), older_than_days, time.time())
+
+
+def _preview_text(scan: _Scan, older_than_days: int, now: float) -> str:
     root, cands = scan.root, scan.cands
     if not cands:
         return f"would delete nothing: no rotated logs older than {older_than_days} days under {_shown(root)}"
-    now = time.time()
     total = sum(c.size for c in cands)
     head = (f"would delete {len(cands)} rotated log files older than {older_than_days} days under {_shown(root)}, "
             f"{human_bytes(total)} ({total} bytes); list digest {list_digest(cands)}")
@@ -535,3 +548,409 @@ def _clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext
     if len(cands) > LISTED_FILES:
         lines.append(f"  … and {len(cands) - LISTED_FILES} more, covered by the list digest")
     return "\n".join([head, *lines])
+
+
+# -- on an inventory host: the same tools as fixed commands over SSH ----------------------------------------
+#
+# Paths are resolved on the host (realpath) and checked here against that host's log_dirs (default: [tools.logs]
+# dirs), then only the resolved path is used. grep_log's pattern is compiled by RE2 here first (what RE2 refuses
+# is refused; GNU grep -E would accept backreferences), then translated to a POSIX ERE for `grep -E`. Every
+# command is a fixed program or a fixed `sh -c` script whose model-given values arrive as quoted "$@" arguments.
+
+_REMOTE_TIMEOUT_S = 45.0  # one remote command, under the tools' own 60 s (clean_logs: 120 s, several commands)
+_REMOTE_LINE_BYTES = 2_000  # a remote line is cut here on the host (then to MAX_LINE_CHARS here)
+_DELETE_BATCH = 100  # files checked and deleted per remote command
+
+# For each argument: its type (d directory, f regular file, o other, - missing; symlinks followed) and its
+# resolved path, each ending in \0.
+_RESOLVE_SCRIPT = (
+    'for p do if [ -d "$p" ]; then t=d; elif [ -f "$p" ]; then t=f; elif [ -e "$p" ]; then t=o; else t=-; fi; '
+    "printf '%s\\0' \"$t\"; realpath -m -z -- \"$p\" 2>/dev/null || printf '\\0'; done"
+)
+_DECOMPRESS = ('dec() { case $1 in *.gz) gzip -dc -- "$1";; *.bz2) bzip2 -dc -- "$1";; *.xz) xz -dc -- "$1";; '
+               '*.zst) zstd -dc -- "$1";; *) cat -- "$1";; esac; }; ')
+_TAIL_SCRIPT = (
+    _DECOMPRESS + 'stat -L -c %s -- "$1" || exit 1; printf \'\\0\'; '
+    f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tail -n "$2";; *) tail -n "$2" -- "$1";; esac '
+    f"| cut -b 1-{_REMOTE_LINE_BYTES}"
+)
+# $1 pattern (an ERE), $2 how many lines may still be listed, $3 -i or -s; then the files. Per file: its path,
+# its number of matching lines and the matches still listable (NUMBER:LINE), each ending in \0.
+_GREP_SCRIPT = (
+    _DECOMPRESS + 'pat=$1; left=$2; icase=$3; shift 3; for f do '
+    'n=$(dec "$f" 2>/dev/null | grep -E -I -c "$icase" -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
+    'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
+    f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" "$icase" -e "$pat" | cut -b 1-{_REMOTE_LINE_BYTES}; '
+    'left=$((left - n)); fi; printf \'\\0\'; done'
+)
+# The host's clock, then every entry under $1 on its filesystem: type, inode, size, mtime, path.
+_SCAN_SCRIPT = "date +%s.%N; printf '\\0'; find \"$1\" -xdev -mindepth 1 -printf '%y\\t%i\\t%s\\t%T@\\t%p\\0'"
+# Arguments in fours (path, inode, size, mtime as find printed it): each is removed only if it is still that
+# very regular file; one status per file, each ending in \0 (failed is followed by rm's message).
+_DELETE_SCRIPT = (
+    'while [ "$#" -ge 4 ]; do p=$1; want=$(printf \'f\\t%s\\t%s\\t%s\' "$2" "$3" "$4"); shift 4; '
+    "cur=$(find \"$p\" -maxdepth 0 -printf '%y\\t%i\\t%s\\t%T@' 2>/dev/null); "
+    "if [ -z \"$cur\" ]; then printf 'gone\\0'; elif [ \"$cur\" != \"$want\" ]; then printf 'changed\\0'; "
+    "elif err=$(rm -- \"$p\" 2>&1); then printf 'deleted\\0'; else printf 'failed\\0%s\\0' \"$err\"; fi; done"
+)
+
+
+def _host_log_dirs(host: Host, ctx: ToolContext) -> list[str]:
+    return list(host.log_dirs) if host.log_dirs is not None else [str(d) for d in ctx.log_dirs]
+
+
+async def _resolve_on(host: Host, ctx: ToolContext, paths: list[str]) -> list[tuple[str, str]]:
+    """(type, resolved path) for each of `paths`, as the host sees them."""
+    result = await reach.remote(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_REMOTE_TIMEOUT_S)
+    parts = result.stdout.split("\0")
+    if result.exit_status != 0 or len(parts) != 2 * len(paths) + 1:
+        raise reach.failed(host, "realpath", result)
+    return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(paths))]
+
+
+async def _remote_allowed(host: Host, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
+    """`path` resolved on `host` and inside one of its log_dirs (resolved there too), with its type (d, f, o, -)."""
+    if not path.strip():
+        raise ToolError("path: must not be empty")
+    dirs = _host_log_dirs(host, ctx)
+    raw = PurePosixPath(path)
+    candidates = [str(raw)] if raw.is_absolute() else [str(PurePosixPath(d) / raw) for d in dirs]
+    resolved = await _resolve_on(host, ctx, [*dirs, *candidates])
+    roots = [PurePosixPath(r) for kind, r in resolved[:len(dirs)] if kind == "d" and r.startswith("/")]
+    inside = [(PurePosixPath(r), kind) for kind, r in resolved[len(dirs):]
+              if r.startswith("/") and any(PurePosixPath(r).is_relative_to(root) for root in roots)]
+    if inside:
+        return next((c for c in inside if c[1] != "-"), inside[0])
+    raise ToolError(f"{host.name}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
+
+
+async def _remote_tail(host: Host, path: str, lines: int, ctx: ToolContext) -> str:
+    file, kind = await _remote_allowed(host, path, ctx)
+    if kind == "-":
+        raise ToolError(f"no such file: {path}")
+    if kind != "f":
+        raise ToolError(f"not a regular file: {path}")
+    result = await reach.remote(ctx, host, ["sh", "-c", _TAIL_SCRIPT, "sh", str(file), str(lines)],
+                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=lines * (_REMOTE_LINE_BYTES + 1) + 64)
+    size, sep, text = result.stdout.partition("\0")
+    if result.exit_status != 0 or not sep or not size.strip().isdigit():
+        raise reach.failed(host, f"tail {file}", result)
+    return _tail_text(str(file), _Tail(text.splitlines()[-lines:], False), int(size))
+
+
+# -- RE2 (Python syntax) to POSIX ERE for grep -E; the pattern was accepted by RE2 first ---------------------
+
+_ERE_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "A": "^", "z": "$", "s": "\\s", "S": "\\S", "w": "\\w", "W": "\\W",
+                "b": "\\b", "B": "\\B", "t": "\t"}
+_CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_", "t": "\t"}
+_REPEAT_RE = re.compile(r"\{(\d*)(,\d*)?\}")
+
+
+def ere(pattern: str) -> tuple[str, bool]:
+    """(an ERE that matches the same lines, whether to ignore case); ToolError for what has no ERE form here.
+
+    Line matching does not care about greediness, so lazy quantifiers lose their `?`; groups lose their
+    `?:`/`?P<name>`; \\d becomes [0-9]. A newline can never match inside a line and would split grep's pattern
+    list, so it is refused."""
+    icase = False
+    if m := re.match(r"\(\?([imsu]+)\)", pattern):
+        if "i" in m.group(1):
+            icase = True
+        pattern = pattern[m.end():]
+    out: list[str] = []
+    i, n = 0, len(pattern)
+
+    def refuse(what: str) -> ToolError:
+        return ToolError(f"grep_log: {what} is not supported on a remote host (grep -E); rewrite the pattern")
+
+    while i < n:
+        ch = pattern[i]
+        if ch == "\n":
+            raise refuse("a newline")
+        if ch == "\\":
+            nxt = pattern[i + 1] if i + 1 < n else ""
+            if nxt in _ERE_ESCAPES:
+                out.append(_ERE_ESCAPES[nxt])
+                i += 2
+            elif nxt == "x" and (h := re.match(r"[0-9A-Fa-f]{2}", pattern[i + 2:])) and int(h.group(0), 16) != 10:
+                out.append(_literal(chr(int(h.group(0), 16))))
+                i += 4
+            elif nxt and not nxt.isalnum() and nxt != "\n":
+                out.append(_literal(nxt))
+                i += 2
+            else:
+                raise refuse(f"the escape \\{nxt}")
+        elif ch == "[":
+            text, i = _ere_class(pattern, i, refuse)
+            out.append(text)
+        elif ch == "(" and pattern.startswith("(?", i):
+            if pattern.startswith("(?:", i):
+                i += 3
+            elif m := re.match(r"\(\?P?<[A-Za-z_]\w*>", pattern[i:]):
+                i += m.end()
+            else:
+                raise refuse(f"the group {pattern[i:i + 3]}…")
+            out.append("(")
+        elif ch in "*+?" or (ch == "{" and _REPEAT_RE.match(pattern, i)):
+            if ch == "{":
+                m = _REPEAT_RE.match(pattern, i)
+                assert m is not None
+                out.append(m.group(0))
+                i = m.end()
+            else:
+                out.append(ch)
+                i += 1
+            if i < n and pattern[i] == "?":  # lazy: the same lines match
+                i += 1
+        elif ch in "{}":
+            out.append("\\" + ch)
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out), icase
+
+
+def _ere_class(pattern: str, i: int, refuse: Any) -> tuple[str, int]:
+    """The bracket expression at pattern[i] ("[") rebuilt for POSIX, where a backslash is an ordinary char:
+    "]" first, "^" not first, "-" last."""
+    i += 1
+    negated = pattern.startswith("^", i)
+    i += negated
+    items: list[str] = []
+    close = dash = caret = False
+    first = True
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "]" and not first:
+            if not items and not close and not dash:
+                if not caret:
+                    raise refuse("an empty character class")
+                return ("[^^]" if negated else "\\^"), i + 1
+            body = ("]" if close else "") + "".join(items) + ("^" if caret else "") + ("-" if dash else "")
+            return f"[{'^' if negated else ''}{body}]", i + 1
+        first = False
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt in _CLASS_ESCAPES:
+                items.append(_CLASS_ESCAPES[nxt])
+            elif nxt == "]":
+                close = True
+            elif nxt == "-":
+                dash = True
+            elif nxt == "^":
+                caret = True
+            elif not nxt.isalnum() and nxt != "\n":
+                items.append(nxt)
+            else:
+                raise refuse(f"the escape \\{nxt} in a character class")
+            continue
+        if ch == "\n":
+            raise refuse("a newline")
+        if ch == "]":
+            close = True
+        elif ch == "^":
+            caret = True
+        elif ch == "-" and (not items or pattern.startswith("]", i + 1)):
+            dash = True
+        elif ch == "[" and pattern[i + 1:i + 2] in (":", ".", "="):
+            items.append("[.[.]")  # Python reads "[:" as two characters; POSIX would start a class name
+        else:
+            items.append(ch)
+        i += 1
+    raise refuse("an unterminated character class")
+
+
+_ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
+
+
+def _literal(ch: str) -> str:
+    """`ch` matching itself in an ERE (GNU grep warns about a backslash before an ordinary character)."""
+    return "\\" + ch if ch in _ERE_SPECIAL else ch
+
+
+async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> list[str]:
+    """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES."""
+    result = await reach.remote(ctx, host, ["find", str(root), "-type", "f", "-print0"],
+                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
+    if result.exit_status != 0 and not result.stdout:
+        raise reach.failed(host, f"find {root}", result)
+    entries = result.stdout.split("\0")[:-1]  # a cut-off last entry has no \0 after it
+    return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES]  # in the order the local walk takes
+
+
+async def _remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
+    compile_pattern(pattern)  # RE2 decides what is accepted, exactly as locally
+    expression, icase = ere(pattern)
+    target, kind = await _remote_allowed(host, path, ctx)
+    if kind == "-":
+        raise ToolError(f"no such file or directory: {path}")
+    files = [str(target)] if kind == "f" else await _remote_files(host, target, ctx) if kind == "d" else []
+    if not files:
+        return _grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", 0, [])
+    argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression, str(max_matches), "-i" if icase else "-s", *files]
+    budget = max_matches * (_REMOTE_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
+    result = await reach.remote(ctx, host, argv, timeout_s=_REMOTE_TIMEOUT_S, max_bytes=budget)
+    parts = result.stdout.split("\0")
+    if result.exit_status != 0 or len(parts) != 3 * len(files) + 1:
+        raise reach.failed(host, "grep", result)
+    shown: list[str] = []
+    total = 0
+    for k in range(len(files)):
+        file, count, matches = parts[3 * k:3 * k + 3]
+        total += int(count) if count.isdigit() else 0
+        prefix = "" if kind == "f" else f"{PurePosixPath(file).relative_to(target)}:"
+        for line in matches.splitlines():
+            lineno, _, text = line.partition(":")
+            if len(shown) < max_matches and lineno.isdigit():
+                shown.append(f"{prefix}{lineno}: {_clip(text)}")
+    where = str(target) if kind == "f" else f"{len(files)} files under {target}"
+    return _grep_text(pattern, where, total, shown)
+
+
+# -- clean_logs on a host ------------------------------------------------------------------------------------
+
+
+def _ns(mtime: str) -> int:
+    """find's %T@ ("1700000000.1234567890") as integer nanoseconds."""
+    seconds, _, fraction = mtime.partition(".")
+    return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
+
+
+@dataclass(frozen=True)
+class _RemoteScan:
+    scan: _Scan
+    now: float  # the host's clock
+    mtimes: dict[str, str]  # path -> mtime exactly as find printed it (what the delete script compares)
+
+
+async def _remote_candidates(host: Host, path: str, older_than_days: int, ctx: ToolContext) -> _RemoteScan:
+    if older_than_days < 0:
+        raise ToolError(f"older_than_days: must be 0 or more, got {older_than_days}")
+    root, kind = await _remote_allowed(host, path, ctx)
+    if kind != "d":
+        raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
+    result = await reach.remote(ctx, host, ["sh", "-c", _SCAN_SCRIPT, "sh", str(root)],
+                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=32 * 1024 * 1024)
+    clock, sep, listing = result.stdout.partition("\0")
+    if result.truncated:
+        raise ToolError(f"{host.name}: {root} holds too many entries to list; clean a subdirectory")
+    if not sep or (result.exit_status != 0 and not listing):
+        raise reach.failed(host, f"find {root}", result)
+    now = float(clock.strip())
+    cutoff_ns = int((now - older_than_days * 86_400) * 1e9)
+    found: list[_Candidate] = []
+    present: set[str] = set()
+    mtimes: dict[str, str] = {}
+    for entry in listing.split("\0")[:-1]:
+        fields = entry.split("\t", 4)
+        if len(fields) != 5 or not fields[1].isdigit() or not fields[2].isdigit():
+            continue
+        kind, inode, size, mtime, p = fields
+        present.add(_shown(Path(p)))
+        if kind != "f" or not is_rotated(PurePosixPath(p).name):
+            continue
+        c = _Candidate(Path(p), int(size), int(inode), _ns(mtime))
+        if c.mtime_ns < cutoff_ns:
+            found.append(c)
+            mtimes[p] = mtime
+    found.sort(key=lambda c: str(c.path))
+    return _RemoteScan(_Scan(Path(str(root)), found, frozenset(present)), now, mtimes)
+
+
+async def _remote_delete(host: Host, scanned: _RemoteScan, chosen: list[_Candidate], outcome: _Outcome,
+                         ctx: ToolContext) -> None:
+    now = scanned.now
+    for start in range(0, len(chosen), _DELETE_BATCH):
+        batch = chosen[start:start + _DELETE_BATCH]
+        args = [a for c in batch for a in (str(c.path), str(c.inode), str(c.size), scanned.mtimes[str(c.path)])]
+        result = await reach.remote(ctx, host, ["sh", "-c", _DELETE_SCRIPT, "sh", *args],
+                                    timeout_s=_REMOTE_TIMEOUT_S)
+        statuses = iter(result.stdout.split("\0"))
+        for c in batch:
+            status = next(statuses, "")
+            if status == "deleted":
+                outcome.deleted.append(c)
+            elif status == "gone":
+                outcome.gone.append(_line(c, now))
+            elif status == "changed":
+                outcome.changed.append(_line(c, now))
+            elif status == "failed":
+                outcome.failed.append(f"  could not delete {_shown(c.path)}: {next(statuses, '').strip()}")
+            else:  # the command died part-way: say so for every file it did not answer for
+                outcome.failed.append(f"  could not delete {_shown(c.path)}: no answer from {host.name} "
+                                      f"(exit {result.exit_status})")
+
+
+# -- the tools -----------------------------------------------------------------------------------------------
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def tail_log(path: str, lines: int = 100, host: str = "localhost", *, ctx: ToolContext) -> str:
+    """The last lines of a log file (.gz/.bz2/.xz are decompressed).
+
+    Args:
+        path: the log file, absolute or relative to an allowed log directory.
+        lines: how many lines from the end, 1 to 5000.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+    """
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_tail_log, {"path": path, "lines": lines}, ctx)
+    _check_lines(lines)
+    return await _remote_tail(found, path, lines, ctx)
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def grep_log(path: str, pattern: str, max_matches: int = 200, host: str = "localhost", *,
+                   ctx: ToolContext) -> str:
+    """Lines matching a regular expression in a log file, or in every file under a log directory.
+
+    Args:
+        path: a log file or directory, absolute or relative to an allowed log directory.
+        pattern: a regular expression in Python's syntax, searched in each line (use (?i) for case-insensitive);
+            matched in linear time (RE2), so backreferences, lookaround and possessive quantifiers are refused.
+        max_matches: stop listing after this many matching lines, 1 to 5000 (all are still counted).
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+    """
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_grep_log, {"path": path, "pattern": pattern, "max_matches": max_matches},
+                                 ctx)
+    _check_max_matches(max_matches)
+    return await _remote_grep(found, path, pattern, max_matches, ctx)
+
+
+@tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True)
+async def clean_logs(path: str, older_than_days: int = 7, host: str = "localhost", *, confirmed_by: str,
+                     approved_preview: str, ctx: ToolContext) -> str:
+    """Delete rotated and compressed logs older than N days under a log directory (never live *.log files).
+
+    Args:
+        path: a log directory, absolute or relative to an allowed log directory.
+        older_than_days: only files last modified more than this many days ago.
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+    """
+    found = reach.target(host, ctx)
+    args = {"path": path, "older_than_days": older_than_days}
+    if found is None:
+        return await reach.local(_local_clean_logs, args, ctx, confirmed_by=confirmed_by,
+                                 approved_preview=approved_preview)
+    scanned = await _remote_candidates(found, path, older_than_days, ctx)
+    outcome = _Outcome()
+    chosen, unapproved, unnamed = _choose(scanned.scan, approved_preview, outcome)
+    await _remote_delete(found, scanned, chosen, outcome, ctx)
+    return _clean_report(scanned.scan, outcome, unapproved, unnamed, older_than_days, confirmed_by, scanned.now)
+
+
+@clean_logs.dry_run
+async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str = "localhost", *,
+                              ctx: ToolContext) -> str:
+    """Every file the run may delete, on this machine or the host: named with a tag up to LISTED_FILES."""
+    found = reach.target(host, ctx)
+    if found is None:
+        return await reach.local(_local_clean_logs, {"path": path, "older_than_days": older_than_days}, ctx,
+                                 role="preview")
+    scanned = await _remote_candidates(found, path, older_than_days, ctx)
+    return _preview_text(scanned.scan, older_than_days, scanned.now)

@@ -1,19 +1,22 @@
-"""systemd units: status (read-only) and restart (mutating, only units on the configured allowlist)."""
+"""systemd units: status (read-only) and restart (mutating, only units on the allowlist), on this machine or an
+inventory host (the same `systemctl` commands over SSH; the allowlist is the host's own, else [tools.services])."""
 
 from __future__ import annotations
 
-import re
 import shutil
 
+from tools.builtin import reach
 from tools.commands import run_argv
 from tools.registry import Category, PermissionDenied, ToolContext, ToolError, tool
+from tools.remote.inventory import Host
+from tools.units import UNIT_RE
 
-UNIT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._-]*")  # no leading "-": a unit name is never an option
 SHOW_PROPERTIES = (
     "Id", "Description", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStatus",
     "Result", "NRestarts", "ActiveEnterTimestamp", "StateChangeTimestamp", "MemoryCurrent", "TasksCurrent",
 )
 _NO_SYSTEMD = ("System has not been booted with systemd", "Failed to connect to bus")
+_REMOTE_TIMEOUT_S = {"show": 20.0, "status": 20.0, "restart": 100.0}  # under the tools' 30 s and 120 s
 
 
 def check_unit(unit: str) -> str:
@@ -29,15 +32,24 @@ def _systemctl() -> str:
     return path
 
 
-async def _run_systemctl(*args: str) -> tuple[int, str, str]:
-    code, out, err = await run_argv([_systemctl(), "--no-pager", *args])
+async def _run_systemctl(on: Host | None, ctx: ToolContext, *args: str) -> tuple[int, str, str]:
+    """`systemctl --no-pager ARGS` here (on None) or on the inventory host `on`: (exit status, stdout, stderr)."""
+    if on is None:
+        code, out, err = await run_argv([_systemctl(), "--no-pager", *args])
+    else:
+        result = await reach.remote(ctx, on, ["systemctl", "--no-pager", *args], timeout_s=_REMOTE_TIMEOUT_S[args[0]])
+        code, out, err = result.exit_status, result.stdout, result.stderr
+        if code == 127:
+            raise ToolError(f"systemctl is not available on {on.name}")
     if code != 0 and any(marker in err for marker in _NO_SYSTEMD):
-        raise ToolError(f"systemd is not running on this host ({err.strip().splitlines()[0]})")
+        where = "this host" if on is None else on.name
+        raise ToolError(f"systemd is not running on {where} ({err.strip().splitlines()[0]})")
     return code, out, err
 
 
-async def _show(unit: str) -> dict[str, str]:
-    code, out, err = await _run_systemctl("show", f"--property={','.join(SHOW_PROPERTIES)}", "--", unit)
+async def _show(unit: str, on: Host | None = None, ctx: ToolContext | None = None) -> dict[str, str]:
+    code, out, err = await _run_systemctl(on, ctx or ToolContext(), "show",
+                                          f"--property={','.join(SHOW_PROPERTIES)}", "--", unit)
     if code != 0:
         raise ToolError(f"systemctl show {unit} failed (exit {code}): {err.strip() or out.strip()}")
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -60,40 +72,55 @@ def allowed_to_restart(unit: str, allowlist: tuple[str, ...]) -> bool:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def service_status(unit: str) -> str:
+async def service_status(unit: str, host: str = "localhost", *, ctx: ToolContext) -> str:
     """State of a systemd unit (active, sub-state, main PID, restarts) and its latest log lines.
 
     Args:
         unit: the unit name, e.g. "nginx" or "api.service".
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
+    on = reach.target(host, ctx)
     check_unit(unit)
-    props = await _show(unit)
-    _code, out, _err = await _run_systemctl("status", "--lines=20", "--", unit)  # exit 3 = inactive: still shown
+    props = await _show(unit, on, ctx)
+    # exit 3 = inactive: still shown
+    _code, out, _err = await _run_systemctl(on, ctx, "status", "--lines=20", "--", unit)
     return _summary(props) + ("\n\n" + out.strip() if out.strip() else "")
 
 
+def restart_allowlist(on: Host | None, ctx: ToolContext) -> tuple[tuple[str, ...], str]:
+    """The units that may be restarted on `on` (None: this machine), and where that list comes from."""
+    if on is not None and on.restart_allowlist is not None:
+        return on.restart_allowlist, f"restart_allowlist of [[hosts]] {on.name!r}"
+    return ctx.restart_allowlist, "tools.services.restart_allowlist"
+
+
 @tool(category=Category.MUTATING, timeout_s=120)
-async def restart_service(unit: str, *, confirmed_by: str, ctx: ToolContext) -> str:
+async def restart_service(unit: str, host: str = "localhost", *, confirmed_by: str, ctx: ToolContext) -> str:
     """Restart a systemd unit that is on the restart allowlist.
 
     Args:
         unit: the unit name, e.g. "nginx" or "api.service".
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    _restart_allowed(unit, ctx)  # again at run time: defence in depth
-    code, out, err = await _run_systemctl("restart", "--", unit)
+    await _restart_allowed(unit, host, ctx=ctx)  # again at run time: defence in depth
+    on = reach.target(host, ctx)
+    code, out, err = await _run_systemctl(on, ctx, "restart", "--", unit)
     if code != 0:
-        raise ToolError(f"systemctl restart {unit} failed (exit {code}): {err.strip() or out.strip()}")
-    props = await _show(unit)
+        where = "" if on is None else f" on {on.name}"
+        raise ToolError(f"systemctl restart {unit}{where} failed (exit {code}): {err.strip() or out.strip()}")
+    props = await _show(unit, on, ctx)
     state = f"{props.get('ActiveState', '?')} ({props.get('SubState', '?')})"
     return f"restarted {unit}; approved by {confirmed_by}; now {state}\n{_summary(props)}"
 
 
 @restart_service.precheck
-def _restart_allowed(unit: str, ctx: ToolContext) -> None:
-    """Refuse units off the allowlist before anyone is asked to approve them."""
+async def _restart_allowed(unit: str, host: str = "localhost", *, ctx: ToolContext) -> None:
+    """Refuse a host outside the inventory and units off its allowlist before anyone is asked to approve them."""
+    on = reach.target(host, ctx)
     check_unit(unit)
-    if not allowed_to_restart(unit, ctx.restart_allowlist):
-        allowed = ", ".join(ctx.restart_allowlist) or "none"
+    allowlist, source = restart_allowlist(on, ctx)
+    if not allowed_to_restart(unit, allowlist):
+        where = "" if on is None else f" on {on.name}"
         raise PermissionDenied(
-            f"restarting {unit!r} is not allowed by policy (tools.services.restart_allowlist: {allowed})"
+            f"restarting {unit!r}{where} is not allowed by policy ({source}: {', '.join(allowlist) or 'none'})"
         )
