@@ -82,6 +82,14 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
                                 name="empty_mention")
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
+    await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
+                            prompt=prompt)
+
+
+async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str,
+                            text: str, prompt: str, via: str = "mention") -> None:
+    """Store a request (a mention, the message shortcut) with its event claim, then ack: a new run in the thread,
+    or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored."""
     if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
         prompt += await thread_context(sup, channel, thread_ts, before=ts)  # part of the stored row
     accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
@@ -90,9 +98,9 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return
-    if accepted.redirect is not None:  # the thread's run is going: this mention redirects it
+    if accepted.redirect is not None:  # the thread's run is going: this request redirects it
         await after_reply(sup, accepted.redirect)
         return
-    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user)
+    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user, via=via)
     sup.after_ack.spawn(react(sup, channel, ts), name=f"eyes:{ts}")  # only once the run is stored
     sup.start(accepted.run.id)

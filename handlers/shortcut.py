@@ -8,12 +8,10 @@ from typing import Any
 
 import structlog
 
-from bot.redact import redact
-from handlers import approvals, messages
-from handlers.mentions import thread_context
-from handlers.replies import after_reply
+from handlers import messages
+from handlers.mentions import start_or_redirect
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, dig, ephemeral, message_text, react
+from handlers.util import allowed_channel, dig, ephemeral, message_text
 
 log = structlog.get_logger("opsloop.shortcut")
 
@@ -50,20 +48,6 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     thread_ts = dig(body, "message", "thread_ts") or ts
     author = f"<@{message['user']}>" if isinstance(message.get("user"), str) and message.get("user") else (
         str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
-    prompt = messages.shortcut_prompt(user, channel, author, text)
-    if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
-        prompt += await thread_context(sup, channel, thread_ts, before=ts)
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
-    accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
-                                              task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts, on_reply=approvals.supersede_by_reply)
-    if accepted is None:
-        log.info("event.duplicate", event_id=event_id)
-        return
-    if accepted.redirect is not None:  # the thread's run is going: the message redirects it
-        await after_reply(sup, accepted.redirect)
-        return
-    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user,
-             via="shortcut")
-    sup.after_ack.spawn(react(sup, channel, ts), name=f"eyes:{ts}")  # only once the run is stored
-    sup.start(accepted.run.id)
+    await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
+                            prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut")
