@@ -495,16 +495,18 @@ HOME_RECENT = "*Last 10 runs*"
 HOME_NO_RECENT = "_No run has finished yet._"
 
 
+# A link's visible text is a fixed word ("thread", "card"), never the task or a tool name: a task can read like
+# a host name, and opsloop never posts a link whose text names another place than its target.
 def home_active_run(link: str, task: str, *, status: str, step: int, max_steps: int, cost_usd: float) -> str:
-    return f"<{link}|{escape(task)}> — {status}, step {step}/{max_steps}, ${cost_usd:.2f}"
+    return f"{escape(task)} (<{link}|thread>) — {status}, step {step}/{max_steps}, ${cost_usd:.2f}"
 
 
 def home_approval(link: str, tool: str, category: str, task: str) -> str:
-    return f"<{link}|{code(tool)}> ({category}) for _{escape(task)}_"
+    return f"{code(tool)} ({category}, <{link}|card>) for _{escape(task)}_"
 
 
 def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float) -> str:
-    return f"<{link}|{escape(task)}> — {code(stop_reason)}, ${cost_usd:.2f}"
+    return f"{escape(task)} (<{link}|thread>) — {code(stop_reason)}, ${cost_usd:.2f}"
 
 
 # ---------------------------------------------------------------------------

@@ -193,6 +193,23 @@ async def test_app_home_lists_finished_runs_with_their_stop_reasons(
         assert "`completed`" in shown and messages.HOME_NO_ACTIVE in shown
 
 
+async def test_app_home_links_never_wear_the_task_as_their_text(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    import re
+
+    fake_anthropic.script(reply(text("All good.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention("status.example.com is down")  # a task that reads like a host name
+        await env.wait_final(channel, ts)
+        await env.send(app_home_opened_event(BOB))
+        await fake_slack._wait(lambda: fake_slack.home_views.get(BOB), 5.0, lambda: "the Home tab")
+        shown = home_text(fake_slack, BOB)
+        labels = re.findall(r"<https?://[^|>]+\|([^>]*)>", shown)
+        assert labels and set(labels) <= {"thread", "card"}
+        assert "status.example.com is down (<https://slack.com/archives/" in shown
+
+
 async def test_feedback_is_counted_in_metrics_and_shown_on_the_postmortem_page(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
