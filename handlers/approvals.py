@@ -18,7 +18,7 @@ import structlog
 from bot.guards import Pause
 from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
 from handlers import blocks, messages
-from handlers.outbox import card_key, classify, posted_item
+from handlers.outbox import Failure, card_key, classify, posted_item
 from handlers.policy import Verdict, requesters
 from handlers.util import dig, ephemeral
 
@@ -168,16 +168,26 @@ async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | N
         return messages.click_not_on_its_card()
     if where.ts == card.ts:
         return None
-    try:
-        msg = await sup.outbox.message_in_thread(channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
-    except Exception as e:  # fail closed; a transient failure is worth another click
-        failure = classify(e)
-        log.warning("approval.card_check_failed", approval_id=a.id, error=failure.error)
-        return messages.card_not_checked() if failure.transient else messages.click_not_on_its_card()
-    if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id and posted_item(msg) == card.id:
+    found = await bot_post_in_thread(sup, channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
+    if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
+        log.warning("approval.card_check_failed", approval_id=a.id, error=found.error)
+        return messages.card_not_checked() if found.transient else messages.click_not_on_its_card()
+    if found is not None and posted_item(found) == card.id:
         log.info("approval.card_copy", approval_id=a.id, ts=where.ts)
         return None
     return messages.click_not_on_its_card()
+
+
+async def bot_post_in_thread(
+    sup: Supervisor, *, channel: str, thread_ts: str, ts: str
+) -> dict[str, Any] | Failure | None:
+    """The message at `ts` in the thread if this bot posted it; None if it did not (or no such message); the
+    Failure when Slack could not be asked. For clicks on a card or status message whose ts is not on record."""
+    try:
+        msg = await sup.outbox.message_in_thread(channel=channel, thread_ts=thread_ts, ts=ts)
+    except Exception as e:
+        return classify(e)
+    return msg if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id else None
 
 
 def supersede_by_reply(db: Ledger, run: Run, reply: InboxItem) -> tuple[str, ...]:

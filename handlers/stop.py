@@ -9,7 +9,7 @@ import structlog
 from bot.types import Run, StopReason
 from handlers import approvals, messages
 from handlers.blocks import STOP
-from handlers.outbox import classify
+from handlers.outbox import Failure
 from handlers.supervisor import Supervisor
 from handlers.util import dig, ephemeral
 
@@ -51,13 +51,11 @@ async def _off_its_status(sup: Supervisor, run: Run, where: approvals.Clicked) -
         return messages.stop_not_on_its_status()
     if where.ts == run.status_ts:
         return None
-    try:
-        msg = await sup.outbox.message_in_thread(channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
-    except Exception as e:  # fail closed; a transient failure is worth another click
-        failure = classify(e)
-        log.warning("stop.status_check_failed", run_id=run.id, error=failure.error)
-        return messages.status_not_checked() if failure.transient else messages.stop_not_on_its_status()
-    if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id and _stops(msg) == run.id:
+    found = await approvals.bot_post_in_thread(sup, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
+        log.warning("stop.status_check_failed", run_id=run.id, error=found.error)
+        return messages.status_not_checked() if found.transient else messages.stop_not_on_its_status()
+    if found is not None and _stops(found) == run.id:
         return None
     return messages.stop_not_on_its_status()
 
