@@ -95,9 +95,83 @@ _NEEDS_A_LOOK = re.compile(
 )
 
 
+# Characters a reader can't see (zero-width, bidi controls, soft hyphen, word joiner, BOM, tag characters):
+# `DB_PASS\u200bWORD=hunter2` is a password to whoever reads it, so the patterns look through them.
+_INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+                        "\U000e0000-\U000e007f]")
+
+
 def redact(text: str) -> str:
-    """Replace every secret-looking substring with [REDACTED]."""
-    if not text or not _NEEDS_A_LOOK.search(text):
+    """Replace every secret-looking substring with [REDACTED].
+
+    Text with invisible characters in it is read without them (`_through_invisible`): the secret goes, and the
+    invisible characters outside it stay where they were, so a card still shows them.
+    """
+    if not text:
+        return text
+    if not text.isascii() and _INVISIBLE.search(text):
+        return _through_invisible(text)
+    return _redact_visible(text)
+
+
+def _through_invisible(text: str) -> str:
+    """redact() of `text` read without its invisible characters, put back around what was redacted.
+
+    Each character of the working text remembers where it came from in `text` (None: written by a replacement);
+    a pattern's replacement keeps the origin of the prefix it leaves as it was (the name `_keep_name` keeps).
+    Invisible characters between two kept neighbours go back between them; those in or next to a secret go with it.
+    """
+    origin: list[int | None] = [i for i, ch in enumerate(text) if not _INVISIBLE.match(ch)]
+    current = "".join(text[i] for i in origin if i is not None)
+    seen = current
+    for pattern, replace in _PATTERNS:
+        spans: list[tuple[int, int, str]] = []
+
+        def record(m: re.Match[str], replace: Callable[[re.Match[str]], str] = replace,
+                   spans: list[tuple[int, int, str]] = spans) -> str:
+            out = replace(m)
+            spans.append((m.start(), m.end(), out))
+            return out
+
+        replaced = pattern.sub(record, current)
+        if spans:
+            origin, current = _carry(origin, current, spans), replaced
+    if "-----END " in current:
+        spans = [(s, e, REDACTED) for s, e in _pem_tail_spans(current)]
+        origin, current = _carry(origin, current, spans), _replace_spans(current, [(s, e, 0) for s, e, _ in spans])
+    if current == seen:
+        return text  # no secret, even read without them: the text is left exactly as it was
+    out: list[str] = []
+    previous = -1
+    for ch, at in zip(current, origin, strict=True):
+        if at is not None:
+            between = text[previous + 1 : at]
+            if between and not _INVISIBLE.sub("", between):  # only invisible characters: nothing redacted there
+                out.append(between)
+            previous = at
+        out.append(ch)
+    tail = text[previous + 1 :]
+    if origin and origin[-1] is not None and tail and not _INVISIBLE.sub("", tail):
+        out.append(tail)
+    return "".join(out)
+
+
+def _carry(origin: list[int | None], text: str, spans: list[tuple[int, int, str]]) -> list[int | None]:
+    """`origin` once each (start, end, replacement) span of `text` was replaced."""
+    carried: list[int | None] = []
+    done = 0
+    for s, e, out in spans:
+        carried += origin[done:s]
+        kept = 0
+        while kept < min(len(out), e - s) and out[kept] == text[s + kept]:
+            kept += 1
+        carried += origin[s : s + kept] + [None] * (len(out) - kept)
+        done = e
+    return carried + origin[done:]
+
+
+def _redact_visible(text: str) -> str:
+    if not _NEEDS_A_LOOK.search(text):
         return text
     for pattern, replace in _PATTERNS:
         text = pattern.sub(replace, text)
@@ -151,7 +225,14 @@ def redact_truncate(text: str, limit: int, ellipsis: str = _ELLIPSIS) -> str:
 
 def _redact_tracking(text: str, start: int, end: int) -> tuple[str, int, int]:
     """redact(text), and where positions `start` and `end` of `text` are in it. A position inside a secret
-    moves out of it: `start` to where its placeholder begins, `end` to where it ends."""
+    moves out of it: `start` to where its placeholder begins, `end` to where it ends. Invisible characters
+    are looked through as `redact` does."""
+    if text and not text.isascii() and _INVISIBLE.search(text):
+        seen = _INVISIBLE.sub("", text)
+        shifted = (start - len(_INVISIBLE.findall(text, 0, start)), end - len(_INVISIBLE.findall(text, 0, end)))
+        scrubbed, first, last = _redact_tracking(seen, *shifted)
+        if scrubbed != seen:
+            return scrubbed, first, last
     if not text or not _NEEDS_A_LOOK.search(text):
         return text, start, end
     for pattern, replace in _PATTERNS:

@@ -87,7 +87,8 @@ def approval_card(approval: Approval) -> SlackMessage:
         raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(a.id)}")
     state, category, pending = a.state, a.category, a.pending
     raw_args, raw_preview = redact(_json(a.args)), redact(a.preview) if a.preview is not None else None
-    hidden = count_hidden(a.tool) + count_hidden(raw_args) + count_hidden(raw_preview or "")
+    # counted before redaction: a secret spelled with invisible characters is hidden whole, its characters too
+    hidden = count_hidden(a.tool) + count_hidden(_json(a.args)) + count_hidden(a.preview or "")
     tool, args_text = reveal(a.tool), reveal(raw_args)
     preview = reveal(raw_preview) if raw_preview is not None else None
     short_tool = _truncate(tool, NAME_MAX)

@@ -288,3 +288,41 @@ def test_logged_headers_are_redacted_in_nested_and_top_level_fields():
     line = json.loads(out.getvalue())
     assert line["args"] == {"headers": {"X-Api-Key": REDACTED}}
     assert line["authorization"] == REDACTED and line["cookie"] == REDACTED
+
+
+# A secret spelled with characters nobody sees is still a secret: the patterns read through them.
+INVISIBLES = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e", "\U000e0041"]
+
+
+@pytest.mark.parametrize("ch", INVISIBLES)
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        "DB_PASS{}WORD=hunter2-secret",
+        "pass{}word: hunter2-secret",
+        "sk-ant-{}api03-abcdefghijklmnopqrstuvwxyz",
+        "Bear{}er eyJhbGciOiJIUzI1NiJ9.hunter2-secret",
+        "AKIA{}IOSFODNN7EXAMPLE",
+        "https://ops:hunter2-secret@{}db.internal/",
+    ],
+)
+def test_invisible_characters_do_not_hide_a_secret_from_redaction(spelled, ch):
+    text = "before " + spelled.format(ch) + " after"
+    out = redact(text)
+    assert "hunter2" not in out and "IOSFODNN7" not in out and "abcdefghijklmnop" not in out, ascii(out)
+    assert REDACTED in out and out.startswith("before ") and out.endswith(" after")
+    # the bounded form (tool output) reads through them too, at any cut
+    padded = "x" * 5000 + text + "y" * 5000
+    sliced = redact_slice(padded, 4990, 5000 + len(text) + 10)
+    assert "hunter2" not in sliced and "IOSFODNN7" not in sliced and REDACTED in sliced, ascii(sliced)
+
+
+def test_text_with_invisible_characters_and_no_secret_is_left_exactly_as_it_was():
+    for text in ["zero\u200bwidth, no secret", "emoji \U0001f468\u200d\U0001f4bb", "\u202eevil\u202c.log"]:
+        assert redact(text) == text
+        assert redact_slice(text, 0, len(text)) == text
+
+
+def test_invisible_characters_away_from_the_secret_stay_where_they_were():
+    text = "log\u202e.txt has DB_PASS\u200bWORD=hunter2 in it\u200b"
+    assert redact(text) == f"log\u202e.txt has DB_PASS\u200bWORD={REDACTED} in it\u200b"

@@ -8,6 +8,7 @@ scanning everything opsloop sent to Slack (posts, updates, ephemerals), not only
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,20 @@ async def test_a_card_without_hidden_characters_carries_no_warning(
         await env.approve(card, BOB)
         await env.wait_final(channel, ts)
         assert ran("restart_service") == [Execution("restart_service", args, BOB)]
+
+
+async def test_a_secret_spelled_with_zero_width_characters_is_redacted_on_the_card_and_still_counted(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    args = {"host": "web-03", "unit": "nginx.service DB_PASS\u200bWORD=hunter2-zw"}
+    fake_anthropic.script(reply(tool_use("restart_service", args)), reply(text("Restarted.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        card = await env.card(channel, ts)
+        shown = text_of(card)
+        assert "hunter2-zw" not in shown and "DB_PASS\u27e8U+200B\u27e9WORD=[REDACTED]" in shown, ascii(shown)
+        assert messages.hidden_on_card(1) in shown  # the invisible character is still declared
+        assert not any("hunter2-zw" in json.dumps(c.args, default=str) for c in fake_slack.calls)
+        await env.approve(card, BOB)
+        await env.wait_final(channel, ts)
+        assert ran("restart_service") == [Execution("restart_service", args, BOB)]  # the tool gets them raw
