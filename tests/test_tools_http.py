@@ -149,6 +149,18 @@ async def test_check_url_reports_status_latency_and_the_start_of_the_body(serve:
     assert lines[4] == "healthy " + "x" * 492 + " …"
 
 
+async def test_a_secret_crossing_the_body_cut_goes_whole(serve: Serve) -> None:
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.c2lnbmF0dXJl"
+    async def leaky(_: web.Request) -> web.Response:
+        return web.Response(text="x" * 489 + " Bearer " + token + " tail", content_type="text/plain")
+
+    base = await serve(app_with({"/": leaky}))
+    out = await check_url.bind(loopback()).run({"url": f"{base}/"})
+    body = out.split("body (first 500 chars):\n", 1)[1]
+    assert body in ("x" * 489 + " …", "x" * 489 + " [REDACTED] …"), body  # not even `Bearer eyJ` is left of it
+    assert "eyJ" not in out
+
+
 async def test_unexpected_status_is_flagged(serve: Serve) -> None:
     base = await serve(app_with({"/": unavailable}))
     out = await check_url.bind(loopback()).run({"url": f"{base}/", "expect_status": 200})

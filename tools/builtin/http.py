@@ -26,6 +26,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from bot.errors import OpsloopError
+from bot.redact import redact_slice
 from tools.netguard import IPAddress, Refused, check_host, normal_name, resolve_host
 from tools.registry import Category, ToolContext, ToolError, tool
 
@@ -306,7 +307,8 @@ def _body_lines(hop: _Hop, ctx: ToolContext) -> list[str]:
     elif hop.cut == "time":
         lines.append(f"body cut: still arriving when the {ctx.http_timeout_s:g}s limit ([tools.http] timeout_s) "
                      f"ran out; {len(hop.raw)} bytes read")
-    snippet = body[:BODY_CHARS] + (" …" if len(body) > BODY_CHARS else "")
+    # redact_slice: a secret crossing the cut goes whole (a raw cut could leave `Bearer eyJ` for nobody to spot)
+    snippet = body if len(body) <= BODY_CHARS else redact_slice(body, 0, BODY_CHARS) + " …"
     lines.append(f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)")
     return lines
 
