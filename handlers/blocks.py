@@ -346,7 +346,9 @@ def handoff_report(
 
 
 def _text(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": text}
+    """mrkdwn, verbatim: Slack parses only the markup we wrote (links, <@U…>, <!date…>), never a plain `@channel`,
+    `#channel` or bare URL in text a model or a tool wrote."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def _plain(text: str, limit: int) -> dict[str, Any]:

@@ -83,8 +83,8 @@ def _task(run: Run) -> str:
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000], "verbatim": True}}
 
 
 def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text, "verbatim": True}]}

@@ -196,6 +196,7 @@ def test_pending_card_names_tool_category_and_requester() -> None:
             "text": {
                 "type": "mrkdwn",
                 "text": "*Tool:* `restart_service`   *Category:* :warning: mutating\n*Run started by:* <@U0REQUEST>",
+                "verbatim": True,
             },
         },
     ]
@@ -221,8 +222,8 @@ def test_destructive_card_shows_preview_and_confirms_before_approving() -> None:
 def test_pending_card_shows_progress_when_several_approvals_are_required() -> None:
     card = _card(required=3, approvals=["U0AAA", "U0BBB"], expires_at=EPOCH)
     assert _block(card, "approval_status")["elements"] == [
-        {"type": "mrkdwn", "text": "2 of 3 approvals: <@U0AAA>, <@U0BBB>"},
-        {"type": "mrkdwn", "text": f"Expires {DATE} — if no one approves by then, it is not run."},
+        {"type": "mrkdwn", "text": "2 of 3 approvals: <@U0AAA>, <@U0BBB>", "verbatim": True},
+        {"type": "mrkdwn", "text": f"Expires {DATE} — if no one approves by then, it is not run.", "verbatim": True},
     ]
     assert_valid_blocks(card)
 
@@ -247,7 +248,7 @@ def test_pending_card_shows_progress_when_several_approvals_are_required() -> No
 def test_decided_card_has_no_buttons_and_says_who_and_when(state: str, extra: dict[str, Any], line: str) -> None:
     card = _card(state=state, decided_by="U0DECIDE", decided_at=EPOCH, **extra)
     assert [b["type"] for b in card.blocks] == ["header", "section", "section", "context"]
-    assert _block(card, "approval_decision")["elements"] == [{"type": "mrkdwn", "text": line}]
+    assert _block(card, "approval_decision")["elements"] == [{"type": "mrkdwn", "text": line, "verbatim": True}]
     assert_valid_blocks(card)
 
 
@@ -255,21 +256,23 @@ def test_a_card_superseded_because_the_run_stopped_says_so() -> None:
     card = _card(state="superseded", cause=DecisionCause.STOP, reason="run stopped (cancelled)",
                  decided_by="U0STOP", decided_at=EPOCH)
     assert _block(card, "approval_decision")["elements"] == [
-        {"type": "mrkdwn", "text": f":octagonal_sign: Not run: the run stopped (cancelled) by <@U0STOP> at {DATE}"}
+        {"type": "mrkdwn", "text": f":octagonal_sign: Not run: the run stopped (cancelled) by <@U0STOP> at {DATE}",
+         "verbatim": True}
     ]
 
 
 def test_a_card_voided_by_a_changed_call_gives_the_reason() -> None:
     card = _card(state="superseded", cause=DecisionCause.CHANGED_CALL, reason="the call changed", decided_at=EPOCH)
     assert _block(card, "approval_decision")["elements"] == [
-        {"type": "mrkdwn", "text": f":leftwards_arrow_with_hook: Superseded: the call changed at {DATE} — not run"}
+        {"type": "mrkdwn", "text": f":leftwards_arrow_with_hook: Superseded: the call changed at {DATE} — not run",
+         "verbatim": True}
     ]
 
 
 def test_approval_by_several_people_names_them_all() -> None:
     card = _card(state="approved", required=2, approvals=["U0AAA", "U0BBB"], decided_by="U0BBB")
     assert _block(card, "approval_decision")["elements"] == [
-        {"type": "mrkdwn", "text": ":white_check_mark: Approved by <@U0AAA>, <@U0BBB>"}
+        {"type": "mrkdwn", "text": ":white_check_mark: Approved by <@U0AAA>, <@U0BBB>", "verbatim": True}
     ]
 
 
@@ -397,8 +400,9 @@ def test_running_status_shows_step_usage_and_a_stop_button() -> None:
     assert msg == SlackMessage(
         text=line,
         blocks=[
-            {"type": "section", "block_id": "status", "text": {"type": "mrkdwn", "text": line}},
-            {"type": "context", "block_id": "status_run", "elements": [{"type": "mrkdwn", "text": "Run `run_1`"}]},
+            {"type": "section", "block_id": "status", "text": {"type": "mrkdwn", "text": line, "verbatim": True}},
+            {"type": "context", "block_id": "status_run",
+             "elements": [{"type": "mrkdwn", "text": "Run `run_1`", "verbatim": True}]},
             {
                 "type": "actions",
                 "block_id": "status_actions",
@@ -443,7 +447,8 @@ def test_short_answer_is_one_section() -> None:
     assert text_messages("Disk is full.") == [
         SlackMessage(
             text="Disk is full.",
-            blocks=[{"type": "section", "block_id": "section_0", "text": {"type": "mrkdwn", "text": "Disk is full."}}],
+            blocks=[{"type": "section", "block_id": "section_0", "text": {"type": "mrkdwn", "text": "Disk is full.",
+                                                                           "verbatim": True}}],
         )
     ]
 
@@ -584,7 +589,7 @@ def test_report_lists_tools_findings_and_pending() -> None:
         "*Last findings*\nDisk on web-1 is *full* because of rotated logs.",
         "*Pending*\n• approval for clean_logs on web-1",
     ]
-    assert msg.blocks[6]["elements"] == [{"type": "mrkdwn", "text": "Stopped by <@U0STOP>"}]
+    assert msg.blocks[6]["elements"] == [{"type": "mrkdwn", "text": "Stopped by <@U0STOP>", "verbatim": True}]
 
 
 def test_report_says_nothing_pending_when_nothing_is() -> None:

@@ -90,6 +90,35 @@ async def test_a_link_in_the_answer_shows_where_it_really_goes(
         assert_nothing_disguised(fake_slack)
 
 
+def _mrkdwn_objects(obj: Any) -> list[dict[str, Any]]:
+    if isinstance(obj, dict):
+        found = [obj] if obj.get("type") == "mrkdwn" else []
+        return found + [o for v in obj.values() for o in _mrkdwn_objects(v)]
+    if isinstance(obj, list):
+        return [o for v in obj for o in _mrkdwn_objects(v)]
+    return []
+
+
+async def test_plain_mentions_and_channel_names_in_model_text_are_never_parsed_by_slack(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    # Slack auto-parses plain text in a mrkdwn object unless it is verbatim: `@channel` could page everyone.
+    fake_anthropic.script(
+        reply(thinking("@channel should hear about #general"), tool_use("restart_service", {"host": "web-03",
+                                                                                            "unit": "@here"})),
+        reply(text("Done. @channel @here @everyone see #incidents and www.example.com")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        card = await env.card(channel, ts)
+        await env.approve(card, BOB)
+        shown = text_of(await env.wait_final(channel, ts))
+        assert "@channel @here @everyone" in shown
+        objects = [o for c in fake_slack.calls if c.error is None for o in _mrkdwn_objects(c.args.get("blocks"))]
+        parsed = [o for o in objects if o.get("verbatim") is not True]
+        assert objects and not parsed, parsed
+
+
 async def test_a_link_in_the_handoff_reports_last_findings_shows_where_it_really_goes(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

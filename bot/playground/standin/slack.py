@@ -235,6 +235,8 @@ def _check_text_object(obj: Any, ptr: str, errors: list[str], *, max_len: int, p
         errors.append(f"must be more than 0 characters [json-pointer:{ptr}/text]")
     elif len(text) > max_len:
         errors.append(f"must be less than {max_len + 1} characters [json-pointer:{ptr}/text]")
+    if "verbatim" in obj and (obj.get("type") != "mrkdwn" or not isinstance(obj["verbatim"], bool)):
+        errors.append(f"verbatim is only usable on a mrkdwn text object, as a boolean [json-pointer:{ptr}/verbatim]")
 
 
 def _check_unique_id(obj: dict[str, Any], key: str, ptr: str, seen: dict[str, str], errors: list[str]) -> None:
