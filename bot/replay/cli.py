@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import ModelClient, Toolbox
-from bot.config import ConfigError, Settings
-from bot.pricing import Price, price_for
+from bot.config import EFFORTS, ConfigError, Settings
+from bot.pricing import Price, model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
@@ -128,6 +128,26 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
         return await work(one, models.label)
 
 
+def model_choice(settings: Settings, model: str, effort: str | None) -> str | None:
+    """Why `--model`/`--effort` cannot be replayed (None: they can). A replay is priced per model, so a model
+    without a known price is refused (priced like the dearest one, a cost delta would be invented); a retired
+    model would only answer 404; an effort must be one the API takes, on a model that takes one."""
+    if effort is not None and effort not in EFFORTS:
+        return f"replay: --effort {effort!r} is not one of {', '.join(EFFORTS)}"
+    errors, warnings = model_problems([model])
+    if errors:
+        return f"replay: --model: {errors[0]}"
+    for line in warnings:
+        print(f"opsloop: replay: {line}", file=sys.stderr)
+    if not price_for(model, settings.model.prices)[1]:
+        return (f"replay: --model {model}: no price known for this model, so the replay's cost cannot be compared; "
+                f"check the name, or give its price under [model.prices.\"{model}\"] (input, output per MTok)")
+    if effort is not None and not thinks_adaptively(model):
+        return (f"replay: --effort {effort}: {model} takes no output_config.effort (it does not think adaptively); "
+                "replay it without --effort")
+    return None
+
+
 def cmd_replay(settings: Settings, args: argparse.Namespace, *,
                scripted: Callable[[str], ModelClient] | None = None) -> int:
     """`scripted`: the model client to use (by model name) when there is no ANTHROPIC_API_KEY."""
@@ -136,6 +156,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace, *,
     configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
     if bool(args.suite) == bool(args.run_id):
         return _fail("replay: give a RUN_ID (or an incident file), or --suite DIR")
+    if (problem := model_choice(settings, args.model or settings.model.primary, args.effort)) is not None:
+        return _fail(problem)
     try:
         prompt = Path(args.prompt).read_text(encoding="utf-8") if args.prompt else None
     except OSError as e:
