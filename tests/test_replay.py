@@ -74,13 +74,14 @@ def no_executions() -> Iterator[None]:
     assert incident_tools.EXECUTIONS == [], "a replay ran a tool for real"
 
 
-async def replay_on(incident: Incident, fake: FakeAnthropic, *steps: Any) -> tuple[Replayed, list[RecordedRequest]]:
+async def replay_on(incident: Incident, fake: FakeAnthropic, *steps: Any,
+                    effort: str | None = "medium") -> tuple[Replayed, list[RecordedRequest]]:
     before = len(fake.requests)
     fake.script(*steps)
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
     try:
         result = await replay(incident, model=AnthropicModel(client, [REPLAY_MODEL]),
-                              price_for=lambda m: price_for(m)[0], effort="medium")
+                              price_for=lambda m: price_for(m)[0], effort=effort)
     finally:
         await client.close()
     fake.assert_complete()

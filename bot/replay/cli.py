@@ -52,13 +52,20 @@ async def categories(settings: Settings) -> dict[str, str]:
 
 
 def export_incident(settings: Settings, run_id: str) -> Incident | None:
-    try:
-        cats = asyncio.run(categories(settings))
-    except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
-        print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
-        cats = {}
+    """The run's record. Its limits, effort and categories are stored with it; only a run stored without them
+    (older than m011) takes them from this config, and its record says `"limits_source": "config at export"`."""
     ledger = Ledger(settings.db_path)
     try:
+        run = ledger.find_run(run_id)
+        if run is None or run.settings is not None:
+            return export_run(ledger, run_id)
+        try:
+            cats = asyncio.run(categories(settings))
+        except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
+            print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
+            cats = {}
+        print(f"opsloop: run {run_id} was stored without its limits and tool categories; the record takes "
+              "them from this config (limits_source: config at export)", file=sys.stderr)
         return export_run(ledger, run_id, categories=cats, limits=settings.limits)
     finally:
         ledger.close()
@@ -121,7 +128,8 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
 
         async def one(incident: Incident) -> Replayed:
             return await replay(incident, model=models.client(), price_for=priced, system_prompt=prompt,
-                                max_tokens=settings.model.max_tokens, effort=args.effort or settings.model.effort,
+                                max_tokens=settings.model.max_tokens,
+                                effort=args.effort or incident.effort or settings.model.effort,
                                 thinking_display=settings.model.thinking_display, live=live,
                                 context_budget_tokens=settings.model.context_budget_tokens)
 
