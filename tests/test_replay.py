@@ -234,6 +234,8 @@ async def test_export_and_the_suite_exit_status_on_a_regression(
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 1
     out = capsys.readouterr().out
     assert "disk-full" in out and "REGRESSION" in out and "1 regression(s)" in out
+    (row,) = [line for line in out.splitlines() if line.startswith("disk-full")]
+    assert " 2/0/0 " in row  # check_disk and list_large_files replayed; the wider clean_logs is no read
 
     fake_anthropic.script(*original_script())
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 0
