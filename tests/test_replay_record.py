@@ -27,6 +27,7 @@ from tests.test_replay import CLEAN, DISK, LARGE, TASK, original_script, replay_
 RAN_UNDER = """
 [model]
 effort = "high"
+max_tokens = 12000
 
 [limits]
 max_iterations = 5
@@ -77,7 +78,7 @@ async def test_the_export_carries_what_the_run_ran_under_not_the_config_at_expor
     assert body["limits_source"] == "run" and "config at export" not in out.err
     assert (body["limits"]["max_iterations"], body["limits"]["cost_budget_usd"], body["limits"]["parallelism"]) == (
         5, 2.5, 2)
-    assert body["effort"] == "high" and body["model"] == "claude-sonnet-5-5"
+    assert body["effort"] == "high" and body["model"] == "claude-sonnet-5-5" and body["max_tokens"] == 12_000
     # the categories of the tools the run had (the export's config has none of them)
     assert {n: body["categories"][n] for n in ("check_disk", "list_large_files", "clean_logs", "restart_service")} \
         == {"check_disk": "read_only", "list_large_files": "read_only", "clean_logs": "destructive",
@@ -88,7 +89,7 @@ async def test_a_replay_applies_the_runs_own_limits_and_effort(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     """Stored max_iterations = 5: a replay that keeps calling stops at step 5 (the default would allow 20); its
-    requests carry the run's effort when no other is asked for."""
+    requests carry the run's effort and max_tokens when no others are asked for."""
     run_id = await _record(tmp_path, fake_slack, fake_anthropic)
     incident = _export(tmp_path, run_id)
     assert incident is not None and incident.limits["max_iterations"] == 5 and incident.effort == "high"
@@ -98,6 +99,7 @@ async def test_a_replay_applies_the_runs_own_limits_and_effort(
     assert len(requests) == 5 and result.replay.stop_reason == "iteration_limit"
     assert result.replay.limits_source == "run" and result.replay.limits["max_iterations"] == 5
     assert {json.dumps(q.body and q.body.get("output_config")) for q in requests} == {'{"effort": "high"}'}
+    assert {q.body and q.body["max_tokens"] for q in requests} == {12_000}
     assert "5 steps, 500,000 tokens, $2.5" in text(compare(result))
 
 

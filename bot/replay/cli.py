@@ -128,7 +128,7 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
 
         async def one(incident: Incident) -> Replayed:
             return await replay(incident, model=models.client(), price_for=priced, system_prompt=prompt,
-                                max_tokens=settings.model.max_tokens,
+                                max_tokens=incident.max_tokens or settings.model.max_tokens,
                                 effort=args.effort or incident.effort or settings.model.effort,
                                 thinking_display=settings.model.thinking_display, live=live,
                                 context_budget_tokens=settings.model.context_budget_tokens)

@@ -117,6 +117,7 @@ class Incident:
     condensed: bool = False
     answer_texts: tuple[str, ...] = ()  # each step's text, for the comparison
     effort: str | None = None  # the output_config.effort it ran with (None: the model's default, or not recorded)
+    max_tokens: int | None = None  # its max_tokens per response (thinking counts toward it); None: not recorded
     # Where `limits`, `effort` and `categories` come from: "run" (stored with the run when it was first driven)
     # or "config at export" (a run older than that record: the config `opsloop export` read, which may differ).
     limits_source: str = "run"
@@ -220,7 +221,7 @@ def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | N
         output=run.output, stop_reason=(run.stop_reason.value if run.stop_reason else run.status.value),
         stop_detail=run.stop_detail or "", steps=run.iterations, usage=run.usage, cost_usd=run.cost_usd,
         agent_seconds=run.agent_seconds, condensed=run.condensed, answer_texts=tuple(texts),
-        effort=stored.get("effort"), limits_source=source,
+        effort=stored.get("effort"), max_tokens=stored.get("max_tokens"), limits_source=source,
     )
 
 
