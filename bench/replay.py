@@ -109,6 +109,10 @@ class Measured:
         return med([w + c - m for w, c, m in zip(self.wall, self.compare, self.model, strict=True)])
 
     @property
+    def best_added(self) -> float:
+        return min(w + c - m for w, c, m in zip(self.wall, self.compare, self.model, strict=True))
+
+    @property
     def ratio(self) -> float:
         return self.added / med(self.model)
 
@@ -157,15 +161,15 @@ async def run_all(row: Row, section: Callable[[str, str], None], *, rounds: int 
         miss=f"{bare.ratio:.0f}x the scripted model's time (a fixed ~{bare.added * 1000:.0f} ms a replay); "
              f"{slow.ratio:.2f}x at {LATENCY_S * 1000:.0f} ms/response")
     lines = [
-        ["original run (opsloop demo, the real app)", _ms(incident.agent_seconds), "-", "-",
+        ["original run (opsloop demo, the real app)", _ms(incident.agent_seconds), "-", "-", "-",
          f"${incident.cost_usd:.4f}"],
         *[[f"replay, {name}", _ms(med(m.wall)), _ms(med(m.model)), f"{_ms(m.added)} ({m.ratio:.2f}x)",
-           f"${med(m.cost):.4f}"]
+           _ms(m.best_added), f"${med(m.cost):.4f}"]
           for name, m in (("scripted model as it is", bare),
                           (f"scripted model + {LATENCY_S * 1000:.0f} ms per response", slow))],
     ]
-    body = "\n".join(["| run | wall / agent ms | model ms | added ms (x the model's time) | cost |",
-                      "|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in lines)])
+    body = "\n".join(["| run | wall / agent ms | model ms | added ms (x the model's time) | best added ms | cost |",
+                      "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in lines)])
     section(f"{TITLE} (issue 23)", f"""
 `opsloop demo` played whole (the real app over Socket Mode against the Slack stand-in, the scripted incident
 model, the simulated web-03) in {demo_wall:.2f} s of wall time, Slack and the scripted people included. Its
@@ -187,7 +191,9 @@ time. That cost is per replay, not per unit of model time: behind {LATENCY_S * 1
 real model takes seconds) the same replay adds {_ms(slow.added)} ms, {slow.ratio:.2f}x the model's time
 ({'within' if slow.ratio <= 1 else 'over'} the target). The replay's own agent time (run loop only) is
 {_ms(med(bare.agent))} ms against the original's {_ms(incident.agent_seconds)} ms, whose tools ran on the
-simulated host. Cost: ${med(bare.cost):.4f} against ${incident.cost_usd:.4f} at the same prices: the
+simulated host. The added time depends on the machine's load more than on anything else: medians from 29 to
+103 ms in five runs of this benchmark on this shared 2-core machine (the best round is in the table).
+Cost: ${med(bare.cost):.4f} against ${incident.cost_usd:.4f} at the same prices: the
 scripted model prices its prompt cache per client, and the original was driven by a new client after the
 approval pause (cache writes again), the replay by one (cache reads).
 """)
