@@ -61,6 +61,12 @@ def _edit_categories(path: Path, **categories: str) -> None:
     path.write_text(json.dumps(body))
 
 
+def _edit_fields(path: Path, **fields: str) -> None:
+    body = json.loads(path.read_text())
+    body.update(fields)
+    path.write_text(json.dumps(body))
+
+
 def _diverging_script() -> list[object]:
     """Same first two steps; then an unrecorded read-only call and a restart the original never asked for."""
     return [*original_script()[:2],
@@ -214,3 +220,24 @@ async def test_a_replay_makes_no_slack_request(
     assert "no Slack call" in capsys.readouterr().out
     assert fake_slack.calls[calls:] == []
     assert incident_tools.EXECUTIONS == []
+
+
+async def test_an_empty_suite_fails_and_the_page_escapes_what_the_incident_says(
+    recorded: Path, tmp_path: Path, fake_anthropic: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    capsys.readouterr()
+    assert await _cli("replay", "--suite", str(empty), "--model", REPLAY_MODEL) == 2  # a gate that checks nothing
+    assert "no incident records" in capsys.readouterr().err
+
+    hostile = '<script>alert("task")</script><img src=x onerror=alert(1)>'
+    _edit_fields(recorded, task=hostile)
+    fake_anthropic.script(*_diverging_script())
+    page = tmp_path / "page.html"
+    assert await _cli("replay", str(recorded), "--model", REPLAY_MODEL, "--live-readonly", "--html", str(page)) == 1
+    html = page.read_text()
+    assert "<script" not in html and "<img" not in html and "&lt;script&gt;" in html
+    assert "diverged at step 3" in html and "REGRESSION" in html
+    assert '<td class="src">live</td>' in html and '<td class="src">would ask approval</td>' in html
+    assert "would ask approval → denied (replay)" in html

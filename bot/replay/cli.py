@@ -178,6 +178,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace, *,
             incidents = records(folder)
         except (OSError, ValueError, TypeError) as e:
             return _fail(f"replay: {folder}: {e}")
+        if not incidents:  # a gate that checks nothing must not pass
+            return _fail(f"replay: no incident records (*.json) in {folder}")
 
         async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
             return await run_suite(incidents, one, model_label=label)
