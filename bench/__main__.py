@@ -27,6 +27,7 @@ from typing import Any
 import anthropic
 
 from bench import postgres, product, ssh
+from bench import replay as replay_bench
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -488,6 +489,7 @@ async def main(args: argparse.Namespace) -> None:
     await thinking_cost(5, report)
     await issue12(report, args)
     await issue19(report, args)
+    await issue23(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -495,9 +497,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12"]
 ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 ISSUE19 = ("11.",)  # … and `--only ssh`
+ISSUE23 = ("12.",)  # … and `--only replay`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -511,8 +514,14 @@ async def issue19(report: Report, args: argparse.Namespace) -> None:
     await ssh.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats)
 
 
+async def issue23(report: Report, args: argparse.Namespace) -> None:
+    """12: the demo incident replayed on the scripted model against the original run (bench/replay.py)."""
+    await replay_bench.run_all(report.row, report.section, rounds=3 if args.quick else replay_bench.ROUNDS)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
-ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 ")}
+ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
+        "replay": (issue23, ISSUE23, "Section 12 ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -561,7 +570,8 @@ if __name__ == "__main__":
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
-                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); spliced "
+                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); replay: "
+                             "only issue 23's (12); spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

@@ -276,6 +276,14 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
     db.table("alert_groups").create_index(["channel", "state", "created_at"])
 
 
+@sqlite_migrations()
+def m011_run_settings(db: sqlite_utils.Database) -> None:
+    """What a run ran under, fixed when it is first driven: limits, effort, max_tokens, thinking display, the
+    model it started on and each of its tools' category (JSON). `opsloop export` records it; older runs have
+    NULL and their record says the limits came from the config at export."""
+    db.table("runs").add_column("settings", str)
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -356,6 +364,7 @@ PG_MIGRATIONS: dict[str, str] = {
             created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
         CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
     """,
+    "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
 }
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]

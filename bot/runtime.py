@@ -90,6 +90,13 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
     return await _Run.load(cfg, run_id)
 
 
+def run_settings(cfg: RunConfig) -> dict[str, Any]:
+    """What a run runs under, stored with it (bot/replay: a replay applies the same, a record says them)."""
+    return {"limits": dataclasses.asdict(cfg.limits), "effort": cfg.effort, "max_tokens": cfg.max_tokens,
+            "thinking_display": cfg.thinking_display, "model": cfg.model.model,
+            "categories": {t.name: str(getattr(t.category, "value", t.category)) for t in cfg.tools}}
+
+
 class _Run:
     def __init__(self, cfg: RunConfig, row: Run, history: list[dict[str, Any]]) -> None:
         self.cfg, self.id, self.history = cfg, row.id, history
@@ -123,6 +130,8 @@ class _Run:
                                row.stopped_by)
         if self.fresh:
             await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
+        if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
+            await cfg.store.record_settings(run_id, run_settings(cfg))
         with structlog.contextvars.bound_contextvars(run_id=run_id):
             return await self.loop()
 

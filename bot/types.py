@@ -241,6 +241,7 @@ class Run:
     system: str | None = None  # fixed when the run starts; None until then
     tools: list[dict[str, Any]] | None = None  # the tool schemas, exactly as sent; None until the run starts
     drop_block: bool = False  # the run needed prefix_mismatch_behavior=drop_block
+    settings: dict[str, Any] | None = None  # what it ran under (limits, effort, tool categories); None: not recorded
     owner: str | None = None  # the process driving it (its lease), if any
     lease_until: float | None = None
 

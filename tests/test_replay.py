@@ -74,13 +74,14 @@ def no_executions() -> Iterator[None]:
     assert incident_tools.EXECUTIONS == [], "a replay ran a tool for real"
 
 
-async def replay_on(incident: Incident, fake: FakeAnthropic, *steps: Any) -> tuple[Replayed, list[RecordedRequest]]:
+async def replay_on(incident: Incident, fake: FakeAnthropic, *steps: Any,
+                    effort: str | None = "medium") -> tuple[Replayed, list[RecordedRequest]]:
     before = len(fake.requests)
     fake.script(*steps)
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
     try:
         result = await replay(incident, model=AnthropicModel(client, [REPLAY_MODEL]),
-                              price_for=lambda m: price_for(m)[0], effort="medium")
+                              price_for=lambda m: price_for(m)[0], effort=effort)
     finally:
         await client.close()
     fake.assert_complete()
@@ -233,6 +234,8 @@ async def test_export_and_the_suite_exit_status_on_a_regression(
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 1
     out = capsys.readouterr().out
     assert "disk-full" in out and "REGRESSION" in out and "1 regression(s)" in out
+    (row,) = [line for line in out.splitlines() if line.startswith("disk-full")]
+    assert " 2/0/0 " in row  # check_disk and list_large_files replayed; the wider clean_logs is no read
 
     fake_anthropic.script(*original_script())
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 0

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import ModelClient, Toolbox
-from bot.config import ConfigError, Settings
-from bot.pricing import Price, price_for
+from bot.config import EFFORTS, ConfigError, Settings
+from bot.pricing import Price, model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
@@ -52,13 +52,20 @@ async def categories(settings: Settings) -> dict[str, str]:
 
 
 def export_incident(settings: Settings, run_id: str) -> Incident | None:
-    try:
-        cats = asyncio.run(categories(settings))
-    except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
-        print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
-        cats = {}
+    """The run's record. Its limits, effort and categories are stored with it; only a run stored without them
+    (older than m011) takes them from this config, and its record says `"limits_source": "config at export"`."""
     ledger = Ledger(settings.db_path)
     try:
+        run = ledger.find_run(run_id)
+        if run is None or run.settings is not None:
+            return export_run(ledger, run_id)
+        try:
+            cats = asyncio.run(categories(settings))
+        except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
+            print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
+            cats = {}
+        print(f"opsloop: run {run_id} was stored without its limits and tool categories; the record takes "
+              "them from this config (limits_source: config at export)", file=sys.stderr)
         return export_run(ledger, run_id, categories=cats, limits=settings.limits)
     finally:
         ledger.close()
@@ -121,11 +128,32 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
 
         async def one(incident: Incident) -> Replayed:
             return await replay(incident, model=models.client(), price_for=priced, system_prompt=prompt,
-                                max_tokens=settings.model.max_tokens, effort=args.effort or settings.model.effort,
+                                max_tokens=incident.max_tokens or settings.model.max_tokens,
+                                effort=args.effort or incident.effort or settings.model.effort,
                                 thinking_display=settings.model.thinking_display, live=live,
                                 context_budget_tokens=settings.model.context_budget_tokens)
 
         return await work(one, models.label)
+
+
+def model_choice(settings: Settings, model: str, effort: str | None) -> str | None:
+    """Why `--model`/`--effort` cannot be replayed (None: they can). A replay is priced per model, so a model
+    without a known price is refused (priced like the dearest one, a cost delta would be invented); a retired
+    model would only answer 404; an effort must be one the API takes, on a model that takes one."""
+    if effort is not None and effort not in EFFORTS:
+        return f"replay: --effort {effort!r} is not one of {', '.join(EFFORTS)}"
+    errors, warnings = model_problems([model])
+    if errors:
+        return f"replay: --model: {errors[0]}"
+    for line in warnings:
+        print(f"opsloop: replay: {line}", file=sys.stderr)
+    if not price_for(model, settings.model.prices)[1]:
+        return (f"replay: --model {model}: no price known for this model, so the replay's cost cannot be compared; "
+                f"check the name, or give its price under [model.prices.\"{model}\"] (input, output per MTok)")
+    if effort is not None and not thinks_adaptively(model):
+        return (f"replay: --effort {effort}: {model} takes no output_config.effort (it does not think adaptively); "
+                "replay it without --effort")
+    return None
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace, *,
@@ -136,6 +164,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace, *,
     configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
     if bool(args.suite) == bool(args.run_id):
         return _fail("replay: give a RUN_ID (or an incident file), or --suite DIR")
+    if (problem := model_choice(settings, args.model or settings.model.primary, args.effort)) is not None:
+        return _fail(problem)
     try:
         prompt = Path(args.prompt).read_text(encoding="utf-8") if args.prompt else None
     except OSError as e:
@@ -148,6 +178,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace, *,
             incidents = records(folder)
         except (OSError, ValueError, TypeError) as e:
             return _fail(f"replay: {folder}: {e}")
+        if not incidents:  # a gate that checks nothing must not pass
+            return _fail(f"replay: no incident records (*.json) in {folder}")
 
         async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
             return await run_suite(incidents, one, model_label=label)

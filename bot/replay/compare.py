@@ -178,6 +178,8 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
     o, r = c.original, c.replay
     return [
         ("model", o.model, c.model),
+        ("effort", o.effort or "-", r.effort or "-"),
+        ("limits", _limits(o), _limits(r)),
         ("steps", str(o.steps), str(r.steps)),
         ("stop reason", f"{o.stop_reason} {o.stop_detail}".strip(), f"{r.stop_reason} {r.stop_detail}".strip()),
         ("final change", "; ".join(o.changes) or "none", "; ".join(r.changes) or "none"),
@@ -187,6 +189,13 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
         ("cost", _money(o.cost_usd), _money(r.cost_usd)),
         ("agent time", f"{o.agent_seconds:.2f}s", f"{r.agent_seconds:.2f}s"),
     ]
+
+
+def _limits(i: Incident) -> str:
+    lim = i.limits
+    shown = (f"{lim.get('max_iterations', '?')} steps, {lim.get('token_budget', 0):,} tokens, "
+             f"${lim.get('cost_budget_usd', 0):g}, {lim.get('deadline_seconds', 0):g}s")
+    return shown if i.limits_source == "run" else f"{shown} ({i.limits_source})"
 
 
 def text(c: Comparison) -> str:

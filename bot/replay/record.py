@@ -3,8 +3,11 @@
 It holds what a replay needs and what a comparison shows: the task and the turns before the run's first
 request, the fixed system prompt and tool schemas (with each tool's category), every step's tool calls with
 their results and decisions, the people's replies with where they arrived, the limits in force, and how the
-run ended (answer, stop reason, steps, tokens, cost, agent time). Read from the store alone (a `Ledger`);
-every value passes `redact_value` again on the way out, so the file redacts at least as the store does.
+run ended (answer, stop reason, steps, tokens, cost, agent time). The limits, effort and categories are the ones
+stored with the run when it was first driven (`limits_source: "run"`); a run stored before they were kept
+takes them from the config at export and says so (`limits_source: "config at export"`). Read from the store
+alone (a `Ledger`); every value passes `redact_value` again on the way out, so the file redacts at least as
+the store does.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bot.types import Approval, ApprovalState, Step, ToolResultRow, Usage
 
 FORMAT = "opsloop-incident/1"
 READ_ONLY = "read_only"
+CONFIG_AT_EXPORT = "config at export"
 UNKNOWN_CATEGORY = "destructive"  # a tool whose category the record cannot tell is never treated as read-only
 
 
@@ -112,6 +116,11 @@ class Incident:
     agent_seconds: float = 0.0
     condensed: bool = False
     answer_texts: tuple[str, ...] = ()  # each step's text, for the comparison
+    effort: str | None = None  # the output_config.effort it ran with (None: the model's default, or not recorded)
+    max_tokens: int | None = None  # its max_tokens per response (thinking counts toward it); None: not recorded
+    # Where `limits`, `effort` and `categories` come from: "run" (stored with the run when it was first driven)
+    # or "config at export" (a run older than that record: the config `opsloop export` read, which may differ).
+    limits_source: str = "run"
 
     @property
     def changes(self) -> list[str]:
@@ -150,6 +159,7 @@ class Incident:
             for c in data.get("calls", []))
         data["replies"] = tuple(RecordedReply(**r) for r in data.get("replies", []))
         data["answer_texts"] = tuple(data.get("answer_texts", ()))
+        data.setdefault("limits_source", CONFIG_AT_EXPORT)  # a record written before the run kept them
         return cls(**data)
 
     @classmethod
@@ -158,12 +168,21 @@ class Incident:
 
 
 # --- export from the store ---------------------------------------------------------------------------------
-def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str], limits: Limits) -> Incident | None:
-    """The stored run as an Incident (None: no such run). `categories`: tool name -> category, from the
-    configured registry; a tool missing there takes its approvals' category, else counts as destructive."""
+def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | None = None,
+               limits: Limits | None = None) -> Incident | None:
+    """The stored run as an Incident (None: no such run). Its limits, effort and tool categories are the ones
+    stored with the run; a run stored without them (older than m011) takes `categories` (tool name ->
+    category, from the configured registry) and `limits` (the config's) and its record says so. A tool missing
+    from both takes its approvals' category, else counts as destructive."""
     run = ledger.find_run(run_id)
     if run is None:
         return None
+    stored = run.settings or {}
+    if run.settings is not None:
+        source, categories, ran_under = "run", stored.get("categories") or {}, dict(stored.get("limits") or {})
+    else:
+        source, categories = CONFIG_AT_EXPORT, categories or {}
+        ran_under = dataclasses.asdict(limits if limits is not None else Limits())
     history = ledger.history(run_id)
     steps = ledger.steps(run_id)
     results = ledger.tool_results(run_id)
@@ -198,10 +217,11 @@ def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str], li
         run_id=run.id, task=run.task, requester=run.requester, model=run.model, created_at=run.created_at,
         system=run.system or "", tools=run.tools or [], categories={n: cats.get(n, UNKNOWN_CATEGORY)
                                                                      for n in _tool_names(run.tools, calls)},
-        prefix=prefix, calls=tuple(calls), replies=tuple(replies), limits=dataclasses.asdict(limits),
+        prefix=prefix, calls=tuple(calls), replies=tuple(replies), limits=ran_under,
         output=run.output, stop_reason=(run.stop_reason.value if run.stop_reason else run.status.value),
         stop_detail=run.stop_detail or "", steps=run.iterations, usage=run.usage, cost_usd=run.cost_usd,
         agent_seconds=run.agent_seconds, condensed=run.condensed, answer_texts=tuple(texts),
+        effort=stored.get("effort"), max_tokens=stored.get("max_tokens"), limits_source=source,
     )
 
 

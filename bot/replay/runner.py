@@ -34,10 +34,11 @@ class Replayed:
 
 
 async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[[str], Price],
-                 system_prompt: str | None = None, limits: Limits | None = None, max_tokens: int = 16_000,
+                 system_prompt: str | None = None, limits: Limits | None = None, max_tokens: int | None = None,
                  effort: str | None = None, thinking_display: str | None = "summarized",
                  live: Toolbox | None = None, context_budget_tokens: int | None = None) -> Replayed:
-    """One replay of `incident` on `model`; `limits` None: the record's own (the ones it ran under)."""
+    """One replay of `incident` on `model`; `limits`, `effort` and `max_tokens` None: the record's own (what it
+    ran under; 16,000 max_tokens for a record without them)."""
     world = RecordedWorld(incident, live=live)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opsloop-replay-") as tmp:
@@ -49,7 +50,9 @@ async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[
             cfg = RunConfig(model=model, store=store, tools=world.toolbox(), price_for=price_for,
                             system_prompt=system_prompt if system_prompt is not None else incident.system,
                             limits=limits if limits is not None else incident.run_limits(Limits()),
-                            max_tokens=max_tokens, effort=effort, thinking_display=thinking_display,
+                            max_tokens=max_tokens or incident.max_tokens or 16_000,
+                            effort=effort if effort is not None else incident.effort,
+                            thinking_display=thinking_display,
                             confirm=world.confirm, inject=world.inject, condense=True,
                             context_budget_tokens=context_budget_tokens)
             try:

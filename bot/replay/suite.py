@@ -15,6 +15,7 @@ from bot.redact import redact
 from bot.replay.compare import Comparison, compare
 from bot.replay.record import Incident
 from bot.replay.runner import Replayed
+from bot.replay.world import Source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +44,7 @@ async def run_suite(incidents: Sequence[tuple[str, Incident]], replay_one: Calla
 
 def table(rows: Sequence[SuiteRow], model: str) -> str:
     head = (f"{'incident':<24} {'same change':<11} {'same stop':<20} {'steps':>9} {'cost Δ':>10} "
-            f"{'time Δ':>9}  verdict")
+            f"{'time Δ':>9} {'results r/u/l':>13}  verdict")
     out = [f"replay suite on {model}: {len(rows)} incident(s)", head]
     for row in rows:
         c = row.comparison
@@ -53,10 +54,17 @@ def table(rows: Sequence[SuiteRow], model: str) -> str:
                                                         f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
         out.append(f"{row.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
                    f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
-                   f"{r.agent_seconds - o.agent_seconds:>+8.2f}s  {verdict}")
+                   f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}")
     bad = sum(r.regression for r in rows)
     out.append(f"{bad} regression(s)" if bad else "no regression")
+    out.append("results r/u/l: the replay's read-only results that were replayed from the record / unrecorded "
+               "(an error result) / live (--live-readonly)")
     return "\n".join(redact(line) for line in out)
+
+
+def _sources(c: Comparison) -> str:
+    s = c.sources
+    return f"{s.get(Source.REPLAYED.value, 0)}/{s.get(Source.UNRECORDED.value, 0)}/{s.get(Source.LIVE.value, 0)}"
 
 
 def exit_status(rows: Sequence[SuiteRow]) -> int:

@@ -59,7 +59,8 @@ def _decode_run(row: dict[str, Any]) -> Run:
         tools_called=tuple(json.loads(row["tools_called"] or "[]")), status_ts=row["status_ts"],
         stop_requested_by=row["stop_requested_by"], created_at=row["created_at"], updated_at=row["updated_at"],
         system=row["system"], tools=json.loads(row["tools"]) if row["tools"] else None,
-        drop_block=bool(row["drop_block"]), owner=row.get("owner"), lease_until=row.get("lease_until"),
+        drop_block=bool(row["drop_block"]), settings=json.loads(row["settings"]) if row.get("settings") else None,
+        owner=row.get("owner"), lease_until=row.get("lease_until"),
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_RUNS
-from bot.redact import redact
+from bot.redact import redact, redact_value
 from bot.store.entry import entry
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
@@ -33,6 +33,11 @@ class Runs(LedgerBase):
     def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None:
         """Store the system prompt and tool schemas a run starts with (exactly, never redacted)."""
         self._update_run(run_id, system=system, tools=tools)
+
+    def record_settings(self, run_id: str, settings: dict[str, Any]) -> None:
+        """Store what a run runs under (limits, effort, tool categories …), once: the first drive's stays."""
+        self._write("UPDATE runs SET settings = ? WHERE id = ? AND settings IS NULL",
+                    [json.dumps(redact_value(settings), sort_keys=True), run_id])
 
     def set_status(self, run_id: str, status: RunStatus) -> None:
         """Running <-> waiting_approval; `finish_run` ends a run."""
@@ -171,6 +176,7 @@ class RunsCalls:
     get_run = entry(Runs.get_run)
     find_run = entry(Runs.find_run, urgent=True)
     fix_prompt = entry(Runs.fix_prompt)
+    record_settings = entry(Runs.record_settings)
     set_status = entry(Runs.set_status)
     set_drop_block = entry(Runs.set_drop_block)
     set_status_ts = entry(Runs.set_status_ts)
