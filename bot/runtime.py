@@ -285,6 +285,9 @@ class _Run:
     async def execute(self, calls: list[ToolCall]) -> None:
         """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn."""
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
+        if fresh_calls := [c for c in calls if c.id not in done]:
+            await self.emit("tools", step=self.iterations,
+                            calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls])
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
@@ -293,6 +296,8 @@ class _Run:
                                     else (prompts.unknown_outcome(call.name, "opsloop restarted"), True))
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
+                await self.emit("tool_done", step=self.iterations, call_id=call.id, tool=call.name,
+                                is_error=outcome.is_error, result=outcome.content)
                 results[call.id] = await self.after_call(call, outcome)
         await self.answer(calls, results)
 
@@ -352,7 +357,7 @@ class _Run:
                                                              confirmed_by=confirmed_by):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
-            await self.emit("tool", step=self.iterations, tool=call.name, args=call.args)
+            await self.emit("tool", step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
@@ -378,7 +383,8 @@ class _Run:
         request = ConfirmRequest(run_id=self.id, call=ToolCall(id=call.id, name=call.name, args=args),
                                  category=tool.category.value, preview=preview, args_hash=digest(args),
                                  preview_hash=digest(preview) if preview is not None else None)
-        await self.emit("waiting_approval", step=self.iterations, tool=call.name, category=tool.category.value)
+        await self.emit("waiting_approval", step=self.iterations, call_id=call.id, tool=call.name,
+                        category=tool.category.value)
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:
@@ -386,6 +392,8 @@ class _Run:
         finally:
             self.paused += time.monotonic() - began
         await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
+        await self.emit("approval_decided", step=self.iterations, call_id=call.id, tool=call.name,
+                        approved=decision.approved, by=decision.confirmed_by, outcome=decision.outcome)
         await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
                          by=decision.confirmed_by, reason=decision.reason)
         return decision
