@@ -296,8 +296,6 @@ class _Run:
                                     else (prompts.unknown_outcome(call.name, "opsloop restarted"), True))
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
-                await self.emit("tool_done", step=self.iterations, call_id=call.id, tool=call.name,
-                                is_error=outcome.is_error, result=outcome.content)
                 results[call.id] = await self.after_call(call, outcome)
         await self.answer(calls, results)
 
@@ -317,14 +315,21 @@ class _Run:
 
     async def run_group(self, group: list[ToolCall]) -> list[Outcome]:
         if len(group) <= 1:
-            return [await self.call_tool(c) for c in group]
+            return [await self.call_and_tell(c) for c in group]
         gate = asyncio.Semaphore(self.cfg.limits.parallelism)
 
         async def bounded(call: ToolCall) -> Outcome:
             async with gate:
-                return await self.call_tool(call)
+                return await self.call_and_tell(call)
 
         return list(await asyncio.gather(*(bounded(c) for c in group)))
+
+    async def call_and_tell(self, call: ToolCall) -> Outcome:
+        """One call, then a status event with its outcome (as soon as it has one, before its batch ends)."""
+        outcome = await self.call_tool(call)
+        await self.emit("tool_done", step=self.iterations, call_id=call.id, tool=call.name,
+                        is_error=outcome.is_error, result=outcome.content)
+        return outcome
 
     async def call_tool(self, call: ToolCall) -> Outcome:
         """One call through allowlist, validation and the confirm gate."""

@@ -85,6 +85,8 @@ class IncidentThread:
             tasks.put(call_id, messages.task_title(tool, args), "in_progress", output="")
         elif kind == "tool_done":
             result = blocks.task_output(str(data.get("result") or "")) or messages.TASK_NO_OUTPUT
+            if tasks.refused(call_id):  # the model's note on the refusal is not the call's result
+                result = messages.TASK_NOT_RUN
             tasks.put(call_id, None, "error" if data.get("is_error") else "complete", output=result)
         elif kind == "waiting_approval":
             who = self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
@@ -182,6 +184,11 @@ class TaskList:
             at = self.order.index(before) if before in self.order else len(self.order)
             self.order.insert(at, task_id)
 
+    def refused(self, call_id: str) -> bool:
+        """The call's approval ended without a yes (denied, expired, superseded): the call never ran."""
+        approval = self.items.get(approval_task_id(call_id))
+        return approval is not None and approval.status == "error"
+
     def all(self) -> list[blocks.Task]:
         return [self.items[i] for i in self.order]
 
@@ -250,6 +257,8 @@ class StatusMessage:
                 else:
                     status = "error" if r.is_error else "complete"
                     output = blocks.task_output(r.content) or messages.TASK_NO_OUTPUT
+                    if self.tasks.refused(r.tool_use_id):
+                        output = messages.TASK_NOT_RUN
                 self.tasks.put(r.tool_use_id, messages.task_title(r.tool, r.args), status, output=output)
 
     def show(self, **fields: Any) -> None:

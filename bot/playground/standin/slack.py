@@ -745,6 +745,8 @@ class FakeSlack:
         self.status_expiry_seconds = STATUS_EXPIRY_SECONDS
         self.status_lapses: list[tuple[str, str, str]] = []
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the Home tab view views.publish published
+        # Block types this workspace does not know (an older Slack): a message carrying one gets invalid_blocks.
+        self.unsupported_block_types: set[str] = set()
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -1430,8 +1432,18 @@ class FakeSlack:
         out["bot_profile"] = {"id": self.bot_id, "app_id": self.app_id, "name": "opsloop", "team_id": self.team_id}
         return out
 
+    def _check_block_types(self, args: dict[str, Any]) -> None:
+        blocks = args.get("blocks")
+        bad = [f"unsupported type: {b.get('type')} [json-pointer:/blocks/{i}/type]"
+               for i, b in enumerate(blocks if isinstance(blocks, list) else [])
+               if isinstance(b, dict) and b.get("type") in self.unsupported_block_types]
+        if bad:
+            raise _SlackError("invalid_blocks", errors=bad,
+                              response_metadata={"messages": [f"[ERROR] {e}" for e in bad]})
+
     def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
+        self._check_block_types(args)
         text, blocks = self._text_and_blocks(args)
         # Slack accepts a thread_ts that names no message; so does the fake.
         thread_ts = args.get("thread_ts") or None
@@ -1471,6 +1483,7 @@ class FakeSlack:
             raise _SlackError("message_not_found")
         if msg.user != self.bot_user_id:
             raise _SlackError("cant_update_message")
+        self._check_block_types(args)
         text, blocks = self._text_and_blocks(args)
         # Omitted fields are kept (Slack documents this for blocks; [] clears them).
         if text is not None:
