@@ -170,7 +170,7 @@ function confirmBox(m) {
 
 function plan(p) {  // a plan block: its title and one row per task card, with a status icon
   const box = el("div", "plan");
-  const lines = p.text.split("\n");
+  const lines = p.text.split("\\n");
   if (p.tasks.length < lines.length) box.appendChild(el("div", "ptitle", lines[0]));
   for (const t of p.tasks) {
     const row = el("div", "task");
