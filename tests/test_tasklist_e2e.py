@@ -198,3 +198,20 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
         assert later and all(c.ok and not any(b["type"] == "plan" for b in c.args["blocks"]) for c in later)
         # The one refusal was the point of this test; the harness otherwise fails any invalid_blocks.
         fake_slack.calls[:] = [c for c in fake_slack.calls if c is not refused[0]]
+
+
+async def test_the_throttle_holds_updates_back_but_a_pause_still_shows_the_approval_task(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-03"})),
+                          reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+                          reply(text("Restarted.")))
+    config = f'{APPROVERS}\n[slack]\nstatus_update_seconds = 30'  # one update per 30 s at most
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
+        channel, ts = await env.mention(TASK)
+        await env.card(channel, ts)
+        status = await wait_tasks(env, channel, ts, lambda t: t.get("Approval for restart_service", ("",))[0]
+                                  == "in_progress", "the approval task shown at the pause", timeout=5)
+        assert tasks_of(status)["check_disk on web-03"][0] == "complete"
+        # The first event's update, then the one the pause let through: no update per tool call.
+        assert len([c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]) == 2

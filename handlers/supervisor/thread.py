@@ -119,6 +119,11 @@ class IncidentThread:
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
         to lapse (nobody refreshes it); any other end clears it. Best effort: Slack may be down."""
+        if paused:
+            try:
+                await self.status.settle()
+            except Exception as e:
+                log.warning("status_update_failed", error=f"{type(e).__name__}: {e}")
         if paused and self.waiting:
             self.loading.leave()
             return
@@ -210,6 +215,10 @@ class StatusMessage:
         self._latest: dict[str, Any] | None = None
         self._last_push = 0.0
         self._flusher: asyncio.Task[None] | None = None
+        self._wanted: dict[str, Any] | None = None  # the newest state asked for
+        self._shown: dict[str, Any] | None = None  # the newest state Slack took
+        self._left: dict[str, Any] | None = None  # what a drive that ended (a pause) had not shown yet
+        self._loaded = False  # the tasks of earlier drives were read from the store
 
     def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
                  cost_usd: float) -> blocks.SlackMessage:
@@ -236,6 +245,7 @@ class StatusMessage:
         """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first."""
         results = await self.sup.store.tool_results(self.row.id)
         approvals = await self.sup.store.run_approvals(self.row.id)
+        self._loaded = True
         events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
         events += [(r.created_at, 1, r) for r in results.values()]
         for _, kind, item in sorted(events, key=lambda e: (e[0], e[1])):
@@ -262,7 +272,7 @@ class StatusMessage:
                 self.tasks.put(r.tool_use_id, messages.task_title(r.tool, r.args), status, output=output)
 
     def show(self, **fields: Any) -> None:
-        self._latest = fields
+        self._latest = self._wanted = fields
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
 
@@ -274,6 +284,7 @@ class StatusMessage:
             fields, self._latest = self._latest, None
             if fields is not None:
                 await self._push(self._message(**fields), fields)
+                self._shown = fields
 
     async def _push(self, msg: blocks.SlackMessage, fields: dict[str, Any] | None = None) -> None:
         self._last_push = time.monotonic()
@@ -296,11 +307,24 @@ class StatusMessage:
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
+        self._left = self._wanted if self._wanted is not self._shown else None
+
+    async def settle(self) -> None:
+        """After a pause: show the state the drive ended in (its approval task) if the throttle held it back.
+        One update per pause, never per event."""
+        fields, self._left = self._left, None
+        if fields is not None:
+            await self._push(self._message(**fields), fields)
 
     async def close(self, **fields: Any) -> None:
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
+        if not self._loaded:  # a run finished by another path (a Stop that ended it in the store): its tasks
+            try:
+                await self._load_tasks()
+            except Exception as e:
+                log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
         for task in self.tasks.all():  # what never ran (a Stop, a limit) does not stay "in progress"
             if task.status in ("pending", "in_progress"):
                 self.tasks.put(task.task_id, None, "error", output=messages.TASK_NOT_RUN)
