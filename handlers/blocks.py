@@ -215,7 +215,7 @@ class Task:
 def task_output(text: str) -> str:
     """A tool result (or any text) as a task's one-line output: redacted whole first, hidden characters
     written out, whitespace collapsed, bounded."""
-    return _one_line(reveal(redact(text), prose=True), TASK_OUTPUT_MAX)
+    return _one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
 
 
 def _rich_line(text: str) -> dict[str, Any]:
@@ -240,7 +240,7 @@ def task_plan(tasks: Sequence[Task]) -> list[dict[str, Any]]:
         if t.status not in TASK_STATES:
             raise ValueError(f"unknown task status {t.status!r}")
         card: dict[str, Any] = {"type": "task_card", "task_id": _truncate(t.task_id, ID_MAX) or "-",
-                                "title": _truncate(reveal(redact(t.title), prose=True), TASK_TITLE_MAX) or "-",
+                                "title": _truncate(reveal(redact(t.title)), TASK_TITLE_MAX) or "-",
                                 "status": t.status}
         if t.output:
             card["output"] = _rich_line(task_output(t.output))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from bot.playground.standin.slack import app_home_opened_event
 from handlers.blocks import APPROVE, DENY, INVESTIGATE, STOP
 
 ACTIONS = (APPROVE, DENY, STOP)
+_LINK_URL = re.compile(r" \(https?://[^\s)]+\)")  # the " (url)" the renderer writes after a link's text
 POLL_SECONDS = 20.0  # a long poll answers at the latest after this, with the same version
 
 
@@ -164,7 +166,8 @@ class Sandbox:
         roots = [m for m in msgs if not m.thread_ts or m.thread_ts == m.ts]
         threads = [{"root": r.to_json(), "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r],
                     "status": self._loading(r.ts)} for r in roots]
-        home = {user: [part_json(p) for p in blocks_parts(v.get("blocks") or [], names)]
+        home = {user: [{**part_json(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
+                       for p in blocks_parts(v.get("blocks") or [], names)]
                 for user, v in slack.home_views.items()}
         ephemerals = [{"user": e["user"], "thread_ts": e.get("thread_ts"), "text": e["text"]}
                       for e in slack.ephemerals if e["channel"] == self.stage.channel]
