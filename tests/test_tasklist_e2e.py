@@ -38,13 +38,13 @@ def tasks_of(msg: Message) -> Tasks:
 
 
 async def wait_tasks(env: BotEnv, channel: str, ts: str, check: Callable[[Tasks], bool], what: str,
-                     timeout: float = 10.0) -> Message:
+                     within: float = 10.0) -> Message:
     """The status message once its task list satisfies `check` (edits count: it is live state)."""
     def match(m: Message) -> bool:
         return m.thread_ts == ts and is_status(m) and check(tasks_of(m))
 
     try:
-        return await env.slack.wait_for_message(channel, match, timeout=timeout)
+        return await env.slack.wait_for_message(channel, match, timeout=within)
     except TimeoutError:
         status = next((m for m in env.thread(channel, ts) if is_status(m)), None)
         raise AssertionError(f"{what}; the task list shows {tasks_of(status) if status else None}") from None
@@ -150,7 +150,7 @@ async def test_a_fifty_step_run_keeps_the_status_within_slacks_limits(
             plan = next((b for b in call.args["blocks"] if b["type"] == "plan"), None)
             assert plan is None or len(plan["tasks"]) <= TASKS_SHOWN
             assert len(json.dumps(call.args["blocks"])) < 16_000
-        assert list(tasks_of(status))[0] == f"check_disk on web-{steps - TASKS_SHOWN:02d}"
+        assert next(iter(tasks_of(status))) == f"check_disk on web-{steps - TASKS_SHOWN:02d}"
         assert f"{steps - TASKS_SHOWN} earlier steps not shown" in text_of(status)
 
 
@@ -211,7 +211,7 @@ async def test_the_throttle_holds_updates_back_but_a_pause_still_shows_the_appro
         channel, ts = await env.mention(TASK)
         await env.card(channel, ts)
         status = await wait_tasks(env, channel, ts, lambda t: t.get("Approval for restart_service", ("",))[0]
-                                  == "in_progress", "the approval task shown at the pause", timeout=5)
+                                  == "in_progress", "the approval task shown at the pause", within=5)
         assert tasks_of(status)["check_disk on web-03"][0] == "complete"
         # The first event's update, then the one the pause let through: no update per tool call.
         assert len([c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]) == 2
