@@ -294,6 +294,9 @@ class _Run:
     async def execute(self, calls: list[ToolCall]) -> None:
         """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn."""
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
+        if fresh_calls := [c for c in calls if c.id not in done]:
+            await self.emit("tools", step=self.iterations,
+                            calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls])
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
@@ -321,14 +324,21 @@ class _Run:
 
     async def run_group(self, group: list[ToolCall]) -> list[Outcome]:
         if len(group) <= 1:
-            return [await self.call_tool(c) for c in group]
+            return [await self.call_and_tell(c) for c in group]
         gate = asyncio.Semaphore(self.cfg.limits.parallelism)
 
         async def bounded(call: ToolCall) -> Outcome:
             async with gate:
-                return await self.call_tool(call)
+                return await self.call_and_tell(call)
 
         return list(await asyncio.gather(*(bounded(c) for c in group)))
+
+    async def call_and_tell(self, call: ToolCall) -> Outcome:
+        """One call, then a status event with its outcome (as soon as it has one, before its batch ends)."""
+        outcome = await self.call_tool(call)
+        await self.emit("tool_done", step=self.iterations, call_id=call.id, tool=call.name,
+                        is_error=outcome.is_error, result=outcome.content)
+        return outcome
 
     async def call_tool(self, call: ToolCall) -> Outcome:
         """One call through allowlist, validation and the confirm gate."""
@@ -361,7 +371,7 @@ class _Run:
                                                              confirmed_by=confirmed_by):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
-            await self.emit("tool", step=self.iterations, tool=call.name, args=call.args)
+            await self.emit("tool", step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
@@ -387,7 +397,8 @@ class _Run:
         request = ConfirmRequest(run_id=self.id, call=ToolCall(id=call.id, name=call.name, args=args),
                                  category=tool.category.value, preview=preview, args_hash=digest(args),
                                  preview_hash=digest(preview) if preview is not None else None)
-        await self.emit("waiting_approval", step=self.iterations, tool=call.name, category=tool.category.value)
+        await self.emit("waiting_approval", step=self.iterations, call_id=call.id, tool=call.name,
+                        category=tool.category.value)
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:
@@ -395,6 +406,8 @@ class _Run:
         finally:
             self.paused += time.monotonic() - began
         await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
+        await self.emit("approval_decided", step=self.iterations, call_id=call.id, tool=call.name,
+                        approved=decision.approved, by=decision.confirmed_by, outcome=decision.outcome)
         await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
                          by=decision.confirmed_by, reason=decision.reason)
         return decision

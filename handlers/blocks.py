@@ -8,6 +8,7 @@ whose blocks stay inside Slack's limits, so `chat.postMessage` never answers
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -195,6 +196,63 @@ def _code_parts(raw: str) -> list[tuple[str, bool]]:
 # Status message
 # ---------------------------------------------------------------------------
 
+TASK_STATES = ("pending", "in_progress", "complete", "error")
+TASKS_SHOWN = 15  # the newest tasks a status message shows; older ones are counted in one line
+TASK_TITLE_MAX = 150
+TASK_OUTPUT_MAX = 200
+_MENTION = re.compile(r"<@([UW][A-Z0-9]{2,40})>")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task in the status message's list: a tool call or an approval wait (plain values, unredacted)."""
+
+    task_id: str
+    title: str
+    status: str  # one of TASK_STATES
+    output: str = ""
+
+
+def task_output(text: str) -> str:
+    """A tool result (or any text) as a task's one-line output: redacted whole first, hidden characters
+    written out, whitespace collapsed, bounded."""
+    return _one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
+
+
+def _rich_line(text: str) -> dict[str, Any]:
+    """One line as a rich_text object (what a task card's output takes), user mentions as user elements."""
+    elements: list[dict[str, Any]] = []
+    pos = 0
+    for match in _MENTION.finditer(text):
+        if match.start() > pos:
+            elements.append({"type": "text", "text": text[pos:match.start()]})
+        elements.append({"type": "user", "user_id": match.group(1)})
+        pos = match.end()
+    if pos < len(text) or not elements:
+        elements.append({"type": "text", "text": text[pos:] or "-"})
+    return {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": elements}]}
+
+
+def task_plan(tasks: Sequence[Task]) -> list[dict[str, Any]]:
+    """The live task list: a plan block of the newest TASKS_SHOWN task cards, and a line counting older ones."""
+    shown = list(tasks)[-TASKS_SHOWN:]
+    cards = []
+    for t in shown:
+        if t.status not in TASK_STATES:
+            raise ValueError(f"unknown task status {t.status!r}")
+        card: dict[str, Any] = {"type": "task_card", "task_id": _truncate(t.task_id, ID_MAX) or "-",
+                                "title": _truncate(reveal(redact(t.title)), TASK_TITLE_MAX) or "-",
+                                "status": t.status}
+        if t.output:
+            card["output"] = _rich_line(task_output(t.output))
+        cards.append(card)
+    out: list[dict[str, Any]] = [{"type": "plan", "block_id": "status_tasks", "title": m.TASKS_TITLE,
+                                  "tasks": cards}]
+    if len(tasks) > len(shown):
+        out.append(_context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
+    return out
+
+
 
 def status_message(
     *,
@@ -205,8 +263,10 @@ def status_message(
     cost_usd: float,
     run_id: str,
     max_iterations: int | None = None,
+    tasks: Sequence[Task] = (),
 ) -> SlackMessage:
-    """The one status line a run keeps updating, with a Stop button until it finishes."""
+    """The one status line a run keeps updating, with a Stop button until it finishes, and under it the live
+    task list (a plan of task cards) when `tasks` has any."""
     if not run_id or len(run_id) > BUTTON_VALUE_MAX:
         raise ValueError(f"run_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(run_id)}")
     if state not in RUN_STATES:
@@ -221,6 +281,7 @@ def status_message(
     )
     blocks: list[dict[str, Any]] = [
         _section(line, "status"),
+        *(task_plan(tasks) if tasks else []),
         _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
     ]
     if state != "finished":

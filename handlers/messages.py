@@ -477,6 +477,51 @@ def _one_line_status(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# --- the live task list in the status message (a plan block of task cards) ---------------------------------
+TASKS_TITLE = "What opsloop is doing"
+TASK_NO_OUTPUT = "(no output)"
+TASK_NOT_RUN = "not run"
+TASK_UNKNOWN = "outcome unknown: opsloop restarted while it ran"
+
+
+def task_title(tool: str, args: dict[str, object]) -> str:
+    """A task's title: the tool and its target ("list_large_files /var/log/nginx on web-03", "http_get
+    status.example.com", "get_pod api-7f/prod"). Plain text: the card shows it as written."""
+    what = next((str(args[k]) for k in ("path", "unit", "service", "deployment", "name", "pattern")
+                 if isinstance(args.get(k), str | int) and str(args[k])), "")
+    url = args.get("url")
+    if not what and isinstance(url, str) and url:
+        what = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", url).split("/", 1)[0].rsplit("@", 1)[-1]
+    pod, namespace = args.get("pod"), args.get("namespace")
+    if not what and isinstance(pod, str) and pod:
+        what = f"{pod}/{namespace}" if isinstance(namespace, str) and namespace else pod
+        namespace = None
+    where = next((str(v) for v in (args.get("host"), args.get("cluster"), namespace) if isinstance(v, str) and v), "")
+    return " ".join(w for w in (tool, what, f"on {where}" if where else "") if w)
+
+
+def task_approval_title(tool: str) -> str:
+    return f"Approval for {tool}"
+
+
+def task_waiting(approvers: tuple[str, ...]) -> str:
+    """An approval task's output while it waits: "waiting for approval from <@U0CAROL>"."""
+    return loading_approval(approvers)
+
+
+def task_decided(*, approved: bool, outcome: str, by: str | None) -> str:
+    """An approval task's output once decided: "approved by <@U0CAROL>", "denied by …", "expired"."""
+    who = (f"<@{by}>" if _USER_ID.match(by) else by) if by else None
+    if approved:
+        return f"approved by {who}" if who else "approved"
+    word = outcome if outcome in ("denied", "expired", "superseded", "unavailable") else "denied"
+    return f"{word} by {who}" if who and word in ("denied", "superseded") else word
+
+
+def tasks_earlier(n: int) -> str:
+    return f"{n} earlier step{'s' if n != 1 else ''} not shown"
+
+
 SHORTCUT_EMPTY = "That message has no text to investigate."
 SHORTCUT_NOT_HERE = "opsloop doesn't act in this channel (see `[slack] channels` in its config)."
 

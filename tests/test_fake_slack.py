@@ -14,6 +14,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.models.blocks.blocks import PlanBlock, TaskCardBlock
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -36,6 +37,37 @@ async def slack() -> AsyncIterator[FakeSlack]:
 @pytest.fixture
 def client(slack: FakeSlack) -> AsyncWebClient:
     return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+
+
+def _task(**over: Any) -> dict[str, Any]:
+    """A valid task_card, with `over` replacing fields (None drops one)."""
+    task = {"type": "task_card", "task_id": "toolu_1", "title": "check_disk on web-03", "status": "complete",
+            "output": {"type": "rich_text", "elements": [{"type": "rich_text_section",
+                                                          "elements": [{"type": "text", "text": "ok"}]}]}}
+    task.update(over)
+    return {k: v for k, v in task.items() if v is not None}
+
+
+async def test_plan_and_task_cards_as_the_sdk_builds_them_are_accepted(slack: FakeSlack,
+                                                                      client: AsyncWebClient) -> None:
+    plan = PlanBlock(title="What opsloop is doing", tasks=[
+        TaskCardBlock(task_id="a", title="check_disk on web-03", status="in_progress"),
+        TaskCardBlock(task_id="b", title="clean_logs", status="pending", output=_task()["output"])]).to_dict()
+    resp = await client.chat_postMessage(channel="C1", text="status", blocks=[plan, _task(task_id="c")])
+    assert resp["ok"] and slack.messages["C1"][0].blocks == [plan, _task(task_id="c")]
+
+
+async def test_views_publish_takes_a_home_view_of_at_most_100_blocks(slack: FakeSlack,
+                                                                    client: AsyncWebClient) -> None:
+    slack.add_user("U0ALICE", "alice")
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
+    await client.views_publish(user_id="U0ALICE", view={"type": "home", "blocks": [section] * 100})
+    for view, error in (({"type": "home", "blocks": [section] * 101}, "invalid_blocks"),
+                        ({"type": "modal", "blocks": [section]}, "invalid_arguments")):
+        with pytest.raises(SlackApiError) as exc:
+            await client.views_publish(user_id="U0ALICE", view=view)
+        assert exc.value.response["error"] == error
+    assert len(slack.home_views["U0ALICE"]["blocks"]) == 100
 
 
 def _button(action_id: str, value: str, text: str = "Approve") -> dict[str, Any]:
@@ -169,6 +201,17 @@ async def test_second_identical_reaction_is_already_reacted(slack: FakeSlack, cl
             "/blocks/1/elements/0/action_id",
             id="duplicate-action_id",
         ),
+        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(status="done")]}], "/blocks/0/tasks/0/status",
+                     id="task-status-enum"),
+        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(status=None)]}], "/blocks/0/tasks/0]",
+                     id="task-status-required"),
+        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(task_id="")]}], "/blocks/0/tasks/0]",
+                     id="task-id-required"),
+        pytest.param([_task(title="x" * 256)], "/blocks/0/title", id="task-title-256"),
+        pytest.param([{"type": "plan", "tasks": [_task()]}], "/blocks/0]", id="plan-title-required"),
+        pytest.param([_task(output={"type": "mrkdwn", "text": "x"})], "/blocks/0/output", id="task-output-rich-text"),
+        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(), _task()]}], "/blocks/0/tasks/1/task_id",
+                     id="duplicate-task_id"),
     ],
 )
 async def test_invalid_blocks_are_rejected_with_errors(

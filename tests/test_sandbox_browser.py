@@ -8,6 +8,7 @@ missing, where Chromium is not installed (`make test` installs it when it can).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from bot.config import load_settings
 from bot.playground.demo import tools as demo_tools
-from bot.playground.demo.stage import ALICE, CAROL
+from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.screenshot import ANSWER, card, play_incident
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 from bot.playground.sandbox.webdriver import Browser, chromium, find_binaries
@@ -95,3 +96,119 @@ async def test_sandbox_api_turns_posts_and_clicks_into_slack_deliveries(sandbox:
             state = await _state(http, sandbox.url, state["version"])
     assert [e["type"] for e in sandbox.stage.slack.envelopes] == ["events_api", "interactive"]
     assert demo_tools.HOST.actions == ["restart_service nginx.service approved by U0CAROL"]
+
+
+# --- the agent surfaces, one by one, in the page -------------------------------------------------------------
+STATUS_MSG = ".msg[data-kind=status]"
+
+
+def _task_row(title_part: str, status: str) -> str:
+    """JS: a task row whose title has `title_part`, in `status`, in the status message's plan."""
+    return (f"return [...document.querySelectorAll('{STATUS_MSG} .plan .task[data-status={status}]')]"
+            f".some(t => t.textContent.includes({title_part!r}))")
+
+
+async def _open(browser: Browser, sandbox: Sandbox) -> None:
+    await browser.get(sandbox.url)
+    await browser.wait_for("return document.querySelector('#user').options.length > 0")
+
+
+@needs_chromium
+async def test_browser_task_list_and_the_loading_status_until_it_expires(sandbox: Sandbox, browser: Browser) -> None:
+    sandbox.stage.slack.status_expiry_seconds = 2.0  # Slack's 2 minutes, shortened: nobody refreshes a pause
+    await _open(browser, sandbox)
+    await browser.type("#text", "@opsloop clean_logs host=web-03 path=/var/log/nginx")
+    await browser.click("#send")
+    await browser.wait_for(card("clean_logs", "pending"))
+    await browser.wait_for(_task_row("Approval for clean_logs", "in_progress"))
+    await browser.wait_for(_task_row("clean_logs /var/log/nginx on web-03", "pending"))
+    await browser.wait_for("return [...document.querySelectorAll('.loading')]"
+                           ".some(l => l.textContent.includes('waiting for approval'))")
+    # The run is paused: nobody refreshes the status, and the page drops it when Slack would.
+    await browser.wait_for("return !document.querySelector('.loading')", timeout=10)
+    assert sandbox.stage.slack.thread_status(sandbox.stage.channel, _root_ts(sandbox)) is None
+    assert await browser.execute(f"return document.querySelector('{STATUS_MSG} button.danger') !== null")  # Stop
+    await browser.select("#user", CAROL)
+    await browser.click(APPROVE_BUTTON)
+    await browser.click(".confirm button.ok")
+    await browser.wait_for(_task_row("Approval for clean_logs", "complete") + " && " + _task_row(
+        "clean_logs /var/log/nginx on web-03", "complete").removeprefix("return "))
+    shown = await browser.execute(f"return document.querySelector('{STATUS_MSG} .plan').innerText")
+    assert "approved by @carol" in shown and "✓" in shown
+
+
+def _root_ts(sandbox: Sandbox) -> str:
+    return next(m.ts for m in sandbox.stage.slack.messages[sandbox.stage.channel] if not m.thread_ts)
+
+
+@needs_chromium
+async def test_browser_feedback_click_is_recorded_by_the_app(sandbox: Sandbox, browser: Browser) -> None:
+    await _open(browser, sandbox)
+    await browser.type("#text", "@opsloop check_disk host=web-03")
+    await browser.click("#send")
+    await browser.wait_for(f"return {ANSWER} && {ANSWER}.querySelector('.feedback button')")
+    await browser.click(".msg[data-kind=answer] .feedback button[data-value=positive]")
+    await browser.wait_for("return document.querySelector('.feedback .noted') && "
+                           "document.querySelector('.feedback button.chosen[data-value=positive]')")
+    stored = await sandbox.stage.ops.store.feedback()
+    assert [(f.user, f.value.value) for f in stored] == [(ALICE, "positive")]
+    actions = [e["payload"] for e in sandbox.stage.slack.envelopes if e["type"] == "interactive"]
+    assert actions[-1]["type"] == "block_actions" and actions[-1]["actions"][0]["type"] == "feedback_buttons"
+
+
+@needs_chromium
+async def test_browser_app_home_tab_publishes_the_on_call_view(sandbox: Sandbox, browser: Browser) -> None:
+    await _open(browser, sandbox)
+    await browser.type("#text", "@opsloop clean_logs host=web-03 path=/var/log/nginx")
+    await browser.click("#send")
+    await browser.wait_for(card("clean_logs", "pending"))
+    await browser.click("#home-tab")
+    await browser.wait_for("return document.querySelector('#home').innerText.includes('Active runs')")
+    home = await browser.execute("return document.querySelector('#home').innerText")
+    assert "clean_logs" in home  # the pending approval alice's team may decide, or the active run's task
+    events = [e["payload"]["event"]["type"] for e in sandbox.stage.slack.envelopes if e["type"] == "events_api"]
+    assert "app_home_opened" in events
+    assert ALICE in sandbox.stage.slack.home_views
+    await browser.click("#chan-tab")
+    await browser.wait_for("return document.querySelector('#threads').offsetParent !== null")
+
+
+@needs_chromium
+async def test_browser_message_shortcut_investigates_a_persons_message(sandbox: Sandbox, browser: Browser) -> None:
+    slack = sandbox.stage.slack
+    alert = slack.add_message(sandbox.stage.channel, BOB, "web-03: disk /var at 97%, check_disk host=web-03")
+    sandbox.on_change()  # seeded directly (no event): tell the page
+    await _open(browser, sandbox)
+    row = f".thread[data-ts='{alert.ts}'] > .msg"
+    await browser.wait_for(f"return document.querySelector(\"{row}\")")
+    await browser.click(f"{row} button.more")
+    await browser.click(f"{row} .menu button.shortcut")
+    await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .replies "
+                           ".msg[data-kind=status]\")")
+    payload = next(e["payload"] for e in slack.envelopes if e["type"] == "interactive")
+    assert (payload["type"], payload["callback_id"], payload["message"]["ts"]) == (
+        "message_action", "opsloop.investigate", alert.ts)
+
+
+@needs_chromium
+async def test_browser_streaming_message_grows_then_stops(sandbox: Sandbox, browser: Browser) -> None:
+    """A streamed answer as the stand-in keeps it (text that grows, and its `_stream` record), written into
+    the stand-in's state directly here (chat.startStream/appendStream/stopStream are another change's)."""
+    slack = sandbox.stage.slack
+    root = slack.add_message(sandbox.stage.channel, ALICE, "why is web-03 full?")
+    msg = slack.add_message(sandbox.stage.channel, slack.bot_user_id, "Looking at /var:", thread_ts=root.ts)
+    msg.bot_id = slack.bot_id
+    msg._stream = {"state": "streaming", "started_at": time.monotonic()}  # type: ignore[attr-defined]
+    slack._changed()
+    await _open(browser, sandbox)
+    streaming = ".msg[data-stream=streaming]"
+    await browser.wait_for(f"return document.querySelector('{streaming} .streaming')"
+                           f" && document.querySelector('{streaming}').innerText.includes('Looking at /var:')")
+    msg.text += " 212 rotated nginx logs"
+    slack._changed()
+    await browser.wait_for(f"return document.querySelector('{streaming}') && "
+                           f"document.querySelector('{streaming}').innerText.includes('212 rotated nginx logs')")
+    msg._stream = {"state": "stopped", "started_at": 0.0}  # type: ignore[attr-defined]
+    slack._changed()
+    await browser.wait_for("return document.querySelector('.msg[data-stream=stopped]') && "
+                           "!document.querySelector('.streaming')")

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from slack_sdk.errors import SlackApiError
 
 from bot.report import handoff_report
 from bot.store import StoreUnavailable
@@ -31,6 +32,7 @@ class IncidentThread:
         self.status = StatusMessage(sup, row)
         self.loading = LoadingStatus(sup, row.channel, row.thread_ts)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
+        self._state, self._activity = RunStatus.RUNNING, "starting"
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         return await approvals.ask(self.sup, self, req)
@@ -52,14 +54,55 @@ class IncidentThread:
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
         self._show_loading(kind, data)
+        tasks_changed = self._track_task(kind, data)
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
                     "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
-        if activity is None:
+        if activity is not None:
+            self._state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
+            self._activity = activity
+        elif not tasks_changed:
             return
-        state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
-        self.status.show(state=state, step=data.get("step", 0), activity=activity, tokens=data["tokens"],
-                         cost_usd=data["cost_usd"])
+        self.status.show(state=self._state, step=data.get("step", 0), activity=self._activity,
+                         tokens=data["tokens"], cost_usd=data["cost_usd"])
+
+    def _track_task(self, kind: str, data: dict[str, Any]) -> bool:
+        """The task list follows the runtime's events: calls announced (pending), started (in progress),
+        answered (complete / error, with a one-line result), and approval waits and decisions."""
+        tasks, call_id, tool = self.status.tasks, str(data.get("call_id") or ""), str(data.get("tool") or "")
+        raw_args = data.get("args")
+        args: dict[str, object] = raw_args if isinstance(raw_args, dict) else {}
+        if kind == "tools":
+            for call in data.get("calls") or []:
+                if isinstance(call, dict) and call.get("id") and not tasks.has(str(call["id"])):
+                    raw = call.get("args")
+                    call_args: dict[str, object] = raw if isinstance(raw, dict) else {}
+                    tasks.put(str(call["id"]), messages.task_title(str(call.get("tool")), call_args), "pending")
+            return True
+        if not call_id:
+            return False
+        if kind == "tool":
+            tasks.put(call_id, messages.task_title(tool, args), "in_progress", output="")
+        elif kind == "tool_done":
+            result = blocks.task_output(str(data.get("result") or "")) or messages.TASK_NO_OUTPUT
+            if tasks.refused(call_id):  # the model's note on the refusal is not the call's result
+                result = messages.TASK_NOT_RUN
+            tasks.put(call_id, None, "error" if data.get("is_error") else "complete", output=result)
+        elif kind == "waiting_approval":
+            who = self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
+            tasks.put(approval_task_id(call_id), messages.task_approval_title(tool), "in_progress",
+                      output=messages.task_waiting(who), before=call_id)
+        elif kind == "approval_decided":
+            approved = bool(data.get("approved"))
+            by = str(data["by"]) if data.get("by") else None
+            tasks.put(approval_task_id(call_id), messages.task_approval_title(tool),
+                      "complete" if approved else "error", before=call_id,
+                      output=messages.task_decided(approved=approved, outcome=str(data.get("outcome") or ""), by=by))
+            if not approved:
+                tasks.put(call_id, None, "error", output=messages.TASK_NOT_RUN)
+        else:
+            return False
+        return True
 
     def _show_loading(self, kind: str, data: dict[str, Any]) -> None:
         """The loading status under the thread: what this step does right now."""
@@ -76,6 +119,11 @@ class IncidentThread:
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
         to lapse (nobody refreshes it); any other end clears it. Best effort: Slack may be down."""
+        if paused:
+            try:
+                await self.status.settle()
+            except Exception as e:
+                log.warning("status_update_failed", error=f"{type(e).__name__}: {e}")
         if paused and self.waiting:
             self.loading.leave()
             return
@@ -116,33 +164,115 @@ class IncidentThread:
                            blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
 
 
+def approval_task_id(call_id: str) -> str:
+    return f"{call_id}:approval"
+
+
+class TaskList:
+    """The run's tasks in order: one per tool call, and one per approval wait just before its call."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.items: dict[str, blocks.Task] = {}
+
+    def has(self, task_id: str) -> bool:
+        return task_id in self.items
+
+    def put(self, task_id: str, title: str | None, status: str, *, output: str | None = None,
+            before: str | None = None) -> None:
+        """Add or change a task (`title`/`output` None: keep them); a new one goes before `before` if listed."""
+        old = self.items.get(task_id)
+        self.items[task_id] = blocks.Task(task_id=task_id, title=title or (old.title if old else task_id),
+                                          status=status, output=output if output is not None else
+                                          (old.output if old else ""))
+        if old is None:
+            at = self.order.index(before) if before in self.order else len(self.order)
+            self.order.insert(at, task_id)
+
+    def refused(self, call_id: str) -> bool:
+        """The call's approval ended without a yes (denied, expired, superseded): the call never ran."""
+        approval = self.items.get(approval_task_id(call_id))
+        return approval is not None and approval.status == "error"
+
+    def all(self) -> list[blocks.Task]:
+        return [self.items[i] for i in self.order]
+
+
+# Runs whose status message Slack refused with a plan block (invalid_blocks): they show the section status
+# from then on, for the life of this process (one refused call per run, not one per update).
+_NO_PLAN: set[str] = set()
+
+
 class StatusMessage:
-    """The run's status line in the thread, updated in place at most once per interval."""
+    """The run's status line in the thread, updated in place at most once per interval, with its live task
+    list (a plan block of task cards) under the line."""
 
     def __init__(self, sup: Supervisor, row: Run) -> None:
         self.sup, self.row = sup, row
         self.ts: str | None = row.status_ts
         self.interval = sup.settings.status_update_seconds
+        self.tasks = TaskList()
         self._latest: dict[str, Any] | None = None
         self._last_push = 0.0
         self._flusher: asyncio.Task[None] | None = None
+        self._wanted: dict[str, Any] | None = None  # the newest state asked for
+        self._shown: dict[str, Any] | None = None  # the newest state Slack took
+        self._left: dict[str, Any] | None = None  # what a drive that ended (a pause) had not shown yet
+        self._loaded = False  # the tasks of earlier drives were read from the store
 
     def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
                  cost_usd: float) -> blocks.SlackMessage:
+        tasks = () if self.row.id in _NO_PLAN else self.tasks.all()
         return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
-                                     run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations)
+                                     run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations,
+                                     tasks=tasks)
 
     async def open(self) -> None:
+        try:  # a drive after a pause or a restart shows the tasks so far, from the store
+            await self._load_tasks()
+        except Exception as e:
+            log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
         if self.ts:
             return
-        msg = self._message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
-                            tokens=0, cost_usd=self.row.cost_usd)
+        msg = blocks.status_message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
+                                    tokens=0, cost_usd=self.row.cost_usd, run_id=self.row.id,
+                                    max_iterations=self.sup.settings.limits.max_iterations)
         self.ts = await self.sup.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
             await self.sup.store.set_status_ts(self.row.id, self.ts)
 
+    async def _load_tasks(self) -> None:
+        """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first."""
+        results = await self.sup.store.tool_results(self.row.id)
+        approvals = await self.sup.store.run_approvals(self.row.id)
+        self._loaded = True
+        events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
+        events += [(r.created_at, 1, r) for r in results.values()]
+        for _, kind, item in sorted(events, key=lambda e: (e[0], e[1])):
+            if kind == 0:
+                a = item
+                if a.pending:
+                    who = self.sup.settings.approvals.who_may_approve(a.category)
+                    status, output = "in_progress", messages.task_waiting(who)
+                else:
+                    approved = a.state.value == "approved"
+                    status = "complete" if approved else "error"
+                    output = messages.task_decided(approved=approved, outcome=a.state.value, by=a.decided_by)
+                self.tasks.put(approval_task_id(a.tool_use_id), messages.task_approval_title(a.tool), status,
+                               output=output, before=a.tool_use_id)
+            else:
+                r = item
+                if r.content is None:
+                    status, output = "error", messages.TASK_UNKNOWN
+                else:
+                    status = "error" if r.is_error else "complete"
+                    output = blocks.task_output(r.content) or messages.TASK_NO_OUTPUT
+                    if self.tasks.refused(r.tool_use_id):
+                        output = messages.TASK_NOT_RUN
+                self.tasks.put(r.tool_use_id, messages.task_title(r.tool, r.args), status, output=output)
+
     def show(self, **fields: Any) -> None:
-        self._latest = fields
+        self._latest = self._wanted = fields
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
 
@@ -153,23 +283,50 @@ class StatusMessage:
                 await asyncio.sleep(wait)  # rate limit, not a wait for state
             fields, self._latest = self._latest, None
             if fields is not None:
-                await self._push(self._message(**fields))
+                await self._push(self._message(**fields), fields)
+                self._shown = fields
 
-    async def _push(self, msg: blocks.SlackMessage) -> None:
+    async def _push(self, msg: blocks.SlackMessage, fields: dict[str, Any] | None = None) -> None:
         self._last_push = time.monotonic()
         if not self.ts:
             return
-        await self.sup.out.update(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks,
-                                  what="status_update")
+        try:
+            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text,
+                                               blocks=msg.blocks)
+        except SlackApiError as e:
+            error = e.response.get("error")
+            log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)
+            has_plan = any(b.get("type") == "plan" for b in msg.blocks)
+            if error == "invalid_blocks" and has_plan and fields is not None and self.row.id not in _NO_PLAN:
+                _NO_PLAN.add(self.row.id)  # this Slack has no plan block: today's section status, once
+                log.info("status_tasks_unsupported")
+                await self._push(self._message(**fields))
 
     def abandon(self) -> None:
         """This drive ends without finishing the run (a pause, a hand-back): stop pushing updates."""
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
+        self._left = self._wanted if self._wanted is not self._shown else None
+
+    async def settle(self) -> None:
+        """After a pause: show the state the drive ended in (its approval task) if the throttle held it back.
+        One update per pause, never per event."""
+        fields, self._left = self._left, None
+        if fields is not None:
+            await self._push(self._message(**fields), fields)
 
     async def close(self, **fields: Any) -> None:
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
-        await self._push(self._message(state=RunStatus.FINISHED, **fields))
+        if not self._loaded:  # a run finished by another path (a Stop that ended it in the store): its tasks
+            try:
+                await self._load_tasks()
+            except Exception as e:
+                log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
+        for task in self.tasks.all():  # what never ran (a Stop, a limit) does not stay "in progress"
+            if task.status in ("pending", "in_progress"):
+                self.tasks.put(task.task_id, None, "error", output=messages.TASK_NOT_RUN)
+        fields = {"state": RunStatus.FINISHED, **fields}
+        await self._push(self._message(**fields), fields)

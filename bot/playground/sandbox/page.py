@@ -65,16 +65,47 @@ PAGE = """<!doctype html>
   #compose { border-top:1px solid var(--line); padding:12px 20px 16px; }
   select { font:inherit; padding:3px 6px; }
   .empty { color:var(--muted); padding:30px 20px; }
+  aside .nav { border-radius:6px; padding:3px 10px; cursor:pointer; margin-bottom:4px; }
+  aside .nav.on { background:#1164a3; font-weight:600; }
+  .plan { border:1px solid var(--line); border-radius:8px; padding:6px 10px; margin:4px 0; background:#fafafa;
+          max-width:640px; }
+  .plan .ptitle { font-weight:700; font-size:13px; color:#444; margin-bottom:2px; }
+  .task { display:flex; gap:8px; align-items:baseline; font-size:14px; padding:1px 0; }
+  .task .icon { width:16px; flex:none; text-align:center; font-weight:700; }
+  .task[data-status=pending] .icon { color:#999; }
+  .task[data-status=in_progress] .icon { color:var(--blue); }
+  .task[data-status=complete] .icon { color:var(--green); }
+  .task[data-status=error] .icon { color:var(--red); }
+  .task .out { color:var(--muted); font-size:13px; }
+  .loading { color:var(--muted); font-size:13px; font-style:italic; margin:2px 20px 2px 16px; }
+  .loading::before { content:"● "; color:var(--blue); font-style:normal; }
+  .streaming { display:inline-block; font-size:11px; color:var(--blue); border:1px solid #b9d3ea;
+               border-radius:3px; padding:0 5px; margin-left:6px; }
+  .feedback { display:flex; gap:6px; margin-top:4px; align-items:center; }
+  .feedback button { font-weight:400; padding:1px 9px; border-radius:12px; }
+  .feedback button.chosen { background:#e8f5fa; border-color:var(--blue); }
+  .feedback .noted { color:var(--muted); font-size:12px; }
+  .msg { position:relative; }
+  .more { position:absolute; right:16px; top:4px; padding:0 8px; font-size:13px; opacity:.55; }
+  .menu { position:absolute; right:16px; top:28px; z-index:2; background:#fff; border:1px solid #ccc;
+          border-radius:6px; box-shadow:0 2px 8px rgba(0,0,0,.15); padding:4px 0; }
+  .menu button { border:0; border-radius:0; width:100%; text-align:left; font-weight:400; padding:5px 14px; }
+  .menu button:hover { background:var(--blue); color:#fff; }
+  #home { flex:1; overflow-y:auto; padding:14px 22px; display:none; }
+  body.on-home #home { display:block; }
+  body.on-home #threads, body.on-home #compose { display:none; }
 </style>
 </head>
 <body>
-<aside><h1>opsloop sandbox</h1><div class="chan"># incident</div>
+<aside><h1>opsloop sandbox</h1><div class="nav on" id="chan-tab"># incident</div>
+<div class="nav" id="home-tab">⌂ opsloop · Home</div>
 <div class="note">A local Slack stand-in. Messages and button clicks reach the real opsloop app as Slack events
 and interactivity payloads over Socket Mode.</div></aside>
 <main>
   <header><b># incident</b><span class="model" id="model"></span>
     <label>You are <select id="user"></select></label></header>
   <div id="threads"><div class="empty">Loading…</div></div>
+  <div id="home"><div class="empty">Opening the Home tab…</div></div>
   <form id="compose" autocomplete="off">
     <input id="text" placeholder="@opsloop web-03 is out of disk, deal with it">
     <button id="send" class="primary" type="submit">Mention @opsloop</button>
@@ -83,7 +114,8 @@ and interactivity payloads over Socket Mode.</div></aside>
 <script>
 "use strict";
 const COLORS = {alice: "#2eb67d", bob: "#1264a3", carol: "#e01e5a", opsloop: "#4a154b"};
-let state = null, version = -1, confirming = null;
+let state = null, version = -1, confirming = null, menuFor = null, onHome = false;
+const ICONS = {pending: "○", in_progress: "◐", complete: "✓", error: "✕"};
 const drafts = {};
 const me = () => document.getElementById("user").value;
 
@@ -136,6 +168,50 @@ function confirmBox(m) {
   return box;
 }
 
+function plan(p) {  // a plan block: its title and one row per task card, with a status icon
+  const box = el("div", "plan");
+  const lines = p.text.split("\\n");
+  if (p.tasks.length < lines.length) box.appendChild(el("div", "ptitle", lines[0]));
+  for (const t of p.tasks) {
+    const row = el("div", "task");
+    row.dataset.status = t.status; row.dataset.task = t.task_id;
+    row.appendChild(el("span", "icon", ICONS[t.status] || "·"));
+    const words = el("span", "what", t.title);
+    if (t.output) { words.appendChild(document.createTextNode(" — ")); words.appendChild(el("span", "out", t.output)); }
+    row.appendChild(words);
+    box.appendChild(row);
+  }
+  return box;
+}
+
+function feedback(m, p) {  // feedback_buttons: a click goes to the app as block_actions; the store's record shows
+  const row = el("div", "feedback");
+  const mine = (state.feedback || []).filter(f => f.ts === m.ts && f.user_id === me());
+  for (const b of p.buttons) {
+    const way = (b.value || "").split(":")[0];
+    const btn = el("button", mine.some(f => f.value === way) ? "chosen" : "", b.text);
+    btn.dataset.action = b.action_id; btn.dataset.value = way;
+    btn.addEventListener("click", () => send("/api/feedback", {user: me(), ts: m.ts, value: way}));
+    row.appendChild(btn);
+  }
+  if (mine.length) row.appendChild(el("span", "noted", "Feedback recorded: " + mine[mine.length - 1].value));
+  return row;
+}
+
+function messageMenu(m, row) {  // the message's "more actions" menu, with the opsloop shortcut
+  const more = el("button", "more", "⋯");
+  more.title = "More actions";
+  more.addEventListener("click", () => { menuFor = menuFor === m.ts ? null : m.ts; render(); });
+  row.appendChild(more);
+  if (menuFor !== m.ts) return;
+  const menu = el("div", "menu");
+  const item = el("button", "shortcut", "Investigate with opsloop");
+  item.dataset.callback = "opsloop.investigate";
+  item.addEventListener("click", () => { menuFor = null; render(); send("/api/shortcut", {user: me(), ts: m.ts}); });
+  menu.appendChild(item);
+  row.appendChild(menu);
+}
+
 function message(m) {
   const name = m.author.replace(/^@/, "");
   const row = el("div", "msg kind-" + m.kind);
@@ -145,10 +221,18 @@ function message(m) {
   const body = el("div", "body");
   const author = el("div", "author", name);
   if (m.kind !== "person") author.appendChild(el("span", "app", "APP"));
+  if (m.stream) {  // a streamed answer: it grows while "streaming…"
+    row.dataset.stream = m.stream;
+    const marker = {streaming: "streaming…", expired: "stream expired"}[m.stream];
+    if (marker) author.appendChild(el("span", "streaming", marker));
+  }
   body.appendChild(author);
   const holder = m.kind === "card" ? el("div", "card " + m.state) : body;
   for (const p of m.parts) {
     if (p.kind === "code") holder.appendChild(el("pre", null, p.text));
+    else if (p.kind === "tasks") holder.appendChild(plan(p));
+    else if (p.kind === "buttons" && p.buttons.length && p.buttons[0].action_id === "opsloop.feedback")
+      holder.appendChild(feedback(m, p));
     else if (p.kind === "buttons") {
       const actions = el("div", "actions");
       p.buttons.forEach(b => actions.appendChild(button(m, b)));
@@ -164,7 +248,36 @@ function message(m) {
     body.appendChild(r);
   }
   row.append(avatar, body);
+  messageMenu(m, row);
   return row;
+}
+
+function parts(holder, list) {  // a surface's parts (the Home tab's), drawn like a message's
+  for (const p of list) {
+    if (p.kind === "code") holder.appendChild(el("pre", null, p.text));
+    else if (p.kind === "tasks") holder.appendChild(plan(p));
+    else if (p.kind !== "buttons") holder.appendChild(inline(el("div", "part " + p.kind), p.text));
+  }
+  return holder;
+}
+
+let statusTimer = null;
+function renderHome() {
+  const box = document.getElementById("home");
+  box.replaceChildren();
+  const view = (state.home || {})[me()];
+  if (!view) { box.appendChild(el("div", "empty", "Opening the Home tab…")); return; }
+  box.dataset.user = me();
+  parts(box, view);
+}
+
+function showHome(on) {
+  onHome = on;
+  document.body.classList.toggle("on-home", on);
+  document.getElementById("home-tab").classList.toggle("on", on);
+  document.getElementById("chan-tab").classList.toggle("on", !on);
+  if (on) send("/api/home", {user: me()});  // Slack sends app_home_opened each time the tab opens
+  render();
 }
 
 function replyForm(ts) {
@@ -203,12 +316,20 @@ function render() {
     t.replies.forEach(m => replies.appendChild(message(m)));
     state.ephemerals.filter(e => e.user === me() && e.thread_ts === t.root.ts)
       .forEach(e => replies.appendChild(inline(el("div", "ephemeral", "Only visible to you: "), e.text)));
+    if (t.status && t.status.expires_in > 0) {  // the loading status under the thread, until Slack drops it
+      const line = el("div", "loading", "opsloop " + t.status.text);
+      line.dataset.thread = t.root.ts;
+      replies.appendChild(line);
+      clearTimeout(statusTimer);
+      statusTimer = setTimeout(() => { t.status.expires_in = 0; render(); }, t.status.expires_in * 1000);
+    }
     replies.appendChild(replyForm(t.root.ts));
     thread.appendChild(replies);
     box.appendChild(thread);
   }
   if (focusTs) { const f = box.querySelector(`.reply[data-thread="${focusTs}"] input`); if (f) f.focus(); }
   if (atBottom) box.scrollTop = box.scrollHeight;
+  renderHome();
 }
 
 async function poll() {
@@ -231,7 +352,13 @@ function setup() {
   if (sel.options.length) return;
   for (const p of state.people) sel.appendChild(new Option("@" + p.name, p.id));
   sel.value = localStorage.getItem("opsloop.user") || state.default_user;
-  sel.addEventListener("change", () => { localStorage.setItem("opsloop.user", sel.value); render(); });
+  sel.addEventListener("change", () => {
+    localStorage.setItem("opsloop.user", sel.value);
+    if (onHome) send("/api/home", {user: sel.value});
+    render();
+  });
+  document.getElementById("home-tab").addEventListener("click", () => showHome(true));
+  document.getElementById("chan-tab").addEventListener("click", () => showHome(false));
   document.getElementById("model").textContent = state.model;
   document.getElementById("text").placeholder = "@opsloop " + state.example;
 }

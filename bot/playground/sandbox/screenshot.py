@@ -15,8 +15,8 @@ from pathlib import Path
 from bot.config import load_settings
 from bot.log import configure_logging
 from bot.playground.demo.play import REDIRECT, TASK
-from bot.playground.demo.stage import BOB, CAROL
-from bot.playground.sandbox.server import running_sandbox
+from bot.playground.demo.stage import ALICE, BOB, CAROL
+from bot.playground.sandbox.server import Sandbox, running_sandbox
 from bot.playground.sandbox.webdriver import Browser, chromium
 
 ANSWER = "document.querySelector('.msg[data-kind=answer]')"
@@ -46,17 +46,60 @@ async def play_incident(browser: Browser, url: str) -> None:
     await browser.wait_for("return document.querySelector('.msg[data-kind=status][data-state=finished]')")
 
 
+ALERT = "web-03: nginx 5xx rate 12% since 14:02 — restart_service host=web-03 unit=nginx.service"
+SIDE_BY_SIDE = """const s = document.createElement('style'); s.textContent =
+  'body.on-home #threads, body.on-home #compose { display:block !important; }' +
+  'main { max-width:none; } body.on-home main { flex-direction:row; flex-wrap:wrap; }' +
+  'body.on-home #threads { flex:1 1 620px; } body.on-home #compose { flex:1 1 100%; order:3; }' +
+  'body.on-home #home { flex:0 0 330px; border-left:1px solid #e8e8e8; background:#fcfcfc; font-size:13px; }' +
+  'body.on-home header { flex:1 1 100%; }';
+document.head.appendChild(s);"""
+
+
+async def show_surfaces(browser: Browser, sandbox: Sandbox) -> None:
+    """After the incident: a 👍 on the answer, the shortcut run on an alert (paused on its approval, with its
+    task list and loading status), a streaming answer, an open message menu, and alice's Home tab beside it."""
+    slack, channel = sandbox.stage.slack, sandbox.stage.channel
+    await browser.select("#user", ALICE)
+    await browser.click(".msg[data-kind=answer] .feedback button[data-value=positive]")
+    await browser.wait_for("return document.querySelector('.feedback .noted')")
+    alert = slack.add_message(channel, BOB, ALERT)
+    sandbox.on_change()
+    row = f".thread[data-ts='{alert.ts}'] > .msg"
+    await browser.wait_for(f"return document.querySelector(\"{row}\")")
+    await browser.click(f"{row} button.more")
+    await browser.click(f"{row} .menu button.shortcut")
+    await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .loading\")")
+    await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] "
+                           ".task[data-status=in_progress]\")")
+    question = slack.add_message(channel, CAROL, "@opsloop why did /var fill up on web-03 in the first place?")
+    answer = slack.add_message(channel, slack.bot_user_id, STREAMED, thread_ts=question.ts)
+    answer.bot_id = slack.bot_id
+    answer._stream = {"state": "streaming", "started_at": 0.0}  # type: ignore[attr-defined]  # stand-in's record
+    sandbox.on_change()
+    await browser.wait_for("return document.querySelector('.msg[data-stream=streaming]')")
+    await browser.execute(SIDE_BY_SIDE)
+    await browser.click("#home-tab")
+    await browser.wait_for("return document.querySelector('#home').innerText.includes('Active runs')")
+    await browser.click(f".thread[data-ts='{question.ts}'] > .msg button.more")  # the shortcut's menu, open
+
+
+STREAMED = ("logrotate on web-03 keeps 52 weeks of nginx logs uncompressed (`rotate 52`, no `compress`), "
+            "and traffic doubled on")
+
+
 async def shoot() -> bytes:
     configure_logging("error")
     settings = load_settings(None, env={})  # the scripted model, whatever this shell exports
-    async with running_sandbox(settings, port=0) as sandbox, chromium(width=1100, height=2000) as browser:
+    async with running_sandbox(settings, port=0) as sandbox, chromium(width=1440, height=2000) as browser:
         await play_incident(browser, sandbox.url)
+        await show_surfaces(browser, sandbox)
         await browser.execute("document.getElementById('text').blur(); window.scrollTo(0, 0);")
         height = await browser.execute(
             "const t = document.getElementById('threads');"
             "return Math.ceil(t.lastElementChild.getBoundingClientRect().bottom)"
             " + document.getElementById('compose').offsetHeight + 160")
-        await browser._call("POST", "/window/rect", {"width": 1100, "height": min(int(height), 2400)})
+        await browser._call("POST", "/window/rect", {"width": 1440, "height": min(int(height), 3000)})
         png = await browser.screenshot()
     return png
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +26,12 @@ from bot.config import Settings
 from bot.playground.demo.play import TASK
 from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
 from bot.playground.sandbox.page import PAGE
-from bot.playground.standin.render import view
-from handlers.blocks import APPROVE, DENY, STOP
+from bot.playground.standin.render import blocks_parts, part_json, plain, view
+from bot.playground.standin.slack import app_home_opened_event
+from handlers.blocks import APPROVE, DENY, INVESTIGATE, STOP
 
 ACTIONS = (APPROVE, DENY, STOP)
+_LINK_URL = re.compile(r" \(https?://[^\s)]+\)")  # the " (url)" the renderer writes after a link's text
 POLL_SECONDS = 20.0  # a long poll answers at the latest after this, with the same version
 
 
@@ -40,6 +44,7 @@ class Sandbox:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
     url: str = ""
+    feedback: list[dict[str, str]] = field(default_factory=list)  # recorded clicks, as the store has them
 
     def on_change(self) -> None:
         self.version += 1
@@ -52,6 +57,9 @@ class Sandbox:
         app.router.add_get("/api/state", self.state)
         app.router.add_post("/api/post", self.post)
         app.router.add_post("/api/click", self.click)
+        app.router.add_post("/api/feedback", self.feedback_click)
+        app.router.add_post("/api/shortcut", self.shortcut)
+        app.router.add_post("/api/home", self.home)
         return app
 
     async def start(self, host: str, port: int) -> str:
@@ -105,6 +113,39 @@ class Sandbox:
             raise web.HTTPNotFound(text=str(e)) from None
         return web.json_response({"ok": True})
 
+    async def feedback_click(self, request: web.Request) -> web.Response:
+        """A click on 👍/👎 under an answer: a block_actions payload (type feedback_buttons) to the app, which
+        stores it before its ack; the page then shows what the store recorded."""
+        body = await request.json()
+        slack = self.stage.slack
+        try:
+            envelope = await slack.feedback(self._user(body), self.stage.channel, str(body.get("ts") or ""),
+                                            positive=body.get("value") == "positive")
+        except LookupError as e:
+            raise web.HTTPNotFound(text=str(e)) from None
+        await slack.wait_ack(envelope, timeout=10)
+        names = self.stage.names
+        self.feedback = [{"ts": f.message_ts, "user": names.get(f.user, f.user), "user_id": f.user,
+                          "value": f.value.value} for f in await self.stage.ops.store.feedback()]
+        self.on_change()
+        return web.json_response({"ok": True})
+
+    async def shortcut(self, request: web.Request) -> web.Response:
+        """"Investigate with opsloop" from a message's menu: a message_action payload to the app."""
+        body = await request.json()
+        try:
+            await self.stage.slack.shortcut(self._user(body), self.stage.channel, str(body.get("ts") or ""),
+                                            INVESTIGATE)
+        except LookupError as e:
+            raise web.HTTPNotFound(text=str(e)) from None
+        return web.json_response({"ok": True})
+
+    async def home(self, request: web.Request) -> web.Response:
+        """The person opened the app's Home tab: an app_home_opened event; the app answers with views.publish."""
+        body = await request.json()
+        await self.stage.slack.send_event(app_home_opened_event(self._user(body)))
+        return web.json_response({"ok": True})
+
     def _user(self, body: dict[str, Any]) -> str:
         user = str(body.get("user") or "")
         if user not in PEOPLE:
@@ -123,8 +164,11 @@ class Sandbox:
         msgs = [view(m, names=names, bot_user_id=slack.bot_user_id, reactions=tuple(reactions.get(m.ts, ())))
                 for m in slack.messages.get(self.stage.channel, [])]
         roots = [m for m in msgs if not m.thread_ts or m.thread_ts == m.ts]
-        threads = [{"root": r.to_json(), "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r]}
-                   for r in roots]
+        threads = [{"root": r.to_json(), "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r],
+                    "status": self._loading(r.ts)} for r in roots]
+        home = {user: [{**part_json(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
+                       for p in blocks_parts(v.get("blocks") or [], names)]
+                for user, v in slack.home_views.items()}
         ephemerals = [{"user": e["user"], "thread_ts": e.get("thread_ts"), "text": e["text"]}
                       for e in slack.ephemerals if e["channel"] == self.stage.channel]
         return {
@@ -136,7 +180,19 @@ class Sandbox:
             "model": self.stage.model_label,
             "threads": threads,
             "ephemerals": ephemerals,
+            "home": home,
+            "feedback": self.feedback,
         }
+
+    def _loading(self, thread_ts: str) -> dict[str, Any] | None:
+        """The loading status under a thread (as a person reads it) and how long until Slack drops it."""
+        slack = self.stage.slack
+        text = slack.thread_status(self.stage.channel, thread_ts)
+        st = slack.statuses.get((self.stage.channel, thread_ts))
+        if text is None or st is None:
+            return None
+        left = slack.status_expiry_seconds - (time.monotonic() - st.set_at)
+        return {"text": plain(text, self.stage.names), "expires_in": round(max(left, 0.0), 3)}
 
 
 @contextlib.asynccontextmanager

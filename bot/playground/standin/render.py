@@ -46,6 +46,10 @@ class PartKind(enum.StrEnum):
     CODE = "code"
     CONTEXT = "context"
     BUTTONS = "buttons"
+    TASKS = "tasks"  # a plan block's task cards
+
+
+TASK_ICONS = {"pending": "○", "in_progress": "◐", "complete": "✓", "error": "✕"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +58,17 @@ class Button:
     action_id: str
     style: str | None = None
     confirm: tuple[str, str, str, str] | None = None  # title, text, confirm, deny
+    value: str | None = None  # a feedback button's value ("positive:run_…")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskView:
+    """One task card of a plan: its title, status (pending | in_progress | complete | error) and output."""
+
+    task_id: str
+    title: str
+    status: str
+    output: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +76,7 @@ class Part:
     kind: PartKind
     text: str = ""
     buttons: tuple[Button, ...] = ()
+    tasks: tuple[TaskView, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +91,7 @@ class MessageView:
     state: str = ""  # a card's approval state, a status message's run state
     edited: bool = False
     reactions: tuple[str, ...] = field(default=())
+    stream: str = ""  # a streamed answer's state: "streaming" | "stopped" | "expired" ("" when not streamed)
 
     def text(self) -> str:
         """Every readable line, buttons excluded (what a test or a search looks at)."""
@@ -83,12 +100,22 @@ class MessageView:
     def to_json(self) -> dict[str, Any]:
         return {
             "ts": self.ts, "thread_ts": self.thread_ts, "author": self.author, "kind": self.kind.value,
-            "state": self.state, "edited": self.edited, "reactions": list(self.reactions),
-            "parts": [{"kind": p.kind.value, "text": p.text,
-                       "buttons": [{"text": b.text, "action_id": b.action_id, "style": b.style,
-                                    "confirm": list(b.confirm) if b.confirm else None} for b in p.buttons]}
-                      for p in self.parts],
+            "state": self.state, "edited": self.edited, "reactions": list(self.reactions), "stream": self.stream,
+            "parts": [part_json(p) for p in self.parts],
         }
+
+
+def part_json(p: Part) -> dict[str, Any]:
+    return {"kind": p.kind.value, "text": p.text,
+            "buttons": [{"text": b.text, "action_id": b.action_id, "style": b.style, "value": b.value,
+                         "confirm": list(b.confirm) if b.confirm else None} for b in p.buttons],
+            "tasks": [{"task_id": t.task_id, "title": t.title, "status": t.status, "output": t.output}
+                      for t in p.tasks]}
+
+
+def blocks_parts(blocks: list[dict[str, Any]], names: Mapping[str, str]) -> list[Part]:
+    """Any surface's blocks (a message's, a Home tab's) as parts."""
+    return [p for b in blocks for p in _block_parts(b, names)]
 
 
 def plain(mrkdwn: str, names: Mapping[str, str], *, bare_ids: bool = True) -> str:
@@ -128,8 +155,48 @@ def _button(el: dict[str, Any], names: Mapping[str, str]) -> Button:
                   style=el.get("style"), confirm=dialog)  # type: ignore[arg-type]
 
 
+def rich_text(obj: Any, names: Mapping[str, str]) -> str:
+    """A rich_text object's words: text as written, users as @name, links as their text."""
+    out: list[str] = []
+    for section in (obj or {}).get("elements") or [] if isinstance(obj, dict) else []:
+        for el in section.get("elements") or [] if isinstance(section, dict) else []:
+            if not isinstance(el, dict):
+                continue
+            if el.get("type") == "user":
+                out.append("@" + names.get(str(el.get("user_id")), str(el.get("user_id"))))
+            elif el.get("type") == "usergroup":
+                out.append("@" + str(el.get("usergroup_id")))
+            else:
+                out.append(str(el.get("text") or el.get("url") or ""))
+    return "".join(out)
+
+
+def _task(card: dict[str, Any], names: Mapping[str, str]) -> TaskView:
+    return TaskView(task_id=str(card.get("task_id", "")), title=str(card.get("title", "")),
+                    status=str(card.get("status", "pending")), output=rich_text(card.get("output"), names))
+
+
+def _feedback(el: dict[str, Any]) -> tuple[Button, ...]:
+    return tuple(Button(text=str((el.get(side) or {}).get("text", {}).get("text", "")) or icon,
+                        action_id=str(el.get("action_id", "")), style=side.split("_")[0],
+                        value=str((el.get(side) or {}).get("value", "")))
+                 for side, icon in (("positive_button", "👍"), ("negative_button", "👎")))
+
+
 def _block_parts(block: dict[str, Any], names: Mapping[str, str]) -> list[Part]:
     btype = block.get("type")
+    if btype in ("plan", "task_card"):
+        cards = block.get("tasks") or [] if btype == "plan" else [block]
+        tasks = tuple(_task(c, names) for c in cards if isinstance(c, dict))
+        lines = [f"{TASK_ICONS.get(t.status, '·')} {t.title}" + (f" — {t.output}" if t.output else "") for t in tasks]
+        title = str(block.get("title") or "") if btype == "plan" else ""
+        return [Part(kind=PartKind.TASKS, text="\n".join([title, *lines] if title else lines), tasks=tasks)]
+    if btype == "context_actions":
+        buttons = tuple(b for e in block.get("elements") or [] if isinstance(e, dict)
+                        and e.get("type") == "feedback_buttons" for b in _feedback(e))
+        return [Part(kind=PartKind.BUTTONS, buttons=buttons)] if buttons else []
+    if btype == "markdown":
+        return _split_code(str(block.get("text") or ""))
     if btype == "header":
         return [Part(kind=PartKind.HEADER, text=plain(block["text"]["text"], names))]
     if btype == "section":
@@ -195,6 +262,18 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str,
     elif kind == Kind.STATUS:
         state = "running" if "status_actions" in _block_ids(msg) else "finished"
     author = names.get(msg.user or "", msg.user or msg.bot_id or "?")
+    stream = stream_state(msg)
+    if stream and not msg.blocks:  # a streamed answer shows its text as it grows (standard Markdown)
+        parts = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
     return MessageView(ts=msg.ts, thread_ts=msg.thread_ts, author=author if kind != Kind.PERSON else "@" + author,
                        kind=kind, parts=tuple(parts), state=state, edited=msg.edited is not None,
-                       reactions=reactions)
+                       reactions=reactions, stream=stream)
+
+
+def stream_state(msg: Message) -> str:
+    """A streamed message's state from the stand-in's own `_stream` record ({"state", "started_at"}), kept on
+    the message by chat.startStream/appendStream/stopStream; "" for a message that was never streamed."""
+    record = getattr(msg, "_stream", None) or getattr(msg, "stream", None)
+    if isinstance(record, dict):
+        return str(record.get("state") or "")
+    return ""

@@ -214,7 +214,10 @@ def _invalid_arguments(*problems: str) -> _SlackError:
 # --------------------------------------------------------------------------------------
 
 ALLOWED_BLOCK_TYPES = frozenset({"section", "header", "divider", "context", "actions", "rich_text", "image",
-                                 "context_actions", "markdown"})
+                                 "context_actions", "markdown", "plan", "task_card"})
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+# Slack documents no limit for a plan's or a task card's title; the stand-in holds them to a block_id's 255.
+TASK_TITLE_MAX = 255
 STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a status this long after it was set
 LOADING_MESSAGES_MAX = 10
 VIEW_BLOCKS_MAX = 100  # views.publish: a Home tab holds at most 100 blocks
@@ -288,6 +291,78 @@ def _check_context_action(el: Any, ptr: str, errors: list[str], action_ids: dict
         value = button.get("value")
         if not isinstance(value, str) or not value or len(value) > 2000:
             errors.append(f"must be between 1 and 2000 characters [json-pointer:{ptr}/{side}/value]")
+
+
+def _check_title(block: dict[str, Any], ptr: str, errors: list[str]) -> None:
+    title = block.get("title")
+    if not isinstance(title, str):
+        errors.append(f"missing required field: title [json-pointer:{ptr}]")
+    elif not title.strip():
+        errors.append(f"must be more than 0 characters [json-pointer:{ptr}/title]")
+    elif len(title) > TASK_TITLE_MAX:
+        errors.append(f"must be less than {TASK_TITLE_MAX + 1} characters [json-pointer:{ptr}/title]")
+
+
+def _check_rich_text(obj: Any, ptr: str, errors: list[str]) -> None:
+    """A single rich_text object (a task card's details or output): rich_text_section elements of text/user."""
+    if not isinstance(obj, dict) or obj.get("type") != "rich_text":
+        errors.append(f"must be a rich_text object [json-pointer:{ptr}]")
+        return
+    elements = obj.get("elements")
+    if not isinstance(elements, list) or not elements:
+        errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
+        return
+    for j, section in enumerate(elements):
+        sp = f"{ptr}/elements/{j}"
+        if not isinstance(section, dict) or section.get("type") not in (
+                "rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote"):
+            errors.append(f"must be a valid enum value [json-pointer:{sp}/type]")
+            continue
+        for k, el in enumerate(section.get("elements") or []):
+            ep = f"{sp}/elements/{k}"
+            etype = el.get("type") if isinstance(el, dict) else None
+            if etype == "text":
+                if not isinstance(el.get("text"), str) or not el["text"]:
+                    errors.append(f"must be more than 0 characters [json-pointer:{ep}/text]")
+            elif etype == "user":
+                if not isinstance(el.get("user_id"), str) or not el["user_id"]:
+                    errors.append(f"missing required field: user_id [json-pointer:{ep}]")
+            elif etype not in ("link", "emoji", "channel", "usergroup", "date", "broadcast", "color",
+                               "rich_text_section"):
+                errors.append(f"must be a valid enum value [json-pointer:{ep}/type]")
+
+
+def _check_task_card(block: Any, ptr: str, errors: list[str], task_ids: set[str]) -> None:
+    """A task_card, alone or in a plan: task_id, title and a known status required; details/output rich_text."""
+    if not isinstance(block, dict) or block.get("type") != "task_card":
+        errors.append(f"must be a task_card [json-pointer:{ptr}/type]")
+        return
+    task_id = block.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        errors.append(f"missing required field: task_id [json-pointer:{ptr}]")
+    elif len(task_id) > 255:
+        errors.append(f"must be less than 256 characters [json-pointer:{ptr}/task_id]")
+    elif task_id in task_ids:
+        errors.append(f"duplicate task_id {task_id!r} [json-pointer:{ptr}/task_id]")
+    else:
+        task_ids.add(task_id)
+    _check_title(block, ptr, errors)
+    status = block.get("status")
+    if status is None:
+        errors.append(f"missing required field: status [json-pointer:{ptr}]")
+    elif status not in TASK_STATUSES:
+        errors.append(f"must be a valid enum value [json-pointer:{ptr}/status]")
+    for key in ("details", "output"):
+        if block.get(key) is not None:
+            _check_rich_text(block[key], f"{ptr}/{key}", errors)
+    sources = block.get("sources")
+    if sources is not None:
+        if not isinstance(sources, list):
+            errors.append(f"must be an array [json-pointer:{ptr}/sources]")
+        else:
+            for j, src in enumerate(sources):
+                if not isinstance(src, dict) or src.get("type") != "url" or not src.get("url") or not src.get("text"):
+                    errors.append(f"must be a url source with url and text [json-pointer:{ptr}/sources/{j}]")
 
 
 def block_errors(blocks: Any) -> list[str]:
@@ -372,6 +447,18 @@ def block_errors(blocks: Any) -> list[str]:
                 errors.append(f"missing required field: text [json-pointer:{ptr}]")
             elif len(text) > 12_000:
                 errors.append(f"must be less than 12001 characters [json-pointer:{ptr}/text]")
+        elif btype == "plan":
+            _check_title(block, ptr, errors)
+            tasks = block.get("tasks")
+            if tasks is not None:
+                if not isinstance(tasks, list):
+                    errors.append(f"must be an array [json-pointer:{ptr}/tasks]")
+                else:
+                    seen_tasks: set[str] = set()
+                    for j, task in enumerate(tasks):
+                        _check_task_card(task, f"{ptr}/tasks/{j}", errors, seen_tasks)
+        elif btype == "task_card":
+            _check_task_card(block, ptr, errors, set())
         elif btype == "image":
             for key in ("image_url", "alt_text"):
                 if not block.get(key) and not (key == "image_url" and block.get("slack_file")):
@@ -660,6 +747,8 @@ class FakeSlack:
         self.status_expiry_seconds = STATUS_EXPIRY_SECONDS
         self.status_lapses: list[tuple[str, str, str]] = []
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the Home tab view views.publish published
+        # Block types this workspace does not know (an older Slack): a message carrying one gets invalid_blocks.
+        self.unsupported_block_types: set[str] = set()
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -1345,8 +1434,18 @@ class FakeSlack:
         out["bot_profile"] = {"id": self.bot_id, "app_id": self.app_id, "name": "opsloop", "team_id": self.team_id}
         return out
 
+    def _check_block_types(self, args: dict[str, Any]) -> None:
+        blocks = args.get("blocks")
+        bad = [f"unsupported type: {b.get('type')} [json-pointer:/blocks/{i}/type]"
+               for i, b in enumerate(blocks if isinstance(blocks, list) else [])
+               if isinstance(b, dict) and b.get("type") in self.unsupported_block_types]
+        if bad:
+            raise _SlackError("invalid_blocks", errors=bad,
+                              response_metadata={"messages": [f"[ERROR] {e}" for e in bad]})
+
     def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
+        self._check_block_types(args)
         text, blocks = self._text_and_blocks(args)
         # Slack accepts a thread_ts that names no message; so does the fake.
         thread_ts = args.get("thread_ts") or None
@@ -1386,6 +1485,7 @@ class FakeSlack:
             raise _SlackError("message_not_found")
         if msg.user != self.bot_user_id:
             raise _SlackError("cant_update_message")
+        self._check_block_types(args)
         text, blocks = self._text_and_blocks(args)
         # Omitted fields are kept (Slack documents this for blocks; [] clears them).
         if text is not None:
