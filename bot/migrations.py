@@ -276,6 +276,19 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
     db.table("alert_groups").create_index(["channel", "state", "created_at"])
 
 
+@sqlite_migrations()
+def m009_alert_recovery(db: sqlite_utils.Database) -> None:
+    """An Alertmanager group is stored with what opens it (its validated payload, redacted) and the outbox item of
+    its root post; `owner`/`claimed_until` is the compare-and-set claim of whoever is opening it, so a group left
+    `opening` by a dead process (or a root post Slack refused) is opened exactly once by a recovery pass."""
+    groups = db.table("alert_groups")
+    groups.add_column("payload", str)
+    groups.add_column("root_item", str)
+    groups.add_column("attempts", int)
+    groups.add_column("owner", str)
+    groups.add_column("claimed_until", float)
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -355,6 +368,10 @@ PG_MIGRATIONS: dict[str, str] = {
             state TEXT NOT NULL, status TEXT, fingerprints TEXT, summary TEXT, repeat_noted INTEGER DEFAULT 0,
             created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
         CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
+    """,
+    "m009_alert_recovery": """
+        ALTER TABLE alert_groups ADD COLUMN payload TEXT, ADD COLUMN root_item TEXT, ADD COLUMN attempts INTEGER,
+            ADD COLUMN owner TEXT, ADD COLUMN claimed_until DOUBLE PRECISION;
     """,
 }
 
