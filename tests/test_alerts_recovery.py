@@ -1,0 +1,161 @@
+"""An Alertmanager group is opened exactly once however the process or Slack fails after the 200.
+
+The group is stored `opening` with its payload (redacted) and its root post enqueued in the outbox, in the
+transaction the 200 waits for. Then the thread is opened after the ack; if the process dies (a real SIGKILL of
+`opsloop run`, as in tests/test_crash.py) or Slack refuses the root post, a recovery pass (start-up, every half
+claim window, a repeat of a stuck group) claims the group by compare-and-set and opens it: one root message,
+one run, however many times Alertmanager repeats the notification.
+"""
+
+# ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.chaos import CHANNEL, Bots, poll, query, stop
+from tests.fakes.anthropic import FakeAnthropic, reply, text
+from tests.fakes.slack import FakeSlack
+from tests.harness import bot_env
+from tests.test_alerts_webhook_e2e import CONFIG, ENV, TOKEN, groups, payload, root
+
+WAIT = 60.0  # a generous bound on a loaded 2-core box: a dead process's claims lapse after 6 s
+
+
+def roots(slack: FakeSlack, name: str = "DiskFull") -> list[Any]:
+    return [m for m in slack.messages[CHANNEL] if m.thread_ts is None and name in m.text]
+
+
+def root_posts(slack: FakeSlack) -> list[Any]:
+    """chat.postMessage calls for a channel root (not in a thread) that Slack accepted."""
+    return [c for c in slack.calls if c.method == "chat.postMessage" and c.ok and not c.args.get("thread_ts")]
+
+
+async def test_slack_refusing_the_root_post_is_retried_and_opens_one_thread(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Looked at the disk.")))
+    fake_slack.fail_next("chat.postMessage", error="internal_error", times=3)  # 500s: more than a client retries
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        assert (await env_post(env.ops.alerts.port, payload()))[0] == 200  # type: ignore[union-attr]
+        ts = await root(env, timeout=20)
+        await env.wait_final(CHANNEL, ts, timeout=20)
+        assert len(roots(fake_slack)) == 1 and len(env.runs()) == 1 and env.runs()[0].thread_ts == ts
+        refused = [c for c in fake_slack.calls if c.method == "chat.postMessage" and c.error == "internal_error"]
+        assert len(refused) == 3
+
+
+async def test_slack_refusing_the_root_post_for_good_is_tried_again_by_the_recovery_pass(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Looked at the disk.")))
+    fake_slack.fail_next("chat.postMessage", error="is_archived", times=1)  # not transient: the outbox gives up
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        desk = env.ops.alerts
+        assert desk is not None
+        desk.refused_backoff_s = 0.2  # instead of a minute
+        assert (await env_post(desk.port, payload()))[0] == 200
+        ts = await root(env, timeout=20)
+        await env.wait_final(CHANNEL, ts, timeout=20)
+        assert len(roots(fake_slack)) == 1 and len(env.runs()) == 1
+        [group] = groups(env)
+        assert group.state == "started" and group.attempts == 2 and group.thread_ts == ts
+        for _ in range(2):  # Alertmanager repeats: nothing new
+            assert (await env_post(desk.port, payload()))[0] == 200
+        assert len(roots(fake_slack)) == 1 and len(env.runs()) == 1
+
+
+async def env_post(port: int | None, body: dict[str, Any], *, timeout: float = WAIT) -> tuple[int, str]:
+    """POST a notification as Alertmanager does, retrying while nothing listens yet (a process starting)."""
+    assert port
+    url = f"http://127.0.0.1:{port}/alertmanager"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                async with aiohttp.ClientSession() as session, session.post(
+                        url, data=json.dumps(body).encode(), headers=headers) as r:
+                    return r.status, await r.text()
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.1)  # not listening yet: Alertmanager retries too
+
+
+# --- the real process, SIGKILLed ------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AlertBots(Bots):
+    """`opsloop run` processes with [alerts.webhook] on a fixed loopback port (the same across restarts)."""
+
+    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic) -> None:
+        self.port = free_port()
+        super().__init__(tmp_path, slack, model, config_extra=f"""
+[alerts.webhook]
+listen = "127.0.0.1:{self.port}"
+token_env = "OPSLOOP_ALERT_TOKEN"
+channel = "{CHANNEL}"
+max_runs_per_10_min = 3
+""")
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), **ENV}
+
+
+@pytest.mark.parametrize("kill", ["before_root_post", "during_root_post"])
+async def test_sigkill_between_the_200_and_the_root_post_then_restart_opens_one_thread_and_one_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, kill: str
+) -> None:
+    """before_root_post: Slack refuses every post, the process dies right after the 200 (the root never made it).
+    during_root_post: the process dies the moment Slack has the root, before it sees the answer (the ts is not
+    recorded): the restarted sender finds that post by its metadata and adopts it, never posting a second."""
+    fake_anthropic.script(reply(text("Looked at web-03's disk.")))
+    bots = AlertBots(tmp_path, fake_slack, fake_anthropic)
+    killed: list[int] = []
+    proc = await bots.start()
+
+    def on_slack() -> None:
+        if kill == "during_root_post" and not killed and root_posts(fake_slack):
+            killed.append(proc.pid)
+            proc.send_signal(signal.SIGKILL)
+
+    fake_slack.watch(on_slack)
+    try:
+        if kill == "before_root_post":
+            fake_slack.fail_next("chat.postMessage", error="internal_error", times=10_000)
+        status, body = await env_post(bots.port, payload())
+        assert (status, json.loads(body)["outcome"]) == (200, "started")
+        if kill == "before_root_post":
+            proc.send_signal(signal.SIGKILL)
+            killed.append(proc.pid)
+        await poll(lambda: killed, WAIT, "the kill at the root post")
+        assert await proc.wait() == -signal.SIGKILL
+        fake_slack._failures.pop("chat.postMessage", None)  # Slack takes posts again
+        stored = query(bots.db, "SELECT state FROM alert_groups WHERE source = 'webhook'")
+        assert [g["state"] for g in stored] == ["opening"]  # the 200 was for a stored group
+        assert query(bots.db, "SELECT id FROM runs") == []
+        proc = await bots.start()  # restart: the recovery pass opens it
+        await poll(lambda: query(bots.db, "SELECT id FROM runs"), WAIT, "the alert's run")
+        await fake_anthropic.wait_for_requests(1, timeout=WAIT)
+        for _ in range(2):  # Alertmanager's repeats, after the restart: nothing new
+            assert (await env_post(bots.port, payload()))[0] == 200
+        [run] = await poll(lambda: query(bots.db, "SELECT * FROM runs WHERE status = 'finished'"), WAIT,
+                           "the run finished")
+        [message] = roots(fake_slack)
+        assert run["thread_ts"] == message.ts and run["requester"] == ""
+        assert len(query(bots.db, "SELECT id FROM runs")) == 1
+        assert len(root_posts(fake_slack)) == 1  # one root reached Slack, ever
+        assert [g["state"] for g in query(bots.db, "SELECT state FROM alert_groups")] == ["started"]
+        assert len(fake_anthropic.requests) == 1
+    finally:
+        await stop(proc)
