@@ -159,3 +159,40 @@ async def test_sigkill_between_the_200_and_the_root_post_then_restart_opens_one_
         assert len(fake_anthropic.requests) == 1
     finally:
         await stop(proc)
+
+
+# --- the storm thread, two replicas on one store ------------------------------------------------------------
+async def test_two_replicas_on_one_store_in_one_storm_open_one_storm_thread(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    """Two apps (two supervisors, two desks, two outbox senders) on one SQLite file, Alertmanager's notifications
+    spread over both webhooks: the storm thread is claimed in the store, so there is one, listing every drop once."""
+    fake_anthropic.script(*(reply(text(f"Looked at alert {i}.")) for i in range(3)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as one, \
+            bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as two:
+        ports = [one.ops.alerts.port, two.ops.alerts.port]  # type: ignore[union-attr]
+        assert one.ops.store is not two.ops.store and one.settings.db_path == two.settings.db_path
+        first = [env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
+                 for i in range(3)]  # the channel's three runs in ten minutes
+        assert [r[0] for r in await asyncio.gather(*first)] == [200] * 3
+        await fake_slack._wait(lambda: len([r for r in one.runs() if r.status.value == "finished"]) == 3 or None,
+                               20.0, lambda: "the three alert runs finished")
+        await one.ops.outbox.settle()
+        await two.ops.outbox.settle()
+        # The first storm post is rate limited for a second: whoever posts it is slow, and the other replica,
+        # in the same storm, must still find the thread claimed (a per-process lock would open a second).
+        fake_slack.fail_next("chat.postMessage", error="ratelimited", retry_after=1)
+        storm = [env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
+                 for i in range(3, 11)]  # eight more, both replicas at once
+        answers = await asyncio.gather(*storm)
+        assert [json.loads(a[1])["outcome"] for a in answers] == ["dropped"] * 8
+        def listings() -> list[Any]:
+            return [m for m in fake_slack.messages[CHANNEL] if m.text.startswith("Not investigated")]
+
+        await fake_slack._wait(lambda: len(listings()) >= 8 or None, 20.0, lambda: "8 alerts listed")
+        storm_roots = [m for m in fake_slack.messages[CHANNEL] if "Alert storm" in m.text]
+        assert len(storm_roots) == 1, f"{len(storm_roots)} storm threads"
+        listed = sorted(m.text for m in one.thread(CHANNEL, storm_roots[0].ts)[1:])
+        assert len(listed) == 8 and len(set(listed)) == 8 and len(listings()) == 8
+        assert len([r for r in one.runs() if r.requester == ""]) == 3
+        assert {g.state for g in groups(one)} == {"started", "dropped"}
