@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import postgres, product, ssh
+from bench import alerts, postgres, product, ssh
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -488,6 +488,7 @@ async def main(args: argparse.Namespace) -> None:
     await thinking_cost(5, report)
     await issue12(report, args)
     await issue19(report, args)
+    await issue21(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -495,9 +496,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12"]
 ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 ISSUE19 = ("11.",)  # … and `--only ssh`
+ISSUE21 = ("12.",)  # … and `--only alerts`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -511,12 +513,19 @@ async def issue19(report: Report, args: argparse.Namespace) -> None:
     await ssh.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats)
 
 
+async def issue21(report: Report, args: argparse.Namespace) -> None:
+    """12: Alertmanager's webhook, ack latency and POST to first model request under a 50-group burst."""
+    await alerts.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats,
+                         bursts=1 if args.quick else 3)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
-ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 ")}
+ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
+        "alerts": (issue21, ISSUE21, "Section 12 ")}
 
 
 async def only(args: argparse.Namespace) -> None:
-    """`--only postgres|ssh`: those sections alone, spliced into the existing RESULTS.md (the rest stays)."""
+    """`--only postgres|ssh|alerts`: those sections alone, spliced into the existing RESULTS.md (the rest stays)."""
     bench, prefixes, note_start = ONLY[args.only]
     started = datetime.datetime.now(datetime.UTC)
     began = time.monotonic()
@@ -561,7 +570,8 @@ if __name__ == "__main__":
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
-                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); spliced "
+                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); alerts: "
+                             "only issue 21's (12); spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

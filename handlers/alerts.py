@@ -285,7 +285,7 @@ class AlertDesk:
         """The ts of outbox item `item_id` once the sender posted it; None when Slack refused it for good (or
         `renew`, called every third of the claim window, says the claim is lost). Polls the store: the sender
         may be another replica."""
-        delay, renewed = 0.02, asyncio.get_running_loop().time()
+        delay, renewed = 0.005, asyncio.get_running_loop().time()
         while True:
             item = await self.sup.store.outbox_item(item_id)
             if item is None or item.state == OutboxState.FAILED:
