@@ -261,7 +261,7 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
             "channel": str,
             "thread_ts": str,  # the group's thread (webhook: once its root message is posted)
             "run_id": str,
-            "state": str,  # opening | started | dropped | ignored | storm
+            "state": str,  # opening | started | dropped | ignored | storm (m009: unopened)
             "status": str,  # firing | resolved
             "fingerprints": str,  # JSON: the sorted fingerprints of the firing alerts
             "summary": str,  # one line naming the alert (the storm thread lists it)
@@ -287,6 +287,7 @@ def m009_alert_recovery(db: sqlite_utils.Database) -> None:
     groups.add_column("attempts", int)
     groups.add_column("owner", str)
     groups.add_column("claimed_until", float)
+    db.execute("UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening'")  # no payload to open them by
 
 
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
@@ -372,6 +373,7 @@ PG_MIGRATIONS: dict[str, str] = {
     "m009_alert_recovery": """
         ALTER TABLE alert_groups ADD COLUMN payload TEXT, ADD COLUMN root_item TEXT, ADD COLUMN attempts INTEGER,
             ADD COLUMN owner TEXT, ADD COLUMN claimed_until DOUBLE PRECISION;
+        UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening';
     """,
 }
 
