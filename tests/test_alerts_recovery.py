@@ -4,7 +4,8 @@ The group is stored `opening` with its payload (redacted) and its root post enqu
 transaction the 200 waits for. Then the thread is opened after the ack; if the process dies (a real SIGKILL of
 `opsloop run`, as in tests/test_crash.py) or Slack refuses the root post, a recovery pass (start-up, every half
 claim window, a repeat of a stuck group) claims the group by compare-and-set and opens it: one root message,
-one run, however many times Alertmanager repeats the notification.
+one run, however many times Alertmanager repeats the notification. The crash and the two-replica storm tests
+run on both stores (a SQLite file, then Postgres; skipped without Postgres).
 """
 
 # ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
@@ -98,9 +99,9 @@ def free_port() -> int:
 class AlertBots(Bots):
     """`opsloop run` processes with [alerts.webhook] on a fixed loopback port (the same across restarts)."""
 
-    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic) -> None:
+    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, db: str) -> None:
         self.port = free_port()
-        super().__init__(tmp_path, slack, model, config_extra=f"""
+        super().__init__(tmp_path, slack, model, db=Path(db) if db.endswith(".db") else db, config_extra=f"""
 [alerts.webhook]
 listen = "127.0.0.1:{self.port}"
 token_env = "OPSLOOP_ALERT_TOKEN"
@@ -114,13 +115,13 @@ max_runs_per_10_min = 3
 
 @pytest.mark.parametrize("kill", ["before_root_post", "during_root_post"])
 async def test_sigkill_between_the_200_and_the_root_post_then_restart_opens_one_thread_and_one_run(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, kill: str
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, kill: str, db_url: str
 ) -> None:
     """before_root_post: Slack refuses every post, the process dies right after the 200 (the root never made it).
     during_root_post: the process dies the moment Slack has the root, before it sees the answer (the ts is not
     recorded): the restarted sender finds that post by its metadata and adopts it, never posting a second."""
     fake_anthropic.script(reply(text("Looked at web-03's disk.")))
-    bots = AlertBots(tmp_path, fake_slack, fake_anthropic)
+    bots = AlertBots(tmp_path, fake_slack, fake_anthropic, db_url)
     killed: list[int] = []
     proc = await bots.start()
 
@@ -163,13 +164,15 @@ async def test_sigkill_between_the_200_and_the_root_post_then_restart_opens_one_
 
 # --- the storm thread, two replicas on one store ------------------------------------------------------------
 async def test_two_replicas_on_one_store_in_one_storm_open_one_storm_thread(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, db_url: str
 ) -> None:
-    """Two apps (two supervisors, two desks, two outbox senders) on one SQLite file, Alertmanager's notifications
-    spread over both webhooks: the storm thread is claimed in the store, so there is one, listing every drop once."""
+    """Two apps (two supervisors, two desks, two outbox senders) on one store (a SQLite file, then Postgres),
+    Alertmanager's notifications spread over both webhooks: the storm thread is claimed in the store, so there
+    is one, listing every drop once."""
     fake_anthropic.script(*(reply(text(f"Looked at alert {i}.")) for i in range(3)))
-    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as one, \
-            bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as two:
+    shared = {**ENV, "OPSLOOP_DB": db_url}
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as one, \
+            bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as two:
         ports = [one.ops.alerts.port, two.ops.alerts.port]  # type: ignore[union-attr]
         assert one.ops.store is not two.ops.store and one.settings.db_path == two.settings.db_path
         first = [env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
