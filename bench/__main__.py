@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import postgres, product, ssh
+from bench import alerts, postgres, product, ssh
 from bench import replay as replay_bench
 from bench.product import API_KEY, incident, running
 from bot import prompts
@@ -490,6 +490,7 @@ async def main(args: argparse.Namespace) -> None:
     await issue12(report, args)
     await issue19(report, args)
     await issue23(report, args)
+    await issue21(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -497,10 +498,11 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14"]
 ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 ISSUE19 = ("11.",)  # … and `--only ssh`
 ISSUE23 = ("12.",)  # … and `--only replay`
+ISSUE21 = ("13.",)  # … and `--only alerts`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -519,13 +521,19 @@ async def issue23(report: Report, args: argparse.Namespace) -> None:
     await replay_bench.run_all(report.row, report.section, rounds=3 if args.quick else replay_bench.ROUNDS)
 
 
+async def issue21(report: Report, args: argparse.Namespace) -> None:
+    """13: Alertmanager's webhook, ack latency and POST to first model request under a 50-group burst."""
+    await alerts.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats,
+                         bursts=1 if args.quick else 3)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
 ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
-        "replay": (issue23, ISSUE23, "Section 12 ")}
+        "replay": (issue23, ISSUE23, "Section 12 "), "alerts": (issue21, ISSUE21, "Section 13 ")}
 
 
 async def only(args: argparse.Namespace) -> None:
-    """`--only postgres|ssh`: those sections alone, spliced into the existing RESULTS.md (the rest stays)."""
+    """`--only postgres|ssh|alerts`: those sections alone, spliced into the existing RESULTS.md (the rest stays)."""
     bench, prefixes, note_start = ONLY[args.only]
     started = datetime.datetime.now(datetime.UTC)
     began = time.monotonic()
@@ -571,7 +579,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
                         help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); replay: "
-                             "only issue 23's (12); spliced "
+                             "only issue 23's (12); alerts: only issue 21's (13); spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

@@ -261,7 +261,7 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
             "channel": str,
             "thread_ts": str,  # the group's thread (webhook: once its root message is posted)
             "run_id": str,
-            "state": str,  # opening | started | dropped | ignored | storm
+            "state": str,  # opening | started | dropped | ignored | storm (m009: unopened)
             "status": str,  # firing | resolved
             "fingerprints": str,  # JSON: the sorted fingerprints of the firing alerts
             "summary": str,  # one line naming the alert (the storm thread lists it)
@@ -274,6 +274,20 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
         defaults={"repeat_noted": 0},
     )
     db.table("alert_groups").create_index(["channel", "state", "created_at"])
+
+
+@sqlite_migrations()
+def m009_alert_recovery(db: sqlite_utils.Database) -> None:
+    """An Alertmanager group is stored with what opens it (its validated payload, redacted) and the outbox item of
+    its root post; `owner`/`claimed_until` is the compare-and-set claim of whoever is opening it, so a group left
+    `opening` by a dead process (or a root post Slack refused) is opened exactly once by a recovery pass."""
+    groups = db.table("alert_groups")
+    groups.add_column("payload", str)
+    groups.add_column("root_item", str)
+    groups.add_column("attempts", int)
+    groups.add_column("owner", str)
+    groups.add_column("claimed_until", float)
+    db.execute("UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening'")  # no payload to open them by
 
 
 @sqlite_migrations()
@@ -363,6 +377,11 @@ PG_MIGRATIONS: dict[str, str] = {
             state TEXT NOT NULL, status TEXT, fingerprints TEXT, summary TEXT, repeat_noted INTEGER DEFAULT 0,
             created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
         CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
+    """,
+    "m009_alert_recovery": """
+        ALTER TABLE alert_groups ADD COLUMN payload TEXT, ADD COLUMN root_item TEXT, ADD COLUMN attempts INTEGER,
+            ADD COLUMN owner TEXT, ADD COLUMN claimed_until DOUBLE PRECISION;
+        UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening';
     """,
     "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
 }

@@ -6,13 +6,18 @@ own thread, with no human requester, before Slack gets its ack.
 
 Webhook: its own aiohttp server on its own port, `POST /alertmanager` with a bearer token (constant-time
 compare) and a bounded body. A notification is validated (payload version "4"), then stored, then answered
-200 (a store failure answers 503 and Alertmanager retries). A new group opens a thread in the channel and its
-run starts there; a repeat with the same firing fingerprints starts nothing (the thread hears it once); a
+200 (a store failure answers 503 and Alertmanager retries). A new group is stored `opening` with its payload
+(redacted) and its root post enqueued in the outbox, in that one transaction, claimed by this process; after the
+ack the outbox posts the root exactly once (an attempt that may have reached Slack is looked for first) and the
+run starts in its thread (compare-and-set on `opening`). A group whose opener died, or whose root Slack refused
+for good, is claimed (compare-and-set) and opened by a recovery pass: at start-up, every half claim window, and
+on a repeat of it. A repeat with the same firing fingerprints starts nothing (the thread hears it once); a
 changed firing set or `resolved` is posted in the thread and queued for the run like a reply.
 
 Storm control: at most max_runs_per_10_min alert runs start per channel; the rest are listed in one
-"alert storm" thread. Everything that talks to Slack happens after the ack (`sup.after_ack`), and the webhook's
-store calls queue behind mentions and clicks, so a storm never delays a mention's ack.
+"alert storm" thread, claimed in the store per channel and ten-minute window (replicas share it), its root and
+its listings posted once each through the outbox. Everything that talks to Slack happens after the ack, and
+the webhook's store calls queue behind mentions and clicks, so a storm never delays a mention's ack.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import collections
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,7 +37,9 @@ from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, al
 from bot.errors import OpsloopError
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
+from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
+from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
 from handlers.util import react
 
@@ -43,6 +50,8 @@ MAX_ALERTS = 1000  # alerts in one notification
 TASK_MAX = 8000  # characters of an alert's text the model gets
 KEY_LABELS = ("alertname", "severity", "instance", "job", "namespace", "service", "pod", "cluster")
 OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
+CLAIM_SECONDS = 6.0  # a group being opened is claimed this long (renewed); past it, a recovery pass takes it up
+REFUSED_BACKOFF_S = 60.0  # Slack refused a root post for good: the next attempt waits this long
 
 
 class BadPayload(OpsloopError):
@@ -202,8 +211,13 @@ class AlertDesk:
         self.sources = [(s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
                         for s in settings.slack]
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        self._storm_locks: dict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
         self._runner: web.AppRunner | None = None
+        self.owner = owner_id()  # this process, as the claimant of the groups it opens
+        self.claim_seconds = CLAIM_SECONDS
+        self.refused_backoff_s = REFUSED_BACKOFF_S
+        self._opening: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._recovery: asyncio.Task[None] | None = None
 
     def count(self, source: str, outcome: str, **context: Any) -> None:
         """One alert counted (and logged: bot.metrics counts these log events for /metrics)."""
@@ -250,7 +264,8 @@ class AlertDesk:
             self.count("slack", "deduplicated", channel=channel, ts=ts)
         elif accepted.outcome is AlertOutcome.DROPPED:
             self.count("slack", "dropped", channel=channel, ts=ts)
-            self.sup.after_ack.spawn(self._storm(channel, summary, source.max_runs_per_10_min), name=f"storm:{ts}")
+            self.sup.after_ack.spawn(self._storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min),
+                                     name=f"storm:{ts}")
         elif accepted.run is not None:
             self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
             self.sup.after_ack.spawn(react(self.sup, channel, ts), name=f"eyes:{ts}")
@@ -258,18 +273,36 @@ class AlertDesk:
         return True
 
     # --- storm ---------------------------------------------------------------------------------------
-    async def _storm(self, channel: str, summary: str, limit: int) -> None:
-        """List an alert that was not investigated in the channel's one alert-storm thread."""
-        async with self._storm_locks[channel]:
-            ts = await self.sup.store.storm_thread(channel)
-            if ts is None:
-                ts = await self.sup.out.post(channel=channel, thread_ts=None, text=messages.alert_storm_root(limit),
-                                             what="storm_post")
-                if ts is None:
-                    return
-                await self.sup.store.set_storm_thread(channel, ts)
-            await self.sup.out.post(channel=channel, thread_ts=ts, text=messages.alert_not_investigated(summary),
-                                    what="storm_post")
+    async def _storm(self, channel: str, key: str, summary: str, limit: int) -> None:
+        """List an alert that was not investigated in the channel's one alert-storm thread. The thread is claimed
+        in the store (one row per channel and ten-minute window, compare-and-set), so replicas sharing the store
+        in one storm open one; its root and every listing go through the outbox, each once by its key."""
+        storm = await self.sup.store.claim_storm_thread(channel, text=messages.alert_storm_root(limit))
+        ts = storm.thread_ts or (await self._posted(storm.root_item) if storm.root_item else None)
+        if ts is None:
+            log.error("alert.storm_thread_not_opened", channel=channel)
+            return
+        await self.sup.store.enqueue(kind=OutboxKind.POST, key=f"alert_storm_item:{key}", channel=channel,
+                                     thread_ts=ts, text=messages.alert_not_investigated(summary))
+        self.sup.outbox.wake()
+
+    async def _posted(self, item_id: str, *, renew: Callable[[], Awaitable[bool]] | None = None) -> str | None:
+        """The ts of outbox item `item_id` once the sender posted it; None when Slack refused it for good (or
+        `renew`, called every third of the claim window, says the claim is lost). Polls the store: the sender
+        may be another replica."""
+        delay, renewed = 0.005, asyncio.get_running_loop().time()
+        while True:
+            item = await self.sup.store.outbox_item(item_id)
+            if item is None or item.state == OutboxState.FAILED:
+                return None
+            if item.state == OutboxState.SENT:
+                return item.ts
+            if renew is not None and asyncio.get_running_loop().time() - renewed > self.claim_seconds / 3:
+                if not await renew():
+                    return None
+                renewed = asyncio.get_running_loop().time()
+            await asyncio.sleep(delay)  # the outbox row has no change notification across replicas
+            delay = min(delay * 2, 0.5)
 
     # --- the webhook ---------------------------------------------------------------------------------
     @property
@@ -309,7 +342,8 @@ class AlertDesk:
         try:
             accepted = await self.sup.store.accept_alert_group(
                 payload["groupKey"], channel=wh.channel, status=status, fingerprints=firing,
-                summary=_summary_of(payload), update=redact(update), limit=wh.max_runs_per_10_min)
+                summary=_summary_of(payload), update=redact(update), limit=wh.max_runs_per_10_min,
+                payload=payload, root_text=root_message(payload), owner=self.owner, claim_seconds=self.claim_seconds)
         except Exception as e:  # not stored: no 200, so Alertmanager sends it again
             log.error("alert.store_failed", error=f"{type(e).__name__}: {e}")
             return web.json_response({"error": "not stored, try again"}, status=503)
@@ -321,14 +355,17 @@ class AlertDesk:
         outcome, group = accepted.outcome, accepted.group
         key = payload["groupKey"]
         if outcome is AlertOutcome.STARTED:
-            self.sup.after_ack.spawn(self._open(payload), name=f"alert_open:{key}")
+            self.sup.outbox.wake()  # its root post was enqueued with it
+            self._spawn_open(key, claimed=True)
         elif outcome is AlertOutcome.DROPPED and group is not None:
             self.count("webhook", "dropped", group=key)
             assert self.webhook is not None
-            self.sup.after_ack.spawn(self._storm(group.channel, group.summary, self.webhook.max_runs_per_10_min),
-                                     name=f"storm:{key}")
+            self.sup.after_ack.spawn(self._storm(group.channel, group.key, group.summary,
+                                                 self.webhook.max_runs_per_10_min), name=f"storm:{key}")
         elif outcome in (AlertOutcome.REPEAT, AlertOutcome.DUPLICATE, AlertOutcome.IGNORED):
             self.count("webhook", "deduplicated", group=key)
+            if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.sup.store.now():
+                self._spawn_open(key)  # stuck opening past its claim (its opener died): recovered now, once
             if accepted.note and group is not None and group.thread_ts:
                 self.sup.after_ack.spawn(self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts,
                                                            text=messages.alert_repeat(), what="alert_note"),
@@ -344,21 +381,78 @@ class AlertDesk:
             if accepted.run is not None:
                 self.sup.nudge()
 
-    async def _open(self, payload: dict[str, Any]) -> None:
-        """A new group: its root message in the channel, then its run in that thread."""
-        assert self.webhook is not None
-        channel, key = self.webhook.channel, payload["groupKey"]
-        ts = await self.sup.out.post(channel=channel, thread_ts=None, text=root_message(payload), what="alert_root")
-        if ts is None:
-            log.error("alert.thread_not_opened", group=key, channel=channel)
-            return
-        task = webhook_task(payload)
-        prompt = f"[alert from Alertmanager in <#{channel}>; no person asked yet] Investigate this alert:\n{task}"
-        run = await self.sup.store.open_alert_run(key, thread_ts=ts, task=redact(task), prompt=redact(prompt),
-                                                  model=self.sup.settings.model.primary)
-        if run is not None:
-            self.count("webhook", "started", group=key, run_id=run.id)
-            self.sup.start(run.id)
+    # --- opening a group's thread: after the ack, and by the recovery pass ----------------------------
+    def _spawn_open(self, group_key: str, *, claimed: bool = False) -> None:
+        if group_key in self._opening:
+            return  # this process is already on it
+        self._opening.add(group_key)
+        task = asyncio.create_task(self._open(group_key, claimed=claimed), name=f"alert_open:{group_key}")
+        self._tasks.add(task)
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self._opening.discard(group_key)
+
+        task.add_done_callback(done)
+
+    async def _open(self, group_key: str, *, claimed: bool = False) -> None:
+        """A group stored `opening`: claim it (compare-and-set; `claimed`: the accept claimed it), wait for its
+        root post (the outbox sends it once: a crash between posting and recording the ts adopts the post it
+        finds), then start its run in that thread (compare-and-set on `opening`: once, whoever gets there)."""
+        key, store = f"am:{group_key}", self.sup.store
+        try:
+            now = store.now()
+            group = await store.claim_alert_group(key, self.owner, now=now, until=now + self.claim_seconds)
+            if group is None:
+                return  # opened already, or another replica holds it
+            if not claimed:
+                log.info("alert.recovering", group=group_key, attempts=group.attempts)
+            payload = json.loads(group.payload) if group.payload else None
+            if not isinstance(payload, dict) or not payload.get("alerts"):
+                log.error("alert.unrecoverable", group=group_key, why="no stored payload")
+                await store.release_alert_group(key, self.owner, until=now + self.refused_backoff_s)
+                return
+            item = await store.outbox_item(group.root_item) if group.root_item else None
+            if item is None or item.state == OutboxState.FAILED:
+                if await store.retry_alert_root(group_key, self.owner, text=root_message(payload)) is None:
+                    return
+                self.sup.outbox.wake()
+                group = await store.alert_group(key)
+                assert group is not None
+
+            async def renew() -> bool:
+                t = store.now()
+                return await store.claim_alert_group(key, self.owner, now=t, until=t + self.claim_seconds) is not None
+
+            ts = await self._posted(group.root_item or "", renew=renew)
+            if ts is None:  # Slack refused the root for good (or the claim was lost): tried again later
+                log.error("alert.thread_not_opened", group=group_key, channel=group.channel)
+                await store.release_alert_group(key, self.owner, until=store.now() + self.refused_backoff_s)
+                return
+            task = webhook_task(payload)
+            prompt = (f"[alert from Alertmanager in <#{group.channel}>; no person asked yet] "
+                      f"Investigate this alert:\n{task}")
+            run = await store.open_alert_run(group_key, thread_ts=ts, task=redact(task), prompt=redact(prompt),
+                                             model=self.sup.settings.model.primary)
+            if run is not None:
+                self.count("webhook", "started", group=group_key, run_id=run.id)
+                self.sup.start(run.id)
+        except Exception as e:  # the store failed: the claim lapses and the recovery pass tries again
+            log.warning("alert.open_failed", group=group_key, error=f"{type(e).__name__}: {e}")
+
+    async def recover(self) -> int:
+        """One recovery pass: every group left `opening` past its claim is opened (once). How many it took up."""
+        keys = await self.sup.store.stuck_alert_groups(self.sup.store.now())
+        for key in keys:
+            self._spawn_open(key.removeprefix("am:"))
+        return len(keys)
+
+    async def _recover_forever(self) -> None:
+        while True:
+            try:
+                await self.recover()
+            except Exception as e:  # the store is down: next pass
+                log.warning("alert.recovery_failed", error=f"{type(e).__name__}: {e}")
+            await asyncio.sleep(self.claim_seconds / 2)  # claims lapse on the clock: nothing to wait on
 
     async def serve(self) -> None:
         """Listen on [alerts.webhook] listen (port 0: any free port)."""
@@ -370,6 +464,7 @@ class AlertDesk:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         await web.TCPSite(self._runner, wh.host, wh.port).start()
+        self._recovery = asyncio.create_task(self._recover_forever(), name="opsloop-alert-recovery")
         log.info("alerts.webhook_listening", host=wh.host, port=self.port, path="/alertmanager")
 
     @property
@@ -380,3 +475,8 @@ class AlertDesk:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        tasks = [t for t in (self._recovery, *self._tasks) if t is not None]
+        self._recovery = None
+        for t in tasks:  # an open in flight keeps its claim until it lapses: the next process takes it up
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -7,7 +7,8 @@ transient failures (429 with Retry-After, 5xx, connection errors) with capped ba
 
 Slack has no idempotency key for posts: every post carries metadata naming its outbox id, and before
 posting an item whose earlier attempt may have reached Slack (a call that died mid-way, a process killed
-before it recorded the ts) the sender looks for that id in the thread and adopts the ts it finds.
+before it recorded the ts) the sender looks for that id in the thread (a root post: in the channel's newest
+messages, conversations.history) and adopts the ts it finds.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ log = structlog.get_logger("opsloop.outbox")
 EVENT_TYPE = "opsloop_post"  # the message metadata type that carries an outbox id
 THREAD_PAGE = 200  # conversations.replies page size while looking for an earlier attempt
 THREAD_PAGES_MAX = 50
+ROOT_PAGES_MAX = 5  # a root post's earlier attempt is among the channel's newest 1000 messages
 LOOKUP_SECONDS = 2.0  # a click waits this long for Slack to show it the clicked message (its ack waits too)
 PLAIN_TEXT_MAX = 39_000  # Slack truncates past 40k; the fallback stays under it
 
@@ -326,17 +328,20 @@ class Outbox:
     async def _find(self, item: OutboxItem) -> str | None:
         """The ts of this item's post if an earlier attempt reached Slack (found by its metadata in the thread).
         Raises Deferred when Slack couldn't be asked now."""
-        if not item.thread_ts:
-            return None
+        root = not item.thread_ts  # a root post (an alert's thread): looked for among the channel's newest messages
         cursor: str | None = None
-        for _ in range(THREAD_PAGES_MAX):
+        for _ in range(ROOT_PAGES_MAX if root else THREAD_PAGES_MAX):
             until = self.store.now() + self.claim_seconds
             if not await self.store.renew_outbox_claim(item.id, self.owner, until=until):
                 raise ClaimLost
             try:
-                response = await self.client.conversations_replies(
-                    channel=item.channel, ts=item.thread_ts, include_all_metadata=True, limit=THREAD_PAGE,
-                    cursor=cursor)
+                if root:
+                    response = await self.client.conversations_history(
+                        channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor)
+                else:
+                    response = await self.client.conversations_replies(
+                        channel=item.channel, ts=item.thread_ts or "", include_all_metadata=True, limit=THREAD_PAGE,
+                        cursor=cursor)
             except Exception as e:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it

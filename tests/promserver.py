@@ -33,11 +33,16 @@ def _binary(names: tuple[str, ...]) -> str | None:
 
 def missing() -> str | None:
     """Why the real Prometheus/Alertmanager tests can't run here, or None."""
-    if _binary(PROMETHEUS) is None:
-        return "prometheus is not installed (apt-get install prometheus; `make test` tries)"
+    if (why := prometheus_missing()) is not None:
+        return why
     if _binary(ALERTMANAGER) is None:
         return "prometheus-alertmanager is not installed (apt-get install prometheus-alertmanager)"
     return None
+
+
+def prometheus_missing() -> str | None:
+    """Why a Prometheus alone (no Alertmanager) can't run here, or None."""
+    return None if _binary(PROMETHEUS) else "prometheus is not installed (apt-get install prometheus; make test tries)"
 
 
 def free_port() -> int:
@@ -97,6 +102,9 @@ class PromStack:
     receivers: str  # the `receivers:` list items, YAML, indented by two spaces
     receiver: str  # the route's receiver name
     repeat_interval: str = "2s"
+    alertmanager: bool = True  # False: Prometheus alone (the query tool tests)
+    rules: str = RULES
+    jobs: tuple[str, ...] = ("target",)  # scrape jobs, each scraping the target (two: two series per metric)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="opsloop-prom-")))
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     prom_port: int = 0
@@ -113,20 +121,22 @@ class PromStack:
 receivers:
 {self.receivers}
 """)
-        (self.dir / "rules.yml").write_text(RULES)
+        (self.dir / "rules.yml").write_text(self.rules)
+        alerting = f"""alerting:
+  alertmanagers:
+  - static_configs:
+    - targets: ["127.0.0.1:{self.am_port}"]
+""" if self.alertmanager else ""
+        jobs = "".join(f"""- job_name: {job}
+  static_configs:
+  - targets: ["127.0.0.1:{self.target_port}"]
+""" for job in self.jobs)
         (self.dir / "prometheus.yml").write_text(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: [{self.dir / "rules.yml"}]
-alerting:
-  alertmanagers:
-  - static_configs:
-    - targets: ["127.0.0.1:{self.am_port}"]
-scrape_configs:
-- job_name: target
-  static_configs:
-  - targets: ["127.0.0.1:{self.target_port}"]
-""")
+{alerting}scrape_configs:
+{jobs}""")
 
     def _spawn(self, args: list[str], log: str) -> None:
         out = (self.dir / log).open("wb")
@@ -134,15 +144,18 @@ scrape_configs:
 
     async def start(self) -> PromStack:
         am, prom = _binary(ALERTMANAGER), _binary(PROMETHEUS)
-        assert am and prom, missing()
+        assert prom and (am or not self.alertmanager), missing() if self.alertmanager else prometheus_missing()
         self._write()
-        self._spawn([am, f"--config.file={self.dir / 'alertmanager.yml'}", f"--storage.path={self.dir / 'am'}",
-                     f"--web.listen-address=127.0.0.1:{self.am_port}", "--cluster.listen-address=",
-                     "--log.level=warn"], "alertmanager.log")
+        if self.alertmanager:
+            assert am
+            self._spawn([am, f"--config.file={self.dir / 'alertmanager.yml'}", f"--storage.path={self.dir / 'am'}",
+                         f"--web.listen-address=127.0.0.1:{self.am_port}", "--cluster.listen-address=",
+                         "--log.level=warn"], "alertmanager.log")
         self._spawn([prom, f"--config.file={self.dir / 'prometheus.yml'}",
                      f"--storage.tsdb.path={self.dir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.prom_port}",
                      "--rules.alert.resend-delay=1s", "--log.level=warn"], "prometheus.log")
-        await self._ready(self.am_port)
+        if self.alertmanager:
+            await self._ready(self.am_port)
         await self._ready(self.prom_port)
         return self
 
@@ -161,6 +174,10 @@ scrape_configs:
 
     def logs(self) -> str:
         return " | ".join(f"{p.name}: {p.read_text(errors='replace')[-2000:]}" for p in self.dir.glob("*.log"))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.prom_port}/"
 
     async def query(self, expr: str) -> Any:
         async with aiohttp.ClientSession() as session, session.get(
@@ -182,6 +199,19 @@ scrape_configs:
 @contextlib.asynccontextmanager
 async def prom_stack(target: Target, *, receivers: str, receiver: str, **kw: Any) -> AsyncIterator[PromStack]:
     stack = PromStack(target_port=target.port, receivers=receivers, receiver=receiver, **kw)
+    try:
+        await stack.start()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@contextlib.asynccontextmanager
+async def prometheus(target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",)
+                     ) -> AsyncIterator[PromStack]:
+    """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second."""
+    stack = PromStack(target_port=target.port, receivers="", receiver="none", alertmanager=False, rules=rules,
+                      jobs=jobs)
     try:
         await stack.start()
         yield stack

@@ -794,6 +794,39 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
     assert slack.outcome is AlertOutcome.STARTED and slack.run is not None and slack.run.requester == ""
     assert (await store.accept_slack_alert("Ev2", channel="C2", ts="5.0", task="t", prompt="p", model="m",
                                            summary="s", limit=1)).outcome is AlertOutcome.DUPLICATE
-    await store.set_storm_thread("C1", "7.0")
-    assert await store.storm_thread("C1") == "7.0"
+    one, two = await asyncio.gather(store.claim_storm_thread("C1", text="storm"),  # two replicas in one storm
+                                    store.claim_storm_thread("C1", text="storm"))
+    assert one.key == two.key and one.root_item == two.root_item is not None
+    assert await store.storm_thread("C1") is None  # until its root is posted
+    roots = [i for i in await store.outbox_items() if i.key.startswith("alert_storm:")]
+    assert [i.id for i in roots] == [one.root_item]
     assert SECRET not in json.dumps([g.summary for g in await store.alert_groups()])
+
+
+async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_both_backends(store: Store) -> None:
+    """A group stored `opening` with its payload (redacted) and root post; one claimant at a time, a lapsed
+    claim is taken over, and only the claimant may enqueue a new root."""
+    from bot.store import AlertOutcome
+
+    body = {"alerts": [{"labels": {"alertname": "X"}, "annotations": {"summary": f"token {SECRET}"}}]}
+    new = await store.accept_alert_group("g9", channel="C9", status="firing", fingerprints=["z"], summary="s",
+                                         update="u", limit=5, payload=body, root_text="root", owner="A",
+                                         claim_seconds=60)
+    assert new.outcome is AlertOutcome.STARTED and new.group is not None and new.group.owner == "A"
+    assert SECRET not in new.group.payload and json.loads(new.group.payload)["alerts"][0]["labels"]["alertname"] == "X"
+    root = await store.outbox_item(new.group.root_item or "")
+    assert root is not None and root.thread_ts is None and root.text == "root"
+    now = store.now()
+    assert await store.stuck_alert_groups(now) == []  # A's claim is live
+    racing = await asyncio.gather(*(store.claim_alert_group("am:g9", who, now=now, until=now + 5) for who in "BC"))
+    assert racing == [None, None]
+    assert await store.retry_alert_root("g9", "B", text="root") is None  # not B's to open
+    later = now + 61
+    assert await store.stuck_alert_groups(later) == ["am:g9"]
+    taken = await asyncio.gather(*(store.claim_alert_group("am:g9", who, now=later, until=later + 5) for who in "BC"))
+    assert [t is not None for t in taken].count(True) == 1
+    holder = "B" if taken[0] is not None else "C"
+    assert await store.retry_alert_root("g9", holder, text="root") == root.id  # still pending: no second root
+    run = await store.open_alert_run("g9", thread_ts="3.0", task="t", prompt="p", model="m")
+    assert run is not None and (await store.alert_group("am:g9")).state == "started"  # type: ignore[union-attr]
+    assert await store.claim_alert_group("am:g9", holder, now=later, until=later + 5) is None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from bot.backends import WAKE_RUNS
 from bot.history import continue_history
-from bot.redact import redact
-from bot.store.alerts import ALERT_USER, STORM_WINDOW_S, AcceptedAlert, AlertOutcome, Alerts
+from bot.redact import redact, redact_value
+from bot.store.alerts import ALERT_USER, STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.entry import entry
 from bot.store.events import Events
@@ -18,7 +19,17 @@ from bot.store.outbox import Outbox
 from bot.store.rows import new_id
 from bot.store.runs import Runs
 from bot.store.trace import Trace
-from bot.types import AcceptedMention, AcceptedReply, InboxItem, InboxState, Run, RunStatus, Totals
+from bot.types import (
+    AcceptedMention,
+    AcceptedReply,
+    InboxItem,
+    InboxState,
+    OutboxKind,
+    OutboxState,
+    Run,
+    RunStatus,
+    Totals,
+)
 
 T = TypeVar("T")
 
@@ -152,11 +163,15 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def accept_alert_group(
         self, group_key: str, *, channel: str, status: str, fingerprints: list[str], summary: str, update: str,
-        limit: int,
+        limit: int, payload: dict[str, Any] | None = None, root_text: str = "", owner: str | None = None,
+        claim_seconds: float = 0.0,
     ) -> AcceptedAlert:
-        """One Alertmanager notification, stored before its 200. A new firing group: STARTED (its thread is
-        opened after the ack, `open_alert_run`) or DROPPED (storm); a known group: REPEAT (same firing set),
-        CHANGED or RESOLVED (`update` queued for the group's active run, like a reply)."""
+        """One Alertmanager notification, stored before its 200. A new firing group: STARTED or DROPPED (storm).
+        STARTED stores what opens it (the payload, redacted) and enqueues its root post (`root_text`) in the
+        outbox in the same transaction, claimed by `owner` for `claim_seconds`: the thread is opened after the
+        ack (`open_alert_run` once the root is posted), and if this process dies first a recovery pass does it
+        (`claim_alert_group`). A known group: REPEAT (same firing set), CHANGED or RESOLVED (`update` queued for
+        the group's active run, like a reply)."""
         key = f"am:{group_key}"
         firing = sorted(set(fingerprints))
         with self._durably(), self._atomic():
@@ -164,11 +179,16 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             if group is None:
                 if status != "firing" or not firing:
                     return AcceptedAlert(AlertOutcome.IGNORED)
-                state = "dropped" if self._over_storm_limit(channel, limit) else "opening"
-                self._put_group(key=key, source="webhook", channel=channel, state=state, fingerprints=firing,
-                                summary=summary)
-                outcome = AlertOutcome.DROPPED if state == "dropped" else AlertOutcome.STARTED
-                return AcceptedAlert(outcome, group=self.alert_group(key))
+                if self._over_storm_limit(channel, limit):
+                    self._put_group(key=key, source="webhook", channel=channel, state="dropped",
+                                    fingerprints=firing, summary=summary)
+                    return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
+                now = self.sql.now()
+                self._put_group(key=key, source="webhook", channel=channel, state="opening", fingerprints=firing,
+                                summary=summary, payload=json.dumps(redact_value(payload or {})), owner=owner,
+                                claimed_until=now + claim_seconds if owner else None)
+                self._enqueue_alert_root(key, root_text)
+                return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key))
             if group.status == status and (status == "resolved" or tuple(firing) == group.fingerprints):
                 first = status == "firing" and group.state == "started" and not group.repeat_noted
                 if first:
@@ -188,8 +208,32 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 self._wake(WAKE_RUNS)
             return AcceptedAlert(outcome, group=group, run=run if run is not None and run.active else None)
 
+    def _enqueue_alert_root(self, key: str, text: str) -> str:
+        """Inside a transaction: the group's next root post, by a key of its own per attempt (enqueued once)."""
+        group = self.alert_group(key)
+        assert group is not None
+        attempt = group.attempts + 1
+        item = self._enqueue(kind=OutboxKind.POST, key=f"alert_root:{key}:{attempt}", channel=group.channel,
+                             text=text, blocks=None, run_id=None, thread_ts=None, target=None, approval_id=None)
+        self._update_group(key, root_item=item, attempts=attempt)
+        return item
+
+    def retry_alert_root(self, group_key: str, owner: str, *, text: str) -> str | None:
+        """Slack refused the group's root post for good: its claimant enqueues the next attempt (and only then,
+        so two openers never make two roots). None: not `owner`'s to open."""
+        key = f"am:{group_key}"
+        with self._atomic():
+            group = self.alert_group(key)
+            if group is None or group.state != "opening" or group.owner != owner:
+                return None
+            item = self.outbox_item(group.root_item) if group.root_item else None
+            if item is not None and item.state != OutboxState.FAILED:
+                return item.id  # still on its way (or sent): no second root
+            return self._enqueue_alert_root(key, text)
+
     def open_alert_run(self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str) -> Run | None:
-        """The group's thread is posted: its run (no human requester) starts in it. None: already opened."""
+        """The group's root is posted: its run (no human requester) starts in that thread, once (compare-and-set
+        on `opening`). None: already opened."""
         key = f"am:{group_key}"
         with self._durably(), self._atomic():
             group = self.alert_group(key)
@@ -197,22 +241,40 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return None
             run = self.create_run(channel=group.channel, thread_ts=thread_ts, requester="", task=task, model=model,
                                   mention_ts=thread_ts, history=continue_history([], prompt))
-            self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id)
+            self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id, owner=None,
+                               claimed_until=None)
             self._wake(WAKE_RUNS)
             return run
 
-    def storm_thread(self, channel: str) -> str | None:
-        """The ts of `channel`'s alert-storm thread, while it is younger than the storm window."""
-        group = self.alert_group(f"storm:{channel}")
-        if group is None or not group.thread_ts or group.created_at < self.sql.now() - STORM_WINDOW_S:
-            return None
-        return group.thread_ts
-
-    def set_storm_thread(self, channel: str, thread_ts: str) -> None:
-        key = f"storm:{channel}"
+    def claim_storm_thread(self, channel: str, *, text: str) -> AlertGroup:
+        """`channel`'s alert-storm thread, claimed by compare-and-set: the live one (younger than the storm
+        window), or a new row keyed by channel and ten-minute window (insert-or-nothing, so two replicas in one
+        storm share one) whose root post `text` is enqueued once. Its `root_item` is that post."""
+        now = self.sql.now()
         with self._atomic():
-            self._write("DELETE FROM alert_groups WHERE key = ?", [key])
-            self._put_group(key=key, source="storm", channel=channel, state="storm", thread_ts=thread_ts)
+            rows = self._select("SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
+                                "ORDER BY created_at DESC LIMIT 1", ["storm", channel, now - STORM_WINDOW_S])
+            key = str(rows[0]["key"]) if rows else f"storm:{channel}:{int(now // STORM_WINDOW_S)}"
+            self._put_group(key=key, source="storm", channel=channel, state="storm", conflict=" ON CONFLICT DO NOTHING")
+            group = self.alert_group(key)
+            assert group is not None
+            if group.root_item is None and group.thread_ts is None:
+                item = self._enqueue(kind=OutboxKind.POST, key=f"alert_{key}", channel=channel, text=text, blocks=None,
+                                     run_id=None, thread_ts=None, target=None, approval_id=None)
+                self._update_group(key, root_item=item)
+                group = self.alert_group(key)
+                assert group is not None
+            return group
+
+    def storm_thread(self, channel: str) -> str | None:
+        """The ts of `channel`'s live alert-storm thread, once its root is posted."""
+        rows = self._select("SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
+                            "ORDER BY created_at DESC LIMIT 1", ["storm", channel, self.sql.now() - STORM_WINDOW_S])
+        group = self.alert_group(str(rows[0]["key"])) if rows else None
+        if group is None:
+            return None
+        item = self.outbox_item(group.root_item) if group.root_item else None
+        return group.thread_ts or (item.ts if item is not None else None)
 
 
 class LedgerCalls:
@@ -226,5 +288,6 @@ class LedgerCalls:
     accept_slack_alert = entry(Ledger.accept_slack_alert, urgent=True)  # a Slack delivery: its ack waits
     accept_alert_group = entry(Ledger.accept_alert_group)  # behind mentions and clicks: a storm never delays them
     open_alert_run = entry(Ledger.open_alert_run)
+    retry_alert_root = entry(Ledger.retry_alert_root)
+    claim_storm_thread = entry(Ledger.claim_storm_thread)
     storm_thread = entry(Ledger.storm_thread)
-    set_storm_thread = entry(Ledger.set_storm_thread)

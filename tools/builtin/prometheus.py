@@ -38,7 +38,8 @@ def _ts(t: float | str) -> str:
 
 
 def _num(v: str) -> str:
-    """Prometheus sample values are strings; shorten long floats, keep NaN/Inf as sent."""
+    """Prometheus sample values are strings; shorten long floats (to the millisecond past a million), keep
+    NaN/Inf as sent."""
     try:
         f = float(v)
     except ValueError:
@@ -47,6 +48,8 @@ def _num(v: str) -> str:
         return v
     if f.is_integer() and abs(f) < 1e15:
         return str(int(f))
+    if 1e6 <= abs(f) < 1e15:  # timestamps, byte counts: six significant digits would make 1.79617e+09 of a time
+        return f"{f:.3f}".rstrip("0").rstrip(".")
     return f"{f:.6g}"
 
 

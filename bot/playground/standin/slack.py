@@ -1587,6 +1587,25 @@ class FakeSlack:
             out["response_metadata"] = {"next_cursor": f"offset:{start + limit}"}
         return out
 
+    def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages, newest first, paged like Slack (metadata only when asked for)."""
+        channel = self._channel(args)
+        include_metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        top = [m for m in self.messages.get(channel, []) if m.thread_ts in (None, m.ts)]
+        inclusive = str(args.get("inclusive", "")).lower() in ("1", "true")
+        if latest := args.get("latest"):
+            top = [m for m in top if float(m.ts) < float(latest) or (inclusive and m.ts == latest)]
+        if oldest := args.get("oldest"):
+            top = [m for m in top if float(m.ts) > float(oldest) or (inclusive and m.ts == oldest)]
+        messages = [m.to_api(include_metadata=include_metadata) for m in reversed(top)]
+        limit = min(int(args.get("limit") or 100), 1000)
+        start = int(str(args.get("cursor") or "offset:0").removeprefix("offset:") or 0)
+        page, more = messages[start : start + limit], start + limit < len(messages)
+        out: dict[str, Any] = {"messages": page, "has_more": more}
+        if more:
+            out["response_metadata"] = {"next_cursor": f"offset:{start + limit}"}
+        return out
+
     def _assistant_threads_set_status(self, args: dict[str, Any]) -> dict[str, Any]:
         """A thread's loading status; an empty status clears it. Slack drops it after its expiry."""
         missing = [k for k in ("channel_id", "thread_ts") if not args.get(k)]
@@ -1675,6 +1694,7 @@ class FakeSlack:
         "chat.postEphemeral": _chat_post_ephemeral,
         "reactions.add": _reactions_add,
         "conversations.replies": _conversations_replies,
+        "conversations.history": _conversations_history,
         "usergroups.users.list": _usergroups_users_list,
         "users.info": _users_info,
         "assistant.threads.setStatus": _assistant_threads_set_status,
