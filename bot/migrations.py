@@ -276,6 +276,35 @@ def m008_alerts(db: sqlite_utils.Database) -> None:
     db.table("alert_groups").create_index(["channel", "state", "created_at"])
 
 
+@sqlite_migrations()
+def m010_streams(db: sqlite_utils.Database) -> None:
+    """Streamed answers (chat.startStream): each stream's ts and state, stored when it starts, so the answer's
+    outbox item finishes that message exactly once, after a restart too; and the run's team (a channel stream
+    names its recipient's team)."""
+    db.table("streams").create(
+        {
+            "id": str,
+            "run_id": str,
+            "step": int,
+            "channel": str,
+            "thread_ts": str,
+            "ts": str,  # NULL between the intent and startStream's answer
+            "state": str,  # starting | streaming | interim | finished | abandoned
+            "start_text": str,  # the (redacted) markdown startStream sent: how a lost ts is found again
+            "sent": str,  # the (redacted) markdown Slack shows so far
+            "final": str,  # the whole (redacted) answer once the step ended as the answer
+            "broken": int,  # Slack refused an append (lifetime, error): finished by chat.update
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        not_null={"run_id", "channel", "state"},
+        defaults={"broken": 0},
+    )
+    db.table("streams").create_index(["run_id"])
+    db.table("runs").add_column("team_id", str)
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -355,6 +384,14 @@ PG_MIGRATIONS: dict[str, str] = {
             state TEXT NOT NULL, status TEXT, fingerprints TEXT, summary TEXT, repeat_noted INTEGER DEFAULT 0,
             created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
         CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
+    """,
+    "m010_streams": """
+        CREATE TABLE streams (
+            id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER, channel TEXT NOT NULL, thread_ts TEXT, ts TEXT,
+            state TEXT NOT NULL, start_text TEXT, sent TEXT, final TEXT, broken INTEGER DEFAULT 0,
+            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
+        CREATE INDEX idx_streams_run_id ON streams (run_id);
+        ALTER TABLE runs ADD COLUMN team_id TEXT;
     """,
 }
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.types import ModelRequest, ModelResponse, Usage
+from bot.types import AnswerSink, ModelRequest, ModelResponse, Usage
 
 HOST = "web-03"
 NGINX = "nginx.service"
@@ -225,7 +225,7 @@ class IncidentModel:
     def model(self) -> str:
         return self.name
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
         facts = Facts.read(request)
         step = self.playbook(facts)
         content: list[dict[str, Any]] = [{"type": "thinking", "thinking": step.thinking, "signature": "scripted"}]
@@ -237,6 +237,10 @@ class IncidentModel:
         usage = estimate_usage(request, content, previous=self.requests[-1] if self.requests else None)
         self.requests.append(request)
         stop = "tool_use" if len(content) > 1 and content[-1]["type"] == "tool_use" else "end_turn"
+        if sink is not None and stop == "end_turn":  # the answer, fed as a real stream would (a line at a time)
+            await sink.attempt()
+            for line in str(content[-1]["text"]).splitlines(keepends=True):
+                await sink.text(line)
         return ModelResponse(content=content, stop_reason=stop, usage=usage, model=self.name)
 
 
