@@ -225,7 +225,8 @@ class Outbox(LedgerBase):
 
     def stream_sent(self, stream_id: str, *, sent: str) -> None:
         """An append reached Slack: what the message shows now."""
-        self._write("UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?", [redact(sent), self.sql.now(), stream_id])
+        self._write("UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?",
+                    [redact(sent), self.sql.now(), stream_id])
 
     def stream_broken(self, stream_id: str) -> None:
         """Slack refused an append (its lifetime, an error): no more appends; chat.update finishes it."""

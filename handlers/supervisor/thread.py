@@ -14,6 +14,7 @@ from bot.store import StoreUnavailable
 from bot.types import ConfirmRequest, Decision, Injected, OutboxPost, Run, RunResult, RunStatus, StopReason
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
+from handlers.stream import AnswerStreams
 from handlers.supervisor.loading import LoadingStatus
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class IncidentThread:
         self.status = StatusMessage(sup, row)
         self.loading = LoadingStatus(sup, row.channel, row.thread_ts)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
+        self.streams = AnswerStreams(sup, row)  # each step's text streamed as it is written (the answer's)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         return await approvals.ask(self.sup, self, req)
