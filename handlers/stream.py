@@ -63,6 +63,8 @@ class AnswerStreams:
         # Alert runs have no requester, and a channel stream must name one (and their team): post as before.
         self.enabled = bool(sup.stream_answers and row.requester and row.team_id)
         self.last_call = 0.0  # time.monotonic() of this thread's last stream call (the append budget)
+        # The outbox's gateway: no automatic retries (a retried startStream or append could land twice).
+        self.out = sup.outbox.out
 
     def for_step(self, step: int) -> StepStream | None:
         return StepStream(self, step) if self.enabled else None
@@ -122,8 +124,8 @@ class StepStream:
         rest = rest[len(self.sent):] if rest.startswith(self.sent) and not self.void and not self.broken else ""
         if not self.broken:
             with contextlib.suppress(Exception):  # best effort: Slack closes it by itself after its lifetime
-                await self.streams.sup.out.stop_stream_or_raise(channel=self.streams.channel, ts=self.ts,
-                                                                 markdown_text=rest[:STREAM_CHARS_MAX] or None)
+                await self.streams.out.stop_stream_or_raise(channel=self.streams.channel, ts=self.ts,
+                                                            markdown_text=rest[:STREAM_CHARS_MAX] or None)
         await store.stream_ended(self.stream_id, StreamState.INTERIM)
         log.info("stream.interim", ts=self.ts, why="a tool call followed the text" if self.tool else "no answer")
 
@@ -167,9 +169,8 @@ class StepStream:
         self.stream_id = stream_id
         s.last_call = time.monotonic()
         try:
-            ts = await s.sup.out.start_stream_or_raise(channel=s.channel, thread_ts=s.thread_ts, markdown_text=text,
-                                                       recipient_user_id=s.requester,
-                                                       recipient_team_id=s.team_id or "")
+            ts = await s.out.start_stream_or_raise(channel=s.channel, thread_ts=s.thread_ts, markdown_text=text,
+                                                   recipient_user_id=s.requester, recipient_team_id=s.team_id or "")
         except Exception as e:
             failure = classify(e)
             log.info("stream.start_refused", error=failure.error, maybe_started=failure.maybe_posted)
@@ -194,7 +195,7 @@ class StepStream:
             return
         s.last_call = time.monotonic()
         try:
-            await s.sup.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent):])
+            await s.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent):])
         except Exception as e:
             await self._break(classify(e).error)
             return

@@ -679,6 +679,7 @@ class FakeSlack:
         # chat.startStream: a stream's append/stop fail with message_not_in_streaming_state once it is this old
         # (shorten it in tests); the message stays as it was and chat.update still works on it.
         self.stream_lifetime_seconds = STREAM_LIFETIME_SECONDS
+        self._stream_timers: set[asyncio.TimerHandle] = set()  # each stream's expiry, announced as a change
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -709,6 +710,8 @@ class FakeSlack:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for timer in self._stream_timers:
+            timer.cancel()
         for task in list(self._deliveries):
             task.cancel()
         await asyncio.gather(*self._deliveries, return_exceptions=True)
@@ -1480,6 +1483,8 @@ class FakeSlack:
                       thread_ts=str(args["thread_ts"]), team=self.team_id, stream_state="streaming",
                       stream_started_at=time.monotonic(), stream_lifetime=self.stream_lifetime_seconds)
         self._add_message(msg)
+        timer = asyncio.get_running_loop().call_later(self.stream_lifetime_seconds, self._changed)  # it expired
+        self._stream_timers.add(timer)
         return {"channel": channel, "ts": msg.ts}
 
     def _chat_append_stream(self, args: dict[str, Any]) -> dict[str, Any]:
