@@ -27,6 +27,8 @@ import structlog
 
 from bot.redact import redact
 from bot.types import Run, StreamState
+from handlers import messages
+from handlers.mrkdwn import _LINK, _link, reveal
 from handlers.outbox import classify
 
 if TYPE_CHECKING:
@@ -43,14 +45,26 @@ STREAM_CHARS_MAX = 11_000  # what a stream shows stays under Slack's 12,000 per 
 _BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]+[ \t]*\r?\n?")
 
 
+def safe_markdown(text: str) -> str:
+    """Model Markdown as a stream shows it, with the posted answer's hygiene (handlers/mrkdwn.py): `&`, `<` and
+    `>` escaped (no `<!channel>`, no hand-made links), a link's target shown rather than hidden behind its
+    words, characters a reader can't see written out. Line by line, so a stable prefix stays stable."""
+    return reveal(_LINK.sub(_link, messages.escape(text)), prose=True)
+
+
+def shown(text: str) -> str:
+    """The whole turn as the streamed message shows it once finished: redacted, then made safe."""
+    return safe_markdown(redact(text))
+
+
 def stable_prefix(buffered: str) -> str:
-    """The part of the redacted buffer that no later delta can change: its complete lines, less any trailing
-    lines that look like a private key's body."""
+    """The part of the shown buffer that no later delta can change: the complete lines of the redacted buffer,
+    less any trailing lines that look like a private key's body, made safe."""
     redacted = redact(buffered)
     lines = redacted[: redacted.rfind("\n") + 1].splitlines(keepends=True)
     while lines and _BASE64_LINE.fullmatch(lines[-1]):
         lines.pop()
-    return "".join(lines)
+    return safe_markdown("".join(lines))
 
 
 class AnswerStreams:
@@ -118,9 +132,9 @@ class StepStream:
         store = self.streams.sup.store
         if answer and not self.tool:
             if not self.void:
-                await store.stream_answered(self.stream_id, final=redact(self.buffer))
+                await store.stream_answered(self.stream_id, final=shown(self.buffer))
             return
-        rest = redact(self.buffer)
+        rest = shown(self.buffer)
         rest = rest[len(self.sent):] if rest.startswith(self.sent) and not self.void and not self.broken else ""
         if not self.broken:
             with contextlib.suppress(Exception):  # best effort: Slack closes it by itself after its lifetime

@@ -80,10 +80,10 @@ def max_appends_in_a_second(calls: list[ApiCall]) -> int:
     return max((sum(1 for t in at if a <= t < a + 0.9) for a in at), default=0)
 
 
-async def final_streamed(slack: FakeSlack, timeout: float = 15.0) -> Message:
+async def final_streamed(slack: FakeSlack, within: float = 15.0) -> Message:
     """The streamed message once it is finished (stopped, or updated with the answer's metadata)."""
-    return await slack._wait(lambda: next((m for m in streamed(slack) if item_id(slack, m)), None), timeout,
-                             lambda: f"a finished streamed message: {[(m.stream, m.metadata) for m in streamed(slack)]}")
+    return await slack._wait(lambda: next((m for m in streamed(slack) if item_id(slack, m)), None), within,
+                             lambda: f"a finished stream: {[(m.stream, m.metadata) for m in streamed(slack)]}")
 
 
 async def settled(env: Any) -> None:
@@ -168,7 +168,7 @@ async def test_a_secret_split_across_deltas_never_reaches_slack(
     pace(fake_anthropic, chars=7, seconds=0.012)  # the secrets straddle several deltas
     fake_anthropic.script(reply(text(answer)))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
-        channel, ts = await env.mention(TASK)
+        await env.mention(TASK)
         final = await final_streamed(fake_slack)
         await settled(env)
     assert fake_anthropic.text_deltas_sent >= len(answer) // 7
@@ -291,7 +291,7 @@ async def test_a_sigkill_mid_stream_finishes_that_one_message_after_the_restart(
         [started] = streamed(fake_slack)
         fake_anthropic.text_delta_seconds = 0.0  # the re-asked answer comes at once
         proc = await bots.start()
-        final = await final_streamed(fake_slack, timeout=30)
+        final = await final_streamed(fake_slack, within=30)
         await poll(lambda: query(bots.db, "SELECT 1 FROM outbox WHERE state = 'pending'") == [], 10,
                    "the outbox drained")
     finally:
@@ -386,3 +386,10 @@ def test_the_stable_prefix_holds_back_the_incomplete_line_and_a_possible_key_bod
     assert stable_prefix("a\nthe token is xoxb-1234567890abc\n") == "a\nthe token is [REDACTED]\n"
     assert stable_prefix("an intro\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nbase64\n") == "an intro\n"
     assert stable_prefix("no newline yet") == ""
+
+
+def test_the_streamed_text_gets_the_posted_answers_hygiene() -> None:
+    assert stable_prefix("ping <!channel> & <@U0BOB> now\n") == "ping &lt;!channel&gt; &amp; &lt;@U0BOB&gt; now\n"
+    assert stable_prefix("see [the runbook](https://runbooks.example.com/disk) first\n") == (
+        "see the runbook (<https://runbooks.example.com/disk>) first\n")
+    assert stable_prefix("odd \u202etxt.exe line\n") == "odd ⟨U+202E⟩txt.exe line\n"
