@@ -226,6 +226,7 @@ class IncidentModel:
         return self.name
 
     async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
+        """`sink` is not fed: the demo's transcript prints each answer once, as posted."""
         facts = Facts.read(request)
         step = self.playbook(facts)
         content: list[dict[str, Any]] = [{"type": "thinking", "thinking": step.thinking, "signature": "scripted"}]
@@ -237,10 +238,6 @@ class IncidentModel:
         usage = estimate_usage(request, content, previous=self.requests[-1] if self.requests else None)
         self.requests.append(request)
         stop = "tool_use" if len(content) > 1 and content[-1]["type"] == "tool_use" else "end_turn"
-        if sink is not None and stop == "end_turn":  # the answer, fed as a real stream would (a line at a time)
-            await sink.attempt()
-            for line in str(content[-1]["text"]).splitlines(keepends=True):
-                await sink.text(line)
         return ModelResponse(content=content, stop_reason=stop, usage=usage, model=self.name)
 
 
