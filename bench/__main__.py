@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import postgres, product, ssh
+from bench import postgres, product, ssh, surfaces
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -488,6 +488,7 @@ async def main(args: argparse.Namespace) -> None:
     await thinking_cost(5, report)
     await issue12(report, args)
     await issue19(report, args)
+    await issue22(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -495,9 +496,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12"]
 ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 ISSUE19 = ("11.",)  # … and `--only ssh`
+ISSUE22 = ("12.",)  # … and `--only surfaces`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -511,8 +513,14 @@ async def issue19(report: Report, args: argparse.Namespace) -> None:
     await ssh.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats)
 
 
+async def issue22(report: Report, args: argparse.Namespace) -> None:
+    """12: streamed answers vs posting at the end, and Slack calls per run (bench/surfaces.py)."""
+    await surfaces.run_all(report.row, report.section, repeats=1 if args.quick else 3)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
-ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 ")}
+ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
+        "surfaces": (issue22, ISSUE22, "Section 12 ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -561,7 +569,8 @@ if __name__ == "__main__":
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
-                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); spliced "
+                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); "
+                             "surfaces: only issue 22's (12); spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

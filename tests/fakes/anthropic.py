@@ -950,6 +950,7 @@ class FakeAnthropic:
         self.text_delta_chars: int | None = None
         self.text_delta_seconds = 0.0
         self.text_deltas_sent = 0  # text deltas written so far (a test can act mid-stream)
+        self.text_delta_times: list[float] = []  # time.monotonic() as each text delta was written (benchmarks)
         self.thinking_by_effort = thinking_by_effort  # e.g. EFFORT_THINKING_TOKENS; None: DEFAULT_THINKING_TOKENS
         self._threads: dict[str, _HeldThread] = {}  # reply id -> the conversation the server holds up to it
         self.min_cacheable_tokens = min_cacheable_tokens
@@ -1341,6 +1342,7 @@ class FakeAnthropic:
             await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
             if delta["type"] == "text_delta":
                 self.text_deltas_sent += 1
+                self.text_delta_times.append(time.monotonic())
                 async with self._changed:
                     self._changed.notify_all()
         await send("content_block_stop", {"type": "content_block_stop", "index": index})
