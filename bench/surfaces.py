@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.conftest import API_KEY
 from tests.fakes.anthropic import FakeAnthropic, reply, text
 from tests.fakes.slack import FakeSlack
 from tests.harness import bot_env, is_card, is_status
@@ -48,7 +49,7 @@ async def measure(*, streamed: bool, repeats: int) -> tuple[list[float], list[Co
     waits: list[float] = []
     calls: list[Counter[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeSlack() as slack, FakeAnthropic(api_key="sk-ant-test") as model:
+        async with FakeSlack() as slack, FakeAnthropic(api_key=API_KEY) as model:
             model.text_delta_chars = CHARS_PER_TOKEN
             model.text_delta_seconds = 1 / TOKENS_PER_SECOND
             async with bot_env(Path(tmp), slack, model) as env:
