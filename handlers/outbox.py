@@ -341,19 +341,25 @@ class Outbox:
         elif not stream.broken:
             with contextlib.suppress(Exception):  # end its streaming state first (best effort)
                 await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
-        try:
-            await self.out.update_or_raise(channel=item.channel, ts=ts, text=item.text, blocks=item.blocks,
-                                           metadata=metadata(item.id))
-        except Exception as e:
-            failure = classify(e)
-            if failure.transient:
-                await self._failed(item, failure)
-                return True
-            log.warning("outbox.stream_update_failed", error=failure.error)  # gone or not ours: post instead
-            await self.store.stream_ended(stream.id, StreamState.ABANDONED)
-            return False
-        await self._stream_sent(item, stream, ts, how="chat.update")
-        return True
+        plain = item.plain
+        while True:
+            try:
+                await self.out.update_or_raise(channel=item.channel, ts=ts, metadata=metadata(item.id),
+                                               text=_plain_text(item.text) if plain else item.text,
+                                               blocks=[] if plain else item.blocks)
+            except Exception as e:
+                failure = classify(e)
+                if failure.transient:
+                    await self._failed(item, failure)
+                    return True
+                if failure.content and not plain and _plain_text(item.text):
+                    plain = True  # the same one plain-text fallback a post gets
+                    continue
+                log.warning("outbox.stream_update_failed", error=failure.error)  # gone or not ours: post instead
+                await self.store.stream_ended(stream.id, StreamState.ABANDONED)
+                return False
+            await self._stream_sent(item, stream, ts, how="chat.update")
+            return True
 
     async def _stream_sent(self, item: OutboxItem, stream: Stream, ts: str, *, how: str) -> None:
         if not await self.store.stream_finished(stream.id, item.id, self.owner, ts=ts, now=self.store.now()):
@@ -368,9 +374,18 @@ class Outbox:
         known = {s.ts for s in await self.store.streams(stream.run_id) if s.ts}
         cursor: str | None = None
         for _ in range(THREAD_PAGES_MAX):
-            response = await self.client.conversations_replies(channel=item.channel, ts=item.thread_ts,
-                                                               include_all_metadata=True, limit=THREAD_PAGE,
-                                                               cursor=cursor)
+            try:
+                response = await self.client.conversations_replies(channel=item.channel, ts=item.thread_ts,
+                                                                   include_all_metadata=True, limit=THREAD_PAGE,
+                                                                   cursor=cursor)
+            except Exception as e:
+                failure = classify(e)
+                if not failure.transient:  # e.g. thread_not_found: no message of that stream is in it
+                    return None
+                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=item.unsure,
+                                              next_at=self.store.now()
+                                              + self._backoff(item.attempts + 1, failure.retry_after))
+                raise Deferred from e
             for m in response.get("messages") or []:
                 if (m.get("user") == self.bot_user_id and self.bot_user_id and posted_item(m) is None
                         and m.get("ts") not in known and str(m.get("text") or "").startswith(stream.start_text)):

@@ -80,8 +80,20 @@ class AnswerStreams:
         # The outbox's gateway: no automatic retries (a retried startStream or append could land twice).
         self.out = sup.outbox.out
 
+        self.steps: list[StepStream] = []
+
     def for_step(self, step: int) -> StepStream | None:
-        return StepStream(self, step) if self.enabled else None
+        if not self.enabled:
+            return None
+        self.steps.append(StepStream(self, step))
+        return self.steps[-1]
+
+    def abandon(self) -> None:
+        """The drive ends (answered, paused, stopped, shut down): no more appends from it. A stream still live
+        stays so in the store: the run's answer or report finishes that message (or the next driver's does)."""
+        for step in self.steps:
+            step.abandon()
+        self.steps.clear()
 
 
 class StepStream:
@@ -142,6 +154,11 @@ class StepStream:
                                                             markdown_text=rest[:STREAM_CHARS_MAX] or None)
         await store.stream_ended(self.stream_id, StreamState.INTERIM)
         log.info("stream.interim", ts=self.ts, why="a tool call followed the text" if self.tool else "no answer")
+
+    def abandon(self) -> None:
+        self.done = True
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
 
     # --- the pump: start, then appends at most once per APPEND_INTERVAL_SECONDS -----------------------
     async def _run(self) -> None:

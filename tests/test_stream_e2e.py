@@ -5,6 +5,7 @@ its text in small, paced deltas. Plus the stand-in's own limits."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -14,9 +15,9 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.types import StreamState
+from bot.types import OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.blocks import FEEDBACK
-from handlers.outbox import EVENT_TYPE, answer_key
+from handlers.outbox import EVENT_TYPE, _stream_rest, answer_key, report_key
 from handlers.stream import HOLDBACK_CHARS, stable_prefix
 from tests.chaos import Bots, poll, query, stop
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
@@ -257,6 +258,43 @@ async def test_text_before_a_tool_call_stops_its_stream_before_the_approval_card
             assert [s.state for s in ledger.streams(run.id)] == [StreamState.INTERIM, StreamState.FINISHED]
     assert final.ts != interim.ts and has_feedback(final)
     assert len(answers(fake_slack, channel, ts)) == 2  # the interim text and the answer
+
+
+async def test_a_stop_mid_stream_finishes_that_message_with_the_handoff_report(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    pace(fake_anthropic, chars=16, seconds=0.03)
+    fake_anthropic.script(reply(text(long_answer(3000))))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        await fake_slack.wait_for_call("chat.appendStream", timeout=15)
+        await env.stop(await env.status(channel, ts), "U0ALICE")
+        final = await final_streamed(fake_slack)
+        await settled(env)
+        pumps = [t for t in asyncio.all_tasks() if t.get_name().startswith("stream:") and not t.done()]
+        assert pumps == []  # nothing is left to append after the stop
+        run = env.runs()[0]
+        with env.ledger() as ledger:
+            report = ledger.outbox_by_key(report_key(run.id, 0))
+    assert run.stop_reason is not None and run.stop_reason.value == "cancelled"
+    assert [m.ts for m in answers(fake_slack, channel, ts)] == [final.ts]  # the report took the stream's place
+    assert report is not None and item_id(fake_slack, final) == report.id
+    assert "cancelled" in json.dumps(final.blocks) and has_feedback(final)
+
+
+def test_only_a_single_part_answer_is_finished_by_stopstream() -> None:
+    stream = Stream(id="str_1", run_id="run_1", step=1, channel=CHANNEL, thread_ts="1.0", ts="2.0",
+                    state=StreamState.STREAMING, start_text="Hello\n", sent="Hello\n", final="Hello\nworld",
+                    broken=False, created_at=0.0)
+    answer = OutboxItem(id="out_1", key=answer_key("run_1", 0), kind=OutboxKind.POST, run_id="run_1",
+                        channel=CHANNEL, thread_ts="1.0", target=None, approval_id=None, text="Hello", blocks=[],
+                        state=OutboxState.PENDING, ts=None, attempts=0, unsure=False, plain=False, owner=None,
+                        claimed_until=None, next_at=0.0, error=None, created_at=0.0)
+    assert _stream_rest(answer, stream, single=True) == "world"
+    assert _stream_rest(answer, stream, single=False) is None  # part 0 of several: chat.update
+    assert _stream_rest(answer, dataclasses.replace(stream, broken=True), single=True) is None
+    assert _stream_rest(answer, dataclasses.replace(stream, final=None), single=True) is None  # after a restart
+    assert _stream_rest(answer, dataclasses.replace(stream, sent="Other\n"), single=True) is None
 
 
 # --- a crash mid-stream: the real `opsloop run`, SIGKILLed ---------------------------------------------------

@@ -78,6 +78,7 @@ class IncidentThread:
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
         to lapse (nobody refreshes it); any other end clears it. Best effort: Slack may be down."""
+        self.streams.abandon()  # a stream still live is finished by the run's answer, never appended to again
         if paused and self.waiting:
             self.loading.leave()
             return
