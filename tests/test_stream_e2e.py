@@ -162,23 +162,27 @@ async def test_a_stream_cut_by_slacks_lifetime_is_finished_with_chat_update_on_i
 async def test_a_secret_split_across_deltas_never_reaches_slack(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    secret = "xoxb-4242424242-1717171717-Zq9Zq9Zq9Zq9Zq9Zq9Zq9Zq9"
+    token = "xoxb-4242424242-1717171717-Zq9Zq9Zq9Zq9Zq9Zq9Zq9Zq9"
+    key_id = "AKIAIOSFODNN7EXAMPLE"  # an AWS key id is only recognised whole (all 20 characters)
     password = "hunter2-Correct-Horse-Battery"
-    answer = (long_answer(700) + f"\nthe nginx upstream used the token {secret} in its logs\n"
+    answer = (long_answer(700) + f"\nthe nginx upstream used the token {token} in its logs\n"
+              f"the deploy user's key id {key_id} is in /etc/environment\n"
               f"and the db config had password: {password} on line 12\n" + long_answer(600, tag="B"))
     pace(fake_anthropic, chars=7, seconds=0.012)  # the secrets straddle several deltas
+    # The model stalls with half the key id written: appends go out while the buffer ends inside it.
+    fake_anthropic.pause_after = {key_id[:11]: 2.5}
     fake_anthropic.script(reply(text(answer)))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         await env.mention(TASK)
         final = await final_streamed(fake_slack)
         await settled(env)
     assert fake_anthropic.text_deltas_sent >= len(answer) // 7
-    assert fake_slack.calls_to("chat.appendStream"), "the answer must have streamed for this test to mean much"
+    assert len(fake_slack.calls_to("chat.appendStream")) >= 3, "the answer must stream for this test to mean much"
     sent = json.dumps([c.args for c in fake_slack.calls])
-    for value in (secret, password):
-        pieces = [value[i : i + 6] for i in range(5, len(value) - 6)]  # any six characters past its prefix
+    for value, prefix in ((token, 5), (key_id, 4), (password, 0)):
+        pieces = [value[i : i + 4] for i in range(prefix, len(value) - 4)]  # any four characters past its prefix
         assert not [p for p in pieces if p in sent], f"part of {value[:6]}… reached Slack"
-    assert "[REDACTED]" in final.text and secret not in final.text
+    assert final.text.count("[REDACTED]") == 3 and token not in final.text
 
 
 async def test_a_refused_startstream_falls_back_to_posting_the_answer(

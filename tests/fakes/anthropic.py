@@ -951,6 +951,9 @@ class FakeAnthropic:
         self.text_delta_seconds = 0.0
         self.text_deltas_sent = 0  # text deltas written so far (a test can act mid-stream)
         self.text_delta_times: list[float] = []  # time.monotonic() as each text delta was written (benchmarks)
+        # marker -> seconds: once a text block's streamed text contains `marker`, pause that long (once), e.g.
+        # to leave a client with half a secret in its buffer for a while.
+        self.pause_after: dict[str, float] = {}
         self.thinking_by_effort = thinking_by_effort  # e.g. EFFORT_THINKING_TOKENS; None: DEFAULT_THINKING_TOKENS
         self._threads: dict[str, _HeldThread] = {}  # reply id -> the conversation the server holds up to it
         self.min_cacheable_tokens = min_cacheable_tokens
@@ -1334,6 +1337,7 @@ class FakeAnthropic:
         await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
         if index == 0:
             await send("ping", {"type": "ping"})  # the real API pings after the first block starts
+        streamed = ""
         for delta in deltas:
             if delta["type"] == "text_delta" and self.text_delta_seconds:
                 if self._closing or request.transport is None or request.transport.is_closing():
@@ -1343,6 +1347,9 @@ class FakeAnthropic:
             if delta["type"] == "text_delta":
                 self.text_deltas_sent += 1
                 self.text_delta_times.append(time.monotonic())
+                streamed += delta["text"]
+                for marker in [m for m in self.pause_after if m in streamed]:
+                    await asyncio.sleep(self.pause_after.pop(marker))
                 async with self._changed:
                     self._changed.notify_all()
         await send("content_block_stop", {"type": "content_block_stop", "index": index})
