@@ -106,10 +106,15 @@ async def test_a_long_answer_grows_in_appends_then_stops_with_the_feedback_butto
         channel, ts = await env.mention(TASK)
         final = await final_streamed(fake_slack)
         await settled(env)
+        envelope = await fake_slack.feedback("U0BOB", channel, final.ts, positive=True)  # its buttons work
+        await fake_slack.wait_ack(envelope)
+        await env.wait_idle()
         run = env.runs()[0]
         with env.ledger() as ledger:
             item = ledger.outbox_by_key(answer_key(run.id, 0))
             [stream] = ledger.streams(run.id)
+            assert [(f.run_id, f.user, f.message_ts) for f in ledger.feedback()] == [(run.id, "U0BOB", final.ts)]
+    assert run.team_id == fake_slack.team_id  # stored with the run at mention time
     assert [m.ts for m in answers(fake_slack, channel, ts)] == [final.ts]  # one message: the stream
     assert final.text == answer and final.stream is not None and final.stream["state"] == "stopped"
     assert has_feedback(final) and item is not None and item_id(fake_slack, final) == item.id
