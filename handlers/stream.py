@@ -79,7 +79,6 @@ class AnswerStreams:
         self.last_call = 0.0  # time.monotonic() of this thread's last stream call (the append budget)
         # The outbox's gateway: no automatic retries (a retried startStream or append could land twice).
         self.out = sup.outbox.out
-
         self.steps: list[StepStream] = []
 
     def for_step(self, step: int) -> StepStream | None:
@@ -190,8 +189,8 @@ class StepStream:
         """Record the intent, call startStream, store its ts. False: this step streams no further."""
         s = self.streams
         text = stable_prefix(self.buffer)[:STREAM_CHARS_MAX]
-        if len(text) < START_MIN_CHARS:
-            return True  # not enough stable text yet: wait for more
+        if len(self.buffer) < HOLDBACK_CHARS or len(text) < START_MIN_CHARS:
+            return True  # not enough (stable) text yet, or a retry began again: wait for more
         stream_id = await s.sup.store.stream_intent(run_id=s.run_id, step=self.step, channel=s.channel,
                                                     thread_ts=s.thread_ts, start_text=text)
         if stream_id is None:  # a live stream from before a restart: the answer finishes that one

@@ -11,18 +11,26 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.model import AnthropicModel
+from bot.pricing import price_for
+from bot.runtime import RunConfig, run
+from bot.store import Store
 from bot.types import OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.blocks import FEEDBACK
 from handlers.outbox import EVENT_TYPE, _stream_rest, answer_key, report_key
 from handlers.stream import HOLDBACK_CHARS, stable_prefix
+from tests import incident_tools
 from tests.chaos import Bots, poll, query, stop
+from tests.conftest import API_KEY
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
 from tests.harness import CAROL, CHANNEL, bot_env, is_card, is_status
+from tools.config import build_registry
 
 TASK = "web-03 is paging: disk full on /var, please look"
 STREAM_METHODS = ("chat.startStream", "chat.appendStream", "chat.stopStream")
@@ -304,6 +312,52 @@ def test_only_a_single_part_answer_is_finished_by_stopstream() -> None:
     assert _stream_rest(answer, dataclasses.replace(stream, broken=True), single=True) is None
     assert _stream_rest(answer, dataclasses.replace(stream, final=None), single=True) is None  # after a restart
     assert _stream_rest(answer, dataclasses.replace(stream, sent="Other\n"), single=True) is None
+
+
+# --- the loop's side: one sink per step, told whether the step was the answer ----------------------------------
+class RecordingSink:
+    def __init__(self, step: int, log: list[tuple[Any, ...]]) -> None:
+        self.step, self.log = step, log
+
+    async def attempt(self) -> None:
+        self.log.append((self.step, "attempt"))
+
+    async def text(self, delta: str) -> None:
+        self.log.append((self.step, "text", delta))
+
+    async def tool_use(self) -> None:
+        self.log.append((self.step, "tool_use"))
+
+    async def end(self, *, answer: bool) -> None:
+        self.log.append((self.step, "end", answer))
+
+
+async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_it(
+    store: Store, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.text_delta_chars = 5
+    fake_anthropic.script(reply(text("Checking the disk first."), tool_use("check_disk", {"host": "web-03"})),
+                          reply(text("212 rotated logs fill /var.")))
+    log: list[tuple[Any, ...]] = []
+    client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake_anthropic.base_url, max_retries=0)
+    registry = await build_registry({"modules": ["tests.incident_tools"]})
+    try:
+        row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk",
+                                     model="claude-opus-4-5",
+                                     history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}])
+        cfg = RunConfig(model=AnthropicModel(client, ["claude-opus-4-5"]), store=store, tools=registry,
+                        price_for=lambda m: price_for(m)[0], answer_sink=lambda step: RecordingSink(step, log))
+        incident_tools.reset()
+        result = await run(cfg, row.id)
+    finally:
+        await registry.aclose()
+        await client.close()
+    assert result.output == "212 rotated logs fill /var."
+    texts = {step: "".join(e[2] for e in log if e[0] == step and e[1] == "text") for step in (1, 2)}
+    assert texts == {1: "Checking the disk first.", 2: "212 rotated logs fill /var."}
+    assert len([e for e in log if e[1] == "text"]) > 5  # in several deltas
+    assert [e for e in log if e[1] != "text"] == [(1, "attempt"), (1, "tool_use"), (1, "end", False),
+                                                  (2, "attempt"), (2, "end", True)]
 
 
 # --- a crash mid-stream: the real `opsloop run`, SIGKILLed ---------------------------------------------------
