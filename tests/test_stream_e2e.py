@@ -198,20 +198,21 @@ async def test_a_secret_split_across_deltas_never_reaches_slack(
     assert final.text.count("[REDACTED]") == 3 and token not in final.text
 
 
+@pytest.mark.parametrize("refusal", ["not_allowed", "unknown_method", "feature_not_enabled"])
 async def test_a_refused_startstream_falls_back_to_posting_the_answer(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, refusal: str
 ) -> None:
     answer = long_answer(900)
     pace(fake_anthropic, chars=30, seconds=0.002)
-    fake_anthropic.script(reply(text(answer)), reply(text(long_answer(900, tag="B"))))
-    fake_slack.fail_next("chat.startStream", "not_allowed")
+    fake_anthropic.script(reply(text(answer)))
+    fake_slack.fail_next("chat.startStream", refusal)
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         final = await env.wait_final(channel, ts)
         await settled(env)
         assert [m.ts for m in answers(fake_slack, channel, ts)] == [final.ts]
         assert final.stream is None and item_id(fake_slack, final) is not None and has_feedback(final)
-        assert [c.error for c in fake_slack.calls_to("chat.startStream")] == ["not_allowed"]
+        assert [c.error for c in fake_slack.calls_to("chat.startStream")] == [refusal]
         run = env.runs()[0]
         with env.ledger() as ledger:
             assert [s.state for s in ledger.streams(run.id)] == [StreamState.ABANDONED]
