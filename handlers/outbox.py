@@ -8,6 +8,10 @@ transient failures (429 with Retry-After, 5xx, connection errors) with capped ba
 Slack has no idempotency key for posts: every post carries metadata naming its outbox id, and before
 posting an item whose earlier attempt may have reached Slack (a call that died mid-way, a process killed
 before it recorded the ts) the sender looks for that id in the thread and adopts the ts it finds.
+
+A streamed answer (handlers/stream.py) is a message already in the thread: the answer's first part finishes
+it (stopStream with the rest, the feedback buttons and the metadata; chat.update when the stream broke or
+predates a restart) instead of posting a second one.
 """
 
 from __future__ import annotations
