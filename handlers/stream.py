@@ -227,7 +227,15 @@ class StepStream:
         try:
             await s.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent):])
         except Exception as e:
-            await self._break(classify(e).error)
+            failure = classify(e)
+            if failure.retry_after is not None or failure.error == "ratelimited":
+                # Tier 4 is per workspace, shared by every thread streaming at once: wait, the text keeps.
+                pause = failure.retry_after or APPEND_INTERVAL_SECONDS
+                s.last_call = time.monotonic() + pause - APPEND_INTERVAL_SECONDS  # the next append in `pause`
+                self._changed.set()
+                log.info("stream.append_ratelimited", retry_after=failure.retry_after)
+                return
+            await self._break(failure.error)  # closed by Slack, or unsure whether it landed: chat.update ends it
             return
         self.sent = text
         await s.sup.store.stream_sent(self.stream_id, sent=text)

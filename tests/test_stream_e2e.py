@@ -140,6 +140,22 @@ async def test_a_long_answer_grows_in_appends_then_stops_with_the_feedback_butto
     assert max_appends_in_a_second(fake_slack.calls) <= 1
 
 
+async def test_a_rate_limited_append_waits_and_the_stream_goes_on(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    answer = long_answer(3000)
+    pace(fake_anthropic, chars=16, seconds=0.03)  # ~5.6 s of writing
+    fake_anthropic.script(reply(text(answer)))
+    fake_slack.fail_next("chat.appendStream", "ratelimited", retry_after=1)
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        await env.mention(TASK)
+        final = await final_streamed(fake_slack)
+        await settled(env)
+    appends = fake_slack.calls_to("chat.appendStream")
+    assert [c.error for c in appends][:2] == ["ratelimited", None] and appends[1].at - appends[0].at >= 0.9
+    assert final.text == answer and final.stream is not None and final.stream["state"] == "stopped"
+
+
 async def test_a_short_answer_is_posted_as_before(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
