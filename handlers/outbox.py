@@ -347,6 +347,9 @@ class Outbox:
                 await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
         plain = item.plain
         while True:
+            if not await self.store.renew_outbox_claim(item.id, self.owner,
+                                                       until=self.store.now() + self.claim_seconds):
+                raise ClaimLost
             try:
                 await self.out.update_or_raise(channel=item.channel, ts=ts, metadata=metadata(item.id),
                                                text=_plain_text(item.text) if plain else item.text,

@@ -28,7 +28,11 @@ between a ``chat.postMessage`` and its reply).
 Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client.py``):
 
 * ``chat.postMessage``, ``chat.update`` and ``chat.postEphemeral`` are sent as JSON bodies
-  (``blocks`` is a real list); the token travels in ``Authorization: Bearer``.
+  (``blocks`` is a real list); the token travels in ``Authorization: Bearer``. So are
+  ``chat.startStream`` / ``appendStream`` / ``stopStream``: a streamed message is a normal message
+  whose text grows, plus the stand-in-only ``_stream`` key (``{"state", "started_at"}``) in its API
+  form; ``stream_lifetime_seconds`` (Slack: about 5 minutes) closes it, after which appends and
+  stops fail with ``message_not_in_streaming_state`` and leave it as it was.
 * Methods called with ``params=`` -- ``auth.test``, ``reactions.add``,
   ``apps.connections.open`` -- are POSTs whose arguments sit in the **query string**,
   with an empty form-encoded body.
