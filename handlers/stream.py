@@ -28,7 +28,7 @@ import structlog
 from bot.redact import redact
 from bot.types import Run, StreamState
 from handlers import messages
-from handlers.mrkdwn import _LINK, _link, reveal
+from handlers.mrkdwn import _LINK, _link, reveal  # the posted answer's link rule, reused as it is
 from handlers.outbox import classify
 
 if TYPE_CHECKING:
