@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import alerts, postgres, product, ssh
+from bench import alerts, postgres, product, ssh, surfaces
 from bench import replay as replay_bench
 from bench.product import API_KEY, incident, running
 from bot import prompts
@@ -491,6 +491,7 @@ async def main(args: argparse.Namespace) -> None:
     await issue19(report, args)
     await issue23(report, args)
     await issue21(report, args)
+    await issue22(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -503,6 +504,7 @@ ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refre
 ISSUE19 = ("11.",)  # … and `--only ssh`
 ISSUE23 = ("12.",)  # … and `--only replay`
 ISSUE21 = ("13.",)  # … and `--only alerts`
+ISSUE22 = ("14.",)  # … and `--only surfaces`
 
 
 async def issue12(report: Report, args: argparse.Namespace) -> None:
@@ -527,9 +529,15 @@ async def issue21(report: Report, args: argparse.Namespace) -> None:
                          bursts=1 if args.quick else 3)
 
 
+async def issue22(report: Report, args: argparse.Namespace) -> None:
+    """14: streamed answers vs posting at the end, and Slack calls per run (bench/surfaces.py)."""
+    await surfaces.run_all(report.row, report.section, repeats=1 if args.quick else 3)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
 ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
-        "replay": (issue23, ISSUE23, "Section 12 "), "alerts": (issue21, ISSUE21, "Section 13 ")}
+        "replay": (issue23, ISSUE23, "Section 12 "), "alerts": (issue21, ISSUE21, "Section 13 "),
+        "surfaces": (issue22, ISSUE22, "Section 14 ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -579,7 +587,8 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
                         help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); replay: "
-                             "only issue 23's (12); alerts: only issue 21's (13); spliced "
+                             "only issue 23's (12); alerts: only issue 21's (13); surfaces: only issue 22's (14); "
+                             "spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

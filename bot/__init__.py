@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.errors import OpsloopError
-from bot.types import ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
+from bot.types import AnswerSink, ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
 
 __all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
 
@@ -21,7 +21,7 @@ class ModelClient(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse: ...
 
 
 class RunStore(Protocol):

@@ -252,7 +252,7 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         ops.watcher = asyncio.create_task(_watch_anthropic(ops, ops.llm), name="opsloop-anthropic-reachable")
     url = ops.settings.slack_api_url
     auth = await until_reachable(ops, "slack", url, ops.client.auth_test)
-    ops.supervisor.bot_user_id = str(auth.get("user_id", ""))
+    ops.supervisor.bot_user_id = ops.outbox.bot_user_id = str(auth.get("user_id", ""))
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
     ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops
     await _prune_events_once(ops.store)

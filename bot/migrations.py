@@ -290,6 +290,34 @@ def m009_alert_recovery(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening'")  # no payload to open them by
 
 
+def m010_streams(db: sqlite_utils.Database) -> None:
+    """Streamed answers (chat.startStream): each stream's ts and state, stored when it starts, so the answer's
+    outbox item finishes that message exactly once, after a restart too; and the run's team (a channel stream
+    names its recipient's team)."""
+    db.table("streams").create(
+        {
+            "id": str,
+            "run_id": str,
+            "step": int,
+            "channel": str,
+            "thread_ts": str,
+            "ts": str,  # NULL between the intent and startStream's answer
+            "state": str,  # starting | streaming | interim | finished | abandoned
+            "start_text": str,  # the (redacted) markdown startStream sent: how a lost ts is found again
+            "sent": str,  # the (redacted) markdown Slack shows so far
+            "final": str,  # the whole (redacted) answer once the step ended as the answer
+            "broken": int,  # Slack refused an append (lifetime, error): finished by chat.update
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        not_null={"run_id", "channel", "state"},
+        defaults={"broken": 0},
+    )
+    db.table("streams").create_index(["run_id"])
+    db.table("runs").add_column("team_id", str)
+
+
 @sqlite_migrations()
 def m011_run_settings(db: sqlite_utils.Database) -> None:
     """What a run ran under, fixed when it is first driven: limits, effort, max_tokens, thinking display, the
@@ -382,6 +410,14 @@ PG_MIGRATIONS: dict[str, str] = {
         ALTER TABLE alert_groups ADD COLUMN payload TEXT, ADD COLUMN root_item TEXT, ADD COLUMN attempts INTEGER,
             ADD COLUMN owner TEXT, ADD COLUMN claimed_until DOUBLE PRECISION;
         UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening';
+    """,
+    "m010_streams": """
+        CREATE TABLE streams (
+            id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER, channel TEXT NOT NULL, thread_ts TEXT, ts TEXT,
+            state TEXT NOT NULL, start_text TEXT, sent TEXT, final TEXT, broken INTEGER DEFAULT 0,
+            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
+        CREATE INDEX idx_streams_run_id ON streams (run_id);
+        ALTER TABLE runs ADD COLUMN team_id TEXT;
     """,
     "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
 }

@@ -24,7 +24,7 @@ import structlog
 from bot.errors import OpsloopError
 from bot.history import only_thinking
 from bot.pricing import thinks_adaptively
-from bot.types import ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
+from bot.types import AnswerSink, ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
 
 log = structlog.get_logger("opsloop.model")
 
@@ -201,16 +201,17 @@ class AnthropicModel:
         if model in self._chain:
             self._index = self._chain.index(model)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
         """One answer. Empty and degenerate responses are retried (and still charged); a stop at
-        `max_tokens` with only thinking goes back to the loop, which owns the token budget."""
+        `max_tokens` with only thinking goes back to the loop, which owns the token budget. `sink` gets the
+        text as it streams (each attempt announced: a retry voids what came before)."""
         spent = Usage()
         bills: list[tuple[str, Usage]] = []
         failures: list[str] = []
         drop_block = request.drop_block
         while True:
             try:
-                response = await self._with_retries(request, drop_block)
+                response = await self._with_retries(request, drop_block, sink)
             except ModelError as e:  # what the attempts before it cost is still owed
                 e.billed, e.usage = (*bills, *e.billed), spent + e.usage
                 raise
@@ -228,13 +229,14 @@ class AnthropicModel:
                 raise ModelError(f"{response.model} returned {', then '.join(failures)}", usage=spent,
                                  model=response.model, billed=tuple(bills))
 
-    async def _with_retries(self, request: ModelRequest, drop_block: bool) -> ModelResponse:
+    async def _with_retries(self, request: ModelRequest, drop_block: bool,
+                            sink: AnswerSink | None = None) -> ModelResponse:
         while True:
             last: BaseException | None = None
             attempt = 0
             while attempt < self.attempts_per_model:
                 try:
-                    return await self._stream_once(self.model, request, drop_block=drop_block)
+                    return await self._stream_once(self.model, request, drop_block=drop_block, sink=sink)
                 except anthropic.BadRequestError as e:
                     message = str(e).lower()
                     if PREFIX_MISMATCH in message and not drop_block and thinks_adaptively(self.model):
@@ -278,7 +280,8 @@ class AnthropicModel:
         backoff = min(self.backoff_cap, self.backoff_base * 2**attempt)
         return float(backoff * (0.5 + random.random() / 2))
 
-    async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool) -> ModelResponse:
+    async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool,
+                           sink: AnswerSink | None = None) -> ModelResponse:
         kwargs: dict[str, Any] = {
             "model": model,
             "max_tokens": request.max_tokens,
@@ -294,8 +297,11 @@ class AnthropicModel:
         events: Any = await (self._client.beta.messages.create(**kwargs, betas=[BINDING_BETA]) if drop_block
                              else self._client.messages.create(**kwargs))
         turn = _Turn(model)
+        feed = _Feed(sink)
+        await feed.attempt()
         async with events:
             async for event in events:
+                await feed.event(event)
                 if turn.add(event):  # degenerate: hang up, and pay for what was generated
                     log.warning("model.degenerate_stream", model=model, chars=turn.streamed)
                     return ModelResponse(content=[], stop_reason="degenerate", usage=turn.usage(billed_text=True),
@@ -306,6 +312,34 @@ class AnthropicModel:
             log.warning("model.thinking_dropped", model=model, blocks=turn.dropped)
         return ModelResponse(content=turn.content(), stop_reason=turn.stop_reason, usage=turn.usage(),
                              model=turn.model, drop_block=drop_block)
+
+
+class _Feed:
+    """Hands a turn's text deltas (and the start of any tool_use block) to the step's sink. A sink that fails
+    stops hearing this attempt: streaming to Slack is a courtesy, the model call is what matters."""
+
+    def __init__(self, sink: AnswerSink | None) -> None:
+        self.sink = sink
+
+    async def attempt(self) -> None:
+        await self._call("attempt")
+
+    async def event(self, event: Any) -> None:
+        if self.sink is None:
+            return
+        if event.type == "content_block_delta" and event.delta.type == "text_delta":
+            await self._call("text", event.delta.text)
+        elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+            await self._call("tool_use")
+
+    async def _call(self, name: str, *args: Any) -> None:
+        if self.sink is None:
+            return
+        try:
+            await getattr(self.sink, name)(*args)
+        except Exception:
+            log.exception("model.sink_failed", call=name)
+            self.sink = None
 
 
 class _Turn:

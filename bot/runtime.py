@@ -33,6 +33,7 @@ from bot.history import (
 from bot.pricing import Price
 from bot.redact import redact
 from bot.types import (
+    AnswerSink,
     ConfirmRequest,
     ContextOverflow,
     Decision,
@@ -58,6 +59,7 @@ Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
 Inject = Callable[[], Awaitable[list[Injected]]]
 StopRequested = Callable[[], Awaitable[str | None]]
 OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
+AnswerSinkFor = Callable[[int], AnswerSink | None]  # step -> where its text streams (None: nowhere)
 
 
 @dataclass(kw_only=True)
@@ -78,6 +80,7 @@ class RunConfig:
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
     hand_back: Callable[[], bool] | None = None  # True: this process is stopping; pause at the next step
     on_event: OnEvent | None = None
+    answer_sink: AnswerSinkFor | None = None  # streams each step's text as the model writes it (the answer's)
     condense: bool = True
     context_budget_tokens: int | None = None  # condense when a prompt grows past this
 
@@ -175,8 +178,14 @@ class _Run:
         self.iterations += 1
         await self.emit("iteration", step=self.iterations)
         await self.inject()
-        response = await self.request()
+        sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink else None
+        try:
+            response = await self.request(sink)
+        except Exception:
+            await self.end_stream(sink, answer=False)
+            raise
         calls = tool_calls(response.content)
+        await self.end_stream(sink, answer=not calls)  # a step that calls tools never keeps a stream open
         if not calls:
             return final_text(response.content)
         await self.execute(calls)
@@ -201,7 +210,7 @@ class _Run:
         await self.trace("inject", messages=[{"user": i.user, "text": i.text} for i in items], notes=notes)
 
     # --- 2-3 request, record, budgets ---------------------------------------
-    async def request(self) -> ModelResponse:
+    async def request(self, sink: AnswerSink | None = None) -> ModelResponse:
         max_tokens = self.cfg.max_tokens
         while True:
             request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=list(self.history),
@@ -212,7 +221,8 @@ class _Run:
             began = time.monotonic()
             try:
                 async with self.deadline("waiting for the model"):
-                    response = await self.cfg.model.complete(request)
+                    response = await (self.cfg.model.complete(request, sink=sink) if sink
+                                      else self.cfg.model.complete(request))
             except ContextOverflow as e:
                 for model, usage in e.billed:  # attempts before the overflow (empty replies) still cost
                     self.charge(usage, model)
@@ -505,6 +515,15 @@ class _Run:
     async def trace(self, kind: str, **data: Any) -> None:
         log.info(kind, **data)
         await self.cfg.store.add_step(self.id, kind, data)
+
+    async def end_stream(self, sink: AnswerSink | None, *, answer: bool) -> None:
+        """The step's turn is known: its stream is kept for the answer, or stopped as it is."""
+        if sink is None:
+            return
+        try:
+            await sink.end(answer=answer)
+        except Exception:  # streaming is a courtesy: the answer is still posted through the outbox
+            log.exception("answer_sink_failed")
 
     async def emit(self, kind: str, **data: Any) -> None:
         if self.cfg.on_event is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bot.errors import OpsloopError
 
@@ -244,6 +244,7 @@ class Run:
     settings: dict[str, Any] | None = None  # what it ran under (limits, effort, tool categories); None: not recorded
     owner: str | None = None  # the process driving it (its lease), if any
     lease_until: float | None = None
+    team_id: str | None = None  # the requester's workspace (a channel stream names it); None: not known
 
     @property
     def active(self) -> bool:
@@ -408,6 +409,50 @@ class OutboxItem:
     error: str | None
     created_at: float
     sent_at: float | None = None
+
+
+class StreamState(enum.StrEnum):
+    """A streamed message (chat.startStream): intent stored, started, then finished by the answer's outbox item,
+    stopped as it was (a tool call followed the text), or abandoned (startStream never answered with a ts)."""
+
+    STARTING = "starting"  # stored before startStream is called; its ts not known yet
+    STREAMING = "streaming"  # its ts stored: appends go to it, and the answer finishes it
+    INTERIM = "interim"  # stopped as it was: that step called tools, so it is not the answer
+    FINISHED = "finished"  # the answer's outbox item finished it (stopStream or chat.update)
+    ABANDONED = "abandoned"  # no message was found for it: the answer is posted as usual
+
+
+LIVE_STREAM_STATES = (StreamState.STARTING, StreamState.STREAMING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stream:
+    """One streamed message of a run (a row of `streams`); texts are redacted."""
+
+    id: str
+    run_id: str
+    step: int
+    channel: str
+    thread_ts: str
+    ts: str | None
+    state: StreamState
+    start_text: str
+    sent: str  # what Slack shows so far
+    final: str | None  # the whole answer, once the step it streamed ended as the answer
+    broken: bool  # Slack refused an append or it outlived the stream: chat.update finishes it
+    created_at: float
+
+
+class AnswerSink(Protocol):
+    """Where one step's streamed text goes while the model writes it (handlers/stream.py streams it to Slack).
+
+    The model adapter calls `attempt` before each attempt (a retry voids what came before), `text` per text
+    delta and `tool_use` when a tool_use block starts; the loop calls `end` once the step's turn is known."""
+
+    async def attempt(self) -> None: ...
+    async def text(self, delta: str) -> None: ...
+    async def tool_use(self) -> None: ...
+    async def end(self, *, answer: bool) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

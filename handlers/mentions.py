@@ -82,19 +82,20 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
                                 name="empty_mention")
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
+    team = event.get("user_team") or body.get("team_id") or event.get("team")  # the requester's workspace
     await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
-                            prompt=prompt)
+                            prompt=prompt, team_id=str(team) if team else None)
 
 
 async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str,
-                            text: str, prompt: str, via: str = "mention") -> None:
+                            text: str, prompt: str, via: str = "mention", team_id: str | None = None) -> None:
     """Store a request (a mention, the message shortcut) with its event claim, then ack: a new run in the thread,
     or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored."""
     if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
         prompt += await thread_context(sup, channel, thread_ts, before=ts)  # part of the stored row
     accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
                                               task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts, on_reply=approvals.supersede_by_reply)
+                                              mention_ts=ts, on_reply=approvals.supersede_by_reply, team_id=team_id)
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return

@@ -9,6 +9,10 @@ Slack has no idempotency key for posts: every post carries metadata naming its o
 posting an item whose earlier attempt may have reached Slack (a call that died mid-way, a process killed
 before it recorded the ts) the sender looks for that id in the thread (a root post: in the channel's newest
 messages, conversations.history) and adopts the ts it finds.
+
+A streamed answer (handlers/stream.py) is a message already in the thread: the answer's first part finishes
+it (stopStream with the rest, the feedback buttons and the metadata; chat.update when the stream broke or
+predates a restart) instead of posting a second one.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import OpsloopError
 from bot.redact import redact_truncate
 from bot.store import Store
-from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState
+from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState, Stream, StreamState
 from handlers.blocks import SlackMessage
 from handlers.slack_out import SlackOut
 
@@ -41,6 +45,7 @@ THREAD_PAGES_MAX = 50
 ROOT_PAGES_MAX = 5  # a root post's earlier attempt is among the channel's newest 1000 messages
 LOOKUP_SECONDS = 2.0  # a click waits this long for Slack to show it the clicked message (its ack waits too)
 PLAIN_TEXT_MAX = 39_000  # Slack truncates past 40k; the fallback stays under it
+STREAM_TEXT_MAX = 12_000  # chat.stopStream's markdown_text per call
 
 # Slack refused the content: a post gets one plain-text fallback.
 CONTENT_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
@@ -149,6 +154,7 @@ class Outbox:
         self._delivered = asyncio.Event()  # set after every delivery attempt (settle() watches it)
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self.bot_user_id = ""  # set at start (auth.test): a streamed message whose ts was lost is found by it
 
     # --- what the rest of opsloop calls --------------------------------------------------
     async def post(self, *, run_id: str | None, channel: str, thread_ts: str, msg: SlackMessage, key: str,
@@ -265,6 +271,8 @@ class Outbox:
                 log.warning("outbox.deliver_failed", error=f"{type(e).__name__}: {e}")
 
     async def _post(self, item: OutboxItem) -> None:
+        if await self._finish_stream(item):
+            return
         if item.unsure and (found := await self._find(item)):
             log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
             await self.store.outbox_sent(item.id, self.owner, ts=found, now=self.store.now())
@@ -304,6 +312,97 @@ class Outbox:
             return
         await self.store.outbox_sent(item.id, self.owner, ts=target.ts, now=self.store.now())
         log.info("outbox.updated", ts=target.ts)
+
+    # --- a streamed answer: its first part finishes the run's live stream instead of posting ----------------
+    async def _finish_stream(self, item: OutboxItem) -> bool:
+        """The run's answer (or report) when a stream of the run is still live: finish THAT message, with
+        stopStream (the rest of the text, the feedback buttons, the metadata) or, when the stream broke, was
+        cut by Slack's lifetime or predates a restart, with chat.update. False: no stream; post as usual."""
+        run_id = item.run_id
+        if not run_id or item.key not in (answer_key(run_id, 0), report_key(run_id, 0)):
+            return False
+        stream = await self.store.live_stream(run_id)
+        if stream is None:
+            return False
+        ts = stream.ts or await self._find_stream(item, stream)
+        if ts is None:  # startStream never made a message: nothing to finish
+            await self.store.stream_ended(stream.id, StreamState.ABANDONED)
+            log.info("outbox.stream_abandoned", stream=stream.id)
+            return False
+        if stream.ts is None:
+            log.info("outbox.stream_adopted", ts=ts)
+            await self.store.stream_started(stream.id, ts=ts, sent=stream.start_text)
+        await self._attempt(item, unsure=False)
+        rest = _stream_rest(item, stream, single=await self.store.outbox_by_key(answer_key(run_id, 1)) is None)
+        if rest is not None:
+            try:
+                await self.out.stop_stream_or_raise(channel=item.channel, ts=ts, markdown_text=rest,
+                                                    blocks=[b for b in item.blocks or [] if b.get("type")
+                                                            == "context_actions"], metadata=metadata(item.id))
+            except Exception as e:  # closed by Slack, or unsure: chat.update sets the same content either way
+                log.info("outbox.stream_stop_failed", error=classify(e).error)
+            else:
+                await self._stream_sent(item, stream, ts, how="stopStream")
+                return True
+        elif not stream.broken:
+            with contextlib.suppress(Exception):  # end its streaming state first (best effort)
+                await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
+        plain = item.plain
+        while True:
+            if not await self.store.renew_outbox_claim(item.id, self.owner,
+                                                       until=self.store.now() + self.claim_seconds):
+                raise ClaimLost
+            try:
+                await self.out.update_or_raise(channel=item.channel, ts=ts, metadata=metadata(item.id),
+                                               text=_plain_text(item.text) if plain else item.text,
+                                               blocks=[] if plain else item.blocks)
+            except Exception as e:
+                failure = classify(e)
+                if failure.transient:
+                    await self._failed(item, failure)
+                    return True
+                if failure.content and not plain and _plain_text(item.text):
+                    plain = True  # the same one plain-text fallback a post gets
+                    continue
+                log.warning("outbox.stream_update_failed", error=failure.error)  # gone or not ours: post instead
+                await self.store.stream_ended(stream.id, StreamState.ABANDONED)
+                return False
+            await self._stream_sent(item, stream, ts, how="chat.update")
+            return True
+
+    async def _stream_sent(self, item: OutboxItem, stream: Stream, ts: str, *, how: str) -> None:
+        if not await self.store.stream_finished(stream.id, item.id, self.owner, ts=ts, now=self.store.now()):
+            raise ClaimLost
+        log.info("outbox.stream_finished", ts=ts, how=how)
+
+    async def _find_stream(self, item: OutboxItem, stream: Stream) -> str | None:
+        """A stream whose startStream answer was lost (a crash, a timeout): this bot's message in the thread,
+        without an outbox id, whose text starts with what startStream sent."""
+        if not stream.start_text or not item.thread_ts:
+            return None
+        known = {s.ts for s in await self.store.streams(stream.run_id) if s.ts}
+        cursor: str | None = None
+        for _ in range(THREAD_PAGES_MAX):
+            try:
+                response = await self.client.conversations_replies(channel=item.channel, ts=item.thread_ts,
+                                                                   include_all_metadata=True, limit=THREAD_PAGE,
+                                                                   cursor=cursor)
+            except Exception as e:
+                failure = classify(e)
+                if not failure.transient:  # e.g. thread_not_found: no message of that stream is in it
+                    return None
+                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=item.unsure,
+                                              next_at=self.store.now()
+                                              + self._backoff(item.attempts + 1, failure.retry_after))
+                raise Deferred from e
+            for m in response.get("messages") or []:
+                if (m.get("user") == self.bot_user_id and self.bot_user_id and posted_item(m) is None
+                        and m.get("ts") not in known and str(m.get("text") or "").startswith(stream.start_text)):
+                    return str(m["ts"])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                return None
+        return None
 
     async def _attempt(self, item: OutboxItem, *, unsure: bool) -> None:
         if not await self.store.outbox_attempt(item.id, self.owner, until=self.store.now() + self.claim_seconds,
@@ -357,6 +456,19 @@ class Outbox:
             if not response.get("has_more") or not cursor:
                 return None
         return None
+
+
+def _stream_rest(item: OutboxItem, stream: Stream, *, single: bool) -> str | None:
+    """What stopStream still has to add to the streamed message, or None when only chat.update can finish it:
+    the stream broke or predates a restart (no whole answer stored), the answer has several parts, or what
+    was sent is not the start of the answer."""
+    final = stream.final
+    if not single or stream.broken or final is None or not final.startswith(stream.sent):
+        return None
+    if item.key != answer_key(stream.run_id, 0):
+        return None
+    rest = final[len(stream.sent):]
+    return rest if len(rest) <= STREAM_TEXT_MAX else None
 
 
 def _plain_text(text: str) -> str:

@@ -50,4 +50,5 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
         str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
     await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
-                            prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut")
+                            prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut",
+                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None)

@@ -42,9 +42,32 @@ class SlackOut:
                                                       blocks=redact_value(blocks), metadata=metadata)
         return str(response["ts"])
 
-    async def update_or_raise(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None) -> None:
-        """chat.update, redacted; raises, for the outbox to retry or give up."""
-        await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks))
+    async def update_or_raise(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
+                              metadata: dict[str, Any] | None = None) -> None:
+        """chat.update, redacted (with message metadata when given); raises, for the outbox to retry or give up."""
+        await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks),
+                                      metadata=metadata)
+
+    async def start_stream_or_raise(self, *, channel: str, thread_ts: str, markdown_text: str,
+                                    recipient_user_id: str, recipient_team_id: str) -> str:
+        """chat.startStream, redacted: the streamed message's ts; raises (startStream takes no metadata)."""
+        response = await self.client.chat_startStream(channel=channel, thread_ts=thread_ts,
+                                                      markdown_text=redact(markdown_text),
+                                                      recipient_user_id=recipient_user_id,
+                                                      recipient_team_id=recipient_team_id)
+        return str(response["ts"])
+
+    async def append_stream_or_raise(self, *, channel: str, ts: str, markdown_text: str) -> None:
+        """chat.appendStream, redacted; raises (e.g. message_not_in_streaming_state once Slack closed it)."""
+        await self.client.chat_appendStream(channel=channel, ts=ts, markdown_text=redact(markdown_text))
+
+    async def stop_stream_or_raise(self, *, channel: str, ts: str, markdown_text: str | None = None,
+                                   blocks: list[dict[str, Any]] | None = None,
+                                   metadata: dict[str, Any] | None = None) -> None:
+        """chat.stopStream, redacted: the rest of the text, blocks under it and the message metadata; raises."""
+        await self.client.chat_stopStream(channel=channel, ts=ts,
+                                          markdown_text=redact(markdown_text) if markdown_text else None,
+                                          blocks=redact_value(blocks) if blocks else None, metadata=metadata)
 
     async def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
                      what: str = "update", **context: Any) -> bool:

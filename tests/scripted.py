@@ -9,23 +9,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bot.types import ModelRequest, ModelResponse, Usage
+from bot.types import AnswerSink, ModelRequest, ModelResponse, Usage
 
 Step = list[dict[str, Any]] | Callable[[ModelRequest], list[dict[str, Any]]]
 
 
 class ScriptedModel:
-    def __init__(self, *steps: Step, model: str = "claude-sonnet-4-5") -> None:
+    """`delta_chars`: a sink passed to `complete` gets each text block in deltas of that many characters."""
+
+    def __init__(self, *steps: Step, model: str = "claude-sonnet-4-5", delta_chars: int = 7) -> None:
         self.steps = list(steps)
         self.model = model
+        self.delta_chars = delta_chars
         self.requests: list[ModelRequest] = []
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
         self.requests.append(request)
         if not self.steps:
             raise AssertionError("ScriptedModel: no step left")
         step = self.steps.pop(0)
         content = step(request) if callable(step) else step
+        if sink is not None:  # as the adapter feeds a real stream: text deltas, then the start of each tool call
+            await sink.attempt()
+            for block in content:
+                if block["type"] == "text":
+                    for i in range(0, len(block["text"]), self.delta_chars):
+                        await sink.text(block["text"][i : i + self.delta_chars])
+                elif block["type"] == "tool_use":
+                    await sink.tool_use()
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
         return ModelResponse(content=content, stop_reason=stop, usage=Usage(input_tokens=100, output_tokens=10),
                              model=self.model)

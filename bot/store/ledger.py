@@ -51,7 +51,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
     # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)
     def create_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
-        mention_ts: str = "", history: Iterable[dict[str, Any]] = (),
+        mention_ts: str = "", history: Iterable[dict[str, Any]] = (), team_id: str | None = None,
     ) -> Run:
         """Create a run with its first user message(s); `history` continues an earlier run."""
         now = self.sql.now()
@@ -61,6 +61,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 "id": run_id, "channel": channel, "thread_ts": thread_ts,
                 "mention_ts": mention_ts, "requester": requester, "task": redact(task),
                 "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
+                **({"team_id": team_id} if team_id else {}),
             })
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
@@ -68,7 +69,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def open_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str,
-        mention_ts: str,
+        mention_ts: str, team_id: str | None = None,
     ) -> tuple[Run, bool]:
         """The thread's active run, or a new one continuing the thread's history: (run, created).
 
@@ -81,7 +82,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         history = continue_history(self.history(previous.id) if previous else [], prompt)
         with self._atomic():
             run = self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
-                                  mention_ts=mention_ts, history=history)
+                                  mention_ts=mention_ts, history=history, team_id=team_id)
             if previous is not None and previous.system is not None and previous.tools is not None:
                 # The carried-over turns' thinking is bound to the earlier run's system and tools: keep them
                 # (a tool change since then reaches the model as a note, see bot.runtime.tool_changes).
@@ -104,7 +105,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def accept_mention(
         self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
-        model: str, mention_ts: str, on_reply: ReplyRule,
+        model: str, mention_ts: str, on_reply: ReplyRule, team_id: str | None = None,
     ) -> AcceptedMention | None:
         """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
         a redirect queued like a reply, to which `on_reply` applies the approval rule in the same transaction.
@@ -113,7 +114,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             if not self.claim_event(event_id):
                 return None
             run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
-                                         prompt=prompt, model=model, mention_ts=mention_ts)
+                                         prompt=prompt, model=model, mention_ts=mention_ts, team_id=team_id)
             redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task,
                                                               on_reply=on_reply)
             return AcceptedMention(run=run, created=created, redirect=redirect)

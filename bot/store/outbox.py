@@ -10,9 +10,19 @@ from typing import TYPE_CHECKING, Any
 from bot.backends import WAKE_OUTBOX
 from bot.redact import redact, redact_value
 from bot.store.entry import entry
-from bot.store.rows import _decode_outbox, _decode_run, new_id
+from bot.store.rows import _decode_outbox, _decode_run, _decode_stream, new_id
 from bot.store.sql import LedgerBase
-from bot.types import OutboxItem, OutboxKind, OutboxPost, OutboxState, Run, RunStatus
+from bot.types import (
+    LIVE_STREAM_STATES,
+    OutboxItem,
+    OutboxKind,
+    OutboxPost,
+    OutboxState,
+    Run,
+    RunStatus,
+    Stream,
+    StreamState,
+)
 
 if TYPE_CHECKING:
     pass
@@ -178,6 +188,68 @@ class Outbox(LedgerBase):
             self._wake(WAKE_OUTBOX)
         return released
 
+    # --- streamed answers (handlers/stream.py streams them; the answer's outbox item finishes them) ---------------
+    def stream_intent(self, *, run_id: str, step: int, channel: str, thread_ts: str, start_text: str) -> str | None:
+        """Record that a stream is about to start (before chat.startStream is called, so a restart can find its
+        message); None when the run already has a live stream (a resumed run never starts a second one)."""
+        with self._atomic():
+            if self._live_streams(run_id):
+                return None
+            stream_id, now = new_id("str"), self.sql.now()
+            self._insert("streams", {"id": stream_id, "run_id": run_id, "step": step, "channel": channel,
+                                     "thread_ts": thread_ts, "state": StreamState.STARTING.value,
+                                     "start_text": redact(start_text), "sent": "", "broken": 0,
+                                     "created_at": now, "updated_at": now})
+            return stream_id
+
+    def _live_streams(self, run_id: str) -> list[dict[str, Any]]:
+        states = [s.value for s in LIVE_STREAM_STATES]
+        return self._select("SELECT * FROM streams WHERE run_id = ? AND state IN (?, ?) ORDER BY created_at DESC",
+                            [run_id, *states])
+
+    def live_stream(self, run_id: str) -> Stream | None:
+        """The run's stream that is not finished yet (at most one), if any."""
+        rows = self._live_streams(run_id)
+        return _decode_stream(rows[0]) if rows else None
+
+    def streams(self, run_id: str) -> list[Stream]:
+        """Every stream of a run, oldest first."""
+        return [_decode_stream(r) for r in self._select("SELECT * FROM streams WHERE run_id = ? ORDER BY created_at",
+                                                        [run_id])]
+
+    def stream_started(self, stream_id: str, *, ts: str, sent: str) -> None:
+        """startStream answered (or its message was found again): its ts, and what it shows."""
+        self._write("UPDATE streams SET ts = ?, sent = ?, state = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)",
+                    [ts, redact(sent), StreamState.STREAMING.value, self.sql.now(), stream_id,
+                     *(s.value for s in LIVE_STREAM_STATES)])
+
+    def stream_sent(self, stream_id: str, *, sent: str) -> None:
+        """An append reached Slack: what the message shows now."""
+        self._write("UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?",
+                    [redact(sent), self.sql.now(), stream_id])
+
+    def stream_broken(self, stream_id: str) -> None:
+        """Slack refused an append (its lifetime, an error): no more appends; chat.update finishes it."""
+        self._write("UPDATE streams SET broken = 1, updated_at = ? WHERE id = ?", [self.sql.now(), stream_id])
+
+    def stream_answered(self, stream_id: str, *, final: str) -> None:
+        """The step it streamed ended as the answer: the whole answer, for the outbox to finish the message."""
+        self._write("UPDATE streams SET final = ?, updated_at = ? WHERE id = ?", [redact(final), self.sql.now(),
+                                                                                  stream_id])
+
+    def stream_ended(self, stream_id: str, state: StreamState) -> None:
+        """Interim (stopped as it was), abandoned (no message) or finished."""
+        self._write("UPDATE streams SET state = ?, updated_at = ? WHERE id = ?", [state.value, self.sql.now(),
+                                                                                  stream_id])
+
+    def stream_finished(self, stream_id: str, item_id: str, owner: str, *, ts: str, now: float) -> bool:
+        """The answer's outbox item finished the streamed message: both recorded in one transaction."""
+        with self._atomic():
+            if not self.outbox_sent(item_id, owner, ts=ts, now=now):
+                return False
+            self.stream_ended(stream_id, StreamState.FINISHED)
+            return True
+
 
 class OutboxCalls:
     """The async entries of Outbox (see bot.store.entry: each runs its namesake on the writer thread)."""
@@ -197,3 +269,12 @@ class OutboxCalls:
     outbox_plain = entry(Outbox.outbox_plain)
     outbox_failed = entry(Outbox.outbox_failed)
     release_outbox = entry(Outbox.release_outbox)
+    stream_intent = entry(Outbox.stream_intent)
+    live_stream = entry(Outbox.live_stream)
+    streams = entry(Outbox.streams)
+    stream_started = entry(Outbox.stream_started)
+    stream_sent = entry(Outbox.stream_sent)
+    stream_broken = entry(Outbox.stream_broken)
+    stream_answered = entry(Outbox.stream_answered)
+    stream_ended = entry(Outbox.stream_ended)
+    stream_finished = entry(Outbox.stream_finished)

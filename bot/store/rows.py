@@ -20,6 +20,8 @@ from bot.types import (
     Run,
     RunStatus,
     StopReason,
+    Stream,
+    StreamState,
     ToolResultRow,
     Usage,
 )
@@ -61,6 +63,7 @@ def _decode_run(row: dict[str, Any]) -> Run:
         system=row["system"], tools=json.loads(row["tools"]) if row["tools"] else None,
         drop_block=bool(row["drop_block"]), settings=json.loads(row["settings"]) if row.get("settings") else None,
         owner=row.get("owner"), lease_until=row.get("lease_until"),
+        team_id=row.get("team_id"),
     )
 
 
@@ -91,6 +94,15 @@ def _decode_outbox(row: dict[str, Any]) -> OutboxItem:
         attempts=row["attempts"] or 0, unsure=bool(row["unsure"]), plain=bool(row["plain"]), owner=row["owner"],
         claimed_until=row["claimed_until"], next_at=row["next_at"] or 0.0, error=row["error"],
         created_at=row["created_at"], sent_at=row["sent_at"],
+    )
+
+
+def _decode_stream(row: dict[str, Any]) -> Stream:
+    return Stream(
+        id=row["id"], run_id=row["run_id"], step=row["step"] or 0, channel=row["channel"],
+        thread_ts=row["thread_ts"] or "", ts=row["ts"], state=StreamState(row["state"]),
+        start_text=row["start_text"] or "", sent=row["sent"] or "", final=row["final"], broken=bool(row["broken"]),
+        created_at=row["created_at"] or 0.0,
     )
 
 

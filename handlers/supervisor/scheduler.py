@@ -55,6 +55,7 @@ class Supervisor:
     # The loading status under a thread is set again this often during a long step (Slack drops it 2 min after
     # it was set): under the expiry, with room for a slow call.
     loading_refresh_seconds: float = 90.0
+    stream_answers: bool = True  # stream answers as the model writes them (handlers/stream.py); False: post at the end
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
     after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
 
@@ -235,7 +236,8 @@ class Supervisor:
             price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
             effort=s.model.effort, thinking_display=s.model.thinking_display,
             confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
-            on_event=thread.on_event, context_budget_tokens=s.model.context_budget_tokens,
+            on_event=thread.on_event, answer_sink=thread.streams.for_step,
+            context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
         )
 

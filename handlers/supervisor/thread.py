@@ -15,6 +15,7 @@ from bot.store import StoreUnavailable
 from bot.types import ConfirmRequest, Decision, Injected, OutboxPost, Run, RunResult, RunStatus, StopReason
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
+from handlers.stream import AnswerStreams
 from handlers.supervisor.loading import LoadingStatus
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class IncidentThread:
         self.loading = LoadingStatus(sup, row.channel, row.thread_ts)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self._state, self._activity = RunStatus.RUNNING, "starting"
+        self.streams = AnswerStreams(sup, row)  # each step's text streamed as it is written (the answer's)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         return await approvals.ask(self.sup, self, req)
@@ -124,6 +126,7 @@ class IncidentThread:
                 await self.status.settle()
             except Exception as e:
                 log.warning("status_update_failed", error=f"{type(e).__name__}: {e}")
+        self.streams.abandon()  # a stream still live is finished by the run's answer, never appended to again
         if paused and self.waiting:
             self.loading.leave()
             return

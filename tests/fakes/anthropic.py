@@ -945,6 +945,15 @@ class FakeAnthropic:
     ) -> None:
         self.api_key = api_key
         self.latency_seconds = 0.0  # each answered request waits this long before its response (benchmarks)
+        # Streamed text: each text block in deltas of this many characters (None: three pieces), with
+        # `text_delta_seconds` between deltas (pacing, e.g. 40 tokens/s ≈ 4 characters every 0.025 s).
+        self.text_delta_chars: int | None = None
+        self.text_delta_seconds = 0.0
+        self.text_deltas_sent = 0  # text deltas written so far (a test can act mid-stream)
+        self.text_delta_times: list[float] = []  # time.monotonic() as each text delta was written (benchmarks)
+        # marker -> seconds: once a text block's streamed text contains `marker`, pause that long (once), e.g.
+        # to leave a client with half a secret in its buffer for a while.
+        self.pause_after: dict[str, float] = {}
         self.thinking_by_effort = thinking_by_effort  # e.g. EFFORT_THINKING_TOKENS; None: DEFAULT_THINKING_TOKENS
         self._threads: dict[str, _HeldThread] = {}  # reply id -> the conversation the server holds up to it
         self.min_cacheable_tokens = min_cacheable_tokens
@@ -1289,7 +1298,7 @@ class FakeAnthropic:
             if not message["content"] and isinstance(outcome, Reply):
                 await send("ping", {"type": "ping"})
             for index, block in enumerate(message["content"]):
-                await self._stream_block(index, block, send)
+                await self._stream_block(index, block, send, request)
             if isinstance(outcome, RepeatingText):
                 await self._stream_repeating(request, rec, outcome, send)
             output_usage = {k: v for k, v in message["usage"].items() if k.startswith("output_tokens")}
@@ -1307,14 +1316,16 @@ class FakeAnthropic:
             rec.cancelled = not self._closing
         return resp
 
-    @staticmethod
-    async def _stream_block(index: int, block: dict[str, Any], send: Callable[..., Any]) -> None:
+    async def _stream_block(self, index: int, block: dict[str, Any], send: Callable[..., Any],
+                            request: web.Request) -> None:
         if block["type"] == "tool_use":
             start = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in _split(json.dumps(block["input"]))]
         elif block["type"] == "text":
             start = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in _split(block["text"])]
+            pieces = (_split(block["text"]) if self.text_delta_chars is None
+                      else _split(block["text"], max(1, -(-len(block["text"]) // self.text_delta_chars))))
+            deltas = [{"type": "text_delta", "text": p} for p in pieces]
         elif block["type"] == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": p} for p in _split(block["thinking"])]
@@ -1326,8 +1337,21 @@ class FakeAnthropic:
         await send("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
         if index == 0:
             await send("ping", {"type": "ping"})  # the real API pings after the first block starts
+        streamed = ""
         for delta in deltas:
+            if delta["type"] == "text_delta" and self.text_delta_seconds:
+                if self._closing or request.transport is None or request.transport.is_closing():
+                    raise ConnectionResetError("client went away")
+                await asyncio.sleep(self.text_delta_seconds)  # the model writing (pacing, for benchmarks and tests)
             await send("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            if delta["type"] == "text_delta":
+                self.text_deltas_sent += 1
+                self.text_delta_times.append(time.monotonic())
+                streamed += delta["text"]
+                for marker in [m for m in self.pause_after if m in streamed]:
+                    await asyncio.sleep(self.pause_after.pop(marker))
+                async with self._changed:
+                    self._changed.notify_all()
         await send("content_block_stop", {"type": "content_block_stop", "index": index})
 
     async def _stream_repeating(

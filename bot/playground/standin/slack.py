@@ -28,7 +28,11 @@ between a ``chat.postMessage`` and its reply).
 Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client.py``):
 
 * ``chat.postMessage``, ``chat.update`` and ``chat.postEphemeral`` are sent as JSON bodies
-  (``blocks`` is a real list); the token travels in ``Authorization: Bearer``.
+  (``blocks`` is a real list); the token travels in ``Authorization: Bearer``. So are
+  ``chat.startStream`` / ``appendStream`` / ``stopStream``: a streamed message is a normal message
+  whose text grows, plus the stand-in-only ``_stream`` key (``{"state", "started_at"}``) in its API
+  form; ``stream_lifetime_seconds`` (Slack: about 5 minutes) closes it, after which appends and
+  stops fail with ``message_not_in_streaming_state`` and leave it as it was.
 * Methods called with ``params=`` -- ``auth.test``, ``reactions.add``,
   ``apps.connections.open`` -- are POSTs whose arguments sit in the **query string**,
   with an empty form-encoded body.
@@ -139,6 +143,20 @@ class Message:
     team: str | None = None
     metadata: dict[str, Any] | None = None  # chat.postMessage(metadata=...): {"event_type", "event_payload"}
     attachments: list[dict[str, Any]] | None = None  # legacy attachments (incoming webhooks post these)
+    # chat.startStream: "streaming" until stopStream ("stopped") or its lifetime passes ("expired", computed)
+    stream_state: str | None = None
+    stream_started_at: float | None = None  # time.monotonic() at startStream
+    stream_lifetime: float = 300.0
+
+    @property
+    def stream(self) -> dict[str, Any] | None:
+        """The stand-in-only view of a streamed message: {"state": streaming|stopped|expired, "started_at"}."""
+        if self.stream_state is None or self.stream_started_at is None:
+            return None
+        state = self.stream_state
+        if state == "streaming" and time.monotonic() - self.stream_started_at >= self.stream_lifetime:
+            state = "expired"
+        return {"state": state, "started_at": self.stream_started_at}
 
     def to_api(self, *, include_metadata: bool = False) -> dict[str, Any]:
         """The message as Slack's API renders it (without thread bookkeeping); metadata only when asked for."""
@@ -161,6 +179,8 @@ class Message:
             out["edited"] = dict(self.edited)
         if include_metadata and self.metadata:
             out["metadata"] = copy.deepcopy(self.metadata)
+        if (stream := self.stream) is not None:
+            out["_stream"] = stream  # stand-in only: the sandbox renders a message that is still growing
         return out
 
 
@@ -221,6 +241,8 @@ TASK_TITLE_MAX = 255
 STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a status this long after it was set
 LOADING_MESSAGES_MAX = 10
 VIEW_BLOCKS_MAX = 100  # views.publish: a Home tab holds at most 100 blocks
+STREAM_LIFETIME_SECONDS = 300.0  # chat.startStream: Slack closes a stream about 5 minutes after it starts
+STREAM_TEXT_MAX = 12_000  # markdown_text per startStream/appendStream/stopStream call
 _TEXT_TYPES = ("plain_text", "mrkdwn")
 
 
@@ -749,6 +771,10 @@ class FakeSlack:
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the Home tab view views.publish published
         # Block types this workspace does not know (an older Slack): a message carrying one gets invalid_blocks.
         self.unsupported_block_types: set[str] = set()
+        # chat.startStream: a stream's append/stop fail with message_not_in_streaming_state once it is this old
+        # (shorten it in tests); the message stays as it was and chat.update still works on it.
+        self.stream_lifetime_seconds = STREAM_LIFETIME_SECONDS
+        self._stream_timers: set[asyncio.TimerHandle] = set()  # each stream's expiry, announced as a change
 
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
@@ -779,6 +805,8 @@ class FakeSlack:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for timer in self._stream_timers:
+            timer.cancel()
         for task in list(self._deliveries):
             task.cancel()
         await asyncio.gather(*self._deliveries, return_exceptions=True)
@@ -1492,9 +1520,111 @@ class FakeSlack:
             msg.text = text
         if "blocks" in args:
             msg.blocks = blocks or None
+        if "metadata" in args:  # chat.update takes message metadata too
+            msg.metadata = self._metadata(args)
         msg.edited = {"user": self.bot_user_id, "ts": next_ts()}
         self._changed()
         return {"channel": channel, "ts": msg.ts, "text": msg.text, "message": self._bot_message_dict(msg)}
+
+    # ---- streams (chat.startStream / appendStream / stopStream) -------------------------------------------
+
+    @staticmethod
+    def _stream_text(args: dict[str, Any]) -> str:
+        """The markdown a stream call adds: `markdown_text`, then the text of any markdown_text chunks."""
+        parts: list[str] = []
+        text = args.get("markdown_text")
+        if text is not None:
+            if not isinstance(text, str):
+                raise _invalid_arguments("must be a string [json-pointer:/markdown_text]")
+            parts.append(text)
+        chunks = args.get("chunks")
+        if isinstance(chunks, str):
+            try:
+                chunks = json.loads(chunks)
+            except ValueError:
+                raise _invalid_arguments("must be an array [json-pointer:/chunks]") from None
+        if chunks is not None:
+            if not isinstance(chunks, list):
+                raise _invalid_arguments("must be an array [json-pointer:/chunks]")
+            for i, chunk in enumerate(chunks):
+                kind = chunk.get("type") if isinstance(chunk, dict) else None
+                if kind not in ("markdown_text", "task_update", "plan_update", "blocks"):
+                    raise _invalid_arguments(f"must be a valid enum value [json-pointer:/chunks/{i}/type]")
+                if kind == "markdown_text":
+                    parts.append(str(chunk.get("text") or ""))
+        added = "".join(parts)
+        if len(added) > STREAM_TEXT_MAX:
+            raise _SlackError("msg_too_long")
+        return added
+
+    def _streaming(self, args: dict[str, Any]) -> Message:
+        """The stream an append/stop names: it must be this bot's, started with startStream and still open."""
+        missing = [k for k in ("channel", "ts") if not args.get(k)]
+        if missing:
+            raise _invalid_arguments(*(f"missing required field: {k}" for k in missing))
+        msg = self.message(str(args["channel"]), str(args["ts"]))
+        if msg is None:
+            raise _SlackError("message_not_found")
+        if msg.user != self.bot_user_id:
+            raise _SlackError("cant_update_message")
+        stream = msg.stream
+        if stream is None or stream["state"] != "streaming":
+            raise _SlackError("message_not_in_streaming_state")  # the message stays as it was
+        return msg
+
+    def _chat_start_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        missing = [k for k in ("channel", "thread_ts") if not args.get(k)]
+        channel = str(args.get("channel") or "")
+        if channel[:1] in ("C", "G"):  # a channel stream names who it is for (Slack requires both)
+            missing += [k for k in ("recipient_user_id", "recipient_team_id") if not args.get(k)]
+        if missing:
+            raise _invalid_arguments(*(f"missing required field: {k}" for k in missing))
+        if "metadata" in args:
+            raise _invalid_arguments("unknown field: metadata (chat.stopStream takes it) [json-pointer:/metadata]")
+        mode = args.get("task_display_mode")
+        if mode is not None and mode not in ("timeline", "plan"):
+            raise _invalid_arguments("must be a valid enum value [json-pointer:/task_display_mode]")
+        text = self._stream_text(args)
+        msg = Message(channel=channel, ts=next_ts(), text=text, user=self.bot_user_id, bot_id=self.bot_id,
+                      thread_ts=str(args["thread_ts"]), team=self.team_id, stream_state="streaming",
+                      stream_started_at=time.monotonic(), stream_lifetime=self.stream_lifetime_seconds)
+        self._add_message(msg)
+        timer = asyncio.get_running_loop().call_later(self.stream_lifetime_seconds, self._changed)  # it expired
+        self._stream_timers.add(timer)
+        return {"channel": channel, "ts": msg.ts}
+
+    def _chat_append_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        msg = self._streaming(args)
+        text = self._stream_text(args)
+        if not text and not args.get("chunks"):
+            raise _invalid_arguments("missing required field: markdown_text or chunks")
+        if len(msg.text) + len(text) > 40_000:
+            raise _SlackError("msg_too_long")
+        msg.text += text
+        self._changed()
+        return {"channel": msg.channel, "ts": msg.ts}
+
+    def _chat_stop_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        msg = self._streaming(args)
+        text = self._stream_text(args)
+        blocks = args.get("blocks")
+        if blocks is not None:
+            if not isinstance(blocks, list):
+                raise _SlackError("invalid_blocks_format")
+            if errors := block_errors(blocks):  # at most 50, each valid (feedback buttons as postMessage's)
+                raise _SlackError("invalid_blocks", errors=errors,
+                                  response_metadata={"messages": [f"[ERROR] {e}" for e in errors]})
+        metadata = self._metadata(args)
+        if len(msg.text) + len(text) > 40_000:
+            raise _SlackError("msg_too_long")
+        msg.text += text
+        if blocks:
+            msg.blocks = copy.deepcopy(blocks)
+        if metadata is not None:
+            msg.metadata = metadata
+        msg.stream_state = "stopped"
+        self._changed()
+        return {"channel": msg.channel, "ts": msg.ts, "message": self._bot_message_dict(msg)}
 
     def _chat_post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
@@ -1692,6 +1822,9 @@ class FakeSlack:
         "chat.postMessage": _chat_post_message,
         "chat.update": _chat_update,
         "chat.postEphemeral": _chat_post_ephemeral,
+        "chat.startStream": _chat_start_stream,
+        "chat.appendStream": _chat_append_stream,
+        "chat.stopStream": _chat_stop_stream,
         "reactions.add": _reactions_add,
         "conversations.replies": _conversations_replies,
         "conversations.history": _conversations_history,
