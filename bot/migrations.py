@@ -290,6 +290,7 @@ def m009_alert_recovery(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening'")  # no payload to open them by
 
 
+@sqlite_migrations()
 def m010_streams(db: sqlite_utils.Database) -> None:
     """Streamed answers (chat.startStream): each stream's ts and state, stored when it starts, so the answer's
     outbox item finishes that message exactly once, after a restart too; and the run's team (a channel stream

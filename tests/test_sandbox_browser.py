@@ -8,7 +8,6 @@ missing, where Chromium is not installed (`make test` installs it when it can).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.screenshot import ANSWER, card, play_incident
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 from bot.playground.sandbox.webdriver import Browser, chromium, find_binaries
+from handlers.blocks import SlackMessage, with_feedback
 
 APPROVE_BUTTON = ".msg[data-kind=card][data-state=pending] button[data-action='opsloop.approve']"
 
@@ -192,23 +192,25 @@ async def test_browser_message_shortcut_investigates_a_persons_message(sandbox: 
 
 @needs_chromium
 async def test_browser_streaming_message_grows_then_stops(sandbox: Sandbox, browser: Browser) -> None:
-    """A streamed answer as the stand-in keeps it (text that grows, and its `_stream` record), written into
-    the stand-in's state directly here (chat.startStream/appendStream/stopStream are another change's)."""
+    """A streamed answer through the stand-in's own chat.startStream / appendStream / stopStream: it grows while
+    "streaming…", then shows its whole text with the feedback buttons stopStream added."""
     slack = sandbox.stage.slack
     root = slack.add_message(sandbox.stage.channel, ALICE, "why is web-03 full?")
-    msg = slack.add_message(sandbox.stage.channel, slack.bot_user_id, "Looking at /var:", thread_ts=root.ts)
-    msg.bot_id = slack.bot_id
-    msg._stream = {"state": "streaming", "started_at": time.monotonic()}  # type: ignore[attr-defined]
-    slack._changed()
+    where = {"channel": sandbox.stage.channel}
+    started = slack._chat_start_stream({**where, "thread_ts": root.ts, "markdown_text": "Looking at /var:",
+                                        "recipient_user_id": ALICE, "recipient_team_id": slack.team_id})
     await _open(browser, sandbox)
     streaming = ".msg[data-stream=streaming]"
     await browser.wait_for(f"return document.querySelector('{streaming} .streaming')"
                            f" && document.querySelector('{streaming}').innerText.includes('Looking at /var:')")
-    msg.text += " 212 rotated nginx logs"
-    slack._changed()
+    slack._chat_append_stream({**where, "ts": started["ts"], "markdown_text": " 212 rotated nginx logs"})
     await browser.wait_for(f"return document.querySelector('{streaming}') && "
                            f"document.querySelector('{streaming}').innerText.includes('212 rotated nginx logs')")
-    msg._stream = {"state": "stopped", "started_at": 0.0}  # type: ignore[attr-defined]
-    slack._changed()
-    await browser.wait_for("return document.querySelector('.msg[data-stream=stopped]') && "
-                           "!document.querySelector('.streaming')")
+    [feedback] = with_feedback([SlackMessage(text="x", blocks=[])], "run_sandbox")
+    slack._chat_stop_stream({**where, "ts": started["ts"], "markdown_text": "\nDeleted them.",
+                             "blocks": feedback.blocks})
+    stopped = ".msg[data-stream=stopped]"
+    await browser.wait_for(f"return document.querySelector('{stopped}') && !document.querySelector('.streaming')"
+                           f" && document.querySelector('{stopped}').innerText.includes('Deleted them.')"
+                           f" && document.querySelector('{stopped}').innerText.includes('212 rotated nginx logs')"
+                           f" && document.querySelector('{stopped} .feedback button')")

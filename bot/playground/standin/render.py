@@ -263,8 +263,9 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str,
         state = "running" if "status_actions" in _block_ids(msg) else "finished"
     author = names.get(msg.user or "", msg.user or msg.bot_id or "?")
     stream = stream_state(msg)
-    if stream and not msg.blocks:  # a streamed answer shows its text as it grows (standard Markdown)
-        parts = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
+    if stream and msg.edited is None:  # a streamed answer: its text as it grows, then what stopStream added
+        parts = (_split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]) + \
+            [p for b in msg.blocks or [] for p in _block_parts(b, names)]
     return MessageView(ts=msg.ts, thread_ts=msg.thread_ts, author=author if kind != Kind.PERSON else "@" + author,
                        kind=kind, parts=tuple(parts), state=state, edited=msg.edited is not None,
                        reactions=reactions, stream=stream)
