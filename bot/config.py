@@ -133,6 +133,7 @@ class Settings:
     ssh_credentials: SshCredentials = field(default_factory=SshCredentials)  # identity passphrases, ssh-agent
     alerts: AlertSettings = field(default_factory=AlertSettings)  # [[alerts.slack]], [alerts.webhook]
     status_update_seconds: float = 2.0
+    stream_answers: bool = True  # [slack] stream_answers: a long answer appears as it is written (chat.startStream)
     # environment: secrets and endpoints only
     slack_bot_token: Secret | None = None
     slack_app_token: Secret | None = None
@@ -152,7 +153,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
               "prices": (dict,), "effort": (str,), "thinking_display": (str,)},
     "limits": {"max_iterations": (int,), "deadline_seconds": (int, float), "token_budget": (int,),
                "cost_budget_usd": (int, float), "max_consecutive_errors": (int,), "parallelism": (int,)},
-    "slack": {"channels": (list,), "status_update_seconds": (int, float)},
+    "slack": {"channels": (list,), "status_update_seconds": (int, float), "stream_answers": (bool,)},
     "approvals": {"approvers": (list,), "destructive_approvers": (list,), "allow_self_approval": (bool,),
                   "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
                   "destructive_required_approvals": (int,)},
@@ -381,6 +382,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         limits=limits,
         channels=tuple(sl.get("channels", default.channels)),
         status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
+        stream_answers=bool(sl.get("stream_answers", default.stream_answers)),
         approvals=approvals,
         tools=tools,
         inventory=inventory,

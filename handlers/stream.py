@@ -75,7 +75,7 @@ class AnswerStreams:
         self.channel, self.thread_ts = row.channel, row.thread_ts
         self.requester, self.team_id = row.requester, row.team_id
         # Alert runs have no requester, and a channel stream must name one (and their team): post as before.
-        self.enabled = bool(sup.stream_answers and row.requester and row.team_id)
+        self.enabled = bool(sup.stream_answers and sup.settings.stream_answers and row.requester and row.team_id)
         self.last_call = 0.0  # time.monotonic() of this thread's last stream call (the append budget)
         # The outbox's gateway: no automatic retries (a retried startStream or append could land twice).
         self.out = sup.outbox.out

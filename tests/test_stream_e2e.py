@@ -511,3 +511,15 @@ def test_the_streamed_text_gets_the_posted_answers_hygiene() -> None:
     assert stable_prefix("see [the runbook](https://runbooks.example.com/disk) first\n") == (
         "see the runbook (<https://runbooks.example.com/disk>) first\n")
     assert stable_prefix("odd \u202etxt.exe line\n") == "odd ⟨U+202E⟩txt.exe line\n"
+
+
+async def test_stream_answers_false_in_the_config_posts_every_answer_at_the_end(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    pace(fake_anthropic, chars=16, seconds=0.01)
+    fake_anthropic.script(reply(text(long_answer(1500))))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, "[slack]\nstream_answers = false") as env:
+        channel, ts = await env.mention(TASK)
+        final = await env.wait_final(channel, ts)
+        assert "rotated nginx logs" in final.text and has_feedback(final)
+        assert not any(fake_slack.calls_to(m) for m in STREAM_METHODS) and not streamed(fake_slack)
