@@ -246,6 +246,19 @@ STREAM_TEXT_MAX = 12_000  # markdown_text per startStream/appendStream/stopStrea
 _TEXT_TYPES = ("plain_text", "mrkdwn")
 
 
+def _json_array(args: dict[str, Any], key: str) -> list[Any] | None:
+    """An array argument as Slack takes it: a list, or a JSON string of one (form-encoded calls send those)."""
+    value = args.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise _invalid_arguments(f"must be an array [json-pointer:/{key}]") from None
+    if value is not None and not isinstance(value, list):
+        raise _invalid_arguments(f"must be an array [json-pointer:/{key}]")
+    return value
+
+
 def _check_text_object(obj: Any, ptr: str, errors: list[str], *, max_len: int, plain_only: bool = False) -> None:
     if not isinstance(obj, dict):
         errors.append(f"must be an object [json-pointer:{ptr}]")
@@ -1537,15 +1550,8 @@ class FakeSlack:
             if not isinstance(text, str):
                 raise _invalid_arguments("must be a string [json-pointer:/markdown_text]")
             parts.append(text)
-        chunks = args.get("chunks")
-        if isinstance(chunks, str):
-            try:
-                chunks = json.loads(chunks)
-            except ValueError:
-                raise _invalid_arguments("must be an array [json-pointer:/chunks]") from None
+        chunks = _json_array(args, "chunks")
         if chunks is not None:
-            if not isinstance(chunks, list):
-                raise _invalid_arguments("must be an array [json-pointer:/chunks]")
             for i, chunk in enumerate(chunks):
                 kind = chunk.get("type") if isinstance(chunk, dict) else None
                 if kind not in ("markdown_text", "task_update", "plan_update", "blocks"):
@@ -1743,14 +1749,9 @@ class FakeSlack:
             missing.append("status")
         if missing:
             raise _invalid_arguments(*(f"missing required field: {k}" for k in missing))
-        loading = args.get("loading_messages")
-        if isinstance(loading, str):
-            try:
-                loading = json.loads(loading)
-            except ValueError:
-                raise _invalid_arguments("must be an array [json-pointer:/loading_messages]") from None
+        loading = _json_array(args, "loading_messages")
         if loading is not None:
-            if not isinstance(loading, list) or not all(isinstance(m, str) for m in loading):
+            if not all(isinstance(m, str) for m in loading):
                 raise _invalid_arguments("must be an array of strings [json-pointer:/loading_messages]")
             if len(loading) > LOADING_MESSAGES_MAX:
                 raise _invalid_arguments(
