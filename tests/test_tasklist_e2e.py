@@ -192,10 +192,15 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
         assert plan_of(status) is None and "done" in text_of(status)
         updates = fake_slack.calls_to("chat.update")
         refused = [c for c in updates if c.error == "invalid_blocks"]
-        assert len(refused) == 1  # once per run, not once per update
+        assert len(refused) == 1  # once, not once per update
         assert any(b["type"] == "plan" for b in refused[0].args["blocks"])
         later = updates[updates.index(refused[0]) + 1:]
         assert later and all(c.ok and not any(b["type"] == "plan" for b in c.args["blocks"]) for c in later)
+        # The workspace has no plan block: the next run's status is the section from its first update.
+        fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-05"})), reply(text("Fine too.")))
+        channel2, ts2 = await env.mention(TASK)
+        await env.wait_final(channel2, ts2)
+        assert [c for c in fake_slack.calls if c.error == "invalid_blocks"] == refused
         # The one refusal was the point of this test; the harness otherwise fails any invalid_blocks.
         fake_slack.calls[:] = [c for c in fake_slack.calls if c is not refused[0]]
 

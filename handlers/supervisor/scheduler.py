@@ -55,6 +55,9 @@ class Supervisor:
     # The loading status under a thread is set again this often during a long step (Slack drops it 2 min after
     # it was set): under the expiry, with room for a slow call.
     loading_refresh_seconds: float = 90.0
+    # False once Slack refused a status message for its plan block (an older workspace): every run's status is
+    # the one-line section from then on, after that one refused update.
+    plan_blocks: bool = True
     stream_answers: bool = True  # stream answers as the model writes them (handlers/stream.py); False: post at the end
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
     after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path

@@ -201,11 +201,6 @@ class TaskList:
         return [self.items[i] for i in self.order]
 
 
-# Runs whose status message Slack refused with a plan block (invalid_blocks): they show the section status
-# from then on, for the life of this process (one refused call per run, not one per update).
-_NO_PLAN: set[str] = set()
-
-
 class StatusMessage:
     """The run's status line in the thread, updated in place at most once per interval, with its live task
     list (a plan block of task cards) under the line."""
@@ -225,7 +220,7 @@ class StatusMessage:
 
     def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
                  cost_usd: float) -> blocks.SlackMessage:
-        tasks = () if self.row.id in _NO_PLAN else self.tasks.all()
+        tasks = self.tasks.all() if self.sup.plan_blocks else ()
         return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
                                      run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations,
                                      tasks=tasks)
@@ -300,8 +295,8 @@ class StatusMessage:
             error = e.response.get("error")
             log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)
             has_plan = any(b.get("type") == "plan" for b in msg.blocks)
-            if error == "invalid_blocks" and has_plan and fields is not None and self.row.id not in _NO_PLAN:
-                _NO_PLAN.add(self.row.id)  # this Slack has no plan block: today's section status, once
+            if error == "invalid_blocks" and has_plan and fields is not None and self.sup.plan_blocks:
+                self.sup.plan_blocks = False  # this workspace has no plan block: today's section status, once
                 log.info("status_tasks_unsupported")
                 await self._push(self._message(**fields))
 
