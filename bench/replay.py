@@ -40,7 +40,7 @@ from bot.replay.compare import compare
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
 from bot.store import Ledger
-from bot.types import ModelRequest, ModelResponse
+from bot.types import AnswerSink, ModelRequest, ModelResponse
 
 ROUNDS = 5
 LATENCY_S = 0.05  # the simulated model's time per response in the second measurement
@@ -62,12 +62,12 @@ class Timed:
     def model(self) -> str:
         return str(self.inner.model)
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
         began = time.perf_counter()
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
-            response: ModelResponse = await self.inner.complete(request)
+            response: ModelResponse = await self.inner.complete(request, sink=sink)
             return response
         finally:
             self.seconds += time.perf_counter() - began

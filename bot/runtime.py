@@ -221,8 +221,7 @@ class _Run:
             began = time.monotonic()
             try:
                 async with self.deadline("waiting for the model"):
-                    response = await (self.cfg.model.complete(request, sink=sink) if sink
-                                      else self.cfg.model.complete(request))
+                    response = await self.cfg.model.complete(request, sink=sink)
             except ContextOverflow as e:
                 for model, usage in e.billed:  # attempts before the overflow (empty replies) still cost
                     self.charge(usage, model)

@@ -205,7 +205,9 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]{2,40})>")
 
 @dataclass(frozen=True)
 class Task:
-    """One task in the status message's list: a tool call or an approval wait (plain values, unredacted)."""
+    """One task in the status message's list: a tool call or an approval wait. `task_plan` redacts, reveals and
+    bounds title and output when it lays them out; a tool result comes in already cut by `task_output` (redacted
+    whole before the cut, so the cut never leaves part of a secret); applying it again changes nothing."""
 
     task_id: str
     title: str

@@ -149,6 +149,12 @@ def _inline(line: str) -> str:
     return "".join(parts)
 
 
+def show_links(escaped: str) -> str:
+    """Every `[label](url)` of already escaped Markdown written so it never hides where it goes (`_link`): the
+    posted answer's rule, for text that stays Markdown (a streamed answer)."""
+    return _LINK.sub(_link, escaped)
+
+
 def _link(match: re.Match[str]) -> str:
     """`[label](url)` (both already escaped) as Slack mrkdwn that never hides where it goes.
 

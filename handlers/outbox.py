@@ -22,6 +22,7 @@ import contextlib
 import os
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -378,31 +379,16 @@ class Outbox:
     async def _find_stream(self, item: OutboxItem, stream: Stream) -> str | None:
         """A stream whose startStream answer was lost (a crash, a timeout): this bot's message in the thread,
         without an outbox id, whose text starts with what startStream sent."""
-        if not stream.start_text or not item.thread_ts:
+        if not stream.start_text or not item.thread_ts or not self.bot_user_id:
             return None
         known = {s.ts for s in await self.store.streams(stream.run_id) if s.ts}
-        cursor: str | None = None
-        for _ in range(THREAD_PAGES_MAX):
-            try:
-                response = await self.client.conversations_replies(channel=item.channel, ts=item.thread_ts,
-                                                                   include_all_metadata=True, limit=THREAD_PAGE,
-                                                                   cursor=cursor)
-            except Exception as e:
-                failure = classify(e)
-                if not failure.transient:  # e.g. thread_not_found: no message of that stream is in it
-                    return None
-                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=item.unsure,
-                                              next_at=self.store.now()
-                                              + self._backoff(item.attempts + 1, failure.retry_after))
-                raise Deferred from e
-            for m in response.get("messages") or []:
-                if (m.get("user") == self.bot_user_id and self.bot_user_id and posted_item(m) is None
-                        and m.get("ts") not in known and str(m.get("text") or "").startswith(stream.start_text)):
-                    return str(m["ts"])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not response.get("has_more") or not cursor:
-                return None
-        return None
+        start_text = stream.start_text
+
+        def wanted(m: dict[str, Any]) -> bool:
+            return (m.get("user") == self.bot_user_id and posted_item(m) is None and m.get("ts") not in known
+                    and str(m.get("text") or "").startswith(start_text))
+
+        return await self._look(item, wanted, unsure=item.unsure, attempts=item.attempts + 1)
 
     async def _attempt(self, item: OutboxItem, *, unsure: bool) -> None:
         if not await self.store.outbox_attempt(item.id, self.owner, until=self.store.now() + self.claim_seconds,
@@ -427,7 +413,14 @@ class Outbox:
     async def _find(self, item: OutboxItem) -> str | None:
         """The ts of this item's post if an earlier attempt reached Slack (found by its metadata in the thread).
         Raises Deferred when Slack couldn't be asked now."""
-        root = not item.thread_ts  # a root post (an alert's thread): looked for among the channel's newest messages
+        return await self._look(item, lambda m: posted_item(m) == item.id, unsure=True, attempts=item.attempts)
+
+    async def _look(self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool,
+                    attempts: int) -> str | None:
+        """The ts of the first message `wanted` accepts in the item's thread (a root post's: the channel's newest
+        messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
+        back with its backoff) when Slack couldn't be asked now; None when it isn't there."""
+        root = not item.thread_ts
         cursor: str | None = None
         for _ in range(ROOT_PAGES_MAX if root else THREAD_PAGES_MAX):
             until = self.store.now() + self.claim_seconds
@@ -445,18 +438,16 @@ class Outbox:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
                     return None
-                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=True,
-                                              next_at=self.store.now()
-                                              + self._backoff(item.attempts, failure.retry_after))
+                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=unsure,
+                                              next_at=self.store.now() + self._backoff(attempts, failure.retry_after))
                 raise Deferred from e
             for m in response.get("messages") or []:
-                if posted_item(m) == item.id:
+                if isinstance(m, dict) and wanted(m):
                     return str(m["ts"])
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
             if not response.get("has_more") or not cursor:
                 return None
         return None
-
 
 def _stream_rest(item: OutboxItem, stream: Stream, *, single: bool) -> str | None:
     """What stopStream still has to add to the streamed message, or None when only chat.update can finish it:

@@ -28,7 +28,7 @@ import structlog
 from bot.redact import redact
 from bot.types import Run, StreamState
 from handlers import messages
-from handlers.mrkdwn import _LINK, _link, reveal  # the posted answer's link rule, reused as it is
+from handlers.mrkdwn import reveal, show_links
 from handlers.outbox import classify
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def safe_markdown(text: str) -> str:
     """Model Markdown as a stream shows it, with the posted answer's hygiene (handlers/mrkdwn.py): `&`, `<` and
     `>` escaped (no `<!channel>`, no hand-made links), a link's target shown rather than hidden behind its
     words, characters a reader can't see written out. Line by line, so a stable prefix stays stable."""
-    return reveal(_LINK.sub(_link, messages.escape(text)), prose=True)
+    return reveal(show_links(messages.escape(text)), prose=True)
 
 
 def shown(text: str) -> str:

@@ -12,7 +12,7 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import ModelRequest, StopReason
+from bot.types import AnswerSink, ModelRequest, StopReason
 from tests.fakes.anthropic import repeating_text, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
@@ -198,7 +198,7 @@ async def test_retried_attempts_are_priced_one_by_one(store) -> None:
     class RetriedOnce:
         model = HAIKU
 
-        async def complete(self, request: ModelRequest) -> ModelResponse:
+        async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
             return ModelResponse(content=[{"type": "text", "text": "done"}], stop_reason="end_turn",
                                  usage=first + second, model=HAIKU, billed=((HAIKU, first), (HAIKU, second)))
 

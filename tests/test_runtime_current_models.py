@@ -14,7 +14,7 @@ from bot.pricing import price_for
 from bot.report import handoff_report
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import Decision, ModelError, ModelRequest, ModelResponse, StopReason, Usage
+from bot.types import AnswerSink, Decision, ModelError, ModelRequest, ModelResponse, StopReason, Usage
 from tests.scripted import ScriptedModel, call
 from tools import Category, ToolRegistry, tool
 
@@ -59,7 +59,7 @@ class Replies:
         self.requests: list[ModelRequest] = []
         self.model = MODEL
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
         self.requests.append(request)
         item = self.responses.pop(0)
         if isinstance(item, BaseException):
@@ -85,7 +85,7 @@ async def test_a_resumed_run_sends_the_system_and_tools_it_started_with(store):
     parked = asyncio.Event()
 
     class ParksOnSecondRequest(ScriptedModel):
-        async def complete(self, request: ModelRequest) -> ModelResponse:
+        async def complete(self, request: ModelRequest, *, sink: AnswerSink | None = None) -> ModelResponse:
             if self.requests:
                 self.requests.append(request)
                 parked.set()
