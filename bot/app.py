@@ -203,8 +203,12 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
     store = await Store(settings.db_path).open()
     log.info("store.opened", backend=store.backend, where=store.where)
-    tools = await build_registry(settings.tools, inventory=settings.inventory,
-                                 ssh_credentials=settings.ssh_credentials)
+    try:
+        tools = await build_registry(settings.tools, inventory=settings.inventory,
+                                     ssh_credentials=settings.ssh_credentials)
+    except BaseException:  # a tool config error: `opsloop run` says it in one line, with the store closed
+        await store.close()
+        raise
     client = slack_client(settings)
     llm = None if model_for is not None else model_client or anthropic_client(settings)
     for line in model_problems(settings.model.chain)[1]:
@@ -266,13 +270,26 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         web_app.middlewares.append(_junk_timestamp_is_a_bad_signature)
         ops.http = web.AppRunner(web_app)
         await ops.http.setup()
-        await web.TCPSite(ops.http, host, port).start()
+        await _listening(f"HTTP mode (--port) on {host}:{port}", web.TCPSite(ops.http, host, port).start())
         log.info("http_mode.listening", host=host, port=port, path="/slack/events")
     resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
     if ops.alerts is not None:
-        await ops.alerts.serve()  # Alertmanager's webhook, once runs can start and threads can be opened
+        where = f"alerts.webhook on {ops.settings.alerts.webhook.host}:{ops.settings.alerts.webhook.port}" \
+            if ops.settings.alerts.webhook else "alerts.webhook"
+        await _listening(where, ops.alerts.serve())  # Alertmanager's webhook, once runs can start
+
+
+class ListenError(OSError):
+    """A port `opsloop run` must listen on is taken or not allowed: one line, not a traceback."""
+
+
+async def _listening(where: str, bind: Awaitable[None]) -> None:
+    try:
+        await bind
+    except OSError as e:
+        raise ListenError(f"{where}: cannot listen: {e.strerror or e}") from e
 
 
 @web.middleware

@@ -9,6 +9,7 @@ import warnings
 from bot.config import Settings
 from bot.connection import is_unreachable, reason, unreachable
 from bot.pricing import Status, lifecycle, model_problems, replacement_for
+from bot.startup import Listen, preflight
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
 HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
@@ -43,13 +44,9 @@ async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
 
     alerts = settings.alerts
     problems = []
-    if alerts.webhook is not None:
-        if alerts.webhook.token is None:
-            problems.append(f"alerts.webhook: {alerts.webhook.token_env} is not set (the bearer token Alertmanager "
-                            "sends); every notification would be refused")
-        else:
-            print(f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
-                  f"{alerts.webhook.token_env}")
+    if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.startup's tokens says it
+        print(f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
+              f"{alerts.webhook.token_env}")
     if not settings.slack_bot_token:
         return problems
     client = slack_client(settings, timeout_s=timeout_s, retries=False)
@@ -151,15 +148,17 @@ async def hosts_check(settings: Settings) -> list[str]:
     return problems
 
 
-async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> int:
-    """Exit status 1 when anything must be fixed; every problem and warning is one line on stderr."""
+async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, listen: Listen | None = None) -> int:
+    """Exit status 2 when anything must be fixed (as `run` would refuse to start); every problem and warning is
+    one line on stderr. The start-up checks are `run`'s own (bot.startup), then what only a check asks."""
     from handlers.policy import approval_warnings, policy_lines
     from tools.api import ToolConfigError
     from tools.config import build_registry, tool_table
 
-    retired, deprecated = model_problems(settings.model.chain)
-    problems: list[str] = list(retired)
-    notes = [*deprecated, *approval_warnings(settings.approvals)]
+    found = await preflight(settings, listen or Listen(), strict=True)
+    _, deprecated = model_problems(settings.model.chain)  # a retired model: missing_for_run says it
+    problems: list[str] = list(found.problems)
+    notes = [*found.warnings, *deprecated, *approval_warnings(settings.approvals)]
     try:
         registry = await build_registry(settings.tools, inventory=settings.inventory,
                                         ssh_credentials=settings.ssh_credentials)
@@ -173,26 +172,23 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S) -> in
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
-    if "kubernetes" in settings.tools:  # what each configured cluster lets opsloop do, per namespace
+    if registry is not None and "kubernetes" in settings.tools:  # what each configured cluster lets opsloop do, per namespace
         from tools.k8s import check_clusters
 
         lines, cluster_problems = await check_clusters(settings)
         for line in lines:
             print(line)
         problems += cluster_problems
-    problems += store_check(settings)
+    if not any(p.startswith("store:") for p in problems):
+        problems += store_check(settings)
     problems += await hosts_check(settings)
-    if not settings.slack_bot_token:
-        problems.append("SLACK_BOT_TOKEN is not set")
-    else:
+    if settings.slack_bot_token:
         problems += await slack_check(settings, timeout_s=timeout_s)
     problems += await alerts_check(settings, timeout_s=timeout_s)
-    if not settings.anthropic_api_key:
-        problems.append("ANTHROPIC_API_KEY is not set")
-    else:
+    if settings.anthropic_api_key:
         problems += await model_check(settings, timeout_s=timeout_s)
     for line in notes:
         print(f"opsloop: warning: {line}", file=sys.stderr)
     for line in problems:
         print(f"opsloop: {line}", file=sys.stderr)
-    return 1 if problems else 0
+    return 2 if problems else 0

@@ -6,15 +6,19 @@ import argparse
 import asyncio
 import csv
 import dataclasses
+import functools
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config import ConfigError, Settings, load_settings, missing_for_run
+from bot.backends import is_postgres
+from bot.config import ConfigError, Settings, load_settings
 from bot.log import configure_logging
+from bot.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
 from bot.store import Ledger
 from bot.types import AuditEntry
 
@@ -37,34 +41,85 @@ def _fail(lines: Sequence[str]) -> int:
     return 2
 
 
+def _listen(args: argparse.Namespace) -> Listen:
+    return Listen(port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host)
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    if problems := missing_for_run(settings):
-        return _fail(problems)
+    from bot.startup import preflight
+
+    configure_logging(settings.log_level)
+    found = asyncio.run(preflight(settings, _listen(args), strict=False))
+    for line in found.warnings:
+        print(f"opsloop: warning: {line}", file=sys.stderr)
+    if found.problems:
+        return _fail(found.problems)
     from slack_sdk.errors import SlackApiError
 
-    from bot.app import serve  # imported late: `opsloop runs` needs no Slack or anthropic
+    from bot.app import ListenError, serve  # imported late: `opsloop runs` needs no Slack or anthropic
     from bot.metrics import MetricsPortError
     from bot.migrations import SchemaTooNew
     from bot.store import StoreUnavailable
+    from tools.api import ToolConfigError
 
-    configure_logging(settings.log_level)
     try:
         asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
-    except (MetricsPortError, StoreUnavailable, SchemaTooNew) as e:
-        return _fail([str(e)])
+    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError) as e:
+        return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
     except SlackApiError as e:  # Slack answered, and said no (a revoked token): retrying would not fix it
         return _fail([f"slack: {e.response.get('error') or e}: check SLACK_BOT_TOKEN and SLACK_APP_TOKEN"])
+    except ListenError as e:  # a listener's port, taken between the test bind and the real one
+        return _fail([str(e)])
+    except Exception as e:  # the store could not be opened or migrated: one line, never a traceback
+        if (problem := _store_problem(settings, e)) is None:
+            raise
+        return _fail([problem])
     return 0
 
 
 def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     from bot.check import check
 
-    return asyncio.run(check(settings))
+    configure_logging("error")  # check's report is its output: a library's warning would say a problem twice
+    return asyncio.run(check(settings, listen=_listen(args)))
 
 
+def _store_problem(settings: Settings, e: BaseException) -> str | None:
+    """The one line for a database that can't be opened (SQLite or Postgres), or None for any other error."""
+    import sqlite3
+
+    from bot.backends import describe
+    from bot.connection import reason
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    if is_postgres(settings.db_path):
+        import psycopg
+
+        errors = (sqlite3.Error, psycopg.Error)
+    if not isinstance(e, errors):
+        return None
+    return f"store: can't open {describe(settings.db_path)}: {type(e).__name__}: {reason(e)}"
+
+
+def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[[Settings, argparse.Namespace], int]:
+    """A read-only store command: never creates a database, and a database that can't be opened is one line."""
+    @functools.wraps(fn)
+    def command(settings: Settings, args: argparse.Namespace) -> int:
+        by_file = getattr(args, "suite", None) or (fn.__name__ == "cmd_replay" and Path(args.run_id or "").is_file())
+        if not by_file and not is_postgres(settings.db_path) and not Path(settings.db_path).is_file():
+            return _fail([no_database(settings.db_path)])
+        try:
+            return fn(settings, args)
+        except Exception as e:
+            if (problem := _store_problem(settings, e)) is None:
+                raise
+            return _fail([problem])
+    return command
+
+
+@_reads_store
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     ledger = Ledger(settings.db_path)
     rows = ledger.list_runs(limit=args.limit)
@@ -75,6 +130,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+@_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     ledger = Ledger(settings.db_path)
     run = ledger.find_run(args.run_id)
@@ -133,6 +189,7 @@ def _audit_row(entry: AuditEntry) -> dict[str, Any]:
 FEEDBACK_FIELDS = ["id", "run_id", "at", "user", "value", "channel", "message_ts"]
 
 
+@_reads_store
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     """Approval decisions; with --feedback, the feedback clicks instead (another record, so another shape: a
     CSV has one header, and the approval export's columns stay what existing consumers read)."""
@@ -179,17 +236,27 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
                                   db_path=Path(args.db) if args.db else None))
     except KeyboardInterrupt:
         pass
+    except ConfigError as e:
+        return _fail(e.problems)
     except OSError as e:
         return _fail([f"sandbox: {e}"])
+    except Exception as e:
+        from tools.api import ToolConfigError
+
+        if not isinstance(e, ToolConfigError):
+            raise
+        return _fail([str(e)])
     return 0
 
 
+@_reads_store
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from bot.replay.cli import cmd_export as export
 
     return export(settings, args)
 
 
+@_reads_store
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
     from bot.replay.cli import cmd_replay as replay
@@ -199,6 +266,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsloop", description="Slack incident bot with approval-gated tools.")
+    p.add_argument("--version", action="version", version=f"opsloop {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for name, fn, help_ in [
         ("run", cmd_run, "start the bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)"),
@@ -212,13 +280,15 @@ def parser() -> argparse.ArgumentParser:
         ("replay", cmd_replay, "rerun a stored incident on another model or prompt, against the recorded world"),
     ]:
         s = sub.add_parser(name, help=help_)
-        s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG)")
+        s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG, else ./opsloop.toml)")
         s.set_defaults(fn=fn)
-        if name == "run":
+        if name in ("run", "check"):  # check test-binds what run will listen on
             s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
             s.add_argument("--metrics-port", type=int, help="serve /metrics and /healthz on this port (default: off)")
             s.add_argument("--metrics-host", default="0.0.0.0",
                            help="address for --metrics-port (default 0.0.0.0: probes and scrapes reach a pod's IP)")
+        if name in STORE_COMMANDS:
+            s.add_argument("--db", help="the SQLite file or postgresql:// URL (default: $OPSLOOP_DB, else opsloop.db)")
         if name == "runs":
             s.add_argument("--limit", type=int, default=50)
         if name == "show":
@@ -243,12 +313,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+STORE_COMMANDS = ("run", "check", "runs", "show", "audit", "export", "replay")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("opsloop")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    path, how = find_config(args.config, os.environ, Path.cwd())
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(path)
     except ConfigError as e:
         return _fail(e.problems)
+    if args.command in STORE_COMMANDS and args.db:
+        settings = dataclasses.replace(settings, db_path=args.db)
+    if args.command in ("run", "check"):  # say which config runs: a default config opens approvals to everyone
+        print(f"opsloop: {loaded_config(path, how)}" if path else f"opsloop: warning: {NO_CONFIG}", file=sys.stderr)
     result: int = args.fn(settings, args)
     return result
 

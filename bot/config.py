@@ -113,8 +113,10 @@ def alert_regex(pattern: str) -> Any:
     """`pattern` compiled by RE2 (linear-time matching); raises ValueError naming the problem."""
     import re2
 
+    options = re2.Options()
+    options.log_errors = False  # RE2's own C++ log (absl's "WARNING: All log messages before…") is not our line
     try:
-        return re2.compile(pattern)
+        return re2.compile(pattern, options)
     except re2.error as e:
         arg = e.args[0] if e.args else ""
         raise ValueError(arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)) from None

@@ -83,8 +83,17 @@ async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_pa
         await build_registry({"modules": ["tools.k8s"], "kubernetes": {"clusters": [{"name": "a"}, {"name": "a"}]}})
     with pytest.raises(ToolConfigError, match=r"'tools\.k8s' is listed but no \[\[kubernetes\.clusters\]\]"):
         await build_registry({"modules": ["tools.k8s"]})
-    with pytest.raises(ToolConfigError, match=r"clusters are configured but 'tools\.k8s' is not in"):
-        await build_registry({"kubernetes": {"clusters": [{"name": "a"}]}})
+
+
+
+async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp_path: Path, fake_kube: FakeKube) -> None:
+    kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+    registry = await build_registry({"modules": ["tools.builtin"], "kubernetes": {"clusters": [
+        {"name": "prod", "kubeconfig": str(kc)}]}}, base_dir=tmp_path)
+    try:
+        assert {"k8s_get", "k8s_delete_pod"} <= {t.name for t in registry}
+    finally:
+        await registry.aclose()
 
 
 async def test_top_level_kubernetes_clusters_reach_the_registry(tmp_path: Path, fake_kube: FakeKube) -> None:

@@ -378,7 +378,7 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
     if ctx.kubernetes is not None:
         registry.push_async_callback(ctx.kubernetes.aclose)  # one open client per cluster, closed with the registry
     try:
-        _check_k8s_module(table, ctx)
+        table = _with_k8s_module(table, ctx)
         from tools.builtin.reach import with_hosts  # `host` descriptions name a small inventory, once per build
 
         collected = [(with_hosts(t.bind(ctx), ctx.inventory), where) for t, where in _load_modules(table)]
@@ -410,15 +410,16 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
     return registry
 
 
-def _check_k8s_module(table: Mapping[str, Any], ctx: ToolContext) -> None:
-    """The Kubernetes tools and their clusters come together: one without the other is a config mistake."""
-    listed = K8S_MODULE in (_str_list(table["modules"], "tools.modules") if "modules" in table else DEFAULT_MODULES)
+def _with_k8s_module(table: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]:
+    """A reach's tools are offered whenever its config section is present: [[kubernetes.clusters]] adds
+    tools.k8s to the modules. The module listed without clusters is a config mistake (its tools could do nothing)."""
+    names = _str_list(table["modules"], "tools.modules") if "modules" in table else list(DEFAULT_MODULES)
     clusters = ctx.kubernetes is not None and bool(ctx.kubernetes.specs)
-    if listed and not clusters:
+    if K8S_MODULE in names and not clusters:
         raise ToolConfigError(f"tools.modules: {K8S_MODULE!r} is listed but no [[kubernetes.clusters]] is configured")
-    if clusters and not listed:
-        raise ToolConfigError(f"kubernetes.clusters: clusters are configured but {K8S_MODULE!r} is not in "
-                              "[tools] modules, so no Kubernetes tool would exist")
+    if clusters and K8S_MODULE not in names:
+        return {**table, "modules": [*names, K8S_MODULE]}
+    return table
 
 
 def _list(value: Any, where: str) -> list[Any]:

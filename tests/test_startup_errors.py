@@ -1,0 +1,183 @@
+"""Every start-up error through the real CLI (`python -m bot.cli`): one line about it, exit 2, never a traceback.
+Also: config discovery, --db, read-only commands that create nothing, and --version."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import API_KEY
+from tests.fakes.anthropic import reply, text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def opsloop(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", *args, cwd=cwd, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def base_env(tmp_path: Path, **over: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(over)
+    return env
+
+
+@pytest.fixture
+def busy() -> tuple[socket.socket, int]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    yield s, int(s.getsockname()[1])
+    s.close()
+
+
+# (name, command, config text or None, extra env, the text the one line says). {busy}, {kubeconfig}, {refused}
+# and {tmp} are filled in per case.
+CASES = [
+    ("config missing", "run --config {tmp}/nope.toml", None, {}, "nope.toml: config file not found"),
+    ("OPSLOOP_CONFIG missing", "check", None, {"OPSLOOP_CONFIG": "{tmp}/gone.toml"}, "gone.toml: config file not found"),
+    ("no app token nor signing secret", "check", "", {"SLACK_APP_TOKEN": ""},
+     "set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)"),
+    ("user token as app token", "check", "", {"SLACK_APP_TOKEN": "xoxp-1-2"},
+     "SLACK_APP_TOKEN must be an app-level token starting with xapp-"),
+    ("revoked app token", "check", "", {"SLACK_APP_TOKEN": "xapp-revoked"}, "apps.connections.open failed"),
+    ("busy HTTP port", "run --port {busy}", "", {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
+     "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}"),
+    ("busy HTTP port, check", "check --port {busy}", "", {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
+     "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}"),
+    ("busy alert webhook", "run", '[alerts.webhook]\nlisten = "127.0.0.1:{busy}"\nchannel = "C0INCIDENT"\n',
+     {"OPSLOOP_ALERT_TOKEN": "t0ken"}, "alerts.webhook: cannot listen on 127.0.0.1:{busy}"),
+    ("busy metrics port", "check --metrics-host 127.0.0.1 --metrics-port {busy}", "", {},
+     "metrics (--metrics-port): cannot listen on 127.0.0.1:{busy}"),
+    ("metrics port out of range", "run --metrics-port 99999", "", {}, "port 99999 is not between 0 and 65535"),
+    ("db in a missing directory", "run", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"}, "does not exist"),
+    ("db in a missing directory, check", "check", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"},
+     "does not exist"),
+    ("db in a missing directory, runs", "runs", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"}, "no database"),
+    ("postgres refuses, runs", "runs", "", {"OPSLOOP_DB": "postgresql://opsloop@127.0.0.1:{refused}/opsloop"},
+     "store: can't open postgresql://opsloop@127.0.0.1:{refused}/opsloop"),
+    ("tool module that doesn't import", "run", '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n', {},
+     "cannot import 'no_such_module'"),
+    ("tool module that doesn't import, check", "check", '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n',
+     {}, "cannot import 'no_such_module'"),
+    ("tools.k8s without clusters", "run", '[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n', {},
+     "'tools.k8s' is listed but no [[kubernetes.clusters]]"),
+    ("kubeconfig context that doesn't exist", "check",
+     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n', {},
+     "'nope' is not a context"),
+    ("kubeconfig context that doesn't exist, run", "run",
+     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n', {},
+     "'nope' is not a context"),
+    ("runbook env names SLACK_BOT_TOKEN", "run",
+     '[[tools.commands]]\nname = "x"\ndescription = "x"\ncommand = ["/bin/true"]\nenv = ["SLACK_BOT_TOKEN"]\n', {},
+     "SLACK_BOT_TOKEN"),
+    ("sandbox with a tool config error", "sandbox --port 0 --config {tmp}/opsloop.toml",
+     '[tools]\nmodules = ["no_such_module"]\n', {}, "cannot import 'no_such_module'"),
+    ("invalid RE2 pattern", "run", '[[alerts.slack]]\nchannel = "C0INCIDENT"\nsenders = ["B1"]\nmatch = "(?<=x)y"\n',
+     {}, "invalid regular expression"),
+    ("a cluster that refuses", "check",
+     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{refusing_kubeconfig}"\n', {},
+     "kubernetes cluster prod: cannot reach cluster prod"),
+]
+
+
+@pytest.mark.parametrize(("command", "config", "env", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+async def test_each_start_up_error_is_one_line_and_exit_2(command, config, env, says, tmp_path, busy, fake_slack,
+                                                           fake_anthropic, fake_kube):
+    fake_anthropic.script(*[reply(text("pong"))] * 4)
+    kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+    refusing = json.loads(kubeconfig.read_text())
+    refused = _free_port()
+    for cluster in refusing.get("clusters", []):
+        cluster["cluster"]["server"] = f"http://127.0.0.1:{refused}"
+    (tmp_path / "refusing-kubeconfig").write_text(json.dumps(refusing))
+    fill = {"busy": str(busy[1]), "tmp": str(tmp_path), "kubeconfig": str(kubeconfig), "refused": str(refused),
+            "refusing_kubeconfig": str(tmp_path / "refusing-kubeconfig")}
+    if config is not None:
+        (tmp_path / "opsloop.toml").write_text(config.format(**fill))
+    over = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
+            "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+            **{k: v.format(**fill) for k, v in env.items()}}
+    code, out, err = await opsloop(*command.format(**fill).split(), env=base_env(tmp_path, **over), cwd=tmp_path)
+    said = says.format(**fill)
+    about = [line for line in err.splitlines() if said in line]
+    assert (code, len(about)) == (2, 1), err
+    assert about[0].startswith("opsloop: ")
+    problems = [line for line in err.splitlines()  # `run`'s JSON log lines are its log, not problem lines
+                if not line.startswith(("opsloop: warning:", "opsloop: config:", "{"))]
+    assert problems == about, err
+    for noise in ("Traceback", "ClientConnectorError", "Cannot connect to host", "absl", "re2.cc"):
+        assert noise not in out + err
+
+
+async def test_a_read_only_command_in_an_empty_directory_says_there_is_no_database_and_creates_none(tmp_path):
+    for command in (["runs"], ["show", "run_x"], ["audit"], ["export", "run_x"], ["replay", "run_x"]):
+        code, out, err = await opsloop(*command, env=base_env(tmp_path), cwd=tmp_path)
+        assert (code, err.splitlines()) == (2, ["opsloop: no database at opsloop.db (set --db or $OPSLOOP_DB; "
+                                                "`opsloop run` creates it)"]), command
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_store_commands_take_db(tmp_path):
+    from bot.store import Ledger
+
+    ledger = Ledger(tmp_path / "elsewhere.db")
+    run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk full", model="claude-sonnet-5-5")
+    ledger.close()
+    for command in (["runs"], ["show", run.id], ["audit"], ["export", run.id]):
+        code, out, err = await opsloop(*command, "--db", str(tmp_path / "elsewhere.db"), env=base_env(tmp_path),
+                                       cwd=tmp_path)
+        assert code == 0, err
+        assert command[0] in ("audit",) or run.id in out
+
+
+async def test_check_finds_opsloop_toml_in_the_working_directory_and_says_so(tmp_path):
+    (tmp_path / "opsloop.toml").write_text('[limits]\nmax_iterations = "x"\n')
+    code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    assert (code, err.splitlines()) == (2, ["opsloop: limits.max_iterations: expected int, got str 'x'"])
+    (tmp_path / "opsloop.toml").write_text('[approvals]\napprovers = ["U1"]\n')
+    code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    assert err.splitlines()[0] == f"opsloop: config: {tmp_path / 'opsloop.toml'} (./opsloop.toml)"
+
+
+async def test_config_flag_wins_over_the_environment_and_the_working_directory(tmp_path):
+    (tmp_path / "opsloop.toml").write_text("")
+    (tmp_path / "env.toml").write_text("")
+    (tmp_path / "flag.toml").write_text("")
+    env = base_env(tmp_path, OPSLOOP_CONFIG=str(tmp_path / "env.toml"))
+    _, _, err = await opsloop("check", "--config", str(tmp_path / "flag.toml"), env=env, cwd=tmp_path)
+    assert err.splitlines()[0] == f"opsloop: config: {tmp_path / 'flag.toml'} (--config)"
+    _, _, err = await opsloop("check", env=env, cwd=tmp_path)
+    assert err.splitlines()[0] == f"opsloop: config: {tmp_path / 'env.toml'} ($OPSLOOP_CONFIG)"
+
+
+async def test_without_any_config_run_and_check_warn_that_the_defaults_run(tmp_path):
+    for command in ("run", "check"):
+        _, _, err = await opsloop(command, env=base_env(tmp_path), cwd=tmp_path)
+        assert err.splitlines()[0].startswith("opsloop: warning: no config file (no --config, no $OPSLOOP_CONFIG, "
+                                              "no ./opsloop.toml): running on the defaults")
+
+
+async def test_version_comes_from_the_package_metadata(tmp_path):
+    from importlib.metadata import version
+
+    code, out, _ = await opsloop("--version", env=base_env(tmp_path), cwd=tmp_path)
+    assert (code, out.strip()) == (0, f"opsloop {version('opsloop')}")
