@@ -43,7 +43,7 @@ async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
     from bot.app import slack_client
 
     alerts = settings.alerts
-    problems = []
+    problems: list[str] = []
     if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.startup's tokens says it
         print(f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
               f"{alerts.webhook.token_env}")
@@ -172,7 +172,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
-    if registry is not None and "kubernetes" in settings.tools:  # what each configured cluster lets opsloop do, per namespace
+    if registry is not None and "kubernetes" in settings.tools:  # what each cluster lets opsloop do, per namespace
         from tools.k8s import check_clusters
 
         lines, cluster_problems = await check_clusters(settings)

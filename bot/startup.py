@@ -111,12 +111,16 @@ async def addresses(settings: Settings, listen: Listen, out: Findings, strict: b
             out.problems.append(f"{what}: cannot listen on {host}:{port}: {e.strerror or e}")
 
 
+def _missing_directory(location: str) -> Path | None:
+    if is_postgres(location) or location == ":memory:":
+        return None
+    parent = Path(location).expanduser().absolute().parent
+    return None if parent.is_dir() else parent
+
+
 async def store(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
     """A SQLite file's directory must exist (`run` creates the file, not its directory)."""
-    if is_postgres(settings.db_path) or settings.db_path == ":memory:":
-        return
-    parent = Path(settings.db_path).expanduser().resolve().parent
-    if not parent.is_dir():
+    if (parent := _missing_directory(settings.db_path)) is not None:
         out.problems.append(f"store: {describe(settings.db_path)}: the directory {parent} does not exist")
 
 

@@ -64,8 +64,8 @@ async def test_check_validates_the_alert_token_and_channels(fake_slack, fake_ant
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     fake_slack.add_channel("C0INCIDENT", "incident")
     fake_slack.add_channel("C0OTHER", "other", is_member=False)
-    (tmp_path / "c.toml").write_text(GOOD + '\n[model]\nfallbacks = []\n')
-    assert await check(load_settings(tmp_path / "c.toml", env=env_for(fake_slack, fake_anthropic))) == 1
+    (tmp_path / "c.toml").write_text(GOOD.replace(":9095", ":0") + '\n[model]\nfallbacks = []\n')
+    assert await check(load_settings(tmp_path / "c.toml", env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err
     assert "OPSLOOP_ALERT_TOKEN is not set" in err
     assert "channel C0OTHER (#other): the bot is not in it" in err

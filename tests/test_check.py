@@ -9,7 +9,8 @@ from tests.fakes.anthropic import error, reply, text
 
 
 def env_for(fake_slack, fake_anthropic, **over):
-    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url,
+    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
+           "SLACK_API_URL": fake_slack.api_url,
            "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.base_url}
     env.update(over)
     return env
@@ -44,7 +45,7 @@ async def test_check_fails_on_a_retired_model_without_asking_the_api(fake_slack,
     config.write_text('[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
                       '[approvals]\napprovers = ["U1"]\n')
     fake_anthropic.script(reply(text("pong")))
-    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == ["opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); "
                    "replace it with claude-sonnet-5-5 in [model]"]
@@ -55,7 +56,7 @@ async def test_check_reports_an_unknown_model_from_the_api_404(fake_slack, fake_
     config = tmp_path / "opsloop.toml"
     config.write_text('[model]\nprimary = "claude-sonnet-9-9"\nfallbacks = []\n[approvals]\napprovers = ["U1"]\n')
     fake_anthropic.script(error(404, "not_found_error", "model: claude-sonnet-9-9"))
-    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == ["opsloop: model: claude-sonnet-9-9: not found: retired, misspelt or not available to this API key"]
 
@@ -73,7 +74,7 @@ async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthr
     config.write_text('[tools]\nmodules = ["tools.builtin", "no_such_module"]\n')
     settings = load_settings(config, env=env_for(fake_slack, fake_anthropic, SLACK_BOT_TOKEN="xoxb-wrong",
                                                  ANTHROPIC_API_KEY="sk-ant-wrong"))
-    assert await check(settings) == 1
+    assert await check(settings) == 2
     err = capsys.readouterr().err.splitlines()
     err = [line for line in err if not line.startswith("opsloop: warning:")]
     assert len(err) == 3
@@ -124,6 +125,6 @@ async def test_check_shows_what_each_kubernetes_cluster_allows_and_fails_when_on
     assert "  k8s_delete_pod        no: cannot delete pods" in out
 
     await fake_kube.down()
-    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("opsloop: kubernetes cluster prod: cannot reach cluster prod") for line in err)

@@ -19,6 +19,7 @@ from handlers.approvals import count_approval
 def db(tmp_path, monkeypatch):
     path = tmp_path / "opsloop.db"
     monkeypatch.setenv("OPSLOOP_DB", str(path))
+    monkeypatch.chdir(tmp_path)  # no ./opsloop.toml of the developer's is found
     for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY", "OPSLOOP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     ledger = Ledger(path)
@@ -70,7 +71,7 @@ def test_audit_csv(db, capsys):
 
 def test_run_without_tokens_exits_non_zero_with_clear_lines(db, capsys):
     assert main(["run"]) == 2
-    assert capsys.readouterr().err.splitlines() == [
+    assert capsys.readouterr().err.splitlines()[1:] == [
         "opsloop: SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)",
         "opsloop: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
         "opsloop: ANTHROPIC_API_KEY is not set",

@@ -38,7 +38,7 @@ def no_secrets(tmp_path, monkeypatch):
 
 
 def test_opsloop_check_accepts_the_example(no_secrets, capsys):
-    assert main(["check", "--config", str(EXAMPLE)]) == 1  # only because no tokens are set
+    assert main(["check", "--config", str(EXAMPLE)]) == 2  # only because no tokens are set
     out, err = capsys.readouterr()
     problems = [line for line in err.splitlines() if not line.startswith("opsloop: warning:")]
     assert problems == ["opsloop: SLACK_BOT_TOKEN is not set", "opsloop: ANTHROPIC_API_KEY is not set"]

@@ -86,7 +86,8 @@ async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_pa
 
 
 
-async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp_path: Path, fake_kube: FakeKube) -> None:
+async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp_path: Path,
+                                                                             fake_kube: FakeKube) -> None:
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     registry = await build_registry({"modules": ["tools.builtin"], "kubernetes": {"clusters": [
         {"name": "prod", "kubeconfig": str(kc)}]}}, base_dir=tmp_path)
@@ -284,7 +285,7 @@ async def test_a_cluster_that_is_down_fails_clearly_then_fast(tmp_path: Path, fa
         assert get is not None
         await get.run({"kind": "pods", "namespace": NS})
         await fake_kube.down()
-        with pytest.raises(ToolError, match=f"cannot reach cluster prod at {fake_kube.url}: Client"):
+        with pytest.raises(ToolError, match=f"cannot reach cluster prod at {fake_kube.url}: connection refused"):
             await get.run({"kind": "pods", "namespace": NS})
         await fake_kube.up()
         seen = len(fake_kube.requests)

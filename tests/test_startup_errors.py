@@ -52,7 +52,8 @@ def busy() -> tuple[socket.socket, int]:
 # and {tmp} are filled in per case.
 CASES = [
     ("config missing", "run --config {tmp}/nope.toml", None, {}, "nope.toml: config file not found"),
-    ("OPSLOOP_CONFIG missing", "check", None, {"OPSLOOP_CONFIG": "{tmp}/gone.toml"}, "gone.toml: config file not found"),
+    ("OPSLOOP_CONFIG missing", "check", None, {"OPSLOOP_CONFIG": "{tmp}/gone.toml"},
+     "gone.toml: config file not found"),
     ("no app token nor signing secret", "check", "", {"SLACK_APP_TOKEN": ""},
      "set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)"),
     ("user token as app token", "check", "", {"SLACK_APP_TOKEN": "xoxp-1-2"},
@@ -130,7 +131,7 @@ async def test_each_start_up_error_is_one_line_and_exit_2(command, config, env, 
 
 async def test_a_read_only_command_in_an_empty_directory_says_there_is_no_database_and_creates_none(tmp_path):
     for command in (["runs"], ["show", "run_x"], ["audit"], ["export", "run_x"], ["replay", "run_x"]):
-        code, out, err = await opsloop(*command, env=base_env(tmp_path), cwd=tmp_path)
+        code, _, err = await opsloop(*command, env=base_env(tmp_path), cwd=tmp_path)
         assert (code, err.splitlines()) == (2, ["opsloop: no database at opsloop.db (set --db or $OPSLOOP_DB; "
                                                 "`opsloop run` creates it)"]), command
     assert list(tmp_path.iterdir()) == []

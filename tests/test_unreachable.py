@@ -105,7 +105,7 @@ async def test_check_names_a_refused_connection_in_one_line_per_service(tmp_path
     monkeypatch.chdir(tmp_path)
     port = closed_port()
     settings = load_settings(None, env=env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}"))
-    assert await check(settings, timeout_s=5) == 1
+    assert await check(settings, timeout_s=5) == 2
     assert problems(capsys.readouterr().err) == [
         f"opsloop: slack: cannot connect to 127.0.0.1:{port} (connection refused)",
         f"opsloop: anthropic: cannot connect to 127.0.0.1:{port} (connection refused)",
@@ -116,7 +116,7 @@ async def test_check_names_a_timeout(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     async with silent_server() as port:
         settings = load_settings(None, env=env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}"))
-        assert await check(settings, timeout_s=1) == 1
+        assert await check(settings, timeout_s=1) == 2
     assert problems(capsys.readouterr().err) == [
         f"opsloop: slack: cannot connect to 127.0.0.1:{port} (timed out after 1s)",
         f"opsloop: anthropic: cannot connect to 127.0.0.1:{port} (timed out after 1s)",
@@ -127,7 +127,7 @@ async def test_check_names_an_untrusted_tls_certificate(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)
     async with tls_server(tmp_path) as port:
         settings = load_settings(None, env=env_at(f"https://127.0.0.1:{port}/api/", f"https://127.0.0.1:{port}"))
-        assert await check(settings, timeout_s=5) == 1
+        assert await check(settings, timeout_s=5) == 2
     assert problems(capsys.readouterr().err) == [
         f"opsloop: slack: cannot connect to 127.0.0.1:{port} (TLS certificate not trusted: self-signed certificate)",
         f"opsloop: anthropic: cannot connect to 127.0.0.1:{port} (TLS certificate not trusted: self-signed "
@@ -144,7 +144,7 @@ async def test_check_names_a_dead_proxy_and_not_its_password(tmp_path, capsys, m
     async with silent_server() as port:  # never reached: the proxy is the way there, and it is down
         settings = load_settings(None, env=env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}",
                                                   HTTPS_PROXY=proxy))
-        assert await check(settings, timeout_s=5) == 1
+        assert await check(settings, timeout_s=5) == 2
     err = capsys.readouterr().err
     assert problems(err) == [
         f"opsloop: slack: cannot connect to 127.0.0.1:{port} through proxy 127.0.0.1:{proxy_port} (connection refused)",
@@ -180,7 +180,7 @@ async def test_check_names_a_failed_dns_lookup(tmp_path):
         *prefix, *netns_script(tmp_path, [sys.executable, "-m", "bot.cli", "check"]), cwd=ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert problems(err.decode()) == [
         "opsloop: slack: cannot connect to slack.com:443 (DNS lookup failed: temporary failure in name resolution)",
         "opsloop: anthropic: cannot connect to api.anthropic.com:443 (DNS lookup failed: temporary failure in "
@@ -196,7 +196,7 @@ async def test_opsloop_check_as_a_command_prints_no_traceback(tmp_path):
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "check", cwd=ROOT, env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert f"opsloop: slack: cannot connect to 127.0.0.1:{port} (connection refused)" in err.decode()
     assert "Traceback" not in out.decode() + err.decode()
 

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from bot.connection import is_unreachable, reason
 from tools.k8s.config import NAMESPACE_RE, ClusterSpec, parse_clusters
 from tools.registry import PermissionDenied, ToolContext, ToolError
 
@@ -260,8 +261,9 @@ class KubeClient:
             finally:
                 resp.release()
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            # the wording Slack and SSH get (connection refused, DNS lookup failed, …), not aiohttp's own text
             why = (f"no answer within {self.spec.timeout_s:g}s" if isinstance(e, TimeoutError)
-                   else f"{type(e).__name__}: {str(e)[:160]}")
+                   else reason(e) if is_unreachable(e) else f"{type(e).__name__}: {str(e)[:160]}")
             self._down_until = time.monotonic() + self.down_s
             self._down_why = why
             if write:
