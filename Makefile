@@ -37,7 +37,7 @@ test-latest: $(STAMP) browser postgres sshd prometheus
 	$(LATEST)/bin/python -m pytest -q
 
 test: $(STAMP) browser postgres sshd prometheus
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
 # replay one with CHAOS_SEED=...). `make test` runs its short, fixed-seed version.
@@ -64,7 +64,16 @@ screenshot: $(STAMP) browser
 # with apt-get when missing and possible (root or passwordless sudo). Never fails the build: without it the
 # browser test skips and says what is missing.
 BROWSER_PKGS := chromium chromium-driver fonts-noto-color-emoji
-APT_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS)
+# Every install below: no Recommends (they pulled in node-exporter), and no service started by a package script
+# (a temporary policy-rc.d that says 101, removed after); the units the packages enable are disabled again
+# (the tests start their own servers on loopback). $(call NO_SERVICES,units) then the packages.
+NO_SERVICES = sh -c 'units=$$1; shift; p=/usr/sbin/policy-rc.d; ours=; \
+  if [ ! -e $$p ]; then printf "\043!/bin/sh\nexit 101\n" > $$p && chmod 755 $$p && ours=1; fi; \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"; rc=$$?; \
+  if [ -n "$$ours" ]; then rm -f $$p; fi; \
+  if command -v systemctl >/dev/null; then for u in $$units; do systemctl disable --quiet $$u 2>/dev/null; done; fi; \
+  exit $$rc' no-services "$(1)"
+APT_INSTALL = $(call NO_SERVICES,) $(BROWSER_PKGS)
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "browser: no apt-get here; the browser test will skip"; exit 0; fi; \
@@ -80,7 +89,7 @@ browser:
 # Debian's packages: installed with apt-get when missing and possible (root or passwordless sudo). Never fails
 # the build: without them the Postgres tests skip and say what is missing.
 PG_PKGS := postgresql
-PG_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PG_PKGS)
+PG_INSTALL = $(call NO_SERVICES,postgresql) $(PG_PKGS)
 postgres:
 	@if { command -v initdb && command -v pg_ctl; } >/dev/null \
 	  || ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then exit 0; fi; \
@@ -96,7 +105,7 @@ postgres:
 # OpenSSH's server and client for the host tools' tests (tests/sshserver.py starts a throwaway sshd on loopback),
 # from Debian's packages, the same way. Never fails the build: without them the SSH tests skip and say why.
 SSH_PKGS := openssh-server openssh-client
-SSH_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SSH_PKGS)
+SSH_INSTALL = $(call NO_SERVICES,ssh) $(SSH_PKGS)
 sshd:
 	@if { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "sshd: no apt-get here; the SSH tests will skip"; exit 0; fi; \
@@ -111,7 +120,7 @@ sshd:
 # Prometheus and Alertmanager for the alert tests (tests/promserver.py runs them on loopback), from Debian's
 # packages, the same way. Never fails the build: without them the real-server alert tests skip and say why.
 PROM_PKGS := prometheus prometheus-alertmanager
-PROM_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PROM_PKGS)
+PROM_INSTALL = $(call NO_SERVICES,prometheus prometheus-alertmanager prometheus-node-exporter) $(PROM_PKGS)
 prometheus:
 	@if command -v prometheus >/dev/null && { command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "prometheus: no apt-get here; the real-server alert tests will skip"; exit 0; fi; \
@@ -124,7 +133,7 @@ prometheus:
 	  || echo "prometheus: apt-get could not install $(PROM_PKGS); the real-server alert tests will skip"
 
 run: $(STAMP)
-	$(BIN)/opsloop run
+	$(BIN)/opsloop run $(if $(CONFIG),--config $(CONFIG))
 
 # Writes bench/RESULTS.md (and growth.png, PROFILE.md); installs the peers it compares against first.
 bench: $(STAMP)

@@ -182,3 +182,22 @@ async def test_version_comes_from_the_package_metadata(tmp_path):
 
     code, out, _ = await opsloop("--version", env=base_env(tmp_path), cwd=tmp_path)
     assert (code, out.strip()) == (0, f"opsloop {version('opsloop')}")
+
+
+def _make(*args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_make_run_passes_config_and_make_test_shows_skip_reasons():
+    assert _make("-n", "run", "CONFIG=prod.toml").splitlines()[-1].endswith("opsloop run --config prod.toml")
+    assert _make("-n", "run").splitlines()[-1].rstrip().endswith("opsloop run")
+    assert "pytest -q -rs" in _make("-n", "-W", ".venv/.installed", "test")
+
+
+@pytest.mark.parametrize("install", ["APT_INSTALL", "PG_INSTALL", "SSH_INSTALL", "PROM_INSTALL"])
+def test_make_test_installs_without_recommends_and_starts_no_service(install):
+    line = _make("--eval", f"show-it: ; $(info $({install}))@:", "show-it")
+    assert "--no-install-recommends" in line and "policy-rc.d" in line and "exit 101" in line
