@@ -201,3 +201,18 @@ def test_make_run_passes_config_and_make_test_shows_skip_reasons():
 def test_make_test_installs_without_recommends_and_starts_no_service(install):
     line = _make("--eval", f"show-it: ; $(info $({install}))@:", "show-it")
     assert "--no-install-recommends" in line and "policy-rc.d" in line and "exit 101" in line
+
+
+def test_slack_sdks_own_retry_line_is_not_logged_next_to_ours():
+    import io
+    import logging
+
+    from bot.log import configure_logging
+
+    stream = io.StringIO()
+    configure_logging("info", stream=stream)
+    logging.getLogger("slack_sdk.web.async_base_client").info(
+        "A retry handler found: AsyncConnectionErrorRetryHandler for POST https://slack.com/api/auth.test - "
+        "Cannot connect to host slack.com:443")
+    logging.getLogger("opsloop.app").warning("slack.unreachable")
+    assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["slack.unreachable"]
