@@ -103,8 +103,9 @@ def controller_revision_changes(items: Sequence[Mapping[str, Any]], where: str, 
         number = _number(cr.get("revision"))
         if owner is None or owner[0] == "Deployment" or number is None:
             continue
-        data = cr.get("data") if isinstance(cr.get("data"), Mapping) else {}
-        template = (data.get("spec") or {}).get("template") if isinstance(data.get("spec"), Mapping) else None
+        data = cr.get("data")
+        spec = data.get("spec") if isinstance(data, Mapping) else None
+        template = spec.get("template") if isinstance(spec, Mapping) else None
         rows.append((owner[0], owner[1], number, render.parse_time(meta.get("creationTimestamp")),
                      _images(template), f"controllerrevision/{meta.get('name')}"))
     return _revision_changes(rows, where, since, until)
