@@ -29,6 +29,8 @@ from tools.registry import PermissionDenied, ToolContext, ToolError
 DOWN_S = 15.0  # after a cluster failed to answer, calls fail at once for this long (then one tries again)
 MAX_RESPONSE_BYTES = 16 * 2**20
 CONNECT_TIMEOUT_S = 5.0
+# A list answered as PartialObjectMetadataList: names, times, labels, managedFields, never the objects' data.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 NAME_RE = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")  # a DNS subdomain: every object name
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_KUBECONFIG = Path("~/.kube/config").expanduser()  # kubectl's default (KUBECONFIG is not read)
@@ -211,18 +213,19 @@ class KubeClient:
     # -- requests -----------------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, verb: str, kind: Kind | str, namespace: str | None = None,
                       query: Mapping[str, Any] | None = None, body: Any = None, content_type: str | None = None,
-                      text: bool = False, write: bool = False) -> Any:
+                      text: bool = False, write: bool = False, accept: str | None = None) -> Any:
         """One API call: the parsed JSON (or text), else the error opsloop gives for its status.
 
         `verb` and `kind` name the request in a PermissionDenied; `write` marks a real (not dry-run) change,
-        whose lost answer is "outcome unknown"."""
+        whose lost answer is "outcome unknown". `accept` replaces the Accept header (METADATA_ONLY: a list's
+        metadata without the objects' data)."""
         now = time.monotonic()
         if now < self._down_until:
             raise ToolError(f"cluster {self.name} is unreachable ({self._down_why}); not tried again for another "
                             f"{self._down_until - now:.0f}s")
         api = await self.api()
         for attempt in (1, 2):
-            status, raw = await self._send(api, method, path, query, body, content_type, text, write)
+            status, raw = await self._send(api, method, path, query, body, content_type, text, write, accept)
             if status == 401 and attempt == 1:  # an expired or rotated token: read the credentials again, once
                 try:
                     await self._load(api.configuration)
@@ -241,8 +244,9 @@ class KubeClient:
         raise self._error(status, raw, verb=verb, kind=kind, namespace=namespace)
 
     async def _send(self, api: Any, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
-                    content_type: str | None, text: bool, write: bool) -> tuple[int, bytes]:
-        headers = {"Accept": "text/plain, */*" if text else "application/json",
+                    content_type: str | None, text: bool, write: bool,
+                    accept: str | None = None) -> tuple[int, bytes]:
+        headers = {"Accept": accept or ("text/plain, */*" if text else "application/json"),
                    "Content-Type": content_type or "application/json"}
         timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s, sock_connect=CONNECT_TIMEOUT_S)
         try:

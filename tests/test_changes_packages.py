@@ -1,0 +1,216 @@
+"""tools/changes/packages.py: dpkg.log and apt history.log parsed in the host's own offset, the window, and the
+fixed command over the real sshd (tests/sshserver.py) reading a seeded dpkg.log."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.sshserver import SshServer
+from tests.test_host_tools_ssh import host_for
+from tools.api import ToolError
+from tools.changes.model import Change, timeline
+from tools.changes.packages import (
+    HostReport,
+    host_changes,
+    parse_apt_history,
+    parse_dpkg_log,
+    parse_offset,
+    parse_report,
+    report_changes,
+)
+from tools.remote.inventory import Inventory, SshSettings
+from tools.remote.pool import SshPool
+
+UTC1 = timezone(timedelta(hours=1))
+IST = timezone(timedelta(hours=5, minutes=30))
+
+DPKG = """\
+2026-12-02 14:03:11 startup archives unpack
+2026-12-02 14:03:12 upgrade nginx:amd64 1.24.0-1 1.24.0-2
+2026-12-02 14:03:12 status half-configured nginx:amd64 1.24.0-1
+2026-12-02 14:03:12 status unpacked nginx:amd64 1.24.0-2
+2026-12-02 14:03:13 install libfoo1:amd64 <none> 2.1-3
+2026-12-02 14:03:13 configure nginx:amd64 1.24.0-2 <none>
+2026-12-02 14:03:14 status installed nginx:amd64 1.24.0-2
+2026-12-02 14:05:00 remove oldtool:all 0.9 <none>
+2026-12-02 14:05:01 purge oldtool:all 0.9 <none>
+2026-12-02 25:61:00 upgrade broken:amd64 1 2
+garbage line without fields
+2026-12-02 14:06:00 upgrade
+12-02 14:06:00 upgrade half:amd64 1 2
+"""
+
+APT = """\
+Start-Date: 2026-12-02  14:03:11
+Commandline: apt-get upgrade -y
+Requested-By: alice (1000)
+Upgrade: nginx:amd64 (1.24.0-1, 1.24.0-2), nginx-common:all (1.24.0-1, 1.24.0-2)
+Install: libfoo1:amd64 (2.1-3, automatic)
+End-Date: 2026-12-02  14:03:15
+
+Start-Date: 2026-12-02  14:05:00
+Commandline: apt-get purge oldtool
+Remove: oldtool:all (0.9)
+Purge: oldtool:all (0.9)
+End-Date: 2026-12-02  14:05:02
+
+Upgrade: orphan:amd64 (1, 2)
+
+Start-Date: not a date
+Upgrade: bad:amd64 (1, 2)
+Start-Date: 2026-12-02  14:07:00
+Upgrade: odd:amd64 (only-one)
+Install: ok:amd64 (1.0)
+"""
+
+
+def whats(changes: list[Change]) -> list[str]:
+    return [c.what for c in changes]
+
+
+def test_dpkg_log_actions_become_changes_and_the_rest_is_skipped() -> None:
+    changes = parse_dpkg_log(DPKG, UTC, "web-03")
+    assert whats(changes) == ["nginx 1.24.0-1 → 1.24.0-2", "libfoo1 installed 2.1-3", "oldtool removed (was 0.9)",
+                              "oldtool purged (was 0.9)"]
+    assert changes[0] == Change(at=datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC), source="host", target="web-03",
+                                what="nginx 1.24.0-1 → 1.24.0-2", ref="dpkg.log")
+
+
+@pytest.mark.parametrize(("offset", "utc"), [("+0100", datetime(2026, 12, 2, 13, 3, 12, tzinfo=UTC)),
+                                             ("-0530", datetime(2026, 12, 2, 19, 33, 12, tzinfo=UTC)),
+                                             ("+0000", datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC))])
+def test_dpkg_times_are_read_in_the_host_offset(offset: str, utc: datetime) -> None:
+    assert parse_dpkg_log(DPKG, parse_offset(offset), "h")[0].at == utc
+
+
+@pytest.mark.parametrize("text", ["", "0100", "+01", "+0160", "+2400", "UTC", "+0100 extra"])
+def test_a_bad_offset_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_offset(text)
+
+
+def test_apt_history_blocks_become_changes_at_their_start() -> None:
+    changes = parse_apt_history(APT, IST, "web-03")
+    assert whats(changes) == ["nginx 1.24.0-1 → 1.24.0-2", "nginx-common 1.24.0-1 → 1.24.0-2",
+                              "libfoo1 installed 2.1-3", "oldtool removed (was 0.9)", "oldtool purged (was 0.9)",
+                              "ok installed 1.0"]
+    assert changes[0].at == datetime(2026, 12, 2, 8, 33, 11, tzinfo=UTC)
+    assert changes[0].ref == "apt: apt-get upgrade -y" and changes[-1].ref == "apt history.log"
+
+
+def test_a_tail_cut_mid_block_skips_the_partial_block() -> None:
+    cut = APT[APT.index("Requested-By"):]
+    assert whats(parse_apt_history(cut, UTC, "h"))[0] == "oldtool removed (was 0.9)"
+    assert whats(parse_dpkg_log(DPKG[25:], UTC, "h"))[0] == "nginx 1.24.0-1 → 1.24.0-2"
+
+
+def test_the_window_keeps_dpkg_over_apt_and_adds_a_boot_inside_it() -> None:
+    since = datetime(2026, 12, 2, 14, 4, tzinfo=UTC)
+    until = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    booted = datetime(2026, 12, 2, 14, 30, tzinfo=UTC)
+    report = HostReport(offset=UTC, booted=booted, dpkg=DPKG, apt=APT)
+    assert whats(report_changes(report, "h", since, until)) == ["oldtool removed (was 0.9)",
+                                                                "oldtool purged (was 0.9)", "booted"]
+    apt_only = HostReport(offset=UTC, booted=booted - timedelta(days=1), dpkg=None, apt=APT)
+    assert whats(report_changes(apt_only, "h", since, until)) == ["oldtool removed (was 0.9)",
+                                                                  "oldtool purged (was 0.9)", "ok installed 1.0"]
+
+
+def test_the_report_sections_cannot_be_forged_by_a_log_line() -> None:
+    mark = "=opsloop-abc"
+    text = (f"-0530\nbtime 1796220000\n{mark} present\n2026-12-02 14:03:12 upgrade a:amd64 1 2\n"
+            f"=opsloop-xyz missing\n\n{mark} missing\n")
+    report = parse_report(text, mark)
+    assert report.offset == timezone(-timedelta(hours=5, minutes=30))
+    assert report.booted == datetime.fromtimestamp(1796220000, UTC)
+    assert report.dpkg is not None and "=opsloop-xyz missing" in report.dpkg and report.apt is None
+    assert parse_report(f"+0100\nbooted 2026-12-02 10:00:00\n{mark} missing\n{mark} missing\n", mark).booted == \
+        datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    with pytest.raises(ValueError):
+        parse_report("no\n", mark)
+
+
+def test_a_hostile_package_line_is_data_in_the_timeline() -> None:
+    line = "2026-12-02 14:03:12 upgrade <!channel>:amd64 1 xoxb-123456789012-1234567890123-abcdefabcdefabcdefabcdef"
+    changes = parse_dpkg_log(line, UTC, "web-03")
+    text = timeline(changes, [], anchor=changes[0].at, now=changes[0].at)
+    assert "<!channel>" not in text and "xoxb-123456789012" not in text and "&lt;!channel&gt; 1 → " in text
+
+
+# -- over the real sshd ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def pool(sshd: SshServer) -> AsyncIterator[SshPool]:
+    p = SshPool(Inventory(SshSettings(), (host_for(sshd),)))
+    yield p
+    await p.close()
+
+
+def local_offset() -> timezone:
+    done = subprocess.run(["date", "+%z"], capture_output=True, text=True, check=True)
+    return parse_offset(done.stdout)
+
+
+async def test_host_changes_reads_a_seeded_dpkg_log_over_ssh(pool: SshPool, tmp_path: Path) -> None:
+    tz = local_offset()  # the sshd runs here: the host's offset is this machine's
+    now = datetime.now(tz).replace(microsecond=0)
+    stamp = (now - timedelta(minutes=12)).strftime("%Y-%m-%d %H:%M:%S")
+    old = (now - timedelta(days=2)).strftime("%Y-%m-%d %H:%M:%S")
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text(f"{old} upgrade curl:amd64 8.4-1 8.5-1\n{stamp} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
+                    f"{stamp} status installed nginx:amd64 1.24.0-2\n")
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    changes = await host_changes(pool, host, now - timedelta(hours=2), now + timedelta(minutes=1),
+                                 dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"))
+    assert [c for c in changes if c.what != "booted"] == [
+        Change(at=now - timedelta(minutes=12), source="host", target="web-03", what="nginx 1.24.0-1 → 1.24.0-2",
+               ref="dpkg.log")]
+
+
+def boot_time() -> datetime:
+    btime = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime"))
+    return datetime.fromtimestamp(int(btime.split()[1]), UTC)
+
+
+async def test_host_changes_over_ssh_reports_the_boot_when_in_the_window(pool: SshPool, tmp_path: Path) -> None:
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text("")
+    booted = boot_time()
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    changes = await host_changes(pool, host, booted - timedelta(minutes=1), booted + timedelta(minutes=1),
+                                 dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"))
+    assert changes == [Change(at=booted, source="host", target="web-03", what="booted", ref="boot time")]
+    later = await host_changes(pool, host, booted + timedelta(minutes=1), datetime.now(UTC), dpkg_log=str(dpkg))
+    assert later == []
+
+
+async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path) -> None:
+    now = datetime.now(local_offset()).replace(microsecond=0)
+    stamp = now.strftime("%Y-%m-%d %H:%M:%S")
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text("".join(f"{stamp} upgrade p{i}:amd64 1 2\n" for i in range(5000)))  # ~200 KB
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    changes = await host_changes(pool, host, now - timedelta(minutes=5), now + timedelta(minutes=5),
+                                 dpkg_log=str(dpkg), tail_bytes=4096)
+    names = [c.what.split()[0] for c in changes if c.what != "booted"]
+    assert 50 < len(names) < 4096 // 30 and "p4999" in names and "p0" not in names
+
+
+async def test_a_host_without_package_logs_fails_with_one_reason(pool: SshPool, tmp_path: Path) -> None:
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    start = time.monotonic()
+    with pytest.raises(ToolError, match="no package log on the host"):
+        await host_changes(pool, host, datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC),
+                           dpkg_log=str(tmp_path / "a"), apt_history=str(tmp_path / "b"))
+    assert time.monotonic() - start < 20

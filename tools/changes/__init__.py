@@ -1,0 +1,6 @@
+"""What changed (INVESTIGATION.md §1): Kubernetes revisions, host package changes, git commits and stored change
+events, read concurrently and merged into one timeline, newest first.
+
+`model` holds the records and the timeline; `git`, `packages`, `k8s` and `events` each read one source;
+`gather` runs them together, a failing source becoming one line. Nothing here is wired into the registry yet.
+"""

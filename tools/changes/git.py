@@ -1,0 +1,208 @@
+"""Commits on a configured branch in a window, from a local clone or a bare repository, with the git CLI.
+
+Why the CLI and not a library (pygit2, dulwich): git is installed wherever a deploy repository is, so it adds
+no dependency (pygit2 needs libgit2 wheels, dulwich is pure Python); it is fast: on 10,000 commits a 2-hour
+window at the tip takes 9 ms and all 10,000 commits 325 ms, parsing included (bench/changes_git.py); and the CLI
+runs in its own process, so a timeout kills it without leaving a thread stuck in C.
+
+Safety: argv only (no shell); a fresh environment with no system or global config (`GIT_CONFIG_NOSYSTEM`,
+`GIT_CONFIG_GLOBAL=/dev/null`, an empty HOME of our own), no terminal prompt, no pager, no optional locks;
+`-c safe.directory=<path>` so a repository owned by another user is read, and the repository's own config
+cannot make `git log` run a program (`core.fsmonitor=false`, no external diff or textconv, no signature
+check). The branch and paths come from config and are checked; the revision goes after `--end-of-options`,
+paths after `--` with `--literal-pathspecs`. opsloop never fetches: it reads what the clone has.
+Bounded: at most `max_commits` commits and `MAX_BYTES` of output (the process is killed past it), a timeout.
+
+`--since`/`--until` compare committer dates, so `Change.at` is the committer date too (a rebased or
+cherry-picked commit counts from when it landed, not when it was first written). git stops walking a few
+commits after the first one older than `--since`: a commit with a skewed (older) committer date hides the
+ones below it, as it does for `git log --since` itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tools.api import ToolError
+from tools.changes.model import Change
+
+GIT = "git"
+MAX_COMMITS = 200
+MAX_BYTES = 512 * 1024
+TIMEOUT_S = 10.0
+FILES_SHOWN = 5  # files listed per commit; the rest are counted
+_RECORD = "\x1e"  # starts each commit's header; file names (with --name-only) follow on their own lines
+_FORMAT = "%x1e%h%x00%an%x00%cI%x00%s"
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+_SHA = re.compile(r"[0-9a-f]{4,40}")
+_HOME: list[str] = []  # one empty directory per process, made on first use
+
+
+class GitError(ToolError):
+    """The repository could not be read (missing, not a repository, unknown branch, git failed or timed out)."""
+
+
+@dataclass(frozen=True)
+class GitRepo:
+    """One `[[changes.git]]` entry."""
+
+    name: str  # what people and the model call the repository
+    path: Path  # a local clone or a bare repository
+    branch: str = "main"
+    paths: tuple[str, ...] = ()  # only commits touching these; then each commit lists its files
+
+    def __post_init__(self) -> None:
+        check_branch(self.branch)
+        for p in self.paths:
+            check_path(p)
+
+    @property
+    def target(self) -> str:
+        return f"{self.name} ({self.branch})"
+
+
+def check_branch(branch: str) -> str:
+    """A branch name as `git check-ref-format --branch` would take it, never one that reads as an option."""
+    if not _BRANCH.fullmatch(branch) or ".." in branch or "//" in branch or branch.endswith(("/", ".", ".lock")) \
+            or "/." in branch:
+        raise ValueError(f"branch {branch!r} is not a branch name (letters, digits, '.', '_', '-', '/'; "
+                         "not starting with '-')")
+    return branch
+
+
+def check_path(path: str) -> str:
+    """A path inside the repository: relative, no NUL, no `..`, not an option."""
+    parts = path.split("/")
+    if not path or path.startswith(("-", "/")) or "\0" in path or ".." in parts:
+        raise ValueError(f"path {path!r} must be relative to the repository, without '..', not starting with '-'")
+    return path
+
+
+def _home() -> str:
+    if not _HOME:
+        _HOME.append(tempfile.mkdtemp(prefix="opsloop-git-home-"))  # ours alone (0700): no one can plant a config
+    return _HOME[0]
+
+
+def git_env() -> dict[str, str]:
+    """The whole environment git runs with: nothing of the host's or the user's git config, no prompts."""
+    home = _home()
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "XDG_CONFIG_HOME": home,
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false", "LC_ALL": "C", "TZ": "UTC"}
+
+
+def _iso(at: datetime) -> str:
+    if at.tzinfo is None:
+        raise ValueError("the window's ends must carry a time zone")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def log_argv(repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS) -> list[str]:
+    """The `git log` command line (argv) for `repo`'s branch in [since, until]."""
+    path = str(repo.path.resolve())  # safe.directory compares the real path
+    argv = [GIT, "--no-pager", "--literal-pathspecs", "-C", path, "-c", f"safe.directory={path}",
+            "-c", "core.fsmonitor=false", "-c", "log.showSignature=false", "-c", "core.quotePath=false",
+            "log", f"--since={_iso(since)}", f"--until={_iso(until)}", f"--max-count={int(max_commits)}",
+            f"--format={_FORMAT}", "--no-color", "--no-ext-diff", "--no-textconv", "--no-mailmap"]
+    if repo.paths:
+        argv.append("--name-only")
+    return [*argv, "--end-of-options", check_branch(repo.branch), "--", *repo.paths]
+
+
+async def _run(argv: list[str], *, timeout_s: float, max_bytes: int) -> tuple[int, bytes, bytes, bool]:
+    """Run argv; (exit status, stdout up to max_bytes, stderr head, cut). Killed at the timeout or past max_bytes."""
+    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env=git_env(), cwd=_home())
+    assert proc.stdout is not None and proc.stderr is not None
+    out = bytearray()
+    cut = False
+
+    async def read() -> bytes:
+        nonlocal cut
+        assert proc.stdout is not None and proc.stderr is not None
+        while chunk := await proc.stdout.read(1 << 16):
+            out.extend(chunk)
+            if len(out) > max_bytes:
+                cut = True
+                proc.kill()
+                break
+        return await proc.stderr.read(4096)
+
+    try:
+        err = await asyncio.wait_for(read(), timeout_s)
+        status = await asyncio.wait_for(proc.wait(), timeout_s)
+    except TimeoutError:
+        raise GitError(f"git log gave no answer within {timeout_s:g}s") from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    return status, bytes(out[:max_bytes]), err, cut
+
+
+def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change]:
+    """`git log --format=_FORMAT [--name-only]` output as Changes; a record that does not parse is skipped.
+
+    With `complete` False (the output was cut) the last record is dropped: its file list may be short."""
+    records = text.split(_RECORD)[1:]
+    if not complete and records:
+        records = records[:-1]
+    changes = []
+    for record in records:
+        head, _, rest = record.partition("\n")
+        fields = head.split("\0")
+        if len(fields) != 4 or not _SHA.fullmatch(fields[0]):
+            continue
+        sha, author, when, subject = fields
+        try:
+            at = datetime.fromisoformat(when)
+        except ValueError:
+            continue
+        if at.tzinfo is None:
+            continue
+        what = f"commit by {author}: {subject}"
+        if repo.paths:
+            files = [f for f in rest.splitlines() if f.strip()]
+            shown = ", ".join(files[:FILES_SHOWN]) + (f" and {len(files) - FILES_SHOWN} more"
+                                                      if len(files) > FILES_SHOWN else "")
+            what += f" (files: {shown})" if files else ""
+        changes.append(Change(at=at, source="git", target=repo.target, what=what, ref=sha))
+    return changes
+
+
+def _why(status: int, err: bytes, repo: GitRepo) -> str:
+    text = err.decode("utf-8", "replace").strip()
+    first = text.splitlines()[0] if text else f"git exited with {status}"
+    if "unknown revision" in text or "bad revision" in text or "ambiguous argument" in text:
+        return f"no branch {repo.branch!r} in {repo.path}"
+    if "not a git repository" in text:
+        return f"{repo.path} is not a git repository"
+    return first.removeprefix("fatal: ")[:300]
+
+
+async def git_changes(repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS,
+                      timeout_s: float = TIMEOUT_S, max_bytes: int = MAX_BYTES) -> list[Change]:
+    """The commits on `repo.branch` whose committer date is in [since, until], newest first; GitError if the
+    repository cannot be read."""
+    if not repo.path.exists():
+        raise GitError(f"no repository at {repo.path}")
+    try:
+        status, out, err, cut = await _run(log_argv(repo, since, until, max_commits=max_commits),
+                                           timeout_s=timeout_s, max_bytes=max_bytes)
+    except FileNotFoundError:
+        raise GitError("the git command is not installed") from None
+    if status != 0 and not cut:
+        raise GitError(_why(status, err, repo))
+    changes = parse_log(out.decode("utf-8", "replace"), repo, complete=not cut)
+    return sorted(changes, key=lambda c: c.at, reverse=True)  # git lists by the graph; a timeline reads by date

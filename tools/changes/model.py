@@ -1,0 +1,105 @@
+"""What every change source answers (`Change`, `SourceFailure`) and the one timeline they become, newest first.
+
+Every text field comes from outside opsloop (a commit subject, a package name, a ConfigMap's manager, a CI
+summary), so it is data: `timeline` puts each one on one line, redacts it (bot.redact), writes out the
+characters a reader could miss or that reorder text (handlers.mrkdwn.reveal, the rule the CLI and cards
+use), and neutralises Slack's markup brackets, so `<!channel>` reads as text wherever it ends up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.redact import redact
+from handlers.mrkdwn import reveal
+from tools.api import truncate_output
+
+SOURCES = ("kubernetes", "host", "git", "webhook")
+FIELD_MAX = 300  # one field of one line; a 5 KB commit subject would crowd out every other change
+TIMELINE_MAX = 12_000  # the whole answer, as any tool output (tools.api.MAX_OUTPUT_CHARS)
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing that changed: when (aware, kept in UTC), which source saw it, on what, what, and where to look."""
+
+    at: datetime
+    source: str  # one of SOURCES
+    target: str  # "prod-eu/web deployment/api", "web-03", "deploy-config (main)", "checkout-api (prod)"
+    what: str  # "image api:1.41 → api:1.42, revision 3"
+    ref: str = ""  # "replicaset/api-7d9f", "a1b2c3d", "https://ci.example.com/runs/1"
+
+    def __post_init__(self) -> None:
+        if self.at.tzinfo is None or self.at.utcoffset() is None:
+            raise ValueError(f"Change.at must carry a time zone, got {self.at.isoformat()}")
+        if self.source not in SOURCES:
+            raise ValueError(f"Change.source must be one of {', '.join(SOURCES)}, got {self.source!r}")
+        object.__setattr__(self, "at", self.at.astimezone(UTC))
+
+
+@dataclass(frozen=True)
+class SourceFailure:
+    """A source that could not answer (a cluster down, a host unreachable, a repository missing), and why."""
+
+    source: str
+    target: str
+    why: str
+
+
+def utc_minute(at: datetime) -> str:
+    """`2026-12-02 14:08 UTC`."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def relative(at: datetime, anchor: datetime) -> str:
+    """How far `at` is from `anchor`: `12 min before`, `3 min after`, `2 h 5 min before`, `at the start`."""
+    seconds = (at - anchor).total_seconds()
+    side = "before" if seconds < 0 else "after"
+    minutes = int(abs(seconds) // 60)
+    if minutes == 0:
+        return "at the start" if abs(seconds) < 1 else f"under 1 min {side}"
+    if minutes < 60:
+        return f"{minutes} min {side}"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min {side}" if minutes else f"{hours} h {side}"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h {side}" if hours else f"{days} d {side}"
+
+
+def data(text: object, *, limit: int = FIELD_MAX) -> str:
+    """Outside text made safe for one timeline field: one line, redacted, hidden characters written out, Slack's
+    `<…>` markup neutralised, at most `limit` characters.
+
+    Only `<` and `>` are escaped (they open every mention, link and `<!channel>`): a lone `&` forms no markup,
+    and escaping it too would show `&amp;` once Slack's own escaping of tool output runs over it."""
+    one_line = _LINE_BREAKS.sub(" ", str(text)).replace("\t", " ").strip()
+    shown = reveal(redact(one_line)).replace("<", "&lt;").replace(">", "&gt;")
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def _line(change: Change, anchor: datetime) -> str:
+    parts = [utc_minute(change.at), relative(change.at, anchor), change.source, data(change.target),
+             data(change.what)]
+    if change.ref:
+        parts.append(data(change.ref))
+    return " · ".join(parts)
+
+
+def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime,
+             now: datetime) -> str:
+    """The changes newest first, one line each (time, relative to `anchor`, source, target, what, reference),
+    then one line per source that failed; bounded like any tool output."""
+    ordered = sorted(changes, key=lambda c: (c.at, c.source, c.target, c.what, c.ref), reverse=True)
+    failed = sorted(failures, key=lambda f: (f.source, f.target, f.why))
+    count = f"{len(ordered)} change" + ("" if len(ordered) == 1 else "s")
+    head = (f"{count}, newest first; now is {utc_minute(now)}, times relative to the start at "
+            f"{utc_minute(anchor)}" if ordered else f"no changes found; now is {utc_minute(now)}, the start was "
+            f"{utc_minute(anchor)}")
+    lines = [head, *(_line(c, anchor) for c in ordered)]
+    lines += [f"could not read {data(f.source)} {data(f.target)}: {data(f.why)}" for f in failed]
+    return truncate_output("\n".join(lines), TIMELINE_MAX)

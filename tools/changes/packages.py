@@ -1,0 +1,211 @@
+"""Package changes and the last boot of an inventory host, read over SSH with one fixed command.
+
+The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK` through SshPool.run, every
+argument quoted) prints the host's UTC offset (`date +%z`), its boot time (`btime` in /proc/stat, else
+`uptime -s`), then the last BYTES bytes of dpkg.log and of apt's history.log (`tail -c`), each section
+opened by a line holding MARK, a random token per call, so no log line can forge a section.
+
+dpkg.log and history.log are in the host's local time with no zone; they are read with the host's
+current offset (a DST change inside the window shifts the older lines by an hour). dpkg.log, when the host
+has one, is the source (one line per package, to the second); history.log is read only when it has none.
+A cut at the start of a tail is a partial line or block: it does not parse and is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from tools.api import ToolError
+from tools.changes.model import Change
+
+if TYPE_CHECKING:
+    from tools.remote.inventory import Host
+    from tools.remote.pool import SshPool
+
+DPKG_LOG = "/var/log/dpkg.log"
+APT_HISTORY = "/var/log/apt/history.log"
+TAIL_BYTES = 256 * 1024  # of each log: days of a busy host's package changes
+TIMEOUT_S = 20.0
+_ACTIONS = frozenset({"install", "upgrade", "remove", "purge"})
+_DPKG_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (\S+) (\S+) (\S+) (\S+)")
+_APT_ENTRY = re.compile(r"([^\s,()]+) \(([^()]*)\)")
+_APT_ACTIONS = {"Install": "install", "Upgrade": "upgrade", "Downgrade": "upgrade", "Remove": "remove",
+                "Purge": "purge", "Reinstall": "reinstall"}
+_OFFSET = re.compile(r"([+-])(\d\d)(\d\d)")
+
+SCRIPT = r"""
+mark=$4
+date +%z
+b=$(awk '$1 == "btime" { print $2; exit }' /proc/stat 2>/dev/null)
+if [ -n "$b" ]; then echo "btime $b"; else echo "booted $(uptime -s 2>/dev/null)"; fi
+for f in "$1" "$2"; do
+  if [ -r "$f" ]; then echo "$mark present"; tail -c "$3" -- "$f"; echo; else echo "$mark missing"; fi
+done
+"""
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """What the command printed, split: the host's offset, its boot time, and the two logs (None: missing)."""
+
+    offset: timezone
+    booted: datetime | None
+    dpkg: str | None
+    apt: str | None
+
+
+def parse_offset(text: str) -> timezone:
+    """`+0100`, `-0530` (what `date +%z` prints) as a timezone; ValueError otherwise."""
+    m = _OFFSET.fullmatch(text.strip())
+    if not m or int(m[3]) >= 60 or int(m[2]) > 14:
+        raise ValueError(f"not a UTC offset: {text.strip()[:40]!r}")
+    delta = timedelta(hours=int(m[2]), minutes=int(m[3]))
+    return timezone(-delta if m[1] == "-" else delta)
+
+
+def _local(stamp: str, tz: timezone) -> datetime | None:
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=tz).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def _package(name: str) -> str:
+    return name.split(":", 1)[0]
+
+
+def _what(action: str, package: str, old: str | None, new: str | None) -> str:
+    if action == "upgrade" or (action == "install" and old):
+        return f"{package} {old} → {new}"
+    if action == "install":
+        return f"{package} installed {new}"
+    if action == "reinstall":
+        return f"{package} reinstalled {new}"
+    return f"{package} {'removed' if action == 'remove' else 'purged'}" + (f" (was {old})" if old else "")
+
+
+def _none(version: str) -> str | None:
+    return None if version in ("<none>", "") else version
+
+
+def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
+    """dpkg.log's install/upgrade/remove/purge lines as Changes; status lines and anything malformed skipped."""
+    changes = []
+    for line in text.splitlines():
+        m = _DPKG_LINE.fullmatch(line.strip())
+        if not m or m[2] not in _ACTIONS:
+            continue
+        at = _local(m[1], tz)
+        if at is None:
+            continue
+        old, new = _none(m[4]), _none(m[5])
+        changes.append(Change(at=at, source="host", target=host, what=_what(m[2], _package(m[3]), old, new),
+                              ref="dpkg.log"))
+    return changes
+
+
+def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
+    """history.log's blocks (`Start-Date:`, `Commandline:`, `Install:`/`Upgrade:`/`Remove:`…) as Changes, at
+    each block's start; a block without a readable Start-Date (cut by the tail, malformed) is skipped."""
+    changes: list[Change] = []
+    at: datetime | None = None
+    command = ""
+    for raw in text.splitlines():
+        key, sep, value = raw.partition(": ")
+        if not sep:
+            if not raw.strip():
+                at, command = None, ""  # blocks are separated by a blank line
+            continue
+        value = value.strip()
+        if key == "Start-Date":
+            at, command = _local(" ".join(value.split()), tz), ""  # two spaces between date and time
+        elif key == "Commandline":
+            command = value
+        elif key in _APT_ACTIONS and at is not None:
+            action = _APT_ACTIONS[key]
+            for name, versions in _APT_ENTRY.findall(value):
+                parts = [v.strip() for v in versions.split(",")]
+                if action == "upgrade":
+                    if len(parts) != 2:
+                        continue
+                    old, new = parts
+                elif action in ("install", "reinstall"):
+                    old, new = None, parts[0]
+                else:
+                    old, new = parts[0], None
+                changes.append(Change(at=at, source="host", target=host,
+                                      what=_what(action, _package(name), old, new),
+                                      ref=f"apt: {command}" if command else "apt history.log"))
+    return changes
+
+
+def parse_report(text: str, mark: str) -> HostReport:
+    """The command's output; ValueError when its first lines are not an offset and a boot time."""
+    head, *sections = text.split(f"{mark} ")
+    lines = head.splitlines()
+    if len(lines) < 2:
+        raise ValueError("the host printed no offset and boot time")
+    offset = parse_offset(lines[0])
+    booted: datetime | None = None
+    word, _, value = lines[1].partition(" ")
+    if word == "btime" and value.strip().isdigit():
+        booted = datetime.fromtimestamp(int(value), UTC)
+    elif word == "booted":
+        booted = _local(value.strip(), offset)
+    logs: list[str | None] = []
+    for section in sections[:2]:
+        state, _, body = section.partition("\n")
+        logs.append(body if state.strip() == "present" else None)
+    logs += [None] * (2 - len(logs))
+    return HostReport(offset=offset, booted=booted, dpkg=logs[0], apt=logs[1])
+
+
+def report_changes(report: HostReport, host: str, since: datetime, until: datetime) -> list[Change]:
+    """The package changes and the boot in [since, until]: dpkg.log when the host has one, else history.log."""
+    if report.dpkg is not None:
+        found = parse_dpkg_log(report.dpkg, report.offset, host)
+    elif report.apt is not None:
+        found = parse_apt_history(report.apt, report.offset, host)
+    else:
+        found = []
+    if report.booted is not None:
+        found.append(Change(at=report.booted, source="host", target=host, what="booted", ref="boot time"))
+    return in_window(found, since, until)
+
+
+def in_window(changes: Iterable[Change], since: datetime, until: datetime) -> list[Change]:
+    return [c for c in changes if since <= c.at <= until]
+
+
+def host_argv(*, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES,
+              mark: str) -> list[str]:
+    """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments."""
+    for path in (dpkg_log, apt_history):
+        if not path.startswith("/"):
+            raise ValueError(f"log path {path!r} must be absolute")
+    return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark]
+
+
+async def host_changes(pool: SshPool, host: Host, since: datetime, until: datetime, *, dpkg_log: str = DPKG_LOG,
+                       apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES,
+                       timeout_s: float = TIMEOUT_S) -> list[Change]:
+    """`host`'s package changes and boot in [since, until], over `pool`; ToolError (SshError) when it fails."""
+    mark = f"=opsloop-{secrets.token_hex(8)}"
+    argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark)
+    result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=2 * tail_bytes + 4096)
+    if result.exit_status != 0:
+        detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:2])
+        raise ToolError(f"reading the package logs failed (exit {result.exit_status})"
+                        + (f": {detail[:300]}" if detail else ""))
+    try:
+        report = parse_report(result.stdout, mark)
+    except ValueError as e:
+        raise ToolError(f"unexpected answer reading the package logs: {e}") from None
+    if report.dpkg is None and report.apt is None:
+        raise ToolError(f"no package log on the host ({dpkg_log}, {apt_history})")
+    return sorted(report_changes(report, host.name, since, until), key=lambda c: c.at, reverse=True)
