@@ -381,3 +381,12 @@ def test_find_text_lists_name_title_and_reason(books) -> None:  # type: ignore[n
         "- dns: DNS fails (1 step) — matched by keyword 'nxdomain'\n"
         "read_runbook(name) returns one runbook's steps.")
     assert find_text([]).startswith("No runbook matches.")
+
+
+def test_the_loader_is_a_safe_one() -> None:
+    """libyaml's parser when present, but only SafeConstructor: never Full/Unsafe, which build Python objects."""
+    import yaml
+
+    from tools.runbooks.library import SAFE_LOADER
+    assert issubclass(SAFE_LOADER, yaml.constructor.SafeConstructor)
+    assert not issubclass(SAFE_LOADER, yaml.constructor.FullConstructor)
