@@ -51,13 +51,14 @@ def main(n: int = 1000) -> dict[str, float]:
         books = library.current()
         assert len(books.runbooks) == n and not books.problems
         unchanged = timed(library.current, 20)
-        text = ("DiskFull on web-03: /var at 97%, nginx says no space left on device; svc-977 down since 14:10. "
+        k = n * 977 // 1000  # the one that matches, near the end of the list
+        text = (f"DiskFull on web-03: /var at 97%, nginx says no space left on device; svc-{k} down since 14:10. "
                 * 3)
-        labels = {"team": "team-17", "service": "svc-977", "severity": "page", "instance": "web-03:9100"}
-        at_start = timed(lambda: best(books, text=text, alertname="Alert977", labels=labels), 50)
+        labels = {"team": f"team-{k % 40}", "service": f"svc-{k}", "severity": "page", "instance": "web-03:9100"}
+        at_start = timed(lambda: best(books, text=text, alertname=f"Alert{k}", labels=labels), 50)
         no_match = timed(lambda: find(books, query="something else entirely", alertname="Nope", labels={}), 50)
-        found = best(books, text=text, alertname="Alert977", labels=labels)
-        assert found is not None and found.runbook.name == "rb-0977", found
+        found = best(books, text=text, alertname=f"Alert{k}", labels=labels)
+        assert found is not None and found.runbook.name == f"rb-{k:04d}", found
     return {"runbooks": n, "cold_load_ms": cold, "current_unchanged_ms": unchanged,
             "best_match_ms": at_start, "find_no_match_ms": no_match}
 
