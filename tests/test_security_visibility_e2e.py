@@ -1,0 +1,89 @@
+"""Security, third pass, end to end through the real bolt app and the stand-in: App Home shows a viewer only the
+conversations they are in, the message shortcut starts runs only where the bot is, and everyone whose words a run
+read counts as an asker of its calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from handlers import messages
+from handlers.blocks import INVESTIGATE
+from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.fakes.slack import FakeSlack, app_home_opened_event
+from tests.harness import ALICE, BOB, CAROL, bot_env, card_state, text_of
+
+PRIVATE = "C0PAYROLL"
+SECRET_TASK = "someone is exfiltrating payroll-db from web-07, clean its logs"
+CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
+APPROVERS = f'[approvals]\napprovers = ["{BOB}", "{CAROL}"]'
+
+
+def home_text(slack: FakeSlack, user: str) -> str:
+    blocks = slack.home_views[user]["blocks"]
+    out = []
+    for b in blocks:
+        if isinstance(b.get("text"), dict):
+            out.append(b["text"]["text"])
+        out += [e["text"] for e in b.get("elements") or [] if isinstance(e, dict) and "text" in e]
+    return "\n".join(out)
+
+
+async def open_home(env, slack: FakeSlack, user: str) -> str:
+    slack.home_views.pop(user, None)
+    await env.send(app_home_opened_event(user))
+    await slack._wait(lambda: slack.home_views.get(user), 5.0, lambda: f"{user}'s Home tab")
+    return home_text(slack, user)
+
+
+# --- App Home --------------------------------------------------------------------------------------------------
+async def test_app_home_shows_a_private_channels_run_and_card_only_to_its_members(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_slack.add_channel(PRIVATE, "payroll-incident", members=[ALICE, CAROL], kind="private_channel")
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, APPROVERS) as env:
+        channel, ts = await env.mention(SECRET_TASK, channel=PRIVATE)
+        card = await env.card(channel, ts)
+        bob, carol = await open_home(env, fake_slack, BOB), await open_home(env, fake_slack, CAROL)
+        for leak in ("payroll-db", PRIVATE, card.ts.replace(".", ""), "`clean_logs`"):
+            assert leak not in bob
+        assert messages.HOME_NO_ACTIVE in bob and messages.HOME_NO_APPROVALS in bob
+        assert "payroll-db" in carol and f"archives/{PRIVATE}/p{ts.replace('.', '')}" in carol
+        assert "`clean_logs`" in carol and f"p{card.ts.replace('.', '')}" in carol
+        asked = [c.args for c in fake_slack.calls_to("users.conversations") if c.ok]
+        assert {a["user"] for a in asked} == {BOB, CAROL}
+        assert set(asked[0]["types"].split(",")) == {"public_channel", "private_channel", "mpim", "im"}
+        await open_home(env, fake_slack, CAROL)  # asked again within the minute: the cached answer
+        assert len(fake_slack.calls_to("users.conversations")) == 2
+
+
+async def test_app_home_pages_through_the_viewers_conversations(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    for i in range(450):  # more than two pages of 200 before the private channel comes up
+        fake_slack.add_channel(f"C0FILL{i:04d}", f"fill-{i}", members=[CAROL])
+    fake_slack.add_channel(PRIVATE, "payroll-incident", members=[CAROL], kind="private_channel")
+    fake_anthropic.script(reply(text("Looked into it.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(SECRET_TASK, channel=PRIVATE)
+        await env.wait_final(channel, ts)
+        carol = await open_home(env, fake_slack, CAROL)
+        assert "payroll-db" in carol
+        assert [c.args.get("cursor") or "" for c in fake_slack.calls_to("users.conversations")] == [
+            "", "offset:200", "offset:400"]
+
+
+async def test_app_home_shows_nothing_when_slack_cant_say_who_is_in_what(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_slack.add_channel(PRIVATE, "payroll-incident", members=[ALICE, CAROL], kind="private_channel")
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, APPROVERS) as env:
+        channel, ts = await env.mention(SECRET_TASK, channel=PRIVATE)
+        await env.card(channel, ts)
+        await env.mention("web-03 disk is filling")  # a run in the public channel, which carol is in too
+        fake_slack.fail_next("users.conversations", "fatal_error", status=200, times=3)
+        carol = await open_home(env, fake_slack, CAROL)
+        assert messages.HOME_NOT_CHECKED in carol
+        for leak in ("payroll-db", "web-03", PRIVATE, "`clean_logs`", "archives/"):
+            assert leak not in carol
