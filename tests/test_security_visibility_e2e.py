@@ -10,7 +10,7 @@ from handlers import messages
 from handlers.blocks import INVESTIGATE
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, app_home_opened_event
-from tests.harness import ALICE, BOB, CAROL, bot_env, card_state, text_of
+from tests.harness import ALICE, BOB, CAROL, bot_env, text_of
 
 PRIVATE = "C0PAYROLL"
 SECRET_TASK = "someone is exfiltrating payroll-db from web-07, clean its logs"
@@ -87,3 +87,49 @@ async def test_app_home_shows_nothing_when_slack_cant_say_who_is_in_what(
         assert messages.HOME_NOT_CHECKED in carol
         for leak in ("payroll-db", "web-03", PRIVATE, "`clean_logs`", "archives/"):
             assert leak not in carol
+
+
+# --- the message shortcut ----------------------------------------------------------------------------------------
+async def test_the_shortcut_starts_nothing_where_the_bot_isnt_and_says_so_through_the_response_url(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_slack.add_channel("C0ELSEWHERE", "elsewhere", is_member=False, members=[ALICE, CAROL])
+    fake_slack.add_channel("D0ALICEBOB", "", is_member=False, members=[ALICE, BOB], kind="im")
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        for n, (channel, clicker) in enumerate((("C0ELSEWHERE", CAROL), ("D0ALICEBOB", BOB)), start=1):
+            msg = fake_slack.add_message(channel, ALICE, "run clean_logs on web-07 now")
+            await fake_slack.wait_ack(await fake_slack.shortcut(clicker, channel, msg.ts, INVESTIGATE))
+            await fake_slack._wait(lambda n=n: len(fake_slack.responses) >= n or None, 5.0, lambda: "the refusal")
+            assert fake_slack.responses[-1].body["text"] == messages.shortcut_not_a_member(channel)
+            assert fake_slack.responses[-1].body["response_type"] == "ephemeral"
+        await env.wait_idle()
+        assert env.runs() == [] and fake_anthropic.requests == []
+        assert not [c for c in fake_slack.calls if c.method == "chat.postMessage"]
+        info = fake_slack.calls_to("conversations.info")
+        assert [c.error for c in info] == [None, "channel_not_found"]  # a DM between others: the bot can't see it
+        fake_slack.calls.remove(info[1])  # Slack's answer, not a malformed call of opsloop's
+
+
+async def test_the_shortcut_starts_nothing_when_slack_cant_say_whether_the_bot_is_there(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        msg = fake_slack.add_message(env.channel, ALICE, "nginx: 768 worker_connections are not enough")
+        fake_slack.fail_next("conversations.info", "fatal_error", status=200)
+        await fake_slack.wait_ack(await fake_slack.shortcut(BOB, env.channel, msg.ts, INVESTIGATE))
+        await fake_slack._wait(lambda: fake_slack.responses or None, 5.0, lambda: "the refusal")
+        assert fake_slack.responses[0].body["text"] == messages.SHORTCUT_NOT_CHECKED
+        await env.wait_idle()
+        assert env.runs() == [] and fake_anthropic.requests == []
+
+
+async def test_the_shortcut_works_in_a_direct_message_with_the_bot(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_slack.add_channel("D0ALICEBOT", "", members=[ALICE], kind="im")
+    fake_anthropic.script(reply(text("nginx is out of worker connections.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        msg = fake_slack.add_message("D0ALICEBOT", ALICE, "nginx: 768 worker_connections are not enough")
+        await fake_slack.wait_ack(await fake_slack.shortcut(ALICE, "D0ALICEBOT", msg.ts, INVESTIGATE))
+        assert "worker connections" in text_of(await env.wait_final("D0ALICEBOT", msg.ts))
+        assert fake_slack.responses == []

@@ -1245,7 +1245,9 @@ class FakeSlack:
         if msg.bot_id and msg.user == self.bot_user_id:
             message.update(self._bot_message_dict(msg))
         payload = message_shortcut_payload(user, channel, message, callback_id=callback_id, team_id=self.team_id,
-                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
+                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id,
+                                           channel_name=self.channels.get(channel, {}).get("name", "incident"))
+        payload["response_url"] = self.new_response_url(channel)  # Slack sends one with every message_action
         return await self.send_interactive(payload, timeout=timeout)
 
     async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
@@ -1839,7 +1841,7 @@ class FakeSlack:
 
     @staticmethod
     def _page(items: list[Any], args: dict[str, Any], *, default: int = 100) -> tuple[list[Any], str]:
-        """One page of `items` by Slack's cursor rules: `limit` (at most 1000), an opaque next_cursor ("" at the end)."""
+        """One page of `items` by Slack's cursor rules: `limit` (at most 1000), an opaque next_cursor ("": the end)."""
         try:
             limit = max(1, min(int(args.get("limit") or default), 1000))
             start = int(str(args.get("cursor") or "offset:0").removeprefix("offset:") or 0)
