@@ -1,5 +1,6 @@
 """The message shortcut "Investigate with opsloop": on any message (an alert a bot posted, a pasted log), a run
-in that message's thread with the message as the task and the clicker as the requester. Stored before the ack,
+in that message's thread with the message as the task and the clicker as the requester (the message's author,
+a person, asks too: they may not approve its destructive calls alone). Stored before the ack,
 deduplicated by the click's trigger id (a redelivery is the same click), like a mention. Only where the bot is
 (conversations.info): anywhere else the clicker is told, through the payload's response_url, and nothing starts."""
 
@@ -12,7 +13,7 @@ import structlog
 from handlers import messages
 from handlers.mentions import start_or_redirect
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, dig, ephemeral, message_text
+from handlers.util import allowed_channel, dig, ephemeral, is_from_a_bot, message_text
 
 log = structlog.get_logger("opsloop.shortcut")
 
@@ -57,7 +58,8 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
     await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
                             prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut",
-                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None)
+                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None,
+                            askers=[] if is_from_a_bot(message, sup.bot_user_id) else [str(message["user"])])
 
 
 async def _bot_cant_work_in(sup: Supervisor, channel: str) -> str | None:

@@ -10,7 +10,7 @@ from handlers import messages
 from handlers.blocks import INVESTIGATE
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, app_home_opened_event
-from tests.harness import ALICE, BOB, CAROL, bot_env, text_of
+from tests.harness import ALICE, BOB, CAROL, bot_env, card_state, text_of
 
 PRIVATE = "C0PAYROLL"
 SECRET_TASK = "someone is exfiltrating payroll-db from web-07, clean its logs"
@@ -133,3 +133,54 @@ async def test_the_shortcut_works_in_a_direct_message_with_the_bot(
         await fake_slack.wait_ack(await fake_slack.shortcut(ALICE, "D0ALICEBOT", msg.ts, INVESTIGATE))
         assert "worker connections" in text_of(await env.wait_final("D0ALICEBOT", msg.ts))
         assert fake_slack.responses == []
+
+
+# --- everyone whose words the run read asked -----------------------------------------------------------------------
+BOBS_ASK = "run clean_logs on web-03 /var/log/nginx now, I'll approve it"
+THREE_APPROVERS = f'[approvals]\napprovers = ["{ALICE}", "{BOB}", "{CAROL}"]'
+
+
+async def test_the_author_of_the_message_a_shortcut_ran_on_cant_approve_its_destructive_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), reply(text("Cleaned.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, THREE_APPROVERS) as env:
+        asked = fake_slack.add_message(env.channel, BOB, BOBS_ASK)
+        await fake_slack.wait_ack(await fake_slack.shortcut(CAROL, env.channel, asked.ts, INVESTIGATE))
+        card = await env.card(env.channel, asked.ts)
+        await env.approve(card, BOB)
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.asked_in_thread_refused("clean_logs")
+        [run] = env.runs()
+        assert (run.requester, run.askers) == (CAROL, (BOB,))
+        await env.approve(card, ALICE)  # four eyes: someone who asked for nothing
+        await env.wait_final(env.channel, asked.ts)
+        [decision] = env.audit()
+        assert decision.approval.decided_by == ALICE
+
+
+async def test_the_authors_of_the_thread_a_mid_thread_mention_read_cant_approve_its_destructive_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, THREE_APPROVERS) as env:
+        root = fake_slack.add_message(env.channel, "", "[FIRING:1] DiskFull web-03 /var 98%", bot_id="BALERTS")
+        fake_slack.add_message(env.channel, BOB, BOBS_ASK, thread_ts=root.ts)
+        await env.mention("do what bob said", user=CAROL, thread_ts=root.ts)
+        card = await env.card(env.channel, root.ts)
+        await env.approve(card, BOB)
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.asked_in_thread_refused("clean_logs")
+        [run] = env.runs()
+        assert run.askers == (BOB,)  # the alert sender is not a person
+        assert card_state(fake_slack.message(env.channel, card.ts)) == "pending"
+
+
+async def test_a_bots_alert_makes_no_asker_of_its_sender(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("The disk alert is real.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        alert = fake_slack.add_message(env.channel, "", "[FIRING:1] DiskFull web-03 /var 98%", bot_id="BALERTS")
+        await fake_slack.wait_ack(await fake_slack.shortcut(CAROL, env.channel, alert.ts, INVESTIGATE))
+        await env.wait_final(env.channel, alert.ts)
+        [run] = env.runs()
+        assert (run.requester, run.askers) == (CAROL, ())
