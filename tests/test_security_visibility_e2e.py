@@ -184,3 +184,58 @@ async def test_a_bots_alert_makes_no_asker_of_its_sender(
         await env.wait_final(env.channel, alert.ts)
         [run] = env.runs()
         assert (run.requester, run.askers) == (CAROL, ())
+
+
+# --- feedback: bound to its answer, once per person ---------------------------------------------------------------
+async def test_a_feedback_click_counts_only_from_the_answer_that_carries_its_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    from bot.types import FeedbackValue
+    from handlers.blocks import FEEDBACK
+    from tests.fakes.slack import block_action_payload
+
+    fake_anthropic.script(reply(text("web-03: freed 19.8 GB.")), reply(text("web-04: fine.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, first_ts = await env.mention("web-03 disk")
+        first = await env.wait_final(channel, first_ts)
+        _, second_ts = await env.mention("web-04 disk")
+        second = await env.wait_final(channel, second_ts)
+        run = next(r for r in env.runs() if r.thread_ts == first_ts)
+        for ts in (second.ts, first_ts):  # another run's answer; the person's own mention
+            forged = block_action_payload(BOB, channel, ts, FEEDBACK, f"negative:{run.id}", team_id=fake_slack.team_id,
+                                          message=fake_slack.message(channel, ts).to_api())
+            await fake_slack.wait_ack(await fake_slack.send_interactive(forged))
+        await env.wait_idle()
+        with env.ledger() as ledger:
+            assert ledger.feedback() == []
+        await fake_slack.wait_ack(await fake_slack.feedback(BOB, channel, first.ts, positive=True))
+        await env.wait_idle()
+        with env.ledger() as ledger:
+            assert [(f.run_id, f.value) for f in ledger.feedback()] == [(run.id, FeedbackValue.POSITIVE)]
+
+
+async def test_a_persons_clicks_on_one_answer_count_once_and_the_latest_wins(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, capsys, monkeypatch
+) -> None:
+    import csv
+    import io
+
+    from bot.cli import main
+    from bot.types import FeedbackValue
+
+    fake_anthropic.script(reply(text("Freed 19.8 GB on web-03.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention("web-03 disk")
+        final = await env.wait_final(channel, ts)
+        for positive in (True, True, False):
+            await fake_slack.wait_ack(await fake_slack.feedback(BOB, channel, final.ts, positive=positive))
+            await env.wait_idle()
+        await fake_slack.wait_ack(await fake_slack.feedback(CAROL, channel, final.ts, positive=True))
+        await env.wait_idle()
+        with env.ledger() as ledger:
+            assert ledger.feedback_counts() == {FeedbackValue.POSITIVE: 1, FeedbackValue.NEGATIVE: 1}
+        monkeypatch.setenv("OPSLOOP_DB", str(env.settings.db_path))
+        capsys.readouterr()
+        assert main(["audit", "--feedback", "--format", "csv"]) == 0
+        rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+        assert sorted((r["user"], r["value"]) for r in rows) == [(BOB, "negative"), (CAROL, "positive")]
