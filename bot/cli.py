@@ -189,6 +189,18 @@ def _audit_row(entry: AuditEntry) -> dict[str, Any]:
 FEEDBACK_FIELDS = ["id", "run_id", "at", "user", "value", "channel", "message_ts"]
 
 
+FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell starting so (OWASP: CSV injection)
+
+
+def _csv_cell(value: Any) -> Any:
+    """A CSV cell safe to open: control characters revealed as in every other output, and a text that a
+    spreadsheet would read as a formula kept as text by a leading `'`. Numbers and empty cells stay as they are."""
+    if not isinstance(value, str):
+        return value
+    shown = _shown(value)
+    return f"'{shown}" if shown.startswith(FORMULA_LEAD) or value.startswith(FORMULA_LEAD) else shown
+
+
 @_reads_store
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     """Approval decisions; with --feedback, the feedback clicks instead (another record, so another shape: a
@@ -207,7 +219,7 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
         writer = csv.DictWriter(sys.stdout, fieldnames=fields)
         writer.writeheader()
         for r in rows:
-            writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()})
+            writer.writerow({k: _csv_cell(json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
     else:
         for r in rows:
             print(json.dumps(r, ensure_ascii=False, default=str))

@@ -327,6 +327,30 @@ def m011_run_settings(db: sqlite_utils.Database) -> None:
     db.table("runs").add_column("settings", str)
 
 
+@sqlite_migrations()
+def m012_askers(db: sqlite_utils.Database) -> None:
+    """Everyone whose words a run read when it started, beside its requester (JSON: the author of the message the
+    shortcut ran on, the authors of the earlier thread messages a mid-thread mention read): askers of its calls."""
+    db.table("runs").add_column("askers", str)
+
+
+@sqlite_migrations()
+def m013_feedback_once(db: sqlite_utils.Database) -> None:
+    """Feedback counts once per person per answer message: the latest click is kept (an older one is dropped),
+    and a new click replaces the person's earlier one. The click id stays, to know a redelivery."""
+    db.execute(_FEEDBACK_LATEST)
+    db.execute("DROP INDEX IF EXISTS idx_feedback_click")
+    db.table("feedback").create_index(["click"])
+    db.table("feedback").create_index(["channel", "message_ts", "user"], unique=True)
+
+
+# Keep each person's latest click on each message (the highest `at`, then the highest id), on both backends.
+_FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
+    SELECT 1 FROM feedback AS later WHERE later.channel IS NOT DISTINCT FROM feedback.channel
+      AND later.message_ts IS NOT DISTINCT FROM feedback.message_ts AND later."user" = feedback."user"
+      AND (later.at > feedback.at OR (later.at = feedback.at AND later.id > feedback.id)))"""
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -421,6 +445,12 @@ PG_MIGRATIONS: dict[str, str] = {
         ALTER TABLE runs ADD COLUMN team_id TEXT;
     """,
     "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
+    "m012_askers": "ALTER TABLE runs ADD COLUMN askers TEXT;",
+    "m013_feedback_once": _FEEDBACK_LATEST + """;
+        DROP INDEX IF EXISTS idx_feedback_click;
+        CREATE INDEX idx_feedback_click ON feedback (click);
+        CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
+    """,
 }
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]

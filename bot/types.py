@@ -245,6 +245,7 @@ class Run:
     owner: str | None = None  # the process driving it (its lease), if any
     lease_until: float | None = None
     team_id: str | None = None  # the requester's workspace (a channel stream names it); None: not known
+    askers: tuple[str, ...] = ()  # people whose words the run read when asked (message authors), beside the requester
 
     @property
     def active(self) -> bool:

@@ -39,6 +39,7 @@ from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
+from handlers.json_body import BadJson, read_json
 from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
 from handlers.util import react
@@ -169,9 +170,9 @@ def root_message(payload: dict[str, Any]) -> str:
 def validate(body: bytes) -> dict[str, Any]:
     """Alertmanager's webhook payload version 4, checked field by field; raises BadPayload."""
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadPayload("body is not JSON") from None
+        payload = read_json(body)
+    except BadJson as e:
+        raise BadPayload(str(e)) from None
     if not isinstance(payload, dict):
         raise BadPayload("body is not a JSON object")
     if payload.get("version") != "4":

@@ -1,6 +1,9 @@
 """A click on the feedback buttons under an answer or a handoff report: stored with who and when, before the ack.
 
-The button's value names the run, so a click counts whichever process receives it, and after a restart."""
+The button's value names the run, so a click counts whichever process receives it, and after a restart. It counts
+only from that run's answer or report (as approvals and Stop count only from their card and status message): the
+message on record with those buttons, or one Slack shows in the run's thread, posted by this bot, whose buttons
+name the run. Once per person per answer: a later click replaces the earlier one."""
 
 from __future__ import annotations
 
@@ -8,7 +11,10 @@ from typing import Any
 
 import structlog
 
-from handlers.blocks import feedback_of
+from bot.types import Run
+from handlers import approvals
+from handlers.blocks import FEEDBACK, feedback_of
+from handlers.outbox import Failure
 from handlers.supervisor import Supervisor
 from handlers.util import dig
 
@@ -28,8 +34,34 @@ async def on_feedback(sup: Supervisor, body: dict[str, Any]) -> None:
     if run is None or run.channel != channel:  # not a button opsloop put there: fail closed
         log.warning("feedback.unknown_run", run_id=run_id, channel=channel)
         return
+    if not await _on_its_answer(sup, run, where=approvals.clicked(body)):
+        log.warning("feedback.off_its_answer", run_id=run.id, channel=channel, ts=message_ts)
+        return
     # Slack's id for this one click: a redelivered payload is the same click, a second click is a new one.
     click = f"{user}:{message_ts}:{dig(body, 'actions', 0, 'action_ts') or dig(body, 'trigger_id') or ''}"
     if await sup.store.record_feedback(click=click, run_id=run.id, user=user, value=value, channel=channel,
                                        message_ts=message_ts):
         log.info("feedback.recorded", run_id=run.id, user=user, value=value.value)
+
+
+async def _on_its_answer(sup: Supervisor, run: Run, *, where: approvals.Clicked) -> bool:
+    """Whether the click came from a message of `run` carrying its feedback buttons (failing closed)."""
+    if not where.channel or not where.ts or where.channel != run.channel:
+        return False
+    if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await sup.store.outbox_items(run.id)):
+        return True
+    found = await approvals.bot_post_in_thread(sup, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    if isinstance(found, Failure) or found is None:
+        return False
+    return _names(found.get("blocks"), run.id)
+
+
+def _names(blocks: object, run_id: str) -> bool:
+    """Whether `blocks` hold feedback buttons whose values name `run_id`."""
+    for block in blocks if isinstance(blocks, list) else []:
+        for el in block.get("elements") or [] if isinstance(block, dict) else []:
+            if isinstance(el, dict) and el.get("action_id") == FEEDBACK:
+                values = [dig(el, b, "value") or "" for b in ("positive_button", "negative_button")]
+                if any((parsed := feedback_of(v)) is not None and parsed[1] == run_id for v in values):
+                    return True
+    return False

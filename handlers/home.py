@@ -1,6 +1,7 @@
 """App Home: on `app_home_opened`, publish the on-call's view: the runs going now (thread link, step, cost), the
 approvals waiting that this person may decide (handlers/policy.py says who), and the last 10 runs with their stop
-reasons. Read from the store when the tab opens, published off the ack path."""
+reasons. Only what happened in conversations the viewer is in (handlers/membership.py asks Slack): a private
+incident channel's tasks and links stay in it. Read from the store when the tab opens, published off the ack path."""
 
 from __future__ import annotations
 
@@ -39,15 +40,23 @@ async def publish_home(sup: Supervisor, user: str) -> bool:
 
 
 async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
-    active = await sup.store.active_runs()
-    recent = [r for r in await sup.store.list_runs(limit=RECENT * 3) if not r.active][:RECENT]
+    """The viewer's tab: only runs and approvals of conversations they are in (Slack says which; when it can't,
+    none at all, and a line saying so)."""
+    member_of = await sup.membership.conversations(user)
+    seen = member_of or frozenset()
+    active = [r for r in await sup.store.active_runs() if r.channel in seen]
+    recent = [r for r in await sup.store.list_runs(limit=RECENT * 5) if not r.active and r.channel in seen][:RECENT]
     runs = {r.id: r for r in active}
     decidable = []
     for approval in await sup.store.pending_approvals():
+        if (approval.channel or getattr(runs.get(approval.run_id), "channel", None)) not in seen:
+            continue
         if await sup.policy.may_approve(user, approval.category):  # the policy decides, as for a click
             decidable.append(approval)
     max_steps = sup.settings.limits.max_iterations
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
+    if member_of is None:
+        blocks.append(_context(messages.HOME_NOT_CHECKED))
 
     blocks.append(_section(messages.HOME_ACTIVE))
     blocks += [_section(messages.home_active_run(_thread_link(r), _task(r), status=r.status.value, step=r.iterations,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -26,16 +27,19 @@ THREAD_PAGE = 200  # conversations.replies page size (Slack recommends at most 2
 THREAD_PAGES_MAX = 50  # read at most this many pages of one thread (10,000 messages)
 
 
-async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int = 20) -> str:
-    """The thread so far (the alert, what people said last), for a mention that arrives mid-thread."""
+async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, before: str,
+                         keep: int = 20) -> tuple[str, list[str]]:
+    """The thread so far (the alert, what people said last), for a mention that arrives mid-thread; with the
+    people who wrote it (bots and alert senders are not people): they asked too."""
     try:
         root, newest = await _thread_tail(sup, channel, thread_ts, before=before, keep=keep - 1)
     except SlackApiError as e:
         log.warning("thread_context_unavailable", error=e.response.get("error"))
-        return ""
+        return "", []
     earlier = [m for m in (root, *newest) if m is not None]
     lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
-    return "\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""
+    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, sup.bot_user_id)})
+    return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
 
 
 async def _thread_tail(sup: Supervisor, channel: str, thread_ts: str, *, before: str,
@@ -88,14 +92,20 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
 
 
 async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str,
-                            text: str, prompt: str, via: str = "mention", team_id: str | None = None) -> None:
+                            text: str, prompt: str, via: str = "mention", team_id: str | None = None,
+                            askers: Iterable[str] = ()) -> None:
     """Store a request (a mention, the message shortcut) with its event claim, then ack: a new run in the thread,
-    or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored."""
+    or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored.
+    `askers` (and the authors of the thread messages the run reads) are recorded as askers of its calls."""
+    askers = set(askers)
     if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
-        prompt += await thread_context(sup, channel, thread_ts, before=ts)  # part of the stored row
+        context, authors = await thread_context(sup, channel, thread_ts, before=ts)
+        prompt += context  # part of the stored row
+        askers |= set(authors)
     accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
                                               task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts, on_reply=approvals.supersede_by_reply, team_id=team_id)
+                                              mention_ts=ts, on_reply=approvals.supersede_by_reply, team_id=team_id,
+                                              askers=sorted(askers - {user}))
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return

@@ -524,6 +524,14 @@ def tasks_earlier(n: int) -> str:
 
 SHORTCUT_EMPTY = "That message has no text to investigate."
 SHORTCUT_NOT_HERE = "opsloop doesn't act in this channel (see `[slack] channels` in its config)."
+SHORTCUT_NOT_CHECKED = ("opsloop couldn't check with Slack whether it is in this conversation, so it started "
+                        "nothing. Try again in a minute.")
+
+
+def shortcut_not_a_member(channel: str) -> str:
+    """The bot isn't in the conversation: nothing it did there could be posted back."""
+    return (f"opsloop isn't in <#{channel}>, so it can't work there: invite @opsloop to <#{channel}> first "
+            "(`/invite @opsloop`). It can't join a direct message between other people.")
 
 
 def shortcut_prompt(user: str, channel: str, author: str, text: str) -> str:
@@ -538,6 +546,8 @@ HOME_APPROVALS = "*Waiting for your decision*"
 HOME_NO_APPROVALS = "_Nothing is waiting for a decision you may make._"
 HOME_RECENT = "*Last 10 runs*"
 HOME_NO_RECENT = "_No run has finished yet._"
+HOME_NOT_CHECKED = ("_opsloop couldn't check with Slack which conversations you are in, so it shows no runs and "
+                    "no approvals. Open the tab again in a minute._")
 
 
 # A link's visible text is a fixed word ("thread", "card"), never the task or a tool name: a task can read like

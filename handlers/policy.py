@@ -129,10 +129,12 @@ def asked_for(db: Ledger, approval_id: str) -> list[str]:
     """Everyone who asked for the call behind an approval (none of them may approve it alone).
 
     The approval's requester, every earlier run's requester in the same thread (the run
-    continues their history), and everyone whose thread messages were consumed into the
-    history before the call: queued replies, redirect mentions and replies that
-    superseded an earlier approval. Unknown approval: nobody. Read through the store's
-    plain queries inside one unit (`requesters`), so a reply consumed meanwhile is never half seen.
+    continues their history), each of those runs' askers (the author of the message a
+    shortcut ran on, the authors of the thread messages a mid-thread mention read), and
+    everyone whose thread messages were consumed into the history before the call: queued
+    replies, redirect mentions and replies that superseded an earlier approval. Unknown
+    approval: nobody. Read through the store's plain queries inside one unit (`requesters`),
+    so a reply consumed meanwhile is never half seen.
     """
     approval = db.find_approval(approval_id)
     if approval is None:
@@ -141,7 +143,7 @@ def asked_for(db: Ledger, approval_id: str) -> list[str]:
     if run is None:  # an approval whose run row is gone still names its requester
         return [approval.requester] if approval.requester else []
     earlier = [r for r in db.thread_runs(run.channel, run.thread_ts) if r.created_at <= run.created_at]
-    found = {approval.requester, *(r.requester for r in earlier)}
+    found = {approval.requester, *(r.requester for r in earlier), *(a for r in earlier for a in r.askers)}
     for r in earlier:
         found |= {i.user for i in db.inbox(r.id)
                   if i.state in ASKING_STATES and (r.id != run.id or i.created_at <= approval.created_at)}

@@ -1,6 +1,8 @@
 """The message shortcut "Investigate with opsloop": on any message (an alert a bot posted, a pasted log), a run
-in that message's thread with the message as the task and the clicker as the requester. Stored before the ack,
-deduplicated by the click's trigger id (a redelivery is the same click), like a mention."""
+in that message's thread with the message as the task and the clicker as the requester (the message's author,
+a person, asks too: they may not approve its destructive calls alone). Stored before the ack,
+deduplicated by the click's trigger id (a redelivery is the same click), like a mention. Only where the bot is
+(conversations.info): anywhere else the clicker is told, through the payload's response_url, and nothing starts."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import structlog
 from handlers import messages
 from handlers.mentions import start_or_redirect
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, dig, ephemeral, message_text
+from handlers.util import allowed_channel, dig, ephemeral, is_from_a_bot, message_text
 
 log = structlog.get_logger("opsloop.shortcut")
 
@@ -45,10 +47,25 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     if not text:
         sup.after_ack.spawn(ephemeral(sup, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
         return
+    if refusal := await _bot_cant_work_in(sup, channel):  # before anything is stored: no run, no model call
+        log.info("shortcut.refused", channel=channel, user=user)
+        sup.after_ack.spawn(sup.out.respond(response_url=dig(body, "response_url") or "", text=refusal),
+                            name="shortcut_refused")
+        return
     thread_ts = dig(body, "message", "thread_ts") or ts
     author = f"<@{message['user']}>" if isinstance(message.get("user"), str) and message.get("user") else (
         str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
     await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
                             prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut",
-                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None)
+                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None,
+                            askers=[] if is_from_a_bot(message, sup.bot_user_id) else [str(message["user"])])
+
+
+async def _bot_cant_work_in(sup: Supervisor, channel: str) -> str | None:
+    """Why a run can't start in `channel` (the bot isn't in it, or Slack couldn't say), else None. Every post of a
+    run there would fail (`not_in_channel`), so the clicker hears it now, through the payload's response_url."""
+    member = await sup.membership.bot_is_in(channel)
+    if member is None:
+        return messages.SHORTCUT_NOT_CHECKED
+    return None if member else messages.shortcut_not_a_member(channel)

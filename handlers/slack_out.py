@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.redact import redact, redact_value
 
@@ -109,6 +111,23 @@ class SlackOut:
         except SlackApiError as e:
             log.warning("ephemeral_failed", channel=channel, error=e.response.get("error"))
 
+    async def respond(self, *, response_url: str, text: str) -> bool:
+        """An ephemeral note through a payload's response_url, redacted: it reaches the clicker where the bot can't
+        post (a conversation it isn't in). Only to Slack's own hooks host (or the API's host: a local stand-in):
+        the URL comes from a payload, and opsloop posts nowhere else. False when it was not sent."""
+        if not _slack_hook(response_url, self.client.base_url):
+            log.warning("respond_refused", host=urlsplit(response_url).hostname)
+            return False
+        try:
+            response = await AsyncWebhookClient(response_url, timeout=10).send(
+                text=redact(text), response_type="ephemeral", replace_original=False)
+        except Exception as e:  # a dropped connection, a timeout: the note is lost, nothing else is
+            log.warning("respond_failed", error=type(e).__name__)
+            return False
+        if response.status_code != 200:
+            log.warning("respond_failed", status=response.status_code)
+        return response.status_code == 200
+
     async def react(self, *, channel: str, ts: str, name: str = "eyes") -> None:
         """Acknowledge a stored message; a redelivery that already reacted is fine."""
         try:
@@ -116,3 +135,11 @@ class SlackOut:
         except SlackApiError as e:
             if e.response.get("error") != "already_reacted":
                 log.warning("reaction_failed", channel=channel, ts=ts, error=e.response.get("error"))
+
+
+def _slack_hook(url: str, api_url: str) -> bool:
+    """Whether `url` is Slack's: https on hooks.slack.com, or on the host the Web API is reached at."""
+    u, api = urlsplit(url), urlsplit(api_url)
+    if u.scheme == "https" and u.hostname == "hooks.slack.com":
+        return True
+    return bool(u.hostname) and (u.scheme, u.hostname, u.port) == (api.scheme, api.hostname, api.port)

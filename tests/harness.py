@@ -409,6 +409,8 @@ async def bot_env(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnt
     for user, name in PEOPLE.items():
         if user not in fake_slack.users:
             fake_slack.add_user(user, name)
+    if CHANNEL not in fake_slack.channels:  # the incident channel: everyone and the bot are in it
+        fake_slack.add_channel(CHANNEL, "incident", members=PEOPLE)
     config = write_config(tmp_path / "opsloop.toml", config_toml)
     env = {
         "SLACK_BOT_TOKEN": fake_slack.bot_token,

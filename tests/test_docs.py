@@ -45,7 +45,8 @@ def test_scopes_cover_the_methods_we_call():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
     assert scopes == {"app_mentions:read", "channels:history", "groups:history", "chat:write", "reactions:write",
                       "users:read", "usergroups:read", "commands",
-                      "channels:read", "groups:read"}  # conversations.info: `opsloop check` of the alert channels
+                      # conversations.info (`opsloop check`, the shortcut), users.conversations (App Home)
+                      "channels:read", "groups:read", "im:read", "mpim:read"}
 
 
 def test_readme_documents_every_command():

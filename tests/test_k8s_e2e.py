@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.kube import FakeKube
 from tests.fakes.slack import FakeSlack
@@ -125,3 +127,48 @@ async def test_four_reads_in_one_turn_run_concurrently(
         assert len(results) == 4 and not any(r.get("is_error") for r in results)
     # Each read's first request was in flight at the same time as the other three (the fake counts them).
     assert fake_kube.max_in_flight >= 4
+
+
+def _revision(kube: FakeKube, n: int) -> dict:
+    return next(rs for rs in kube.objects("ReplicaSet", NS)
+                if rs["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == str(n))
+
+
+@pytest.mark.parametrize("between", ["template_changed", "revision_replaced"])
+async def test_an_undo_whose_target_revision_changed_after_the_card_writes_nothing_and_asks_a_new_card(
+        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube,
+        between: str) -> None:
+    from tests.fakes.kube import replicaset
+
+    d = crashloop(fake_kube)
+    undo = {"name": "api", "namespace": NS}
+    fake_anthropic.script(reply(tool_use("k8s_rollout_undo", undo)),
+                          reply(text("The revision changed; asking again."), tool_use("k8s_rollout_undo", undo)),
+                          reply(text("Rolled back.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
+        channel, ts = await env.mention("roll api back")
+        first = await env.card(channel, ts, timeout=30)
+        assert IMAGE_DIFF in text_of(first)
+        target = _revision(fake_kube, 1)
+        if between == "template_changed":  # the ReplicaSet's template edited: the Deployment's rv stays
+            fake_kube.touch("ReplicaSet", NS, target["metadata"]["name"],
+                            {"spec": {"template": {"spec": {"containers": [{"name": "api", "image": "api:1.40"}]}}}})
+            image = "api:1.40"
+        else:  # the revision the card named deleted, another made with its number
+            fake_kube.remove("ReplicaSet", NS, target["metadata"]["name"])
+            fake_kube.add(replicaset(d, revision=1, containers=[{"name": "api", "image": "api:2.0-debug"}]))
+            image = "api:2.0-debug"
+        assert fake_kube.get("Deployment", NS, "api")["metadata"]["resourceVersion"] == d["metadata"][
+            "resourceVersion"]
+        await env.approve(first, BOB)
+        second = await env.card(channel, ts, where=lambda m: m.ts != first.ts, timeout=30)
+        assert fake_kube.writes() == []  # the approved card's change was not made
+        refused = result_text(tool_results(fake_anthropic.requests[1])[0])
+        assert "deployment web/api changed since the card was shown" in refused and "nothing was changed" in refused
+        assert f"api:1.42 → {image}" in text_of(second)
+        await env.approve(second, BOB)
+        await env.wait_final(channel, ts, timeout=30)
+        fake_anthropic.assert_complete()
+    assert len(fake_kube.writes()) == 1  # what the second card showed, and only that
+    after = fake_kube.get("Deployment", NS, "api")
+    assert after["spec"]["template"]["spec"]["containers"][0]["image"] == image

@@ -91,3 +91,18 @@ def test_the_cause_of_decisions_made_before_m003_is_read_from_their_reason(tmp_p
     assert causes == {"a1": DecisionCause.CLICK, "a2": DecisionCause.CLICK, "a3": DecisionCause.EXPIRY,
                       "a4": DecisionCause.STOP, "a5": DecisionCause.CHANGED_CALL, "a6": DecisionCause.REPLY,
                       "a7": None}
+
+
+def test_m013_keeps_each_persons_latest_click_on_each_answer(tmp_path) -> None:
+    from bot.types import FeedbackValue
+
+    db = sqlite_utils.Database(str(tmp_path / "old.db"))
+    migrations.apply(db, stop_before="m013_feedback_once")
+    for id_, user, ts, value, at in (("fb1", "U2", "1.1", "positive", 1.0), ("fb2", "U2", "1.1", "negative", 2.0),
+                                     ("fb3", "U3", "1.1", "positive", 1.5), ("fb4", "U2", "1.5", "positive", 0.5)):
+        db.table("feedback").insert({"id": id_, "click": id_, "run_id": "r", "user": user, "value": value,
+                                     "channel": "C1", "message_ts": ts, "at": at})
+    db.close()
+    ledger = Ledger(tmp_path / "old.db")
+    assert [f.id for f in ledger.feedback()] == ["fb4", "fb3", "fb2"]
+    assert ledger.feedback_counts() == {FeedbackValue.POSITIVE: 2, FeedbackValue.NEGATIVE: 1}

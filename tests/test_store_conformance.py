@@ -765,6 +765,35 @@ async def test_feedback_clicks_are_kept_once_each_with_who_and_when(store: Store
     assert await store.feedback_counts() == {FeedbackValue.POSITIVE: 1, FeedbackValue.NEGATIVE: 2}
 
 
+async def test_feedback_counts_once_per_person_per_answer_and_the_latest_click_wins(store: Store) -> None:
+    from bot.types import FeedbackValue
+
+    run = await new_run(store)
+    for click, value in (("U2:1.1:9.1", FeedbackValue.POSITIVE), ("U2:1.1:9.2", FeedbackValue.POSITIVE),
+                         ("U2:1.1:9.3", FeedbackValue.NEGATIVE)):
+        assert await store.record_feedback(click=click, run_id=run.id, user="U2", value=value, channel="C1",
+                                           message_ts="1.1")
+    assert not await store.record_feedback(click="U2:1.1:9.3", run_id=run.id, user="U2",  # a redelivery
+                                           value=FeedbackValue.NEGATIVE, channel="C1", message_ts="1.1")
+    assert await store.record_feedback(click="U2:1.5:9.4", run_id=run.id, user="U2", value=FeedbackValue.POSITIVE,
+                                       channel="C1", message_ts="1.5")  # another answer of the run: its own say
+    assert [(f.value, f.message_ts) for f in await store.feedback(run.id)] == [
+        (FeedbackValue.NEGATIVE, "1.1"), (FeedbackValue.POSITIVE, "1.5")]
+    assert await store.feedback_counts() == {FeedbackValue.POSITIVE: 1, FeedbackValue.NEGATIVE: 1}
+
+
+async def test_the_askers_a_request_names_are_kept_on_its_run_and_ask_for_its_calls(store: Store) -> None:
+    accepted = await store.accept_mention("Ev1", channel="C1", thread_ts="1.0", requester="U1", task=TASK,
+                                          prompt=TASK, model="m", mention_ts="1.1", on_reply=supersede_by_reply,
+                                          askers=["U7", "U1"])
+    assert accepted is not None and accepted.run.askers == ("U1", "U7")
+    again = await store.accept_mention("Ev2", channel="C1", thread_ts="1.0", requester="U2", task=TASK, prompt=TASK,
+                                       model="m", mention_ts="1.2", on_reply=supersede_by_reply, askers=["U8"])
+    assert again is not None and again.run.id == accepted.run.id and again.run.askers == ("U1", "U7", "U8")
+    approval = await ask(store, accepted.run)
+    assert set(await requesters(store, approval.id)) >= {"U1", "U7", "U8"}
+
+
 # --- alerts (REACH.md §3) ------------------------------------------------------------------------------------
 async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_backends(store: Store) -> None:
     from bot.store import AlertOutcome

@@ -1,4 +1,5 @@
-"""Feedback on answers and handoff reports: one row per click (who, which way, when), never rewritten."""
+"""Feedback on answers and handoff reports: one row per person per answer message (who, which way, when), the
+latest click replacing the earlier one."""
 
 from __future__ import annotations
 
@@ -13,22 +14,27 @@ class FeedbackRows(LedgerBase):
 
     def record_feedback(self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str,
                         message_ts: str) -> bool:
-        """Store one click; False when this click (`click`: Slack's id for it) was stored already (a redelivery)."""
+        """Store one click as `user`'s say on the answer message (`channel`, `message_ts`): it replaces their earlier
+        click there (the latest counts, once). False when this click (`click`: Slack's id for it) is the one stored
+        already (a redelivery)."""
         return self._write(
             'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            'ON CONFLICT (channel, message_ts, "user") DO UPDATE SET click = excluded.click, '
+            "run_id = excluded.run_id, value = excluded.value, at = excluded.at "
+            "WHERE feedback.click <> excluded.click",
             [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
         ) == 1
 
     def feedback(self, run_id: str | None = None) -> list[Feedback]:
-        """Every click, oldest first (one run's, with `run_id`)."""
+        """Each person's say on each answer, oldest first (one run's, with `run_id`)."""
         where, params = ("run_id = ?", [run_id]) if run_id is not None else ("1 = 1", [])
         return [Feedback(id=r["id"], run_id=r["run_id"], user=r["user"], value=FeedbackValue(r["value"]),
                          channel=r["channel"], message_ts=r["message_ts"], at=float(r["at"]))
                 for r in self._rows("feedback", where, params, order_by="at, id")]
 
     def feedback_counts(self) -> dict[FeedbackValue, int]:
-        """Clicks so far by value (every value present, 0 when none)."""
+        """People's says so far by value, once per person per answer (every value present, 0 when none)."""
         rows = self._select("SELECT value, COUNT(*) AS n FROM feedback GROUP BY value", [])
         counts = {v: 0 for v in FeedbackValue}
         for r in rows:

@@ -105,16 +105,20 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def accept_mention(
         self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
-        model: str, mention_ts: str, on_reply: ReplyRule, team_id: str | None = None,
+        model: str, mention_ts: str, on_reply: ReplyRule, team_id: str | None = None, askers: Iterable[str] = (),
     ) -> AcceptedMention | None:
         """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
         a redirect queued like a reply, to which `on_reply` applies the approval rule in the same transaction.
+        `askers`: the other people whose words the request carries (recorded on the run: askers of its calls).
         None: a duplicate delivery. Raises when the store fails: no ack."""
         with self._durably(), self._atomic():  # a redirect may decide approvals: FULL, like every decision
             if not self.claim_event(event_id):
                 return None
             run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
                                          prompt=prompt, model=model, mention_ts=mention_ts, team_id=team_id)
+            if more := sorted(set(askers) - set(run.askers) - {""}):
+                self._update_run(run.id, askers=json.dumps(sorted({*run.askers, *more})))
+                run = self.get_run(run.id)
             redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task,
                                                               on_reply=on_reply)
             return AcceptedMention(run=run, created=created, redirect=redirect)

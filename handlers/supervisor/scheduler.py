@@ -28,6 +28,7 @@ from bot.types import Approval, Run, RunResult, StopReason
 from handlers import approvals, blocks
 from handlers.background import Background
 from handlers.outbox import Outbox, card_key, card_update_key
+from handlers.membership import Membership
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
@@ -72,6 +73,7 @@ class Supervisor:
         self._draining = False
         self._told_store_down: set[str] = set()  # runs whose thread heard that the store is down (once each)
         self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
+        self.membership = Membership(self.client)  # who is in which conversation (App Home, the shortcut)
 
     # --- run lifecycle ------------------------------------------------------
     async def open(self) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from bot.redact import redact
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.k8s.reads import get_object, owned_replicasets
@@ -94,8 +95,19 @@ def approved_version(change: Change, approved_preview: str) -> str:
     return m.group(1)
 
 
-async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str:
+async def still_as_approved(change: Change, approved_preview: str, fresh: str) -> str:
+    """The resourceVersion the card showed, once the dry run made again now (`fresh`) says what the card said.
+
+    The resourceVersion alone is not enough: a plan may read other objects (undo picks a ReplicaSet's template),
+    and those can change while the Deployment doesn't. Any difference: nothing is written, and a new card."""
     rv = approved_version(change, approved_preview)
+    if redact(fresh).strip() != redact(approved_preview).strip():
+        raise changed(change, "the dry run made again now differs from the one on the card")
+    return rv
+
+
+async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str:
+    rv = await still_as_approved(change, approved_preview, await preview(change))
     after = await change.send(dry_run=False)
     diff = render.field_diff(change.before, after)
     new_rv = render.meta(after).get("resourceVersion", "?")
@@ -291,7 +303,7 @@ async def k8s_delete_pod(pod: str, namespace: str | None = None, cluster: str | 
         cluster: the configured cluster name (optional when only one is configured).
     """
     change = await plan_delete(ctx, pod, namespace, cluster)
-    rv = approved_version(change, approved_preview)
+    rv = await still_as_approved(change, approved_preview, await _delete_card(change))
     await change.send(dry_run=False)
     return f"done: {change.header()}; approved by {confirmed_by}; it was at resourceVersion {rv}"
 
@@ -299,7 +311,11 @@ async def k8s_delete_pod(pod: str, namespace: str | None = None, cluster: str | 
 @k8s_delete_pod.dry_run
 async def _delete_preview(pod: str, namespace: str | None = None, cluster: str | None = None, *,
                           ctx: ToolContext) -> str:
-    change = await plan_delete(ctx, pod, namespace, cluster)
+    return await _delete_card(await plan_delete(ctx, pod, namespace, cluster))
+
+
+async def _delete_card(change: Change) -> str:
+    """The delete's dry run, described: what the card shows, and what the approved delete is checked against."""
     await change.send(dry_run=True)
     return "\n".join([f"{change.header()}: server-side dry run (dryRun=All) accepted",
                       f"resourceVersion: {change.resource_version}", "changes:",

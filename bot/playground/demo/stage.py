@@ -95,6 +95,7 @@ async def stage(base: Settings, *, db_path: Path, tools: Mapping[str, Any] | Non
                          bot_id="B0OPSLOOP") as slack:
         for uid, name in PEOPLE.items():
             slack.add_user(uid, name)
+        slack.add_channel(CHANNEL, "incident", members=PEOPLE)  # everyone and the bot are in it
         settings = stage_settings(base, slack, db_path=db_path, tools=tools,
                                   status_update_seconds=status_update_seconds)
         ops = await build(settings, model_for=(lambda name: IncidentModel(name=name)) if scripted else None)

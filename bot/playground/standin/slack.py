@@ -793,7 +793,7 @@ class FakeSlack:
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
         self._incoming: dict[str, tuple[str, str, str]] = {}  # hook id -> (channel, bot_id, app_id)
         self._deliveries: set[asyncio.Task[str]] = set()
-        self.channels: dict[str, dict[str, Any]] = {}  # conversations.info answers: id -> {name, is_member}
+        self.channels: dict[str, dict[str, Any]] = {}  # conversations Slack knows (add_channel): id -> its record
         self._sockets: list[web.WebSocketResponse] = []
         self._changed_event = asyncio.Event()
         self._watchers: list[Callable[[], None]] = []
@@ -874,9 +874,17 @@ class FakeSlack:
             },
         }
 
-    def add_channel(self, channel_id: str, name: str, *, is_member: bool = True) -> None:
-        """A channel conversations.info knows (unknown ids answer channel_not_found)."""
-        self.channels[channel_id] = {"id": channel_id, "name": name, "is_channel": True, "is_member": is_member}
+    def add_channel(self, channel_id: str, name: str, *, is_member: bool = True, members: Iterable[str] = (),
+                    kind: str = "public_channel") -> None:
+        """A conversation Slack knows: `kind` is public_channel, private_channel, mpim or im; `members` are the
+        people in it, plus the bot when `is_member`. Unknown ids answer channel_not_found, and so does a private
+        one (private channel, mpim, DM) the bot is not in, as for a bot token on Slack."""
+        people = set(members) | ({self.bot_user_id} if is_member else set())
+        self.channels[channel_id] = {
+            "id": channel_id, "name": name, "is_channel": kind == "public_channel", "is_member": is_member,
+            "is_private": kind != "public_channel", "is_group": kind == "private_channel", "is_im": kind == "im",
+            "is_mpim": kind == "mpim", "_kind": kind, "_members": people,
+        }
 
     def add_incoming_webhook(self, channel: str, *, bot_id: str = "B0ALERTMGR", app_id: str | None = None) -> str:
         """An incoming-webhook URL that posts into `channel` as the integration `bot_id`, as Slack's do: the
@@ -1237,7 +1245,9 @@ class FakeSlack:
         if msg.bot_id and msg.user == self.bot_user_id:
             message.update(self._bot_message_dict(msg))
         payload = message_shortcut_payload(user, channel, message, callback_id=callback_id, team_id=self.team_id,
-                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
+                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id,
+                                           channel_name=self.channels.get(channel, {}).get("name", "incident"))
+        payload["response_url"] = self.new_response_url(channel)  # Slack sends one with every message_action
         return await self.send_interactive(payload, timeout=timeout)
 
     async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
@@ -1811,11 +1821,54 @@ class FakeSlack:
             raise _SlackError("user_not_found")
         return {"user": copy.deepcopy(user)}
 
-    def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
-        channel = self.channels.get(self._channel(args))
-        if channel is None:
+    def _visible(self, channel_id: str) -> dict[str, Any]:
+        """A conversation the bot's token may see: public, or private with the bot in it (else channel_not_found)."""
+        channel = self.channels.get(channel_id)
+        if channel is None or (channel["_kind"] != "public_channel" and self.bot_user_id not in channel["_members"]):
             raise _SlackError("channel_not_found")
-        return {"channel": dict(channel)}
+        return channel
+
+    def _public(self, channel: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in channel.items() if not k.startswith("_")}
+        if channel["_kind"] == "im":  # a DM names the other person; it has no is_member
+            out.pop("is_member", None)
+            out["user"] = next((u for u in sorted(channel["_members"]) if u != self.bot_user_id), "")
+        return out
+
+    def _conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._visible(self._channel(args))
+        return {"channel": self._public(channel)}
+
+    @staticmethod
+    def _page(items: list[Any], args: dict[str, Any], *, default: int = 100) -> tuple[list[Any], str]:
+        """One page of `items` by Slack's cursor rules: `limit` (at most 1000), an opaque next_cursor ("": the end)."""
+        try:
+            limit = max(1, min(int(args.get("limit") or default), 1000))
+            start = int(str(args.get("cursor") or "offset:0").removeprefix("offset:") or 0)
+        except ValueError:
+            raise _SlackError("invalid_cursor") from None
+        more = start + limit < len(items)
+        return items[start : start + limit], f"offset:{start + limit}" if more else ""
+
+    def _users_conversations(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The conversations `user` (default: the bot) is in, of `types` (default public_channel); a private one
+        only when the bot is in it too (a bot token sees no more)."""
+        user = str(args.get("user") or self.bot_user_id)
+        if user not in self.users:
+            raise _SlackError("user_not_found")
+        types = {t.strip() for t in str(args.get("types") or "public_channel").split(",") if t.strip()}
+        if types - {"public_channel", "private_channel", "mpim", "im"}:
+            raise _SlackError("invalid_types")
+        found = [self._public(c) for c in self.channels.values()
+                 if c["_kind"] in types and user in c["_members"]
+                 and (c["_kind"] == "public_channel" or self.bot_user_id in c["_members"])]
+        page, cursor = self._page(found, args)
+        return {"channels": page, "response_metadata": {"next_cursor": cursor}}
+
+    def _conversations_members(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._visible(self._channel(args))
+        page, cursor = self._page(sorted(channel["_members"]), args)
+        return {"members": page, "response_metadata": {"next_cursor": cursor}}
 
     _METHODS: ClassVar[dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]]] = {
         "auth.test": _auth_test,
@@ -1834,4 +1887,6 @@ class FakeSlack:
         "assistant.threads.setStatus": _assistant_threads_set_status,
         "views.publish": _views_publish,
         "conversations.info": _conversations_info,
+        "conversations.members": _conversations_members,
+        "users.conversations": _users_conversations,
     }

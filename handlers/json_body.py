@@ -1,0 +1,39 @@
+"""One reader for the JSON bodies the webhooks take from outside (Alertmanager now, `POST /changes` next): bounded
+in size by the caller and in nesting here, so a hostile body is a clear 400, never a RecursionError (a 500 and a
+traceback) or a parser left to recurse as deep as the attacker likes."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bot.errors import OpsloopError
+
+MAX_DEPTH = 64  # objects and arrays inside one another; real payloads nest 4 or 5 deep
+
+# A JSON string (escapes included), or a bracket that opens or closes a level: brackets inside strings don't count.
+_TOKENS = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[\[\]{}]', re.DOTALL)
+
+
+class BadJson(OpsloopError):
+    """A body that is not JSON, or nests deeper than MAX_DEPTH: the sender's mistake (400), nothing stored."""
+
+
+def read_json(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value in `body`; BadJson (saying why) when it is not JSON or nests deeper than `max_depth`.
+
+    The depth is checked in one linear pass before json parses (json's decoder recurses per level)."""
+    depth = 0
+    for token in _TOKENS.finditer(body):
+        c = token.group()
+        if c in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise BadJson(f"body nests deeper than {max_depth} levels")
+        elif c in (b"]", b"}"):
+            depth -= 1
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadJson("body is not JSON") from None

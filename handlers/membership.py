@@ -1,0 +1,64 @@
+"""Who is in which conversation, as Slack says: what App Home may show a viewer (only the runs and approvals of
+conversations they are in) and where the message shortcut may start a run (only where the bot is). Asked of
+Slack, cached briefly, and failing closed: when Slack can't answer, the answer is None and nothing is shown."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+from slack_sdk.web.async_client import AsyncWebClient
+
+log = structlog.get_logger("opsloop.membership")
+
+TYPES = "public_channel,private_channel,mpim,im"
+PAGE = 200
+PAGES_MAX = 50  # 10,000 conversations: past that, what was read (a person is rarely in more)
+
+
+class Membership:
+    """users.conversations per viewer, cached for `cache_seconds`; conversations.info for the bot's own seat."""
+
+    def __init__(self, client: AsyncWebClient, *, cache_seconds: float = 60.0) -> None:
+        self.client, self.cache_seconds = client, cache_seconds
+        self._of: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def conversations(self, user: str) -> frozenset[str] | None:
+        """The ids of every conversation `user` is in (channels, private ones, group DMs, DMs); None when Slack
+        could not say (the caller shows nothing then, rather than everything)."""
+        cached = self._of.get(user)
+        if cached and time.monotonic() - cached[0] < self.cache_seconds:
+            return cached[1]
+        found: set[str] = set()
+        cursor: str | None = None
+        try:
+            for _ in range(PAGES_MAX):
+                response = await self.client.users_conversations(user=user, types=TYPES, limit=PAGE,
+                                                                 exclude_archived=False, cursor=cursor)
+                found |= {str(c["id"]) for c in response.get("channels") or [] if isinstance(c, dict) and c.get("id")}
+                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    break
+        except Exception as e:  # SlackApiError, a dropped connection, a timeout: no answer, so no access
+            log.warning("membership.lookup_failed", user=user, error=_error(e))
+            return None
+        self._of[user] = (time.monotonic(), frozenset(found))
+        return self._of[user][1]
+
+    async def bot_is_in(self, channel: str) -> bool | None:
+        """Whether the bot is in `channel` (a channel it joined, or a DM or group DM with it); None when Slack
+        could not say. A conversation the bot can't see (a DM between two people) is channel_not_found: False."""
+        try:
+            info: dict[str, Any] = (await self.client.conversations_info(channel=channel)).get("channel") or {}
+        except Exception as e:
+            if _error(e) == "channel_not_found":
+                return False
+            log.warning("membership.info_failed", channel=channel, error=_error(e))
+            return None
+        return bool(info.get("is_member") or info.get("is_im"))  # a DM the bot can read is a DM with the bot
+
+
+def _error(e: Exception) -> str:
+    response = getattr(e, "response", None)
+    return str(response.get("error")) if response is not None and hasattr(response, "get") else type(e).__name__
