@@ -323,6 +323,29 @@ def _base64_tail(segment: str, line_start: int, line_end: int, fallback: int) ->
 _BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
+# Text still being written: its last word may be the start of a secret, and these tails may still become part
+# of one after a space: a placeholder (its secret may go on: an Authorization scheme before its credentials),
+# `Bearer ` before its token, a PEM BEGIN or END line not yet whole.
+_OPEN_TAIL = re.compile(r"(?i)\bbearer[ \t]+\Z|\[REDACTED\][ \t]+\Z|-----(?:BEGIN|END)[A-Z0-9 ]*\Z")
+
+
+def settled(redacted: str) -> int:
+    """How much of `redacted` (the redacted form of text still being written) no continuation can change:
+    whole words, less a tail a later part could still make a secret of (`_OPEN_TAIL`) and the base64 lines an
+    END line could still follow (the walk back `redact` makes from one)."""
+    cut = len(redacted)
+    while cut and not redacted[cut - 1].isspace():
+        cut -= 1
+    while True:
+        before = cut
+        cut = _base64_lines_before(redacted, 0, cut)
+        tail = _OPEN_TAIL.search(redacted, 0, cut)
+        if tail:
+            cut = tail.start()
+        if cut == before:
+            return cut
+
+
 # Keys whose value is a credential, whatever it looks like: headers (`Authorization`, `X-Api-Key`, `Cookie`, ...)
 # and the names the text patterns know. Compared lower-cased without `-` and `_`, so `x_api_key` is `X-Api-Key`.
 SECRET_KEYS = frozenset({

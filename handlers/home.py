@@ -75,9 +75,10 @@ async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
     blocks.append({"type": "divider"})
 
     blocks.append(_section(messages.HOME_RECENT))
+    failed = await sup.store.failed_tool_calls([r.id for r in recent])
     blocks += [_section(messages.home_recent_run(_thread_link(r), _task(r),
                                                  stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
-                                                 cost_usd=r.cost_usd))
+                                                 cost_usd=r.cost_usd, failed_tools=failed.get(r.id, 0)))
                for r in recent] or [_context(messages.HOME_NO_RECENT)]
     return blocks
 

@@ -560,8 +560,10 @@ def home_approval(link: str, tool: str, category: str, task: str) -> str:
     return f"{code(tool)} ({category}, <{link}|card>) for _{escape(task)}_"
 
 
-def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float) -> str:
-    return f"{escape(task)} (<{link}|thread>) — {code(stop_reason)}, ${cost_usd:.2f}"
+def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float, failed_tools: int = 0) -> str:
+    """A finished run: how it ended, and whether its answer came after tool calls that failed."""
+    after = f" after {failed_tools} failed tool call{'s' if failed_tools != 1 else ''}" if failed_tools else ""
+    return f"{escape(task)} (<{link}|thread>) — {code(stop_reason)}{after}, ${cost_usd:.2f}"
 
 
 # ---------------------------------------------------------------------------

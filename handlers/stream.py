@@ -6,9 +6,10 @@ The runtime can't know a turn is the answer until it ends, so a turn's text stre
 it is (that message stays, without feedback buttons) and the step goes on to its tools, so no stream is ever
 held across an approval wait. Short answers are posted as before.
 
-What is sent is redacted on the whole buffer before each call, and only its stable prefix goes out: complete
-lines, less trailing lines a later delta could still turn into a secret (a PEM body before its END line).
-A secret split across two deltas is never sent in part.
+What is sent is redacted on the whole buffer before each call, and only its stable prefix goes out: whole
+words (a one-paragraph answer streams too), less the word being written and any tail a later delta could still
+turn into a secret (`Bearer ` before its token, a PEM body before its END line, see bot.redact.settled) or into a
+link. A secret split across two deltas is never sent in part.
 
 Exactly once: the stream's row is stored before startStream is called and its ts right after it answers; the
 run's answer finishes the live stream (stopStream, or chat.update when the stream broke or after a restart).
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bot.redact import redact
+from bot.redact import redact, settled
 from bot.types import Run, StreamState
 from handlers import messages
 from handlers.mrkdwn import reveal, show_links
@@ -40,9 +41,8 @@ HOLDBACK_CHARS = 300  # a turn's text streams once it is this long with no tool 
 START_MIN_CHARS = 40  # the first stable text sent (how a stream whose ts was lost is found again)
 APPEND_INTERVAL_SECONDS = 1.0  # at most one append per second per thread (appendStream is Tier 4; budget anyway)
 STREAM_CHARS_MAX = 11_000  # what a stream shows stays under Slack's 12,000 per call and inside one message part
-# A line that could be the body of a private key whose END line has not come yet (bot.redact walks back from
-# END over such lines): held back until a line that can't be follows.
-_BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]+[ \t]*\r?\n?")
+# A Markdown link still being written at the end of the text (handlers.mrkdwn._LINK, cut short).
+_OPEN_LINK = re.compile(r"\[[^\]\n|]*(?:\](?:\((?:https?://[^\s)|]*)?)?)?\Z")
 
 
 def safe_markdown(text: str) -> str:
@@ -58,13 +58,15 @@ def shown(text: str) -> str:
 
 
 def stable_prefix(buffered: str) -> str:
-    """The part of the shown buffer that no later delta can change: the complete lines of the redacted buffer,
-    less any trailing lines that look like a private key's body, made safe."""
+    """The part of the shown buffer that no later delta can change: the redacted buffer's whole words, less a
+    tail that could still become (part of) a secret (bot.redact.settled) or a Markdown link that is not yet
+    whole (show_links rewrites it once it is), made safe."""
     redacted = redact(buffered)
-    lines = redacted[: redacted.rfind("\n") + 1].splitlines(keepends=True)
-    while lines and _BASE64_LINE.fullmatch(lines[-1]):
-        lines.pop()
-    return safe_markdown("".join(lines))
+    cut = settled(redacted)
+    link = _OPEN_LINK.search(redacted, 0, cut)
+    if link:
+        cut = settled(redacted[: link.start()])
+    return safe_markdown(redacted[:cut])
 
 
 class AnswerStreams:

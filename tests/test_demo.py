@@ -7,6 +7,7 @@ plays; with one, the real Anthropic client talks to the fake Messages API.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
@@ -88,6 +89,27 @@ async def test_demo_interactive_prompt_denies_and_approves_cards(tmp_path: Path)
     assert "🚫 Denied by @carol" in out  # restart_service
     assert "✅ Approved by @carol" in out  # clean_logs
     assert demo_tools.HOST.actions == ["clean_logs /var/log/nginx approved by U0CAROL"]
+
+
+async def test_demo_interactive_a_refused_click_leaves_the_card_open_for_the_next_one(tmp_path: Path) -> None:
+    """alice may not approve her own destructive call: the card stays pending, and carol's click decides it."""
+    async with asyncio.timeout(120):
+        code, out = await _transcript(tmp_path, stdin="\nd\na as alice\na\n")
+    assert code == 0
+    refused = out.index("@alice clicks [Approve] on clean_logs")
+    assert out.index("@carol clicks [Approve] on clean_logs", refused) > refused
+    assert "✅ Approved by @carol" in out
+    assert demo_tools.HOST.actions == ["clean_logs /var/log/nginx approved by U0CAROL"]
+
+
+async def test_demo_interactive_q_quits_while_a_command_waits_for_a_card(tmp_path: Path) -> None:
+    """`q` ends the demo at once, even behind commands that wait for a card (here a refused click's card would
+    never come back for alice), with the run still paused."""
+    async with asyncio.timeout(60):
+        code, out = await _transcript(tmp_path, stdin="\nd\na as alice\na as alice\nq\n")
+    assert code == 1
+    assert "quit before the incident finished" in out
+    assert demo_tools.HOST.actions == []
 
 
 async def test_demo_with_an_api_key_plays_against_claude_and_the_crew_follows_its_cards(

@@ -859,3 +859,12 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
     run = await store.open_alert_run("g9", thread_ts="3.0", task="t", prompt="p", model="m")
     assert run is not None and (await store.alert_group("am:g9")).state == "started"  # type: ignore[union-attr]
     assert await store.claim_alert_group("am:g9", holder, now=later, until=later + 5) is None
+
+
+async def test_failed_tool_calls_counts_errors_per_run(store: Store) -> None:
+    a, b, c = await new_run(store, "1.0"), await new_run(store, "2.0"), await new_run(store, "3.0")
+    for run, use, is_error in ((a, "t1", True), (a, "t2", True), (a, "t3", False), (b, "t4", False)):
+        await store.save_tool_result(run.id, tool_use_id=use, tool="check_disk", args={}, content="out",
+                                     is_error=is_error, confirmed_by=None)
+    assert await store.failed_tool_calls([a.id, b.id, c.id]) == {a.id: 2}
+    assert await store.failed_tool_calls([]) == {}

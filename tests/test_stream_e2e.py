@@ -214,6 +214,57 @@ async def test_a_secret_split_across_deltas_never_reaches_slack(
     assert final.text.count("[REDACTED]") == 3 and token not in final.text
 
 
+async def test_a_one_paragraph_answer_at_40_tokens_a_second_shows_its_first_words_early(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    words = ["/var", "on", "web-03", "is", "full", "of", "rotated", "nginx", "logs,", "access.log.12.gz", "holds"]
+    answer = ""
+    while len(answer) < 1500:
+        answer += " ".join(words) + f" {len(answer)} MB and "
+    answer = answer.rstrip() + " that is all."
+    assert "\n" not in answer
+    pace(fake_anthropic, chars=4, seconds=0.025)  # 40 tokens/s, about 4 characters a token
+    fake_anthropic.script(reply(text(answer)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        await env.mention(TASK)
+        final = await final_streamed(fake_slack, within=30)
+        await settled(env)
+    produced = fake_anthropic.text_delta_times
+    start = fake_slack.calls_to("chat.startStream")[0]
+    before_start = sum(1 for t in produced if t < start.at)
+    # 300 characters (HOLDBACK_CHARS) are 75 of the ~380 tokens: the first words show by then (~1.9 s), not at the end.
+    assert before_start <= 0.3 * len(produced), (before_start, len(produced))
+    appends = [c for c in fake_slack.calls_to("chat.appendStream") if c.at < produced[-1]]
+    assert len(appends) >= 5, "it grows while the model writes"
+    assert final.text == answer and final.stream is not None and final.stream["state"] == "stopped"
+
+
+async def test_a_secret_straddling_a_word_boundary_inside_a_paragraph_never_reaches_slack(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.Zq9Zq9Zq9Zq9"
+    password = "hunter two Correct Horse"
+    answer = (long_answer(400).replace("\n", " ") + " The health probe sends Authorization: Bearer "
+              + token + f" on every call and the db config says password=\"{password}\" in one place, "
+              + long_answer(500, tag="B").replace("\n", " "))
+    pace(fake_anthropic, chars=5, seconds=0.01)
+    # The model stalls right after `Bearer ` and inside the quoted password: appends go out meanwhile.
+    fake_anthropic.pause_after = {"Bearer ": 1.5, "hunter two": 1.5}
+    fake_anthropic.script(reply(text(answer)))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        await env.mention(TASK)
+        final = await final_streamed(fake_slack, within=30)
+        await settled(env)
+    assert len(fake_slack.calls_to("chat.appendStream")) >= 3, "the answer must stream for this test to mean much"
+    sent = json.dumps([c.args for c in fake_slack.calls])
+    for value in (token, password):
+        pieces = [value[i : i + 4] for i in range(len(value) - 4)]
+        assert not [p for p in pieces if p in sent], f"part of {value[:6]}… reached Slack"
+    assert final.text.count("[REDACTED]") == 2 and final.stream is not None and final.stream["state"] == "stopped"
+    assert not [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == final.ts], (
+        "the stream was never broken by a redaction that took text back")
+
+
 @pytest.mark.parametrize("refusal", ["not_allowed", "unknown_method", "feature_not_enabled"])
 async def test_a_refused_startstream_falls_back_to_posting_the_answer(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, refusal: str
@@ -499,11 +550,41 @@ async def test_stand_in_stream_errors_can_be_injected(fake_slack: FakeSlack) -> 
 
 
 # --- the stable prefix -------------------------------------------------------------------------------------------
-def test_the_stable_prefix_holds_back_the_incomplete_line_and_a_possible_key_body() -> None:
-    assert stable_prefix("done line\nthe token is xoxb-12") == "done line\n"
+def test_the_stable_prefix_holds_back_the_word_being_written_and_a_possible_key_body() -> None:
+    assert stable_prefix("done line\nthe token is xoxb-12") == "done line\nthe token is "
     assert stable_prefix("a\nthe token is xoxb-1234567890abc\n") == "a\nthe token is [REDACTED]\n"
     assert stable_prefix("an intro\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nbase64\n") == "an intro\n"
-    assert stable_prefix("no newline yet") == ""
+    assert stable_prefix("no newline yet") == "no newline "
+
+
+def test_the_stable_prefix_holds_back_a_tail_that_could_still_become_a_secret() -> None:
+    assert stable_prefix("the probe sent Bearer ") == "the probe sent "  # its token may follow
+    assert stable_prefix("it logged Authorization: Bearer ") == "it logged Authorization: "
+    assert stable_prefix("the db config had password=\"hunter two") == "the db config had "
+    assert stable_prefix("in /etc/key:\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END RSA ") == "in /etc/key:\n"
+    assert stable_prefix("the file has -----BEGIN RSA PRIVATE ") == "the file has "
+    assert stable_prefix("the end of it MIIEvQIBADANBgkqhkiG9w0BAQEFAASC ") == "the end of it "
+    assert stable_prefix("see [the run book](https://runbooks.example.com/disk) and [the ") == (
+        "see the run book (<https://runbooks.example.com/disk>) and ")
+
+
+def test_every_stable_prefix_of_a_paragraph_with_secrets_is_a_prefix_of_what_it_shows_at_the_end() -> None:
+    """Word by word and character by character, nothing sent is ever taken back (which would break the
+    stream) and no part of a secret is ever sent."""
+    from handlers.stream import shown
+    secrets = ["xoxb-4242424242-1717171717-Zq9Zq9", "sk-ant-api03-Zq9Zq9Zq9Zq9", "AKIAIOSFODNN7EXAMPLE",
+               "Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9"]
+    answer = ("The probe to web-03 sent the header Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9 and "
+              f"the nginx logs hold {secrets[0]} next to {secrets[1]}, while the deploy user has the key id "
+              f"{secrets[2]} and a script sends {secrets[3]} to [the api](https://api.example.com/v1) daily.")
+    final = shown(answer)
+    for n in range(len(answer) + 1):
+        prefix = stable_prefix(answer[:n])
+        assert final.startswith(prefix), (n, prefix)
+        for secret in secrets:
+            body = secret.split(" ")[-1]
+            assert not [body[i:i + 4] for i in range(4, len(body) - 4) if body[i:i + 4] in prefix], (n, prefix)
+    assert stable_prefix(answer + " ") == final + " "
 
 
 def test_the_streamed_text_gets_the_posted_answers_hygiene() -> None:

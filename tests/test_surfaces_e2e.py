@@ -193,6 +193,20 @@ async def test_app_home_lists_finished_runs_with_their_stop_reasons(
         assert "`completed`" in shown and messages.HOME_NO_ACTIVE in shown
 
 
+async def test_app_home_says_a_run_answered_after_a_failed_tool_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "var/log"})),  # ToolError
+                          reply(text("I could not list the files.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK)
+        await env.wait_final(channel, ts)
+        await env.send(app_home_opened_event(BOB))
+        await fake_slack._wait(lambda: fake_slack.home_views.get(BOB), 5.0, lambda: "the Home tab")
+        shown = home_text(fake_slack, BOB)
+        assert "— `completed` after 1 failed tool call, $" in shown
+
+
 async def test_app_home_links_never_wear_the_task_as_their_text(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

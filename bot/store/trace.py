@@ -35,6 +35,18 @@ class Trace(LedgerBase):
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
 
+    def failed_tool_calls(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How many of each run's tool calls ended in an error (a person's denial is not a failure); a run with
+        none is absent. One query for a page of runs."""
+        if not run_ids:
+            return {}
+        marks = _marks(run_ids)
+        rows = self._select(
+            f"SELECT r.run_id, COUNT(*) AS n FROM tool_results r WHERE r.run_id IN ({marks}) AND r.is_error = 1 "
+            "AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.run_id AND a.tool_use_id = r.tool_use_id "
+            "AND a.state <> 'approved') GROUP BY r.run_id", list(run_ids))
+        return {str(r["run_id"]): int(r["n"]) for r in rows}
+
     def history(self, run_id: str) -> list[dict[str, Any]]:
         return [
             {"role": r["role"], "content": json.loads(r["content"])}
@@ -89,6 +101,7 @@ class TraceCalls:
 
     replace_history = entry(Trace.replace_history)
     history = entry(Trace.history)
+    failed_tool_calls = entry(Trace.failed_tool_calls)
     save_tool_result = entry(Trace.save_tool_result)
     tool_results = entry(Trace.tool_results)
     add_step = entry(Trace.add_step)

@@ -16,9 +16,10 @@ import contextlib
 import sys
 import tempfile
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from bot.config import Settings
 from bot.playground.demo.stage import ALICE, BOB, CAROL, Stage, stage
@@ -80,6 +81,7 @@ class Prompt:
     thread_ts: str = ""
     lines: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     decided: set[str] = field(default_factory=set)
+    quit: asyncio.Event = field(default_factory=asyncio.Event)  # `q` typed: the demo ends now
 
     def start_reading(self, stream: TextIO) -> None:
         loop = asyncio.get_running_loop()
@@ -97,13 +99,32 @@ class Prompt:
         return (line or "").strip() or TASK
 
     async def serve(self) -> None:
+        """Read commands until `q` (or the end of input). A command that waits for a card runs while the next
+        lines are read, so `q` always quits; commands still run one at a time, in the order typed."""
         self.transcript.say(self.transcript.style.dim(HELP))
-        while (line := await self.lines.get()) is not None:
-            line = line.strip()
-            if line in ("q", "quit", "exit"):
-                break
-            if line:
+        todo: asyncio.Queue[str] = asyncio.Queue()
+        worker = asyncio.create_task(self._work(todo))
+        try:
+            while (line := await self.lines.get()) is not None:
+                line = line.strip()
+                if line in ("q", "quit", "exit"):
+                    self.quit.set()
+                    return
+                if line:
+                    todo.put_nowait(line)
+            await todo.join()  # the end of input: what was typed still happens, the demo goes on
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+
+    async def _work(self, todo: asyncio.Queue[str]) -> None:
+        while True:
+            line = await todo.get()
+            try:
                 await self.act(line)
+            finally:
+                todo.task_done()
 
     async def act(self, line: str) -> None:
         words = line.split()
@@ -113,15 +134,32 @@ class Prompt:
                 self.transcript.narrate(f"no user {words[-1]!r} (alice, bob or carol)")
                 return
             card = await self.next_pending_card()
-            self.decided.add(card.ts)
             action = APPROVE if words[0].lower().startswith("a") else DENY
             self.transcript.narrate(f"@{self.stage.names[who]} clicks [{'Approve' if action == APPROVE else 'Deny'}]"
                                     f" on {card_tool(card)}")
-            await self.stage.click(who, card.ts, action)
+            await self.clicked(who, card, action)
             return
         name, _, text = line.partition(":")
         who = self.stage.user_id(name.strip()) if text.strip() else None
         await self.stage.reply(who or BOB, self.thread_ts, text.strip() if who else line)
+
+    async def clicked(self, who: str, card: Message, action: str) -> None:
+        """Click, then wait for what the click did: the card decided (its state changed), the card changed
+        (one approval of several), or the clicker told why not (an ephemeral note): that card stays open."""
+        slack = self.stage.slack
+        notes, blocks = len(slack.ephemerals), card.blocks
+
+        def outcome() -> str | None:
+            if card_state(card) != "pending":
+                return "decided"
+            if card.blocks != blocks:
+                return "changed"
+            return "refused" if any(e["user"] == who for e in slack.ephemerals[notes:]) else None
+
+        await self.stage.click(who, card.ts, action)
+        with contextlib.suppress(TimeoutError):
+            if await slack.wait_until(outcome, 30.0, "the click's outcome") == "decided":
+                self.decided.add(card.ts)
 
     async def next_pending_card(self) -> Message:
         """The pending card to decide; typed ahead of it, a decision waits for the next card."""
@@ -153,7 +191,7 @@ class Runs:
                 if self.run_id in (None, run_id) and task not in seen:
                     self.run_id = run_id
                     seen.add(task)
-                    if (result := await task) is not None:
+                    if (result := await asyncio.shield(task)) is not None:  # quitting leaves the drive be
                         return result
             self.changed.clear()
             with contextlib.suppress(TimeoutError):  # a drive can start without a Slack change to announce it
@@ -198,7 +236,10 @@ async def _play(st: Stage, transcript: Transcript, *, interactive: bool, pace: f
         if interactive:
             reader = asyncio.create_task(prompt.serve())
         async with asyncio.timeout(None if interactive else limit_s):
-            result = await runs.first()
+            result = await _until_quit(runs.first(), prompt.quit)
+            if result is None and prompt.quit.is_set():
+                transcript.say(s.bold("opsloop demo: quit before the incident finished"))
+                return 1
             if result is not None:  # the answer is in the outbox: wait until Slack has it
                 await st.ops.outbox.settle(run_id=result.run_id)
         await asyncio.gather(*crew.actions)
@@ -217,6 +258,22 @@ async def _play(st: Stage, transcript: Transcript, *, interactive: bool, pace: f
         return 1
     transcript.say(summary(result, st, db))
     return 0 if result.stop_reason == StopReason.COMPLETED else 1
+
+
+async def _until_quit(first: Coroutine[Any, Any, RunResult | None], quit: asyncio.Event) -> RunResult | None:
+    """The run's result, or None as soon as `quit` is set (the run itself is left to the stage's shutdown)."""
+    result = asyncio.ensure_future(first)
+    quitting = asyncio.ensure_future(quit.wait())
+    try:
+        await asyncio.wait({result, quitting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        quitting.cancel()
+    if result.done():
+        return result.result()
+    result.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await result
+    return None
 
 
 def summary(r: RunResult, st: Stage, db: Path | None) -> str:

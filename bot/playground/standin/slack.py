@@ -1025,6 +1025,10 @@ class FakeSlack:
             lambda: f"a matching {method} call; calls so far: {[(c.method, c.error) for c in self.calls]}",
         )
 
+    async def wait_until(self, check: Callable[[], T | None], timeout: float = 5.0, what: str = "a change") -> T:
+        """The first value ``check`` returns that is not None, checked after every change."""
+        return await self._wait(check, timeout, lambda: what)
+
     async def wait_for_message(
         self,
         channel: str,
