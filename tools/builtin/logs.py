@@ -20,6 +20,7 @@ import re2
 from tools.builtin import reach
 from tools.builtin.host import human_bytes
 from tools.registry import Category, ToolContext, ToolError, tool
+from tools.remote.ere import translate
 from tools.remote.inventory import Host
 
 MAX_TAIL_LINES = 5_000
@@ -574,13 +575,19 @@ _TAIL_SCRIPT = (
     f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tail -n "$2";; *) tail -n "$2" -- "$1";; esac '
     f"| cut -b 1-{_REMOTE_LINE_BYTES}"
 )
-# $1 pattern (an ERE), $2 how many lines may still be listed, $3 -i or -s; then the files. Per file: its path,
-# its number of matching lines and the matches still listable (NUMBER:LINE), each ending in \0.
+# $1 pattern (an ERE), $2 how many lines may still be listed, $3 the locale it matches in (C: bytes; C.UTF-8:
+# characters, checked to work, else "no-utf8"); then the files. Per file: its path, its number of matching lines
+# (or "not-utf8": C.UTF-8 and a line that is not valid UTF-8) and the matches still listable (NUMBER:LINE), each
+# ending in \0. The locale is never the host's own: the ERE names every class explicitly (tools/remote/ere.py).
 _GREP_SCRIPT = (
-    _DECOMPRESS + 'pat=$1; left=$2; icase=$3; shift 3; for f do '
-    'n=$(dec "$f" 2>/dev/null | grep -E -I -c "$icase" -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
+    _DECOMPRESS + 'pat=$1; left=$2; LC_ALL=$3; export LC_ALL; shift 3; '
+    "if [ \"$LC_ALL\" != C ] && [ \"$(printf '\\303\\251\\n' | grep -c -x -e .)\" != 1 ]; then "
+    "printf 'no-utf8\\0'; exit 0; fi; for f do "
+    'if [ "$LC_ALL" != C ] && dec "$f" 2>/dev/null | grep -I -q -v -x -e ".*"; then '
+    "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
+    'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
     'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
-    f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" "$icase" -e "$pat" | cut -b 1-{_REMOTE_LINE_BYTES}; '
+    f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_REMOTE_LINE_BYTES}; '
     'left=$((left - n)); fi; printf \'\\0\'; done'
 )
 # The host's clock, then every entry under $1 on its filesystem: type, inode, size, mtime, path.
@@ -638,138 +645,6 @@ async def _remote_tail(host: Host, path: str, lines: int, ctx: ToolContext) -> s
     return _tail_text(str(file), _Tail(text.splitlines()[-lines:], False), int(size))
 
 
-# -- RE2 (Python syntax) to POSIX ERE for grep -E; the pattern was accepted by RE2 first ---------------------
-
-_ERE_ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "A": "^", "z": "$", "s": "\\s", "S": "\\S", "w": "\\w", "W": "\\W",
-                "b": "\\b", "B": "\\B", "t": "\t"}
-_CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_", "t": "\t"}
-_REPEAT_RE = re.compile(r"\{(\d*)(,\d*)?\}")
-
-
-def ere(pattern: str) -> tuple[str, bool]:
-    """(an ERE that matches the same lines, whether to ignore case); ToolError for what has no ERE form here.
-
-    Line matching does not care about greediness, so lazy quantifiers lose their `?`; groups lose their
-    `?:`/`?P<name>`; \\d becomes [0-9]. A newline can never match inside a line and would split grep's pattern
-    list, so it is refused."""
-    icase = False
-    if m := re.match(r"\(\?([imsu]+)\)", pattern):
-        if "i" in m.group(1):
-            icase = True
-        pattern = pattern[m.end():]
-    out: list[str] = []
-    i, n = 0, len(pattern)
-
-    def refuse(what: str) -> ToolError:
-        return ToolError(f"grep_log: {what} is not supported on a remote host (grep -E); rewrite the pattern")
-
-    while i < n:
-        ch = pattern[i]
-        if ch == "\n":
-            raise refuse("a newline")
-        if ch == "\\":
-            nxt = pattern[i + 1] if i + 1 < n else ""
-            if nxt in _ERE_ESCAPES:
-                out.append(_ERE_ESCAPES[nxt])
-                i += 2
-            elif nxt == "x" and (h := re.match(r"[0-9A-Fa-f]{2}", pattern[i + 2:])) and int(h.group(0), 16) != 10:
-                out.append(_literal(chr(int(h.group(0), 16))))
-                i += 4
-            elif nxt and not nxt.isalnum() and nxt != "\n":
-                out.append(_literal(nxt))
-                i += 2
-            else:
-                raise refuse(f"the escape \\{nxt}")
-        elif ch == "[":
-            text, i = _ere_class(pattern, i, refuse)
-            out.append(text)
-        elif ch == "(" and pattern.startswith("(?", i):
-            if pattern.startswith("(?:", i):
-                i += 3
-            elif m := re.match(r"\(\?P?<[A-Za-z_]\w*>", pattern[i:]):
-                i += m.end()
-            else:
-                raise refuse(f"the group {pattern[i:i + 3]}…")
-            out.append("(")
-        elif ch in "*+?" or (ch == "{" and _REPEAT_RE.match(pattern, i)):
-            if ch == "{":
-                m = _REPEAT_RE.match(pattern, i)
-                assert m is not None
-                out.append(m.group(0))
-                i = m.end()
-            else:
-                out.append(ch)
-                i += 1
-            if i < n and pattern[i] == "?":  # lazy: the same lines match
-                i += 1
-        elif ch in "{}":
-            out.append("\\" + ch)
-            i += 1
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out), icase
-
-
-def _ere_class(pattern: str, i: int, refuse: Any) -> tuple[str, int]:
-    """The bracket expression at pattern[i] ("[") rebuilt for POSIX, where a backslash is an ordinary char:
-    "]" first, "^" not first, "-" last."""
-    i += 1
-    negated = pattern.startswith("^", i)
-    i += negated
-    items: list[str] = []
-    close = dash = caret = False
-    first = True
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "]" and not first:
-            if not items and not close and not dash:
-                if not caret:
-                    raise refuse("an empty character class")
-                return ("[^^]" if negated else "\\^"), i + 1
-            body = ("]" if close else "") + "".join(items) + ("^" if caret else "") + ("-" if dash else "")
-            return f"[{'^' if negated else ''}{body}]", i + 1
-        first = False
-        if ch == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            i += 2
-            if nxt in _CLASS_ESCAPES:
-                items.append(_CLASS_ESCAPES[nxt])
-            elif nxt == "]":
-                close = True
-            elif nxt == "-":
-                dash = True
-            elif nxt == "^":
-                caret = True
-            elif not nxt.isalnum() and nxt != "\n":
-                items.append(nxt)
-            else:
-                raise refuse(f"the escape \\{nxt} in a character class")
-            continue
-        if ch == "\n":
-            raise refuse("a newline")
-        if ch == "]":
-            close = True
-        elif ch == "^":
-            caret = True
-        elif ch == "-" and (not items or pattern.startswith("]", i + 1)):
-            dash = True
-        elif ch == "[" and pattern[i + 1:i + 2] in (":", ".", "="):
-            items.append("[.[.]")  # Python reads "[:" as two characters; POSIX would start a class name
-        else:
-            items.append(ch)
-        i += 1
-    raise refuse("an unterminated character class")
-
-
-_ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
-
-
-def _literal(ch: str) -> str:
-    """`ch` matching itself in an ERE (GNU grep warns about a backslash before an ordinary character)."""
-    return "\\" + ch if ch in _ERE_SPECIAL else ch
-
-
 async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> list[str]:
     """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES."""
     result = await reach.remote(ctx, host, ["find", str(root), "-type", "f", "-print0"],
@@ -782,26 +657,33 @@ async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> li
 
 async def _remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
     compile_pattern(pattern)  # RE2 decides what is accepted, exactly as locally
-    expression, icase = ere(pattern)
+    expression = translate(pattern)
     target, kind = await _remote_allowed(host, path, ctx)
     if kind == "-":
         raise ToolError(f"no such file or directory: {path}")
     files = [str(target)] if kind == "f" else await _remote_files(host, target, ctx) if kind == "d" else []
     if not files:
         return _grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", 0, [])
-    argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression, str(max_matches), "-i" if icase else "-s", *files]
+    argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression.expression, str(max_matches), expression.locale, *files]
     budget = max_matches * (_REMOTE_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
     result = await reach.remote(ctx, host, argv, timeout_s=_REMOTE_TIMEOUT_S, max_bytes=budget)
     parts = result.stdout.split("\0")
+    if result.exit_status == 0 and parts[0] == "no-utf8":
+        raise ToolError(f"grep_log: {host.name} has no working C.UTF-8 locale, which this pattern needs for "
+                        f"{expression.characters} (one character, not one byte); rewrite it without")
     if result.exit_status != 0 or len(parts) != 3 * len(files) + 1:
         raise reach.failed(host, "grep", result)
+    if bad := [parts[3 * k] for k in range(len(files)) if parts[3 * k + 1] == "not-utf8"]:
+        raise ToolError(f"grep_log: on {host.name}, {_shown(Path(bad[0]))} is not valid UTF-8 text, where "
+                        f"{expression.characters} cannot be matched as it is here (an undecodable byte reads as "
+                        "one character here, as nothing there); rewrite the pattern without it")
     shown: list[str] = []
     total = 0
     for k in range(len(files)):
         file, count, matches = parts[3 * k:3 * k + 3]
         total += int(count) if count.isdigit() else 0
         prefix = "" if kind == "f" else f"{PurePosixPath(file).relative_to(target)}:"
-        for line in matches.splitlines():
+        for line in matches.split("\n"):  # only newlines end a line (str.splitlines also cuts at \v, \f…)
             lineno, _, text = line.partition(":")
             if len(shown) < max_matches and lineno.isdigit():
                 shown.append(f"{prefix}{lineno}: {_clip(text)}")
