@@ -25,7 +25,7 @@ from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_result
 from tests.sshserver import SshServer
 from tests.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
-from tools.builtin.logs import ere
+from tools.remote.ere import translate
 from tools.remote.inventory import Host, Inventory, SshSettings
 
 DAY = 86_400
@@ -141,13 +141,73 @@ async def test_grep_log_on_a_host_equals_the_local_output(tools: ToolRegistry, p
 
 
 def test_patterns_translate_to_an_ere_that_matches_the_same_lines() -> None:
-    assert ere(r"(?i)\d+(?:ms|s)?? took") == ("[0-9]+(ms|s)? took", True)
-    assert ere(r"[\]\-a^\d]x{2,}?\.") == (r"[]a0-9^-]x{2,}\.", False)
-    assert ere(r"a{b}") == (r"a\{b\}", False)
-    with pytest.raises(ToolError, match="a newline is not supported on a remote host"):
-        ere("a\nb")
-    with pytest.raises(ToolError, match=r"the escape \\p is not supported on a remote host"):
-        ere(r"\pL")
+    assert translate(r"(?i)\d+(?:ms)?? t").expression == "[0-9]+([Mm]([Ss]|(\u017f)))? [Tt]"
+    assert translate(r"[\]\-a^\d]x{2,}?\.").expression == r"[]0-9a^-]x{2,}\."
+    assert translate(r"a{b}x{,3}").expression == r"a\{b\}x\{,3\}"  # RE2 reads both as literal text
+    assert translate(r"[[:alpha:]]\w").expression == "[A-Za-z][0-9A-Z_a-z]"
+    assert (translate("[^a]").locale, translate(r"\bé+").locale) == ("C.UTF-8", "C")
+    with pytest.raises(ToolError, match="a newline, which never occurs inside a line, is not supported on a remote"):
+        translate("a\nb")
+    with pytest.raises(ToolError, match=r"the Unicode class \\pL is not supported on a remote host"):
+        translate(r"\pL")
+
+
+# Lines that tell the translations apart: POSIX classes, case folding beyond ASCII (the Kelvin sign, the long s),
+# tabs, vertical tabs, punctuation, non-ASCII letters, braces that are and are not counts.
+TABLE_LINES = ["worker upstream timed out", "code 503", "code 5034", "user=bob logged in", "x{,3}y", "xxy", "xy",
+               "ERROR disk full", "error: disk", "Error\tdisk", "\u212aelvin scale", "\u017fhort s", "naïve café 42",
+               "tab\there", "vt\vhere", "a.b (x) {y} [z] ^c$ |p|", "id=123 took 45ms", "id=7 took 3s",
+               "über straße", "数据库 down", "aaa", "a{2}b", "end\\", "-flag --opt", "plain"]
+TABLE = [
+    r"[[:alpha:]]+ upstream", r"[[:digit:]]{3}$", r"[^[:space:]]+ logged", r"x{,3}y", r"x{1,2}y", r"x{2}y",
+    r"\d{2,}", r"\D+", r"\w+ \w+", r"\W", r"\s", r"\S+\s\S+", r"\bdisk\b", r"\Bisk", r"^code \d+$", r"\Acode",
+    r"full\z", r"took \d+m?s", r"took \d+?m??s", r"(?:id|code)=?\d", r"(?P<n>ERROR|Error)", r"(?i)error",
+    r"(?i)kelvin", r"(?i)short", r"(?i)[k-l]", r"(?i)[^a-z ]", r"[[:upper:]]{5}", r"[[:punct:]]{2}", r"[[:^alpha:]]",
+    r"[[:xdigit:]]{3}", r"[[:blank:]]", r"[[:space:]]", r"[[:cntrl:]]", r"\t", r"\x7b\x7d", r"\{y\}", r"\.b",
+    r"\^c\$", r"\|p\|", r"[]\[]", r"[\^-]", r"a{2}b|a\{2\}", r"ï", r"é+ \d", r"[éü]", r"数据+", r"straße$",
+    r"caf.", r"^.{4} ", r"^[^a-z]", r"(a|b)+", r"(|x)y", r"\\$", r"--opt", r"^-", r"a(?i)AA", r"(?i:ERROR) disk",
+    r"\Qa.b\E", r"\b\d+ms", r"(?i)é", r"\pL", r"\b.", r"^*x", "",
+]
+REFUSED = {r"(?i)é": "case-insensitive matching of the non-ASCII letter", r"\pL": "the Unicode class",
+           r"\b.": r"\\b \(an ASCII word boundary\) together with \.", r"^*x": r"a repeated anchor \(\^\*\)"}
+
+
+async def test_grep_log_counts_the_same_lines_on_a_host_or_refuses_naming_the_construct(
+        tools: ToolRegistry, logs: Path) -> None:
+    (logs / "table.log").write_text("".join(f"{line}\n" for line in TABLE_LINES), encoding="utf-8")
+    differ, refused = [], {}
+    for pattern in TABLE:
+        args = {"path": "table.log", "pattern": pattern, "max_matches": 100}
+        local = await call(tools, "grep_log", args)
+        try:
+            remote = await call(tools, "grep_log", {**args, "host": "web-03"})
+        except ToolError as e:
+            refused[pattern] = str(e)
+            continue
+        if remote != local:
+            differ.append((pattern, local, remote))
+    assert differ == []
+    assert set(refused) == set(REFUSED)
+    for pattern, error in refused.items():
+        assert re.match(f"grep_log: {REFUSED[pattern]}.* is not supported on a remote host", error), error
+
+
+async def test_the_issue_patterns_count_as_locally(tools: ToolRegistry, logs: Path) -> None:
+    (logs / "t.log").write_text("upstream upstream\n200 ok\nid 404\nx{,3}y\nuser logged in\nxy\nxxy\n")
+    counts = {}
+    for pattern in (r"[[:alpha:]]+ upstream", r"[[:digit:]]{3}$", r"[^[:space:]]+ logged", r"x{,3}y"):
+        out = await call(tools, "grep_log", {"path": "t.log", "pattern": pattern, "host": "web-03"})
+        counts[pattern] = int(out.split()[0])
+    assert counts == {r"[[:alpha:]]+ upstream": 1, r"[[:digit:]]{3}$": 1, r"[^[:space:]]+ logged": 1, r"x{,3}y": 1}
+
+
+async def test_a_pattern_that_needs_characters_is_refused_on_a_file_that_is_not_utf8(
+        tools: ToolRegistry, logs: Path) -> None:
+    (logs / "raw.log").write_bytes(b"ok line\nbad \xff\xfe byte\n")
+    with pytest.raises(ToolError, match=r"grep_log: on web-03, .*raw.log is not valid UTF-8 text, where \. cannot"):
+        await call(tools, "grep_log", {"path": "raw.log", "pattern": "bad . byte", "host": "web-03"})
+    args = {"path": "raw.log", "pattern": r"\bbyte|ok"}  # bytes in the C locale: exact on any file
+    assert await call(tools, "grep_log", {**args, "host": "web-03"}) == await call(tools, "grep_log", args)
 
 
 async def test_clean_logs_preview_on_a_host_equals_the_local_one_and_deletes_exactly_it(

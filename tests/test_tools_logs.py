@@ -14,7 +14,7 @@ import pytest
 
 from tools import PermissionDenied, Tool, ToolContext, ToolError
 from tools.builtin import clean_logs, grep_log, tail_log
-from tools.builtin.logs import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, compile_pattern, is_rotated
+from tools.builtin.log_reads import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, compile_pattern, is_rotated
 from tools.worker import WORKER_MARK
 
 DAY = 86_400

@@ -466,10 +466,12 @@ def test_isolated_is_for_module_level_sync_functions() -> None:
 
 def test_every_sync_builtin_runs_isolated_and_a_new_one_cannot_forget_it() -> None:
     import tools.builtin.host
-    import tools.builtin.logs
+    import tools.builtin.log_cleanup
+    import tools.builtin.log_reads
 
     # The tools are async; their local code is sync and runs in a worker (tools/builtin/reach.py).
-    found = [*vars(tools.builtin.host).values(), *vars(tools.builtin.logs).values()]
+    modules = (tools.builtin.host, tools.builtin.log_reads, tools.builtin.log_cleanup)
+    found = [t for m in modules for t in vars(m).values()]
     sync = [t for t in found if isinstance(t, Tool) and t.impl is not None
             and not inspect.iscoroutinefunction(t.impl.fn)]
     assert sync and all(t.impl is not None and t.impl.worker is not None for t in sync)

@@ -135,7 +135,7 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
         services = _table(table["services"], "tools.services")
         _only(services, ("restart_allowlist",), "tools.services")
         if "restart_allowlist" in services:
-            from tools.units import UNIT_RE
+            from tools.systemd_units import UNIT_RE
 
             units = _str_list(services["restart_allowlist"], "tools.services.restart_allowlist")
             for i, unit in enumerate(units):

@@ -110,10 +110,7 @@ async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    found = reach.target(host, ctx)
-    if found is None:
-        return await reach.local(_local_check_disk, {}, ctx)
-    return await _remote_check_disk(found, ctx)
+    return await reach.on_host(host, ctx, _local_check_disk, {}, lambda on: _remote_check_disk(on, ctx))
 
 
 # -- check_memory --------------------------------------------------------------------------------------
@@ -168,9 +165,10 @@ async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    found = reach.target(host, ctx)
-    if found is None:
-        return await reach.local(_local_check_memory, {}, ctx)
+    return await reach.on_host(host, ctx, _local_check_memory, {}, lambda on: _remote_check_memory(on, ctx))
+
+
+async def _remote_check_memory(found: Host, ctx: ToolContext) -> str:
     result = await reach.remote(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_REMOTE_TIMEOUT_S)
     if result.exit_status != 0:
         raise reach.failed(found, "cat /proc/meminfo", result)
@@ -236,9 +234,10 @@ async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    found = reach.target(host, ctx)
-    if found is None:
-        return await reach.local(_local_check_cpu, {}, ctx)
+    return await reach.on_host(host, ctx, _local_check_cpu, {}, lambda on: _remote_check_cpu(on, ctx))
+
+
+async def _remote_check_cpu(found: Host, ctx: ToolContext) -> str:
     result = await reach.remote(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4:
@@ -319,10 +318,13 @@ async def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: i
         limit: how many processes to list, 1 to 100.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    found = reach.target(host, ctx)
+    reach.target(host, ctx)  # an unknown host is named before a bad limit
     _check_limit(limit)
-    if found is None:
-        return await reach.local(_local_list_top_processes, {"sort_by": sort_by, "limit": limit}, ctx)
+    return await reach.on_host(host, ctx, _local_list_top_processes, {"sort_by": sort_by, "limit": limit},
+                               lambda on: _remote_list_top_processes(on, sort_by, limit, ctx))
+
+
+async def _remote_list_top_processes(found: Host, sort_by: str, limit: int, ctx: ToolContext) -> str:
     result = await reach.remote(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S,
                                 max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")

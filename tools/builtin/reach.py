@@ -1,5 +1,6 @@
 """Where a host tool runs: `localhost` (this machine, the local code in a worker process) or an inventory host
-(fixed commands over the SSH pool). Shared by tools/builtin/host.py, logs.py and services.py.
+(fixed commands over the SSH pool). Shared by tools/builtin/host.py, logs.py and services.py;
+`on_host` is the one local-or-remote dispatch.
 
 `target(host, ctx)` is the only way a tool turns the model's `host` into something it can reach: an inventory
 Host, or None for this machine. Any other name is refused by Inventory.resolve (naming the closest inventory
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from tools.api import ToolContext, ToolError
@@ -53,6 +54,18 @@ async def local(local_tool: Any, args: Mapping[str, Any], ctx: ToolContext, *, r
     """Call the local (sync, isolated) implementation `local_tool` in a worker process killed on cancel."""
     impl = getattr(local_tool, role)
     return str(await impl.call(dict(args), ctx, confirmed_by, approved_preview))
+
+
+async def on_host(host: str, ctx: ToolContext, local_tool: Any, args: Mapping[str, Any],
+                  remote_call: Callable[[Host], Awaitable[str]], *, role: str = "impl",
+                  confirmed_by: str | None = None, approved_preview: str | None = None) -> str:
+    """The one host dispatch of the host tools: `local_tool` (its `role`) in a worker on this machine, or
+    `remote_call` with the inventory Host `host` names; any other name is refused before anything runs."""
+    found = target(host, ctx)
+    if found is None:
+        return await local(local_tool, args, ctx, role=role, confirmed_by=confirmed_by,
+                           approved_preview=approved_preview)
+    return await remote_call(found)
 
 
 def describe_hosts(schema: dict[str, Any], inventory: Inventory | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from tools.builtin import reach
 from tools.commands import run_argv
 from tools.registry import Category, PermissionDenied, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
-from tools.units import UNIT_RE
+from tools.systemd_units import UNIT_RE
 
 SHOW_PROPERTIES = (
     "Id", "Description", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStatus",

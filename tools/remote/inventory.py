@@ -385,7 +385,7 @@ class _Reader:
         return tuple(out)
 
     def _units(self, value: Any, where: str) -> tuple[str, ...] | None:
-        from tools.units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
+        from tools.systemd_units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
 
         units = self._str_list(value, where)
         if units is None:
