@@ -493,6 +493,7 @@ async def main(args: argparse.Namespace) -> None:
     await alerts_bench(report, args)
     await surfaces_bench(report, args)
     await peers_bench(report, args)
+    await acks_bench(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -500,7 +501,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14", "15", "16"]
 POSTGRES = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 SSH = ("11.",)  # … and `--only ssh`
 REPLAY = ("12.",)  # … and `--only replay`
@@ -552,10 +553,32 @@ async def peers_bench(report: Report, args: argparse.Namespace) -> None:
     report.section("15. Warm peers in one process (peers)", (warm.__doc__ or "").strip() + "\n\n" + body)
 
 
+ACKS = ("16.",)  # … and `--only acks`
+
+
+async def acks_bench(report: Report, args: argparse.Namespace) -> None:
+    """16: a 100-mention burst right after start-up (cold), then another once warm."""
+    cold, warm_ = Report(), Report()
+    async with running() as p:
+        await ack_latency(p, 100, cold)  # the first envelopes of a fresh process
+        await ack_latency(p, 100, warm_)
+    for label, r, target in (("cold start", cold, 100), ("warm", warm_, 50)):
+        _, result, _, _ = r.summary[0]
+        a99 = float(result.split("p99 ")[1].split(" ")[0])
+        report.row(f"16. Ack latency, {label}", result, f"ack p99 < {target} ms", a99 < target, miss=f"{a99:.1f} ms")
+        report.section(f"16. Ack latency, {label} (acks)", r.sections[0].split("\n", 2)[2])
+
+
+async def profile_bench(report: Report, args: argparse.Namespace) -> None:
+    """The cProfile of `opsloop run` (bench/PROFILE.md and the last section of RESULTS.md)."""
+    await profile(20, 3 if args.quick else 8, report, HERE / "PROFILE.md")
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
 ONLY = {"postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "), "ssh": (ssh_bench, SSH, "Section 11 "),
         "replay": (replay_bench_, REPLAY, "Section 12 "), "alerts": (alerts_bench, ALERTS, "Section 13 "),
-        "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 ")}
+        "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 "),
+        "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -606,7 +629,7 @@ if __name__ == "__main__":
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
                         help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
                              "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
-                             "peers: warm peers in one process (15); "
+                             "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
                              "spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
