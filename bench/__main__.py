@@ -26,7 +26,7 @@ from typing import Any
 
 import anthropic
 
-from bench import alerts, postgres, product, ssh, surfaces
+from bench import alerts, postgres, product, ssh, surfaces, warm
 from bench import replay as replay_bench
 from bench.product import API_KEY, incident, running
 from bot import prompts
@@ -487,11 +487,13 @@ async def main(args: argparse.Namespace) -> None:
     await concurrency(50 if args.quick else 200, 5, 0.2, report)
     await growth(40, 20_000, report, HERE / "growth.png")
     await thinking_cost(5, report)
-    await issue12(report, args)
-    await issue19(report, args)
-    await issue23(report, args)
-    await issue21(report, args)
-    await issue22(report, args)
+    await postgres_bench(report, args)
+    await ssh_bench(report, args)
+    await replay_bench_(report, args)
+    await alerts_bench(report, args)
+    await surfaces_bench(report, args)
+    await peers_bench(report, args)
+    await acks_bench(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -499,45 +501,84 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14"]
-ISSUE12 = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
-ISSUE19 = ("11.",)  # … and `--only ssh`
-ISSUE23 = ("12.",)  # … and `--only replay`
-ISSUE21 = ("13.",)  # … and `--only alerts`
-ISSUE22 = ("14.",)  # … and `--only surfaces`
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14", "15", "16"]
+POSTGRES = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
+SSH = ("11.",)  # … and `--only ssh`
+REPLAY = ("12.",)  # … and `--only replay`
+ALERTS = ("13.",)  # … and `--only alerts`
+SURFACES = ("14.",)  # … and `--only surfaces`
 
 
-async def issue12(report: Report, args: argparse.Namespace) -> None:
+async def postgres_bench(report: Report, args: argparse.Namespace) -> None:
     """9 and 10: the Postgres store's cost per step, and 1 vs 3 replicas (bench/postgres.py)."""
     await postgres.run_all(report.row, report.section, repeats=2 if args.quick else args.repeats,
                            bursts=2 if args.quick else args.bursts)
 
 
-async def issue19(report: Report, args: argparse.Namespace) -> None:
+async def ssh_bench(report: Report, args: argparse.Namespace) -> None:
     """11: hosts over SSH, first call vs reused connection and 4 hosts in one turn (bench/ssh.py)."""
     await ssh.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats)
 
 
-async def issue23(report: Report, args: argparse.Namespace) -> None:
+async def replay_bench_(report: Report, args: argparse.Namespace) -> None:
     """12: the demo incident replayed on the scripted model against the original run (bench/replay.py)."""
     await replay_bench.run_all(report.row, report.section, rounds=3 if args.quick else replay_bench.ROUNDS)
 
 
-async def issue21(report: Report, args: argparse.Namespace) -> None:
+async def alerts_bench(report: Report, args: argparse.Namespace) -> None:
     """13: Alertmanager's webhook, ack latency and POST to first model request under a 50-group burst."""
     await alerts.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats,
                          bursts=1 if args.quick else 3)
 
 
-async def issue22(report: Report, args: argparse.Namespace) -> None:
+async def surfaces_bench(report: Report, args: argparse.Namespace) -> None:
     """14: streamed answers vs posting at the end, and Slack calls per run (bench/surfaces.py)."""
     await surfaces.run_all(report.row, report.section, repeats=1 if args.quick else 3)
 
 
+PEERS = ("15.",)  # … and `--only peers`
+
+
+async def peers_bench(report: Report, args: argparse.Namespace) -> None:
+    """15: every contender warm in this one process, interleaved, on both workloads (bench/warm.py)."""
+    steps, repeats = 20, 3 if args.quick else max(7, args.repeats)
+    result = await warm.measure(steps, repeats)
+    body, ratios = warm.tables(result, steps, repeats)
+    worst_in = max(ratios[w]["opsloop"] for w in warm.WORKLOADS)
+    worst_run = max(ratios[w]["opsloop_run"] for w in warm.WORKLOADS)
+    report.row("15. Warm peers: opsloop in-process", ", ".join(f"{w} {ratios[w]['opsloop']:.2f}x"
+               for w in warm.WORKLOADS), "<= 1.4x bare on both", worst_in <= 1.4, miss=f"{worst_in:.2f}x")
+    report.row("15. Warm peers: `opsloop run`", ", ".join(f"{w} {ratios[w]['opsloop_run']:.2f}x"
+               for w in warm.WORKLOADS), "<= 1.6x bare on both", worst_run <= 1.6, miss=f"{worst_run:.2f}x")
+    report.section("15. Warm peers in one process (peers)", (warm.__doc__ or "").strip() + "\n\n" + body)
+
+
+ACKS = ("16.",)  # … and `--only acks`
+
+
+async def acks_bench(report: Report, args: argparse.Namespace) -> None:
+    """16: a 100-mention burst right after start-up (cold), then another once warm."""
+    cold, warm_ = Report(), Report()
+    async with running() as p:
+        await ack_latency(p, 100, cold)  # the first envelopes of a fresh process
+        await ack_latency(p, 100, warm_)
+    for label, r, target in (("cold start", cold, 100), ("warm", warm_, 50)):
+        _, result, _, _ = r.summary[0]
+        a99 = float(result.split("p99 ")[1].split(" ")[0])
+        report.row(f"16. Ack latency, {label}", result, f"ack p99 < {target} ms", a99 < target, miss=f"{a99:.1f} ms")
+        report.section(f"16. Ack latency, {label} (acks)", r.sections[0].split("\n", 2)[2])
+
+
+async def profile_bench(report: Report, args: argparse.Namespace) -> None:
+    """The cProfile of `opsloop run` (bench/PROFILE.md and the last section of RESULTS.md)."""
+    await profile(20, 3 if args.quick else 8, report, HERE / "PROFILE.md")
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
-ONLY = {"postgres": (issue12, ISSUE12, "Sections 9 and 10 "), "ssh": (issue19, ISSUE19, "Section 11 "),
-        "replay": (issue23, ISSUE23, "Section 12 "), "alerts": (issue21, ISSUE21, "Section 13 "),
-        "surfaces": (issue22, ISSUE22, "Section 14 ")}
+ONLY = {"postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "), "ssh": (ssh_bench, SSH, "Section 11 "),
+        "replay": (replay_bench_, REPLAY, "Section 12 "), "alerts": (alerts_bench, ALERTS, "Section 13 "),
+        "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 "),
+        "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -559,7 +600,7 @@ async def only(args: argparse.Namespace) -> None:
     print(f"\nupdated {path} in {seconds:.0f} s")
 
 
-def splice(text_: str, report: Report, note: str, prefixes: tuple[str, ...] = ISSUE12,
+def splice(text_: str, report: Report, note: str, prefixes: tuple[str, ...] = POSTGRES,
            note_start: str = "Sections 9 and 10 ") -> str:
     """RESULTS.md with the summary rows and sections starting with `prefixes` replaced by `report`'s (inserted
     before the profile)."""
@@ -586,8 +627,9 @@ if __name__ == "__main__":
                         help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
     parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
-                        help="postgres: only issue 12's benchmarks (9 and 10); ssh: only issue 19's (11); replay: "
-                             "only issue 23's (12); alerts: only issue 21's (13); surfaces: only issue 22's (14); "
+                        help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
+                             "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
+                             "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
                              "spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")

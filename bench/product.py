@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
 from tests.fakes.slack import ApiCall, FakeSlack, mention_event
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,16 +32,18 @@ TIMEOUT = 120.0
 
 
 def incident(steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage",
-             calls: int = 1) -> Callable[[dict[str, Any]], Reply]:
+             calls: int = 1, think: bool = False) -> Callable[[dict[str, Any]], Reply]:
     """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer."""
+
+    lead = [thinking("Checking the disks first.")] if think else []
 
     def answer(body: dict[str, Any]) -> Reply:
         if stamps is not None:
             stamps.append(time.perf_counter())
         done = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if done < steps - 1:
-            return reply(*[tool_use(tool, {"host": f"web-{done:02d}-{k}"}) for k in range(calls)])
-        return reply(text(f"{ANSWER} (after {done} tool steps)."))
+            return reply(*lead, *[tool_use(tool, {"host": f"web-{done:02d}-{k}"}) for k in range(calls)])
+        return reply(*lead, text(f"{ANSWER} (after {done} tool steps)."))
 
     return answer
 

@@ -16,7 +16,7 @@ AREAS: list[tuple[str, tuple[str, ...]]] = [
                           "<built-in method _imp", "<built-in method marshal", "<built-in method builtins.compile",
                           "<built-in method posix.", "<frozen posixpath>", "<built-in method io.open_code",
                           "<built-in method builtins.__build_class__", "inspect.py", "typing.py")),
-    ("store: bot/store.py + sqlite (main thread)", ("bot/store.py", "sqlite_utils", "sqlite3")),
+    ("store: bot/store/ + sqlite (main thread)", ("bot/store/", "sqlite_utils", "sqlite3")),
     ("trace/logging: structlog + logging", ("structlog", "/logging/", "bot/log.py")),
     ("redaction: bot/redact.py + re", ("bot/redact.py", "/re/", "<method 'sub' of 're.Pattern",
                                        "<method 'search' of 're.Pattern", "<method 'finditer' of 're.Pattern")),

@@ -11,17 +11,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import aiohttp
 import anthropic
 import structlog
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import ModelClient, metrics
 from bot.backends import WAKE_OUTBOX
@@ -44,10 +47,13 @@ log = structlog.get_logger("opsloop.app")
 T = TypeVar("T")
 
 
-def slack_client(settings: Settings, *, timeout_s: float = 30.0, retries: bool = True) -> AsyncWebClient:
-    """`retries=False` (opsloop check): one attempt, so an unreachable Slack is reported at once."""
+def slack_client(settings: Settings, *, timeout_s: float = 30.0, retries: bool = True,
+                 session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    """`retries=False` (opsloop check): one attempt, so an unreachable Slack is reported at once. `session`: one
+    connection pool for every call (without it each call opens a session and a TCP/TLS connection of its own)."""
     return AsyncWebClient(
         token=settings.slack_bot_token,
+        session=session,
         base_url=settings.slack_api_url,
         timeout=int(max(1, timeout_s)),
         retry_handlers=[
@@ -167,6 +173,8 @@ class Opsloop:
         await self.tools.aclose()
         if self.owned_llm is not None:
             await self.owned_llm.close()
+        if self.client.session is not None:
+            await self.client.session.close()
         await self.store.close()
 
 
@@ -209,7 +217,7 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     except BaseException:  # a tool config error: `opsloop run` says it in one line, with the store closed
         await store.close()
         raise
-    client = slack_client(settings)
+    client = slack_client(settings, session=aiohttp.ClientSession())  # bolt's per-request clients share it
     llm = None if model_for is not None else model_client or anthropic_client(settings)
     for line in model_problems(settings.model.chain)[1]:
         log.warning("model.deprecated", problem=line)
@@ -256,6 +264,7 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         ops.watcher = asyncio.create_task(_watch_anthropic(ops, ops.llm), name="opsloop-anthropic-reachable")
     url = ops.settings.slack_api_url
     auth = await until_reachable(ops, "slack", url, ops.client.auth_test)
+    seed_authorization(ops.app, auth)
     ops.supervisor.bot_user_id = ops.outbox.bot_user_id = str(auth.get("user_id", ""))
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
     ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops
@@ -290,6 +299,15 @@ async def _listening(where: str, bind: Awaitable[None]) -> None:
         await bind
     except OSError as e:
         raise ListenError(f"{where}: cannot listen: {e.strerror or e}") from e
+
+
+def seed_authorization(app: AsyncApp, auth: AsyncSlackResponse) -> None:
+    """Hand bolt's single-team authorization the start-up auth.test: without it, bolt calls auth.test for every
+    envelope until its first call returns (a burst of mentions right after start-up waited on dozens of them).
+    bolt keeps that middleware in a private list; if it ever moves, bolt just makes its own first call."""
+    for middleware in getattr(app, "_async_middleware_list", []):
+        if isinstance(middleware, AsyncSingleTeamAuthorization) and middleware.auth_test_result is None:
+            middleware.auth_test_result = auth
 
 
 @web.middleware

@@ -37,6 +37,8 @@ async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         gate = incident_tools.hold("list_large_files")
         env.ops.supervisor.loading_refresh_seconds = 0.15
+        env.ops.supervisor.loading_show_after_seconds = 0.0
+        env.ops.supervisor.loading_min_interval_seconds = 0.05
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()
         began = time.monotonic()
@@ -56,6 +58,43 @@ async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_
         assert fake_slack.status_lapses == []  # never dropped by Slack while the run worked
         assert statuses(fake_slack)[0] == messages.LOADING_THINKING
         assert await env.status(channel, ts)  # the status message with its Stop button is still there
+
+
+async def test_a_fast_twenty_step_run_sends_far_fewer_loading_updates_than_steps(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    steps = [reply(tool_use("list_large_files", {"host": f"web-{i:02}", "path": "/var/log"})) for i in range(19)]
+    fake_anthropic.script(*steps, reply(text("Nothing large anywhere.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:  # the shipped coalescing settings
+        sup = env.ops.supervisor
+        began = time.monotonic()
+        channel, ts = await env.mention(TASK)
+        await env.wait_final(channel, ts)
+        elapsed = time.monotonic() - began
+        calls = fake_slack.calls_to("assistant.threads.setStatus")
+        # One update per step and per tool was 42; now at most one per interval, plus the first and the clear.
+        assert len(calls) <= 2 + elapsed / sup.loading_min_interval_seconds, (elapsed, statuses(fake_slack))
+        assert len(calls) < 42 // 4
+        assert fake_slack.thread_status(channel, ts) is None
+        assert statuses(fake_slack)[-1:] in ([], [""])
+
+
+async def test_a_slow_steps_loading_status_is_still_shown_once_it_has_stood(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
+                          reply(text("212 rotated nginx logs fill /var.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        env.ops.supervisor.loading_show_after_seconds = 0.2
+        gate = incident_tools.hold("list_large_files")
+        channel, ts = await env.mention(TASK)
+        await gate.wait_entered()
+        await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == LISTING or None, 10.0,
+                               lambda: f"the slow step's status: {statuses(fake_slack)}")
+        gate.release()
+        await env.wait_final(channel, ts)
+        await fake_slack._wait(lambda: statuses(fake_slack)[-1:] == [""] or None, 5.0, lambda: "the status cleared")
+        assert statuses(fake_slack).count(LISTING) == 1  # set once: no refresh was due, nothing changed
 
 
 async def test_loading_status_names_the_approver_while_the_run_waits(

@@ -1,12 +1,16 @@
 """The thread's loading status (assistant.threads.setStatus) while a run's drive works: what it is doing now
 ("reading /var/log/nginx on web-03…"), refreshed before Slack drops it (2 minutes after it was set), cleared
 when the run answers, pauses or stops. It complements the status message with its Stop button; it replaces
-nothing, so a workspace without the method loses only this line."""
+nothing, so a workspace without the method loses only this line.
+
+Coalesced: a text is sent only once it has stood for `loading_show_after_seconds`, and at most one update
+goes out per `loading_min_interval_seconds`; a step that ends before its text would show sends nothing (the
+deferred send is replaced by the next step's text, or dropped when the drive ends). A 20-step run that
+answers in a second sends no status at all instead of 42."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING
 
 import structlog
@@ -26,11 +30,14 @@ UNSUPPORTED = frozenset({"unknown_method", "missing_scope", "not_allowed_token_t
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(self, sup: Supervisor, channel: str, thread_ts: str) -> None:
+    def __init__(self, sup: Supervisor, channel: str, thread_ts: str, *, maybe_shown: bool = False) -> None:
         self.sup, self.channel, self.thread_ts = sup, channel, thread_ts
         self.refresh_seconds = sup.loading_refresh_seconds
-        self.text: str | None = None  # what the thread shows now (None: nothing set by this drive)
-        self.sent = False  # a status was set at least once: clearing it means a call
+        self.show_after = sup.loading_show_after_seconds
+        self.min_interval = sup.loading_min_interval_seconds
+        self.text: str | None = None  # what the thread should show now (None: nothing from this drive)
+        self.shown: str | None = None  # what the last successful call set
+        self.sent = maybe_shown  # a status may be up (this drive's, or an earlier one's): clearing it means a call
         self._changed = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self._unsupported = False
@@ -46,32 +53,61 @@ class LoadingStatus:
             self._sender = asyncio.create_task(self._send(), name=f"loading:{self.thread_ts}")
 
     async def _send(self) -> None:
-        """Set the status now, then again every `refresh_seconds` (under Slack's expiry) or when it changes."""
+        """Wait until the text has stood long enough, set it, then set it again when it changes (no sooner than
+        `min_interval` after the last call) or every `refresh_seconds` (under Slack's expiry)."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(self.show_after)
         while self.text is not None and not self._unsupported:
             self._changed.clear()
-            error = await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=self.text,
-                                                  loading_messages=list(messages.LOADING_MESSAGES))
-            self.sent = self.sent or error is None
-            if error in UNSUPPORTED:
-                self._unsupported = True
-                log.info("loading_status.unsupported", error=error)
+            if not await self._set(self.text):
                 return
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.refresh_seconds):
-                    await self._changed.wait()  # a new activity, or the refresh before Slack's expiry
+            last = loop.time()
+            while True:
+                try:  # a new activity, or the refresh before Slack's expiry
+                    async with asyncio.timeout_at(last + self.refresh_seconds):
+                        await self._changed.wait()
+                except TimeoutError:
+                    break
+                await asyncio.sleep(max(0.0, last + self.min_interval - loop.time()))
+                if self.text != self.shown:
+                    break
+                self._changed.clear()  # changed and changed back before it would have shown: nothing to send
+
+    async def _set(self, text: str) -> bool:
+        """One call; False when this workspace can't have a loading status."""
+        error = await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=text,
+                                              loading_messages=list(messages.LOADING_MESSAGES))
+        if error is None:
+            self.sent, self.shown = True, text
+        if error in UNSUPPORTED:
+            self._unsupported = True
+            log.info("loading_status.unsupported", error=error)
+            return False
+        return True
+
+    def _stop(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
 
     def leave(self) -> None:
         """Stop refreshing and leave what the thread shows to lapse: a run paused for an approval has no drive
-        left to refresh it, and "waiting for approval from @carol" stays true until someone decides."""
-        if self._sender is not None:
-            self._sender.cancel()
-        self.text = None
+        left to refresh it, and "waiting for approval from @carol" stays true until someone decides. A text
+        still waiting for its turn is sent now, once: it is what stays up."""
+        self._stop()
+        text, self.text = self.text, None
+        if text is not None and text != self.shown and not self._unsupported:
+            self._sender = asyncio.create_task(self._flush(text), name=f"loading_last:{self.thread_ts}")
+
+    async def _flush(self, text: str) -> None:
+        await self._set(text)
 
     async def clear(self) -> None:
-        """The drive answers or stops: the thread shows no loading status any more."""
-        self.leave()
+        """The drive answers or stops: the thread shows no loading status any more (no call if none was set)."""
+        self._stop()
+        self.text = None
         if self._sender is not None:
             await asyncio.gather(self._sender, return_exceptions=True)
         if self.sent and not self._unsupported:
             await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
             self.sent = False
+            self.shown = None

@@ -56,6 +56,10 @@ class Supervisor:
     # The loading status under a thread is set again this often during a long step (Slack drops it 2 min after
     # it was set): under the expiry, with room for a slow call.
     loading_refresh_seconds: float = 90.0
+    # … shown only once a step's text has stood this long (a fast step sends nothing), and at most one update
+    # per `loading_min_interval_seconds` (a 20-step run sent 42 calls, one per step and per tool).
+    loading_show_after_seconds: float = 1.0
+    loading_min_interval_seconds: float = 2.0
     # False once Slack refused a status message for its plan block (an older workspace): every run's status is
     # the one-line section from then on, after that one refused update.
     plan_blocks: bool = True

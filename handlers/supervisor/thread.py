@@ -31,7 +31,8 @@ class IncidentThread:
         self.sup, self.run_id = sup, row.id
         self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
-        self.loading = LoadingStatus(sup, row.channel, row.thread_ts)
+        # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
+        self.loading = LoadingStatus(sup, row.channel, row.thread_ts, maybe_shown=row.system is not None)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self._state, self._activity = RunStatus.RUNNING, "starting"
         self.streams = AnswerStreams(sup, row)  # each step's text streamed as it is written (the answer's)

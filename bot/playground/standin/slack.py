@@ -117,6 +117,7 @@ class ApiCall:
     http_method: str = "POST"
     encoding: str = "query"  # where the arguments were: "json", "form" or "query" (URL only)
     at: float = field(default_factory=time.monotonic)
+    peer: str = ""  # the client's address and port: one per TCP connection
 
     @property
     def ok(self) -> bool:
@@ -1411,7 +1412,8 @@ class FakeSlack:
         else:
             body = result
         self.calls.append(
-            ApiCall(method, args, token, body, status=status, http_method=request.method, encoding=encoding)
+            ApiCall(method, args, token, body, status=status, http_method=request.method, encoding=encoding,
+                    peer=str(request.transport.get_extra_info("peername") if request.transport else ""))
         )
         self._changed()
         return web.json_response(body, status=status, headers=headers)

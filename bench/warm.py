@@ -1,0 +1,238 @@
+"""Warm peers: every contender in ONE process, built once and reused across runs (as a long-lived bot reuses
+its clients), interleaved, on two workloads against the same fake Messages API:
+
+- minimal: one tool (`disk_usage`), no thinking blocks in the replies;
+- thinking: claude-sonnet-5-5 with thinking blocks in every reply, 15 tools offered.
+
+Contenders: the bare SDK loop (messages.create), the SDK's beta tool runner, pydantic-ai's Agent (when the
+bench extra is installed), opsloop in-process (bot.runtime.run: SQLite store, stop flag and inbox reads,
+JSON trace to a file) and, as its own row, `opsloop run` (the whole bot as a long-lived child process:
+Socket Mode, Slack status message and loading status, SQLite, trace). Time per iteration is measured at
+the fake: the mean gap between consecutive requests of one run."""
+
+from __future__ import annotations
+
+import io
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from bench import product
+from bench.peers import CALLED, disk
+from bench.product import API_KEY
+from bot import prompts
+from bot.log import configure_logging
+from bot.model import AnthropicModel
+from bot.pricing import price_for
+from bot.runtime import RunConfig, run
+from bot.store import Store
+from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
+from tools import ToolRegistry
+from tools.config import build_registry
+
+MODEL = "claude-sonnet-5-5"
+TASK = "[incident request from <@U0ALICE> in <#C0INCIDENT>] web-03 is out of disk"
+WORKLOADS = ("minimal", "thinking")
+THINKING_TOOLS = 15
+med = statistics.median
+
+
+def script(steps: int, stamps: list[float], *, think: bool) -> Callable[[dict[str, Any]], Reply]:
+    """Tool calls until the run's `steps`-th request, then the answer; each request's arrival is stamped."""
+    lead = [thinking("Checking the disks first.")] if think else []
+
+    def answer(body: dict[str, Any]) -> Reply:
+        stamps.append(time.perf_counter())
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if done < steps - 1:
+            return reply(*lead, tool_use(CALLED, {"host": f"web-{done:02d}"}))
+        return reply(*lead, text(f"{product.ANSWER} (after {done} tool steps)."))
+    return answer
+
+
+def per_iteration_ms(stamps: list[float]) -> float:
+    return (stamps[-1] - stamps[0]) / (len(stamps) - 1) * 1000
+
+
+async def registries() -> dict[str, ToolRegistry]:
+    from bench import tools as bench_tools
+
+    full = await build_registry({"modules": ["tools.builtin", "bench.tools"]})
+    chosen = [t for t in full if t.name == CALLED] + [t for t in full if t.name != CALLED][:THINKING_TOOLS - 1]
+    return {"minimal": ToolRegistry([bench_tools.disk_usage]), "thinking": ToolRegistry(chosen)}
+
+
+class Contenders:
+    """Each contender's long-lived state, built once; `run(name, workload)` is one scripted incident."""
+
+    def __init__(self, fake: FakeAnthropic, tools: dict[str, ToolRegistry], tmp: Path) -> None:
+        self.fake, self.tools, self.tmp = fake, tools, tmp
+        self.client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
+        self.store: Store | None = None
+        self.agents: dict[str, Any] = {}
+        self.names = ["bare", "tool_runner", *(["pydantic_ai"] if _has_pydantic_ai() else []), "opsloop"]
+
+    async def open(self) -> None:
+        self.store = await Store(self.tmp / "warm.db").open()
+        self.log = open(os.devnull, "w")  # noqa: ASYNC230 (the trace is encoded and written, then dropped)
+        configure_logging("info", stream=self.log)
+        if "pydantic_ai" in self.names:
+            for w in WORKLOADS:
+                self.agents[w] = _pydantic_agent(self.tools[w].api_schemas(), self.fake.base_url)
+
+    async def close(self) -> None:
+        await self.client.close()
+        if self.store is not None:
+            await self.store.close()
+        self.log.close()
+        configure_logging("info", stream=io.StringIO())
+
+    async def run(self, name: str, workload: str, steps: int) -> float:
+        stamps: list[float] = []
+        self.fake.script(*[script(steps, stamps, think=workload == "thinking") for _ in range(steps)])
+        schemas = self.tools[workload].api_schemas()
+        await RUNNERS[name](self, workload, schemas)
+        assert len(stamps) == steps, (name, workload, len(stamps))
+        return per_iteration_ms(stamps)
+
+
+async def _bare(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    while True:
+        response = await c.client.messages.create(model=MODEL, max_tokens=16000, system=prompts.SYSTEM_PROMPT,
+                                                  tools=schemas, messages=messages,  # type: ignore[arg-type]
+                                                  output_config={"effort": "medium"})
+        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
+        calls = [b for b in response.content if b.type == "tool_use"]
+        if not calls:
+            return
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": b.id, "content": disk(**b.input)} for b in calls]})  # type: ignore[arg-type]
+
+
+async def _tool_runner(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
+    from anthropic import beta_async_tool
+
+    @beta_async_tool(name=CALLED)
+    async def disk_usage(host: str) -> str:
+        """Disk usage per mount on a host."""
+        return disk(host)
+
+    others = [t for t in schemas if t["name"] != CALLED]
+    runner = c.client.beta.messages.tool_runner(model=MODEL, max_tokens=16000, system=prompts.SYSTEM_PROMPT,
+                                                tools=[*others, disk_usage],  # type: ignore[list-item]
+                                                messages=[{"role": "user", "content": TASK}],
+                                                output_config={"effort": "medium"})
+    async for _ in runner:
+        pass
+
+
+async def _pydantic(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
+    await c.agents[workload].run(TASK, model_settings={"max_tokens": 16000})
+
+
+async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
+    assert c.store is not None
+    store = c.store
+    row = await store.create_run(channel="C0INCIDENT", thread_ts=f"{time.time():.6f}", requester="U0ALICE", task=TASK,
+                                 model=MODEL, history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}])
+
+    async def stop_requested() -> str | None:
+        return await store.stop_requested_by(row.id)
+
+    async def inject() -> list[Any]:
+        return list(await store.queued_inbox(row.id))
+
+    cfg = RunConfig(model=AnthropicModel(c.client, [MODEL]), store=store, tools=c.tools[workload],
+                    price_for=lambda m: price_for(m)[0], effort="medium", inject=inject, stop_requested=stop_requested)
+    await run(cfg, row.id)
+
+
+RUNNERS: dict[str, Callable[[Contenders, str, list[dict[str, Any]]], Awaitable[None]]] = {
+    "bare": _bare, "tool_runner": _tool_runner, "pydantic_ai": _pydantic, "opsloop": _opsloop}
+
+
+def _has_pydantic_ai() -> bool:
+    try:
+        import pydantic_ai  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pydantic_agent(schemas: list[dict[str, Any]], base_url: str) -> Any:
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.models.anthropic import AnthropicModel as PydanticAnthropic
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    async def unused(**_: Any) -> str:
+        return "not called in this benchmark"
+
+    async def disk_usage(host: str) -> str:
+        return disk(host)
+
+    tools = [Tool.from_schema(disk_usage if t["name"] == CALLED else unused, name=t["name"],
+                              description=t.get("description", ""), json_schema=t["input_schema"]) for t in schemas]
+    model = PydanticAnthropic(MODEL, provider=AnthropicProvider(api_key=API_KEY, base_url=base_url))
+    return Agent(model, instructions=prompts.SYSTEM_PROMPT, tools=tools)
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
+async def measure(steps: int, repeats: int, *, full: bool = True) -> dict[str, Any]:
+    """{workload: {contender: [ms/iteration per repeat]}}, plus the load averages seen, interleaved."""
+    tools = await registries()
+    out: dict[str, Any] = {w: {} for w in WORKLOADS}
+    loads: dict[str, list[str]] = {w: [] for w in WORKLOADS}
+    with tempfile.TemporaryDirectory(prefix="opsloop-warm-") as tmp:
+        async with product.running() as p:  # `opsloop run`: started once, warm for every repeat
+            c = Contenders(p.model, tools, Path(tmp))
+            await c.open()
+            try:
+                names = [*c.names, *(["opsloop_run"] if full else [])]
+                for w in WORKLOADS:  # one warm-up run each: imports, first connections, SQLite pages
+                    for n in c.names:
+                        await c.run(n, w, 3)
+                for i in range(repeats):
+                    for w in WORKLOADS:
+                        order = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
+                        for n in order:
+                            if n == "opsloop_run":
+                                stamps, _ = await p.incident(steps, think=w == "thinking")
+                                ms = per_iteration_ms(stamps)
+                            else:
+                                ms = await c.run(n, w, steps)
+                            out[w].setdefault(n, []).append(ms)
+                        loads[w].append(load())
+            finally:
+                await c.close()
+    return {"ms": out, "loads": loads, "tools": {w: len(tools[w].api_schemas()) for w in WORKLOADS}}
+
+
+LABELS = {"bare": "bare SDK loop (messages.create)", "tool_runner": "SDK beta tool runner",
+          "pydantic_ai": "pydantic-ai Agent", "opsloop": "opsloop in-process (runtime, SQLite, trace)",
+          "opsloop_run": "`opsloop run` (Slack status + loading status, SQLite, trace)"}
+
+
+def tables(result: dict[str, Any], steps: int, repeats: int) -> tuple[str, dict[str, dict[str, float]]]:
+    """The Markdown tables (one per workload, each with the load average beside it) and the ratios to bare."""
+    parts, ratios = [], {}
+    for w in WORKLOADS:
+        ms = result["ms"][w]
+        base = med(ms["bare"])
+        ratios[w] = {n: med(v) / base for n, v in ms.items()}
+        rows = [f"| {LABELS[n]} | {med(v):.2f} | {min(v):.2f} | {ratios[w][n]:.2f}x |" for n, v in ms.items()]
+        parts.append(f"**{w}** ({result['tools'][w]} tools{', thinking blocks' if w == 'thinking' else ''}; "
+                     f"{steps} requests per run, median of {repeats} interleaved runs; "
+                     f"{result['loads'][w][0]} at the first repeat, {result['loads'][w][-1]} at the last)\n\n"
+                     "| contender | median ms/iteration | best | vs bare |\n|---|---|---|---|\n" + "\n".join(rows))
+    return "\n\n".join(parts), ratios
