@@ -126,7 +126,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     print(f"{'run':<22} {'created':<20} {'status':<17} {'stop reason':<19} {'iter':>4} {'cost':>8}  task")
     for r in rows:
         print(f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
-              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.task or '')[:60])}")
+              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.headline or '')[:60])}")
     return 0
 
 

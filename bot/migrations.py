@@ -8,7 +8,9 @@ rather than writing rows an older schema reader would misread. Add a migration b
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from bot.errors import OpsloopError
+from bot.titles import alert_title
 
 sqlite_migrations = Migrations("opsloop")
 PG_LOCK = 0x6F70_736C_6F6F_70  # pg_advisory_xact_lock key for migrating ("opsloop")
@@ -344,6 +347,40 @@ def m013_feedback_once(db: sqlite_utils.Database) -> None:
     db.table("feedback").create_index(["channel", "message_ts", "user"], unique=True)
 
 
+@sqlite_migrations()
+def m014_run_titles(db: sqlite_utils.Database) -> None:
+    """A run's title, what App Home and `opsloop runs` name it by: an alert run's "DiskFull web-03 (firing)" rather
+    than its task's raw groupKey (NULL: the task is the name). Alert runs stored before are titled from their
+    group's stored payload."""
+    db.table("runs").add_column("title", str)
+    rows = db.execute(_ALERT_PAYLOADS).fetchall()
+    db.conn.executemany("UPDATE runs SET title = ? WHERE id = ?", _alert_titles(rows))
+
+
+_ALERT_PAYLOADS = ("SELECT run_id, payload FROM alert_groups WHERE source = 'webhook' AND run_id IS NOT NULL "
+                   "AND payload IS NOT NULL AND payload != ''")
+
+
+def _alert_titles(rows: list[Any]) -> list[tuple[str, str]]:
+    """(title, run id) for each (run id, stored payload) row; a payload that doesn't read as JSON is skipped."""
+    titles = []
+    for row in rows:
+        run_id, payload = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+        try:
+            parsed = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict):
+            titles.append((alert_title(parsed), str(run_id)))
+    return titles
+
+
+def _pg_m014_run_titles(conn: Any) -> None:
+    conn.execute("ALTER TABLE runs ADD COLUMN title TEXT")
+    for title, run_id in _alert_titles(conn.execute(_ALERT_PAYLOADS).fetchall()):
+        conn.execute("UPDATE runs SET title = %s WHERE id = %s", [title, run_id])
+
+
 # Keep each person's latest click on each message (the highest `at`, then the highest id), on both backends.
 _FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
     SELECT 1 FROM feedback AS later WHERE later.channel IS NOT DISTINCT FROM feedback.channel
@@ -355,7 +392,7 @@ _FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
 # rowid (the enqueue order the sender keeps).
-PG_MIGRATIONS: dict[str, str] = {
+PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step SQL alone can't write
     "m001_runs": """
         CREATE TABLE runs (
             id TEXT PRIMARY KEY, channel TEXT, thread_ts TEXT, mention_ts TEXT, requester TEXT, task TEXT,
@@ -451,6 +488,7 @@ PG_MIGRATIONS: dict[str, str] = {
         CREATE INDEX idx_feedback_click ON feedback (click);
         CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
     """,
+    "m014_run_titles": _pg_m014_run_titles,
 }
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]
@@ -509,7 +547,8 @@ def migrate_pg(conn: Any) -> SchemaVersion:
             version = pg_version(conn)
             _refuse_newer(version)
             for name in KNOWN[version.current:]:
-                conn.execute(PG_MIGRATIONS[name])
+                step = PG_MIGRATIONS[name]
+                step(conn) if callable(step) else conn.execute(step)
                 conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", [PG_LOCK])

@@ -246,6 +246,7 @@ class Run:
     lease_until: float | None = None
     team_id: str | None = None  # the requester's workspace (a channel stream names it); None: not known
     askers: tuple[str, ...] = ()  # people whose words the run read when asked (message authors), beside the requester
+    title: str | None = None  # what people see it by (an alert's "DiskFull web-03 (firing)"); None: its task
 
     @property
     def active(self) -> bool:
@@ -254,6 +255,11 @@ class Run:
     @property
     def paid_tokens(self) -> int:
         return self.usage.paid_tokens
+
+    @property
+    def headline(self) -> str:
+        """What a list of runs names it by: its title, else its task."""
+        return self.title or self.task
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,7 @@ from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, al
 from bot.errors import OpsloopError
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
+from bot.titles import alert_title
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
 from handlers.json_body import BadJson, read_json
@@ -433,7 +434,7 @@ class AlertDesk:
             prompt = (f"[alert from Alertmanager in <#{group.channel}>; no person asked yet] "
                       f"Investigate this alert:\n{task}")
             run = await store.open_alert_run(group_key, thread_ts=ts, task=redact(task), prompt=redact(prompt),
-                                             model=self.sup.settings.model.primary)
+                                             model=self.sup.settings.model.primary, title=alert_title(payload))
             if run is not None:
                 self.count("webhook", "started", group=group_key, run_id=run.id)
                 self.sup.start(run.id)

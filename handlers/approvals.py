@@ -134,7 +134,7 @@ async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool,
         return refusal
     if approve and user in a.approvals:
         return messages.already_approved_by_you()
-    name = await sup.policy.display_name(user)
+    name = await sup.names.user(user)
     if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
         changed = await add_approver(store, a.id, user, decided_name=name, now=store.now())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)

@@ -7,7 +7,7 @@ and dates opsloop builds itself (`mention`, `approver`, `slack_date`) are not.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from bot.report import STOP_WORDS
@@ -464,12 +464,14 @@ def loading_tool(tool: str, args: dict[str, object]) -> str:
     return _one_line_status(words) + "…"
 
 
-def loading_approval(approvers: tuple[str, ...]) -> str:
-    """"waiting for approval from @carol" (user groups as @group, nobody named: anyone in the channel)."""
+def loading_approval(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
+    """"waiting for approval from @carol, @oncall": plain text (the loading status renders no mentions), so people
+    by display name and user groups by handle, from `names` (id -> name; an id Slack couldn't name stays an id);
+    nobody named: anyone in the channel."""
     if not approvers:
         return "waiting for approval from anyone in the channel"
-    names = [f"<@{a}>" if _USER_ID.match(a) else f"<!subteam^{a}>" if _GROUP_ID.match(a) else a for a in approvers]
-    return _one_line_status("waiting for approval from " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+    shown = [f"@{names.get(a) or a}" if _USER_ID.match(a) or _GROUP_ID.match(a) else a for a in approvers]
+    return _one_line_status("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
 
 
 def _one_line_status(text: str, limit: int = 120) -> str:
@@ -504,9 +506,15 @@ def task_approval_title(tool: str) -> str:
     return f"Approval for {tool}"
 
 
-def task_waiting(approvers: tuple[str, ...]) -> str:
-    """An approval task's output while it waits: "waiting for approval from <@U0CAROL>"."""
-    return loading_approval(approvers)
+def task_waiting(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
+    """An approval task's output while it waits: "waiting for approval from <@U0CAROL>, @oncall". The output is
+    rich text: a person is a user element (a mention Slack renders, in an edit that notifies nobody); a user group
+    has no such element that stays silent, so it is its handle as text (`names`: id -> handle)."""
+    if not approvers:
+        return "waiting for approval from anyone in the channel"
+    shown = [f"<@{a}>" if _USER_ID.match(a) else f"@{names.get(a) or a}" if _GROUP_ID.match(a) else a
+             for a in approvers]
+    return _one_line_status("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
 
 
 def task_decided(*, approved: bool, outcome: str, by: str | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -36,7 +36,6 @@ class ApprovalPolicy:
     def __init__(self, settings: ApprovalSettings, client: AsyncWebClient, *, cache_seconds: float = 300.0) -> None:
         self.settings, self.client, self.cache_seconds = settings, client, cache_seconds
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
-        self._names: dict[str, str] = {}
 
     async def verdict(self, user: str, *, category: str, approve: bool, run_requester: str | None,
                       requesters: Collection[str]) -> Verdict:
@@ -88,17 +87,6 @@ class ApprovalPolicy:
             members = cached[1] if cached else frozenset()  # fail closed unless we knew better
         self._groups[group] = (time.monotonic(), members)
         return members
-
-    async def display_name(self, user: str) -> str:
-        if user not in self._names:
-            try:
-                response = await self.client.users_info(user=user)
-                u: dict[str, Any] = response.get("user") or {}
-                profile = u.get("profile") or {}
-                self._names[user] = profile.get("display_name") or u.get("real_name") or u.get("name") or user
-            except SlackApiError:
-                return user
-        return self._names[user]
 
 
 def policy_lines(settings: ApprovalSettings) -> list[str]:

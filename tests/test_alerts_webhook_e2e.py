@@ -16,9 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.cli import main
 from tests import promserver
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import FakeSlack, app_home_opened_event
 from tests.harness import BOB, CHANNEL, BotEnv, bot_env, text_of, user_turn
 
 TOKEN = "alert-token-0123456789abcdef"
@@ -101,6 +102,30 @@ async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothi
         assert env.ops.alerts is not None
         counts = env.ops.alerts.counts
         assert counts[("webhook", "started")] == 1 and counts[("webhook", "deduplicated")] == 3
+
+
+async def test_an_alert_run_is_named_by_its_alert_on_app_home_and_in_opsloop_runs(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_anthropic.script(reply(text("/var is full of rotated nginx logs.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        assert (await post(env, payload()))[0] == 200
+        ts = await root(env)
+        await env.wait_final(CHANNEL, ts)
+        [run] = env.runs()
+        assert run.title == "DiskFull web-03 (firing)"  # the name, where it fires, its status (port dropped)
+        assert run.task.startswith("Alertmanager group {}:{alertname=")  # the model still gets the whole group
+        await env.send(app_home_opened_event(BOB))
+        await fake_slack._wait(lambda: fake_slack.home_views.get(BOB), 5.0, lambda: "the Home tab")
+        home = json.dumps(fake_slack.home_views[BOB]["blocks"])
+        assert "DiskFull web-03 (firing) (<https://slack.com/archives/" in home
+        assert "groupKey" not in home and "alertname=" not in home
+    monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))
+    capsys.readouterr()  # the bot's own log lines
+    assert main(["runs"]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(run.id)]
+    assert " completed " in line and line.endswith("  DiskFull web-03 (firing)")
 
 
 async def test_a_changed_firing_set_is_noted_and_reaches_the_run(

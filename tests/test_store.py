@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlite_utils
 
 from bot.migrations import sqlite_migrations as migrations
@@ -106,3 +108,27 @@ def test_m013_keeps_each_persons_latest_click_on_each_answer(tmp_path) -> None:
     ledger = Ledger(tmp_path / "old.db")
     assert [f.id for f in ledger.feedback()] == ["fb4", "fb3", "fb2"]
     assert ledger.feedback_counts() == {FeedbackValue.POSITIVE: 2, FeedbackValue.NEGATIVE: 1}
+
+
+ALERT_PAYLOAD = {"version": "4", "groupKey": '{}:{alertname="DiskFull"}', "status": "firing",
+                 "commonLabels": {"alertname": "DiskFull"},
+                 "alerts": [{"status": "firing", "labels": {"alertname": "DiskFull", "instance": "web-03:9100"},
+                             "annotations": {}, "startsAt": "2026-12-01T10:00:00Z", "fingerprint": "a1"}]}
+
+
+def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(tmp_path) -> None:
+    db = sqlite_utils.Database(str(tmp_path / "old.db"))
+    migrations.apply(db, stop_before="m014_run_titles")
+    for id_, task in (("r1", 'Alertmanager group {}:{alertname="DiskFull"} is firing'), ("r2", "disk full on web-03"),
+                      ("r3", "Alertmanager group {}:{x} is firing")):
+        db.table("runs").insert({"id": id_, "channel": "C1", "thread_ts": "1.0", "requester": "", "task": task,
+                                 "status": "finished", "model": "m", "created_at": 1.0, "updated_at": 1.0})
+    db.table("alert_groups").insert({"key": "am:g1", "source": "webhook", "channel": "C1", "state": "started",
+                                     "run_id": "r1", "payload": json.dumps(ALERT_PAYLOAD)})
+    db.table("alert_groups").insert({"key": "am:g3", "source": "webhook", "channel": "C1", "state": "started",
+                                     "run_id": "r3", "payload": "{not json"})  # unreadable: the task stays the name
+    db.close()
+    ledger = Ledger(tmp_path / "old.db")
+    runs = {r.id: (r.title, r.headline) for r in ledger.list_runs()}
+    assert runs == {"r1": ("DiskFull web-03 (firing)", "DiskFull web-03 (firing)"),
+                    "r2": (None, "disk full on web-03"), "r3": (None, "Alertmanager group {}:{x} is firing")}

@@ -10,6 +10,7 @@ each store its call at once), a few rounds each. Waits are on observable state w
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
-from bot.migrations import KNOWN, SchemaTooNew, SchemaVersion
+from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
 from handlers.approvals import add_approver, supersede_by_reply
@@ -296,6 +297,26 @@ def test_a_fresh_database_is_migrated_to_the_latest_version(pg_url: str) -> None
     tables = {r[0] for r in query(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
     assert tables == TABLES
     assert [r[0] for r in query(pg_url, "SELECT name FROM opsloop_migrations ORDER BY name")] == KNOWN
+
+
+def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(pg_url: str) -> None:
+    from tests.test_store import ALERT_PAYLOAD
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a database an opsloop before m014 migrated
+        conn.execute(PG_RECORD)
+        for name in KNOWN[:KNOWN.index("m014_run_titles")]:
+            step = PG_MIGRATIONS[name]
+            assert isinstance(step, str)
+            conn.execute(step)
+            conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, 1.0)", [name])
+        for id_, task in (("r1", "Alertmanager group {}:{alertname=\"DiskFull\"} is firing"), ("r2", "disk full")):
+            conn.execute("INSERT INTO runs (id, channel, thread_ts, requester, task, status, model, created_at, "
+                         "updated_at) VALUES (%s, 'C1', '1.0', '', %s, 'finished', 'm', 1.0, 1.0)", [id_, task])
+        conn.execute("INSERT INTO alert_groups (key, source, channel, state, run_id, payload) "
+                     "VALUES ('am:g1', 'webhook', 'C1', 'started', 'r1', %s)", [json.dumps(ALERT_PAYLOAD)])
+    assert open_and_close(pg_url) == SchemaVersion(current=len(KNOWN), known=len(KNOWN))
+    assert query(pg_url, "SELECT id, title FROM runs ORDER BY id") == [("r1", "DiskFull web-03 (firing)"),
+                                                                       ("r2", None)]
 
 
 def test_opening_a_migrated_database_again_changes_nothing(pg_url: str) -> None:

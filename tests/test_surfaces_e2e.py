@@ -3,6 +3,7 @@ buttons, the message shortcut, App Home) against the stand-in, which implements 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tests.harness import ALICE, BOB, CAROL, bot_env, text_of
 TASK = "web-03 is paging: disk full on /var, please fix"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
 LISTING = "listing /var/log/nginx on web-03…"
+ONCALL = "S0ONCALL"
 
 
 def statuses(slack: FakeSlack) -> list[str]:
@@ -101,15 +103,49 @@ async def test_loading_status_names_the_approver_while_the_run_waits(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), reply(text("Freed 19.8 GB.")))
-    async with bot_env(tmp_path, fake_slack, fake_anthropic, f'[approvals]\napprovers = ["{CAROL}"]') as env:
+    fake_slack.add_usergroup(ONCALL, [BOB], handle="oncall")
+    approvers = f'[approvals]\napprovers = ["{CAROL}", "{ONCALL}"]'
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, approvers) as env:
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
-        waiting = f"waiting for approval from <@{CAROL}>"
+        # Plain text renders no mention: the person by display name, the group by its handle, never an id.
+        waiting = "waiting for approval from @carol, @oncall"
         await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == waiting or None, 5.0,
                                lambda: f"the approval wait under the thread: {statuses(fake_slack)}")
+        # The task card's output is rich text: carol as a user element (a mention Slack renders), the group as
+        # its handle (no raw <!subteam^…>, which rich text would show as written).
+        status = await env.status(channel, ts)
+        outputs = [t.get("output") for b in status.blocks or [] if b.get("type") == "plan" for t in b["tasks"]]
+        assert {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": [
+            {"type": "text", "text": "waiting for approval from "}, {"type": "user", "user_id": CAROL},
+            {"type": "text", "text": ", @oncall"}]}]} in outputs
         await env.approve(card, CAROL)
         await env.wait_final(channel, ts)
         await fake_slack._wait(lambda: statuses(fake_slack)[-1:] == [""] or None, 5.0, lambda: "the status cleared")
+    sent = json.dumps([c.args for c in fake_slack.calls if c.method != "chat.postMessage"])
+    assert "subteam" not in sent  # neither the status, the task list nor any update names the group raw
+    # Cached: one look-up each, though the wait, the task list and carol's click all wanted her name.
+    assert [c.args.get("user") for c in fake_slack.calls_to("users.info")] == [CAROL]
+    assert len(fake_slack.calls_to("usergroups.list")) == 1
+
+
+async def test_names_slack_cannot_give_are_shown_as_ids_and_change_nothing_else(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), reply(text("Freed 19.8 GB.")))
+    fake_slack.add_usergroup(ONCALL, [BOB], handle="oncall")
+    fake_slack.fail_next("usergroups.list", "missing_scope")
+    fake_slack.fail_next("users.info", "user_not_found")
+    approvers = f'[approvals]\napprovers = ["{CAROL}", "{ONCALL}"]'
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, approvers) as env:
+        channel, ts = await env.mention(TASK)
+        card = await env.card(channel, ts)
+        waiting = f"waiting for approval from @{CAROL}, @{ONCALL}"  # display only: the ids, not an error
+        await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == waiting or None, 5.0,
+                               lambda: f"the approval wait under the thread: {statuses(fake_slack)}")
+        await env.approve(card, BOB)  # a member of the group: authorization never depended on its handle
+        final = await env.wait_final(channel, ts)
+        assert "Freed 19.8 GB" in text_of(final)
 
 
 # --- feedback ------------------------------------------------------------------------------------------------

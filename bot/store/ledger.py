@@ -52,8 +52,10 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
     def create_run(
         self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
         mention_ts: str = "", history: Iterable[dict[str, Any]] = (), team_id: str | None = None,
+        title: str | None = None,
     ) -> Run:
-        """Create a run with its first user message(s); `history` continues an earlier run."""
+        """Create a run with its first user message(s); `history` continues an earlier run; `title` is what people
+        see it by (None: its task)."""
         now = self.sql.now()
         run_id = new_id("run")
         with self._atomic():
@@ -61,7 +63,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 "id": run_id, "channel": channel, "thread_ts": thread_ts,
                 "mention_ts": mention_ts, "requester": requester, "task": redact(task),
                 "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
-                **({"team_id": team_id} if team_id else {}),
+                **({"team_id": team_id} if team_id else {}), **({"title": redact(title)} if title else {}),
             })
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
@@ -236,7 +238,8 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return item.id  # still on its way (or sent): no second root
             return self._enqueue_alert_root(key, text)
 
-    def open_alert_run(self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str) -> Run | None:
+    def open_alert_run(self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str,
+                       title: str | None = None) -> Run | None:
         """The group's root is posted: its run (no human requester) starts in that thread, once (compare-and-set
         on `opening`). None: already opened."""
         key = f"am:{group_key}"
@@ -245,7 +248,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             if group is None or group.state != "opening":
                 return None
             run = self.create_run(channel=group.channel, thread_ts=thread_ts, requester="", task=task, model=model,
-                                  mention_ts=thread_ts, history=continue_history([], prompt))
+                                  mention_ts=thread_ts, history=continue_history([], prompt), title=title)
             self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id, owner=None,
                                claimed_until=None)
             self._wake(WAKE_RUNS)

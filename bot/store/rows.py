@@ -64,6 +64,7 @@ def _decode_run(row: dict[str, Any]) -> Run:
         drop_block=bool(row["drop_block"]), settings=json.loads(row["settings"]) if row.get("settings") else None,
         owner=row.get("owner"), lease_until=row.get("lease_until"),
         team_id=row.get("team_id"), askers=tuple(json.loads(row["askers"])) if row.get("askers") else (),
+        title=row.get("title") or None,
     )
 
 

@@ -27,8 +27,9 @@ from bot.store import Store, StoreUnavailable
 from bot.types import Approval, Run, RunResult, StopReason
 from handlers import approvals, blocks
 from handlers.background import Background
-from handlers.outbox import Outbox, card_key, card_update_key
 from handlers.membership import Membership
+from handlers.names import SlackNames
+from handlers.outbox import Outbox, card_key, card_update_key
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
@@ -78,6 +79,7 @@ class Supervisor:
         self._told_store_down: set[str] = set()  # runs whose thread heard that the store is down (once each)
         self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
         self.membership = Membership(self.client)  # who is in which conversation (App Home, the shortcut)
+        self.names = SlackNames(self.client)  # display names and user-group handles (display only)
 
     # --- run lifecycle ------------------------------------------------------
     async def open(self) -> list[str]:

@@ -56,8 +56,11 @@ class IncidentThread:
         return await self.sup.store.stop_requested_by(self.run_id)
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        self._show_loading(kind, data)
-        tasks_changed = self._track_task(kind, data)
+        names: dict[str, str] = {}
+        if kind == "waiting_approval":  # who may approve, by name (cached; the ids when Slack can't say)
+            names = await self.sup.names.of(self._approvers(data))
+        self._show_loading(kind, data, names)
+        tasks_changed = self._track_task(kind, data, names)
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
                     "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
@@ -69,7 +72,10 @@ class IncidentThread:
         self.status.show(state=self._state, step=data.get("step", 0), activity=self._activity,
                          tokens=data["tokens"], cost_usd=data["cost_usd"])
 
-    def _track_task(self, kind: str, data: dict[str, Any]) -> bool:
+    def _approvers(self, data: dict[str, Any]) -> tuple[str, ...]:
+        return self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
+
+    def _track_task(self, kind: str, data: dict[str, Any], names: dict[str, str]) -> bool:
         """The task list follows the runtime's events: calls announced (pending), started (in progress),
         answered (complete / error, with a one-line result), and approval waits and decisions."""
         tasks, call_id, tool = self.status.tasks, str(data.get("call_id") or ""), str(data.get("tool") or "")
@@ -92,9 +98,8 @@ class IncidentThread:
                 result = messages.TASK_NOT_RUN
             tasks.put(call_id, None, "error" if data.get("is_error") else "complete", output=result)
         elif kind == "waiting_approval":
-            who = self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
             tasks.put(approval_task_id(call_id), messages.task_approval_title(tool), "in_progress",
-                      output=messages.task_waiting(who), before=call_id)
+                      output=messages.task_waiting(self._approvers(data), names), before=call_id)
         elif kind == "approval_decided":
             approved = bool(data.get("approved"))
             by = str(data["by"]) if data.get("by") else None
@@ -107,7 +112,7 @@ class IncidentThread:
             return False
         return True
 
-    def _show_loading(self, kind: str, data: dict[str, Any]) -> None:
+    def _show_loading(self, kind: str, data: dict[str, Any], names: dict[str, str]) -> None:
         """The loading status under the thread: what this step does right now."""
         if kind == "iteration":
             self.loading.show(messages.LOADING_THINKING)
@@ -116,8 +121,7 @@ class IncidentThread:
             self.loading.show(messages.loading_tool(str(data.get("tool")), args if isinstance(args, dict) else {}))
         elif kind == "waiting_approval":
             self.waiting = True
-            who = self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
-            self.loading.show(messages.loading_approval(who))
+            self.loading.show(messages.loading_approval(self._approvers(data), names))
 
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
@@ -252,7 +256,7 @@ class StatusMessage:
                 a = item
                 if a.pending:
                     who = self.sup.settings.approvals.who_may_approve(a.category)
-                    status, output = "in_progress", messages.task_waiting(who)
+                    status, output = "in_progress", messages.task_waiting(who, await self.sup.names.of(who))
                 else:
                     approved = a.state.value == "approved"
                     status = "complete" if approved else "error"

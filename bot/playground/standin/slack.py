@@ -36,7 +36,7 @@ Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client
 * Methods called with ``params=`` -- ``auth.test``, ``reactions.add``,
   ``apps.connections.open`` -- are POSTs whose arguments sit in the **query string**,
   with an empty form-encoded body.
-* ``conversations.replies``, ``users.info`` and ``usergroups.users.list`` are GETs.
+* ``conversations.replies``, ``users.info``, ``usergroups.list`` and ``usergroups.users.list`` are GETs.
 * Other callers (curl, ``api_call(data=...)``) send form bodies in which ``blocks`` is a
   JSON string; all of these are accepted and normalised into ``ApiCall.args``.
 """
@@ -762,6 +762,7 @@ class FakeSlack:
         self.responses: list[ResponseUrlCall] = []
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: dict[str, list[str]] = {}
+        self.usergroup_handles: dict[str, str] = {}  # group id -> handle ("oncall"), for usergroups.list
         self.envelopes: list[dict[str, Any]] = []  # every envelope sent to the app
         self.incoming_posts: list[dict[str, Any]] = []  # every body posted to an incoming webhook
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
@@ -917,8 +918,9 @@ class FakeSlack:
         task.add_done_callback(self._deliveries.discard)
         return web.Response(text="ok")
 
-    def add_usergroup(self, group_id: str, users: Iterable[str]) -> None:
+    def add_usergroup(self, group_id: str, users: Iterable[str], *, handle: str | None = None) -> None:
         self.usergroups[group_id] = list(users)
+        self.usergroup_handles[group_id] = handle or group_id.lower()
 
     def fail_next(
         self,
@@ -1821,6 +1823,19 @@ class FakeSlack:
             raise _SlackError("no_such_subteam")
         return {"users": list(self.usergroups[group])}
 
+    def _usergroups_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The workspace's user groups as Slack lists them (users only with include_users, as Slack)."""
+        groups = []
+        for group_id, users in self.usergroups.items():
+            handle = self.usergroup_handles.get(group_id, group_id.lower())
+            group: dict[str, Any] = {"id": group_id, "team_id": self.team_id, "is_usergroup": True,
+                                     "name": handle.replace("-", " ").title(), "description": "", "handle": handle,
+                                     "is_external": False, "date_delete": 0, "user_count": len(users)}
+            if str(args.get("include_users") or "").lower() in ("1", "true"):
+                group["users"] = list(users)
+            groups.append(group)
+        return {"usergroups": groups}
+
     def _users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         user = self.users.get(str(args.get("user") or ""))
         if user is None:
@@ -1889,6 +1904,7 @@ class FakeSlack:
         "conversations.replies": _conversations_replies,
         "conversations.history": _conversations_history,
         "usergroups.users.list": _usergroups_users_list,
+        "usergroups.list": _usergroups_list,
         "users.info": _users_info,
         "assistant.threads.setStatus": _assistant_threads_set_status,
         "views.publish": _views_publish,
