@@ -20,10 +20,10 @@ import pytest
 
 from bot.store import Store
 from tests import pgserver, sshserver
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
-API_KEY = "sk-ant-test-key-000000"
+__all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
 
 
 @pytest.fixture
