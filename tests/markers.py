@@ -11,6 +11,8 @@ SERVER_FIXTURES, or `db_url` with its `postgres` parameter; it gets `processes` 
 code of any tests.* function, class or fixture it reaches by name, calls a process-starting function
 (PROCESS_STARTERS). What that reading cannot see (product code that runs a command) an audit hook sees while
 the test runs: a test that starts a process without the `processes` marker fails and says which marker to add.
+Mark such a test `@pytest.mark.processes` (a `pytest.param(..., marks=...)` for one parameter), and a fixture
+that starts one through product code `@markers.spawns`, so all its users are marked, not just the first.
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ def _our_module(obj: Any) -> bool:
     return inspect.ismodule(obj) and obj.__name__.partition(".")[0] == "tests"
 
 
+def spawns(fixture: Any) -> Any:
+    """Mark a fixture whose setup starts a process through product code (which the reading does not follow):
+    every test that uses it is then `processes`, not only the first one, which the audit hook would catch."""
+    fixture.opsloop_spawns = True
+    return fixture
+
+
 def _fixture_functions(item: pytest.Item) -> Iterator[Any]:
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info else ()):
@@ -108,7 +117,8 @@ def classify(item: pytest.Item) -> set[str]:
     function = getattr(item, "function", None)
     seen: set[int] = set()
     if function is not None and (starts_processes(function, seen) or any(
-            _ours(f) and starts_processes(f, seen) for f in _fixture_functions(item))):
+            getattr(f, "opsloop_spawns", False) or (_ours(f) and starts_processes(f, seen))
+            for f in _fixture_functions(item))):
         found.add(PROCESSES)
     return found
 

@@ -86,6 +86,7 @@ async def test_a_reply_and_a_stop_click_are_handled_while_a_catastrophic_grep_ru
         fake_anthropic.assert_complete()
 
 
+@pytest.mark.processes
 async def test_a_catastrophic_grep_that_overruns_its_timeout_is_killed_and_the_model_told(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -421,6 +421,7 @@ async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path)
         ("((a{100}){100}){100}", "a repetition count of more than 1000 in all ({100}; nested counts multiply)"),
     ],
 )
+@pytest.mark.processes
 async def test_a_construct_the_linear_time_matcher_lacks_is_named(logs: Path, pattern: str, construct: str) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": pattern})
@@ -520,6 +521,7 @@ async def test_a_listed_file_that_became_a_directory_or_recent_is_changed_not_go
     assert (rotated / "app.log.2.gz").exists()
 
 
+@pytest.mark.processes
 async def test_a_file_renamed_since_the_preview_is_gone_and_its_new_name_not_approved(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})

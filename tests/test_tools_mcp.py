@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from mcp.types import ToolAnnotations
 
+from tests import markers
 from tools import Category, ToolConfigError, ToolError, ToolRegistry, build_registry, tool_table
 from tools.mcp import category_of, tool_name
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
+@markers.spawns  # the stdio MCP server, started by tools.mcp for the first test that uses it
 async def grafana() -> AsyncIterator[ToolRegistry]:
     registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER]}, base_dir=REPO)
     try:
