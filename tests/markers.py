@@ -115,12 +115,19 @@ def classify(item: pytest.Item) -> set[str]:
     if fixtures & SERVER_FIXTURES or params.get("db_url") == "postgres":
         found |= {SERVERS, PROCESSES}
     function = getattr(item, "function", None)
-    seen: set[int] = set()
-    if function is not None and (starts_processes(function, seen) or any(
-            getattr(f, "opsloop_spawns", False) or (_ours(f) and starts_processes(f, seen))
-            for f in _fixture_functions(item))):
+    if function is not None and (_read(function) or any(
+            getattr(f, "opsloop_spawns", False) or (_ours(f) and _read(f)) for f in _fixture_functions(item))):
         found.add(PROCESSES)
     return found
+
+
+_READ: dict[int, bool] = {}  # starts_processes per test or fixture function: parameters and users share them
+
+
+def _read(function: Any) -> bool:
+    if (known := _READ.get(id(function))) is None:
+        known = _READ[id(function)] = starts_processes(function)
+    return known
 
 
 def mark(items: list[pytest.Item]) -> None:
@@ -131,7 +138,7 @@ def mark(items: list[pytest.Item]) -> None:
 
 
 class SpawnWatch:
-    """The processes started while each test runs (its setup and teardown included), seen by an audit hook."""
+    """The processes started while each test sets up and runs, seen by an audit hook (teardowns only stop them)."""
 
     def __init__(self) -> None:
         self.current: list[str] | None = None
