@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 
-.PHONY: test test-latest lock chaos lint demo sandbox screenshot browser postgres sshd prometheus run bench clean
+.PHONY: test test-fast test-latest lock chaos lint demo sandbox screenshot browser postgres sshd prometheus run bench clean
 
 # Every install comes from a committed lock with hashes (locks/): a fresh clone gets exactly what CI tested.
 # uv (itself pinned, with hashes, in locks/uv.txt) installs them; plain pip can install the same files
@@ -34,10 +34,19 @@ test-latest: $(STAMP) browser postgres sshd prometheus
 	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
 	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade --resolution highest -e '.[dev]'
 	$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE '^(anthropic|slack|aiohttp|sqlite-utils|structlog|asyncssh|google-re2|psycopg)' || true
-	$(LATEST)/bin/python -m pytest -q
+	$(LATEST)/bin/python -m pytest $(PYTEST)
 
+# The whole suite, spread over TEST_WORKERS processes by pytest-xdist (each with its own Postgres databases
+# and random ports; worksteal: an idle worker takes tests queued for a busy one, the minute-long ones included);
+# -rfEs lists failures, errors and every skip with its reason.
+TEST_WORKERS ?= auto
+PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP) browser postgres sshd prometheus
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest $(PYTEST)
+
+# The loop to run every few minutes: no processes, no real servers (tests/markers.py marks those), about a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST) -m "not processes and not servers"
 
 # The long crash test: 200 runs of `opsloop run` SIGKILLed at chosen and random points (seed printed;
 # replay one with CHAOS_SEED=...). `make test` runs its short, fixed-seed version.
@@ -45,10 +54,11 @@ CHAOS_RUNS ?= 200
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -q -s tests/test_crash.py --chaos-runs=$(CHAOS_RUNS) $(if $(CHAOS_SEED),--chaos-seed=$(CHAOS_SEED))
 
+# What CI checks first (and .pre-commit-config.yaml before a commit): lint, formatting, strict types.
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy --strict bot
-	$(BIN)/mypy tools handlers
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict bot tools handlers
 
 demo: $(STAMP)
 	$(BIN)/opsloop demo

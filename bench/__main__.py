@@ -35,7 +35,7 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, _cost_usd, reply, text, tool_use
+from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, cost_usd, reply, text, tool_use
 from tools.config import build_registry
 
 HERE = Path(__file__).resolve().parent
@@ -82,7 +82,7 @@ def read_share(usages: list[dict[str, int]]) -> float:
 
 def uncached_cost(model: str, usages: list[dict[str, int]]) -> float:
     """What the same requests cost without any cache_control: every prompt token at the input price."""
-    return sum(_cost_usd(model, {**u, "input_tokens": u["input_tokens"] + u["cache_read_input_tokens"]
+    return sum(cost_usd(model, {**u, "input_tokens": u["input_tokens"] + u["cache_read_input_tokens"]
                                  + u["cache_creation_input_tokens"], "cache_read_input_tokens": 0,
                                  "cache_creation_input_tokens": 0}) or 0.0 for u in usages)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.kube import FakeKube
-from tests.test_k8s_tools import NS, crashloop
+from tests.fakes.kube_scenes import NS, crashloop
 from tools.config import build_registry
 from tools.registry import ToolRegistry
 

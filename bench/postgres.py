@@ -30,7 +30,7 @@ import psutil
 import psycopg
 
 from bench import product
-from bench.product import ROOT, Product, _config, bot_env, incident, running
+from bench.product import ROOT, Product, bot_env, incident, running, write_config
 from bench.tools import DF_OUTPUT
 from bot.store import Store
 from bot.types import StopReason, Totals, Usage
@@ -243,7 +243,7 @@ async def fleet(n: int, server: PgServer, latency: float) -> AsyncIterator[Fleet
             slack.add_user(product.ALICE, "alice")
             slack.delivery = "round_robin"
             model.latency_seconds = latency
-            config = str(_config(work / "opsloop.toml", ""))
+            config = str(write_config(work / "opsloop.toml", ""))
             procs: list[asyncio.subprocess.Process] = []
             try:
                 for i in range(n):  # started together, so the fleet is up in one start-up time

@@ -86,7 +86,7 @@ class Product:
         return stamps, answer.at - sent
 
 
-def _config(path: Path, slack: str) -> Path:
+def write_config(path: Path, slack: str) -> Path:
     """The shipped defaults, plus the bench's tools, no fallback model, and `slack` lines under [slack]."""
     path.write_text('[model]\nfallbacks = []\n[tools]\nmodules = ["tools.builtin", "bench.tools"]\n'
                     f'[limits]\nmax_iterations = 50\n[slack]\n{slack}\n')
@@ -112,7 +112,7 @@ async def running(*, slack_config: str = "", profile: Path | None = None,
                 FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model:
             slack.add_user(ALICE, "alice")
             env = bot_env(slack, model, db or str(work / "opsloop.db"))
-            cmd = ["-m", "bot.cli", "run", "--config", str(_config(work / "opsloop.toml", slack_config))]
+            cmd = ["-m", "bot.cli", "run", "--config", str(write_config(work / "opsloop.toml", slack_config))]
             if profile is not None:
                 cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
             with open(work / "opsloop.log", "wb") as log:  # noqa: ASYNC230 (the JSON trace goes to a file)

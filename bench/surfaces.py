@@ -22,8 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, text
+from tests.fakes.anthropic import API_KEY, FakeAnthropic, reply, text
 from tests.fakes.slack import FakeSlack
 from tests.harness import bot_env, is_card, is_status
 

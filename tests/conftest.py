@@ -6,6 +6,10 @@ database on it per test, and `db_url` runs a test once per store backend: a SQLi
 
 SSH: `ssh_servers` starts throwaway OpenSSH servers on 127.0.0.1 (tests.sshserver.SshServer; skips when
 sshd is not installed) and stops them after the test; `sshd` is one such server.
+
+Markers: tests that start processes or use real servers are marked `processes` / `servers` at collection
+(tests/markers.py says how), and a test that starts a process without its marker fails, so `make test-fast`
+(`-m "not processes and not servers"`) stays fast without anyone keeping a list.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ import anthropic
 import pytest
 
 from bot.store import Store
-from tests import pgserver, sshserver
-from tests.fakes.anthropic import FakeAnthropic
+from tests import markers, pgserver, sshserver
+from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.slack import FakeSlack
 
-API_KEY = "sk-ant-test-key-000000"
+__all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
 
 
 @pytest.fixture
@@ -105,6 +109,32 @@ def ssh_servers() -> Iterator[Callable[..., sshserver.SshServer]]:
 def sshd(ssh_servers: Callable[..., sshserver.SshServer]) -> sshserver.SshServer:
     """One throwaway OpenSSH server on 127.0.0.1 for this test."""
     return ssh_servers()
+
+
+_spawns = markers.SpawnWatch()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    markers.mark(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Watch what the test starts from its setup through its call (teardowns only stop what was started)."""
+    _spawns.current = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if call.when == "call" and (spawned := _spawns.unmarked_spawns(item)):
+        note = ("started a process but is not marked `processes` (tests/markers.py could not see it): add "
+                "@pytest.mark.processes, or @pytest.mark.servers if it uses a real server:\n  " + "\n  ".join(spawned))
+        if report.passed:
+            report.outcome, report.longrepr = "failed", note
+        else:
+            report.sections.append(("unmarked process", note))
+    return report
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

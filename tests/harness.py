@@ -40,8 +40,7 @@ from bot.store import Ledger
 from bot.types import AuditEntry, Run
 from handlers.blocks import APPROVE, DENY, STOP
 from tests import incident_tools
-from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest
+from tests.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
 from tests.fakes.slack import FakeSlack, Message, mention_event, message_event
 
 CHANNEL = "C0INCIDENT"

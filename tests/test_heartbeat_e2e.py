@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack
@@ -62,6 +63,7 @@ def alive(p: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.processes
 async def test_a_reply_and_a_stop_click_are_handled_while_a_catastrophic_grep_runs(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -84,6 +86,7 @@ async def test_a_reply_and_a_stop_click_are_handled_while_a_catastrophic_grep_ru
         fake_anthropic.assert_complete()
 
 
+@pytest.mark.processes
 async def test_a_catastrophic_grep_that_overruns_its_timeout_is_killed_and_the_model_told(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 from bot.config import ConfigError, load_settings
-from tests.fakes.kube import FakeKube, deployment, event, pod, replicaset
+from tests.fakes.kube import FakeKube, pod
+from tests.fakes.kube_scenes import NS, crashloop
 from tools import PermissionDenied, ToolConfigError, ToolError, ToolRegistry, build_registry
 from tools.k8s import check_clusters, render
 from tools.k8s.clusters import KubeClusters
-
-NS = "web"
 
 
 def clusters_table(kubeconfig: Path, **extra: Any) -> dict[str, Any]:
@@ -36,29 +35,6 @@ def pool(reg: ToolRegistry) -> KubeClusters:
     ctx = reg.get("k8s_get").ctx  # type: ignore[union-attr]
     assert ctx is not None and ctx.kubernetes is not None
     return ctx.kubernetes
-
-
-def crashloop(kube: FakeKube) -> dict[str, Any]:
-    """api in web: revision 1 ran api:1.41, revision 2 (now) runs api:1.42 and crash-loops."""
-    d = deployment("api", NS, image="api:1.42", change_cause="deploy api 1.42", containers=[
-        {"name": "api", "image": "api:1.42",
-         "env": [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
-                 {"name": "LOG_LEVEL", "value": "info"}],
-         "envFrom": [{"secretRef": {"name": "api-env"}}]}])
-    d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "2"
-    d = kube.add(d)
-    kube.add(replicaset(d, revision=1, containers=[{"name": "api", "image": "api:1.41"}],
-                        change_cause="deploy api 1.41"))
-    current = next(o for o in kube._store.values() if o["kind"] == "ReplicaSet"
-                   and o["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == "2")
-    p = kube.add(pod("api-7d9f-x2k4q", NS, owner=current, containers=[{"name": "api", "image": "api:1.42"}],
-                     waiting_reason="CrashLoopBackOff", restarts=7, last_terminated_reason="Error"))
-    kube.add(event(p, "Pulled", "Successfully pulled image api:1.42", type="Normal", last_seen_ago_s=5))
-    kube.add(event(p, "BackOff", "Back-off restarting failed container api", count=12, last_seen_ago_s=40))
-    kube.set_logs(NS, "api-7d9f-x2k4q", "booting\nconnecting to postgres://app:s3cr3tpw@db:5432/app\n"
-                  "panic: missing config key FEATURE_X\n", previous=True)
-    kube.set_logs(NS, "api-7d9f-x2k4q", "booting\n")
-    return d
 
 
 # -- config ----------------------------------------------------------------------------------------

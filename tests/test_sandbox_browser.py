@@ -48,6 +48,7 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_mention_card_approve_and_answer(sandbox: Sandbox, browser: Browser) -> None:
     await browser.get(sandbox.url)
     await browser.wait_for("return document.querySelector('#user').options.length > 0")
@@ -64,6 +65,7 @@ async def test_browser_mention_card_approve_and_answer(sandbox: Sandbox, browser
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_plays_the_demo_incident_with_a_redirect(sandbox: Sandbox, browser: Browser) -> None:
     await play_incident(browser, sandbox.url)
     shown = await browser.execute("return document.body.innerText")
@@ -114,6 +116,7 @@ async def _open(browser: Browser, sandbox: Sandbox) -> None:
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_task_list_and_the_loading_status_until_it_expires(sandbox: Sandbox, browser: Browser) -> None:
     sandbox.stage.slack.status_expiry_seconds = 2.0  # Slack's 2 minutes, shortened: nobody refreshes a pause
     await _open(browser, sandbox)
@@ -142,6 +145,7 @@ def _root_ts(sandbox: Sandbox) -> str:
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_feedback_click_is_recorded_by_the_app(sandbox: Sandbox, browser: Browser) -> None:
     await _open(browser, sandbox)
     await browser.type("#text", "@opsloop check_disk host=web-03")
@@ -157,6 +161,7 @@ async def test_browser_feedback_click_is_recorded_by_the_app(sandbox: Sandbox, b
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_app_home_tab_publishes_the_on_call_view(sandbox: Sandbox, browser: Browser) -> None:
     await _open(browser, sandbox)
     await browser.type("#text", "@opsloop clean_logs host=web-03 path=/var/log/nginx")
@@ -174,6 +179,7 @@ async def test_browser_app_home_tab_publishes_the_on_call_view(sandbox: Sandbox,
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_message_shortcut_investigates_a_persons_message(sandbox: Sandbox, browser: Browser) -> None:
     slack = sandbox.stage.slack
     alert = slack.add_message(sandbox.stage.channel, BOB, "web-03: disk /var at 97%, check_disk host=web-03")
@@ -191,6 +197,7 @@ async def test_browser_message_shortcut_investigates_a_persons_message(sandbox: 
 
 
 @needs_chromium
+@pytest.mark.processes
 async def test_browser_streaming_message_grows_then_stops(sandbox: Sandbox, browser: Browser) -> None:
     """A streamed answer through the stand-in's own chat.startStream / appendStream / stopStream: it grows while
     "streaming…", then shows its whole text with the feedback buttons stopStream added."""

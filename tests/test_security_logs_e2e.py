@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack
 from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
@@ -26,6 +28,7 @@ def old_file(path: Path, data: bytes, days: float = 30) -> Path:
     return path
 
 
+@pytest.mark.processes
 async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_unsupported_ones_are_named(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -61,6 +64,7 @@ async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_uns
         fake_anthropic.assert_complete()
 
 
+@pytest.mark.processes
 async def test_clean_logs_reports_every_approved_file_it_did_not_delete_and_deletes_nothing_else(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -129,13 +129,15 @@ async def crash_loudly(host: str) -> str:
     raise RuntimeError("connection reset by " + host + ": " + _EDGE + "E " * 3_000_000 + _EDGE)
 
 
+@pytest.mark.processes
 async def test_a_workers_50_mb_output_is_bounded_and_redacted_before_it_reaches_the_event_loop() -> None:
     content = await dump_access_log_sync.run({"host": "web-03"})
     assert len(content) <= MAX_OUTPUT_CHARS and f" chars of {FLOOD_LEN}] …" in content
     assert content.startswith("db password=" + REDACTED) and "Q" not in content
 
 
-@pytest.mark.parametrize("noisy", [fail_loudly_sync, crash_loudly], ids=["worker ToolError", "async exception"])
+@pytest.mark.parametrize("noisy", [pytest.param(fail_loudly_sync, id="worker ToolError", marks=pytest.mark.processes),
+                                   pytest.param(crash_loudly, id="async exception")])
 async def test_a_huge_error_message_is_bounded_and_redacted_like_an_output(noisy: Tool) -> None:
     with pytest.raises(ToolError) as failed:
         await noisy.run({"host": "web-03"})

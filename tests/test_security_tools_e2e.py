@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.fakes.slack import FakeSlack
 from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
@@ -21,6 +23,7 @@ def old_file(path: Path, size: int, days: float = 30) -> Path:
     return path
 
 
+@pytest.mark.processes
 async def test_clean_logs_deletes_only_the_files_its_approved_preview_listed(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

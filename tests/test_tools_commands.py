@@ -70,6 +70,7 @@ async def test_pattern_must_match_the_whole_value() -> None:
     assert str(e.value) == "host: 'web-1; id' does not match the required pattern web-[0-9]+"
 
 
+@pytest.mark.processes
 async def test_value_with_spaces_and_shell_characters_is_one_argv_element() -> None:
     t = await command({
         "name": "echo_args", "description": "Echo", "command": [*PRINT_ARGV, "{x}", "--msg={y}"],
@@ -80,6 +81,7 @@ async def test_value_with_spaces_and_shell_characters_is_one_argv_element() -> N
     assert argv_printed(out) == ["a b; $(id) | cat", "--msg=two words"]
 
 
+@pytest.mark.processes
 async def test_literal_braces_are_written_doubled() -> None:
     t = await command({
         "name": "braces", "description": "Braces", "command": [*PRINT_ARGV, "{{x}}", "{{{x}}}"],
@@ -88,6 +90,7 @@ async def test_literal_braces_are_written_doubled() -> None:
     assert argv_printed(await t.run({"x": "abc"})) == ["{x}", "{abc}"]
 
 
+@pytest.mark.processes
 async def test_mutating_command_needs_and_records_its_approver() -> None:
     t = await command({
         "name": "deploy", "description": "Deploy", "command": [*PRINT_ARGV, "{version}"],
@@ -100,6 +103,7 @@ async def test_mutating_command_needs_and_records_its_approver() -> None:
     assert out.splitlines()[1] == f"$ {sys.executable} -c 'import sys; print(sys.argv[1:])' v2"
 
 
+@pytest.mark.processes
 async def test_exit_code_and_stderr_are_reported() -> None:
     t = await command({
         "name": "fail", "description": "Fail", "category": "read_only",
@@ -111,6 +115,7 @@ async def test_exit_code_and_stderr_are_reported() -> None:
     )
 
 
+@pytest.mark.processes
 async def test_missing_program_is_a_tool_error() -> None:
     t = await command({"name": "ghost", "description": "Ghost", "category": "read_only",
                        "command": ["/nonexistent/ghost-binary"]})
@@ -125,6 +130,7 @@ def gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.processes
 async def test_timeout_kills_the_process_and_its_children(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = (
@@ -151,12 +157,14 @@ async def test_destructive_command_previews_the_exact_argv() -> None:
         "no dry-run available; the command would run: $ redis-cli -h cache-1 FLUSHDB"
 
 
+@pytest.mark.processes
 async def test_command_runs_in_the_config_directory(tmp_path: Path) -> None:
     t = await command({"name": "cwd", "description": "Where", "category": "read_only",
                        "command": [sys.executable, "-c", "import os; print(os.getcwd())"]}, tmp_path)
     assert (await t.run({})).split("stdout:\n")[1].strip() == str(tmp_path)
 
 
+@pytest.mark.processes
 async def test_a_command_gets_a_minimal_environment_without_the_bots_secrets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -185,6 +193,7 @@ async def test_a_value_starting_with_a_dash_is_refused_as_option_injection(value
 
 
 @pytest.mark.parametrize("pattern", ["-[0-9]+[mh]", "^-[0-9]+[mh]", r"\-[0-9]+[mh]"])
+@pytest.mark.processes
 async def test_a_pattern_starting_with_a_dash_allows_a_leading_dash(pattern: str) -> None:
     t = await command({"name": "since", "description": "Since", "command": [*PRINT_ARGV, "--since={ago}"],
                        "params": {"ago": {"pattern": pattern}}, "category": "read_only"})

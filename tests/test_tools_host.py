@@ -14,6 +14,7 @@ from tools.builtin import check_cpu, check_disk, check_memory, list_top_processe
 from tools.builtin.host import human_bytes
 
 
+@pytest.mark.processes
 async def test_check_disk_lists_the_root_filesystem() -> None:
     out = await check_disk.run({})
     usage = psutil.disk_usage("/")
@@ -24,12 +25,14 @@ async def test_check_disk_lists_the_root_filesystem() -> None:
     assert out.splitlines()[0] == f"disk usage on {socket.gethostname()}"
 
 
+@pytest.mark.processes
 async def test_check_memory_reports_the_total() -> None:
     out = await check_memory.run({"host": "localhost"})
     assert f"total {human_bytes(psutil.virtual_memory().total)}," in out
     assert "swap total" in out
 
 
+@pytest.mark.processes
 async def test_check_cpu_reports_cores_and_load_average() -> None:
     out = await check_cpu.run({"host": socket.gethostname()})
     assert f"cores {psutil.cpu_count(logical=True)} logical" in out
@@ -37,6 +40,7 @@ async def test_check_cpu_reports_cores_and_load_average() -> None:
     assert out.splitlines()[1].startswith("cpu ") and out.count("%") >= 1 + psutil.cpu_count()
 
 
+@pytest.mark.processes
 async def test_list_top_processes_by_memory_includes_this_test_process() -> None:
     out = await list_top_processes.run({"sort_by": "memory", "limit": 100})
     lines = out.splitlines()

@@ -37,17 +37,20 @@ def age(path: Path, days: float) -> None:
     os.utime(path, (t, t))
 
 
+@pytest.mark.processes
 async def test_tail_log_returns_the_last_lines(logs: Path) -> None:
     out = await bound(tail_log, logs).run({"path": str(logs / "app.log"), "lines": 3})
     assert out.splitlines()[1:] == ["line 998", "line 999", "line 1000"]
     assert out.splitlines()[0].startswith(f"{logs / 'app.log'} (last 3 lines, ")
 
 
+@pytest.mark.processes
 async def test_tail_log_accepts_a_path_relative_to_the_log_directory(logs: Path) -> None:
     out = await bound(tail_log, logs).run({"path": "app.log", "lines": 1})
     assert out.splitlines()[1:] == ["line 1000"]
 
 
+@pytest.mark.processes
 async def test_relative_path_is_looked_up_in_every_log_directory(logs: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
@@ -56,6 +59,7 @@ async def test_relative_path_is_looked_up_in_every_log_directory(logs: Path, tmp
     assert (await tool.run({"path": "worker.log"})).splitlines()[1:] == ["only here"]
 
 
+@pytest.mark.processes
 async def test_tail_log_reads_a_big_file_from_its_end(logs: Path) -> None:
     big = logs / "big.log"
     with big.open("w") as f:
@@ -65,6 +69,7 @@ async def test_tail_log_reads_a_big_file_from_its_end(logs: Path) -> None:
     assert out.splitlines()[1:] == [f"request {i} took {i % 97} ms" for i in (199_998, 199_999)]
 
 
+@pytest.mark.processes
 async def test_tail_log_decompresses_gzip(logs: Path) -> None:
     with gzip.open(logs / "app.log.2.gz", "wt") as f:
         f.write("old 1\nold 2\nold 3\n")
@@ -73,11 +78,13 @@ async def test_tail_log_decompresses_gzip(logs: Path) -> None:
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../../../etc/passwd", "app.log/../../outside.log"])
+@pytest.mark.processes
 async def test_path_outside_the_log_directories_is_refused(logs: Path, path: str) -> None:
     with pytest.raises(ToolError, match="path is outside the allowed log directories"):
         await bound(tail_log, logs).run({"path": path})
 
 
+@pytest.mark.processes
 async def test_symlink_out_of_the_log_directory_is_refused(logs: Path, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("password=hunter2\n")
@@ -88,11 +95,13 @@ async def test_symlink_out_of_the_log_directory_is_refused(logs: Path, tmp_path:
     assert "hunter2" not in out
 
 
+@pytest.mark.processes
 async def test_missing_file_is_a_tool_error(logs: Path) -> None:
     with pytest.raises(ToolError, match=r"no such file: nope\.log"):
         await bound(tail_log, logs).run({"path": "nope.log"})
 
 
+@pytest.mark.processes
 async def test_grep_log_lists_matches_with_line_numbers(logs: Path) -> None:
     out = await bound(grep_log, logs).run({"path": "app.log", "pattern": r"^line 99\d$", "max_matches": 3})
     assert out.splitlines() == [
@@ -103,6 +112,7 @@ async def test_grep_log_lists_matches_with_line_numbers(logs: Path) -> None:
     ]
 
 
+@pytest.mark.processes
 async def test_grep_log_searches_a_directory(logs: Path) -> None:
     (logs / "nginx").mkdir()
     (logs / "nginx" / "error.log").write_text("ok\nupstream timed out\n")
@@ -116,6 +126,7 @@ async def test_grep_log_searches_a_directory(logs: Path) -> None:
     ]
 
 
+@pytest.mark.processes
 async def test_grep_log_bad_regex_is_a_tool_error(logs: Path) -> None:
     with pytest.raises(ToolError, match="pattern: invalid regular expression"):
         await bound(grep_log, logs).run({"path": "app.log", "pattern": "("})
@@ -144,6 +155,7 @@ def test_rotated_log_names(name: str, rotated: bool) -> None:
 # -- bounded reads -------------------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 async def test_tail_log_on_a_newline_free_file_reads_a_bounded_tail_and_says_so(logs: Path) -> None:
     sparse = logs / "sparse.log"
     with sparse.open("wb") as f:
@@ -157,6 +169,7 @@ async def test_tail_log_on_a_newline_free_file_reads_a_bounded_tail_and_says_so(
     assert line.startswith("… \x00") and line.endswith(" …")  # a partial line, cut for display
 
 
+@pytest.mark.processes
 async def test_tail_log_with_long_lines_returns_whole_lines_from_the_bounded_tail(logs: Path) -> None:
     wide = logs / "wide.log"
     row = "x" * (MAX_TAIL_BYTES // 4)
@@ -166,6 +179,7 @@ async def test_tail_log_with_long_lines_returns_whole_lines_from_the_bounded_tai
     assert "read only the last" not in out  # enough lines were found within the bound
 
 
+@pytest.mark.processes
 async def test_grep_log_searches_only_the_start_of_an_overlong_line_and_says_so(logs: Path) -> None:
     (logs / "long.log").write_text("a" * (MAX_GREP_LINE_CHARS + 10) + "needle\nshort needle\n")
     out = await bound(grep_log, logs).run({"path": "long.log", "pattern": "needle"})
@@ -195,6 +209,7 @@ def huge_log(path: Path) -> Path:
     return path
 
 
+@pytest.mark.processes
 async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
     huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
@@ -214,6 +229,7 @@ async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs
     assert not worker.is_running() and workers() == []
 
 
+@pytest.mark.processes
 async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -> None:
     huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=0.5)
@@ -239,6 +255,7 @@ def listed(preview: str) -> list[str]:
     return [line.split()[0] for line in preview.splitlines()[1:]]
 
 
+@pytest.mark.processes
 async def test_clean_logs_dry_run_lists_every_file_with_its_tag_and_a_list_digest(rotated: Path) -> None:
     preview = await bound(clean_logs, rotated).dry_run({"path": str(rotated), "older_than_days": 7})
     assert preview is not None
@@ -252,6 +269,7 @@ async def test_clean_logs_dry_run_lists_every_file_with_its_tag_and_a_list_diges
     assert (rotated / "app.log.1").exists()  # a preview deletes nothing
 
 
+@pytest.mark.processes
 async def test_clean_logs_deletes_what_the_preview_listed_and_says_who(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     await tool.dry_run({"path": str(rotated), "older_than_days": 7})  # what the approver saw, in this task
@@ -265,6 +283,7 @@ async def test_clean_logs_deletes_what_the_preview_listed_and_says_who(rotated: 
         f"would delete nothing: no rotated logs older than 7 days under {rotated}"
 
 
+@pytest.mark.processes
 async def test_clean_logs_never_runs_without_a_preview_for_the_same_call(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     with pytest.raises(PermissionDenied, match="no preview was shown for this call"):
@@ -275,6 +294,7 @@ async def test_clean_logs_never_runs_without_a_preview_for_the_same_call(rotated
     assert (rotated / "app.log.1").exists()
 
 
+@pytest.mark.processes
 async def test_a_file_that_appears_after_the_preview_is_not_deleted(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
@@ -289,6 +309,7 @@ async def test_a_file_that_appears_after_the_preview_is_not_deleted(rotated: Pat
     assert (rotated / "late.log.1").exists() and not (rotated / "app.log.1").exists()
 
 
+@pytest.mark.processes
 async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
@@ -303,6 +324,7 @@ async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotat
         f"  {rotated / 'app.log.1'}  100B  30d old"]  # as the preview showed it; not also listed as new
 
 
+@pytest.mark.processes
 async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_holds(rotated: Path) -> None:
     many = rotated / "many"
     many.mkdir()
@@ -332,6 +354,7 @@ async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_hol
     assert sorted(p.name for p in many.iterdir()) == [f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)] + ["zz.log.1"]  # noqa: E501
 
 
+@pytest.mark.processes
 async def test_a_hostile_file_name_cannot_forge_a_preview_line(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     hostile = rotated / "a\n  forged  1B  30d old  #0123456789abcdef\nx.log.1"
@@ -347,11 +370,13 @@ async def test_clean_logs_needs_an_approver(rotated: Path) -> None:
         await bound(clean_logs, rotated).run({"path": str(rotated)})
 
 
+@pytest.mark.processes
 async def test_clean_logs_outside_the_log_directories_is_refused(rotated: Path, tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="path is outside the allowed log directories"):
         await bound(clean_logs, rotated).dry_run({"path": str(tmp_path)})
 
 
+@pytest.mark.processes
 async def test_clean_logs_does_not_follow_symlinks(rotated: Path, tmp_path: Path) -> None:
     outside = tmp_path / "keep.log.1"
     outside.write_text("precious")
@@ -367,6 +392,7 @@ async def test_clean_logs_does_not_follow_symlinks(rotated: Path, tmp_path: Path
 # -- grep_log in linear time (RE2) ---------------------------------------------------------------------
 
 
+@pytest.mark.processes
 async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path) -> None:
     # (a+)+$ backtracks 2**64 times per line for Python's re; here the worker's timeout is 2 s, which the
     # backtracking engine hits (it burned ~50 s), and the linear-time matcher answers well within it.
@@ -395,6 +421,7 @@ async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path)
         ("((a{100}){100}){100}", "a repetition count of more than 1000 in all ({100}; nested counts multiply)"),
     ],
 )
+@pytest.mark.processes
 async def test_a_construct_the_linear_time_matcher_lacks_is_named(logs: Path, pattern: str, construct: str) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": pattern})
@@ -402,6 +429,7 @@ async def test_a_construct_the_linear_time_matcher_lacks_is_named(logs: Path, pa
                             "support; rewrite it without")
 
 
+@pytest.mark.processes
 async def test_a_pattern_beyond_the_matchers_memory_bound_is_refused(logs: Path) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": r"(?:.{1000})" * 200})
@@ -409,6 +437,7 @@ async def test_a_pattern_beyond_the_matchers_memory_bound_is_refused(logs: Path)
                             "pattern; simplify it (fewer or smaller counted repetitions)")
 
 
+@pytest.mark.processes
 async def test_python_syntax_the_matcher_shares_keeps_its_meaning(logs: Path) -> None:
     (logs / "mixed.log").write_text("Error: disk FULL\nerror: disk full\nwarn\nok 42\n")
     tool = bound(grep_log, logs)
@@ -420,6 +449,7 @@ async def test_python_syntax_the_matcher_shares_keeps_its_meaning(logs: Path) ->
     assert out.splitlines()[1:] == ["1: Error: disk FULL"]
 
 
+@pytest.mark.processes
 async def test_an_invalid_pattern_still_gets_pythons_message(logs: Path) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": "a(b"})
@@ -436,6 +466,7 @@ def test_a_refused_pattern_prints_nothing_to_stderr(capfd: pytest.CaptureFixture
 # -- clean_logs: every approved file is deleted or reported ---------------------------------------------
 
 
+@pytest.mark.processes
 async def test_every_file_the_preview_listed_is_deleted_or_reported(rotated: Path, tmp_path: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
@@ -472,6 +503,7 @@ async def test_every_file_the_preview_listed_is_deleted_or_reported(rotated: Pat
     assert worker.read_bytes() == b"y" * 300 and (rotated / "late.log.1").exists()
 
 
+@pytest.mark.processes
 async def test_a_listed_file_that_became_a_directory_or_recent_is_changed_not_gone(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
@@ -489,6 +521,7 @@ async def test_a_listed_file_that_became_a_directory_or_recent_is_changed_not_go
     assert (rotated / "app.log.2.gz").exists()
 
 
+@pytest.mark.processes
 async def test_a_file_renamed_since_the_preview_is_gone_and_its_new_name_not_approved(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
@@ -505,6 +538,7 @@ async def test_a_file_renamed_since_the_preview_is_gone_and_its_new_name_not_app
     assert (rotated / "app.log.9").exists()
 
 
+@pytest.mark.processes
 async def test_a_hostile_name_is_reported_as_the_preview_showed_it(rotated: Path) -> None:
     tool = bound(clean_logs, rotated)
     hostile = rotated / "b\n  forged  1B  30d old  #0123456789abcdef\nx.log.1"

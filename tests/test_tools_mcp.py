@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from mcp.types import ToolAnnotations
 
+from tests import markers
 from tools import Category, ToolConfigError, ToolError, ToolRegistry, build_registry, tool_table
 from tools.mcp import category_of, tool_name
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
+@markers.spawns  # the stdio MCP server, started by tools.mcp for the first test that uses it
 async def grafana() -> AsyncIterator[ToolRegistry]:
     registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER]}, base_dir=REPO)
     try:
@@ -46,6 +48,7 @@ async def grafana() -> AsyncIterator[ToolRegistry]:
         await registry.aclose()
 
 
+@pytest.mark.processes
 async def test_an_untrusted_servers_read_only_hint_does_not_skip_approval(grafana: ToolRegistry) -> None:
     assert tool_table(grafana) == [
         {"name": "grafana__list_dashboards", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
@@ -56,6 +59,7 @@ async def test_an_untrusted_servers_read_only_hint_does_not_skip_approval(grafan
     ]
 
 
+@pytest.mark.processes
 async def test_a_trusted_servers_annotations_set_the_categories() -> None:
     registry = await build_registry(
         {"modules": [], "mcp": [{**STDIO_SERVER, "trust_annotations": True}]}, base_dir=REPO)
@@ -140,6 +144,7 @@ async def test_destructive_mcp_tool_previews_the_arguments_it_would_send(grafana
     assert await t.run({"uid": "api-latency"}, confirmed_by="U1") == "deleted api-latency"
 
 
+@pytest.mark.processes
 async def test_config_sets_an_mcp_tools_category_up_or_down() -> None:
     categories = {"grafana__list_dashboards": "read_only", "grafana__silence_alert": "mutating",
                   "grafana__broken_query": "destructive"}
@@ -156,6 +161,7 @@ async def test_config_sets_an_mcp_tools_category_up_or_down() -> None:
         await registry.aclose()
 
 
+@pytest.mark.processes
 async def test_include_selects_tools_and_names_a_missing_one() -> None:
     registry = await build_registry(
         {"modules": [], "mcp": [{**STDIO_SERVER, "include": ["list_dashboards"]}]}, base_dir=REPO)
@@ -168,6 +174,7 @@ async def test_include_selects_tools_and_names_a_missing_one() -> None:
     assert str(e.value) == "tools.mcp[0].include: the server has no tool 'nope'"
 
 
+@pytest.mark.processes
 async def test_aclose_stops_the_server_process() -> None:
     before = server_processes()
     registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER]}, base_dir=REPO)
@@ -177,6 +184,7 @@ async def test_aclose_stops_the_server_process() -> None:
     assert server_processes() == before
 
 
+@pytest.mark.processes
 async def test_a_dead_server_is_a_tool_error_and_aclose_works_from_another_task() -> None:
     before = server_processes()
     registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER]}, base_dir=REPO)
@@ -190,6 +198,7 @@ async def test_a_dead_server_is_a_tool_error_and_aclose_works_from_another_task(
     assert server_processes() == before
 
 
+@pytest.mark.processes
 async def test_a_config_error_after_connecting_closes_the_connection() -> None:
     table: dict[str, Any] = {
         "modules": [],
@@ -202,12 +211,14 @@ async def test_a_config_error_after_connecting_closes_the_connection() -> None:
     assert server_processes() == before
 
 
+@pytest.mark.processes
 async def test_a_server_that_cannot_start_is_a_config_error() -> None:
     with pytest.raises(ToolConfigError) as e:
         await build_registry({"modules": [], "mcp": [{"name": "ghost", "command": ["/nonexistent/mcp-server"]}]})
     assert str(e.value).startswith("tools.mcp[0] (ghost): cannot connect: ")
 
 
+@pytest.mark.processes
 async def test_a_process_that_is_not_an_mcp_server_is_a_config_error() -> None:
     table = {"modules": [], "mcp": [{"name": "mute", "command": [sys.executable, "-c", "pass"],
                                      "connect_timeout_s": 20}]}

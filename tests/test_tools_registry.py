@@ -422,6 +422,7 @@ def worker_processes() -> list[psutil.Process]:
             if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and WORKER_MARK in " ".join(p.cmdline())]
 
 
+@pytest.mark.processes
 async def test_an_isolated_tool_runs_in_another_process_with_its_context() -> None:
     from pathlib import Path
 
@@ -431,6 +432,7 @@ async def test_an_isolated_tool_runs_in_another_process_with_its_context() -> No
     assert worker_processes() == []
 
 
+@pytest.mark.processes
 async def test_an_isolated_tools_errors_arrive_as_in_process() -> None:
     with pytest.raises(ToolError) as e:
         await worker_pid.run({"kind": "tool"})
@@ -443,6 +445,7 @@ async def test_an_isolated_tools_errors_arrive_as_in_process() -> None:
     assert str(b.value) == "KeyError: 'disk'"
 
 
+@pytest.mark.processes
 async def test_an_isolated_tool_that_overruns_its_timeout_is_killed() -> None:
     with pytest.raises(ToolError) as e:
         await spin.run({})

@@ -80,6 +80,7 @@ def systemctl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 CTX = ToolContext(restart_allowlist=("nginx", "api.service"))
 
 
+@pytest.mark.processes
 async def test_service_status_shows_state_and_recent_lines(systemctl: Path) -> None:
     out = await service_status.run({"unit": "nginx"})
     assert out == (
@@ -90,6 +91,7 @@ async def test_service_status_shows_state_and_recent_lines(systemctl: Path) -> N
     )
 
 
+@pytest.mark.processes
 async def test_service_status_of_an_unknown_unit_is_a_tool_error(systemctl: Path) -> None:
     with pytest.raises(ToolError, match="no such unit: ghost"):
         await service_status.run({"unit": "ghost"})
@@ -102,6 +104,7 @@ async def test_invalid_unit_names_are_refused_before_running_anything(systemctl:
     assert not (systemctl / "calls.log").exists()
 
 
+@pytest.mark.processes
 async def test_restart_service_restarts_an_allowed_unit_and_reports_the_new_state(systemctl: Path) -> None:
     out = await restart_service.bind(CTX).run({"unit": "nginx"}, confirmed_by="U024BE7LH")
     assert out.splitlines()[0] == "restarted nginx; approved by U024BE7LH; now active (running)"
@@ -122,6 +125,7 @@ async def test_restart_with_an_empty_allowlist_is_permission_denied(systemctl: P
         await restart_service.run({"unit": "nginx"}, confirmed_by="U1")
 
 
+@pytest.mark.processes
 async def test_failed_restart_is_a_tool_error_with_systemctls_message(systemctl: Path) -> None:
     with pytest.raises(ToolError) as e:
         await restart_service.bind(CTX).run({"unit": "api"}, confirmed_by="U1")
@@ -145,6 +149,7 @@ async def test_without_systemctl_the_tools_say_so(tmp_path: Path, monkeypatch: p
 
 @pytest.mark.skipif(shutil.which("systemctl") is None or Path("/run/systemd/system").exists(),
                     reason="needs a systemctl binary on a host where systemd is not running (a container)")
+@pytest.mark.processes
 async def test_real_systemctl_without_systemd_is_a_clear_tool_error() -> None:
     with pytest.raises(ToolError, match="systemd is not running on this host"):
         await service_status.run({"unit": "ssh"})

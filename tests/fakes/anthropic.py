@@ -121,6 +121,8 @@ def count_tokens(obj: Any) -> int:
 
 # --------------------------------------------------------------------------- models and prices
 
+# The key the tests and the benchmarks give the fake and the bot (tests/conftest.py re-exports it).
+API_KEY = "sk-ant-test-key-000000"
 CURRENT_MODELS = ("claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5", "claude-fable-5-2")
 _ACCOUNT_BOUND = frozenset({"claude-sonnet-5-5", "claude-haiku-5-5"})
 
@@ -153,7 +155,7 @@ _PRICES = {
 }
 
 
-def _cost_usd(model: str, usage: dict[str, Any]) -> float | None:
+def cost_usd(model: str, usage: dict[str, Any]) -> float | None:
     """What ``usage`` costs on ``model``; None for a model without a price."""
     prefixes = [p for p in _PRICES if model.startswith(p)]
     if not prefixes:
@@ -309,7 +311,7 @@ class RecordedRequest:
         was not answered (an error) or that model has no price."""
         if self.status != 200 or self.response is None:
             return None
-        return _cost_usd(self.response["model"], self.response["usage"])
+        return cost_usd(self.response["model"], self.response["usage"])
 
     async def wait_finished(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (test helper)
         """Wait until the fake is done with this request: a stream fully sent or abandoned by
