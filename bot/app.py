@@ -26,11 +26,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ModelClient, metrics
 from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
-from bot.connection import is_unreachable, reason, unreachable
 from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.model import AnthropicModel
 from bot.pricing import model_problems, price_for
 from bot.store import Store
+from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP

@@ -39,10 +39,10 @@ from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
+from handlers.event_filters import react
 from handlers.json_body import BadJson, read_json
 from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
-from handlers.util import react
 
 log = structlog.get_logger("opsloop.alerts")
 

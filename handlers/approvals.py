@@ -18,9 +18,9 @@ import structlog
 from bot.guards import Pause
 from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
 from handlers import blocks, messages
+from handlers.event_filters import dig, ephemeral
 from handlers.outbox import Failure, card_key, classify, posted_item
 from handlers.policy import Verdict, requesters
-from handlers.util import dig, ephemeral
 
 if TYPE_CHECKING:
     from bot.store import Ledger, Store

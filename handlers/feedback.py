@@ -14,9 +14,9 @@ import structlog
 from bot.types import Run
 from handlers import approvals
 from handlers.blocks import FEEDBACK, feedback_of
+from handlers.event_filters import dig
 from handlers.outbox import Failure
 from handlers.supervisor import Supervisor
-from handlers.util import dig
 
 log = structlog.get_logger("opsloop.feedback")
 

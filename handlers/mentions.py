@@ -12,9 +12,9 @@ from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
 from handlers import approvals, messages
+from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text, react
 from handlers.replies import after_reply
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.mentions")
 

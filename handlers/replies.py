@@ -12,8 +12,8 @@ import structlog
 
 from bot.types import AcceptedReply
 from handlers import approvals
+from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text, react
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.replies")
 

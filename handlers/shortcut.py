@@ -11,9 +11,9 @@ from typing import Any
 import structlog
 
 from handlers import messages
+from handlers.event_filters import allowed_channel, dig, ephemeral, is_from_a_bot, message_text
 from handlers.mentions import start_or_redirect
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, dig, ephemeral, is_from_a_bot, message_text
 
 log = structlog.get_logger("opsloop.shortcut")
 

@@ -9,9 +9,9 @@ import structlog
 from bot.types import Run, StopReason
 from handlers import approvals, messages
 from handlers.blocks import STOP
+from handlers.event_filters import dig, ephemeral
 from handlers.outbox import Failure
 from handlers.supervisor import Supervisor
-from handlers.util import dig, ephemeral
 
 log = structlog.get_logger("opsloop.stop")
 

@@ -145,7 +145,7 @@ def test_every_module_imports_first() -> None:
 def test_only_the_cli_imports_the_playground() -> None:
     """The stand-in, demo and sandbox ship in the package, but nothing the bot runs imports them."""
     edges = graph()
-    inside = ("bot.playground", "bot.sandbox")  # bot.sandbox: the Makefile's old `python -m` path, forwarded
+    inside = ("bot.playground",)
     users = sorted(m for m, targets in edges.items() if not m.startswith(inside)
                    and any(t.startswith("bot.playground") for t in targets))
     assert users == ["bot.cli"]

@@ -26,9 +26,9 @@ from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
 from bot.types import Approval, Run, RunResult, StopReason
 from handlers import approvals, blocks
-from handlers.background import Background
-from handlers.outbox import Outbox, card_key, card_update_key
+from handlers.after_ack import AfterAck
 from handlers.membership import Membership
+from handlers.outbox import Outbox, card_key, card_update_key
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
@@ -61,7 +61,7 @@ class Supervisor:
     plan_blocks: bool = True
     stream_answers: bool = True  # stream answers as the model writes them (handlers/stream.py); False: post at the end
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
-    after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
+    after_ack: AfterAck = dataclasses.field(default_factory=AfterAck)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
         self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.supervisor.liveness)
