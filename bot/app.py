@@ -90,8 +90,8 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     action_handlers = {
-        APPROVE: lambda body: approvals.on_decision(sup, body, approve=True),
-        DENY: lambda body: approvals.on_decision(sup, body, approve=False),
+        APPROVE: lambda body: approvals.on_decision(sup.approval_desk, body, approve=True),
+        DENY: lambda body: approvals.on_decision(sup.approval_desk, body, approve=False),
         STOP: lambda body: stop.on_stop(sup, body),
         FEEDBACK: lambda body: feedback.on_feedback(sup, body),
     }

@@ -39,7 +39,6 @@ from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
-from handlers.event_filters import react
 from handlers.json_body import BadJson, read_json
 from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
@@ -269,7 +268,7 @@ class AlertDesk:
                                      name=f"storm:{ts}")
         elif accepted.run is not None:
             self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
-            self.sup.after_ack.spawn(react(self.sup, channel, ts), name=f"eyes:{ts}")
+            self.sup.after_ack.spawn(self.sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
             self.sup.start(accepted.run.id)
         return True
 

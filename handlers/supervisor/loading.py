@@ -14,7 +14,7 @@ import structlog
 from handlers import messages
 
 if TYPE_CHECKING:
-    from handlers.supervisor.scheduler import Supervisor
+    from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -26,9 +26,9 @@ UNSUPPORTED = frozenset({"unknown_method", "missing_scope", "not_allowed_token_t
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(self, sup: Supervisor, channel: str, thread_ts: str) -> None:
-        self.sup, self.channel, self.thread_ts = sup, channel, thread_ts
-        self.refresh_seconds = sup.loading_refresh_seconds
+    def __init__(self, out: SlackOut, channel: str, thread_ts: str, *, refresh_seconds: float) -> None:
+        self.out, self.channel, self.thread_ts = out, channel, thread_ts
+        self.refresh_seconds = refresh_seconds
         self.text: str | None = None  # what the thread shows now (None: nothing set by this drive)
         self.sent = False  # a status was set at least once: clearing it means a call
         self._changed = asyncio.Event()
@@ -49,7 +49,7 @@ class LoadingStatus:
         """Set the status now, then again every `refresh_seconds` (under Slack's expiry) or when it changes."""
         while self.text is not None and not self._unsupported:
             self._changed.clear()
-            error = await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=self.text,
+            error = await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=self.text,
                                                   loading_messages=list(messages.LOADING_MESSAGES))
             self.sent = self.sent or error is None
             if error in UNSUPPORTED:
@@ -73,5 +73,5 @@ class LoadingStatus:
         if self._sender is not None:
             await asyncio.gather(self._sender, return_exceptions=True)
         if self.sent and not self._unsupported:
-            await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
+            await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
             self.sent = False
