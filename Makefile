@@ -68,7 +68,7 @@ sandbox: $(STAMP)
 
 # docs/sandbox.png: the demo incident played in the sandbox by headless Chromium.
 screenshot: $(STAMP) browser
-	$(BIN)/python -m bot.sandbox.screenshot docs/sandbox.png
+	$(BIN)/python -m bot.playground.sandbox.screenshot docs/sandbox.png
 
 # Headless Chromium for the sandbox's browser test and `make screenshot`, from Debian's packages: installed
 # with apt-get when missing and possible (root or passwordless sudo). Never fails the build: without it the

@@ -29,11 +29,11 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot import ModelClient, metrics
 from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
-from bot.connection import is_unreachable, reason, unreachable
 from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.model import AnthropicModel
 from bot.pricing import model_problems, price_for
 from bot.store import Store
+from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
@@ -96,8 +96,8 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     action_handlers = {
-        APPROVE: lambda body: approvals.on_decision(sup, body, approve=True),
-        DENY: lambda body: approvals.on_decision(sup, body, approve=False),
+        APPROVE: lambda body: approvals.on_decision(sup.approval_desk, body, approve=True),
+        DENY: lambda body: approvals.on_decision(sup.approval_desk, body, approve=False),
         STOP: lambda body: stop.on_stop(sup, body),
         FEEDBACK: lambda body: feedback.on_feedback(sup, body),
     }

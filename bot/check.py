@@ -7,9 +7,9 @@ import sys
 import warnings
 
 from bot.config import Settings
-from bot.connection import is_unreachable, reason, unreachable
 from bot.pricing import Status, lifecycle, model_problems, replacement_for
 from bot.startup import Listen, preflight
+from bot.unreachable import is_unreachable, reason, unreachable
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
 HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time

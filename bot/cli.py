@@ -91,7 +91,7 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
     import sqlite3
 
     from bot.backends import describe
-    from bot.connection import reason
+    from bot.unreachable import reason
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
     if is_postgres(settings.db_path):

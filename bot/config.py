@@ -79,7 +79,7 @@ ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
 
 @dataclass(frozen=True, kw_only=True)
 class SlackAlertSource:
-    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (REACH.md §3)."""
+    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (README "Alerts")."""
 
     channel: str
     senders: tuple[str, ...]  # bot_id (B…) or app_id (A…) of the integration
@@ -196,7 +196,7 @@ def _alert_table(where: str, table: Any, schema: dict[str, tuple[Any, ...]], pro
 
 
 def _alerts(raw: Any, env: Mapping[str, str], channels: tuple[str, ...], problems: list[str]) -> AlertSettings:
-    """[[alerts.slack]] and [alerts.webhook] (REACH.md §3): every problem named, regexes compiled with RE2."""
+    """[[alerts.slack]] and [alerts.webhook] (README "Alerts"): every problem named, regexes compiled with RE2."""
     if raw is None:
         return AlertSettings()
     if not isinstance(raw, dict):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot.backends import describe, is_postgres
 from bot.config import Settings, missing_for_run
-from bot.connection import is_unreachable, reason, unreachable
+from bot.unreachable import is_unreachable, reason, unreachable
 
 CONFIG_FILE = "opsloop.toml"  # looked for in the working directory after --config and $OPSLOOP_CONFIG
 

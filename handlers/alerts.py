@@ -1,4 +1,4 @@
-"""Alerts start runs (REACH.md §3): alert messages posted in Slack, and Alertmanager's webhook.
+"""Alerts start runs (README "Alerts"): alert messages posted in Slack, and Alertmanager's webhook.
 
 Slack: a message from a configured sender (bot_id or app_id) at the top of a configured channel, matching
 `match` and not `ignore` (RE2, linear time), is claimed by its event id and its ts and starts one run in its
@@ -43,7 +43,6 @@ from handlers import messages, mrkdwn
 from handlers.json_body import BadJson, read_json
 from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
-from handlers.util import react
 
 log = structlog.get_logger("opsloop.alerts")
 
@@ -270,7 +269,7 @@ class AlertDesk:
                                      name=f"storm:{ts}")
         elif accepted.run is not None:
             self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
-            self.sup.after_ack.spawn(react(self.sup, channel, ts), name=f"eyes:{ts}")
+            self.sup.after_ack.spawn(self.sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
             self.sup.start(accepted.run.id)
         return True
 

@@ -10,29 +10,53 @@ that stores the reply (store-then-ack), and `superseded_by_reply` announces it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from bot.guards import Pause
 from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
 from handlers import blocks, messages
-from handlers.outbox import Failure, card_key, classify, posted_item
-from handlers.policy import Verdict, requesters
-from handlers.util import dig, ephemeral
+from handlers.event_filters import dig
+from handlers.names import SlackNames
+from handlers.outbox import Cards, Failure, Outbox, card_key, classify, posted_item
+from handlers.policy import ApprovalPolicy, Verdict, requesters
+from handlers.slack_out import ephemeral
 
 if TYPE_CHECKING:
+    from bot.config import ApprovalSettings
     from bot.store import Ledger, Store
-    from handlers.supervisor import IncidentThread, Supervisor
 
 log = structlog.get_logger("opsloop.approvals")
 
 
+@dataclass(frozen=True)
+class ApprovalDesk:
+    """What the approval lifecycle uses: the store, the approval settings and policy, the cards (the outbox, the
+    gateway and the after-ack set) and a way to wake the scheduler once a decision lands."""
+
+    store: Store
+    settings: ApprovalSettings
+    policy: ApprovalPolicy
+    cards: Cards
+    names: SlackNames  # display names for the audit log (display only, never who may approve)
+    nudge: Callable[[], None]
+
+
+class Thread(Protocol):
+    """Where a run asks: its thread and who started it."""
+
+    channel: str
+    thread_ts: str
+    requester: str
+
+
 # --- ask ------------------------------------------------------------------------------------------
-async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> Decision:
+async def ask(desk: ApprovalDesk, thread: Thread, req: ConfirmRequest) -> Decision:
     """The runtime's confirm: the decision on this call, or `Pause` while nobody has decided yet."""
-    store, settings = sup.store, sup.settings.approvals
+    store, settings = desk.store, desk.settings
     approval = await store.approval_for_call(req.run_id, req.call.id)
     # Bound to the call's arguments, and, while nobody has decided yet, to the preview the card shows: a
     # changed preview asks again. Once decided, the decision stands on the preview the person read.
@@ -40,7 +64,7 @@ async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> D
         not approval.pending or approval.preview_hash == req.preview_hash)
     if approval is None or not bound:
         if approval is not None and approval.pending:  # that consent is void: the card says why
-            await _transition(sup, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
+            await _transition(desk, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
                               reason="the call changed (arguments or dry-run preview); a new approval was requested")
         run = await store.get_run(req.run_id)
         approval = await store.create_approval(
@@ -53,11 +77,11 @@ async def ask(sup: Supervisor, thread: IncidentThread, req: ConfirmRequest) -> D
     if approval.pending and not approval.message_ts:
         # Stored, then sent by the outbox (exactly once, however often this runs); the sender records the
         # card's ts on the approval.
-        await sup.outbox.post(run_id=req.run_id, channel=thread.channel, thread_ts=thread.thread_ts,
+        await desk.cards.outbox.post(run_id=req.run_id, channel=thread.channel, thread_ts=thread.thread_ts,
                               msg=blocks.approval_card(approval), key=card_key(approval.id), approval_id=approval.id)
     approval = await store.get_approval(approval.id)
     if approval.pending and store.now() >= (approval.expires_at or 0.0):
-        await expire(sup, approval)
+        await expire(desk, approval)
         approval = await store.get_approval(approval.id)
     if approval.pending:
         # A stored pause: this drive ends; a click, a reply, the expiry sweep or a Stop decides it (in any
@@ -92,49 +116,49 @@ def _one(*named: str | None) -> str | None:
     return values.pop() if len(values) == 1 else None
 
 
-async def on_decision(sup: Supervisor, body: dict[str, Any], *, approve: bool) -> None:
+async def on_decision(desk: ApprovalDesk, body: dict[str, Any], *, approve: bool) -> None:
     user = dig(body, "user", "id")
     approval_id = dig(body, "actions", 0, "value") or ""
     if not user:
         log.warning("action.malformed", missing=["user.id"])
         return
-    refusal = await decide(sup, approval_id, user, approve=approve, where=clicked(body))
+    refusal = await decide(desk, approval_id, user, approve=approve, where=clicked(body))
     if refusal:
         log.info("approval.refused", approval_id=approval_id, user=user, why=refusal)
-        sup.after_ack.spawn(ephemeral(sup, body, refusal), name="refusal")  # off the ack path
+        desk.cards.after_ack.spawn(ephemeral(desk.cards.out, body, refusal), name="refusal")  # off the ack path
 
 
-async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool, where: Clicked) -> str | None:
+async def decide(desk: ApprovalDesk, approval_id: str, user: str, *, approve: bool, where: Clicked) -> str | None:
     """Apply one click. Returns the explanation for the clicker when it changes nothing.
 
     A click counts only from the approval's card (`_off_its_card`): the button value alone is no proof. That
     card can be a copy the store has no ts of: a bot stopped between posting a card and storing its ts (and a
     resumed run posts the card again). The clicked copy is then recorded, and closed along with the other.
     """
-    store = sup.store
+    store = desk.store
     a = await store.find_approval(approval_id)
     if a is None:
         return messages.UNKNOWN_APPROVAL
-    if off := await _off_its_card(sup, a, where):
+    if off := await _off_its_card(desk, a, where):
         log.warning("approval.click_refused", approval_id=a.id, user=user, channel=where.channel, ts=where.ts)
         return off
     clicked_ts = where.ts
     if not a.pending:
         # Show the decision again (idempotent by key): a crash between a decision and its card update would
         # otherwise leave the buttons up for good.
-        await sup.update_card(a)
-        await _close_stale_card(sup, a, clicked_ts)
+        await desk.cards.update_card(a)
+        await _close_stale_card(desk, a, clicked_ts)
         return messages.already_decided(a.state, a.decided_by)
     if store.now() >= (a.expires_at or 0.0):
-        if await expire(sup, a):
-            await _close_stale_card(sup, await store.get_approval(a.id), clicked_ts)
+        if await expire(desk, a):
+            await _close_stale_card(desk, await store.get_approval(a.id), clicked_ts)
         return messages.approval_expired(a.tool)
-    refusal = await _refusal(sup, a, user, approve=approve)
+    refusal = await _refusal(desk, a, user, approve=approve)
     if refusal:
         return refusal
     if approve and user in a.approvals:
         return messages.already_approved_by_you()
-    name = await sup.names.user(user)
+    name = await desk.names.user(user)
     if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
         changed = await add_approver(store, a.id, user, decided_name=name, now=store.now())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
@@ -147,12 +171,12 @@ async def decide(sup: Supervisor, approval_id: str, user: str, *, approve: bool,
     fresh = await store.get_approval(a.id)
     if clicked_ts and not fresh.message_ts:
         await store.set_card_ts(a.id, clicked_ts, expect=fresh.state)
-    await _announce(sup, a.id)
-    await _close_stale_card(sup, await store.get_approval(a.id), clicked_ts)
+    await _announce(desk, a.id)
+    await _close_stale_card(desk, await store.get_approval(a.id), clicked_ts)
     return None
 
 
-async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | None:
+async def _off_its_card(desk: ApprovalDesk, a: Approval, where: Clicked) -> str | None:
     """None when the click came from this approval's card, else why it does not count (failing closed).
 
     Its card is the message on record, the outbox's post of it, or a post of that outbox item whose ts the store
@@ -163,12 +187,12 @@ async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | N
         return messages.click_not_on_its_card()
     if where.ts == a.message_ts:
         return None
-    card = await sup.store.outbox_by_key(card_key(a.id))
+    card = await desk.store.outbox_by_key(card_key(a.id))
     if card is None or card.channel != a.channel or not a.thread_ts:
         return messages.click_not_on_its_card()
     if where.ts == card.ts:
         return None
-    found = await bot_post_in_thread(sup, channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
+    found = await bot_post_in_thread(desk.cards.outbox, channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
     if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
         log.warning("approval.card_check_failed", approval_id=a.id, error=found.error)
         return messages.card_not_checked() if found.transient else messages.click_not_on_its_card()
@@ -179,15 +203,15 @@ async def _off_its_card(sup: Supervisor, a: Approval, where: Clicked) -> str | N
 
 
 async def bot_post_in_thread(
-    sup: Supervisor, *, channel: str, thread_ts: str, ts: str
+    outbox: Outbox, *, channel: str, thread_ts: str, ts: str
 ) -> dict[str, Any] | Failure | None:
     """The message at `ts` in the thread if this bot posted it; None if it did not (or no such message); the
     Failure when Slack could not be asked. For clicks on a card or status message whose ts is not on record."""
     try:
-        msg = await sup.outbox.message_in_thread(channel=channel, thread_ts=thread_ts, ts=ts)
+        msg = await outbox.message_in_thread(channel=channel, thread_ts=thread_ts, ts=ts)
     except Exception as e:
         return classify(e)
-    return msg if msg is not None and sup.bot_user_id and msg.get("user") == sup.bot_user_id else None
+    return msg if msg is not None and outbox.bot_user_id and msg.get("user") == outbox.bot_user_id else None
 
 
 def supersede_by_reply(db: Ledger, run: Run, reply: InboxItem) -> tuple[str, ...]:
@@ -225,10 +249,10 @@ async def add_approver(store: Store, approval_id: str, user: str, *, decided_nam
                                                             now=now), urgent=True)
 
 
-async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) -> str | None:
+async def _refusal(desk: ApprovalDesk, a: Approval, user: str, *, approve: bool) -> str | None:
     """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
-    policy = sup.policy
-    asked = await requesters(sup.store, a.id) if policy.self_approval_matters(a.category, approve=approve) else []
+    policy = desk.policy
+    asked = await requesters(desk.store, a.id) if policy.self_approval_matters(a.category, approve=approve) else []
     verdict = await policy.verdict(user, category=a.category, approve=approve, run_requester=a.requester,
                                    requesters=asked)
     if verdict is Verdict.NOT_AN_APPROVER:
@@ -242,52 +266,52 @@ async def _refusal(sup: Supervisor, a: Approval, user: str, *, approve: bool) ->
     return None
 
 
-async def _close_stale_card(sup: Supervisor, approval: Approval, clicked_ts: str | None) -> None:
+async def _close_stale_card(desk: ApprovalDesk, approval: Approval, clicked_ts: str | None) -> None:
     """A click on a copy of the card that is not the one on record (`_off_its_card` said it is a copy of this
     approval's card, never another message): show it the decision too."""
     if clicked_ts and clicked_ts != approval.message_ts and not approval.pending:
-        await sup.update_card(dataclasses.replace(approval, message_ts=clicked_ts))
+        await desk.cards.update_card(dataclasses.replace(approval, message_ts=clicked_ts))
 
 
 # --- supersede and expire ------------------------------------------------------------------------
-async def expire(sup: Supervisor, approval: Approval) -> bool:
+async def expire(desk: ApprovalDesk, approval: Approval) -> bool:
     """No decision in time: "no consent". The card says so and the paused run resumes with it."""
-    expired = await _transition(sup, approval, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY)
+    expired = await _transition(desk, approval, state=ApprovalState.EXPIRED, cause=DecisionCause.EXPIRY)
     if expired:
         log.info("approval.expired", approval_id=approval.id, tool=approval.tool)
     return expired
 
 
-async def expire_due(sup: Supervisor) -> None:
+async def expire_due(desk: ApprovalDesk) -> None:
     """The expiry sweep (every scheduler tick, and at start-up): approvals nobody decided in time."""
-    for approval in await sup.store.due_approvals(now=sup.store.now()):
-        await expire(sup, approval)
+    for approval in await desk.store.due_approvals(now=desk.store.now()):
+        await expire(desk, approval)
 
 
-async def supersede_for_stop(sup: Supervisor, run_id: str, *, by: str | None, why: str) -> None:
+async def supersede_for_stop(desk: ApprovalDesk, run_id: str, *, by: str | None, why: str) -> None:
     """A stopped run asks nobody anything: its pending cards say so and stop taking clicks."""
-    for approval in await sup.store.pending_approvals(run_id):
-        await _transition(sup, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP, by=by,
+    for approval in await desk.store.pending_approvals(run_id):
+        await _transition(desk, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP, by=by,
                           reason=f"run stopped ({why})")
 
 
-async def superseded_by_reply(sup: Supervisor, approval_ids: tuple[str, ...] | list[str]) -> None:
+async def superseded_by_reply(desk: ApprovalDesk, approval_ids: tuple[str, ...] | list[str]) -> None:
     """A thread reply superseded these (in the store, in the transaction that stored the reply): announce it."""
     for approval_id in approval_ids:
-        await _announce(sup, approval_id)
+        await _announce(desk, approval_id)
 
 
-async def _transition(sup: Supervisor, approval: Approval, *, state: ApprovalState, cause: DecisionCause,
+async def _transition(desk: ApprovalDesk, approval: Approval, *, state: ApprovalState, cause: DecisionCause,
                       by: str | None = None, reason: str | None = None) -> bool:
     """End a pending approval (compare-and-set: only one decision ever lands) and announce it."""
-    if not await sup.store.decide_approval(approval.id, state=state, cause=cause, decided_by=by, reason=reason,
-                                           decided_at=sup.store.now()):
+    if not await desk.store.decide_approval(approval.id, state=state, cause=cause, decided_by=by, reason=reason,
+                                           decided_at=desk.store.now()):
         return False  # decided meanwhile, here or in another process
-    await _announce(sup, approval.id)
+    await _announce(desk, approval.id)
     return True
 
 
-async def _announce(sup: Supervisor, approval_id: str) -> None:
+async def _announce(desk: ApprovalDesk, approval_id: str) -> None:
     """A decision landed: its card says so (an outbox update) and its paused run is woken."""
-    await sup.update_card(await sup.store.get_approval(approval_id))
-    sup.nudge()  # its paused run is runnable now: resume it here at once rather than at the next poll
+    await desk.cards.update_card(await desk.store.get_approval(approval_id))
+    desk.nudge()  # its paused run is runnable now: resume it here at once rather than at the next poll

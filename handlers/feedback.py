@@ -14,9 +14,9 @@ import structlog
 from bot.types import Run
 from handlers import approvals
 from handlers.blocks import FEEDBACK, feedback_of
+from handlers.event_filters import dig
 from handlers.outbox import Failure
 from handlers.supervisor import Supervisor
-from handlers.util import dig
 
 log = structlog.get_logger("opsloop.feedback")
 
@@ -50,7 +50,7 @@ async def _on_its_answer(sup: Supervisor, run: Run, *, where: approvals.Clicked)
         return False
     if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await sup.store.outbox_items(run.id)):
         return True
-    found = await approvals.bot_post_in_thread(sup, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await approvals.bot_post_in_thread(sup.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure) or found is None:
         return False
     return _names(found.get("blocks"), run.id)

@@ -11,8 +11,8 @@ import structlog
 
 from bot.types import Run
 from handlers import messages
+from handlers.event_filters import dig
 from handlers.supervisor import Supervisor
-from handlers.util import dig
 
 log = structlog.get_logger("opsloop.home")
 

@@ -12,9 +12,9 @@ from slack_sdk.errors import SlackApiError
 
 from bot.redact import redact
 from handlers import approvals, messages
+from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.replies import after_reply
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -74,7 +74,7 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     failure raises, so no ack is sent and Slack delivers it again."""
     if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, sup.bot_user_id):
         return
-    if not allowed_channel(sup, event["channel"]):
+    if not allowed_channel(sup.settings.channels, event["channel"]):
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     event_id = body.get("event_id") or f"mention:{channel}:{ts}"
@@ -113,5 +113,5 @@ async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thr
         await after_reply(sup, accepted.redirect)
         return
     log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user, via=via)
-    sup.after_ack.spawn(react(sup, channel, ts), name=f"eyes:{ts}")  # only once the run is stored
+    sup.after_ack.spawn(sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")  # only once the run is stored
     sup.start(accepted.run.id)

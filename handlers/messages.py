@@ -575,7 +575,7 @@ def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float, 
 
 
 # ---------------------------------------------------------------------------
-# Alerts (REACH.md §3). Every value from an alert is escaped here; links arrive already made safe (plain URLs
+# Alerts (README "Alerts"). Every value from an alert is escaped here; links arrive already made safe (plain URLs
 # by handlers.mrkdwn.plain_link: a link always shows where it goes).
 # ---------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ from bot.errors import OpsloopError
 from bot.redact import redact_truncate
 from bot.store import Store
 from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState, Stream, StreamState
-from handlers.blocks import SlackMessage
+from handlers.after_ack import AfterAck
+from handlers.blocks import SlackMessage, approval_card
 from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.outbox")
@@ -466,3 +467,36 @@ def _plain_text(text: str) -> str:
     """The plain-text fallback of a post Slack refused: its notification text alone, under the length limit
     (redacted before the cut, so the cut never leaves half a secret for the gateway's patterns to miss)."""
     return redact_truncate(text, PLAIN_TEXT_MAX)
+
+
+@dataclass(frozen=True)
+class Cards:
+    """A run's approval cards and plain thread posts: the outbox for what must land exactly once, the redacting
+    gateway (with the client's retries) for best-effort posts, and the after-ack set for a card's stray copy."""
+
+    outbox: Outbox
+    out: SlackOut
+    after_ack: AfterAck
+
+    async def update_card(self, approval: Approval) -> None:
+        """Show the approval's state on its card: an outbox update of the card's post (sent once it is posted).
+
+        A card the outbox never posted (an older version's, or a copy clicked under another ts than
+        the outbox's) is updated directly, best effort, off the caller's path."""
+        if not approval.channel:
+            return
+        msg = approval_card(approval)
+        card = await self.outbox.item_id(card_key(approval.id))
+        posted = None
+        if card is not None:
+            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card, msg=msg,
+                                     key=card_update_key(approval))
+            posted = await self.outbox.posted_ts(card)
+        if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
+            self.after_ack.spawn(self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
+                                                 blocks=msg.blocks, what="card_update", approval_id=approval.id),
+                                 name=f"card_copy:{approval.id}")
+
+    async def post(self, channel: str, thread_ts: str, msg: SlackMessage) -> str | None:
+        """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
+        return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)

@@ -12,8 +12,8 @@ import structlog
 
 from bot.types import AcceptedReply
 from handlers import approvals
+from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, is_from_a_bot, malformed, message_text, react
 
 log = structlog.get_logger("opsloop.replies")
 
@@ -24,7 +24,7 @@ async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
         return
     if sup.bot_user_id and f"<@{sup.bot_user_id}" in str(event.get("text") or ""):
         return  # the app_mention listener takes it (Slack sends both)
-    if not allowed_channel(sup, event["channel"]):
+    if not allowed_channel(sup.settings.channels, event["channel"]):
         return
     text = message_text(event)
     if not text.strip():
@@ -42,5 +42,6 @@ async def after_reply(sup: Supervisor, accepted: AcceptedReply) -> None:
     ack path, and the run hears about it."""
     item = accepted.item
     log.info("reply.stored", run_id=item.run_id, user=item.user, superseded=list(accepted.superseded))
-    await approvals.superseded_by_reply(sup, accepted.superseded)  # cards (enqueued: a store write), wake-ups
-    sup.after_ack.spawn(react(sup, item.channel, item.ts), name=f"eyes:{item.ts}")  # only after it is stored
+    # cards (enqueued: a store write), wake-ups
+    await approvals.superseded_by_reply(sup.approval_desk, accepted.superseded)
+    sup.after_ack.spawn(sup.out.react(channel=item.channel, ts=item.ts), name=f"eyes:{item.ts}")  # once it is stored

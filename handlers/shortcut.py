@@ -11,9 +11,10 @@ from typing import Any
 import structlog
 
 from handlers import messages
+from handlers.event_filters import allowed_channel, dig, is_from_a_bot, message_text
 from handlers.mentions import start_or_redirect
+from handlers.slack_out import ephemeral
 from handlers.supervisor import Supervisor
-from handlers.util import allowed_channel, dig, ephemeral, is_from_a_bot, message_text
 
 log = structlog.get_logger("opsloop.shortcut")
 
@@ -40,12 +41,12 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     if not user or not channel or message is None or not ts:
         log.warning("shortcut.malformed", user=user, channel=channel)
         return
-    if not allowed_channel(sup, channel):
-        sup.after_ack.spawn(ephemeral(sup, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
+    if not allowed_channel(sup.settings.channels, channel):
+        sup.after_ack.spawn(ephemeral(sup.out, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
         return
     text = shortcut_text(message)
     if not text:
-        sup.after_ack.spawn(ephemeral(sup, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
+        sup.after_ack.spawn(ephemeral(sup.out, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
         return
     if refusal := await _bot_cant_work_in(sup, channel):  # before anything is stored: no run, no model call
         log.info("shortcut.refused", channel=channel, user=user)

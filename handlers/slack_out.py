@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.redact import redact, redact_value
+from handlers.event_filters import dig
 
 log = structlog.get_logger("opsloop.slack")
 
@@ -143,3 +144,13 @@ def _slack_hook(url: str, api_url: str) -> bool:
     if u.scheme == "https" and u.hostname == "hooks.slack.com":
         return True
     return bool(u.hostname) and (u.scheme, u.hostname, u.port) == (api.scheme, api.hostname, api.port)
+
+
+async def ephemeral(out: SlackOut, body: dict[str, Any], text: str) -> None:
+    """A note only the clicker sees, in the thread of the message they clicked."""
+    channel = dig(body, "channel", "id") or dig(body, "container", "channel_id")
+    user = dig(body, "user", "id")
+    if not channel or not user:
+        return
+    thread_ts = dig(body, "message", "thread_ts")
+    await out.ephemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)

@@ -33,7 +33,8 @@ from handlers.mrkdwn import reveal, show_links
 from handlers.outbox import classify
 
 if TYPE_CHECKING:
-    from handlers.supervisor.scheduler import Supervisor
+    from bot.store import Store
+    from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.stream")
 
@@ -72,15 +73,16 @@ def stable_prefix(buffered: str) -> str:
 class AnswerStreams:
     """One drive's streams in its thread: who they are for, and the thread's append budget."""
 
-    def __init__(self, sup: Supervisor, row: Run) -> None:
-        self.sup, self.run_id = sup, row.id
+    def __init__(self, row: Run, *, store: Store, out: SlackOut, enabled: bool) -> None:
+        """`out`: the outbox's gateway, with no automatic retries (a retried startStream or append could land
+        twice); `enabled`: this process streams answers (settings and Supervisor.stream_answers)."""
+        self.store, self.run_id = store, row.id
         self.channel, self.thread_ts = row.channel, row.thread_ts
         self.requester, self.team_id = row.requester, row.team_id
         # Alert runs have no requester, and a channel stream must name one (and their team): post as before.
-        self.enabled = bool(sup.stream_answers and sup.settings.stream_answers and row.requester and row.team_id)
+        self.enabled = bool(enabled and row.requester and row.team_id)
         self.last_call = 0.0  # time.monotonic() of this thread's last stream call (the append budget)
-        # The outbox's gateway: no automatic retries (a retried startStream or append could land twice).
-        self.out = sup.outbox.out
+        self.out = out
         self.steps: list[StepStream] = []
 
     def for_step(self, step: int) -> StepStream | None:
@@ -142,7 +144,7 @@ class StepStream:
             await asyncio.gather(self._pump, return_exceptions=True)
         if self.stream_id is None or self.ts is None:
             return  # nothing started, or startStream's answer is unknown: the outbox looks for it by its text
-        store = self.streams.sup.store
+        store = self.streams.store
         if answer and not self.tool:
             if not self.void:
                 await store.stream_answered(self.stream_id, final=shown(self.buffer))
@@ -193,7 +195,7 @@ class StepStream:
         text = stable_prefix(self.buffer)[:STREAM_CHARS_MAX]
         if len(self.buffer) < HOLDBACK_CHARS or len(text) < START_MIN_CHARS:
             return True  # not enough (stable) text yet, or a retry began again: wait for more
-        stream_id = await s.sup.store.stream_intent(run_id=s.run_id, step=self.step, channel=s.channel,
+        stream_id = await s.store.stream_intent(run_id=s.run_id, step=self.step, channel=s.channel,
                                                     thread_ts=s.thread_ts, start_text=text)
         if stream_id is None:  # a live stream from before a restart: the answer finishes that one
             s.enabled = False
@@ -209,10 +211,10 @@ class StepStream:
             self.done = True
             s.enabled = False  # this workspace (or this drive) posts answers as before
             if not failure.maybe_posted:  # refused for sure: no message exists
-                await s.sup.store.stream_ended(stream_id, StreamState.ABANDONED)
+                await s.store.stream_ended(stream_id, StreamState.ABANDONED)
             return False
         self.ts, self.sent = ts, text
-        await s.sup.store.stream_started(stream_id, ts=ts, sent=text)
+        await s.store.stream_started(stream_id, ts=ts, sent=text)
         log.info("stream.started", ts=ts, chars=len(text))
         return True
 
@@ -240,11 +242,11 @@ class StepStream:
             await self._break(failure.error)  # closed by Slack, or unsure whether it landed: chat.update ends it
             return
         self.sent = text
-        await s.sup.store.stream_sent(self.stream_id, sent=text)
+        await s.store.stream_sent(self.stream_id, sent=text)
 
     async def _break(self, why: str) -> None:
         """No more appends: the answer's outbox item finishes the message with chat.update."""
         self.broken = self.done = True
         if self.stream_id is not None:
-            await self.streams.sup.store.stream_broken(self.stream_id)
+            await self.streams.store.stream_broken(self.stream_id)
         log.info("stream.broken", ts=self.ts, why=why)

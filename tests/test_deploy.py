@@ -21,7 +21,7 @@ import yaml
 
 from bot.cli import parser
 from bot.config import load_settings, missing_for_run
-from handlers.background import Background
+from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
 from handlers.supervisor import Supervisor
 
@@ -168,7 +168,7 @@ def supervisor_grace() -> float:
 
 def shutdown_budget() -> float:
     """The longest opsloop's SIGTERM shutdown waits: runs' grace, then the listeners' and the outbox's."""
-    listeners = inspect.signature(Background.close).parameters["grace"].default
+    listeners = inspect.signature(AfterAck.close).parameters["grace"].default
     outbox = inspect.signature(Outbox.__init__).parameters["close_grace"].default
     return supervisor_grace() + float(listeners) + float(outbox)
 

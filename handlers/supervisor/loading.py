@@ -18,7 +18,7 @@ import structlog
 from handlers import messages
 
 if TYPE_CHECKING:
-    from handlers.supervisor.scheduler import Supervisor
+    from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -30,11 +30,10 @@ UNSUPPORTED = frozenset({"unknown_method", "missing_scope", "not_allowed_token_t
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(self, sup: Supervisor, channel: str, thread_ts: str, *, maybe_shown: bool = False) -> None:
-        self.sup, self.channel, self.thread_ts = sup, channel, thread_ts
-        self.refresh_seconds = sup.loading_refresh_seconds
-        self.show_after = sup.loading_show_after_seconds
-        self.min_interval = sup.loading_min_interval_seconds
+    def __init__(self, out: SlackOut, channel: str, thread_ts: str, *, refresh_seconds: float, show_after: float,
+                 min_interval: float, maybe_shown: bool = False) -> None:
+        self.out, self.channel, self.thread_ts = out, channel, thread_ts
+        self.refresh_seconds, self.show_after, self.min_interval = refresh_seconds, show_after, min_interval
         self.text: str | None = None  # what the thread should show now (None: nothing from this drive)
         self.shown: str | None = None  # what the last successful call set
         self.sent = maybe_shown  # a status may be up (this drive's, or an earlier one's): clearing it means a call
@@ -75,7 +74,7 @@ class LoadingStatus:
 
     async def _set(self, text: str) -> bool:
         """One call; False when this workspace can't have a loading status."""
-        error = await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=text,
+        error = await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=text,
                                               loading_messages=list(messages.LOADING_MESSAGES))
         if error is None:
             self.sent, self.shown = True, text
@@ -108,6 +107,6 @@ class LoadingStatus:
         if self._sender is not None:
             await asyncio.gather(self._sender, return_exceptions=True)
         if self.sent and not self._unsupported:
-            await self.sup.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
+            await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
             self.sent = False
             self.shown = None

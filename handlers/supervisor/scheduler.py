@@ -24,12 +24,13 @@ from bot.pricing import Price
 from bot.redact import redact
 from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
-from bot.types import Approval, Run, RunResult, StopReason
-from handlers import approvals, blocks
-from handlers.background import Background
+from bot.types import Run, RunResult, StopReason
+from handlers import approvals
+from handlers.after_ack import AfterAck
+from handlers.approvals import ApprovalDesk
 from handlers.membership import Membership
 from handlers.names import SlackNames
-from handlers.outbox import Outbox, card_key, card_update_key
+from handlers.outbox import Cards, Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
@@ -66,7 +67,7 @@ class Supervisor:
     plan_blocks: bool = True
     stream_answers: bool = True  # stream answers as the model writes them (handlers/stream.py); False: post at the end
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
-    after_ack: Background = dataclasses.field(default_factory=Background)  # listeners' Slack calls, off the ack path
+    after_ack: AfterAck = dataclasses.field(default_factory=AfterAck)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
         self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.supervisor.liveness)
@@ -80,6 +81,9 @@ class Supervisor:
         self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
         self.membership = Membership(self.client)  # who is in which conversation (App Home, the shortcut)
         self.names = SlackNames(self.client)  # display names and user-group handles (display only)
+        self.cards = Cards(outbox=self.outbox, out=self.out, after_ack=self.after_ack)
+        self.approval_desk = ApprovalDesk(store=self.store, settings=self.settings.approvals, policy=self.policy,
+                                          cards=self.cards, names=self.names, nudge=self.nudge)
 
     # --- run lifecycle ------------------------------------------------------
     async def open(self) -> list[str]:
@@ -126,7 +130,7 @@ class Supervisor:
         for run_id in await self.store.stop_requested_among(list(held)):  # a Stop received by another process
             if (task := self.tasks.get(run_id)) and run_id in self.driving:
                 task.cancel()
-        await approvals.expire_due(self)
+        await approvals.expire_due(self.approval_desk)
         if self._draining:
             return []
         for row in await self.store.unreported_runs():  # a driver died between finishing and reporting
@@ -264,26 +268,3 @@ class Supervisor:
     def out(self) -> SlackOut:
         """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
         return SlackOut(self.client)
-
-    async def update_card(self, approval: Approval) -> None:
-        """Show the approval's state on its card: an outbox update of the card's post (sent once it is posted).
-
-        A card the outbox never posted (an older version's, or a copy clicked under another ts than
-        the outbox's) is updated directly, best effort, off the caller's path."""
-        if not approval.channel:
-            return
-        msg = blocks.approval_card(approval)
-        card = await self.outbox.item_id(card_key(approval.id))
-        posted = None
-        if card is not None:
-            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card, msg=msg,
-                                     key=card_update_key(approval))
-            posted = await self.outbox.posted_ts(card)
-        if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
-            self.after_ack.spawn(self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
-                                                 blocks=msg.blocks, what="card_update", approval_id=approval.id),
-                                 name=f"card_copy:{approval.id}")
-
-    async def post(self, channel: str, thread_ts: str, msg: blocks.SlackMessage) -> str | None:
-        """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""
-        return await self.out.post(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -19,26 +19,57 @@ from handlers.stream import AnswerStreams
 from handlers.supervisor.loading import LoadingStatus
 
 if TYPE_CHECKING:
-    from handlers.supervisor.scheduler import Supervisor
+    from bot.config import Settings
+    from bot.store import Store
+    from handlers.approvals import ApprovalDesk
+    from handlers.outbox import Cards, Outbox
+    from handlers.names import SlackNames
+    from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.supervisor")
+
+
+class Driver(Protocol):
+    """What a run's Slack side uses of the Supervisor driving it (typed here, so this module never imports it)."""
+
+    settings: Settings
+    store: Store
+    outbox: Outbox
+    cards: Cards
+    approval_desk: ApprovalDesk
+    plan_blocks: bool  # False once Slack refused a plan block: every status message is one line from then on
+    stream_answers: bool
+    loading_refresh_seconds: float
+    loading_show_after_seconds: float
+    loading_min_interval_seconds: float
+    names: SlackNames
+
+    @property
+    def out(self) -> SlackOut: ...
+
+    def first_store_outage(self, run_id: str) -> bool: ...
 
 
 class IncidentThread:
     """The Slack side of one run: its callbacks for the runtime and its messages in the thread."""
 
-    def __init__(self, sup: Supervisor, row: Run) -> None:
+    def __init__(self, sup: Driver, row: Run) -> None:
         self.sup, self.run_id = sup, row.id
         self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
         # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
-        self.loading = LoadingStatus(sup, row.channel, row.thread_ts, maybe_shown=row.system is not None)
+        self.loading = LoadingStatus(sup.out, row.channel, row.thread_ts, refresh_seconds=sup.loading_refresh_seconds,
+                                     show_after=sup.loading_show_after_seconds,
+                                     min_interval=sup.loading_min_interval_seconds,
+                                     maybe_shown=row.system is not None)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self._state, self._activity = RunStatus.RUNNING, "starting"
-        self.streams = AnswerStreams(sup, row)  # each step's text streamed as it is written (the answer's)
+        # Each step's text streamed as it is written (the answer's).
+        self.streams = AnswerStreams(row, store=sup.store, out=sup.outbox.out,
+                                     enabled=sup.stream_answers and sup.settings.stream_answers)
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
-        return await approvals.ask(self.sup, self, req)
+        return await approvals.ask(self.sup.approval_desk, self, req)
 
     async def store_unavailable(self, error: StoreUnavailable) -> None:
         """The database keeps failing: the run waits (never marked finished); the thread hears it once."""
@@ -46,7 +77,7 @@ class IncidentThread:
         if not self.sup.first_store_outage(self.run_id):
             return
         for msg in blocks.text_messages(messages.store_unavailable(disk_full=error.disk_full)):
-            await self.sup.post(self.channel, self.thread_ts, msg)
+            await self.sup.cards.post(self.channel, self.thread_ts, msg)
 
     async def inject(self) -> list[Injected]:
         items = await self.sup.store.queued_inbox(self.run_id)
@@ -142,7 +173,8 @@ class IncidentThread:
 
     async def finish(self, result: RunResult) -> None:
         await self.end_drive(paused=False)  # the run answers (or reports): no loading status under it any more
-        await approvals.supersede_for_stop(self.sup, self.run_id, by=result.stopped_by, why=result.stop_reason.value)
+        await approvals.supersede_for_stop(self.sup.approval_desk, self.run_id, by=result.stopped_by,
+                                           why=result.stop_reason.value)
         await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
         self.sup.outbox.wake()
         words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
@@ -210,7 +242,7 @@ class StatusMessage:
     """The run's status line in the thread, updated in place at most once per interval, with its live task
     list (a plan block of task cards) under the line."""
 
-    def __init__(self, sup: Supervisor, row: Run) -> None:
+    def __init__(self, sup: Driver, row: Run) -> None:
         self.sup, self.row = sup, row
         self.ts: str | None = row.status_ts
         self.interval = sup.settings.status_update_seconds
@@ -240,7 +272,7 @@ class StatusMessage:
         msg = blocks.status_message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
                                     tokens=0, cost_usd=self.row.cost_usd, run_id=self.row.id,
                                     max_iterations=self.sup.settings.limits.max_iterations)
-        self.ts = await self.sup.post(self.row.channel, self.row.thread_ts, msg)
+        self.ts = await self.sup.cards.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
             await self.sup.store.set_status_ts(self.row.id, self.ts)
 

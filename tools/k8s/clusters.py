@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from bot.connection import is_unreachable, reason
+from bot.unreachable import is_unreachable, reason
 from tools.k8s.config import NAMESPACE_RE, ClusterSpec, parse_clusters
 from tools.registry import PermissionDenied, ToolContext, ToolError
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import structlog
 
-log = structlog.get_logger("opsloop.background")
+log = structlog.get_logger("opsloop.after_ack")
 
 
-class Background:
+class AfterAck:
     """Tasks started by listeners, kept referenced until done, logged when they fail, awaited on close."""
 
     def __init__(self) -> None:
@@ -27,7 +27,7 @@ class Background:
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("background.failed", task=task.get_name(), error=f"{type(error).__name__}: {error}")
+            log.error("after_ack.failed", task=task.get_name(), error=f"{type(error).__name__}: {error}")
 
     async def close(self, grace: float = 5.0) -> None:
         """Let running work finish for up to `grace` seconds, then cancel what is left."""

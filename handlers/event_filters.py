@@ -1,15 +1,14 @@
-"""Small Slack helpers shared by the listeners."""
+"""Which Slack events are for opsloop, and what they say: event predicates and payload reading shared by the
+listeners (a person's message or a bot's, a malformed event, an allowed channel, a string deep in a payload)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any
 
 import structlog
 
 from handlers import messages
-
-if TYPE_CHECKING:
-    from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.slack")
 
@@ -43,26 +42,12 @@ def malformed(event: dict[str, Any], *fields: str) -> bool:
     return bool(missing)
 
 
-def allowed_channel(sup: Supervisor, channel: str) -> bool:
-    if sup.settings.channels and channel not in sup.settings.channels:
+def allowed_channel(channels: Collection[str], channel: str) -> bool:
+    """Whether opsloop works in `channel`: any channel when `[slack] channels` is empty, else the ones it lists."""
+    if channels and channel not in channels:
         log.info("event.ignored_channel", channel=channel)
         return False
     return True
-
-
-async def react(sup: Supervisor, channel: str, ts: str, name: str = "eyes") -> None:
-    """Acknowledge a stored message; a redelivery that already reacted is fine."""
-    await sup.out.react(channel=channel, ts=ts, name=name)
-
-
-async def ephemeral(sup: Supervisor, body: dict[str, Any], text: str) -> None:
-    """A note only the clicker sees, in the thread of the message they clicked."""
-    channel = dig(body, "channel", "id") or dig(body, "container", "channel_id")
-    user = dig(body, "user", "id")
-    if not channel or not user:
-        return
-    thread_ts = dig(body, "message", "thread_ts")
-    await sup.out.ephemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
 
 def dig(body: Any, *path: str | int) -> str | None:
