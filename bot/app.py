@@ -29,6 +29,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot import ModelClient, metrics
 from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
+from bot.errors import OpsloopError
 from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.model import AnthropicModel
 from bot.pricing import model_problems, price_for
@@ -290,7 +291,7 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         await _listening(where, ops.alerts.serve())  # Alertmanager's webhook, once runs can start
 
 
-class ListenError(OSError):
+class ListenError(OpsloopError, OSError):
     """A port `opsloop run` must listen on is taken or not allowed: one line, not a traceback."""
 
 

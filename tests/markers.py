@@ -137,6 +137,17 @@ def mark(items: list[pytest.Item]) -> None:
             item.add_marker(name)
 
 
+def _finding_a_library() -> bool:
+    """ctypes.util.find_library runs ldconfig/gcc to find a shared library the first time a module loads one:
+    an import detail of whichever test happens to import that module first, not a process the test starts."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(("ctypes/util.py", "ctypes\\util.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class SpawnWatch:
     """The processes started while each test sets up and runs, seen by an audit hook (teardowns only stop them)."""
 
@@ -146,6 +157,8 @@ class SpawnWatch:
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if self.current is not None and event in SPAWN_EVENTS and len(self.current) < 5:
+            if _finding_a_library():
+                return
             first = args[0] if args else ""
             self.current.append(f"{event} {first!r}"[:160])
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from bot.config import Settings
     from bot.store import Store
     from handlers.approvals import ApprovalDesk
-    from handlers.outbox import Cards, Outbox
     from handlers.names import SlackNames
+    from handlers.outbox import Cards, Outbox
     from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.supervisor")

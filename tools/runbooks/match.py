@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from bot.errors import OpsloopError
 from bot.redact import redact
 from tools.runbooks.library import Runbook, Runbooks
 
 
-class UnknownRunbook(LookupError):
+class UnknownRunbook(OpsloopError, LookupError):
     """No loaded runbook has this name."""
 
 
