@@ -11,7 +11,7 @@ from tests.test_imports import modules
 from tools import PermissionDenied, ToolConfigError, ToolError
 
 # The Slack stand-in's own error speaks for a fake Slack, not for opsloop.
-NOT_OURS = {"bot.playground.standin.slack._SlackError"}
+NOT_OURS = {"bot.playground.standin.records._SlackError"}
 
 
 def defined_errors() -> list[str]:

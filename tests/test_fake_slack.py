@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,6 +19,7 @@ from slack_sdk.models.blocks.blocks import PlanBlock, TaskCardBlock
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.playground import standin
 from tests.fakes.slack import (
     FakeSlack,
     block_action_payload,
@@ -487,3 +489,18 @@ async def test_routed_delivery_reaches_the_named_connection_and_random_delivery_
         slack.delivery = "random"
         sent = [await slack.send_event(mention_event("C1", "U1", f"spread {n}")) for n in range(40)]
         assert {slack.connection_number(e) for e in sent} == {1, 2}
+
+
+def test_each_stand_in_module_has_one_concern_and_stays_under_650_lines() -> None:
+    folder = Path(standin.__file__).parent
+    sizes = {p.name: len(p.read_text().splitlines()) for p in sorted(folder.glob("*.py"))}
+    assert {name for name, size in sizes.items() if size > 650} == set()
+    assert set(sizes) == {"__init__.py", "blockkit.py", "methods_chat.py", "methods_read.py", "methods_surfaces.py",
+                          "payloads.py", "records.py", "render.py", "server.py", "slack.py", "workspace.py"}
+
+
+def test_every_web_api_method_the_stand_in_serves_is_in_its_table() -> None:
+    handlers = {name for cls in FakeSlack.__mro__ for name, value in vars(cls).items()
+                if callable(value) and name.startswith(("_chat_", "_conversations_", "_users_", "_usergroups_",
+                                                        "_reactions_", "_views_", "_assistant_", "_auth_", "_apps_"))}
+    assert {f.__name__ for f in FakeSlack._METHODS.values()} == handlers

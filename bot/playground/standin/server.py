@@ -1,0 +1,481 @@
+"""The stand-in's server: one loopback aiohttp app serving the Web API (``/api/<method>``: token check, failure
+injection, the recorded ``ApiCall``), Socket Mode (``/ws``: hello, ``events_api`` / ``interactive`` envelopes and
+the acks), ``response_url`` endpoints and incoming webhooks. The methods themselves are in ``methods_*.py``."""
+
+# The waits take ``timeout=`` like asyncio.wait_for; that is this fake's public API.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar, Self
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from bot.playground.standin.payloads import (
+    STORED_SUBTYPES,
+    _find_action,
+    block_action_payload,
+    message_shortcut_payload,
+)
+from bot.playground.standin.records import ApiCall, Message, ResponseUrlCall, _next_id, _SlackError, next_ts
+from bot.playground.standin.workspace import Workspace
+
+_JSON_FIELDS = ("blocks", "attachments", "metadata", "user_auth_blocks", "view")
+
+
+class SlackServer(Workspace):
+    """The Web API, Socket Mode, response_url and incoming-webhook server over the workspace (use as ``async with``)."""
+
+    # Web API method name -> its handler (sync: state changes are atomic on the loop); FakeSlack fills it.
+    _METHODS: ClassVar[dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]]]
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_post("/response_url/{rid}", self._handle_response_url)
+        app.router.add_get("/ws", self._handle_ws)
+        app.router.add_post("/services/{hook}", self._handle_incoming_webhook)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self._base_url = f"http://{host}:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for timer in self._stream_timers:
+            timer.cancel()
+        for task in list(self._deliveries):
+            task.cancel()
+        await asyncio.gather(*self._deliveries, return_exceptions=True)
+        # Close sockets ourselves: the runner would otherwise wait on their handlers.
+        for ws in list(self._sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def api_url(self) -> str:
+        """Pass as ``AsyncWebClient(base_url=...)`` / ``SLACK_API_URL`` (ends with a slash)."""
+        return f"{self._base_url}/api/"
+
+    @property
+    def ws_url(self) -> str:
+        return f"{self._base_url.replace('http://', 'ws://', 1)}/ws"
+
+    # ---- incoming webhooks -------------------------------------------------------------------
+
+    async def _handle_incoming_webhook(self, request: web.Request) -> web.Response:
+        target = self._incoming.get(request.match_info["hook"])
+        if target is None:
+            return web.Response(status=404, text="no_service")
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        if not isinstance(body, dict) or not (body.get("text") or body.get("attachments") or body.get("blocks")):
+            return web.Response(status=400, text="no_text")
+        channel, bot_id, app_id = target
+        self.incoming_posts.append(body)
+        ts = next_ts()
+        msg = Message(channel=channel, ts=ts, text=str(body.get("text") or ""), bot_id=bot_id, subtype="bot_message",
+                      blocks=body.get("blocks"), attachments=body.get("attachments"), team=self.team_id)
+        self._add_message(msg)
+        event: dict[str, Any] = {**msg.to_api(), "channel": channel, "event_ts": ts, "channel_type": "channel",
+                                 "app_id": app_id, "username": str(body.get("username") or "incoming-webhook")}
+        task = asyncio.create_task(self.send_event(event))  # Slack answers the webhook before delivering the event
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+        return web.Response(text="ok")
+
+    # ---- Socket Mode: sending ----------------------------------------------------------------
+
+    def _pick_socket(self) -> web.WebSocketResponse | None:
+        """The socket for the next envelope, by ``delivery`` (round robin advances once per envelope)."""
+        live = [ws for ws in self._sockets if not ws.closed]
+        if self.delivery != "round_robin" or not live:
+            return self._live_socket()
+        self._round_robin += 1
+        return live[self._round_robin % len(live)]
+
+    def connection_number(self, envelope_id: str) -> int | None:
+        """Which connection (1 = the first accepted) an envelope was sent on."""
+        return self.delivered_on.get(envelope_id)
+
+    def envelope(self, envelope_id: str) -> dict[str, Any] | None:
+        """An envelope by id, known from just before it is sent (so a watcher can read an ack that
+        arrives while the send is still returning)."""
+        return self._by_id.get(envelope_id)
+
+    async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
+        self._by_id[envelope["envelope_id"]] = envelope
+        async with asyncio.timeout(timeout):
+            while True:
+                await self.wait_connected(timeout=timeout)
+                ws = self._pick_socket()
+                if ws is None:
+                    continue
+                try:
+                    await ws.send_str(json.dumps(envelope))
+                except ConnectionError:
+                    continue  # replaced mid-send; wait for the next socket
+                self.delivered_on[envelope["envelope_id"]] = self._socket_numbers.get(ws, 0)
+                self.envelopes.append(envelope)
+                return
+
+    async def send_event(
+        self,
+        event: dict[str, Any],
+        event_id: str | None = None,
+        retry_attempt: int = 0,
+        *,
+        retry_reason: str | None = None,
+        timeout: float = 5.0,
+    ) -> str:
+        """Deliver ``event`` in an ``events_api`` envelope; returns the envelope id.
+
+        Like Slack, a first delivery carries ``retry_attempt: 0, retry_reason: ""``; a
+        redelivery (``retry_attempt >= 1``) defaults its reason to ``"timeout"``. A
+        user message event (app_mention / plain message) is also stored in the channel,
+        once per ts, so replies, reactions and conversations.replies see it.
+        """
+        event = copy.deepcopy(event)
+        self._store_event_message(event)
+        event_id = event_id or _next_id("Ev", 10)
+        ts = event.get("event_ts") or event.get("ts")
+        payload = {
+            "token": "fake-verification-token",
+            "team_id": self.team_id,
+            "context_team_id": self.team_id,
+            "context_enterprise_id": None,
+            "api_app_id": self.app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(float(ts)) if ts else int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{event.get('type', 'event')}-{self.team_id}-{event.get('channel', '')}",
+        }
+        if retry_reason is None:
+            retry_reason = "timeout" if retry_attempt else ""
+        envelope_id = str(uuid.uuid4())
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+        }
+        await self._send_envelope(envelope, timeout)
+        return envelope_id
+
+    async def send_interactive(self, payload: dict[str, Any], *, timeout: float = 5.0) -> str:
+        """Deliver an interactivity payload in an ``interactive`` envelope.
+
+        A missing/None ``response_url`` on a ``block_actions`` payload is replaced with
+        a fresh one served by this fake (tied to the payload's channel and message).
+        """
+        payload = copy.deepcopy(payload)
+        if payload.get("type") == "block_actions" and not payload.get("response_url"):
+            channel = (payload.get("channel") or {}).get("id")
+            message_ts = (payload.get("message") or {}).get("ts") or (payload.get("container") or {}).get("message_ts")
+            payload["response_url"] = self.new_response_url(channel, message_ts)
+        envelope_id = str(uuid.uuid4())
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "interactive",
+            # Slack waits for a payload in the ack only for views and option loads.
+            "accepts_response_payload": payload.get("type")
+            in ("view_submission", "block_suggestion", "dialog_suggestion"),
+        }
+        await self._send_envelope(envelope, timeout)
+        return envelope_id
+
+    async def click(
+        self,
+        user: str,
+        channel: str,
+        message_ts: str,
+        action_id: str,
+        value: str | None = None,
+        *,
+        timeout: float = 5.0,
+    ) -> str:
+        """Click the button ``action_id`` on a stored message, as Slack delivers it.
+
+        The payload carries the message as currently stored, the button's block_id,
+        text and (unless given) value, and a response_url served by this fake.
+        """
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        found = _find_action(msg.blocks or [], action_id)
+        if found is None:
+            raise LookupError(f"message {message_ts} has no element with action_id {action_id!r}")
+        _, element = found
+        user_name = self.users.get(user, {}).get("name")
+        payload = block_action_payload(
+            user,
+            channel,
+            message_ts,
+            action_id,
+            value if value is not None else element.get("value"),
+            team_id=self.team_id,
+            message=msg.to_api(),
+            user_name=user_name,
+            api_app_id=self.app_id,
+        )
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def feedback(self, user: str, channel: str, message_ts: str, *, positive: bool,
+                       timeout: float = 5.0) -> str:
+        """Click the thumbs-up (``positive``) or thumbs-down of the feedback_buttons on a stored message."""
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        found = next(((b.get("block_id", ""), el) for b in msg.blocks or [] if b.get("type") == "context_actions"
+                      for el in b.get("elements") or [] if el.get("type") == "feedback_buttons"), None)
+        if found is None:
+            raise LookupError(f"message {message_ts} has no feedback_buttons")
+        block_id, element = found
+        button = element["positive_button" if positive else "negative_button"]
+        payload = block_action_payload(user, channel, message_ts, element["action_id"], button["value"],
+                                       team_id=self.team_id, message=msg.to_api(),
+                                       user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
+        payload["actions"][0].update({"type": "feedback_buttons", "block_id": block_id, "text": button["text"]})
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def shortcut(self, user: str, channel: str, message_ts: str, callback_id: str, *,
+                       timeout: float = 5.0) -> str:
+        """Run the message shortcut ``callback_id`` on a stored message (a person's or a bot's)."""
+        msg = self.message(channel, message_ts)
+        if msg is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        message = msg.to_api()
+        if msg.bot_id and msg.user == self.bot_user_id:
+            message.update(self._bot_message_dict(msg))
+        payload = message_shortcut_payload(user, channel, message, callback_id=callback_id, team_id=self.team_id,
+                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id,
+                                           channel_name=self.channels.get(channel, {}).get("name", "incident"))
+        payload["response_url"] = self.new_response_url(channel)  # Slack sends one with every message_action
+        return await self.send_interactive(payload, timeout=timeout)
+
+    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
+        """Send Slack's ``disconnect`` message; the SDK then reconnects on a new socket."""
+        ws = self._live_socket()
+        if ws is None:
+            raise RuntimeError("no Socket Mode connection to disconnect")
+        await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}})
+
+    def new_response_url(self, channel: str | None = None, message_ts: str | None = None) -> str:
+        rid = uuid.uuid4().hex
+        self._response_urls[rid] = (channel, message_ts)
+        return f"{self._base_url}/response_url/{rid}"
+
+    def _store_event_message(self, event: dict[str, Any]) -> None:
+        if event.get("type") not in ("app_mention", "message") or event.get("subtype") not in STORED_SUBTYPES:
+            return
+        channel, ts = event.get("channel"), event.get("ts")
+        if not channel or not ts or self.message(channel, ts) is not None:
+            return  # an app_mention and its message twin, or a redelivery: stored once
+        self._add_message(
+            Message(
+                channel=channel,
+                ts=ts,
+                text=event.get("text", ""),
+                user=event.get("user"),
+                bot_id=event.get("bot_id"),
+                thread_ts=event.get("thread_ts"),
+                blocks=event.get("blocks"),
+                team=event.get("team"),
+                subtype=event.get("subtype"),
+            )
+        )
+
+    # ---- Socket Mode: the WebSocket ----------------------------------------------------------
+
+    async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": len([s for s in self._sockets if not s.closed]) + 1,
+                "debug_info": {
+                    "host": "applink-fake",
+                    "build_number": 1,
+                    "approximate_connection_time": 18060,
+                },
+                "connection_info": {"app_id": self.app_id},
+            }
+        )
+        # Registered only after hello, so no envelope can overtake it.
+        self._sockets.append(ws)
+        self.connections += 1
+        self._socket_numbers[ws] = self.connections
+        self._changed()
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    frame = json.loads(msg.data)
+                except ValueError:
+                    frame = {"_raw": msg.data}
+                self.frames.append(frame)
+                envelope_id = frame.get("envelope_id") if isinstance(frame, dict) else None
+                if envelope_id and envelope_id not in self.acks:
+                    self.acks[envelope_id] = frame
+                self._changed()
+        finally:
+            self._sockets.remove(ws)
+            self._changed()
+        return ws
+
+    # ---- response_url ------------------------------------------------------------------------
+
+    async def _handle_response_url(self, request: web.Request) -> web.Response:
+        rid = request.match_info["rid"]
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"ok": False, "error": "invalid_payload"}, status=400)
+        channel, message_ts = self._response_urls.get(rid, (None, None))
+        self.responses.append(ResponseUrlCall(rid, body, channel, message_ts))
+        target = self.message(channel, message_ts) if channel and message_ts else None
+        if target is not None and body.get("delete_original"):
+            self.messages[target.channel].remove(target)
+        elif target is not None and body.get("replace_original"):
+            target.text = body.get("text", "")
+            target.blocks = body.get("blocks")
+            target.edited = {"user": self.bot_user_id, "ts": next_ts()}
+        self._changed()
+        return web.json_response({"ok": True})
+
+    # ---- Web API -----------------------------------------------------------------------------
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args: dict[str, Any] = dict(request.query)
+        encoding = "query"
+        if request.method == "POST" and request.body_exists:
+            if request.content_type == "application/json":
+                try:
+                    body = await request.json()
+                except ValueError:
+                    body = None
+                if not isinstance(body, dict):
+                    return self._reply(method, args, None, request, "json", _SlackError("invalid_json"))
+                args.update(body)
+                encoding = "json"
+            else:
+                form = await request.post()
+                if form:
+                    args.update({k: v for k, v in form.items() if isinstance(v, str)})
+                    encoding = "form"
+        token = args.pop("token", None)
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            token = auth[len("Bearer ") :].strip() or token
+        try:
+            for key in _JSON_FIELDS:
+                if isinstance(args.get(key), str) and args[key]:
+                    try:
+                        args[key] = json.loads(args[key])
+                    except ValueError:
+                        if key == "blocks":
+                            raise _SlackError("invalid_blocks_format") from None
+            handler = self._METHODS.get(method)
+            if handler is None:
+                raise _SlackError("unknown_method", req_method=method)
+            self._check_token(method, token)
+            self._maybe_fail(method)
+            result = handler(self, args)
+        except _SlackError as err:
+            return self._reply(method, args, token, request, encoding, err)
+        return self._reply(method, args, token, request, encoding, {"ok": True, **result})
+
+    def _reply(
+        self,
+        method: str,
+        args: dict[str, Any],
+        token: str | None,
+        request: web.Request,
+        encoding: str,
+        result: dict[str, Any] | _SlackError,
+    ) -> web.Response:
+        status, headers = 200, {}
+        if isinstance(result, _SlackError):
+            status, headers = result.status, result.headers
+            body = {"ok": False, "error": result.error, **result.extra}
+        else:
+            body = result
+        self.calls.append(
+            ApiCall(method, args, token, body, status=status, http_method=request.method, encoding=encoding,
+                    peer=str(request.transport.get_extra_info("peername") if request.transport else ""))
+        )
+        self._changed()
+        return web.json_response(body, status=status, headers=headers)
+
+    def _check_token(self, method: str, token: str | None) -> None:
+        if not token:
+            raise _SlackError("not_authed")
+        if method == "apps.connections.open":
+            if token == self.app_token:
+                return
+            raise _SlackError("not_allowed_token_type" if token == self.bot_token else "invalid_auth")
+        if token == self.bot_token:
+            return
+        raise _SlackError("not_allowed_token_type" if token == self.app_token else "invalid_auth")
+
+    def _maybe_fail(self, method: str) -> None:
+        queue = self._failures.get(method)
+        if not queue:
+            return
+        failure = queue[0]
+        failure.remaining -= 1
+        if failure.remaining <= 0:
+            queue.pop(0)
+        headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
+        raise _SlackError(failure.error, status=failure.status, headers=headers)
+
+    # ---- the connection methods (auth.test, apps.connections.open) ---------------------------
+
+    def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake-team.slack.com/",
+            "team": "Fake Team",
+            "user": self.users[self.bot_user_id]["name"],
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.ws_url}
