@@ -9,8 +9,8 @@ rather than writing rows an older schema reader would misread. Add a migration b
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlite_utils

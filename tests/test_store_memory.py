@@ -170,8 +170,7 @@ async def test_the_querys_words_are_alternatives_ranked_by_how_many_match(store:
     disk = await remember(store, "db-1 disk latency")
     other = await remember(store, "checkout-api p99 latency")
     assert await found(store, "disk full again on web-03") == [both.id, disk.id]
-    assert await found(store, "latency") == sorted([disk.id, other.id], key=[other.id, disk.id].index) or \
-        set(await found(store, "latency")) == {disk.id, other.id}
+    assert set(await found(store, "latency")) == {disk.id, other.id}
 
 
 async def test_a_deterministic_corpus_ranks_the_same_on_both_backends(store: Store) -> None:
@@ -180,10 +179,8 @@ async def test_a_deterministic_corpus_ranks_the_same_on_both_backends(store: Sto
     in_answer = await remember(store, "edge errors", output="nginx had crashed")
     two_words = await remember(store, "nginx 502 and upstream timeout", output="raised timeout")
     await remember(store, "unrelated redis alert", output="nothing")
-    assert await found(store, "nginx") == [in_title.id, two_words.id, in_answer.id] or \
-        await found(store, "nginx") == [two_words.id, in_title.id, in_answer.id]
-    assert (await found(store, "nginx timeout"))[0] == two_words.id
-    assert (await found(store, "nginx"))[-1] == in_answer.id
+    assert await found(store, "nginx") == [in_title.id, two_words.id, in_answer.id]
+    assert await found(store, "nginx timeout") == [two_words.id, in_title.id, in_answer.id]
 
 
 @pytest.mark.parametrize("query", ['-', ':', '*', '^', '"', "NEAR", "&", "|", "!", "'", "disk\" OR (full",

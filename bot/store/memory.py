@@ -36,7 +36,10 @@ from bot.types import RunStatus
 _READ = ("run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "
          "targets, labels, changes, answer, feedback, backfilled")
 _SELECTED = ", ".join(f"i.{c.strip()}" for c in _READ.split(","))
-_PG_WEIGHTS = "'{%s, 0.2, %s, %s}'" % (WEIGHTS["body"] / 10, WEIGHTS["targets"] / 10, WEIGHTS["title"] / 10)
+# ts_rank's weights of D (body), C (unused), B (targets), A (title): WEIGHTS, scaled to ts_rank's 0..1.
+_PG_WEIGHTS = f"'{{{WEIGHTS['body'] / 10}, 0.2, {WEIGHTS['targets'] / 10}, {WEIGHTS['title'] / 10}}}'"
+# ts_rank's normalization 1 divides by 1 + log(length): like bm25, a match in a short record outranks one in a long
+# record, so both backends order a corpus alike.
 SWEEP_BATCH = 500
 
 
@@ -93,7 +96,7 @@ class MemoryRows(LedgerBase):
                 params += [facet, value]
         order = "(i.feedback = 'not_helpful'), score DESC, i.ended_at DESC, i.run_id"
         if self.backend == "postgres":
-            sql = (f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q) AS score "
+            sql = (f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score "
                    "FROM incidents i, to_tsquery('simple', ?) q WHERE i.search @@ q AND ")
             match = pg_tsquery(tokens)
         else:
