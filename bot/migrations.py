@@ -18,6 +18,7 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from bot.errors import OpsloopError
+from bot.incident_rows import backfill
 from bot.titles import alert_title
 
 sqlite_migrations = Migrations("opsloop")
@@ -388,6 +389,79 @@ _FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
       AND (later.at > feedback.at OR (later.at = feedback.at AND later.id > feedback.id)))"""
 
 
+_INCIDENTS_COLUMNS = """
+            run_id TEXT NOT NULL {key}, title TEXT NOT NULL, task TEXT, channel TEXT NOT NULL, kind TEXT NOT NULL,
+            thread_ts TEXT, permalink TEXT, team TEXT, started_at {real}, ended_at {real} NOT NULL, stop_reason TEXT,
+            targets TEXT NOT NULL DEFAULT '{{}}', targets_text TEXT, labels TEXT NOT NULL DEFAULT '{{}}',
+            changes TEXT NOT NULL DEFAULT '[]', answer TEXT, feedback TEXT NOT NULL DEFAULT 'none',
+            backfilled INTEGER NOT NULL DEFAULT 0, search_title TEXT, search_targets TEXT, search_body TEXT"""
+_INCIDENT_FACETS = """
+        CREATE INDEX idx_incidents_ended_at ON incidents (ended_at);
+        CREATE INDEX idx_incidents_channel ON incidents (channel);
+        CREATE TABLE incident_facets (
+            run_id TEXT NOT NULL REFERENCES incidents (run_id), facet TEXT NOT NULL, value TEXT NOT NULL,
+            PRIMARY KEY (run_id, facet, value));
+        CREATE INDEX idx_incident_facets_facet_value ON incident_facets (facet, value);
+"""
+# SQLite: `id` is the rowid the FTS5 index points at, declared so VACUUM keeps it (an implicit rowid of a table
+# keyed by TEXT may be renumbered, silently detaching the index); `run_id` is the record's key everywhere else.
+_FTS_COLUMNS = "search_title, search_targets, search_body"
+_FTS_ADD = f"INSERT INTO incidents_fts (rowid, {_FTS_COLUMNS}) VALUES (new.id, new.search_title, " \
+           "new.search_targets, new.search_body);"
+_FTS_REMOVE = f"INSERT INTO incidents_fts (incidents_fts, rowid, {_FTS_COLUMNS}) VALUES ('delete', old.id, " \
+              "old.search_title, old.search_targets, old.search_body);"
+_SQLITE_INCIDENTS = (
+    f"CREATE TABLE incidents (id INTEGER PRIMARY KEY, {_INCIDENTS_COLUMNS.format(key='UNIQUE', real='REAL')})",
+    *(s for s in _INCIDENT_FACETS.split(";") if s.strip()),
+    f"CREATE VIRTUAL TABLE incidents_fts USING fts5({_FTS_COLUMNS}, content='incidents', content_rowid='id', "
+    "tokenize='unicode61 remove_diacritics 0')",
+    f"CREATE TRIGGER incidents_fts_insert AFTER INSERT ON incidents BEGIN {_FTS_ADD} END",
+    f"CREATE TRIGGER incidents_fts_delete AFTER DELETE ON incidents BEGIN {_FTS_REMOVE} END",
+    f"CREATE TRIGGER incidents_fts_update AFTER UPDATE OF {_FTS_COLUMNS} ON incidents "
+    f"BEGIN {_FTS_REMOVE} {_FTS_ADD} END",
+)
+
+
+@sqlite_migrations()
+def m015_incidents(db: sqlite_utils.Database) -> None:
+    """Incident memory (INVESTIGATION.md §2): one record per ended run, full-text indexed by FTS5 (kept in step
+    by triggers), with exact-match facets (host, service, alertname…); every finished run so far is backfilled,
+    as `private` (see bot.incident_rows.backfill). One transaction, like every migration."""
+    for statement in _SQLITE_INCIDENTS:
+        db.execute(statement)
+    backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
+
+
+def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:
+    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = db.execute(sql, params)
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    return select
+
+
+def _pg_incidents(conn: Any) -> None:
+    """m015 on Postgres: the table with a generated, weighted tsvector and its GIN index; then the backfill."""
+    conn.execute(f"""
+        CREATE TABLE incidents ({_INCIDENTS_COLUMNS.format(key="PRIMARY KEY", real="DOUBLE PRECISION")},
+            search tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('simple', coalesce(search_title, '')), 'A')
+                || setweight(to_tsvector('simple', coalesce(search_targets, '')), 'B')
+                || setweight(to_tsvector('simple', coalesce(search_body, '')), 'D')) STORED);
+        CREATE INDEX idx_incidents_search ON incidents USING GIN (search);
+        {_INCIDENT_FACETS}""")
+
+    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
+        cols = [c.name for c in cur.description]
+        return [r if isinstance(r, dict) else dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def execute(sql: str, params: list[Any]) -> int:
+        return int(conn.execute(sql.replace("%", "%%").replace("?", "%s"), params).rowcount)
+
+    backfill(select, execute)
+
+
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
 # precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
 # `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
@@ -489,6 +563,7 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
         CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
     """,
     "m014_run_titles": _pg_m014_run_titles,
+    "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
 }
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]

@@ -15,6 +15,7 @@ from bot.store.entry import entry
 from bot.store.events import Events
 from bot.store.feedback import FeedbackRows
 from bot.store.inbox import Inbox
+from bot.store.memory import MemoryRows
 from bot.store.outbox import Outbox
 from bot.store.rows import new_id
 from bot.store.runs import Runs
@@ -39,7 +40,7 @@ T = TypeVar("T")
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.backends)."""
 

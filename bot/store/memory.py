@@ -1,0 +1,153 @@
+"""Incident memory's table group (INVESTIGATION.md §2): a record per ended run, searched with the store's own
+full-text engine (FTS5 bm25 on SQLite, a weighted tsvector with ts_rank on Postgres), forgotten and swept.
+
+Visibility is part of every search's WHERE: a record from a private channel, a DM or a group DM is returned
+only to a search asked from that same channel; a public channel's anywhere. Records marked *Not helpful* come
+after every other match (still ranked among themselves) and say so. Whether memory is enabled is the caller's
+concern: these calls do what they are asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.incident_rows import record_of_run, write_record
+from bot.incidents import (
+    DEFAULT_LIMIT,
+    WEIGHTS,
+    Incident,
+    IncidentFeedback,
+    IncidentMatch,
+    Targets,
+    check_kind,
+    check_limit,
+    decode_incident,
+    fts5_match,
+    latest_feedback,
+    pg_tsquery,
+    query_tokens,
+)
+from bot.store.entry import entry
+from bot.store.rows import _marks
+from bot.store.sql import LedgerBase
+from bot.types import RunStatus
+
+_READ = ("run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "
+         "targets, labels, changes, answer, feedback, backfilled")
+_SELECTED = ", ".join(f"i.{c.strip()}" for c in _READ.split(","))
+# ts_rank's weights of D (body), C (unused), B (targets), A (title): WEIGHTS, scaled to ts_rank's 0..1.
+_PG_WEIGHTS = f"'{{{WEIGHTS['body'] / 10}, 0.2, {WEIGHTS['targets'] / 10}, {WEIGHTS['title'] / 10}}}'"
+# ts_rank's normalization 1 divides by 1 + log(length): like bm25, a match in a short record outranks one in a long
+# record, so both backends order a corpus alike.
+SWEEP_BATCH = 500
+
+
+class MemoryRows(LedgerBase):
+    """The incidents and incident_facets tables (and SQLite's incidents_fts). The SQL, run on the store's thread."""
+
+    def record_incident(
+        self, run_id: str, *, kind: str | None, title: str | None = None, labels: Mapping[str, str] | None = None,
+        targets: Targets | None = None, answer: str | None = None, permalink: str | None = None,
+    ) -> Incident:
+        """Remember an ended run: call it in the transaction that ends the run (after `finish_run`), so the
+        record is searchable as soon as the end is stored. `kind` is the run's conversation as
+        conversations.info says (public/private/im/mpim; None: unknown, kept as private). A known kind is also
+        what every earlier record of that channel is from now on (backfilled ones start private). The rest
+        comes from the store: task, times, stop reason, approved changes, targets named by its calls (plus
+        `targets`), its answer (`answer`, else its output, else what the model last said), feedback."""
+        checked = check_kind(kind)
+        with self._atomic():
+            rows = self._select("SELECT * FROM runs WHERE id = ?", [run_id])
+            if not rows:
+                raise KeyError(f"no run {run_id!r}")
+            if rows[0]["status"] != RunStatus.FINISHED.value:
+                raise ValueError(f"run {run_id} has not ended: only an ended run is remembered")
+            record = record_of_run(self._select, rows[0], kind=kind, title=title, labels=dict(labels or {}),
+                                   targets=targets, answer=answer, permalink=permalink)
+            write_record(self._write, record)
+            if kind is not None:
+                self._write("UPDATE incidents SET kind = ? WHERE channel = ? AND kind != ?",
+                            [checked, record.fields["channel"], checked])
+            found = self.incident(run_id)
+        assert found is not None
+        return found
+
+    def incident(self, run_id: str) -> Incident | None:
+        rows = self._select(f"SELECT {_READ} FROM incidents WHERE run_id = ?", [run_id])
+        return decode_incident(rows[0]) if rows else None
+
+    def search_incidents(
+        self, query: str, *, channel: str, host: str | None = None, service: str | None = None,
+        alertname: str | None = None, limit: int = DEFAULT_LIMIT,
+    ) -> list[IncidentMatch]:
+        """Records matching any of the query's words, best first, that a run in `channel` may see; filtered
+        to those whose targets or labels name exactly `host`, `service`, `alertname`. Not-helpful ones last."""
+        limit = check_limit(limit)
+        tokens = query_tokens(query)
+        if not tokens:
+            return []
+        where = ["(i.kind = 'public' OR i.channel = ?)"]
+        params: list[Any] = [channel]
+        for facet, value in (("host", host), ("service", service), ("alertname", alertname)):
+            if value is not None:
+                where.append("EXISTS (SELECT 1 FROM incident_facets f WHERE f.run_id = i.run_id AND f.facet = ? "
+                             "AND f.value = ?)")
+                params += [facet, value]
+        order = "(i.feedback = 'not_helpful'), score DESC, i.ended_at DESC, i.run_id"
+        if self.backend == "postgres":
+            sql = (f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score "
+                   "FROM incidents i, to_tsquery('simple', ?) q WHERE i.search @@ q AND ")
+            match = pg_tsquery(tokens)
+        else:
+            weights = ", ".join(str(WEIGHTS[c]) for c in ("title", "targets", "body"))
+            sql = (f"SELECT {_SELECTED}, -bm25(incidents_fts, {weights}) AS score FROM incidents_fts "
+                   "JOIN incidents i ON i.id = incidents_fts.rowid WHERE incidents_fts MATCH ? AND ")
+            match = fts5_match(tokens)
+        rows = self._select(sql + " AND ".join(where) + f" ORDER BY {order} LIMIT {limit}", [match, *params])
+        return [IncidentMatch(incident=decode_incident(r), score=float(r["score"]),
+                              not_helpful=r["feedback"] == IncidentFeedback.NOT_HELPFUL.value) for r in rows]
+
+    def note_incident_feedback(self, run_id: str) -> bool:
+        """The record takes its run's latest feedback click (call it with `record_feedback`, in its
+        transaction); False when the run is not remembered."""
+        with self._atomic():
+            latest = latest_feedback(self._select("SELECT id, value, at FROM feedback WHERE run_id = ?", [run_id]))
+            return self._write("UPDATE incidents SET feedback = ? WHERE run_id = ?", [latest.value, run_id]) == 1
+
+    def forget(self, run_id: str) -> bool:
+        """Take a run out of memory (its record, facets and full-text entry); False when it was not there."""
+        with self._atomic():
+            self._write("DELETE FROM incident_facets WHERE run_id = ?", [run_id])
+            return self._write("DELETE FROM incidents WHERE run_id = ?", [run_id]) == 1
+
+    def sweep_incidents(self, retention_days: float, *, now: float, batch: int = SWEEP_BATCH) -> int:
+        """Delete up to `batch` records that ended more than `retention_days` ago (0: keep forever); how many
+        went. Idempotent and bounded, so replicas sweeping at once only share the work: on Postgres the rows
+        another replica is deleting are skipped, and each call is its own transaction. Call until it returns
+        less than `batch`."""
+        if retention_days <= 0:
+            return 0
+        with self._atomic():
+            rows = self._select(f"SELECT run_id FROM incidents WHERE ended_at < ? ORDER BY ended_at LIMIT {int(batch)}"
+                                f"{self._skip_locked()}", [now - retention_days * 86400])
+            ids = [str(r["run_id"]) for r in rows]
+            if not ids:
+                return 0
+            self._write(f"DELETE FROM incident_facets WHERE run_id IN ({_marks(ids)})", ids)
+            return self._write(f"DELETE FROM incidents WHERE run_id IN ({_marks(ids)})", ids)
+
+    def incident_count(self) -> int:
+        return int(self._select("SELECT COUNT(*) AS n FROM incidents", [])[0]["n"])
+
+
+class MemoryCalls:
+    """The async entries of MemoryRows (see bot.store.entry)."""
+
+    record_incident = entry(MemoryRows.record_incident)
+    incident = entry(MemoryRows.incident)
+    search_incidents = entry(MemoryRows.search_incidents)
+    note_incident_feedback = entry(MemoryRows.note_incident_feedback, urgent=True)
+    forget = entry(MemoryRows.forget)
+    sweep_incidents = entry(MemoryRows.sweep_incidents)
+    incident_count = entry(MemoryRows.incident_count)
