@@ -361,7 +361,7 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
            "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
-    assert await check(load_settings(config, env=env)) == 1
+    assert await check(load_settings(config, env=env)) == 2  # something to fix: exit 2, as run would refuse
     captured = capsys.readouterr()
     table = [line for line in captured.out.splitlines() if line.startswith(("host ", "web-0"))]
     assert table[0].split() == ["host", "address", "via", "result"]
