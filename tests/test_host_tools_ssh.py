@@ -26,6 +26,7 @@ from tests.sshserver import SshServer
 from tests.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
 from tools.builtin.logs import ere
+from tools.remote import SshHosts
 from tools.remote.inventory import Host, Inventory, SshSettings
 
 DAY = 86_400
@@ -66,7 +67,7 @@ async def tools(sshd: SshServer, logs: Path) -> AsyncIterator[ToolRegistry]:
     inventory = Inventory(SshSettings(), (host_for(sshd, log_dirs=(str(logs),), restart_allowlist=("nginx",)),
                                           host_for(sshd, "db-01")))
     registry = await build_registry({"logs": {"dirs": [str(logs)]}, "services": {"restart_allowlist": ["api"]}},
-                                    inventory=inventory)
+                                    reaches={"ssh": SshHosts(inventory)})
     yield registry
     await registry.aclose()
 
@@ -211,7 +212,7 @@ async def test_service_tools_on_a_host_use_its_own_allowlist(ssh_servers: Server
     server = ssh_servers(path=f"{fake_bin}:/usr/bin:/bin")
     monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")  # localhost runs the same stand-in
     inventory = Inventory(SshSettings(), (host_for(server, restart_allowlist=("nginx",)), host_for(server, "db-01")))
-    registry = await build_registry({"services": {"restart_allowlist": ["api"]}}, inventory=inventory)
+    registry = await build_registry({"services": {"restart_allowlist": ["api"]}}, reaches={"ssh": SshHosts(inventory)})
     try:
         local = await call(registry, "service_status", {"unit": "nginx"})
         assert await call(registry, "service_status", {"unit": "nginx", "host": "web-03"}) == local
