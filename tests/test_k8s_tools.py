@@ -472,3 +472,15 @@ async def test_the_registry_closes_each_cluster_client(tmp_path: Path, fake_kube
         await reg.get("k8s_get").run({"kind": "pods", "namespace": NS})  # type: ignore[union-attr]
         assert client._api is api  # one client, kept open
     assert client._api is None and api.rest_client.pool_manager.closed
+
+
+def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_reaches({"kubernetes": {"clusters": [{"name": "a", "namespaces": ["web", 3]},
+                                                   {"name": "b", "timeout_s": 500, "colour": "red"}]}},
+                      base_dir=tmp_path)
+    assert e.value.problems == [
+        "kubernetes.clusters[0].namespaces[1]: expected a string, got an integer",
+        "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, timeout_s)",
+        "kubernetes.clusters[1].timeout_s: must be at most 300 seconds, got 500",
+    ]

@@ -239,3 +239,15 @@ async def test_destructive_module_tool_without_dry_run_is_a_config_error(
     assert str(e.value) == (
         "tools.modules[0]: drop_table is destructive but has no dry run: add a @drop_table.dry_run preview")
     sys.modules.pop("risky_tools", None)
+
+
+async def test_every_problem_of_the_tools_table_is_named_at_once() -> None:
+    with pytest.raises(ToolConfigError) as e:
+        await build_registry({"logs": {"dir": ["/var/log"]}, "http": {"timeout_s": 0},
+                              "commands": [cmd(category="safe", timeout_s="30s")]})
+    assert e.value.problems == [
+        "tools.logs.dir: unknown key (known: dirs)",
+        "tools.http.timeout_s: must be positive, got 0",
+        "tools.commands[0].category: 'safe' is not a category (read_only, mutating, destructive)",
+        "tools.commands[0].timeout_s: expected a number of seconds, got a string",
+    ]

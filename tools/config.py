@@ -202,18 +202,11 @@ def read_command(r: Reader) -> RunbookCommand | None:
             r.problem("declared but not used in command", f"params.{pname}")
     description = r.str("description")
     category = _category(r, "category") if r.has("category") else Category.MUTATING
+    timeout_s, env = r.seconds("timeout_s", DEFAULT_TIMEOUT_S), _env_names(r, "env")
     if name is None or description is None or category is None:
         return None
-    return RunbookCommand(
-        name=name,
-        description=description,
-        argv=tuple(argv),
-        params=params,
-        category=category,
-        timeout_s=r.seconds("timeout_s", DEFAULT_TIMEOUT_S),
-        cwd=r.base_dir,
-        env=_env_names(r, "env"),
-    )
+    return RunbookCommand(name=name, description=description, argv=tuple(argv), params=params, category=category,
+                          timeout_s=timeout_s, cwd=r.base_dir, env=env)
 
 
 def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
