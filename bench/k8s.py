@@ -23,6 +23,7 @@ from typing import Any
 from tests.fakes.kube import FakeKube
 from tests.fakes.kube_scenes import NS, crashloop
 from tools.config import build_registry
+from tools.reaches import parse_reaches
 from tools.registry import ToolRegistry
 
 POD = "api-7d9f-x2k4q"
@@ -72,9 +73,9 @@ async def run(repeats: int) -> str:
         async with FakeKube() as kube:
             crashloop(kube)
             kc = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
-            table = {"modules": ["tools.k8s"],
-                     "kubernetes": {"clusters": [{"name": "bench", "kubeconfig": str(kc), "namespaces": [NS]}]}}
-            async with await build_registry(table) as reg:
+            kubernetes = {"clusters": [{"name": "bench", "kubeconfig": str(kc), "namespaces": [NS]}]}
+            async with await build_registry({"modules": ["tools.k8s"]},
+                                            reaches=parse_reaches({"kubernetes": kubernetes})) as reg:
                 for label, name, args, argv in READS:
                     ours = await timed(tool_call(reg, name, args), repeats)
                     theirs = await timed(kubectl(kc, Path(tmp) / "cache", argv), repeats)

@@ -1,4 +1,4 @@
-"""`opsloop check`: config, tokens, models, the tool table and the inventory hosts, one line per problem."""
+"""`opsloop check`: config, tokens, models, the tool table and each configured reach, one line per problem."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from bot.startup import Listen, preflight
 from bot.unreachable import is_unreachable, reason, unreachable
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
-HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
 
 
 async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
@@ -119,32 +118,19 @@ def store_check(settings: Settings) -> list[str]:
     return []
 
 
-async def hosts_check(settings: Settings) -> list[str]:
-    """Connect to every inventory host (bounded, concurrently): print host | address | via | result, return the
-    failures (an unknown key with the ssh-keyscan line to verify it)."""
-    if not len(settings.inventory):
-        return []
-    from tools.remote.pool import SshPool
+async def reaches_check(settings: Settings) -> list[str]:
+    """Each configured reach's own check (tools/reaches.py), in the list's order: its lines printed, its
+    problems returned."""
+    from tools.reaches import REACHES
 
-    pool = SshPool(settings.inventory, settings.ssh_credentials)
-    try:
-        results = await pool.probe_all(concurrency=HOST_PROBES_AT_ONCE)
-    finally:
-        await pool.close()
-    rows = [("host", "address", "via", "result")]
     problems: list[str] = []
-    for r in results:
-        result = f"ok ({r.ms:.0f} ms)" if r.ok and r.ms is not None else r.failure.value
-        if r.fingerprint:
-            result += f" {r.fingerprint}"
-        rows.append((r.host, r.address, r.via or "-", result))
-        if not r.ok:
-            problems.append(f"host {r.host}: {r.failure.value}: {r.detail}")
-            if r.keyscan:
-                problems.append(f"host {r.host}: to verify its key, run: {r.keyscan}")
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    for reach in REACHES:
+        if (config := settings.reaches.get(reach.name)) is None:
+            continue
+        lines, found = await reach.check(config)
+        for line in lines:
+            print(line)
+        problems += found
     return problems
 
 
@@ -160,8 +146,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
     problems: list[str] = list(found.problems)
     notes = [*found.warnings, *deprecated, *approval_warnings(settings.approvals)]
     try:
-        registry = await build_registry(settings.tools, inventory=settings.inventory,
-                                        ssh_credentials=settings.ssh_credentials)
+        registry = await build_registry(settings.tools, reaches=settings.reaches)
     except ToolConfigError as e:
         problems.append(str(e))
         registry = None
@@ -172,16 +157,10 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
-    if registry is not None and "kubernetes" in settings.tools:  # what each cluster lets opsloop do, per namespace
-        from tools.k8s import check_clusters
-
-        lines, cluster_problems = await check_clusters(settings)
-        for line in lines:
-            print(line)
-        problems += cluster_problems
+    reach_problems = await reaches_check(settings) if registry is not None else []
     if not any(p.startswith("store:") for p in problems):
         problems += store_check(settings)
-    problems += await hosts_check(settings)
+    problems += reach_problems
     if settings.slack_bot_token:
         problems += await slack_check(settings, timeout_s=timeout_s)
     problems += await alerts_check(settings, timeout_s=timeout_s)

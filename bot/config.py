@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.configreader import Reader
 from bot.errors import ConfigError
 from bot.guards import Limits
 from bot.pricing import Price, model_problems
-from tools.remote.inventory import HostsConfigError, Inventory, SshCredentials, load_hosts
+from tools.reaches import REACHES, reach_sections, read_reaches
+from tools.remote import Inventory, SshCredentials, SshHosts
 
 __all__ = ["AlertSettings", "AlertWebhookSettings", "ApprovalSettings", "ConfigError", "ModelSettings", "Secret",
            "Settings", "SlackAlertSource", "alert_regex", "load_settings", "missing_for_run"]
@@ -131,8 +133,7 @@ class Settings:
     channels: tuple[str, ...] = ()
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     tools: Mapping[str, Any] = field(default_factory=lambda: {"modules": ["tools.builtin"]})
-    inventory: Inventory = field(default_factory=Inventory)  # [ssh] and [[hosts]] (REACH.md §1)
-    ssh_credentials: SshCredentials = field(default_factory=SshCredentials)  # identity passphrases, ssh-agent
+    reaches: Mapping[str, Any] = field(default_factory=dict)  # each configured reach's config (tools/reaches.py)
     alerts: AlertSettings = field(default_factory=AlertSettings)  # [[alerts.slack]], [alerts.webhook]
     status_update_seconds: float = 2.0
     stream_answers: bool = True  # [slack] stream_answers: a long answer appears as it is written (chat.startStream)
@@ -148,6 +149,18 @@ class Settings:
     config_path: str | None = None
     log_level: str = "info"
 
+    @property
+    def inventory(self) -> Inventory:
+        """[ssh] and [[hosts]] (the SSH reach's inventory; empty when not configured)."""
+        hosts = self.reaches.get("ssh")
+        return hosts.inventory if isinstance(hosts, SshHosts) else Inventory()
+
+    @property
+    def ssh_credentials(self) -> SshCredentials:
+        """Identity passphrases and the ssh-agent, read from the environment."""
+        hosts = self.reaches.get("ssh")
+        return hosts.credentials if isinstance(hosts, SshHosts) else SshCredentials()
+
 
 # key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
 _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
@@ -160,59 +173,67 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
                   "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
                   "destructive_required_approvals": (int,)},
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
-    "ssh": {},  # [ssh] and [[hosts]]: validated by tools.remote.inventory.load_hosts
-    "hosts": {},
-    "kubernetes": {},  # [[kubernetes.clusters]]: handed to build_registry with [tools] (as tools["kubernetes"])
     "log": {"level": (str,)},
     "store": {"url": (str,)},
     "alerts": {},  # validated by _alerts
-}
+}  # plus every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]): each reach reads its own
 
 _ALERT_SLACK_KEYS = {"channel": (str,), "senders": (list,), "match": (str,), "ignore": (str,),
                      "max_runs_per_10_min": (int,)}
 _ALERT_WEBHOOK_KEYS = {"listen": (str,), "token_env": (str,), "channel": (str,), "max_runs_per_10_min": (int,)}
 
 
-def _alert_table(where: str, table: Any, schema: dict[str, tuple[Any, ...]], problems: list[str]) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        problems.append(f"{where}: expected a table")
-        return {}
+def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
+    """One key of a _SCHEMA-style table through the reader's accessor for its type (numbers never negative)."""
+    if types == (str,):
+        return r.str(key, empty_ok=True)
+    if types == (list,):
+        return r.str_list(key)
+    if types == (bool,):
+        return r.bool(key)
+    if types == (int,):
+        return r.int(key, low=0)
+    if types == (int, float):
+        return r.number(key, low=0)
+    table = r.at(key)  # a problem when not a table
+    return table.value if isinstance(table.value, Mapping) else None
+
+
+def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
+    """The keys of `r` that `schema` knows and that have the right type; the others are problems on `r`."""
     out: dict[str, Any] = {}
-    for key, value in table.items():
-        types = schema.get(key)
-        if types is None:
-            problems.append(f"{where}.{key}: unknown key (known: {', '.join(sorted(schema))})")
-        elif isinstance(value, bool) or not isinstance(value, types) or (
-                isinstance(value, list) and not all(isinstance(v, str) for v in value)):
-            problems.append(f"{where}.{key}: expected {' or '.join(t.__name__ for t in types)}, got {value!r}")
-        else:
+    for key in r.keys():
+        if key not in schema:
+            r.problem(f"unknown key (known: {', '.join(sorted(schema))})", key)
+        elif (value := _value(r, key, schema[key])) is not None:
             out[key] = value
-    for key in ("channel",):
-        if not out.get(key):
-            problems.append(f"{where}.{key}: required (the channel id, C…)")
-    if "max_runs_per_10_min" in out and out["max_runs_per_10_min"] < 1:
-        problems.append(f"{where}.max_runs_per_10_min: must be at least 1")
     return out
 
 
-def _alerts(raw: Any, env: Mapping[str, str], channels: tuple[str, ...], problems: list[str]) -> AlertSettings:
+def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+    if not r.is_table():
+        return {}
+    out = _checked(r, schema)  # max_runs_per_10_min: read again below, at least 1
+    if not out.get("channel"):
+        r.problem("required (the channel id, C…)", "channel")
+    if out.get("max_runs_per_10_min") is not None and r.int("max_runs_per_10_min", low=1) is None:
+        del out["max_runs_per_10_min"]
+    return out
+
+
+def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -> AlertSettings:
     """[[alerts.slack]] and [alerts.webhook] (README "Alerts"): every problem named, regexes compiled with RE2."""
-    if raw is None:
+    if not config.has("alerts"):
         return AlertSettings()
-    if not isinstance(raw, dict):
-        problems.append("alerts: expected a table ([[alerts.slack]], [alerts.webhook])")
+    problems = config.problems
+    alerts = config.at("alerts")
+    if not alerts.is_table(" ([[alerts.slack]], [alerts.webhook])"):
         return AlertSettings()
-    for key in raw:
-        if key not in ("slack", "webhook"):
-            problems.append(f"alerts.{key}: unknown key (known: slack, webhook)")
+    alerts.only(("slack", "webhook"))
     sources = []
-    entries = raw.get("slack", [])
-    if not isinstance(entries, list):
-        problems.append("alerts.slack: expected an array of tables ([[alerts.slack]])")
-        entries = []
-    for i, entry in enumerate(entries):
-        where = f"alerts.slack[{i}]"
-        t = _alert_table(where, entry, _ALERT_SLACK_KEYS, problems)
+    for entry in alerts.items("slack"):
+        where = entry.location
+        t = _alert_table(entry, _ALERT_SLACK_KEYS)
         if not t.get("senders"):
             problems.append(f"{where}.senders: required (the bot_id B… or app_id A… that posts the alerts)")
         for who in t.get("senders", []):
@@ -231,8 +252,8 @@ def _alerts(raw: Any, env: Mapping[str, str], channels: tuple[str, ...], problem
             channel=t.get("channel", ""), senders=tuple(t.get("senders", ())), match=t.get("match", ""),
             ignore=t.get("ignore", ""), max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN)))
     webhook = None
-    if "webhook" in raw:
-        t = _alert_table("alerts.webhook", raw["webhook"], _ALERT_WEBHOOK_KEYS, problems)
+    if alerts.has("webhook"):
+        t = _alert_table(alerts.child(alerts.table["webhook"], "webhook"), _ALERT_WEBHOOK_KEYS)
         default = AlertWebhookSettings()
         host, port = default.host, default.port
         if "listen" in t:
@@ -249,25 +270,6 @@ def _alerts(raw: Any, env: Mapping[str, str], channels: tuple[str, ...], problem
                                        token=Secret(token) if token else None, channel=t.get("channel", ""),
                                        max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN))
     return AlertSettings(slack=tuple(sources), webhook=webhook)
-
-
-def _check(section: str, table: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        where = f"{section}.{key}"
-        types = _SCHEMA[section].get(key)
-        if types is None:
-            problems.append(f"{where}: unknown key (known: {', '.join(sorted(_SCHEMA[section]))})")
-        elif (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            names = " or ".join(t.__name__ for t in types)
-            problems.append(f"{where}: expected {names}, got {type(value).__name__} {value!r}")
-        elif isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-            problems.append(f"{where}: must not be negative, got {value!r}")
-        elif isinstance(value, list) and not all(isinstance(v, str) for v in value):
-            problems.append(f"{where}: expected a list of strings")
-        else:
-            out[key] = value
-    return out
 
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -310,16 +312,18 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             raise ConfigError([f"{path}: config file not found"]) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError([f"{path}: invalid TOML: {e}"]) from None
+    config = Reader(raw, base_dir=None, problems=problems)
+    owned = reach_sections()
     sections: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():
-        if name not in _SCHEMA:
-            problems.append(f"{name}: unknown section (known: {', '.join(sorted(_SCHEMA))})")
-        elif name in ("ssh", "hosts", "alerts"):
+        if name not in _SCHEMA and name not in owned:
+            problems.append(f"{name}: unknown section (known: {', '.join(sorted([*_SCHEMA, *owned]))})")
+        elif name in owned or name == "alerts":
             continue
         elif not isinstance(table, dict):
             problems.append(f"{name}: expected a table")
         else:
-            sections[name] = table if name in ("tools", "kubernetes") else _check(name, table, problems)
+            sections[name] = table if name == "tools" else _checked(config.child(table, name), _SCHEMA[name])
     m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
     model = ModelSettings(
         primary=m.get("primary", default.model.primary),
@@ -358,26 +362,19 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         destructive_required_approvals=ap.get("destructive_required_approvals",
                                               default.approvals.destructive_required_approvals),
     )
-    inventory = Inventory()
-    try:
-        inventory = Inventory(*load_hosts({k: raw[k] for k in ("ssh", "hosts") if k in raw}))
-    except HostsConfigError as e:
-        problems += e.problems
+    reaches = read_reaches(config, env)
     tools = sections.get("tools", default.tools)
-    if "kubernetes" in sections:  # the tools' settings travel together: build_registry validates this table
-        if "kubernetes" in tools:
-            problems.append("tools.kubernetes: configure clusters as [[kubernetes.clusters]], not under [tools]")
-        tools = {**tools, "kubernetes": sections["kubernetes"]}
-    alerts = _alerts(raw.get("alerts"), env, tuple(sl.get("channels", default.channels)), problems)
+    for reach in REACHES:
+        for section in reach.sections:
+            if section in tools:
+                problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
+    alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)))
     if problems:
         raise ConfigError(problems)
 
     def secret(name: str) -> Secret | None:
         value = env.get(name, "").strip()
         return Secret(value) if value else None
-
-    # Taken as they are (a passphrase may start or end with a space); never logged: Secret hides its repr.
-    passphrases = {name: Secret(env[name]) for name in inventory.passphrase_envs() if env.get(name)}
 
     return Settings(
         model=model,
@@ -387,8 +384,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         stream_answers=bool(sl.get("stream_answers", default.stream_answers)),
         approvals=approvals,
         tools=tools,
-        inventory=inventory,
-        ssh_credentials=SshCredentials(passphrases=passphrases, agent_path=env.get("SSH_AUTH_SOCK") or None),
+        reaches=reaches,
         alerts=alerts,
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),

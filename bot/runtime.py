@@ -49,7 +49,7 @@ from bot.types import (
     Totals,
     Usage,
 )
-from tools import Category, PermissionDenied, ToolError
+from tools.registry import Category, PermissionDenied, ToolError
 
 log = structlog.get_logger("opsloop.run")
 

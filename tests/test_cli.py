@@ -82,7 +82,7 @@ def test_bad_config_exits_non_zero_with_its_location(db, tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[limits]\nmax_iterations = 'x'\n")
     assert main(["runs", "--config", str(bad)]) == 2
-    assert capsys.readouterr().err.strip() == "opsloop: limits.max_iterations: expected int, got str 'x'"
+    assert capsys.readouterr().err.strip() == "opsloop: limits.max_iterations: expected an integer, got a string"
 
 
 def test_show_writes_out_terminal_escapes_and_bidi_overrides_instead_of_printing_them(tmp_path, monkeypatch, capsys):

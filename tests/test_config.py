@@ -64,10 +64,10 @@ allow_self_approval = "yes"
 x = 1
 """), env={})
     assert e.value.problems == [
-        "limits.max_iterations: expected int, got str 'twenty'",
+        "limits.max_iterations: expected an integer, got a string",
         "limits.max_iteration: unknown key (known: cost_budget_usd, deadline_seconds, max_consecutive_errors, "
         "max_iterations, parallelism, token_budget)",
-        "approvals.allow_self_approval: expected bool, got str 'yes'",
+        "approvals.allow_self_approval: expected true or false, got a string",
         "oops: unknown section (known: alerts, approvals, hosts, kubernetes, limits, log, model, slack, ssh, store, "
         "tools)",
         "approvals.approvers: 'bob' is neither a user id (U…/W…) nor a user group (S…)",

@@ -71,8 +71,11 @@ def test_every_tools_key_is_in_the_example():
 def test_the_commented_examples_are_valid(no_secrets, tmp_path):
     on = tomllib.loads(uncommented(TEXT))
     path = tmp_path / "all-on.toml"
-    path.write_text(uncommented(TEXT))
-    settings = load_settings(path)  # model, limits, approvals: every commented value is accepted
+    kubeconfig = tmp_path / "kubeconfig"  # the reaches read their sections at load time: the kubeconfig must be one
+    kubeconfig.write_text('{"contexts": [{"name": "prod-eu"}], "current-context": "prod-eu"}')
+    path.write_text(uncommented(TEXT).replace("/etc/opsloop/kubeconfig", str(kubeconfig)))
+    settings = load_settings(path)  # model, limits, approvals, the reaches: every commented value is accepted
+    assert [c.name for c in settings.reaches["kubernetes"]] == ["prod-eu"]
     assert (settings.model.effort, settings.model.thinking_display) == ("medium", "summarized")
     tools: dict[str, Any] = on["tools"]
     (command,) = tools["commands"]

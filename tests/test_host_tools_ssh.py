@@ -25,6 +25,7 @@ from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_result
 from tests.sshserver import SshServer
 from tests.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools.remote import SshHosts
 from tools.remote.ere import translate
 from tools.remote.inventory import Host, Inventory, SshSettings
 
@@ -66,7 +67,7 @@ async def tools(sshd: SshServer, logs: Path) -> AsyncIterator[ToolRegistry]:
     inventory = Inventory(SshSettings(), (host_for(sshd, log_dirs=(str(logs),), restart_allowlist=("nginx",)),
                                           host_for(sshd, "db-01")))
     registry = await build_registry({"logs": {"dirs": [str(logs)]}, "services": {"restart_allowlist": ["api"]}},
-                                    inventory=inventory)
+                                    reaches={"ssh": SshHosts(inventory)})
     yield registry
     await registry.aclose()
 
@@ -271,7 +272,7 @@ async def test_service_tools_on_a_host_use_its_own_allowlist(ssh_servers: Server
     server = ssh_servers(path=f"{fake_bin}:/usr/bin:/bin")
     monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")  # localhost runs the same stand-in
     inventory = Inventory(SshSettings(), (host_for(server, restart_allowlist=("nginx",)), host_for(server, "db-01")))
-    registry = await build_registry({"services": {"restart_allowlist": ["api"]}}, inventory=inventory)
+    registry = await build_registry({"services": {"restart_allowlist": ["api"]}}, reaches={"ssh": SshHosts(inventory)})
     try:
         local = await call(registry, "service_status", {"unit": "nginx"})
         assert await call(registry, "service_status", {"unit": "nginx", "host": "web-03"}) == local
@@ -421,7 +422,7 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
            "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
-    assert await check(load_settings(config, env=env)) == 1
+    assert await check(load_settings(config, env=env)) == 2  # something to fix: exit 2, as run would refuse
     captured = capsys.readouterr()
     table = [line for line in captured.out.splitlines() if line.startswith(("host ", "web-0"))]
     assert table[0].split() == ["host", "address", "via", "result"]

@@ -15,26 +15,38 @@ import pytest
 from bot.config import ConfigError, load_settings
 from tests.fakes.kube import FakeKube, pod
 from tests.fakes.kube_scenes import NS, crashloop
-from tools import PermissionDenied, ToolConfigError, ToolError, ToolRegistry, build_registry
-from tools.k8s import check_clusters, render
+from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters
+from tools.reaches import parse_reaches
 
 
 def clusters_table(kubeconfig: Path, **extra: Any) -> dict[str, Any]:
     return {"clusters": [{"name": "prod", "kubeconfig": str(kubeconfig), "namespaces": [NS, "payments"], **extra}]}
 
 
+async def with_clusters(tools: dict[str, Any], kubernetes: Any, base_dir: Path | None = None) -> ToolRegistry:
+    """The registry for a [tools] table and a [kubernetes] table, as `opsloop run` builds it."""
+    return await build_registry(tools, base_dir=base_dir,
+                                reaches=parse_reaches({"kubernetes": kubernetes}, base_dir=base_dir))
+
+
+async def check_clusters(kubernetes: Any) -> tuple[list[str], list[str]]:
+    return await REACH.check(parse_reaches({"kubernetes": kubernetes})["kubernetes"])
+
+
 @asynccontextmanager
 async def k8s(kube: FakeKube, tmp_path: Path, **extra: Any) -> AsyncIterator[ToolRegistry]:
     kc = kube.write_kubeconfig(tmp_path / "kubeconfig")
-    async with await build_registry({"modules": ["tools.k8s"], "kubernetes": clusters_table(kc, **extra)}) as reg:
+    async with await with_clusters({"modules": ["tools.k8s"]}, clusters_table(kc, **extra)) as reg:
         yield reg
 
 
 def pool(reg: ToolRegistry) -> KubeClusters:
     ctx = reg.get("k8s_get").ctx  # type: ignore[union-attr]
-    assert ctx is not None and ctx.kubernetes is not None
-    return ctx.kubernetes
+    clusters = ctx.resource(KubeClusters) if ctx is not None else None
+    assert clusters is not None
+    return clusters
 
 
 # -- config ----------------------------------------------------------------------------------------
@@ -45,19 +57,19 @@ def pool(reg: ToolRegistry) -> KubeClusters:
     ({"name": "prod", "kubeconfig": "nope.yaml"}, "kubernetes.clusters[0].kubeconfig: "),
     ({"name": "prod", "kubeconfig": "kc", "context": "staging"},
      "kubernetes.clusters[0].context: 'staging' is not a context in"),
-    ({"name": "prod", "timeout_s": 0}, "kubernetes.clusters[0].timeout_s: expected seconds"),
+    ({"name": "prod", "timeout_s": 0}, "kubernetes.clusters[0].timeout_s: must be positive, got 0"),
 ])
 async def test_cluster_config_errors_name_their_place(tmp_path: Path, entry: dict[str, Any], error: str) -> None:
     (tmp_path / "kc").write_text(json.dumps({"contexts": [{"name": "fake"}], "current-context": "fake"}))
-    with pytest.raises(ToolConfigError) as e:
-        await build_registry({"modules": ["tools.k8s"], "kubernetes": {"clusters": [entry]}}, base_dir=tmp_path)
+    with pytest.raises(ConfigError) as e:
+        await with_clusters({"modules": ["tools.k8s"]}, {"clusters": [entry]}, base_dir=tmp_path)
     assert str(e.value).startswith(error)
 
 
 async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ToolConfigError, match=r"clusters\[1\].name: duplicate cluster name 'a'"):
-        await build_registry({"modules": ["tools.k8s"], "kubernetes": {"clusters": [{"name": "a"}, {"name": "a"}]}})
-    with pytest.raises(ToolConfigError, match=r"'tools\.k8s' is listed but no \[\[kubernetes\.clusters\]\]"):
+    with pytest.raises(ConfigError, match=r"clusters\[1\].name: duplicate cluster name 'a'"):
+        await with_clusters({"modules": ["tools.k8s"]}, {"clusters": [{"name": "a"}, {"name": "a"}]})
+    with pytest.raises(ConfigError, match=r"'tools\.k8s' is listed but no \[\[kubernetes\.clusters\]\]"):
         await build_registry({"modules": ["tools.k8s"]})
 
 
@@ -65,8 +77,8 @@ async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_pa
 async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp_path: Path,
                                                                              fake_kube: FakeKube) -> None:
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    registry = await build_registry({"modules": ["tools.builtin"], "kubernetes": {"clusters": [
-        {"name": "prod", "kubeconfig": str(kc)}]}}, base_dir=tmp_path)
+    registry = await with_clusters({"modules": ["tools.builtin"]}, {"clusters": [
+        {"name": "prod", "kubeconfig": str(kc)}]}, base_dir=tmp_path)
     try:
         assert {"k8s_get", "k8s_delete_pod"} <= {t.name for t in registry}
     finally:
@@ -79,7 +91,7 @@ async def test_top_level_kubernetes_clusters_reach_the_registry(tmp_path: Path, 
     config.write_text(f'[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n\n[[kubernetes.clusters]]\nname = "prod"\n'
                       f'kubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n')
     settings = load_settings(config, env={})
-    async with await build_registry(settings.tools) as reg:
+    async with await build_registry(settings.tools, reaches=settings.reaches) as reg:
         assert [t.name for t in reg if t.name.startswith("k8s_")] == [
             "k8s_get", "k8s_describe", "k8s_events", "k8s_logs", "k8s_rollout_history", "k8s_top",
             "k8s_rollout_restart", "k8s_scale", "k8s_rollout_undo", "k8s_delete_pod"]
@@ -90,7 +102,7 @@ async def test_top_level_kubernetes_clusters_reach_the_registry(tmp_path: Path, 
             "k8s_rollout_restart", "k8s_scale", "k8s_rollout_undo"}
         assert categories["k8s_delete_pod"] == ("destructive", False, True)
     config.write_text(config.read_text() + '[tools.kubernetes]\nclusters = []\n')
-    with pytest.raises(ConfigError, match=r"configure clusters as \[\[kubernetes.clusters\]\]"):
+    with pytest.raises(ConfigError, match=r"tools.kubernetes: configure \[\[kubernetes.clusters\]\] at the top level"):
         load_settings(config, env={})
 
 
@@ -276,7 +288,7 @@ async def test_a_rotated_token_is_read_again_on_401(tmp_path: Path, fake_kube: F
     token = tmp_path / "token"
     token.write_text(fake_kube.token)
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig", token_file=token)
-    async with await build_registry({"modules": ["tools.k8s"], "kubernetes": clusters_table(kc)}) as reg:
+    async with await with_clusters({"modules": ["tools.k8s"]}, clusters_table(kc)) as reg:
         get = reg.get("k8s_get")
         assert get is not None
         await get.run({"kind": "pods", "namespace": NS})
@@ -412,7 +424,7 @@ async def test_check_reports_which_tools_work_per_namespace(tmp_path: Path, fake
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     fake_kube.deny("delete", "pods", "payments")
     fake_kube.deny("patch", "deployments/scale", None)
-    lines, problems = await check_clusters({"kubernetes": clusters_table(kc)})
+    lines, problems = await check_clusters(clusters_table(kc))
     assert problems == []
     assert lines[0].startswith(f"kubernetes cluster prod: {fake_kube.url} (v1.32.4)")
     rows = {line.split()[0]: line for line in lines[1:]}
@@ -422,7 +434,7 @@ async def test_check_reports_which_tools_work_per_namespace(tmp_path: Path, fake
     assert rows["k8s_scale"].count("no: cannot patch deployments/scale.apps") == 2
 
     await fake_kube.down()
-    lines, problems = await check_clusters({"kubernetes": clusters_table(kc)})
+    lines, problems = await check_clusters(clusters_table(kc))
     assert lines == [f"kubernetes cluster prod: UNREACHABLE ({kc.resolve()})"]
     assert len(problems) == 1 and problems[0].startswith("kubernetes cluster prod: cannot reach cluster prod")
 
@@ -436,3 +448,15 @@ async def test_the_registry_closes_each_cluster_client(tmp_path: Path, fake_kube
         await reg.get("k8s_get").run({"kind": "pods", "namespace": NS})  # type: ignore[union-attr]
         assert client._api is api  # one client, kept open
     assert client._api is None and api.rest_client.pool_manager.closed
+
+
+def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_reaches({"kubernetes": {"clusters": [{"name": "a", "namespaces": ["web", 3]},
+                                                   {"name": "b", "timeout_s": 500, "colour": "red"}]}},
+                      base_dir=tmp_path)
+    assert e.value.problems == [
+        "kubernetes.clusters[0].namespaces[1]: expected a string, got an integer",
+        "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, timeout_s)",
+        "kubernetes.clusters[1].timeout_s: must be at most 300 seconds, got 500",
+    ]

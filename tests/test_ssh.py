@@ -23,6 +23,7 @@ import pytest
 from bot.config import ConfigError, load_settings
 from tests.sshserver import SshServer, fingerprint, keygen
 from tools import ToolError, build_registry
+from tools.remote import SshHosts
 from tools.remote.command import remote_command
 from tools.remote.inventory import Host, HostsConfigError, Inventory, SshCredentials, SshSettings, load_hosts
 from tools.remote.pool import Failure, Result, SshError, SshPool, _classify
@@ -616,7 +617,7 @@ def test_opsloop_config_accepts_ssh_and_hosts_and_reports_their_problems(tmp_pat
 
 
 async def test_list_hosts_lists_the_inventory_with_groups_address_and_jump() -> None:
-    registry = await build_registry({}, inventory=inventory())
+    registry = await build_registry({}, reaches={"ssh": SshHosts(inventory())})
     try:
         list_hosts = registry.get("list_hosts")
         assert list_hosts is not None

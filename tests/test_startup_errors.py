@@ -153,7 +153,7 @@ async def test_store_commands_take_db(tmp_path):
 async def test_check_finds_opsloop_toml_in_the_working_directory_and_says_so(tmp_path):
     (tmp_path / "opsloop.toml").write_text('[limits]\nmax_iterations = "x"\n')
     code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
-    assert (code, err.splitlines()) == (2, ["opsloop: limits.max_iterations: expected int, got str 'x'"])
+    assert (code, err.splitlines()) == (2, ["opsloop: limits.max_iterations: expected an integer, got a string"])
     (tmp_path / "opsloop.toml").write_text('[approvals]\napprovers = ["U1"]\n')
     code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
     assert err.splitlines()[0] == f"opsloop: config: {tmp_path / 'opsloop.toml'} (./opsloop.toml)"

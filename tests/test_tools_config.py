@@ -106,8 +106,8 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"modul": []},
-     "tools: unknown key 'modul' (known keys: modules, categories, timeouts, logs, services, prometheus, http, "
-     "commands, mcp, kubernetes)"),
+     "tools.modul: unknown key (known: modules, categories, timeouts, logs, services, prometheus, http, "
+     "commands, mcp)"),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),
     ({"modules": ["tools.builtin", "no_such_module_xyz"]},
      "tools.modules[1]: cannot import 'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"),
@@ -121,7 +121,7 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"categories": {"no_such_tool": "mutating"}}, "tools.categories.no_such_tool: no such tool"),
     ({"categories": {"check_disk": "dangerous"}},
      "tools.categories.check_disk: 'dangerous' is not a category (read_only, mutating, destructive)"),
-    ({"logs": {"dir": ["/var/log"]}}, "tools.logs: unknown key 'dir' (known keys: dirs)"),
+    ({"logs": {"dir": ["/var/log"]}}, "tools.logs.dir: unknown key (known: dirs)"),
     ({"logs": {"dirs": ["/nonexistent/logs"]}}, "tools.logs.dirs[0]: '/nonexistent/logs' is not a directory"),
     ({"services": {"restart_allowlist": ["nginx", "--all"]}},
      "tools.services.restart_allowlist[1]: '--all' is not a unit name"),
@@ -135,7 +135,7 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"commands": [cmd(params={"host": {}})]},
      "tools.commands[0].params.host: missing required key 'pattern' (every value is checked against one)"),
     ({"commands": [cmd(params={"host": {"pattern": "x", "default": "web-1"}})]},
-     "tools.commands[0].params.host: unknown key 'default' (known keys: pattern, description)"),
+     "tools.commands[0].params.host.default: unknown key (known: pattern, description)"),
     ({"commands": [cmd(params={})]}, "tools.commands[0].command[1]: {host} is not declared in params"),
     ({"commands": [cmd(params={"host": {"pattern": "x"}, "port": {"pattern": "[0-9]+"}})]},
      "tools.commands[0].params.port: declared but not used in command"),
@@ -149,7 +149,7 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
      "tools.commands[0].category: 'safe' is not a category (read_only, mutating, destructive)"),
     ({"commands": [cmd(timeout_s="30s")]}, "tools.commands[0].timeout_s: expected a number of seconds, got a string"),
     ({"commands": [cmd(shell=True)]},
-     "tools.commands[0]: unknown key 'shell' (known keys: name, description, command, params, category, timeout_s, "
+     "tools.commands[0].shell: unknown key (known: name, description, command, params, category, timeout_s, "
      "env)"),
     ({"commands": [cmd(), cmd()]},
      "tools.commands[1]: duplicate tool name 'restart_api' (already defined by tools.commands[0])"),
@@ -160,7 +160,7 @@ BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     ({"mcp": [{"name": "graf ana", "url": "http://127.0.0.1:1/mcp"}]},
      "tools.mcp[0].name: 'graf ana' must match ^[A-Za-z0-9_-]{1,32}$"),
     ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "token": "x"}]},
-     "tools.mcp[0]: unknown key 'token' (known keys: name, command, url, env, timeout_s, connect_timeout_s, include, "
+     "tools.mcp[0].token: unknown key (known: name, command, url, env, timeout_s, connect_timeout_s, include, "
      "trust_annotations)"),
     ({"mcp": [{"name": "g", "url": "http://127.0.0.1:1/mcp", "trust_annotations": "yes"}]},
      "tools.mcp[0].trust_annotations: expected true or false, got a string"),
@@ -239,3 +239,15 @@ async def test_destructive_module_tool_without_dry_run_is_a_config_error(
     assert str(e.value) == (
         "tools.modules[0]: drop_table is destructive but has no dry run: add a @drop_table.dry_run preview")
     sys.modules.pop("risky_tools", None)
+
+
+async def test_every_problem_of_the_tools_table_is_named_at_once() -> None:
+    with pytest.raises(ToolConfigError) as e:
+        await build_registry({"logs": {"dir": ["/var/log"]}, "http": {"timeout_s": 0},
+                              "commands": [cmd(category="safe", timeout_s="30s")]})
+    assert e.value.problems == [
+        "tools.logs.dir: unknown key (known: dirs)",
+        "tools.http.timeout_s: must be positive, got 0",
+        "tools.commands[0].category: 'safe' is not a category (read_only, mutating, destructive)",
+        "tools.commands[0].timeout_s: expected a number of seconds, got a string",
+    ]

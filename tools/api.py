@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.errors import ConfigError, OpsloopError
 from bot.redact import redact, redact_slice
@@ -16,12 +17,9 @@ from tools.netguard import HostAllowlist, Resolver, system_resolver
 if TYPE_CHECKING:
     import aiohttp
 
-    from tools.k8s.clusters import KubeClusters
-    from tools.remote.inventory import Inventory
-    from tools.remote.pool import SshPool
-
 MAX_OUTPUT_CHARS = 12_000
 DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
+R = TypeVar("R")
 
 class Category(enum.StrEnum):
     """How much a tool can change; the values are what config files and Slack cards show."""
@@ -56,9 +54,21 @@ class ToolContext:
     http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
     http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
     http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
-    inventory: Inventory | None = None  # [ssh] and [[hosts]]; None: no inventory, only localhost is reachable
-    ssh: SshPool | None = field(default=None, compare=False)  # the inventory's connections (not in worker processes)
-    kubernetes: KubeClusters | None = field(default=None, compare=False)  # [[kubernetes.clusters]], one client each
+    # What the configured reaches opened (tools/reaches.py), keyed by type: an Inventory, an SshPool, KubeClusters.
+    # A worker process gets the picklable ones only (the inventory, never a pool of live connections).
+    resources: Mapping[type, object] = field(default_factory=dict, hash=False)
+
+    def resource(self, kind: type[R]) -> R | None:
+        """The resource of type `kind` a reach opened, or None when that reach is not configured."""
+        found = self.resources.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def require(self, kind: type[R], missing: str) -> R:
+        """The resource of type `kind`; ToolError saying `missing` when its reach is not configured."""
+        found = self.resource(kind)
+        if found is None:
+            raise ToolError(missing)
+        return found
 
 
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
@@ -120,7 +130,7 @@ class WorkerTarget:
 class ToolConfigError(ConfigError):
     """The [tools] config is wrong; the message starts with the location, e.g. `tools.commands[0].name:`.
 
-    A ConfigError with one problem: whoever catches config errors catches the tools' too."""
+    A ConfigError: whoever catches config errors catches the tools' too."""
 
-    def __init__(self, problem: str) -> None:
-        super().__init__([problem])
+    def __init__(self, problems: str | list[str]) -> None:
+        super().__init__([problems] if isinstance(problems, str) else problems)

@@ -88,17 +88,29 @@ class Implementation:
 
 
 def _portable(ctx: ToolContext) -> ToolContext:
-    """`ctx` for a worker process: a field that cannot be pickled (a test's stub resolver, say) gets its default."""
+    """`ctx` for a worker process: a field that cannot be pickled (a test's stub resolver, say) gets its default,
+    and of the resources only the picklable ones go (the inventory, never a pool of live connections)."""
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(ctx):
-        try:
-            pickle.dumps(getattr(ctx, f.name))
-        except Exception:
+        value = getattr(ctx, f.name)
+        if f.name == "resources":
+            kept = {k: v for k, v in value.items() if _picklable(v)}
+            if len(kept) != len(value):
+                changes[f.name] = kept
+        elif not _picklable(value):
             if f.default is not dataclasses.MISSING:
                 changes[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
                 changes[f.name] = f.default_factory()
     return dataclasses.replace(ctx, **changes) if changes else ctx
+
+
+def _picklable(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
 
 
 # The last dry-run preview produced in this task (tool name, arguments digest, text). The runtime previews a

@@ -43,8 +43,7 @@ async def categories(settings: Settings) -> dict[str, str]:
     """Each configured tool's category, from the registry `opsloop run` would build."""
     from tools.config import build_registry
 
-    registry = await build_registry(settings.tools, inventory=settings.inventory,
-                                    ssh_credentials=settings.ssh_credentials)
+    registry = await build_registry(settings.tools, reaches=settings.reaches)
     try:
         return {t.name: t.category.value for t in registry}
     finally:
@@ -118,8 +117,7 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
         if args.live_readonly:
             from tools.config import build_registry
 
-            registry = await build_registry(settings.tools, inventory=settings.inventory,
-                                            ssh_credentials=settings.ssh_credentials)
+            registry = await build_registry(settings.tools, reaches=settings.reaches)
             stack.push_async_callback(registry.aclose)
             live = registry
 

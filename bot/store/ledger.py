@@ -147,7 +147,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
 
-    # --- alerts (REACH.md §3): claimed, counted against the storm limit and stored in one transaction --------
+    # --- alerts (README "Alerts"): claimed, counted against the storm limit and stored in one transaction --------
     def accept_slack_alert(
         self, event_id: str, *, channel: str, ts: str, task: str, prompt: str, model: str, summary: str,
         limit: int,

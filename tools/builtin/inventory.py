@@ -21,7 +21,7 @@ async def list_hosts(group: str = "", *, ctx: ToolContext) -> str:
     Args:
         group: only the hosts in this group (empty: all of them).
     """
-    inventory = ctx.inventory or Inventory()
+    inventory = ctx.resource(Inventory) or Inventory()
     hosts = [h for h in inventory if not group or group in h.groups]
     local = f"{LOCALHOST} is the machine opsloop runs on (no SSH)"
     if not inventory.hosts:

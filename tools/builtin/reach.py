@@ -23,9 +23,9 @@ HOST_HELP = 'an inventory name (see list_hosts) or "localhost" (the machine opsl
 
 def target(host: str, ctx: ToolContext) -> Host | None:
     """The inventory host `host` names, or None for this machine; ToolError for any other name."""
-    inventory = ctx.inventory or Inventory()
+    inventory = ctx.resource(Inventory) or Inventory()
     found = inventory.resolve(host)
-    if found is not None and ctx.ssh is None:  # an inventory without a pool: a context built by hand
+    if found is not None and _pool(ctx) is None:  # an inventory without a pool: a context built by hand
         raise ToolError(f"{found.name}: no SSH connections are set up in this process")
     return found
 
@@ -38,8 +38,15 @@ def host_name(found: Host | None) -> str:
 async def remote(ctx: ToolContext, host: Host, argv: Sequence[str], *, timeout_s: float,
                  max_bytes: int = 1024 * 1024) -> Any:
     """Run the fixed command `argv` on `host` over the pool (a tools.remote.pool.Result)."""
-    assert ctx.ssh is not None  # target() checked it
-    return await ctx.ssh.run(host, argv, timeout_s=timeout_s, max_bytes=max_bytes)
+    pool = _pool(ctx)
+    assert pool is not None  # target() checked it
+    return await pool.run(host, argv, timeout_s=timeout_s, max_bytes=max_bytes)
+
+
+def _pool(ctx: ToolContext) -> Any:
+    from tools.remote.pool import SshPool  # asyncssh is imported only when a remote host is named
+
+    return ctx.resource(SshPool)
 
 
 def failed(host: Host, what: str, result: Any) -> ToolError:

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 from tools.k8s.clusters import KubeClient, KubeClusters
+from tools.k8s.config import ClusterSpec
 from tools.registry import PermissionDenied, ToolError
 
 # What each tool needs: (verb, API group, resource, subresource)
@@ -72,20 +70,8 @@ async def check_cluster(client: KubeClient) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-async def check_clusters(settings: Any, *, base_dir: Path | None = None) -> tuple[list[str], list[str]]:
-    """Lines for `opsloop check` and its problems (an unreachable cluster, a bad [kubernetes] table).
-
-    `settings` is bot.config.Settings (its `tools` carries the [kubernetes] table) or that tools table itself."""
-    from tools.api import ToolConfigError
-    from tools.k8s.config import parse_clusters
-
-    table: Mapping[str, Any] = getattr(settings, "tools", settings) or {}
-    if "kubernetes" not in table:
-        return [], []
-    try:
-        specs = parse_clusters(table["kubernetes"], base_dir=base_dir or Path.cwd())
-    except ToolConfigError as e:
-        return [], [str(e)]
+async def check_clusters(specs: tuple[ClusterSpec, ...]) -> tuple[list[str], list[str]]:
+    """Lines for `opsloop check` and its problems (an unreachable cluster), one client per cluster, closed after."""
     if not specs:
         return ["kubernetes: no clusters configured"], []
     clusters = KubeClusters(specs)

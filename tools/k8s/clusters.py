@@ -23,7 +23,7 @@ from urllib.parse import quote
 import aiohttp
 
 from bot.unreachable import is_unreachable, reason
-from tools.k8s.config import NAMESPACE_RE, ClusterSpec, parse_clusters
+from tools.k8s.config import NAMESPACE_RE, ClusterSpec
 from tools.registry import PermissionDenied, ToolContext, ToolError
 
 DOWN_S = 15.0  # after a cluster failed to answer, calls fail at once for this long (then one tries again)
@@ -323,11 +323,7 @@ class KubeClusters:
 
 
 def clusters_of(ctx: ToolContext) -> KubeClusters:
-    if ctx.kubernetes is None:
+    clusters = ctx.resource(KubeClusters)
+    if clusters is None:
         raise ToolError("no Kubernetes cluster is configured (add [[kubernetes.clusters]] to the config)")
-    return ctx.kubernetes
-
-
-def parse_kubernetes(table: Any, *, base_dir: Path) -> KubeClusters:
-    """The clusters as the tools' shared client pool (no connection is made until a tool needs one)."""
-    return KubeClusters(parse_clusters(table, base_dir=base_dir))
+    return clusters

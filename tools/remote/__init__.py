@@ -1,7 +1,8 @@
-"""Hosts over SSH (REACH.md §1): the inventory ([ssh], [[hosts]]), the remote command, the connection pool.
+"""The SSH reach ([ssh], [[hosts]]): the inventory, the remote command, the connection pool, and `REACH`.
 
 `inventory` is pure config and names (no asyncssh import); `command` builds the bounded remote command line;
-`pool` holds the connections and runs commands (it imports asyncssh, only when a host is configured).
+`pool` holds the connections and runs commands (it imports asyncssh, only when a host is configured); `reach`
+is the plug-in tools/reaches.py lists.
 """
 
 from tools.remote.inventory import (
@@ -14,7 +15,9 @@ from tools.remote.inventory import (
     SshSettings,
     load_hosts,
 )
+from tools.remote.reach import REACH, SshHosts
 
 __all__ = [
-    "LOCALHOST", "Host", "HostsConfigError", "Inventory", "Login", "SshCredentials", "SshSettings", "load_hosts",
+    "LOCALHOST", "REACH", "Host", "HostsConfigError", "Inventory", "Login", "SshCredentials", "SshHosts",
+    "SshSettings", "load_hosts",
 ]

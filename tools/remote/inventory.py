@@ -9,7 +9,6 @@ Nothing here opens a connection; nothing outside the inventory can become one.
 from __future__ import annotations
 
 import difflib
-import math
 import posixpath
 import re
 import socket
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.configreader import Reader
 from bot.errors import ConfigError
 from tools.api import ToolError
 
@@ -25,7 +25,6 @@ LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host 
 LOCAL_ALIASES = (LOCALHOST, "127.0.0.1", "::1")
 DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
 
 _SSH_KEYS = ("user", "identity_file", "known_hosts", "connect_timeout_s", "max_sessions_per_host",
@@ -225,172 +224,100 @@ def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple
 
     Relative key and known_hosts paths are relative to `base_dir` (default: the working directory); `~` works.
     """
-    base = base_dir or Path.cwd()
-    problems: list[str] = []
-    reader = _Reader(problems, base)
-    ssh = SshSettings()
-    if "ssh" in raw:
-        ssh = reader.ssh(raw["ssh"])
+    config = Reader(raw, base_dir=base_dir)
+    found = read_hosts(config)
+    config.raise_if_problems(HostsConfigError)
+    return found
+
+
+def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:
+    """[ssh] and [[hosts]] read from the whole config, every problem recorded on `config`."""
+    ssh = _ssh(config.at("ssh")) if config.has("ssh") else SshSettings()
     hosts: list[tuple[int, Host]] = []
-    if "hosts" in raw:
-        entries = raw["hosts"]
-        if not isinstance(entries, list):
-            problems.append("hosts: expected an array of tables ([[hosts]])")
-        else:
-            for i, entry in enumerate(entries):
-                if (host := reader.host(entry, f"hosts[{i}]")) is not None:
-                    hosts.append((i, host))
-    problems += _check_names_and_jumps(hosts)
-    if problems:
-        raise HostsConfigError(problems)
+    if config.has("hosts"):
+        for entry in config.items("hosts"):
+            if (host := _host(entry)) is not None:
+                hosts.append((int(entry.key or 0), host))
+    for problem in _check_names_and_jumps(hosts):
+        config.problems.append(problem)
     return ssh, tuple(h for _, h in hosts)
 
 
-class _Reader:
-    """Typed readers that record a problem (with its location) and return None instead of raising."""
+def _ssh(table: Reader) -> SshSettings:
+    table.only(_SSH_KEYS)
+    values: dict[str, Any] = {
+        "user": _user(table, "user"),
+        "identity_file": table.path("identity_file"),
+        "known_hosts": table.path("known_hosts"),
+        "connect_timeout_s": table.seconds("connect_timeout_s"),
+        "idle_timeout_s": table.seconds("idle_timeout_s"),
+        "fail_fast_s": table.seconds("fail_fast_s", zero_ok=True),
+        "max_sessions_per_host": table.int("max_sessions_per_host", low=1, high=64),
+        "passphrase_env": table.env_name("passphrase_env"),
+    }
+    return SshSettings(**{k: v for k, v in values.items() if v is not None})
 
-    def __init__(self, problems: list[str], base: Path) -> None:
-        self.problems = problems
-        self.base = base
 
-    def ssh(self, table: Any) -> SshSettings:
-        if not isinstance(table, Mapping):
-            self.problems.append("ssh: expected a table")
-            return SshSettings()
-        self._only(table, _SSH_KEYS, "ssh")
-        values: dict[str, Any] = {}
-        if "user" in table:
-            values["user"] = self._user(table["user"], "ssh.user")
-        if "identity_file" in table:
-            values["identity_file"] = self._path(table["identity_file"], "ssh.identity_file")
-        if "known_hosts" in table:
-            values["known_hosts"] = self._path(table["known_hosts"], "ssh.known_hosts")
-        for key in ("connect_timeout_s", "idle_timeout_s"):
-            if key in table:
-                values[key] = self._seconds(table[key], f"ssh.{key}")
-        if "fail_fast_s" in table:
-            values["fail_fast_s"] = self._seconds(table["fail_fast_s"], "ssh.fail_fast_s", zero_ok=True)
-        if "max_sessions_per_host" in table:
-            values["max_sessions_per_host"] = self._int(table["max_sessions_per_host"], "ssh.max_sessions_per_host",
-                                                        low=1, high=64)
-        if "passphrase_env" in table:
-            values["passphrase_env"] = self._env(table["passphrase_env"], "ssh.passphrase_env")
-        return SshSettings(**{k: v for k, v in values.items() if v is not None})
+def _host(entry: Reader) -> Host | None:
+    entry.only(_HOST_KEYS)
+    if not entry.require("name"):
+        return None
+    name = entry.str("name")
+    if name is None:
+        return None
+    if not HOST_NAME_RE.fullmatch(name):
+        entry.problem(f"{name!r} must be letters, digits, '.', '_' or '-' (at most 63)", "name")
+        return None
+    address = entry.str("address", name)
+    if not _ADDRESS_RE.fullmatch(address):
+        entry.problem(f"{address!r} is not a host name or IP address", "address")
+        address = name
+    return Host(
+        name=name,
+        address=address,
+        port=entry.int("port", 22, low=1, high=65535),
+        user=_user(entry, "user"),
+        identity_file=entry.path("identity_file"),
+        known_hosts=entry.path("known_hosts"),
+        connect_timeout_s=entry.seconds("connect_timeout_s"),
+        jump=entry.str("jump"),
+        groups=tuple(entry.str_list("groups", [])),
+        log_dirs=_log_dirs(entry),
+        restart_allowlist=_units(entry),
+        passphrase_env=entry.env_name("passphrase_env"),
+    )
 
-    def host(self, entry: Any, where: str) -> Host | None:
-        if not isinstance(entry, Mapping):
-            self.problems.append(f"{where}: expected a table")
-            return None
-        self._only(entry, _HOST_KEYS, where)
-        if "name" not in entry:
-            self.problems.append(f"{where}: missing required key 'name'")
-            return None
-        name = self._str(entry["name"], f"{where}.name")
-        if name is None:
-            return None
-        if not HOST_NAME_RE.fullmatch(name):
-            self.problems.append(f"{where}.name: {name!r} must be letters, digits, '.', '_' or '-' (at most 63)")
-            return None
-        address = self._address(entry.get("address", name), f"{where}.address")
-        port = self._int(entry["port"], f"{where}.port", low=1, high=65535) if "port" in entry else 22
-        groups = self._str_list(entry["groups"], f"{where}.groups") if "groups" in entry else ()
-        return Host(
-            name=name,
-            address=address or name,
-            port=port or 22,
-            user=self._user(entry["user"], f"{where}.user") if "user" in entry else None,
-            identity_file=self._path(entry["identity_file"], f"{where}.identity_file") if "identity_file" in entry
-            else None,
-            known_hosts=self._path(entry["known_hosts"], f"{where}.known_hosts") if "known_hosts" in entry else None,
-            connect_timeout_s=self._seconds(entry["connect_timeout_s"], f"{where}.connect_timeout_s")
-            if "connect_timeout_s" in entry else None,
-            jump=self._str(entry["jump"], f"{where}.jump") if "jump" in entry else None,
-            groups=tuple(groups or ()),
-            log_dirs=self._log_dirs(entry["log_dirs"], f"{where}.log_dirs") if "log_dirs" in entry else None,
-            restart_allowlist=self._units(entry["restart_allowlist"], f"{where}.restart_allowlist")
-            if "restart_allowlist" in entry else None,
-            passphrase_env=self._env(entry["passphrase_env"], f"{where}.passphrase_env")
-            if "passphrase_env" in entry else None,
-        )
 
-    # -- one value each --------------------------------------------------------------------------
+def _user(table: Reader, key: str) -> str | None:
+    text = table.str(key)
+    if text is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
+        table.problem(f"{text!r} is not a user name", key)
+        return None
+    return text
 
-    def _only(self, table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
-        for key in table:
-            if key not in allowed:
-                self.problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
 
-    def _str(self, value: Any, where: str) -> str | None:
-        if not isinstance(value, str) or not value.strip():
-            self.problems.append(f"{where}: expected a non-empty string, got {value!r}")
-            return None
-        return value
+def _log_dirs(entry: Reader) -> tuple[str, ...] | None:
+    dirs = entry.str_list("log_dirs")
+    if dirs is None:
+        return None
+    out = []
+    for i, d in enumerate(dirs):
+        if not d.startswith("/"):
+            entry.problem(f"{d!r} must be an absolute path on that host", f"log_dirs[{i}]")
+            continue
+        out.append(posixpath.normpath(d))
+    if not dirs:
+        entry.problem("must name at least one directory", "log_dirs")
+    return tuple(out)
 
-    def _user(self, value: Any, where: str) -> str | None:
-        text = self._str(value, where)
-        if text is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
-            self.problems.append(f"{where}: {text!r} is not a user name")
-            return None
-        return text
 
-    def _address(self, value: Any, where: str) -> str | None:
-        text = self._str(value, where)
-        if text is not None and not _ADDRESS_RE.fullmatch(text):
-            self.problems.append(f"{where}: {text!r} is not a host name or IP address")
-            return None
-        return text
+def _units(entry: Reader) -> tuple[str, ...] | None:
+    from tools.systemd_units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
 
-    def _path(self, value: Any, where: str) -> Path | None:
-        text = self._str(value, where)
-        return None if text is None else (self.base / Path(text).expanduser())
-
-    def _seconds(self, value: Any, where: str, *, zero_ok: bool = False) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                or value < 0 or (value == 0 and not zero_ok):
-            self.problems.append(f"{where}: expected a positive number of seconds, got {value!r}")
-            return None
-        return float(value)
-
-    def _int(self, value: Any, where: str, *, low: int, high: int) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.problems.append(f"{where}: expected an integer from {low} to {high}, got {value!r}")
-            return None
-        return value
-
-    def _env(self, value: Any, where: str) -> str | None:
-        text = self._str(value, where)
-        if text is not None and not ENV_NAME_RE.fullmatch(text):
-            self.problems.append(f"{where}: {text!r} is not an environment variable name")
-            return None
-        return text
-
-    def _str_list(self, value: Any, where: str) -> tuple[str, ...] | None:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            self.problems.append(f"{where}: expected a list of non-empty strings")
-            return None
-        return tuple(value)
-
-    def _log_dirs(self, value: Any, where: str) -> tuple[str, ...] | None:
-        dirs = self._str_list(value, where)
-        if dirs is None:
-            return None
-        out = []
-        for i, d in enumerate(dirs):
-            if not d.startswith("/"):
-                self.problems.append(f"{where}[{i}]: {d!r} must be an absolute path on that host")
-                continue
-            out.append(posixpath.normpath(d))
-        if not out and not dirs:
-            self.problems.append(f"{where}: must name at least one directory")
-        return tuple(out)
-
-    def _units(self, value: Any, where: str) -> tuple[str, ...] | None:
-        from tools.systemd_units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
-
-        units = self._str_list(value, where)
-        if units is None:
-            return None
-        for i, unit in enumerate(units):
-            if not UNIT_RE.fullmatch(unit):
-                self.problems.append(f"{where}[{i}]: {unit!r} is not a unit name")
-        return units
+    units = entry.str_list("restart_allowlist")
+    if units is None:
+        return None
+    for i, unit in enumerate(units):
+        if not UNIT_RE.fullmatch(unit):
+            entry.problem(f"{unit!r} is not a unit name", f"restart_allowlist[{i}]")
+    return tuple(units)

@@ -191,6 +191,9 @@ class SshPool:
         self._keys: dict[tuple[Path, str | None], asyncssh.SSHKey] = {}
         self._closed = False
 
+    def __getstate__(self) -> Any:
+        raise TypeError("an SSH pool holds live connections: it stays in the process that opened it")
+
     # -- the API -----------------------------------------------------------------------------
 
     async def run(self, host: Host, argv: Sequence[str], *, timeout_s: float,

@@ -1,0 +1,45 @@
+"""The Kubernetes reach: [[kubernetes.clusters]] read, one client per cluster for the tools, and its check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.configreader import Reader
+from tools.k8s.config import ClusterSpec, parse_clusters
+
+
+class KubernetesReach:
+    name: str = "kubernetes"
+    sections: tuple[str, ...] = ("kubernetes",)
+    hint: str = "[[kubernetes.clusters]]"
+    modules: tuple[str, ...] = ("tools.k8s",)
+
+    def parse(self, config: Reader, env: Mapping[str, str]) -> tuple[ClusterSpec, ...] | None:
+        if not config.has("kubernetes"):
+            return None
+        specs = parse_clusters(config.child(config.table["kubernetes"], "kubernetes"))
+        return specs or None  # no clusters: nothing for the tools to reach
+
+    def open(self, config: tuple[ClusterSpec, ...]) -> Mapping[type, object]:
+        from tools.k8s.clusters import KubeClusters  # the Kubernetes client is imported only when configured
+
+        return {KubeClusters: KubeClusters(config)}
+
+    async def aclose(self, resources: Mapping[type, object]) -> None:
+        from tools.k8s.clusters import KubeClusters
+
+        clusters = resources.get(KubeClusters)
+        if isinstance(clusters, KubeClusters):
+            await clusters.aclose()
+
+    async def check(self, config: tuple[ClusterSpec, ...]) -> tuple[list[str], list[str]]:
+        from tools.k8s.check import check_clusters  # what each cluster lets opsloop do, per namespace
+
+        return await check_clusters(config)
+
+    def bind_tools(self, config: tuple[ClusterSpec, ...], tools: Sequence[Any]) -> list[Any]:
+        return list(tools)
+
+
+REACH = KubernetesReach()

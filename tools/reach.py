@@ -1,0 +1,44 @@
+"""A reach is a plug-in: one backend opsloop can reach (SSH hosts, Kubernetes clusters, ...), with its config
+section, its tool modules, its `opsloop check` and the live resources its tools look up in their context.
+
+A new reach is its own folder exporting one `REACH`, plus one line in tools/reaches.py (see CONTRIBUTING.md).
+This module imports only the core layer: the tool API never knows any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from bot.configreader import Reader
+
+
+class Reach(Protocol):
+    """What every reach offers; `config` is what `parse` returned (plain, picklable data), `resources` what `open`
+    returned (live clients and pools, keyed by their type: a tool asks `ctx.resource(KubeClusters)`)."""
+
+    name: str  # short, as settings and messages name it: "ssh", "kubernetes"
+    sections: tuple[str, ...]  # the top-level config tables it owns: ("ssh", "hosts")
+    hint: str  # how its section is written, for messages: "[[kubernetes.clusters]]"
+    modules: tuple[str, ...]  # tool modules offered whenever its section is present (listing them stays accepted)
+
+    def parse(self, config: Reader, env: Mapping[str, str]) -> Any | None:
+        """Its sections read from the whole config (`config.at(section)`), every problem recorded on `config`;
+        None when none of its sections is present."""
+        ...
+
+    def open(self, config: Any) -> Mapping[type, object]:
+        """The resources its tools get in their ToolContext; nothing connects until a tool needs it."""
+        ...
+
+    async def aclose(self, resources: Mapping[type, object]) -> None:
+        """Close what `open` made (with the registry)."""
+        ...
+
+    async def check(self, config: Any) -> tuple[list[str], list[str]]:
+        """`opsloop check`: the lines to print and the problems found (connecting, bounded in time)."""
+        ...
+
+    def bind_tools(self, config: Any, tools: Sequence[Any]) -> list[Any]:
+        """The registry's tools as this reach wants them described (e.g. a small inventory's names listed)."""
+        ...
