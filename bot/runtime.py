@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from bot.types import (
     Totals,
     Usage,
 )
+from tools.api import RunScope, run_scope
 from tools.registry import Category, PermissionDenied, ToolError
 
 log = structlog.get_logger("opsloop.run")
@@ -83,6 +84,10 @@ class RunConfig:
     answer_sink: AnswerSinkFor | None = None  # streams each step's text as the model writes it (the answer's)
     condense: bool = True
     context_budget_tokens: int | None = None  # condense when a prompt grows past this
+    scope: RunScope | None = None  # what the run's tools may know of it (tools.api.current_run)
+    # Context offered at a run's first drive (past incidents, the team's runbook): text blocks appended to the
+    # task's user turn before the first request, so the system prompt and tools stay the cached prefix.
+    prelude: Callable[[], Awaitable[Sequence[str]]] | None = None
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
@@ -134,9 +139,26 @@ class _Run:
         if self.fresh:
             await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
         if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
+            if cfg.prelude is not None:
+                await self.offer_context(await cfg.prelude())
             await cfg.store.record_settings(run_id, run_settings(cfg))
-        with structlog.contextvars.bound_contextvars(run_id=run_id):
+        with structlog.contextvars.bound_contextvars(run_id=run_id), run_scope(cfg.scope):
             return await self.loop()
+
+    async def offer_context(self, blocks: Sequence[str]) -> None:
+        """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once: a drive that
+        died before its settings were recorded offers again, and a block already there is not added twice."""
+        last = len(self.history) - 1
+        if last < 0 or self.history[last]["role"] != "user":
+            return
+        message = self.history[last]
+        content = message["content"]
+        content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        have = {b.get("text") for b in content if isinstance(b, dict)}
+        new = [{"type": "text", "text": redact(b)} for b in blocks if b.strip() and redact(b) not in have]
+        if new:
+            self.history[last] = {**message, "content": [*content, *new]}
+            await self.cfg.store.put_message(self.id, last, self.history[last])
 
     # --- the loop -----------------------------------------------------------
     async def loop(self) -> RunResult:

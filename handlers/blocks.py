@@ -25,6 +25,7 @@ from handlers.mrkdwn import (
     reveal,
     split_mrkdwn,
 )
+from tools.api import Link
 
 APPROVE = "opsloop.approve"
 DENY = "opsloop.deny"
@@ -307,6 +308,25 @@ def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
     first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
     what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"
     return _pack(sections, header=header, first_text=first, what=what)
+
+
+def offer_line(parts: Sequence[str | Link]) -> SlackMessage:
+    """A reach's run-start line (`Similar past incidents: <link|…> …`, `Following runbook: …`): its text redacted,
+    escaped and its hidden characters shown; a link only to an http(s) URL (else its label alone), never a
+    mention, so nobody named in it is notified."""
+    shown: list[str] = []
+    plain: list[str] = []
+    for part in parts:
+        label = part.label if isinstance(part, Link) else part
+        text = reveal(m.escape(redact(label)), prose=True)
+        plain.append(redact(label))
+        url = part.url if isinstance(part, Link) else ""
+        if url and re.fullmatch(r"https?://[^\s<>|]+", url):
+            shown.append(f"<{url}|{text}>")
+        else:
+            shown.append(text)
+    line = "".join(shown)
+    return SlackMessage(text=_truncate("".join(plain), FALLBACK_MAX), blocks=[_section(line)])
 
 
 def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:

@@ -13,6 +13,8 @@ import pytest
 from tools.changes.git import GitError, GitRepo, check_branch, git_changes, git_env, log_argv
 from tools.changes.model import SourceFailure, timeline
 
+pytestmark = pytest.mark.processes  # every test runs the real git
+
 START = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 SINCE, UNTIL = START - timedelta(hours=2), START + timedelta(minutes=30)
 

@@ -3,9 +3,11 @@ how a result becomes the text the model reads. Below the registry, the worker an
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -69,6 +71,61 @@ class ToolContext:
         if found is None:
             raise ToolError(missing)
         return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunScope:
+    """What a tool may know of the run calling it: set by the runtime for the whole drive (a context variable,
+    so it follows every call, parallel ones included), read with `current_run()`. In-process tools only: a
+    worker process does not see it.
+
+    `conversation` is where the run's thread is (a Slack channel id): what a private conversation's data may be
+    shown in. `anchor` is what "before" means: the alert's start for an alert run, else the run's start."""
+
+    run_id: str
+    conversation: str
+    started_at: float  # epoch seconds
+    anchor: float  # epoch seconds
+    task: str = ""
+    alertname: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link in an offer's thread line: `label` is shown (escaped like every post), `url` is where it goes."""
+
+    url: str
+    label: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offer:
+    """What a reach offers a run at its start (past incidents, the team's runbook): `prompt` goes to the model
+    in the run's first user turn (marked as data, never instructions), `thread_line` in the thread: plain text
+    and Links, which the Slack side redacts and escapes like every post. Either may be empty."""
+
+    source: str  # the reach's name: one thread line per source and run
+    prompt: str = ""
+    thread_line: tuple[str | Link, ...] = ()
+
+
+_RUN: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar("opsloop_run", default=None)
+
+
+def current_run() -> RunScope | None:
+    """The run calling this tool (None outside a run: `opsloop check`, a test calling a tool directly)."""
+    return _RUN.get()
+
+
+@contextlib.contextmanager
+def run_scope(scope: RunScope | None) -> Iterator[None]:
+    """Tools called inside see `scope` as current_run()."""
+    token = _RUN.set(scope)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
 
 
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import re
 import traceback
@@ -316,10 +317,12 @@ def _set_timeout(current: Tool, value: Reader) -> Tool | None:
 
 
 async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None,
-                         reaches: Mapping[str, Any] | None = None) -> ToolRegistry:
+                         reaches: Mapping[str, Any] | None = None,
+                         shared: Mapping[type, object] | None = None) -> ToolRegistry:
     """The registry for a [tools] table and the configured reaches (tools.reaches.read_reaches: name -> parsed
     config): module tools bound to their context, each configured reach's tools and resources, runbook commands,
-    MCP servers.
+    MCP servers. `shared` are resources the app hands every tool and reach (its Store, which incident memory
+    reads); a reach with an `offer` has it collected in `registry.offerers`.
 
     The registry owns the MCP connections and what the reaches opened: `await registry.aclose()` when done. On a
     ToolConfigError (every problem found, one per line) whatever was already opened is closed before it is raised.
@@ -340,11 +343,13 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
                 config.problem(f"{module!r} is listed but no {reach.hint} is configured", "modules")
     registry = ToolRegistry()
     try:
-        resources: dict[type, object] = {}
+        resources: dict[type, object] = dict(shared or {})  # what the app shares with every reach (its Store)
         for reach, parsed in configured.values():
             opened = reach.open(parsed)
             registry.push_async_callback(_closer(reach, opened))
             resources.update(opened)
+            if (offer := getattr(reach, "offer", None)) is not None:
+                registry.offerers.append(functools.partial(offer, parsed, resources))
         ctx = dataclasses.replace(ctx, resources=resources)
         loaded = _load_modules(names, config)
         bound = [t.bind(ctx) for t, _ in loaded]

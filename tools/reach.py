@@ -39,6 +39,9 @@ class Reach(Protocol):
         """`opsloop check`: the lines to print and the problems found (connecting, bounded in time)."""
         ...
 
+    # Optional: `async def offer(self, config, resources, scope: RunScope) -> Offer | None`: what the reach offers
+    # a run at its start (tools.api.Offer); build_registry collects it from every configured reach that has one.
+
     def bind_tools(self, config: Any, tools: Sequence[Any]) -> list[Any]:
         """The registry's tools as this reach wants them described (e.g. a small inventory's names listed)."""
         ...

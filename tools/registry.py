@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import logging
 import pickle
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
@@ -27,7 +28,9 @@ from tools.api import (
     DEFAULT_TIMEOUT_S,
     MAX_OUTPUT_CHARS,
     Category,
+    Offer,
     PermissionDenied,
+    RunScope,
     ToolContext,
     ToolError,
     WorkerTarget,
@@ -38,6 +41,8 @@ from tools.api import (
 )
 from tools.schema import Parameter, call_arguments, function_schema
 from tools.worker import run_in_worker, workers_killed
+
+_log = logging.getLogger(__name__)
 
 __all__ = [  # the names tools.api defines are re-exported: tools.registry stays the one import for a tool
     "DEFAULT_TIMEOUT_S", "MAX_OUTPUT_CHARS", "Category", "Implementation", "PermissionDenied", "Tool",
@@ -473,6 +478,8 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._resources = AsyncExitStack()
+        # What the configured reaches offer a run at its start (tools/reach.py: `offer`), in the reaches' order.
+        self.offerers: list[Callable[[RunScope], Awaitable[Offer | None]]] = []
         for t in tools:
             self.register(t)
 
@@ -504,6 +511,16 @@ class ToolRegistry:
     def api_schemas(self) -> list[dict[str, Any]]:
         """Every tool's API schema in registration order; equal across calls, so the prompt cache holds."""
         return [t.api_schema() for t in self._tools.values()]
+
+    async def offers(self, scope: RunScope) -> list[Offer]:
+        """What each reach offers the run `scope` at its start, asked concurrently (the run's first request waits
+        on the slowest); a reach that fails offers nothing, and the run goes on without it."""
+        found = await asyncio.gather(*(offer(scope) for offer in self.offerers), return_exceptions=True)
+        for failure in (f for f in found if isinstance(f, BaseException)):
+            if not isinstance(failure, Exception):
+                raise failure
+            _log.warning("reach.offer_failed: %s", exception_text(failure))
+        return [o for o in found if isinstance(o, Offer) and (o.prompt or o.thread_line)]
 
     def push_async_callback(self, callback: Callable[[], Awaitable[Any]]) -> None:
         """Run `callback` on aclose() (last pushed, first run)."""

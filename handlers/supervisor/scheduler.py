@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ModelClient, Toolbox
+from bot import ModelClient
 from bot.config import Settings
 from bot.guards import Pause
 from bot.pricing import Price
@@ -35,6 +35,7 @@ from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
 from handlers.supervisor.thread import IncidentThread
+from tools.registry import ToolRegistry
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -47,7 +48,7 @@ class Supervisor:
     settings: Settings
     store: Store
     client: AsyncWebClient
-    tools: Toolbox
+    tools: ToolRegistry
     model_for: Callable[[str], ModelClient]  # stored model name -> a fresh per-run client
     price_for: Callable[[str], Price]
     policy: ApprovalPolicy
@@ -254,6 +255,7 @@ class Supervisor:
             on_event=thread.on_event, answer_sink=thread.streams.for_step,
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
+            scope=thread.scope, prelude=thread.prelude,
         )
 
     # --- Slack ----------------------------------------------------------------

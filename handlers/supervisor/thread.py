@@ -17,6 +17,7 @@ from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
 from handlers.stream import AnswerStreams
 from handlers.supervisor.loading import LoadingStatus
+from tools.api import RunScope
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from handlers.names import SlackNames
     from handlers.outbox import Cards, Outbox
     from handlers.slack_out import SlackOut
+    from tools.registry import ToolRegistry
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -39,6 +41,7 @@ class Driver(Protocol):
     approval_desk: ApprovalDesk
     plan_blocks: bool  # False once Slack refused a plan block: every status message is one line from then on
     stream_answers: bool
+    tools: ToolRegistry
     loading_refresh_seconds: float
     loading_show_after_seconds: float
     loading_min_interval_seconds: float
@@ -54,7 +57,7 @@ class IncidentThread:
     """The Slack side of one run: its callbacks for the runtime and its messages in the thread."""
 
     def __init__(self, sup: Driver, row: Run) -> None:
-        self.sup, self.run_id = sup, row.id
+        self.sup, self.run_id, self.row = sup, row.id, row
         self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
         # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
@@ -67,6 +70,25 @@ class IncidentThread:
         # Each step's text streamed as it is written (the answer's).
         self.streams = AnswerStreams(row, store=sup.store, out=sup.outbox.out,
                                      enabled=sup.stream_answers and sup.settings.stream_answers)
+
+    @property
+    def scope(self) -> RunScope:
+        """What the run's tools may know of it: where it runs (what a private conversation's memory may be shown
+        in) and when it started (what "before" means for recent changes)."""
+        return RunScope(run_id=self.run_id, conversation=self.channel, started_at=self.row.created_at,
+                        anchor=self.row.created_at, task=self.row.task)
+
+    async def prelude(self) -> list[str]:
+        """At the run's first drive: what the reaches offer (past incidents, the team's runbook). Their prompts go
+        to the model in the task's turn; each one's line goes in the thread once (keyed by run and source, so a
+        drive that dies and comes back posts nothing twice)."""
+        offers = await self.sup.tools.offers(self.scope)
+        for offer in offers:
+            if offer.thread_line:
+                await self.sup.cards.outbox.post(run_id=self.run_id, channel=self.channel, thread_ts=self.thread_ts,
+                                                 msg=blocks.offer_line(offer.thread_line),
+                                                 key=f"offer:{self.run_id}:{offer.source}")
+        return [offer.prompt for offer in offers if offer.prompt]
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
         return await approvals.ask(self.sup.approval_desk, self, req)
