@@ -213,7 +213,7 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     store = await Store(settings.db_path).open()
     log.info("store.opened", backend=store.backend, where=store.where)
     try:
-        tools = await build_registry(settings.tools, reaches=settings.reaches)
+        tools = await build_registry(settings.tools, reaches=settings.reaches, shared={Store: store})
     except BaseException:  # a tool config error: `opsloop run` says it in one line, with the store closed
         await store.close()
         raise
