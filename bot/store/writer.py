@@ -88,6 +88,7 @@ class StoreBase(Caller):
         self._writer = _Writer()
         self._ledger: Ledger | None = None
         self._listener: PgListener | None = None
+        self.round_trips = 0  # calls handed to the writer thread (a retried call counts once): bench and tests
 
     async def open(self) -> Self:
         """Connect and migrate. A database that is down or starting (Postgres next to us in a deploy) is retried
@@ -157,6 +158,7 @@ class StoreBase(Caller):
         ledger = self._ledger
         if ledger is None:  # said here, before the closed store's executor refuses the call
             raise RuntimeError("store is not open")
+        self.round_trips += 1
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.05
         while True:
