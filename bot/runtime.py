@@ -32,7 +32,7 @@ from bot.history import (
     without_thinking,
 )
 from bot.pricing import Price
-from bot.redact import redact
+from bot.redact import redact, redact_value
 from bot.types import (
     AnswerSink,
     ConfirmRequest,
@@ -543,9 +543,11 @@ class _Run:
         await self.flush_steps()
 
     def trace_later(self, kind: str, **data: Any) -> None:
-        """Log a trace row now; it is stored with the step's next write (`take_steps`), in its transaction."""
-        log.info(kind, **data)
-        self.steps.append((kind, data))
+        """Log a trace row now; it is stored with the step's next write (`take_steps`), in its transaction.
+        Redacted once here: the log's processor and the store find it already redacted (bot.redact.Redacted)."""
+        safe: dict[str, Any] = redact_value(data)
+        log.info(kind, **safe)
+        self.steps.append((kind, safe))
 
     def take_steps(self) -> list[StepEntry]:
         steps, self.steps = self.steps, []

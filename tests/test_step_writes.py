@@ -146,3 +146,13 @@ async def test_a_request_that_fails_keeps_its_trace_row(store: Store, fake_anthr
     result = await run(config(store, anthropic_client, run_id), run_id)
     assert result.stop_reason == StopReason.MODEL_ERROR
     assert [s.kind for s in await store.steps(run_id)] == ["request", "model_error", "stop"]
+
+
+# --- redacted once ----------------------------------------------------------------------------------------
+def test_redacted_text_is_not_redacted_again_but_what_is_made_from_it_is() -> None:
+    from bot.redact import Redacted, redact
+
+    secret = "sk-ant-api03-PLANTEDsecret0value0123456789"
+    once = redact(f"the key is {secret}")
+    assert (type(once), redact(once) is once, secret in once) == (Redacted, True, False)
+    assert secret not in redact(once + f" and {secret}")  # a concatenation is plain text: redacted again
