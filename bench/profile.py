@@ -10,6 +10,8 @@ from __future__ import annotations
 import pstats
 from pathlib import Path
 
+ROOT = str(Path(__file__).resolve().parent.parent) + "/"  # files are named from the repository's root
+
 AREAS: list[tuple[str, tuple[str, ...]]] = [
     ("idle: waiting in the selector", ("selectors.py", "<method 'poll' of 'select.epoll'", "<method 'select'")),
     ("startup: imports", ("<frozen importlib", "importlib", "<built-in method builtins.exec",
@@ -54,14 +56,14 @@ def summarize(path: Path, iterations: int, runs: int) -> str:
     top = sorted(ours, key=lambda kv: -kv[1][3])[:25]
     fn = ["| function (cumulative, main thread) | calls per iteration | ms per iteration |", "|---|---|---|"]
     for (filename, line, name), (_, nc, _, ct, _) in top:
-        short = filename.split("/main/")[-1] if "/main/" in filename else filename.rsplit("/", 2)[-1]
+        short = filename.removeprefix(ROOT)
         fn.append(f"| `{short}:{line} {name}` | {nc / iterations:.1f} | {ct / iterations * 1000:.3f} |")
     hot = sorted(raw.items(), key=lambda kv: -kv[1][2])
     hot = [(k, v) for k, v in hot if area_of(k) not in ("idle: waiting in the selector", "startup: imports")][:20]
     tt = ["| function (self time) | area | calls per iteration | ms per iteration |", "|---|---|---|---|"]
     for key, (_, nc, tottime, _, _) in hot:
         filename, line, name = key
-        short = filename.rsplit("site-packages/", 1)[-1].split("/main/")[-1]
+        short = filename.rsplit("site-packages/", 1)[-1].removeprefix(ROOT)
         tt.append(f"| `{short}:{line} {name}` | {area_of(key).split(':')[0]} | {nc / iterations:.1f} | "
                   f"{tottime / iterations * 1000:.3f} |")
     return (f"`opsloop run` under `python -m cProfile`, {runs} incidents of {iterations // runs} requests "

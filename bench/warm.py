@@ -32,6 +32,7 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
+from bot.types import RunNews
 from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
 from tools import ToolRegistry
 from tools.config import build_registry
@@ -149,8 +150,12 @@ async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) 
     async def inject() -> list[Any]:
         return list(await store.queued_inbox(row.id))
 
+    async def news() -> RunNews:
+        return await store.run_news(row.id)
+
     cfg = RunConfig(model=AnthropicModel(c.client, [MODEL]), store=store, tools=c.tools[workload],
-                    price_for=lambda m: price_for(m)[0], effort="medium", inject=inject, stop_requested=stop_requested)
+                    price_for=lambda m: price_for(m)[0], effort="medium", inject=inject, stop_requested=stop_requested,
+                    news=news)
     await run(cfg, row.id)
 
 

@@ -10,7 +10,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.errors import OpsloopError
-from bot.types import AnswerSink, ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
+from bot.types import (
+    AnswerSink,
+    ModelRequest,
+    ModelResponse,
+    Run,
+    RunStatus,
+    StepEntry,
+    StopReason,
+    ToolResultRow,
+    Totals,
+)
 
 __all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
 
@@ -37,12 +47,14 @@ class RunStore(Protocol):
                          stopped_by: str | None = None, output: str | None = None) -> None: ...
     async def history(self, run_id: str) -> list[dict[str, Any]]: ...
     async def put_message(self, run_id: str, seq: int, message: dict[str, Any], *,
-                          consumed_inbox: Iterable[str] = (), totals: Totals | None = None) -> None: ...
+                          consumed_inbox: Iterable[str] = (), totals: Totals | None = None,
+                          steps: Iterable[StepEntry] = ()) -> None: ...
     async def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None: ...
     async def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]: ...
     async def save_tool_result(self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any],
-                               content: str | None, is_error: bool, confirmed_by: str | None) -> bool: ...
-    async def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None: ...
+                               content: str | None, is_error: bool, confirmed_by: str | None,
+                               steps: Iterable[StepEntry] = ()) -> bool: ...
+    async def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None: ...
 
 
 class RunTool(Protocol):

@@ -18,7 +18,7 @@ import functools
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +73,7 @@ class SqliteBackend:
     def __init__(self, path: str | Path) -> None:
         self.location = str(path)
         self.db = sqlite_utils.Database(self.location)
+        self._durable = False  # inside `durably`
         if self.location != ":memory:":
             self.db.enable_wal()
             # WAL + NORMAL: no corruption, and a process crash loses nothing; only a power cut can
@@ -100,12 +101,36 @@ class SqliteBackend:
     @contextlib.contextmanager
     def durably(self) -> Iterator[None]:
         """synchronous=FULL for one write that guards a side effect (a started marker, a decision), so a power
-        cut can't lose it; every other commit stays NORMAL (a process crash loses nothing under WAL either way)."""
+        cut can't lose it; every other commit stays NORMAL (a process crash loses nothing under WAL either way).
+        Inside a group (`call_group`) the group's commit is already FULL: nothing to change (SQLite refuses to
+        change it inside a transaction)."""
+        if self._durable:
+            yield
+            return
         self.db.execute("PRAGMA synchronous = FULL")
+        self._durable = True
         try:
             yield
         finally:
+            self._durable = False
             self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def call_group(self, parts: Sequence[Callable[[], T]]) -> list[tuple[T | None, Exception | None]]:
+        """Several calls queued together (the urgent accepts of a burst) in one transaction and one durable
+        commit, one fsync for all: each in its own savepoint, so one that fails rolls back alone and gets its
+        own error. Raises when the group as a whole failed (its commit, or an error that ended the transaction):
+        then nothing of it was written, and the caller runs each call alone."""
+        outcomes: list[tuple[T | None, Exception | None]] = []
+        with self.durably(), self.db.atomic():
+            for part in parts:
+                try:
+                    with self.db.atomic():  # a savepoint
+                        outcomes.append((part(), None))
+                except Exception as e:
+                    if not self.db.conn.in_transaction:  # the error took the whole transaction with it
+                        raise
+                    outcomes.append((None, e))
+        return outcomes
 
     @staticmethod
     def now() -> float:

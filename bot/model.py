@@ -56,15 +56,24 @@ def with_cache_breakpoints(messages: Sequence[dict[str, Any]]) -> list[dict[str,
     return out
 
 
-def _usage(u: Any) -> Usage:
+def _usage(u: dict[str, Any] | None) -> Usage:
     if u is None:
         return Usage()
     return Usage(
-        input_tokens=u.input_tokens or 0,
-        output_tokens=u.output_tokens or 0,
-        cache_read_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
-        cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0,
+        input_tokens=u.get("input_tokens") or 0,
+        output_tokens=u.get("output_tokens") or 0,
+        cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+        cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
     )
+
+
+def _no_none(value: Any) -> Any:
+    """A block as the SDK's `model_dump(exclude_none=True)` gave it: fields the API sent as null are left out."""
+    if isinstance(value, dict):
+        return {k: _no_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_none(v) for v in value]
+    return value
 
 
 def thinking_params(model: str, request: ModelRequest, *, drop_block: bool) -> dict[str, Any]:
@@ -293,9 +302,13 @@ class AnthropicModel:
         if request.tools:
             kwargs["tools"] = request.tools
         drop_block = drop_block and "thinking" in kwargs
-        # The beta client only when needed: block_binding exists only on the beta thinking types.
-        events: Any = await (self._client.beta.messages.create(**kwargs, betas=[BINDING_BETA]) if drop_block
-                             else self._client.messages.create(**kwargs))
+        # The events as the JSON the API sent (cast_to=object): `messages.create(stream=True)` builds a typed
+        # object per event, which costs about 3x the parsing (bench/RESULTS.md, stream parsing), and the loop
+        # needs only dicts. `post` is the SDK's own: the same retries, errors and `event: error` handling.
+        # The beta header only when needed: block_binding exists only on the beta thinking types.
+        events: Any = await self._client.post(
+            "/v1/messages", body=kwargs, cast_to=object, stream=True, stream_cls=anthropic.AsyncStream[object],
+            options={"headers": {"anthropic-beta": BINDING_BETA}} if drop_block else {})
         turn = _Turn(model)
         feed = _Feed(sink)
         await feed.attempt()
@@ -324,12 +337,13 @@ class _Feed:
     async def attempt(self) -> None:
         await self._call("attempt")
 
-    async def event(self, event: Any) -> None:
+    async def event(self, event: dict[str, Any]) -> None:
         if self.sink is None:
             return
-        if event.type == "content_block_delta" and event.delta.type == "text_delta":
-            await self._call("text", event.delta.text)
-        elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+        kind = event["type"]
+        if kind == "content_block_delta" and event["delta"]["type"] == "text_delta":
+            await self._call("text", event["delta"]["text"])
+        elif kind == "content_block_start" and event["content_block"]["type"] == "tool_use":
             await self._call("tool_use")
 
     async def _call(self, name: str, *args: Any) -> None:
@@ -356,7 +370,7 @@ class _Turn:
         self.blocks: list[dict[str, Any]] = []
         self.json: dict[int, list[str]] = {}
         self.stop_reason: str | None = None
-        self._usage: Any = None
+        self._usage: dict[str, Any] | None = None
         self.output_tokens = 0
         self.streamed = 0
         self.dropped: list[str] = []
@@ -365,47 +379,51 @@ class _Turn:
         self.streamed_thinking = 0
         self.stopped = False
 
-    def add(self, event: Any) -> bool:
-        """Take one event; True when the streamed text has degenerated into a repeating pattern."""
-        kind = event.type
+    def add(self, event: dict[str, Any]) -> bool:
+        """Take one event (the API's JSON); True when the streamed text has degenerated into a repeating
+        pattern."""
+        kind = event["type"]
         if kind == "content_block_delta":
-            delta, block = event.delta, self.blocks[event.index]
-            if delta.type == "text_delta":
-                block["text"] += delta.text
-                self.streamed += len(delta.text)
-                return self.detector.feed(delta.text)
-            if delta.type == "input_json_delta":
-                self.json.setdefault(event.index, []).append(delta.partial_json)
-            elif delta.type == "thinking_delta":
-                block["thinking"] += delta.thinking
-                self.streamed_thinking += len(delta.thinking)
-            elif delta.type == "signature_delta":
-                block["signature"] = delta.signature
-            elif delta.type == "citations_delta":
-                block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
+            delta, index = event["delta"], event["index"]
+            block, what = self.blocks[index], delta["type"]
+            if what == "text_delta":
+                block["text"] += delta["text"]
+                self.streamed += len(delta["text"])
+                return self.detector.feed(delta["text"])
+            if what == "input_json_delta":
+                self.json.setdefault(index, []).append(delta["partial_json"])
+            elif what == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+                self.streamed_thinking += len(delta["thinking"])
+            elif what == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif what == "citations_delta":
+                block.setdefault("citations", []).append(_no_none(delta["citation"]))
         elif kind == "content_block_start":
-            self.blocks.append(event.content_block.model_dump(exclude_none=True))
-            self.open.add(event.index)
+            self.blocks.append(_no_none(event["content_block"]))
+            self.open.add(event["index"])
         elif kind == "content_block_stop":
-            self.open.discard(event.index)
-            if (parts := self.json.pop(event.index, None)) is not None:
+            index = event["index"]
+            self.open.discard(index)
+            if (parts := self.json.pop(index, None)) is not None:
                 try:
-                    self.blocks[event.index]["input"] = json.loads("".join(parts) or "{}")
+                    self.blocks[index]["input"] = json.loads("".join(parts) or "{}")
                 except ValueError:  # cut off mid-input (max_tokens): never run a call with half its arguments
-                    self.open.add(event.index)
+                    self.open.add(index)
         elif kind == "message_start":
-            message = event.message
-            self.model = message.model or self.model
-            self._usage = message.usage
-            self.output_tokens = message.usage.output_tokens or 0
-            self.dropped = [f"{t.path} ({t.reason})" for t in getattr(message, "input_transformations", None) or ()]
+            message = event["message"]
+            self.model = message.get("model") or self.model
+            self._usage = dict(message.get("usage") or {})
+            self.output_tokens = self._usage.get("output_tokens") or 0
+            self.dropped = [f"{t.get('path')} ({t.get('reason')})" for t in message.get("input_transformations") or ()]
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason
-            self.output_tokens = event.usage.output_tokens or self.output_tokens
+            self.stop_reason = event["delta"].get("stop_reason")
+            usage = event.get("usage") or {}
+            self.output_tokens = usage.get("output_tokens") or self.output_tokens
             # Cumulative counts, when given (a server-side fallback, server tools), replace message_start's.
             for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                if (value := getattr(event.usage, name, None)) is not None and self._usage is not None:
-                    self._usage = self._usage.model_copy(update={name: value})
+                if (value := usage.get(name)) is not None and self._usage is not None:
+                    self._usage[name] = value
         elif kind == "message_stop":
             self.stopped = True
         return False

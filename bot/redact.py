@@ -101,17 +101,25 @@ _INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2
                         "\U000e0000-\U000e007f]")
 
 
+class Redacted(str):
+    """Text `redact` already returned: redacting it again returns it as it is. A run's step is redacted once and
+    then written to both its log line and its steps row (each redacts what it writes: this makes that free).
+    Anything made from it (concatenation, slicing, formatting) is a plain str again, and is redacted again."""
+
+    __slots__ = ()
+
+
 def redact(text: str) -> str:
     """Replace every secret-looking substring with [REDACTED].
 
     Text with invisible characters in it is read without them (`_through_invisible`): the secret goes, and the
     invisible characters outside it stay where they were, so a card still shows them.
     """
-    if not text:
+    if not text or type(text) is Redacted:
         return text
     if not text.isascii() and _INVISIBLE.search(text):
-        return _through_invisible(text)
-    return _redact_visible(text)
+        return Redacted(_through_invisible(text))
+    return Redacted(_redact_visible(text))
 
 
 def _through_invisible(text: str) -> str:

@@ -8,6 +8,7 @@ Everything is persisted as it happens, so `run()` on a stored run resumes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +32,7 @@ from bot.history import (
     without_thinking,
 )
 from bot.pricing import Price
-from bot.redact import redact
+from bot.redact import redact, redact_value
 from bot.types import (
     AnswerSink,
     ConfirmRequest,
@@ -42,8 +43,10 @@ from bot.types import (
     ModelRequest,
     ModelResponse,
     Run,
+    RunNews,
     RunResult,
     RunStatus,
+    StepEntry,
     StopReason,
     ToolCall,
     Totals,
@@ -59,6 +62,7 @@ MAX_OUTPUT_TOKENS = 128_000  # the current models' output ceiling
 Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
 Inject = Callable[[], Awaitable[list[Injected]]]
 StopRequested = Callable[[], Awaitable[str | None]]
+News = Callable[[], Awaitable[RunNews]]
 OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 AnswerSinkFor = Callable[[int], AnswerSink | None]  # step -> where its text streams (None: nowhere)
 
@@ -79,6 +83,7 @@ class RunConfig:
     confirm: Confirm | None = None  # None: confirm tools are refused, never run
     inject: Inject | None = None  # returns replies already stored in the inbox
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
+    news: News | None = None  # both at once (one store read) at the start of each step, when given
     hand_back: Callable[[], bool] | None = None  # True: this process is stopping; pause at the next step
     on_event: OnEvent | None = None
     answer_sink: AnswerSinkFor | None = None  # streams each step's text as the model writes it (the answer's)
@@ -128,6 +133,7 @@ class _Run:
         limits = cfg.limits
         self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
+        self.steps: list[StepEntry] = []  # trace rows logged, waiting for the step's next store write
 
     @classmethod
     async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
@@ -163,9 +169,17 @@ class _Run:
     # --- the loop -----------------------------------------------------------
     async def loop(self) -> RunResult:
         try:
+            return await self._loop()
+        finally:
+            if self.steps:  # a drive that ended between a step's trace and its next write (an error, shutdown)
+                with contextlib.suppress(Exception):
+                    await self.flush_steps()
+
+    async def _loop(self) -> RunResult:
+        try:
             try:
                 if calls := self.pending_calls():  # resumed between a tool_use and its results
-                    await self.execute(calls)
+                    await self.execute(calls, resumed=True)
                 elif self.history and self.history[-1]["role"] == "assistant":  # resumed after the answer
                     return await self.finish(StopReason.COMPLETED, output=final_text(self.history[-1]["content"]))
                 while True:
@@ -188,18 +202,20 @@ class _Run:
             await self.trace("model_error", model=model, usage=e.usage.to_dict(), error=str(e))
             return await self.finish(StopReason.MODEL_ERROR, redact(str(e)))
         except Pause:
+            await self.flush_steps()
             await self.save_totals()  # the stored run is where the next driver starts
             raise
 
     async def step(self) -> str | None:
-        await self.check_stop_requested()
+        news = await self.cfg.news() if self.cfg.news else None
+        await self.check_stop_requested(news)
         if self.cfg.hand_back and self.cfg.hand_back():
             raise Pause("handing the run back: this process is stopping")
         if self.iterations >= self.cfg.limits.max_iterations:
             raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
         self.iterations += 1
         await self.emit("iteration", step=self.iterations)
-        await self.inject()
+        await self.inject(news.inbox if news else None)
         sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink else None
         try:
             response = await self.request(sink)
@@ -215,9 +231,11 @@ class _Run:
         return None  # the next step starts by checking for a Stop
 
     # --- 1 inject -----------------------------------------------------------
-    async def inject(self) -> None:
-        """Thread replies (and opsloop's own notes) enter the history as new text at the end, redacted."""
-        items = await self.cfg.inject() if self.cfg.inject else []
+    async def inject(self, items: list[Injected] | None = None) -> None:
+        """Thread replies (and opsloop's own notes) enter the history as new text at the end, redacted.
+        `items`: the replies already read with the Stop flag (None: ask `inject`)."""
+        if items is None:
+            items = await self.cfg.inject() if self.cfg.inject else []
         notes, self.notes = self.notes, []
         if not items and not notes:
             return
@@ -227,9 +245,9 @@ class _Run:
             self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
         else:
             self.history.append({"role": "user", "content": texts})
+        self.trace_later("inject", messages=[{"user": i.user, "text": i.text} for i in items], notes=notes)
         await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
-                                         consumed_inbox=[i.id for i in items])
-        await self.trace("inject", messages=[{"user": i.user, "text": i.text} for i in items], notes=notes)
+                                         consumed_inbox=[i.id for i in items], steps=self.take_steps())
 
     # --- 2-3 request, record, budgets ---------------------------------------
     async def request(self, sink: AnswerSink | None = None) -> ModelResponse:
@@ -238,7 +256,7 @@ class _Run:
             request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=list(self.history),
                                    max_tokens=max_tokens, effort=self.cfg.effort,
                                    thinking_display=self.cfg.thinking_display, drop_block=self.drop_block)
-            await self.trace("request", iteration=self.iterations, messages=len(self.history),
+            self.trace_later("request", iteration=self.iterations, messages=len(self.history),
                              max_tokens=max_tokens)
             began = time.monotonic()
             try:
@@ -295,12 +313,12 @@ class _Run:
                 raise ModelError("the model refused the request (stop_reason refusal)")
             raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
         self.history.append({"role": "assistant", "content": content})
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
-                                         totals=self.totals(model=response.model))
-        await self.trace("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
+        self.trace_later("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
                          model=response.model, latency_ms=round(latency * 1000),
                          text=final_text(content)[:500], reasoning=reasoning(content)[:500],
                          tool_calls=[c.name for c in tool_calls(content)])
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
+                                         totals=self.totals(model=response.model), steps=self.take_steps())
         if thought := reasoning(content):
             await self.emit("reasoning", step=self.iterations, text=thought)
         self.check_budgets()
@@ -322,9 +340,10 @@ class _Run:
             return tool_calls(self.history[-1]["content"])
         return []
 
-    async def execute(self, calls: list[ToolCall]) -> None:
-        """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn."""
-        done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
+    async def execute(self, calls: list[ToolCall], *, resumed: bool = False) -> None:
+        """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn. Only calls
+        of a turn an earlier drive stored (`resumed`) can have stored results: this drive's fresh ones have none."""
+        done = await self.cfg.store.tool_results(self.id, [c.id for c in calls]) if resumed else {}
         if fresh_calls := [c for c in calls if c.id not in done]:
             await self.emit("tools", step=self.iterations,
                             calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls])
@@ -413,7 +432,7 @@ class _Run:
         except PermissionDenied as e:
             await self.trace("tool", tool=call.name, args=call.args, error=f"PermissionDenied: {e}")
             raise Stop(StopReason.PERMISSION_DENIED, f"{call.name}: {e}") from None
-        await self.trace("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
+        self.trace_later("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
                          result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
         return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
 
@@ -453,7 +472,8 @@ class _Run:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
         # Saved before any stop below: the call ran, and the handoff report must say what it returned.
         await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=call.args,
-                                              content=content, is_error=is_error, confirmed_by=outcome.confirmed_by)
+                                              content=content, is_error=is_error, confirmed_by=outcome.confirmed_by,
+                                              steps=self.take_steps())
         if seen >= limits.loop_stop_at:
             raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
         if counts and self.breaker.observe(is_error):
@@ -466,15 +486,21 @@ class _Run:
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         self.history.append({"role": "user", "content": blocks})
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=self.totals())
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=self.totals(),
+                                         steps=self.take_steps())
         if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
             self.pending_condense = False
             if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
                 await self.condense("context budget exceeded")
 
     # --- 6 stop predicate, limits ---------------------------------------------
-    async def check_stop_requested(self) -> None:
-        if self.cfg.stop_requested and (by := await self.cfg.stop_requested()):
+    async def check_stop_requested(self, news: RunNews | None = None) -> None:
+        """`news`: the flag as read at the start of the step (None: ask `stop_requested` now)."""
+        if news is not None:
+            by = news.stop_requested_by
+        else:
+            by = await self.cfg.stop_requested() if self.cfg.stop_requested else None
+        if by:
             raise Stop(StopReason.CANCELLED, f"stopped by {by}", by=by)
 
     def agent_seconds(self) -> float:
@@ -534,8 +560,24 @@ class _Run:
         await self.cfg.store.save_totals(self.id, self.totals())
 
     async def trace(self, kind: str, **data: Any) -> None:
-        log.info(kind, **data)
-        await self.cfg.store.add_step(self.id, kind, data)
+        """Log and store a trace row now (with any rows still waiting, in one transaction)."""
+        self.trace_later(kind, **data)
+        await self.flush_steps()
+
+    def trace_later(self, kind: str, **data: Any) -> None:
+        """Log a trace row now; it is stored with the step's next write (`take_steps`), in its transaction.
+        Redacted once here: the log's processor and the store find it already redacted (bot.redact.Redacted)."""
+        safe: dict[str, Any] = redact_value(data)
+        log.info(kind, **safe)
+        self.steps.append((kind, safe))
+
+    def take_steps(self) -> list[StepEntry]:
+        steps, self.steps = self.steps, []
+        return steps
+
+    async def flush_steps(self) -> None:
+        if steps := self.take_steps():
+            await self.cfg.store.add_steps(self.id, steps)
 
     async def end_stream(self, sink: AnswerSink | None, *, answer: bool) -> None:
         """The step's turn is known: its stream is kept for the answer, or stopped as it is."""

@@ -476,6 +476,18 @@ class ToolResultRow:
     created_at: float
 
 
+StepEntry = tuple[str, dict[str, Any]]  # a trace row to write: (kind, data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunNews:
+    """What a run reads at the start of each step, in one store call: who asked it to stop, and the thread
+    replies queued for it."""
+
+    stop_requested_by: str | None
+    inbox: list[Injected]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Step:
     """One entry of a run's trace (a row of `steps`)."""

@@ -128,24 +128,17 @@ async def test_degenerate_output_is_named_and_charged(store, fake_anthropic, ant
     assert json.dumps([s.data for s in steps]).count("degenerate output") >= 1
 
 
-# --- the streamed turn, event by event (shapes the fake can't send) ----------------------------------
-def ev(kind: str, **fields: Any) -> Any:
-    from types import SimpleNamespace
-
-    return SimpleNamespace(type=kind, **fields)
+# --- the streamed turn, event by event (shapes the fake can't send), as the API's JSON -----------------------
+def ev(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, **fields}
 
 
-def block(**fields: Any) -> Any:
-    from types import SimpleNamespace
-
-    return SimpleNamespace(model_dump=lambda exclude_none=True: dict(fields))
+def block(**fields: Any) -> dict[str, Any]:
+    return dict(fields)
 
 
-def usage(**fields: Any) -> Any:
-    from anthropic.types import Usage as SdkUsage
-
-    return SdkUsage(input_tokens=fields.pop("input_tokens", 10), output_tokens=fields.pop("output_tokens", 1),
-                    **fields)
+def usage(**fields: Any) -> dict[str, Any]:
+    return {"input_tokens": fields.pop("input_tokens", 10), "output_tokens": fields.pop("output_tokens", 1), **fields}
 
 
 def test_a_tool_call_cut_off_mid_input_is_dropped_not_run() -> None:

@@ -25,10 +25,13 @@ from bot.types import (
     AcceptedReply,
     InboxItem,
     InboxState,
+    Injected,
     OutboxKind,
     OutboxState,
     Run,
+    RunNews,
     RunStatus,
+    StepEntry,
     Totals,
 )
 
@@ -95,16 +98,22 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def put_message(
         self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = (),
-        totals: Totals | None = None,
+        totals: Totals | None = None, steps: Iterable[StepEntry] = (),
     ) -> None:
-        """Store message `seq` (insert or replace), mark inbox items consumed and save the run's totals,
-        in one transaction."""
+        """Store message `seq` (insert or replace), mark inbox items consumed, save the run's totals and write
+        the step's trace rows (`steps`), in one transaction."""
         with self._atomic():
+            self._add_steps(run_id, steps)
             self._put_message(run_id, seq, message)
             for inbox_id in consumed_inbox:
                 self.put_inbox_state(inbox_id, InboxState.CONSUMED)
             if totals is not None:
                 self.save_totals(run_id, totals)
+
+    def run_news(self, run_id: str) -> RunNews:
+        """The Stop flag and the queued thread replies, read together: a run asks at the start of every step."""
+        return RunNews(stop_requested_by=self.stop_requested_by(run_id),
+                       inbox=[Injected(id=i.id, user=i.user, text=i.text) for i in self.queued_inbox(run_id)])
 
     def accept_mention(
         self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
@@ -292,6 +301,7 @@ class LedgerCalls:
     create_run = entry(Ledger.create_run)
     open_run = entry(Ledger.open_run)
     put_message = entry(Ledger.put_message)
+    run_news = entry(Ledger.run_news)
     accept_mention = entry(Ledger.accept_mention, urgent=True)
     accept_reply = entry(Ledger.accept_reply, urgent=True)
     accept_slack_alert = entry(Ledger.accept_slack_alert, urgent=True)  # a Slack delivery: its ack waits

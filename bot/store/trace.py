@@ -4,14 +4,14 @@ steps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.redact import redact, redact_value
 from bot.store.entry import entry
 from bot.store.rows import _decode_tool_result, _marks
 from bot.store.sql import LedgerBase
-from bot.types import Step, ToolResultRow
+from bot.types import Step, StepEntry, ToolResultRow
 
 if TYPE_CHECKING:
     pass
@@ -55,11 +55,12 @@ class Trace(LedgerBase):
 
     def save_tool_result(
         self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
-        is_error: bool, confirmed_by: str | None,
+        is_error: bool, confirmed_by: str | None, steps: Iterable[StepEntry] = (),
     ) -> bool:
         """A call's result. `content` None claims the call's "started" marker, compare-and-set and durably:
         True only for the one caller that inserted it, the only one that may run the call, and never once a
-        Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process)."""
+        Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process).
+        `steps`: trace rows written in the same transaction (a claim takes none: it commits alone, durably)."""
         row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
                redact(content) if content is not None else None, int(is_error), confirmed_by, self.sql.now()]
         columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
@@ -70,10 +71,12 @@ class Trace(LedgerBase):
                     "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
                     "ON CONFLICT DO NOTHING",
                     [*row, run_id]) == 1
-        self._write(f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
-                    "content = excluded.content, is_error = excluded.is_error, confirmed_by = excluded.confirmed_by, "
-                    "created_at = excluded.created_at", row)
+        with self._atomic():
+            self._add_steps(run_id, steps)
+            self._write(f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                        "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
+                        "content = excluded.content, is_error = excluded.is_error, "
+                        "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at", row)
         return True
 
     def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
@@ -86,8 +89,19 @@ class Trace(LedgerBase):
         return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
 
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
-        self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
-                    [run_id, kind, json.dumps(redact_value(data), default=str), self.sql.now()])
+        self._add_steps(run_id, [(kind, data)])
+
+    def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None:
+        """Several trace rows in one transaction (a run's steps written since its last store write)."""
+        with self._atomic():
+            self._add_steps(run_id, steps)
+
+    def _add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None:
+        """Each step as (kind, data), redacted here like everything the store writes."""
+        now = self.sql.now()
+        for kind, data in steps:
+            self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
+                        [run_id, kind, json.dumps(redact_value(data), default=str), now])
 
     def steps(self, run_id: str) -> list[Step]:
         return [
@@ -105,4 +119,5 @@ class TraceCalls:
     save_tool_result = entry(Trace.save_tool_result)
     tool_results = entry(Trace.tool_results)
     add_step = entry(Trace.add_step)
+    add_steps = entry(Trace.add_steps)
     steps = entry(Trace.steps)

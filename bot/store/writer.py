@@ -10,7 +10,8 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -34,21 +35,37 @@ class StoreUnavailable(OpsloopError):
         self.disk_full = disk_full
 
 
+Group = Callable[[Sequence[Callable[[], Any]]], list[tuple[Any, Exception | None]]]  # see SqliteBackend.call_group
+
+
+@dataclass
+class _Job:
+    fn: Callable[[], Any]  # the call on its own
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    group: Group | None = None  # how to run it with others queued with it (one transaction), when it may be
+    part: Callable[[], Any] | None = None  # the call inside that group's transaction
+
+
 class _Writer:
     """The store's one thread (a sqlite-utils Database is bound to the thread that opened it). Work waits in a
     priority queue: what Slack waits on for its ack (accepting an event, a click's decision) goes ahead of
-    the runs' bookkeeping, so a busy bot still acks within Slack's 3 seconds."""
+    the runs' bookkeeping, so a busy bot still acks within Slack's 3 seconds. Urgent calls queued together
+    (a burst of mentions) share one transaction and one fsync (`group`), each with its own result."""
 
     def __init__(self) -> None:
-        self._queue: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
+        self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
         self._order = itertools.count()
+        self.grouped = 0  # calls that shared a transaction with others queued with them (bench and tests)
         self._thread = threading.Thread(target=self._work, name="opsloop-store", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[], T], *, urgent: bool = False) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[[], T], *, urgent: bool = False, group: Group | None = None,
+               part: Callable[[], T] | None = None) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((0 if urgent else 1, next(self._order), (fn, loop, future)))
+        job = _Job(fn, loop, future, group if urgent and part is not None else None, part)
+        self._queue.put((0 if urgent else 1, next(self._order), job))
         return future
 
     def close(self) -> None:
@@ -57,13 +74,40 @@ class _Writer:
 
     def _work(self) -> None:
         while (job := self._queue.get()[2]) is not None:
-            fn, loop, future = job
+            jobs = self._queued_with(job)
+            if len(jobs) > 1 and job.group is not None:
+                self.grouped += len(jobs)
+                try:
+                    outcomes: list[tuple[Any, BaseException | None]] = list(
+                        job.group([j.part for j in jobs if j.part is not None]))
+                except Exception:  # the group as a whole failed and wrote nothing: each call on its own
+                    outcomes = [self._run(j) for j in jobs]
+            else:
+                outcomes = [self._run(j) for j in jobs]
+            for j, outcome in zip(jobs, outcomes, strict=True):
+                with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+                    j.loop.call_soon_threadsafe(_settle, j.future, *outcome)
+
+    def _queued_with(self, job: _Job) -> list[_Job]:
+        """`job` and the groupable urgent calls queued right behind it (the first other item goes back)."""
+        jobs = [job]
+        while job.group is not None:
             try:
-                outcome: tuple[Any, BaseException | None] = (fn(), None)
-            except BaseException as e:  # handed to the caller, whatever it is
-                outcome = (None, e)
-            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
-                loop.call_soon_threadsafe(_settle, future, *outcome)
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item[2] is None or item[2].group != job.group:  # bound methods: equal, not identical
+                self._queue.put(item)  # same (priority, order): it keeps its place
+                break
+            jobs.append(item[2])
+        return jobs
+
+    @staticmethod
+    def _run(job: _Job) -> tuple[Any, BaseException | None]:
+        try:
+            return job.fn(), None
+        except BaseException as e:  # handed to the caller, whatever it is
+            return None, e
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -88,6 +132,7 @@ class StoreBase(Caller):
         self._writer = _Writer()
         self._ledger: Ledger | None = None
         self._listener: PgListener | None = None
+        self.round_trips = 0  # calls handed to the writer thread (a retried call counts once): bench and tests
 
     async def open(self) -> Self:
         """Connect and migrate. A database that is down or starting (Postgres next to us in a deploy) is retried
@@ -140,8 +185,9 @@ class StoreBase(Caller):
             self._ledger = None
         await asyncio.to_thread(self._writer.close)
 
-    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False) -> T:
-        return await self._writer.submit(fn, urgent=urgent)
+    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False, group: Group | None = None,
+                      part: Callable[[], T] | None = None) -> T:
+        return await self._writer.submit(fn, urgent=urgent, group=group, part=part)
 
     async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """`fn(ledger)` as one unit, like every call (see `_call`): for a rule that reads and writes through the
@@ -157,11 +203,14 @@ class StoreBase(Caller):
         ledger = self._ledger
         if ledger is None:  # said here, before the closed store's executor refuses the call
             raise RuntimeError("store is not open")
+        self.round_trips += 1
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.05
+        group: Group | None = getattr(ledger.sql, "call_group", None)  # SQLite: urgent calls share a commit
         while True:
             try:
-                return await self._submit(lambda: ledger.call(fn), urgent=urgent)
+                return await self._submit(lambda: ledger.call(fn), urgent=urgent, group=group,
+                                          part=lambda: fn(ledger))
             except Exception as e:
                 transient = ledger.sql.transient(e)
                 if transient is None:

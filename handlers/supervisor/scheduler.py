@@ -251,7 +251,7 @@ class Supervisor:
             model=self.model_for(row.model), store=self.store, tools=self.tools,
             price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
             effort=s.model.effort, thinking_display=s.model.thinking_display,
-            confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested,
+            confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested, news=thread.news,
             on_event=thread.on_event, answer_sink=thread.streams.for_step,
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,

@@ -12,7 +12,17 @@ from slack_sdk.errors import SlackApiError
 
 from bot.report import handoff_report
 from bot.store import StoreUnavailable
-from bot.types import ConfirmRequest, Decision, Injected, OutboxPost, Run, RunResult, RunStatus, StopReason
+from bot.types import (
+    ConfirmRequest,
+    Decision,
+    Injected,
+    OutboxPost,
+    Run,
+    RunNews,
+    RunResult,
+    RunStatus,
+    StopReason,
+)
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
 from handlers.stream import AnswerStreams
@@ -107,6 +117,9 @@ class IncidentThread:
 
     async def stop_requested(self) -> str | None:
         return await self.sup.store.stop_requested_by(self.run_id)
+
+    async def news(self) -> RunNews:
+        return await self.sup.store.run_news(self.run_id)  # the two above in one store call, once a step
 
     async def on_event(self, kind: str, data: dict[str, Any]) -> None:
         names: dict[str, str] = {}

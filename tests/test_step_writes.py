@@ -1,0 +1,158 @@
+"""A step's store round trips: its trace rows ride in its own writes (one transaction each), the Stop flag and the
+inbox come in one read, and a drive never re-reads the results it just wrote. The store side runs once per
+backend (`db_url`); the loop side counts the calls handed to the store's writer thread (`Store.round_trips`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from bot.model import AnthropicModel
+from bot.pricing import price_for
+from bot.runtime import RunConfig, run
+from bot.store import Store
+from bot.types import Injected, RunNews, StopReason, Totals, Usage
+from tests.fakes.anthropic import FakeAnthropic, error, reply, text, tool_use
+from tools import Category, ToolRegistry, tool
+
+MODEL = "claude-sonnet-5-5"
+
+
+@tool(category=Category.READ_ONLY)
+async def check_cpu(host: str) -> str:
+    """CPU usage of a host."""
+    return f"{host}: cpu 97%"
+
+
+TOOLS = ToolRegistry([check_cpu])
+
+
+@pytest.fixture
+async def any_store(db_url: str) -> AsyncIterator[Store]:
+    s = await Store(db_url, retry_seconds=5).open()
+    yield s
+    await s.close()
+
+
+async def new_run(store: Store, task: str = "web-03 has high CPU") -> str:
+    row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=MODEL,
+                                 history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
+    return row.id
+
+
+def config(store: Store, client: anthropic.AsyncAnthropic, run_id: str, **kw: Any) -> RunConfig:
+    async def news() -> RunNews:
+        return await store.run_news(run_id)
+
+    return RunConfig(model=AnthropicModel(client, [MODEL], backoff_base=0.001), store=store, tools=TOOLS,
+                     price_for=lambda m: price_for(m)[0], system_prompt="You are opsloop.", news=news, **kw)
+
+
+# --- the store, on both backends ------------------------------------------------------------------------
+async def test_a_turn_and_its_trace_rows_are_written_together(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    turn = {"role": "assistant", "content": [{"type": "text", "text": "fine"}]}
+    totals = Totals(iterations=1, usage=Usage(), cost_usd=0.0, agent_seconds=0.0, tools_called=(), condensed=False)
+    await any_store.put_message(run_id, 1, turn, totals=totals,
+                                steps=[("request", {"iteration": 1}), ("response", {"text": "fine"})])
+    assert [(s.kind, s.data) for s in await any_store.steps(run_id)] == [
+        ("request", {"iteration": 1}), ("response", {"text": "fine"})]
+    assert (await any_store.history(run_id))[1] == turn
+
+
+async def test_a_turn_that_fails_to_store_leaves_none_of_its_trace_rows(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    with pytest.raises(TypeError):  # content that can't be encoded: the whole transaction goes
+        await any_store.put_message(run_id, 1, {"role": "assistant", "content": {1, 2}},
+                                    steps=[("request", {"iteration": 1})])
+    assert (await any_store.steps(run_id), len(await any_store.history(run_id))) == ([], 1)
+
+
+async def test_a_result_and_its_trace_row_are_written_together(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    assert await any_store.save_tool_result(run_id, tool_use_id="toolu_1", tool="check_cpu", args={"host": "a"},
+                                            content="a: cpu 97%", is_error=False, confirmed_by=None,
+                                            steps=[("tool", {"tool": "check_cpu", "result": "a: cpu 97%"})])
+    assert [(s.kind, s.data["tool"]) for s in await any_store.steps(run_id)] == [("tool", "check_cpu")]
+    assert (await any_store.tool_results(run_id))["toolu_1"].content == "a: cpu 97%"
+
+
+async def test_run_news_reads_the_stop_flag_and_the_queued_replies(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    assert await any_store.run_news(run_id) == RunNews(stop_requested_by=None, inbox=[])
+    inbox_id = await any_store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="logs first")
+    assert await any_store.request_stop(run_id, "U9")
+    assert await any_store.run_news(run_id) == RunNews(
+        stop_requested_by="U9", inbox=[Injected(id=inbox_id, user="U7", text="logs first")])
+
+
+# --- the loop ---------------------------------------------------------------------------------------------
+async def drive(store: Store, fake: FakeAnthropic, client: anthropic.AsyncAnthropic,
+                tool_steps: int) -> tuple[int, str]:
+    """A run of `tool_steps` tool steps and an answer: (the store round trips it took, its id)."""
+    fake.script(*[reply(tool_use("check_cpu", {"host": f"web-{i}"}, id=f"toolu_{i}")) for i in range(tool_steps)],
+                reply(text("fine")))
+    run_id = await new_run(store)
+    before = store.round_trips
+    result = await run(config(store, client, run_id), run_id)
+    assert result.stop_reason == StopReason.COMPLETED
+    return store.round_trips - before, run_id
+
+
+async def test_a_tool_step_takes_four_store_round_trips(store: Store, fake_anthropic: FakeAnthropic,
+                                                        anthropic_client: anthropic.AsyncAnthropic) -> None:
+    """The news, the assistant turn with its request and response rows, the result with its tool row, and the
+    turn of results: nothing re-reads what the drive just wrote."""
+    one, _ = await drive(store, fake_anthropic, anthropic_client, 1)
+    three, _ = await drive(store, fake_anthropic, anthropic_client, 3)
+    assert (three - one) / 2 == 4
+
+
+async def test_every_trace_row_is_stored_in_order(store: Store, fake_anthropic: FakeAnthropic,
+                                                  anthropic_client: anthropic.AsyncAnthropic) -> None:
+    _, run_id = await drive(store, fake_anthropic, anthropic_client, 1)
+    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response",
+                                                           "stop"]
+
+
+async def test_a_stop_read_with_the_news_ends_the_run_before_any_request(
+        store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic) -> None:
+    run_id = await new_run(store)
+    assert await store.request_stop(run_id, "U9")
+    result = await run(config(store, anthropic_client, run_id), run_id)
+    assert (result.stop_reason, result.stopped_by, fake_anthropic.requests) == (StopReason.CANCELLED, "U9", [])
+
+
+async def test_a_reply_read_with_the_news_enters_the_first_request(
+        store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic) -> None:
+    run_id = await new_run(store)
+    await store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="check the logs first")
+    fake_anthropic.script(reply(text("fine")))
+    await run(config(store, anthropic_client, run_id), run_id)
+    [first] = fake_anthropic.requests
+    said = [b["text"] for m in first.body["messages"] for b in m["content"] if b.get("type") == "text"]
+    assert (said[-1], await store.queued_inbox(run_id)) == ("[thread reply from U7] check the logs first", [])
+    assert "inject" in [s.kind for s in await store.steps(run_id)]
+
+
+async def test_a_request_that_fails_keeps_its_trace_row(store: Store, fake_anthropic: FakeAnthropic,
+                                                        anthropic_client: anthropic.AsyncAnthropic) -> None:
+    """The request row waits for the step's next write; a model error writes it with its own."""
+    fake_anthropic.script(error(401, "authentication_error", "invalid x-api-key"))
+    run_id = await new_run(store)
+    result = await run(config(store, anthropic_client, run_id), run_id)
+    assert result.stop_reason == StopReason.MODEL_ERROR
+    assert [s.kind for s in await store.steps(run_id)] == ["request", "model_error", "stop"]
+
+
+# --- redacted once ----------------------------------------------------------------------------------------
+def test_redacted_text_is_not_redacted_again_but_what_is_made_from_it_is() -> None:
+    from bot.redact import Redacted, redact
+
+    secret = "sk-ant-api03-PLANTEDsecret0value0123456789"
+    once = redact(f"the key is {secret}")
+    assert (type(once), redact(once) is once, secret in once) == (Redacted, True, False)
+    assert secret not in redact(once + f" and {secret}")  # a concatenation is plain text: redacted again

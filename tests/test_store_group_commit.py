@@ -1,0 +1,76 @@
+"""Urgent calls queued together (a burst of mentions after start-up) share one SQLite transaction and one fsync:
+each still gets its own result, and one that fails rolls back alone."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from bot.store import Ledger, Store
+from handlers.approvals import supersede_by_reply
+
+
+async def hold_the_writer(store: Store) -> tuple[threading.Event, asyncio.Future[None]]:
+    """Park the writer thread on a plain call until released, so the calls behind it queue up together."""
+    started, release = threading.Event(), threading.Event()
+
+    def parked(_: Ledger) -> None:
+        started.set()
+        release.wait(30)
+
+    busy = asyncio.ensure_future(store.atomically(parked))
+    await asyncio.to_thread(started.wait, 30)
+    return release, busy
+
+
+async def mention(store: Store, i: int):
+    return await store.accept_mention(f"Ev{i:03d}", channel="C1", thread_ts=f"{i}.0", requester="U1",
+                                      task=f"web-{i:02d} is out of disk", prompt="task", model="m", mention_ts=f"{i}.0",
+                                      on_reply=supersede_by_reply)
+
+
+async def test_a_burst_of_accepts_shares_one_commit_and_each_gets_its_own_run(tmp_path: Path) -> None:
+    store = await Store(tmp_path / "opsloop.db").open()
+    try:
+        release, busy = await hold_the_writer(store)
+        burst = [asyncio.ensure_future(mention(store, i)) for i in range(5)]
+        duplicate = asyncio.ensure_future(mention(store, 0))  # the same event again, in the same group
+        while store._writer._queue.qsize() < 6:  # noqa: ASYNC110 (waiting on the queue's observable size)
+            await asyncio.sleep(0)
+        release.set()
+        await busy
+        accepted = await asyncio.gather(*burst)
+        assert ([a.run.task for a in accepted], await duplicate) == ([f"web-{i:02d} is out of disk" for i in range(5)],
+                                                                     None)
+        assert store._writer.grouped == 6
+        assert len({a.run.id for a in accepted}) == 5
+    finally:
+        await store.close()
+
+
+async def test_a_call_that_fails_in_a_group_rolls_back_alone(tmp_path: Path) -> None:
+    store = await Store(tmp_path / "opsloop.db").open()
+    try:
+        release, busy = await hold_the_writer(store)
+
+        def half_then_fail(ledger: Ledger) -> None:
+            ledger.claim_event("EvBAD")
+            raise ValueError("after writing half")
+
+        first = asyncio.ensure_future(mention(store, 1))
+        bad = asyncio.ensure_future(store.atomically(half_then_fail, urgent=True))
+        last = asyncio.ensure_future(mention(store, 2))
+        while store._writer._queue.qsize() < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0)
+        release.set()
+        await busy
+        with pytest.raises(ValueError, match="after writing half"):
+            await bad
+        assert ((await first).run.thread_ts, (await last).run.thread_ts) == ("1.0", "2.0")
+        assert store._writer.grouped == 3
+        assert await store.atomically(lambda ledger: ledger.claim_event("EvBAD"))  # its claim was rolled back
+    finally:
+        await store.close()
