@@ -116,5 +116,6 @@ async def test_opsloop_run_refuses_a_retired_model_in_one_line(tmp_path):
                                                 stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
-    assert err.decode().splitlines() == [
+    assert err.decode().splitlines() == [  # which config runs, then the one problem
+        f"opsloop: config: {config} (--config)",
         "opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); replace it with claude-sonnet-5-5 in [model]"]
