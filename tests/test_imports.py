@@ -182,8 +182,6 @@ def test_no_import_cycles_type_checking_included_among_tools() -> None:
     assert [g for g in cycles(graph()) if g[0].startswith("tools")] == []
 
 
-@pytest.mark.xfail(strict=True, reason="bot/store/entry.py imports Ledger under TYPE_CHECKING (the ledger imports "
-                                       "entry); bot/store/ is the perf branch's at the moment")
 def test_no_import_cycles_type_checking_included_in_the_store() -> None:
     assert [g for g in cycles(graph()) if g[0].startswith("bot.store")] == []
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
-
-if TYPE_CHECKING:
-    from bot.store.ledger import Ledger
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -18,7 +15,8 @@ T = TypeVar("T")
 class Caller:
     """What an entry needs of the store: run `fn(ledger)` as one unit on the writer thread (bot.store.Store)."""
 
-    async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
+    # `fn` takes the Ledger; typed Any here so this module needn't import the ledger that imports it.
+    async def _call(self, fn: Callable[[Any], T], *, urgent: bool = False) -> T:
         raise NotImplementedError
 
 
