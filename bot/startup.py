@@ -130,18 +130,19 @@ async def prometheus(settings: Settings, listen: Listen, out: Findings, strict: 
     url = prom.get("url") if isinstance(prom, dict) else None
     if not isinstance(url, str) or not url:
         return
-    import httpx
+    import aiohttp
 
     ready = f"{url.rstrip('/')}/-/ready"
     try:
-        async with httpx.AsyncClient(timeout=5, trust_env=True) as client:
-            answer = await client.get(ready)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), trust_env=True) as client:
+            async with client.get(ready) as answer:
+                status = answer.status
     except Exception as e:
         what = unreachable(e, url, proxy=settings.proxy, timeout_s=5) if is_unreachable(e) else reason(e)
         out.warnings.append(f"prometheus: {ready}: {what}")
         return
-    if answer.status_code != 200:
-        out.warnings.append(f"prometheus: {ready} answered {answer.status_code}")
+    if status != 200:
+        out.warnings.append(f"prometheus: {ready} answered {status}")
 
 
 CHECKS: tuple[Check, ...] = (tokens, addresses, store, prometheus)

@@ -217,3 +217,37 @@ def test_slack_sdks_own_retry_line_is_not_logged_next_to_ours():
         "Cannot connect to host slack.com:443")
     logging.getLogger("opsloop.app").warning("slack.unreachable")
     assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["slack.unreachable"]
+
+
+async def test_check_warns_once_when_prometheus_is_not_ready_and_not_when_it_is(tmp_path):
+    from aiohttp import web
+
+    refused = _free_port()
+    (tmp_path / "opsloop.toml").write_text(f'[tools.prometheus]\nurl = "http://127.0.0.1:{refused}"\n')
+    _, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    said = [line for line in err.splitlines() if "prometheus" in line]
+    assert len(said) == 1 and said[0].startswith(f"opsloop: warning: prometheus: http://127.0.0.1:{refused}/-/ready")
+    app = web.Application()
+    app.router.add_get("/-/ready", lambda _: web.Response(text="Prometheus Server is Ready.\n"))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        (tmp_path / "opsloop.toml").write_text(f'[tools.prometheus]\nurl = "http://127.0.0.1:{port}"\n')
+        _, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    finally:
+        await runner.cleanup()
+    assert [line for line in err.splitlines() if "prometheus" in line] == []
+
+
+async def test_check_says_an_unreachable_host_once(tmp_path):
+    refused = _free_port()
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "opsloop.toml").write_text(
+        f'[ssh]\nuser = "opsloop"\nknown_hosts = "{tmp_path / "known_hosts"}"\nconnect_timeout_s = 2\n'
+        f'[[hosts]]\nname = "web-01"\naddress = "127.0.0.1"\nport = {refused}\n')
+    code, out, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    problems = [line for line in err.splitlines() if "web-01" in line]
+    assert code == 2 and len(problems) == 1 and "Traceback" not in err, err
