@@ -10,7 +10,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.errors import OpsloopError
-from bot.types import AnswerSink, ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
+from bot.types import (
+    AnswerSink,
+    ModelRequest,
+    ModelResponse,
+    Run,
+    RunMemory,
+    RunStatus,
+    StopReason,
+    ToolResultRow,
+    Totals,
+)
 
 __all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
 
@@ -34,7 +44,8 @@ class RunStore(Protocol):
     async def set_drop_block(self, run_id: str) -> None: ...
     async def save_totals(self, run_id: str, totals: Totals) -> None: ...
     async def finish_run(self, run_id: str, *, stop_reason: StopReason, stop_detail: str,
-                         stopped_by: str | None = None, output: str | None = None) -> None: ...
+                         stopped_by: str | None = None, output: str | None = None,
+                         remember: RunMemory | None = None) -> None: ...
     async def history(self, run_id: str) -> list[dict[str, Any]]: ...
     async def put_message(self, run_id: str, seq: int, message: dict[str, Any], *,
                           consumed_inbox: Iterable[str] = (), totals: Totals | None = None) -> None: ...
