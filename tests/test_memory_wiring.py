@@ -123,3 +123,23 @@ async def test_memory_disabled_records_nothing_and_offers_nothing(store: Store) 
     reg = await build_registry({"modules": []}, reaches={}, shared={Store: store})
     assert reg.get("search_incidents") is None and await reg.offers(scope("C1", "web-03 disk")) == []
     await reg.aclose()
+
+
+def test_opsloop_forget_takes_a_run_out_of_memory(tmp_path: object) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from bot.cli import main
+
+    db = str(Path(str(tmp_path)) / "opsloop.db")
+
+    async def seed() -> str:
+        s = await Store(db).open()
+        try:
+            return await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned")
+        finally:
+            await s.close()
+
+    run_id = asyncio.run(seed())
+    assert main(["forget", run_id, "--db", db]) == 0
+    assert main(["forget", run_id, "--db", db]) != 0  # not there any more: said, not silent
