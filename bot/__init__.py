@@ -15,6 +15,7 @@ from bot.types import (
     ModelRequest,
     ModelResponse,
     Run,
+    RunMemory,
     RunStatus,
     StepEntry,
     StopReason,
@@ -44,7 +45,8 @@ class RunStore(Protocol):
     async def set_drop_block(self, run_id: str) -> None: ...
     async def save_totals(self, run_id: str, totals: Totals) -> None: ...
     async def finish_run(self, run_id: str, *, stop_reason: StopReason, stop_detail: str,
-                         stopped_by: str | None = None, output: str | None = None) -> None: ...
+                         stopped_by: str | None = None, output: str | None = None,
+                         remember: RunMemory | None = None) -> None: ...
     async def history(self, run_id: str) -> list[dict[str, Any]]: ...
     async def put_message(self, run_id: str, seq: int, message: dict[str, Any], *,
                           consumed_inbox: Iterable[str] = (), totals: Totals | None = None,

@@ -131,6 +131,15 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 @_reads_store
+def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
+    if not Ledger(settings.db_path).forget(args.run_id):
+        return _fail([f"run {args.run_id!r} is not in incident memory ({settings.db_path})"])
+    print(f"forgot {args.run_id}: it is no longer searched or offered")
+    return 0
+
+
+@_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     ledger = Ledger(settings.db_path)
     run = ledger.find_run(args.run_id)
@@ -285,6 +294,7 @@ def parser() -> argparse.ArgumentParser:
         ("check", cmd_check, "validate config and tokens; list tools with their category"),
         ("runs", cmd_runs, "list runs"),
         ("show", cmd_show, "print one run's step trace"),
+        ("forget", cmd_forget, "take one run out of incident memory"),
         ("audit", cmd_audit, "every approval decision ever made"),
         ("demo", cmd_demo, "a whole incident end to end with no credentials"),
         ("sandbox", cmd_sandbox, "the Slack stand-in and the app in your browser, with your config and tools"),
@@ -303,8 +313,9 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--db", help="the SQLite file or postgresql:// URL (default: $OPSLOOP_DB, else opsloop.db)")
         if name == "runs":
             s.add_argument("--limit", type=int, default=50)
-        if name == "show":
+        if name in ("show", "forget"):
             s.add_argument("run_id")
+        if name == "show":
             s.add_argument("--html", metavar="FILE", help="write the run as one HTML page (- for stdout)")
         if name == "demo":
             s.add_argument("--interactive", action="store_true", help="you approve, deny and reply at a prompt")
@@ -325,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-STORE_COMMANDS = ("run", "check", "runs", "show", "audit", "export", "replay")
+STORE_COMMANDS = ("run", "check", "runs", "show", "forget", "audit", "export", "replay")
 
 
 def _version() -> str:

@@ -44,6 +44,7 @@ from bot.types import (
     ModelRequest,
     ModelResponse,
     Run,
+    RunMemory,
     RunNews,
     RunResult,
     StepEntry,
@@ -92,6 +93,7 @@ class RunConfig:
     # Context offered at a run's first drive (past incidents, the team's runbook): text blocks appended to the
     # task's user turn before the first request, so the system prompt and tools stay the cached prefix.
     prelude: Callable[[], Awaitable[Sequence[str]]] | None = None
+    remember: RunMemory | None = None  # incident memory is on: the run's end also writes its incident record
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
@@ -504,7 +506,8 @@ class _Run(ToolGate):
             results = {k: (v.content, v.is_error) if v.content is not None
                        else (prompts.unknown_outcome(v.tool, why), True) for k, v in done.items()}
             await self.answer(calls, results, missing=reason.value)
-        await self.cfg.store.finish_run(self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output)
+        await self.cfg.store.finish_run(self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output,
+                                       remember=self.cfg.remember)
         await self.save_totals()
         await self.trace("stop", reason=reason.value, detail=detail, by=by, iterations=self.iterations,
                          usage=self.usage.to_dict(), cost_usd=round(self.cost, 6))

@@ -12,6 +12,7 @@ import structlog
 from bot.types import Run
 from handlers import messages
 from handlers.event_filters import dig
+from handlers.links import permalink
 from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.home")
@@ -19,12 +20,6 @@ log = structlog.get_logger("opsloop.home")
 RECENT = 10
 SHOWN_MAX = 20  # active runs and approvals each: a Home tab holds at most 100 blocks
 TASK_SHOWN = 80
-
-
-def permalink(channel: str, ts: str, thread_ts: str | None = None) -> str:
-    """A link to a message Slack resolves in the reader's workspace (no chat.getPermalink call per line)."""
-    link = f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}"
-    return f"{link}?thread_ts={thread_ts}&cid={channel}" if thread_ts and thread_ts != ts else link
 
 
 async def on_home_opened(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ class Membership:
     def __init__(self, client: AsyncWebClient, *, cache_seconds: float = 60.0) -> None:
         self.client, self.cache_seconds = client, cache_seconds
         self._of: dict[str, tuple[float, frozenset[str]]] = {}
+        self._kinds: dict[str, str] = {}  # a conversation's kind does not change (a channel made private: restart)
 
     async def conversations(self, user: str) -> frozenset[str] | None:
         """The ids of every conversation `user` is in (channels, private ones, group DMs, DMs); None when Slack
@@ -57,6 +58,30 @@ class Membership:
             log.warning("membership.info_failed", channel=channel, error=_error(e))
             return None
         return bool(info.get("is_member") or info.get("is_im"))  # a DM the bot can read is a DM with the bot
+
+
+    async def kind(self, channel: str) -> str | None:
+        """What conversations.info says `channel` is: public, private, im or mpim; None when Slack could not say
+        (incident memory then keeps the run's record as private: fail closed). Cached once known."""
+        if (known := self._kinds.get(channel)) is not None:
+            return known
+        try:
+            info: dict[str, Any] = (await self.client.conversations_info(channel=channel)).get("channel") or {}
+        except Exception as e:
+            log.warning("membership.kind_failed", channel=channel, error=_error(e))
+            return None
+        if info.get("is_im"):
+            found = "im"
+        elif info.get("is_mpim"):
+            found = "mpim"
+        elif info.get("is_private") or info.get("is_group"):
+            found = "private"
+        elif info.get("is_channel"):
+            found = "public"
+        else:
+            return None
+        self._kinds[channel] = found
+        return found
 
 
 def _error(e: Exception) -> str:

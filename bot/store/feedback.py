@@ -3,10 +3,15 @@ latest click replacing the earlier one."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from bot.store.entry import entry
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
 from bot.types import Feedback, FeedbackValue
+
+if TYPE_CHECKING:
+    from bot.store.memory import MemoryRows
 
 
 class FeedbackRows(LedgerBase):
@@ -17,14 +22,18 @@ class FeedbackRows(LedgerBase):
         """Store one click as `user`'s say on the answer message (`channel`, `message_ts`): it replaces their earlier
         click there (the latest counts, once). False when this click (`click`: Slack's id for it) is the one stored
         already (a redelivery)."""
-        return self._write(
-            'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            'ON CONFLICT (channel, message_ts, "user") DO UPDATE SET click = excluded.click, '
-            "run_id = excluded.run_id, value = excluded.value, at = excluded.at "
-            "WHERE feedback.click <> excluded.click",
-            [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
-        ) == 1
+        with self._atomic():
+            stored = self._write(
+                'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                'ON CONFLICT (channel, message_ts, "user") DO UPDATE SET click = excluded.click, '
+                "run_id = excluded.run_id, value = excluded.value, at = excluded.at "
+                "WHERE feedback.click <> excluded.click",
+                [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
+            ) == 1
+            if stored:  # the run's incident record (if remembered) takes the latest click, in this transaction
+                cast("MemoryRows", self).note_incident_feedback(run_id)
+        return stored
 
     def feedback(self, run_id: str | None = None) -> list[Feedback]:
         """Each person's say on each answer, oldest first (one run's, with `run_id`)."""

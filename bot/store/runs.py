@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bot.backends import WAKE_RUNS
 from bot.redact import redact, redact_value
 from bot.store.entry import entry
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
-from bot.types import ApprovalState, Run, RunStatus, StopReason, Totals
+from bot.types import ApprovalState, Run, RunMemory, RunStatus, StopReason, Totals
 
 if TYPE_CHECKING:
-    pass
+    from bot.store.memory import MemoryRows
 
 
 class Runs(LedgerBase):
@@ -60,10 +60,16 @@ class Runs(LedgerBase):
 
     def finish_run(
         self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
-        output: str | None = None,
+        output: str | None = None, remember: RunMemory | None = None,
     ) -> None:
-        self._update_run(run_id, status=RunStatus.FINISHED.value, stop_reason=stop_reason.value,
-                         stop_detail=stop_detail, stopped_by=stopped_by, output=output)
+        """End a run. With `remember` (incident memory is enabled) the run becomes an incident record in the same
+        transaction, so it is searchable as soon as its end is stored."""
+        with self._atomic():
+            self._update_run(run_id, status=RunStatus.FINISHED.value, stop_reason=stop_reason.value,
+                             stop_detail=stop_detail, stopped_by=stopped_by, output=output)
+            if remember is not None:
+                cast("MemoryRows", self).record_incident(run_id, kind=remember.kind, permalink=remember.permalink,
+                                                         labels=remember.labels)
 
     def _update_run(self, run_id: str, **fields: Any) -> None:
         # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).

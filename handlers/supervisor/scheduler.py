@@ -24,10 +24,11 @@ from bot.pricing import Price
 from bot.redact import redact
 from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
-from bot.types import Run, RunResult, StopReason
+from bot.types import Run, RunMemory, RunResult, StopReason
 from handlers import approvals
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk
+from handlers.links import permalink as thread_permalink
 from handlers.membership import Membership
 from handlers.names import SlackNames
 from handlers.outbox import Cards, Outbox
@@ -209,7 +210,7 @@ class Supervisor:
                 await thread.status.open()
             except Exception as e:  # a status line is best effort: a Slack outage must not end the run
                 log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
-            cfg = self._config(row, thread)
+            cfg = self._config(row, thread, remember=await self._remember(thread))
             try:
                 result = await run(cfg, run_id)
             except Pause as pause:
@@ -230,7 +231,8 @@ class Supervisor:
             except Exception as e:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
-                await self.store.finish_run(run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail)
+                await self.store.finish_run(run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail,
+                                            remember=cfg.remember)
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
             await thread.finish(result)
@@ -245,7 +247,16 @@ class Supervisor:
             await thread.finish(result)
             return result
 
-    def _config(self, row: Run, thread: IncidentThread) -> RunConfig:
+    async def _remember(self, thread: IncidentThread) -> RunMemory | None:
+        """What the run's incident record needs from Slack, when [memory] is on (None: nothing is recorded)."""
+        if self.settings.reaches.get("memory") is None:
+            return None
+        scope = thread.scope
+        labels = {**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})}
+        return RunMemory(kind=await self.membership.kind(thread.channel), labels=labels,
+                         permalink=thread_permalink(thread.channel, thread.thread_ts))
+
+    def _config(self, row: Run, thread: IncidentThread, *, remember: RunMemory | None = None) -> RunConfig:
         s = self.settings
         return RunConfig(
             model=self.model_for(row.model), store=self.store, tools=self.tools,
@@ -255,7 +266,7 @@ class Supervisor:
             on_event=thread.on_event, answer_sink=thread.streams.for_step,
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
-            scope=thread.scope, prelude=thread.prelude,
+            scope=thread.scope, prelude=thread.prelude, remember=remember,
         )
 
     # --- Slack ----------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""The incident-memory reach: `[memory] enabled, retention_days`, its tool, and its offer at a run's start."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.configreader import Reader
+from tools.api import Offer, RunScope
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    retention_days: float = 365.0  # 0: keep forever
+
+
+class MemoryReach:
+    name: str = "memory"
+    sections: tuple[str, ...] = ("memory",)
+    hint: str = "[memory] enabled = true"
+    modules: tuple[str, ...] = ("tools.memory",)
+
+    def parse(self, config: Reader, env: Mapping[str, str]) -> MemoryConfig | None:
+        """None (nothing recorded, offered or listed) when [memory] is absent or `enabled = false`."""
+        if not config.has("memory"):
+            return None
+        section = config.at("memory")
+        section.only(("enabled", "retention_days"))
+        enabled = section.bool("enabled", True)
+        days = section.number("retention_days", 365.0, low=0.0)
+        return MemoryConfig(retention_days=float(days)) if enabled else None
+
+    def open(self, config: MemoryConfig) -> Mapping[type, object]:
+        return {MemoryConfig: config}
+
+    async def aclose(self, resources: Mapping[type, object]) -> None:
+        return None
+
+    async def check(self, config: MemoryConfig) -> tuple[list[str], list[str]]:
+        keep = "forever" if config.retention_days <= 0 else f"{config.retention_days:g} days"
+        return [f"memory: incident records kept {keep}"], []
+
+    def bind_tools(self, config: MemoryConfig, tools: Sequence[Any]) -> list[Any]:
+        return list(tools)
+
+    async def offer(self, config: MemoryConfig, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
+        from tools.memory.offer import offer_for
+
+        return await offer_for(resources, scope)
+
+
+REACH = MemoryReach()
