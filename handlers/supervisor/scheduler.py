@@ -209,6 +209,7 @@ class Supervisor:
                 await thread.status.open()
             except Exception as e:  # a status line is best effort: a Slack outage must not end the run
                 log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
+            await thread.load_alert()
             cfg = self._config(row, thread)
             try:
                 result = await run(cfg, run_id)
