@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import warnings
+from collections.abc import Sequence
 
 from bot.config import Settings
 from bot.pricing import Status, lifecycle, model_problems, replacement_for
@@ -118,9 +119,11 @@ def store_check(settings: Settings) -> list[str]:
     return []
 
 
-async def reaches_check(settings: Settings) -> list[str]:
+async def reaches_check(settings: Settings, tool_names: Sequence[str] = (),
+                        notes: list[str] | None = None) -> list[str]:
     """Each configured reach's own check (tools/reaches.py), in the list's order: its lines printed, its
-    problems returned."""
+    problems returned. A reach with a `warnings(config, tool_names)` method (optional) adds warnings to `notes`
+    about what it names against the registry's tools (a runbook's backticked tool no registry has)."""
     from tools.reaches import REACHES
 
     problems: list[str] = []
@@ -131,6 +134,8 @@ async def reaches_check(settings: Settings) -> list[str]:
         for line in lines:
             print(line)
         problems += found
+        if notes is not None and (warn := getattr(reach, "warnings", None)) is not None:
+            notes += await warn(config, tool_names)
     return problems
 
 
@@ -150,14 +155,16 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
     except ToolConfigError as e:
         problems.append(str(e))
         registry = None
+    tool_names: list[str] = []
     if registry is not None:
+        tool_names = [t.name for t in registry]
         print(f"{'tool':<28} {'category':<12} {'parallel':<9} source")
         for row in tool_table(registry):
             print(f"{row['name']:<28} {row['category']:<12} {'yes' if row['parallel'] else 'no':<9} {row['source']}")
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
-    reach_problems = await reaches_check(settings) if registry is not None else []
+    reach_problems = await reaches_check(settings, tool_names, notes) if registry is not None else []
     if not any(p.startswith("store:") for p in problems):
         problems += store_check(settings)
     problems += reach_problems

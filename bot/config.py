@@ -312,7 +312,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             raise ConfigError([f"{path}: config file not found"]) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError([f"{path}: invalid TOML: {e}"]) from None
-    config = Reader(raw, base_dir=None, problems=problems)
+    # Relative paths in the file (runbook dirs, a kubeconfig) are the config file's (Reader.path), not the cwd's.
+    config = Reader(raw, base_dir=Path(path).resolve().parent if path else None, problems=problems)
     owned = reach_sections()
     sections: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():

@@ -248,6 +248,6 @@ async def test_check_says_an_unreachable_host_once(tmp_path):
     (tmp_path / "opsloop.toml").write_text(
         f'[ssh]\nuser = "opsloop"\nknown_hosts = "{tmp_path / "known_hosts"}"\nconnect_timeout_s = 2\n'
         f'[[hosts]]\nname = "web-01"\naddress = "127.0.0.1"\nport = {refused}\n')
-    code, out, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
     problems = [line for line in err.splitlines() if "web-01" in line]
     assert code == 2 and len(problems) == 1 and "Traceback" not in err, err

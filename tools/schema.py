@@ -108,8 +108,13 @@ def type_schema(annotation: Any, *, where: str) -> dict[str, Any]:
     if origin is list:
         (item,) = typing.get_args(annotation)
         return {"type": "array", "items": type_schema(item, where=where)}
+    if origin is dict:  # an object of named values: {"team": "web"}
+        key, value = typing.get_args(annotation) or (None, None)
+        if key is not str:
+            raise TypeError(f"{where}: a dict needs str keys, e.g. dict[str, str]")
+        return {"type": "object", "additionalProperties": type_schema(value, where=where)}
     raise TypeError(f"{where}: unsupported annotation {annotation!r} (use str, int, float, bool, "
-                    "Literal[...], an Enum, list[X] or X | None)")
+                    "Literal[...], an Enum, list[X], dict[str, X] or X | None)")
 
 
 def _json_default(value: Any) -> Any:

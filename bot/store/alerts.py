@@ -80,6 +80,11 @@ class Alerts(LedgerBase):
         rows = self._select("SELECT * FROM alert_groups WHERE key = ?", [key])
         return _decode_group(rows[0]) if rows else None
 
+    def alert_group_of_run(self, run_id: str) -> AlertGroup | None:
+        """The alert group that started run `run_id` (the first, should a run hold two), or None."""
+        rows = self._select("SELECT * FROM alert_groups WHERE run_id = ? ORDER BY created_at LIMIT 1", [run_id])
+        return _decode_group(rows[0]) if rows else None
+
     def alert_groups(self, channel: str | None = None) -> list[AlertGroup]:
         where, params = ("channel = ?", [channel]) if channel else ("1 = 1", [])
         return [_decode_group(r) for r in self._rows("alert_groups", where, params, order_by="created_at")]
@@ -143,6 +148,7 @@ class AlertsCalls:
 
     alert_group = entry(Alerts.alert_group)
     alert_groups = entry(Alerts.alert_groups)
+    alert_group_of_run = entry(Alerts.alert_group_of_run)
     alert_runs_since = entry(Alerts.alert_runs_since)
     stuck_alert_groups = entry(Alerts.stuck_alert_groups)
     claim_alert_group = entry(Alerts.claim_alert_group)

@@ -210,6 +210,7 @@ class Supervisor:
                 await thread.status.open()
             except Exception as e:  # a status line is best effort: a Slack outage must not end the run
                 log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
+            await thread.load_alert()  # the scope's alert facts: the offers and the memory record read them
             cfg = self._config(row, thread, remember=await self._remember(thread))
             try:
                 result = await run(cfg, run_id)

@@ -26,6 +26,7 @@ from bot.types import (
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
 from handlers.stream import AnswerStreams
+from handlers.supervisor.alert_facts import AlertFacts, alert_facts
 from handlers.supervisor.loading import LoadingStatus
 from tools.api import RunScope
 
@@ -76,17 +77,33 @@ class IncidentThread:
                                      min_interval=sup.loading_min_interval_seconds,
                                      maybe_shown=row.system is not None)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
+        self.alert: AlertFacts | None = None  # the alert that started the run, read once per drive (load_alert)
         self._state, self._activity = RunStatus.RUNNING, "starting"
         # Each step's text streamed as it is written (the answer's).
         self.streams = AnswerStreams(row, store=sup.store, out=sup.outbox.out,
                                      enabled=sup.stream_answers and sup.settings.stream_answers)
 
+    async def load_alert(self) -> None:
+        """Read the alert that started this run (its group's stored payload), once per drive; a run no alert
+        started, or a store that fails here, has no alert facts (the run goes on)."""
+        if self.alert is not None:
+            return
+        try:
+            group = await self.sup.store.alert_group_of_run(self.run_id)
+        except Exception as e:
+            log.warning("run.alert_facts_unread", error=f"{type(e).__name__}: {e}")
+            group = None
+        self.alert = (alert_facts(group.payload) if group is not None else None) or AlertFacts()
+
     @property
     def scope(self) -> RunScope:
         """What the run's tools may know of it: where it runs (what a private conversation's memory may be shown
-        in) and when it started (what "before" means for recent changes)."""
+        in), when it started and what "before" means (the alert's earliest startsAt for an alert run), and for an
+        alert run its name and the group's common labels (`load_alert` read them)."""
+        facts = self.alert or AlertFacts()
+        anchor = facts.started_at if facts.started_at is not None else self.row.created_at
         return RunScope(run_id=self.run_id, conversation=self.channel, started_at=self.row.created_at,
-                        anchor=self.row.created_at, task=self.row.task)
+                        anchor=anchor, task=self.row.task, alertname=facts.alertname, labels=dict(facts.labels))
 
     async def prelude(self) -> list[str]:
         """At the run's first drive: what the reaches offer (past incidents, the team's runbook). Their prompts go

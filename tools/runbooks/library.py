@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,9 +205,14 @@ class RunbookLibrary:
         self._seen: dict[Path, tuple[Signature | None, Runbook | Problem]] = {}
         self._snapshot: Runbooks | None = None
         self._listing: tuple[object, ...] | None = None
+        self._lock = threading.Lock()  # the tools call current() from worker threads, maybe two at once
 
     def current(self) -> Runbooks:
         """The runbooks as the files are now; a file whose stat is unchanged is not read again."""
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> Runbooks:
         roots, problems = self._roots()
         found, dir_problems = self._walk(roots)
         problems += dir_problems

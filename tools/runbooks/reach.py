@@ -1,0 +1,104 @@
+"""The runbooks reach: `[runbooks] dirs` read (paths relative to the config file), one RunbookLibrary for the
+tools and the run-start offer, and the `opsloop check` listing of every runbook with what it matches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.configreader import Reader
+from tools.api import Offer, RunScope
+from tools.runbooks.library import Runbook, RunbookLibrary, backticked_tools
+from tools.runbooks.match import best
+from tools.runbooks.offer import offer_block, thread_line
+
+
+@dataclass(frozen=True)
+class RunbookDirs:
+    """What the reach read: the directories the runbooks are loaded from (absolute, or relative to the config)."""
+
+    dirs: tuple[Path, ...]
+
+
+class RunbooksReach:
+    name: str = "runbooks"
+    sections: tuple[str, ...] = ("runbooks",)
+    hint: str = "[runbooks] dirs"
+    modules: tuple[str, ...] = ("tools.runbooks.tools",)
+
+    def parse(self, config: Reader, env: Mapping[str, str]) -> RunbookDirs | None:
+        if not config.has("runbooks"):
+            return None
+        section = config.at("runbooks")
+        if not section.is_table():
+            return None
+        section.only(["dirs"])
+        if not section.require("dirs", " (the directories of the team's runbooks, *.md)"):
+            return None
+        problems = len(config.problems)
+        names = section.str_list("dirs", [])
+        if len(config.problems) > problems:
+            return None
+        if not names:
+            section.problem("must list at least one directory", "dirs")
+            return None
+        return RunbookDirs(tuple(config.base_dir / Path(d).expanduser() for d in names))
+
+    def open(self, config: RunbookDirs) -> Mapping[type, object]:
+        return {RunbookLibrary: RunbookLibrary(config.dirs)}
+
+    async def aclose(self, resources: Mapping[type, object]) -> None:
+        return None
+
+    async def offer(self, config: RunbookDirs, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
+        """The best match for the run (its alert's name and labels, keywords in its task), as the team's runbook in
+        the first turn and `Following runbook: <title> (N steps)` in the thread; None when none matches."""
+        library = resources.get(RunbookLibrary)
+        if not isinstance(library, RunbookLibrary):
+            return None
+        runbooks = await asyncio.to_thread(library.current)
+        found = best(runbooks, text=scope.task, alertname=scope.alertname, labels=scope.labels)
+        if found is None:
+            return None
+        return Offer(source=self.name, prompt=offer_block(found), thread_line=(thread_line(found.runbook),))
+
+    async def check(self, config: RunbookDirs) -> tuple[list[str], list[str]]:
+        """One line per runbook (name, title, steps, what it matches); a broken file is one problem line."""
+        runbooks = await asyncio.to_thread(RunbookLibrary(config.dirs).current)
+        where = ", ".join(str(d) for d in config.dirs)
+        lines = [f"runbooks: {len(runbooks.runbooks)} loaded from {where}"]
+        lines += [f"  {rb.name}: {rb.title} ({rb.steps} steps) matches {matches(rb)}" for rb in runbooks.runbooks]
+        return lines, [f"runbooks: {p}" for p in runbooks.problems]
+
+    async def warnings(self, config: RunbookDirs, tool_names: Iterable[str]) -> list[str]:
+        """A backticked tool name in a runbook's steps that no registry has (a typo, or a tool not configured)."""
+        runbooks = await asyncio.to_thread(RunbookLibrary(config.dirs).current)
+        known = set(tool_names)
+        out = []
+        for rb in runbooks.runbooks:
+            unknown = sorted(backticked_tools(rb) - known)
+            if unknown:
+                out.append(f"runbooks: {rb.path}: names tool(s) no registry has: {', '.join(unknown)}")
+        return out
+
+    def bind_tools(self, config: RunbookDirs, tools: Sequence[Any]) -> list[Any]:
+        return list(tools)
+
+
+def matches(rb: Runbook) -> str:
+    """What a runbook matches, as `opsloop check` says it: `alertname DiskFull|X; labels team=web; keywords ...`."""
+    rule = rb.match
+    parts = []
+    if rule.alertnames:
+        parts.append("alertname " + " | ".join(rule.alertnames))
+    if rule.labels:
+        parts.append("labels " + ", ".join(f"{k}={v}" for k, v in rule.labels))
+    if rule.keywords:
+        parts.append("keywords " + ", ".join(repr(k) for k in rule.keywords))
+    return "; ".join(parts)
+
+
+REACH = RunbooksReach()

@@ -1,0 +1,50 @@
+"""The runbook tools: find_runbooks (which runbooks match, and why) and read_runbook (one runbook's steps).
+
+Both are read-only and redacted: a runbook is the team's advice, data for the model, and nothing in it changes a
+tool's category or an approval. They look runbooks up in the loaded library by name, never open a path."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tools.api import truncate_output
+from tools.registry import Category, ToolContext, ToolError, tool
+from tools.runbooks.library import RunbookLibrary
+from tools.runbooks.match import find
+from tools.runbooks.offer import find_text, read_text
+
+MISSING = "no runbooks are configured ([runbooks] dirs)"
+
+__all__ = ["find_runbooks", "read_runbook"]
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def find_runbooks(query: str = "", alertname: str | None = None, labels: dict[str, str] | None = None, *,
+                        ctx: ToolContext) -> str:
+    """Find the team's runbooks for a problem: by alert name, alert labels (all must equal) or words in the query.
+
+    Args:
+        query: words describing the problem, e.g. "disk full" (matched against each runbook's keywords).
+        alertname: the alert's name, e.g. DiskFull.
+        labels: the alert's labels, e.g. {"team": "web"}.
+    """
+    library = ctx.require(RunbookLibrary, MISSING)
+    runbooks = await asyncio.to_thread(library.current)
+    return truncate_output(find_text(find(runbooks, query=query, alertname=alertname, labels=labels)))
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def read_runbook(name: str, *, ctx: ToolContext) -> str:
+    """Read one runbook's steps (advice to check against what you find; a step that changes something still needs
+    approval).
+
+    Args:
+        name: the runbook's name as find_runbooks lists it (its file name without .md), e.g. disk-full.
+    """
+    library = ctx.require(RunbookLibrary, MISSING)
+    runbooks = await asyncio.to_thread(library.current)
+    runbook = runbooks.get(name)
+    if runbook is None:
+        known = ", ".join(rb.name for rb in runbooks.runbooks[:20]) or "none loaded"
+        raise ToolError(f"no runbook named {name!r} (known: {known})")
+    return truncate_output(read_text(runbook))
