@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from bot import ModelClient, RunStore, Toolbox, prompts
+from bot import ModelClient, RunStore, Toolbox, living, prompts
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop, digest
 from bot.history import (
     closing_results,
@@ -112,7 +112,8 @@ class _Run:
         # Fixed for the whole run and stored with it: current models bind thinking to system and tools,
         # and the prompt cache depends on them. A resumed run sends them byte-identical.
         self.system: str = row.system if row.system is not None else cfg.system_prompt
-        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else cfg.tools.api_schemas()
+        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else [
+            *cfg.tools.api_schemas(), living.schema()]
         self.fresh = row.system is None
         self.drop_block = row.drop_block
         self.notes: list[str] = tool_changes(self.tool_schemas, cfg.tools) if not self.fresh else []
@@ -373,6 +374,8 @@ class _Run:
 
     async def call_tool(self, call: ToolCall) -> Outcome:
         """One call through allowlist, validation and the confirm gate."""
+        if call.name == living.TOOL_NAME and living.offered(self.tool_schemas):
+            return await self.update_summary(call)
         tool = self.cfg.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.cfg.tools)
@@ -416,6 +419,15 @@ class _Run:
         await self.trace("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
                          result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
         return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
+
+    async def update_summary(self, call: ToolCall) -> Outcome:
+        """The living summary (bot/living.py): checked against this run's calls, stored, shown; never an error
+        toward the breaker (a refusal is the model's to fix)."""
+        summary, text = await living.update(self.cfg.store, self.id, call, step=self.iterations,
+                                            turn=self.pending_calls())
+        if summary is not None:
+            await self.emit("summary", step=self.iterations, summary=summary)
+        return Outcome(text, is_error=summary is None, counts=False)
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
         preview = None
@@ -583,7 +595,7 @@ class _Run:
 def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:
     """A note for the model when the tools available differ from the run's fixed `tools` (a resumed run
     after a config change, an MCP server whose list changed). The `tools` sent never change mid-run."""
-    offered = {t["name"] for t in stored}
+    offered = {t["name"] for t in stored} - {living.TOOL_NAME}  # the runtime's own, never the registry's
     present = {t.name for t in registry}
     gone, added = sorted(offered - present), sorted(present - offered)
     return [prompts.tools_changed(gone, added)] if gone or added else []
