@@ -383,8 +383,10 @@ def handoff_report(
     last_reasoning: str | None,
     pending: Sequence[str],
     stopped_by: str | None = None,
+    summary: Summary | None = None,
 ) -> list[SlackMessage]:
-    """What an on-call engineer needs to take over a stopped run, readable at a glance."""
+    """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
+    and why (its last living summary, when it has one)."""
     stop_words, last_reasoning = reveal(redact(stop_words), prose=True), redact(last_reasoning or "")
     tools = [(reveal(name), times, reveal(redact(excerpt or ""), prose=True)) for name, times, excerpt in tools]
     pending = [reveal(redact(item), prose=True) for item in pending]
@@ -421,6 +423,8 @@ def handoff_report(
             sections.append({"type": "section", "fields": [_text(_fit(f, FIELD_TEXT_MAX)) for f in fields]})
         else:
             sections.extend(_section(chunk) for chunk in split_mrkdwn(part))
+    if summary is not None:  # right under the reason
+        sections[1:1] = summary_blocks(summary)
     if stopped_by:
         sections.append(_context([m.stopped_by(stopped_by)]))
     header = _header(m.report_header(_truncate(stop_reason, NAME_MAX)), "report_header")

@@ -5,9 +5,11 @@ accepted ones and shows the last in the status message (validated by the stand-i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from bot.cli import main
 from bot.playground.standin.blockkit import block_errors
 from bot.summary import TOOL_NAME
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
@@ -174,3 +176,37 @@ async def test_a_restarted_run_shows_its_last_summary_again(
         shown = status_text(await final_status(env, channel, ts, "before the restart"))
         assert "rotated nginx logs fill /var" in shown
         fake_anthropic.assert_complete()
+
+
+async def test_a_run_cut_off_by_a_limit_reports_its_last_summary_and_show_export_and_html_have_it(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: Any, capsys: Any
+) -> None:
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
+        reply(tool_use(TOOL_NAME, summary("first belief", hypotheses=[hyp("logs", ["toolu_disk"],
+                                                                          confidence="low")]))),
+        reply(tool_use(TOOL_NAME, summary("second belief", hypotheses=[hyp("logs", ["toolu_disk"])]))),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, "[limits]\nmax_iterations = 3") as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        report = await env.wait_final(channel, ts)
+        assert block_errors(report.blocks) == []
+        assert "second belief" in text_of(report) and "rotated nginx logs fill /var" in text_of(report)
+        (run,) = env.runs()
+        db = str(env.settings.db_path)
+    monkeypatch.setenv("OPSLOOP_DB", db)
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPSLOOP_CONFIG", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    capsys.readouterr()
+    assert main(["show", run.id]) == 0
+    shown = capsys.readouterr().out
+    assert "\nSummary\nWhat's going on: second belief" in shown and "first belief" not in shown.split("Summary")[-1]
+    assert main(["export", run.id]) == 0
+    history = json.loads(capsys.readouterr().out)["summary_history"]
+    assert [(h["step"], h["summary"]["situation"]) for h in history] == [(2, "first belief"), (3, "second belief")]
+    assert history[0]["at"] <= history[1]["at"]
+    page = tmp_path / "run.html"
+    assert main(["show", run.id, "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "How the hypotheses changed" in html and html.index("first belief") < html.index("second belief")

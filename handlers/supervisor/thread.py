@@ -227,6 +227,7 @@ class IncidentThread:
                 cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
                 tools=[(t.name, t.calls, t.last_result) for t in report.tools],
                 last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
+                summary=self.status.summary or await self.sup.store.last_summary(self.run_id),
             ), report_key
         msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
         return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
