@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.errors import OpsloopError
-from bot.summary import Summary
 from bot.types import AnswerSink, ModelRequest, ModelResponse, Run, RunStatus, StopReason, ToolResultRow, Totals
 
 __all__ = ["ModelClient", "OpsloopError", "RunStore", "RunTool", "Toolbox"]
@@ -44,7 +43,7 @@ class RunStore(Protocol):
     async def save_tool_result(self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any],
                                content: str | None, is_error: bool, confirmed_by: str | None) -> bool: ...
     async def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None: ...
-    async def add_summary(self, run_id: str, *, step: int, summary: Summary) -> None: ...
+    async def add_summary(self, run_id: str, *, step: int, summary: Any) -> None: ...  # bot.summary.Summary
 
 
 class RunTool(Protocol):
