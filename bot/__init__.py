@@ -57,6 +57,7 @@ class RunStore(Protocol):
                                content: str | None, is_error: bool, confirmed_by: str | None,
                                steps: Iterable[StepEntry] = ()) -> bool: ...
     async def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None: ...
+    async def add_summary(self, run_id: str, *, step: int, summary: Any) -> None: ...  # bot.summary.Summary
 
 
 class RunTool(Protocol):

@@ -20,6 +20,7 @@ from bot.config import ConfigError, Settings, load_settings
 from bot.log import configure_logging
 from bot.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
 from bot.store import Ledger
+from bot.summary import render_text
 from bot.types import AuditEntry
 
 
@@ -156,6 +157,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     for step in ledger.steps(args.run_id):
         data = json.dumps(step.data, ensure_ascii=False)
         print(f"{_when(step.at)}  {step.kind:<9} {_shown(data[:400])}")
+    if (last := ledger.last_summary(args.run_id)) is not None:
+        print(f"\nSummary\n{_shown(render_text(last))}")
     if run.output:
         print(f"\n{_shown(run.output)}")
     return 0

@@ -432,6 +432,17 @@ def m015_incidents(db: sqlite_utils.Database) -> None:
     backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
 
 
+@sqlite_migrations()
+def m017_summaries(db: sqlite_utils.Database) -> None:
+    """The living summary (INVESTIGATION.md §3): every accepted update_summary, with its run step and time (JSON)."""
+    db.execute(_SUMMARIES)
+    db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
+
+
+_SUMMARIES = ("CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
+              "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)")
+
+
 def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:
     def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
         cur = db.execute(sql, params)
@@ -564,6 +575,7 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     """,
     "m014_run_titles": _pg_m014_run_titles,
     "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
+    "m017_summaries": _SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
 }
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]

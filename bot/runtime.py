@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from bot import ModelClient, RunStore, Toolbox, prompts
+from bot import ModelClient, RunStore, Toolbox, living, prompts
 from bot.gate import Outcome, ToolGate
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop
 from bot.history import (
@@ -120,7 +120,8 @@ class _Run(ToolGate):
         # Fixed for the whole run and stored with it: current models bind thinking to system and tools,
         # and the prompt cache depends on them. A resumed run sends them byte-identical.
         self.system: str = row.system if row.system is not None else cfg.system_prompt
-        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else cfg.tools.api_schemas()
+        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else [
+            *cfg.tools.api_schemas(), living.schema()]
         self.fresh = row.system is None
         self.drop_block = row.drop_block
         self.notes: list[str] = tool_changes(self.tool_schemas, cfg.tools) if not self.fresh else []
@@ -361,6 +362,21 @@ class _Run(ToolGate):
                 results[call.id] = await self.after_call(call, outcome)
         await self.answer(calls, results)
 
+    async def call_tool(self, call: ToolCall) -> Outcome:
+        """The living summary is the run's own tool (bot/living.py); every other call goes through the gate."""
+        if call.name == living.TOOL_NAME and living.offered(self.tool_schemas):
+            return await self.update_summary(call)
+        return await super().call_tool(call)
+
+    async def update_summary(self, call: ToolCall) -> Outcome:
+        """The living summary (bot/living.py): checked against this run's calls, stored, shown; never an error
+        toward the breaker (a refusal is the model's to fix)."""
+        summary, text = await living.update(self.cfg.store, self.id, call, step=self.iterations,
+                                            turn=self.pending_calls())
+        if summary is not None:
+            await self.emit("summary", step=self.iterations, summary=summary)
+        return Outcome(text, is_error=summary is None, counts=False)
+
     async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
         """Persist one result, then apply the loop detector and the error breaker, in call order."""
         self.tools_called.append(call.name)  # here, not at the call: a paused call is counted once, when answered
@@ -525,7 +541,7 @@ class _Run(ToolGate):
 def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:
     """A note for the model when the tools available differ from the run's fixed `tools` (a resumed run
     after a config change, an MCP server whose list changed). The `tools` sent never change mid-run."""
-    offered = {t["name"] for t in stored}
+    offered = {t["name"] for t in stored} - {living.TOOL_NAME}  # the runtime's own, never the registry's
     present = {t.name for t in registry}
     gone, added = sorted(offered - present), sorted(present - offered)
     return [prompts.tools_changed(gone, added)] if gone or added else []

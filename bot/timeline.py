@@ -20,7 +20,7 @@ from bot.history import final_text, reasoning
 from bot.pricing import Price
 from bot.redact import redact, redact_value
 from bot.report import STOP_WORDS
-from bot.store import Ledger
+from bot.store import Ledger, SummaryRow
 from bot.types import Approval, Feedback, FeedbackValue, InboxItem, InboxState, Run, Step, ToolResultRow, Usage
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
@@ -109,6 +109,7 @@ class RunRecord:
     results: list[ToolResultRow]  # oldest first
     history: list[dict[str, Any]]
     feedback: list[Feedback] = field(default_factory=list)
+    summaries: list[SummaryRow] = field(default_factory=list)  # the living summary's accepted updates, oldest first
 
 
 def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
@@ -118,7 +119,7 @@ def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
     results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0)
     return RunRecord(run=run, steps=ledger.steps(run_id), approvals=ledger.run_approvals(run_id),
                      inbox=ledger.inbox(run_id), results=results, history=ledger.history(run_id),
-                     feedback=ledger.feedback(run_id))
+                     feedback=ledger.feedback(run_id), summaries=ledger.summaries(run_id))
 
 
 # --------------------------------------------------------------------------------------
@@ -339,6 +340,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
         f"<h1>{t(title)}</h1>",
         summary(line, run),
         *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
+        *([f"<h2>How the hypotheses changed</h2>{hypotheses_table(record.summaries)}"] if record.summaries else []),
         "<h2>Timeline (UTC)</h2>",
         timeline_table(entries),
         "<h2>Tokens and cost by model</h2>",
@@ -390,6 +392,19 @@ def timeline_table(entries: Sequence[Entry]) -> str:
         for e in entries
     ]
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def hypotheses_table(rows: Sequence[SummaryRow]) -> str:
+    """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order)."""
+    head = "<tr><th>time</th><th>step</th><th>what's going on</th><th>likely cause</th><th>next</th></tr>"
+    body = []
+    for r in rows:
+        causes = "<br>".join(f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
+                             for h in r.summary.ordered()) or "not known yet"
+        steps = "<br>".join(t(s) for s in r.summary.next_steps)
+        body.append(f'<tr class="row-summary"><td class="when">{when(r.at)}</td><td class="num">{r.step}</td>'
+                    f"<td>{t(r.summary.situation)}</td><td>{causes}</td><td>{steps}</td></tr>")
+    return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def totals_table(entries: Sequence[Entry], run: Run) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.redact import REDACTED, redact
+from bot.summary import Summary
 from bot.types import Approval, FeedbackValue, RunStatus
 from handlers import messages as m
 from handlers.mrkdwn import (
@@ -25,6 +26,7 @@ from handlers.mrkdwn import (
     reveal,
     split_mrkdwn,
 )
+from handlers.summary_blocks import summary_blocks
 from tools.api import Link
 
 APPROVE = "opsloop.approve"
@@ -267,9 +269,11 @@ def status_message(
     run_id: str,
     max_iterations: int | None = None,
     tasks: Sequence[Task] = (),
+    summary: Summary | None = None,
 ) -> SlackMessage:
-    """The one status line a run keeps updating, with a Stop button until it finishes, and under it the live
-    task list (a plan of task cards) when `tasks` has any."""
+    """The one status line a run keeps updating, with a Stop button until it finishes, under it the run's living
+    summary (its three sections, when it has one; kept after the run ends) and the live task list (a plan of task
+    cards) when `tasks` has any."""
     if not run_id or len(run_id) > BUTTON_VALUE_MAX:
         raise ValueError(f"run_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(run_id)}")
     if state not in RUN_STATES:
@@ -284,6 +288,7 @@ def status_message(
     )
     blocks: list[dict[str, Any]] = [
         _section(line, "status"),
+        *(summary_blocks(summary) if summary is not None else []),
         *(task_plan(tasks) if tasks else []),
         _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
     ]
@@ -378,8 +383,10 @@ def handoff_report(
     last_reasoning: str | None,
     pending: Sequence[str],
     stopped_by: str | None = None,
+    summary: Summary | None = None,
 ) -> list[SlackMessage]:
-    """What an on-call engineer needs to take over a stopped run, readable at a glance."""
+    """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
+    and why (its last living summary, when it has one)."""
     stop_words, last_reasoning = reveal(redact(stop_words), prose=True), redact(last_reasoning or "")
     tools = [(reveal(name), times, reveal(redact(excerpt or ""), prose=True)) for name, times, excerpt in tools]
     pending = [reveal(redact(item), prose=True) for item in pending]
@@ -416,6 +423,8 @@ def handoff_report(
             sections.append({"type": "section", "fields": [_text(_fit(f, FIELD_TEXT_MAX)) for f in fields]})
         else:
             sections.extend(_section(chunk) for chunk in split_mrkdwn(part))
+    if summary is not None:  # right under the reason
+        sections[1:1] = summary_blocks(summary)
     if stopped_by:
         sections.append(_context([m.stopped_by(stopped_by)]))
     header = _header(m.report_header(_truncate(stop_reason, NAME_MAX)), "report_header")

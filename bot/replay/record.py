@@ -121,6 +121,8 @@ class Incident:
     # Where `limits`, `effort` and `categories` come from: "run" (stored with the run when it was first driven)
     # or "config at export" (a run older than that record: the config `opsloop export` read, which may differ).
     limits_source: str = "run"
+    # The living summary's accepted updates, oldest first: {"step", "at", "summary"} (INVESTIGATION.md §3).
+    summary_history: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def changes(self) -> list[str]:
@@ -222,6 +224,8 @@ def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | N
         stop_detail=run.stop_detail or "", steps=run.iterations, usage=run.usage, cost_usd=run.cost_usd,
         agent_seconds=run.agent_seconds, condensed=run.condensed, answer_texts=tuple(texts),
         effort=stored.get("effort"), max_tokens=stored.get("max_tokens"), limits_source=source,
+        summary_history=[{"step": r.step, "at": r.at, "summary": r.summary.to_json()}
+                         for r in ledger.summaries(run_id)],
     )
 
 

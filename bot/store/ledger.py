@@ -19,6 +19,7 @@ from bot.store.memory import MemoryRows
 from bot.store.outbox import Outbox
 from bot.store.rows import new_id
 from bot.store.runs import Runs
+from bot.store.summaries import SummaryRows
 from bot.store.trace import Trace
 from bot.types import (
     AcceptedMention,
@@ -43,7 +44,7 @@ T = TypeVar("T")
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows, SummaryRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.backends)."""
 

@@ -12,6 +12,8 @@ from slack_sdk.errors import SlackApiError
 
 from bot.report import handoff_report
 from bot.store import StoreUnavailable
+from bot.summary import TOOL_NAME as SUMMARY_TOOL
+from bot.summary import Summary
 from bot.types import (
     ConfirmRequest,
     Decision,
@@ -142,8 +144,12 @@ class IncidentThread:
         names: dict[str, str] = {}
         if kind == "waiting_approval":  # who may approve, by name (cached; the ids when Slack can't say)
             names = await self.sup.names.of(self._approvers(data))
+        if kind == "summary" and isinstance(data.get("summary"), Summary):  # shown with the next status update
+            self.status.summary = data["summary"]
+        elif data.get("tool") == SUMMARY_TOOL:  # the summary is not a task, and "running" it is no activity
+            return
         self._show_loading(kind, data, names)
-        tasks_changed = self._track_task(kind, data, names)
+        tasks_changed = self._track_task(kind, data, names) or kind == "summary"
         activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
                     "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
                     "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
@@ -166,7 +172,8 @@ class IncidentThread:
         args: dict[str, object] = raw_args if isinstance(raw_args, dict) else {}
         if kind == "tools":
             for call in data.get("calls") or []:
-                if isinstance(call, dict) and call.get("id") and not tasks.has(str(call["id"])):
+                if (isinstance(call, dict) and call.get("id") and not tasks.has(str(call["id"]))
+                        and call.get("tool") != SUMMARY_TOOL):
                     raw = call.get("args")
                     call_args: dict[str, object] = raw if isinstance(raw, dict) else {}
                     tasks.put(str(call["id"]), messages.task_title(str(call.get("tool")), call_args), "pending")
@@ -250,6 +257,7 @@ class IncidentThread:
                 cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
                 tools=[(t.name, t.calls, t.last_result) for t in report.tools],
                 last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
+                summary=self.status.summary or await self.sup.store.last_summary(self.run_id),
             ), report_key
         msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
         return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
@@ -299,6 +307,7 @@ class StatusMessage:
         self.ts: str | None = row.status_ts
         self.interval = sup.settings.status_update_seconds
         self.tasks = TaskList()
+        self.summary: Summary | None = None  # the run's last accepted update_summary (shown above the tasks)
         self._latest: dict[str, Any] | None = None
         self._last_push = 0.0
         self._flusher: asyncio.Task[None] | None = None
@@ -312,7 +321,7 @@ class StatusMessage:
         tasks = self.tasks.all() if self.sup.plan_blocks else ()
         return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
                                      run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations,
-                                     tasks=tasks)
+                                     tasks=tasks, summary=self.summary)
 
     async def open(self) -> None:
         try:  # a drive after a pause or a restart shows the tasks so far, from the store
@@ -332,6 +341,7 @@ class StatusMessage:
         """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first."""
         results = await self.sup.store.tool_results(self.row.id)
         approvals = await self.sup.store.run_approvals(self.row.id)
+        self.summary = self.summary or await self.sup.store.last_summary(self.row.id)  # a restart shows it again
         self._loaded = True
         events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
         events += [(r.created_at, 1, r) for r in results.values()]
@@ -347,7 +357,7 @@ class StatusMessage:
                     output = messages.task_decided(approved=approved, outcome=a.state.value, by=a.decided_by)
                 self.tasks.put(approval_task_id(a.tool_use_id), messages.task_approval_title(a.tool), status,
                                output=output, before=a.tool_use_id)
-            else:
+            elif item.tool != SUMMARY_TOOL:
                 r = item
                 if r.content is None:
                     status, output = "error", messages.TASK_UNKNOWN

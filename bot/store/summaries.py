@@ -1,0 +1,49 @@
+"""The living summary's record: every accepted update_summary of a run, with its step and time, oldest first."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bot.redact import redact_value
+from bot.store.entry import entry
+from bot.store.rows import new_id
+from bot.store.sql import LedgerBase
+from bot.summary import Summary
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One accepted update: the run step that made it, when, and the summary."""
+
+    run_id: str
+    step: int
+    at: float
+    summary: Summary
+
+
+class SummaryRows(LedgerBase):
+    """The summaries table. The SQL, run on the store's thread."""
+
+    def add_summary(self, run_id: str, *, step: int, summary: Summary) -> None:
+        self._write("INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
+                    [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()])
+
+    def summaries(self, run_id: str) -> list[SummaryRow]:
+        """The run's accepted updates, oldest first."""
+        return [SummaryRow(run_id=r["run_id"], step=int(r["step"]), at=float(r["at"]),
+                           summary=Summary.from_json(json.loads(r["summary"])))
+                for r in self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")]
+
+    def last_summary(self, run_id: str) -> Summary | None:
+        """The run's newest accepted summary (None: it has none)."""
+        rows = self.summaries(run_id)
+        return rows[-1].summary if rows else None
+
+
+class SummaryCalls:
+    """The async entries of SummaryRows (see bot.store.entry)."""
+
+    add_summary = entry(SummaryRows.add_summary)
+    summaries = entry(SummaryRows.summaries)
+    last_summary = entry(SummaryRows.last_summary)
