@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from bot.backends import is_postgres
 from bot.config import ConfigError, Settings, load_settings
 from bot.log import configure_logging
@@ -50,9 +52,15 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from bot.startup import preflight
 
     configure_logging(settings.log_level)
+    log = structlog.get_logger("opsloop")
+    path, how = getattr(args, "found_config", (settings.config_path, "--config"))
+    if path:  # which config runs, in the log stream (a default config opens approvals to everyone)
+        log.info("config.loaded", path=path, found_by=how)
+    else:
+        log.warning("config.missing", problem=NO_CONFIG)
     found = asyncio.run(preflight(settings, _listen(args), strict=False))
     for line in found.warnings:
-        print(f"opsloop: warning: {line}", file=sys.stderr)
+        log.warning("startup.warning", problem=line)
     if found.problems:
         return _fail(found.problems)
     from slack_sdk.errors import SlackApiError
@@ -360,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(e.problems)
     if args.command in STORE_COMMANDS and args.db:
         settings = dataclasses.replace(settings, db_path=args.db)
-    if args.command in ("run", "check"):  # say which config runs: a default config opens approvals to everyone
+    args.found_config = (path, how)  # `run` logs it (its stderr is one JSON stream); `check` prints it
+    if args.command == "check":  # say which config runs: a default config opens approvals to everyone
         print(f"opsloop: {loaded_config(path, how)}" if path else f"opsloop: warning: {NO_CONFIG}", file=sys.stderr)
     result: int = args.fn(settings, args)
     return result

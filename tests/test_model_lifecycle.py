@@ -5,6 +5,7 @@ may add dates; nothing breaks when it is renamed, emptied or reshaped."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from datetime import date
@@ -116,6 +117,7 @@ async def test_opsloop_run_refuses_a_retired_model_in_one_line(tmp_path):
                                                 stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
-    assert err.decode().splitlines() == [  # which config runs, then the one problem
-        f"opsloop: config: {config} (--config)",
+    logged = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    assert [e["event"] for e in logged] == ["config.loaded"]  # which config runs (a log line), then one problem
+    assert [line for line in err.decode().splitlines() if not line.startswith("{")] == [
         "opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); replace it with claude-sonnet-5-5 in [model]"]

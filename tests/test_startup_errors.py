@@ -171,10 +171,12 @@ async def test_config_flag_wins_over_the_environment_and_the_working_directory(t
 
 
 async def test_without_any_config_run_and_check_warn_that_the_defaults_run(tmp_path):
-    for command in ("run", "check"):
-        _, _, err = await opsloop(command, env=base_env(tmp_path), cwd=tmp_path)
-        assert err.splitlines()[0].startswith("opsloop: warning: no config file (no --config, no $OPSLOOP_CONFIG, "
-                                              "no ./opsloop.toml): running on the defaults")
+    said = "no config file (no --config, no $OPSLOOP_CONFIG, no ./opsloop.toml): running on the defaults"
+    _, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
+    assert err.splitlines()[0].startswith(f"opsloop: warning: {said}")
+    _, _, err = await opsloop("run", env=base_env(tmp_path), cwd=tmp_path)  # run's stderr is one JSON log stream
+    first = json.loads(err.splitlines()[0])
+    assert (first["event"], first["level"], first["problem"].startswith(said)) == ("config.missing", "warning", True)
 
 
 async def test_version_comes_from_the_package_metadata(tmp_path):

@@ -324,7 +324,8 @@ async def test_run_keeps_trying_when_dns_fails(tmp_path):
 
 async def test_run_with_a_revoked_token_stops_with_one_line(tmp_path, fake_slack):
     env = {**_base_env(), **env_at(fake_slack.api_url, f"http://127.0.0.1:{closed_port()}"),
-           "SLACK_BOT_TOKEN": "xoxb-revoked", "OPSLOOP_DB": str(tmp_path / "o.db")}
+           "SLACK_BOT_TOKEN": "xoxb-revoked", "SLACK_APP_TOKEN": fake_slack.app_token,  # only the bot token is bad
+           "OPSLOOP_DB": str(tmp_path / "o.db")}
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "run", cwd=ROOT, env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
