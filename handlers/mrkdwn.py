@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from bot.reveal import count_hidden as count_hidden  # the text rules live in the core layer (bot.reveal)
 from bot.reveal import is_hidden as is_hidden
-from bot.reveal import reveal
+from bot.reveal import reveal as reveal
 from handlers import messages as m
 
 SECTION_TEXT_MAX = 3000  # Slack's limit for a section's text

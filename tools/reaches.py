@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.configreader import Reader
-from tools import k8s, remote  # one line per reach (see CONTRIBUTING.md)
+from tools import changes, k8s, remote  # one line per reach (see CONTRIBUTING.md)
 from tools.reach import Reach
 
-REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH)
+REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH, changes.REACH)
 
 
 def reach_sections() -> dict[str, Reach]:

@@ -60,7 +60,8 @@ class ChangeRows(LedgerBase):
     def changes_between(self, since: float, until: float, *, service: str | None = None,
                         limit: int = READ_LIMIT) -> list[StoredChange]:
         """The stored events with `since <= at <= until` (one service's, with `service`), newest first."""
-        where, params = "at >= ? AND at <= ?", [since, until]
+        where = "at >= ? AND at <= ?"
+        params: list[Any] = [since, until]
         if service:
             where += " AND service = ?"
             params.append(service)
