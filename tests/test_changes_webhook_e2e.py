@@ -124,3 +124,44 @@ async def test_an_alert_run_asks_what_changed_and_proposes_the_rollback_to_the_n
         assert "webhook · api (prod) · deploy api 1.42 (from github-actions)" in timeline
         assert "Investigate this alert" in json.dumps(user_turn(fake_anthropic.requests[0]))
         assert fake_kube.writes() == []  # only the dry run: the card waits for a person
+
+
+@pytest.mark.processes  # the real `opsloop run`, SIGKILLed
+async def test_an_event_answered_200_survives_a_sigkill_right_after(tmp_path: Path, fake_slack: FakeSlack,
+                                                                    fake_anthropic: FakeAnthropic) -> None:
+    import asyncio
+    import signal
+
+    from tests.chaos import Bots, poll, query, stop
+    from tests.test_alerts_recovery import free_port
+
+    port = free_port()
+
+    class ChangeBots(Bots):
+        def env(self) -> dict[str, str]:
+            return {**super().env(), **ENV}
+
+    bots = ChangeBots(tmp_path, fake_slack, fake_anthropic, db=tmp_path / "opsloop.db",
+                      config_extra=CONFIG.replace("127.0.0.1:0", f"127.0.0.1:{port}"))
+    url = f"http://127.0.0.1:{port}/changes"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    proc = await bots.start()
+    try:
+        async with asyncio.timeout(30):
+            while True:  # the process is starting: retry until it listens, as a CI job would
+                try:
+                    async with aiohttp.ClientSession() as session, session.post(
+                            url, data=json.dumps(EVENT).encode(), headers=headers) as r:
+                        status = r.status
+                    break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.1)
+        assert status == 200
+        proc.send_signal(signal.SIGKILL)  # the moment the 200 arrived
+        assert await proc.wait() == -signal.SIGKILL
+        rows = query(bots.db, "SELECT id, summary FROM change_events")
+        assert [(r["id"], r["summary"]) for r in rows] == [("gha-123456", "deploy checkout-api 1.43")]
+        proc = await bots.start()  # and the restarted process reads it back
+        await poll(lambda: query(bots.db, "SELECT id FROM change_events"), 30, "the stored event")
+    finally:
+        await stop(proc)
