@@ -143,3 +143,19 @@ async def test_the_check_reads_each_repository_and_names_an_unset_token(repo: Pa
     assert any("OPSLOOP_CHANGES_TOKEN is not set" in p for p in problems)
     token = parse_reaches({"changes": {"webhook": {}}}, env={"OPSLOOP_CHANGES_TOKEN": "s3cret"})["changes"]
     assert "s3cret" not in repr(token) and token.webhook.token == "s3cret"
+
+
+async def test_an_inventory_host_the_task_names_is_read_over_ssh(repo: Path, tmp_path: Path) -> None:
+    from tests.test_alerts_recovery import free_port
+
+    closed = free_port()  # nothing listens there: the host is unreachable, so reading it is one failure line
+    raw = {"changes": {"git": [{"name": "deploy-config", "path": str(repo)}]},
+           "hosts": [{"name": "web-03", "address": "127.0.0.1", "port": closed},
+                     {"name": "db-01", "address": "127.0.0.1", "port": closed}]}
+    async with await registry(raw) as reg:
+        named = await call(reg, {}, scope(NOW, task="/var on web-03 is 97% full", labels={"job": "node"}))
+        by_label = await call(reg, {}, scope(NOW, task="disk full", labels={"instance": "db-01:9100"}))
+        none = await call(reg, {}, scope(NOW, task="checkout is slow"))
+    assert "could not read host web-03:" in named and "db-01" not in named
+    assert "could not read host db-01:" in by_label and "web-03" not in by_label
+    assert "could not read host" not in none and "lower pool size to 10" in none
