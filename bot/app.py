@@ -38,10 +38,12 @@ from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
+from handlers.changes import ChangeDesk
 from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.supervisor import Supervisor
 from tools import ToolRegistry
+from tools.changes.reach import ChangesConfig
 from tools.config import build_registry
 
 log = structlog.get_logger("opsloop.app")
@@ -151,6 +153,7 @@ class Opsloop:
     llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
     watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
     alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
+    changes: ChangeDesk | None = None  # [changes.webhook]: POST /changes stores change events
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
@@ -158,6 +161,8 @@ class Opsloop:
             await self.metrics.close()
         if self.alerts is not None:
             await self.alerts.close()  # no new alert deliveries (Alertmanager retries what gets no 200)
+        if self.changes is not None:
+            await self.changes.close()  # the same for change events: no 200, the sender retries
         if self.watcher is not None:
             self.watcher.cancel()
             await asyncio.gather(self.watcher, return_exceptions=True)
@@ -250,7 +255,13 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
     register(app, sup, desk)
     return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup, outbox=outbox,
                    owned_llm=None if model_client is not None else llm, llm=llm,
-                   llm_reachable=None if llm is None else False, alerts=desk)
+                   llm_reachable=None if llm is None else False, alerts=desk, changes=_change_desk(settings, store))
+
+
+def _change_desk(settings: Settings, store: Store) -> ChangeDesk | None:
+    """The `/changes` receiver when [changes.webhook] is configured."""
+    config = settings.reaches.get("changes")
+    return ChangeDesk(store, config) if isinstance(config, ChangesConfig) and config.webhook is not None else None
 
 
 async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metrics_port: int | None = None,
@@ -288,6 +299,9 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
         where = f"alerts.webhook on {ops.settings.alerts.webhook.host}:{ops.settings.alerts.webhook.port}" \
             if ops.settings.alerts.webhook else "alerts.webhook"
         await _listening(where, ops.alerts.serve())  # Alertmanager's webhook, once runs can start
+    if ops.changes is not None:
+        wh = ops.changes.webhook
+        await _listening(f"changes.webhook on {wh.host}:{wh.port}", ops.changes.serve())  # its own site
 
 
 class ListenError(OpsloopError, OSError):

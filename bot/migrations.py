@@ -432,6 +432,22 @@ def m015_incidents(db: sqlite_utils.Database) -> None:
     backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
 
 
+_CHANGE_EVENTS = (
+    "CREATE TABLE change_events (id TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, source TEXT, service TEXT, "
+    "environment TEXT, summary TEXT NOT NULL, url TEXT, labels TEXT, received_at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX idx_change_events_at ON change_events (at)",
+    "CREATE INDEX idx_change_events_received_at ON change_events (received_at)",
+)
+
+
+@sqlite_migrations()
+def m016_change_events(db: sqlite_utils.Database) -> None:
+    """Change events POSTed to `/changes` (INVESTIGATION.md §1): one row per event id (the first copy wins),
+    read by recent_changes by time, swept by the time they were received."""
+    for statement in _CHANGE_EVENTS:
+        db.execute(statement)
+
+
 @sqlite_migrations()
 def m017_summaries(db: sqlite_utils.Database) -> None:
     """The living summary (INVESTIGATION.md §3): every accepted update_summary, with its run step and time (JSON)."""
@@ -575,6 +591,7 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     """,
     "m014_run_titles": _pg_m014_run_titles,
     "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
+    "m016_change_events": ";\n".join(_CHANGE_EVENTS) + ";",
     "m017_summaries": _SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
 }
 

@@ -84,12 +84,25 @@ async def tokens(settings: Settings, listen: Listen, out: Findings, strict: bool
             out.problems.append(f"slack: apps.connections.open failed: {type(e).__name__}: {reason(e)}")
 
 
+def reach_addresses(settings: Settings) -> list[tuple[str, str, int]]:
+    """What each configured reach serves (a reach's optional `listens(config)`: the changes webhook)."""
+    from tools.reaches import REACHES
+
+    found: list[tuple[str, str, int]] = []
+    for reach in REACHES:
+        config, listens = settings.reaches.get(reach.name), getattr(reach, "listens", None)
+        if config is not None and listens is not None:
+            found += listens(config)
+    return found
+
+
 def _addresses(settings: Settings, listen: Listen) -> list[tuple[str, str, int]]:
     found = []
     if not settings.slack_app_token:
         found.append(("HTTP mode (--port)", listen.host, listen.port))
     if settings.alerts.webhook is not None:
         found.append(("alerts.webhook", settings.alerts.webhook.host, settings.alerts.webhook.port))
+    found += reach_addresses(settings)
     if listen.metrics_port is not None:
         found.append(("metrics (--metrics-port)", listen.metrics_host, listen.metrics_port))
     return found

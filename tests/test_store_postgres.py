@@ -38,7 +38,7 @@ PASSWORD = "pw-PLANTED-s3cr3t-9f8e7d"
 REPLICAS = 4
 ROUNDS = 5
 TABLES = {"runs", "messages", "tool_results", "steps", "events", "inbox", "approvals", "outbox", "feedback",
-          "alert_groups", "streams", "incidents", "incident_facets", "summaries",
+          "alert_groups", "streams", "incidents", "incident_facets", "summaries", "change_events",
           "opsloop_migrations"}
 
 

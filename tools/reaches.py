@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.configreader import Reader
-from tools import k8s, memory, remote, runbooks  # one line per reach (see CONTRIBUTING.md)
+from tools import changes, k8s, memory, remote, runbooks  # one line per reach (see CONTRIBUTING.md)
 from tools.reach import Reach
 
-REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH, memory.REACH, runbooks.REACH)
+REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH, changes.REACH, memory.REACH, runbooks.REACH)
 
 
 def reach_sections() -> dict[str, Reach]:

@@ -5,7 +5,7 @@ writer thread per process.
 written once for both databases (bot/backends.py runs it, bot/migrations.py shapes the schema), one module
 per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
 (events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py), feedback
-(feedback.py), incident memory (memory.py), living summaries (summaries.py). `Store` is
+(feedback.py), incident memory (memory.py), living summaries (summaries.py), change events (changes.py). `Store` is
 the async facade the bot uses, derived from Ledger (entry.py): every call runs on the store's own thread
 (writer.py), so a connection never crosses threads, and on Postgres each call is one serializable
 transaction, so replicas sharing the database get the same guarantees one process gets from SQLite's single
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from bot.store.alerts import AcceptedAlert, AlertGroup, AlertOutcome, AlertsCalls
 from bot.store.approvals import ApprovalsCalls
+from bot.store.changes import ChangeCalls, StoredChange
 from bot.store.entry import entry
 from bot.store.events import EventsCalls
 from bot.store.feedback import FeedbackCalls
@@ -31,11 +32,11 @@ from bot.store.trace import TraceCalls
 from bot.store.writer import StoreBase, StoreUnavailable
 
 __all__ = ["ACTIVE_STATES", "AcceptedAlert", "AlertGroup", "AlertOutcome", "Ledger", "Store", "StoreUnavailable",
-           "SummaryRow", "new_id"]
+           "StoredChange", "SummaryRow", "new_id"]
 
 
 class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, FeedbackCalls,
-            AlertsCalls, MemoryCalls, SummaryCalls, StoreBase):
+            AlertsCalls, MemoryCalls, SummaryCalls, ChangeCalls, StoreBase):
     """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
 
     `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""

@@ -11,6 +11,7 @@ from bot.history import continue_history
 from bot.redact import redact, redact_value
 from bot.store.alerts import ALERT_USER, STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
+from bot.store.changes import ChangeRows
 from bot.store.entry import entry
 from bot.store.events import Events
 from bot.store.feedback import FeedbackRows
@@ -44,7 +45,7 @@ T = TypeVar("T")
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows, SummaryRows):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows, SummaryRows, ChangeRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.backends)."""
 

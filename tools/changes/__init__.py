@@ -2,5 +2,10 @@
 events, read concurrently and merged into one timeline, newest first.
 
 `model` holds the records and the timeline; `git`, `packages`, `k8s` and `events` each read one source;
-`gather` runs them together, a failing source becoming one line. Nothing here is wired into the registry yet.
+`gather` runs them together, a failing source becoming one line; `reach` reads `[changes]` and `tool` is
+`recent_changes`, offered whenever `[changes]` is configured.
 """
+
+from tools.changes.reach import REACH
+
+__all__ = ["REACH"]

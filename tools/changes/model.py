@@ -2,7 +2,7 @@
 
 Every text field comes from outside opsloop (a commit subject, a package name, a ConfigMap's manager, a CI
 summary), so it is data: `timeline` puts each one on one line, redacts it (bot.redact), writes out the
-characters a reader could miss or that reorder text (handlers.mrkdwn.reveal, the rule the CLI and cards
+characters a reader could miss or that reorder text (bot.reveal, the rule the CLI and cards
 use), and neutralises Slack's markup brackets, so `<!channel>` reads as text wherever it ends up.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.redact import redact
-from handlers.mrkdwn import reveal
+from bot.reveal import reveal
 from tools.api import truncate_output
 
 SOURCES = ("kubernetes", "host", "git", "webhook")

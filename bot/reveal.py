@@ -1,0 +1,50 @@
+"""Characters a reader could miss, or that reorder what they see (bidi controls, zero-width and other format
+characters), written out as `⟨U+202E⟩`: one rule for cards, the CLI, the thread and every tool that shows outside
+text (core layer: the tools and the Slack side both use it; handlers.mrkdwn re-exports it)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Invisible or text-reordering characters beyond Unicode's format/control categories: fillers that render
+# as nothing (Hangul fillers, the braille blank, the combining grapheme joiner, Khmer inherent vowels),
+# Mongolian variation selectors and the variation selectors (which can carry hidden data).
+_INVISIBLE = frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
+                        *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+# Prose keeps what emoji are built from (a joiner, the text/emoji selectors) and any kind of space:
+# neither can reorder text, and no approval is bound to prose.
+_PROSE_KEEPS = frozenset([0x200D, 0xFE0E, 0xFE0F])
+_PROSE_CATEGORIES = frozenset(["Cf", "Cc", "Cs", "Zl", "Zp"])
+_CARD_CATEGORIES = _PROSE_CATEGORIES | {"Co", "Cn"}
+
+
+def is_hidden(ch: str, *, prose: bool = False) -> bool:
+    """Whether a reader could miss `ch` or have text reordered by it (newline and tab are plain text).
+
+    On a card (`prose=False`) every such character counts, and so does any space but U+0020;
+    in prose (answers, reports, the status line) emoji joiners, spaces, private-use and
+    unassigned characters stay as they are.
+    """
+    if ch in "\n\t":
+        return False
+    cp = ord(ch)
+    if prose and cp in _PROSE_KEEPS:
+        return False
+    if cp in _INVISIBLE:
+        return True
+    category = unicodedata.category(ch)
+    if prose:
+        return category in _PROSE_CATEGORIES
+    return category in _CARD_CATEGORIES or (category == "Zs" and ch != " ")
+
+
+def reveal(text: str, *, prose: bool = False) -> str:
+    """`text` with each hidden character (see `is_hidden`) written out as `⟨U+202E⟩`."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(f"\u27e8U+{ord(ch):04X}\u27e9" if is_hidden(ch, prose=prose) else ch for ch in text)
+
+
+def count_hidden(text: str) -> int:
+    """How many characters `reveal` (card rules) writes out."""
+    return 0 if text.isascii() and text.isprintable() else sum(is_hidden(ch) for ch in text)

@@ -1,0 +1,102 @@
+"""Change events POSTed to `/changes` (INVESTIGATION.md §1): stored once per id (the first copy wins), a list
+all or nothing, read back by time for recent_changes, swept after `[changes] retention_days`.
+
+The store takes plain rows (tools.changes.events checks them first), redacts their text at this boundary and
+writes them durably: the webhook answers 200 only once this call returned."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.redact import redact
+from bot.store.entry import entry
+from bot.store.rows import _marks, new_id
+from bot.store.sql import LedgerBase
+
+SWEEP_BATCH = 1000
+READ_LIMIT = 2000  # events one read returns (newest first): a timeline shows far fewer
+
+
+@dataclass(frozen=True)
+class StoredChange:
+    """One stored change event; `at` and `received_at` in epoch seconds."""
+
+    id: str
+    at: float
+    summary: str
+    source: str | None = None
+    service: str | None = None
+    environment: str | None = None
+    url: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    received_at: float = 0.0
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else redact(value)
+
+
+class ChangeRows(LedgerBase):
+    """The change_events table. The SQL, run on the store's thread."""
+
+    def record_changes(self, events: Sequence[StoredChange]) -> int:
+        """Store `events` in one durable transaction (all or none); an event whose id is stored already is left
+        as it was (the first copy wins). An event without an id gets one. How many were new."""
+        now = self.sql.now()
+        added = 0
+        with self._durably(), self._atomic():
+            for e in events:
+                added += self._write(
+                    "INSERT INTO change_events (id, at, source, service, environment, summary, url, labels, "
+                    "received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    [e.id or new_id("chg"), e.at, _text(e.source), _text(e.service), _text(e.environment),
+                     redact(e.summary), _text(e.url),
+                     json.dumps({redact(k): redact(v) for k, v in e.labels.items()}, sort_keys=True), now])
+        return added
+
+    def changes_between(self, since: float, until: float, *, service: str | None = None,
+                        limit: int = READ_LIMIT) -> list[StoredChange]:
+        """The stored events with `since <= at <= until` (one service's, with `service`), newest first."""
+        where = "at >= ? AND at <= ?"
+        params: list[Any] = [since, until]
+        if service:
+            where += " AND service = ?"
+            params.append(service)
+        return [_row(r) for r in self._rows("change_events", where, params, order_by="at DESC, id", limit=limit)]
+
+    def change_event(self, event_id: str) -> StoredChange | None:
+        rows = self._rows("change_events", "id = ?", [event_id])
+        return _row(rows[0]) if rows else None
+
+    def sweep_changes(self, retention_days: float, *, now: float, batch: int = SWEEP_BATCH) -> int:
+        """Delete up to `batch` events received more than `retention_days` ago (0: keep forever); how many went.
+        Bounded and idempotent (replicas sweeping at once share the work); call until it returns less than
+        `batch`."""
+        if retention_days <= 0:
+            return 0
+        with self._atomic():
+            rows = self._select(f"SELECT id FROM change_events WHERE received_at < ? ORDER BY received_at "
+                                f"LIMIT {int(batch)}{self._skip_locked()}", [now - retention_days * 86400])
+            ids = [str(r["id"]) for r in rows]
+            if not ids:
+                return 0
+            return self._write(f"DELETE FROM change_events WHERE id IN ({_marks(ids)})", ids)
+
+
+def _row(r: Mapping[str, Any]) -> StoredChange:
+    labels = json.loads(r["labels"]) if r.get("labels") else {}
+    return StoredChange(id=str(r["id"]), at=float(r["at"]), summary=str(r["summary"]), source=r.get("source"),
+                        service=r.get("service"), environment=r.get("environment"), url=r.get("url"),
+                        labels=labels if isinstance(labels, dict) else {}, received_at=float(r["received_at"]))
+
+
+class ChangeCalls:
+    """The async entries of ChangeRows (see bot.store.entry)."""
+
+    record_changes = entry(ChangeRows.record_changes)  # the webhook's: queued behind mentions and clicks
+    changes_between = entry(ChangeRows.changes_between)
+    change_event = entry(ChangeRows.change_event)
+    sweep_changes = entry(ChangeRows.sweep_changes)

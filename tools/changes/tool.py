@@ -1,0 +1,140 @@
+"""`recent_changes`: every configured change source read at once, merged into one timeline (INVESTIGATION.md §1).
+
+The window counts back `since_minutes` from the run's anchor (the alert's start for an alert run, else the
+run's start; now outside a run) and runs up to now. Sources: each `[[changes.git]]` repository, each configured
+cluster and namespace (the Kubernetes reach's clients), the hosts asked for (`host`, or inventory hosts the
+task or the alert's labels name) over the SSH reach's pool, and the change events the webhook stored. One
+source failing is one line; the others still answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from bot.store import Store, StoredChange
+from tools.api import current_run
+from tools.changes.events import ChangeEvent
+from tools.changes.gather import Source, gather
+from tools.changes.git import git_changes
+from tools.changes.model import Change, SourceFailure, timeline
+from tools.changes.reach import ChangesConfig
+from tools.registry import Category, ToolContext, ToolError, tool
+
+MAX_SINCE_MINUTES = 7 * 24 * 60
+HOSTS_FROM_TASK = 4  # inventory hosts read because the task names them (a `host` argument is always read)
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _event_change(row: StoredChange) -> Change:
+    return ChangeEvent(at=datetime.fromtimestamp(row.at, UTC), summary=row.summary, id=row.id, source=row.source,
+                       service=row.service, environment=row.environment, url=row.url,
+                       labels=dict(row.labels)).change()
+
+
+def _stored(store: Store, service: str | None) -> Source:
+    async def read(since: datetime, until: datetime) -> Sequence[Change]:
+        rows = await store.changes_between(since.timestamp(), until.timestamp(), service=service)
+        return [_event_change(r) for r in rows]
+
+    return Source("webhook", "stored events", read)
+
+
+def _named_hosts(names: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """The inventory names that appear as words in `texts` (`web-03`, `web-03:9100`, `web-03.example.com`)."""
+    known = set(names)
+    found: list[str] = []
+    for text in texts:
+        for word in _WORD.findall(text):
+            for candidate in (word, word.split(":")[0], word.split(".")[0]):
+                if candidate in known and candidate not in found:
+                    found.append(candidate)
+    return found[:HOSTS_FROM_TASK]
+
+
+def _host_sources(ctx: ToolContext, host: str | None) -> tuple[list[Source], list[SourceFailure]]:
+    from tools.remote.inventory import Inventory
+
+    inventory = ctx.resource(Inventory)
+    names = inventory.names if inventory is not None else ()
+    if host:
+        wanted = [host.strip()]
+    else:
+        run = current_run()
+        wanted = _named_hosts(names, [run.task, *run.labels.values()]) if run is not None else []
+    sources: list[Source] = []
+    failures: list[SourceFailure] = []
+    for name in wanted:
+        found = inventory.get(name) if inventory is not None else None
+        if found is None:
+            failures.append(SourceFailure("host", name, "not in the inventory ([[hosts]])"))
+            continue
+        from tools.changes.packages import host_changes
+        from tools.remote.pool import SshPool
+
+        pool = ctx.resource(SshPool)
+        if pool is None:
+            failures.append(SourceFailure("host", name, "no SSH pool is configured"))
+            continue
+        sources.append(Source("host", name, functools.partial(host_changes, pool, found)))
+    return sources, failures
+
+
+def _kube_sources(ctx: ToolContext, cluster: str | None, namespace: str | None) -> list[Source]:
+    from tools.k8s.clusters import KubeClusters
+
+    clusters = ctx.resource(KubeClusters)
+    if clusters is None:
+        if cluster or namespace:
+            raise ToolError("no Kubernetes cluster is configured ([[kubernetes.clusters]])")
+        return []
+    from tools.changes.k8s import namespace_changes, namespaces
+
+    clients = [clusters.get(cluster)] if cluster else [clusters.get(name) for name in clusters.names()]
+    return [Source("kubernetes", f"{client.name}/{ns}", functools.partial(namespace_changes, client, ns))
+            for client in clients for ns in namespaces(client, namespace)]
+
+
+def _matches_service(change: Change, service: str) -> bool:
+    if change.source != "kubernetes":
+        return True
+    name = change.target.rsplit("/", 1)[-1]
+    return name == service or name.startswith(f"{service}-")
+
+
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
+async def recent_changes(since_minutes: int | None = None, service: str | None = None, host: str | None = None,
+                         cluster: str | None = None, namespace: str | None = None, *, ctx: ToolContext) -> str:
+    """What changed recently, newest first, one change per line: Kubernetes rollouts (with the revision number,
+    for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots, commits in the
+    configured git repositories, and change events from CI/CD. Times are relative to the run's start (an alert
+    run: the alert's start). A source that could not be read is one line saying why.
+
+    Args:
+        since_minutes: how far back from the start to look (default: the configured window).
+        service: only this service's Kubernetes objects and change events (git commits are always listed).
+        host: an inventory host whose package changes and boot to read (default: hosts the task names).
+        cluster: only this configured cluster.
+        namespace: only this configured namespace.
+    """
+    config = ctx.require(ChangesConfig, "no [changes] section is configured")
+    minutes = config.window_minutes if since_minutes is None else since_minutes
+    if not 1 <= minutes <= MAX_SINCE_MINUTES:
+        raise ToolError(f"since_minutes must be from 1 to {MAX_SINCE_MINUTES}, got {minutes}")
+    now = datetime.now(UTC)
+    run = current_run()
+    anchor = datetime.fromtimestamp(run.anchor, UTC) if run is not None else now
+    since, until = min(anchor, now) - timedelta(minutes=minutes), now
+    service = service.strip() if service else None
+    sources = [Source("git", repo.target, functools.partial(git_changes, repo)) for repo in config.repos]
+    sources += _kube_sources(ctx, cluster, namespace)
+    hosts, failures = _host_sources(ctx, host)
+    sources += hosts
+    if (store := ctx.resource(Store)) is not None:
+        sources.append(_stored(store, service))
+    changes, failed = await gather(sources, since, until)
+    if service:
+        changes = [c for c in changes if _matches_service(c, service)]
+    return timeline(changes, [*failures, *failed], anchor=anchor, now=now)
