@@ -28,6 +28,7 @@ import anthropic
 
 from bench import alerts, postgres, product, ssh, surfaces, warm
 from bench import replay as replay_bench
+from bench import runbooks as runbooks_bench_
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -497,6 +498,7 @@ async def main(args: argparse.Namespace) -> None:
     await surfaces_bench(report, args)
     await peers_bench(report, args)
     await acks_bench(report, args)
+    await runbooks_bench_.bench(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
     summary = write(report, HERE / "RESULTS.md", started, time.monotonic() - began, args)
@@ -504,7 +506,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14", "15", "16"]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14", "15", "16", "Ru"]
 POSTGRES = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 SSH = ("11.",)  # … and `--only ssh`
 REPLAY = ("12.",)  # … and `--only replay`
@@ -581,7 +583,8 @@ async def profile_bench(report: Report, args: argparse.Namespace) -> None:
 ONLY = {"postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "), "ssh": (ssh_bench, SSH, "Section 11 "),
         "replay": (replay_bench_, REPLAY, "Section 12 "), "alerts": (alerts_bench, ALERTS, "Section 13 "),
         "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 "),
-        "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile ")}
+        "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile "),
+        "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -633,7 +636,7 @@ if __name__ == "__main__":
                         help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
                              "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
                              "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
-                             "spliced "
+                             "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

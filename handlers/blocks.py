@@ -315,6 +315,9 @@ def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
     return _pack(sections, header=header, first_text=first, what=what)
 
 
+OFFER_BLOCK = "offer"  # the block_id of a run-start line: what tells it from the run's answer
+
+
 def offer_line(parts: Sequence[str | Link]) -> SlackMessage:
     """A reach's run-start line (`Similar past incidents: <link|…> …`, `Following runbook: …`): its text redacted,
     escaped and its hidden characters shown; a link only to an http(s) URL (else its label alone), never a
@@ -331,7 +334,7 @@ def offer_line(parts: Sequence[str | Link]) -> SlackMessage:
         else:
             shown.append(text)
     line = "".join(shown)
-    return SlackMessage(text=_truncate("".join(plain), FALLBACK_MAX), blocks=[_section(line)])
+    return SlackMessage(text=_truncate("".join(plain), FALLBACK_MAX), blocks=[_section(line, OFFER_BLOCK)])
 
 
 def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:

@@ -38,7 +38,7 @@ from bot.app import Opsloop, build, start
 from bot.config import Settings, load_settings
 from bot.store import Ledger
 from bot.types import AuditEntry, Run
-from handlers.blocks import APPROVE, DENY, STOP
+from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP
 from tests import incident_tools
 from tests.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
 from tests.fakes.slack import FakeSlack, Message, mention_event, message_event
@@ -146,6 +146,11 @@ def is_card(msg: Message) -> bool:
 
 def is_status(msg: Message) -> bool:
     return "status" in block_ids(msg)
+
+
+def is_offer(msg: Message) -> bool:
+    """A reach's run-start line (`Following runbook: …`, past incidents): posted before the answer, never it."""
+    return OFFER_BLOCK in block_ids(msg)
 
 
 def card_state(msg: Message) -> str:
@@ -300,17 +305,18 @@ class BotEnv:
             channel, lambda m: m.thread_ts == thread_ts and is_status(m), timeout=timeout)
 
     async def wait_final(self, channel: str, thread_ts: str, *, timeout: float = 10.0) -> Message:
-        """The bot's final answer or handoff report in the thread (neither status nor card)."""
+        """The bot's final answer or handoff report in the thread (neither status, card nor run-start line)."""
         return await self.slack.wait_for_message(
             channel,
             lambda m: m.thread_ts == thread_ts and m.user == self.slack.bot_user_id and m.blocks is not None
-            and not is_card(m) and not is_status(m),
+            and not is_card(m) and not is_status(m) and not is_offer(m),
             timeout=timeout,
         )
 
     def finals(self, channel: str, thread_ts: str) -> list[Message]:
         return [m for m in self.thread(channel, thread_ts)
-                if m.user == self.slack.bot_user_id and m.ts != thread_ts and not is_card(m) and not is_status(m)]
+                if m.user == self.slack.bot_user_id and m.ts != thread_ts and not is_card(m) and not is_status(m)
+                and not is_offer(m)]
 
     async def wait_reaction(self, channel: str, ts: str, name: str = "eyes", *, timeout: float = 5.0) -> None:
         await self.slack.wait_for_call(

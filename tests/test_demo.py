@@ -40,6 +40,7 @@ def test_opsloop_demo_plays_the_incident_and_exits_0(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "@alice: @opsloop web-03 is out of disk, deal with it" in out
+    assert "Following runbook: Disk full on a web host (5 steps)" in out
     assert "Approved: clean_logs · ✅ Approved by @carol" in out
     assert "web-03: /var is back to 41% (was 97%)." in out
     assert "completed in 7 steps" in out and " tokens (in " in out and "$0.0" in out
@@ -131,3 +132,37 @@ async def test_demo_with_an_api_key_plays_against_claude_and_the_crew_follows_it
     assert "Freed 28 GB on web-03; /var is at 41%." in shown
     assert demo_tools.HOST.actions == ["clean_logs /var/log/nginx approved by U0CAROL"]
     fake_anthropic.assert_complete()
+
+
+async def test_demo_ships_a_runbook_its_first_request_carries_and_its_thread_follows(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    """The demo's config has `[runbooks] dirs` with the packaged disk-full.md: the task's keyword ("out of disk")
+    matches it, so the first model request carries it as the team's runbook and the thread says it follows it."""
+    fake_anthropic.script(reply(text("Following the runbook: web-03's /var is full.")))
+    settings = load_settings(None, env={"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.base_url})
+    out = io.StringIO()
+    assert await play(settings, out=out, db_path=tmp_path / "demo.db") == 0
+    first = fake_anthropic.requests[0].body
+    assert first is not None
+    turn = "\n".join(b["text"] for b in first["messages"][0]["content"] if b.get("type") == "text")
+    assert "[team runbook disk-full: 'Disk full on a web host', 5 steps; matched by keyword 'out of disk']" in turn
+    assert "1. `check_disk` on the host" in turn and "[end of team runbook]" in turn
+    shown = out.getvalue()
+    assert "Following runbook: Disk full on a web host (5 steps)" in shown
+    assert shown.index("Following runbook") < shown.index("Following the runbook: web-03's /var is full.")
+
+
+async def test_the_scripted_demo_says_it_follows_the_runbook_before_its_first_card(tmp_path: Path) -> None:
+    code, out = await _transcript(tmp_path)
+    assert code == 0
+    assert out.index("Following runbook: Disk full on a web host (5 steps)") < out.index("Approval needed:")
+
+
+def test_the_demo_runbook_is_package_data_so_a_wheel_has_it() -> None:
+    import tomllib
+
+    from bot.playground.demo.stage import RUNBOOKS
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = sorted(RUNBOOKS.glob("*.md"))
+    assert files and all(f.match(pattern) for f in files for pattern in data["bot.playground.demo"])

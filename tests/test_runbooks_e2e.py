@@ -133,7 +133,8 @@ async def test_a_mention_matched_by_a_keyword_and_a_non_matching_runbook_never_o
         assert "matched by keyword 'no space left'" in turn
         assert "DNS is down" not in turn and "web team" not in turn
         await thread_line(env, ts, "Disk full on a web host")
-        await said(env, channel, ts, "Looking.")
+        assert "Looking." in (await env.wait_final(channel, ts)).text  # wait_final skips the runbook's line
+        assert [m.text for m in env.finals(channel, ts)] == ["Looking."]
 
         channel2, ts2 = await env.mention("the build is slow today")
         requests = await env.requests(2)

@@ -71,6 +71,8 @@ async def test_browser_plays_the_demo_incident_with_a_redirect(sandbox: Sandbox,
     shown = await browser.execute("return document.body.innerText")
     assert "Superseded by a thread reply from @bob" in shown
     assert "web-03: /var is back to 41% (was 97%)." in shown
+    note = await browser.execute("return document.querySelector('.msg[data-kind=note]').innerText")
+    assert "Following runbook: Disk full on a web host (5 steps)" in note  # the demo's runbook, not the answer
     assert demo_tools.HOST.var_percent == 41
 
 

@@ -28,6 +28,7 @@ _SUPERSEDED = re.compile(r"while (\S+) was waiting for approval, (\S+) replied i
 _PERCENT = re.compile(r"^/var\s.*?(\d+)%", re.M)
 _APPROVED_BY = re.compile(r"approved by (\S+?)\)")
 _THINKING_TOKENS = 120  # a short adaptive think per step
+_RUNBOOK = re.compile(r"^\[team runbook ([\w.-]+): '(.*?)', (\d+ steps?)", re.M)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,13 +54,14 @@ class Facts:
     calls: tuple[Call, ...]
     replies: tuple[tuple[str, str], ...]  # (user, text), thread replies and the ones that superseded a card
     tools: frozenset[str]
+    runbook: str = ""  # the team's runbook offered in the first turn ("disk-full, 5 steps"), if any
 
     @classmethod
     def read(cls, request: ModelRequest) -> Facts:
         results: dict[str, tuple[str, bool]] = {}
         uses: list[dict[str, Any]] = []
         replies: list[tuple[str, str]] = []
-        task = ""
+        task = runbook = ""
         for message in request.messages:
             for block in _blocks(message):
                 kind = block.get("type")
@@ -73,13 +75,15 @@ class Facts:
                 elif kind == "text" and message["role"] == "user":
                     if m := _REPLY.match(block["text"]):
                         replies.append((m.group(1), m.group(2)))
+                    elif (rb := _RUNBOOK.search(block["text"])) and not runbook:
+                        runbook = f"{rb.group(1)}, {rb.group(3)}"
                     elif not task:
                         task = block["text"]
         calls = tuple(Call(id=u["id"], name=u["name"], args=u.get("input") or {},
                            result=results.get(u["id"], (None, False))[0],
                            is_error=results.get(u["id"], (None, False))[1]) for u in uses)
         return cls(task=task, calls=calls, replies=tuple(replies),
-                   tools=frozenset(t["name"] for t in request.tools))
+                   tools=frozenset(t["name"] for t in request.tools), runbook=runbook)
 
     def tried(self, name: str) -> bool:
         return any(c.name == name for c in self.calls)
@@ -110,7 +114,9 @@ def next_step(f: Facts) -> Step:
     """The incident playbook: look, get told, look at what was asked, change with approval, verify, report."""
     host = {"host": HOST}
     if not f.tried("check_disk"):
-        return Step(thinking="The page says disk. Check web-03's mounts first.", calls=(("check_disk", host),))
+        follow = f" The team's runbook ({f.runbook}) fits; its step 1 is the same, I check each step as I go." \
+            if f.runbook else ""
+        return Step(thinking=f"The page says disk. Check web-03's mounts first.{follow}", calls=(("check_disk", host),))
     if not f.tried("list_big_files"):
         return Step(thinking="/var is nearly full. Find what fills it, and see how nginx is doing meanwhile.",
                     calls=(("list_big_files", {**host, "path": "/var"}), ("service_status", {**host, "unit": NGINX})))

@@ -20,11 +20,14 @@ from bot.config import ApprovalSettings, Secret, Settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.model import IncidentModel
 from bot.playground.standin.slack import FakeSlack, mention_event, message_event
+from tools.reaches import parse_reaches
 
 CHANNEL = "C0INCIDENT"
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"  # alice asks; bob and carol are on call
 PEOPLE = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
 DEMO_TOOLS: Mapping[str, Any] = {"modules": ["bot.playground.demo.tools"]}
+RUNBOOKS = Path(__file__).resolve().parent / "runbooks"  # package data: disk-full.md, which the incident follows
+DEMO_REACHES: Mapping[str, Any] = {"runbooks": {"dirs": ["runbooks"]}}  # the demo's config, beside RUNBOOKS
 
 
 @dataclass
@@ -80,9 +83,15 @@ def stage_settings(base: Settings, slack: FakeSlack, *, db_path: Path, tools: Ma
         db_path=str(db_path),
         channels=(),
         tools=tools if tools is not None else base.tools,
+        reaches=base.reaches if tools is None else {**base.reaches, **demo_reaches()},
         approvals=base.approvals if tools is None else ApprovalSettings(),
         status_update_seconds=status_update_seconds,
     )
+
+
+def demo_reaches() -> dict[str, Any]:
+    """`[runbooks] dirs = ["runbooks"]` read as a config file beside the demo package would be: its runbook."""
+    return parse_reaches(DEMO_REACHES, base_dir=RUNBOOKS.parent)
 
 
 @contextlib.asynccontextmanager

@@ -47,6 +47,7 @@ PAGE = """<!doctype html>
   .card.denied, .card.expired { border-left-color:var(--red); background:#fdf6f8; }
   .card.superseded { border-left-color:var(--blue); background:#f5f9fd; }
   .kind-status .part { color:#444; }
+  .kind-note .part { color:#555; font-style:italic; }
   .actions { display:flex; gap:8px; margin-top:6px; }
   button { font: inherit; font-size:14px; font-weight:700; border-radius:4px; padding:4px 14px; cursor:pointer;
            border:1px solid #bbb; background:#fff; color:var(--fg); }

@@ -37,6 +37,7 @@ class Kind(enum.StrEnum):
     PERSON = "person"
     STATUS = "status"
     CARD = "card"
+    NOTE = "note"  # a run-start line (`Following runbook: …`): said before the answer, never it
     ANSWER = "answer"
 
 
@@ -226,6 +227,8 @@ def kind_of(msg: Message, bot_user_id: str) -> Kind:
         return Kind.STATUS
     if "approval_header" in ids:
         return Kind.CARD
+    if "offer" in ids:  # handlers.blocks.OFFER_BLOCK
+        return Kind.NOTE
     return Kind.ANSWER
 
 
