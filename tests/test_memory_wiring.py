@@ -125,21 +125,31 @@ async def test_memory_disabled_records_nothing_and_offers_nothing(store: Store) 
     await reg.aclose()
 
 
-def test_opsloop_forget_takes_a_run_out_of_memory(tmp_path: object) -> None:
+def test_opsloop_forget_takes_a_run_out_of_memory(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Once per backend: `opsloop forget RUN_ID --db <file or postgresql:// URL>` (a sync CLI, no event loop)."""
     import asyncio
-    from pathlib import Path
 
     from bot.cli import main
 
-    db = str(Path(str(tmp_path)) / "opsloop.db")
-
-    async def seed() -> str:
-        s = await Store(db).open()
+    async def seed() -> tuple[str, str]:
+        s = await Store(db_url).open()
         try:
-            return await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned")
+            return (await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned"),
+                    await end_run(s, "web-03 disk full again", channel="C1", kind="public", output="cleaned"))
         finally:
             await s.close()
 
-    run_id = asyncio.run(seed())
-    assert main(["forget", run_id, "--db", db]) == 0
-    assert main(["forget", run_id, "--db", db]) != 0  # not there any more: said, not silent
+    async def left() -> tuple[bool, bool, list[str]]:
+        s = await Store(db_url).open()
+        try:
+            found = [m.incident.run_id for m in await s.search_incidents("web-03 disk", channel="C1")]
+            return await s.incident(run_id) is None, await s.incident(kept) is not None, found
+        finally:
+            await s.close()
+
+    run_id, kept = asyncio.run(seed())
+    assert main(["forget", run_id, "--db", db_url]) == 0
+    assert f"forgot {run_id}" in capsys.readouterr().out
+    assert asyncio.run(left()) == (True, True, [kept])  # gone from search too; the other record stays
+    assert main(["forget", run_id, "--db", db_url]) != 0  # not there any more: said, not silent
+    assert "is not in incident memory" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import structlog
 
+from bot.incidents import terms
 from bot.log import configure_logging
 from tests import planted_tools
 from tests.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
@@ -106,6 +107,16 @@ def _store_rows(db_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         conn.close()
 
 
+def _fts_terms(db_path: str) -> set[str]:
+    """Every term of incident memory's FTS5 index, as it is searched (fts5vocab over incidents_fts)."""
+    conn = sqlite3.connect(db_path)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, incidents_fts, 'row')")
+        return {str(r[0]) for r in conn.execute("SELECT term FROM temp.fts_terms")}
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def captured_logs() -> Iterator[io.StringIO]:
     """The app's logs as `opsloop run` writes them (structlog JSON with stdlib records), at debug level."""
@@ -133,7 +144,8 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
         reply(text("Restarting nginx with the rotated credentials."), tool_use("restart_service", restart)),
         reply(text("nginx restarted on web-03; /var is fine.")),
     )
-    config = '[tools]\nmodules = ["tests.incident_tools", "tests.planted_tools"]'
+    # [memory] on: the run's end writes its incident record (task, answer, changes) and SQLite's FTS5 index of it
+    config = '[tools]\nmodules = ["tests.incident_tools", "tests.planted_tools"]\n[memory]\nenabled = true'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         gate = hold("check_disk")
         channel, ts = await env.mention("nginx is down, creds are:\n" + _blob("MENT"))
@@ -177,4 +189,16 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
     assert "creds are:" in requests and "[thread reply from U0BOB] more creds" in requests
     assert "config of nginx:" in requests and "run.created" in logs[0]
     assert _found("", assistant_rows, ("ARGS",)) and _found("", assistant_rows, ("THNK",))
+    incidents = [r for t, r in rows if t == "incidents"]
+    assert len(incidents) == 1 and "creds are:" in incidents[0]["task"]  # the record holds the (redacted) task
+    assert "nginx restarted on web-03" in incidents[0]["answer"] and "restart_service" in incidents[0]["changes"]
+    fts = {t for t, _ in rows if t.startswith("incidents_fts")}
+    assert {"incidents_fts_data", "incidents_fts_idx"} <= fts  # FTS5's shadow tables were scanned too
+    # The index keeps lower-cased, prefix-compressed terms, which a scan of its blobs can't match against the
+    # cores: read its terms through fts5vocab, and look for every core's own words there.
+    vocab = _fts_terms(db_path)
+    assert {"creds", "nginx", "restart_service"} & vocab >= {"creds", "nginx"}  # the task and answer are indexed
+    secret_words = {(tag, w) for tag in TAGS_NEVER + TAGS_MODEL for core in _cores(tag) for w in terms(core)
+                    if tag.lower() in w}
+    assert secret_words and [w for _, w in secret_words if w in vocab] == []
 

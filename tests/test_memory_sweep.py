@@ -1,0 +1,84 @@
+"""Incident memory's retention sweep ([memory] retention_days): a pass takes batches until one comes back short,
+replicas sweeping at once share the work, 0 keeps forever, and the running app sweeps once as it opens."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.store import Ledger, Store
+from handlers.supervisor.memory_sweep import MemorySweep
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
+from tests.harness import bot_env
+from tests.test_memory_wiring import end_run
+
+DAY = 86400.0
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = await Store(db_url, retry_seconds=5).open()
+    yield s
+    await s.close()
+
+
+async def seed(store: Store, n: int) -> list[str]:
+    return [await end_run(store, f"web-03 disk full {i}", channel="C1", kind="public", output="cleaned")
+            for i in range(n)]
+
+
+async def test_one_pass_takes_every_batch_past_retention_and_keeps_the_rest(store: Store) -> None:
+    await seed(store, 7)
+    now = store.now()
+    assert await MemorySweep(store, 30, batch=3, now=lambda: now + 29 * DAY).sweep() == 0  # not old enough
+    assert await store.incident_count() == 7
+    assert await MemorySweep(store, 0, batch=3, now=lambda: now + 9999 * DAY).sweep() == 0  # 0: forever
+    assert await store.incident_count() == 7
+    assert await MemorySweep(store, 30, batch=3, now=lambda: now + 31 * DAY).sweep() == 7  # 3 + 3 + 1
+    assert await store.incident_count() == 0
+
+
+async def test_replicas_sweeping_at_once_share_the_work(db_url: str, store: Store) -> None:
+    await seed(store, 9)
+    later = store.now() + 400 * DAY
+    other = await Store(db_url, retry_seconds=5).open()
+    try:
+        passes = [MemorySweep(s, 365, batch=2, now=lambda: later) for s in (store, other, store, other)]
+        gone = await asyncio.gather(*(p.sweep() for p in passes))
+        assert sum(gone) == 9 and await other.incident_count() == 0
+    finally:
+        await other.close()
+
+
+async def test_retention_zero_starts_no_sweep(store: Store) -> None:
+    sweep = MemorySweep(store, 0)
+    sweep.start()
+    assert sweep._task is None
+    await sweep.close()
+
+
+async def test_the_app_sweeps_old_incidents_once_as_it_opens(
+        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    db = str(tmp_path / "opsloop.db")  # bot_env's OPSLOOP_DB
+    s = await Store(db).open()
+    try:
+        old, recent = await seed(s, 2)
+    finally:
+        await s.close()
+    ledger = Ledger(db)
+    try:
+        with ledger.sql.atomic():
+            ledger.sql.execute("UPDATE incidents SET ended_at = ended_at - ? WHERE run_id = ?", [40 * DAY, old])
+    finally:
+        ledger.close()
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, "[memory]\nretention_days = 30\n") as env:
+        sweep = env.ops.supervisor.memory_sweep
+        assert sweep is not None and sweep.retention_days == 30
+        await asyncio.wait_for(sweep.swept.wait(), timeout=10)
+        assert await env.ops.store.incident(old) is None
+        assert await env.ops.store.incident(recent) is not None
+    assert sweep._task is None  # closed with the app
