@@ -68,8 +68,8 @@ x = 1
         "limits.max_iteration: unknown key (known: cost_budget_usd, deadline_seconds, max_consecutive_errors, "
         "max_iterations, parallelism, token_budget)",
         "approvals.allow_self_approval: expected true or false, got a string",
-        "oops: unknown section (known: alerts, approvals, changes, hosts, kubernetes, limits, log, model, slack, ssh, "
-        "store, tools)",
+        "oops: unknown section (known: alerts, approvals, changes, hosts, kubernetes, limits, log, memory, model, "
+        "runbooks, slack, ssh, store, tools)",
         "approvals.approvers: 'bob' is neither a user id (U…/W…) nor a user group (S…)",
     ]
 
