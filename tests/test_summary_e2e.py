@@ -250,3 +250,27 @@ async def test_an_answer_without_a_summary_is_the_answer_alone(
         answer = await env.wait_final(channel, ts)
         assert not [b for b in answer.blocks or [] if str(b.get("block_id", "")).startswith("summary_")]
         assert "Nothing to do." in text_of(answer)
+
+
+async def test_updates_within_the_throttle_window_cost_no_extra_slack_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        *[reply(tool_use(TOOL_NAME, summary(f"belief {i}"), id=f"toolu_sum{i}")) for i in range(4)],
+        reply(text("done")),
+    )
+    config = "[slack]\nstatus_update_seconds = 30"  # one status update per 30 s at most
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        answer = await env.wait_final(channel, ts)
+        status = await final_status(env, channel, ts, "belief 3")  # the finished status shows the last one
+        updates = [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]
+        # four accepted updates inside one window: the first event's update and the closing one, nothing more
+        assert len(updates) == 2
+        assert "belief" not in str(updates[0].args.get("blocks"))  # the run's start, before any update
+        assert "belief 3" in str(updates[1].args.get("blocks"))
+        assert "belief 3" in text_of(answer)
+        (run,) = env.runs()
+        with env.ledger() as ledger:
+            assert [r.summary.situation for r in ledger.summaries(run.id)] == [f"belief {i}" for i in range(4)]
+        fake_anthropic.assert_complete()
