@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from bot.playground.standin.render import plain
 from bot.playground.standin.slack import block_errors
 from bot.redact import REDACTED
 from bot.summary import (
@@ -316,3 +317,9 @@ def test_a_cut_item_ends_with_an_ellipsis_and_breaks_no_entity() -> None:
     cause = texts(summary_blocks(at_the_limits("&")))[1]
     lines = cause.split("\n")[1:]
     assert len(lines) == 5 and all(line.endswith("&amp;…") for line in lines)
+
+
+def test_the_sandbox_reads_the_summary_without_its_markup() -> None:
+    cause = texts(summary_blocks(mixed()))[1]
+    shown = plain(cause, {})
+    assert "~" not in shown and "*" not in shown and "Refuted, high confidence" in shown
