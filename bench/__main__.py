@@ -29,6 +29,7 @@ import anthropic
 from bench import alerts, postgres, product, ssh, surfaces, warm
 from bench import replay as replay_bench
 from bench import runbooks as runbooks_bench_
+from bench import summary as summary_bench_
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
@@ -579,12 +580,21 @@ async def profile_bench(report: Report, args: argparse.Namespace) -> None:
     await profile(20, 3 if args.quick else 8, report, HERE / "PROFILE.md")
 
 
+SUMMARY = ("summary",)  # … and `--only summary`
+
+
+async def summary_bench(report: Report, args: argparse.Namespace) -> None:
+    """summary: one update_summary call (store plus render), the status message's size at the limits."""
+    await summary_bench_.run_all(report.row, report.section, calls=50 if args.quick else summary_bench_.CALLS)
+
+
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
 ONLY = {"postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "), "ssh": (ssh_bench, SSH, "Section 11 "),
         "replay": (replay_bench_, REPLAY, "Section 12 "), "alerts": (alerts_bench, ALERTS, "Section 13 "),
         "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 "),
         "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile "),
-        "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section ")}
+        "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section "),
+        "summary": (summary_bench, SUMMARY, "Section summary ")}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -636,7 +646,8 @@ if __name__ == "__main__":
                         help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
                              "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
                              "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
-                             "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); spliced "
+                             "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); summary: one "
+                             "update_summary call and the status message at the limits; spliced "
                              "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
                              "printed")
     parsed = parser.parse_args()

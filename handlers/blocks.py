@@ -304,11 +304,13 @@ def status_message(
 # ---------------------------------------------------------------------------
 
 
-def text_messages(text: str, *, title: str | None = None) -> list[SlackMessage]:
-    """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs."""
+def text_messages(text: str, *, title: str | None = None, summary: Summary | None = None) -> list[SlackMessage]:
+    """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs; a final answer starts
+    from the run's last living summary (its three sections first, redacted and escaped as in the status message)."""
     text, title = redact(text), reveal(redact(title), prose=True) if title else title
     body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
-    sections = [_section(chunk) for chunk in split_mrkdwn(body)]
+    sections = [*(summary_blocks(summary) if summary is not None else []),
+                *(_section(chunk) for chunk in split_mrkdwn(body))]
     header = _header(title, "title") if title and title.strip() else None
     first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
     what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"

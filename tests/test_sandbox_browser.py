@@ -74,6 +74,12 @@ async def test_browser_plays_the_demo_incident_with_a_redirect(sandbox: Sandbox,
     note = await browser.execute("return document.querySelector('.msg[data-kind=note]').innerText")
     assert "Following runbook: Disk full on a web host (5 steps)" in note  # the demo's runbook, not the answer
     assert demo_tools.HOST.var_percent == 41
+    # the finished status message keeps the living summary above its task list, rendered without markup
+    status = await browser.execute("return document.querySelector('.msg[data-kind=status][data-state=finished]')"
+                                   ".innerText")
+    assert status.index("What's going on") < status.index("Likely cause") < status.index("What opsloop is doing")
+    assert "Confirmed, high confidence: 212 rotated nginx logs" in status
+    assert "Refuted, high confidence: nginx itself is broken" in status and "~Refuted" not in status
 
 
 async def _state(http: aiohttp.ClientSession, url: str, since: int = -1) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from bot.playground.standin.render import plain
 from bot.playground.standin.slack import block_errors
 from bot.redact import REDACTED
 from bot.summary import (
@@ -26,7 +27,7 @@ from bot.summary import (
     render_text,
     validate,
 )
-from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message
+from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message, text_messages
 from handlers.summary_blocks import BLOCK_IDS, summary_blocks
 
 OK = CallStatus.SUCCEEDED
@@ -271,13 +272,14 @@ def at_the_limits(fill: str) -> Summary:
     return summary
 
 
-def with_status(summary: Summary) -> list[dict[str, Any]]:
-    """The status message as it will be: its status line, the summary, then 15 task cards, Stop."""
-    tasks = [Task(task_id=f"toolu_{i:02d}", title=f"check_disk host=web-{i:02d} " + "x" * 200,
-                  status="complete", output="y" * 500) for i in range(15)]
-    msg = status_message(state="running", step=12, activity="waiting for approval", tokens=12345,
-                         cost_usd=0.12, run_id="run_0123456789", max_iterations=20, tasks=tasks)
-    return [msg.blocks[0], *summary_blocks(summary), *msg.blocks[1:]]
+def with_status(summary: Summary, *, state: str = "running", tasks: int = 15) -> list[dict[str, Any]]:
+    """The status message as the run sends it: its status line, the summary, the task cards (older ones counted),
+    its run line and, while it runs, Stop."""
+    cards = [Task(task_id=f"toolu_{i:02d}", title=f"check_disk host=web-{i:02d} " + "x" * 200,
+                  status="complete", output="y" * 500) for i in range(tasks)]
+    msg = status_message(state=state, step=12, activity="waiting for approval " + "z" * 400, tokens=12345,
+                         cost_usd=0.12, run_id="run_0123456789", max_iterations=20, tasks=cards, summary=summary)
+    return msg.blocks
 
 
 @pytest.mark.parametrize("fill", ["the pool size dropped to 10 after the 14:08 deploy ", "&", "<", "\u202e"])
@@ -291,7 +293,33 @@ def test_a_full_summary_and_15_tasks_stay_inside_slacks_limits(fill: str) -> Non
     print(f"\nfill={fill!r}: {len(blocks)} blocks, status message {size} bytes, summary {summary_size} bytes")
 
 
+@pytest.mark.parametrize("state", ["running", "finished"])
+@pytest.mark.parametrize("tasks", [15, 40])
+def test_the_status_message_at_the_limits_keeps_the_summary_above_the_tasks(state: str, tasks: int) -> None:
+    blocks = with_status(at_the_limits("<!channel> "), state=state, tasks=tasks)
+    assert block_errors(blocks) == [], block_errors(blocks)
+    ids = [b.get("block_id") for b in blocks]
+    assert ids[:4] == ["status", *BLOCK_IDS] and ids.index("status_tasks") == 4
+    assert ("status_actions" in ids) == (state == "running")
+    assert len(blocks) <= MAX_BLOCKS
+    assert all(len(b["text"]["text"]) <= SECTION_TEXT_MAX for b in blocks if b["type"] == "section")
+    assert "<!channel>" not in json.dumps(blocks)
+
+
+def test_a_final_answer_with_a_full_summary_and_a_long_answer_stays_inside_slacks_limits() -> None:
+    msgs = text_messages("\n\n".join("p" * 2900 for _ in range(60)), summary=at_the_limits("&"))
+    assert [b.get("block_id") for b in msgs[0].blocks[:3]] == list(BLOCK_IDS)
+    for msg in msgs:
+        assert block_errors(msg.blocks) == [] and len(msg.blocks) <= MAX_BLOCKS
+
+
 def test_a_cut_item_ends_with_an_ellipsis_and_breaks_no_entity() -> None:
     cause = texts(summary_blocks(at_the_limits("&")))[1]
     lines = cause.split("\n")[1:]
     assert len(lines) == 5 and all(line.endswith("&amp;…") for line in lines)
+
+
+def test_the_sandbox_reads_the_summary_without_its_markup() -> None:
+    cause = texts(summary_blocks(mixed()))[1]
+    shown = plain(cause, {})
+    assert "~" not in shown and "*" not in shown and "Refuted, high confidence" in shown

@@ -210,3 +210,67 @@ async def test_a_run_cut_off_by_a_limit_reports_its_last_summary_and_show_export
     assert main(["show", run.id, "--html", str(page)]) == 0
     html = page.read_text()
     assert "How the hypotheses changed" in html and html.index("first belief") < html.index("second belief")
+
+
+async def test_the_final_answer_starts_from_the_last_summary_redacted_and_escaped(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    token = "xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx"
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
+        reply(tool_use(TOOL_NAME, summary("an older belief", hypotheses=[hyp("logs", ["toolu_disk"],
+                                                                             confidence="low")]))),
+        reply(tool_use(TOOL_NAME, summary(f"<!channel> /var full, token {token}",
+                                          hypotheses=[hyp("logs", ["toolu_disk"])], steps=["ping <@U0BOB>"]))),
+        reply(text("Rotated nginx logs fill /var.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        answer = await env.wait_final(channel, ts)
+        assert block_errors(answer.blocks) == [], block_errors(answer.blocks)
+        ids = [b.get("block_id") for b in answer.blocks or []]
+        assert ids[:3] == ["summary_situation", "summary_cause", "summary_next"]  # the summary first
+        assert answer.text == "Rotated nginx logs fill /var."  # the notification is the answer itself
+        shown = text_of(answer)
+        assert shown.index("/var full") < shown.index("rotated nginx logs fill /var") < shown.rindex(
+            "Rotated nginx logs fill /var.")  # situation, cause, then the answer's own text
+        assert "an older belief" not in shown  # the last accepted update, not an earlier one
+        assert token not in shown and "xoxb-" not in shown
+        assert "<!channel>" not in shown and "<@U0BOB>" not in shown and "&lt;!channel&gt;" in shown
+        assert [m.ts for m in env.finals(channel, ts)] == [answer.ts]  # no extra post
+        fake_anthropic.assert_complete()
+
+
+async def test_an_answer_without_a_summary_is_the_answer_alone(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Nothing to do.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        answer = await env.wait_final(channel, ts)
+        assert not [b for b in answer.blocks or [] if str(b.get("block_id", "")).startswith("summary_")]
+        assert "Nothing to do." in text_of(answer)
+
+
+async def test_updates_within_the_throttle_window_cost_no_extra_slack_call(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        *[reply(tool_use(TOOL_NAME, summary(f"belief {i}"), id=f"toolu_sum{i}")) for i in range(4)],
+        reply(text("done")),
+    )
+    config = "[slack]\nstatus_update_seconds = 30"  # one status update per 30 s at most
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        answer = await env.wait_final(channel, ts)
+        status = await final_status(env, channel, ts, "belief 3")  # the finished status shows the last one
+        updates = [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]
+        # four accepted updates inside one window: the first event's update and the closing one, nothing more
+        assert len(updates) == 2
+        assert "belief" not in str(updates[0].args.get("blocks"))  # the run's start, before any update
+        assert "belief 3" in str(updates[1].args.get("blocks"))
+        assert "belief 3" in text_of(answer)
+        (run,) = env.runs()
+        with env.ledger() as ledger:
+            assert [r.summary.situation for r in ledger.summaries(run.id)] == [f"belief {i}" for i in range(4)]
+        fake_anthropic.assert_complete()

@@ -98,6 +98,11 @@ class Comparison:
         return self.original.stop_reason == self.replay.stop_reason
 
     @property
+    def same_hypotheses(self) -> bool:
+        """Both runs ended believing the same: the same hypotheses (by id) with the same status and confidence."""
+        return _beliefs(self.original) == _beliefs(self.replay)
+
+    @property
     def regression(self) -> bool:
         """The original succeeded and the replay reached no change or a different one."""
         return self.original.succeeded and not self.same_change
@@ -123,6 +128,24 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
         replies=tuple(replies), sources={s.value: world.counts.get(s.value, 0) for s in Source},
         replay_wall_seconds=result.wall_seconds, log=tuple(world.log),
     )
+
+
+def _beliefs(i: Incident) -> frozenset[tuple[str, str, str]] | None:
+    s = i.final_summary
+    return None if s is None else frozenset((h.id, str(h.status), str(h.confidence)) for h in s.hypotheses)
+
+
+def hypotheses(i: Incident) -> str:
+    """A run's final hypotheses in one line, in the summary's display order: `logs supported/high; db open/low`."""
+    s = i.final_summary
+    if s is None:
+        return "no summary"
+    return "; ".join(f"{h.id} {h.status}/{h.confidence}" for h in s.ordered()) or "not known yet"
+
+
+def hypotheses_line(c: Comparison) -> str:
+    o, r = hypotheses(c.original), hypotheses(c.replay)
+    return f"final hypotheses: same ({o})" if c.same_hypotheses else f"final hypotheses: different ({o} → {r})"
 
 
 def _last_step(i: Incident) -> int:
@@ -183,6 +206,7 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
         ("steps", str(o.steps), str(r.steps)),
         ("stop reason", f"{o.stop_reason} {o.stop_detail}".strip(), f"{r.stop_reason} {r.stop_detail}".strip()),
         ("final change", "; ".join(o.changes) or "none", "; ".join(r.changes) or "none"),
+        ("final hypotheses", hypotheses(o), hypotheses(r)),
         ("tokens (paid)", f"{o.usage.paid_tokens:,}", f"{r.usage.paid_tokens:,}"),
         ("tokens in/out", f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
          f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}"),
@@ -217,6 +241,7 @@ def text(c: Comparison) -> str:
     out += [f"  replay    {a.call}: {a.outcome}" for a in c.approvals_replay] or ["  replay    none"]
     out.append(f"same final change: {'yes' if c.same_change else 'no'}"
                + (" · REGRESSION (the original succeeded)" if c.regression else ""))
+    out.append(hypotheses_line(c))
     out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
     out.append("results: " + " · ".join(f"{k} {v}" for k, v in c.sources.items()))
     out += [f"reply from {x.user} {x.text!r}: original {x.original}; replay {x.replay}" for x in c.replies]
@@ -238,7 +263,8 @@ def html_page(c: Comparison, *, generated_at: float) -> str:
     when = datetime.fromtimestamp(generated_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     verdict = (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path") + (
         " · same final change" if c.same_change else " · different final change") + (
-        " · REGRESSION" if c.regression else "")
+        " · REGRESSION" if c.regression else "") + (
+        " · same final hypotheses" if c.same_hypotheses else " · different final hypotheses")
     parts = [
         "<!doctype html>", '<html lang="en">',
         f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{_EXTRA_CSS}</style></head><body>',

@@ -23,6 +23,7 @@ from bot.guards import Limits, canonical
 from bot.history import final_text, tool_calls
 from bot.redact import redact_value
 from bot.store import Ledger
+from bot.summary import Summary
 from bot.types import Approval, ApprovalState, Step, ToolResultRow, Usage
 
 FORMAT = "opsloop-incident/1"
@@ -132,6 +133,11 @@ class Incident:
     @property
     def succeeded(self) -> bool:
         return self.stop_reason == "completed"
+
+    @property
+    def final_summary(self) -> Summary | None:
+        """The run's last accepted living summary (None: it never had one)."""
+        return Summary.from_json(self.summary_history[-1]["summary"]) if self.summary_history else None
 
     def step_calls(self, step: int) -> list[RecordedCall]:
         return [c for c in self.calls if c.step == step]

@@ -24,6 +24,7 @@ from typing import Any
 
 from bot import Toolbox
 from bot.replay.record import READ_ONLY, Incident, RecordedCall, call_key
+from bot.summary import TOOL_NAME as SUMMARY_TOOL
 from bot.types import ConfirmRequest, Decision, Injected
 from tools import Category, ToolError
 
@@ -138,9 +139,11 @@ class RecordedWorld:
                               for c in calls}
 
     def toolbox(self) -> RecordedToolbox:
+        """The recorded tools; not update_summary, which the runtime adds and answers itself (a second copy in
+        the tools block is a 400, and the replay's summary belongs in the replay's own store)."""
         cats = self.incident.categories
         return RecordedToolbox([RecordedTool(self, s, cats.get(str(s.get("name")), "destructive"))
-                                for s in self.incident.tools])
+                                for s in self.incident.tools if s.get("name") != SUMMARY_TOOL])
 
     # --- what the replay did --------------------------------------------------------------------
     def proposed(self, tool: str, args: dict[str, Any]) -> None:

@@ -243,10 +243,14 @@ class IncidentThread:
         except Exception as e:
             log.warning("status_close_failed", error=f"{type(e).__name__}: {e}")
 
+    async def last_summary(self) -> Summary | None:
+        """The run's last accepted living summary (the status message's, else the stored one after a restart)."""
+        return self.status.summary or await self.sup.store.last_summary(self.run_id)
+
     async def final_posts(self, result: RunResult) -> list[OutboxPost]:
         """The run's answer, or its handoff report, as outbox posts keyed by run and part (sent exactly once)."""
         if result.stop_reason == StopReason.COMPLETED and result.output:
-            msgs, key = blocks.text_messages(result.output), answer_key
+            msgs, key = blocks.text_messages(result.output, summary=await self.last_summary()), answer_key
         else:
             report = handoff_report(result, await self.sup.store.history(self.run_id))
             r, u = report.result, report.result.usage
@@ -257,7 +261,7 @@ class IncidentThread:
                 cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
                 tools=[(t.name, t.calls, t.last_result) for t in report.tools],
                 last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
-                summary=self.status.summary or await self.sup.store.last_summary(self.run_id),
+                summary=await self.last_summary(),
             ), report_key
         msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
         return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,

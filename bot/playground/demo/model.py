@@ -119,7 +119,8 @@ def next_step(f: Facts) -> Step:
         return Step(thinking=f"The page says disk. Check web-03's mounts first.{follow}", calls=(("check_disk", host),))
     if not f.tried("list_big_files"):
         return Step(thinking="/var is nearly full. Find what fills it, and see how nginx is doing meanwhile.",
-                    calls=(("list_big_files", {**host, "path": "/var"}), ("service_status", {**host, "unit": NGINX})))
+                    calls=(("list_big_files", {**host, "path": "/var"}), ("service_status", {**host, "unit": NGINX}),
+                           first_summary(f)))
     if f.asked_for_logs() and not f.tried("tail_log"):
         who = f.replies[-1][0]
         return Step(thinking=f"{who} asked to see the logs first. Doing that before any change.",
@@ -132,8 +133,48 @@ def next_step(f: Facts) -> Step:
                     "logs older than 7 days hold 28 GB. Deleting them frees /var; that is destructive, so it needs "
                     "approval.", calls=(("clean_logs", {**host, "path": LOGS, "older_than_days": 7}),))
     if f.ran("clean_logs") and len(f.ran("check_disk")) < 2:
-        return Step(thinking="Logs deleted. Verify the disk.", calls=(("check_disk", host),))
+        return Step(thinking="Logs deleted. Verify the disk.", calls=(("check_disk", host), found_summary(f)))
     return Step(thinking="Done: summarise for the on-call engineer.", answer=final_answer(f))
+
+
+# The living summary (update_summary), kept current on two turns that also call read-only tools, so the run's
+# steps stay as they were. Evidence is the ids of calls that already succeeded.
+SUMMARY = "update_summary"
+
+
+def _ids(*calls: Call | None) -> list[str]:
+    return [c.id for c in calls if c is not None and c.ran]
+
+
+def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
+    """After the first look: the disk is full, the cause not known yet."""
+    disk = f.last("check_disk")
+    full = m.group(1) if disk and disk.result and (m := _PERCENT.search(disk.result)) else "nearly 100"
+    return SUMMARY, {
+        "situation": f"{HOST} /var is at {full}%; nginx may be failing to write its logs.",
+        "hypotheses": [
+            {"id": "logs", "statement": "old nginx logs fill /var", "status": "open", "confidence": "medium",
+             "evidence": _ids(disk)},
+            {"id": "nginx", "statement": "nginx itself is broken, not just out of disk", "status": "open",
+             "confidence": "low", "evidence": []}],
+        "next_steps": ["find what fills /var", "check nginx's state"]}
+
+
+def found_summary(f: Facts) -> tuple[str, dict[str, Any]]:
+    """After the approved cleanup: the cause confirmed by what ran, nginx ruled out."""
+    looked = [c for c in (f.last("tail_log"), f.last("service_status")) if c is not None and c.ran]
+    nginx: dict[str, Any] = {"id": "nginx", "statement": "nginx itself is broken, not just out of disk",
+                             "status": "refuted", "confidence": "high", "evidence": _ids(*looked)}
+    if not looked:
+        nginx.update(status="open", confidence="low")
+    return SUMMARY, {
+        "situation": f"{HOST} /var filled up with rotated nginx logs; the old ones are deleted.",
+        "hypotheses": [
+            {"id": "logs", "statement": "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var",
+             "status": "confirmed", "confidence": "high",
+             "evidence": _ids(f.last("list_big_files"), f.last("clean_logs"))},
+            nginx],
+        "next_steps": ["verify /var has room again", "add maxage 14 to /etc/logrotate.d/nginx"]}
 
 
 def final_answer(f: Facts) -> str:

@@ -28,6 +28,7 @@ _BARE_LINK = re.compile(r"<(https?://[^|>]+)>")
 _EMOJI = re.compile(r":([a-z0-9_+-]+):")
 _BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
+_STRIKE = re.compile(r"(?<![\w~])~(?=\S)([^~\n]+?)(?<=\S)~(?![\w~])")
 _BARE_ID = re.compile(r"\b([UW]0[A-Z0-9]{2,})\b")
 
 
@@ -129,6 +130,7 @@ def plain(mrkdwn: str, names: Mapping[str, str], *, bare_ids: bool = True) -> st
     text = _EMOJI.sub(lambda m: EMOJI.get(m.group(1), m.group(0)), text)
     text = _BOLD.sub(r"\1", text)
     text = _ITALIC.sub(r"\1", text)
+    text = _STRIKE.sub(r"\1", text)  # the living summary's ~Refuted~
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u200b", "")
     if bare_ids:  # a model that only knows user ids writes them bare, or as an escaped <@U…>
         text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), text)
