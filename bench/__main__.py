@@ -84,9 +84,19 @@ def read_share(usages: list[dict[str, int]]) -> float:
 
 def uncached_cost(model: str, usages: list[dict[str, int]]) -> float:
     """What the same requests cost without any cache_control: every prompt token at the input price."""
-    return sum(cost_usd(model, {**u, "input_tokens": u["input_tokens"] + u["cache_read_input_tokens"]
-                                 + u["cache_creation_input_tokens"], "cache_read_input_tokens": 0,
-                                 "cache_creation_input_tokens": 0}) or 0.0 for u in usages)
+    return sum(
+        cost_usd(
+            model,
+            {
+                **u,
+                "input_tokens": u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"],
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+            },
+        )
+        or 0.0
+        for u in usages
+    )
 
 
 # --------------------------------------------------------------------------- 1 ack latency
@@ -105,8 +115,9 @@ async def ack_latency(p: product.Product, n: int, report: Report) -> None:
     sent: dict[str, tuple[str, float]] = {}  # envelope id -> (mention ts, sent at)
 
     async def one(i: int) -> None:
-        event = product.mention_event(product.CHANNEL, product.ALICE, f"host web-{i:03d} is out of disk",
-                                      bot_user_id=p.slack.bot_user_id)
+        event = product.mention_event(
+            product.CHANNEL, product.ALICE, f"host web-{i:03d} is out of disk", bot_user_id=p.slack.bot_user_id
+        )
         at = time.monotonic()
         envelope_id = await p.slack.send_event(event)
         sent[envelope_id] = (event["ts"], at)
@@ -114,33 +125,53 @@ async def ack_latency(p: product.Product, n: int, report: Report) -> None:
     answered = len(p._final_calls())  # a second burst on the same process: count only its own answers
     await asyncio.gather(*(one(i) for i in range(n)))
     await p.wait_answers(answered + n)
-    await p.slack._wait(lambda: True if sent.keys() <= acked.keys() else None, product.TIMEOUT,
-                        lambda: f"acks for {n} envelopes (have {len(sent.keys() & acked.keys())})")
+    await p.slack._wait(
+        lambda: True if sent.keys() <= acked.keys() else None,
+        product.TIMEOUT,
+        lambda: f"acks for {n} envelopes (have {len(sent.keys() & acked.keys())})",
+    )
     unwatch()
-    eyes = {c.args.get("timestamp"): c.at for c in p.slack.calls
-            if c.method == "reactions.add" and c.ok and c.args.get("name") == "eyes"}
+    eyes = {
+        c.args.get("timestamp"): c.at
+        for c in p.slack.calls
+        if c.method == "reactions.add" and c.ok and c.args.get("name") == "eyes"
+    }
     ack_ms = [(acked[e] - at) * 1000 for e, (_, at) in sent.items()]
     eyes_ms = [(eyes[ts] - at) * 1000 for _, (ts, at) in sent.items() if ts in eyes]
     assert len(eyes_ms) == n, f"{len(eyes_ms)} of {n} mentions got :eyes:"
     a50, a99, e50, e99 = pct(ack_ms, 50), pct(ack_ms, 99), pct(eyes_ms, 50), pct(eyes_ms, 99)
-    report.row("1. Event ack latency (100-mention burst)", f"ack p50 {a50:.1f} / p99 {a99:.1f} ms; "
-               f":eyes: p50 {e50:.0f} / p99 {e99:.0f} ms", "ack p99 < 50 ms; :eyes: p99 < 250 ms",
-               a99 < 50 and e99 < 250, miss=_miss(("ack p99", a99, 50), (":eyes: p99", e99, 250)))
-    report.section("1. Event ack latency", f"""
+    report.row(
+        "1. Event ack latency (100-mention burst)",
+        f"ack p50 {a50:.1f} / p99 {a99:.1f} ms; :eyes: p50 {e50:.0f} / p99 {e99:.0f} ms",
+        "ack p99 < 50 ms; :eyes: p99 < 250 ms",
+        a99 < 50 and e99 < 250,
+        miss=_miss(("ack p99", a99, 50), (":eyes: p99", e99, 250)),
+    )
+    report.section(
+        "1. Event ack latency",
+        f"""
 {n} `app_mention` envelopes sent at once over Socket Mode to `opsloop run`; times from the moment
 the fake Slack sent each envelope to the ack frame, and to the `reactions.add` call (`:eyes:`,
 made once the run is stored). Every mention starts a run that answers at once, so the
 acks compete with 100 runs starting.
 
-{table(["", "p50 ms", "p99 ms", "max ms", "target"], [
-        ["ack", f"{a50:.1f}", f"{a99:.1f}", f"{max(ack_ms):.1f}", "p99 < 50"],
-        [":eyes:", f"{e50:.0f}", f"{e99:.0f}", f"{max(eyes_ms):.0f}", "p99 < 250"]])}
-""")
+{
+            table(
+                ["", "p50 ms", "p99 ms", "max ms", "target"],
+                [
+                    ["ack", f"{a50:.1f}", f"{a99:.1f}", f"{max(ack_ms):.1f}", "p99 < 50"],
+                    [":eyes:", f"{e50:.0f}", f"{e99:.0f}", f"{max(eyes_ms):.0f}", "p99 < 250"],
+                ],
+            )
+        }
+""",
+    )
 
 
 def _miss(*checks: tuple[str, float, float]) -> str:
-    return "; ".join(f"{name} {value:.0f} vs {limit:g} ({value / limit:.1f}x)" for name, value, limit in checks
-                     if value >= limit)
+    return "; ".join(
+        f"{name} {value:.0f} vs {limit:g} ({value / limit:.1f}x)" for name, value, limit in checks if value >= limit
+    )
 
 
 # --------------------------------------------------------------------------- 2 + 6 overhead and peers
@@ -148,8 +179,17 @@ def _miss(*checks: tuple[str, float, float]) -> str:
 
 async def peer_spec(p: product.Product, tmp: Path, *, cache: bool = False) -> Path:
     registry = await build_registry({"modules": ["tools.builtin", "bench.tools"]})
-    spec = {"base_url": p.model.base_url, "api_key": API_KEY, "model": MODEL, "system": prompts.SYSTEM_PROMPT,
-            "tools": registry.api_schemas(), "task": TASK, "max_tokens": 16000, "effort": "medium", "cache": cache}
+    spec = {
+        "base_url": p.model.base_url,
+        "api_key": API_KEY,
+        "model": MODEL,
+        "system": prompts.SYSTEM_PROMPT,
+        "tools": registry.api_schemas(),
+        "task": TASK,
+        "max_tokens": 16000,
+        "effort": "medium",
+        "cache": cache,
+    }
     await registry.aclose()
     path = tmp / f"spec-{int(cache)}.json"
     path.write_text(json.dumps(spec))
@@ -160,8 +200,9 @@ async def peer_run(p: product.Product, name: str, spec: Path, steps: int) -> tup
     stamps: list[float] = []
     first = len(p.model.requests)
     p.model.script(*[incident(steps, stamps) for _ in range(steps)])
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.peers", name, str(spec),
-                                                cwd=product.ROOT, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.peers", name, str(spec), cwd=product.ROOT, stderr=asyncio.subprocess.PIPE
+    )
     _, err = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"peer {name} failed: {err.decode()[-2000:]}")
@@ -192,24 +233,44 @@ async def overhead_and_peers(p: product.Product, steps: int, repeats: int, repor
                 share[name].append(read_share(usages))
     base = med(ms["bare"])
     ratio = {n: med(ms[n]) / base for n in names}
-    labels = {"opsloop": "opsloop run (Slack status, SQLite, trace)", "bare": "bare SDK loop (messages.create)",
-              "pydantic_ai": "pydantic-ai Agent", "tool_runner": "SDK beta tool runner (thread)",
-              "tool_runner+cache": "SDK beta tool runner + cache_control"}
-    rows = [[labels[n], f"{med(ms[n]):.2f}", f"{min(ms[n]):.2f}", f"{ratio[n]:.2f}x", f"{med(share[n]):.0%}"]
-            for n in names]
-    report.row("2. Loop overhead per iteration", f"opsloop {med(ms['opsloop']):.2f} ms vs bare {base:.2f} ms = "
-               f"{ratio['opsloop']:.2f}x", "<= 1.5x bare", ratio["opsloop"] <= 1.5,
-               miss=f"{ratio['opsloop']:.2f}x, {ratio['opsloop'] / 1.5:.2f}x over target; see profile")
+    labels = {
+        "opsloop": "opsloop run (Slack status, SQLite, trace)",
+        "bare": "bare SDK loop (messages.create)",
+        "pydantic_ai": "pydantic-ai Agent",
+        "tool_runner": "SDK beta tool runner (thread)",
+        "tool_runner+cache": "SDK beta tool runner + cache_control",
+    }
+    rows = [
+        [labels[n], f"{med(ms[n]):.2f}", f"{min(ms[n]):.2f}", f"{ratio[n]:.2f}x", f"{med(share[n]):.0%}"] for n in names
+    ]
+    report.row(
+        "2. Loop overhead per iteration",
+        f"opsloop {med(ms['opsloop']):.2f} ms vs bare {base:.2f} ms = {ratio['opsloop']:.2f}x",
+        "<= 1.5x bare",
+        ratio["opsloop"] <= 1.5,
+        miss=f"{ratio['opsloop']:.2f}x, {ratio['opsloop'] / 1.5:.2f}x over target; see profile",
+    )
     best_peer = min(ratio["pydantic_ai"], ratio["tool_runner"])
-    report.row("6. Peers: overhead", f"opsloop {ratio['opsloop']:.2f}x, pydantic-ai {ratio['pydantic_ai']:.2f}x, "
-               f"tool runner {ratio['tool_runner']:.2f}x", "ahead of both", ratio["opsloop"] < best_peer,
-               miss=f"{ratio['opsloop'] / best_peer:.2f}x the best peer")
-    report.row("6. Peers: cache read share", f"opsloop {med(share['opsloop']):.0%}, pydantic-ai "
-               f"{med(share['pydantic_ai']):.0%}, tool runner {med(share['tool_runner']):.0%}",
-               ">= 90% and ahead of both", med(share["opsloop"]) >= 0.9
-               and med(share["opsloop"]) > max(med(share["pydantic_ai"]), med(share["tool_runner"])),
-               miss=f"{med(share['opsloop']):.0%}")
-    report.section("2 and 6. Loop overhead per iteration, and peers", f"""
+    report.row(
+        "6. Peers: overhead",
+        f"opsloop {ratio['opsloop']:.2f}x, pydantic-ai {ratio['pydantic_ai']:.2f}x, "
+        f"tool runner {ratio['tool_runner']:.2f}x",
+        "ahead of both",
+        ratio["opsloop"] < best_peer,
+        miss=f"{ratio['opsloop'] / best_peer:.2f}x the best peer",
+    )
+    report.row(
+        "6. Peers: cache read share",
+        f"opsloop {med(share['opsloop']):.0%}, pydantic-ai "
+        f"{med(share['pydantic_ai']):.0%}, tool runner {med(share['tool_runner']):.0%}",
+        ">= 90% and ahead of both",
+        med(share["opsloop"]) >= 0.9
+        and med(share["opsloop"]) > max(med(share["pydantic_ai"]), med(share["tool_runner"])),
+        miss=f"{med(share['opsloop']):.0%}",
+    )
+    report.section(
+        "2 and 6. Loop overhead per iteration, and peers",
+        f"""
 The same {steps}-request incident ({steps - 1} `disk_usage` calls, then the answer) with zero model latency
 and an instant tool. Each contender is its own process talking to the same fake Messages API
 (model `{MODEL}`, the fake's thinking blocks included), with the same system prompt and the same
@@ -225,7 +286,8 @@ opsloop end to end (mention sent -> answer posted, {steps} requests): median {me
 Cache read share = cache-read tokens / all prompt tokens over the run. pydantic-ai and the tool
 runner ship with caching off (`anthropic_cache*` settings, `cache_control`); the last row turns it
 on for the tool runner, whose server-side thread uploads only the new turn.
-""")
+""",
+    )
 
 
 # --------------------------------------------------------------------------- 3 concurrency
@@ -242,13 +304,21 @@ async def concurrency(threads: int, steps: int, latency: float, report: Report) 
         answers = await p.wait_answers(before + threads)
         total = max(answers[ts] for ts, _ in sent) - began
     ratio = total / single
-    report.row(f"3. Concurrency ({threads} threads)", f"{total:.2f} s / {single:.2f} s = {ratio:.2f}", "<= 1.5",
-               ratio <= 1.5, miss=f"{ratio / 1.5:.2f}x over")
-    report.section("3. Concurrency", f"""
+    report.row(
+        f"3. Concurrency ({threads} threads)",
+        f"{total:.2f} s / {single:.2f} s = {ratio:.2f}",
+        "<= 1.5",
+        ratio <= 1.5,
+        miss=f"{ratio / 1.5:.2f}x over",
+    )
+    report.section(
+        "3. Concurrency",
+        f"""
 {threads} mentions sent at once, each a thread with a {steps}-request run; the fake model takes
 {latency * 1000:.0f} ms per request. One run alone: mention -> answer {single:.2f} s. All {threads}: first
 mention sent -> last answer posted {total:.2f} s. Ratio {ratio:.2f} (target <= 1.5).
-""")
+""",
+    )
 
 
 # --------------------------------------------------------------------------- 4 prompt cache
@@ -262,12 +332,21 @@ async def prompt_cache(p: product.Product, steps: int, report: Report) -> None:
     later = shares[1:]
     cost = sum(r.cost_usd or 0.0 for r in p.model.requests[first:])
     plain = uncached_cost(MODEL, usages)
-    report.row("4. Prompt cache (15 iterations)", f"read share from iteration 2: min {min(later):.0%}, "
-               f"median {med(later):.0%}; cost {cost / plain:.0%} of uncached", ">= 80% from iteration 2",
-               min(later) >= 0.8, miss=f"min {min(later):.0%}")
-    rows = [[i + 1, u["input_tokens"], u["cache_creation_input_tokens"], u["cache_read_input_tokens"], f"{s:.0%}"]
-            for i, (u, s) in enumerate(zip(usages, shares, strict=True))]
-    report.section("4. Prompt cache", f"""
+    report.row(
+        "4. Prompt cache (15 iterations)",
+        f"read share from iteration 2: min {min(later):.0%}, "
+        f"median {med(later):.0%}; cost {cost / plain:.0%} of uncached",
+        ">= 80% from iteration 2",
+        min(later) >= 0.8,
+        miss=f"min {min(later):.0%}",
+    )
+    rows = [
+        [i + 1, u["input_tokens"], u["cache_creation_input_tokens"], u["cache_read_input_tokens"], f"{s:.0%}"]
+        for i, (u, s) in enumerate(zip(usages, shares, strict=True))
+    ]
+    report.section(
+        "4. Prompt cache",
+        f"""
 A {steps}-request run through `opsloop run` (shipped cache breakpoints: system prompt, the previous
 request's newest user turn, the newest message). The fake's accounting: min 1,024 tokens per
 cached prefix, 20-block look-back. Cost at the fake's prices for `{MODEL}`:
@@ -275,7 +354,8 @@ ${cost:.4f} with caching vs ${plain:.4f} for the same requests without (every pr
 input price) = {cost / plain:.0%}.
 
 {table(["request", "input", "cache write", "cache read", "read share"], rows)}
-""")
+""",
+    )
 
 
 # --------------------------------------------------------------------------- 5 parallel tools
@@ -288,14 +368,22 @@ async def parallel_tools(p: product.Product, repeats: int, report: Report) -> No
         stamps, _ = await p.incident(2, tool="slow_probe", calls=calls)
         ratios.append((stamps[1] - stamps[0]) / product_slow_seconds())
     r = med(ratios)
-    report.row("5. Parallel read-only tools", f"{calls} x 300 ms calls in one turn: {r:.2f}x the slowest call",
-               "<= 1.2", r <= 1.2, miss=f"{r:.2f}")
-    report.section("5. Parallel read-only tools", f"""
+    report.row(
+        "5. Parallel read-only tools",
+        f"{calls} x 300 ms calls in one turn: {r:.2f}x the slowest call",
+        "<= 1.2",
+        r <= 1.2,
+        miss=f"{r:.2f}",
+    )
+    report.section(
+        "5. Parallel read-only tools",
+        f"""
 The model asks for {calls} `slow_probe` calls (read-only, parallel-safe, 300 ms each) in one turn
 ({calls} = the default `limits.parallelism`). Wall time from that reply's request to the next request
 (tools plus one loop iteration), divided by 300 ms: median {r:.3f} over {repeats} runs
-({', '.join(f'{x:.3f}' for x in ratios)}).
-""")
+({", ".join(f"{x:.3f}" for x in ratios)}).
+""",
+    )
 
 
 def product_slow_seconds() -> float:
@@ -317,10 +405,21 @@ async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any,
         store = await Store(Path(tmp) / "bench.db").open()
         client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
         fake.script(*[script for _ in range(steps + 1)])
-        row = await store.create_run(channel="C", thread_ts="1", requester="U", task=TASK, model=MODEL,
-                                     history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}])
-        cfg = RunConfig(model=AnthropicModel(client, [MODEL]), store=store, tools=registry,
-                        price_for=lambda m: price_for(m)[0], **cfg_kw)
+        row = await store.create_run(
+            channel="C",
+            thread_ts="1",
+            requester="U",
+            task=TASK,
+            model=MODEL,
+            history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}],
+        )
+        cfg = RunConfig(
+            model=AnthropicModel(client, [MODEL]),
+            store=store,
+            tools=registry,
+            price_for=lambda m: price_for(m)[0],
+            **cfg_kw,
+        )
         result = await run(cfg, row.id if hasattr(row, "id") else row["id"])  # a record or (older stores) a dict
         await client.close()
         await store.close()
@@ -344,29 +443,42 @@ async def growth(steps: int, budget: int, report: Report, out_png: Path) -> None
         async with FakeAnthropic(api_key=API_KEY) as fake:
             result = await _runtime_run(fake, {"limits": Limits(max_iterations=steps + 5), **kw}, answer, steps)
             tools_requests = [r for r in fake.requests if r.status == 200 and r.body and r.body.get("tools")]
-            curves[label] = [r.usage["input_tokens"] + r.usage["cache_read_input_tokens"]
-                             + r.usage["cache_creation_input_tokens"] for r in tools_requests]
+            curves[label] = [
+                r.usage["input_tokens"] + r.usage["cache_read_input_tokens"] + r.usage["cache_creation_input_tokens"]
+                for r in tools_requests
+            ]
             costs[label] = fake.cost_usd()
         assert result.iterations == steps, result
     plain, condensed = curves["without condensation"], curves["with condensation"]
     _plot(curves, out_png, budget)
-    rows = [[i + 1, plain[i], condensed[i] if i < len(condensed) else ""] for i in range(0, steps, 1)
-            if i < 3 or (i + 1) % 5 == 0]
-    report.row(f"7. Growth ({steps} iterations)", f"last prompt {plain[-1]:,} tokens without / {condensed[-1]:,} "
-               f"with condensation; run cost ${costs['without condensation']:.3f} / "
-               f"${costs['with condensation']:.3f}", "table + PNG", None)
-    report.section("7. Growth of the prompt", f"""
+    rows = [
+        [i + 1, plain[i], condensed[i] if i < len(condensed) else ""]
+        for i in range(0, steps, 1)
+        if i < 3 or (i + 1) % 5 == 0
+    ]
+    report.row(
+        f"7. Growth ({steps} iterations)",
+        f"last prompt {plain[-1]:,} tokens without / {condensed[-1]:,} "
+        f"with condensation; run cost ${costs['without condensation']:.3f} / "
+        f"${costs['with condensation']:.3f}",
+        "table + PNG",
+        None,
+    )
+    report.section(
+        "7. Growth of the prompt",
+        f"""
 A {steps}-iteration run (the real runtime and SQLite store, the SDK client, the fake), each tool
 result ~1,000 tokens of log lines (`error_log_tail`). Prompt tokens per request (input + cache read +
 cache write), without condensation and with `context_budget_tokens = {budget}` (opsloop condenses
 at most once per run). Cost of the whole run at the fake's prices, cache included:
-${costs['without condensation']:.4f} without, ${costs['with condensation']:.4f} with condensation.
+${costs["without condensation"]:.4f} without, ${costs["with condensation"]:.4f} with condensation.
 Sum of prompt tokens over the run: {sum(plain):,} without, {sum(condensed):,} with.
 
 ![prompt tokens per request]({out_png.name})
 
 {table(["request", "prompt tokens, no condensation", "prompt tokens, condensation"], rows)}
-""")
+""",
+    )
 
 
 def _plot(curves: dict[str, list[int]], path: Path, budget: int) -> None:
@@ -402,19 +514,33 @@ async def thinking_cost(steps: int, report: Report) -> None:
         assert abs(result.cost_usd - fake.cost_usd()) < 1e-9, (result.cost_usd, fake.cost_usd())
         if effort == "medium":
             default_cost = cost
-        rows.append([effort + (" (default)" if effort == "medium" else ""), f"{think:,.0f}", f"{out:,.0f}",
-                     f"${cost:.4f}", f"${cost * 20:.2f}"])
-    report.row("8. Thinking cost per step", f"medium (default): ${default_cost:.4f}/step; "
-               f"see table for each effort", "a number for the README", None)
-    report.section("8. Thinking on the current models", f"""
+        rows.append(
+            [
+                effort + (" (default)" if effort == "medium" else ""),
+                f"{think:,.0f}",
+                f"{out:,.0f}",
+                f"${cost:.4f}",
+                f"${cost * 20:.2f}",
+            ]
+        )
+    report.row(
+        "8. Thinking cost per step",
+        f"medium (default): ${default_cost:.4f}/step; see table for each effort",
+        "a number for the README",
+        None,
+    )
+    report.section(
+        "8. Thinking on the current models",
+        f"""
 A {steps}-request incident through the real runtime on `{MODEL}` at each `output_config.effort`.
 The fake's assumption for reasoning per reply (not measured from the real API):
-{', '.join(f'{k} {v:,}' for k, v in EFFORT_THINKING_TOKENS.items())} thinking tokens. Thinking tokens are
+{", ".join(f"{k} {v:,}" for k, v in EFFORT_THINKING_TOKENS.items())} thinking tokens. Thinking tokens are
 output tokens ($10/MTok on Sonnet 5.5). Cost per step includes the prompt (cache reads and writes).
 opsloop's cost matched the fake's bill to the cent at every level.
 
 {table(["effort", "thinking tokens / step", "output tokens / step", "cost / step", "20-step incident"], rows)}
-""")
+""",
+    )
 
 
 # --------------------------------------------------------------------------- profile
@@ -448,20 +574,25 @@ def machine() -> str:
         mem = "RAM unknown"
     cpu = platform.processor() or platform.machine()
     try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
         cpu = model
     except (OSError, StopIteration):
         pass
-    return (f"{cpu}, {os.cpu_count()} CPUs, {mem}; {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}; anthropic {anthropic.__version__}")
+    return (
+        f"{cpu}, {os.cpu_count()} CPUs, {mem}; {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}; anthropic {anthropic.__version__}"
+    )
 
 
 def write(report: Report, path: Path, started: datetime.datetime, seconds: float, args: argparse.Namespace) -> str:
     summary = table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary])
     text_ = f"""# opsloop benchmark results
 
-Produced by `make bench` (`python -m bench{' --quick' if args.quick else ''}`) on {started:%Y-%m-%d %H:%M} UTC
+Produced by `make bench` (`python -m bench{" --quick" if args.quick else ""}`) on {started:%Y-%m-%d %H:%M} UTC
 in {seconds:.0f} s.
 
 Machine: {machine()}
@@ -517,8 +648,9 @@ SURFACES = ("14.",)  # … and `--only surfaces`
 
 async def postgres_bench(report: Report, args: argparse.Namespace) -> None:
     """9 and 10: the Postgres store's cost per step, and 1 vs 3 replicas (bench/postgres.py)."""
-    await postgres.run_all(report.row, report.section, repeats=2 if args.quick else args.repeats,
-                           bursts=2 if args.quick else args.bursts)
+    await postgres.run_all(
+        report.row, report.section, repeats=2 if args.quick else args.repeats, bursts=2 if args.quick else args.bursts
+    )
 
 
 async def ssh_bench(report: Report, args: argparse.Namespace) -> None:
@@ -533,8 +665,9 @@ async def replay_bench_(report: Report, args: argparse.Namespace) -> None:
 
 async def alerts_bench(report: Report, args: argparse.Namespace) -> None:
     """13: Alertmanager's webhook, ack latency and POST to first model request under a 50-group burst."""
-    await alerts.run_all(report.row, report.section, repeats=3 if args.quick else args.repeats,
-                         bursts=1 if args.quick else 3)
+    await alerts.run_all(
+        report.row, report.section, repeats=3 if args.quick else args.repeats, bursts=1 if args.quick else 3
+    )
 
 
 async def surfaces_bench(report: Report, args: argparse.Namespace) -> None:
@@ -552,10 +685,20 @@ async def peers_bench(report: Report, args: argparse.Namespace) -> None:
     body, ratios = warm.tables(result, steps, repeats)
     worst_in = max(ratios[w]["opsloop"] for w in warm.WORKLOADS)
     worst_run = max(ratios[w]["opsloop_run"] for w in warm.WORKLOADS)
-    report.row("15. Warm peers: opsloop in-process", ", ".join(f"{w} {ratios[w]['opsloop']:.2f}x"
-               for w in warm.WORKLOADS), "<= 1.4x bare on both", worst_in <= 1.4, miss=f"{worst_in:.2f}x")
-    report.row("15. Warm peers: `opsloop run`", ", ".join(f"{w} {ratios[w]['opsloop_run']:.2f}x"
-               for w in warm.WORKLOADS), "<= 1.6x bare on both", worst_run <= 1.6, miss=f"{worst_run:.2f}x")
+    report.row(
+        "15. Warm peers: opsloop in-process",
+        ", ".join(f"{w} {ratios[w]['opsloop']:.2f}x" for w in warm.WORKLOADS),
+        "<= 1.4x bare on both",
+        worst_in <= 1.4,
+        miss=f"{worst_in:.2f}x",
+    )
+    report.row(
+        "15. Warm peers: `opsloop run`",
+        ", ".join(f"{w} {ratios[w]['opsloop_run']:.2f}x" for w in warm.WORKLOADS),
+        "<= 1.6x bare on both",
+        worst_run <= 1.6,
+        miss=f"{worst_run:.2f}x",
+    )
     report.section("15. Warm peers in one process (peers)", (warm.__doc__ or "").strip() + "\n\n" + body)
 
 
@@ -589,12 +732,18 @@ async def summary_bench(report: Report, args: argparse.Namespace) -> None:
 
 
 # `--only NAME`: (what it runs, the summary rows and sections it refreshes, how its note starts)
-ONLY = {"postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "), "ssh": (ssh_bench, SSH, "Section 11 "),
-        "replay": (replay_bench_, REPLAY, "Section 12 "), "alerts": (alerts_bench, ALERTS, "Section 13 "),
-        "surfaces": (surfaces_bench, SURFACES, "Section 14 "), "peers": (peers_bench, PEERS, "Section 15 "),
-        "acks": (acks_bench, ACKS, "Section 16 "), "profile": (profile_bench, ("Profile",), "The profile "),
-        "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section "),
-        "summary": (summary_bench, SUMMARY, "Section summary ")}
+ONLY = {
+    "postgres": (postgres_bench, POSTGRES, "Sections 9 and 10 "),
+    "ssh": (ssh_bench, SSH, "Section 11 "),
+    "replay": (replay_bench_, REPLAY, "Section 12 "),
+    "alerts": (alerts_bench, ALERTS, "Section 13 "),
+    "surfaces": (surfaces_bench, SURFACES, "Section 14 "),
+    "peers": (peers_bench, PEERS, "Section 15 "),
+    "acks": (acks_bench, ACKS, "Section 16 "),
+    "profile": (profile_bench, ("Profile",), "The profile "),
+    "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section "),
+    "summary": (summary_bench, SUMMARY, "Section summary "),
+}
 
 
 async def only(args: argparse.Namespace) -> None:
@@ -609,23 +758,29 @@ async def only(args: argparse.Namespace) -> None:
     if not path.exists():
         write(report, path, started, seconds, args)
     else:
-        note = (f"{note_start}refreshed by `python -m bench --only {args.only}{' --quick' if args.quick else ''}` "
-                f"on {started:%Y-%m-%d %H:%M} UTC in {seconds:.0f} s (machine: {machine()}).")
+        note = (
+            f"{note_start}refreshed by `python -m bench --only {args.only}{' --quick' if args.quick else ''}` "
+            f"on {started:%Y-%m-%d %H:%M} UTC in {seconds:.0f} s (machine: {machine()})."
+        )
         path.write_text(splice(path.read_text(), report, note, prefixes, note_start))
     print(table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary]))
     print(f"\nupdated {path} in {seconds:.0f} s")
 
 
-def splice(text_: str, report: Report, note: str, prefixes: tuple[str, ...] = POSTGRES,
-           note_start: str = "Sections 9 and 10 ") -> str:
+def splice(
+    text_: str, report: Report, note: str, prefixes: tuple[str, ...] = POSTGRES, note_start: str = "Sections 9 and 10 "
+) -> str:
     """RESULTS.md with the summary rows and sections starting with `prefixes` replaced by `report`'s (inserted
     before the profile)."""
     head, *sections = re.split(r"(?m)^## ", text_)
-    lines = [ln for ln in head.rstrip("\n").splitlines()
-             if not ln.startswith(tuple(f"| {n}" for n in prefixes)) and not ln.startswith(note_start)]
+    lines = [
+        ln
+        for ln in head.rstrip("\n").splitlines()
+        if not ln.startswith(tuple(f"| {n}" for n in prefixes)) and not ln.startswith(note_start)
+    ]
     last_row = max((i for i, ln in enumerate(lines) if ln.startswith("|")), default=len(lines) - 1)
     rows = ["| " + " | ".join(r) + " |" for r in report.summary]
-    lines[last_row + 1:last_row + 1] = rows
+    lines[last_row + 1 : last_row + 1] = rows
     produced = next((i for i, ln in enumerate(lines) if ln.startswith("Produced by")), 0)
     blank = next((i for i in range(produced, len(lines)) if not lines[i].strip()), len(lines))
     lines[blank:blank] = ["", note]
@@ -639,17 +794,21 @@ def splice(text_: str, report: Report, note: str, prefixes: tuple[str, ...] = PO
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=11, help="repeats of the timed runs (default 11)")
-    parser.add_argument("--bursts", type=int, default=7,
-                        help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)")
+    parser.add_argument(
+        "--bursts", type=int, default=7, help="bursts of 30 incidents per fleet in the replicas benchmark (default 7)"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and 50 threads: a smoke run")
-    parser.add_argument("--only", choices=[*sorted(ONLY), "k8s"],
-                        help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
-                             "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
-                             "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
-                             "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); summary: one "
-                             "update_summary call and the status message at the limits; spliced "
-                             "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
-                             "printed")
+    parser.add_argument(
+        "--only",
+        choices=[*sorted(ONLY), "k8s"],
+        help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
+        "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
+        "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
+        "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); summary: one "
+        "update_summary call and the status message at the limits; spliced "
+        "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "
+        "printed",
+    )
     parsed = parser.parse_args()
     if parsed.only == "k8s":
         from bench import k8s

@@ -54,13 +54,27 @@ def _port() -> int:
 
 def notification(group: str) -> dict[str, Any]:
     """Alertmanager's webhook payload (version 4) for one new firing group."""
-    return {"version": "4", "groupKey": group, "status": "firing", "receiver": "opsloop", "truncatedAlerts": 0,
-            "groupLabels": {"alertname": "DiskFull"}, "commonLabels": {"alertname": "DiskFull"},
-            "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
-            "alerts": [{"status": "firing", "fingerprint": f"fp-{group}", "startsAt": "2026-12-01T10:00:00Z",
-                        "labels": {"alertname": "DiskFull", "severity": "critical", "instance": f"{group}:9100"},
-                        "annotations": {"summary": f"/var on {group} is 97% full"},
-                        "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=disk_used_ratio+%3E+0.95"}]}
+    return {
+        "version": "4",
+        "groupKey": group,
+        "status": "firing",
+        "receiver": "opsloop",
+        "truncatedAlerts": 0,
+        "groupLabels": {"alertname": "DiskFull"},
+        "commonLabels": {"alertname": "DiskFull"},
+        "commonAnnotations": {},
+        "externalURL": "http://127.0.0.1:9093",
+        "alerts": [
+            {
+                "status": "firing",
+                "fingerprint": f"fp-{group}",
+                "startsAt": "2026-12-01T10:00:00Z",
+                "labels": {"alertname": "DiskFull", "severity": "critical", "instance": f"{group}:9100"},
+                "annotations": {"summary": f"/var on {group} is 97% full"},
+                "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=disk_used_ratio+%3E+0.95",
+            }
+        ],
+    }
 
 
 class Bench:
@@ -106,8 +120,10 @@ class Bench:
 async def measure(repeats: int, bursts: int) -> dict[str, list[float]]:
     port = _port()
     os.environ[TOKEN_ENV] = TOKEN
-    webhook = (f'\n[alerts.webhook]\nlisten = "127.0.0.1:{port}"\ntoken_env = "{TOKEN_ENV}"\n'
-               f'channel = "{product.CHANNEL}"\nmax_runs_per_10_min = {BURST * (bursts + 2) + repeats + 10}\n')
+    webhook = (
+        f'\n[alerts.webhook]\nlisten = "127.0.0.1:{port}"\ntoken_env = "{TOKEN_ENV}"\n'
+        f'channel = "{product.CHANNEL}"\nmax_runs_per_10_min = {BURST * (bursts + 2) + repeats + 10}\n'
+    )
     out: dict[str, list[float]] = {"idle_ack": [], "idle_first": [], "burst_ack": [], "burst_first": []}
     async with product.running(slack_config=webhook) as p:
         bench = Bench(p, port)
@@ -137,11 +153,16 @@ async def run_all(row: Row, section: Section, *, repeats: int, bursts: int) -> N
     ia50, ia99, ba50, ba99 = med(m["idle_ack"]), pct(m["idle_ack"], 99), med(m["burst_ack"]), pct(m["burst_ack"], 99)
     if50, if99 = med(m["idle_first"]), pct(m["idle_first"], 99)
     bf50, bf99 = med(m["burst_first"]), pct(m["burst_first"], 99)
-    row(f"13. Alert webhook ({BURST}-group burst)",
+    row(
+        f"13. Alert webhook ({BURST}-group burst)",
         f"ack p50 {ba50:.0f} / p99 {ba99:.0f} ms (idle {ia50:.1f} ms); POST to first model request p50 "
-        f"{bf50:.0f} / p99 {bf99:.0f} ms (idle {if50:.0f} ms)", "numbers for the README (Alertmanager waits 10 s)",
-        None)
-    section("13. Alert webhook: ack latency and time to the first model request under a 50-group burst", f"""
+        f"{bf50:.0f} / p99 {bf99:.0f} ms (idle {if50:.0f} ms)",
+        "numbers for the README (Alertmanager waits 10 s)",
+        None,
+    )
+    section(
+        "13. Alert webhook: ack latency and time to the first model request under a 50-group burst",
+        f"""
 {__doc__.split(chr(10) + chr(10), 2)[2].strip()}
 
 | | notifications | ack p50 | ack p99 | POST to first model request p50 | p99 |
@@ -154,4 +175,5 @@ notifications queue on the store's one writer (each accept is one durable transa
 clicks by design), and every root goes through the outbox, whose one sender per process posts one item at a time
 (the 50 roots, and the runs' answers, one after another): the price of a root that is posted exactly once
 whatever dies when. A run starts only once its root is in Slack (its thread is the root's ts).
-""")
+""",
+    )

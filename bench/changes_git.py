@@ -30,14 +30,26 @@ def make_repo(path: Path) -> datetime:
         name = f"{'k8s' if i % 2 else 'docs'}/file{i % 50}.yaml"
         content = f"revision: {i}\n"
         message = f"change {i}: bump {name}\n"
-        lines += ["commit refs/heads/main", f"mark :{i + 1}",
-                  f"author alice <alice@example.com> {when} +0000",
-                  f"committer ci <ci@example.com> {when} +0000",
-                  f"data {len(message)}", message.rstrip("\n"),
-                  *([f"from :{i}"] if i else []),
-                  f"M 100644 inline {name}", f"data {len(content)}", content.rstrip("\n"), ""]
-    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input="\n".join(lines) + "\n",
-                   text=True, env=git_env(), check=True)
+        lines += [
+            "commit refs/heads/main",
+            f"mark :{i + 1}",
+            f"author alice <alice@example.com> {when} +0000",
+            f"committer ci <ci@example.com> {when} +0000",
+            f"data {len(message)}",
+            message.rstrip("\n"),
+            *([f"from :{i}"] if i else []),
+            f"M 100644 inline {name}",
+            f"data {len(content)}",
+            content.rstrip("\n"),
+            "",
+        ]
+    subprocess.run(
+        ["git", "-C", str(path), "fast-import", "--quiet"],
+        input="\n".join(lines) + "\n",
+        text=True,
+        env=git_env(),
+        check=True,
+    )
     return FIRST + timedelta(minutes=COMMITS - 1)
 
 
@@ -56,12 +68,18 @@ async def main() -> None:
         start = time.perf_counter()
         last = make_repo(path)
         print(f"made {COMMITS:,} commits in {time.perf_counter() - start:.1f}s")
-        cases = [("2-hour window at the tip", GitRepo(name="d", path=path), last - timedelta(hours=2), 200),
-                 ("2-hour window, paths=k8s/", GitRepo(name="d", path=path, paths=("k8s/",)),
-                  last - timedelta(hours=2), 200),
-                 ("2-hour window 5 days back", GitRepo(name="d", path=path), last - timedelta(days=5), 200),
-                 ("all 10,000 commits", GitRepo(name="d", path=path), FIRST, COMMITS),
-                 ("all 10,000 commits, paths=k8s/", GitRepo(name="d", path=path, paths=("k8s/",)), FIRST, COMMITS)]
+        cases = [
+            ("2-hour window at the tip", GitRepo(name="d", path=path), last - timedelta(hours=2), 200),
+            (
+                "2-hour window, paths=k8s/",
+                GitRepo(name="d", path=path, paths=("k8s/",)),
+                last - timedelta(hours=2),
+                200,
+            ),
+            ("2-hour window 5 days back", GitRepo(name="d", path=path), last - timedelta(days=5), 200),
+            ("all 10,000 commits", GitRepo(name="d", path=path), FIRST, COMMITS),
+            ("all 10,000 commits, paths=k8s/", GitRepo(name="d", path=path, paths=("k8s/",)), FIRST, COMMITS),
+        ]
         for label, repo, since, limit in cases:
             until = since + timedelta(hours=2) if "back" in label else last
             ms, found = await timed(repo, since, until, limit)

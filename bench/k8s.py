@@ -29,12 +29,24 @@ from tools.registry import ToolRegistry
 POD = "api-7d9f-x2k4q"
 READS: list[tuple[str, str, dict[str, Any], list[str]]] = [
     ("get pods -o wide", "k8s_get", {"kind": "pods", "namespace": NS}, ["get", "pods", "-n", NS, "-o", "wide"]),
-    ("describe deploy", "k8s_describe", {"kind": "deployment", "name": "api", "namespace": NS},
-     ["describe", "deploy", "api", "-n", NS]),
-    ("logs --previous --tail 50", "k8s_logs", {"pod": POD, "previous": True, "tail_lines": 50, "namespace": NS},
-     ["logs", POD, "-n", NS, "--previous", "--tail", "50"]),
-    ("rollout history", "k8s_rollout_history", {"name": "api", "namespace": NS},
-     ["rollout", "history", "deploy/api", "-n", NS]),
+    (
+        "describe deploy",
+        "k8s_describe",
+        {"kind": "deployment", "name": "api", "namespace": NS},
+        ["describe", "deploy", "api", "-n", NS],
+    ),
+    (
+        "logs --previous --tail 50",
+        "k8s_logs",
+        {"pod": POD, "previous": True, "tail_lines": 50, "namespace": NS},
+        ["logs", POD, "-n", NS, "--previous", "--tail", "50"],
+    ),
+    (
+        "rollout history",
+        "k8s_rollout_history",
+        {"name": "api", "namespace": NS},
+        ["rollout", "history", "deploy/api", "-n", NS],
+    ),
 ]
 
 
@@ -52,8 +64,15 @@ async def timed(fn: Callable[[], Awaitable[Any]], repeats: int) -> float:
 def kubectl(kubeconfig: Path, cache: Path, argv: list[str]) -> Callable[[], Awaitable[None]]:
     async def run() -> None:
         proc = await asyncio.create_subprocess_exec(
-            "kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *argv,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(cache),
+            *argv,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(argv)}: {err.decode()[:300]}")
@@ -74,8 +93,9 @@ async def run(repeats: int) -> str:
             crashloop(kube)
             kc = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
             kubernetes = {"clusters": [{"name": "bench", "kubeconfig": str(kc), "namespaces": [NS]}]}
-            async with await build_registry({"modules": ["tools.k8s"]},
-                                            reaches=parse_reaches({"kubernetes": kubernetes})) as reg:
+            async with await build_registry(
+                {"modules": ["tools.k8s"]}, reaches=parse_reaches({"kubernetes": kubernetes})
+            ) as reg:
                 for label, name, args, argv in READS:
                     ours = await timed(tool_call(reg, name, args), repeats)
                     theirs = await timed(kubectl(kc, Path(tmp) / "cache", argv), repeats)
@@ -91,13 +111,17 @@ async def run(repeats: int) -> str:
                 both = await timed(together, max(3, repeats // 3))
                 overlap = kube.max_in_flight
     slowest = max(alone)
-    return "\n".join([
-        "| read | opsloop tool (in-process client) | kubectl subprocess | kubectl / tool |",
-        "| --- | --- | --- | --- |", *rows, "",
-        f"4 reads in one turn, fake answering each request after 200 ms: together {both:.0f} ms vs the slowest "
-        f"alone {slowest:.0f} ms ({both / slowest:.2f}x; sum alone {sum(alone):.0f} ms; "
-        f"{overlap} requests in flight at once)",
-    ])
+    return "\n".join(
+        [
+            "| read | opsloop tool (in-process client) | kubectl subprocess | kubectl / tool |",
+            "| --- | --- | --- | --- |",
+            *rows,
+            "",
+            f"4 reads in one turn, fake answering each request after 200 ms: together {both:.0f} ms vs the slowest "
+            f"alone {slowest:.0f} ms ({both / slowest:.2f}x; sum alone {sum(alone):.0f} ms; "
+            f"{overlap} requests in flight at once)",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -30,15 +30,24 @@ async def bare(spec: dict[str, Any]) -> None:
     client = anthropic.AsyncAnthropic(api_key=spec["api_key"], base_url=spec["base_url"], max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": spec["task"]}]
     while True:
-        response = await client.messages.create(model=spec["model"], max_tokens=spec["max_tokens"],
-                                                system=spec["system"], tools=spec["tools"], messages=messages,
-                                                output_config={"effort": spec["effort"]})
+        response = await client.messages.create(
+            model=spec["model"],
+            max_tokens=spec["max_tokens"],
+            system=spec["system"],
+            tools=spec["tools"],
+            messages=messages,
+            output_config={"effort": spec["effort"]},
+        )
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
         calls = [b for b in response.content if b.type == "tool_use"]
         if not calls:
             break
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": c.id, "content": disk(**c.input)} for c in calls]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": c.id, "content": disk(**c.input)} for c in calls],
+            }
+        )
     await client.close()
 
 
@@ -51,17 +60,24 @@ async def pydantic_ai(spec: dict[str, Any]) -> None:
     async def unused(**_: Any) -> str:
         return "not called in this benchmark"
 
-    tools = [Tool.from_schema(unused, name=t["name"], description=t.get("description", ""),
-                              json_schema=t["input_schema"]) for t in spec["tools"] if t["name"] != CALLED]
+    tools = [
+        Tool.from_schema(unused, name=t["name"], description=t.get("description", ""), json_schema=t["input_schema"])
+        for t in spec["tools"]
+        if t["name"] != CALLED
+    ]
 
     async def disk_usage(host: str) -> str:
         return disk(host)
 
     called = next(t for t in spec["tools"] if t["name"] == CALLED)
-    tools.append(Tool.from_schema(disk_usage, name=CALLED, description=called.get("description", ""),
-                                  json_schema=called["input_schema"]))
-    model = AnthropicModel(spec["model"], provider=AnthropicProvider(api_key=spec["api_key"],
-                                                                      base_url=spec["base_url"]))
+    tools.append(
+        Tool.from_schema(
+            disk_usage, name=CALLED, description=called.get("description", ""), json_schema=called["input_schema"]
+        )
+    )
+    model = AnthropicModel(
+        spec["model"], provider=AnthropicProvider(api_key=spec["api_key"], base_url=spec["base_url"])
+    )
     agent = Agent(model, instructions=spec["system"], tools=tools)
     await agent.run(spec["task"], model_settings={"max_tokens": spec["max_tokens"]})
 
@@ -78,11 +94,15 @@ async def tool_runner(spec: dict[str, Any]) -> None:
 
     client = anthropic.AsyncAnthropic(api_key=spec["api_key"], base_url=spec["base_url"], max_retries=0)
     others = [t for t in spec["tools"] if t["name"] != CALLED]
-    runner = client.beta.messages.tool_runner(model=spec["model"], max_tokens=spec["max_tokens"],
-                                              system=spec["system"], tools=[*others, disk_usage],
-                                              messages=[{"role": "user", "content": spec["task"]}],
-                                              output_config={"effort": spec["effort"]},
-                                              **({"cache_control": {"type": "ephemeral"}} if spec.get("cache") else {}))
+    runner = client.beta.messages.tool_runner(
+        model=spec["model"],
+        max_tokens=spec["max_tokens"],
+        system=spec["system"],
+        tools=[*others, disk_usage],
+        messages=[{"role": "user", "content": spec["task"]}],
+        output_config={"effort": spec["effort"]},
+        **({"cache_control": {"type": "ephemeral"}} if spec.get("cache") else {}),
+    )
     async for _ in runner:
         pass
     await client.close()

@@ -41,12 +41,23 @@ from tests.pgserver import PgServer, find_bindir, new_database
 med = statistics.median
 MODEL = "claude-sonnet-5-5"
 SQLITE, PG, PG_FAST = "SQLite", "Postgres", "Postgres, fsync off"
-LABELS = {SQLITE: "SQLite (WAL, synchronous=NORMAL: the shipped default)",
-          PG: "Postgres (fsync on, synchronous_commit on: production)",
-          PG_FAST: "Postgres (fsync off, synchronous_commit off)"}
+LABELS = {
+    SQLITE: "SQLite (WAL, synchronous=NORMAL: the shipped default)",
+    PG: "Postgres (fsync on, synchronous_commit on: production)",
+    PG_FAST: "Postgres (fsync off, synchronous_commit off)",
+}
 # One read-only step, in the order the runtime and its supervisor issue these calls (bot/runtime.py).
-STEP_OPS = ("stop_requested_by", "queued_inbox", "add_step(request)", "put_message(assistant, totals)",
-            "add_step(response)", "tool_results", "add_step(tool)", "save_tool_result", "put_message(results, totals)")
+STEP_OPS = (
+    "stop_requested_by",
+    "queued_inbox",
+    "add_step(request)",
+    "put_message(assistant, totals)",
+    "add_step(response)",
+    "tool_results",
+    "add_step(tool)",
+    "save_tool_result",
+    "put_message(results, totals)",
+)
 EXTRA_OPS = ("save_tool_result(started marker)", "renew_leases")  # a change tool's claim; once a second
 
 
@@ -72,22 +83,40 @@ def servers() -> Iterator[dict[str, PgServer]]:
 
 def _assistant(run: int, i: int) -> dict[str, Any]:
     """An assistant turn the size of the fake model's: thinking with its signature, a line of text, one call."""
-    return {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "The disk on web-03 is filling; check which mount and why. " * 14,
-         "signature": "EqQBCkgIARABGAIiQL" + "x" * 330},
-        {"type": "text", "text": "Checking disk usage."},
-        {"type": "tool_use", "id": f"toolu_{run}_{i:03d}", "name": "disk_usage", "input": {"host": f"web-{i:02d}"}}]}
+    return {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "thinking",
+                "thinking": "The disk on web-03 is filling; check which mount and why. " * 14,
+                "signature": "EqQBCkgIARABGAIiQL" + "x" * 330,
+            },
+            {"type": "text", "text": "Checking disk usage."},
+            {"type": "tool_use", "id": f"toolu_{run}_{i:03d}", "name": "disk_usage", "input": {"host": f"web-{i:02d}"}},
+        ],
+    }
 
 
 def _results(run: int, i: int) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{run}_{i:03d}",
-                                         "content": DF_OUTPUT, "is_error": False}]}
+    return {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{run}_{i:03d}", "content": DF_OUTPUT, "is_error": False}
+        ],
+    }
 
 
 def _totals(i: int) -> Totals:
     usage = Usage(input_tokens=40 * i, output_tokens=850 * i, cache_read_tokens=2000 * i, cache_write_tokens=160 * i)
-    return Totals(iterations=i, usage=usage, cost_usd=0.01 * i, agent_seconds=0.2 * i,
-                  tools_called=("disk_usage",) * i, condensed=False, model=MODEL)
+    return Totals(
+        iterations=i,
+        usage=usage,
+        cost_usd=0.01 * i,
+        agent_seconds=0.2 * i,
+        tools_called=("disk_usage",) * i,
+        condensed=False,
+        model=MODEL,
+    )
 
 
 @dataclass
@@ -108,8 +137,14 @@ async def _timed(times: StepTimes, op: str, call: Awaitable[Any]) -> Any:
 async def store_incident(store: Store, steps: int, times: StepTimes, n: int) -> None:
     """One run of `steps` read-only steps, each the runtime's store calls in its order; plus the two extras."""
     task = "web-03 is out of disk"
-    row = await store.create_run(channel="C0INCIDENT", thread_ts=f"{n}.0001", requester="U0ALICE", task=task,
-                                 model=MODEL, history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
+    row = await store.create_run(
+        channel="C0INCIDENT",
+        thread_ts=f"{n}.0001",
+        requester="U0ALICE",
+        task=task,
+        model=MODEL,
+        history=[{"role": "user", "content": [{"type": "text", "text": task}]}],
+    )
     rid = row.id
     await store.claim_run(rid, "bench-owner", until=time.time() + 10, now=time.time())  # so renew_leases writes
     for i in range(1, steps + 1):
@@ -118,28 +153,79 @@ async def store_incident(store: Store, steps: int, times: StepTimes, n: int) -> 
         call_id = f"toolu_{n}_{i:03d}"
         await _timed(t, "stop_requested_by", store.stop_requested_by(rid))
         await _timed(t, "queued_inbox", store.queued_inbox(rid))
-        await _timed(t, "add_step(request)", store.add_step(rid, "request", {
-            "iteration": i, "messages": 2 * i - 1, "max_tokens": 16000}))
-        await _timed(t, "put_message(assistant, totals)", store.put_message(rid, 2 * i - 1, _assistant(n, i),
-                                                                            totals=_totals(i)))
-        await _timed(t, "add_step(response)", store.add_step(rid, "response", {
-            "usage": {"input_tokens": 40, "output_tokens": 850}, "stop_reason": "tool_use", "model": MODEL,
-            "latency_ms": 200, "text": "Checking disk usage.", "reasoning": "The disk on web-03 is filling. " * 17,
-            "tool_calls": ["disk_usage"]}))
+        await _timed(
+            t,
+            "add_step(request)",
+            store.add_step(rid, "request", {"iteration": i, "messages": 2 * i - 1, "max_tokens": 16000}),
+        )
+        await _timed(
+            t, "put_message(assistant, totals)", store.put_message(rid, 2 * i - 1, _assistant(n, i), totals=_totals(i))
+        )
+        await _timed(
+            t,
+            "add_step(response)",
+            store.add_step(
+                rid,
+                "response",
+                {
+                    "usage": {"input_tokens": 40, "output_tokens": 850},
+                    "stop_reason": "tool_use",
+                    "model": MODEL,
+                    "latency_ms": 200,
+                    "text": "Checking disk usage.",
+                    "reasoning": "The disk on web-03 is filling. " * 17,
+                    "tool_calls": ["disk_usage"],
+                },
+            ),
+        )
         await _timed(t, "tool_results", store.tool_results(rid, [call_id]))
-        await _timed(t, "add_step(tool)", store.add_step(rid, "tool", {
-            "tool": "disk_usage", "args": {"host": f"web-{i:02d}"}, "confirmed_by": None, "is_error": False,
-            "result": DF_OUTPUT[:500], "latency_ms": 0}))
-        await _timed(t, "save_tool_result", store.save_tool_result(
-            rid, tool_use_id=call_id, tool="disk_usage", args={"host": f"web-{i:02d}"}, content=DF_OUTPUT,
-            is_error=False, confirmed_by=None))
-        await _timed(t, "put_message(results, totals)", store.put_message(rid, 2 * i, _results(n, i),
-                                                                          totals=_totals(i)))
+        await _timed(
+            t,
+            "add_step(tool)",
+            store.add_step(
+                rid,
+                "tool",
+                {
+                    "tool": "disk_usage",
+                    "args": {"host": f"web-{i:02d}"},
+                    "confirmed_by": None,
+                    "is_error": False,
+                    "result": DF_OUTPUT[:500],
+                    "latency_ms": 0,
+                },
+            ),
+        )
+        await _timed(
+            t,
+            "save_tool_result",
+            store.save_tool_result(
+                rid,
+                tool_use_id=call_id,
+                tool="disk_usage",
+                args={"host": f"web-{i:02d}"},
+                content=DF_OUTPUT,
+                is_error=False,
+                confirmed_by=None,
+            ),
+        )
+        await _timed(
+            t, "put_message(results, totals)", store.put_message(rid, 2 * i, _results(n, i), totals=_totals(i))
+        )
         times.steps.append((time.perf_counter() - began) * 1000)
         # Not part of a read-only step: a change tool's started marker, and the lease renewal (once a second).
-        await _timed(t, "save_tool_result(started marker)", store.save_tool_result(
-            rid, tool_use_id=f"toolu_change_{n}_{i:03d}", tool="restart_service", args={"host": "web-03"},
-            content=None, is_error=False, confirmed_by="U0CAROL"))
+        await _timed(
+            t,
+            "save_tool_result(started marker)",
+            store.save_tool_result(
+                rid,
+                tool_use_id=f"toolu_change_{n}_{i:03d}",
+                tool="restart_service",
+                args={"host": "web-03"},
+                content=None,
+                is_error=False,
+                confirmed_by="U0CAROL",
+            ),
+        )
         await _timed(t, "renew_leases", store.renew_leases("bench-owner", [rid], until=time.time() + 10))
     await store.finish_run(rid, stop_reason=StopReason.COMPLETED, stop_detail="")
 
@@ -155,7 +241,7 @@ async def store_latency(urls: dict[str, str], steps: int, repeats: int) -> dict[
                 await store_incident(store, 3, StepTimes(), -1)
             names = list(stores)
             for r in range(repeats):
-                for name in names[r % len(names):] + names[:r % len(names)]:
+                for name in names[r % len(names) :] + names[: r % len(names)]:
                     await store_incident(stores[name], steps, times[name], r)
         finally:
             for store in stores.values():
@@ -206,10 +292,12 @@ class Fleet:
         """CPU seconds so far: each replica, each Postgres process, this process (the fakes), the whole machine."""
         pg = psutil.Process(_postmaster(self.server))
         total = psutil.cpu_times()
-        return {"replicas": _cpu([psutil.Process(p.pid) for p in self.procs]),
-                "postgres": _cpu([pg, *pg.children(recursive=True)]),
-                "fakes": _cpu([psutil.Process()]),
-                "machine": {0: sum(getattr(total, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq"))}}
+        return {
+            "replicas": _cpu([psutil.Process(p.pid) for p in self.procs]),
+            "postgres": _cpu([pg, *pg.children(recursive=True)]),
+            "fakes": _cpu([psutil.Process()]),
+            "machine": {0: sum(getattr(total, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq"))},
+        }
 
 
 def _cpu(procs: list[psutil.Process]) -> dict[int, float]:
@@ -238,8 +326,10 @@ async def fleet(n: int, server: PgServer, latency: float) -> AsyncIterator[Fleet
     await (await Store(url).open()).close()
     with tempfile.TemporaryDirectory(prefix="opsloop-bench-") as tmp:
         work = Path(tmp)
-        async with FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack, \
-                FakeAnthropic(api_key=product.API_KEY) as model:
+        async with (
+            FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack,
+            FakeAnthropic(api_key=product.API_KEY) as model,
+        ):
             slack.add_user(product.ALICE, "alice")
             slack.delivery = "round_robin"
             model.latency_seconds = latency
@@ -248,12 +338,27 @@ async def fleet(n: int, server: PgServer, latency: float) -> AsyncIterator[Fleet
             try:
                 for i in range(n):  # started together, so the fleet is up in one start-up time
                     with open(work / f"bot-{i}.log", "wb") as log:  # noqa: ASYNC230
-                        procs.append(await asyncio.create_subprocess_exec(
-                            sys.executable, "-m", "bot.cli", "run", "--config", config, cwd=ROOT,
-                            env=bot_env(slack, model, url), stdout=log, stderr=log))
+                        procs.append(
+                            await asyncio.create_subprocess_exec(
+                                sys.executable,
+                                "-m",
+                                "bot.cli",
+                                "run",
+                                "--config",
+                                config,
+                                cwd=ROOT,
+                                env=bot_env(slack, model, url),
+                                stdout=log,
+                                stderr=log,
+                            )
+                        )
                 await slack.wait_connected(timeout=90, connects=n)
-                yield Fleet(Product(slack=slack, model=model, proc=procs[0], workdir=work), procs, server,
-                            new_database(server.url))
+                yield Fleet(
+                    Product(slack=slack, model=model, proc=procs[0], workdir=work),
+                    procs,
+                    server,
+                    new_database(server.url),
+                )
             finally:
                 for proc in procs:
                     if proc.returncode is None:
@@ -291,16 +396,18 @@ async def burst(f: Fleet, incidents: int, steps: int) -> Burst:
         cpu, probes = _used(cpu_before, f.cpu()), len(commits)
         writes = f.next_xid() - xid - probes
     answers = [answered[ts] - at for ts, at in sent]
-    return Burst(seconds=max(answered[ts] for ts, _ in sent) - began, answers=answers, cpu=cpu, writes=writes,
-                 commit_ms=commits)
+    return Burst(
+        seconds=max(answered[ts] for ts, _ in sent) - began, answers=answers, cpu=cpu, writes=writes, commit_ms=commits
+    )
 
 
 @contextlib.asynccontextmanager
 async def _probe(url: str, commits: list[float]) -> AsyncIterator[None]:
     """While the block runs, a separate process (so this busy one does not skew it) times one tiny write every
     50 ms: the commit latency the replicas see meanwhile; each one's ms lands in `commits`."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.postgres", "probe", url, cwd=ROOT,
-                                                stdout=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.postgres", "probe", url, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
     assert proc.stdout is not None
     ready = await proc.stdout.readline()  # connected, table made
     assert ready.strip() == b"ready", ready
@@ -331,8 +438,9 @@ def probe_main(url: str, every: float = 0.05) -> None:
             time.sleep(every)
 
 
-async def replicas(pgs: dict[str, PgServer], sizes: tuple[int, ...], incidents: int, steps: int, latency: float,
-                   repeats: int) -> dict[tuple[str, int], list[Burst]]:
+async def replicas(
+    pgs: dict[str, PgServer], sizes: tuple[int, ...], incidents: int, steps: int, latency: float, repeats: int
+) -> dict[tuple[str, int], list[Burst]]:
     """`repeats` bursts on each (server, fleet size), interleaved; every fleet on its own database and fakes."""
     keys = [(name, n) for name in pgs for n in sizes]
     out: dict[tuple[str, int], list[Burst]] = {k: [] for k in keys}
@@ -357,26 +465,53 @@ def table(head: list[str], rows: list[list[Any]]) -> str:
 Row = Callable[[str, str, str, "bool | None"], None]
 
 
-def report_store(row: Row, section: Callable[[str, str], None], times: dict[str, StepTimes],
-                 per_iter: dict[str, list[float]], steps: int, repeats: int) -> None:
+def report_store(
+    row: Row,
+    section: Callable[[str, str], None],
+    times: dict[str, StepTimes],
+    per_iter: dict[str, list[float]],
+    steps: int,
+    repeats: int,
+) -> None:
     base = med(times[SQLITE].steps)
     rows = []
     for name, t in times.items():
         m = med(t.steps)
-        rows.append([LABELS[name], f"{m:.2f}", f"{pct(t.steps, 95):.2f}", f"{m / base:.1f}x",
-                     "" if name == SQLITE else f"+{m - base:.2f}"])
+        rows.append(
+            [
+                LABELS[name],
+                f"{m:.2f}",
+                f"{pct(t.steps, 95):.2f}",
+                f"{m / base:.1f}x",
+                "" if name == SQLITE else f"+{m - base:.2f}",
+            ]
+        )
     ops = [[op, *(f"{med(times[n].ops[op]):.3f}" for n in times)] for op in (*STEP_OPS, *EXTRA_OPS)]
     pbase = med(per_iter[SQLITE])
-    prow = [[LABELS[n], f"{med(v):.2f}", f"{min(v):.2f}", f"{med(v) / pbase:.2f}x",
-             "" if n == SQLITE else f"+{med(v) - pbase:.2f}"] for n, v in per_iter.items()]
+    prow = [
+        [
+            LABELS[n],
+            f"{med(v):.2f}",
+            f"{min(v):.2f}",
+            f"{med(v) / pbase:.2f}x",
+            "" if n == SQLITE else f"+{med(v) - pbase:.2f}",
+        ]
+        for n, v in per_iter.items()
+    ]
     pg, pgp = med(times[PG].steps), med(per_iter[PG])
-    row("9. Postgres store: cost per step", f"store calls {pg:.1f} ms vs SQLite {base:.1f} ms per step "
+    row(
+        "9. Postgres store: cost per step",
+        f"store calls {pg:.1f} ms vs SQLite {base:.1f} ms per step "
         f"(+{pg - base:.1f} ms); `opsloop run` {pgp:.1f} vs {pbase:.1f} ms per iteration (+{pgp - pbase:.1f} ms)",
-        "a number for the README", None)
+        "a number for the README",
+        None,
+    )
     n = len(times[SQLITE].steps)
-    section("9. Postgres vs SQLite: the store's cost per step", f"""
+    section(
+        "9. Postgres vs SQLite: the store's cost per step",
+        f"""
 The store calls of one read-only agent step, in the order `bot/runtime.py` and its supervisor issue them
-({len(STEP_OPS)} calls: {', '.join(f'`{o}`' for o in STEP_OPS)}), timed through the real `Store` facade
+({len(STEP_OPS)} calls: {", ".join(f"`{o}`" for o in STEP_OPS)}), timed through the real `Store` facade
 (its writer thread, one transaction per call; Postgres calls SERIALIZABLE) with payloads the size of the
 fake model's. {repeats} interleaved incidents of {steps} steps per store ({n} steps each). Postgres is a
 throwaway local server on a Unix socket in the same machine: no network round trip, which a real deployment
@@ -399,7 +534,8 @@ latency, instant tool; ms per iteration measured at the fake model as in section
 repeats:
 
 {table(["store", "median ms/iteration", "best ms/iteration", "vs SQLite", "extra ms/iteration"], prow)}
-""")
+""",
+    )
 
 
 @dataclass(frozen=True)
@@ -416,12 +552,15 @@ class FleetNumbers:
 
     @staticmethod
     def of(bursts: list[Burst], incidents: int) -> FleetNumbers:
-        return FleetNumbers(rate=med([incidents / b.seconds for b in bursts]), wall=med([b.seconds for b in bursts]),
-                            answer=med([med(b.answers) for b in bursts]),
-                            answer95=med([pct(b.answers, 95) for b in bursts]),
-                            writes=med([float(b.writes) for b in bursts]),
-                            commit=med([med(b.commit_ms) for b in bursts if b.commit_ms]),
-                            cpu={k: med([b.cpu[k] for b in bursts]) for k in bursts[0].cpu})
+        return FleetNumbers(
+            rate=med([incidents / b.seconds for b in bursts]),
+            wall=med([b.seconds for b in bursts]),
+            answer=med([med(b.answers) for b in bursts]),
+            answer95=med([pct(b.answers, 95) for b in bursts]),
+            writes=med([float(b.writes) for b in bursts]),
+            commit=med([med(b.commit_ms) for b in bursts if b.commit_ms]),
+            cpu={k: med([b.cpu[k] for b in bursts]) for k in bursts[0].cpu},
+        )
 
     def busy(self, cores: int) -> float:
         """The whole machine's CPU use during the burst, whoever used it."""
@@ -441,22 +580,50 @@ def _fleet_label(store: str) -> str:
     return "Postgres (fsync off)" if store == PG_FAST else "Postgres (fsync on)"
 
 
-def report_replicas(row: Row, section: Callable[[str, str], None], bursts: dict[tuple[str, int], list[Burst]],
-                    incidents: int, steps: int, latency: float, repeats: int) -> None:
+def report_replicas(
+    row: Row,
+    section: Callable[[str, str], None],
+    bursts: dict[tuple[str, int], list[Burst]],
+    incidents: int,
+    steps: int,
+    latency: float,
+    repeats: int,
+) -> None:
     cores = psutil.cpu_count() or 1
     nums = {k: FleetNumbers.of(bs, incidents) for k, bs in bursts.items()}
     sizes = sorted({n for _, n in nums})
     one, many = sizes[0], sizes[-1]
-    rows = [[_fleet_label(store), f"{n} replica{'s' if n > 1 else ''}", f"{x.rate:.1f}", f"{x.wall:.2f}",
-             f"{x.answer:.2f}", f"{x.answer95:.2f}", f"{x.writes / incidents:.0f}", f"{x.commit:.2f}",
-             f"{x.writer_busy(n):.0%}", f"{x.cpu['replicas']:.2f}", f"{x.cpu['postgres']:.2f}", f"{x.cpu['fakes']:.2f}",
-             f"{x.others:.2f}", f"{x.busy(cores):.0%}"]
-            for (store, n), x in nums.items()]
+    rows = [
+        [
+            _fleet_label(store),
+            f"{n} replica{'s' if n > 1 else ''}",
+            f"{x.rate:.1f}",
+            f"{x.wall:.2f}",
+            f"{x.answer:.2f}",
+            f"{x.answer95:.2f}",
+            f"{x.writes / incidents:.0f}",
+            f"{x.commit:.2f}",
+            f"{x.writer_busy(n):.0%}",
+            f"{x.cpu['replicas']:.2f}",
+            f"{x.cpu['postgres']:.2f}",
+            f"{x.cpu['fakes']:.2f}",
+            f"{x.others:.2f}",
+            f"{x.busy(cores):.0%}",
+        ]
+        for (store, n), x in nums.items()
+    ]
     ratio = {store: nums[store, many].rate / nums[store, one].rate for store, _ in nums}
-    row(f"10. Replicas: {incidents} concurrent incidents, 1 vs {many}", f"fsync on: {nums[PG, many].rate:.1f} vs "
+    row(
+        f"10. Replicas: {incidents} concurrent incidents, 1 vs {many}",
+        f"fsync on: {nums[PG, many].rate:.1f} vs "
         f"{nums[PG, one].rate:.1f} incidents/s = {ratio[PG]:.2f}x (median time to answer {nums[PG, many].answer:.2f} "
-        f"vs {nums[PG, one].answer:.2f} s); fsync off: {ratio[PG_FAST]:.2f}x", "an honest ratio (2 cores)", None)
-    section(f"10. Replicas: {incidents} concurrent incidents on 1 vs {many} replicas", f"""
+        f"vs {nums[PG, one].answer:.2f} s); fsync off: {ratio[PG_FAST]:.2f}x",
+        "an honest ratio (2 cores)",
+        None,
+    )
+    section(
+        f"10. Replicas: {incidents} concurrent incidents on 1 vs {many} replicas",
+        f"""
 {incidents} mentions sent at once through the fake Slack (`delivery = "round_robin"`: each envelope to the next
 open Socket Mode connection), each a {steps}-request incident ({steps - 1} read-only `disk_usage` calls, then the
 answer); the fake model answers every request after {latency * 1000:.0f} ms, so one incident alone needs at least
@@ -473,29 +640,53 @@ once and take {repeats} bursts each, interleaved. Medians over the bursts of:
   bench process (it hosts the fake Slack and the fake model) and by anything else running on the machine;
   machine busy = all of it / (burst x {cores} cores).
 
-{table(["store", "fleet", "incidents/s", "burst s", "median time to answer s", "p95 time to answer s",
-        "writes/incident", "commit ms", "store busy", "CPU s: replicas", "CPU s: Postgres", "CPU s: fakes",
-        "CPU s: other processes", "machine busy"], rows)}
+{
+            table(
+                [
+                    "store",
+                    "fleet",
+                    "incidents/s",
+                    "burst s",
+                    "median time to answer s",
+                    "p95 time to answer s",
+                    "writes/incident",
+                    "commit ms",
+                    "store busy",
+                    "CPU s: replicas",
+                    "CPU s: Postgres",
+                    "CPU s: fakes",
+                    "CPU s: other processes",
+                    "machine busy",
+                ],
+                rows,
+            )
+        }
 
 {many} replicas vs 1: {ratio[PG]:.2f}x the rate with fsync on, {ratio[PG_FAST]:.2f}x with fsync off.
 
 {_replicas_reading(nums, incidents, steps, latency, cores)}
-""")
+""",
+    )
 
 
 def _bound(x: FleetNumbers, n: int, cores: int) -> str:
     """What held one fleet back, from its numbers."""
     if x.writer_busy(n) >= 0.6:
-        return (f"its store connection{'s were' if n > 1 else ' was'} committing for {x.writer_busy(n):.0%} of the "
-                f"burst (writes one after another, {x.commit:.1f} ms each)")
+        return (
+            f"its store connection{'s were' if n > 1 else ' was'} committing for {x.writer_busy(n):.0%} of the "
+            f"burst (writes one after another, {x.commit:.1f} ms each)"
+        )
     if x.busy(cores) >= 0.8:
         return f"the machine was {x.busy(cores):.0%} busy"
-    return (f"neither saturated (store busy {x.writer_busy(n):.0%}, machine {x.busy(cores):.0%}): the runs queued "
-            f"in each replica's one event loop and one store thread, sharing one GIL")
+    return (
+        f"neither saturated (store busy {x.writer_busy(n):.0%}, machine {x.busy(cores):.0%}): the runs queued "
+        f"in each replica's one event loop and one store thread, sharing one GIL"
+    )
 
 
-def _replicas_reading(nums: dict[tuple[str, int], FleetNumbers], incidents: int, steps: int, latency: float,
-                      cores: int) -> str:
+def _replicas_reading(
+    nums: dict[tuple[str, int], FleetNumbers], incidents: int, steps: int, latency: float, cores: int
+) -> str:
     """What bounds the rate, from the measured numbers."""
     sizes = sorted({n for _, n in nums})
     one, many = sizes[0], sizes[-1]

@@ -31,8 +31,9 @@ ANSWER = "Root cause: /var/data0 filled by rotated logs"  # marks the final answ
 TIMEOUT = 120.0
 
 
-def incident(steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage",
-             calls: int = 1, think: bool = False) -> Callable[[dict[str, Any]], Reply]:
+def incident(
+    steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage", calls: int = 1, think: bool = False
+) -> Callable[[dict[str, Any]], Reply]:
     """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer."""
 
     lead = [thinking("Checking the disks first.")] if think else []
@@ -59,8 +60,7 @@ class Product:
     finals: dict[str, float] = field(default_factory=dict)  # thread_ts -> monotonic time the answer was posted
 
     def _final_calls(self) -> list[ApiCall]:
-        return [c for c in self.slack.calls
-                if c.method == "chat.postMessage" and ANSWER in str(c.args.get("text", ""))]
+        return [c for c in self.slack.calls if c.method == "chat.postMessage" and ANSWER in str(c.args.get("text", ""))]
 
     async def mention(self, text_: str = "web-03 is out of disk") -> tuple[str, float]:
         """A mention (a new thread); returns its ts and the monotonic time it was sent."""
@@ -71,8 +71,11 @@ class Product:
 
     async def wait_answers(self, n: int) -> dict[str, float]:
         """Until `n` final answers were posted in all; thread_ts -> when each was posted (monotonic)."""
-        await self.slack._wait(lambda: True if len(self._final_calls()) >= n else None, TIMEOUT,
-                               lambda: f"{n} final answers (have {len(self._final_calls())})")
+        await self.slack._wait(
+            lambda: True if len(self._final_calls()) >= n else None,
+            TIMEOUT,
+            lambda: f"{n} final answers (have {len(self._final_calls())})",
+        )
         return {str(c.args.get("thread_ts")): c.at for c in self._final_calls()}
 
     async def incident(self, steps: int, **kw: Any) -> tuple[list[float], float]:
@@ -81,43 +84,61 @@ class Product:
         self.model.script(*[incident(steps, stamps, **kw) for _ in range(steps)])
         ts, sent = await self.mention()
         answer = await self.slack._wait(
-            lambda: next((c for c in self._final_calls() if c.args.get("thread_ts") == ts), None), TIMEOUT,
-            lambda: f"the answer in thread {ts}")
+            lambda: next((c for c in self._final_calls() if c.args.get("thread_ts") == ts), None),
+            TIMEOUT,
+            lambda: f"the answer in thread {ts}",
+        )
         return stamps, answer.at - sent
 
 
 def write_config(path: Path, slack: str) -> Path:
     """The shipped defaults, plus the bench's tools, no fallback model, and `slack` lines under [slack]."""
-    path.write_text('[model]\nfallbacks = []\n[tools]\nmodules = ["tools.builtin", "bench.tools"]\n'
-                    f'[limits]\nmax_iterations = 50\n[slack]\n{slack}\n')
+    path.write_text(
+        '[model]\nfallbacks = []\n[tools]\nmodules = ["tools.builtin", "bench.tools"]\n'
+        f"[limits]\nmax_iterations = 50\n[slack]\n{slack}\n"
+    )
     return path
 
 
 def bot_env(slack: FakeSlack, model: FakeAnthropic, db: str) -> dict[str, str]:
     """`opsloop run`'s environment: the fakes' URLs and tokens, and its store (`db`: a file or a postgresql:// URL)."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
-            "SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token,
-            "SLACK_API_URL": slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-            "ANTHROPIC_BASE_URL": model.base_url, "OPSLOOP_DB": db, "PYTHONPATH": str(ROOT)}
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+        "SLACK_BOT_TOKEN": slack.bot_token,
+        "SLACK_APP_TOKEN": slack.app_token,
+        "SLACK_API_URL": slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": model.base_url,
+        "OPSLOOP_DB": db,
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 @contextlib.asynccontextmanager
-async def running(*, slack_config: str = "", profile: Path | None = None,
-                  model_kw: dict[str, Any] | None = None, db: str | None = None) -> AsyncIterator[Product]:
+async def running(
+    *,
+    slack_config: str = "",
+    profile: Path | None = None,
+    model_kw: dict[str, Any] | None = None,
+    db: str | None = None,
+) -> AsyncIterator[Product]:
     """Both fakes in this process and `opsloop run` in a child (under cProfile when `profile` is set), on a
     fresh SQLite file unless `db` names another store (a postgresql:// URL)."""
     with tempfile.TemporaryDirectory(prefix="opsloop-bench-") as tmp:
         work = Path(tmp)
-        async with FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack, \
-                FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model:
+        async with (
+            FakeSlack(bot_token="xoxb-bench", app_token="xapp-bench") as slack,
+            FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model,
+        ):
             slack.add_user(ALICE, "alice")
             env = bot_env(slack, model, db or str(work / "opsloop.db"))
             cmd = ["-m", "bot.cli", "run", "--config", str(write_config(work / "opsloop.toml", slack_config))]
             if profile is not None:
                 cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
             with open(work / "opsloop.log", "wb") as log:  # noqa: ASYNC230 (the JSON trace goes to a file)
-                proc = await asyncio.create_subprocess_exec(sys.executable, *cmd, cwd=ROOT, env=env, stdout=log,
-                                                            stderr=log)
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, *cmd, cwd=ROOT, env=env, stdout=log, stderr=log
+                )
             product = Product(slack=slack, model=model, proc=proc, workdir=work)
             try:
                 try:

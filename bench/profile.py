@@ -14,18 +14,41 @@ ROOT = str(Path(__file__).resolve().parent.parent) + "/"  # files are named from
 
 AREAS: list[tuple[str, tuple[str, ...]]] = [
     ("idle: waiting in the selector", ("selectors.py", "<method 'poll' of 'select.epoll'", "<method 'select'")),
-    ("startup: imports", ("<frozen importlib", "importlib", "<built-in method builtins.exec",
-                          "<built-in method _imp", "<built-in method marshal", "<built-in method builtins.compile",
-                          "<built-in method posix.", "<frozen posixpath>", "<built-in method io.open_code",
-                          "<built-in method builtins.__build_class__", "inspect.py", "typing.py")),
+    (
+        "startup: imports",
+        (
+            "<frozen importlib",
+            "importlib",
+            "<built-in method builtins.exec",
+            "<built-in method _imp",
+            "<built-in method marshal",
+            "<built-in method builtins.compile",
+            "<built-in method posix.",
+            "<frozen posixpath>",
+            "<built-in method io.open_code",
+            "<built-in method builtins.__build_class__",
+            "inspect.py",
+            "typing.py",
+        ),
+    ),
     ("store: bot/store/ + sqlite (main thread)", ("bot/store/", "sqlite_utils", "sqlite3")),
     ("trace/logging: structlog + logging", ("structlog", "/logging/", "bot/log.py")),
-    ("redaction: bot/redact.py + re", ("bot/redact.py", "/re/", "<method 'sub' of 're.Pattern",
-                                       "<method 'search' of 're.Pattern", "<method 'finditer' of 're.Pattern")),
+    (
+        "redaction: bot/redact.py + re",
+        (
+            "bot/redact.py",
+            "/re/",
+            "<method 'sub' of 're.Pattern",
+            "<method 'search' of 're.Pattern",
+            "<method 'finditer' of 're.Pattern",
+        ),
+    ),
     ("JSON: json module", ("/json/", "<built-in method _json", "<method 'encode' of '_json")),
     ("Slack: slack_sdk/bolt + handlers/", ("slack_sdk", "slack_bolt", "handlers/")),
-    ("HTTP client: aiohttp/httpx/h11/anyio", ("aiohttp", "httpx", "h11", "anyio", "httpcore", "yarl", "multidict",
-                                              "_socket.socket", "ssl")),
+    (
+        "HTTP client: aiohttp/httpx/h11/anyio",
+        ("aiohttp", "httpx", "h11", "anyio", "httpcore", "yarl", "multidict", "_socket.socket", "ssl"),
+    ),
     ("Anthropic SDK + pydantic", ("anthropic/", "pydantic")),
     ("builtins (isinstance, getattr, ...) called from everywhere", ("<built-in method builtins.",)),
     ("runtime: bot/ (loop, model adapter, history, guards)", ("bot/",)),
@@ -64,12 +87,20 @@ def summarize(path: Path, iterations: int, runs: int) -> str:
     for key, (_, nc, tottime, _, _) in hot:
         filename, line, name = key
         short = filename.rsplit("site-packages/", 1)[-1].removeprefix(ROOT)
-        tt.append(f"| `{short}:{line} {name}` | {area_of(key).split(':')[0]} | {nc / iterations:.1f} | "
-                  f"{tottime / iterations * 1000:.3f} |")
-    return (f"`opsloop run` under `python -m cProfile`, {runs} incidents of {iterations // runs} requests "
-            f"({iterations} iterations) after a warm-up run. Imports, start-up and selector waits are left "
-            "out of the busy total. "
-            "Self time on the main thread, grouped by where the code lives (cProfile adds its own "
-            "overhead to every Python call, so read the shares, not the absolute numbers):\n\n"
-            + "\n".join(lines) + "\n\nopsloop's own functions by cumulative time:\n\n" + "\n".join(fn)
-            + "\n\nHottest functions by self time:\n\n" + "\n".join(tt) + "\n")
+        tt.append(
+            f"| `{short}:{line} {name}` | {area_of(key).split(':')[0]} | {nc / iterations:.1f} | "
+            f"{tottime / iterations * 1000:.3f} |"
+        )
+    return (
+        f"`opsloop run` under `python -m cProfile`, {runs} incidents of {iterations // runs} requests "
+        f"({iterations} iterations) after a warm-up run. Imports, start-up and selector waits are left "
+        "out of the busy total. "
+        "Self time on the main thread, grouped by where the code lives (cProfile adds its own "
+        "overhead to every Python call, so read the shares, not the absolute numbers):\n\n"
+        + "\n".join(lines)
+        + "\n\nopsloop's own functions by cumulative time:\n\n"
+        + "\n".join(fn)
+        + "\n\nHottest functions by self time:\n\n"
+        + "\n".join(tt)
+        + "\n"
+    )

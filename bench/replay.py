@@ -124,8 +124,9 @@ async def measure(incident: Incident, settings: Settings, *, rounds: int, latenc
     for _ in range(rounds):
         model = Timed(IncidentModel(name=incident.model), latency=latency)
         client: ModelClient = model
-        result: Replayed = await replay(incident, model=client,
-                                        price_for=lambda m: price_for(m, settings.model.prices)[0])
+        result: Replayed = await replay(
+            incident, model=client, price_for=lambda m: price_for(m, settings.model.prices)[0]
+        )
         began = time.perf_counter()
         c = compare(result)
         out.compare.append(time.perf_counter() - began)
@@ -142,8 +143,9 @@ def _ms(v: float) -> str:
     return f"{v * 1000:.1f}"
 
 
-async def run_all(row: Row, section: Callable[[str, str], None], *, rounds: int = ROUNDS,
-                  write: Path | None = None) -> bool:
+async def run_all(
+    row: Row, section: Callable[[str, str], None], *, rounds: int = ROUNDS, write: Path | None = None
+) -> bool:
     """Section 12: the summary row and the section. True when the claim holds on the scripted model (the
     verdict of the row); the simulated latency is context, not the verdict."""
     configure_logging("error")  # the numbers are the output
@@ -154,23 +156,51 @@ async def run_all(row: Row, section: Callable[[str, str], None], *, rounds: int 
     bare = await measure(incident, settings, rounds=rounds, latency=0.0)
     slow = await measure(incident, settings, rounds=rounds, latency=LATENCY_S)
     ok = bare.ratio <= 1.0
-    row(TITLE, f"replay {_ms(med(bare.wall))} ms wall (original run: {_ms(incident.agent_seconds)} ms agent time); "
+    row(
+        TITLE,
+        f"replay {_ms(med(bare.wall))} ms wall (original run: {_ms(incident.agent_seconds)} ms agent time); "
         f"adds {_ms(bare.added)} ms = {bare.ratio:.0f}x the scripted model's own {_ms(med(bare.model))} ms, "
         f"{slow.ratio:.2f}x at {LATENCY_S * 1000:.0f} ms/response; cost ${med(bare.cost):.4f} vs "
-        f"${incident.cost_usd:.4f}", "adds <= the model's own time", ok,
+        f"${incident.cost_usd:.4f}",
+        "adds <= the model's own time",
+        ok,
         miss=f"{bare.ratio:.0f}x the scripted model's time (a fixed ~{bare.added * 1000:.0f} ms a replay); "
-             f"{slow.ratio:.2f}x at {LATENCY_S * 1000:.0f} ms/response")
+        f"{slow.ratio:.2f}x at {LATENCY_S * 1000:.0f} ms/response",
+    )
     lines = [
-        ["original run (opsloop demo, the real app)", _ms(incident.agent_seconds), "-", "-", "-",
-         f"${incident.cost_usd:.4f}"],
-        *[[f"replay, {name}", _ms(med(m.wall)), _ms(med(m.model)), f"{_ms(m.added)} ({m.ratio:.2f}x)",
-           _ms(m.best_added), f"${med(m.cost):.4f}"]
-          for name, m in (("scripted model as it is", bare),
-                          (f"scripted model + {LATENCY_S * 1000:.0f} ms per response", slow))],
+        [
+            "original run (opsloop demo, the real app)",
+            _ms(incident.agent_seconds),
+            "-",
+            "-",
+            "-",
+            f"${incident.cost_usd:.4f}",
+        ],
+        *[
+            [
+                f"replay, {name}",
+                _ms(med(m.wall)),
+                _ms(med(m.model)),
+                f"{_ms(m.added)} ({m.ratio:.2f}x)",
+                _ms(m.best_added),
+                f"${med(m.cost):.4f}",
+            ]
+            for name, m in (
+                ("scripted model as it is", bare),
+                (f"scripted model + {LATENCY_S * 1000:.0f} ms per response", slow),
+            )
+        ],
     ]
-    body = "\n".join(["| run | wall / agent ms | model ms | added ms (x the model's time) | best added ms | cost |",
-                      "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in lines)])
-    section(f"{TITLE} (issue 23)", f"""
+    body = "\n".join(
+        [
+            "| run | wall / agent ms | model ms | added ms (x the model's time) | best added ms | cost |",
+            "|---|---|---|---|---|---|",
+            *("| " + " | ".join(r) + " |" for r in lines),
+        ]
+    )
+    section(
+        f"{TITLE} (issue 23)",
+        f"""
 `opsloop demo` played whole (the real app over Socket Mode against the Slack stand-in, the scripted incident
 model, the simulated web-03) in {demo_wall:.2f} s of wall time, Slack and the scripted people included. Its
 run: {incident.steps} steps, {len(incident.calls)} tool calls, {len(incident.replies)} reply,
@@ -184,19 +214,20 @@ requests; "added" is the replay's wall time plus the comparison, minus that.
 {body}
 
 Against the scripted model itself the claim "a replay adds no more than the model's own time" is
-{'met' if ok else 'missed'}: that model answers in {_ms(med(bare.model) / max(1, bare.requests))} ms a
+{"met" if ok else "missed"}: that model answers in {_ms(med(bare.model) / max(1, bare.requests))} ms a
 request, and the replay's own cost (creating and migrating a temp SQLite store, the run loop's
 {bare.requests} steps with their store writes, reading the replay back, comparing) is {bare.ratio:.2f}x its
 time. That cost is per replay, not per unit of model time: behind {LATENCY_S * 1000:.0f} ms per response (a
 real model takes seconds) the same replay adds {_ms(slow.added)} ms, {slow.ratio:.2f}x the model's time
-({'within' if slow.ratio <= 1 else 'over'} the target). The replay's own agent time (run loop only) is
+({"within" if slow.ratio <= 1 else "over"} the target). The replay's own agent time (run loop only) is
 {_ms(med(bare.agent))} ms against the original's {_ms(incident.agent_seconds)} ms, whose tools ran on the
 simulated host. The added time depends on the machine's load more than on anything else: medians from 29 to
 103 ms in five runs of this benchmark on this shared 2-core machine (the best round is in the table).
 Cost: ${med(bare.cost):.4f} against ${incident.cost_usd:.4f} at the same prices: the
 scripted model prices its prompt cache per client, and the original was driven by a new client after the
 approval pause (cache writes again), the replay by one (cache reads).
-""")
+""",
+    )
     return ok
 
 

@@ -20,8 +20,9 @@ from typing import Any
 from tools.runbooks.library import RunbookLibrary
 from tools.runbooks.match import best, find
 
-BODY = "".join(f"{i}. `check_disk` on the host, then look at /var/log/app-{i}; note what is full.\n"
-               for i in range(1, 9))
+BODY = "".join(
+    f"{i}. `check_disk` on the host, then look at /var/log/app-{i}; note what is full.\n" for i in range(1, 9)
+)
 
 
 def write_runbooks(root: Path, n: int) -> None:
@@ -32,8 +33,9 @@ def write_runbooks(root: Path, n: int) -> None:
             "match:\n"
             f"  alertname: [Alert{i}, Other{i}]\n"
             f"  labels: {{team: team-{i % 40}, service: svc-{i}}}\n"
-            f"  keywords: [\"symptom {i} seen\", \"svc-{i} down\", \"error code E{i}\"]\n"
-            f"---\n{BODY}")
+            f'  keywords: ["symptom {i} seen", "svc-{i} down", "error code E{i}"]\n'
+            f"---\n{BODY}"
+        )
 
 
 def timed(fn: Callable[[], object], rounds: int) -> float:
@@ -56,25 +58,35 @@ def main(n: int = 1000) -> dict[str, float]:
         assert len(books.runbooks) == n and not books.problems
         unchanged = timed(library.current, 20)
         k = n * 977 // 1000  # the one that matches, near the end of the list
-        text = (f"DiskFull on web-03: /var at 97%, nginx says no space left on device; svc-{k} down since 14:10. "
-                * 3)
+        text = f"DiskFull on web-03: /var at 97%, nginx says no space left on device; svc-{k} down since 14:10. " * 3
         labels = {"team": f"team-{k % 40}", "service": f"svc-{k}", "severity": "page", "instance": "web-03:9100"}
         at_start = timed(lambda: best(books, text=text, alertname=f"Alert{k}", labels=labels), 50)
         no_match = timed(lambda: find(books, query="something else entirely", alertname="Nope", labels={}), 50)
         found = best(books, text=text, alertname=f"Alert{k}", labels=labels)
         assert found is not None and found.runbook.name == f"rb-{k:04d}", found
-    return {"runbooks": n, "cold_load_ms": cold, "current_unchanged_ms": unchanged,
-            "best_match_ms": at_start, "find_no_match_ms": no_match}
+    return {
+        "runbooks": n,
+        "cold_load_ms": cold,
+        "current_unchanged_ms": unchanged,
+        "best_match_ms": at_start,
+        "find_no_match_ms": no_match,
+    }
 
 
 def run_all(row: Callable[..., None], section: Callable[[str, str], None], n: int = 1000) -> None:
     """The `Runbooks` summary row and section of RESULTS.md (no target in the issue: numbers for the README)."""
     r: dict[str, Any] = main(n)
-    row("Runbooks (1,000 files)", f"cold load {r['cold_load_ms']:.0f} ms; best match at run start "
+    row(
+        "Runbooks (1,000 files)",
+        f"cold load {r['cold_load_ms']:.0f} ms; best match at run start "
         f"{r['best_match_ms']:.2f} ms; re-check unchanged {r['current_unchanged_ms']:.1f} ms",
-        "numbers for the README", None)
-    section("Runbooks (runbooks)", f"""
-{r['runbooks']:,} runbooks in one directory (Markdown with YAML front matter: 2 alert names, 2 labels, 3
+        "numbers for the README",
+        None,
+    )
+    section(
+        "Runbooks (runbooks)",
+        f"""
+{r["runbooks"]:,} runbooks in one directory (Markdown with YAML front matter: 2 alert names, 2 labels, 3
 keywords and 8 steps each), loaded by `tools.runbooks.library.RunbookLibrary`. The cold load reads and parses
 every file (a fresh process's first offer or `opsloop check`); a later `current()` with nothing changed only
 lists the directory and stats each file. The best match is the run-start offer's work for an alert whose
@@ -83,9 +95,10 @@ with a query that matches nothing scans them all. Medians: 5 cold loads, 20 unch
 
 | runbooks | cold load ms | current(), unchanged ms | best match ms | find, no match ms |
 |---|---|---|---|---|
-| {r['runbooks']:,} | {r['cold_load_ms']:.1f} | {r['current_unchanged_ms']:.2f} | {r['best_match_ms']:.2f} | \
-{r['find_no_match_ms']:.2f} |
-""")
+| {r["runbooks"]:,} | {r["cold_load_ms"]:.1f} | {r["current_unchanged_ms"]:.2f} | {r["best_match_ms"]:.2f} | \
+{r["find_no_match_ms"]:.2f} |
+""",
+    )
 
 
 async def bench(report: Any, args: argparse.Namespace) -> None:

@@ -32,8 +32,10 @@ TARGET = 1.2  # 4 hosts in one turn vs the slowest single call
 
 
 def _inventory(servers: list[SshServer]) -> Inventory:
-    hosts = tuple(Host(name=f"web-{i:02d}", address=s.address, port=s.port, identity_file=s.client_key,
-                       known_hosts=s.known_hosts) for i, s in enumerate(servers, 1))
+    hosts = tuple(
+        Host(name=f"web-{i:02d}", address=s.address, port=s.port, identity_file=s.client_key, known_hosts=s.known_hosts)
+        for i, s in enumerate(servers, 1)
+    )
     return Inventory(SshSettings(), hosts)
 
 
@@ -46,8 +48,15 @@ async def _ms(work: Awaitable[object]) -> float:
 async def measure(servers: list[SshServer], repeats: int) -> dict[str, list[float]]:
     inventory = _inventory(servers)
     hosts = list(inventory)
-    out: dict[str, list[float]] = {"first": [], "later": [], "bare": [], "single_max": [], "together": [],
-                                   "one_host_4": [], "client_cpu": []}
+    out: dict[str, list[float]] = {
+        "first": [],
+        "later": [],
+        "bare": [],
+        "single_max": [],
+        "together": [],
+        "one_host_4": [],
+        "client_cpu": [],
+    }
     for _ in range(repeats):
         pool = SshPool(inventory)
         try:
@@ -68,8 +77,9 @@ async def measure(servers: list[SshServer], repeats: int) -> dict[str, list[floa
             cpu = time.process_time()
             out["together"].append(await _ms(asyncio.gather(*(pool.run(h, ARGV, timeout_s=10) for h in hosts))))
             out["client_cpu"].append((time.process_time() - cpu) * 1000 / HOSTS)
-            out["one_host_4"].append(await _ms(
-                asyncio.gather(*(pool.run(hosts[0], ARGV, timeout_s=10) for _ in range(HOSTS)))))
+            out["one_host_4"].append(
+                await _ms(asyncio.gather(*(pool.run(hosts[0], ARGV, timeout_s=10) for _ in range(HOSTS))))
+            )
         assert all(pool.connections_made(h) == 1 for h in hosts)  # every later call reused its connection
     finally:
         await pool.close()
@@ -91,21 +101,30 @@ async def run_all(row: Row, section: Callable[[str, str], None], *, repeats: int
     ratios = [t / s for t, s in zip(m["together"], m["single_max"], strict=True)]
     ratio = med(ratios)
     one_host = med([t / s for t, s in zip(m["one_host_4"], m["single_max"], strict=True)])
-    row("11. Hosts over SSH", f"first call {first:.0f} ms, later calls {later:.0f} ms (reused connection); "
-        f"df -P on 4 hosts at once {ratio:.2f}x the slowest single call", f"<= {TARGET}", ratio <= TARGET,
-        miss="see section 11")
-    lines = [["first call (TCP, key exchange, auth, one session)", f"{first:.1f}", f"{min(m['first']):.1f}"],
-             ["later call (reused connection, one session)", f"{later:.1f}", f"{min(m['later']):.1f}"],
-             ["bare asyncssh `conn.run('df -P')` on that connection", f"{bare:.1f}", f"{min(m['bare']):.1f}"],
-             ["slowest of the 4 hosts, one at a time", f"{med(m['single_max']):.1f}",
-              f"{min(m['single_max']):.1f}"],
-             ["the 4 hosts at once", f"{med(m['together']):.1f}", f"{min(m['together']):.1f}"],
-             ["4 calls on one host at once (4 sessions, one connection)", f"{med(m['one_host_4']):.1f}",
-              f"{min(m['one_host_4']):.1f}"]]
-    body = "\n".join([
-        "| what | median ms | min ms |", "|---|---|---|",
-        *(f"| {a} | {b} | {c} |" for a, b, c in lines)])
-    section("11. Hosts over SSH: first call, reused connection, 4 hosts in one turn", f"""
+    row(
+        "11. Hosts over SSH",
+        f"first call {first:.0f} ms, later calls {later:.0f} ms (reused connection); "
+        f"df -P on 4 hosts at once {ratio:.2f}x the slowest single call",
+        f"<= {TARGET}",
+        ratio <= TARGET,
+        miss="see section 11",
+    )
+    lines = [
+        ["first call (TCP, key exchange, auth, one session)", f"{first:.1f}", f"{min(m['first']):.1f}"],
+        ["later call (reused connection, one session)", f"{later:.1f}", f"{min(m['later']):.1f}"],
+        ["bare asyncssh `conn.run('df -P')` on that connection", f"{bare:.1f}", f"{min(m['bare']):.1f}"],
+        ["slowest of the 4 hosts, one at a time", f"{med(m['single_max']):.1f}", f"{min(m['single_max']):.1f}"],
+        ["the 4 hosts at once", f"{med(m['together']):.1f}", f"{min(m['together']):.1f}"],
+        [
+            "4 calls on one host at once (4 sessions, one connection)",
+            f"{med(m['one_host_4']):.1f}",
+            f"{min(m['one_host_4']):.1f}",
+        ],
+    ]
+    body = "\n".join(["| what | median ms | min ms |", "|---|---|---|", *(f"| {a} | {b} | {c} |" for a, b, c in lines)])
+    section(
+        "11. Hosts over SSH: first call, reused connection, 4 hosts in one turn",
+        f"""
 `df -P` (what check_disk runs on a remote host) through the real `SshPool.run` against {HOSTS} throwaway
 OpenSSH servers on 127.0.0.1 (`tests.sshserver`), each logging in the user the bench runs as with an ed25519
 key; {repeats} repeats, medians. The first call makes a fresh pool each time; the later ones reuse its
@@ -122,4 +141,5 @@ client and with each other for its {os.cpu_count()} CPUs (load average {os.getlo
 ran): on separate hosts only the client's share overlaps, and this ratio is an upper bound. The test
 servers give sessions an empty HOME, so no rc file of the bench user's runs in them (root's `.bashrc` here
 runs `pyenv init`, 100+ ms a session, which would be the host's cost, not opsloop's).
-""")
+""",
+    )

@@ -44,8 +44,11 @@ from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message
 CALLS = 200
 RESULTS = 40
 TASKS = 15
-FILLS = {"plain": "the pool size dropped to 10 after the 14:08 deploy ", "escaped (&)": "&",
-         "revealed (U+202E)": "\u202e"}
+FILLS = {
+    "plain": "the pool size dropped to 10 after the 14:08 deploy ",
+    "escaped (&)": "&",
+    "revealed (U+202E)": "\u202e",
+}
 Row = Callable[..., None]
 Section = Callable[[str, str], None]
 
@@ -53,19 +56,47 @@ Section = Callable[[str, str], None]
 def update_input(fill: str, evidence: list[str]) -> dict[str, Any]:
     def text(n: int) -> str:
         return (fill * n)[:n]
-    return {"situation": text(SITUATION_MAX), "next_steps": [text(STEP_MAX)] * STEPS_MAX,
-            "hypotheses": [{"id": f"h{i}", "statement": text(STATEMENT_MAX), "status": "confirmed",
-                            "confidence": "high", "evidence": evidence[:3]} for i in range(HYPOTHESES_MAX)]}
+
+    return {
+        "situation": text(SITUATION_MAX),
+        "next_steps": [text(STEP_MAX)] * STEPS_MAX,
+        "hypotheses": [
+            {
+                "id": f"h{i}",
+                "statement": text(STATEMENT_MAX),
+                "status": "confirmed",
+                "confidence": "high",
+                "evidence": evidence[:3],
+            }
+            for i in range(HYPOTHESES_MAX)
+        ],
+    }
 
 
 def tasks() -> list[Task]:
-    return [Task(task_id=f"toolu_{i:02d}", title=f"check_disk host=web-{i:02d} " + "x" * 200, status="complete",
-                 output="y" * 500) for i in range(TASKS)]
+    return [
+        Task(
+            task_id=f"toolu_{i:02d}",
+            title=f"check_disk host=web-{i:02d} " + "x" * 200,
+            status="complete",
+            output="y" * 500,
+        )
+        for i in range(TASKS)
+    ]
 
 
 def render(summary: Summary, cards: list[Task]) -> list[dict[str, Any]]:
-    return status_message(state="running", step=12, activity="running check_disk", tokens=12_345, cost_usd=0.12,
-                          run_id="run_0123456789abcdef", max_iterations=20, tasks=cards, summary=summary).blocks
+    return status_message(
+        state="running",
+        step=12,
+        activity="running check_disk",
+        tokens=12_345,
+        cost_usd=0.12,
+        run_id="run_0123456789abcdef",
+        max_iterations=20,
+        tasks=cards,
+        summary=summary,
+    ).blocks
 
 
 async def timings(calls: int) -> dict[str, list[float]]:
@@ -74,12 +105,20 @@ async def timings(calls: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory(prefix="opsloop-bench-summary-") as tmp:
         store = await Store(str(Path(tmp) / "bench.db")).open()
         try:
-            run = await store.create_run(channel="C0BENCH", thread_ts="1.1", requester="U0ALICE", task="bench",
-                                         model="claude-sonnet-5-5")
+            run = await store.create_run(
+                channel="C0BENCH", thread_ts="1.1", requester="U0ALICE", task="bench", model="claude-sonnet-5-5"
+            )
             ids = [f"toolu_r{i:03d}" for i in range(RESULTS)]
             for tid in ids:
-                await store.save_tool_result(run.id, tool_use_id=tid, tool="check_disk", args={"host": "web-03"},
-                                             content="/var 50G 49.8G 0.2G 100%", is_error=False, confirmed_by=None)
+                await store.save_tool_result(
+                    run.id,
+                    tool_use_id=tid,
+                    tool="check_disk",
+                    args={"host": "web-03"},
+                    content="/var 50G 49.8G 0.2G 100%",
+                    is_error=False,
+                    confirmed_by=None,
+                )
             raw = update_input(FILLS["plain"], ids)
             for i in range(calls):
                 call = ToolCall(id=f"toolu_s{i:04d}", name=living.TOOL_NAME, args=raw)
@@ -123,22 +162,43 @@ async def run_all(row: Row, section: Section, *, calls: int = CALLS) -> None:
     med = {k: statistics.median(v) for k, v in t.items()}
     worst = max(int(r[4].replace(",", "")) for r in size_rows)
     blocks = max(int(r[1]) for r in size_rows)
-    row("summary: one update_summary call", f"p50 {med['call']:.2f} ms (update {med['store']:.2f}: read, validate, "
+    row(
+        "summary: one update_summary call",
+        f"p50 {med['call']:.2f} ms (update {med['store']:.2f}: read, validate, "
         f"store; render {med['render']:.2f}), p99 {pct(t['call'], 99):.2f} ms; status message at the limits "
-        f"{blocks} blocks, {worst:,} bytes at most", "valid Block Kit at the limits; ≤ 50 blocks", blocks <= MAX_BLOCKS)
+        f"{blocks} blocks, {worst:,} bytes at most",
+        "valid Block Kit at the limits; ≤ 50 blocks",
+        blocks <= MAX_BLOCKS,
+    )
     lines = ["| part | p50 ms | p99 ms |", "|---|---|---|"]
-    names = {"store": "living.update (read results, validate, store)", "render": "status_message (render)",
-             "call": "one call, both"}
+    names = {
+        "store": "living.update (read results, validate, store)",
+        "render": "status_message (render)",
+        "call": "one call, both",
+    }
     lines += [f"| {names[k]} | {med[k]:.3f} | {pct(v, 99):.3f} |" for k, v in t.items()]
-    sizes_table = ["| fill | blocks | longest section (chars) | summary sections (bytes) | whole message (bytes) |",
-                   "|---|---|---|---|---|"] + ["| " + " | ".join(str(c) for c in r) + " |" for r in size_rows]
-    section("summary: the living summary (issue 33)", "\n".join([
-        (__doc__ or "").split("\n\n", 2)[2].strip(), "",
-        f"{calls} accepted calls on one run with {RESULTS} stored tool results (SQLite, this machine):", "",
-        *lines, "",
-        f"The status message at the limits ({HYPOTHESES_MAX} hypotheses, {STEPS_MAX} steps, {TASKS} tasks; "
-        f"Slack: ≤ {MAX_BLOCKS} blocks, ≤ {SECTION_TEXT_MAX:,} characters a section; every one passed the "
-        "stand-in's `block_errors`):", "", *sizes_table]))
+    sizes_table = [
+        "| fill | blocks | longest section (chars) | summary sections (bytes) | whole message (bytes) |",
+        "|---|---|---|---|---|",
+    ] + ["| " + " | ".join(str(c) for c in r) + " |" for r in size_rows]
+    section(
+        "summary: the living summary (issue 33)",
+        "\n".join(
+            [
+                (__doc__ or "").split("\n\n", 2)[2].strip(),
+                "",
+                f"{calls} accepted calls on one run with {RESULTS} stored tool results (SQLite, this machine):",
+                "",
+                *lines,
+                "",
+                f"The status message at the limits ({HYPOTHESES_MAX} hypotheses, {STEPS_MAX} steps, {TASKS} tasks; "
+                f"Slack: ≤ {MAX_BLOCKS} blocks, ≤ {SECTION_TEXT_MAX:,} characters a section; every one passed the "
+                "stand-in's `block_errors`):",
+                "",
+                *sizes_table,
+            ]
+        ),
+    )
 
 
 async def main(args: argparse.Namespace) -> None:

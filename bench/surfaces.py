@@ -66,8 +66,12 @@ async def measure(*, streamed: bool, repeats: int) -> tuple[list[float], list[Co
                         for msgs in slack.messages.values():
                             for m in msgs:
                                 shown = m.text + str(m.blocks or "")
-                                if (m.user == slack.bot_user_id and not is_card(m) and not is_status(m)
-                                        and first_line.strip("*")[:30] in shown):
+                                if (
+                                    m.user == slack.bot_user_id
+                                    and not is_card(m)
+                                    and not is_status(m)
+                                    and first_line.strip("*")[:30] in shown
+                                ):
                                     seen.append(time.monotonic())
                                     return
 
@@ -95,12 +99,19 @@ async def run_all(row: Row, section: Callable[[str, str], None], *, repeats: int
     total = (med([sum(c.values()) for c in posted_calls]), med([sum(c.values()) for c in streamed_calls]))
     s, p = med(streamed_ms), med(posted_ms)
     writing_ms = ANSWER_CHARS / CHARS_PER_TOKEN / TOKENS_PER_SECOND * 1000
-    row("14. Streamed answers", f"first visible text {s:.0f} ms after the first token streamed vs {p:.0f} ms "
+    row(
+        "14. Streamed answers",
+        f"first visible text {s:.0f} ms after the first token streamed vs {p:.0f} ms "
         f"posted at the end ({p / s:.1f}x sooner); Slack calls per run {total[1]:.0f} vs {total[0]:.0f}, "
-        f"at most {s_peak} append(s) in any second", f"< {TARGET_MS} ms; <= 1 append/s", s < TARGET_MS and s_peak <= 1,
-        f"{s:.0f} ms" if s >= TARGET_MS else f"{s_peak} appends in a second")
+        f"at most {s_peak} append(s) in any second",
+        f"< {TARGET_MS} ms; <= 1 append/s",
+        s < TARGET_MS and s_peak <= 1,
+        f"{s:.0f} ms" if s >= TARGET_MS else f"{s_peak} appends in a second",
+    )
     lines = "\n".join(f"| {m} | {a:g} | {b:g} |" for m, (a, b) in per_run.items())
-    section("14. Streamed answers", f"""
+    section(
+        "14. Streamed answers",
+        f"""
 `python -m bench --only surfaces` (bench/surfaces.py): the real app over Socket Mode against the Slack
 stand-in and the fake Messages API writing a {ANSWER_CHARS:,}-character answer at {TOKENS_PER_SECOND} tokens/s
 ({writing_ms / 1000:.1f} s of writing), {len(streamed_ms)} run(s) each way, medians.
@@ -108,7 +119,7 @@ stand-in and the fake Messages API writing a {ANSWER_CHARS:,}-character answer a
 | | streamed | posted at the end |
 |---|---|---|
 | first answer token → first visible text | {s:.0f} ms | {p:.0f} ms |
-| runs | {', '.join(f'{x:.0f}' for x in streamed_ms)} ms | {', '.join(f'{x:.0f}' for x in posted_ms)} ms |
+| runs | {", ".join(f"{x:.0f}" for x in streamed_ms)} ms | {", ".join(f"{x:.0f}" for x in posted_ms)} ms |
 | Slack calls per run | {total[1]:g} | {total[0]:g} |
 | most appendStream calls in any second | {s_peak} | {p_peak} |
 
@@ -123,4 +134,5 @@ complete (the holdback that keeps a tool-using turn from streaming and keeps a s
 out of Slack), then grows at most once a second; posting at the end waits for the whole turn. Streaming adds
 one startStream, about one append per second of writing and one stopStream per answer in place of one
 postMessage: well inside appendStream's Tier 4 (100+ per minute) with one append per second per thread.
-""")
+""",
+    )

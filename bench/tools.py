@@ -23,8 +23,9 @@ async def slow_probe(host: str) -> str:
     return f"{host}: ok"
 
 
-LOG_LINE = ("2026-11-03T03:12:{s:02d}Z nginx[{pid}]: upstream timed out (110) while reading response header "
-            "from upstream\n")
+LOG_LINE = (
+    "2026-11-03T03:12:{s:02d}Z nginx[{pid}]: upstream timed out (110) while reading response header from upstream\n"
+)
 
 
 @tool(category=Category.READ_ONLY, parallel=True)

@@ -54,6 +54,7 @@ def script(steps: int, stamps: list[float], *, think: bool) -> Callable[[dict[st
         if done < steps - 1:
             return reply(*lead, tool_use(CALLED, {"host": f"web-{done:02d}"}))
         return reply(*lead, text(f"{product.ANSWER} (after {done} tool steps)."))
+
     return answer
 
 
@@ -65,7 +66,7 @@ async def registries() -> dict[str, ToolRegistry]:
     from bench import tools as bench_tools
 
     full = await build_registry({"modules": ["tools.builtin", "bench.tools"]})
-    chosen = [t for t in full if t.name == CALLED] + [t for t in full if t.name != CALLED][:THINKING_TOOLS - 1]
+    chosen = [t for t in full if t.name == CALLED] + [t for t in full if t.name != CALLED][: THINKING_TOOLS - 1]
     return {"minimal": ToolRegistry([bench_tools.disk_usage]), "thinking": ToolRegistry(chosen)}
 
 
@@ -106,15 +107,24 @@ class Contenders:
 async def _bare(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     while True:
-        response = await c.client.messages.create(model=MODEL, max_tokens=16000, system=prompts.SYSTEM_PROMPT,
-                                                  tools=schemas, messages=messages,  # type: ignore[arg-type]
-                                                  output_config={"effort": "medium"})
+        response = await c.client.messages.create(
+            model=MODEL,
+            max_tokens=16000,
+            system=prompts.SYSTEM_PROMPT,
+            tools=schemas,
+            messages=messages,  # type: ignore[arg-type]
+            output_config={"effort": "medium"},
+        )
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
         calls = [b for b in response.content if b.type == "tool_use"]
         if not calls:
             return
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": b.id, "content": disk(**b.input)} for b in calls]})  # type: ignore[arg-type]
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": b.id, "content": disk(**b.input)} for b in calls],
+            }
+        )  # type: ignore[arg-type]
 
 
 async def _tool_runner(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
@@ -126,10 +136,14 @@ async def _tool_runner(c: Contenders, workload: str, schemas: list[dict[str, Any
         return disk(host)
 
     others = [t for t in schemas if t["name"] != CALLED]
-    runner = c.client.beta.messages.tool_runner(model=MODEL, max_tokens=16000, system=prompts.SYSTEM_PROMPT,
-                                                tools=[*others, disk_usage],  # type: ignore[list-item]
-                                                messages=[{"role": "user", "content": TASK}],
-                                                output_config={"effort": "medium"})
+    runner = c.client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=16000,
+        system=prompts.SYSTEM_PROMPT,
+        tools=[*others, disk_usage],  # type: ignore[list-item]
+        messages=[{"role": "user", "content": TASK}],
+        output_config={"effort": "medium"},
+    )
     async for _ in runner:
         pass
 
@@ -141,8 +155,14 @@ async def _pydantic(c: Contenders, workload: str, schemas: list[dict[str, Any]])
 async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) -> None:
     assert c.store is not None
     store = c.store
-    row = await store.create_run(channel="C0INCIDENT", thread_ts=f"{time.time():.6f}", requester="U0ALICE", task=TASK,
-                                 model=MODEL, history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}])
+    row = await store.create_run(
+        channel="C0INCIDENT",
+        thread_ts=f"{time.time():.6f}",
+        requester="U0ALICE",
+        task=TASK,
+        model=MODEL,
+        history=[{"role": "user", "content": [{"type": "text", "text": TASK}]}],
+    )
 
     async def stop_requested() -> str | None:
         return await store.stop_requested_by(row.id)
@@ -153,14 +173,25 @@ async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) 
     async def news() -> RunNews:
         return await store.run_news(row.id)
 
-    cfg = RunConfig(model=AnthropicModel(c.client, [MODEL]), store=store, tools=c.tools[workload],
-                    price_for=lambda m: price_for(m)[0], effort="medium", inject=inject, stop_requested=stop_requested,
-                    news=news)
+    cfg = RunConfig(
+        model=AnthropicModel(c.client, [MODEL]),
+        store=store,
+        tools=c.tools[workload],
+        price_for=lambda m: price_for(m)[0],
+        effort="medium",
+        inject=inject,
+        stop_requested=stop_requested,
+        news=news,
+    )
     await run(cfg, row.id)
 
 
 RUNNERS: dict[str, Callable[[Contenders, str, list[dict[str, Any]]], Awaitable[None]]] = {
-    "bare": _bare, "tool_runner": _tool_runner, "pydantic_ai": _pydantic, "opsloop": _opsloop}
+    "bare": _bare,
+    "tool_runner": _tool_runner,
+    "pydantic_ai": _pydantic,
+    "opsloop": _opsloop,
+}
 
 
 def _has_pydantic_ai() -> bool:
@@ -182,8 +213,15 @@ def _pydantic_agent(schemas: list[dict[str, Any]], base_url: str) -> Any:
     async def disk_usage(host: str) -> str:
         return disk(host)
 
-    tools = [Tool.from_schema(disk_usage if t["name"] == CALLED else unused, name=t["name"],
-                              description=t.get("description", ""), json_schema=t["input_schema"]) for t in schemas]
+    tools = [
+        Tool.from_schema(
+            disk_usage if t["name"] == CALLED else unused,
+            name=t["name"],
+            description=t.get("description", ""),
+            json_schema=t["input_schema"],
+        )
+        for t in schemas
+    ]
     model = PydanticAnthropic(MODEL, provider=AnthropicProvider(api_key=API_KEY, base_url=base_url))
     return Agent(model, instructions=prompts.SYSTEM_PROMPT, tools=tools)
 
@@ -209,7 +247,7 @@ async def measure(steps: int, repeats: int, *, full: bool = True) -> dict[str, A
                         await c.run(n, w, 3)
                 for i in range(repeats):
                     for w in WORKLOADS:
-                        order = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
+                        order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
                         for n in order:
                             if n == "opsloop_run":
                                 stamps, _ = await p.incident(steps, think=w == "thinking")
@@ -223,9 +261,13 @@ async def measure(steps: int, repeats: int, *, full: bool = True) -> dict[str, A
     return {"ms": out, "loads": loads, "tools": {w: len(tools[w].api_schemas()) for w in WORKLOADS}}
 
 
-LABELS = {"bare": "bare SDK loop (messages.create)", "tool_runner": "SDK beta tool runner",
-          "pydantic_ai": "pydantic-ai Agent", "opsloop": "opsloop in-process (runtime, SQLite, trace)",
-          "opsloop_run": "`opsloop run` (Slack status + loading status, SQLite, trace)"}
+LABELS = {
+    "bare": "bare SDK loop (messages.create)",
+    "tool_runner": "SDK beta tool runner",
+    "pydantic_ai": "pydantic-ai Agent",
+    "opsloop": "opsloop in-process (runtime, SQLite, trace)",
+    "opsloop_run": "`opsloop run` (Slack status + loading status, SQLite, trace)",
+}
 
 
 def tables(result: dict[str, Any], steps: int, repeats: int) -> tuple[str, dict[str, dict[str, float]]]:
@@ -236,8 +278,10 @@ def tables(result: dict[str, Any], steps: int, repeats: int) -> tuple[str, dict[
         base = med(ms["bare"])
         ratios[w] = {n: med(v) / base for n, v in ms.items()}
         rows = [f"| {LABELS[n]} | {med(v):.2f} | {min(v):.2f} | {ratios[w][n]:.2f}x |" for n, v in ms.items()]
-        parts.append(f"**{w}** ({result['tools'][w]} tools{', thinking blocks' if w == 'thinking' else ''}; "
-                     f"{steps} requests per run, median of {repeats} interleaved runs; "
-                     f"{result['loads'][w][0]} at the first repeat, {result['loads'][w][-1]} at the last)\n\n"
-                     "| contender | median ms/iteration | best | vs bare |\n|---|---|---|---|\n" + "\n".join(rows))
+        parts.append(
+            f"**{w}** ({result['tools'][w]} tools{', thinking blocks' if w == 'thinking' else ''}; "
+            f"{steps} requests per run, median of {repeats} interleaved runs; "
+            f"{result['loads'][w][0]} at the first repeat, {result['loads'][w][-1]} at the last)\n\n"
+            "| contender | median ms/iteration | best | vs bare |\n|---|---|---|---|\n" + "\n".join(rows)
+        )
     return "\n\n".join(parts), ratios

@@ -44,18 +44,41 @@ class RunStore(Protocol):
     async def set_status(self, run_id: str, status: RunStatus) -> None: ...
     async def set_drop_block(self, run_id: str) -> None: ...
     async def save_totals(self, run_id: str, totals: Totals) -> None: ...
-    async def finish_run(self, run_id: str, *, stop_reason: StopReason, stop_detail: str,
-                         stopped_by: str | None = None, output: str | None = None,
-                         remember: RunMemory | None = None) -> None: ...
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        stop_reason: StopReason,
+        stop_detail: str,
+        stopped_by: str | None = None,
+        output: str | None = None,
+        remember: RunMemory | None = None,
+    ) -> None: ...
     async def history(self, run_id: str) -> list[dict[str, Any]]: ...
-    async def put_message(self, run_id: str, seq: int, message: dict[str, Any], *,
-                          consumed_inbox: Iterable[str] = (), totals: Totals | None = None,
-                          steps: Iterable[StepEntry] = ()) -> None: ...
+    async def put_message(
+        self,
+        run_id: str,
+        seq: int,
+        message: dict[str, Any],
+        *,
+        consumed_inbox: Iterable[str] = (),
+        totals: Totals | None = None,
+        steps: Iterable[StepEntry] = (),
+    ) -> None: ...
     async def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None: ...
     async def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]: ...
-    async def save_tool_result(self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any],
-                               content: str | None, is_error: bool, confirmed_by: str | None,
-                               steps: Iterable[StepEntry] = ()) -> bool: ...
+    async def save_tool_result(
+        self,
+        run_id: str,
+        *,
+        tool_use_id: str,
+        tool: str,
+        args: dict[str, Any],
+        content: str | None,
+        is_error: bool,
+        confirmed_by: str | None,
+        steps: Iterable[StepEntry] = (),
+    ) -> bool: ...
     async def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None: ...
     async def add_summary(self, run_id: str, *, step: int, summary: Any) -> None: ...  # bot.summary.Summary
 
@@ -70,8 +93,7 @@ class RunTool(Protocol):
 
     def api_schema(self) -> dict[str, Any]: ...
     def validate(self, args: Any) -> dict[str, Any]: ...
-    async def run(self, args: Any, *, confirmed_by: str | None = None,
-                  approved_preview: str | None = None) -> str: ...
+    async def run(self, args: Any, *, confirmed_by: str | None = None, approved_preview: str | None = None) -> str: ...
     async def dry_run(self, args: Any) -> str | None: ...
     async def check(self, args: Any) -> None: ...  # policy precheck before the confirm gate
 

@@ -50,8 +50,9 @@ log = structlog.get_logger("opsloop.app")
 T = TypeVar("T")
 
 
-def slack_client(settings: Settings, *, timeout_s: float = 30.0, retries: bool = True,
-                 session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+def slack_client(
+    settings: Settings, *, timeout_s: float = 30.0, retries: bool = True, session: aiohttp.ClientSession | None = None
+) -> AsyncWebClient:
     """`retries=False` (opsloop check): one attempt, so an unreachable Slack is reported at once. `session`: one
     connection pool for every call (without it each call opens a session and a TCP/TLS connection of its own)."""
     return AsyncWebClient(
@@ -63,7 +64,9 @@ def slack_client(settings: Settings, *, timeout_s: float = 30.0, retries: bool =
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),  # honours Retry-After
             AsyncServerErrorRetryHandler(max_retry_count=2),
-        ] if retries else [],
+        ]
+        if retries
+        else [],
     )
 
 
@@ -71,9 +74,12 @@ def anthropic_client(settings: Settings, *, timeout_s: float = 600.0) -> anthrop
     # max_retries=0: AnthropicModel retries itself, with a cap on Retry-After and the fallback chain.
     # An empty ANTHROPIC_BASE_URL is "not set" (compose passes empty variables): the default, not the SDK's own
     # read of the environment, which would take the empty string as the URL.
-    return anthropic.AsyncAnthropic(api_key=settings.anthropic_api_key,
-                                   base_url=settings.anthropic_base_url or "https://api.anthropic.com",
-                                   max_retries=0, timeout=timeout_s)
+    return anthropic.AsyncAnthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url or "https://api.anthropic.com",
+        max_retries=0,
+        timeout=timeout_s,
+    )
 
 
 EVENTS_KEPT_SECONDS = 24 * 3600  # the events dedupe table keeps a day (Slack redelivers within minutes)
@@ -90,12 +96,12 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     The app runs with process_before_response: Slack gets its ack when the listener returns, so a
     listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
     delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
+
     async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
         if desk is None or not await desk.on_message(body, event):  # an alert starts a run; the rest as before
             await replies.on_message(sup, body, event)
 
-    event_handlers = {"app_mention": mentions.on_mention, "message": on_message,
-                      "app_home_opened": home.on_home_opened}
+    event_handlers = {"app_mention": mentions.on_mention, "message": on_message, "app_home_opened": home.on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     action_handlers = {
@@ -208,12 +214,17 @@ async def health(ops: Opsloop) -> tuple[bool, dict[str, str]]:
 
 async def serve_metrics(ops: Opsloop, *, host: str = DEFAULT_HOST, port: int) -> MetricsServer:
     """/metrics and /healthz for this bot on host:port (port 0: any free port)."""
-    return await metrics.serve(store=ops.store, health=lambda: health(ops), prices=ops.settings.model.prices,
-                               app=ops.app, host=host, port=port)
+    return await metrics.serve(
+        store=ops.store, health=lambda: health(ops), prices=ops.settings.model.prices, app=ops.app, host=host, port=port
+    )
 
 
-async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | None = None,
-                model_for: Callable[[str], ModelClient] | None = None) -> Opsloop:
+async def build(
+    settings: Settings,
+    *,
+    model_client: anthropic.AsyncAnthropic | None = None,
+    model_for: Callable[[str], ModelClient] | None = None,
+) -> Opsloop:
     """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
     store = await Store(settings.db_path).open()
     log.info("store.opened", backend=store.backend, where=store.where)
@@ -228,8 +239,11 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
         log.warning("model.deprecated", problem=line)
     for model in settings.model.chain:
         if not price_for(model, settings.model.prices)[1]:
-            log.warning("model.unknown_price", model=model,
-                        note="priced like the most expensive known model; set [model.prices] to fix")
+            log.warning(
+                "model.unknown_price",
+                model=model,
+                note="priced like the most expensive known model; set [model.prices] to fix",
+            )
 
     def claude_for(model: str) -> AnthropicModel:
         assert llm is not None
@@ -239,7 +253,8 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
 
     # bolt reads SLACK_BOT_TOKEN itself and then warns that `client` wins; it does, by design.
     logging.getLogger("slack_bolt.AsyncApp").addFilter(
-        lambda record: "`token` will be unused" not in record.getMessage())
+        lambda record: "`token` will be unused" not in record.getMessage()
+    )
     app = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret or "",
@@ -248,14 +263,32 @@ async def build(settings: Settings, *, model_client: anthropic.AsyncAnthropic | 
         process_before_response=True,  # store, then ack: see register()
     )
     outbox = Outbox(store=store, client=client)
-    sup = Supervisor(settings=settings, store=store, client=client, tools=tools, model_for=model_for or claude_for,
-                     price_for=lambda m: price_for(m, settings.model.prices)[0],
-                     policy=ApprovalPolicy(settings.approvals, client), outbox=outbox)
+    sup = Supervisor(
+        settings=settings,
+        store=store,
+        client=client,
+        tools=tools,
+        model_for=model_for or claude_for,
+        price_for=lambda m: price_for(m, settings.model.prices)[0],
+        policy=ApprovalPolicy(settings.approvals, client),
+        outbox=outbox,
+    )
     desk = AlertDesk(sup, settings.alerts)
     register(app, sup, desk)
-    return Opsloop(settings=settings, store=store, tools=tools, client=client, app=app, supervisor=sup, outbox=outbox,
-                   owned_llm=None if model_client is not None else llm, llm=llm,
-                   llm_reachable=None if llm is None else False, alerts=desk, changes=_change_desk(settings, store))
+    return Opsloop(
+        settings=settings,
+        store=store,
+        tools=tools,
+        client=client,
+        app=app,
+        supervisor=sup,
+        outbox=outbox,
+        owned_llm=None if model_client is not None else llm,
+        llm=llm,
+        llm_reachable=None if llm is None else False,
+        alerts=desk,
+        changes=_change_desk(settings, store),
+    )
 
 
 def _change_desk(settings: Settings, store: Store) -> ChangeDesk | None:
@@ -264,8 +297,14 @@ def _change_desk(settings: Settings, store: Store) -> ChangeDesk | None:
     return ChangeDesk(store, config) if isinstance(config, ChangesConfig) and config.webhook is not None else None
 
 
-async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metrics_port: int | None = None,
-                metrics_host: str = DEFAULT_HOST) -> None:
+async def start(
+    ops: Opsloop,
+    *,
+    port: int = 3000,
+    host: str = "0.0.0.0",
+    metrics_port: int | None = None,
+    metrics_host: str = DEFAULT_HOST,
+) -> None:
     """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run."""
     if metrics_port is not None:  # first: probes and scrapes see the start-up too
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
@@ -296,8 +335,11 @@ async def start(ops: Opsloop, *, port: int = 3000, host: str = "0.0.0.0", metric
     if resumed:
         log.info("runs.resumed", runs=resumed)
     if ops.alerts is not None:
-        where = f"alerts.webhook on {ops.settings.alerts.webhook.host}:{ops.settings.alerts.webhook.port}" \
-            if ops.settings.alerts.webhook else "alerts.webhook"
+        where = (
+            f"alerts.webhook on {ops.settings.alerts.webhook.host}:{ops.settings.alerts.webhook.port}"
+            if ops.settings.alerts.webhook
+            else "alerts.webhook"
+        )
         await _listening(where, ops.alerts.serve())  # Alertmanager's webhook, once runs can start
     if ops.changes is not None:
         wh = ops.changes.webhook
@@ -341,8 +383,15 @@ START_TIMEOUT_S = 10.0  # one attempt to reach a dependency at start-up
 BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # between attempts; then every 30 s, for as long as it takes
 
 
-async def until_reachable(ops: Opsloop, name: str, url: str, attempt: Callable[[], Awaitable[T]], *,
-                          timeout_s: float = START_TIMEOUT_S, backoff_s: Sequence[float] = BACKOFF_S) -> T:
+async def until_reachable(
+    ops: Opsloop,
+    name: str,
+    url: str,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    timeout_s: float = START_TIMEOUT_S,
+    backoff_s: Sequence[float] = BACKOFF_S,
+) -> T:
     """`attempt()` until it gets an answer. While `name` can't be reached (refused, DNS, TLS, proxy, timeout),
     each failure is one warning line and `ops.down[name]` says why; any other error is raised as it is."""
     for n in itertools.count(1):
@@ -409,8 +458,9 @@ async def _prune_events(store: Store) -> None:
         await _prune_events_once(store)
 
 
-async def serve(settings: Settings, *, port: int = 3000, metrics_port: int | None = None,
-                metrics_host: str = DEFAULT_HOST) -> None:
+async def serve(
+    settings: Settings, *, port: int = 3000, metrics_port: int | None = None, metrics_host: str = DEFAULT_HOST
+) -> None:
     """Run until SIGINT/SIGTERM; active runs stay in the store and resume on the next start."""
     ops = await build(settings)
     stopping = asyncio.Event()

@@ -36,8 +36,14 @@ CHANNEL = "opsloop"  # the NOTIFY channel replicas listen on
 WAKE_RUNS = "runs"  # payloads: something for the run schedulers (a decision, a reply, a stop, a released run)
 WAKE_OUTBOX = "outbox"  # something for the Slack senders
 
-_SQLITE_TRANSIENT = ("database is locked", "database is busy", "database table is locked", "disk i/o error",
-                     "database or disk is full", "disk is full")
+_SQLITE_TRANSIENT = (
+    "database is locked",
+    "database is busy",
+    "database table is locked",
+    "disk i/o error",
+    "database or disk is full",
+    "disk is full",
+)
 
 
 def is_postgres(location: str) -> bool:
@@ -197,9 +203,13 @@ class PostgresBackend:
     def _connect(self) -> Any:
         from psycopg.rows import dict_row
 
-        conn = self._psycopg.connect(self.location, autocommit=True, row_factory=dict_row,
-                                     connect_timeout=max(1, round(self.connect_timeout)),
-                                     application_name="opsloop")
+        conn = self._psycopg.connect(
+            self.location,
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=max(1, round(self.connect_timeout)),
+            application_name="opsloop",
+        )
         conn.isolation_level = self._psycopg.IsolationLevel.SERIALIZABLE  # for the transactions `call` opens
         conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         sent = time.time()
@@ -258,7 +268,7 @@ class PostgresBackend:
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 if attempt == self.serialization_retries:
                     raise  # the caller's to handle: not transient, so it reaches the run as an error
-                time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** attempt)))
+                time.sleep(random.uniform(0, min(0.1, 0.002 * 2**attempt)))
         raise AssertionError("unreachable")
 
     def notify(self, payload: str) -> None:
@@ -267,8 +277,9 @@ class PostgresBackend:
 
     def probe_write(self) -> None:
         """Raises when this database takes no writes (down, or a read-only standby after a failover)."""
-        row = self.select("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS ro",
-                          [])[0]
+        row = self.select("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS ro", [])[
+            0
+        ]
         if row["standby"] or row["ro"] == "on":
             raise self._psycopg.errors.ReadOnlySqlTransaction("the database is read-only (a standby?)")
 

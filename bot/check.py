@@ -45,8 +45,10 @@ async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
     alerts = settings.alerts
     problems: list[str] = []
     if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.startup's tokens says it
-        print(f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
-              f"{alerts.webhook.token_env}")
+        print(
+            f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
+            f"{alerts.webhook.token_env}"
+        )
     if not settings.slack_bot_token:
         return problems
     client = slack_client(settings, timeout_s=timeout_s, retries=False)
@@ -56,16 +58,21 @@ async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
                 info = (await client.conversations_info(channel=channel)).get("channel") or {}
         except SlackApiError as e:
             error = e.response.get("error")
-            hint = " (add channels:read and groups:read to the app's scopes, see manifest.yml)" \
-                if error == "missing_scope" else ""
+            hint = (
+                " (add channels:read and groups:read to the app's scopes, see manifest.yml)"
+                if error == "missing_scope"
+                else ""
+            )
             problems.append(f"alerts: channel {channel}: conversations.info failed: {error}{hint}")
             continue
         except Exception as e:
             problems.append(f"alerts: channel {channel}: {type(e).__name__}: {reason(e)}")
             continue
         if not info.get("is_member"):
-            problems.append(f"alerts: channel {channel} (#{info.get('name', '?')}): the bot is not in it; invite it "
-                            "(/invite @opsloop)")
+            problems.append(
+                f"alerts: channel {channel} (#{info.get('name', '?')}): the bot is not in it; invite it "
+                "(/invite @opsloop)"
+            )
         else:
             print(f"alerts: ok, channel {channel} (#{info.get('name', '?')})")
     return problems
@@ -112,15 +119,17 @@ def store_check(settings: Settings) -> list[str]:
     except Exception as e:
         return [f"store: can't open {where}: {type(e).__name__}: {e}".strip()]
     if version.unknown:
-        return [f"store: {where} was migrated by a newer opsloop ({', '.join(version.unknown)}): "
-                "run that version or newer"]
+        return [
+            f"store: {where} was migrated by a newer opsloop ({', '.join(version.unknown)}): run that version or newer"
+        ]
     state = "current" if version.ok else f"{version.known - version.current} migration(s) applied at start-up"
     print(f"store: ok, {where}, schema version {version.current} of {version.known} ({state})")
     return []
 
 
-async def reaches_check(settings: Settings, tool_names: Sequence[str] = (),
-                        notes: list[str] | None = None) -> list[str]:
+async def reaches_check(
+    settings: Settings, tool_names: Sequence[str] = (), notes: list[str] | None = None
+) -> list[str]:
     """Each configured reach's own check (tools/reaches.py), in the list's order: its lines printed, its
     problems returned. A reach with a `warnings(config, tool_names)` method (optional) adds warnings to `notes`
     about what it names against the registry's tools (a runbook's backticked tool no registry has)."""

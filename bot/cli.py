@@ -114,6 +114,7 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
 
 def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[[Settings, argparse.Namespace], int]:
     """A read-only store command: never creates a database, and a database that can't be opened is one line."""
+
     @functools.wraps(fn)
     def command(settings: Settings, args: argparse.Namespace) -> int:
         by_file = getattr(args, "suite", None) or (fn.__name__ == "cmd_replay" and Path(args.run_id or "").is_file())
@@ -125,6 +126,7 @@ def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[
             if (problem := _store_problem(settings, e)) is None:
                 raise
             return _fail([problem])
+
     return command
 
 
@@ -134,8 +136,10 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     rows = ledger.list_runs(limit=args.limit)
     print(f"{'run':<22} {'created':<20} {'status':<17} {'stop reason':<19} {'iter':>4} {'cost':>8}  task")
     for r in rows:
-        print(f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
-              f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.headline or '')[:60])}")
+        print(
+            f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
+            f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.headline or '')[:60])}"
+        )
     return 0
 
 
@@ -160,8 +164,10 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     print(_shown(f"run {run.id} · {run.status} · {run.stop_reason or '-'} {run.stop_detail or ''}".rstrip()))
     print(f"task: {_shown(run.task)}")
     print(f"requester {run.requester} · channel {run.channel} · thread {run.thread_ts} · model {run.model}")
-    print(f"iterations {run.iterations} · tokens in {u.input_tokens} out {u.output_tokens} "
-          f"cache read {u.cache_read_tokens} write {u.cache_write_tokens} · ${run.cost_usd:.4f}")
+    print(
+        f"iterations {run.iterations} · tokens in {u.input_tokens} out {u.output_tokens} "
+        f"cache read {u.cache_read_tokens} write {u.cache_write_tokens} · ${run.cost_usd:.4f}"
+    )
     for step in ledger.steps(args.run_id):
         data = json.dumps(step.data, ensure_ascii=False)
         print(f"{_when(step.at)}  {step.kind:<9} {_shown(data[:400])}")
@@ -193,16 +199,36 @@ def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -
     return 0
 
 
-AUDIT_FIELDS = ["id", "run_id", "created_at", "decided_at", "tool", "category", "state", "decided_by", "decided_name",
-                "approvals", "requester", "args", "preview", "reason", "result", "result_is_error", "run_tokens",
-                "run_cost_usd"]
+AUDIT_FIELDS = [
+    "id",
+    "run_id",
+    "created_at",
+    "decided_at",
+    "tool",
+    "category",
+    "state",
+    "decided_by",
+    "decided_name",
+    "approvals",
+    "requester",
+    "args",
+    "preview",
+    "reason",
+    "result",
+    "result_is_error",
+    "run_tokens",
+    "run_cost_usd",
+]
 
 
 def _audit_row(entry: AuditEntry) -> dict[str, Any]:
     """One approval as the audit prints it (the stored values, JSON lists as lists, is_error as 0/1)."""
     fields = {f.name: getattr(entry.approval, f.name) for f in dataclasses.fields(entry.approval)}
-    fields.update(approvals=list(entry.approval.approvals), result=entry.result,
-                  result_is_error=None if entry.result_is_error is None else int(entry.result_is_error))
+    fields.update(
+        approvals=list(entry.approval.approvals),
+        result=entry.result,
+        result_is_error=None if entry.result_is_error is None else int(entry.result_is_error),
+    )
     return {k: fields.get(k) for k in AUDIT_FIELDS}
 
 
@@ -229,8 +255,17 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     fields = FEEDBACK_FIELDS if args.feedback else AUDIT_FIELDS
     if args.feedback:
         rows: list[dict[str, Any]] = [
-            {"id": f.id, "run_id": f.run_id, "at": _when(f.at), "user": f.user, "value": f.value.value,
-             "channel": f.channel, "message_ts": f.message_ts} for f in ledger.feedback()]
+            {
+                "id": f.id,
+                "run_id": f.run_id,
+                "at": _when(f.at),
+                "user": f.user,
+                "value": f.value.value,
+                "channel": f.channel,
+                "message_ts": f.message_ts,
+            }
+            for f in ledger.feedback()
+        ]
     else:
         rows = [_audit_row(entry) for entry in ledger.audit()]
         for r in rows:
@@ -253,8 +288,15 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty()
     pace = args.pace if args.pace is not None else (0.6 if tty else 0.0)
     try:
-        return asyncio.run(play(settings, interactive=args.interactive, color=tty and not args.no_color, pace=pace,
-                                db_path=Path(args.db) if args.db else None))
+        return asyncio.run(
+            play(
+                settings,
+                interactive=args.interactive,
+                color=tty and not args.no_color,
+                pace=pace,
+                db_path=Path(args.db) if args.db else None,
+            )
+        )
     except KeyboardInterrupt:
         return 130
 
@@ -264,8 +306,14 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
 
     configure_logging("error")
     try:
-        asyncio.run(serve_sandbox(settings, port=args.port, own_tools=bool(args.config or settings.config_path),
-                                  db_path=Path(args.db) if args.db else None))
+        asyncio.run(
+            serve_sandbox(
+                settings,
+                port=args.port,
+                own_tools=bool(args.config or settings.config_path),
+                db_path=Path(args.db) if args.db else None,
+            )
+        )
     except KeyboardInterrupt:
         pass
     except ConfigError as e:
@@ -318,8 +366,11 @@ def parser() -> argparse.ArgumentParser:
         if name in ("run", "check"):  # check test-binds what run will listen on
             s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
             s.add_argument("--metrics-port", type=int, help="serve /metrics and /healthz on this port (default: off)")
-            s.add_argument("--metrics-host", default="0.0.0.0",
-                           help="address for --metrics-port (default 0.0.0.0: probes and scrapes reach a pod's IP)")
+            s.add_argument(
+                "--metrics-host",
+                default="0.0.0.0",
+                help="address for --metrics-port (default 0.0.0.0: probes and scrapes reach a pod's IP)",
+            )
         if name in STORE_COMMANDS:
             s.add_argument("--db", help="the SQLite file or postgresql:// URL (default: $OPSLOOP_DB, else opsloop.db)")
         if name == "runs":
@@ -338,8 +389,11 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--port", type=int, default=8765, help="the page's port on 127.0.0.1 (default 8765)")
         if name == "audit":
             s.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
-            s.add_argument("--feedback", action="store_true",
-                           help="export the feedback clicks on answers and reports instead of approvals")
+            s.add_argument(
+                "--feedback",
+                action="store_true",
+                help="export the feedback clicks on answers and reports instead of approvals",
+            )
         if name in ("export", "replay"):
             from bot.replay.cli import add_arguments
 

@@ -16,8 +16,19 @@ from bot.pricing import Price, model_problems
 from tools.reaches import REACHES, reach_sections, read_reaches
 from tools.remote import Inventory, SshCredentials, SshHosts
 
-__all__ = ["AlertSettings", "AlertWebhookSettings", "ApprovalSettings", "ConfigError", "ModelSettings", "Secret",
-           "Settings", "SlackAlertSource", "alert_regex", "load_settings", "missing_for_run"]
+__all__ = [
+    "AlertSettings",
+    "AlertWebhookSettings",
+    "ApprovalSettings",
+    "ConfigError",
+    "ModelSettings",
+    "Secret",
+    "Settings",
+    "SlackAlertSource",
+    "alert_regex",
+    "load_settings",
+    "missing_for_run",
+]
 
 
 class Secret(str):
@@ -164,22 +175,46 @@ class Settings:
 
 # key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
 _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
-    "model": {"primary": (str,), "fallbacks": (list,), "max_tokens": (int,), "context_budget_tokens": (int,),
-              "prices": (dict,), "effort": (str,), "thinking_display": (str,)},
-    "limits": {"max_iterations": (int,), "deadline_seconds": (int, float), "token_budget": (int,),
-               "cost_budget_usd": (int, float), "max_consecutive_errors": (int,), "parallelism": (int,)},
+    "model": {
+        "primary": (str,),
+        "fallbacks": (list,),
+        "max_tokens": (int,),
+        "context_budget_tokens": (int,),
+        "prices": (dict,),
+        "effort": (str,),
+        "thinking_display": (str,),
+    },
+    "limits": {
+        "max_iterations": (int,),
+        "deadline_seconds": (int, float),
+        "token_budget": (int,),
+        "cost_budget_usd": (int, float),
+        "max_consecutive_errors": (int,),
+        "parallelism": (int,),
+    },
     "slack": {"channels": (list,), "status_update_seconds": (int, float), "stream_answers": (bool,)},
-    "approvals": {"approvers": (list,), "destructive_approvers": (list,), "allow_self_approval": (bool,),
-                  "four_eyes_on_mutating": (bool,), "expire_minutes": (int, float), "required_approvals": (int,),
-                  "destructive_required_approvals": (int,)},
+    "approvals": {
+        "approvers": (list,),
+        "destructive_approvers": (list,),
+        "allow_self_approval": (bool,),
+        "four_eyes_on_mutating": (bool,),
+        "expire_minutes": (int, float),
+        "required_approvals": (int,),
+        "destructive_required_approvals": (int,),
+    },
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
     "log": {"level": (str,)},
     "store": {"url": (str,)},
     "alerts": {},  # validated by _alerts
 }  # plus every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]): each reach reads its own
 
-_ALERT_SLACK_KEYS = {"channel": (str,), "senders": (list,), "match": (str,), "ignore": (str,),
-                     "max_runs_per_10_min": (int,)}
+_ALERT_SLACK_KEYS = {
+    "channel": (str,),
+    "senders": (list,),
+    "match": (str,),
+    "ignore": (str,),
+    "max_runs_per_10_min": (int,),
+}
 _ALERT_WEBHOOK_KEYS = {"listen": (str,), "token_env": (str,), "channel": (str,), "max_runs_per_10_min": (int,)}
 
 
@@ -244,13 +279,21 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
                 try:
                     alert_regex(t[key])
                 except ValueError as e:
-                    problems.append(f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
-                                    f"backreferences or lookaround): {e}")
+                    problems.append(
+                        f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
+                        f"backreferences or lookaround): {e}"
+                    )
         if t.get("channel") and channels and t["channel"] not in channels:
             problems.append(f"{where}.channel: {t['channel']} is not in slack.channels")
-        sources.append(SlackAlertSource(
-            channel=t.get("channel", ""), senders=tuple(t.get("senders", ())), match=t.get("match", ""),
-            ignore=t.get("ignore", ""), max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN)))
+        sources.append(
+            SlackAlertSource(
+                channel=t.get("channel", ""),
+                senders=tuple(t.get("senders", ())),
+                match=t.get("match", ""),
+                ignore=t.get("ignore", ""),
+                max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
+            )
+        )
     webhook = None
     if alerts.has("webhook"):
         t = _alert_table(alerts.child(alerts.table["webhook"], "webhook"), _ALERT_WEBHOOK_KEYS)
@@ -259,16 +302,21 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
         if "listen" in t:
             h, sep, p = str(t["listen"]).rpartition(":")
             if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
-                problems.append(f"alerts.webhook.listen: expected \"host:port\", got {t['listen']!r}")
+                problems.append(f'alerts.webhook.listen: expected "host:port", got {t["listen"]!r}')
             else:
                 host, port = h.strip("[]") or default.host, int(p)
         token_env = t.get("token_env", default.token_env)
         token = env.get(token_env, "").strip()
         if t.get("channel") and channels and t["channel"] not in channels:
             problems.append(f"alerts.webhook.channel: {t['channel']} is not in slack.channels")
-        webhook = AlertWebhookSettings(host=host, port=port, token_env=token_env,
-                                       token=Secret(token) if token else None, channel=t.get("channel", ""),
-                                       max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN))
+        webhook = AlertWebhookSettings(
+            host=host,
+            port=port,
+            token_env=token_env,
+            token=Secret(token) if token else None,
+            channel=t.get("channel", ""),
+            max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
+        )
     return AlertSettings(slack=tuple(sources), webhook=webhook)
 
 
@@ -276,8 +324,14 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")
 THINKING_DISPLAYS = ("summarized", "omitted")
 _PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 # Limits that must be positive: zero or less would hang (parallelism) or stop every run at once.
-_POSITIVE_LIMITS = ("max_iterations", "deadline_seconds", "token_budget", "cost_budget_usd",
-                    "max_consecutive_errors", "parallelism")
+_POSITIVE_LIMITS = (
+    "max_iterations",
+    "deadline_seconds",
+    "token_budget",
+    "cost_budget_usd",
+    "max_consecutive_errors",
+    "parallelism",
+)
 
 
 def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
@@ -285,16 +339,21 @@ def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
     for model, spec in table.items():
         where = f"model.prices.{model}"
         if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys() or not spec.keys() <= set(_PRICE_KEYS):
-            problems.append(f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} "
-                            "and optionally cache_write, cache_read")
+            problems.append(
+                f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} and optionally cache_write, cache_read"
+            )
             continue
         try:
             values = {k: float(v) for k, v in spec.items()}
         except (TypeError, ValueError) as e:
             problems.append(f"{where}: {e}")
             continue
-        prices[model] = Price(input=values["input"], output=values["output"], cache_write=values.get("cache_write"),
-                              cache_read=values.get("cache_read"))
+        prices[model] = Price(
+            input=values["input"],
+            output=values["output"],
+            cache_write=values.get("cache_write"),
+            cache_read=values.get("cache_read"),
+        )
     return prices
 
 
@@ -340,8 +399,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
     if model.effort not in EFFORTS:
         problems.append(f"model.effort: {model.effort!r} is not one of {', '.join(EFFORTS)}")
     if model.thinking_display not in THINKING_DISPLAYS:
-        problems.append(f"model.thinking_display: {model.thinking_display!r} is not one of "
-                        f"{', '.join(THINKING_DISPLAYS)}")
+        problems.append(
+            f"model.thinking_display: {model.thinking_display!r} is not one of {', '.join(THINKING_DISPLAYS)}"
+        )
     limits = Limits(**{k: v for k, v in lim.items()})
     for key in _POSITIVE_LIMITS:
         if key in lim and not getattr(limits, key) > 0:
@@ -351,8 +411,10 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             if who[:1] not in ("U", "W", "S"):
                 problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
     if ap.get("four_eyes_on_mutating") and ap.get("allow_self_approval"):
-        problems.append("approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
-                        "person for mutating calls, but not for destructive ones): set one")
+        problems.append(
+            "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
+            "person for mutating calls, but not for destructive ones): set one"
+        )
     approvals = ApprovalSettings(
         approvers=tuple(ap.get("approvers", default.approvals.approvers)),
         destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
@@ -360,8 +422,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         four_eyes_on_mutating=ap.get("four_eyes_on_mutating", default.approvals.four_eyes_on_mutating),
         expire_minutes=ap.get("expire_minutes", default.approvals.expire_minutes),
         required_approvals=max(1, ap.get("required_approvals", default.approvals.required_approvals)),
-        destructive_required_approvals=ap.get("destructive_required_approvals",
-                                              default.approvals.destructive_required_approvals),
+        destructive_required_approvals=ap.get(
+            "destructive_required_approvals", default.approvals.destructive_required_approvals
+        ),
     )
     reaches = read_reaches(config, env)
     tools = sections.get("tools", default.tools)
@@ -418,7 +481,6 @@ def missing_for_run(settings: Settings) -> list[str]:
         problems.append("ANTHROPIC_API_KEY is not set")
     webhook = settings.alerts.webhook
     if webhook is not None and webhook.token is None:
-        problems.append(f"{webhook.token_env} is not set (the bearer token [alerts.webhook] expects from "
-                        "Alertmanager)")
+        problems.append(f"{webhook.token_env} is not set (the bearer token [alerts.webhook] expects from Alertmanager)")
     problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident
     return problems

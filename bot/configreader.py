@@ -24,16 +24,22 @@ T = TypeVar("T")
 
 def kind(value: Any) -> str:
     """What a TOML value is, as a problem says it: `a table`, `an integer`, ..."""
-    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-             float: "a float"}
+    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a float"}
     return names.get(type(value), type(value).__name__)
 
 
 class Reader:
     """One table (or value) of the config at `path`; children share the problem list and the base directory."""
 
-    def __init__(self, value: Any, path: str = "", *, base_dir: Path | None = None,
-                 problems: list[str] | None = None, key: str | int | None = None) -> None:
+    def __init__(
+        self,
+        value: Any,
+        path: str = "",
+        *,
+        base_dir: Path | None = None,
+        problems: list[str] | None = None,
+        key: str | int | None = None,
+    ) -> None:
         self.value = value
         self.key = key  # what this value is under in its parent: a table key, or an array index
         self.location = path  # `kubernetes.clusters[1]`; "" for the whole file
@@ -123,8 +129,13 @@ class Reader:
             return self.value
         return self.table.get(key, _MISSING)
 
-    def str(self, key: builtins.str | None = None, default: T = None, *,  # type: ignore[assignment]
-            empty_ok: builtins.bool = False) -> builtins.str | T:
+    def str(
+        self,
+        key: builtins.str | None = None,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        empty_ok: builtins.bool = False,
+    ) -> builtins.str | T:
         value = self._get(key)
         if value is _MISSING:
             return default
@@ -136,8 +147,14 @@ class Reader:
             return default
         return value
 
-    def int(self, key: builtins.str, default: T = None, *, low: builtins.int | None = None,  # type: ignore[assignment]
-            high: builtins.int | None = None) -> builtins.int | T:
+    def int(
+        self,
+        key: builtins.str,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        low: builtins.int | None = None,
+        high: builtins.int | None = None,
+    ) -> builtins.int | T:
         value = self._get(key)
         if value is _MISSING:
             return default
@@ -167,8 +184,14 @@ class Reader:
             return default
         return value
 
-    def seconds(self, key: builtins.str | None = None, default: T = None, *, zero_ok: builtins.bool = False,  # type: ignore[assignment]
-                high: float | None = None) -> float | T:
+    def seconds(
+        self,
+        key: builtins.str | None = None,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        zero_ok: builtins.bool = False,
+        high: float | None = None,
+    ) -> float | T:
         value = self._get(key)
         if value is _MISSING:
             return default
@@ -211,8 +234,14 @@ class Reader:
                 out.append(text)
         return out
 
-    def one_of(self, key: builtins.str, choices: Sequence[builtins.str], default: T = None, *,  # type: ignore[assignment]
-               what: builtins.str = "one of") -> builtins.str | T:
+    def one_of(
+        self,
+        key: builtins.str,
+        choices: Sequence[builtins.str],
+        default: T = None,  # type: ignore[assignment]
+        *,
+        what: builtins.str = "one of",
+    ) -> builtins.str | T:
         text = self.str(key)
         if text is None:
             return default

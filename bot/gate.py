@@ -47,7 +47,6 @@ class Outcome:
     confirmed_by: str | None = None
 
 
-
 class ToolGate:
     """The run's calls through the gate (see the module docstring)."""
 
@@ -100,8 +99,14 @@ class ToolGate:
     async def call_and_tell(self, call: ToolCall) -> Outcome:
         """One call, then a status event with its outcome (as soon as it has one, before its batch ends)."""
         outcome = await self.call_tool(call)
-        await self.emit("tool_done", step=self.iterations, call_id=call.id, tool=call.name,
-                        is_error=outcome.is_error, result=outcome.content)
+        await self.emit(
+            "tool_done",
+            step=self.iterations,
+            call_id=call.id,
+            tool=call.name,
+            is_error=outcome.is_error,
+            result=outcome.content,
+        )
         return outcome
 
     async def call_tool(self, call: ToolCall) -> Outcome:
@@ -130,9 +135,15 @@ class ToolGate:
                 # Claim the started marker: only the driver that inserted it runs the change, and after a
                 # crash nobody runs it again (its outcome is unknown). Losing the claim means another driver
                 # has this run: leave it to them.
-                if not await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name,
-                                                             args=args, content=None, is_error=False,
-                                                             confirmed_by=confirmed_by):
+                if not await self.cfg.store.save_tool_result(
+                    self.id,
+                    tool_use_id=call.id,
+                    tool=call.name,
+                    args=args,
+                    content=None,
+                    is_error=False,
+                    confirmed_by=confirmed_by,
+                ):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
             await self.emit("tool", step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
@@ -146,8 +157,15 @@ class ToolGate:
         except PermissionDenied as e:
             await self.trace("tool", tool=call.name, args=call.args, error=f"PermissionDenied: {e}")
             raise Stop(StopReason.PERMISSION_DENIED, f"{call.name}: {e}") from None
-        self.trace_later("tool", tool=call.name, args=call.args, confirmed_by=confirmed_by, is_error=is_error,
-                         result=content[:500], latency_ms=round((time.monotonic() - began) * 1000))
+        self.trace_later(
+            "tool",
+            tool=call.name,
+            args=call.args,
+            confirmed_by=confirmed_by,
+            is_error=is_error,
+            result=content[:500],
+            latency_ms=round((time.monotonic() - began) * 1000),
+        )
         return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
@@ -158,11 +176,17 @@ class ToolGate:
             preview = redact(preview) if preview is not None else None
         if self.cfg.confirm is None:
             return Decision(approved=False, outcome="unavailable", reason="no approver is configured for this run")
-        request = ConfirmRequest(run_id=self.id, call=ToolCall(id=call.id, name=call.name, args=args),
-                                 category=tool.category.value, preview=preview, args_hash=digest(args),
-                                 preview_hash=digest(preview) if preview is not None else None)
-        await self.emit("waiting_approval", step=self.iterations, call_id=call.id, tool=call.name,
-                        category=tool.category.value)
+        request = ConfirmRequest(
+            run_id=self.id,
+            call=ToolCall(id=call.id, name=call.name, args=args),
+            category=tool.category.value,
+            preview=preview,
+            args_hash=digest(args),
+            preview_hash=digest(preview) if preview is not None else None,
+        )
+        await self.emit(
+            "waiting_approval", step=self.iterations, call_id=call.id, tool=call.name, category=tool.category.value
+        )
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:
@@ -170,9 +194,21 @@ class ToolGate:
         finally:
             self.paused += time.monotonic() - began
         await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
-        await self.emit("approval_decided", step=self.iterations, call_id=call.id, tool=call.name,
-                        approved=decision.approved, by=decision.confirmed_by, outcome=decision.outcome)
-        await self.trace("decision", tool=call.name, approved=decision.approved, outcome=decision.outcome,
-                         by=decision.confirmed_by, reason=decision.reason)
+        await self.emit(
+            "approval_decided",
+            step=self.iterations,
+            call_id=call.id,
+            tool=call.name,
+            approved=decision.approved,
+            by=decision.confirmed_by,
+            outcome=decision.outcome,
+        )
+        await self.trace(
+            "decision",
+            tool=call.name,
+            approved=decision.approved,
+            outcome=decision.outcome,
+            by=decision.confirmed_by,
+            reason=decision.reason,
+        )
         return decision
-

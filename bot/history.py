@@ -32,8 +32,9 @@ def only_thinking(content: Sequence[Block]) -> bool:
 def reasoning(content: Sequence[Block]) -> str:
     """What the model said it was doing: the (summarized) thinking text of a turn, found by block type.
     Current models put text written between tool calls into thinking blocks."""
-    return "\n\n".join(b["thinking"].strip() for b in content
-                        if b.get("type") == "thinking" and (b.get("thinking") or "").strip())
+    return "\n\n".join(
+        b["thinking"].strip() for b in content if b.get("type") == "thinking" and (b.get("thinking") or "").strip()
+    )
 
 
 def without_thinking(history: Sequence[Block]) -> list[Block]:
@@ -115,8 +116,9 @@ def recover_json_tool_calls(content: list[Block], *, known: Iterable[Any]) -> li
         for name, args in calls:
             found += 1
             # Unique per call: a reused id would answer a second call with the first one's result.
-            out.append({"type": "tool_use", "id": f"toolu_recovered_{secrets.token_hex(8)}", "name": name,
-                        "input": args})
+            out.append(
+                {"type": "tool_use", "id": f"toolu_recovered_{secrets.token_hex(8)}", "name": name, "input": args}
+            )
     return out if found else content
 
 

@@ -30,7 +30,8 @@ WEIGHTS = {"title": 10.0, "targets": 5.0, "body": 1.0}  # FTS5 bm25 column weigh
 STOPWORDS = frozenset(
     "a an and are as at be been but by can could did do does for from had has have how i if in into is it its "
     "me my of on or our please should so than that the their them then there these this those to us was we "
-    "were what when where which while who why will with would you your".split())
+    "were what when where which while who why will with would you your".split()
+)
 _TOKEN = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # DiskFull -> Disk, Full; HTTPError -> HTTP, Error
 # Tool arguments that name what a run touched (bot's tools: host, cluster, namespace, unit/service; the
@@ -201,15 +202,23 @@ def targets_of_calls(tool_results: Iterable[Mapping[str, Any]]) -> Targets:
             services.extend(_strings(args.get(key)))
         if str(row.get("tool") or "").startswith("k8s_"):
             services.extend(_strings(args.get("name")))
-    return Targets(hosts=_unique(hosts), clusters=_unique(clusters), namespaces=_unique(namespaces),
-                   services=_unique(services))
+    return Targets(
+        hosts=_unique(hosts), clusters=_unique(clusters), namespaces=_unique(namespaces), services=_unique(services)
+    )
 
 
 def changes_of_approvals(approvals: Iterable[Mapping[str, Any]]) -> tuple[IncidentChange, ...]:
     """Every approved change, in the order it was asked for."""
     rows = sorted((a for a in approvals if a.get("state") == "approved"), key=lambda a: a.get("created_at") or 0)
-    return tuple(IncidentChange(tool=str(a.get("tool") or ""), args=args_line(_json(a.get("args"), {})),
-                                confirmed_by=a.get("decided_by"), approver=a.get("decided_name")) for a in rows)
+    return tuple(
+        IncidentChange(
+            tool=str(a.get("tool") or ""),
+            args=args_line(_json(a.get("args"), {})),
+            confirmed_by=a.get("decided_by"),
+            approver=a.get("decided_name"),
+        )
+        for a in rows
+    )
 
 
 def args_line(args: Any) -> str:
@@ -218,7 +227,7 @@ def args_line(args: Any) -> str:
         return redact(str(args))[:ARGS_CHARS]
     parts = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in redact_value(args).items()]
     line = ", ".join(parts)
-    return line if len(line) <= ARGS_CHARS else line[:ARGS_CHARS - 1] + "…"
+    return line if len(line) <= ARGS_CHARS else line[: ARGS_CHARS - 1] + "…"
 
 
 def answer_of(run: Mapping[str, Any], messages: Iterable[Mapping[str, Any]]) -> str:
@@ -244,9 +253,18 @@ def latest_feedback(feedback: Iterable[Mapping[str, Any]]) -> IncidentFeedback:
 
 
 def build_record(
-    run: Mapping[str, Any], *, kind: str | None, answer: str, changes: Sequence[IncidentChange], targets: Targets,
-    feedback: IncidentFeedback, ended_at: float, title: str | None = None, labels: Mapping[str, str] | None = None,
-    permalink: str | None = None, backfilled: bool = False,
+    run: Mapping[str, Any],
+    *,
+    kind: str | None,
+    answer: str,
+    changes: Sequence[IncidentChange],
+    targets: Targets,
+    feedback: IncidentFeedback,
+    ended_at: float,
+    title: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    permalink: str | None = None,
+    backfilled: bool = False,
 ) -> IncidentRow:
     """The `incidents` row and facets of one ended run (`run`: its row of `runs`), every text redacted here."""
     task = redact(str(run.get("task") or ""))
@@ -254,18 +272,37 @@ def build_record(
     title = redact(title or _first_line(task) or "(no task)")[:TITLE_CHARS]
     targets = Targets.from_dict(redact_value(targets.to_dict()))
     answer = redact(answer)[:ANSWER_CHARS]
-    changes = tuple(IncidentChange(tool=redact(c.tool), args=redact(c.args), confirmed_by=c.confirmed_by,
-                                   approver=redact(c.approver) if c.approver else None) for c in changes)
+    changes = tuple(
+        IncidentChange(
+            tool=redact(c.tool),
+            args=redact(c.args),
+            confirmed_by=c.confirmed_by,
+            approver=redact(c.approver) if c.approver else None,
+        )
+        for c in changes
+    )
     changes_text = " ".join(f"{c.tool} {c.args}" for c in changes)
     target_text = " ".join((targets.text(), *labels.values()))
     fields: dict[str, Any] = {
-        "run_id": run["id"], "title": title, "task": task, "channel": run["channel"], "kind": check_kind(kind),
-        "thread_ts": run.get("thread_ts"), "permalink": redact(permalink) if permalink else None,
-        "team": run.get("team_id"), "started_at": run.get("created_at"), "ended_at": ended_at,
-        "stop_reason": run.get("stop_reason"), "targets": json.dumps(targets.to_dict()),
-        "targets_text": target_text, "labels": json.dumps(labels, sort_keys=True),
-        "changes": json.dumps([c.__dict__ for c in changes]), "answer": answer, "feedback": feedback.value,
-        "backfilled": int(backfilled), "search_title": index_text(title),
+        "run_id": run["id"],
+        "title": title,
+        "task": task,
+        "channel": run["channel"],
+        "kind": check_kind(kind),
+        "thread_ts": run.get("thread_ts"),
+        "permalink": redact(permalink) if permalink else None,
+        "team": run.get("team_id"),
+        "started_at": run.get("created_at"),
+        "ended_at": ended_at,
+        "stop_reason": run.get("stop_reason"),
+        "targets": json.dumps(targets.to_dict()),
+        "targets_text": target_text,
+        "labels": json.dumps(labels, sort_keys=True),
+        "changes": json.dumps([c.__dict__ for c in changes]),
+        "answer": answer,
+        "feedback": feedback.value,
+        "backfilled": int(backfilled),
+        "search_title": index_text(title),
         "search_targets": index_text(target_text),
         "search_body": index_text(" ".join((task, changes_text, answer))),
     }
@@ -281,12 +318,23 @@ def build_record(
 
 def decode_incident(row: Mapping[str, Any]) -> Incident:
     return Incident(
-        run_id=row["run_id"], title=row["title"], task=row["task"] or "", channel=row["channel"], kind=row["kind"],
-        thread_ts=row["thread_ts"], permalink=row["permalink"], team=row["team"], started_at=row["started_at"],
-        ended_at=float(row["ended_at"]), stop_reason=row["stop_reason"],
-        targets=Targets.from_dict(_json(row["targets"], {})), labels=_json(row["labels"], {}),
-        changes=tuple(IncidentChange(**c) for c in _json(row["changes"], [])), answer=row["answer"] or "",
-        feedback=IncidentFeedback(row["feedback"]), backfilled=bool(row["backfilled"]),
+        run_id=row["run_id"],
+        title=row["title"],
+        task=row["task"] or "",
+        channel=row["channel"],
+        kind=row["kind"],
+        thread_ts=row["thread_ts"],
+        permalink=row["permalink"],
+        team=row["team"],
+        started_at=row["started_at"],
+        ended_at=float(row["ended_at"]),
+        stop_reason=row["stop_reason"],
+        targets=Targets.from_dict(_json(row["targets"], {})),
+        labels=_json(row["labels"], {}),
+        changes=tuple(IncidentChange(**c) for c in _json(row["changes"], [])),
+        answer=row["answer"] or "",
+        feedback=IncidentFeedback(row["feedback"]),
+        backfilled=bool(row["backfilled"]),
     )
 
 

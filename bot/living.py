@@ -35,13 +35,15 @@ def outcomes(results: dict[str, ToolResultRow], turn: Sequence[ToolCall]) -> dic
     calls not answered yet (pending)."""
     calls = {c.id: CallOutcome(c.name, CallStatus.PENDING) for c in turn}
     for tid, r in results.items():
-        calls[tid] = CallOutcome(r.tool, CallStatus.SUCCEEDED if r.content is not None and not r.is_error
-                                 else CallStatus.FAILED)
+        calls[tid] = CallOutcome(
+            r.tool, CallStatus.SUCCEEDED if r.content is not None and not r.is_error else CallStatus.FAILED
+        )
     return calls
 
 
-async def update(store: RunStore, run_id: str, call: ToolCall, *, step: int,
-                 turn: Sequence[ToolCall]) -> tuple[Summary | None, str]:
+async def update(
+    store: RunStore, run_id: str, call: ToolCall, *, step: int, turn: Sequence[ToolCall]
+) -> tuple[Summary | None, str]:
     """The accepted (stored) summary and the tool result, or None and the refusal naming each problem."""
     checked = validate(call.args, calls=outcomes(await store.tool_results(run_id), turn))
     if not isinstance(checked, Summary):

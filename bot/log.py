@@ -45,5 +45,8 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
     for noisy in ("aiohttp.access", "httpx", "httpx2", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # slack_sdk logs each of its own retries (raw aiohttp text) next to our `slack.unreachable` line: one per attempt
-    handler.addFilter(lambda record: not (record.name.startswith("slack_sdk")
-                                          and record.getMessage().startswith("A retry handler found")))
+    handler.addFilter(
+        lambda record: (
+            not (record.name.startswith("slack_sdk") and record.getMessage().startswith("A retry handler found"))
+        )
+    )

@@ -63,10 +63,12 @@ class StoreSnapshot:
 
 
 async def read_snapshot(store: Store) -> StoreSnapshot:
-    return StoreSnapshot(active_runs=await store.active_run_counts(),
-                         pending_approvals=await store.pending_approval_count(),
-                         approval_waits=tuple(await store.approval_waits()),
-                         feedback=await store.feedback_counts())
+    return StoreSnapshot(
+        active_runs=await store.active_run_counts(),
+        pending_approvals=await store.pending_approval_count(),
+        approval_waits=tuple(await store.approval_waits()),
+        feedback=await store.feedback_counts(),
+    )
 
 
 class StoreCollector(Collector):
@@ -81,10 +83,14 @@ class StoreCollector(Collector):
         for status in ACTIVE_STATUSES:
             active.add_metric([status.value], s.active_runs.get(status, 0))
         yield active
-        yield GaugeMetricFamily("opsloop_pending_approvals", "Approval cards waiting for a click.",
-                                value=s.pending_approvals)
-        waits = HistogramMetricFamily("opsloop_approval_wait_seconds",
-                                      "Time from an approval card to its decision, by outcome.", labels=["outcome"])
+        yield GaugeMetricFamily(
+            "opsloop_pending_approvals", "Approval cards waiting for a click.", value=s.pending_approvals
+        )
+        waits = HistogramMetricFamily(
+            "opsloop_approval_wait_seconds",
+            "Time from an approval card to its decision, by outcome.",
+            labels=["outcome"],
+        )
         for outcome in APPROVAL_OUTCOMES:
             seconds = [w for o, w in s.approval_waits if o == outcome]
             buckets = [(_le(b), float(sum(1 for w in seconds if w <= b))) for b in APPROVAL_BUCKETS]
@@ -92,8 +98,9 @@ class StoreCollector(Collector):
         yield waits
         # Counted from the store (clicks are rows, never rewritten): every replica reports the same totals and a
         # restart loses none of them.
-        feedback = CounterMetricFamily("opsloop_answer_feedback", "Feedback clicks on answers and handoff "
-                                       "reports, by value.", labels=["value"])
+        feedback = CounterMetricFamily(
+            "opsloop_answer_feedback", "Feedback clicks on answers and handoff reports, by value.", labels=["value"]
+        )
         for value in FeedbackValue:
             feedback.add_metric([value.value], s.feedback.get(value, 0))
         yield feedback
@@ -111,20 +118,43 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.runs = Counter("opsloop_runs", "Runs finished, by stop reason.", ["stop_reason"], registry=r)
-        self.tokens = Counter("opsloop_tokens", "Tokens the model used, by model and kind "
-                              "(input is uncached input).", ["model", "kind"], registry=r)
+        self.tokens = Counter(
+            "opsloop_tokens",
+            "Tokens the model used, by model and kind (input is uncached input).",
+            ["model", "kind"],
+            registry=r,
+        )
         self.cost = Counter("opsloop_cost_usd", "Model cost in USD, by model.", ["model"], registry=r)
-        self.model_latency = Histogram("opsloop_model_latency_seconds", "Time for one model response, by model.",
-                                       ["model"], buckets=MODEL_BUCKETS, registry=r)
+        self.model_latency = Histogram(
+            "opsloop_model_latency_seconds",
+            "Time for one model response, by model.",
+            ["model"],
+            buckets=MODEL_BUCKETS,
+            registry=r,
+        )
         self.tool_calls = Counter("opsloop_tool_calls", "Tool calls executed, by tool.", ["tool"], registry=r)
         self.tool_errors = Counter("opsloop_tool_errors", "Tool calls that failed, by tool.", ["tool"], registry=r)
-        self.tool_latency = Histogram("opsloop_tool_latency_seconds", "Time a tool call took, by tool.", ["tool"],
-                                      buckets=TOOL_BUCKETS, registry=r)
-        self.event_ack = Histogram("opsloop_event_ack_seconds", "Time from a Slack delivery reaching opsloop to "
-                                   "its ack, by event type.", ["type"], buckets=ACK_BUCKETS, registry=r)
-        self.alerts = Counter("opsloop_alerts", "Alerts (Slack alert messages, Alertmanager notifications), by source "
-                              "and outcome: received, deduplicated, started, dropped (storm control).",
-                              ["source", "outcome"], registry=r)
+        self.tool_latency = Histogram(
+            "opsloop_tool_latency_seconds",
+            "Time a tool call took, by tool.",
+            ["tool"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
+        self.event_ack = Histogram(
+            "opsloop_event_ack_seconds",
+            "Time from a Slack delivery reaching opsloop to its ack, by event type.",
+            ["type"],
+            buckets=ACK_BUCKETS,
+            registry=r,
+        )
+        self.alerts = Counter(
+            "opsloop_alerts",
+            "Alerts (Slack alert messages, Alertmanager notifications), by source "
+            "and outcome: received, deduplicated, started, dropped (storm control).",
+            ["source", "outcome"],
+            registry=r,
+        )
         for source in ALERT_SOURCES:
             for outcome in ALERT_OUTCOMES:
                 self.alerts.labels(source=source, outcome=outcome)
@@ -164,8 +194,9 @@ class Metrics:
         if not isinstance(usage, Mapping):
             return
         u = Usage(**{k: int(v or 0) for k, v in usage.items() if k in Usage.__dataclass_fields__})
-        for kind, n in zip(TOKEN_KINDS, (u.input_tokens, u.output_tokens, u.cache_read_tokens,
-                                         u.cache_write_tokens), strict=True):
+        for kind, n in zip(
+            TOKEN_KINDS, (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens), strict=True
+        ):
             self.tokens.labels(model=model, kind=kind).inc(n)
         self.cost.labels(model=model).inc(self.price_for(model).cost(u))
 
@@ -270,8 +301,9 @@ def metrics_app(metrics: Metrics, *, store: Store, health: Health) -> web.Applic
 
     async def healthz(request: web.Request) -> web.Response:
         ok, checks = await health()
-        return web.json_response({"status": "ok" if ok else "unhealthy", **checks}, status=200 if ok else 503,
-                                 dumps=json.dumps)
+        return web.json_response(
+            {"status": "ok" if ok else "unhealthy", **checks}, status=200 if ok else 503, dumps=json.dumps
+        )
 
     app = web.Application()
     app.router.add_get("/metrics", scrape)
@@ -279,8 +311,9 @@ def metrics_app(metrics: Metrics, *, store: Store, health: Health) -> web.Applic
     return app
 
 
-async def serve(*, store: Store, health: Health, prices: Mapping[str, Price], app: AsyncApp,
-                host: str = DEFAULT_HOST, port: int) -> MetricsServer:
+async def serve(
+    *, store: Store, health: Health, prices: Mapping[str, Price], app: AsyncApp, host: str = DEFAULT_HOST, port: int
+) -> MetricsServer:
     """Start observing the bot and serve /metrics and /healthz on host:port (port 0: any free port).
 
     `health` answers /healthz; `app` gets the ack timer as a middleware; `store` is read at scrape time."""

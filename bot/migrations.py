@@ -105,9 +105,7 @@ def m001_runs(db: sqlite_utils.Database) -> None:
         },
         pk=("run_id", "tool_use_id"),
     )
-    db.table("steps").create(
-        {"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id"
-    )
+    db.table("steps").create({"id": int, "run_id": str, "kind": str, "data": str, "at": float}, pk="id")
     db.table("steps").create_index(["run_id"])
     db.table("events").create({"event_id": str, "received_at": float}, pk="event_id")
     db.table("inbox").create(
@@ -245,8 +243,16 @@ def m006_reported(db: sqlite_utils.Database) -> None:
 def m007_feedback(db: sqlite_utils.Database) -> None:
     """Feedback clicks on answers and handoff reports: who, which way, when (one row per click)."""
     db.table("feedback").create(
-        {"id": str, "click": str, "run_id": str, "user": str, "value": str, "channel": str, "message_ts": str,
-         "at": float},
+        {
+            "id": str,
+            "click": str,
+            "run_id": str,
+            "user": str,
+            "value": str,
+            "channel": str,
+            "message_ts": str,
+            "at": float,
+        },
         pk="id",
         not_null={"click", "run_id", "user", "value"},
     )
@@ -358,8 +364,10 @@ def m014_run_titles(db: sqlite_utils.Database) -> None:
     db.conn.executemany("UPDATE runs SET title = ? WHERE id = ?", _alert_titles(rows))
 
 
-_ALERT_PAYLOADS = ("SELECT run_id, payload FROM alert_groups WHERE source = 'webhook' AND run_id IS NOT NULL "
-                   "AND payload IS NOT NULL AND payload != ''")
+_ALERT_PAYLOADS = (
+    "SELECT run_id, payload FROM alert_groups WHERE source = 'webhook' AND run_id IS NOT NULL "
+    "AND payload IS NOT NULL AND payload != ''"
+)
 
 
 def _alert_titles(rows: list[Any]) -> list[tuple[str, str]]:
@@ -406,10 +414,14 @@ _INCIDENT_FACETS = """
 # SQLite: `id` is the rowid the FTS5 index points at, declared so VACUUM keeps it (an implicit rowid of a table
 # keyed by TEXT may be renumbered, silently detaching the index); `run_id` is the record's key everywhere else.
 _FTS_COLUMNS = "search_title, search_targets, search_body"
-_FTS_ADD = f"INSERT INTO incidents_fts (rowid, {_FTS_COLUMNS}) VALUES (new.id, new.search_title, " \
-           "new.search_targets, new.search_body);"
-_FTS_REMOVE = f"INSERT INTO incidents_fts (incidents_fts, rowid, {_FTS_COLUMNS}) VALUES ('delete', old.id, " \
-              "old.search_title, old.search_targets, old.search_body);"
+_FTS_ADD = (
+    f"INSERT INTO incidents_fts (rowid, {_FTS_COLUMNS}) VALUES (new.id, new.search_title, "
+    "new.search_targets, new.search_body);"
+)
+_FTS_REMOVE = (
+    f"INSERT INTO incidents_fts (incidents_fts, rowid, {_FTS_COLUMNS}) VALUES ('delete', old.id, "
+    "old.search_title, old.search_targets, old.search_body);"
+)
 _SQLITE_INCIDENTS = (
     f"CREATE TABLE incidents (id INTEGER PRIMARY KEY, {_INCIDENTS_COLUMNS.format(key='UNIQUE', real='REAL')})",
     *(s for s in _INCIDENT_FACETS.split(";") if s.strip()),
@@ -455,8 +467,10 @@ def m017_summaries(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
 
 
-_SUMMARIES = ("CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
-              "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)")
+_SUMMARIES = (
+    "CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
+    "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)"
+)
 
 
 def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:
@@ -464,6 +478,7 @@ def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list
         cur = db.execute(sql, params)
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
     return select
 
 
@@ -535,7 +550,9 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     """,
     "m003_decision_cause": """
         ALTER TABLE approvals ADD COLUMN cause TEXT;
-    """ + _CAUSE_FROM_REASON + ";",
+    """
+    + _CAUSE_FROM_REASON
+    + ";",
     "m004_outbox": """
         CREATE TABLE outbox (
             rowid BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL,
@@ -584,7 +601,8 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     """,
     "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
     "m012_askers": "ALTER TABLE runs ADD COLUMN askers TEXT;",
-    "m013_feedback_once": _FEEDBACK_LATEST + """;
+    "m013_feedback_once": _FEEDBACK_LATEST
+    + """;
         DROP INDEX IF EXISTS idx_feedback_click;
         CREATE INDEX idx_feedback_click ON feedback (click);
         CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
@@ -610,7 +628,8 @@ def _refuse_newer(version: SchemaVersion) -> None:
     if version.unknown:
         raise SchemaTooNew(
             f"the database's schema has migrations this opsloop doesn't know ({', '.join(version.unknown)}): "
-            "a newer opsloop migrated it; run that version (or newer) here too")
+            "a newer opsloop migrated it; run that version (or newer) here too"
+        )
 
 
 def sqlite_version(db: sqlite_utils.Database) -> SchemaVersion:
@@ -650,7 +669,7 @@ def migrate_pg(conn: Any) -> SchemaVersion:
             conn.execute(PG_RECORD)
             version = pg_version(conn)
             _refuse_newer(version)
-            for name in KNOWN[version.current:]:
+            for name in KNOWN[version.current :]:
                 step = PG_MIGRATIONS[name]
                 step(conn) if callable(step) else conn.execute(step)
                 conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])

@@ -138,8 +138,13 @@ class IncompleteStream(OpsloopError):
 
 
 # Transport errors raised while the stream is being read come from the SDK's HTTP client, not as APIError.
-RETRYABLE = (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError,
-             httpx2.TransportError, IncompleteStream)
+RETRYABLE = (
+    anthropic.RateLimitError,
+    anthropic.InternalServerError,
+    anthropic.APIConnectionError,
+    httpx2.TransportError,
+    IncompleteStream,
+)
 OVERFLOW_HINTS = ("prompt is too long", "context window", "too many tokens", "context length")
 # The 400 a current model answers when a thinking block's prefix changed; `drop_block` (beta) heals it.
 PREFIX_MISMATCH = "bound to a different conversation"
@@ -232,14 +237,22 @@ class AnthropicModel:
             if not degenerate and (final or not only_thinking(response.content)):
                 return dataclasses.replace(response, usage=spent, billed=tuple(bills))
             failures.append("degenerate output" if degenerate else "an empty response")
-            log.warning("model.degenerate_output" if degenerate else "model.empty_response",
-                        model=response.model, attempt=len(failures))
+            log.warning(
+                "model.degenerate_output" if degenerate else "model.empty_response",
+                model=response.model,
+                attempt=len(failures),
+            )
             if len(failures) > self.empty_retries:
-                raise ModelError(f"{response.model} returned {', then '.join(failures)}", usage=spent,
-                                 model=response.model, billed=tuple(bills))
+                raise ModelError(
+                    f"{response.model} returned {', then '.join(failures)}",
+                    usage=spent,
+                    model=response.model,
+                    billed=tuple(bills),
+                )
 
-    async def _with_retries(self, request: ModelRequest, drop_block: bool,
-                            sink: AnswerSink | None = None) -> ModelResponse:
+    async def _with_retries(
+        self, request: ModelRequest, drop_block: bool, sink: AnswerSink | None = None
+    ) -> ModelResponse:
         while True:
             last: BaseException | None = None
             attempt = 0
@@ -251,9 +264,12 @@ class AnthropicModel:
                     if PREFIX_MISMATCH in message and not drop_block and thinks_adaptively(self.model):
                         # Self-heal: a thinking block no longer matches its prefix. Ask the API to drop such
                         # blocks for the rest of this run (the loop records it) instead of ending the run.
-                        log.warning("model.thinking_prefix_mismatch", model=self.model,
-                                    error=e.api_message if hasattr(e, "api_message") else str(e),
-                                    action="retrying with prefix_mismatch_behavior=drop_block for this run")
+                        log.warning(
+                            "model.thinking_prefix_mismatch",
+                            model=self.model,
+                            error=e.api_message if hasattr(e, "api_message") else str(e),
+                            action="retrying with prefix_mismatch_behavior=drop_block for this run",
+                        )
                         drop_block = True
                         continue
                     if any(hint in message for hint in OVERFLOW_HINTS):
@@ -272,14 +288,21 @@ class AnthropicModel:
                     if attempt < self.attempts_per_model:
                         delay = self._delay(attempt - 1, e)
                         log.warning(
-                            "model.retry", model=self.model, attempt=attempt,
-                            error=type(e).__name__, delay_s=round(delay, 3),
+                            "model.retry",
+                            model=self.model,
+                            attempt=attempt,
+                            error=type(e).__name__,
+                            delay_s=round(delay, 3),
                         )
                         await self._sleep(delay)
             if self._index + 1 >= len(self._chain):
                 raise ModelError(f"{self.model} unavailable after retries: {type(last).__name__}: {last}")
-            log.warning("model.fallback", from_model=self.model, to_model=self._chain[self._index + 1],
-                        error=type(last).__name__)
+            log.warning(
+                "model.fallback",
+                from_model=self.model,
+                to_model=self._chain[self._index + 1],
+                error=type(last).__name__,
+            )
             self._index += 1
 
     def _delay(self, attempt: int, error: BaseException) -> float:
@@ -289,8 +312,9 @@ class AnthropicModel:
         backoff = min(self.backoff_cap, self.backoff_base * 2**attempt)
         return float(backoff * (0.5 + random.random() / 2))
 
-    async def _stream_once(self, model: str, request: ModelRequest, *, drop_block: bool,
-                           sink: AnswerSink | None = None) -> ModelResponse:
+    async def _stream_once(
+        self, model: str, request: ModelRequest, *, drop_block: bool, sink: AnswerSink | None = None
+    ) -> ModelResponse:
         kwargs: dict[str, Any] = {
             "model": model,
             "max_tokens": request.max_tokens,
@@ -307,8 +331,13 @@ class AnthropicModel:
         # needs only dicts. `post` is the SDK's own: the same retries, errors and `event: error` handling.
         # The beta header only when needed: block_binding exists only on the beta thinking types.
         events: Any = await self._client.post(
-            "/v1/messages", body=kwargs, cast_to=object, stream=True, stream_cls=anthropic.AsyncStream[object],
-            options={"headers": {"anthropic-beta": BINDING_BETA}} if drop_block else {})
+            "/v1/messages",
+            body=kwargs,
+            cast_to=object,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[object],
+            options={"headers": {"anthropic-beta": BINDING_BETA}} if drop_block else {},
+        )
         turn = _Turn(model)
         feed = _Feed(sink)
         await feed.attempt()
@@ -317,14 +346,24 @@ class AnthropicModel:
                 await feed.event(event)
                 if turn.add(event):  # degenerate: hang up, and pay for what was generated
                     log.warning("model.degenerate_stream", model=model, chars=turn.streamed)
-                    return ModelResponse(content=[], stop_reason="degenerate", usage=turn.usage(billed_text=True),
-                                         model=model, drop_block=drop_block)
+                    return ModelResponse(
+                        content=[],
+                        stop_reason="degenerate",
+                        usage=turn.usage(billed_text=True),
+                        model=model,
+                        drop_block=drop_block,
+                    )
         if not turn.stopped:
             raise IncompleteStream(f"the stream from {model} ended before message_stop")
         if turn.dropped:
             log.warning("model.thinking_dropped", model=model, blocks=turn.dropped)
-        return ModelResponse(content=turn.content(), stop_reason=turn.stop_reason, usage=turn.usage(),
-                             model=turn.model, drop_block=drop_block)
+        return ModelResponse(
+            content=turn.content(),
+            stop_reason=turn.stop_reason,
+            usage=turn.usage(),
+            model=turn.model,
+            drop_block=drop_block,
+        )
 
 
 class _Feed:

@@ -49,7 +49,11 @@ PRICES: dict[str, Price] = {
     "claude-opus-5-5": Price(input=4.0, output=20.0, cache_write=5.0, cache_read=0.20),
     "claude-sonnet-5-5": Price(input=2.0, output=10.0, cache_write=2.50, cache_read=0.10),
     "claude-haiku-5-5": Price(
-        input=0.10, output=0.50, cache_write=0.125, cache_read=0.01, above_tokens=100_000,
+        input=0.10,
+        output=0.50,
+        cache_write=0.125,
+        cache_read=0.01,
+        above_tokens=100_000,
         above=Price(input=0.50, output=2.50, cache_write=0.625, cache_read=0.05),
     ),
     "claude-fable-5-1": Price(input=10.0, output=50.0, cache_write=12.50, cache_read=0.25),
@@ -99,25 +103,32 @@ class Lifecycle:
 # is current unless the SDK's own table gives it a date. A date in the past makes a deprecated model
 # retired without an edit: `opsloop run` refuses it at start-up, naming the replacement.
 LIFECYCLE: dict[str, Lifecycle] = {
-    "claude-opus-4-5": Lifecycle(status=Status.DEPRECATED, end_of_life=date(2027, 1, 22),
-                                 replacement="claude-opus-5-5"),
-    "claude-sonnet-4-5": Lifecycle(status=Status.DEPRECATED, end_of_life=date(2026, 11, 30),
-                                   replacement="claude-sonnet-5-5"),
+    "claude-opus-4-5": Lifecycle(
+        status=Status.DEPRECATED, end_of_life=date(2027, 1, 22), replacement="claude-opus-5-5"
+    ),
+    "claude-sonnet-4-5": Lifecycle(
+        status=Status.DEPRECATED, end_of_life=date(2026, 11, 30), replacement="claude-sonnet-5-5"
+    ),
     "claude-opus-4-1": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 8, 5), replacement="claude-opus-5-5"),
     "claude-opus-4": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 15), replacement="claude-opus-5-5"),
-    "claude-sonnet-4": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 15),
-                                 replacement="claude-sonnet-5-5"),
-    "claude-mythos-preview": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 30),
-                                       replacement="claude-fable-5-2"),
-    "claude-3-7-sonnet": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 2, 19),
-                                   replacement="claude-sonnet-5-5"),
+    "claude-sonnet-4": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 15), replacement="claude-sonnet-5-5"),
+    "claude-mythos-preview": Lifecycle(
+        status=Status.RETIRED, end_of_life=date(2026, 6, 30), replacement="claude-fable-5-2"
+    ),
+    "claude-3-7-sonnet": Lifecycle(
+        status=Status.RETIRED, end_of_life=date(2026, 2, 19), replacement="claude-sonnet-5-5"
+    ),
     "claude-3-5-haiku": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 2, 19), replacement="claude-haiku-5-5"),
 }
 
 # What a model without an entry of its own is replaced by, when the SDK says it is going (by family).
-_FAMILY_REPLACEMENT = (("claude-opus", "claude-opus-5-5"), ("claude-sonnet", "claude-sonnet-5-5"),
-                       ("claude-haiku", "claude-haiku-5-5"), ("claude-fable", "claude-fable-5-2"),
-                       ("claude-mythos", "claude-fable-5-2"))
+_FAMILY_REPLACEMENT = (
+    ("claude-opus", "claude-opus-5-5"),
+    ("claude-sonnet", "claude-sonnet-5-5"),
+    ("claude-haiku", "claude-haiku-5-5"),
+    ("claude-fable", "claude-fable-5-2"),
+    ("claude-mythos", "claude-fable-5-2"),
+)
 
 _SNAPSHOT = re.compile(r"(?:-|@)(?:\d{8}|latest)$")  # claude-sonnet-4-5-20250929, …@20250929, …-latest
 
@@ -127,8 +138,7 @@ def base_model(model: str) -> str:
     return _SNAPSHOT.sub("", model)
 
 
-def lifecycle(model: str, *, today: date | None = None,
-              sdk_table: Mapping[str, str] | None = None) -> Lifecycle:
+def lifecycle(model: str, *, today: date | None = None, sdk_table: Mapping[str, str] | None = None) -> Lifecycle:
     """`model`'s status on `today` (default: today, UTC), from opsloop's table, else the SDK's.
 
     Exact ids only (after the snapshot date): "claude-sonnet-4" being retired says nothing about

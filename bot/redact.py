@@ -56,14 +56,15 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         (r"github_pat_[A-Za-z0-9_]{20,}", _whole),  # GitHub fine-grained tokens
         (r"(https://hooks\.slack\.com/(?:services|workflows|triggers)/)([A-Za-z0-9_/-]+)", _keep_name),
         # Authorization headers (any scheme), then a bare `Bearer …` anywhere
-        (r"(?i)(authorization" + _SEP + r"(?:(?:basic|bearer|token|digest)[ \t]{1,5})?)([^\s\"',;\\]{4,})",
-         _keep_name),
+        (r"(?i)(authorization" + _SEP + r"(?:(?:basic|bearer|token|digest)[ \t]{1,5})?)([^\s\"',;\\]{4,})", _keep_name),
         (r"(?i)\bbearer[ \t]{1,5}[A-Za-z0-9._~+/=-]{8,}", _whole),
         # other credential headers, as header lines, `key=value` or JSON: the value runs to the end of the
         # line or to its closing quote (a cookie's `a=1; b=2` is one value)
-        (r"(?i)((?<![A-Za-z0-9])(?:(?:x[-_]?)?api[-_]?key|(?:x[-_]?)?auth[-_]?token|x[-_]?amz[-_]?security[-_]?token"
-         r"|(?:set[-_]?)?cookies?)" + _SEP + ")("
-         + _HEADER_VALUE + ")", _keep_name),
+        (
+            r"(?i)((?<![A-Za-z0-9])(?:(?:x[-_]?)?api[-_]?key|(?:x[-_]?)?auth[-_]?token|x[-_]?amz[-_]?security[-_]?token"
+            r"|(?:set[-_]?)?cookies?)" + _SEP + ")(" + _HEADER_VALUE + ")",
+            _keep_name,
+        ),
         # a password in a URL: scheme://user:PASSWORD@host keeps the user
         (r"(?<=://)([^\s:/@\\]{1,256}:)([^\s@/\\]{1,256})(?=@)", _keep_name),
         # --password=…, --password …, --passwd '…'
@@ -71,14 +72,24 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = 
         # password=…, passwd: …, DB_PASSWORD=…, "password": "…"
         (r"(?i)((?:passw(?:or)?d|passphrase)" + _SEP + ")(" + _VALUE + ")", _keep_name),
         # AWS secret keys and session tokens after their names (env, ini, JSON)
-        (r"(?i)((?:aws_secret_access_key|aws_session_token|secret_?access_?key|session_?token)" + _SEP
-         + r")([A-Za-z0-9/+=]{16,})", _keep_name),
+        (
+            r"(?i)((?:aws_secret_access_key|aws_session_token|secret_?access_?key|session_?token)"
+            + _SEP
+            + r")([A-Za-z0-9/+=]{16,})",
+            _keep_name,
+        ),
         # JSON fields that hold a credential, e.g. "Token" in the EC2 metadata credentials document
-        (r"""(?i)("(?:token|access_?token|refresh_?token|client_?secret|api_?key|secret)\\{0,8}"[ \t]{0,5}:"""
-         r"""[ \t]{0,5}\\{0,8}")((?:[^"\\\n]|\\[^"\n])+)""", _keep_name),
+        (
+            r"""(?i)("(?:token|access_?token|refresh_?token|client_?secret|api_?key|secret)\\{0,8}"[ \t]{0,5}:"""
+            r"""[ \t]{0,5}\\{0,8}")((?:[^"\\\n]|\\[^"\n])+)""",
+            _keep_name,
+        ),
         # a whole private key (or one cut short after its BEGIN line)
-        (r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s]|\\{1,8}[nr])*"
-         r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?", _whole),
+        (
+            r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s]|\\{1,8}[nr])*"
+            r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
+            _whole,
+        ),
     )
 )
 
@@ -97,8 +108,9 @@ _NEEDS_A_LOOK = re.compile(
 
 # Characters a reader can't see (zero-width, bidi controls, soft hyphen, word joiner, BOM, tag characters):
 # `DB_PASS\u200bWORD=hunter2` is a password to whoever reads it, so the patterns look through them.
-_INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-                        "\U000e0000-\U000e007f]")
+_INVISIBLE = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\U000e0000-\U000e007f]"
+)
 
 
 class Redacted(str):
@@ -135,8 +147,11 @@ def _through_invisible(text: str) -> str:
     for pattern, replace in _PATTERNS:
         spans: list[tuple[int, int, str]] = []
 
-        def record(m: re.Match[str], replace: Callable[[re.Match[str]], str] = replace,
-                   spans: list[tuple[int, int, str]] = spans) -> str:
+        def record(
+            m: re.Match[str],
+            replace: Callable[[re.Match[str]], str] = replace,
+            spans: list[tuple[int, int, str]] = spans,
+        ) -> str:
             out = replace(m)
             spans.append((m.start(), m.end(), out))
             return out
@@ -246,8 +261,11 @@ def _redact_tracking(text: str, start: int, end: int) -> tuple[str, int, int]:
     for pattern, replace in _PATTERNS:
         spans: list[tuple[int, int, int]] = []
 
-        def record(m: re.Match[str], replace: Callable[[re.Match[str]], str] = replace,
-                   spans: list[tuple[int, int, int]] = spans) -> str:
+        def record(
+            m: re.Match[str],
+            replace: Callable[[re.Match[str]], str] = replace,
+            spans: list[tuple[int, int, int]] = spans,
+        ) -> str:
             out = replace(m)
             spans.append((m.start(), m.end(), len(out)))
             return out
@@ -257,8 +275,11 @@ def _redact_tracking(text: str, start: int, end: int) -> tuple[str, int, int]:
             text, start, end = replaced, _moved(start, spans, to_end=False), _moved(end, spans, to_end=True)
     if "-----END " in text:
         spans = [(s, e, len(REDACTED)) for s, e in _pem_tail_spans(text)]
-        text, start, end = _replace_spans(text, spans), _moved(start, spans, to_end=False), _moved(end, spans,
-                                                                                                    to_end=True)
+        text, start, end = (
+            _replace_spans(text, spans),
+            _moved(start, spans, to_end=False),
+            _moved(end, spans, to_end=True),
+        )
     return text, start, end
 
 
@@ -356,12 +377,33 @@ def settled(redacted: str) -> int:
 
 # Keys whose value is a credential, whatever it looks like: headers (`Authorization`, `X-Api-Key`, `Cookie`, ...)
 # and the names the text patterns know. Compared lower-cased without `-` and `_`, so `x_api_key` is `X-Api-Key`.
-SECRET_KEYS = frozenset({
-    "authorization", "proxyauthorization", "xapikey", "apikey", "xauthtoken", "authtoken", "cookie", "cookies",
-    "setcookie", "xamzsecuritytoken", "password", "passwd", "passphrase", "token", "accesstoken", "refreshtoken",
-    "clientsecret", "secret", "secretaccesskey", "awssecretaccesskey", "sessiontoken", "awssessiontoken",
-    "privatekey",
-})
+SECRET_KEYS = frozenset(
+    {
+        "authorization",
+        "proxyauthorization",
+        "xapikey",
+        "apikey",
+        "xauthtoken",
+        "authtoken",
+        "cookie",
+        "cookies",
+        "setcookie",
+        "xamzsecuritytoken",
+        "password",
+        "passwd",
+        "passphrase",
+        "token",
+        "accesstoken",
+        "refreshtoken",
+        "clientsecret",
+        "secret",
+        "secretaccesskey",
+        "awssecretaccesskey",
+        "sessiontoken",
+        "awssessiontoken",
+        "privatekey",
+    }
+)
 
 
 def is_secret_key(key: object) -> bool:

@@ -69,8 +69,10 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
     return HandoffReport(
         result=result,
         stop_words=STOP_WORDS.get(result.stop_reason.value, result.stop_reason.value),
-        tools=tuple(ToolSummary(name=n, calls=s["calls"], last_result=s["last"], last_is_error=s["error"])
-                    for n, s in summaries.items()),
+        tools=tuple(
+            ToolSummary(name=n, calls=s["calls"], last_result=s["last"], last_is_error=s["error"])
+            for n, s in summaries.items()
+        ),
         last_reasoning=last_text,
         pending=tuple(unanswered),
     )
@@ -82,4 +84,3 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
     return ""
-

@@ -106,9 +106,14 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
 
 def run_settings(cfg: RunConfig) -> dict[str, Any]:
     """What a run runs under, stored with it (bot/replay: a replay applies the same, a record says them)."""
-    return {"limits": dataclasses.asdict(cfg.limits), "effort": cfg.effort, "max_tokens": cfg.max_tokens,
-            "thinking_display": cfg.thinking_display, "model": cfg.model.model,
-            "categories": {t.name: str(getattr(t.category, "value", t.category)) for t in cfg.tools}}
+    return {
+        "limits": dataclasses.asdict(cfg.limits),
+        "effort": cfg.effort,
+        "max_tokens": cfg.max_tokens,
+        "thinking_display": cfg.thinking_display,
+        "model": cfg.model.model,
+        "categories": {t.name: str(getattr(t.category, "value", t.category)) for t in cfg.tools},
+    }
 
 
 class _Run(ToolGate):
@@ -120,8 +125,9 @@ class _Run(ToolGate):
         # Fixed for the whole run and stored with it: current models bind thinking to system and tools,
         # and the prompt cache depends on them. A resumed run sends them byte-identical.
         self.system: str = row.system if row.system is not None else cfg.system_prompt
-        self.tool_schemas: list[dict[str, Any]] = row.tools if row.tools is not None else [
-            *cfg.tools.api_schemas(), living.schema()]
+        self.tool_schemas: list[dict[str, Any]] = (
+            row.tools if row.tools is not None else [*cfg.tools.api_schemas(), living.schema()]
+        )
         self.fresh = row.system is None
         self.drop_block = row.drop_block
         self.notes: list[str] = tool_changes(self.tool_schemas, cfg.tools) if not self.fresh else []
@@ -144,8 +150,9 @@ class _Run(ToolGate):
         row = await cfg.store.get_run(run_id)
         self = cls(cfg, row, await cfg.store.history(run_id))
         if not row.active:
-            return self.result(row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output,
-                               row.stopped_by)
+            return self.result(
+                row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by
+            )
         if self.fresh:
             await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
         if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
@@ -243,25 +250,37 @@ class _Run(ToolGate):
         notes, self.notes = self.notes, []
         if not items and not notes:
             return
-        texts = [{"type": "text", "text": redact(t)} for t in (*notes, *(prompts.thread_reply(i.user, i.text)
-                                                                          for i in items))]
+        texts = [
+            {"type": "text", "text": redact(t)}
+            for t in (*notes, *(prompts.thread_reply(i.user, i.text) for i in items))
+        ]
         if self.history and self.history[-1]["role"] == "user":
             self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
         else:
             self.history.append({"role": "user", "content": texts})
         self.trace_later("inject", messages=[{"user": i.user, "text": i.text} for i in items], notes=notes)
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
-                                         consumed_inbox=[i.id for i in items], steps=self.take_steps())
+        await self.cfg.store.put_message(
+            self.id,
+            len(self.history) - 1,
+            self.history[-1],
+            consumed_inbox=[i.id for i in items],
+            steps=self.take_steps(),
+        )
 
     # --- 2-3 request, record, budgets ---------------------------------------
     async def request(self, sink: AnswerSink | None = None) -> ModelResponse:
         max_tokens = self.cfg.max_tokens
         while True:
-            request = ModelRequest(system=self.system, tools=self.tool_schemas, messages=list(self.history),
-                                   max_tokens=max_tokens, effort=self.cfg.effort,
-                                   thinking_display=self.cfg.thinking_display, drop_block=self.drop_block)
-            self.trace_later("request", iteration=self.iterations, messages=len(self.history),
-                             max_tokens=max_tokens)
+            request = ModelRequest(
+                system=self.system,
+                tools=self.tool_schemas,
+                messages=list(self.history),
+                max_tokens=max_tokens,
+                effort=self.cfg.effort,
+                thinking_display=self.cfg.thinking_display,
+                drop_block=self.drop_block,
+            )
+            self.trace_later("request", iteration=self.iterations, messages=len(self.history), max_tokens=max_tokens)
             began = time.monotonic()
             try:
                 async with self.deadline("waiting for the model"):
@@ -277,8 +296,9 @@ class _Run(ToolGate):
                 await self.trace("context_overflow", model=response.model, usage=response.usage.to_dict())
                 await self.condense("model_context_window_exceeded")
                 continue
-            if response.stop_reason == "max_tokens" and only_thinking(keep_complete_calls(response.content,
-                                                                                          response.stop_reason)):
+            if response.stop_reason == "max_tokens" and only_thinking(
+                keep_complete_calls(response.content, response.stop_reason)
+            ):
                 max_tokens = await self.more_room_to_think(response, max_tokens)
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
@@ -291,13 +311,24 @@ class _Run(ToolGate):
         self.check_budgets()
         room = min(2 * max_tokens, MAX_OUTPUT_TOKENS, self.cfg.limits.token_budget - self.usage.paid_tokens)
         if max_tokens > self.cfg.max_tokens or room <= max_tokens:
-            why = (" even after a retry with more room" if max_tokens > self.cfg.max_tokens
-                   else " at the models' output ceiling" if max_tokens >= MAX_OUTPUT_TOKENS
-                   else "; not enough token budget left to retry with more room")
-            raise Stop(StopReason.MODEL_ERROR, f"{response.model} used all {max_tokens:,} output tokens thinking "
-                       f"without answering{why}")
-        await self.trace("thinking_only", model=response.model, max_tokens=max_tokens, retry_max_tokens=room,
-                         usage=response.usage.to_dict())
+            why = (
+                " even after a retry with more room"
+                if max_tokens > self.cfg.max_tokens
+                else " at the models' output ceiling"
+                if max_tokens >= MAX_OUTPUT_TOKENS
+                else "; not enough token budget left to retry with more room"
+            )
+            raise Stop(
+                StopReason.MODEL_ERROR,
+                f"{response.model} used all {max_tokens:,} output tokens thinking without answering{why}",
+            )
+        await self.trace(
+            "thinking_only",
+            model=response.model,
+            max_tokens=max_tokens,
+            retry_max_tokens=room,
+            usage=response.usage.to_dict(),
+        )
         return room
 
     async def note_drop_block(self, response: ModelResponse) -> None:
@@ -317,12 +348,23 @@ class _Run(ToolGate):
                 raise ModelError("the model refused the request (stop_reason refusal)")
             raise ModelError(f"the model's reply was cut off ({response.stop_reason}) before it said anything")
         self.history.append({"role": "assistant", "content": content})
-        self.trace_later("response", usage=response.usage.to_dict(), stop_reason=response.stop_reason,
-                         model=response.model, latency_ms=round(latency * 1000),
-                         text=final_text(content)[:500], reasoning=reasoning(content)[:500],
-                         tool_calls=[c.name for c in tool_calls(content)])
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1],
-                                         totals=self.totals(model=response.model), steps=self.take_steps())
+        self.trace_later(
+            "response",
+            usage=response.usage.to_dict(),
+            stop_reason=response.stop_reason,
+            model=response.model,
+            latency_ms=round(latency * 1000),
+            text=final_text(content)[:500],
+            reasoning=reasoning(content)[:500],
+            tool_calls=[c.name for c in tool_calls(content)],
+        )
+        await self.cfg.store.put_message(
+            self.id,
+            len(self.history) - 1,
+            self.history[-1],
+            totals=self.totals(model=response.model),
+            steps=self.take_steps(),
+        )
         if thought := reasoning(content):
             await self.emit("reasoning", step=self.iterations, text=thought)
         self.check_budgets()
@@ -349,14 +391,18 @@ class _Run(ToolGate):
         of a turn an earlier drive stored (`resumed`) can have stored results: this drive's fresh ones have none."""
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls]) if resumed else {}
         if fresh_calls := [c for c in calls if c.id not in done]:
-            await self.emit("tools", step=self.iterations,
-                            calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls])
+            await self.emit(
+                "tools", step=self.iterations, calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls]
+            )
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
                 row = done[call.id]
-                results[call.id] = ((row.content, row.is_error) if row.content is not None
-                                    else (prompts.unknown_outcome(call.name, "opsloop restarted"), True))
+                results[call.id] = (
+                    (row.content, row.is_error)
+                    if row.content is not None
+                    else (prompts.unknown_outcome(call.name, "opsloop restarted"), True)
+                )
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
                 results[call.id] = await self.after_call(call, outcome)
@@ -371,8 +417,9 @@ class _Run(ToolGate):
     async def update_summary(self, call: ToolCall) -> Outcome:
         """The living summary (bot/living.py): checked against this run's calls, stored, shown; never an error
         toward the breaker (a refusal is the model's to fix)."""
-        summary, text = await living.update(self.cfg.store, self.id, call, step=self.iterations,
-                                            turn=self.pending_calls())
+        summary, text = await living.update(
+            self.cfg.store, self.id, call, step=self.iterations, turn=self.pending_calls()
+        )
         if summary is not None:
             await self.emit("summary", step=self.iterations, summary=summary)
         return Outcome(text, is_error=summary is None, counts=False)
@@ -386,14 +433,22 @@ class _Run(ToolGate):
         if limits.loop_warn_at <= seen < limits.loop_stop_at:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
         # Saved before any stop below: the call ran, and the handoff report must say what it returned.
-        await self.cfg.store.save_tool_result(self.id, tool_use_id=call.id, tool=call.name, args=call.args,
-                                              content=content, is_error=is_error, confirmed_by=outcome.confirmed_by,
-                                              steps=self.take_steps())
+        await self.cfg.store.save_tool_result(
+            self.id,
+            tool_use_id=call.id,
+            tool=call.name,
+            args=call.args,
+            content=content,
+            is_error=is_error,
+            confirmed_by=outcome.confirmed_by,
+            steps=self.take_steps(),
+        )
         if seen >= limits.loop_stop_at:
             raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
         if counts and self.breaker.observe(is_error):
-            raise Stop(StopReason.CONSECUTIVE_ERRORS,
-                       f"{self.breaker.streak} tool errors in a row; last: {content[:200]}")
+            raise Stop(
+                StopReason.CONSECUTIVE_ERRORS, f"{self.breaker.streak} tool errors in a row; last: {content[:200]}"
+            )
         return content, is_error
 
     async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
@@ -401,8 +456,9 @@ class _Run(ToolGate):
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         self.history.append({"role": "user", "content": blocks})
-        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=self.totals(),
-                                         steps=self.take_steps())
+        await self.cfg.store.put_message(
+            self.id, len(self.history) - 1, self.history[-1], totals=self.totals(), steps=self.take_steps()
+        )
         if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
             self.pending_condense = False
             if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
@@ -431,30 +487,49 @@ class _Run(ToolGate):
     # --- context overflow ---------------------------------------------------
     async def condense(self, why: str) -> None:
         if self.condensed or not self.cfg.condense:
-            raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) and it was already condensed once"
-                       if self.condensed else f"context window exceeded ({why}); condensation is off")
+            raise Stop(
+                StopReason.MODEL_ERROR,
+                f"context window exceeded ({why}) and it was already condensed once"
+                if self.condensed
+                else f"context window exceeded ({why}); condensation is off",
+            )
         split = split_for_condensing(self.history)
         if split is None:
             raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) with nothing left to condense")
         self.condensed = True
         older = transcript(self.history[:split])
-        request = ModelRequest(system=prompts.CONDENSE_SYSTEM, tools=[], max_tokens=self.cfg.max_tokens,
-                               effort="low", thinking_display=None,
-                               messages=[{"role": "user", "content": [{"type": "text", "text": older}]}])
+        request = ModelRequest(
+            system=prompts.CONDENSE_SYSTEM,
+            tools=[],
+            max_tokens=self.cfg.max_tokens,
+            effort="low",
+            thinking_display=None,
+            messages=[{"role": "user", "content": [{"type": "text", "text": older}]}],
+        )
         async with self.deadline("condensing the history"):
             summary = await self.cfg.model.complete(request)
         self.charge_response(summary)
         # No summary text (the model only thought): keep the newest part of the plain transcript instead.
         text = final_text(summary.content) or older[-8000:]
-        head = {"role": "user", "content": [{"type": "text", "text": redact(
-            f"{self.task}\n\n[Summary of the work so far, condensed to fit the context window]\n{text}")}]}
+        head = {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": redact(
+                        f"{self.task}\n\n[Summary of the work so far, condensed to fit the context window]\n{text}"
+                    ),
+                }
+            ],
+        }
         # The kept turns lose their thinking blocks: they were bound to the history we just summarised,
         # and current models reject them (400) once their prefix changed. system and tools stay as they were.
         self.history = [head, *without_thinking(self.history[split:])]
         await self.cfg.store.replace_history(self.id, self.history)
         await self.save_totals()
-        await self.trace("condense", why=why, kept_messages=len(self.history) - 1, model=summary.model,
-                         usage=summary.usage.to_dict())
+        await self.trace(
+            "condense", why=why, kept_messages=len(self.history) - 1, model=summary.model, usage=summary.usage.to_dict()
+        )
         self.check_budgets()
 
     # --- bookkeeping --------------------------------------------------------
@@ -467,9 +542,15 @@ class _Run(ToolGate):
         self.cost += self.cfg.price_for(model).cost(usage)
 
     def totals(self, *, model: str | None = None) -> Totals:
-        return Totals(iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
-                      agent_seconds=self.agent_seconds(), tools_called=tuple(self.tools_called),
-                      condensed=self.condensed, model=model)
+        return Totals(
+            iterations=self.iterations,
+            usage=self.usage,
+            cost_usd=self.cost,
+            agent_seconds=self.agent_seconds(),
+            tools_called=tuple(self.tools_called),
+            condensed=self.condensed,
+            model=model,
+        )
 
     async def save_totals(self) -> None:
         await self.cfg.store.save_totals(self.id, self.totals())
@@ -507,35 +588,56 @@ class _Run(ToolGate):
         if self.cfg.on_event is None:
             return
         try:
-            await self.cfg.on_event(kind, {"run_id": self.id, "tokens": self.usage.paid_tokens,
-                                           "cost_usd": self.cost, **data})
+            await self.cfg.on_event(
+                kind, {"run_id": self.id, "tokens": self.usage.paid_tokens, "cost_usd": self.cost, **data}
+            )
         except Exception:  # a status message must never break the run
             log.exception("event_callback_failed", kind=kind)
 
-    async def finish(self, reason: StopReason, detail: str = "", *, by: str | None = None,
-                     output: str | None = None) -> RunResult:
+    async def finish(
+        self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
+    ) -> RunResult:
         self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
             done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
             why = f"the run stopped ({reason.value})"
             # A change that had started when the run stopped may or may not have happened: never "not run".
-            results = {k: (v.content, v.is_error) if v.content is not None
-                       else (prompts.unknown_outcome(v.tool, why), True) for k, v in done.items()}
+            results = {
+                k: (v.content, v.is_error) if v.content is not None else (prompts.unknown_outcome(v.tool, why), True)
+                for k, v in done.items()
+            }
             await self.answer(calls, results, missing=reason.value)
-        await self.cfg.store.finish_run(self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output,
-                                       remember=self.cfg.remember)
+        await self.cfg.store.finish_run(
+            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, remember=self.cfg.remember
+        )
         await self.save_totals()
-        await self.trace("stop", reason=reason.value, detail=detail, by=by, iterations=self.iterations,
-                         usage=self.usage.to_dict(), cost_usd=round(self.cost, 6))
+        await self.trace(
+            "stop",
+            reason=reason.value,
+            detail=detail,
+            by=by,
+            iterations=self.iterations,
+            usage=self.usage.to_dict(),
+            cost_usd=round(self.cost, 6),
+        )
         result = self.result(reason, detail, output, by)
         await self.emit("finished", result=result)
         return result
 
     def result(self, reason: StopReason, detail: str, output: str | None, by: str | None) -> RunResult:
-        return RunResult(run_id=self.id, output=output, stop_reason=reason, stop_detail=detail,
-                         iterations=self.iterations, usage=self.usage, cost_usd=self.cost,
-                         tools_called=tuple(self.tools_called), wall_seconds=self.agent_seconds(),
-                         model=getattr(self.cfg.model, "model", ""), stopped_by=by)
+        return RunResult(
+            run_id=self.id,
+            output=output,
+            stop_reason=reason,
+            stop_detail=detail,
+            iterations=self.iterations,
+            usage=self.usage,
+            cost_usd=self.cost,
+            tools_called=tuple(self.tools_called),
+            wall_seconds=self.agent_seconds(),
+            model=getattr(self.cfg.model, "model", ""),
+            stopped_by=by,
+        )
 
 
 def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:

@@ -22,8 +22,10 @@ def loaded_config(path: str, how: str) -> str:
     return f"config: {path} ({how})"
 
 
-NO_CONFIG = (f"no config file (no --config, no $OPSLOOP_CONFIG, no ./{CONFIG_FILE}): running on the defaults, "
-             "so anyone in the channel may approve and no hosts, clusters or alerts are configured")
+NO_CONFIG = (
+    f"no config file (no --config, no $OPSLOOP_CONFIG, no ./{CONFIG_FILE}): running on the defaults, "
+    "so anyone in the channel may approve and no hosts, clusters or alerts are configured"
+)
 
 
 def no_database(where: str) -> str:
@@ -75,8 +77,10 @@ async def tokens(settings: Settings, listen: Listen, out: Findings, strict: bool
         async with asyncio.timeout(10):
             await client.apps_connections_open(app_token=token)
     except SlackApiError as e:
-        out.problems.append(f"slack: apps.connections.open failed: {e.response.get('error')}: check SLACK_APP_TOKEN "
-                            "(an app-level token with connections:write)")
+        out.problems.append(
+            f"slack: apps.connections.open failed: {e.response.get('error')}: check SLACK_APP_TOKEN "
+            "(an app-level token with connections:write)"
+        )
     except Exception as e:
         # An unreachable Slack is said once: `run` keeps retrying it (one line per attempt), `check`'s auth.test
         # reports it. Anything else is this token's problem.

@@ -48,8 +48,12 @@ class Confidence(enum.StrEnum):
 
 
 # How hypotheses are shown: what is known first, what was ruled out last.
-DISPLAY_ORDER = (HypothesisStatus.CONFIRMED, HypothesisStatus.SUPPORTED, HypothesisStatus.OPEN,
-                 HypothesisStatus.REFUTED)
+DISPLAY_ORDER = (
+    HypothesisStatus.CONFIRMED,
+    HypothesisStatus.SUPPORTED,
+    HypothesisStatus.OPEN,
+    HypothesisStatus.REFUTED,
+)
 _NEEDS_EVIDENCE = (HypothesisStatus.CONFIRMED, HypothesisStatus.REFUTED)
 
 
@@ -97,43 +101,70 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         """The summary as the tool's input shape (what the store keeps and an export shows)."""
-        return {"situation": self.situation,
-                "hypotheses": [{"id": h.id, "statement": h.statement, "status": str(h.status),
-                                "confidence": str(h.confidence), "evidence": list(h.evidence)}
-                               for h in self.hypotheses],
-                "next_steps": list(self.next_steps)}
+        return {
+            "situation": self.situation,
+            "hypotheses": [
+                {
+                    "id": h.id,
+                    "statement": h.statement,
+                    "status": str(h.status),
+                    "confidence": str(h.confidence),
+                    "evidence": list(h.evidence),
+                }
+                for h in self.hypotheses
+            ],
+            "next_steps": list(self.next_steps),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         """A stored summary back (it was validated when it was accepted)."""
-        return cls(situation=data["situation"],
-                   hypotheses=tuple(Hypothesis(id=h["id"], statement=h["statement"],
-                                               status=HypothesisStatus(h["status"]),
-                                               confidence=Confidence(h["confidence"]),
-                                               evidence=tuple(h.get("evidence", ())))
-                                    for h in data.get("hypotheses", ())),
-                   next_steps=tuple(data.get("next_steps", ())))
+        return cls(
+            situation=data["situation"],
+            hypotheses=tuple(
+                Hypothesis(
+                    id=h["id"],
+                    statement=h["statement"],
+                    status=HypothesisStatus(h["status"]),
+                    confidence=Confidence(h["confidence"]),
+                    evidence=tuple(h.get("evidence", ())),
+                )
+                for h in data.get("hypotheses", ())
+            ),
+            next_steps=tuple(data.get("next_steps", ())),
+        )
 
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "situation": {"type": "string", "maxLength": SITUATION_MAX,
-                      "description": "What is going on, in one or two sentences: symptoms and what is ruled out."},
+        "situation": {
+            "type": "string",
+            "maxLength": SITUATION_MAX,
+            "description": "What is going on, in one or two sentences: symptoms and what is ruled out.",
+        },
         "hypotheses": {
-            "type": "array", "maxItems": HYPOTHESES_MAX,
+            "type": "array",
+            "maxItems": HYPOTHESES_MAX,
             "description": "Candidate causes. Empty, or only open ones, when you don't know yet.",
             "items": {
                 "type": "object",
                 "properties": {
-                    "id": {"type": "string", "maxLength": ID_MAX,
-                           "description": "A short stable name, kept across updates (e.g. \"pool\")."},
+                    "id": {
+                        "type": "string",
+                        "maxLength": ID_MAX,
+                        "description": 'A short stable name, kept across updates (e.g. "pool").',
+                    },
                     "statement": {"type": "string", "maxLength": STATEMENT_MAX},
                     "status": {"type": "string", "enum": [str(s) for s in HypothesisStatus]},
                     "confidence": {"type": "string", "enum": [str(c) for c in Confidence]},
-                    "evidence": {"type": "array", "maxItems": EVIDENCE_MAX, "items": {"type": "string"},
-                                 "description": "tool_use ids of this run's calls whose results back it. high "
-                                                "confidence, confirmed and refuted need a successful call."},
+                    "evidence": {
+                        "type": "array",
+                        "maxItems": EVIDENCE_MAX,
+                        "items": {"type": "string"},
+                        "description": "tool_use ids of this run's calls whose results back it. high "
+                        "confidence, confirmed and refuted need a successful call.",
+                    },
                 },
                 "required": ["id", "statement", "status", "confidence"],
                 "additionalProperties": False,
@@ -145,9 +176,11 @@ INPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-DESCRIPTION = ("Keep the thread's summary of this investigation current: what is going on, the likely cause with "
-               "honest confidence, and what comes next. Call it after each significant finding. Back high "
-               "confidence, confirmed and refuted with the tool_use ids of calls that succeeded.")
+DESCRIPTION = (
+    "Keep the thread's summary of this investigation current: what is going on, the likely cause with "
+    "honest confidence, and what comes next. Call it after each significant finding. Back high "
+    "confidence, confirmed and refuted with the tool_use ids of calls that succeeded."
+)
 
 
 def validate(raw: object, *, calls: Mapping[str, CallOutcome]) -> Summary | list[str]:
@@ -157,8 +190,11 @@ def validate(raw: object, *, calls: Mapping[str, CallOutcome]) -> Summary | list
     """
     if not isinstance(raw, Mapping):
         return ["the input must be an object with situation, hypotheses and next_steps"]
-    problems = [f"{k}: unknown field (allowed: situation, hypotheses, next_steps)"
-                for k in raw if k not in ("situation", "hypotheses", "next_steps")]
+    problems = [
+        f"{k}: unknown field (allowed: situation, hypotheses, next_steps)"
+        for k in raw
+        if k not in ("situation", "hypotheses", "next_steps")
+    ]
     situation = _text(raw.get("situation"), "situation", SITUATION_MAX, problems)
     hypotheses = _hypotheses(raw.get("hypotheses", []), calls, problems)
     steps = _list(raw.get("next_steps", []), "next_steps", STEPS_MAX, problems)
@@ -200,8 +236,11 @@ def _hypotheses(raw: object, calls: Mapping[str, CallOutcome], problems: list[st
             problems.append(f"{where}: must be an object with id, statement, status, confidence, evidence")
             continue
         before = len(problems)
-        problems += [f"{where}.{k}: unknown field (allowed: id, statement, status, confidence, evidence)"
-                     for k in item if k not in ("id", "statement", "status", "confidence", "evidence")]
+        problems += [
+            f"{where}.{k}: unknown field (allowed: id, statement, status, confidence, evidence)"
+            for k in item
+            if k not in ("id", "statement", "status", "confidence", "evidence")
+        ]
         hid = _text(item.get("id"), f"{where}.id", ID_MAX, problems)
         if hid in seen:
             problems.append(f"{where}.id: {hid!r} is used by an earlier hypothesis")
@@ -213,8 +252,9 @@ def _hypotheses(raw: object, calls: Mapping[str, CallOutcome], problems: list[st
         if status is None or confidence is None or len(problems) > before:
             continue
         _check_backing(where, status, confidence, evidence, calls, problems)
-        out.append(Hypothesis(id=hid, statement=redact(statement), status=status, confidence=confidence,
-                              evidence=evidence))
+        out.append(
+            Hypothesis(id=hid, statement=redact(statement), status=status, confidence=confidence, evidence=evidence)
+        )
     return tuple(out)
 
 
@@ -230,24 +270,34 @@ def _evidence(raw: object, where: str, calls: Mapping[str, CallOutcome], problem
     return tuple(ids)
 
 
-def _check_backing(where: str, status: HypothesisStatus, confidence: Confidence, evidence: tuple[str, ...],
-                   calls: Mapping[str, CallOutcome], problems: list[str]) -> None:
+def _check_backing(
+    where: str,
+    status: HypothesisStatus,
+    confidence: Confidence,
+    evidence: tuple[str, ...],
+    calls: Mapping[str, CallOutcome],
+    problems: list[str],
+) -> None:
     """`high` confidence, `confirmed` and `refuted` need a successful call; say why each id given is not one."""
     claims = ([f"confidence {confidence}"] if confidence is Confidence.HIGH else []) + (
-        [f"status {status}"] if status in _NEEDS_EVIDENCE else [])
+        [f"status {status}"] if status in _NEEDS_EVIDENCE else []
+    )
     if not claims or any(calls[e].is_evidence for e in evidence):
         return
     why = "; ".join(f"{e} {_not_evidence(calls[e])}" for e in evidence) or "no evidence given"
-    problems.append(f"{where}: {' and '.join(claims)} needs at least one successful call of this run as "
-                    f"evidence ({why})")
+    problems.append(
+        f"{where}: {' and '.join(claims)} needs at least one successful call of this run as evidence ({why})"
+    )
 
 
 def _not_evidence(call: CallOutcome) -> str:
     if call.tool == TOOL_NAME:
         return "is an update_summary call"
-    return {CallStatus.FAILED: f"({call.tool}) returned an error",
-            CallStatus.NOT_RUN: f"({call.tool}) did not run: denied, expired or refused",
-            CallStatus.PENDING: f"({call.tool}) has not finished"}.get(call.status, "is not evidence")
+    return {
+        CallStatus.FAILED: f"({call.tool}) returned an error",
+        CallStatus.NOT_RUN: f"({call.tool}) did not run: denied, expired or refused",
+        CallStatus.PENDING: f"({call.tool}) has not finished",
+    }.get(call.status, "is not evidence")
 
 
 def _text(value: object, where: str, limit: int, problems: list[str]) -> str:

@@ -67,8 +67,13 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = round(seconds)
-    return f"{s // 3600}h {s % 3600 // 60}m {s % 60}s" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 \
+    return (
+        f"{s // 3600}h {s % 3600 // 60}m {s % 60}s"
+        if s >= 3600
+        else f"{s // 60}m {s % 60}s"
+        if s >= 60
         else f"{seconds:.1f}s"
+    )
 
 
 def block(text: Any, label: str) -> str:
@@ -91,8 +96,10 @@ def usage_of(data: Mapping[str, Any]) -> Usage | None:
 def tokens(u: Usage | None) -> str:
     if u is None:
         return ""
-    return (f"in {u.input_tokens:,}<br>out {u.output_tokens:,}<br>cache read {u.cache_read_tokens:,}<br>"
-            f"cache write {u.cache_write_tokens:,}")
+    return (
+        f"in {u.input_tokens:,}<br>out {u.output_tokens:,}<br>cache read {u.cache_read_tokens:,}<br>"
+        f"cache write {u.cache_write_tokens:,}"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -117,9 +124,16 @@ def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
     if run is None:
         return None
     results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0)
-    return RunRecord(run=run, steps=ledger.steps(run_id), approvals=ledger.run_approvals(run_id),
-                     inbox=ledger.inbox(run_id), results=results, history=ledger.history(run_id),
-                     feedback=ledger.feedback(run_id), summaries=ledger.summaries(run_id))
+    return RunRecord(
+        run=run,
+        steps=ledger.steps(run_id),
+        approvals=ledger.run_approvals(run_id),
+        inbox=ledger.inbox(run_id),
+        results=results,
+        history=ledger.history(run_id),
+        feedback=ledger.feedback(run_id),
+        summaries=ledger.summaries(run_id),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -168,15 +182,23 @@ class Timeline:
         """The last N assistant turns of the history, N = response steps (a thread's later run continues
         an earlier history, so count from the end). Empty when condensed: the turns were summarised."""
         n = sum(1 for s in self.record.steps if s.kind == "response")
-        turns = [m["content"] for m in self.record.history
-                 if m["role"] == "assistant" and isinstance(m["content"], list)]
+        turns = [
+            m["content"] for m in self.record.history if m["role"] == "assistant" and isinstance(m["content"], list)
+        ]
         return turns[-n:] if n and len(turns) >= n and not self.record.run.condensed else []
 
     # --- rows ---------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         run = self.record.run
-        rows = [Entry(at=run.created_at, order=-1, kind="mention", who=self.person(run.requester),
-                      what=f"mentioned opsloop in <code>{t(run.channel)}</code>:{block(run.task, 'task')}")]
+        rows = [
+            Entry(
+                at=run.created_at,
+                order=-1,
+                kind="mention",
+                who=self.person(run.requester),
+                what=f"mentioned opsloop in <code>{t(run.channel)}</code>:{block(run.task, 'task')}",
+            )
+        ]
         responses = iter(self._answers)
         for i, step in enumerate(self.record.steps):
             rows.append(self.step_entry(i, step, responses))
@@ -195,9 +217,11 @@ class Timeline:
         data, kind = step.data if isinstance(step.data, dict) else {}, step.kind
         base: dict[str, Any] = {"at": step.at, "order": i, "kind": kind}
         if kind == "request":
-            return Entry(**base, who="opsloop",
-                         what=f"step {t(data.get('iteration'))}: request to the model with "
-                              f"{t(data.get('messages'))} messages")
+            return Entry(
+                **base,
+                who="opsloop",
+                what=f"step {t(data.get('iteration'))}: request to the model with {t(data.get('messages'))} messages",
+            )
         if kind in USAGE_STEPS:
             model = str(data.get("model") or self.model)
             usage = usage_of(data)
@@ -218,8 +242,10 @@ class Timeline:
         said, thought = str(data.get("text") or ""), str(data.get("reasoning") or "")
         if turn is not None and redact(final_text(turn))[:500] == said and redact(reasoning(turn))[:500] == thought:
             said, thought = final_text(turn), reasoning(turn)  # the whole turn, not the trace's first 500 chars
-        parts = [f"stop reason <code>{t(data.get('stop_reason'))}</code>"
-                 + (f", {t(data['latency_ms'])} ms" if data.get("latency_ms") is not None else "")]
+        parts = [
+            f"stop reason <code>{t(data.get('stop_reason'))}</code>"
+            + (f", {t(data['latency_ms'])} ms" if data.get("latency_ms") is not None else "")
+        ]
         if thought:
             parts.append(f'<span class="muted">reasoning:</span>{block(thought, "reasoning")}')
         if said:
@@ -230,8 +256,7 @@ class Timeline:
 
     def other_call(self, kind: str, data: Mapping[str, Any]) -> str:
         if kind == "condense":
-            return (f"condensed the history ({t(data.get('why'))}); kept {t(data.get('kept_messages'))} "
-                    f"messages")
+            return f"condensed the history ({t(data.get('why'))}); kept {t(data.get('kept_messages'))} messages"
         return f"<code>{t(kind)}</code>{block(as_json({k: v for k, v in data.items() if k != 'usage'}), 'details')}"
 
     def tool(self, data: Mapping[str, Any]) -> str:
@@ -276,35 +301,51 @@ class Timeline:
         what = f" by {self.person(a.decided_by)} at {when(a.decided_at)} after {duration(a.waited)}"
         if a.required > 1:
             what += f"; approvals {len(a.approvals)} of {t(a.required)}: " + ", ".join(
-                self.person(u) for u in a.approvals)
+                self.person(u) for u in a.approvals
+            )
         if a.reason:
             what += block(a.reason, "reason")
         return what
 
     def approval_requested(self, i: int, a: Approval) -> Entry:
-        what = (f"asked for approval of <code>{t(a.tool)}</code> ({t(a.category)}), "
-                f"{t(a.required)} approval(s) needed, expires {when(a.expires_at)}; "
-                f"card outcome: <b>{t(a.state)}</b>{block(as_json(a.args), 'arguments')}")
+        what = (
+            f"asked for approval of <code>{t(a.tool)}</code> ({t(a.category)}), "
+            f"{t(a.required)} approval(s) needed, expires {when(a.expires_at)}; "
+            f"card outcome: <b>{t(a.state)}</b>{block(as_json(a.args), 'arguments')}"
+        )
         if a.preview:
             what += "dry run:" + block(a.preview, "dry-run preview")
         return Entry(at=a.created_at, order=10_000 + i, kind="approval", who="opsloop", what=what)
 
     def approval_closed(self, i: int, a: Approval) -> Entry:
         what = f"approval of <code>{t(a.tool)}</code>: <b>{t(a.state)}</b>{self.outcome_detail(a)}"
-        return Entry(at=a.decided_at or 0.0, order=20_000 + i, kind="approval", who=self.person(a.decided_by),
-                     what=what)
+        return Entry(
+            at=a.decided_at or 0.0, order=20_000 + i, kind="approval", who=self.person(a.decided_by), what=what
+        )
 
     def feedback(self, i: int, f: Feedback) -> Entry:
         way = "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
-        return Entry(at=f.at, order=40_000 + i, kind="feedback", who=self.person(f.user),
-                     what=f"rated the run's answer <b>{t(way)}</b> (message {t(f.message_ts)})")
+        return Entry(
+            at=f.at,
+            order=40_000 + i,
+            kind="feedback",
+            who=self.person(f.user),
+            what=f"rated the run's answer <b>{t(way)}</b> (message {t(f.message_ts)})",
+        )
 
     def reply(self, i: int, m: InboxItem) -> Entry:
-        fate = {InboxState.CONSUMED: "seen by the model",
-                InboxState.SUPERSEDING: "answered a pending approval in its place",
-                InboxState.QUEUED: "not seen by the model: the run ended first"}.get(m.state, str(m.state))
-        return Entry(at=m.created_at, order=30_000 + i, kind="reply", who=self.person(m.user),
-                     what=f"replied in the thread ({t(fate)}):{block(m.text, 'reply')}")
+        fate = {
+            InboxState.CONSUMED: "seen by the model",
+            InboxState.SUPERSEDING: "answered a pending approval in its place",
+            InboxState.QUEUED: "not seen by the model: the run ended first",
+        }.get(m.state, str(m.state))
+        return Entry(
+            at=m.created_at,
+            order=30_000 + i,
+            kind="reply",
+            who=self.person(m.user),
+            what=f"replied in the thread ({t(fate)}):{block(m.text, 'reply')}",
+        )
 
     def inject(self, data: Mapping[str, Any]) -> str:
         people = [self.person(m.get("user")) for m in data.get("messages") or [] if isinstance(m, Mapping)]
@@ -332,32 +373,40 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
     entries = line.entries()
     run = record.run
     title = f"opsloop run {run.id}"
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        f'<head><meta charset="utf-8"><title>{t(title)}</title><style>{CSS}</style></head>',
-        "<body>",
-        f"<h1>{t(title)}</h1>",
-        summary(line, run),
-        *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
-        *([f"<h2>How the hypotheses changed</h2>{hypotheses_table(record.summaries)}"] if record.summaries else []),
-        "<h2>Timeline (UTC)</h2>",
-        timeline_table(entries),
-        "<h2>Tokens and cost by model</h2>",
-        totals_table(entries, run),
-        "<h2>Approvals</h2>",
-        approvals_table(line, record.approvals),
-        f'<p class="muted">Generated by opsloop at {when(generated_at)}. Secrets are redacted.</p>',
-        "</body>",
-        "</html>",
-        "",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            f'<head><meta charset="utf-8"><title>{t(title)}</title><style>{CSS}</style></head>',
+            "<body>",
+            f"<h1>{t(title)}</h1>",
+            summary(line, run),
+            *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
+            *([f"<h2>How the hypotheses changed</h2>{hypotheses_table(record.summaries)}"] if record.summaries else []),
+            "<h2>Timeline (UTC)</h2>",
+            timeline_table(entries),
+            "<h2>Tokens and cost by model</h2>",
+            totals_table(entries, run),
+            "<h2>Approvals</h2>",
+            approvals_table(line, record.approvals),
+            f'<p class="muted">Generated by opsloop at {when(generated_at)}. Secrets are redacted.</p>',
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
 
 
 def summary(line: Timeline, run: Run) -> str:
     reason = run.stop_reason.value if run.stop_reason else ""
-    stop = (f"<code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
-            + (f"<br>{t(run.stop_detail)}" if run.stop_detail else "")) if reason else "still running"
+    stop = (
+        (
+            f"<code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
+            + (f"<br>{t(run.stop_detail)}" if run.stop_detail else "")
+        )
+        if reason
+        else "still running"
+    )
     counts: dict[str, int] = {}
     for name in run.tools_called:
         counts[name] = counts.get(name, 0) + 1
@@ -374,8 +423,11 @@ def summary(line: Timeline, run: Run) -> str:
         ("last update", when(run.updated_at)),
         ("agent time", t(duration(run.agent_seconds))),
         ("steps", t(run.iterations)),
-        ("tokens", f"input {u.input_tokens:,} · output {u.output_tokens:,} · cache read "
-                   f"{u.cache_read_tokens:,} · cache write {u.cache_write_tokens:,}"),
+        (
+            "tokens",
+            f"input {u.input_tokens:,} · output {u.output_tokens:,} · cache read "
+            f"{u.cache_read_tokens:,} · cache write {u.cache_write_tokens:,}",
+        ),
         ("cost", f"${run.cost_usd:.4f}"),
         ("tools called", ", ".join(f"<code>{t(n)}</code> ×{c}" for n, c in counts.items()) or "none"),
     ]
@@ -387,7 +439,7 @@ def timeline_table(entries: Sequence[Entry]) -> str:
     rows = [
         f'<tr class="row-{t(e.kind)}"><td class="when">{when(e.at)}</td>'
         f'<td><span class="kind k-{t(e.kind)}">{t(e.kind)}</span></td><td>{e.who}</td><td>{e.what}</td>'
-        f"<td>{f'<code>{t(e.model)}</code>' if e.model else ''}</td><td class=\"num\">{tokens(e.usage)}</td>"
+        f'<td>{f"<code>{t(e.model)}</code>" if e.model else ""}</td><td class="num">{tokens(e.usage)}</td>'
         f'<td class="num">{"" if e.cost is None else f"${e.cost:.4f}"}</td></tr>'
         for e in entries
     ]
@@ -399,11 +451,18 @@ def hypotheses_table(rows: Sequence[SummaryRow]) -> str:
     head = "<tr><th>time</th><th>step</th><th>what's going on</th><th>likely cause</th><th>next</th></tr>"
     body = []
     for r in rows:
-        causes = "<br>".join(f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
-                             for h in r.summary.ordered()) or "not known yet"
+        causes = (
+            "<br>".join(
+                f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
+                for h in r.summary.ordered()
+            )
+            or "not known yet"
+        )
         steps = "<br>".join(t(s) for s in r.summary.next_steps)
-        body.append(f'<tr class="row-summary"><td class="when">{when(r.at)}</td><td class="num">{r.step}</td>'
-                    f"<td>{t(r.summary.situation)}</td><td>{causes}</td><td>{steps}</td></tr>")
+        body.append(
+            f'<tr class="row-summary"><td class="when">{when(r.at)}</td><td class="num">{r.step}</td>'
+            f"<td>{t(r.summary.situation)}</td><td>{causes}</td><td>{steps}</td></tr>"
+        )
     return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -413,25 +472,35 @@ def totals_table(entries: Sequence[Entry], run: Run) -> str:
         if e.usage is not None:
             calls, usage, cost = by_model.get(e.model, (0, Usage(), 0.0))
             by_model[e.model] = (calls + 1, usage + e.usage, cost + (e.cost or 0.0))
-    head = ("<tr><th>model</th><th>calls</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th>"
-            "<th>cost</th></tr>")
-    rows = [f"<tr><td><code>{t(m)}</code></td><td class=\"num\">{n}</td>{_usage_cells(u)}"
-            f'<td class="num">${c:.4f}</td></tr>' for m, (n, u, c) in by_model.items()]
-    rows.append(f'<tr class="total"><td>run total</td><td class="num">{sum(n for n, _, _ in by_model.values())}'
-                f'</td>{_usage_cells(run.usage)}<td class="num">${run.cost_usd:.4f}</td></tr>')
+    head = (
+        "<tr><th>model</th><th>calls</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th>"
+        "<th>cost</th></tr>"
+    )
+    rows = [
+        f'<tr><td><code>{t(m)}</code></td><td class="num">{n}</td>{_usage_cells(u)}<td class="num">${c:.4f}</td></tr>'
+        for m, (n, u, c) in by_model.items()
+    ]
+    rows.append(
+        f'<tr class="total"><td>run total</td><td class="num">{sum(n for n, _, _ in by_model.values())}'
+        f'</td>{_usage_cells(run.usage)}<td class="num">${run.cost_usd:.4f}</td></tr>'
+    )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _usage_cells(u: Usage) -> str:
-    return "".join(f'<td class="num">{n:,}</td>' for n in (u.input_tokens, u.output_tokens, u.cache_read_tokens,
-                                                          u.cache_write_tokens))
+    return "".join(
+        f'<td class="num">{n:,}</td>'
+        for n in (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+    )
 
 
 def approvals_table(line: Timeline, approvals: Sequence[Approval]) -> str:
     if not approvals:
         return '<p class="muted">No approvals were asked for.</p>'
-    head = ("<tr><th>tool</th><th>asked</th><th>decided</th><th>waited</th><th>outcome</th><th>by</th>"
-            "<th>arguments and preview</th></tr>")
+    head = (
+        "<tr><th>tool</th><th>asked</th><th>decided</th><th>waited</th><th>outcome</th><th>by</th>"
+        "<th>arguments and preview</th></tr>"
+    )
     rows = []
     for a in approvals:
         detail = block(as_json(a.args), "arguments")
@@ -439,10 +508,12 @@ def approvals_table(line: Timeline, approvals: Sequence[Approval]) -> str:
             detail += "dry run:" + block(a.preview, "dry-run preview")
         if a.reason:
             detail += "reason:" + block(a.reason, "reason")
-        rows.append(f"<tr><td><code>{t(a.tool)}</code> ({t(a.category)})</td><td class=\"when\">"
-                    f"{when(a.created_at)}</td><td class=\"when\">{when(a.decided_at)}</td>"
-                    f'<td class="num">{t(duration(a.waited))}</td><td><b>{t(a.state)}</b></td>'
-                    f"<td>{line.person(a.decided_by)}</td><td>{detail}</td></tr>")
+        rows.append(
+            f'<tr><td><code>{t(a.tool)}</code> ({t(a.category)})</td><td class="when">'
+            f'{when(a.created_at)}</td><td class="when">{when(a.decided_at)}</td>'
+            f'<td class="num">{t(duration(a.waited))}</td><td><b>{t(a.state)}</b></td>'
+            f"<td>{line.person(a.decided_by)}</td><td>{detail}</td></tr>"
+        )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 

@@ -515,8 +515,9 @@ class ModelError(OpsloopError):
     retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
     attempts still cost (a degenerate stream is billed for what it streamed)."""
 
-    def __init__(self, message: str, *, usage: Usage | None = None, model: str = "",
-                 billed: tuple[tuple[str, Usage], ...] = ()) -> None:
+    def __init__(
+        self, message: str, *, usage: Usage | None = None, model: str = "", billed: tuple[tuple[str, Usage], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.usage = usage or Usage()
         self.model = model

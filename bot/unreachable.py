@@ -26,9 +26,13 @@ def endpoint(url: str) -> str:
 
 def is_unreachable(error: BaseException) -> bool:
     """Whether `error` means "the service could not be reached" (not "it answered with an error")."""
-    return any(isinstance(e, _UNREACHABLE) or _named(e, "ConnectError", "ConnectTimeout", "ProxyError",
-                                                       "APIConnectionError", "APITimeoutError", "ReadTimeout")
-               for e in _chain(error))
+    return any(
+        isinstance(e, _UNREACHABLE)
+        or _named(
+            e, "ConnectError", "ConnectTimeout", "ProxyError", "APIConnectionError", "APITimeoutError", "ReadTimeout"
+        )
+        for e in _chain(error)
+    )
 
 
 def unreachable(error: BaseException, url: str, *, proxy: str | None = None, timeout_s: float | None = None) -> str:
@@ -73,7 +77,8 @@ def reason(error: BaseException, *, timeout_s: float | None = None) -> str:
             return "connection reset"
     for e in chain:
         if isinstance(e, TimeoutError | asyncio.TimeoutError | aiohttp.ServerTimeoutError) or _named(
-                e, "ConnectTimeout", "ReadTimeout", "APITimeoutError", "PoolTimeout"):
+            e, "ConnectTimeout", "ReadTimeout", "APITimeoutError", "PoolTimeout"
+        ):
             return f"timed out after {timeout_s:g}s" if timeout_s else "timed out"
     for e in chain:
         if isinstance(e, aiohttp.ServerDisconnectedError):
@@ -83,8 +88,15 @@ def reason(error: BaseException, *, timeout_s: float | None = None) -> str:
     return _first_line(chain[-1]) if chain else type(error).__name__
 
 
-_UNREACHABLE = (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError, asyncio.TimeoutError, TimeoutError,
-                ConnectionError, socket.gaierror, ssl.SSLError)
+_UNREACHABLE = (
+    aiohttp.ClientConnectionError,
+    aiohttp.ServerTimeoutError,
+    asyncio.TimeoutError,
+    TimeoutError,
+    ConnectionError,
+    socket.gaierror,
+    ssl.SSLError,
+)
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

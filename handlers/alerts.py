@@ -121,8 +121,10 @@ def webhook_task(payload: dict[str, Any]) -> str:
     the expression behind it."""
     alerts = payload["alerts"]
     firing = [a for a in alerts if a["status"] == "firing"] or alerts
-    lines = [f"Alertmanager group {payload['groupKey']} is {payload['status']} (receiver "
-             f"{payload.get('receiver') or '?'}), {len(firing)} alert(s) firing:"]
+    lines = [
+        f"Alertmanager group {payload['groupKey']} is {payload['status']} (receiver "
+        f"{payload.get('receiver') or '?'}), {len(firing)} alert(s) firing:"
+    ]
     for i, a in enumerate(firing[:20], 1):
         labels = ", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items()))
         lines.append(f"{i}. {a['labels'].get('alertname', '?')}: labels {{{labels}}}; startsAt {a['startsAt']}")
@@ -162,9 +164,13 @@ def root_message(payload: dict[str, Any]) -> str:
     shown = [(k, mrkdwn.reveal(labels[k], prose=True)) for k in KEY_LABELS if k in labels and k != "alertname"]
     return messages.alert_root(
         name=mrkdwn.reveal(labels.get("alertname", "alert"), prose=True),
-        severity=mrkdwn.reveal(labels.get("severity", ""), prose=True), status=payload["status"],
-        firing=len(firing), labels=shown[:8],
-        summary=mrkdwn.reveal(first["annotations"].get("summary", ""), prose=True), links=links)
+        severity=mrkdwn.reveal(labels.get("severity", ""), prose=True),
+        status=payload["status"],
+        firing=len(firing),
+        labels=shown[:8],
+        summary=mrkdwn.reveal(first["annotations"].get("summary", ""), prose=True),
+        links=links,
+    )
 
 
 def validate(body: bytes) -> dict[str, Any]:
@@ -176,7 +182,7 @@ def validate(body: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise BadPayload("body is not a JSON object")
     if payload.get("version") != "4":
-        raise BadPayload(f"version: expected \"4\", got {payload.get('version')!r}")
+        raise BadPayload(f'version: expected "4", got {payload.get("version")!r}')
     if not isinstance(payload.get("groupKey"), str) or not payload["groupKey"]:
         raise BadPayload("groupKey: expected a non-empty string")
     if payload.get("status") not in ("firing", "resolved"):
@@ -191,8 +197,9 @@ def validate(body: bytes) -> dict[str, Any]:
             raise BadPayload(f"alerts[{i}].status: expected firing or resolved")
         for key in ("labels", "annotations"):
             value = a.get(key, {})
-            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                      for k, v in value.items()):
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
                 raise BadPayload(f"alerts[{i}].{key}: expected an object of strings")
             a[key] = value
         for key in ("startsAt", "fingerprint"):
@@ -209,8 +216,10 @@ class AlertDesk:
 
     def __init__(self, sup: Supervisor, settings: AlertSettings) -> None:
         self.sup, self.settings = sup, settings
-        self.sources = [(s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
-                        for s in settings.slack]
+        self.sources = [
+            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
+            for s in settings.slack
+        ]
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._runner: web.AppRunner | None = None
         self.owner = owner_id()  # this process, as the claimant of the groups it opens
@@ -254,19 +263,28 @@ class AlertDesk:
             log.info("alert.ignored", source="slack", channel=channel, ts=ts)
             return True
         sender = event.get("bot_id") or event.get("app_id")
-        prompt = (f"[alert posted in <#{channel}> by the integration {sender}; no person asked yet] "
-                  f"Investigate this alert:\n{text}")
+        prompt = (
+            f"[alert posted in <#{channel}> by the integration {sender}; no person asked yet] "
+            f"Investigate this alert:\n{text}"
+        )
         summary = " ".join(text.split())[:300]
         accepted = await self.sup.store.accept_slack_alert(
-            body.get("event_id") or f"alert:{channel}:{ts}", channel=channel, ts=ts, task=redact(text),
-            prompt=redact(prompt), model=self.sup.settings.model.primary, summary=summary,
-            limit=source.max_runs_per_10_min)
+            body.get("event_id") or f"alert:{channel}:{ts}",
+            channel=channel,
+            ts=ts,
+            task=redact(text),
+            prompt=redact(prompt),
+            model=self.sup.settings.model.primary,
+            summary=summary,
+            limit=source.max_runs_per_10_min,
+        )
         if accepted.outcome is AlertOutcome.DUPLICATE:
             self.count("slack", "deduplicated", channel=channel, ts=ts)
         elif accepted.outcome is AlertOutcome.DROPPED:
             self.count("slack", "dropped", channel=channel, ts=ts)
-            self.sup.after_ack.spawn(self._storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min),
-                                     name=f"storm:{ts}")
+            self.sup.after_ack.spawn(
+                self._storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min), name=f"storm:{ts}"
+            )
         elif accepted.run is not None:
             self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
             self.sup.after_ack.spawn(self.sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
@@ -283,8 +301,13 @@ class AlertDesk:
         if ts is None:
             log.error("alert.storm_thread_not_opened", channel=channel)
             return
-        await self.sup.store.enqueue(kind=OutboxKind.POST, key=f"alert_storm_item:{key}", channel=channel,
-                                     thread_ts=ts, text=messages.alert_not_investigated(summary))
+        await self.sup.store.enqueue(
+            kind=OutboxKind.POST,
+            key=f"alert_storm_item:{key}",
+            channel=channel,
+            thread_ts=ts,
+            text=messages.alert_not_investigated(summary),
+        )
         self.sup.outbox.wake()
 
     async def _posted(self, item_id: str, *, renew: Callable[[], Awaitable[bool]] | None = None) -> str | None:
@@ -338,13 +361,24 @@ class AlertDesk:
         status = payload["status"]
         firing = [a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"]
         self.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
-        update = (f"[alert update] Alertmanager group {payload['groupKey']} is {status}; "
-                  f"{len(firing)} alert(s) firing now.\n{webhook_task(payload)}")
+        update = (
+            f"[alert update] Alertmanager group {payload['groupKey']} is {status}; "
+            f"{len(firing)} alert(s) firing now.\n{webhook_task(payload)}"
+        )
         try:
             accepted = await self.sup.store.accept_alert_group(
-                payload["groupKey"], channel=wh.channel, status=status, fingerprints=firing,
-                summary=_summary_of(payload), update=redact(update), limit=wh.max_runs_per_10_min,
-                payload=payload, root_text=root_message(payload), owner=self.owner, claim_seconds=self.claim_seconds)
+                payload["groupKey"],
+                channel=wh.channel,
+                status=status,
+                fingerprints=firing,
+                summary=_summary_of(payload),
+                update=redact(update),
+                limit=wh.max_runs_per_10_min,
+                payload=payload,
+                root_text=root_message(payload),
+                owner=self.owner,
+                claim_seconds=self.claim_seconds,
+            )
         except Exception as e:  # not stored: no 200, so Alertmanager sends it again
             log.error("alert.store_failed", error=f"{type(e).__name__}: {e}")
             return web.json_response({"error": "not stored, try again"}, status=503)
@@ -361,24 +395,34 @@ class AlertDesk:
         elif outcome is AlertOutcome.DROPPED and group is not None:
             self.count("webhook", "dropped", group=key)
             assert self.webhook is not None
-            self.sup.after_ack.spawn(self._storm(group.channel, group.key, group.summary,
-                                                 self.webhook.max_runs_per_10_min), name=f"storm:{key}")
+            self.sup.after_ack.spawn(
+                self._storm(group.channel, group.key, group.summary, self.webhook.max_runs_per_10_min),
+                name=f"storm:{key}",
+            )
         elif outcome in (AlertOutcome.REPEAT, AlertOutcome.DUPLICATE, AlertOutcome.IGNORED):
             self.count("webhook", "deduplicated", group=key)
             if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.sup.store.now():
                 self._spawn_open(key)  # stuck opening past its claim (its opener died): recovered now, once
             if accepted.note and group is not None and group.thread_ts:
-                self.sup.after_ack.spawn(self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts,
-                                                           text=messages.alert_repeat(), what="alert_note"),
-                                         name=f"alert_repeat:{key}")
+                self.sup.after_ack.spawn(
+                    self.sup.out.post(
+                        channel=group.channel,
+                        thread_ts=group.thread_ts,
+                        text=messages.alert_repeat(),
+                        what="alert_note",
+                    ),
+                    name=f"alert_repeat:{key}",
+                )
         elif group is not None and group.thread_ts:
             if outcome is AlertOutcome.RESOLVED:
                 name = payload["alerts"][0]["labels"].get("alertname", "alert")
                 text = messages.alert_resolved(mrkdwn.reveal(name, prose=True), told_run=accepted.run is not None)
             else:
                 text = messages.alert_changed([a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"])
-            self.sup.after_ack.spawn(self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text,
-                                                       what="alert_note"), name=f"alert_{outcome.value}:{key}")
+            self.sup.after_ack.spawn(
+                self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text, what="alert_note"),
+                name=f"alert_{outcome.value}:{key}",
+            )
             if accepted.run is not None:
                 self.sup.nudge()
 
@@ -389,6 +433,7 @@ class AlertDesk:
         self._opening.add(group_key)
         task = asyncio.create_task(self._open(group_key, claimed=claimed), name=f"alert_open:{group_key}")
         self._tasks.add(task)
+
         def done(t: asyncio.Task[None]) -> None:
             self._tasks.discard(t)
             self._opening.discard(group_key)
@@ -430,10 +475,17 @@ class AlertDesk:
                 await store.release_alert_group(key, self.owner, until=store.now() + self.refused_backoff_s)
                 return
             task = webhook_task(payload)
-            prompt = (f"[alert from Alertmanager in <#{group.channel}>; no person asked yet] "
-                      f"Investigate this alert:\n{task}")
-            run = await store.open_alert_run(group_key, thread_ts=ts, task=redact(task), prompt=redact(prompt),
-                                             model=self.sup.settings.model.primary, title=alert_title(payload))
+            prompt = (
+                f"[alert from Alertmanager in <#{group.channel}>; no person asked yet] Investigate this alert:\n{task}"
+            )
+            run = await store.open_alert_run(
+                group_key,
+                thread_ts=ts,
+                task=redact(task),
+                prompt=redact(prompt),
+                model=self.sup.settings.model.primary,
+                title=alert_title(payload),
+            )
             if run is not None:
                 self.count("webhook", "started", group=group_key, run_id=run.id)
                 self.sup.start(run.id)

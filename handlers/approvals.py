@@ -60,25 +60,49 @@ async def ask(desk: ApprovalDesk, thread: Thread, req: ConfirmRequest) -> Decisi
     approval = await store.approval_for_call(req.run_id, req.call.id)
     # Bound to the call's arguments, and, while nobody has decided yet, to the preview the card shows: a
     # changed preview asks again. Once decided, the decision stands on the preview the person read.
-    bound = approval is not None and approval.args_hash == req.args_hash and (
-        not approval.pending or approval.preview_hash == req.preview_hash)
+    bound = (
+        approval is not None
+        and approval.args_hash == req.args_hash
+        and (not approval.pending or approval.preview_hash == req.preview_hash)
+    )
     if approval is None or not bound:
         if approval is not None and approval.pending:  # that consent is void: the card says why
-            await _transition(desk, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.CHANGED_CALL,
-                              reason="the call changed (arguments or dry-run preview); a new approval was requested")
+            await _transition(
+                desk,
+                approval,
+                state=ApprovalState.SUPERSEDED,
+                cause=DecisionCause.CHANGED_CALL,
+                reason="the call changed (arguments or dry-run preview); a new approval was requested",
+            )
         run = await store.get_run(req.run_id)
         approval = await store.create_approval(
-            run_id=req.run_id, tool_use_id=req.call.id, tool=req.call.name, category=req.category,
-            args=req.call.args, args_hash=req.args_hash, preview=req.preview, preview_hash=req.preview_hash,
-            requester=thread.requester, channel=thread.channel, thread_ts=thread.thread_ts,
-            required=settings.required(req.category), expires_at=store.now() + settings.expire_minutes * 60,
-            run_tokens=run.paid_tokens, run_cost_usd=run.cost_usd,
+            run_id=req.run_id,
+            tool_use_id=req.call.id,
+            tool=req.call.name,
+            category=req.category,
+            args=req.call.args,
+            args_hash=req.args_hash,
+            preview=req.preview,
+            preview_hash=req.preview_hash,
+            requester=thread.requester,
+            channel=thread.channel,
+            thread_ts=thread.thread_ts,
+            required=settings.required(req.category),
+            expires_at=store.now() + settings.expire_minutes * 60,
+            run_tokens=run.paid_tokens,
+            run_cost_usd=run.cost_usd,
         )
     if approval.pending and not approval.message_ts:
         # Stored, then sent by the outbox (exactly once, however often this runs); the sender records the
         # card's ts on the approval.
-        await desk.cards.outbox.post(run_id=req.run_id, channel=thread.channel, thread_ts=thread.thread_ts,
-                              msg=blocks.approval_card(approval), key=card_key(approval.id), approval_id=approval.id)
+        await desk.cards.outbox.post(
+            run_id=req.run_id,
+            channel=thread.channel,
+            thread_ts=thread.thread_ts,
+            msg=blocks.approval_card(approval),
+            key=card_key(approval.id),
+            approval_id=approval.id,
+        )
     approval = await store.get_approval(approval.id)
     if approval.pending and store.now() >= (approval.expires_at or 0.0):
         await expire(desk, approval)
@@ -93,8 +117,13 @@ async def ask(desk: ApprovalDesk, thread: Thread, req: ConfirmRequest) -> Decisi
 def decision_of(approval: Approval) -> Decision:
     if approval.state == ApprovalState.APPROVED:
         return Decision(approved=True, confirmed_by=approval.decided_by, preview=approval.preview)
-    return Decision(approved=False, confirmed_by=approval.decided_by, reason=approval.reason or "",
-                    outcome=approval.state.value, preview=approval.preview)
+    return Decision(
+        approved=False,
+        confirmed_by=approval.decided_by,
+        reason=approval.reason or "",
+        outcome=approval.state.value,
+        preview=approval.preview,
+    )
 
 
 # --- decide (clicks) -----------------------------------------------------------------------------
@@ -107,8 +136,10 @@ class Clicked:
 
 
 def clicked(body: dict[str, Any]) -> Clicked:
-    return Clicked(channel=_one(dig(body, "channel", "id"), dig(body, "container", "channel_id")),
-                   ts=_one(dig(body, "message", "ts"), dig(body, "container", "message_ts")))
+    return Clicked(
+        channel=_one(dig(body, "channel", "id"), dig(body, "container", "channel_id")),
+        ts=_one(dig(body, "message", "ts"), dig(body, "container", "message_ts")),
+    )
 
 
 def _one(*named: str | None) -> str | None:
@@ -163,8 +194,14 @@ async def decide(desk: ApprovalDesk, approval_id: str, user: str, *, approve: bo
         changed = await add_approver(store, a.id, user, decided_name=name, now=store.now())
         log.info("approval.click", approval_id=a.id, user=user, recorded=changed)
     else:
-        changed = await store.decide_approval(a.id, state=ApprovalState.DENIED, cause=DecisionCause.CLICK,
-                                              decided_by=user, decided_name=name, decided_at=store.now())
+        changed = await store.decide_approval(
+            a.id,
+            state=ApprovalState.DENIED,
+            cause=DecisionCause.CLICK,
+            decided_by=user,
+            decided_name=name,
+            decided_at=store.now(),
+        )
     if not changed:
         fresh = await store.get_approval(a.id)
         return messages.already_decided(fresh.state, fresh.decided_by)
@@ -220,9 +257,18 @@ def supersede_by_reply(db: Ledger, run: Run, reply: InboxItem) -> tuple[str, ...
     the person's message), and stays on record as superseding them rather than queued. With none pending, the
     reply is simply queued for the model's next step."""
     now = db.sql.now()
-    superseded = tuple(a.id for a in db.pending_approvals(run.id)
-                       if db.end_pending(a.id, state=ApprovalState.SUPERSEDED, cause=DecisionCause.REPLY,
-                                         decided_by=reply.user, reason=reply.text, decided_at=now))
+    superseded = tuple(
+        a.id
+        for a in db.pending_approvals(run.id)
+        if db.end_pending(
+            a.id,
+            state=ApprovalState.SUPERSEDED,
+            cause=DecisionCause.REPLY,
+            decided_by=reply.user,
+            reason=reply.text,
+            decided_at=now,
+        )
+    )
     if superseded:  # the reply reaches the model inside the decision; on record, not in the queue
         db.put_inbox_state(reply.id, InboxState.SUPERSEDING)
     return superseded
@@ -245,16 +291,18 @@ def count_approval(db: Ledger, approval_id: str, user: str, *, decided_name: str
 
 async def add_approver(store: Store, approval_id: str, user: str, *, decided_name: str, now: float) -> bool:
     """`count_approval` as one unit on the store's thread (on the path of a click: urgent)."""
-    return await store.atomically(lambda db: count_approval(db, approval_id, user, decided_name=decided_name,
-                                                            now=now), urgent=True)
+    return await store.atomically(
+        lambda db: count_approval(db, approval_id, user, decided_name=decided_name, now=now), urgent=True
+    )
 
 
 async def _refusal(desk: ApprovalDesk, a: Approval, user: str, *, approve: bool) -> str | None:
     """Why this click may not decide the approval, or None. Decided here, on the server, failing closed."""
     policy = desk.policy
     asked = await requesters(desk.store, a.id) if policy.self_approval_matters(a.category, approve=approve) else []
-    verdict = await policy.verdict(user, category=a.category, approve=approve, run_requester=a.requester,
-                                   requesters=asked)
+    verdict = await policy.verdict(
+        user, category=a.category, approve=approve, run_requester=a.requester, requesters=asked
+    )
     if verdict is Verdict.NOT_AN_APPROVER:
         return messages.not_allowed_to_approve(a.tool, a.category, policy.describe(a.category))
     if verdict is Verdict.STARTED_THE_RUN:
@@ -291,8 +339,14 @@ async def expire_due(desk: ApprovalDesk) -> None:
 async def supersede_for_stop(desk: ApprovalDesk, run_id: str, *, by: str | None, why: str) -> None:
     """A stopped run asks nobody anything: its pending cards say so and stop taking clicks."""
     for approval in await desk.store.pending_approvals(run_id):
-        await _transition(desk, approval, state=ApprovalState.SUPERSEDED, cause=DecisionCause.STOP, by=by,
-                          reason=f"run stopped ({why})")
+        await _transition(
+            desk,
+            approval,
+            state=ApprovalState.SUPERSEDED,
+            cause=DecisionCause.STOP,
+            by=by,
+            reason=f"run stopped ({why})",
+        )
 
 
 async def superseded_by_reply(desk: ApprovalDesk, approval_ids: tuple[str, ...] | list[str]) -> None:
@@ -301,11 +355,19 @@ async def superseded_by_reply(desk: ApprovalDesk, approval_ids: tuple[str, ...] 
         await _announce(desk, approval_id)
 
 
-async def _transition(desk: ApprovalDesk, approval: Approval, *, state: ApprovalState, cause: DecisionCause,
-                      by: str | None = None, reason: str | None = None) -> bool:
+async def _transition(
+    desk: ApprovalDesk,
+    approval: Approval,
+    *,
+    state: ApprovalState,
+    cause: DecisionCause,
+    by: str | None = None,
+    reason: str | None = None,
+) -> bool:
     """End a pending approval (compare-and-set: only one decision ever lands) and announce it."""
-    if not await desk.store.decide_approval(approval.id, state=state, cause=cause, decided_by=by, reason=reason,
-                                           decided_at=desk.store.now()):
+    if not await desk.store.decide_approval(
+        approval.id, state=state, cause=cause, decided_by=by, reason=reason, decided_at=desk.store.now()
+    ):
         return False  # decided meanwhile, here or in another process
     await _announce(desk, approval.id)
     return True

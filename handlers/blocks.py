@@ -124,8 +124,12 @@ def approval_card(approval: Approval) -> SlackMessage:
             tail.append(_context(notes, "approval_status"))
     else:
         line = m.approval_decided(
-            state=state, cause=a.cause, decided_by=a.decided_by, approvals=a.approvals,
-            reason=reveal(redact(a.reason)) if a.reason else a.reason, decided_at=a.decided_at,
+            state=state,
+            cause=a.cause,
+            decided_by=a.decided_by,
+            approvals=a.approvals,
+            reason=reveal(redact(a.reason)) if a.reason else a.reason,
+            decided_at=a.decided_at,
         )
         tail.append(_context([line], "approval_decision"))
     room = MAX_BLOCKS - len(head) - len(tail) - (1 if pending else 0)
@@ -138,14 +142,19 @@ def approval_card(approval: Approval) -> SlackMessage:
                 approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
             buttons.insert(0, approve)
         tail.append({"type": "actions", "block_id": "approval_actions", "elements": buttons})
-    return SlackMessage(text=m.approval_fallback(state=state, tool=short_tool, category=category),
-                        blocks=[*head, *args_blocks, *tail])
+    return SlackMessage(
+        text=m.approval_fallback(state=state, tool=short_tool, category=category), blocks=[*head, *args_blocks, *tail]
+    )
 
 
 def offers_approve(msg: SlackMessage) -> bool:
     """Whether a card carries the Approve button (it does not when it cannot show everything that would run)."""
-    return any(el.get("action_id") == APPROVE for b in msg.blocks if b.get("type") == "actions"
-               for el in b.get("elements") or [])
+    return any(
+        el.get("action_id") == APPROVE
+        for b in msg.blocks
+        if b.get("type") == "actions"
+        for el in b.get("elements") or []
+    )
 
 
 def _args_sections(text: str, room: int) -> tuple[list[dict[str, Any]], bool]:
@@ -161,8 +170,10 @@ def _args_sections(text: str, room: int) -> tuple[list[dict[str, Any]], bool]:
     fits = len(parts) <= room
     shown_parts = parts if fits else parts[: max(0, room - 1)]
     blocks = [
-        _section(f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
-                 "approval_args" if i == 1 else f"approval_args_{i}")
+        _section(
+            f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
+            "approval_args" if i == 1 else f"approval_args_{i}",
+        )
         for i, (chunk, same_line) in enumerate(shown_parts, start=1)
     ]
     if not fits:
@@ -230,7 +241,7 @@ def _rich_line(text: str) -> dict[str, Any]:
     pos = 0
     for match in _MENTION.finditer(text):
         if match.start() > pos:
-            elements.append({"type": "text", "text": text[pos:match.start()]})
+            elements.append({"type": "text", "text": text[pos : match.start()]})
         elements.append({"type": "user", "user_id": match.group(1)})
         pos = match.end()
     if pos < len(text) or not elements:
@@ -245,18 +256,19 @@ def task_plan(tasks: Sequence[Task]) -> list[dict[str, Any]]:
     for t in shown:
         if t.status not in TASK_STATES:
             raise ValueError(f"unknown task status {t.status!r}")
-        card: dict[str, Any] = {"type": "task_card", "task_id": _truncate(t.task_id, ID_MAX) or "-",
-                                "title": _truncate(reveal(redact(t.title)), TASK_TITLE_MAX) or "-",
-                                "status": t.status}
+        card: dict[str, Any] = {
+            "type": "task_card",
+            "task_id": _truncate(t.task_id, ID_MAX) or "-",
+            "title": _truncate(reveal(redact(t.title)), TASK_TITLE_MAX) or "-",
+            "status": t.status,
+        }
         if t.output:
             card["output"] = _rich_line(task_output(t.output))
         cards.append(card)
-    out: list[dict[str, Any]] = [{"type": "plan", "block_id": "status_tasks", "title": m.TASKS_TITLE,
-                                  "tasks": cards}]
+    out: list[dict[str, Any]] = [{"type": "plan", "block_id": "status_tasks", "title": m.TASKS_TITLE, "tasks": cards}]
     if len(tasks) > len(shown):
         out.append(_context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
     return out
-
 
 
 def status_message(
@@ -309,8 +321,10 @@ def text_messages(text: str, *, title: str | None = None, summary: Summary | Non
     from the run's last living summary (its three sections first, redacted and escaped as in the status message)."""
     text, title = redact(text), reveal(redact(title), prose=True) if title else title
     body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
-    sections = [*(summary_blocks(summary) if summary is not None else []),
-                *(_section(chunk) for chunk in split_mrkdwn(body))]
+    sections = [
+        *(summary_blocks(summary) if summary is not None else []),
+        *(_section(chunk) for chunk in split_mrkdwn(body)),
+    ]
     header = _header(title, "title") if title and title.strip() else None
     first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
     what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"
@@ -344,13 +358,24 @@ def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
 
     Each button's value names the run and the way it points ("positive:run_…"): a click needs no state held by
     the process that posted it, so it counts after a restart too."""
-    block = {"type": "context_actions", "block_id": "feedback", "elements": [{
-        "type": "feedback_buttons", "action_id": FEEDBACK,
-        "positive_button": {"text": _plain(m.FEEDBACK_POSITIVE, BUTTON_TEXT_MAX),
-                            "value": f"{FeedbackValue.POSITIVE.value}:{run_id}"},
-        "negative_button": {"text": _plain(m.FEEDBACK_NEGATIVE, BUTTON_TEXT_MAX),
-                            "value": f"{FeedbackValue.NEGATIVE.value}:{run_id}"},
-    }]}
+    block = {
+        "type": "context_actions",
+        "block_id": "feedback",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK,
+                "positive_button": {
+                    "text": _plain(m.FEEDBACK_POSITIVE, BUTTON_TEXT_MAX),
+                    "value": f"{FeedbackValue.POSITIVE.value}:{run_id}",
+                },
+                "negative_button": {
+                    "text": _plain(m.FEEDBACK_NEGATIVE, BUTTON_TEXT_MAX),
+                    "value": f"{FeedbackValue.NEGATIVE.value}:{run_id}",
+                },
+            }
+        ],
+    }
     if not msgs:
         return msgs
     last = msgs[-1]

@@ -31,9 +31,16 @@ PROBLEMS_SHOWN = 20  # of a refused list's problems, in the answer (every one is
 
 
 def stored(event: ChangeEvent) -> StoredChange:
-    return StoredChange(id=event.id or "", at=event.at.timestamp(), summary=event.summary, source=event.source,
-                        service=event.service, environment=event.environment, url=event.url,
-                        labels=dict(event.labels))
+    return StoredChange(
+        id=event.id or "",
+        at=event.at.timestamp(),
+        summary=event.summary,
+        source=event.source,
+        service=event.service,
+        environment=event.environment,
+        url=event.url,
+        labels=dict(event.labels),
+    )
 
 
 class ChangeDesk:
@@ -69,8 +76,13 @@ class ChangeDesk:
             return web.json_response({"error": str(e)}, status=400)
         if problems:
             log.info("changes.webhook_bad_events", problems=problems[:PROBLEMS_SHOWN], count=len(problems))
-            return web.json_response({"error": "invalid change event: " + "; ".join(problems[:PROBLEMS_SHOWN]),
-                                      "problems": problems[:PROBLEMS_SHOWN]}, status=400)
+            return web.json_response(
+                {
+                    "error": "invalid change event: " + "; ".join(problems[:PROBLEMS_SHOWN]),
+                    "problems": problems[:PROBLEMS_SHOWN],
+                },
+                status=400,
+            )
         try:
             added = await self.store.record_changes([stored(e) for e in events])
         except Exception as e:  # not stored: no 200, so the sender tries again

@@ -39,8 +39,9 @@ async def on_feedback(sup: Supervisor, body: dict[str, Any]) -> None:
         return
     # Slack's id for this one click: a redelivered payload is the same click, a second click is a new one.
     click = f"{user}:{message_ts}:{dig(body, 'actions', 0, 'action_ts') or dig(body, 'trigger_id') or ''}"
-    if await sup.store.record_feedback(click=click, run_id=run.id, user=user, value=value, channel=channel,
-                                       message_ts=message_ts):
+    if await sup.store.record_feedback(
+        click=click, run_id=run.id, user=user, value=value, channel=channel, message_ts=message_ts
+    ):
         log.info("feedback.recorded", run_id=run.id, user=user, value=value.value)
 
 

@@ -54,27 +54,48 @@ async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
         blocks.append(_context(messages.HOME_NOT_CHECKED))
 
     blocks.append(_section(messages.HOME_ACTIVE))
-    blocks += [_section(messages.home_active_run(_thread_link(r), _task(r), status=r.status.value, step=r.iterations,
-                                                 max_steps=max_steps, cost_usd=r.cost_usd))
-               for r in active[:SHOWN_MAX]] or [_context(messages.HOME_NO_ACTIVE)]
+    blocks += [
+        _section(
+            messages.home_active_run(
+                _thread_link(r),
+                _task(r),
+                status=r.status.value,
+                step=r.iterations,
+                max_steps=max_steps,
+                cost_usd=r.cost_usd,
+            )
+        )
+        for r in active[:SHOWN_MAX]
+    ] or [_context(messages.HOME_NO_ACTIVE)]
     blocks.append({"type": "divider"})
 
     blocks.append(_section(messages.HOME_APPROVALS))
     lines = []
     for a in decidable[:SHOWN_MAX]:
         run = runs.get(a.run_id)
-        link = permalink(a.channel or "", a.message_ts, a.thread_ts) if a.channel and a.message_ts else (
-            _thread_link(run) if run else "")
+        link = (
+            permalink(a.channel or "", a.message_ts, a.thread_ts)
+            if a.channel and a.message_ts
+            else (_thread_link(run) if run else "")
+        )
         lines.append(_section(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id)))
     blocks += lines or [_context(messages.HOME_NO_APPROVALS)]
     blocks.append({"type": "divider"})
 
     blocks.append(_section(messages.HOME_RECENT))
     failed = await sup.store.failed_tool_calls([r.id for r in recent])
-    blocks += [_section(messages.home_recent_run(_thread_link(r), _task(r),
-                                                 stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
-                                                 cost_usd=r.cost_usd, failed_tools=failed.get(r.id, 0)))
-               for r in recent] or [_context(messages.HOME_NO_RECENT)]
+    blocks += [
+        _section(
+            messages.home_recent_run(
+                _thread_link(r),
+                _task(r),
+                stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
+                cost_usd=r.cost_usd,
+                failed_tools=failed.get(r.id, 0),
+            )
+        )
+        for r in recent
+    ] or [_context(messages.HOME_NO_RECENT)]
     return blocks
 
 

@@ -35,8 +35,9 @@ class Membership:
         cursor: str | None = None
         try:
             for _ in range(PAGES_MAX):
-                response = await self.client.users_conversations(user=user, types=TYPES, limit=PAGE,
-                                                                 exclude_archived=False, cursor=cursor)
+                response = await self.client.users_conversations(
+                    user=user, types=TYPES, limit=PAGE, exclude_archived=False, cursor=cursor
+                )
                 found |= {str(c["id"]) for c in response.get("channels") or [] if isinstance(c, dict) and c.get("id")}
                 cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
                 if not cursor:
@@ -58,7 +59,6 @@ class Membership:
             log.warning("membership.info_failed", channel=channel, error=_error(e))
             return None
         return bool(info.get("is_member") or info.get("is_im"))  # a DM the bot can read is a DM with the bot
-
 
     async def kind(self, channel: str) -> str | None:
         """What conversations.info says `channel` is: public, private, im or mpim; None when Slack could not say

@@ -27,8 +27,9 @@ THREAD_PAGE = 200  # conversations.replies page size (Slack recommends at most 2
 THREAD_PAGES_MAX = 50  # read at most this many pages of one thread (10,000 messages)
 
 
-async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, before: str,
-                         keep: int = 20) -> tuple[str, list[str]]:
+async def thread_context(
+    sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int = 20
+) -> tuple[str, list[str]]:
     """The thread so far (the alert, what people said last), for a mention that arrives mid-thread; with the
     people who wrote it (bots and alert senders are not people): they asked too."""
     try:
@@ -42,8 +43,9 @@ async def thread_context(sup: Supervisor, channel: str, thread_ts: str, *, befor
     return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
 
 
-async def _thread_tail(sup: Supervisor, channel: str, thread_ts: str, *, before: str,
-                       keep: int) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+async def _thread_tail(
+    sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the thread's root, its newest `keep` replies before `before`), paging through the whole thread.
 
     conversations.replies returns the oldest messages first, one page at a time: keeping
@@ -53,8 +55,9 @@ async def _thread_tail(sup: Supervisor, channel: str, thread_ts: str, *, before:
     newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
     cursor: str | None = None
     for _ in range(THREAD_PAGES_MAX):
-        response = await sup.client.conversations_replies(channel=channel, ts=thread_ts, limit=THREAD_PAGE,
-                                                          latest=before, inclusive=False, cursor=cursor)
+        response = await sup.client.conversations_replies(
+            channel=channel, ts=thread_ts, limit=THREAD_PAGE, latest=before, inclusive=False, cursor=cursor
+        )
         for m in response.get("messages") or []:
             if float(m.get("ts", "0")) >= float(before):
                 continue
@@ -82,18 +85,39 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     text = strip_mention(message_text(event), sup.bot_user_id)
     if not text:
         if await sup.store.claim_event(event_id):
-            sup.after_ack.spawn(sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION),
-                                name="empty_mention")
+            sup.after_ack.spawn(
+                sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION), name="empty_mention"
+            )
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
     team = event.get("user_team") or body.get("team_id") or event.get("team")  # the requester's workspace
-    await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
-                            prompt=prompt, team_id=str(team) if team else None)
+    await start_or_redirect(
+        sup,
+        event_id,
+        channel=channel,
+        thread_ts=thread_ts,
+        ts=ts,
+        user=user,
+        text=text,
+        prompt=prompt,
+        team_id=str(team) if team else None,
+    )
 
 
-async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str,
-                            text: str, prompt: str, via: str = "mention", team_id: str | None = None,
-                            askers: Iterable[str] = ()) -> None:
+async def start_or_redirect(
+    sup: Supervisor,
+    event_id: str,
+    *,
+    channel: str,
+    thread_ts: str,
+    ts: str,
+    user: str,
+    text: str,
+    prompt: str,
+    via: str = "mention",
+    team_id: str | None = None,
+    askers: Iterable[str] = (),
+) -> None:
     """Store a request (a mention, the message shortcut) with its event claim, then ack: a new run in the thread,
     or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored.
     `askers` (and the authors of the thread messages the run reads) are recorded as askers of its calls."""
@@ -102,10 +126,19 @@ async def start_or_redirect(sup: Supervisor, event_id: str, *, channel: str, thr
         context, authors = await thread_context(sup, channel, thread_ts, before=ts)
         prompt += context  # part of the stored row
         askers |= set(authors)
-    accepted = await sup.store.accept_mention(event_id, channel=channel, thread_ts=thread_ts, requester=user,
-                                              task=text, prompt=redact(prompt), model=sup.settings.model.primary,
-                                              mention_ts=ts, on_reply=approvals.supersede_by_reply, team_id=team_id,
-                                              askers=sorted(askers - {user}))
+    accepted = await sup.store.accept_mention(
+        event_id,
+        channel=channel,
+        thread_ts=thread_ts,
+        requester=user,
+        task=text,
+        prompt=redact(prompt),
+        model=sup.settings.model.primary,
+        mention_ts=ts,
+        on_reply=approvals.supersede_by_reply,
+        team_id=team_id,
+        askers=sorted(askers - {user}),
+    )
     if accepted is None:
         log.info("event.duplicate", event_id=event_id)
         return

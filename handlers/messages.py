@@ -151,15 +151,16 @@ def arguments_too_long(shown: int, total: int) -> str:
     )
 
 
-REDACTED_ON_CARD = (
-    ":lock: [REDACTED] — a secret was hidden from this card; the tool receives the real value."
-)
+REDACTED_ON_CARD = ":lock: [REDACTED] — a secret was hidden from this card; the tool receives the real value."
 
 
 def hidden_on_card(count: int) -> str:
     """The warning on a card whose tool name, arguments or dry run hold invisible or text-reordering characters."""
-    what = "1 invisible or direction-changing character" if count == 1 else (
-        f"{count:,} invisible or direction-changing characters")
+    what = (
+        "1 invisible or direction-changing character"
+        if count == 1
+        else (f"{count:,} invisible or direction-changing characters")
+    )
     return (
         f":warning: *Hidden characters:* this call holds {what}, shown here as ⟨U+…⟩ (for example ⟨U+202E⟩"
         " reverses the text after it). The tool receives them exactly as they are. If you did not expect"
@@ -381,23 +382,31 @@ UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click change
 
 
 def click_not_on_its_card() -> str:
-    return ("This button is not on the approval card it names, so your click changed nothing."
-            " Use the buttons on the card in the incident thread.")
+    return (
+        "This button is not on the approval card it names, so your click changed nothing."
+        " Use the buttons on the card in the incident thread."
+    )
 
 
 def card_not_checked() -> str:
-    return ("opsloop could not check with Slack that this is the approval card, so your click changed nothing."
-            " Try again in a moment.")
+    return (
+        "opsloop could not check with Slack that this is the approval card, so your click changed nothing."
+        " Try again in a moment."
+    )
 
 
 def stop_not_on_its_status() -> str:
-    return ("This Stop button is not on the status message of the run it names, so nothing was stopped."
-            " Use the Stop button in that run's thread.")
+    return (
+        "This Stop button is not on the status message of the run it names, so nothing was stopped."
+        " Use the Stop button in that run's thread."
+    )
 
 
 def status_not_checked() -> str:
-    return ("opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
-            " Try again in a moment.")
+    return (
+        "opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
+        " Try again in a moment."
+    )
 
 
 EMPTY_MENTION = (
@@ -425,8 +434,10 @@ def run_already_finished() -> str:
 
 def store_unavailable(*, disk_full: bool) -> str:
     why = "its disk is full" if disk_full else "it keeps failing"
-    return (f":warning: opsloop can't write to its database ({why}). This run is paused, not lost: it "
-            "continues by itself as soon as the database works again.")
+    return (
+        f":warning: opsloop can't write to its database ({why}). This run is paused, not lost: it "
+        "continues by itself as soon as the database works again."
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -446,16 +457,37 @@ LOADING_MESSAGES = ("Reading the evidence…", "Checking what changed…", "Thin
 
 def loading_tool(tool: str, args: dict[str, object]) -> str:
     """What the status under the thread says while a tool runs: "reading /var/log/nginx on web-03…"."""
-    verbs = {"read": "reading", "list": "listing", "check": "checking", "get": "getting", "grep": "searching",
-             "tail": "reading", "describe": "describing", "query": "querying", "fetch": "fetching",
-             "http": "requesting", "clean": "cleaning", "restart": "restarting", "delete": "deleting",
-             "scale": "scaling", "rollout": "rolling out", "kubectl": "running kubectl on"}
+    verbs = {
+        "read": "reading",
+        "list": "listing",
+        "check": "checking",
+        "get": "getting",
+        "grep": "searching",
+        "tail": "reading",
+        "describe": "describing",
+        "query": "querying",
+        "fetch": "fetching",
+        "http": "requesting",
+        "clean": "cleaning",
+        "restart": "restarting",
+        "delete": "deleting",
+        "scale": "scaling",
+        "rollout": "rolling out",
+        "kubectl": "running kubectl on",
+    }
     head, _, rest = tool.partition("_")
     verb = verbs.get(head, f"running {tool}")
-    what = next((str(args[k]) for k in ("path", "unit", "service", "url", "pod", "deployment", "query", "name",
-                                        "pattern") if isinstance(args.get(k), str | int) and str(args[k])), "")
-    where = next((str(args[k]) for k in ("host", "cluster", "namespace") if isinstance(args.get(k), str)
-                  and args[k]), "")
+    what = next(
+        (
+            str(args[k])
+            for k in ("path", "unit", "service", "url", "pod", "deployment", "query", "name", "pattern")
+            if isinstance(args.get(k), str | int) and str(args[k])
+        ),
+        "",
+    )
+    where = next(
+        (str(args[k]) for k in ("host", "cluster", "namespace") if isinstance(args.get(k), str) and args[k]), ""
+    )
     if verb == f"running {tool}":
         words = verb + (f" on {where}" if where else "")
     else:
@@ -465,7 +497,7 @@ def loading_tool(tool: str, args: dict[str, object]) -> str:
 
 
 def loading_approval(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
-    """"waiting for approval from @carol, @oncall": plain text (the loading status renders no mentions), so people
+    """ "waiting for approval from @carol, @oncall": plain text (the loading status renders no mentions), so people
     by display name and user groups by handle, from `names` (id -> name; an id Slack couldn't name stays an id);
     nobody named: anyone in the channel."""
     if not approvers:
@@ -489,8 +521,14 @@ TASK_UNKNOWN = "outcome unknown: opsloop restarted while it ran"
 def task_title(tool: str, args: dict[str, object]) -> str:
     """A task's title: the tool and its target ("list_large_files /var/log/nginx on web-03", "http_get
     status.example.com", "get_pod api-7f/prod"). Plain text: the card shows it as written."""
-    what = next((str(args[k]) for k in ("path", "unit", "service", "deployment", "name", "pattern")
-                 if isinstance(args.get(k), str | int) and str(args[k])), "")
+    what = next(
+        (
+            str(args[k])
+            for k in ("path", "unit", "service", "deployment", "name", "pattern")
+            if isinstance(args.get(k), str | int) and str(args[k])
+        ),
+        "",
+    )
     url = args.get("url")
     if not what and isinstance(url, str) and url:
         what = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", url).split("/", 1)[0].rsplit("@", 1)[-1]
@@ -512,8 +550,9 @@ def task_waiting(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
     has no such element that stays silent, so it is its handle as text (`names`: id -> handle)."""
     if not approvers:
         return "waiting for approval from anyone in the channel"
-    shown = [f"<@{a}>" if _USER_ID.match(a) else f"@{names.get(a) or a}" if _GROUP_ID.match(a) else a
-             for a in approvers]
+    shown = [
+        f"<@{a}>" if _USER_ID.match(a) else f"@{names.get(a) or a}" if _GROUP_ID.match(a) else a for a in approvers
+    ]
     return _one_line_status("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
 
 
@@ -532,19 +571,23 @@ def tasks_earlier(n: int) -> str:
 
 SHORTCUT_EMPTY = "That message has no text to investigate."
 SHORTCUT_NOT_HERE = "opsloop doesn't act in this channel (see `[slack] channels` in its config)."
-SHORTCUT_NOT_CHECKED = ("opsloop couldn't check with Slack whether it is in this conversation, so it started "
-                        "nothing. Try again in a minute.")
+SHORTCUT_NOT_CHECKED = (
+    "opsloop couldn't check with Slack whether it is in this conversation, so it started "
+    "nothing. Try again in a minute."
+)
 
 
 def shortcut_not_a_member(channel: str) -> str:
     """The bot isn't in the conversation: nothing it did there could be posted back."""
-    return (f"opsloop isn't in <#{channel}>, so it can't work there: invite @opsloop to <#{channel}> first "
-            "(`/invite @opsloop`). It can't join a direct message between other people.")
+    return (
+        f"opsloop isn't in <#{channel}>, so it can't work there: invite @opsloop to <#{channel}> first "
+        "(`/invite @opsloop`). It can't join a direct message between other people."
+    )
 
 
 def shortcut_prompt(user: str, channel: str, author: str, text: str) -> str:
     """The task a message shortcut starts a run with: the message, who ran the shortcut, where."""
-    return (f"[incident request from <@{user}> in <#{channel}>: investigate this message by {author}]\n{text}")
+    return f"[incident request from <@{user}> in <#{channel}>: investigate this message by {author}]\n{text}"
 
 
 HOME_TITLE = "opsloop"
@@ -554,8 +597,10 @@ HOME_APPROVALS = "*Waiting for your decision*"
 HOME_NO_APPROVALS = "_Nothing is waiting for a decision you may make._"
 HOME_RECENT = "*Last 10 runs*"
 HOME_NO_RECENT = "_No run has finished yet._"
-HOME_NOT_CHECKED = ("_opsloop couldn't check with Slack which conversations you are in, so it shows no runs and "
-                    "no approvals. Open the tab again in a minute._")
+HOME_NOT_CHECKED = (
+    "_opsloop couldn't check with Slack which conversations you are in, so it shows no runs and "
+    "no approvals. Open the tab again in a minute._"
+)
 
 
 # A link's visible text is a fixed word ("thread", "card"), never the task or a tool name: a task can read like
@@ -580,8 +625,16 @@ def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float, 
 # ---------------------------------------------------------------------------
 
 
-def alert_root(*, name: str, severity: str, status: str, firing: int, labels: Sequence[tuple[str, str]],
-               summary: str, links: Sequence[tuple[str, str]]) -> str:
+def alert_root(
+    *,
+    name: str,
+    severity: str,
+    status: str,
+    firing: int,
+    labels: Sequence[tuple[str, str]],
+    summary: str,
+    links: Sequence[tuple[str, str]],
+) -> str:
     """The root of a new alert group's thread, where its run starts."""
     head = f":rotating_light: *{escape(name)}*" + (f" ({escape(severity)})" if severity else "")
     lines = [f"{head}: {escape(status)}, {firing} alert{'s' if firing != 1 else ''} firing"]
@@ -595,25 +648,33 @@ def alert_root(*, name: str, severity: str, status: str, firing: int, labels: Se
 
 
 def alert_repeat() -> str:
-    return ("Alertmanager sent this group again with the same alerts firing: nothing new was started "
-            "(further repeats are not posted).")
+    return (
+        "Alertmanager sent this group again with the same alerts firing: nothing new was started "
+        "(further repeats are not posted)."
+    )
 
 
 def alert_changed(firing: Sequence[str]) -> str:
-    return (f":bell: The firing alerts changed: {len(firing)} firing now"
-            + (": " + ", ".join(escape(f) for f in firing[:10]) if firing else "")
-            + (f" and {len(firing) - 10} more" if len(firing) > 10 else "") + ". The investigation is told.")
+    return (
+        f":bell: The firing alerts changed: {len(firing)} firing now"
+        + (": " + ", ".join(escape(f) for f in firing[:10]) if firing else "")
+        + (f" and {len(firing) - 10} more" if len(firing) > 10 else "")
+        + ". The investigation is told."
+    )
 
 
 def alert_resolved(name: str, *, told_run: bool) -> str:
-    return (f":white_check_mark: *{escape(name)}* is resolved (Alertmanager)."
-            + (" The investigation is told." if told_run else ""))
+    return f":white_check_mark: *{escape(name)}* is resolved (Alertmanager)." + (
+        " The investigation is told." if told_run else ""
+    )
 
 
 def alert_storm_root(limit: int) -> str:
-    return (f":warning: *Alert storm*: more than {limit} alerts in this channel within 10 minutes. opsloop "
-            "investigates the first ones only; the alerts listed in this thread were *not investigated*. "
-            "Mention opsloop in an alert's thread to investigate it.")
+    return (
+        f":warning: *Alert storm*: more than {limit} alerts in this channel within 10 minutes. opsloop "
+        "investigates the first ones only; the alerts listed in this thread were *not investigated*. "
+        "Mention opsloop in an alert's thread to investigate it."
+    )
 
 
 def alert_not_investigated(summary: str) -> str:

@@ -41,6 +41,7 @@ _ADDRESS_LIKE = re.compile(r"://|^www\.|^\S*[^\W_]\.[^\W\d_]{2,}\S*$", re.IGNORE
 # and what RFC 3986 never allows unencoded.
 _URL_SAFE = "".join(c for c in string.punctuation if c not in '<>|"`\\^{}') + string.ascii_letters + string.digits
 
+
 def markdown_to_mrkdwn(markdown: str) -> str:
     """Escape, then translate the Markdown a model writes into Slack mrkdwn; code fences go on their own lines.
 

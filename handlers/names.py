@@ -52,8 +52,11 @@ class SlackNames:
             try:
                 async with asyncio.timeout(self.timeout_seconds):
                     response = await self.client.usergroups_list()
-                handles = {str(g["id"]): str(g.get("handle") or g.get("name") or g["id"])
-                           for g in response.get("usergroups") or [] if isinstance(g, dict) and g.get("id")}
+                handles = {
+                    str(g["id"]): str(g.get("handle") or g.get("name") or g["id"])
+                    for g in response.get("usergroups") or []
+                    if isinstance(g, dict) and g.get("id")
+                }
                 self._groups = (time.monotonic() + self.cache_seconds, handles)
             except Exception as e:
                 log.warning("names.usergroups_lookup_failed", error=_error(e))

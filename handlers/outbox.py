@@ -50,10 +50,20 @@ PLAIN_TEXT_MAX = 39_000  # Slack truncates past 40k; the fallback stays under it
 STREAM_TEXT_MAX = 12_000  # chat.stopStream's markdown_text per call
 
 # Slack refused the content: a post gets one plain-text fallback.
-CONTENT_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_too_long", "no_text",
-                            "too_many_attachments", "invalid_attachments", "markdown_text_conflict"})
-TRANSIENT_ERRORS = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable",
-                              "request_timeout", "team_added_to_org"})
+CONTENT_ERRORS = frozenset(
+    {
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "msg_too_long",
+        "no_text",
+        "too_many_attachments",
+        "invalid_attachments",
+        "markdown_text_conflict",
+    }
+)
+TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org"}
+)
 
 
 def card_key(approval_id: str) -> str:
@@ -138,14 +148,24 @@ class Deferred(OpsloopError):
 class Outbox:
     """Enqueue Slack posts/updates in the store; one sender task per process delivers them exactly once."""
 
-    def __init__(self, *, store: Store, client: AsyncWebClient, owner: str | None = None,
-                 claim_seconds: float = 6.0, call_timeout: int = 4, poll_seconds: float = 1.0,
-                 max_backoff: float = 60.0, close_grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        client: AsyncWebClient,
+        owner: str | None = None,
+        claim_seconds: float = 6.0,
+        call_timeout: int = 4,
+        poll_seconds: float = 1.0,
+        max_backoff: float = 60.0,
+        close_grace: float = 5.0,
+    ) -> None:
         self.store = store
         # Its own client, without retry handlers: a retried post could land twice; the sender retries itself,
         # after looking in the thread. The timeout stays under the claim, so no claim lapses mid-call.
-        self.client = AsyncWebClient(token=client.token, base_url=client.base_url, timeout=call_timeout,
-                                     retry_handlers=[])
+        self.client = AsyncWebClient(
+            token=client.token, base_url=client.base_url, timeout=call_timeout, retry_handlers=[]
+        )
         self.out = SlackOut(self.client)  # the redacting gateway, in its raising form
         self.owner = owner or owner_id()
         self.claim_seconds = claim_seconds
@@ -159,12 +179,28 @@ class Outbox:
         self.bot_user_id = ""  # set at start (auth.test): a streamed message whose ts was lost is found by it
 
     # --- what the rest of opsloop calls --------------------------------------------------
-    async def post(self, *, run_id: str | None, channel: str, thread_ts: str, msg: SlackMessage, key: str,
-                   approval_id: str | None = None) -> str:
+    async def post(
+        self,
+        *,
+        run_id: str | None,
+        channel: str,
+        thread_ts: str,
+        msg: SlackMessage,
+        key: str,
+        approval_id: str | None = None,
+    ) -> str:
         """Enqueue a thread post (the same key returns the same item); `approval_id`: it is that approval's
         card, whose message_ts is recorded when it is sent. Returns the outbox item id."""
-        item_id = await self.store.enqueue(kind=OutboxKind.POST, key=key, channel=channel, thread_ts=thread_ts,
-                                           text=msg.text, blocks=msg.blocks, run_id=run_id, approval_id=approval_id)
+        item_id = await self.store.enqueue(
+            kind=OutboxKind.POST,
+            key=key,
+            channel=channel,
+            thread_ts=thread_ts,
+            text=msg.text,
+            blocks=msg.blocks,
+            run_id=run_id,
+            approval_id=approval_id,
+        )
         self.wake()
         return item_id
 
@@ -176,8 +212,9 @@ class Outbox:
 
     async def update(self, *, run_id: str | None, channel: str, of: str, msg: SlackMessage, key: str) -> str:
         """Enqueue a chat.update of the message outbox item `of` posts; sent after it, the newest update wins."""
-        item_id = await self.store.enqueue(kind=OutboxKind.UPDATE, key=key, channel=channel, text=msg.text,
-                                           blocks=msg.blocks, run_id=run_id, target=of)
+        item_id = await self.store.enqueue(
+            kind=OutboxKind.UPDATE, key=key, channel=channel, text=msg.text, blocks=msg.blocks, run_id=run_id, target=of
+        )
         self.wake()
         return item_id
 
@@ -195,8 +232,9 @@ class Outbox:
         """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
         Slack could not say in time (`classify` tells whether to ask again): a click relies on the answer."""
         async with asyncio.timeout(LOOKUP_SECONDS):
-            response = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=ts, latest=ts,
-                                                               inclusive=True, include_all_metadata=True, limit=10)
+            response = await self.client.conversations_replies(
+                channel=channel, ts=thread_ts, oldest=ts, latest=ts, inclusive=True, include_all_metadata=True, limit=10
+            )
         for m in response.get("messages") or []:
             if isinstance(m, dict) and m.get("ts") == ts and m.get("thread_ts") == thread_ts:
                 return m
@@ -283,9 +321,13 @@ class Outbox:
         while True:
             await self._attempt(item, unsure=True)
             try:
-                ts = await self.out.post_or_raise(channel=item.channel, thread_ts=item.thread_ts,
-                                                  text=_plain_text(item.text) if plain else item.text,
-                                                  blocks=None if plain else item.blocks, metadata=metadata(item.id))
+                ts = await self.out.post_or_raise(
+                    channel=item.channel,
+                    thread_ts=item.thread_ts,
+                    text=_plain_text(item.text) if plain else item.text,
+                    blocks=None if plain else item.blocks,
+                    metadata=metadata(item.id),
+                )
             except Exception as e:
                 failure = classify(e)
                 if failure.content and not plain and _plain_text(item.text):
@@ -338,9 +380,13 @@ class Outbox:
         rest = _stream_rest(item, stream, single=await self.store.outbox_by_key(answer_key(run_id, 1)) is None)
         if rest is not None:
             try:
-                await self.out.stop_stream_or_raise(channel=item.channel, ts=ts, markdown_text=rest,
-                                                    blocks=[b for b in item.blocks or [] if b.get("type")
-                                                            == "context_actions"], metadata=metadata(item.id))
+                await self.out.stop_stream_or_raise(
+                    channel=item.channel,
+                    ts=ts,
+                    markdown_text=rest,
+                    blocks=[b for b in item.blocks or [] if b.get("type") == "context_actions"],
+                    metadata=metadata(item.id),
+                )
             except Exception as e:  # closed by Slack, or unsure: chat.update sets the same content either way
                 log.info("outbox.stream_stop_failed", error=classify(e).error)
             else:
@@ -351,13 +397,18 @@ class Outbox:
                 await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
         plain = item.plain
         while True:
-            if not await self.store.renew_outbox_claim(item.id, self.owner,
-                                                       until=self.store.now() + self.claim_seconds):
+            if not await self.store.renew_outbox_claim(
+                item.id, self.owner, until=self.store.now() + self.claim_seconds
+            ):
                 raise ClaimLost
             try:
-                await self.out.update_or_raise(channel=item.channel, ts=ts, metadata=metadata(item.id),
-                                               text=_plain_text(item.text) if plain else item.text,
-                                               blocks=[] if plain else item.blocks)
+                await self.out.update_or_raise(
+                    channel=item.channel,
+                    ts=ts,
+                    metadata=metadata(item.id),
+                    text=_plain_text(item.text) if plain else item.text,
+                    blocks=[] if plain else item.blocks,
+                )
             except Exception as e:
                 failure = classify(e)
                 if failure.transient:
@@ -386,22 +437,32 @@ class Outbox:
         start_text = stream.start_text
 
         def wanted(m: dict[str, Any]) -> bool:
-            return (m.get("user") == self.bot_user_id and posted_item(m) is None and m.get("ts") not in known
-                    and str(m.get("text") or "").startswith(start_text))
+            return (
+                m.get("user") == self.bot_user_id
+                and posted_item(m) is None
+                and m.get("ts") not in known
+                and str(m.get("text") or "").startswith(start_text)
+            )
 
         return await self._look(item, wanted, unsure=item.unsure, attempts=item.attempts + 1)
 
     async def _attempt(self, item: OutboxItem, *, unsure: bool) -> None:
-        if not await self.store.outbox_attempt(item.id, self.owner, until=self.store.now() + self.claim_seconds,
-                                               unsure=unsure):
+        if not await self.store.outbox_attempt(
+            item.id, self.owner, until=self.store.now() + self.claim_seconds, unsure=unsure
+        ):
             raise ClaimLost
 
     async def _failed(self, item: OutboxItem, failure: Failure) -> None:
         if failure.transient:
             delay = self._backoff(item.attempts + 1, failure.retry_after)
             log.warning("outbox.retry", error=failure.error, attempts=item.attempts + 1, delay_s=round(delay, 2))
-            await self.store.outbox_retry(item.id, self.owner, next_at=self.store.now() + delay, error=failure.error,
-                                          unsure=item.kind == OutboxKind.POST and failure.maybe_posted)
+            await self.store.outbox_retry(
+                item.id,
+                self.owner,
+                next_at=self.store.now() + delay,
+                error=failure.error,
+                unsure=item.kind == OutboxKind.POST and failure.maybe_posted,
+            )
             return
         log.error("outbox.failed", error=failure.error, kind=item.kind.value, channel=item.channel)
         await self.store.outbox_failed(item.id, self.owner, error=failure.error)
@@ -416,8 +477,9 @@ class Outbox:
         Raises Deferred when Slack couldn't be asked now."""
         return await self._look(item, lambda m: posted_item(m) == item.id, unsure=True, attempts=item.attempts)
 
-    async def _look(self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool,
-                    attempts: int) -> str | None:
+    async def _look(
+        self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool, attempts: int
+    ) -> str | None:
         """The ts of the first message `wanted` accepts in the item's thread (a root post's: the channel's newest
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
         back with its backoff) when Slack couldn't be asked now; None when it isn't there."""
@@ -430,17 +492,27 @@ class Outbox:
             try:
                 if root:
                     response = await self.client.conversations_history(
-                        channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor)
+                        channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor
+                    )
                 else:
                     response = await self.client.conversations_replies(
-                        channel=item.channel, ts=item.thread_ts or "", include_all_metadata=True, limit=THREAD_PAGE,
-                        cursor=cursor)
+                        channel=item.channel,
+                        ts=item.thread_ts or "",
+                        include_all_metadata=True,
+                        limit=THREAD_PAGE,
+                        cursor=cursor,
+                    )
             except Exception as e:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
                     return None
-                await self.store.outbox_retry(item.id, self.owner, error=failure.error, unsure=unsure,
-                                              next_at=self.store.now() + self._backoff(attempts, failure.retry_after))
+                await self.store.outbox_retry(
+                    item.id,
+                    self.owner,
+                    error=failure.error,
+                    unsure=unsure,
+                    next_at=self.store.now() + self._backoff(attempts, failure.retry_after),
+                )
                 raise Deferred from e
             for m in response.get("messages") or []:
                 if isinstance(m, dict) and wanted(m):
@@ -449,6 +521,7 @@ class Outbox:
             if not response.get("has_more") or not cursor:
                 return None
         return None
+
 
 def _stream_rest(item: OutboxItem, stream: Stream, *, single: bool) -> str | None:
     """What stopStream still has to add to the streamed message, or None when only chat.update can finish it:
@@ -459,7 +532,7 @@ def _stream_rest(item: OutboxItem, stream: Stream, *, single: bool) -> str | Non
         return None
     if item.key != answer_key(stream.run_id, 0):
         return None
-    rest = final[len(stream.sent):]
+    rest = final[len(stream.sent) :]
     return rest if len(rest) <= STREAM_TEXT_MAX else None
 
 
@@ -489,13 +562,22 @@ class Cards:
         card = await self.outbox.item_id(card_key(approval.id))
         posted = None
         if card is not None:
-            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card, msg=msg,
-                                     key=card_update_key(approval))
+            await self.outbox.update(
+                run_id=approval.run_id, channel=approval.channel, of=card, msg=msg, key=card_update_key(approval)
+            )
             posted = await self.outbox.posted_ts(card)
         if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
-            self.after_ack.spawn(self.out.update(channel=approval.channel, ts=approval.message_ts, text=msg.text,
-                                                 blocks=msg.blocks, what="card_update", approval_id=approval.id),
-                                 name=f"card_copy:{approval.id}")
+            self.after_ack.spawn(
+                self.out.update(
+                    channel=approval.channel,
+                    ts=approval.message_ts,
+                    text=msg.text,
+                    blocks=msg.blocks,
+                    what="card_update",
+                    approval_id=approval.id,
+                ),
+                name=f"card_copy:{approval.id}",
+            )
 
     async def post(self, channel: str, thread_ts: str, msg: SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""

@@ -37,8 +37,9 @@ class ApprovalPolicy:
         self.settings, self.client, self.cache_seconds = settings, client, cache_seconds
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
 
-    async def verdict(self, user: str, *, category: str, approve: bool, run_requester: str | None,
-                      requesters: Collection[str]) -> Verdict:
+    async def verdict(
+        self, user: str, *, category: str, approve: bool, run_requester: str | None, requesters: Collection[str]
+    ) -> Verdict:
         """May `user` approve (or deny) a call of `category` that `requesters` asked for?
 
         Nobody who asked for a call may approve it where `refuses_self_approval` says so (destructive
@@ -91,6 +92,7 @@ class ApprovalPolicy:
 
 def policy_lines(settings: ApprovalSettings) -> list[str]:
     """The effective approval policy, as `opsloop check` prints it: who may approve what, and who may not."""
+
     def who(category: str) -> str:
         allowed = settings.who_may_approve(category)
         if not allowed:
@@ -100,12 +102,19 @@ def policy_lines(settings: ApprovalSettings) -> list[str]:
     lines = []
     for category in ("mutating", "destructive"):
         n = settings.required(category)
-        asker = ("not by whoever asked for the call (the run's requester, or anyone who asked in the thread)"
-                 if settings.refuses_self_approval(category) else "including whoever asked for the call")
-        lines.append(f"approvals: {category} calls: {n} approval{'s' if n > 1 else ''} from {who(category)}, "
-                     f"{asker}; anyone allowed may deny")
-    lines.append(f"approvals: read-only calls run without asking; a card nobody decides expires after "
-                 f"{settings.expire_minutes:g} minutes (no consent)")
+        asker = (
+            "not by whoever asked for the call (the run's requester, or anyone who asked in the thread)"
+            if settings.refuses_self_approval(category)
+            else "including whoever asked for the call"
+        )
+        lines.append(
+            f"approvals: {category} calls: {n} approval{'s' if n > 1 else ''} from {who(category)}, "
+            f"{asker}; anyone allowed may deny"
+        )
+    lines.append(
+        f"approvals: read-only calls run without asking; a card nobody decides expires after "
+        f"{settings.expire_minutes:g} minutes (no consent)"
+    )
     return lines
 
 
@@ -133,8 +142,11 @@ def asked_for(db: Ledger, approval_id: str) -> list[str]:
     earlier = [r for r in db.thread_runs(run.channel, run.thread_ts) if r.created_at <= run.created_at]
     found = {approval.requester, *(r.requester for r in earlier), *(a for r in earlier for a in r.askers)}
     for r in earlier:
-        found |= {i.user for i in db.inbox(r.id)
-                  if i.state in ASKING_STATES and (r.id != run.id or i.created_at <= approval.created_at)}
+        found |= {
+            i.user
+            for i in db.inbox(r.id)
+            if i.state in ASKING_STATES and (r.id != run.id or i.created_at <= approval.created_at)
+        }
     return sorted(u for u in found if u)
 
 

@@ -30,9 +30,15 @@ async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
     if not text.strip():
         return
     # The event claim, the inbox row and the supersede of pending approvals: one transaction, before the ack.
-    accepted = await sup.store.accept_reply(body.get("event_id") or f"message:{event['channel']}:{event['ts']}",
-                                            channel=event["channel"], thread_ts=thread_ts, ts=event["ts"],
-                                            user=event["user"], text=text, on_reply=approvals.supersede_by_reply)
+    accepted = await sup.store.accept_reply(
+        body.get("event_id") or f"message:{event['channel']}:{event['ts']}",
+        channel=event["channel"],
+        thread_ts=thread_ts,
+        ts=event["ts"],
+        user=event["user"],
+        text=text,
+        on_reply=approvals.supersede_by_reply,
+    )
     if accepted is not None:
         await after_reply(sup, accepted)
 

@@ -50,17 +50,30 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
         return
     if refusal := await _bot_cant_work_in(sup, channel):  # before anything is stored: no run, no model call
         log.info("shortcut.refused", channel=channel, user=user)
-        sup.after_ack.spawn(sup.out.respond(response_url=dig(body, "response_url") or "", text=refusal),
-                            name="shortcut_refused")
+        sup.after_ack.spawn(
+            sup.out.respond(response_url=dig(body, "response_url") or "", text=refusal), name="shortcut_refused"
+        )
         return
     thread_ts = dig(body, "message", "thread_ts") or ts
-    author = f"<@{message['user']}>" if isinstance(message.get("user"), str) and message.get("user") else (
-        str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
+    author = (
+        f"<@{message['user']}>"
+        if isinstance(message.get("user"), str) and message.get("user")
+        else (str(dig(body, "message", "username") or dig(body, "message", "bot_profile", "name") or "a bot"))
+    )
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
-    await start_or_redirect(sup, event_id, channel=channel, thread_ts=thread_ts, ts=ts, user=user, text=text,
-                            prompt=messages.shortcut_prompt(user, channel, author, text), via="shortcut",
-                            team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None,
-                            askers=[] if is_from_a_bot(message, sup.bot_user_id) else [str(message["user"])])
+    await start_or_redirect(
+        sup,
+        event_id,
+        channel=channel,
+        thread_ts=thread_ts,
+        ts=ts,
+        user=user,
+        text=text,
+        prompt=messages.shortcut_prompt(user, channel, author, text),
+        via="shortcut",
+        team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None,
+        askers=[] if is_from_a_bot(message, sup.bot_user_id) else [str(message["user"])],
+    )
 
 
 async def _bot_cant_work_in(sup: Supervisor, channel: str) -> str | None:

@@ -21,59 +21,106 @@ from handlers.event_filters import dig
 
 log = structlog.get_logger("opsloop.slack")
 
+
 @dataclass(frozen=True)
 class SlackOut:
     """Redacting wrapper over the Web API methods opsloop writes with."""
 
     client: AsyncWebClient
 
-    async def post(self, *, channel: str, thread_ts: str | None, text: str,
-                   blocks: list[dict[str, Any]] | None = None, what: str = "post") -> str | None:
+    async def post(
+        self,
+        *,
+        channel: str,
+        thread_ts: str | None,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        what: str = "post",
+    ) -> str | None:
         """chat.postMessage, redacted; the new message's ts, or None when Slack refused it."""
         try:
-            response = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=redact(text),
-                                                          blocks=redact_value(blocks))
+            response = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=redact(text), blocks=redact_value(blocks)
+            )
             return str(response["ts"])
         except SlackApiError as e:
             log.error(f"{what}_failed", channel=channel, error=e.response.get("error"))
             return None
 
-    async def post_or_raise(self, *, channel: str, thread_ts: str | None, text: str,
-                            blocks: list[dict[str, Any]] | None, metadata: dict[str, Any]) -> str:
+    async def post_or_raise(
+        self,
+        *,
+        channel: str,
+        thread_ts: str | None,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        metadata: dict[str, Any],
+    ) -> str:
         """chat.postMessage, redacted, carrying message metadata; raises, for the outbox to retry or give up."""
-        response = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=redact(text),
-                                                      blocks=redact_value(blocks), metadata=metadata)
+        response = await self.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=redact(text), blocks=redact_value(blocks), metadata=metadata
+        )
         return str(response["ts"])
 
-    async def update_or_raise(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
-                              metadata: dict[str, Any] | None = None) -> None:
+    async def update_or_raise(
+        self,
+        *,
+        channel: str,
+        ts: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         """chat.update, redacted (with message metadata when given); raises, for the outbox to retry or give up."""
-        await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks),
-                                      metadata=metadata)
+        await self.client.chat_update(
+            channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks), metadata=metadata
+        )
 
-    async def start_stream_or_raise(self, *, channel: str, thread_ts: str, markdown_text: str,
-                                    recipient_user_id: str, recipient_team_id: str) -> str:
+    async def start_stream_or_raise(
+        self, *, channel: str, thread_ts: str, markdown_text: str, recipient_user_id: str, recipient_team_id: str
+    ) -> str:
         """chat.startStream, redacted: the streamed message's ts; raises (startStream takes no metadata)."""
-        response = await self.client.chat_startStream(channel=channel, thread_ts=thread_ts,
-                                                      markdown_text=redact(markdown_text),
-                                                      recipient_user_id=recipient_user_id,
-                                                      recipient_team_id=recipient_team_id)
+        response = await self.client.chat_startStream(
+            channel=channel,
+            thread_ts=thread_ts,
+            markdown_text=redact(markdown_text),
+            recipient_user_id=recipient_user_id,
+            recipient_team_id=recipient_team_id,
+        )
         return str(response["ts"])
 
     async def append_stream_or_raise(self, *, channel: str, ts: str, markdown_text: str) -> None:
         """chat.appendStream, redacted; raises (e.g. message_not_in_streaming_state once Slack closed it)."""
         await self.client.chat_appendStream(channel=channel, ts=ts, markdown_text=redact(markdown_text))
 
-    async def stop_stream_or_raise(self, *, channel: str, ts: str, markdown_text: str | None = None,
-                                   blocks: list[dict[str, Any]] | None = None,
-                                   metadata: dict[str, Any] | None = None) -> None:
+    async def stop_stream_or_raise(
+        self,
+        *,
+        channel: str,
+        ts: str,
+        markdown_text: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         """chat.stopStream, redacted: the rest of the text, blocks under it and the message metadata; raises."""
-        await self.client.chat_stopStream(channel=channel, ts=ts,
-                                          markdown_text=redact(markdown_text) if markdown_text else None,
-                                          blocks=redact_value(blocks) if blocks else None, metadata=metadata)
+        await self.client.chat_stopStream(
+            channel=channel,
+            ts=ts,
+            markdown_text=redact(markdown_text) if markdown_text else None,
+            blocks=redact_value(blocks) if blocks else None,
+            metadata=metadata,
+        )
 
-    async def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None,
-                     what: str = "update", **context: Any) -> bool:
+    async def update(
+        self,
+        *,
+        channel: str,
+        ts: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        what: str = "update",
+        **context: Any,
+    ) -> bool:
         """chat.update, redacted; False when Slack refused it."""
         try:
             await self.client.chat_update(channel=channel, ts=ts, text=redact(text), blocks=redact_value(blocks))
@@ -82,13 +129,17 @@ class SlackOut:
             log.warning(f"{what}_failed", channel=channel, ts=ts, error=e.response.get("error"), **context)
             return False
 
-    async def set_status(self, *, channel: str, thread_ts: str, status: str,
-                         loading_messages: list[str] | None = None) -> str | None:
+    async def set_status(
+        self, *, channel: str, thread_ts: str, status: str, loading_messages: list[str] | None = None
+    ) -> str | None:
         """assistant.threads.setStatus, redacted ("" clears it); None when set, else Slack's error."""
         try:
             await self.client.assistant_threads_setStatus(
-                channel_id=channel, thread_ts=thread_ts, status=redact(status),
-                loading_messages=[redact(m) for m in loading_messages] if loading_messages else None)
+                channel_id=channel,
+                thread_ts=thread_ts,
+                status=redact(status),
+                loading_messages=[redact(m) for m in loading_messages] if loading_messages else None,
+            )
             return None
         except SlackApiError as e:
             error = str(e.response.get("error") or "error")
@@ -101,8 +152,9 @@ class SlackOut:
             await self.client.views_publish(user_id=user, view={"type": "home", "blocks": redact_value(blocks)})
             return True
         except SlackApiError as e:
-            log.warning("home_publish_failed", user=user, error=e.response.get("error"),
-                        errors=e.response.get("errors"))
+            log.warning(
+                "home_publish_failed", user=user, error=e.response.get("error"), errors=e.response.get("errors")
+            )
             return False
 
     async def ephemeral(self, *, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
@@ -121,7 +173,8 @@ class SlackOut:
             return False
         try:
             response = await AsyncWebhookClient(response_url, timeout=10).send(
-                text=redact(text), response_type="ephemeral", replace_original=False)
+                text=redact(text), response_type="ephemeral", replace_original=False
+            )
         except Exception as e:  # a dropped connection, a timeout: the note is lost, nothing else is
             log.warning("respond_failed", error=type(e).__name__)
             return False

@@ -150,11 +150,12 @@ class StepStream:
                 await store.stream_answered(self.stream_id, final=shown(self.buffer))
             return
         rest = shown(self.buffer)
-        rest = rest[len(self.sent):] if rest.startswith(self.sent) and not self.void and not self.broken else ""
+        rest = rest[len(self.sent) :] if rest.startswith(self.sent) and not self.void and not self.broken else ""
         if not self.broken:
             with contextlib.suppress(Exception):  # best effort: Slack closes it by itself after its lifetime
-                await self.streams.out.stop_stream_or_raise(channel=self.streams.channel, ts=self.ts,
-                                                            markdown_text=rest[:STREAM_CHARS_MAX] or None)
+                await self.streams.out.stop_stream_or_raise(
+                    channel=self.streams.channel, ts=self.ts, markdown_text=rest[:STREAM_CHARS_MAX] or None
+                )
         await store.stream_ended(self.stream_id, StreamState.INTERIM)
         log.info("stream.interim", ts=self.ts, why="a tool call followed the text" if self.tool else "no answer")
 
@@ -195,16 +196,22 @@ class StepStream:
         text = stable_prefix(self.buffer)[:STREAM_CHARS_MAX]
         if len(self.buffer) < HOLDBACK_CHARS or len(text) < START_MIN_CHARS:
             return True  # not enough (stable) text yet, or a retry began again: wait for more
-        stream_id = await s.store.stream_intent(run_id=s.run_id, step=self.step, channel=s.channel,
-                                                    thread_ts=s.thread_ts, start_text=text)
+        stream_id = await s.store.stream_intent(
+            run_id=s.run_id, step=self.step, channel=s.channel, thread_ts=s.thread_ts, start_text=text
+        )
         if stream_id is None:  # a live stream from before a restart: the answer finishes that one
             s.enabled = False
             return False
         self.stream_id = stream_id
         s.last_call = time.monotonic()
         try:
-            ts = await s.out.start_stream_or_raise(channel=s.channel, thread_ts=s.thread_ts, markdown_text=text,
-                                                   recipient_user_id=s.requester, recipient_team_id=s.team_id or "")
+            ts = await s.out.start_stream_or_raise(
+                channel=s.channel,
+                thread_ts=s.thread_ts,
+                markdown_text=text,
+                recipient_user_id=s.requester,
+                recipient_team_id=s.team_id or "",
+            )
         except Exception as e:
             failure = classify(e)
             log.info("stream.start_refused", error=failure.error, maybe_started=failure.maybe_posted)
@@ -229,7 +236,7 @@ class StepStream:
             return
         s.last_call = time.monotonic()
         try:
-            await s.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent):])
+            await s.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent) :])
         except Exception as e:
             failure = classify(e)
             if failure.retry_after is not None or failure.error == "ratelimited":

@@ -20,8 +20,12 @@ BLOCK_IDS = ("summary_situation", "summary_cause", "summary_next")
 NOT_KNOWN_YET = "Not known yet."
 NOTHING_YET = "Nothing yet."
 _ELLIPSIS = "…"
-_STATUS = {HypothesisStatus.CONFIRMED: "*Confirmed*", HypothesisStatus.SUPPORTED: "*Supported*",
-           HypothesisStatus.OPEN: "Open", HypothesisStatus.REFUTED: "~Refuted~"}
+_STATUS = {
+    HypothesisStatus.CONFIRMED: "*Confirmed*",
+    HypothesisStatus.SUPPORTED: "*Supported*",
+    HypothesisStatus.OPEN: "Open",
+    HypothesisStatus.REFUTED: "~Refuted~",
+}
 
 
 def summary_blocks(summary: Summary) -> list[dict[str, Any]]:

@@ -51,11 +51,15 @@ def scenario_reply(tag: str, step: int) -> Reply:
     if step == 0:
         return reply(text(f"Checking {tag}."), tool_use("check_health", {"host": f"web-{tag}"}, id=ident))
     if step == 1:
-        return reply(text("Restarting the service."),
-                     tool_use("restart_service", {"host": f"web-{tag}", "change": change(tag, 1)}, id=ident))
+        return reply(
+            text("Restarting the service."),
+            tool_use("restart_service", {"host": f"web-{tag}", "change": change(tag, 1)}, id=ident),
+        )
     if step == 2:
-        return reply(text("Draining the node."),
-                     tool_use("drain_node", {"host": f"web-{tag}", "change": change(tag, 2)}, id=ident))
+        return reply(
+            text("Draining the node."),
+            tool_use("drain_node", {"host": f"web-{tag}", "change": change(tag, 2)}, id=ident),
+        )
     return reply(text(answer_text(tag)))
 
 
@@ -69,8 +73,9 @@ def tag_and_step(body: dict[str, Any]) -> tuple[str | None, int]:
     messages = body.get("messages") or []
     first = next((m for m in messages if m.get("role") == "user"), None)
     found = TAG.search(json.dumps(_content_blocks(first))) if first else None
-    results = sum(1 for m in messages if m.get("role") == "user" for b in _content_blocks(m)
-                  if b.get("type") == "tool_result")
+    results = sum(
+        1 for m in messages if m.get("role") == "user" for b in _content_blocks(m) if b.get("type") == "tool_result"
+    )
     return (found.group(1) if found else None), results
 
 
@@ -117,8 +122,16 @@ modules = [{modules}]
 class Bots:
     """`opsloop run` processes of one app on one database; stderr of each goes to its own file."""
 
-    def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, *, db: Database | None = None,
-                 config_extra: str = "", tools: tuple[str, ...] = ("tests.crash_tools",)) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        slack: FakeSlack,
+        model: FakeAnthropic,
+        *,
+        db: Database | None = None,
+        config_extra: str = "",
+        tools: tuple[str, ...] = ("tests.crash_tools",),
+    ) -> None:
         self.tmp_path, self.slack, self.model = tmp_path, slack, model
         self.db: Database = db if db is not None else tmp_path / "opsloop.db"  # a SQLite file or a postgresql:// URL
         self.exec_log = tmp_path / "executions.jsonl"
@@ -133,11 +146,18 @@ class Bots:
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))}
-        return {**base, "SLACK_BOT_TOKEN": self.slack.bot_token, "SLACK_APP_TOKEN": self.slack.app_token,
-                "SLACK_API_URL": self.slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-                "ANTHROPIC_BASE_URL": self.model.base_url, "OPSLOOP_DB": str(self.db),
-                "OPSLOOP_CRASH_LOG": str(self.exec_log), "OPSLOOP_CRASH_KILL": str(self.kill_file),
-                "OPSLOOP_CRASH_HOLD": str(self.hold_file)}
+        return {
+            **base,
+            "SLACK_BOT_TOKEN": self.slack.bot_token,
+            "SLACK_APP_TOKEN": self.slack.app_token,
+            "SLACK_API_URL": self.slack.api_url,
+            "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": self.model.base_url,
+            "OPSLOOP_DB": str(self.db),
+            "OPSLOOP_CRASH_LOG": str(self.exec_log),
+            "OPSLOOP_CRASH_KILL": str(self.kill_file),
+            "OPSLOOP_CRASH_HOLD": str(self.hold_file),
+        }
 
     async def start(self, timeout: float = 30.0) -> asyncio.subprocess.Process:
         """A new process, returned once its Socket Mode connection is open."""
@@ -145,8 +165,17 @@ class Bots:
         connects = self.slack.connections + 1
         with (self.tmp_path / f"bot-{self.started}.log").open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "run", "--config", str(self.config), cwd=ROOT, env=self.env(),
-                stdout=asyncio.subprocess.DEVNULL, stderr=err)
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "run",
+                "--config",
+                str(self.config),
+                cwd=ROOT,
+                env=self.env(),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
         try:
             await self.slack.wait_connected(timeout=timeout, connects=connects)
         except BaseException:
@@ -231,8 +260,13 @@ def block_ids(blocks: Any) -> list[str]:
 
 
 def button_values(blocks: Any, action_ids: tuple[str, ...] = (APPROVE, DENY)) -> set[str]:
-    return {el.get("value", "") for b in blocks or [] if isinstance(b, dict) for el in b.get("elements") or []
-            if isinstance(el, dict) and el.get("action_id") in action_ids}
+    return {
+        el.get("value", "")
+        for b in blocks or []
+        if isinstance(b, dict)
+        for el in b.get("elements") or []
+        if isinstance(el, dict) and el.get("action_id") in action_ids
+    }
 
 
 def is_card(blocks: Any) -> bool:
@@ -245,8 +279,11 @@ def card_is_pending(msg: Message) -> bool:
 
 def posts(slack: FakeSlack, thread_ts: str | None = None) -> list[ApiCall]:
     """chat.postMessage calls Slack accepted (in one thread)."""
-    return [c for c in slack.calls_to("chat.postMessage")
-            if c.ok and (thread_ts is None or c.args.get("thread_ts") == thread_ts)]
+    return [
+        c
+        for c in slack.calls_to("chat.postMessage")
+        if c.ok and (thread_ts is None or c.args.get("thread_ts") == thread_ts)
+    ]
 
 
 def card_posts(slack: FakeSlack) -> dict[str, int]:
@@ -261,8 +298,7 @@ def card_posts(slack: FakeSlack) -> dict[str, int]:
 
 def is_final_post(call: ApiCall, tag: str) -> bool:
     """The run's answer or its handoff report (their first message)."""
-    return answer_text(tag) in str(call.args.get("text") or "") or "report_header" in block_ids(
-        call.args.get("blocks"))
+    return answer_text(tag) in str(call.args.get("text") or "") or "report_header" in block_ids(call.args.get("blocks"))
 
 
 def final_posts(slack: FakeSlack, thread_ts: str, tag: str) -> int:

@@ -128,8 +128,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
     report: pytest.TestReport = yield
     if call.when == "call" and (spawned := _spawns.unmarked_spawns(item)):
-        note = ("started a process but is not marked `processes` (tests/markers.py could not see it): add "
-                "@pytest.mark.processes, or @pytest.mark.servers if it uses a real server:\n  " + "\n  ".join(spawned))
+        note = (
+            "started a process but is not marked `processes` (tests/markers.py could not see it): add "
+            "@pytest.mark.processes, or @pytest.mark.servers if it uses a real server:\n  " + "\n  ".join(spawned)
+        )
         if report.passed:
             report.outcome, report.longrepr = "failed", note
         else:
@@ -139,8 +141,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--chaos-runs N`: the long crash test (`make chaos`) instead of the short one in `make test`."""
-    parser.addoption("--chaos-runs", type=int, default=0,
-                     help="runs for the long crash test (0: the short, seeded version)")
+    parser.addoption(
+        "--chaos-runs", type=int, default=0, help="runs for the long crash test (0: the short, seeded version)"
+    )
     parser.addoption("--chaos-seed", type=int, default=None, help="seed for the crash tests (default: random)")
 
 

@@ -12,11 +12,7 @@ from tools import Category, tool
 
 __all__ = ["check_disk", "clean_logs"]
 
-DISK_TABLE = (
-    "mount  size   used   avail  use%\n"
-    "/      20G    7.1G   12.9G  36%\n"
-    "/var   50G    49.8G  0.2G   100%"
-)
+DISK_TABLE = "mount  size   used   avail  use%\n/      20G    7.1G   12.9G  36%\n/var   50G    49.8G  0.2G   100%"
 CLEAN_PREVIEW = "would delete 212 files, 19.8 GB"
 
 

@@ -56,8 +56,18 @@ DEFAULT_CONFIG: dict[str, Any] = {
 }
 
 # Slack errors that mean opsloop sent something Slack would reject: never acceptable.
-MALFORMED = ("invalid_blocks", "invalid_blocks_format", "no_text", "msg_too_long", "invalid_arguments",
-             "message_not_found", "cant_update_message", "channel_not_found", "not_authed", "invalid_auth")
+MALFORMED = (
+    "invalid_blocks",
+    "invalid_blocks_format",
+    "no_text",
+    "msg_too_long",
+    "invalid_arguments",
+    "message_not_found",
+    "cant_update_message",
+    "channel_not_found",
+    "not_authed",
+    "invalid_auth",
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -119,8 +129,12 @@ def block_ids(msg: Message) -> list[str]:
 
 
 def action_ids(msg: Message) -> list[str]:
-    return [el.get("action_id", "") for b in msg.blocks or [] for el in b.get("elements") or []
-            if isinstance(el, dict) and el.get("type") == "button"]
+    return [
+        el.get("action_id", "")
+        for b in msg.blocks or []
+        for el in b.get("elements") or []
+        if isinstance(el, dict) and el.get("type") == "button"
+    ]
 
 
 def _texts(obj: Any) -> Iterator[str]:
@@ -156,8 +170,13 @@ def is_offer(msg: Message) -> bool:
 def card_state(msg: Message) -> str:
     """pending | approved | denied | expired | superseded, read from the card's header."""
     header = next(b for b in msg.blocks or [] if b.get("block_id") == "approval_header")["text"]["text"]
-    for prefix, state in (("Approval needed", "pending"), ("Approved", "approved"), ("Denied", "denied"),
-                          ("Expired", "expired"), ("Superseded", "superseded")):
+    for prefix, state in (
+        ("Approval needed", "pending"),
+        ("Approved", "approved"),
+        ("Denied", "denied"),
+        ("Expired", "expired"),
+        ("Superseded", "superseded"),
+    ):
         if header.startswith(prefix):
             return state
     raise AssertionError(f"unknown card header {header!r}")
@@ -255,8 +274,15 @@ class BotEnv:
         """Deliver an event (Socket Mode); returns the envelope id."""
         return await self.slack.send_event(event, event_id=event_id, retry_attempt=retry_attempt)
 
-    async def mention(self, text: str, user: str = ALICE, *, channel: str | None = None,
-                      thread_ts: str | None = None, event_id: str | None = None) -> tuple[str, str]:
+    async def mention(
+        self,
+        text: str,
+        user: str = ALICE,
+        *,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        event_id: str | None = None,
+    ) -> tuple[str, str]:
         """`@opsloop <text>` posted by `user`; returns (channel, ts) of the mention (the thread root)."""
         channel = channel or self.channel
         event = mention_event(channel, user, text, thread_ts=thread_ts, bot_user_id=self.slack.bot_user_id)
@@ -289,40 +315,68 @@ class BotEnv:
     def cards(self, channel: str, thread_ts: str) -> list[Message]:
         return [m for m in self.thread(channel, thread_ts) if is_card(m)]
 
-    async def card(self, channel: str, thread_ts: str, state: str | None = "pending", *,
-                   where: Callable[[Message], bool] | None = None, timeout: float = 5.0) -> Message:
+    async def card(
+        self,
+        channel: str,
+        thread_ts: str,
+        state: str | None = "pending",
+        *,
+        where: Callable[[Message], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> Message:
         """The newest approval card in the thread, once it is in `state` (None: any state)."""
 
         def match(m: Message) -> bool:
             newest = self.cards(channel, thread_ts)
-            return bool(newest) and m is newest[-1] and (state is None or card_state(m) == state) and (
-                where is None or where(m))
+            return (
+                bool(newest)
+                and m is newest[-1]
+                and (state is None or card_state(m) == state)
+                and (where is None or where(m))
+            )
 
         return await self.slack.wait_for_message(channel, match, timeout=timeout)
 
     async def status(self, channel: str, thread_ts: str, *, timeout: float = 5.0) -> Message:
         return await self.slack.wait_for_message(
-            channel, lambda m: m.thread_ts == thread_ts and is_status(m), timeout=timeout)
+            channel, lambda m: m.thread_ts == thread_ts and is_status(m), timeout=timeout
+        )
 
     async def wait_final(self, channel: str, thread_ts: str, *, timeout: float = 10.0) -> Message:
         """The bot's final answer or handoff report in the thread (neither status, card nor run-start line)."""
         return await self.slack.wait_for_message(
             channel,
-            lambda m: m.thread_ts == thread_ts and m.user == self.slack.bot_user_id and m.blocks is not None
-            and not is_card(m) and not is_status(m) and not is_offer(m),
+            lambda m: (
+                m.thread_ts == thread_ts
+                and m.user == self.slack.bot_user_id
+                and m.blocks is not None
+                and not is_card(m)
+                and not is_status(m)
+                and not is_offer(m)
+            ),
             timeout=timeout,
         )
 
     def finals(self, channel: str, thread_ts: str) -> list[Message]:
-        return [m for m in self.thread(channel, thread_ts)
-                if m.user == self.slack.bot_user_id and m.ts != thread_ts and not is_card(m) and not is_status(m)
-                and not is_offer(m)]
+        return [
+            m
+            for m in self.thread(channel, thread_ts)
+            if m.user == self.slack.bot_user_id
+            and m.ts != thread_ts
+            and not is_card(m)
+            and not is_status(m)
+            and not is_offer(m)
+        ]
 
     async def wait_reaction(self, channel: str, ts: str, name: str = "eyes", *, timeout: float = 5.0) -> None:
         await self.slack.wait_for_call(
             "reactions.add",
-            lambda c: c.ok and c.args.get("timestamp") == ts and c.args.get("channel") == channel
-            and c.args.get("name") == name,
+            lambda c: (
+                c.ok
+                and c.args.get("timestamp") == ts
+                and c.args.get("channel") == channel
+                and c.args.get("name") == name
+            ),
             timeout=timeout,
         )
 
@@ -392,8 +446,7 @@ def sign(body: bytes, secret: str = SIGNING_SECRET, timestamp: int | None = None
     """Slack's v0 request signature headers for `body`."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     digest = hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
-    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}",
-            "Content-Type": "application/json"}
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}", "Content-Type": "application/json"}
 
 
 async def _start(settings: Settings, *, http: bool) -> Opsloop:
@@ -407,8 +460,15 @@ async def _start(settings: Settings, *, http: bool) -> Opsloop:
 
 
 @contextlib.asynccontextmanager
-async def bot_env(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, config_toml: str = "",
-                  *, http: bool = False, env_extra: dict[str, str] | None = None) -> AsyncIterator[BotEnv]:
+async def bot_env(
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    config_toml: str = "",
+    *,
+    http: bool = False,
+    env_extra: dict[str, str] | None = None,
+) -> AsyncIterator[BotEnv]:
     """The real app, started against the fakes; closed cleanly however the test ends."""
     incident_tools.reset()
     for user, name in PEOPLE.items():

@@ -29,12 +29,24 @@ PROCESSES = "processes"
 SERVERS = "servers"
 SERVER_FIXTURES = frozenset({"pg_server", "pg_url", "ssh_servers", "sshd"})
 # Attribute or global names whose call starts a process; `run`/`call` only count next to `subprocess`.
-PROCESS_STARTERS = frozenset({"Popen", "check_output", "check_call", "create_subprocess_exec",
-                              "create_subprocess_shell", "posix_spawn", "posix_spawnp", "fork", "system"})
+PROCESS_STARTERS = frozenset(
+    {
+        "Popen",
+        "check_output",
+        "check_call",
+        "create_subprocess_exec",
+        "create_subprocess_shell",
+        "posix_spawn",
+        "posix_spawnp",
+        "fork",
+        "system",
+    }
+)
 SUBPROCESS_CALLS = frozenset({"run", "call"})
 # The audit events (PEP 578) of starting a process.
-SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.system", "os.exec", "os.spawn",
-                          "os.forkpty"})
+SPAWN_EVENTS = frozenset(
+    {"subprocess.Popen", "os.posix_spawn", "os.fork", "os.system", "os.exec", "os.spawn", "os.forkpty"}
+)
 
 
 def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
@@ -47,8 +59,9 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 def _ours(obj: Any) -> bool:
     """A function or class defined in the test suite, whose body the reading follows."""
-    return (inspect.isfunction(obj) or inspect.isclass(obj)) and (
-        getattr(obj, "__module__", "") or "").partition(".")[0] == "tests"
+    return (inspect.isfunction(obj) or inspect.isclass(obj)) and (getattr(obj, "__module__", "") or "").partition(".")[
+        0
+    ] == "tests"
 
 
 def _functions(obj: Any) -> Iterator[types.FunctionType]:
@@ -102,7 +115,7 @@ def spawns(fixture: Any) -> Any:
 
 def _fixture_functions(item: pytest.Item) -> Iterator[Any]:
     info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info else ()):
+    for defs in info.name2fixturedefs.values() if info else ():
         for fixturedef in defs:
             yield fixturedef.func
 
@@ -115,8 +128,10 @@ def classify(item: pytest.Item) -> set[str]:
     if fixtures & SERVER_FIXTURES or params.get("db_url") == "postgres":
         found |= {SERVERS, PROCESSES}
     function = getattr(item, "function", None)
-    if function is not None and (_read(function) or any(
-            getattr(f, "opsloop_spawns", False) or (_ours(f) and _read(f)) for f in _fixture_functions(item))):
+    if function is not None and (
+        _read(function)
+        or any(getattr(f, "opsloop_spawns", False) or (_ours(f) and _read(f)) for f in _fixture_functions(item))
+    ):
         found.add(PROCESSES)
     return found
 

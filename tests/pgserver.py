@@ -120,8 +120,16 @@ class PgServer:
             if self._run_as_other:
                 entry = pwd.getpwnam(SERVER_USER)
                 os.chown(self.root, entry.pw_uid, entry.pw_gid)
-            self._run("initdb", "-D", str(self._data), "--auth=trust", f"-U{SERVER_USER}", "--encoding=UTF8",
-                      "--no-sync", "--no-instructions")
+            self._run(
+                "initdb",
+                "-D",
+                str(self._data),
+                "--auth=trust",
+                f"-U{SERVER_USER}",
+                "--encoding=UTF8",
+                "--no-sync",
+                "--no-instructions",
+            )
             self._configure()
             self._run("pg_ctl", "-D", str(self._data), "-l", str(self._log), "-w", "-t", "60", "start")
         except BaseException:
@@ -195,8 +203,9 @@ class PgServer:
     def __enter__(self) -> PgServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 

@@ -63,8 +63,10 @@ class Target:
     async def start(self) -> Target:
         async def metrics(_request: web.Request) -> web.Response:
             self.scrapes += 1
-            body = ("# HELP test_disk_used_ratio Used share of /var.\n# TYPE test_disk_used_ratio gauge\n"
-                    f'test_disk_used_ratio{{host="web-03"}} {self.value}\n')
+            body = (
+                "# HELP test_disk_used_ratio Used share of /var.\n# TYPE test_disk_used_ratio gauge\n"
+                f'test_disk_used_ratio{{host="web-03"}} {self.value}\n'
+            )
             return web.Response(text=body, content_type="text/plain")
 
         app = web.Application()
@@ -122,15 +124,22 @@ receivers:
 {self.receivers}
 """)
         (self.dir / "rules.yml").write_text(self.rules)
-        alerting = f"""alerting:
+        alerting = (
+            f"""alerting:
   alertmanagers:
   - static_configs:
     - targets: ["127.0.0.1:{self.am_port}"]
-""" if self.alertmanager else ""
-        jobs = "".join(f"""- job_name: {job}
+"""
+            if self.alertmanager
+            else ""
+        )
+        jobs = "".join(
+            f"""- job_name: {job}
   static_configs:
   - targets: ["127.0.0.1:{self.target_port}"]
-""" for job in self.jobs)
+"""
+            for job in self.jobs
+        )
         (self.dir / "prometheus.yml").write_text(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -148,12 +157,28 @@ rule_files: [{self.dir / "rules.yml"}]
         self._write()
         if self.alertmanager:
             assert am
-            self._spawn([am, f"--config.file={self.dir / 'alertmanager.yml'}", f"--storage.path={self.dir / 'am'}",
-                         f"--web.listen-address=127.0.0.1:{self.am_port}", "--cluster.listen-address=",
-                         "--log.level=warn"], "alertmanager.log")
-        self._spawn([prom, f"--config.file={self.dir / 'prometheus.yml'}",
-                     f"--storage.tsdb.path={self.dir / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.prom_port}",
-                     "--rules.alert.resend-delay=1s", "--log.level=warn"], "prometheus.log")
+            self._spawn(
+                [
+                    am,
+                    f"--config.file={self.dir / 'alertmanager.yml'}",
+                    f"--storage.path={self.dir / 'am'}",
+                    f"--web.listen-address=127.0.0.1:{self.am_port}",
+                    "--cluster.listen-address=",
+                    "--log.level=warn",
+                ],
+                "alertmanager.log",
+            )
+        self._spawn(
+            [
+                prom,
+                f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.dir / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.prom_port}",
+                "--rules.alert.resend-delay=1s",
+                "--log.level=warn",
+            ],
+            "prometheus.log",
+        )
         if self.alertmanager:
             await self._ready(self.am_port)
         await self._ready(self.prom_port)
@@ -180,8 +205,10 @@ rule_files: [{self.dir / "rules.yml"}]
         return f"http://127.0.0.1:{self.prom_port}/"
 
     async def query(self, expr: str) -> Any:
-        async with aiohttp.ClientSession() as session, session.get(
-                f"http://127.0.0.1:{self.prom_port}/api/v1/query", params={"query": expr}) as r:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{self.prom_port}/api/v1/query", params={"query": expr}) as r,
+        ):
             return await r.json()
 
     def stop(self) -> None:
@@ -207,11 +234,13 @@ async def prom_stack(target: Target, *, receivers: str, receiver: str, **kw: Any
 
 
 @contextlib.asynccontextmanager
-async def prometheus(target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",)
-                     ) -> AsyncIterator[PromStack]:
+async def prometheus(
+    target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",)
+) -> AsyncIterator[PromStack]:
     """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second."""
-    stack = PromStack(target_port=target.port, receivers="", receiver="none", alertmanager=False, rules=rules,
-                      jobs=jobs)
+    stack = PromStack(
+        target_port=target.port, receivers="", receiver="none", alertmanager=False, rules=rules, jobs=jobs
+    )
     try:
         await stack.start()
         yield stack

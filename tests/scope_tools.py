@@ -18,5 +18,13 @@ async def run_scope() -> str:
     scope = current_run()
     if scope is None:
         return "null"
-    return json.dumps({"run_id": scope.run_id, "conversation": scope.conversation, "started_at": scope.started_at,
-                       "anchor": scope.anchor, "alertname": scope.alertname, "labels": dict(scope.labels)})
+    return json.dumps(
+        {
+            "run_id": scope.run_id,
+            "conversation": scope.conversation,
+            "started_at": scope.started_at,
+            "anchor": scope.anchor,
+            "alertname": scope.alertname,
+            "labels": dict(scope.labels),
+        }
+    )

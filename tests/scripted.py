@@ -38,8 +38,9 @@ class ScriptedModel:
                 elif block["type"] == "tool_use":
                     await sink.tool_use()
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        return ModelResponse(content=content, stop_reason=stop, usage=Usage(input_tokens=100, output_tokens=10),
-                             model=self.model)
+        return ModelResponse(
+            content=content, stop_reason=stop, usage=Usage(input_tokens=100, output_tokens=10), model=self.model
+        )
 
     def assert_complete(self) -> None:
         assert not self.steps, f"{len(self.steps)} scripted step(s) not used"

@@ -56,8 +56,12 @@ def missing_reason() -> str | None:
 
 def keygen(path: Path, *, passphrase: str = "", comment: str = "opsloop-test") -> Path:
     """A new ed25519 key pair at `path` and `path`.pub (OpenSSH format); returns `path`."""
-    done = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", comment, "-f", str(path)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    done = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", comment, "-f", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         raise SshServerError(f"ssh-keygen failed ({done.returncode}): {done.stdout}{done.stderr}")
     return path
@@ -65,8 +69,9 @@ def keygen(path: Path, *, passphrase: str = "", comment: str = "opsloop-test") -
 
 def fingerprint(public_key_file: Path) -> str:
     """The SHA256 fingerprint of a public key file, as `ssh-keygen -l` prints it ("SHA256:…")."""
-    out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(public_key_file)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ssh-keygen", "-l", "-E", "sha256", "-f", str(public_key_file)], capture_output=True, text=True, check=True
+    ).stdout
     match = re.search(r"SHA256:\S+", out)
     assert match, out
     return match.group(0)
@@ -209,7 +214,9 @@ class SshServer:
         self.log.write_text("")
         self._proc = subprocess.Popen(
             [str(self.sshd), "-D", "-f", str(self._path("sshd_config")), "-E", str(self.log)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -285,6 +292,7 @@ class SshServer:
     def __enter__(self) -> SshServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

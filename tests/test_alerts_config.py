@@ -32,7 +32,11 @@ def test_the_contracts_example_loads(tmp_path: Path) -> None:
     s = load_settings(tmp_path / "c.toml", env={"OPSLOOP_ALERT_TOKEN": "t0ken"})
     [source] = s.alerts.slack
     assert (source.channel, source.senders, source.match, source.ignore) == (
-        "C0INCIDENT", ("B0ALERTMGR",), "FIRING|CRITICAL", "RESOLVED")
+        "C0INCIDENT",
+        ("B0ALERTMGR",),
+        "FIRING|CRITICAL",
+        "RESOLVED",
+    )
     assert s.alerts.webhook is not None
     wh = s.alerts.webhook
     assert (wh.host, wh.port, wh.max_runs_per_10_min) == ("127.0.0.1", 9095, 4)
@@ -55,8 +59,14 @@ channel = ""
     with pytest.raises(ConfigError) as e:
         load_settings(tmp_path / "c.toml", env={})
     said = "\n".join(e.value.problems)
-    for part in ("senders: 'U0PERSON' is neither", "match: invalid regular expression", "ignore: invalid regular",
-                 "colour: unknown key", 'listen: expected "host:port"', "alerts.webhook.channel: required"):
+    for part in (
+        "senders: 'U0PERSON' is neither",
+        "match: invalid regular expression",
+        "ignore: invalid regular",
+        "colour: unknown key",
+        'listen: expected "host:port"',
+        "alerts.webhook.channel: required",
+    ):
         assert part in said, said
 
 
@@ -64,7 +74,7 @@ async def test_check_validates_the_alert_token_and_channels(fake_slack, fake_ant
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     fake_slack.add_channel("C0INCIDENT", "incident")
     fake_slack.add_channel("C0OTHER", "other", is_member=False)
-    (tmp_path / "c.toml").write_text(GOOD.replace(":9095", ":0") + '\n[model]\nfallbacks = []\n')
+    (tmp_path / "c.toml").write_text(GOOD.replace(":9095", ":0") + "\n[model]\nfallbacks = []\n")
     assert await check(load_settings(tmp_path / "c.toml", env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err
     assert "OPSLOOP_ALERT_TOKEN is not set" in err

@@ -82,8 +82,10 @@ async def env_post(port: int | None, body: dict[str, Any], *, timeout: float = W
     async with asyncio.timeout(timeout):
         while True:
             try:
-                async with aiohttp.ClientSession() as session, session.post(
-                        url, data=json.dumps(body).encode(), headers=headers) as r:
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.post(url, data=json.dumps(body).encode(), headers=headers) as r,
+                ):
                     return r.status, await r.text()
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.1)  # not listening yet: Alertmanager retries too
@@ -101,13 +103,19 @@ class AlertBots(Bots):
 
     def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, db: str) -> None:
         self.port = free_port()
-        super().__init__(tmp_path, slack, model, db=Path(db) if db.endswith(".db") else db, config_extra=f"""
+        super().__init__(
+            tmp_path,
+            slack,
+            model,
+            db=Path(db) if db.endswith(".db") else db,
+            config_extra=f"""
 [alerts.webhook]
 listen = "127.0.0.1:{self.port}"
 token_env = "OPSLOOP_ALERT_TOKEN"
 channel = "{CHANNEL}"
 max_runs_per_10_min = 3
-""")
+""",
+        )
 
     def env(self) -> dict[str, str]:
         return {**super().env(), **ENV}
@@ -150,8 +158,9 @@ async def test_sigkill_between_the_200_and_the_root_post_then_restart_opens_one_
         await fake_anthropic.wait_for_requests(1, timeout=WAIT)
         for _ in range(2):  # Alertmanager's repeats, after the restart: nothing new
             assert (await env_post(bots.port, payload()))[0] == 200
-        [run] = await poll(lambda: query(bots.db, "SELECT * FROM runs WHERE status = 'finished'"), WAIT,
-                           "the run finished")
+        [run] = await poll(
+            lambda: query(bots.db, "SELECT * FROM runs WHERE status = 'finished'"), WAIT, "the run finished"
+        )
         [message] = roots(fake_slack)
         assert run["thread_ts"] == message.ts and run["requester"] == ""
         assert len(query(bots.db, "SELECT id FROM runs")) == 1
@@ -171,24 +180,33 @@ async def test_two_replicas_on_one_store_in_one_storm_open_one_storm_thread(
     is one, listing every drop once."""
     fake_anthropic.script(*(reply(text(f"Looked at alert {i}.")) for i in range(3)))
     shared = {**ENV, "OPSLOOP_DB": db_url}
-    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as one, \
-            bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as two:
+    async with (
+        bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as one,
+        bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as two,
+    ):
         ports = [one.ops.alerts.port, two.ops.alerts.port]  # type: ignore[union-attr]
         assert one.ops.store is not two.ops.store and one.settings.db_path == two.settings.db_path
-        first = [env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
-                 for i in range(3)]  # the channel's three runs in ten minutes
+        first = [
+            env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}")) for i in range(3)
+        ]  # the channel's three runs in ten minutes
         assert [r[0] for r in await asyncio.gather(*first)] == [200] * 3
-        await fake_slack._wait(lambda: len([r for r in one.runs() if r.status.value == "finished"]) == 3 or None,
-                               20.0, lambda: "the three alert runs finished")
+        await fake_slack._wait(
+            lambda: len([r for r in one.runs() if r.status.value == "finished"]) == 3 or None,
+            20.0,
+            lambda: "the three alert runs finished",
+        )
         await one.ops.outbox.settle()
         await two.ops.outbox.settle()
         # The first storm post is rate limited for a second: whoever posts it is slow, and the other replica,
         # in the same storm, must still find the thread claimed (a per-process lock would open a second).
         fake_slack.fail_next("chat.postMessage", error="ratelimited", retry_after=1)
-        storm = [env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
-                 for i in range(3, 11)]  # eight more, both replicas at once
+        storm = [
+            env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}"))
+            for i in range(3, 11)
+        ]  # eight more, both replicas at once
         answers = await asyncio.gather(*storm)
         assert [json.loads(a[1])["outcome"] for a in answers] == ["dropped"] * 8
+
         def listings() -> list[Any]:
             return [m for m in fake_slack.messages[CHANNEL] if m.text.startswith("Not investigated")]
 

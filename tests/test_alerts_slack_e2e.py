@@ -31,12 +31,16 @@ ignore = "RESOLVED"
 """
 ALERT = {
     "username": "Alertmanager",
-    "attachments": [{
-        "color": "danger", "fallback": "[FIRING:1] DiskFull web-03",
-        "title": "[FIRING:1] DiskFull (web-03 critical)", "title_link": "http://127.0.0.1:9093/#/alerts",
-        "text": "*Summary:* /var on web-03 is 97% full\n*runbook:* http://127.0.0.1/runbooks/disk",
-        "mrkdwn_in": ["fallback", "pretext", "text"],
-    }],
+    "attachments": [
+        {
+            "color": "danger",
+            "fallback": "[FIRING:1] DiskFull web-03",
+            "title": "[FIRING:1] DiskFull (web-03 critical)",
+            "title_link": "http://127.0.0.1:9093/#/alerts",
+            "text": "*Summary:* /var on web-03 is 97% full\n*runbook:* http://127.0.0.1/runbooks/disk",
+            "mrkdwn_in": ["fallback", "pretext", "text"],
+        }
+    ],
 }
 
 
@@ -49,23 +53,29 @@ def alert_event(slack: FakeSlack) -> dict[str, Any]:
     """An alert message as the integration's post (stored in the channel), and its `message` event."""
     event = message_event(CHANNEL, None, "", bot_id=SENDER, subtype="bot_message")
     event["attachments"] = ALERT["attachments"]
-    slack._add_message(Message(channel=CHANNEL, ts=event["ts"], bot_id=SENDER, subtype="bot_message",
-                               attachments=ALERT["attachments"]))
+    slack._add_message(
+        Message(channel=CHANNEL, ts=event["ts"], bot_id=SENDER, subtype="bot_message", attachments=ALERT["attachments"])
+    )
     return event
 
 
 async def alert_root(slack: FakeSlack, n: int = 1, timeout: float = 5.0) -> list[str]:
     """The ts of the first `n` alert messages the integration posted (once they are in the channel)."""
-    await slack._wait(lambda: len([m for m in slack.messages[CHANNEL] if m.bot_id == SENDER]) >= n or None,
-                      timeout, lambda: f"{n} alert message(s) in the channel")
+    await slack._wait(
+        lambda: len([m for m in slack.messages[CHANNEL] if m.bot_id == SENDER]) >= n or None,
+        timeout,
+        lambda: f"{n} alert message(s) in the channel",
+    )
     return [m.ts for m in slack.messages[CHANNEL] if m.bot_id == SENDER]
 
 
 async def test_an_alert_posted_by_a_configured_sender_starts_one_run_in_its_thread(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(text("Checking web-03."), tool_use("check_disk", {"host": "web-03"})),
-                          reply(text("/var on web-03 is full of rotated nginx logs.")))
+    fake_anthropic.script(
+        reply(text("Checking web-03."), tool_use("check_disk", {"host": "web-03"})),
+        reply(text("/var on web-03 is full of rotated nginx logs.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG) as env:
         hook = fake_slack.add_incoming_webhook(CHANNEL, bot_id=SENDER)
         await post_incoming(hook, ALERT)
@@ -120,9 +130,11 @@ async def test_anyone_allowed_may_approve_an_alert_runs_destructive_call_but_not
 ) -> None:
     """No human requester: the alert's sender blocks nobody, and whoever asked in the thread still may not."""
     clean = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
-    fake_anthropic.script(reply(text("Old nginx logs fill /var."), tool_use("clean_logs", clean)),
-                          reply(tool_use("clean_logs", clean)),  # asked again after alice's reply
-                          reply(text("Freed 19.8 GB.")))
+    fake_anthropic.script(
+        reply(text("Old nginx logs fill /var."), tool_use("clean_logs", clean)),
+        reply(tool_use("clean_logs", clean)),  # asked again after alice's reply
+        reply(text("Freed 19.8 GB.")),
+    )
     config = CONFIG + '\n[approvals]\napprovers = ["U0ALICE", "U0BOB"]\n'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         event = alert_event(fake_slack)

@@ -33,18 +33,41 @@ max_runs_per_10_min = 3
 ENV = {"OPSLOOP_ALERT_TOKEN": TOKEN}
 
 
-def payload(group: str = "{}:{alertname=\"DiskFull\"}", *, status: str = "firing",
-            fingerprints: tuple[str, ...] = ("a1",), name: str = "DiskFull") -> dict[str, Any]:
-    alerts = [{
-        "status": status, "fingerprint": fp, "startsAt": "2026-12-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
-        "labels": {"alertname": name, "severity": "critical", "instance": f"web-03:{i}", "job": "node"},
-        "annotations": {"summary": "/var on web-03 is 97% full", "description": "disk almost full",
-                        "runbook_url": "https://runbooks.example.test/disk"},
-        "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=disk_used_ratio+%3E+0.95&g0.tab=1",
-    } for i, fp in enumerate(fingerprints)]
-    return {"version": "4", "groupKey": group, "truncatedAlerts": 0, "status": status, "receiver": "opsloop",
-            "groupLabels": {"alertname": name}, "commonLabels": {"alertname": name}, "commonAnnotations": {},
-            "externalURL": "http://127.0.0.1:9093", "alerts": alerts}
+def payload(
+    group: str = '{}:{alertname="DiskFull"}',
+    *,
+    status: str = "firing",
+    fingerprints: tuple[str, ...] = ("a1",),
+    name: str = "DiskFull",
+) -> dict[str, Any]:
+    alerts = [
+        {
+            "status": status,
+            "fingerprint": fp,
+            "startsAt": "2026-12-01T10:00:00Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "labels": {"alertname": name, "severity": "critical", "instance": f"web-03:{i}", "job": "node"},
+            "annotations": {
+                "summary": "/var on web-03 is 97% full",
+                "description": "disk almost full",
+                "runbook_url": "https://runbooks.example.test/disk",
+            },
+            "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=disk_used_ratio+%3E+0.95&g0.tab=1",
+        }
+        for i, fp in enumerate(fingerprints)
+    ]
+    return {
+        "version": "4",
+        "groupKey": group,
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": "opsloop",
+        "groupLabels": {"alertname": name},
+        "commonLabels": {"alertname": name},
+        "commonAnnotations": {},
+        "externalURL": "http://127.0.0.1:9093",
+        "alerts": alerts,
+    }
 
 
 async def post(env: BotEnv, body: bytes | dict[str, Any], *, token: str | None = TOKEN) -> tuple[int, str]:
@@ -62,17 +85,19 @@ def groups(env: BotEnv) -> list[Any]:
 
 
 async def root(env: BotEnv, name: str = "DiskFull", timeout: float = 5.0) -> str:
-    msg = await env.slack.wait_for_message(CHANNEL, lambda m: m.thread_ts is None and name in m.text,
-                                           timeout=timeout)
+    msg = await env.slack.wait_for_message(CHANNEL, lambda m: m.thread_ts is None and name in m.text, timeout=timeout)
     return msg.ts
 
 
 async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothing(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(text("Checking the expression."), tool_use("restart_service",
-                                                                          {"host": "web-03", "unit": "nginx.service"})),
-                          reply(text("Restarted; resolved.")))
+    fake_anthropic.script(
+        reply(
+            text("Checking the expression."), tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})
+        ),
+        reply(text("Restarted; resolved.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
         assert await post(env, payload()) == (200, json.dumps({"status": "stored", "outcome": "started"}))
         ts = await root(env)
@@ -82,9 +107,14 @@ async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothi
         card = await env.card(CHANNEL, ts)  # the run started in the group's thread
         first = user_turn((await env.requests(1))[0], 0)[0]["text"]
         assert first.startswith("[alert from Alertmanager")
-        for part in ("alertname=DiskFull", "severity=critical", "startsAt 2026-12-01T10:00:00Z",
-                     "summary: /var on web-03 is 97% full", "runbook_url: https://runbooks.example.test/disk",
-                     "expression: disk_used_ratio > 0.95"):
+        for part in (
+            "alertname=DiskFull",
+            "severity=critical",
+            "startsAt 2026-12-01T10:00:00Z",
+            "summary: /var on web-03 is 97% full",
+            "runbook_url: https://runbooks.example.test/disk",
+            "expression: disk_used_ratio > 0.95",
+        ):
             assert part in first
         for _ in range(3):  # Alertmanager's repeat_interval: same group, same firing set
             assert (await post(env, payload()))[0] == 200
@@ -105,8 +135,11 @@ async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothi
 
 
 async def test_an_alert_run_is_named_by_its_alert_on_app_home_and_in_opsloop_runs(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_anthropic.script(reply(text("/var is full of rotated nginx logs.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
@@ -131,8 +164,10 @@ async def test_an_alert_run_is_named_by_its_alert_on_app_home_and_in_opsloop_run
 async def test_a_changed_firing_set_is_noted_and_reaches_the_run(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
-                          reply(text("Two instances now.")))
+    fake_anthropic.script(
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        reply(text("Two instances now.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
         await post(env, payload())
         ts = await root(env)
@@ -212,8 +247,11 @@ async def test_a_storm_of_12_groups_starts_3_runs_lists_the_rest_in_one_thread_a
         assert len(stored) == 12
         assert sorted(g.state for g in stored).count("dropped") == 9
         storm_root = await fake_slack.wait_for_message(CHANNEL, lambda m: "Alert storm" in m.text)
-        await fake_slack._wait(lambda: len(env.thread(CHANNEL, storm_root.ts)) >= 10 or None, 5.0,
-                               lambda: "9 alerts listed in the storm thread")
+        await fake_slack._wait(
+            lambda: len(env.thread(CHANNEL, storm_root.ts)) >= 10 or None,
+            5.0,
+            lambda: "9 alerts listed in the storm thread",
+        )
         listed = [m.text for m in env.thread(CHANNEL, storm_root.ts)[1:]]
         assert len(listed) == 9 and all(t.startswith("Not investigated: Alert") for t in listed)
         assert len([m for m in fake_slack.messages[CHANNEL] if "Alert storm" in m.text]) == 1
@@ -256,9 +294,10 @@ async def until(check: Any, what: str, timeout: float = 30.0) -> None:
 async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_repeats_and_resolves(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(text("Checking web-03."), tool_use("restart_service",
-                                                                  {"host": "web-03", "unit": "nginx.service"})),
-                          reply(text("Restarted nginx; /var recovered.")))
+    fake_anthropic.script(
+        reply(text("Checking web-03."), tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        reply(text("Restarted nginx; /var recovered.")),
+    )
     target = await promserver.Target(value=0.99).start()
     try:
         async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
@@ -279,8 +318,9 @@ async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_r
                 await until(lambda: desk.counts[("webhook", "deduplicated")] >= 2, "two repeats from Alertmanager")
                 assert len(env.runs()) == 1 and desk.counts[("webhook", "started")] == 1
                 target.value = 0.5  # the metric recovers
-                await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text,
-                                                  timeout=60)
+                await fake_slack.wait_for_message(
+                    CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text, timeout=60
+                )
                 await env.approve(card, BOB)
                 await env.wait_final(CHANNEL, ts)
                 said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))

@@ -26,20 +26,32 @@ def offences(source: str) -> list[str]:
             module = node.module or ""
             if _is_test_module(module):
                 found.append(module)
-            found += [f"{module}.{a.name}" for a in node.names
-                      if _is_test_module(a.name) or (a.name.startswith("_") and not a.name.startswith("__"))]
+            found += [
+                f"{module}.{a.name}"
+                for a in node.names
+                if _is_test_module(a.name) or (a.name.startswith("_") and not a.name.startswith("__"))
+            ]
     return found
 
 
 def test_the_check_sees_test_modules_and_private_names() -> None:
-    source = ("from tests.test_k8s_tools import NS\nimport tests.test_cli\nfrom tests import test_docs\n"
-              "from tests.fakes.anthropic import _cost_usd, reply\nfrom __future__ import annotations\n"
-              "from tests.fakes.kube_scenes import crashloop\n")
-    assert offences(source) == ["tests.test_k8s_tools", "tests.test_cli", "tests.test_docs",
-                                "tests.fakes.anthropic._cost_usd"]
+    source = (
+        "from tests.test_k8s_tools import NS\nimport tests.test_cli\nfrom tests import test_docs\n"
+        "from tests.fakes.anthropic import _cost_usd, reply\nfrom __future__ import annotations\n"
+        "from tests.fakes.kube_scenes import crashloop\n"
+    )
+    assert offences(source) == [
+        "tests.test_k8s_tools",
+        "tests.test_cli",
+        "tests.test_docs",
+        "tests.fakes.anthropic._cost_usd",
+    ]
 
 
 def test_bench_imports_no_test_module_and_no_private_name() -> None:
-    found = {str(path.relative_to(ROOT)): bad for path in sorted((ROOT / "bench").rglob("*.py"))
-             if (bad := offences(path.read_text(encoding="utf-8")))}
+    found = {
+        str(path.relative_to(ROOT)): bad
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        if (bad := offences(path.read_text(encoding="utf-8")))
+    }
     assert found == {}

@@ -38,9 +38,7 @@ NASTY = "<!channel> & <@U999> <https://evil.example|click> a > b && c < d "
 
 # Markup opsloop builds itself; any other `<`, `>` or `&` must have been escaped. A link is its URL alone:
 # opsloop never posts `<url|words>`.
-_OUR_MARKUP = re.compile(
-    r"<(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+|!date\^\d+\^[^|<>]*\|[^<>]*|https?://[!-;=?-{}~]+)>"
-)
+_OUR_MARKUP = re.compile(r"<(?:@[UW][A-Z0-9]+|!subteam\^S[A-Z0-9]+|!date\^\d+\^[^|<>]*\|[^<>]*|https?://[!-;=?-{}~]+)>")
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
 
 
@@ -253,19 +251,30 @@ def test_decided_card_has_no_buttons_and_says_who_and_when(state: str, extra: di
 
 
 def test_a_card_superseded_because_the_run_stopped_says_so() -> None:
-    card = _card(state="superseded", cause=DecisionCause.STOP, reason="run stopped (cancelled)",
-                 decided_by="U0STOP", decided_at=EPOCH)
+    card = _card(
+        state="superseded",
+        cause=DecisionCause.STOP,
+        reason="run stopped (cancelled)",
+        decided_by="U0STOP",
+        decided_at=EPOCH,
+    )
     assert _block(card, "approval_decision")["elements"] == [
-        {"type": "mrkdwn", "text": f":octagonal_sign: Not run: the run stopped (cancelled) by <@U0STOP> at {DATE}",
-         "verbatim": True}
+        {
+            "type": "mrkdwn",
+            "text": f":octagonal_sign: Not run: the run stopped (cancelled) by <@U0STOP> at {DATE}",
+            "verbatim": True,
+        }
     ]
 
 
 def test_a_card_voided_by_a_changed_call_gives_the_reason() -> None:
     card = _card(state="superseded", cause=DecisionCause.CHANGED_CALL, reason="the call changed", decided_at=EPOCH)
     assert _block(card, "approval_decision")["elements"] == [
-        {"type": "mrkdwn", "text": f":leftwards_arrow_with_hook: Superseded: the call changed at {DATE} — not run",
-         "verbatim": True}
+        {
+            "type": "mrkdwn",
+            "text": f":leftwards_arrow_with_hook: Superseded: the call changed at {DATE} — not run",
+            "verbatim": True,
+        }
     ]
 
 
@@ -344,8 +353,9 @@ def test_a_cut_preview_never_shows_half_a_secret() -> None:
 def test_texts_are_redacted_before_they_are_split_or_cut() -> None:
     secret = "ghp_" + "A" * 36
     answer = text_messages("x" * 2990 + " " + secret)
-    status = status_message(state="running", step=1, activity="y" * 290 + secret, tokens=1, cost_usd=0.0,
-                            run_id="run_1")
+    status = status_message(
+        state="running", step=1, activity="y" * 290 + secret, tokens=1, cost_usd=0.0, run_id="run_1"
+    )
     report = _report(tools=[("http_get", 1, "z" * 295 + secret)], pending=[secret], last_reasoning=secret)
     for msg in [*answer, status, *report]:
         flat = json.dumps(msg.blocks) + msg.text
@@ -401,8 +411,11 @@ def test_running_status_shows_step_usage_and_a_stop_button() -> None:
         text=line,
         blocks=[
             {"type": "section", "block_id": "status", "text": {"type": "mrkdwn", "text": line, "verbatim": True}},
-            {"type": "context", "block_id": "status_run",
-             "elements": [{"type": "mrkdwn", "text": "Run `run_1`", "verbatim": True}]},
+            {
+                "type": "context",
+                "block_id": "status_run",
+                "elements": [{"type": "mrkdwn", "text": "Run `run_1`", "verbatim": True}],
+            },
             {
                 "type": "actions",
                 "block_id": "status_actions",
@@ -447,8 +460,13 @@ def test_short_answer_is_one_section() -> None:
     assert text_messages("Disk is full.") == [
         SlackMessage(
             text="Disk is full.",
-            blocks=[{"type": "section", "block_id": "section_0", "text": {"type": "mrkdwn", "text": "Disk is full.",
-                                                                           "verbatim": True}}],
+            blocks=[
+                {
+                    "type": "section",
+                    "block_id": "section_0",
+                    "text": {"type": "mrkdwn", "text": "Disk is full.", "verbatim": True},
+                }
+            ],
         )
     ]
 

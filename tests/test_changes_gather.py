@@ -63,22 +63,29 @@ async def test_sources_run_concurrently() -> None:
         await first_started.wait()
         return [change(-2, "second")]
 
-    changes, failures = await gather([Source("git", "a", first, timeout_s=10), Source("git", "b", second,
-                                                                                       timeout_s=10)], SINCE, UNTIL)
+    changes, failures = await gather(
+        [Source("git", "a", first, timeout_s=10), Source("git", "b", second, timeout_s=10)], SINCE, UNTIL
+    )
     assert ([c.what for c in changes], failures) == (["first", "second"], [])
 
 
 async def test_a_failing_source_is_one_failure_and_the_others_still_answer() -> None:
-    changes, failures = await gather([
-        answering(change(-12, "lower pool size")),
-        failing(ToolError("web-03: connection refused: nothing listens on 22")),
-        failing(PermissionDenied("cluster prod forbids list events in namespace web"), "kubernetes", "prod/web"),
-        failing(KeyError("revision"), "kubernetes", "prod/payments"),
-    ], SINCE, UNTIL)
+    changes, failures = await gather(
+        [
+            answering(change(-12, "lower pool size")),
+            failing(ToolError("web-03: connection refused: nothing listens on 22")),
+            failing(PermissionDenied("cluster prod forbids list events in namespace web"), "kubernetes", "prod/web"),
+            failing(KeyError("revision"), "kubernetes", "prod/payments"),
+        ],
+        SINCE,
+        UNTIL,
+    )
     assert [c.what for c in changes] == ["lower pool size"]
-    assert failures == [SourceFailure("host", "web-03", "web-03: connection refused: nothing listens on 22"),
-                        SourceFailure("kubernetes", "prod/web", "cluster prod forbids list events in namespace web"),
-                        SourceFailure("kubernetes", "prod/payments", "KeyError: 'revision'")]
+    assert failures == [
+        SourceFailure("host", "web-03", "web-03: connection refused: nothing listens on 22"),
+        SourceFailure("kubernetes", "prod/web", "cluster prod forbids list events in namespace web"),
+        SourceFailure("kubernetes", "prod/payments", "KeyError: 'revision'"),
+    ]
 
 
 async def test_a_source_past_its_timeout_is_one_failure() -> None:
@@ -88,15 +95,25 @@ async def test_a_source_past_its_timeout_is_one_failure() -> None:
         await never.wait()
         return []
 
-    changes, failures = await gather([Source("host", "db-01", stuck, timeout_s=0.2),
-                                      answering(change(-1, "still here"))], SINCE, UNTIL)
-    assert ([c.what for c in changes], failures) == (["still here"], [SourceFailure("host", "db-01",
-                                                                                   "no answer within 0.2s")])
+    changes, failures = await gather(
+        [Source("host", "db-01", stuck, timeout_s=0.2), answering(change(-1, "still here"))], SINCE, UNTIL
+    )
+    assert ([c.what for c in changes], failures) == (
+        ["still here"],
+        [SourceFailure("host", "db-01", "no answer within 0.2s")],
+    )
 
 
 async def test_changes_outside_the_window_are_dropped() -> None:
-    changes, _ = await gather([answering(change(-121, "too old"), change(-120, "first minute"),
-                                         change(10, "last minute"), change(11, "too new"))], SINCE, UNTIL)
+    changes, _ = await gather(
+        [
+            answering(
+                change(-121, "too old"), change(-120, "first minute"), change(10, "last minute"), change(11, "too new")
+            )
+        ],
+        SINCE,
+        UNTIL,
+    )
     assert [c.what for c in changes] == ["first minute", "last minute"]
 
 
@@ -119,8 +136,9 @@ def seed_repo(path: Path, now: datetime) -> None:
     commit(path, "lower pool size to 10", now - timedelta(minutes=12), {"k8s/a.yaml": "b"})
 
 
-async def test_every_source_in_one_timeline_with_the_failures_last(sshd: SshServer, fake_kube: FakeKube,
-                                                                    tmp_path: Path) -> None:
+async def test_every_source_in_one_timeline_with_the_failures_last(
+    sshd: SshServer, fake_kube: FakeKube, tmp_path: Path
+) -> None:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     anchor = now - timedelta(minutes=5)
     since = now - timedelta(hours=2)
@@ -133,11 +151,23 @@ async def test_every_source_in_one_timeline_with_the_failures_last(sshd: SshServ
     created = f"{anchor - timedelta(minutes=7):%Y-%m-%dT%H:%M:%SZ}"
     fake_kube.touch("ReplicaSet", "web", rs, {"metadata": {"creationTimestamp": created}})
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    clusters = KubeClusters((ClusterSpec(name="prod", kubeconfig=kc, namespaces=("web",)),
-                             ClusterSpec(name="down", kubeconfig=kc, namespaces=("web",), timeout_s=2)))
+    clusters = KubeClusters(
+        (
+            ClusterSpec(name="prod", kubeconfig=kc, namespaces=("web",)),
+            ClusterSpec(name="down", kubeconfig=kc, namespaces=("web",), timeout_s=2),
+        )
+    )
     pool = SshPool(Inventory(SshSettings(), (host_for(sshd), host_for(sshd, "db-01", port=free_port()))))
-    events, problems = parse_events([{"at": f"{now - timedelta(minutes=8):%Y-%m-%dT%H:%M:%SZ}", "id": "gha-1",
-                                      "summary": "deploy checkout-api 1.43", "service": "checkout-api"}])
+    events, problems = parse_events(
+        [
+            {
+                "at": f"{now - timedelta(minutes=8):%Y-%m-%dT%H:%M:%SZ}",
+                "id": "gha-1",
+                "summary": "deploy checkout-api 1.43",
+                "service": "checkout-api",
+            }
+        ]
+    )
     assert problems == []
     web, db = pool.inventory.resolve("web-03"), pool.inventory.resolve("db-01")
     assert web is not None and db is not None
@@ -153,15 +183,24 @@ async def test_every_source_in_one_timeline_with_the_failures_last(sshd: SshServ
             await fake_kube.up()
 
     try:
-        changes, failures = await gather([
-            Source("git", "deploy-config (main)", partial(git_changes, GitRepo(
-                name="deploy-config", path=tmp_path / "deploy-config", paths=("k8s/",)))),
-            Source("git", "gone (main)", partial(git_changes, GitRepo(name="gone", path=tmp_path / "gone"))),
-            Source("host", "web-03", partial(host_changes, pool, web, dpkg_log=str(dpkg))),
-            Source("host", "db-01", partial(host_changes, pool, db, dpkg_log=str(dpkg)), timeout_s=15),
-            Source("kubernetes", "down/web", down),
-            Source("webhook", "stored events", stored),
-        ], since, now + timedelta(minutes=1))
+        changes, failures = await gather(
+            [
+                Source(
+                    "git",
+                    "deploy-config (main)",
+                    partial(
+                        git_changes, GitRepo(name="deploy-config", path=tmp_path / "deploy-config", paths=("k8s/",))
+                    ),
+                ),
+                Source("git", "gone (main)", partial(git_changes, GitRepo(name="gone", path=tmp_path / "gone"))),
+                Source("host", "web-03", partial(host_changes, pool, web, dpkg_log=str(dpkg))),
+                Source("host", "db-01", partial(host_changes, pool, db, dpkg_log=str(dpkg)), timeout_s=15),
+                Source("kubernetes", "down/web", down),
+                Source("webhook", "stored events", stored),
+            ],
+            since,
+            now + timedelta(minutes=1),
+        )
         prod = await namespace_changes(clusters.get("prod"), "web", since, now + timedelta(minutes=1))
     finally:
         await pool.close()

@@ -20,8 +20,13 @@ SINCE, UNTIL = START - timedelta(hours=2), START + timedelta(minutes=30)
 
 
 def git(repo: Path, *args: str, at: datetime | None = None, author_at: datetime | None = None) -> str:
-    env = {**git_env(), "GIT_AUTHOR_NAME": "alice", "GIT_AUTHOR_EMAIL": "alice@example.com",
-           "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@example.com"}
+    env = {
+        **git_env(),
+        "GIT_AUTHOR_NAME": "alice",
+        "GIT_AUTHOR_EMAIL": "alice@example.com",
+        "GIT_COMMITTER_NAME": "ci",
+        "GIT_COMMITTER_EMAIL": "ci@example.com",
+    }
     if at is not None:
         env["GIT_COMMITTER_DATE"] = at.isoformat()
         env["GIT_AUTHOR_DATE"] = (author_at or at).isoformat()
@@ -29,8 +34,9 @@ def git(repo: Path, *args: str, at: datetime | None = None, author_at: datetime 
     return done.stdout.strip()
 
 
-def commit(repo: Path, subject: str, at: datetime, files: dict[str, str] | None = None,
-           author_at: datetime | None = None) -> str:
+def commit(
+    repo: Path, subject: str, at: datetime, files: dict[str, str] | None = None, author_at: datetime | None = None
+) -> str:
     for name, content in (files or {"notes.txt": subject}).items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(content)
@@ -62,8 +68,12 @@ def subjects(changes: list) -> list[str]:
 
 async def test_commits_on_the_branch_in_the_window_newest_first(repo: Path) -> None:
     changes = await git_changes(GitRepo(name="deploy-config", path=repo, branch="main"), SINCE, UNTIL)
-    assert subjects(changes) == ["commit by alice: hotfix after the alert", "commit by alice: lower pool size to 10",
-                                 "commit by alice: docs only", "commit by alice: terraform: bigger disk"]  # by date
+    assert subjects(changes) == [
+        "commit by alice: hotfix after the alert",
+        "commit by alice: lower pool size to 10",
+        "commit by alice: docs only",
+        "commit by alice: terraform: bigger disk",
+    ]  # by date
     assert {c.source for c in changes} == {"git"} and {c.target for c in changes} == {"deploy-config (main)"}
     assert changes[1].at == START - timedelta(minutes=12)
     assert changes[1].ref == git(repo, "rev-parse", "--short", "main~4")
@@ -77,16 +87,18 @@ async def test_another_branch_has_its_own_commits(repo: Path) -> None:
     release = await git_changes(GitRepo(name="deploy-config", path=repo, branch="release"), SINCE, UNTIL)
     main = await git_changes(GitRepo(name="deploy-config", path=repo, branch="main"), SINCE, UNTIL)
     assert "commit by alice: on another branch" in subjects(feature)
-    assert subjects(release) == ["commit by alice: release only", "commit by alice: lower pool size to 10",
-                                 "commit by alice: terraform: bigger disk"]
+    assert subjects(release) == [
+        "commit by alice: release only",
+        "commit by alice: lower pool size to 10",
+        "commit by alice: terraform: bigger disk",
+    ]
     assert not {"commit by alice: on another branch", "commit by alice: release only"} & set(subjects(main))
 
 
 async def test_the_window_compares_committer_dates_not_author_dates(repo: Path) -> None:
     # git stops walking at commits older than --since, so the older committer date goes first (as it would)
     commit(repo, "written now, committed last week", START - timedelta(days=7), author_at=START)
-    commit(repo, "written last week, landed now", START - timedelta(minutes=1),
-           author_at=START - timedelta(days=7))
+    commit(repo, "written last week, landed now", START - timedelta(minutes=1), author_at=START - timedelta(days=7))
     changes = await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL)
     assert "commit by alice: written last week, landed now" in subjects(changes)
     assert "commit by alice: written now, committed last week" not in subjects(changes)
@@ -102,16 +114,19 @@ async def test_a_bare_clone_answers_the_same(repo: Path, tmp_path: Path) -> None
 
 async def test_paths_keep_only_commits_touching_them_and_list_their_files(repo: Path) -> None:
     changes = await git_changes(GitRepo(name="d", path=repo, paths=("k8s/", "terraform/")), SINCE, UNTIL)
-    assert subjects(changes) == ["commit by alice: hotfix after the alert (files: k8s/api.yaml)",
-                                 "commit by alice: lower pool size to 10 (files: k8s/api.yaml)",
-                                 "commit by alice: terraform: bigger disk (files: terraform/disk.tf)"]
+    assert subjects(changes) == [
+        "commit by alice: hotfix after the alert (files: k8s/api.yaml)",
+        "commit by alice: lower pool size to 10 (files: k8s/api.yaml)",
+        "commit by alice: terraform: bigger disk (files: terraform/disk.tf)",
+    ]
 
 
 async def test_many_files_are_counted_not_all_listed(repo: Path) -> None:
     commit(repo, "many", START - timedelta(minutes=2), {f"k8s/f{i}.yaml": "x" for i in range(8)})
     changes = await git_changes(GitRepo(name="d", path=repo, paths=("k8s",)), SINCE, UNTIL)
-    assert changes[1].what.endswith("(files: k8s/f0.yaml, k8s/f1.yaml, k8s/f2.yaml, k8s/f3.yaml, k8s/f4.yaml "
-                                    "and 3 more)")
+    assert changes[1].what.endswith(
+        "(files: k8s/f0.yaml, k8s/f1.yaml, k8s/f2.yaml, k8s/f3.yaml, k8s/f4.yaml and 3 more)"
+    )
 
 
 async def test_max_commits_bounds_what_is_read(repo: Path) -> None:
@@ -168,7 +183,7 @@ def test_a_path_outside_the_repository_or_like_an_option_is_refused(path: str) -
 
 def test_the_command_is_argv_with_the_revision_after_end_of_options(repo: Path) -> None:
     argv = log_argv(GitRepo(name="d", path=repo, branch="main", paths=("k8s/",)), SINCE, UNTIL)
-    assert argv[argv.index("--end-of-options") + 1:] == ["main", "--", "k8s/"]
+    assert argv[argv.index("--end-of-options") + 1 :] == ["main", "--", "k8s/"]
     assert f"safe.directory={repo.resolve()}" in argv and "core.fsmonitor=false" in argv
     assert "--since=2026-12-02T12:00:00Z" in argv and "--until=2026-12-02T14:30:00Z" in argv
 

@@ -34,20 +34,45 @@ def controller_revision(owner: dict[str, Any], revision: int, image: str, minute
     om = owner["metadata"]
     template = copy.deepcopy(owner["spec"]["template"])
     template["spec"]["containers"][0]["image"] = image
-    return {"apiVersion": "apps/v1", "kind": "ControllerRevision", "revision": revision,
-            "metadata": {"name": f"{om['name']}-{revision}abc", "namespace": om["namespace"],
-                         "creationTimestamp": ts(ago(minutes_ago)),
-                         "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                              "name": om["name"], "uid": om["uid"], "controller": True}]},
-            "data": {"spec": {"template": {**template, "$patch": "replace"}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "revision": revision,
+        "metadata": {
+            "name": f"{om['name']}-{revision}abc",
+            "namespace": om["namespace"],
+            "creationTimestamp": ts(ago(minutes_ago)),
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": om["name"],
+                    "uid": om["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "data": {"spec": {"template": {**template, "$patch": "replace"}}},
+    }
 
 
-def configmap(name: str, *, created_min: float, writes: list[tuple[str, float]],
-              data: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "data": data or {"POOL_SIZE": "10"},
-            "metadata": {"name": name, "namespace": NS, "creationTimestamp": ts(ago(created_min)),
-                         "managedFields": [{"manager": m, "operation": "Update", "apiVersion": "v1",
-                                            "time": ts(ago(t)), "fieldsType": "FieldsV1"} for m, t in writes]}}
+def configmap(
+    name: str, *, created_min: float, writes: list[tuple[str, float]], data: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "data": data or {"POOL_SIZE": "10"},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "creationTimestamp": ts(ago(created_min)),
+            "managedFields": [
+                {"manager": m, "operation": "Update", "apiVersion": "v1", "time": ts(ago(t)), "fieldsType": "FieldsV1"}
+                for m, t in writes
+            ],
+        },
+    }
 
 
 def world(kube: FakeKube) -> None:
@@ -61,14 +86,28 @@ def world(kube: FakeKube) -> None:
     db = kube.add(statefulset("db", NS, image="postgres:16.1"))
     kube.add(controller_revision(db, 1, "postgres:16.1", 24 * 60))
     kube.add(controller_revision(db, 2, "postgres:16.2", 20))
-    kube.add(configmap("api-config", created_min=5 * 24 * 60, writes=[("kubectl-client-side-apply", 5 * 24 * 60),
-                                                                    ("kubectl-edit", 8)],
-                       data={"DB_PASSWORD_HINT": "hunter2"}))
+    kube.add(
+        configmap(
+            "api-config",
+            created_min=5 * 24 * 60,
+            writes=[("kubectl-client-side-apply", 5 * 24 * 60), ("kubectl-edit", 8)],
+            data={"DB_PASSWORD_HINT": "hunter2"},
+        )
+    )
     kube.add(configmap("stale", created_min=9 * 24 * 60, writes=[("helm", 9 * 24 * 60)]))
-    kube.add(event(dep, "ScalingReplicaSet", "Scaled up replica set api-7d9f to 6", type="Normal",
-                   component="deployment-controller", last_seen_ago_s=3 * 60))
-    kube.add(event(dep, "ScalingReplicaSet", "Scaled down replica set api-old to 0", type="Normal",
-                   last_seen_ago_s=5 * 3600))
+    kube.add(
+        event(
+            dep,
+            "ScalingReplicaSet",
+            "Scaled up replica set api-7d9f to 6",
+            type="Normal",
+            component="deployment-controller",
+            last_seen_ago_s=3 * 60,
+        )
+    )
+    kube.add(
+        event(dep, "ScalingReplicaSet", "Scaled down replica set api-old to 0", type="Normal", last_seen_ago_s=5 * 3600)
+    )
     kube.add(event(dep, "BackOff", "Back-off restarting failed container", last_seen_ago_s=60))
     kube.add(secret("sh.helm.release.v1.api.v3", NS, {"release": "H4sIAAAAAAAA"}))
 
@@ -88,8 +127,11 @@ def rows(changes: list[Change]) -> list[tuple[str, str, str]]:
 async def test_a_namespace_changes_newest_first(fake_kube: FakeKube, client: KubeClient) -> None:
     world(fake_kube)
     changes = await namespace_changes(client, NS, ago(120), ago(-1))
-    rs3 = next(r["metadata"]["name"] for r in fake_kube.objects("ReplicaSet", NS)
-               if r["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3")
+    rs3 = next(
+        r["metadata"]["name"]
+        for r in fake_kube.objects("ReplicaSet", NS)
+        if r["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    )
     assert rows(changes) == [
         ("prod/web deployment/api", "Scaled up replica set api-7d9f to 6", "event ScalingReplicaSet"),
         ("prod/web configmap/api-config", "configmap changed by kubectl-edit (Update)", "managedFields"),
@@ -99,8 +141,9 @@ async def test_a_namespace_changes_newest_first(fake_kube: FakeKube, client: Kub
     assert abs((changes[2].at - ago(12)).total_seconds()) < 60  # created 12 min before the world was built
 
 
-async def test_configmap_values_are_never_read_and_secrets_never_requested(fake_kube: FakeKube,
-                                                                           client: KubeClient) -> None:
+async def test_configmap_values_are_never_read_and_secrets_never_requested(
+    fake_kube: FakeKube, client: KubeClient
+) -> None:
     world(fake_kube)
     changes = await namespace_changes(client, NS, ago(120), ago(-1))
     text = timeline(changes, [], anchor=ago(0), now=ago(0))
@@ -115,16 +158,17 @@ async def test_a_first_revision_and_an_unchanged_image_say_so(fake_kube: FakeKub
     dep = fake_kube.add(deployment("worker", NS, image="w:1", revision=1, age_s=600))
     for rs in fake_kube.objects("ReplicaSet", NS):
         fake_kube.touch("ReplicaSet", NS, rs["metadata"]["name"], {"metadata": {"creationTimestamp": ts(ago(10))}})
-    new = replicaset(dep, revision=2, containers=[{"name": "app", "image": "w:1", "env": [{"name": "X",
-                                                                                           "value": "1"}]}],
-                     age_s=120)
+    new = replicaset(
+        dep, revision=2, containers=[{"name": "app", "image": "w:1", "env": [{"name": "X", "value": "1"}]}], age_s=120
+    )
     fake_kube.add(new)
     whats = [c.what for c in await namespace_changes(client, NS, ago(60), ago(-1))]
     assert whats == ["pod template changed (image w:1), revision 2", "image w:1, revision 1 (first)"]
 
 
 async def test_a_namespace_outside_the_configured_ones_is_refused_before_any_request(
-        fake_kube: FakeKube, client: KubeClient) -> None:
+    fake_kube: FakeKube, client: KubeClient
+) -> None:
     with pytest.raises(ToolError, match="outside the namespaces"):
         await namespace_changes(client, "kube-system", ago(120), ago(-1))
     assert fake_kube.requests == []

@@ -17,12 +17,21 @@ def at(minutes: float) -> datetime:
 
 def test_the_timeline_is_newest_first_with_utc_times_relative_to_the_start_then_failures() -> None:
     changes = [
-        Change(at=at(-12), source="kubernetes", target="prod/web deployment/api",
-               what="image api:1.41 → api:1.42, revision 3", ref="replicaset/api-7d9f"),
+        Change(
+            at=at(-12),
+            source="kubernetes",
+            target="prod/web deployment/api",
+            what="image api:1.41 → api:1.42, revision 3",
+            ref="replicaset/api-7d9f",
+        ),
         Change(at=at(3), source="git", target="deploy-config (main)", what="commit by alice: hotfix", ref="a1b2c3d"),
         Change(at=at(-75), source="host", target="web-03", what="nginx 1.24.0-1 → 1.24.0-2", ref="dpkg.log"),
-        Change(at=at(-30).astimezone(timezone(timedelta(hours=1))), source="webhook", target="checkout-api (prod)",
-               what="deploy checkout-api 1.43"),
+        Change(
+            at=at(-30).astimezone(timezone(timedelta(hours=1))),
+            source="webhook",
+            target="checkout-api (prod)",
+            what="deploy checkout-api 1.43",
+        ),
     ]
     failures = [SourceFailure("kubernetes", "staging/web", "cannot reach cluster staging: no answer within 10s")]
     assert timeline(changes, failures, anchor=START, now=at(5)).splitlines() == [
@@ -39,14 +48,24 @@ def test_the_timeline_is_newest_first_with_utc_times_relative_to_the_start_then_
 def test_no_changes_says_so_and_still_lists_failures() -> None:
     assert timeline([], [SourceFailure("host", "db-01", "connection refused")], anchor=START, now=at(1)) == (
         "no changes found; now is 2026-12-02 14:21 UTC, the start was 2026-12-02 14:20 UTC\n"
-        "could not read host db-01: connection refused")
+        "could not read host db-01: connection refused"
+    )
 
 
-@pytest.mark.parametrize(("minutes", "text"), [
-    (0, "at the start"), (0.5, "under 1 min after"), (-0.5, "under 1 min before"), (-12, "12 min before"),
-    (3, "3 min after"), (-60, "1 h before"), (-125, "2 h 5 min before"), (-3 * 24 * 60 - 60, "3 d 1 h before"),
-    (2 * 24 * 60, "2 d after"),
-])
+@pytest.mark.parametrize(
+    ("minutes", "text"),
+    [
+        (0, "at the start"),
+        (0.5, "under 1 min after"),
+        (-0.5, "under 1 min before"),
+        (-12, "12 min before"),
+        (3, "3 min after"),
+        (-60, "1 h before"),
+        (-125, "2 h 5 min before"),
+        (-3 * 24 * 60 - 60, "3 d 1 h before"),
+        (2 * 24 * 60, "2 d after"),
+    ],
+)
 def test_relative_times(minutes: float, text: str) -> None:
     assert relative(at(minutes), START) == text
 
@@ -56,8 +75,9 @@ def test_a_change_needs_an_aware_time_and_a_known_source() -> None:
         Change(at=datetime(2026, 12, 2, 14, 0), source="git", target="t", what="w")
     with pytest.raises(ValueError, match="source"):
         Change(at=START, source="slack", target="t", what="w")
-    assert Change(at=START.astimezone(timezone(timedelta(hours=-5))), source="git", target="t", what="w").at.tzinfo \
-        is UTC
+    assert (
+        Change(at=START.astimezone(timezone(timedelta(hours=-5))), source="git", target="t", what="w").at.tzinfo is UTC
+    )
 
 
 def test_untrusted_text_is_one_line_redacted_revealed_and_not_markup() -> None:
@@ -74,4 +94,5 @@ def test_a_long_field_is_cut_and_the_whole_timeline_is_bounded() -> None:
     text = timeline(changes, [SourceFailure("host", "web-03", "down")], anchor=START, now=START)
     assert len(text) <= TIMELINE_MAX and "truncated" in text
     assert text.splitlines()[1].startswith("2026-12-02 14:20 UTC · at the start") and text.endswith(
-        "could not read host web-03: down")
+        "could not read host web-03: down"
+    )

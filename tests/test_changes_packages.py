@@ -76,15 +76,29 @@ def whats(changes: list[Change]) -> list[str]:
 
 def test_dpkg_log_actions_become_changes_and_the_rest_is_skipped() -> None:
     changes = parse_dpkg_log(DPKG, UTC, "web-03")
-    assert whats(changes) == ["nginx 1.24.0-1 → 1.24.0-2", "libfoo1 installed 2.1-3", "oldtool removed (was 0.9)",
-                              "oldtool purged (was 0.9)"]
-    assert changes[0] == Change(at=datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC), source="host", target="web-03",
-                                what="nginx 1.24.0-1 → 1.24.0-2", ref="dpkg.log")
+    assert whats(changes) == [
+        "nginx 1.24.0-1 → 1.24.0-2",
+        "libfoo1 installed 2.1-3",
+        "oldtool removed (was 0.9)",
+        "oldtool purged (was 0.9)",
+    ]
+    assert changes[0] == Change(
+        at=datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC),
+        source="host",
+        target="web-03",
+        what="nginx 1.24.0-1 → 1.24.0-2",
+        ref="dpkg.log",
+    )
 
 
-@pytest.mark.parametrize(("offset", "utc"), [("+0100", datetime(2026, 12, 2, 13, 3, 12, tzinfo=UTC)),
-                                             ("-0530", datetime(2026, 12, 2, 19, 33, 12, tzinfo=UTC)),
-                                             ("+0000", datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC))])
+@pytest.mark.parametrize(
+    ("offset", "utc"),
+    [
+        ("+0100", datetime(2026, 12, 2, 13, 3, 12, tzinfo=UTC)),
+        ("-0530", datetime(2026, 12, 2, 19, 33, 12, tzinfo=UTC)),
+        ("+0000", datetime(2026, 12, 2, 14, 3, 12, tzinfo=UTC)),
+    ],
+)
 def test_dpkg_times_are_read_in_the_host_offset(offset: str, utc: datetime) -> None:
     assert parse_dpkg_log(DPKG, parse_offset(offset), "h")[0].at == utc
 
@@ -97,15 +111,20 @@ def test_a_bad_offset_is_refused(text: str) -> None:
 
 def test_apt_history_blocks_become_changes_at_their_start() -> None:
     changes = parse_apt_history(APT, IST, "web-03")
-    assert whats(changes) == ["nginx 1.24.0-1 → 1.24.0-2", "nginx-common 1.24.0-1 → 1.24.0-2",
-                              "libfoo1 installed 2.1-3", "oldtool removed (was 0.9)", "oldtool purged (was 0.9)",
-                              "ok installed 1.0"]
+    assert whats(changes) == [
+        "nginx 1.24.0-1 → 1.24.0-2",
+        "nginx-common 1.24.0-1 → 1.24.0-2",
+        "libfoo1 installed 2.1-3",
+        "oldtool removed (was 0.9)",
+        "oldtool purged (was 0.9)",
+        "ok installed 1.0",
+    ]
     assert changes[0].at == datetime(2026, 12, 2, 8, 33, 11, tzinfo=UTC)
     assert changes[0].ref == "apt: apt-get upgrade -y" and changes[-1].ref == "apt history.log"
 
 
 def test_a_tail_cut_mid_block_skips_the_partial_block() -> None:
-    cut = APT[APT.index("Requested-By"):]
+    cut = APT[APT.index("Requested-By") :]
     assert whats(parse_apt_history(cut, UTC, "h"))[0] == "oldtool removed (was 0.9)"
     assert whats(parse_dpkg_log(DPKG[25:], UTC, "h"))[0] == "nginx 1.24.0-1 → 1.24.0-2"
 
@@ -115,23 +134,32 @@ def test_the_window_keeps_dpkg_over_apt_and_adds_a_boot_inside_it() -> None:
     until = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
     booted = datetime(2026, 12, 2, 14, 30, tzinfo=UTC)
     report = HostReport(offset=UTC, booted=booted, dpkg=DPKG, apt=APT)
-    assert whats(report_changes(report, "h", since, until)) == ["oldtool removed (was 0.9)",
-                                                                "oldtool purged (was 0.9)", "booted"]
+    assert whats(report_changes(report, "h", since, until)) == [
+        "oldtool removed (was 0.9)",
+        "oldtool purged (was 0.9)",
+        "booted",
+    ]
     apt_only = HostReport(offset=UTC, booted=booted - timedelta(days=1), dpkg=None, apt=APT)
-    assert whats(report_changes(apt_only, "h", since, until)) == ["oldtool removed (was 0.9)",
-                                                                  "oldtool purged (was 0.9)", "ok installed 1.0"]
+    assert whats(report_changes(apt_only, "h", since, until)) == [
+        "oldtool removed (was 0.9)",
+        "oldtool purged (was 0.9)",
+        "ok installed 1.0",
+    ]
 
 
 def test_the_report_sections_cannot_be_forged_by_a_log_line() -> None:
     mark = "=opsloop-abc"
-    text = (f"-0530\nbtime 1796220000\n{mark} present\n2026-12-02 14:03:12 upgrade a:amd64 1 2\n"
-            f"=opsloop-xyz missing\n\n{mark} missing\n")
+    text = (
+        f"-0530\nbtime 1796220000\n{mark} present\n2026-12-02 14:03:12 upgrade a:amd64 1 2\n"
+        f"=opsloop-xyz missing\n\n{mark} missing\n"
+    )
     report = parse_report(text, mark)
     assert report.offset == timezone(-timedelta(hours=5, minutes=30))
     assert report.booted == datetime.fromtimestamp(1796220000, UTC)
     assert report.dpkg is not None and "=opsloop-xyz missing" in report.dpkg and report.apt is None
-    assert parse_report(f"+0100\nbooted 2026-12-02 10:00:00\n{mark} missing\n{mark} missing\n", mark).booted == \
-        datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    assert parse_report(
+        f"+0100\nbooted 2026-12-02 10:00:00\n{mark} missing\n{mark} missing\n", mark
+    ).booted == datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
     with pytest.raises(ValueError):
         parse_report("no\n", mark)
 
@@ -164,15 +192,29 @@ async def test_host_changes_reads_a_seeded_dpkg_log_over_ssh(pool: SshPool, tmp_
     stamp = (now - timedelta(minutes=12)).strftime("%Y-%m-%d %H:%M:%S")
     old = (now - timedelta(days=2)).strftime("%Y-%m-%d %H:%M:%S")
     dpkg = tmp_path / "dpkg.log"
-    dpkg.write_text(f"{old} upgrade curl:amd64 8.4-1 8.5-1\n{stamp} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
-                    f"{stamp} status installed nginx:amd64 1.24.0-2\n")
+    dpkg.write_text(
+        f"{old} upgrade curl:amd64 8.4-1 8.5-1\n{stamp} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
+        f"{stamp} status installed nginx:amd64 1.24.0-2\n"
+    )
     host = pool.inventory.resolve("web-03")
     assert host is not None
-    changes = await host_changes(pool, host, now - timedelta(hours=2), now + timedelta(minutes=1),
-                                 dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"))
+    changes = await host_changes(
+        pool,
+        host,
+        now - timedelta(hours=2),
+        now + timedelta(minutes=1),
+        dpkg_log=str(dpkg),
+        apt_history=str(tmp_path / "none.log"),
+    )
     assert [c for c in changes if c.what != "booted"] == [
-        Change(at=now - timedelta(minutes=12), source="host", target="web-03", what="nginx 1.24.0-1 → 1.24.0-2",
-               ref="dpkg.log")]
+        Change(
+            at=now - timedelta(minutes=12),
+            source="host",
+            target="web-03",
+            what="nginx 1.24.0-1 → 1.24.0-2",
+            ref="dpkg.log",
+        )
+    ]
 
 
 def boot_time() -> datetime:
@@ -186,8 +228,14 @@ async def test_host_changes_over_ssh_reports_the_boot_when_in_the_window(pool: S
     booted = boot_time()
     host = pool.inventory.resolve("web-03")
     assert host is not None
-    changes = await host_changes(pool, host, booted - timedelta(minutes=1), booted + timedelta(minutes=1),
-                                 dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"))
+    changes = await host_changes(
+        pool,
+        host,
+        booted - timedelta(minutes=1),
+        booted + timedelta(minutes=1),
+        dpkg_log=str(dpkg),
+        apt_history=str(tmp_path / "none.log"),
+    )
     assert changes == [Change(at=booted, source="host", target="web-03", what="booted", ref="boot time")]
     later = await host_changes(pool, host, booted + timedelta(minutes=1), datetime.now(UTC), dpkg_log=str(dpkg))
     assert later == []
@@ -200,8 +248,9 @@ async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path)
     dpkg.write_text("".join(f"{stamp} upgrade p{i}:amd64 1 2\n" for i in range(5000)))  # ~200 KB
     host = pool.inventory.resolve("web-03")
     assert host is not None
-    changes = await host_changes(pool, host, now - timedelta(minutes=5), now + timedelta(minutes=5),
-                                 dpkg_log=str(dpkg), tail_bytes=4096)
+    changes = await host_changes(
+        pool, host, now - timedelta(minutes=5), now + timedelta(minutes=5), dpkg_log=str(dpkg), tail_bytes=4096
+    )
     names = [c.what.split()[0] for c in changes if c.what != "booted"]
     assert 50 < len(names) < 4096 // 30 and "p4999" in names and "p0" not in names
 
@@ -211,6 +260,12 @@ async def test_a_host_without_package_logs_fails_with_one_reason(pool: SshPool, 
     assert host is not None
     start = time.monotonic()
     with pytest.raises(ToolError, match="no package log on the host"):
-        await host_changes(pool, host, datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC),
-                           dpkg_log=str(tmp_path / "a"), apt_history=str(tmp_path / "b"))
+        await host_changes(
+            pool,
+            host,
+            datetime.now(UTC) - timedelta(hours=1),
+            datetime.now(UTC),
+            dpkg_log=str(tmp_path / "a"),
+            apt_history=str(tmp_path / "b"),
+        )
     assert time.monotonic() - start < 20

@@ -28,8 +28,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 def scope(anchor: datetime, **extra: Any) -> RunScope:
-    return RunScope(run_id="run_1", conversation="C1", started_at=NOW.timestamp(), anchor=anchor.timestamp(),
-                    **extra)
+    return RunScope(run_id="run_1", conversation="C1", started_at=NOW.timestamp(), anchor=anchor.timestamp(), **extra)
 
 
 @pytest.fixture
@@ -55,14 +54,29 @@ async def call(reg: ToolRegistry, args: dict[str, Any], run: RunScope | None = N
 @pytest.fixture
 async def stored(db_url: str) -> AsyncIterator[Store]:
     s = await Store(db_url).open()
-    await s.record_changes([
-        StoredChange(id="gha-1", at=(NOW - timedelta(minutes=8)).timestamp(), source="github-actions",
-                     service="checkout-api", environment="prod", summary="deploy checkout-api 1.43",
-                     url="https://ci.example.com/runs/1"),
-        StoredChange(id="gha-0", at=(NOW - timedelta(days=2)).timestamp(), service="checkout-api",
-                     summary="too old to show"),
-        StoredChange(id="flag-1", at=(NOW - timedelta(minutes=3)).timestamp(), source="flags", service="search",
-                     summary="flag new-ranker on <!channel>")])
+    await s.record_changes(
+        [
+            StoredChange(
+                id="gha-1",
+                at=(NOW - timedelta(minutes=8)).timestamp(),
+                source="github-actions",
+                service="checkout-api",
+                environment="prod",
+                summary="deploy checkout-api 1.43",
+                url="https://ci.example.com/runs/1",
+            ),
+            StoredChange(
+                id="gha-0", at=(NOW - timedelta(days=2)).timestamp(), service="checkout-api", summary="too old to show"
+            ),
+            StoredChange(
+                id="flag-1",
+                at=(NOW - timedelta(minutes=3)).timestamp(),
+                source="flags",
+                service="search",
+                summary="flag new-ranker on <!channel>",
+            ),
+        ]
+    )
     yield s
     await s.close()
 
@@ -96,10 +110,14 @@ async def test_service_keeps_its_events_and_the_window_counts_from_the_anchor(re
             await reg.get("recent_changes").run({"since_minutes": 0})  # type: ignore[union-attr]
 
 
-async def test_a_missing_repository_and_an_unknown_host_are_one_line_each(repo: Path, tmp_path: Path,
-                                                                        stored: Store) -> None:
-    raw = {"changes": {"git": [{"name": "deploy-config", "path": str(repo)},
-                               {"name": "gone", "path": str(tmp_path / "nowhere")}]}}
+async def test_a_missing_repository_and_an_unknown_host_are_one_line_each(
+    repo: Path, tmp_path: Path, stored: Store
+) -> None:
+    raw = {
+        "changes": {
+            "git": [{"name": "deploy-config", "path": str(repo)}, {"name": "gone", "path": str(tmp_path / "nowhere")}]
+        }
+    }
     async with await registry(raw, stored) as reg:
         out = await call(reg, {"host": "web-99"}, scope(NOW))
     assert "could not read git gone (main): no repository at" in out
@@ -110,8 +128,10 @@ async def test_a_missing_repository_and_an_unknown_host_are_one_line_each(repo: 
 async def test_kubernetes_revisions_name_the_revision(repo: Path, fake_kube: FakeKube, tmp_path: Path) -> None:
     world(fake_kube)
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    raw = {"changes": {"git": [{"name": "deploy-config", "path": str(repo)}]},
-           "kubernetes": {"clusters": [{"name": "prod", "kubeconfig": str(kc), "namespaces": [NS]}]}}
+    raw = {
+        "changes": {"git": [{"name": "deploy-config", "path": str(repo)}]},
+        "kubernetes": {"clusters": [{"name": "prod", "kubeconfig": str(kc), "namespaces": [NS]}]},
+    }
     async with await registry(raw) as reg:
         out = await call(reg, {"service": "api"}, scope(datetime.now(UTC)))
         with pytest.raises(ToolError) as scoped:  # outside the configured namespaces: refused before a request
@@ -123,19 +143,41 @@ async def test_kubernetes_revisions_name_the_revision(repo: Path, fake_kube: Fak
 
 def test_config_problems_name_their_place(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
-        parse_reaches({"changes": {"window_minutes": 0, "colour": 1, "git": [{"name": "a"}, {"path": "x"}],
-                                   "webhook": {"listen": "nope", "token_env": "1x"}}})
+        parse_reaches(
+            {
+                "changes": {
+                    "window_minutes": 0,
+                    "colour": 1,
+                    "git": [{"name": "a"}, {"path": "x"}],
+                    "webhook": {"listen": "nope", "token_env": "1x"},
+                }
+            }
+        )
     text = str(e.value)
-    for expected in ("changes.window_minutes", "changes.colour: unknown key", "changes.git[0]: missing required "
-                     "key 'path'", "changes.git[1]: missing required key 'name'", 'changes.webhook.listen: expected '
-                     '"host:port"', "changes.webhook.token_env"):
+    for expected in (
+        "changes.window_minutes",
+        "changes.colour: unknown key",
+        "changes.git[0]: missing required key 'path'",
+        "changes.git[1]: missing required key 'name'",
+        'changes.webhook.listen: expected "host:port"',
+        "changes.webhook.token_env",
+    ):
         assert expected in text
 
 
 async def test_the_check_reads_each_repository_and_names_an_unset_token(repo: Path, tmp_path: Path) -> None:
-    parsed = parse_reaches({"changes": {"git": [{"name": "deploy-config", "path": str(repo)},
-                                                {"name": "gone", "path": str(tmp_path / "nowhere")}],
-                                        "webhook": {"listen": "127.0.0.1:0"}}}, env={})["changes"]
+    parsed = parse_reaches(
+        {
+            "changes": {
+                "git": [
+                    {"name": "deploy-config", "path": str(repo)},
+                    {"name": "gone", "path": str(tmp_path / "nowhere")},
+                ],
+                "webhook": {"listen": "127.0.0.1:0"},
+            }
+        },
+        env={},
+    )["changes"]
     assert isinstance(parsed, ChangesConfig)
     lines, problems = await REACH.check(parsed)
     assert f"changes.git deploy-config: {repo} (main): ok" in lines
@@ -149,9 +191,13 @@ async def test_an_inventory_host_the_task_names_is_read_over_ssh(repo: Path, tmp
     from tests.test_alerts_recovery import free_port
 
     closed = free_port()  # nothing listens there: the host is unreachable, so reading it is one failure line
-    raw = {"changes": {"git": [{"name": "deploy-config", "path": str(repo)}]},
-           "hosts": [{"name": "web-03", "address": "127.0.0.1", "port": closed},
-                     {"name": "db-01", "address": "127.0.0.1", "port": closed}]}
+    raw = {
+        "changes": {"git": [{"name": "deploy-config", "path": str(repo)}]},
+        "hosts": [
+            {"name": "web-03", "address": "127.0.0.1", "port": closed},
+            {"name": "db-01", "address": "127.0.0.1", "port": closed},
+        ],
+    }
     async with await registry(raw) as reg:
         named = await call(reg, {}, scope(NOW, task="/var on web-03 is 97% full", labels={"job": "node"}))
         by_label = await call(reg, {}, scope(NOW, task="disk full", labels={"instance": "db-01:9100"}))

@@ -33,17 +33,28 @@ listen = "127.0.0.1:0"
 token_env = "OPSLOOP_CHANGES_TOKEN"
 """
 ENV = {"OPSLOOP_CHANGES_TOKEN": TOKEN}
-EVENT = {"id": "gha-123456", "at": "2026-12-02T14:08:00Z", "source": "github-actions", "service": "checkout-api",
-         "environment": "prod", "summary": "deploy checkout-api 1.43", "url": "https://ci.example.com/runs/123456",
-         "labels": {"team": "payments"}}
+EVENT = {
+    "id": "gha-123456",
+    "at": "2026-12-02T14:08:00Z",
+    "source": "github-actions",
+    "service": "checkout-api",
+    "environment": "prod",
+    "summary": "deploy checkout-api 1.43",
+    "url": "https://ci.example.com/runs/123456",
+    "labels": {"team": "payments"},
+}
 
 
-async def post(env: BotEnv, body: bytes | Any, *, token: str | None = TOKEN,
-               headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+async def post(
+    env: BotEnv, body: bytes | Any, *, token: str | None = TOKEN, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     assert env.ops.changes is not None and env.ops.changes.port
     url = f"http://127.0.0.1:{env.ops.changes.port}/changes"
-    sent = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {}),
-            **(headers or {})}
+    sent = {
+        "Content-Type": "application/json",
+        **({"Authorization": f"Bearer {token}"} if token else {}),
+        **(headers or {}),
+    }
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     async with aiohttp.ClientSession() as session, session.post(url, data=data, headers=sent) as r:
         return r.status, await r.json(content_type=None)
@@ -54,8 +65,9 @@ def stored(env: BotEnv) -> list[Any]:
         return ledger.changes_between(0, 1e12)
 
 
-async def test_auth_size_and_validation_refuse_and_store_nothing(tmp_path: Path, fake_slack: FakeSlack,
-                                                                 fake_anthropic: FakeAnthropic) -> None:
+async def test_auth_size_and_validation_refuse_and_store_nothing(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
         assert (await post(env, EVENT, token=None))[0] == 401
         assert (await post(env, EVENT, token="wrong"))[0] == 401
@@ -71,16 +83,23 @@ async def test_auth_size_and_validation_refuse_and_store_nothing(tmp_path: Path,
         assert stored(env) == []  # a refused list stores none of it, not even its good events
 
 
-async def test_events_are_stored_once_per_id_the_first_copy_wins(tmp_path: Path, fake_slack: FakeSlack,
-                                                                 fake_anthropic: FakeAnthropic) -> None:
+async def test_events_are_stored_once_per_id_the_first_copy_wins(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
         assert await post(env, EVENT) == (200, {"status": "stored", "events": 1, "new": 1})
         # stored by the time the 200 arrived: a separate connection to the database sees it
         (first,) = stored(env)
-        assert (first.id, first.summary, first.service, dict(first.labels)) == \
-            ("gha-123456", "deploy checkout-api 1.43", "checkout-api", {"team": "payments"})
-        again = [{**EVENT, "summary": "a re-sent copy"}, {**EVENT, "id": "gha-2", "summary": "deploy 1.44",
-                                                           "at": "2026-12-02T15:00:00+01:00"}]
+        assert (first.id, first.summary, first.service, dict(first.labels)) == (
+            "gha-123456",
+            "deploy checkout-api 1.43",
+            "checkout-api",
+            {"team": "payments"},
+        )
+        again = [
+            {**EVENT, "summary": "a re-sent copy"},
+            {**EVENT, "id": "gha-2", "summary": "deploy 1.44", "at": "2026-12-02T15:00:00+01:00"},
+        ]
         assert await post(env, again) == (200, {"status": "stored", "events": 2, "new": 1})
         rows = {r.id: r for r in stored(env)}
         assert rows["gha-123456"].summary == "deploy checkout-api 1.43"  # the first copy won
@@ -92,28 +111,34 @@ async def test_events_are_stored_once_per_id_the_first_copy_wins(tmp_path: Path,
 
 @pytest.mark.processes  # the real git
 async def test_an_alert_run_asks_what_changed_and_proposes_the_rollback_to_the_named_revision(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
     world(fake_kube)  # deployment api: revision 3 (api:1.42) rolled out 12 min ago; 2 ran api:1.41
     repo = tmp_path / "deploy-config"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     commit(repo, "bump api to 1.42", datetime.now(UTC) - timedelta(minutes=13), {"k8s/api.yaml": "image: 1.42"})
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    config = (f'{CONFIG}\n[[changes.git]]\nname = "deploy-config"\npath = {json.dumps(str(repo))}\n\n'
-              f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n\n'
-              f'[alerts.webhook]\nlisten = "127.0.0.1:0"\ntoken_env = "OPSLOOP_ALERT_TOKEN"\nchannel = "{CHANNEL}"\n')
+    config = (
+        f'{CONFIG}\n[[changes.git]]\nname = "deploy-config"\npath = {json.dumps(str(repo))}\n\n'
+        f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n\n'
+        f'[alerts.webhook]\nlisten = "127.0.0.1:0"\ntoken_env = "OPSLOOP_ALERT_TOKEN"\nchannel = "{CHANNEL}"\n'
+    )
     fake_anthropic.script(
         reply(text("Checking what changed before the alert."), tool_use("recent_changes", {"namespace": NS})),
-        reply(text("api:1.42 went out 12 min before; rolling back to revision 2."),
-              tool_use("k8s_rollout_undo", {"name": "api", "revision": 2, "namespace": NS})),
+        reply(
+            text("api:1.42 went out 12 min before; rolling back to revision 2."),
+            tool_use("k8s_rollout_undo", {"name": "api", "revision": 2, "namespace": NS}),
+        ),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra={**ENV, **ALERT_ENV}) as env:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         assert (await post(env, {**EVENT, "at": now, "service": "api", "summary": "deploy api 1.42"}))[0] == 200
         status, _ = await post_alert(env, alert_payload(name="ApiErrors"))
         assert status == 200
-        root = await env.slack.wait_for_message(CHANNEL, lambda m: m.thread_ts is None and "ApiErrors" in m.text,
-                                                timeout=10)
+        root = await env.slack.wait_for_message(
+            CHANNEL, lambda m: m.thread_ts is None and "ApiErrors" in m.text, timeout=10
+        )
         card = await env.card(CHANNEL, root.ts, timeout=30)
         assert "rollout undo deployment web/api to revision 2 (from 3) on cluster prod" in text_of(card)
         assert "api:1.42 → api:1.41" in text_of(card)
@@ -127,8 +152,9 @@ async def test_an_alert_run_asks_what_changed_and_proposes_the_rollback_to_the_n
 
 
 @pytest.mark.processes  # the real `opsloop run`, SIGKILLed
-async def test_an_event_answered_200_survives_a_sigkill_right_after(tmp_path: Path, fake_slack: FakeSlack,
-                                                                    fake_anthropic: FakeAnthropic) -> None:
+async def test_an_event_answered_200_survives_a_sigkill_right_after(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     import asyncio
     import signal
 
@@ -141,8 +167,13 @@ async def test_an_event_answered_200_survives_a_sigkill_right_after(tmp_path: Pa
         def env(self) -> dict[str, str]:
             return {**super().env(), **ENV}
 
-    bots = ChangeBots(tmp_path, fake_slack, fake_anthropic, db=tmp_path / "opsloop.db",
-                      config_extra=CONFIG.replace("127.0.0.1:0", f"127.0.0.1:{port}"))
+    bots = ChangeBots(
+        tmp_path,
+        fake_slack,
+        fake_anthropic,
+        db=tmp_path / "opsloop.db",
+        config_extra=CONFIG.replace("127.0.0.1:0", f"127.0.0.1:{port}"),
+    )
     url = f"http://127.0.0.1:{port}/changes"
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
     proc = await bots.start()
@@ -150,8 +181,10 @@ async def test_an_event_answered_200_survives_a_sigkill_right_after(tmp_path: Pa
         async with asyncio.timeout(30):
             while True:  # the process is starting: retry until it listens, as a CI job would
                 try:
-                    async with aiohttp.ClientSession() as session, session.post(
-                            url, data=json.dumps(EVENT).encode(), headers=headers) as r:
+                    async with (
+                        aiohttp.ClientSession() as session,
+                        session.post(url, data=json.dumps(EVENT).encode(), headers=headers) as r,
+                    ):
                         status = r.status
                     break
                 except aiohttp.ClientConnectionError:

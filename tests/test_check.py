@@ -9,9 +9,13 @@ from tests.fakes.anthropic import error, reply, text
 
 
 def env_for(fake_slack, fake_anthropic, **over):
-    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
-           "SLACK_API_URL": fake_slack.api_url,
-           "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.base_url}
+    env = {
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+    }
     env.update(over)
     return env
 
@@ -28,27 +32,33 @@ async def test_check_prints_the_tool_table_and_passes(fake_slack, fake_anthropic
     assert fake_anthropic.requests[0].body["max_tokens"] == 1
 
 
-async def test_check_warns_about_a_deprecated_model_and_names_its_replacement(fake_slack, fake_anthropic,
-                                                                              tmp_path, capsys):
+async def test_check_warns_about_a_deprecated_model_and_names_its_replacement(
+    fake_slack, fake_anthropic, tmp_path, capsys
+):
     config = tmp_path / "opsloop.toml"
-    config.write_text('[model]\nprimary = "claude-opus-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
-                      '[approvals]\napprovers = ["U1"]\n')
+    config.write_text(
+        '[model]\nprimary = "claude-opus-4-5"\nfallbacks = ["claude-haiku-5-5"]\n[approvals]\napprovers = ["U1"]\n'
+    )
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == ["opsloop: warning: model claude-opus-4-5 is deprecated and retires on 2027-01-22; "
-                   "replace it with claude-opus-5-5 in [model]"]
+    assert err == [
+        "opsloop: warning: model claude-opus-4-5 is deprecated and retires on 2027-01-22; "
+        "replace it with claude-opus-5-5 in [model]"
+    ]
 
 
 async def test_check_fails_on_a_retired_model_without_asking_the_api(fake_slack, fake_anthropic, tmp_path, capsys):
     config = tmp_path / "opsloop.toml"
-    config.write_text('[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n'
-                      '[approvals]\napprovers = ["U1"]\n')
+    config.write_text(
+        '[model]\nprimary = "claude-sonnet-4-5"\nfallbacks = ["claude-haiku-5-5"]\n[approvals]\napprovers = ["U1"]\n'
+    )
     fake_anthropic.script(reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); "
-                   "replace it with claude-sonnet-5-5 in [model]"]
+    assert err == [
+        "opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); replace it with claude-sonnet-5-5 in [model]"
+    ]
     assert [r.body["model"] for r in fake_anthropic.requests] == ["claude-haiku-5-5"]
 
 
@@ -72,8 +82,9 @@ async def test_check_warns_when_anyone_may_approve(fake_slack, fake_anthropic, c
 async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthropic, tmp_path, capsys):
     config = tmp_path / "opsloop.toml"
     config.write_text('[tools]\nmodules = ["tools.builtin", "no_such_module"]\n')
-    settings = load_settings(config, env=env_for(fake_slack, fake_anthropic, SLACK_BOT_TOKEN="xoxb-wrong",
-                                                 ANTHROPIC_API_KEY="sk-ant-wrong"))
+    settings = load_settings(
+        config, env=env_for(fake_slack, fake_anthropic, SLACK_BOT_TOKEN="xoxb-wrong", ANTHROPIC_API_KEY="sk-ant-wrong")
+    )
     assert await check(settings) == 2
     err = capsys.readouterr().err.splitlines()
     err = [line for line in err if not line.startswith("opsloop: warning:")]
@@ -85,8 +96,10 @@ async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthr
 
 async def test_check_prints_the_effective_approval_policy(fake_slack, fake_anthropic, tmp_path, capsys):
     config = tmp_path / "opsloop.toml"
-    config.write_text('[approvals]\napprovers = ["U1", "S0ONCALL"]\ndestructive_approvers = ["U9"]\n'
-                      'four_eyes_on_mutating = true\ndestructive_required_approvals = 2\n')
+    config.write_text(
+        '[approvals]\napprovers = ["U1", "S0ONCALL"]\ndestructive_approvers = ["U9"]\n'
+        "four_eyes_on_mutating = true\ndestructive_required_approvals = 2\n"
+    )
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0
     policy = [line for line in capsys.readouterr().out.splitlines() if line.startswith("approvals:")]
@@ -112,11 +125,14 @@ async def test_check_prints_todays_default_policy(fake_slack, fake_anthropic, ca
 
 
 async def test_check_shows_what_each_kubernetes_cluster_allows_and_fails_when_one_is_down(
-        fake_slack, fake_anthropic, fake_kube, tmp_path, capsys):
+    fake_slack, fake_anthropic, fake_kube, tmp_path, capsys
+):
     kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     config = tmp_path / "opsloop.toml"
-    config.write_text('[approvals]\napprovers = ["U1"]\n[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n'
-                      f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\nnamespaces = ["web"]\n')
+    config.write_text(
+        '[approvals]\napprovers = ["U1"]\n[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n'
+        f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\nnamespaces = ["web"]\n'
+    )
     fake_kube.deny("delete", "pods", "web")
     fake_anthropic.script(reply(text("pong")), reply(text("pong")), reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 0

@@ -18,19 +18,34 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def test_opsloop_run_serves_a_mention_and_stops_on_sigterm(tmp_path, fake_slack, fake_anthropic):
     fake_anthropic.script(reply(text("web-03: /var is at 100%, mostly rotated nginx logs.")))
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
-           "SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
-           "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-           "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "run", cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "run",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         await fake_slack.wait_connected(timeout=30)
         mention = mention_event("C0INCIDENT", "U0ALICE", "web-03 is out of disk")
         await fake_slack.send_event(mention)
         answer = await fake_slack.wait_for_message(
-            "C0INCIDENT", where=lambda m: m.thread_ts == mention["ts"] and "rotated nginx logs" in (m.text or ""),
-            timeout=30)
+            "C0INCIDENT",
+            where=lambda m: m.thread_ts == mention["ts"] and "rotated nginx logs" in (m.text or ""),
+            timeout=30,
+        )
         assert answer.thread_ts == mention["ts"]
     finally:
         if proc.returncode is None:

@@ -29,8 +29,10 @@ async def test_a_burst_of_mentions_right_after_start_up_calls_auth_test_only_at_
 async def test_a_runs_slack_calls_share_a_few_connections(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(*(reply(tool_use("list_large_files", {"host": f"web-0{i}", "path": "/var"}))
-                            for i in range(4)), reply(text("Nothing large.")))
+    fake_anthropic.script(
+        *(reply(tool_use("list_large_files", {"host": f"web-0{i}", "path": "/var"})) for i in range(4)),
+        reply(text("Nothing large.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)

@@ -19,15 +19,36 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_no_file_gives_the_documented_defaults():
     s = load_settings(None, env={})
-    assert (s.model.primary, s.model.fallbacks, s.limits.max_iterations, s.limits.deadline_seconds,
-            s.limits.token_budget, s.limits.cost_budget_usd, s.approvals.expire_minutes, s.db_path,
-            s.slack_api_url, dict(s.tools)) == (
-        "claude-sonnet-5-5", ("claude-haiku-5-5",), 20, 3600.0, 500_000, 5.0, 30.0, "opsloop.db",
-        "https://slack.com/api/", {"modules": ["tools.builtin"]})
+    assert (
+        s.model.primary,
+        s.model.fallbacks,
+        s.limits.max_iterations,
+        s.limits.deadline_seconds,
+        s.limits.token_budget,
+        s.limits.cost_budget_usd,
+        s.approvals.expire_minutes,
+        s.db_path,
+        s.slack_api_url,
+        dict(s.tools),
+    ) == (
+        "claude-sonnet-5-5",
+        ("claude-haiku-5-5",),
+        20,
+        3600.0,
+        500_000,
+        5.0,
+        30.0,
+        "opsloop.db",
+        "https://slack.com/api/",
+        {"modules": ["tools.builtin"]},
+    )
 
 
 def test_the_design_example_loads(tmp_path):
-    s = load_settings(write(tmp_path, """
+    s = load_settings(
+        write(
+            tmp_path,
+            """
 [model]
 primary = "claude-sonnet-4-5"
 fallbacks = ["claude-haiku-4-5"]
@@ -46,14 +67,23 @@ allow_self_approval = false
 expire_minutes = 30
 [tools]
 modules = ["tools.builtin"]
-"""), env={})
+""",
+        ),
+        env={},
+    )
     assert (s.channels, s.approvals.who_may_approve("mutating"), s.approvals.who_may_approve("destructive")) == (
-        ("C1",), ("U1", "S2"), ("U1",))
+        ("C1",),
+        ("U1", "S2"),
+        ("U1",),
+    )
 
 
 def test_every_problem_is_reported_with_its_location(tmp_path):
     with pytest.raises(ConfigError) as e:
-        load_settings(write(tmp_path, """
+        load_settings(
+            write(
+                tmp_path,
+                """
 [limits]
 max_iterations = "twenty"
 max_iteration = 3
@@ -62,7 +92,10 @@ approvers = ["bob"]
 allow_self_approval = "yes"
 [oops]
 x = 1
-"""), env={})
+""",
+            ),
+            env={},
+        )
     assert e.value.problems == [
         "limits.max_iterations: expected an integer, got a string",
         "limits.max_iteration: unknown key (known: cost_budget_usd, deadline_seconds, max_consecutive_errors, "
@@ -81,10 +114,20 @@ def test_invalid_toml_is_one_clear_line(tmp_path):
 
 
 def test_environment_supplies_secrets_and_endpoints_and_hides_them():
-    s = load_settings(None, env={"SLACK_BOT_TOKEN": "xoxb-1-2-abc", "SLACK_API_URL": "http://127.0.0.1:9/api/",
-                                 "OPSLOOP_DB": "/tmp/x.db", "ANTHROPIC_API_KEY": "sk-ant-abc"})
-    assert (s.slack_api_url, s.db_path, str(s.slack_bot_token)) == ("http://127.0.0.1:9/api/", "/tmp/x.db",
-                                                                     "xoxb-1-2-abc")
+    s = load_settings(
+        None,
+        env={
+            "SLACK_BOT_TOKEN": "xoxb-1-2-abc",
+            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+            "OPSLOOP_DB": "/tmp/x.db",
+            "ANTHROPIC_API_KEY": "sk-ant-abc",
+        },
+    )
+    assert (s.slack_api_url, s.db_path, str(s.slack_bot_token)) == (
+        "http://127.0.0.1:9/api/",
+        "/tmp/x.db",
+        "xoxb-1-2-abc",
+    )
     assert "xoxb" not in repr(s) and "sk-ant" not in repr(s)
 
 
@@ -120,8 +163,10 @@ def test_effort_and_display_are_checked(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("key", ["max_iterations", "deadline_seconds", "token_budget", "cost_budget_usd",
-                                 "max_consecutive_errors", "parallelism"])
+@pytest.mark.parametrize(
+    "key",
+    ["max_iterations", "deadline_seconds", "token_budget", "cost_budget_usd", "max_consecutive_errors", "parallelism"],
+)
 def test_limits_of_zero_are_refused(tmp_path, key):
     """`parallelism = 0` would hang every parallel batch forever; 0 budgets would stop every run at once."""
     with pytest.raises(ConfigError) as e:
@@ -131,8 +176,9 @@ def test_limits_of_zero_are_refused(tmp_path, key):
 
 def test_current_models_are_priced_with_their_own_cache_prices():
     sonnet = price_for("claude-sonnet-5-5")[0]
-    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000,
-                  cache_write_tokens=1_000_000)
+    usage = Usage(
+        input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000, cache_write_tokens=1_000_000
+    )
     assert sonnet.cost(usage) == pytest.approx(2.0 + 10.0 + 0.10 + 2.50)
     assert price_for("claude-opus-5-5")[0].cost(usage) == pytest.approx(4.0 + 20.0 + 0.20 + 5.0)
     assert price_for("claude-fable-5-2")[0].cost(usage) == pytest.approx(8.0 + 40.0 + 0.20 + 10.0)
@@ -147,18 +193,21 @@ def test_haiku_5_5_is_priced_by_prompt_size():
 
 
 def test_price_overrides_take_cache_prices(tmp_path):
-    s = load_settings(write(tmp_path, '[model.prices."my-model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.01\n'),
-                      env={})
+    s = load_settings(
+        write(tmp_path, '[model.prices."my-model"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.01\n'), env={}
+    )
     assert s.model.prices["my-model"] == Price(input=1.0, output=2.0, cache_read=0.01)
 
 
 def test_four_eyes_on_mutating_and_allow_self_approval_are_refused_together(tmp_path):
     with pytest.raises(ConfigError) as e:
-        load_settings(write(tmp_path, "[approvals]\nfour_eyes_on_mutating = true\nallow_self_approval = true\n"),
-                      env={})
+        load_settings(
+            write(tmp_path, "[approvals]\nfour_eyes_on_mutating = true\nallow_self_approval = true\n"), env={}
+        )
     assert e.value.problems == [
         "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second person for "
-        "mutating calls, but not for destructive ones): set one"]
+        "mutating calls, but not for destructive ones): set one"
+    ]
 
 
 def test_no_file_and_no_environment_is_exactly_the_dataclass_defaults():

@@ -68,8 +68,19 @@ from tests.fakes.slack import ApiCall, FakeSlack, Message, mention_event, messag
 
 SHORT_SEED = 20260517
 SHORT_KINDS = ("model", "approval_pending", "mid_tool", "reply_ack", "card_post", "random")
-ALL_KINDS = ("model", "approval_pending", "mid_tool", "reply_ack", "reply_eyes", "card_post", "answer_post",
-             "before_answer", "random", "random", "none")
+ALL_KINDS = (
+    "model",
+    "approval_pending",
+    "mid_tool",
+    "reply_ack",
+    "reply_eyes",
+    "card_post",
+    "answer_post",
+    "before_answer",
+    "random",
+    "random",
+    "none",
+)
 RUN_BUDGET = 15.0  # seconds one run may take (restarts included) before it counts as stuck
 SEND_TIMEOUT = 30.0  # a delivery waits this long for a connected bot (one may be restarting)
 
@@ -91,9 +102,16 @@ def make_plans(rng: random.Random, runs: int) -> list[Plan]:
     plans = []
     for i, kind in enumerate(kinds, start=1):
         reply = kind in ("reply_ack", "reply_eyes") or (kind not in ("mid_tool",) and rng.random() < 0.3)
-        plans.append(Plan(tag=f"R{i:03d}", kill=kind, reply_on_restart_card=reply,
-                          deny_drain=kind != "mid_tool" and rng.random() < 0.2,
-                          model_step=rng.randrange(4), after=rng.randrange(1, 16)))
+        plans.append(
+            Plan(
+                tag=f"R{i:03d}",
+                kill=kind,
+                reply_on_restart_card=reply,
+                deny_drain=kind != "mid_tool" and rng.random() < 0.2,
+                model_step=rng.randrange(4),
+                after=rng.randrange(1, 16),
+            )
+        )
     return plans
 
 
@@ -175,7 +193,8 @@ class Campaign:
     def _kills_at_call(self, plan: Plan, thread: str, call: ApiCall) -> bool:
         args, blocks = call.args, call.args.get("blocks")
         in_thread = args.get("thread_ts") == thread or any(
-            m.ts in (args.get("ts"), args.get("timestamp")) for m in self.slack.thread(CHANNEL, thread))
+            m.ts in (args.get("ts"), args.get("timestamp")) for m in self.slack.thread(CHANNEL, thread)
+        )
         if not call.ok or not in_thread:
             return False
         if plan.kill == "card_post":
@@ -187,7 +206,8 @@ class Campaign:
             return call.method == "chat.update" and "status" in ids and "status_actions" not in ids
         if plan.kill == "reply_eyes":
             return call.method == "reactions.add" and any(
-                r.ts == args.get("timestamp") for r in self.replies if r.tag == plan.tag)
+                r.ts == args.get("timestamp") for r in self.replies if r.tag == plan.tag
+            )
         return False
 
     def _is_reply_envelope(self, tag: str, envelope_id: str) -> bool:
@@ -215,16 +235,20 @@ class Campaign:
 
     async def redeliver(self) -> None:
         """Every events_api envelope never acked goes again, with retry_attempt + 1."""
-        acked_events = {e["payload"]["event_id"] for e in self.slack.envelopes
-                        if e["type"] == "events_api" and e["envelope_id"] in self.slack.acks}
+        acked_events = {
+            e["payload"]["event_id"]
+            for e in self.slack.envelopes
+            if e["type"] == "events_api" and e["envelope_id"] in self.slack.acks
+        }
         latest: dict[str, dict[str, Any]] = {}
         for e in self.slack.envelopes:
             if e["type"] == "events_api" and e["payload"]["event_id"] not in acked_events:
                 latest[e["payload"]["event_id"]] = e
         for event_id, e in latest.items():
             self.redelivered += 1
-            await self.slack.send_event(e["payload"]["event"], event_id=event_id,
-                                        retry_attempt=e["retry_attempt"] + 1, timeout=SEND_TIMEOUT)
+            await self.slack.send_event(
+                e["payload"]["event"], event_id=event_id, retry_attempt=e["retry_attempt"] + 1, timeout=SEND_TIMEOUT
+            )
 
     # ---- the people ------------------------------------------------------------------
 
@@ -257,8 +281,13 @@ class Campaign:
         tool = card_tool(card)
         approval_id = next(iter(button_values(card.blocks)), "")
         if plan.kill == "approval_pending" and not self.fired:
-            await poll(lambda: query(self.bots.db, "SELECT 1 FROM approvals WHERE id = ? AND message_ts IS NOT NULL",
-                                     (approval_id,)), timeout=10, what=f"approval {approval_id} recorded")
+            await poll(
+                lambda: query(
+                    self.bots.db, "SELECT 1 FROM approvals WHERE id = ? AND message_ts IS NOT NULL", (approval_id,)
+                ),
+                timeout=10,
+                what=f"approval {approval_id} recorded",
+            )
             self.kill("approval_pending")
             return
         replied = any(r.tag == plan.tag for r in self.replies)
@@ -284,21 +313,26 @@ class Campaign:
             thread = self.threads.get(plan.tag)
             if thread is None:
                 continue
-            runs = query(db, "SELECT status, stop_reason FROM runs WHERE channel = ? AND thread_ts = ?",
-                         (CHANNEL, thread))
+            runs = query(
+                db, "SELECT status, stop_reason FROM runs WHERE channel = ? AND thread_ts = ?", (CHANNEL, thread)
+            )
             if not runs or any(r["status"] != "finished" for r in runs):
                 state = [r["status"] for r in runs] or ["no run stored"]
                 violations.setdefault("every run ends terminal", []).append(f"{plan.tag} ({plan.kill}): {state}")
             finals = final_posts(self.slack, thread, plan.tag)
             if finals != 1:
                 violations.setdefault("answer posted exactly once", []).append(
-                    f"{plan.tag} ({plan.kill}): posted {finals}x")
+                    f"{plan.tag} ({plan.kill}): posted {finals}x"
+                )
         executions = crash_tools.executions(self.bots.exec_log)
         for key, n in executions.items():
             if n > 1:
                 violations.setdefault("no approved call ran twice", []).append(f"{key}: ran {n}x")
-        unapproved = [r for r in crash_tools.read_log(self.bots.exec_log)
-                      if r.get("event") == "start" and r.get("by") not in APPROVERS]
+        unapproved = [
+            r
+            for r in crash_tools.read_log(self.bots.exec_log)
+            if r.get("event") == "start" and r.get("by") not in APPROVERS
+        ]
         for r in unapproved:
             violations.setdefault("no call ran without approval", []).append(f"{r['change']} by {r.get('by')}")
         acked_replies = 0
@@ -316,26 +350,42 @@ class Campaign:
             n = cards.get(approval_id, 0)
             if n != 1:
                 violations.setdefault("card posted exactly once", []).append(
-                    f"{approval_id} ({approvals.get(approval_id, 'not stored')}): posted {n}x")
+                    f"{approval_id} ({approvals.get(approval_id, 'not stored')}): posted {n}x"
+                )
         counts = {
-            "seed": seed, "runs": len(plans), "kills": dict(self.kills), "restarts": self.generation,
-            "redelivered_envelopes": self.redelivered, "stuck_runs": self.stuck,
-            "executions": sum(executions.values()), "replies": len(self.replies), "acked_replies": acked_replies,
-            "cards": sum(cards.values()), "approvals": len(approvals),
-            "answers": sum(1 for p in plans if p.tag in self.threads
-                           for c in self.slack.calls_to("chat.postMessage")
-                           if c.ok and answer_text(p.tag) in str(c.args.get("text") or "")),
+            "seed": seed,
+            "runs": len(plans),
+            "kills": dict(self.kills),
+            "restarts": self.generation,
+            "redelivered_envelopes": self.redelivered,
+            "stuck_runs": self.stuck,
+            "executions": sum(executions.values()),
+            "replies": len(self.replies),
+            "acked_replies": acked_replies,
+            "cards": sum(cards.values()),
+            "approvals": len(approvals),
+            "answers": sum(
+                1
+                for p in plans
+                if p.tag in self.threads
+                for c in self.slack.calls_to("chat.postMessage")
+                if c.ok and answer_text(p.tag) in str(c.args.get("text") or "")
+            ),
             "model_requests": len(self.model.requests),
         }
         return violations, counts
 
     def _acked(self, ts: str) -> bool:
-        return any(e["envelope_id"] in self.slack.acks for e in self.slack.envelopes
-                   if ((e.get("payload") or {}).get("event") or {}).get("ts") == ts)
+        return any(
+            e["envelope_id"] in self.slack.acks
+            for e in self.slack.envelopes
+            if ((e.get("payload") or {}).get("event") or {}).get("ts") == ts
+        )
 
 
-async def campaign(tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, runs: int, seed: int
-                   ) -> tuple[dict[str, list[str]], dict[str, Any], str]:
+async def campaign(
+    tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, runs: int, seed: int
+) -> tuple[dict[str, list[str]], dict[str, Any], str]:
     rng = random.Random(seed)
     plans = make_plans(rng, runs)
     bots = Bots(tmp_path, slack, model)
@@ -362,15 +412,19 @@ def seed_of(config: pytest.Config, default: int) -> int:
     return int(given) if given is not None else default
 
 
-async def test_sigkill_at_chosen_and_random_points_keeps_every_invariant(tmp_path, fake_slack, fake_anthropic,
-                                                                         pytestconfig, capsys):
+async def test_sigkill_at_chosen_and_random_points_keeps_every_invariant(
+    tmp_path, fake_slack, fake_anthropic, pytestconfig, capsys
+):
     runs = pytestconfig.getoption("--chaos-runs")
     seed = seed_of(pytestconfig, SHORT_SEED if runs == 0 else random.SystemRandom().randrange(1, 2**31))
     print(f"crash test: seed={seed} runs={runs or len(SHORT_KINDS)} (replay with --chaos-seed={seed})")
     violations, counts, logs = await campaign(tmp_path, fake_slack, fake_anthropic, runs, seed)
-    report = json.dumps({"counts": counts, "violations": {k: {"count": len(v), "examples": v[:10]}
-                                                          for k, v in violations.items()}}, indent=2)
+    report = json.dumps(
+        {"counts": counts, "violations": {k: {"count": len(v), "examples": v[:10]} for k, v in violations.items()}},
+        indent=2,
+    )
     print(report)
     unexplained = counts["stuck_runs"] or counts["kills"].get("unplanned_exit")
     assert not violations, f"durability invariants broken (seed {seed}):\n{report}" + (
-        f"\n{logs[-6000:]}" if unexplained else "")
+        f"\n{logs[-6000:]}" if unexplained else ""
+    )

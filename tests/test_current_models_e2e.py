@@ -44,15 +44,30 @@ modules = ["tests.incident_tools"]
     return path
 
 
-async def start_bot(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: Any, cfg: Path, connects: int
-                    ) -> asyncio.subprocess.Process:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
-           "SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
-           "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-           "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "run", "--config", str(cfg),
-                                                cwd=ROOT, env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+async def start_bot(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: Any, cfg: Path, connects: int
+) -> asyncio.subprocess.Process:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "run",
+        "--config",
+        str(cfg),
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     await fake_slack.wait_connected(timeout=30, connects=connects)
     return proc
 
@@ -60,24 +75,38 @@ async def start_bot(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: Any, 
 def card(fake_slack: FakeSlack, thread_ts: str, tool: str, state: str) -> Any:
     def match(m: Any) -> bool:
         blob = json.dumps(m.blocks or [])
-        return m.thread_ts == thread_ts and "opsloop.approve" in blob if state == "pending" else (
-            m.thread_ts == thread_ts and tool in blob and state in (m.text or "").lower())
-    return fake_slack.wait_for_message(CHANNEL, where=lambda m: tool in json.dumps(m.blocks or []) and match(m),
-                                       timeout=30)
+        return (
+            m.thread_ts == thread_ts and "opsloop.approve" in blob
+            if state == "pending"
+            else (m.thread_ts == thread_ts and tool in blob and state in (m.text or "").lower())
+        )
+
+    return fake_slack.wait_for_message(
+        CHANNEL, where=lambda m: tool in json.dumps(m.blocks or []) and match(m), timeout=30
+    )
 
 
 async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path, fake_slack, fake_anthropic):
     fake_anthropic.script(
         # 1 sonnet: two read-only calls at once; what it says between calls arrives as thinking
-        reply(text("Checking disk and the big files."), tool_use("check_disk", {"host": "web-03"}),
-              tool_use("list_large_files", {"host": "web-03", "path": "/var"})),
+        reply(
+            text("Checking disk and the big files."),
+            tool_use("check_disk", {"host": "web-03"}),
+            tool_use("list_large_files", {"host": "web-03", "path": "/var"}),
+        ),
         # 2 sonnet is overloaded: three attempts, then the fallback answers (sonnet's thinking is dropped by the API)
-        OVERLOADED, OVERLOADED, OVERLOADED,
-        reply(text("Restarting nginx should release the deleted files."),
-              tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        OVERLOADED,
+        OVERLOADED,
+        OVERLOADED,
+        reply(
+            text("Restarting nginx should release the deleted files."),
+            tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"}),
+        ),
         # 3 after bob's reply superseded the restart: propose the cleanup instead (destructive, dry run)
-        reply(text("Bob asked for no restart. Cleaning rotated logs."),
-              tool_use("clean_logs", {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7})),
+        reply(
+            text("Bob asked for no restart. Cleaning rotated logs."),
+            tool_use("clean_logs", {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}),
+        ),
     )
     first = await start_bot(tmp_path, fake_slack, fake_anthropic, config(tmp_path, "a.toml"), connects=1)
     mention = mention_event(CHANNEL, ALICE, "web-03 is out of disk, deal with it")
@@ -101,15 +130,25 @@ async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path
     fake_anthropic.script(
         reply(text("Cleaned. Checking the disk again."), tool_use("check_disk", {"host": "web-03"})),
         reply(text("Summary: web-03 /var was full of rotated nginx logs; carol approved clean_logs; 19.8 GB freed.")),
-        reply(text("web-03: rotated nginx logs cleaned (approved by carol), /var back to 61%. Nginx not restarted, "
-                   "as bob asked.")),
+        reply(
+            text(
+                "web-03: rotated nginx logs cleaned (approved by carol), /var back to 61%. Nginx not restarted, "
+                "as bob asked."
+            )
+        ),
     )
-    second = await start_bot(tmp_path, fake_slack, fake_anthropic,
-                             config(tmp_path, "b.toml", f"context_budget_tokens = {budget}"), connects=2)
+    second = await start_bot(
+        tmp_path,
+        fake_slack,
+        fake_anthropic,
+        config(tmp_path, "b.toml", f"context_budget_tokens = {budget}"),
+        connects=2,
+    )
     try:
         await fake_slack.click(CAROL, CHANNEL, clean_card.ts, "opsloop.approve")
         answer = await fake_slack.wait_for_message(
-            CHANNEL, where=lambda m: m.thread_ts == thread and "Nginx not restarted" in (m.text or ""), timeout=30)
+            CHANNEL, where=lambda m: m.thread_ts == thread and "Nginx not restarted" in (m.text or ""), timeout=30
+        )
     finally:
         second.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(second.communicate(), 30)
@@ -125,8 +164,13 @@ async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path
     summary_request = fake_anthropic.requests[-2].body
     assert "tools" not in summary_request
     final_request = fake_anthropic.requests[-1].body
-    thinking_kept = [b for m in final_request["messages"][:-2] if m["role"] == "assistant"
-                     for b in m["content"] if b["type"] in ("thinking", "redacted_thinking")]
+    thinking_kept = [
+        b
+        for m in final_request["messages"][:-2]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] in ("thinking", "redacted_thinking")
+    ]
     assert thinking_kept == []  # the kept turns lost their thinking when the older ones were summarised
 
     db = sqlite3.connect(tmp_path / "opsloop.db")

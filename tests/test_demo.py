@@ -22,21 +22,27 @@ from tests.conftest import API_KEY
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
-NO_SECRETS = {k: v for k, v in os.environ.items()
-              if not k.startswith(("ANTHROPIC_", "SLACK_", "OPSLOOP_"))}
+NO_SECRETS = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SLACK_", "OPSLOOP_"))}
 
 
 async def _transcript(tmp_path: Path, *, stdin: str | None = None) -> tuple[int, str]:
     out = io.StringIO()
     settings = load_settings(None, env={"OPSLOOP_DB": str(tmp_path / "unused.db")})
-    code = await play(settings, out=out, db_path=tmp_path / "demo.db", interactive=stdin is not None,
-                      stdin=io.StringIO(stdin or ""))
+    code = await play(
+        settings, out=out, db_path=tmp_path / "demo.db", interactive=stdin is not None, stdin=io.StringIO(stdin or "")
+    )
     return code, out.getvalue()
 
 
 def test_opsloop_demo_plays_the_incident_and_exits_0(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "bot.cli", "demo"], cwd=tmp_path, env=NO_SECRETS,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "demo"],
+        cwd=tmp_path,
+        env=NO_SECRETS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "@alice: @opsloop web-03 is out of disk, deal with it" in out
@@ -73,8 +79,11 @@ async def test_demo_final_answer_comes_with_tokens_and_cost(tmp_path: Path) -> N
     answer = out.index("web-03: /var is back to 41% (was 97%).")
     summary = out[answer:]
     assert "approved by @carol" in summary
-    assert re.search(r"run \S+: completed in 7 steps · [\d,]+ tokens \(in [\d,]+ · out [\d,]+ · cache read [\d,]+ · "
-                     r"write [\d,]+\) · \$0\.\d{4}", summary), summary
+    assert re.search(
+        r"run \S+: completed in 7 steps · [\d,]+ tokens \(in [\d,]+ · out [\d,]+ · cache read [\d,]+ · "
+        r"write [\d,]+\) · \$0\.\d{4}",
+        summary,
+    ), summary
 
 
 async def test_demo_changes_only_the_simulated_host_after_approval(tmp_path: Path) -> None:
@@ -163,6 +172,7 @@ def test_the_demo_runbook_is_package_data_so_a_wheel_has_it() -> None:
     import tomllib
 
     from bot.playground.demo.stage import RUNBOOKS
+
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     files = sorted(RUNBOOKS.glob("*.md"))
     assert files and all(f.match(pattern) for f in files for pattern in data["bot.playground.demo"])

@@ -29,8 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 SLACK_SOCKET_MODE_CONNECTIONS = 10  # per app: every replica, and every surge pod of a rollout, opens one
 # Shaped like the real thing, never real: what the placeholders stand for when the environment is loaded.
-FAKE_VALUES = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_APP_TOKEN": "xapp-test", "ANTHROPIC_API_KEY": "sk-ant-test",
-               "POSTGRES_PASSWORD": "pw"}
+FAKE_VALUES = {
+    "SLACK_BOT_TOKEN": "xoxb-test",
+    "SLACK_APP_TOKEN": "xapp-test",
+    "ANTHROPIC_API_KEY": "sk-ant-test",
+    "POSTGRES_PASSWORD": "pw",
+}
 
 
 # --- reading the files ------------------------------------------------------------------------------------
@@ -94,8 +98,9 @@ def opsloop_services() -> dict[str, dict[str, Any]]:
 
 
 def postgres_service() -> tuple[str, dict[str, Any]]:
-    [(name, service)] = [(n, s) for n, s in compose_services().items()
-                         if str(s.get("image", "")).startswith("postgres:")]
+    [(name, service)] = [
+        (n, s) for n, s in compose_services().items() if str(s.get("image", "")).startswith("postgres:")
+    ]
     return name, service
 
 
@@ -337,7 +342,10 @@ def test_the_pod_runs_as_the_images_user_with_a_read_only_root():
     assert str(pod["securityContext"]["runAsUser"]) == instruction("USER").split(":")[0]
     sc = container["securityContext"]
     assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"], sc["capabilities"]["drop"]) == (
-        True, False, ["ALL"])
+        True,
+        False,
+        ["ALL"],
+    )
     empty_dirs = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
     assert {m["mountPath"] for m in container["volumeMounts"] if m["name"] in empty_dirs} == {"/tmp"}
     assert container["resources"]["requests"] and container["resources"]["limits"]
@@ -350,8 +358,11 @@ def test_the_config_map_carries_the_deploy_config_where_opsloop_config_points():
     container = opsloop_container()
     [(key, text)] = k8s("ConfigMap")["data"].items()
     assert text == (DEPLOY / "opsloop.toml").read_text()
-    [mount] = [m for m in container["volumeMounts"]
-               if any(v["name"] == m["name"] and "configMap" in v for v in pod_spec()["volumes"])]
+    [mount] = [
+        m
+        for m in container["volumeMounts"]
+        if any(v["name"] == m["name"] and "configMap" in v for v in pod_spec()["volumes"])
+    ]
     [config] = [e["value"] for e in container["env"] if e["name"] == "OPSLOOP_CONFIG"]
     assert config == f"{mount['mountPath']}/{key}"
 
@@ -448,13 +459,20 @@ def test_the_env_file_with_the_tokens_is_git_ignored():
 def test_the_build_context_is_only_what_pip_install_needs():
     """.dockerignore is an allowlist: the sources pyproject packages and the lock the image installs from
     (locks/run.txt), and nothing like .env, .venv or *.db."""
-    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
+    lines = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert lines[0] == "*"
     included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert included == {"pyproject.toml", project["project"]["readme"], "locks/run.txt", *packages}
-    copied = {src.rstrip("/") for op, args in dockerfile() if op == "COPY" and "--from" not in args
-              for src in args.split()[:-1]}
+    copied = {
+        src.rstrip("/")
+        for op, args in dockerfile()
+        if op == "COPY" and "--from" not in args
+        for src in args.split()[:-1]
+    }
     assert copied == included

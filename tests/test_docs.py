@@ -43,10 +43,21 @@ def test_manifest_has_the_home_tab():
 
 def test_scopes_cover_the_methods_we_call():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
-    assert scopes == {"app_mentions:read", "channels:history", "groups:history", "chat:write", "reactions:write",
-                      "users:read", "usergroups:read", "commands",
-                      # conversations.info (`opsloop check`, the shortcut), users.conversations (App Home)
-                      "channels:read", "groups:read", "im:read", "mpim:read"}
+    assert scopes == {
+        "app_mentions:read",
+        "channels:history",
+        "groups:history",
+        "chat:write",
+        "reactions:write",
+        "users:read",
+        "usergroups:read",
+        "commands",
+        # conversations.info (`opsloop check`, the shortcut), users.conversations (App Home)
+        "channels:read",
+        "groups:read",
+        "im:read",
+        "mpim:read",
+    }
 
 
 def test_readme_documents_every_command():

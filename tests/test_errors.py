@@ -28,15 +28,21 @@ def test_every_error_opsloop_defines_is_an_opsloop_error() -> None:
     errors = [e for e in defined_errors() if e not in NOT_OURS]
     assert len(errors) >= 15
     module_of = {e: e.rpartition(".")[0] for e in errors}
-    stray = [e for e in errors
-             if not issubclass(getattr(importlib.import_module(module_of[e]), e.rpartition(".")[2]), OpsloopError)]
+    stray = [
+        e
+        for e in errors
+        if not issubclass(getattr(importlib.import_module(module_of[e]), e.rpartition(".")[2]), OpsloopError)
+    ]
     assert stray == []
 
 
 def test_the_tools_config_error_is_a_config_error_with_one_problem() -> None:
     e = ToolConfigError("tools.commands[0].name: must not be empty")
     assert (isinstance(e, ConfigError), e.problems, str(e)) == (
-        True, ["tools.commands[0].name: must not be empty"], "tools.commands[0].name: must not be empty")
+        True,
+        ["tools.commands[0].name: must not be empty"],
+        "tools.commands[0].name: must not be empty",
+    )
 
 
 def test_tool_errors_are_opsloop_errors() -> None:

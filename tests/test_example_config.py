@@ -41,10 +41,12 @@ def test_opsloop_check_accepts_the_example(no_secrets, capsys):
     assert main(["check", "--config", str(EXAMPLE)]) == 2  # only because no tokens are set
     out, err = capsys.readouterr()
     problems = [line for line in err.splitlines() if not line.startswith("opsloop: warning:")]
-    assert problems == [f"opsloop: config: {EXAMPLE} (--config)",
-                        "opsloop: SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)",
-                        "opsloop: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
-                        "opsloop: ANTHROPIC_API_KEY is not set"]
+    assert problems == [
+        f"opsloop: config: {EXAMPLE} (--config)",
+        "opsloop: SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)",
+        "opsloop: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
+        "opsloop: ANTHROPIC_API_KEY is not set",
+    ]
     assert "check_disk" in out  # the tool table was built from the example's [tools]
 
 
@@ -63,8 +65,18 @@ def test_every_settings_key_is_in_the_example(section):
 
 def test_every_tools_key_is_in_the_example():
     keys = keys_named(TEXT)
-    known = {*tools_config._TOP_KEYS, *tools_config._COMMAND_KEYS, *tools_config._PARAM_KEYS,
-             *tools_config._MCP_KEYS, "dirs", "restart_allowlist", "url", "timeout_s", "ca_file", "allow"}
+    known = {
+        *tools_config._TOP_KEYS,
+        *tools_config._COMMAND_KEYS,
+        *tools_config._PARAM_KEYS,
+        *tools_config._MCP_KEYS,
+        "dirs",
+        "restart_allowlist",
+        "url",
+        "timeout_s",
+        "ca_file",
+        "allow",
+    }
     assert known - keys == set()
 
 

@@ -1367,9 +1367,10 @@ from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, THREADS_BETA  # noqa: 
 
 @pytest.mark.parametrize(("effort", "expected"), [*EFFORT_THINKING_TOKENS.items(), (None, 2000)])
 async def test_effort_sets_the_reasoning_of_an_unscripted_reply(effort: str | None, expected: int) -> None:
-    async with FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server, AsyncAnthropic(
-        api_key=KEY, base_url=server.base_url, max_retries=0
-    ) as c:
+    async with (
+        FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server,
+        AsyncAnthropic(api_key=KEY, base_url=server.base_url, max_retries=0) as c,
+    ):
         server.script(reply(text("ok")))
         extra = {"output_config": {"effort": effort}} if effort else {}
 
@@ -1379,13 +1380,15 @@ async def test_effort_sets_the_reasoning_of_an_unscripted_reply(effort: str | No
 
 
 async def test_a_scripted_thinking_count_wins_over_effort() -> None:
-    async with FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server, AsyncAnthropic(
-        api_key=KEY, base_url=server.base_url, max_retries=0
-    ) as c:
+    async with (
+        FakeAnthropic(api_key=KEY, thinking_by_effort=EFFORT_THINKING_TOKENS) as server,
+        AsyncAnthropic(api_key=KEY, base_url=server.base_url, max_retries=0) as c,
+    ):
         server.script(reply(text("ok"), thinking_tokens=7))
 
-        msg = await c.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
-                                      output_config={"effort": "max"})
+        msg = await c.messages.create(
+            model=MODEL, max_tokens=1000, messages=[user("hi")], output_config={"effort": "max"}
+        )
 
     assert msg.usage.output_tokens_details.thinking_tokens == 7
 
@@ -1395,8 +1398,9 @@ async def test_without_the_effort_model_replies_keep_the_default_reasoning(
 ) -> None:
     fake.script(reply(text("ok")))
 
-    msg = await client.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
-                                       output_config={"effort": "max"})
+    msg = await client.messages.create(
+        model=MODEL, max_tokens=1000, messages=[user("hi")], output_config={"effort": "max"}
+    )
 
     assert msg.usage.output_tokens_details.thinking_tokens == DEFAULT_THINKING_TOKENS
 
@@ -1409,11 +1413,20 @@ async def test_the_sdk_tool_runner_continues_a_thread_with_only_new_turns(
         """Status of a service."""
         return f"{service}: degraded"
 
-    fake.script(reply(tool_use("get_status", {"service": "api"})), reply(tool_use("get_status", {"service": "db"})),
-                reply(text("db is the cause")))
+    fake.script(
+        reply(tool_use("get_status", {"service": "api"})),
+        reply(tool_use("get_status", {"service": "db"})),
+        reply(text("db is the cause")),
+    )
 
-    runner = client.beta.messages.tool_runner(model=MODEL, max_tokens=4000, system=BIG, tools=[get_status],
-                                              messages=[user("api is slow")], cache_control=EPHEMERAL)
+    runner = client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=4000,
+        system=BIG,
+        tools=[get_status],
+        messages=[user("api is slow")],
+        cache_control=EPHEMERAL,
+    )
     replies = [m async for m in runner]
 
     sent = [(r.body["thread"]["type"], len(r.body["messages"]), "system" in r.body) for r in fake.requests]
@@ -1429,28 +1442,44 @@ async def test_the_sdk_tool_runner_continues_a_thread_with_only_new_turns(
 
 
 async def _create_thread(client: AsyncAnthropic) -> str:
-    msg = await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("hi")],
-                                            thread={"type": "create"}, betas=[THREADS_BETA])
+    msg = await client.beta.messages.create(
+        model=MODEL, max_tokens=1000, messages=[user("hi")], thread={"type": "create"}, betas=[THREADS_BETA]
+    )
     return msg.id
 
 
 async def test_a_message_continues_its_thread_only_once(fake: FakeAnthropic, client: AsyncAnthropic) -> None:
     fake.script(reply(text("one")), reply(text("two")))
     first = await _create_thread(client)
-    await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("again")], betas=[THREADS_BETA],
-                                      thread={"type": "continue", "previous_message_id": first})
+    await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=1000,
+        messages=[user("again")],
+        betas=[THREADS_BETA],
+        thread={"type": "continue", "previous_message_id": first},
+    )
 
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("next")], betas=[THREADS_BETA],
-                                          thread={"type": "continue", "previous_message_id": first})
+        await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=1000,
+            messages=[user("next")],
+            betas=[THREADS_BETA],
+            thread={"type": "continue", "previous_message_id": first},
+        )
 
     assert caught.value.body["error"]["details"] == {"error_code": "thread_already_continued"}
 
 
 async def test_an_unknown_thread_is_not_found(fake: FakeAnthropic, client: AsyncAnthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as caught:
-        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("q")], betas=[THREADS_BETA],
-                                          thread={"type": "continue", "previous_message_id": "msg_nope"})
+        await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=1000,
+            messages=[user("q")],
+            betas=[THREADS_BETA],
+            thread={"type": "continue", "previous_message_id": "msg_nope"},
+        )
 
     assert caught.value.body["error"]["details"] == {"error_code": "thread_not_found"}
 
@@ -1460,5 +1489,11 @@ async def test_a_continue_may_not_resend_system(fake: FakeAnthropic, client: Asy
     first = await _create_thread(client)
 
     with pytest.raises(anthropic.BadRequestError, match="system: not allowed on a thread continue"):
-        await client.beta.messages.create(model=MODEL, max_tokens=1000, messages=[user("q")], betas=[THREADS_BETA],
-                                          system="changed", thread={"type": "continue", "previous_message_id": first})
+        await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=1000,
+            messages=[user("q")],
+            betas=[THREADS_BETA],
+            system="changed",
+            thread={"type": "continue", "previous_message_id": first},
+        )

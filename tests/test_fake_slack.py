@@ -43,29 +43,42 @@ def client(slack: FakeSlack) -> AsyncWebClient:
 
 def _task(**over: Any) -> dict[str, Any]:
     """A valid task_card, with `over` replacing fields (None drops one)."""
-    task = {"type": "task_card", "task_id": "toolu_1", "title": "check_disk on web-03", "status": "complete",
-            "output": {"type": "rich_text", "elements": [{"type": "rich_text_section",
-                                                          "elements": [{"type": "text", "text": "ok"}]}]}}
+    task = {
+        "type": "task_card",
+        "task_id": "toolu_1",
+        "title": "check_disk on web-03",
+        "status": "complete",
+        "output": {
+            "type": "rich_text",
+            "elements": [{"type": "rich_text_section", "elements": [{"type": "text", "text": "ok"}]}],
+        },
+    }
     task.update(over)
     return {k: v for k, v in task.items() if v is not None}
 
 
-async def test_plan_and_task_cards_as_the_sdk_builds_them_are_accepted(slack: FakeSlack,
-                                                                      client: AsyncWebClient) -> None:
-    plan = PlanBlock(title="What opsloop is doing", tasks=[
-        TaskCardBlock(task_id="a", title="check_disk on web-03", status="in_progress"),
-        TaskCardBlock(task_id="b", title="clean_logs", status="pending", output=_task()["output"])]).to_dict()
+async def test_plan_and_task_cards_as_the_sdk_builds_them_are_accepted(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    plan = PlanBlock(
+        title="What opsloop is doing",
+        tasks=[
+            TaskCardBlock(task_id="a", title="check_disk on web-03", status="in_progress"),
+            TaskCardBlock(task_id="b", title="clean_logs", status="pending", output=_task()["output"]),
+        ],
+    ).to_dict()
     resp = await client.chat_postMessage(channel="C1", text="status", blocks=[plan, _task(task_id="c")])
     assert resp["ok"] and slack.messages["C1"][0].blocks == [plan, _task(task_id="c")]
 
 
-async def test_views_publish_takes_a_home_view_of_at_most_100_blocks(slack: FakeSlack,
-                                                                    client: AsyncWebClient) -> None:
+async def test_views_publish_takes_a_home_view_of_at_most_100_blocks(slack: FakeSlack, client: AsyncWebClient) -> None:
     slack.add_user("U0ALICE", "alice")
     section = {"type": "section", "text": {"type": "mrkdwn", "text": "x"}}
     await client.views_publish(user_id="U0ALICE", view={"type": "home", "blocks": [section] * 100})
-    for view, error in (({"type": "home", "blocks": [section] * 101}, "invalid_blocks"),
-                        ({"type": "modal", "blocks": [section]}, "invalid_arguments")):
+    for view, error in (
+        ({"type": "home", "blocks": [section] * 101}, "invalid_blocks"),
+        ({"type": "modal", "blocks": [section]}, "invalid_arguments"),
+    ):
         with pytest.raises(SlackApiError) as exc:
             await client.views_publish(user_id="U0ALICE", view=view)
         assert exc.value.response["error"] == error
@@ -203,17 +216,27 @@ async def test_second_identical_reaction_is_already_reacted(slack: FakeSlack, cl
             "/blocks/1/elements/0/action_id",
             id="duplicate-action_id",
         ),
-        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(status="done")]}], "/blocks/0/tasks/0/status",
-                     id="task-status-enum"),
-        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(status=None)]}], "/blocks/0/tasks/0]",
-                     id="task-status-required"),
-        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(task_id="")]}], "/blocks/0/tasks/0]",
-                     id="task-id-required"),
+        pytest.param(
+            [{"type": "plan", "title": "t", "tasks": [_task(status="done")]}],
+            "/blocks/0/tasks/0/status",
+            id="task-status-enum",
+        ),
+        pytest.param(
+            [{"type": "plan", "title": "t", "tasks": [_task(status=None)]}],
+            "/blocks/0/tasks/0]",
+            id="task-status-required",
+        ),
+        pytest.param(
+            [{"type": "plan", "title": "t", "tasks": [_task(task_id="")]}], "/blocks/0/tasks/0]", id="task-id-required"
+        ),
         pytest.param([_task(title="x" * 256)], "/blocks/0/title", id="task-title-256"),
         pytest.param([{"type": "plan", "tasks": [_task()]}], "/blocks/0]", id="plan-title-required"),
         pytest.param([_task(output={"type": "mrkdwn", "text": "x"})], "/blocks/0/output", id="task-output-rich-text"),
-        pytest.param([{"type": "plan", "title": "t", "tasks": [_task(), _task()]}], "/blocks/0/tasks/1/task_id",
-                     id="duplicate-task_id"),
+        pytest.param(
+            [{"type": "plan", "title": "t", "tasks": [_task(), _task()]}],
+            "/blocks/0/tasks/1/task_id",
+            id="duplicate-task_id",
+        ),
     ],
 )
 async def test_invalid_blocks_are_rejected_with_errors(
@@ -471,8 +494,11 @@ def test_message_event_builder_shapes() -> None:
 
 
 async def test_routed_delivery_reaches_the_named_connection_and_random_delivery_spreads(slack: FakeSlack) -> None:
-    async with aiohttp.ClientSession() as http, http.ws_connect(slack.ws_url) as one, \
-            http.ws_connect(slack.ws_url) as two:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(slack.ws_url) as one,
+        http.ws_connect(slack.ws_url) as two,
+    ):
         for ws in (one, two):
             assert (await ws.receive_json(timeout=TIMEOUT))["type"] == "hello"
         await slack.wait_connected(timeout=TIMEOUT, connects=2)
@@ -495,12 +521,39 @@ def test_each_stand_in_module_has_one_concern_and_stays_under_650_lines() -> Non
     folder = Path(standin.__file__).parent
     sizes = {p.name: len(p.read_text().splitlines()) for p in sorted(folder.glob("*.py"))}
     assert {name for name, size in sizes.items() if size > 650} == set()
-    assert set(sizes) == {"__init__.py", "blockkit.py", "methods_chat.py", "methods_read.py", "methods_surfaces.py",
-                          "payloads.py", "records.py", "render.py", "server.py", "slack.py", "workspace.py"}
+    assert set(sizes) == {
+        "__init__.py",
+        "blockkit.py",
+        "methods_chat.py",
+        "methods_read.py",
+        "methods_surfaces.py",
+        "payloads.py",
+        "records.py",
+        "render.py",
+        "server.py",
+        "slack.py",
+        "workspace.py",
+    }
 
 
 def test_every_web_api_method_the_stand_in_serves_is_in_its_table() -> None:
-    handlers = {name for cls in FakeSlack.__mro__ for name, value in vars(cls).items()
-                if callable(value) and name.startswith(("_chat_", "_conversations_", "_users_", "_usergroups_",
-                                                        "_reactions_", "_views_", "_assistant_", "_auth_", "_apps_"))}
+    handlers = {
+        name
+        for cls in FakeSlack.__mro__
+        for name, value in vars(cls).items()
+        if callable(value)
+        and name.startswith(
+            (
+                "_chat_",
+                "_conversations_",
+                "_users_",
+                "_usergroups_",
+                "_reactions_",
+                "_views_",
+                "_assistant_",
+                "_auth_",
+                "_apps_",
+            )
+        )
+    }
     assert {f.__name__ for f in FakeSlack._METHODS.values()} == handlers

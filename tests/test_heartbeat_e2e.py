@@ -32,8 +32,10 @@ def evil_logs(tmp_path: Path) -> Path:
 
 
 def config(logs: Path, grep_timeout_s: float) -> str:
-    return (f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(logs))}]\n'
-            f"[tools.timeouts]\ngrep_log = {grep_timeout_s}\n")
+    return (
+        f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(logs))}]\n'
+        f"[tools.timeouts]\ngrep_log = {grep_timeout_s}\n"
+    )
 
 
 def workers() -> list[psutil.Process]:

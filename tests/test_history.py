@@ -17,14 +17,26 @@ def test_continue_after_an_answer_appends_a_user_turn():
 
 def test_continue_after_tool_results_merges_into_that_turn():
     assert continue_history([USER, CALL, RESULT], "again?") == [
-        USER, CALL, {"role": "user", "content": [*RESULT["content"], TASK]}]
+        USER,
+        CALL,
+        {"role": "user", "content": [*RESULT["content"], TASK]},
+    ]
 
 
 def test_continue_after_a_dangling_call_answers_it_first():
     [*_, last] = continue_history([USER, CALL], "again?")
-    assert last == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-         "content": "No result: that run ended before this call finished."}, TASK]}
+    assert last == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t1",
+                "is_error": True,
+                "content": "No result: that run ended before this call finished.",
+            },
+            TASK,
+        ],
+    }
 
 
 def test_nothing_to_condense_with_a_single_exchange():
@@ -39,7 +51,10 @@ def test_condensing_keeps_a_tail_that_starts_with_an_assistant_turn():
 
 def test_a_whitespace_block_is_dropped_with_the_thinking_bound_to_it():
     """The API refuses whitespace-only text back, and thinking after it is bound to it: both go, the rest stays."""
-    content = [{"type": "thinking", "thinking": "a", "signature": "s1"}, {"type": "text", "text": "\n\n"},
-               {"type": "thinking", "thinking": "b", "signature": "s2"},
-               {"type": "tool_use", "id": "t1", "name": "check_disk", "input": {}}]
+    content = [
+        {"type": "thinking", "thinking": "a", "signature": "s1"},
+        {"type": "text", "text": "\n\n"},
+        {"type": "thinking", "thinking": "b", "signature": "s2"},
+        {"type": "tool_use", "id": "t1", "name": "check_disk", "input": {}},
+    ]
     assert keep_complete_calls(content, "tool_use") == [content[0], content[3]]

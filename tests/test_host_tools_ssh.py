@@ -34,8 +34,12 @@ Servers = Callable[..., SshServer]
 
 
 def host_for(server: SshServer, name: str = "web-03", **fields: Any) -> Host:
-    values: dict[str, Any] = {"address": server.address, "port": server.port, "identity_file": server.client_key,
-                              "known_hosts": server.known_hosts}
+    values: dict[str, Any] = {
+        "address": server.address,
+        "port": server.port,
+        "identity_file": server.client_key,
+        "known_hosts": server.known_hosts,
+    }
     return Host(name=name, **{**values, **fields})
 
 
@@ -49,8 +53,9 @@ def age(path: Path, days: float) -> Path:
 def logs(tmp_path: Path) -> Path:
     d = tmp_path / "log"
     (d / "app").mkdir(parents=True)
-    (d / "app.log").write_text("".join(f"line {i} {'ERROR' if i % 7 == 0 else 'ok'} id={i * 3}\n"
-                                       for i in range(1, 301)))
+    (d / "app.log").write_text(
+        "".join(f"line {i} {'ERROR' if i % 7 == 0 else 'ok'} id={i * 3}\n" for i in range(1, 301))
+    )
     (d / "app" / "worker.log").write_text("Error: boom\nfine\nerror again\n")
     with gzip.open(d / "app.log.2.gz", "wt") as f:
         f.write("old ERROR 1\nold ok\n")
@@ -64,10 +69,13 @@ def logs(tmp_path: Path) -> Path:
 @pytest.fixture
 async def tools(sshd: SshServer, logs: Path) -> AsyncIterator[ToolRegistry]:
     """The real registry with one inventory host (the test sshd) whose log_dirs is `logs`."""
-    inventory = Inventory(SshSettings(), (host_for(sshd, log_dirs=(str(logs),), restart_allowlist=("nginx",)),
-                                          host_for(sshd, "db-01")))
-    registry = await build_registry({"logs": {"dirs": [str(logs)]}, "services": {"restart_allowlist": ["api"]}},
-                                    reaches={"ssh": SshHosts(inventory)})
+    inventory = Inventory(
+        SshSettings(), (host_for(sshd, log_dirs=(str(logs),), restart_allowlist=("nginx",)), host_for(sshd, "db-01"))
+    )
+    registry = await build_registry(
+        {"logs": {"dirs": [str(logs)]}, "services": {"restart_allowlist": ["api"]}},
+        reaches={"ssh": SshHosts(inventory)},
+    )
     yield registry
     await registry.aclose()
 
@@ -87,12 +95,27 @@ async def call(registry: ToolRegistry, name: str, args: dict[str, Any], **kw: An
 
 SHAPES = {
     "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%"]),
-    "check_memory": ({}, [r"memory on {host}", r"total \S+, used \S+, available \S+ \(\d+\.\d% in use\)",
-                          r"swap total \S+, used \S+ \(\d+\.\d% in use\)"]),
-    "check_cpu": ({}, [r"cpu on {host}", r"cpu \d+\.\d% \(per core: \d+%(, \d+%)*\)",
-                       r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1, 5, 15 min\)", r"cores \d+ logical.*"]),
-    "list_top_processes": ({"sort_by": "memory", "limit": 5},
-                           [r"top 5 of \d+ processes on {host} by memory", r"pid\s+user\s+cpu%\s+rss\s+command"]),
+    "check_memory": (
+        {},
+        [
+            r"memory on {host}",
+            r"total \S+, used \S+, available \S+ \(\d+\.\d% in use\)",
+            r"swap total \S+, used \S+ \(\d+\.\d% in use\)",
+        ],
+    ),
+    "check_cpu": (
+        {},
+        [
+            r"cpu on {host}",
+            r"cpu \d+\.\d% \(per core: \d+%(, \d+%)*\)",
+            r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1, 5, 15 min\)",
+            r"cores \d+ logical.*",
+        ],
+    ),
+    "list_top_processes": (
+        {"sort_by": "memory", "limit": 5},
+        [r"top 5 of \d+ processes on {host} by memory", r"pid\s+user\s+cpu%\s+rss\s+command"],
+    ),
 }
 
 
@@ -119,18 +142,31 @@ async def test_a_health_tool_on_a_host_has_the_local_shape(tools: ToolRegistry, 
 
 
 async def test_tail_log_on_a_host_equals_the_local_output(tools: ToolRegistry, logs: Path) -> None:
-    for args in ({"path": "app.log", "lines": 5}, {"path": str(logs / "app.log"), "lines": 1},
-                 {"path": "app.log.2.gz", "lines": 10}, {"path": "app/worker.log"}):
+    for args in (
+        {"path": "app.log", "lines": 5},
+        {"path": str(logs / "app.log"), "lines": 1},
+        {"path": "app.log.2.gz", "lines": 10},
+        {"path": "app/worker.log"},
+    ):
         local = await call(tools, "tail_log", args)
         assert await call(tools, "tail_log", {**args, "host": "web-03"}) == local
     assert (await call(tools, "tail_log", {"path": "app.log", "lines": 2, "host": "web-03"})).splitlines()[1:] == [
-        "line 299 ok id=897", "line 300 ok id=900"]
+        "line 299 ok id=897",
+        "line 300 ok id=900",
+    ]
 
 
 GREPS = [
-    ("app.log", r"ERROR id=\d{2}$"), ("app.log", r"(?i)error"), ("app.log", r"(?:line 1\d+?) ok"),
-    ("app.log", r"id=[^0-8\s]+$"), ("app.log", "nothing-matches"), ("app.log", r"line [\d]+ ERROR id=2\d\b"),
-    (".", r"(?i)error"), ("app", "^(Error|fine)"), ("app.log.2.gz", "ERROR"), ("app.log", r"a\.b|\(x\)|\{"),
+    ("app.log", r"ERROR id=\d{2}$"),
+    ("app.log", r"(?i)error"),
+    ("app.log", r"(?:line 1\d+?) ok"),
+    ("app.log", r"id=[^0-8\s]+$"),
+    ("app.log", "nothing-matches"),
+    ("app.log", r"line [\d]+ ERROR id=2\d\b"),
+    (".", r"(?i)error"),
+    ("app", "^(Error|fine)"),
+    ("app.log.2.gz", "ERROR"),
+    ("app.log", r"a\.b|\(x\)|\{"),
 ]
 
 
@@ -155,26 +191,110 @@ def test_patterns_translate_to_an_ere_that_matches_the_same_lines() -> None:
 
 # Lines that tell the translations apart: POSIX classes, case folding beyond ASCII (the Kelvin sign, the long s),
 # tabs, vertical tabs, punctuation, non-ASCII letters, braces that are and are not counts.
-TABLE_LINES = ["worker upstream timed out", "code 503", "code 5034", "user=bob logged in", "x{,3}y", "xxy", "xy",
-               "ERROR disk full", "error: disk", "Error\tdisk", "\u212aelvin scale", "\u017fhort s", "naïve café 42",
-               "tab\there", "vt\vhere", "a.b (x) {y} [z] ^c$ |p|", "id=123 took 45ms", "id=7 took 3s",
-               "über straße", "数据库 down", "aaa", "a{2}b", "end\\", "-flag --opt", "plain"]
-TABLE = [
-    r"[[:alpha:]]+ upstream", r"[[:digit:]]{3}$", r"[^[:space:]]+ logged", r"x{,3}y", r"x{1,2}y", r"x{2}y",
-    r"\d{2,}", r"\D+", r"\w+ \w+", r"\W", r"\s", r"\S+\s\S+", r"\bdisk\b", r"\Bisk", r"^code \d+$", r"\Acode",
-    r"full\z", r"took \d+m?s", r"took \d+?m??s", r"(?:id|code)=?\d", r"(?P<n>ERROR|Error)", r"(?i)error",
-    r"(?i)kelvin", r"(?i)short", r"(?i)[k-l]", r"(?i)[^a-z ]", r"[[:upper:]]{5}", r"[[:punct:]]{2}", r"[[:^alpha:]]",
-    r"[[:xdigit:]]{3}", r"[[:blank:]]", r"[[:space:]]", r"[[:cntrl:]]", r"\t", r"\x7b\x7d", r"\{y\}", r"\.b",
-    r"\^c\$", r"\|p\|", r"[]\[]", r"[\^-]", r"a{2}b|a\{2\}", r"ï", r"é+ \d", r"[éü]", r"数据+", r"straße$",
-    r"caf.", r"^.{4} ", r"^[^a-z]", r"(a|b)+", r"(|x)y", r"\\$", r"--opt", r"^-", r"a(?i)AA", r"(?i:ERROR) disk",
-    r"\Qa.b\E", r"\b\d+ms", r"(?i)é", r"\pL", r"\b.", r"^*x", "",
+TABLE_LINES = [
+    "worker upstream timed out",
+    "code 503",
+    "code 5034",
+    "user=bob logged in",
+    "x{,3}y",
+    "xxy",
+    "xy",
+    "ERROR disk full",
+    "error: disk",
+    "Error\tdisk",
+    "\u212aelvin scale",
+    "\u017fhort s",
+    "naïve café 42",
+    "tab\there",
+    "vt\vhere",
+    "a.b (x) {y} [z] ^c$ |p|",
+    "id=123 took 45ms",
+    "id=7 took 3s",
+    "über straße",
+    "数据库 down",
+    "aaa",
+    "a{2}b",
+    "end\\",
+    "-flag --opt",
+    "plain",
 ]
-REFUSED = {r"(?i)é": "case-insensitive matching of the non-ASCII letter", r"\pL": "the Unicode class",
-           r"\b.": r"\\b \(an ASCII word boundary\) together with \.", r"^*x": r"a repeated anchor \(\^\*\)"}
+TABLE = [
+    r"[[:alpha:]]+ upstream",
+    r"[[:digit:]]{3}$",
+    r"[^[:space:]]+ logged",
+    r"x{,3}y",
+    r"x{1,2}y",
+    r"x{2}y",
+    r"\d{2,}",
+    r"\D+",
+    r"\w+ \w+",
+    r"\W",
+    r"\s",
+    r"\S+\s\S+",
+    r"\bdisk\b",
+    r"\Bisk",
+    r"^code \d+$",
+    r"\Acode",
+    r"full\z",
+    r"took \d+m?s",
+    r"took \d+?m??s",
+    r"(?:id|code)=?\d",
+    r"(?P<n>ERROR|Error)",
+    r"(?i)error",
+    r"(?i)kelvin",
+    r"(?i)short",
+    r"(?i)[k-l]",
+    r"(?i)[^a-z ]",
+    r"[[:upper:]]{5}",
+    r"[[:punct:]]{2}",
+    r"[[:^alpha:]]",
+    r"[[:xdigit:]]{3}",
+    r"[[:blank:]]",
+    r"[[:space:]]",
+    r"[[:cntrl:]]",
+    r"\t",
+    r"\x7b\x7d",
+    r"\{y\}",
+    r"\.b",
+    r"\^c\$",
+    r"\|p\|",
+    r"[]\[]",
+    r"[\^-]",
+    r"a{2}b|a\{2\}",
+    r"ï",
+    r"é+ \d",
+    r"[éü]",
+    r"数据+",
+    r"straße$",
+    r"caf.",
+    r"^.{4} ",
+    r"^[^a-z]",
+    r"(a|b)+",
+    r"(|x)y",
+    r"\\$",
+    r"--opt",
+    r"^-",
+    r"a(?i)AA",
+    r"(?i:ERROR) disk",
+    r"\Qa.b\E",
+    r"\b\d+ms",
+    r"(?i)é",
+    r"\pL",
+    r"\b.",
+    r"^*x",
+    "",
+]
+REFUSED = {
+    r"(?i)é": "case-insensitive matching of the non-ASCII letter",
+    r"\pL": "the Unicode class",
+    r"\b.": r"\\b \(an ASCII word boundary\) together with \.",
+    r"^*x": r"a repeated anchor \(\^\*\)",
+}
 
 
 async def test_grep_log_counts_the_same_lines_on_a_host_or_refuses_naming_the_construct(
-        tools: ToolRegistry, logs: Path) -> None:
+    tools: ToolRegistry, logs: Path
+) -> None:
     (logs / "table.log").write_text("".join(f"{line}\n" for line in TABLE_LINES), encoding="utf-8")
     differ, refused = [], {}
     for pattern in TABLE:
@@ -203,7 +323,8 @@ async def test_the_issue_patterns_count_as_locally(tools: ToolRegistry, logs: Pa
 
 
 async def test_a_pattern_that_needs_characters_is_refused_on_a_file_that_is_not_utf8(
-        tools: ToolRegistry, logs: Path) -> None:
+    tools: ToolRegistry, logs: Path
+) -> None:
     (logs / "raw.log").write_bytes(b"ok line\nbad \xff\xfe byte\n")
     with pytest.raises(ToolError, match=r"grep_log: on web-03, .*raw.log is not valid UTF-8 text, where \. cannot"):
         await call(tools, "grep_log", {"path": "raw.log", "pattern": "bad . byte", "host": "web-03"})
@@ -212,7 +333,8 @@ async def test_a_pattern_that_needs_characters_is_refused_on_a_file_that_is_not_
 
 
 async def test_clean_logs_preview_on_a_host_equals_the_local_one_and_deletes_exactly_it(
-        tools: ToolRegistry, logs: Path) -> None:
+    tools: ToolRegistry, logs: Path
+) -> None:
     t = tools.get("clean_logs")
     assert t is not None
     args = {"path": str(logs), "older_than_days": 7}
@@ -222,13 +344,15 @@ async def test_clean_logs_preview_on_a_host_equals_the_local_one_and_deletes_exa
     size = 100 + 300 + (logs / "app.log.2.gz").stat().st_size
     assert remote.splitlines()[0].startswith(f"would delete 3 rotated log files older than 7 days under {logs}, ")
     out = await t.run({**args, "host": "web-03"}, confirmed_by="U1", approved_preview=remote)
-    assert out.splitlines()[0] == (f"deleted 3 rotated log files older than 7 days under {logs}, freed {size}B "
-                                   f"({size} bytes); approved by U1")
+    assert out.splitlines()[0] == (
+        f"deleted 3 rotated log files older than 7 days under {logs}, freed {size}B ({size} bytes); approved by U1"
+    )
     assert files_under(logs) == ["app.log", "app/worker.log", "old.old", "recent.log.1"]  # live, not a log, too recent
 
 
 async def test_clean_logs_on_a_host_leaves_alone_what_changed_or_went_since_the_preview(
-        tools: ToolRegistry, logs: Path) -> None:
+    tools: ToolRegistry, logs: Path
+) -> None:
     t = tools.get("clean_logs")
     assert t is not None
     args = {"path": str(logs), "older_than_days": 7, "host": "web-03"}
@@ -242,10 +366,13 @@ async def test_clean_logs_on_a_host_leaves_alone_what_changed_or_went_since_the_
     age(late, 30)
     out = await t.run(args, confirmed_by="U1", approved_preview=preview)
     lines = out.splitlines()
-    assert lines[0] == (f"deleted 1 rotated log files older than 7 days under {logs}, freed 300B (300 bytes); "
-                        "approved by U1")
-    assert "left alone: changed since the preview (1 files; call clean_logs again for a new preview and " \
-           "approval):" in lines
+    assert lines[0] == (
+        f"deleted 1 rotated log files older than 7 days under {logs}, freed 300B (300 bytes); approved by U1"
+    )
+    assert (
+        "left alone: changed since the preview (1 files; call clean_logs again for a new preview and "
+        "approval):" in lines
+    )
     assert any(line.startswith(f"  {logs / 'app.log.1'}  100B  30d old") for line in lines)
     assert "left alone: gone since the preview (1 files):" in lines
     assert any("not deleted, not in the approved preview (1 files" in line for line in lines)
@@ -267,8 +394,9 @@ def fake_bin(tmp_path: Path) -> Path:
     return bin_dir
 
 
-async def test_service_tools_on_a_host_use_its_own_allowlist(ssh_servers: Servers, fake_bin: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_service_tools_on_a_host_use_its_own_allowlist(
+    ssh_servers: Servers, fake_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = ssh_servers(path=f"{fake_bin}:/usr/bin:/bin")
     monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")  # localhost runs the same stand-in
     inventory = Inventory(SshSettings(), (host_for(server, restart_allowlist=("nginx",)), host_for(server, "db-01")))
@@ -279,8 +407,11 @@ async def test_service_tools_on_a_host_use_its_own_allowlist(ssh_servers: Server
         restart = registry.get("restart_service")
         assert restart is not None
         await restart.check({"unit": "nginx", "host": "web-03"})  # web-03's own allowlist
-        with pytest.raises(PermissionDenied, match=r"restarting 'api' on web-03 is not allowed by policy "
-                                                   r"\(restart_allowlist of \[\[hosts\]\] 'web-03': nginx\)"):
+        with pytest.raises(
+            PermissionDenied,
+            match=r"restarting 'api' on web-03 is not allowed by policy "
+            r"\(restart_allowlist of \[\[hosts\]\] 'web-03': nginx\)",
+        ):
             await restart.check({"unit": "api", "host": "web-03"})
         await restart.check({"unit": "api", "host": "db-01"})  # no list of its own: [tools.services]
         with pytest.raises(PermissionDenied, match=r"tools.services.restart_allowlist: api"):
@@ -299,13 +430,25 @@ async def test_service_tools_on_a_host_use_its_own_allowlist(ssh_servers: Server
 
 
 async def test_hostile_arguments_run_nothing_and_reach_nothing_outside_log_dirs(
-        tools: ToolRegistry, logs: Path, tmp_path: Path, sshd: SshServer) -> None:
+    tools: ToolRegistry, logs: Path, tmp_path: Path, sshd: SshServer
+) -> None:
     planted = tmp_path / "pwned"
     secret = tmp_path / "secret.log"
     secret.write_text("password=hunter2\n")
     (logs / "escape.log").symlink_to(secret)  # a symlink out of log_dirs, on the host
-    hostile = [f"; touch {planted}", f"$(touch {planted})", f"`touch {planted}`", f"app.log\ntouch {planted}",
-               "-e", "--", "../secret.log", "escape.log", str(secret), f"app.log; touch {planted}", "/etc/passwd"]
+    hostile = [
+        f"; touch {planted}",
+        f"$(touch {planted})",
+        f"`touch {planted}`",
+        f"app.log\ntouch {planted}",
+        "-e",
+        "--",
+        "../secret.log",
+        "escape.log",
+        str(secret),
+        f"app.log; touch {planted}",
+        "/etc/passwd",
+    ]
     for path in hostile:
         for name, args in (("tail_log", {"path": path}), ("grep_log", {"path": path, "pattern": "."})):
             with pytest.raises(ToolError) as e:
@@ -324,8 +467,12 @@ async def test_hostile_arguments_run_nothing_and_reach_nothing_outside_log_dirs(
 
 async def test_a_host_outside_the_inventory_is_never_contacted(tools: ToolRegistry, sshd: SshServer) -> None:
     connections = sshd.log_text().count("Connection from")
-    for name, args in (("check_disk", {}), ("tail_log", {"path": "app.log"}), ("service_status", {"unit": "nginx"}),
-                       ("restart_service", {"unit": "nginx"})):
+    for name, args in (
+        ("check_disk", {}),
+        ("tail_log", {"path": "app.log"}),
+        ("service_status", {"unit": "nginx"}),
+        ("restart_service", {"unit": "nginx"}),
+    ):
         for host in ("web-3", "127.0.0.1:22", "10.0.3.7", "db-1", "web-03.example"):  # refused before any packet
             with pytest.raises(ToolError) as e:
                 if name == "restart_service":
@@ -335,8 +482,10 @@ async def test_a_host_outside_the_inventory_is_never_contacted(tools: ToolRegist
                 else:
                     await call(tools, name, {**args, "host": host})
             if host == "web-3":
-                assert str(e.value) == ("'web-3' is not in the host inventory (closest: web-03); opsloop "
-                                        "connects only to inventory hosts, and list_hosts lists them")
+                assert str(e.value) == (
+                    "'web-3' is not in the host inventory (closest: web-03); opsloop "
+                    "connects only to inventory hosts, and list_hosts lists them"
+                )
     assert sshd.log_text().count("Connection from") == connections
 
 
@@ -346,7 +495,8 @@ async def test_host_descriptions_name_a_small_inventory(tools: ToolRegistry) -> 
         assert t is not None
         assert t.input_schema["properties"]["host"]["description"] == (
             'an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on). '
-            "Hosts: web-03, db-01, localhost.")
+            "Hosts: web-03, db-01, localhost."
+        )
     assert tools.api_schemas() == tools.api_schemas()
 
 
@@ -354,7 +504,8 @@ async def test_host_descriptions_name_a_small_inventory(tools: ToolRegistry) -> 
 
 
 async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_and_reports_what_changed(
-        tmp_path: Path, sshd: SshServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, sshd: SshServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     logs = tmp_path / "remote-log"
     logs.mkdir()
     kept = logs / "app.log.1"
@@ -367,13 +518,17 @@ async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_an
     live.write_text("live\n")
     local_logs = tmp_path / "local-log"
     local_logs.mkdir()
-    config = (f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(local_logs))}]\n'
-              f'[[hosts]]\nname = "web-03"\naddress = "127.0.0.1"\nport = {sshd.port}\n'
-              f'identity_file = {json.dumps(str(sshd.client_key))}\nknown_hosts = {json.dumps(str(sshd.known_hosts))}\n'
-              f'log_dirs = [{json.dumps(str(logs))}]\n')
+    config = (
+        f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(local_logs))}]\n'
+        f'[[hosts]]\nname = "web-03"\naddress = "127.0.0.1"\nport = {sshd.port}\n'
+        f"identity_file = {json.dumps(str(sshd.client_key))}\nknown_hosts = {json.dumps(str(sshd.known_hosts))}\n"
+        f"log_dirs = [{json.dumps(str(logs))}]\n"
+    )
     args = {"path": str(logs), "older_than_days": 7, "host": "web-03"}
-    fake_anthropic.script(reply(text("Cleaning old rotated logs on web-03."), tool_use("clean_logs", args)),
-                          reply(text("Deleted one; the other changed.")))
+    fake_anthropic.script(
+        reply(text("Cleaning old rotated logs on web-03."), tool_use("clean_logs", args)),
+        reply(text("Deleted one; the other changed.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         channel, ts = await env.mention("web-03 is out of disk, clean its logs", user=ALICE)
         card = await env.card(channel, ts, timeout=30)
@@ -392,7 +547,8 @@ async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_an
             f"{out.splitlines()[0].rsplit('approved by ', 1)[1]}",
             f"  {kept}  1000B  30d old",
             "left alone: changed since the preview (1 files; call clean_logs again for a new preview and approval):",
-            f"  {grown}  2.0K  30d old"]
+            f"  {grown}  2.0K  30d old",
+        ]
         assert BOB in out.splitlines()[0] or "bob" in out.splitlines()[0]
         assert not kept.exists() and grown.exists() and live.exists()
         fake_anthropic.assert_complete()
@@ -402,8 +558,12 @@ async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_an
 
 
 async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
-        ssh_servers: Servers, tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    ssh_servers: Servers,
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from bot.check import check
     from bot.config import load_settings
     from tests.conftest import API_KEY
@@ -412,15 +572,25 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     (tmp_path / "empty").write_text("")
 
     def entry(name: str, server: SshServer, known_hosts: Path, jump: str = "") -> str:
-        return (f'[[hosts]]\nname = "{name}"\naddress = "127.0.0.1"\nport = {server.port}\n'
-                f'identity_file = {json.dumps(str(server.client_key))}\nknown_hosts = {json.dumps(str(known_hosts))}\n'
-                + (f'jump = "{jump}"\n' if jump else ""))
+        return (
+            f'[[hosts]]\nname = "{name}"\naddress = "127.0.0.1"\nport = {server.port}\n'
+            f"identity_file = {json.dumps(str(server.client_key))}\nknown_hosts = {json.dumps(str(known_hosts))}\n"
+            + (f'jump = "{jump}"\n' if jump else "")
+        )
 
     config = tmp_path / "opsloop.toml"
-    config.write_text(entry("web-01", good, good.known_hosts) + entry("web-02", other, tmp_path / "empty")
-                      + entry("web-03", good, good.known_hosts, jump="web-01"))
-    env = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-           "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
+    config.write_text(
+        entry("web-01", good, good.known_hosts)
+        + entry("web-02", other, tmp_path / "empty")
+        + entry("web-03", good, good.known_hosts, jump="web-01")
+    )
+    env = {
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+    }
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env)) == 2  # something to fix: exit 2, as run would refuse
     captured = capsys.readouterr()

@@ -36,9 +36,24 @@ RUNTIME = "bot.runtime"
 CORE = ("bot", "bot.types", "bot.errors", "bot.redact", "bot.reveal", "bot.pricing", "bot.unreachable", "bot.log")
 LAYERS: tuple[tuple[str, ...], ...] = (
     CORE,
-    ("tools", "bot.store", "bot.migrations", "bot.backends", "bot.config", "bot.runtime", "bot.gate", "bot.guards",
-     "bot.history", "bot.model", "bot.prompts", "bot.report", "bot.summary", "bot.living", "bot.timeline",
-     "bot.metrics"),
+    (
+        "tools",
+        "bot.store",
+        "bot.migrations",
+        "bot.backends",
+        "bot.config",
+        "bot.runtime",
+        "bot.gate",
+        "bot.guards",
+        "bot.history",
+        "bot.model",
+        "bot.prompts",
+        "bot.report",
+        "bot.summary",
+        "bot.living",
+        "bot.timeline",
+        "bot.metrics",
+    ),
     ("handlers",),
     ("bot.app", "bot.check", "bot.startup", "bot.cli"),
     ("bot.playground", "bot.replay", "bench"),
@@ -67,23 +82,39 @@ def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
 def _type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
-def _statements(tree: ast.Module, *, type_checking: bool = True,
-                module_level: bool = False) -> list[ast.Import | ast.ImportFrom]:
+def _statements(
+    tree: ast.Module, *, type_checking: bool = True, module_level: bool = False
+) -> list[ast.Import | ast.ImportFrom]:
     """Every import statement at any depth; without `type_checking`, not those inside an `if TYPE_CHECKING:`
     body (not its else); with `module_level`, not those inside a function."""
-    skipped = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _type_checking(node)
-               for stmt in node.body for inner in ast.walk(stmt)} if not type_checking else set()
+    skipped = (
+        {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _type_checking(node)
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
+        if not type_checking
+        else set()
+    )
     if module_level:
-        skipped |= {id(inner) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                    for inner in ast.walk(node)}
+        skipped |= {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for inner in ast.walk(node)
+        }
     return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
 
 
-def imports(name: str, path: Path, known: dict[str, Path], *, type_checking: bool = True,
-            module_level: bool = False) -> set[str]:
+def imports(
+    name: str, path: Path, known: dict[str, Path], *, type_checking: bool = True, module_level: bool = False
+) -> set[str]:
     """The modules of `known` that `name` imports (a `from package import module` names the module)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
@@ -108,8 +139,12 @@ def graph(*, type_checking: bool = True, packages: tuple[str, ...] = PACKAGES) -
 
 def layer(module: str) -> int:
     """The layer a module sits in: the one naming it or its nearest enclosing package."""
-    found = [(len(prefix), i) for i, prefixes in enumerate(LAYERS) for prefix in prefixes
-             if module == prefix or module.startswith(prefix + ".")]
+    found = [
+        (len(prefix), i)
+        for i, prefixes in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
     assert found, f"{module} is in no layer: add it to LAYERS (and the docstring)"
     return max(found)[1]
 
@@ -173,8 +208,11 @@ def test_no_import_cycles_type_checking_included_outside_the_store_and_tools() -
     """handlers/ (approvals, stream, loading, the supervisor), the app, bench: no cycle, type-level ones included.
     The two groups still tied at type level are tested one by one below."""
     inside = ("bot.store", "tools")
-    assert [g for g in cycles(graph(packages=LAYERED))
-            if not any(all(m == p or m.startswith(p + ".") for m in g) for p in inside)] == []
+    assert [
+        g
+        for g in cycles(graph(packages=LAYERED))
+        if not any(all(m == p or m.startswith(p + ".") for m in g) for p in inside)
+    ] == []
 
 
 def test_no_import_cycles_type_checking_included_among_tools() -> None:
@@ -194,8 +232,12 @@ def test_a_lower_layer_never_imports_a_higher_one() -> None:
     edges = graph(packages=LAYERED)
     known = modules(LAYERED)
     cli_top = imports(CLI, known[CLI], known, module_level=True)
-    upward = sorted(f"{m} -> {t}" for m, targets in edges.items() for t in targets
-                    if layer(t) > layer(m) and not (m == CLI and t not in cli_top))
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in edges.items()
+        for t in targets
+        if layer(t) > layer(m) and not (m == CLI and t not in cli_top)
+    )
     assert upward == sorted(KNOWN_UPWARD)
 
 
@@ -252,8 +294,11 @@ def test_only_the_cli_imports_the_playground() -> None:
     """The stand-in, demo and sandbox ship in the package, but nothing the bot runs imports them."""
     edges = graph()
     inside = ("bot.playground",)
-    users = sorted(m for m, targets in edges.items() if not m.startswith(inside)
-                   and any(t.startswith("bot.playground") for t in targets))
+    users = sorted(
+        m
+        for m, targets in edges.items()
+        if not m.startswith(inside) and any(t.startswith("bot.playground") for t in targets)
+    )
     assert users == ["bot.cli"]
     runtime_side = reachable(edges, "bot.app") | reachable(edges, RUNTIME)
     assert sorted(m for m in runtime_side if m.startswith("bot.playground")) == []
@@ -281,7 +326,9 @@ def test_the_tool_api_imports_only_its_whitelist_even_for_type_checking() -> Non
 
 
 def test_the_runtime_loads_the_tool_api_and_no_reach() -> None:
-    code = ("import sys, bot.runtime; print(' '.join(sorted(m for m in sys.modules "
-            "if m.startswith(('tools.k8s', 'tools.remote', 'tools.config', 'tools.builtin', 'asyncssh')))))")
+    code = (
+        "import sys, bot.runtime; print(' '.join(sorted(m for m in sys.modules "
+        "if m.startswith(('tools.k8s', 'tools.remote', 'tools.config', 'tools.builtin', 'asyncssh')))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""

@@ -21,12 +21,15 @@ IMAGE_DIFF = "spec.template.spec.containers[api].image: api:1.42 → api:1.41"
 
 def config(kube: FakeKube, tmp_path: Path) -> str:
     kc = kube.write_kubeconfig(tmp_path / "kubeconfig")
-    return (f'[tools]\nmodules = ["tools.k8s"]\n\n[[kubernetes.clusters]]\nname = "prod"\n'
-            f'kubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n')
+    return (
+        f'[tools]\nmodules = ["tools.k8s"]\n\n[[kubernetes.clusters]]\nname = "prod"\n'
+        f'kubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n'
+    )
 
 
 async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an_approved_dry_run(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
     d = crashloop(fake_kube)
     rv = d["metadata"]["resourceVersion"]
     fake_anthropic.script(
@@ -34,8 +37,10 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
         reply(tool_use("k8s_describe", {"kind": "pod", "name": POD, "namespace": NS})),
         reply(tool_use("k8s_logs", {"pod": POD, "previous": True, "tail_lines": 50, "namespace": NS})),
         reply(tool_use("k8s_rollout_history", {"name": "api", "namespace": NS})),
-        reply(text("api:1.42 panics on a missing config key; rolling back to revision 1."),
-              tool_use("k8s_rollout_undo", {"name": "api", "namespace": NS})),
+        reply(
+            text("api:1.42 panics on a missing config key; rolling back to revision 1."),
+            tool_use("k8s_rollout_undo", {"name": "api", "namespace": NS}),
+        ),
         reply(text("Rolled api back to api:1.41.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
@@ -53,8 +58,10 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
         assert "owner chain: Pod api-7d9f-x2k4q ← ReplicaSet" in results[1] and "BackOff" in results[1]
         assert "panic: missing config key FEATURE_X" in results[2] and "s3cr3tpw" not in results[2]
         assert "api:1.41" in results[3] and "deploy api 1.41" in results[3]
-        assert results[4].startswith("done: rollout undo deployment web/api to revision 1 (from 2) on cluster prod; "
-                                     f"approved by {BOB}; resourceVersion {rv} → ")
+        assert results[4].startswith(
+            "done: rollout undo deployment web/api to revision 1 (from 2) on cluster prod; "
+            f"approved by {BOB}; resourceVersion {rv} → "
+        )
         fake_anthropic.assert_complete()
     (write,) = fake_kube.writes()  # exactly one change, with the precondition the card showed
     assert write.method == "PATCH" and write.path == "/apis/apps/v1/namespaces/web/deployments/api"
@@ -66,12 +73,15 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
 
 
 async def test_an_object_changed_between_card_and_click_is_not_written_and_a_new_card_asks(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
     d = crashloop(fake_kube)
     args = {"name": "api", "replicas": 6, "namespace": NS}
-    fake_anthropic.script(reply(tool_use("k8s_scale", args)), reply(text("It changed; asking again."),
-                                                                    tool_use("k8s_scale", args)),
-                          reply(text("Scaled to 6.")))
+    fake_anthropic.script(
+        reply(tool_use("k8s_scale", args)),
+        reply(text("It changed; asking again."), tool_use("k8s_scale", args)),
+        reply(text("Scaled to 6.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
         channel, ts = await env.mention("scale api to 6")
         first = await env.card(channel, ts, timeout=30)
@@ -91,16 +101,21 @@ async def test_an_object_changed_between_card_and_click_is_not_written_and_a_new
         assert card_state(await env.card(channel, ts, state=None)) == "approved"
         fake_anthropic.assert_complete()
     (write,) = fake_kube.writes()
-    assert write.body == {"metadata": {"resourceVersion": moved["metadata"]["resourceVersion"]},
-                          "spec": {"replicas": 6}}
+    assert write.body == {
+        "metadata": {"resourceVersion": moved["metadata"]["resourceVersion"]},
+        "spec": {"replicas": 6},
+    }
 
 
 async def test_a_403_in_the_middle_of_a_run_stops_it_with_permission_denied(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
     crashloop(fake_kube)
     fake_kube.deny("get", "pods/log", NS)
-    fake_anthropic.script(reply(tool_use("k8s_get", {"kind": "pods", "namespace": NS})),
-                          reply(tool_use("k8s_logs", {"pod": POD, "previous": True, "namespace": NS})))
+    fake_anthropic.script(
+        reply(tool_use("k8s_get", {"kind": "pods", "namespace": NS})),
+        reply(tool_use("k8s_logs", {"pod": POD, "previous": True, "namespace": NS})),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
         channel, ts = await env.mention("why is api crashing?")
         report = text_of(await env.wait_final(channel, ts, timeout=30))
@@ -111,14 +126,18 @@ async def test_a_403_in_the_middle_of_a_run_stops_it_with_permission_denied(
 
 
 async def test_four_reads_in_one_turn_run_concurrently(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
     crashloop(fake_kube)
     fake_anthropic.script(
-        reply(tool_use("k8s_get", {"kind": "pods", "namespace": NS}),
-              tool_use("k8s_get", {"kind": "deployments", "namespace": NS}),
-              tool_use("k8s_events", {"namespace": NS}),
-              tool_use("k8s_logs", {"pod": POD, "previous": True, "namespace": NS})),
-        reply(text("Looked at all four.")))
+        reply(
+            tool_use("k8s_get", {"kind": "pods", "namespace": NS}),
+            tool_use("k8s_get", {"kind": "deployments", "namespace": NS}),
+            tool_use("k8s_events", {"namespace": NS}),
+            tool_use("k8s_logs", {"pod": POD, "previous": True, "namespace": NS}),
+        ),
+        reply(text("Looked at all four.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
         fake_kube.delay_s = 0.3
         channel, ts = await env.mention("api: what is going on?")
@@ -130,36 +149,44 @@ async def test_four_reads_in_one_turn_run_concurrently(
 
 
 def _revision(kube: FakeKube, n: int) -> dict:
-    return next(rs for rs in kube.objects("ReplicaSet", NS)
-                if rs["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == str(n))
+    return next(
+        rs
+        for rs in kube.objects("ReplicaSet", NS)
+        if rs["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == str(n)
+    )
 
 
 @pytest.mark.parametrize("between", ["template_changed", "revision_replaced"])
 async def test_an_undo_whose_target_revision_changed_after_the_card_writes_nothing_and_asks_a_new_card(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube,
-        between: str) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube, between: str
+) -> None:
     from tests.fakes.kube import replicaset
 
     d = crashloop(fake_kube)
     undo = {"name": "api", "namespace": NS}
-    fake_anthropic.script(reply(tool_use("k8s_rollout_undo", undo)),
-                          reply(text("The revision changed; asking again."), tool_use("k8s_rollout_undo", undo)),
-                          reply(text("Rolled back.")))
+    fake_anthropic.script(
+        reply(tool_use("k8s_rollout_undo", undo)),
+        reply(text("The revision changed; asking again."), tool_use("k8s_rollout_undo", undo)),
+        reply(text("Rolled back.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
         channel, ts = await env.mention("roll api back")
         first = await env.card(channel, ts, timeout=30)
         assert IMAGE_DIFF in text_of(first)
         target = _revision(fake_kube, 1)
         if between == "template_changed":  # the ReplicaSet's template edited: the Deployment's rv stays
-            fake_kube.touch("ReplicaSet", NS, target["metadata"]["name"],
-                            {"spec": {"template": {"spec": {"containers": [{"name": "api", "image": "api:1.40"}]}}}})
+            fake_kube.touch(
+                "ReplicaSet",
+                NS,
+                target["metadata"]["name"],
+                {"spec": {"template": {"spec": {"containers": [{"name": "api", "image": "api:1.40"}]}}}},
+            )
             image = "api:1.40"
         else:  # the revision the card named deleted, another made with its number
             fake_kube.remove("ReplicaSet", NS, target["metadata"]["name"])
             fake_kube.add(replicaset(d, revision=1, containers=[{"name": "api", "image": "api:2.0-debug"}]))
             image = "api:2.0-debug"
-        assert fake_kube.get("Deployment", NS, "api")["metadata"]["resourceVersion"] == d["metadata"][
-            "resourceVersion"]
+        assert fake_kube.get("Deployment", NS, "api")["metadata"]["resourceVersion"] == d["metadata"]["resourceVersion"]
         await env.approve(first, BOB)
         second = await env.card(channel, ts, where=lambda m: m.ts != first.ts, timeout=30)
         assert fake_kube.writes() == []  # the approved card's change was not made

@@ -27,8 +27,9 @@ def clusters_table(kubeconfig: Path, **extra: Any) -> dict[str, Any]:
 
 async def with_clusters(tools: dict[str, Any], kubernetes: Any, base_dir: Path | None = None) -> ToolRegistry:
     """The registry for a [tools] table and a [kubernetes] table, as `opsloop run` builds it."""
-    return await build_registry(tools, base_dir=base_dir,
-                                reaches=parse_reaches({"kubernetes": kubernetes}, base_dir=base_dir))
+    return await build_registry(
+        tools, base_dir=base_dir, reaches=parse_reaches({"kubernetes": kubernetes}, base_dir=base_dir)
+    )
 
 
 async def check_clusters(kubernetes: Any) -> tuple[list[str], list[str]]:
@@ -50,15 +51,23 @@ def pool(reg: ToolRegistry) -> KubeClusters:
 
 
 # -- config ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("entry", "error"), [
-    ({}, "kubernetes.clusters[0]: missing required key 'name'"),
-    ({"name": "prod", "nmespaces": []}, "kubernetes.clusters[0].nmespaces: unknown key"),
-    ({"name": "prod", "namespaces": ["Web"]}, "kubernetes.clusters[0].namespaces[0]: 'Web' is not a namespace name"),
-    ({"name": "prod", "kubeconfig": "nope.yaml"}, "kubernetes.clusters[0].kubeconfig: "),
-    ({"name": "prod", "kubeconfig": "kc", "context": "staging"},
-     "kubernetes.clusters[0].context: 'staging' is not a context in"),
-    ({"name": "prod", "timeout_s": 0}, "kubernetes.clusters[0].timeout_s: must be positive, got 0"),
-])
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ({}, "kubernetes.clusters[0]: missing required key 'name'"),
+        ({"name": "prod", "nmespaces": []}, "kubernetes.clusters[0].nmespaces: unknown key"),
+        (
+            {"name": "prod", "namespaces": ["Web"]},
+            "kubernetes.clusters[0].namespaces[0]: 'Web' is not a namespace name",
+        ),
+        ({"name": "prod", "kubeconfig": "nope.yaml"}, "kubernetes.clusters[0].kubeconfig: "),
+        (
+            {"name": "prod", "kubeconfig": "kc", "context": "staging"},
+            "kubernetes.clusters[0].context: 'staging' is not a context in",
+        ),
+        ({"name": "prod", "timeout_s": 0}, "kubernetes.clusters[0].timeout_s: must be positive, got 0"),
+    ],
+)
 async def test_cluster_config_errors_name_their_place(tmp_path: Path, entry: dict[str, Any], error: str) -> None:
     (tmp_path / "kc").write_text(json.dumps({"contexts": [{"name": "fake"}], "current-context": "fake"}))
     with pytest.raises(ConfigError) as e:
@@ -73,12 +82,13 @@ async def test_duplicate_clusters_and_module_without_clusters_are_refused(tmp_pa
         await build_registry({"modules": ["tools.k8s"]})
 
 
-
-async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp_path: Path,
-                                                                             fake_kube: FakeKube) -> None:
+async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(
+    tmp_path: Path, fake_kube: FakeKube
+) -> None:
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    registry = await with_clusters({"modules": ["tools.builtin"]}, {"clusters": [
-        {"name": "prod", "kubeconfig": str(kc)}]}, base_dir=tmp_path)
+    registry = await with_clusters(
+        {"modules": ["tools.builtin"]}, {"clusters": [{"name": "prod", "kubeconfig": str(kc)}]}, base_dir=tmp_path
+    )
     try:
         assert {"k8s_get", "k8s_delete_pod"} <= {t.name for t in registry}
     finally:
@@ -88,48 +98,87 @@ async def test_clusters_without_the_module_listed_offer_the_kubernetes_tools(tmp
 async def test_top_level_kubernetes_clusters_reach_the_registry(tmp_path: Path, fake_kube: FakeKube) -> None:
     kc = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     config = tmp_path / "opsloop.toml"
-    config.write_text(f'[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n\n[[kubernetes.clusters]]\nname = "prod"\n'
-                      f'kubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n')
+    config.write_text(
+        f'[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n\n[[kubernetes.clusters]]\nname = "prod"\n'
+        f'kubeconfig = {json.dumps(str(kc))}\nnamespaces = ["web"]\n'
+    )
     settings = load_settings(config, env={})
     async with await build_registry(settings.tools, reaches=settings.reaches) as reg:
         assert [t.name for t in reg if t.name.startswith("k8s_")] == [
-            "k8s_get", "k8s_describe", "k8s_events", "k8s_logs", "k8s_rollout_history", "k8s_top",
-            "k8s_rollout_restart", "k8s_scale", "k8s_rollout_undo", "k8s_delete_pod"]
+            "k8s_get",
+            "k8s_describe",
+            "k8s_events",
+            "k8s_logs",
+            "k8s_rollout_history",
+            "k8s_top",
+            "k8s_rollout_restart",
+            "k8s_scale",
+            "k8s_rollout_undo",
+            "k8s_delete_pod",
+        ]
         categories = {t.name: (t.category.value, t.parallel, t.has_dry_run) for t in reg if t.name.startswith("k8s_")}
         assert {n for n, c in categories.items() if c == ("read_only", True, False)} == {
-            "k8s_get", "k8s_describe", "k8s_events", "k8s_logs", "k8s_rollout_history", "k8s_top"}
+            "k8s_get",
+            "k8s_describe",
+            "k8s_events",
+            "k8s_logs",
+            "k8s_rollout_history",
+            "k8s_top",
+        }
         assert {n for n, c in categories.items() if c == ("mutating", False, True)} == {
-            "k8s_rollout_restart", "k8s_scale", "k8s_rollout_undo"}
+            "k8s_rollout_restart",
+            "k8s_scale",
+            "k8s_rollout_undo",
+        }
         assert categories["k8s_delete_pod"] == ("destructive", False, True)
-    config.write_text(config.read_text() + '[tools.kubernetes]\nclusters = []\n')
+    config.write_text(config.read_text() + "[tools.kubernetes]\nclusters = []\n")
     with pytest.raises(ConfigError, match=r"tools.kubernetes: configure \[\[kubernetes.clusters\]\] at the top level"):
         load_settings(config, env={})
 
 
 # -- pure parts --------------------------------------------------------------------------------------
 def test_field_diff_names_the_fields_that_change() -> None:
-    before = {"metadata": {"resourceVersion": "5", "annotations": {}},
-              "spec": {"replicas": 3, "template": {"metadata": {}, "spec": {"containers": [
-                  {"name": "api", "image": "api:1.42"}, {"name": "proxy", "image": "envoy:1"}]}}},
-              "status": {"replicas": 3}}
-    after = {"metadata": {"resourceVersion": "6", "annotations": {}},
-             "spec": {"replicas": 6, "template": {"metadata": {"annotations": {render.RESTARTED_AT: "T"}},
-                                                  "spec": {"containers": [{"name": "api", "image": "api:1.41"},
-                                                                          {"name": "proxy", "image": "envoy:1"}]}}},
-             "status": {"replicas": 6}}
+    before = {
+        "metadata": {"resourceVersion": "5", "annotations": {}},
+        "spec": {
+            "replicas": 3,
+            "template": {
+                "metadata": {},
+                "spec": {"containers": [{"name": "api", "image": "api:1.42"}, {"name": "proxy", "image": "envoy:1"}]},
+            },
+        },
+        "status": {"replicas": 3},
+    }
+    after = {
+        "metadata": {"resourceVersion": "6", "annotations": {}},
+        "spec": {
+            "replicas": 6,
+            "template": {
+                "metadata": {"annotations": {render.RESTARTED_AT: "T"}},
+                "spec": {"containers": [{"name": "api", "image": "api:1.41"}, {"name": "proxy", "image": "envoy:1"}]},
+            },
+        },
+        "status": {"replicas": 6},
+    }
     assert render.field_diff(before, after) == [
         "spec.replicas: 3 → 6",
         "spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]: (none) → T",
         "spec.template.spec.containers[api].image: api:1.42 → api:1.41",
     ]
     assert render.merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}, "e": 4}) == {
-        "a": None, "b": {"d": None}, "e": 4}
+        "a": None,
+        "b": {"d": None},
+        "e": 4,
+    }
 
 
 def test_env_from_secrets_shows_as_references() -> None:
-    lines = render.env_lines({"env": [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db",
-                                                                                              "key": "password"}}}],
-                              "envFrom": [{"secretRef": {"name": "api-env"}}]})
+    lines = render.env_lines(
+        {
+            "env": [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
+            "envFrom": [{"secretRef": {"name": "api-env"}}],
+        }
+    )
     assert lines == ["DB_PASSWORD (from secret db, key password)", "(all keys of secret api-env)"]
 
 
@@ -155,15 +204,17 @@ async def test_get_pods_is_a_wide_table(tmp_path: Path, fake_kube: FakeKube) -> 
 
 
 async def test_describe_pod_has_owner_chain_conditions_events_and_secret_references(
-        tmp_path: Path, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_kube: FakeKube
+) -> None:
     crashloop(fake_kube)
     async with k8s(fake_kube, tmp_path) as reg:
         out = await reg.get("k8s_describe").run(  # type: ignore[union-attr]
-            {"kind": "pod", "name": "api-7d9f-x2k4q", "namespace": NS})
+            {"kind": "pod", "name": "api-7d9f-x2k4q", "namespace": NS}
+        )
     assert "owner chain: Pod api-7d9f-x2k4q ← ReplicaSet api-" in out and "← Deployment api" in out
     assert "state: waiting, CrashLoopBackOff" in out and "last state: terminated, Error, exit code 1" in out
     assert "Ready             False    ContainersNotReady" in out
-    events = out[out.index("events (recent"):]
+    events = out[out.index("events (recent") :]
     assert events.index("BackOff") < events.index("Pulled")  # warnings first
     assert not any("secrets" in r.path for r in fake_kube.requests)
 
@@ -172,7 +223,8 @@ async def test_describe_deployment_shows_env_as_references(tmp_path: Path, fake_
     crashloop(fake_kube)
     async with k8s(fake_kube, tmp_path) as reg:
         out = await reg.get("k8s_describe").run(  # type: ignore[union-attr]
-            {"kind": "deployment", "name": "api", "namespace": NS})
+            {"kind": "deployment", "name": "api", "namespace": NS}
+        )
     assert "env: DB_PASSWORD (from secret db, key password); LOG_LEVEL=info; (all keys of secret api-env)" in out
     assert "replicas: 3 desired" in out and "kubernetes.io/change-cause=deploy api 1.42" in out
 
@@ -227,23 +279,34 @@ async def test_top_from_metrics_or_a_clear_not_available(tmp_path: Path, fake_ku
         assert top is not None
         with pytest.raises(ToolError, match="metrics API not available on cluster prod"):
             await top.run({"namespace": NS})
-        fake_kube.set_metrics(pods=[
-            FakeKube.pod_metrics("a", NS, {"app": {"cpu": "250m", "memory": "128Mi"}}),
-            FakeKube.pod_metrics("b", NS, {"app": {"cpu": "1", "memory": "64Mi"}, "side": {"cpu": "5000000n",
-                                                                                         "memory": "1Mi"}})])
+        fake_kube.set_metrics(
+            pods=[
+                FakeKube.pod_metrics("a", NS, {"app": {"cpu": "250m", "memory": "128Mi"}}),
+                FakeKube.pod_metrics(
+                    "b", NS, {"app": {"cpu": "1", "memory": "64Mi"}, "side": {"cpu": "5000000n", "memory": "1Mi"}}
+                ),
+            ]
+        )
         out = await top.run({"namespace": NS})
-    assert out.splitlines()[1:] == ["NAME   CPU(cores)   MEMORY(bytes)", "b      1005m        65Mi",
-                                    "a      250m         128Mi"]
+    assert out.splitlines()[1:] == [
+        "NAME   CPU(cores)   MEMORY(bytes)",
+        "b      1005m        65Mi",
+        "a      250m         128Mi",
+    ]
 
 
 # -- scope and errors --------------------------------------------------------------------------------
 async def test_a_namespace_outside_scope_and_secrets_are_refused_before_any_request(
-        tmp_path: Path, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_kube: FakeKube
+) -> None:
     async with k8s(fake_kube, tmp_path) as reg:
         get = reg.get("k8s_get")
         assert get is not None
-        with pytest.raises(ToolError, match="namespace 'kube-system' is outside the namespaces opsloop may touch "
-                                            r"on cluster prod \(web, payments\); nothing was requested"):
+        with pytest.raises(
+            ToolError,
+            match="namespace 'kube-system' is outside the namespaces opsloop may touch "
+            r"on cluster prod \(web, payments\); nothing was requested",
+        ):
             await get.run({"kind": "pods", "namespace": "kube-system"})
         for kind in ("secret", "Secrets", "secret.v1"):
             with pytest.raises(ToolError, match="kind Secret is never read by opsloop"):
@@ -301,7 +364,8 @@ async def test_a_rotated_token_is_read_again_on_401(tmp_path: Path, fake_kube: F
 
 # -- writes ------------------------------------------------------------------------------------------
 async def test_scale_preview_is_the_dry_run_diff_and_the_write_carries_its_resource_version(
-        tmp_path: Path, fake_kube: FakeKube) -> None:
+    tmp_path: Path, fake_kube: FakeKube
+) -> None:
     d = crashloop(fake_kube)
     args = {"name": "api", "replicas": 6, "namespace": NS}
     async with k8s(fake_kube, tmp_path) as reg:
@@ -312,12 +376,16 @@ async def test_scale_preview_is_the_dry_run_diff_and_the_write_carries_its_resou
         rv = d["metadata"]["resourceVersion"]
         assert shown.splitlines() == [
             "scale deployment web/api to 6 replicas on cluster prod: server-side dry run (dryRun=All) accepted",
-            f"resourceVersion: {rv}", "changes:", "  spec.replicas: 3 → 6"]
+            f"resourceVersion: {rv}",
+            "changes:",
+            "  spec.replicas: 3 → 6",
+        ]
         assert [r.query.get("dryRun") for r in fake_kube.requests if r.method == "PATCH"] == ["All"]
         assert fake_kube.writes() == []
         done = await scale.run(args, confirmed_by="U0BOB", approved_preview=shown)
-    assert done.startswith(f"done: scale deployment web/api to 6 replicas on cluster prod; approved by U0BOB; "
-                           f"resourceVersion {rv} → ")
+    assert done.startswith(
+        f"done: scale deployment web/api to 6 replicas on cluster prod; approved by U0BOB; resourceVersion {rv} → "
+    )
     (write,) = fake_kube.writes()
     assert write.path == "/apis/apps/v1/namespaces/web/deployments/api/scale"
     assert write.body == {"metadata": {"resourceVersion": rv}, "spec": {"replicas": 6}}
@@ -331,8 +399,10 @@ async def test_undo_preview_shows_the_image_going_back(tmp_path: Path, fake_kube
         assert undo is not None
         shown = await undo.dry_run({"name": "api", "namespace": NS})
         assert shown is not None
-        assert shown.splitlines()[0] == ("rollout undo deployment web/api to revision 1 (from 2) on cluster prod: "
-                                         "server-side dry run (dryRun=All) accepted")
+        assert shown.splitlines()[0] == (
+            "rollout undo deployment web/api to revision 1 (from 2) on cluster prod: "
+            "server-side dry run (dryRun=All) accepted"
+        )
         assert "  spec.template.spec.containers[api].image: api:1.42 → api:1.41" in shown.splitlines()
         assert "  metadata.annotations[kubernetes.io/change-cause]: deploy api 1.42 → deploy api 1.41" in shown
         await undo.run({"name": "api", "namespace": NS}, confirmed_by="U0BOB", approved_preview=shown)
@@ -350,8 +420,14 @@ async def test_restart_preview_names_the_annotation_and_is_stable(tmp_path: Path
         restart = reg.get("k8s_rollout_restart")
         assert restart is not None
         first = await restart.dry_run(args)
-        assert first is not None and ("  spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]: "
-                                      "(none) → (the time of the approved write)") in first.splitlines()
+        assert (
+            first is not None
+            and (
+                "  spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]: "
+                "(none) → (the time of the approved write)"
+            )
+            in first.splitlines()
+        )
         assert await restart.dry_run(args) == first  # the same card on a repeated dry run
         await restart.run(args, confirmed_by="U0BOB", approved_preview=first)
     (write,) = fake_kube.writes()
@@ -373,7 +449,8 @@ async def test_an_object_changed_since_the_card_is_not_written(tmp_path: Path, f
             await scale.run(args, confirmed_by="U0BOB", approved_preview=shown)
         assert str(e.value).startswith(
             f"deployment web/api changed since the card was shown (resourceVersion {d['metadata']['resourceVersion']}"
-            " on the card, ")
+            " on the card, "
+        )
         assert "nothing was changed. Call the tool again: a fresh dry run makes a new card" in str(e.value)
         assert fake_kube.writes() == []
         fresh = await scale.dry_run(args)
@@ -414,8 +491,10 @@ async def test_delete_pod_previews_and_deletes_with_preconditions(tmp_path: Path
         await delete.run(args, confirmed_by="U0BOB", approved_preview=shown)
     (write,) = fake_kube.writes()
     assert write.method == "DELETE"
-    assert write.body["preconditions"] == {"resourceVersion": p["metadata"]["resourceVersion"],
-                                           "uid": p["metadata"]["uid"]}
+    assert write.body["preconditions"] == {
+        "resourceVersion": p["metadata"]["resourceVersion"],
+        "uid": p["metadata"]["uid"],
+    }
     assert fake_kube.get("Pod", NS, "api-7d9f-x2k4q") is None
 
 
@@ -452,9 +531,17 @@ async def test_the_registry_closes_each_cluster_client(tmp_path: Path, fake_kube
 
 def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
-        parse_reaches({"kubernetes": {"clusters": [{"name": "a", "namespaces": ["web", 3]},
-                                                   {"name": "b", "timeout_s": 500, "colour": "red"}]}},
-                      base_dir=tmp_path)
+        parse_reaches(
+            {
+                "kubernetes": {
+                    "clusters": [
+                        {"name": "a", "namespaces": ["web", 3]},
+                        {"name": "b", "timeout_s": 500, "colour": "red"},
+                    ]
+                }
+            },
+            base_dir=tmp_path,
+        )
     assert e.value.problems == [
         "kubernetes.clusters[0].namespaces[1]: expected a string, got an integer",
         "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, timeout_s)",

@@ -69,12 +69,15 @@ def _item(fixtures: list[str], params: dict[str, str] | None = None) -> Any:
     return SimpleNamespace(fixturenames=fixtures, callspec=SimpleNamespace(params=params or {}), function=_pure)
 
 
-@pytest.mark.parametrize(("item", "expected"), [
-    (_item(["tmp_path", "pg_url"]), {markers.SERVERS, markers.PROCESSES}),
-    (_item(["sshd"]), {markers.SERVERS, markers.PROCESSES}),
-    (_item(["db_url"], {"db_url": "postgres"}), {markers.SERVERS, markers.PROCESSES}),
-    (_item(["db_url"], {"db_url": "sqlite"}), set()),
-    (_item(["store", "fake_slack"]), set()),
-])
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (_item(["tmp_path", "pg_url"]), {markers.SERVERS, markers.PROCESSES}),
+        (_item(["sshd"]), {markers.SERVERS, markers.PROCESSES}),
+        (_item(["db_url"], {"db_url": "postgres"}), {markers.SERVERS, markers.PROCESSES}),
+        (_item(["db_url"], {"db_url": "sqlite"}), set()),
+        (_item(["store", "fake_slack"]), set()),
+    ],
+)
 def test_a_test_using_a_real_server_fixture_is_marked_servers(item: Any, expected: set[str]) -> None:
     assert markers.classify(item) == expected

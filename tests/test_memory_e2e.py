@@ -30,8 +30,8 @@ def b_script() -> list[object]:
 async def answer(env: BotEnv, channel: str, ts: str, said: str) -> Message:
     """The bot's message in the thread that holds `said` (not the offer's line, which comes first)."""
     return await env.slack.wait_for_message(
-        channel, lambda m: m.thread_ts == ts and m.user == env.slack.bot_user_id and said in text_of(m),
-        timeout=10.0)
+        channel, lambda m: m.thread_ts == ts and m.user == env.slack.bot_user_id and said in text_of(m), timeout=10.0
+    )
 
 
 async def run_a(env: BotEnv, channel: str) -> None:
@@ -46,7 +46,8 @@ def offer_lines(env: BotEnv, channel: str, ts: str) -> list[str]:
 
 
 async def test_the_repeat_incident_is_offered_in_the_first_turn_and_the_thread_and_found_first(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     fake_anthropic.script(*clean_logs_script(FREED), *b_script())
     async with bot_env(tmp_path, fake_slack, fake_anthropic, MEMORY) as env:
         await run_a(env, CHANNEL)
@@ -73,7 +74,8 @@ async def test_the_repeat_incident_is_offered_in_the_first_turn_and_the_thread_a
 
 
 async def test_a_private_channel_s_incident_reaches_no_other_channel(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     fake_slack.add_channel(PRIVATE, "secret-room", members=PEOPLE, kind="private_channel")
     fake_anthropic.script(*clean_logs_script(FREED), *b_script())
     async with bot_env(tmp_path, fake_slack, fake_anthropic, MEMORY) as env:
@@ -90,6 +92,7 @@ async def test_a_private_channel_s_incident_reaches_no_other_channel(
         assert "[past incidents" not in seen and "disk full on /var" not in seen and PRIVATE not in seen
         assert "No past incident matches" in result_text(tool_results(requests[5])[0])
         assert offer_lines(env, channel, ts) == []
-        assert not any("disk full on /var" in text_of(m) or PRIVATE in text_of(m) for m in env.thread(channel, ts)
-                       if m.ts != ts)
+        assert not any(
+            "disk full on /var" in text_of(m) or PRIVATE in text_of(m) for m in env.thread(channel, ts) if m.ts != ts
+        )
         fake_anthropic.assert_complete()

@@ -27,8 +27,9 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 async def seed(store: Store, n: int) -> list[str]:
-    return [await end_run(store, f"web-03 disk full {i}", channel="C1", kind="public", output="cleaned")
-            for i in range(n)]
+    return [
+        await end_run(store, f"web-03 disk full {i}", channel="C1", kind="public", output="cleaned") for i in range(n)
+    ]
 
 
 async def test_one_pass_takes_every_batch_past_retention_and_keeps_the_rest(store: Store) -> None:
@@ -62,7 +63,8 @@ async def test_retention_zero_starts_no_sweep(store: Store) -> None:
 
 
 async def test_the_app_sweeps_old_incidents_once_as_it_opens(
-        tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     db = str(tmp_path / "opsloop.db")  # bot_env's OPSLOOP_DB
     s = await Store(db).open()
     try:

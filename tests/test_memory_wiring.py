@@ -34,21 +34,54 @@ async def registry(store: Store) -> AsyncIterator[ToolRegistry]:
     await reg.aclose()
 
 
-async def end_run(store: Store, task: str, *, channel: str, kind: str | None, output: str, host: str = "web-03",
-                  change: str | None = "clean_logs") -> str:
-    run = await store.create_run(channel=channel, thread_ts=f"{time.monotonic_ns()}.1", requester="U1", task=task,
-                                 model="m")
-    await store.save_tool_result(run.id, tool_use_id="toolu_look", tool="check_disk", args={"host": host},
-                                 content="98% used", is_error=False, confirmed_by=None)
+async def end_run(
+    store: Store,
+    task: str,
+    *,
+    channel: str,
+    kind: str | None,
+    output: str,
+    host: str = "web-03",
+    change: str | None = "clean_logs",
+) -> str:
+    run = await store.create_run(
+        channel=channel, thread_ts=f"{time.monotonic_ns()}.1", requester="U1", task=task, model="m"
+    )
+    await store.save_tool_result(
+        run.id,
+        tool_use_id="toolu_look",
+        tool="check_disk",
+        args={"host": host},
+        content="98% used",
+        is_error=False,
+        confirmed_by=None,
+    )
     if change:
-        approval = await store.create_approval(run_id=run.id, tool_use_id="toolu_fix", tool=change,
-                                               category="mutating", args={"host": host, "path": "/var/log"},
-                                               requester="U1", expires_at=2e9)
-        await store.decide_approval(approval.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK,
-                                    decided_at=store.now(), decided_by="U0CAROL", decided_name="carol")
+        approval = await store.create_approval(
+            run_id=run.id,
+            tool_use_id="toolu_fix",
+            tool=change,
+            category="mutating",
+            args={"host": host, "path": "/var/log"},
+            requester="U1",
+            expires_at=2e9,
+        )
+        await store.decide_approval(
+            approval.id,
+            state=ApprovalState.APPROVED,
+            cause=DecisionCause.CLICK,
+            decided_at=store.now(),
+            decided_by="U0CAROL",
+            decided_name="carol",
+        )
     link = f"https://slack.com/archives/{channel}/p{run.thread_ts.replace('.', '')}"
-    await store.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output=output,
-                           remember=RunMemory(kind=kind, permalink=link))
+    await store.finish_run(
+        run.id,
+        stop_reason=StopReason.COMPLETED,
+        stop_detail="",
+        output=output,
+        remember=RunMemory(kind=kind, permalink=link),
+    )
     return run.id
 
 
@@ -65,11 +98,18 @@ async def search(registry: ToolRegistry, channel: str | None, **args: object) ->
 
 
 async def test_the_repeat_incident_is_recorded_at_its_end_and_offered_to_the_next_run(
-        store: Store, registry: ToolRegistry) -> None:
-    a = await end_run(store, f"web-03 disk full on /var token={SECRET}", channel="C1", kind="public",
-                      output=f"Cleaned the rotated nginx logs; /var is at 41%. {SECRET}")
-    await end_run(store, "payments latency high", channel="C1", kind="public", output="scaled", host="db-01",
-                  change=None)
+    store: Store, registry: ToolRegistry
+) -> None:
+    a = await end_run(
+        store,
+        f"web-03 disk full on /var token={SECRET}",
+        channel="C1",
+        kind="public",
+        output=f"Cleaned the rotated nginx logs; /var is at 41%. {SECRET}",
+    )
+    await end_run(
+        store, "payments latency high", channel="C1", kind="public", output="scaled", host="db-01", change=None
+    )
     incident = await store.incident(a)  # written by finish_run itself: no separate call
     assert incident is not None and incident.kind == "public" and incident.changes[0].approver == "carol"
     assert SECRET not in repr(incident)
@@ -90,7 +130,8 @@ async def test_the_repeat_incident_is_recorded_at_its_end_and_offered_to_the_nex
 
 
 async def test_a_private_conversation_s_incident_reaches_only_that_conversation(
-        store: Store, registry: ToolRegistry) -> None:
+    store: Store, registry: ToolRegistry
+) -> None:
     await end_run(store, "web-03 disk full on /var", channel="G_PRIV", kind="private", output="cleaned")
     await end_run(store, "web-03 disk full in a DM", channel="D_DM", kind=None, output="cleaned")  # unknown: private
     for elsewhere in ("C_OTHER", None):  # another channel, and no run at all
@@ -106,8 +147,9 @@ async def test_a_private_conversation_s_incident_reaches_only_that_conversation(
 async def test_not_helpful_comes_last_and_says_so(store: Store, registry: ToolRegistry) -> None:
     bad = await end_run(store, "web-03 disk full on /var", channel="C1", kind="public", output="rebooted it")
     await end_run(store, "web-03 disk full again", channel="C1", kind="public", output="cleaned logs")
-    await store.record_feedback(click="k1", run_id=bad, user="U2", value=FeedbackValue.NEGATIVE, channel="C1",
-                                message_ts="9.9")
+    await store.record_feedback(
+        click="k1", run_id=bad, user="U2", value=FeedbackValue.NEGATIVE, channel="C1", message_ts="9.9"
+    )
     text = await search(registry, "C1", query="web-03 disk full on /var")
     assert text.index("again") < text.index("rebooted") and "NOT HELPFUL" in text
     await store.forget(bad)
@@ -134,8 +176,10 @@ def test_opsloop_forget_takes_a_run_out_of_memory(db_url: str, capsys: pytest.Ca
     async def seed() -> tuple[str, str]:
         s = await Store(db_url).open()
         try:
-            return (await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned"),
-                    await end_run(s, "web-03 disk full again", channel="C1", kind="public", output="cleaned"))
+            return (
+                await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned"),
+                await end_run(s, "web-03 disk full again", channel="C1", kind="public", output="cleaned"),
+            )
         finally:
             await s.close()
 

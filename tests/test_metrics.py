@@ -46,15 +46,23 @@ async def healthz(server: MetricsServer) -> tuple[int, dict[str, Any]]:
 
 def value(exposition: str, sample: str, **labels: str) -> float | None:
     """The one sample called `sample` whose labels include `labels`; None when there is none."""
-    found = [s.value for family in text_string_to_metric_families(exposition) for s in family.samples
-             if s.name == sample and labels.items() <= s.labels.items()]
+    found = [
+        s.value
+        for family in text_string_to_metric_families(exposition)
+        for s in family.samples
+        if s.name == sample and labels.items() <= s.labels.items()
+    ]
     assert len(found) <= 1, f"{sample}{labels} matches {len(found)} samples"
     return found[0] if found else None
 
 
 def total(exposition: str, sample: str, **labels: str) -> float:
-    return sum(s.value for family in text_string_to_metric_families(exposition) for s in family.samples
-               if s.name == sample and labels.items() <= s.labels.items())
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(exposition)
+        for s in family.samples
+        if s.name == sample and labels.items() <= s.labels.items()
+    )
 
 
 async def with_metrics(env: BotEnv) -> MetricsServer:
@@ -91,9 +99,9 @@ async def test_an_incident_is_counted(tmp_path: Path, fake_slack: FakeSlack, fak
     model = env.settings.model.primary
     assert value(done, "opsloop_runs_total", stop_reason="completed") == 1
     assert total(done, "opsloop_runs_total") == 1
-    assert {t: value(done, "opsloop_tool_calls_total", tool=t) for t in ("check_disk", "list_large_files",
-                                                                        "clean_logs")} == {
-        "check_disk": 1, "list_large_files": 1, "clean_logs": 1}
+    assert {
+        t: value(done, "opsloop_tool_calls_total", tool=t) for t in ("check_disk", "list_large_files", "clean_logs")
+    } == {"check_disk": 1, "list_large_files": 1, "clean_logs": 1}
     assert value(done, "opsloop_tool_errors_total", tool="list_large_files") == 1
     assert value(done, "opsloop_tool_errors_total", tool="check_disk") is None
     assert value(done, "opsloop_tokens_total", model=model, kind="input") > 0
@@ -109,8 +117,9 @@ async def test_an_incident_is_counted(tmp_path: Path, fake_slack: FakeSlack, fak
     assert value(done, "opsloop_event_ack_seconds_count", type="block_actions") == 1
 
 
-async def test_each_bot_has_its_own_registry_and_stops_observing_when_closed(tmp_path: Path, fake_slack: FakeSlack,
-                                              fake_anthropic: FakeAnthropic) -> None:
+async def test_each_bot_has_its_own_registry_and_stops_observing_when_closed(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
         assert total(await scrape(server), "opsloop_runs_total") == 0  # nothing from earlier tests leaks in
@@ -125,16 +134,18 @@ async def anthropic_probed(env: BotEnv) -> None:
     assert env.ops.llm_reachable
 
 
-async def test_healthz_is_200_when_slack_and_the_store_are_fine(tmp_path: Path, fake_slack: FakeSlack,
-                                                                fake_anthropic: FakeAnthropic) -> None:
+async def test_healthz_is_200_when_slack_and_the_store_are_fine(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
         await anthropic_probed(env)
         assert await healthz(server) == (200, {"status": "ok", "slack": "ok", "store": "ok", "anthropic": "ok"})
 
 
-async def test_healthz_is_503_when_the_store_is_not_writable(tmp_path: Path, fake_slack: FakeSlack,
-                                                             fake_anthropic: FakeAnthropic) -> None:
+async def test_healthz_is_503_when_the_store_is_not_writable(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
         await env.ops.store.close()
@@ -143,27 +154,47 @@ async def test_healthz_is_503_when_the_store_is_not_writable(tmp_path: Path, fak
         assert body["store"] == "the store is not writable: RuntimeError: store is not open"
 
 
-async def test_healthz_is_503_when_socket_mode_is_down(tmp_path: Path, fake_slack: FakeSlack,
-                                                       fake_anthropic: FakeAnthropic) -> None:
+async def test_healthz_is_503_when_socket_mode_is_down(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         server = await with_metrics(env)
         assert env.ops.socket is not None
         await anthropic_probed(env)
         await env.ops.socket.close_async()
-        assert await healthz(server) == (503, {"status": "unhealthy", "slack": "Socket Mode is not connected",
-                                               "store": "ok", "anthropic": "ok"})
+        assert await healthz(server) == (
+            503,
+            {"status": "unhealthy", "slack": "Socket Mode is not connected", "store": "ok", "anthropic": "ok"},
+        )
 
 
-async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path, fake_slack: FakeSlack,
-                                                                  fake_anthropic: FakeAnthropic) -> None:
+async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     fake_anthropic.script(reply(text("web-03: /var is at 100%, mostly rotated nginx logs.")))
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
-           "SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
-           "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-           "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db")}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_"))},
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+    }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "run", "--metrics-port", "0", "--metrics-host", "127.0.0.1", cwd=ROOT,
-        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "run",
+        "--metrics-port",
+        "0",
+        "--metrics-host",
+        "127.0.0.1",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     logs: list[dict[str, Any]] = []
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     probed = asyncio.Event()
@@ -185,8 +216,10 @@ async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path
         mention = mention_event("C0INCIDENT", "U0ALICE", "web-03 is out of disk")
         await fake_slack.send_event(mention)
         await fake_slack.wait_for_message(
-            "C0INCIDENT", where=lambda m: m.thread_ts == mention["ts"] and "rotated nginx logs" in (m.text or ""),
-            timeout=30)
+            "C0INCIDENT",
+            where=lambda m: m.thread_ts == mention["ts"] and "rotated nginx logs" in (m.text or ""),
+            timeout=30,
+        )
         await asyncio.wait_for(probed.wait(), 30)  # start-up's reachability probe of the Messages API answered
         status, body = await get(f"http://127.0.0.1:{port}/healthz")
         assert (status, json.loads(body)) == (200, {"status": "ok", "slack": "ok", "store": "ok", "anthropic": "ok"})
@@ -200,8 +233,9 @@ async def test_opsloop_run_serves_metrics_on_the_port_it_is_given(tmp_path: Path
     assert proc.returncode == 0
 
 
-async def test_a_metrics_port_in_use_is_one_clear_error(tmp_path: Path, fake_slack: FakeSlack,
-                                                        fake_anthropic: FakeAnthropic) -> None:
+async def test_a_metrics_port_in_use_is_one_clear_error(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()

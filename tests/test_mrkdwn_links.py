@@ -19,10 +19,34 @@ from handlers.mrkdwn import count_hidden, is_hidden, markdown_to_mrkdwn, reveal
 LABELLED_LINK = re.compile(r"<https?://[^|>]*\|")
 # Every character the security brief names, plus what an attacker reaches for next.
 HIDDEN = [
-    *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), *map(chr, range(0x200B, 0x2010)),
-    *map(chr, range(0x2060, 0x2065)), "\ufeff", "\u00ad", "\u061c", "\u180e", "\u2028", "\u2029",
-    "\U000e0001", "\U000e0041", "\U000e007f", "\ufe00", "\ufe0f", "\U000e0100", "\u034f", "\u3164",
-    "\u115f", "\u2800", "\x1b", "\r", "\x7f", "\x85", "\u00a0", "\u202f", "\u3000", "\ue000",
+    *map(chr, range(0x202A, 0x202F)),
+    *map(chr, range(0x2066, 0x206A)),
+    *map(chr, range(0x200B, 0x2010)),
+    *map(chr, range(0x2060, 0x2065)),
+    "\ufeff",
+    "\u00ad",
+    "\u061c",
+    "\u180e",
+    "\u2028",
+    "\u2029",
+    "\U000e0001",
+    "\U000e0041",
+    "\U000e007f",
+    "\ufe00",
+    "\ufe0f",
+    "\U000e0100",
+    "\u034f",
+    "\u3164",
+    "\u115f",
+    "\u2800",
+    "\x1b",
+    "\r",
+    "\x7f",
+    "\x85",
+    "\u00a0",
+    "\u202f",
+    "\u3000",
+    "\ue000",
 ]
 
 
@@ -35,34 +59,44 @@ def marker(ch: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("markdown", "mrkdwn"), [
-    # a label that reads as an address is dropped: the URL is the visible text
-    ("[https://status.example.com/incident](https://evil.example/phish)", "<https://evil.example/phish>"),
-    ("[status.example.com](https://evil.example/)", "<https://evil.example/>"),
-    ("[www.status.example.com](https://evil.example/)", "<https://evil.example/>"),
-    ("[Status.Example.COM/incident](https://evil.example/)", "<https://evil.example/>"),
-    # the same host too: the URL alone is the simplest honest rendering
-    ("[status.example.com](https://status.example.com/i)", "<https://status.example.com/i>"),
-    ("[https://a.example](https://a.example)", "<https://a.example>"),
-    # words stay, followed by the real target
-    ("see [the runbook](https://wiki.example/rb?a=1&b=2)", "see the runbook (<https://wiki.example/rb?a=1&amp;b=2>)"),
-    ("[**graph**](https://g.example/d)", "*graph* (<https://g.example/d>)"),
-    ("[status page on status.example.com](https://evil.example/)",
-     "status page on status.example.com (<https://evil.example/>)"),
-    ("[v1.2](https://x.example/)", "v1.2 (<https://x.example/>)"),
-    # a host in look-alike letters shows as punycode; the path in ASCII
-    ("[status page](https://st\u0430tus.example.com/)", "status page (<https://xn--sttus-5ve.example.com/>)"),
-    ("[x](https://a.example/caf\u00e9)", "x (<https://a.example/caf%C3%A9>)"),
-    ("[x](https://a.example/%7Eme)", "x (<https://a.example/%7Eme>)"),  # an escape stays one escape
-    ("[x](https://[::1]:8443/p)", "x (<https://[::1]:8443/p>)"),
-    # a bidi override inside the URL cannot reorder what the reader sees
-    ("[x](https://evil.example/\u202emoc.elpmaxe.sutats//:sptth)",
-     "x (<https://evil.example/%E2%80%AEmoc.elpmaxe.sutats//:sptth>)"),
-    # user info ("trusted@evil") or a host that is no host: shown as text, never linked
-    ("[status](https://status.example.com@evil.example/)", "status (https://status.example.com@evil.example/)"),
-    ("[status](https://a..b/)", "status (https://a..b/)"),
-    ("[x](https://a.example:99999/)", "x (https://a.example:99999/)"),
-])
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        # a label that reads as an address is dropped: the URL is the visible text
+        ("[https://status.example.com/incident](https://evil.example/phish)", "<https://evil.example/phish>"),
+        ("[status.example.com](https://evil.example/)", "<https://evil.example/>"),
+        ("[www.status.example.com](https://evil.example/)", "<https://evil.example/>"),
+        ("[Status.Example.COM/incident](https://evil.example/)", "<https://evil.example/>"),
+        # the same host too: the URL alone is the simplest honest rendering
+        ("[status.example.com](https://status.example.com/i)", "<https://status.example.com/i>"),
+        ("[https://a.example](https://a.example)", "<https://a.example>"),
+        # words stay, followed by the real target
+        (
+            "see [the runbook](https://wiki.example/rb?a=1&b=2)",
+            "see the runbook (<https://wiki.example/rb?a=1&amp;b=2>)",
+        ),
+        ("[**graph**](https://g.example/d)", "*graph* (<https://g.example/d>)"),
+        (
+            "[status page on status.example.com](https://evil.example/)",
+            "status page on status.example.com (<https://evil.example/>)",
+        ),
+        ("[v1.2](https://x.example/)", "v1.2 (<https://x.example/>)"),
+        # a host in look-alike letters shows as punycode; the path in ASCII
+        ("[status page](https://st\u0430tus.example.com/)", "status page (<https://xn--sttus-5ve.example.com/>)"),
+        ("[x](https://a.example/caf\u00e9)", "x (<https://a.example/caf%C3%A9>)"),
+        ("[x](https://a.example/%7Eme)", "x (<https://a.example/%7Eme>)"),  # an escape stays one escape
+        ("[x](https://[::1]:8443/p)", "x (<https://[::1]:8443/p>)"),
+        # a bidi override inside the URL cannot reorder what the reader sees
+        (
+            "[x](https://evil.example/\u202emoc.elpmaxe.sutats//:sptth)",
+            "x (<https://evil.example/%E2%80%AEmoc.elpmaxe.sutats//:sptth>)",
+        ),
+        # user info ("trusted@evil") or a host that is no host: shown as text, never linked
+        ("[status](https://status.example.com@evil.example/)", "status (https://status.example.com@evil.example/)"),
+        ("[status](https://a..b/)", "status (https://a..b/)"),
+        ("[x](https://a.example:99999/)", "x (https://a.example:99999/)"),
+    ],
+)
 def test_a_link_shows_its_real_target(markdown: str, mrkdwn: str) -> None:
     assert markdown_to_mrkdwn(markdown) == mrkdwn
 
@@ -73,13 +107,22 @@ def test_a_bidi_override_in_a_label_is_shown_not_obeyed() -> None:
     assert out == f"{marker(chr(0x202E))}link (<https://evil.example/moc.elpmaxe.sutats//:sptth>)"
 
 
-@pytest.mark.parametrize("raw", [
-    "<https://evil.example|https://status.example.com>", "<!channel>", "<!here>", "<!everyone>", "<@U0BOB>",
-    "<#C0GENERAL>", "<!subteam^S0ONCALL>", "<!date^1714572000^{date}|https://status.example.com>",
-    "<mailto:a@evil.example|ops@status.example.com>", "<tel:123|call the on-call>",
-])
-@pytest.mark.parametrize("where", ["{}", "`{}`", "```\n{}\n```", "# {}", "- {}", "[{}](https://a.example/)",
-                                   "**{}**"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "<https://evil.example|https://status.example.com>",
+        "<!channel>",
+        "<!here>",
+        "<!everyone>",
+        "<@U0BOB>",
+        "<#C0GENERAL>",
+        "<!subteam^S0ONCALL>",
+        "<!date^1714572000^{date}|https://status.example.com>",
+        "<mailto:a@evil.example|ops@status.example.com>",
+        "<tel:123|call the on-call>",
+    ],
+)
+@pytest.mark.parametrize("where", ["{}", "`{}`", "```\n{}\n```", "# {}", "- {}", "[{}](https://a.example/)", "**{}**"])
 def test_raw_slack_markup_from_the_model_is_escaped_everywhere(raw: str, where: str) -> None:
     out = markdown_to_mrkdwn(where.format(raw))
     assert raw not in out and raw.replace("<", "&lt;").replace(">", "&gt;")[:12] in out.replace("&amp;", "&")
@@ -88,8 +131,32 @@ def test_raw_slack_markup_from_the_model_is_escaped_everywhere(raw: str, where: 
 
 @pytest.mark.parametrize("seed", range(100))
 def test_no_markdown_ever_becomes_a_labelled_link(seed: int) -> None:
-    pieces = ["[", "]", "(", ")", "https://", "http://", "a.example", "/", "|", "<", ">", "&", "`", "*", "\n",
-              " ", "evil", "\u202e", "@", ":", "%", "\u0430", "[a](https://b.example)", "](https://c.example/)"]
+    pieces = [
+        "[",
+        "]",
+        "(",
+        ")",
+        "https://",
+        "http://",
+        "a.example",
+        "/",
+        "|",
+        "<",
+        ">",
+        "&",
+        "`",
+        "*",
+        "\n",
+        " ",
+        "evil",
+        "\u202e",
+        "@",
+        ":",
+        "%",
+        "\u0430",
+        "[a](https://b.example)",
+        "](https://c.example/)",
+    ]
     rng = random.Random(seed)
     markdown = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 80)))
     out = markdown_to_mrkdwn(markdown)
@@ -101,12 +168,24 @@ def test_no_markdown_ever_becomes_a_labelled_link(seed: int) -> None:
 
 def test_every_posting_path_renders_links_by_their_target() -> None:
     md = "[https://status.example.com/incident](https://evil.example/phish)"
-    posts = [*text_messages(md, title=md), status_message(state="running", step=1, activity="thinking: " + md,
-                                                          tokens=1, cost_usd=0.0, run_id="run_1")]
+    posts = [
+        *text_messages(md, title=md),
+        status_message(state="running", step=1, activity="thinking: " + md, tokens=1, cost_usd=0.0, run_id="run_1"),
+    ]
     posts += handoff_report(
-        stop_reason="iteration_limit", stop_words=md, iterations=1, max_iterations=1, input_tokens=1,
-        output_tokens=1, cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.0, wall_seconds=1.0,
-        tools=[("check_disk", 1, md)], last_reasoning=md, pending=[md],
+        stop_reason="iteration_limit",
+        stop_words=md,
+        iterations=1,
+        max_iterations=1,
+        input_tokens=1,
+        output_tokens=1,
+        cache_read_tokens=0,
+        cache_write_tokens=0,
+        cost_usd=0.0,
+        wall_seconds=1.0,
+        tools=[("check_disk", 1, md)],
+        last_reasoning=md,
+        pending=[md],
     )
     texts = _all_texts([{"text": p.text, "blocks": p.blocks} for p in posts])
     assert not any(LABELLED_LINK.search(t) for t in texts)
@@ -141,21 +220,46 @@ def test_prose_keeps_emoji_joiners_and_spaces_but_never_bidi_or_zero_width() -> 
 
 def test_answers_reports_and_status_reveal_bidi_controls() -> None:
     evil = "disk \u202eok\u2066 \u200bfine"
-    texts = _all_texts([{"text": p.text, "blocks": p.blocks} for p in [
-        *text_messages(evil, title=evil),
-        status_message(state="running", step=1, activity=evil, tokens=1, cost_usd=0.0, run_id="run_1"),
-        *handoff_report(stop_reason="iteration_limit", stop_words=evil, iterations=1, max_iterations=1,
-                        input_tokens=1, output_tokens=1, cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.0,
-                        wall_seconds=1.0, tools=[("check_disk", 1, evil)], last_reasoning=evil, pending=[evil]),
-    ]])
+    texts = _all_texts(
+        [
+            {"text": p.text, "blocks": p.blocks}
+            for p in [
+                *text_messages(evil, title=evil),
+                status_message(state="running", step=1, activity=evil, tokens=1, cost_usd=0.0, run_id="run_1"),
+                *handoff_report(
+                    stop_reason="iteration_limit",
+                    stop_words=evil,
+                    iterations=1,
+                    max_iterations=1,
+                    input_tokens=1,
+                    output_tokens=1,
+                    cache_read_tokens=0,
+                    cache_write_tokens=0,
+                    cost_usd=0.0,
+                    wall_seconds=1.0,
+                    tools=[("check_disk", 1, evil)],
+                    last_reasoning=evil,
+                    pending=[evil],
+                ),
+            ]
+        ]
+    )
     assert not any(ch in t for t in texts for ch in "\u202e\u2066\u200b")
     assert sum(marker("\u202e") in t for t in texts) >= 5
 
 
 def _card(**kw: Any) -> Approval:
-    base: dict[str, Any] = dict(id="appr_1", run_id="run_1", tool_use_id="toolu_1", tool="clean_logs",
-                                category="destructive", args={"host": "web-03", "path": "/var/log/nginx"},
-                                state=ApprovalState.PENDING, preview="would delete 212 files", created_at=0.0)
+    base: dict[str, Any] = dict(
+        id="appr_1",
+        run_id="run_1",
+        tool_use_id="toolu_1",
+        tool="clean_logs",
+        category="destructive",
+        args={"host": "web-03", "path": "/var/log/nginx"},
+        state=ApprovalState.PENDING,
+        preview="would delete 212 files",
+        created_at=0.0,
+    )
     return Approval(**{**base, **kw})
 
 
@@ -166,8 +270,11 @@ def _card_texts(approval: Approval) -> list[str]:
 
 def test_a_card_reveals_hidden_characters_in_arguments_dry_run_and_tool_name_and_says_so() -> None:
     hidden = "".join(HIDDEN)
-    approval = _card(tool="clean_logs\u200b", args={"host": "web-03", "path": "/var/\u202exnign/" + hidden},
-                     preview="would delete /var/\u202exnign\u202c")
+    approval = _card(
+        tool="clean_logs\u200b",
+        args={"host": "web-03", "path": "/var/\u202exnign/" + hidden},
+        preview="would delete /var/\u202exnign\u202c",
+    )
     joined = "\n".join(_card_texts(approval))
     shown = [ch for ch in HIDDEN if ch not in "\r\x1b"]  # JSON writes these two as \r and \u001b
     assert not any(ch in joined for ch in HIDDEN)

@@ -25,8 +25,10 @@ from tests.fakes.slack import FakeSlack, Message
 from tests.harness import BOB, CHANNEL, bot_env, card_state, is_card
 
 THREAD = "1700000000.000100"
-CARD = SlackMessage(text="Approval needed: restart_service",
-                    blocks=[{"type": "section", "block_id": "card", "text": {"type": "mrkdwn", "text": "*restart*"}}])
+CARD = SlackMessage(
+    text="Approval needed: restart_service",
+    blocks=[{"type": "section", "block_id": "card", "text": {"type": "mrkdwn", "text": "*restart*"}}],
+)
 RESTART = {"host": "web-03", "unit": "nginx.service"}
 TASK = "web-03 is paging: disk full on /var, please fix"
 
@@ -57,8 +59,11 @@ def outbox(store: Store, slack: FakeSlack) -> Outbox:
 
 def carrying(slack: FakeSlack, item_id: str) -> list[Message]:
     """Messages in the thread whose metadata names this outbox item."""
-    return [m for m in slack.thread(CHANNEL, THREAD)
-            if m.metadata == {"event_type": EVENT_TYPE, "event_payload": {"id": item_id}}]
+    return [
+        m
+        for m in slack.thread(CHANNEL, THREAD)
+        if m.metadata == {"event_type": EVENT_TYPE, "event_payload": {"id": item_id}}
+    ]
 
 
 async def settled(*boxes: Outbox) -> None:
@@ -68,14 +73,21 @@ async def settled(*boxes: Outbox) -> None:
             await box.settle()
 
 
-async def deliver(store: Store, slack: FakeSlack, *, run_id: str | None = None, key: str = "card:apr_1",
-                  approval_id: str | None = None) -> str:
+async def deliver(
+    store: Store,
+    slack: FakeSlack,
+    *,
+    run_id: str | None = None,
+    key: str = "card:apr_1",
+    approval_id: str | None = None,
+) -> str:
     """Post CARD in the thread through a fresh sender and wait until nothing is pending; the outbox item's id."""
     box = outbox(store, slack)
     await box.start()
     try:
-        item_id = await box.post(run_id=run_id, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key=key,
-                                 approval_id=approval_id)
+        item_id = await box.post(
+            run_id=run_id, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key=key, approval_id=approval_id
+        )
         await settled(box)
     finally:
         await box.close()
@@ -105,7 +117,9 @@ async def test_a_rate_limited_post_is_sent_once_after_retry_after(store: Store, 
     assert [m.ts for m in carrying(slack, item_id)] == [ts]
     # a 429 means "not posted": no need to look in the thread before the retry
     assert methods(slack, "chat.postMessage", "conversations.replies") == [
-        ("chat.postMessage", "ratelimited"), ("chat.postMessage", None)]
+        ("chat.postMessage", "ratelimited"),
+        ("chat.postMessage", None),
+    ]
 
 
 async def test_a_post_that_failed_with_a_server_error_is_looked_for_then_posted_once(
@@ -116,8 +130,12 @@ async def test_a_post_that_failed_with_a_server_error_is_looked_for_then_posted_
     ts = await sent(store, item_id)
     assert [m.ts for m in carrying(slack, item_id)] == [ts]
     assert methods(slack, "chat.postMessage", "conversations.replies") == [
-        ("chat.postMessage", "internal_error"), ("conversations.replies", None),
-        ("chat.postMessage", "internal_error"), ("conversations.replies", None), ("chat.postMessage", None)]
+        ("chat.postMessage", "internal_error"),
+        ("conversations.replies", None),
+        ("chat.postMessage", "internal_error"),
+        ("conversations.replies", None),
+        ("chat.postMessage", None),
+    ]
     looked = slack.calls_to("conversations.replies")[0].args
     assert (looked["ts"], looked["include_all_metadata"]) == (THREAD, "1")
 
@@ -126,14 +144,16 @@ async def test_a_post_that_reached_slack_but_was_never_recorded_is_adopted_not_p
     store: Store, slack: FakeSlack
 ) -> None:
     ledger = Ledger(store.path)  # the process that died: claimed, called Slack, never recorded
-    item_id = ledger.enqueue(kind=OutboxKind.POST, key="answer:run_1:0", channel=CHANNEL, thread_ts=THREAD,
-                             text="Freed 19.8 GB on web-03.")
+    item_id = ledger.enqueue(
+        kind=OutboxKind.POST, key="answer:run_1:0", channel=CHANNEL, thread_ts=THREAD, text="Freed 19.8 GB on web-03."
+    )
     now = ledger.outbox_item(item_id).next_at  # type: ignore[union-attr]  # due now on the ledger's own clock
     assert ledger.claim_outbox("dead-process", now=now, until=now + 0.2) is not None
     assert ledger.outbox_attempt(item_id, "dead-process", until=now + 0.2, unsure=True)
     ledger.close()
-    posted = await client_for(slack).chat_postMessage(channel=CHANNEL, thread_ts=THREAD, metadata=metadata(item_id),
-                                                      text="Freed 19.8 GB on web-03.")
+    posted = await client_for(slack).chat_postMessage(
+        channel=CHANNEL, thread_ts=THREAD, metadata=metadata(item_id), text="Freed 19.8 GB on web-03."
+    )
 
     box = outbox(store, slack)
     await box.start()  # the next process: the dead one's claim lapses, and it looks before posting
@@ -148,9 +168,15 @@ async def test_a_post_that_reached_slack_but_was_never_recorded_is_adopted_not_p
 
 async def test_a_cards_ts_is_recorded_on_its_approval_when_sent(store: Store, slack: FakeSlack) -> None:
     run = await store.create_run(channel=CHANNEL, thread_ts=THREAD, requester="U0ALICE", task="t", model="m")
-    approval = await store.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
-                                           category="mutating", args=RESTART, requester="U0ALICE",
-                                           expires_at=time.time() + 600)
+    approval = await store.create_approval(
+        run_id=run.id,
+        tool_use_id="toolu_1",
+        tool="restart_service",
+        category="mutating",
+        args=RESTART,
+        requester="U0ALICE",
+        expires_at=time.time() + 600,
+    )
     item_id = await deliver(store, slack, run_id=run.id, key=f"card:{approval.id}", approval_id=approval.id)
     ts = await sent(store, item_id)
     assert (await store.get_approval(approval.id)).message_ts == ts
@@ -184,8 +210,13 @@ async def test_only_the_newest_update_is_sent_and_only_after_its_post(store: Sto
     box = outbox(store, slack)
     card = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1")
     for state in ("pending:1", "approved"):
-        await box.update(run_id=None, channel=CHANNEL, of=card, key=f"card:apr_1:{state}",
-                         msg=SlackMessage(text=f"card {state}", blocks=CARD.blocks))
+        await box.update(
+            run_id=None,
+            channel=CHANNEL,
+            of=card,
+            key=f"card:apr_1:{state}",
+            msg=SlackMessage(text=f"card {state}", blocks=CARD.blocks),
+        )
     await box.start()
     try:
         await settled(box)
@@ -194,15 +225,13 @@ async def test_only_the_newest_update_is_sent_and_only_after_its_post(store: Sto
     assert methods(slack, "chat.postMessage", "chat.update") == [("chat.postMessage", None), ("chat.update", None)]
     (msg,) = carrying(slack, card)
     assert msg.text == "card approved"
-    assert [i.state for i in await store.outbox_items()] == [OutboxState.SENT, OutboxState.SUPERSEDED,
-                                                            OutboxState.SENT]
+    assert [i.state for i in await store.outbox_items()] == [OutboxState.SENT, OutboxState.SUPERSEDED, OutboxState.SENT]
 
 
 async def test_posts_in_a_thread_go_out_in_order_while_one_is_retried(store: Store, slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", "ratelimited", retry_after=0, times=2)
     box = outbox(store, slack)
-    posts = [OutboxPost(key=f"answer:run_1:{i}", channel=CHANNEL, thread_ts=THREAD, text=f"part {i}")
-             for i in range(3)]
+    posts = [OutboxPost(key=f"answer:run_1:{i}", channel=CHANNEL, thread_ts=THREAD, text=f"part {i}") for i in range(3)]
     ids = await box.post_all(posts)
     await box.start()
     try:
@@ -223,9 +252,15 @@ async def test_the_same_key_enqueues_one_item(store: Store, slack: FakeSlack) ->
 async def test_a_payload_is_redacted_before_it_is_stored(store: Store, slack: FakeSlack) -> None:
     secret = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"
     box = outbox(store, slack)
-    item_id = await box.post(run_id=None, channel=CHANNEL, thread_ts=THREAD, key="answer:run_1:0",
-                             msg=SlackMessage(text=f"token {secret}", blocks=[
-                                 {"type": "section", "text": {"type": "mrkdwn", "text": f"token {secret}"}}]))
+    item_id = await box.post(
+        run_id=None,
+        channel=CHANNEL,
+        thread_ts=THREAD,
+        key="answer:run_1:0",
+        msg=SlackMessage(
+            text=f"token {secret}", blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": f"token {secret}"}}]
+        ),
+    )
     item = await store.outbox_item(item_id)
     assert item is not None
     assert secret not in item.text and secret not in json.dumps(item.blocks) and "REDACTED" in item.text
@@ -238,8 +273,9 @@ async def test_a_payload_is_redacted_before_it_is_stored(store: Store, slack: Fa
 
 async def test_items_left_pending_are_delivered_by_the_next_process(db_url: str, slack: FakeSlack) -> None:
     first = await Store(db_url).open()
-    item_id = await outbox(first, slack).post(run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD,
-                                              key="card:apr_1")  # stored; this process dies before sending
+    item_id = await outbox(first, slack).post(
+        run_id=None, channel=CHANNEL, thread_ts=THREAD, msg=CARD, key="card:apr_1"
+    )  # stored; this process dies before sending
     await first.close()
 
     second = await Store(db_url).open()
@@ -258,8 +294,13 @@ async def test_two_senders_on_one_database_never_send_an_item_twice(db_url: str,
     threads = [slack.add_message(CHANNEL, "U0ALICE", f"incident {i}").ts for i in range(4)]
     stores = [await Store(db_url).open() for _ in range(2)]  # two processes' connections
     boxes = [outbox(s, slack) for s in stores]
-    ids = await boxes[0].post_all([OutboxPost(key=f"answer:run_{t}:{i}", channel=CHANNEL, thread_ts=t,
-                                              text=f"part {i} of {t}") for t in threads for i in range(3)])
+    ids = await boxes[0].post_all(
+        [
+            OutboxPost(key=f"answer:run_{t}:{i}", channel=CHANNEL, thread_ts=t, text=f"part {i} of {t}")
+            for t in threads
+            for i in range(3)
+        ]
+    )
     try:
         await asyncio.gather(*(b.start() for b in boxes))
         await settled(*boxes)
@@ -286,8 +327,9 @@ def arm_after_status(slack: FakeSlack, arm: Callable[[], None]) -> None:
 
     def watch() -> None:
         nonlocal armed
-        if not armed and any(c.ok and "status" in str(c.args.get("blocks")) for c in slack.calls_to(
-                "chat.postMessage")):
+        if not armed and any(
+            c.ok and "status" in str(c.args.get("blocks")) for c in slack.calls_to("chat.postMessage")
+        ):
             armed = True
             arm()
 
@@ -298,8 +340,9 @@ def arm_after_status(slack: FakeSlack, arm: Callable[[], None]) -> None:
 async def test_a_card_slack_refused_for_a_moment_is_retried_and_posted_once(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, error: str
 ) -> None:
-    fake_anthropic.script(reply(text("Restarting nginx."), tool_use("restart_service", RESTART)),
-                          reply(text("nginx restarted.")))
+    fake_anthropic.script(
+        reply(text("Restarting nginx."), tool_use("restart_service", RESTART)), reply(text("nginx restarted."))
+    )
     arm_after_status(fake_slack, lambda: fake_slack.fail_next("chat.postMessage", error, retry_after=0))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)

@@ -50,8 +50,9 @@ def own_pg() -> Iterator[pgserver.PgServer]:
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-                   own_pg: pgserver.PgServer) -> AsyncIterator[Bots]:
+async def replicas(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, own_pg: pgserver.PgServer
+) -> AsyncIterator[Bots]:
     bots = Bots(tmp_path, fake_slack, fake_anthropic, db=pgserver.new_database(own_pg.url))
     procs = [await bots.start(), await bots.start()]
     fake_slack.delivery = "round_robin"
@@ -78,8 +79,7 @@ def halt_in_step_1(server: pgserver.PgServer, fake: FakeAnthropic) -> Counter[in
 
 def logged(bots: Bots, event: str) -> bool:
     """Some replica's log has this structlog event."""
-    return any(f'"event": "{event}"' in path.read_text(errors="replace")
-               for path in bots.tmp_path.glob("bot-*.log"))
+    return any(f'"event": "{event}"' in path.read_text(errors="replace") for path in bots.tmp_path.glob("bot-*.log"))
 
 
 async def approve_until_answered(slack: FakeSlack, thread: str, tag: str) -> None:
@@ -111,7 +111,8 @@ def assert_whole(bots: Bots, slack: FakeSlack, thread: str, tag: str) -> None:
 
 
 async def test_a_short_outage_is_retried_through_and_the_run_never_notices(
-        replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asked = halt_in_step_1(own_pg, fake_anthropic)
     event = mention_event(CHANNEL, ALICE, "[R1] web-R1 keeps flapping, please fix it")
     await fake_slack.send_event(event, timeout=WAIT)
@@ -126,14 +127,14 @@ async def test_a_short_outage_is_retried_through_and_the_run_never_notices(
 
 
 async def test_a_long_outage_pauses_the_run_and_a_replica_continues_it_when_postgres_is_back(
-        replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    replicas: Bots, own_pg: pgserver.PgServer, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asked = halt_in_step_1(own_pg, fake_anthropic)
     event = mention_event(CHANNEL, ALICE, "[R1] web-R1 keeps flapping, please fix it")
     await fake_slack.send_event(event, timeout=WAIT)
 
     # Past the retries: the run pauses and says so once, straight to Slack (the outbox is in the database).
-    await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == event["ts"] and PAUSED in m.text,
-                                      timeout=WAIT)
+    await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == event["ts"] and PAUSED in m.text, timeout=WAIT)
     own_pg.resume()
     await approve_until_answered(fake_slack, event["ts"], "R1")
 

@@ -14,8 +14,9 @@ import pytest
 from tests import pgserver
 
 ROOT = Path(__file__).resolve().parent.parent
-needs_binaries = pytest.mark.skipif(pgserver.find_bindir() is None,
-                                    reason=f"Postgres {pgserver.MIN_MAJOR} not installed: make postgres")
+needs_binaries = pytest.mark.skipif(
+    pgserver.find_bindir() is None, reason=f"Postgres {pgserver.MIN_MAJOR} not installed: make postgres"
+)
 
 
 def socket_dir(url: str) -> Path:
@@ -45,8 +46,10 @@ def test_two_databases_are_isolated(pg_server: str, pg_url: str) -> None:
         with psycopg.connect(pg_url) as conn:
             conn.execute("CREATE TABLE only_here (x int)")
         with psycopg.connect(pg_url) as mine, psycopg.connect(other) as theirs:
-            names = (mine.execute("SELECT current_database()").fetchone(),
-                     theirs.execute("SELECT current_database()").fetchone())
+            names = (
+                mine.execute("SELECT current_database()").fetchone(),
+                theirs.execute("SELECT current_database()").fetchone(),
+            )
             found = theirs.execute("SELECT to_regclass('only_here')").fetchone()
             here = mine.execute("SELECT to_regclass('only_here')::text").fetchone()
     finally:
@@ -56,8 +59,10 @@ def test_two_databases_are_isolated(pg_server: str, pg_url: str) -> None:
 
 
 async def test_listen_notify_reaches_another_connection(pg_url: str) -> None:
-    async with (await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as listener,
-                await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as sender):
+    async with (
+        await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as listener,
+        await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as sender,
+    ):
         await listener.execute("LISTEN opsloop_wake")
         await sender.execute("SELECT pg_notify('opsloop_wake', 'run-1')")
         received = [(n.channel, n.payload) async for n in listener.notifies(timeout=30, stop_after=1)]
@@ -102,8 +107,13 @@ def test_stop_leaves_no_server_and_no_files_behind() -> None:
 @needs_binaries
 def test_cli_starts_a_detached_server_and_stops_it(tmp_path: Path) -> None:
     state = tmp_path / "pg.json"
-    started = subprocess.run([sys.executable, "-m", "tests.pgserver", "start", str(state)], cwd=ROOT,
-                             capture_output=True, text=True, check=True)
+    started = subprocess.run(
+        [sys.executable, "-m", "tests.pgserver", "start", str(state)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     name, _, value = started.stdout.strip().removeprefix("export ").partition("=")
     url = shlex.split(value)[0]
     try:

@@ -53,9 +53,11 @@ def _kinds(tag: str) -> list[tuple[str, str]]:
         (f"DB_PASSWORD=kvpw{t}x9", f"kvpw{t}x9"),
         (f"https://hooks.slack.com/services/T0{t}/B0{t}/hook{t}XXXXXXXXXXXX", f"hook{t}XXXXXXXXXXXX"),
         (f'{{"aws_secret_access_key": "awsjson{t}wJalrXUtnFEMIK7MDENGbPxRfiCY"}}', f"awsjson{t}wJalrXUtn"),
-        (f'{{"Code": "Success", "AccessKeyId": "ASIA{t:Z<16}", "SecretAccessKey": "imds{t}K7MDENGbPxRfiCYEXAMPLE",'
-         f' "Token": "IQoJ{t}b3JpZ2luX2VjEJr//////////wEaCXVz", "Expiration": "2026-12-01T06:00:00Z"}}',
-         f"imds{t}K7MDENG"),
+        (
+            f'{{"Code": "Success", "AccessKeyId": "ASIA{t:Z<16}", "SecretAccessKey": "imds{t}K7MDENGbPxRfiCYEXAMPLE",'
+            f' "Token": "IQoJ{t}b3JpZ2luX2VjEJr//////////wEaCXVz", "Expiration": "2026-12-01T06:00:00Z"}}',
+            f"imds{t}K7MDENG",
+        ),
         ("", f"IQoJ{t}b3JpZ2luX2VjEJr"),  # the session token of the document above
         (f"{pem}\n-----END RSA PRIVATE KEY-----", f"MIIEow{t}IBAAKCAQEA"),
     ]
@@ -101,8 +103,10 @@ def _store_rows(db_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):  # table names from sqlite_master
                 # FTS5's own tables hold the index as blobs: read as text, so a secret in them is seen too
-                yield table, {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                              for k, v in dict(row).items()}
+                yield (
+                    table,
+                    {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in dict(row).items()},
+                )
     finally:
         conn.close()
 
@@ -130,7 +134,10 @@ def captured_logs() -> Iterator[io.StringIO]:
 
 
 async def test_planted_secrets_are_found_nowhere_opsloop_writes(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, captured_logs: io.StringIO,
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    captured_logs: io.StringIO,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for i, (planted, _) in enumerate(_kinds("ENVX")):
@@ -138,8 +145,10 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
     planted_tools.OUTPUT["text"] = _blob("OUTP")
     restart = {"host": "web-03", "unit": "nginx.service\n" + _blob("ARGS")}
     fake_anthropic.script(
-        reply(thinking("Checking the disk first. Creds seen: " + _blob("THNK")),
-              tool_use("check_disk", {"host": "web-03"})),
+        reply(
+            thinking("Checking the disk first. Creds seen: " + _blob("THNK")),
+            tool_use("check_disk", {"host": "web-03"}),
+        ),
         reply(tool_use("read_config", {"service": "nginx"})),
         reply(text("Restarting nginx with the rotated credentials."), tool_use("restart_service", restart)),
         reply(text("nginx restarted on web-03; /var is fine.")),
@@ -161,8 +170,9 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
         fake_anthropic.assert_complete()
         bot = fake_slack.bot_user_id
         slack = [json.dumps(c.args, default=str) for c in fake_slack.calls]
-        slack += ["\n".join(_strings(m.to_api())) for msgs in fake_slack.messages.values() for m in msgs
-                  if m.user == bot]
+        slack += [
+            "\n".join(_strings(m.to_api())) for msgs in fake_slack.messages.values() for m in msgs if m.user == bot
+        ]
         slack += [json.dumps(e) for e in fake_slack.ephemerals] + [json.dumps(fake_slack.reactions)]
         bodies = [r.body or {} for r in fake_anthropic.requests]
         db_path = env.settings.db_path
@@ -179,8 +189,11 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
         ("logs", logs, TAGS_NEVER + TAGS_MODEL),
         ("slack", slack, TAGS_NEVER + TAGS_MODEL),
         ("model requests", not_assistant, TAGS_NEVER + TAGS_MODEL),
-        ("model requests, assistant turns", [json.dumps(m) for b in bodies for m in b.get("messages", [])
-                                             if m.get("role") == "assistant"], TAGS_NEVER),
+        (
+            "model requests, assistant turns",
+            [json.dumps(m) for b in bodies for m in b.get("messages", []) if m.get("role") == "assistant"],
+            TAGS_NEVER,
+        ),
     ]
     leaks = [leak for where, blobs, tags in checks for leak in _found(where, blobs, tags)]
     assert leaks == []
@@ -198,7 +211,7 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
     # cores: read its terms through fts5vocab, and look for every core's own words there.
     vocab = _fts_terms(db_path)
     assert {"creds", "nginx", "restart_service"} & vocab >= {"creds", "nginx"}  # the task and answer are indexed
-    secret_words = {(tag, w) for tag in TAGS_NEVER + TAGS_MODEL for core in _cores(tag) for w in terms(core)
-                    if tag.lower() in w}
+    secret_words = {
+        (tag, w) for tag in TAGS_NEVER + TAGS_MODEL for core in _cores(tag) for w in terms(core) if tag.lower() in w
+    }
     assert secret_words and [w for _, w in secret_words if w in vocab] == []
-

@@ -100,9 +100,10 @@ def expire_now(env: BotEnv, approval_id: str) -> None:
 
 
 async def play(env: BotEnv, actions: list[tuple[str, str | None]]) -> None:
-    env.model.script(reply(text("Restarting nginx."), tool_use("restart_service", {"host": "web-03",
-                                                                                   "unit": "nginx.service"})),
-                     *[reply(text("Done here."))] * 3)
+    env.model.script(
+        reply(text("Restarting nginx."), tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        *[reply(text("Done here."))] * 3,
+    )
     channel, thread = await env.mention("nginx on web-03 is wedged")
     card = copy.deepcopy(await env.card(channel, thread))  # as first posted, buttons and all
     status = copy.deepcopy(await env.status(channel, thread))
@@ -167,8 +168,11 @@ def test_any_interleaving_of_clicks_replies_expiry_and_stop_ends_in_exactly_one_
 # (b) payload fuzzing
 # --------------------------------------------------------------------------------------
 
-JUNK_TEXT = st.one_of(st.text(max_size=50), st.text(min_size=1, max_size=3).map(lambda s: s * 20_000),
-                      st.sampled_from(["", " ", "<@UBOT>", "<@UBOT> help", "\u202e\u0000\udcff"[:2], "ﷺ" * 300]))
+JUNK_TEXT = st.one_of(
+    st.text(max_size=50),
+    st.text(min_size=1, max_size=3).map(lambda s: s * 20_000),
+    st.sampled_from(["", " ", "<@UBOT>", "<@UBOT> help", "\u202e\u0000\udcff"[:2], "ﷺ" * 300]),
+)
 JUNK = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), JUNK_TEXT),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
@@ -177,33 +181,62 @@ JUNK = st.recursive(
 TS = st.one_of(st.just("1700000000.000100"), st.just("not-a-ts"), st.integers(), st.none(), JUNK)
 EVENT = st.fixed_dictionaries(
     {"type": st.sampled_from(["app_mention", "message", "reaction_added", "weird_type"])},
-    optional={"user": st.one_of(st.sampled_from([ALICE, "UBOT", ""]), JUNK), "channel": st.one_of(
-        st.just("C0INCIDENT"), JUNK), "text": JUNK_TEXT | JUNK, "ts": TS, "thread_ts": TS,
+    optional={
+        "user": st.one_of(st.sampled_from([ALICE, "UBOT", ""]), JUNK),
+        "channel": st.one_of(st.just("C0INCIDENT"), JUNK),
+        "text": JUNK_TEXT | JUNK,
+        "ts": TS,
+        "thread_ts": TS,
         "subtype": st.one_of(st.sampled_from(["file_share", "message_changed", "bot_message"]), JUNK),
-        "bot_id": JUNK, "files": JUNK, "blocks": JUNK, "event_ts": TS},
+        "bot_id": JUNK,
+        "files": JUNK,
+        "blocks": JUNK,
+        "event_ts": TS,
+    },
 )
 ACTION_PAYLOAD = st.fixed_dictionaries(
     {"type": st.sampled_from(["block_actions", "view_submission", "shortcut", "weird"])},
-    optional={"user": st.one_of(st.fixed_dictionaries({"id": st.one_of(st.sampled_from([CAROL, MALLORY]), JUNK)}),
-                                JUNK),
-              "actions": st.one_of(st.lists(st.fixed_dictionaries(
-                  {"action_id": st.sampled_from([APPROVE, DENY, STOP, "other"])},
-                  optional={"value": st.one_of(st.just("apr_0000"), JUNK_TEXT, JUNK), "block_id": JUNK}),
-                  max_size=2), JUNK),
-              "channel": st.one_of(st.fixed_dictionaries({"id": st.just("C0INCIDENT")}), JUNK),
-              "message": JUNK, "container": JUNK, "response_url": st.none()},
+    optional={
+        "user": st.one_of(st.fixed_dictionaries({"id": st.one_of(st.sampled_from([CAROL, MALLORY]), JUNK)}), JUNK),
+        "actions": st.one_of(
+            st.lists(
+                st.fixed_dictionaries(
+                    {"action_id": st.sampled_from([APPROVE, DENY, STOP, "other"])},
+                    optional={"value": st.one_of(st.just("apr_0000"), JUNK_TEXT, JUNK), "block_id": JUNK},
+                ),
+                max_size=2,
+            ),
+            JUNK,
+        ),
+        "channel": st.one_of(st.fixed_dictionaries({"id": st.just("C0INCIDENT")}), JUNK),
+        "message": JUNK,
+        "container": JUNK,
+        "response_url": st.none(),
+    },
 )
 
 
 def envelope(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"envelope_id": str(uuid.uuid4()), "type": kind, "payload": payload, "accepts_response_payload": False,
-            **({"retry_attempt": 0, "retry_reason": ""} if kind == "events_api" else {})}
+    return {
+        "envelope_id": str(uuid.uuid4()),
+        "type": kind,
+        "payload": payload,
+        "accepts_response_payload": False,
+        **({"retry_attempt": 0, "retry_reason": ""} if kind == "events_api" else {}),
+    }
 
 
 def event_payload(event: dict[str, Any]) -> dict[str, Any]:
-    return {"token": "fake-verification-token", "team_id": "T1", "api_app_id": "A1", "event": event,
-            "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:10]}", "event_time": 1700000000,
-            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+    return {
+        "token": "fake-verification-token",
+        "team_id": "T1",
+        "api_app_id": "A1",
+        "event": event,
+        "type": "event_callback",
+        "event_id": f"Ev{uuid.uuid4().hex[:10]}",
+        "event_time": 1700000000,
+        "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+    }
 
 
 async def fuzz(env: BotEnv, payloads: list[tuple[str, dict[str, Any]]]) -> None:
@@ -220,12 +253,26 @@ async def fuzz(env: BotEnv, payloads: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 @SETTINGS
-@given(payloads=st.lists(st.one_of(st.tuples(st.just("events_api"), EVENT),
-                                   st.tuples(st.just("interactive"), ACTION_PAYLOAD),
-                                   st.tuples(st.just("interactive"), st.builds(
-                                       block_action_payload, st.sampled_from([CAROL, MALLORY]),
-                                       st.just("C0INCIDENT"), st.just("1700000000.000100"),
-                                       st.sampled_from([APPROVE, DENY, STOP]), st.one_of(JUNK_TEXT, st.none())))),
-                         min_size=1, max_size=12))
+@given(
+    payloads=st.lists(
+        st.one_of(
+            st.tuples(st.just("events_api"), EVENT),
+            st.tuples(st.just("interactive"), ACTION_PAYLOAD),
+            st.tuples(
+                st.just("interactive"),
+                st.builds(
+                    block_action_payload,
+                    st.sampled_from([CAROL, MALLORY]),
+                    st.just("C0INCIDENT"),
+                    st.just("1700000000.000100"),
+                    st.sampled_from([APPROVE, DENY, STOP]),
+                    st.one_of(JUNK_TEXT, st.none()),
+                ),
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_no_slack_payload_stops_the_app_from_serving(payloads):
     run_async(with_app("", lambda env: fuzz(env, payloads)))

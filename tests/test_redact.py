@@ -55,21 +55,27 @@ REDACTIONS = [
     ("DB_PASSWORD=hunter2 DB_USER=app", f"DB_PASSWORD={R} DB_USER=app"),
     ('passwd: "correct horse battery"', f'passwd: "{R}"'),
     ('{"password": "pa ss"}', f'{{"password": "{R}"}}'),
-    ("https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX ok",
-     f"https://hooks.slack.com/services/{R} ok"),
+    (
+        "https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX ok",
+        f"https://hooks.slack.com/services/{R} ok",
+    ),
     ('{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}', f'{{"aws_secret_access_key": "{R}"}}'),
     ("AWS_SESSION_TOKEN=IQoJb3JpZ2luX2VjEJr//////////wEaCXVz", f"AWS_SESSION_TOKEN={R}"),
-    ('{"Code": "Success", "AccessKeyId": "ASIAIOSFODNN7EXAMPLE", '
-     '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "Token": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVz", '
-     '"Expiration": "2026-11-30T12:00:00Z"}',
-     f'{{"Code": "Success", "AccessKeyId": "{R}", "SecretAccessKey": "{R}", "Token": "{R}", '
-     '"Expiration": "2026-11-30T12:00:00Z"}'),
+    (
+        '{"Code": "Success", "AccessKeyId": "ASIAIOSFODNN7EXAMPLE", '
+        '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "Token": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVz", '  # noqa: E501
+        '"Expiration": "2026-11-30T12:00:00Z"}',
+        f'{{"Code": "Success", "AccessKeyId": "{R}", "SecretAccessKey": "{R}", "Token": "{R}", '
+        '"Expiration": "2026-11-30T12:00:00Z"}',
+    ),
     ('"SessionToken": "FwoGZXIvYXdzEBYaDHqa0AP1/"', f'"SessionToken": "{R}"'),
     (f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}-----END RSA PRIVATE KEY-----\nafter.", f"{R}\nafter."),
     (f"-----BEGIN OPENSSH PRIVATE KEY-----\n{KEY_BODY}", R),  # cut short: no END line
     (f"key tail:\n{KEY_BODY}-----END PRIVATE KEY-----\nafter", f"key tail:\n{R}\nafter"),  # no BEGIN line
-    ('{"key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0\\n-----END PRIVATE KEY-----\\n"}',
-     f'{{"key": "{R}\\n"}}'),
+    (
+        '{"key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0\\n-----END PRIVATE KEY-----\\n"}',
+        f'{{"key": "{R}\\n"}}',
+    ),
 ]
 
 # Ordinary ops text that looks a little like a secret and must survive untouched.
@@ -102,11 +108,38 @@ def test_redaction_is_idempotent(text):
     assert redact(once) == once
 
 
-ADVERSARIAL = ["a", " ", "-", "=", "\n", "xoxb-", "ghp_", "password=", "://u:p", "Authorization: ", "bearer ",
-               "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "MIIB\n", "\\n", '"Token": "',
-               "aws_secret_access_key=", "https://hooks.slack.com/services/", "a:b@", "--password ", '"', "AKIA", "\\",
-               'password=\\"', "\\n" + "A" * 64, "Cookie: ", "cookie", "x-api-key=",
-               '"X-Auth-Token": "', "set-cookie:\n"]
+ADVERSARIAL = [
+    "a",
+    " ",
+    "-",
+    "=",
+    "\n",
+    "xoxb-",
+    "ghp_",
+    "password=",
+    "://u:p",
+    "Authorization: ",
+    "bearer ",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "MIIB\n",
+    "\\n",
+    '"Token": "',
+    "aws_secret_access_key=",
+    "https://hooks.slack.com/services/",
+    "a:b@",
+    "--password ",
+    '"',
+    "AKIA",
+    "\\",
+    'password=\\"',
+    "\\n" + "A" * 64,
+    "Cookie: ",
+    "cookie",
+    "x-api-key=",
+    '"X-Auth-Token": "',
+    "set-cookie:\n",
+]
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL)
@@ -128,7 +161,10 @@ def test_redact_truncate_never_leaves_half_a_secret():
 
 def test_nested_values_are_redacted():
     assert redact_value({"a": ["xoxb-1234567-abc"], "b": ("sk-ant-123456789",), "n": 3}) == {
-        "a": [REDACTED], "b": (REDACTED,), "n": 3}
+        "a": [REDACTED],
+        "b": (REDACTED,),
+        "n": 3,
+    }
 
 
 def test_logs_are_json_with_bound_context_and_no_secrets():
@@ -156,11 +192,22 @@ def test_logs_are_json_with_bound_context_and_no_secrets():
 # Every secret's value is made of Qs and nothing around it has one: any Q left is a piece of a secret.
 PEM_Q = "-----BEGIN RSA PRIVATE KEY-----\n" + ("Q" * 64 + "\n") * 2 + "Q" * 20 + "\n-----END RSA PRIVATE KEY-----"
 Q_SECRETS = [
-    "xoxb-1234-QQQQQQQQQQQQ", "sk-ant-api03-QQQQQQQQQQQQ", "AKIAQQQQQQQQQQQQQQQQ", "ghp_QQQQQQQQQQQQQQQQQQQQQQQQ",
-    "Authorization: Basic QQQQQQQQQQQQ", "Bearer QQQQQQQQQQQQQQQQ", "postgres://app:QQQQQQQQ@db:5432/app",
-    "mysql --password QQQQQQQQ -u root", "DB_PASSWORD=QQQQQQQQ", '"aws_secret_access_key": "QQQQQQQQQQQQQQQQQQQQ"',
-    '{"token": "QQQQ QQQQ"}', "Cookie: sid=QQQQQQ; csrf=QQQQQQ", "X-Api-Key: QQQQQQQQQQ", '"X-Auth-Token": "QQQQQQ"',
-    "https://hooks.slack.com/services/QQQQQQQQ", PEM_Q,
+    "xoxb-1234-QQQQQQQQQQQQ",
+    "sk-ant-api03-QQQQQQQQQQQQ",
+    "AKIAQQQQQQQQQQQQQQQQ",
+    "ghp_QQQQQQQQQQQQQQQQQQQQQQQQ",
+    "Authorization: Basic QQQQQQQQQQQQ",
+    "Bearer QQQQQQQQQQQQQQQQ",
+    "postgres://app:QQQQQQQQ@db:5432/app",
+    "mysql --password QQQQQQQQ -u root",
+    "DB_PASSWORD=QQQQQQQQ",
+    '"aws_secret_access_key": "QQQQQQQQQQQQQQQQQQQQ"',
+    '{"token": "QQQQ QQQQ"}',
+    "Cookie: sid=QQQQQQ; csrf=QQQQQQ",
+    "X-Api-Key: QQQQQQQQQQ",
+    '"X-Auth-Token": "QQQQQQ"',
+    "https://hooks.slack.com/services/QQQQQQQQ",
+    PEM_Q,
 ]
 FILLER = "web-03 nginx: GET /healthz 200 ok\n"
 
@@ -230,11 +277,19 @@ def test_redact_truncate_redacts_only_what_it_can_keep():
 # -- header-shaped secrets in JSON and dicts ------------------------------------------------------------
 
 HEADER_SECRETS = [
-    ("Authorization", "Basic dXNlcjpwYXNzUVFR"), ("authorization", "Bearer QQQQQQQQQQQQ.QQQQ"),
-    ("Proxy-Authorization", "Basic cHJveHk6UVFRUVE="), ("X-Api-Key", "QQQQ-api-key-QQQQ"),
-    ("x-api-key", "QQQQQQQQQQ"), ("X_API_KEY", "QQQQQQQQQQ"), ("Cookie", "sid=QQQQQQ; csrf=QQQQQQ"),
-    ("COOKIE", "sid=QQQQQQ"), ("Set-Cookie", "sid=QQQQQQ; Path=/; HttpOnly"), ("X-Auth-Token", "QQQQQQQQ"),
-    ("x-auth-token", "QQQQQQQQ"), ("X-Amz-Security-Token", "QQQQ/QQQQ+QQQQ=="), ("api_key", "QQQQQQQQ"),
+    ("Authorization", "Basic dXNlcjpwYXNzUVFR"),
+    ("authorization", "Bearer QQQQQQQQQQQQ.QQQQ"),
+    ("Proxy-Authorization", "Basic cHJveHk6UVFRUVE="),
+    ("X-Api-Key", "QQQQ-api-key-QQQQ"),
+    ("x-api-key", "QQQQQQQQQQ"),
+    ("X_API_KEY", "QQQQQQQQQQ"),
+    ("Cookie", "sid=QQQQQQ; csrf=QQQQQQ"),
+    ("COOKIE", "sid=QQQQQQ"),
+    ("Set-Cookie", "sid=QQQQQQ; Path=/; HttpOnly"),
+    ("X-Auth-Token", "QQQQQQQQ"),
+    ("x-auth-token", "QQQQQQQQ"),
+    ("X-Amz-Security-Token", "QQQQ/QQQQ+QQQQ=="),
+    ("api_key", "QQQQQQQQ"),
 ]
 
 
@@ -246,8 +301,11 @@ def _value_core(value: str) -> str:
 @pytest.mark.parametrize(("name", "value"), HEADER_SECRETS)
 def test_a_header_in_a_dict_loses_its_value_and_keeps_its_name(name, value):
     args = {"url": "https://x/api", "headers": {name: value, "Accept": "text/plain"}, "list": [{name: value}]}
-    assert redact_value(args) == {"url": "https://x/api", "headers": {name: REDACTED, "Accept": "text/plain"},
-                                  "list": [{name: REDACTED}]}
+    assert redact_value(args) == {
+        "url": "https://x/api",
+        "headers": {name: REDACTED, "Accept": "text/plain"},
+        "list": [{name: REDACTED}],
+    }
 
 
 @pytest.mark.parametrize(("name", "value"), HEADER_SECRETS)
@@ -268,20 +326,37 @@ def test_a_header_in_text_loses_its_value_and_keeps_its_name(name, value, form):
 
 
 def test_a_credential_key_hides_every_kind_of_value_but_keeps_the_shape():
-    value = {"Set-Cookie": ["a=1", "b=2"], "token": 12345, "password": {"old": "x", "new": "y"},
-             "secret": True, "api_key": None, "cookie": "", "tokens": 42, "token_type": "Bearer",
-             "Content-Type": "application/json"}
-    assert redact_value(value) == {"Set-Cookie": [R, R], "token": R, "password": {"old": R, "new": R},
-                                   "secret": True, "api_key": None, "cookie": "", "tokens": 42,
-                                   "token_type": "Bearer", "Content-Type": "application/json"}
+    value = {
+        "Set-Cookie": ["a=1", "b=2"],
+        "token": 12345,
+        "password": {"old": "x", "new": "y"},
+        "secret": True,
+        "api_key": None,
+        "cookie": "",
+        "tokens": 42,
+        "token_type": "Bearer",
+        "Content-Type": "application/json",
+    }
+    assert redact_value(value) == {
+        "Set-Cookie": [R, R],
+        "token": R,
+        "password": {"old": R, "new": R},
+        "secret": True,
+        "api_key": None,
+        "cookie": "",
+        "tokens": 42,
+        "token_type": "Bearer",
+        "Content-Type": "application/json",
+    }
 
 
 def test_logged_headers_are_redacted_in_nested_and_top_level_fields():
     out = io.StringIO()
     configure_logging("info", stream=out)
     try:
-        structlog.get_logger("t").info("tool", args={"headers": {"X-Api-Key": "QQQQQQQQ"}},
-                                       authorization="Basic dXNlcjpwYXNz", cookie="sid=QQQQ")
+        structlog.get_logger("t").info(
+            "tool", args={"headers": {"X-Api-Key": "QQQQQQQQ"}}, authorization="Basic dXNlcjpwYXNz", cookie="sid=QQQQ"
+        )
     finally:
         logging.getLogger().handlers.clear()
         structlog.reset_defaults()

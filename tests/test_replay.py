@@ -60,8 +60,9 @@ async def record_incident(tmp_path: Path, slack: FakeSlack, fake: FakeAnthropic)
         await env.wait_final(channel, ts)
         (run,) = env.runs()
         with env.ledger() as ledger:
-            incident = export_run(ledger, run.id, categories={t.name: t.category.value for t in env.ops.tools},
-                                  limits=env.settings.limits)
+            incident = export_run(
+                ledger, run.id, categories={t.name: t.category.value for t in env.ops.tools}, limits=env.settings.limits
+            )
     assert incident is not None
     incident_tools.reset()
     return incident
@@ -74,14 +75,16 @@ def no_executions() -> Iterator[None]:
     assert incident_tools.EXECUTIONS == [], "a replay ran a tool for real"
 
 
-async def replay_on(incident: Incident, fake: FakeAnthropic, *steps: Any,
-                    effort: str | None = "medium") -> tuple[Replayed, list[RecordedRequest]]:
+async def replay_on(
+    incident: Incident, fake: FakeAnthropic, *steps: Any, effort: str | None = "medium"
+) -> tuple[Replayed, list[RecordedRequest]]:
     before = len(fake.requests)
     fake.script(*steps)
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
     try:
-        result = await replay(incident, model=AnthropicModel(client, [REPLAY_MODEL]),
-                              price_for=lambda m: price_for(m)[0], effort=effort)
+        result = await replay(
+            incident, model=AnthropicModel(client, [REPLAY_MODEL]), price_for=lambda m: price_for(m)[0], effort=effort
+        )
     finally:
         await client.close()
     fake.assert_complete()
@@ -128,7 +131,8 @@ async def test_a_divergence_at_step_3_is_marked_and_unrecorded_calls_get_errors(
 ) -> None:
     incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
     result, requests = await replay_on(
-        incident, fake_anthropic,
+        incident,
+        fake_anthropic,
         *original_script()[:2],
         reply(tool_use("check_disk", {"host": "web-04"})),
         reply(said("web-04 unknown; stopping here.")),
@@ -149,7 +153,8 @@ async def test_a_different_destructive_call_is_marked_and_never_executed(
     incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
     wider = {**CLEAN, "older_than_days": 1}
     result, requests = await replay_on(
-        incident, fake_anthropic,
+        incident,
+        fake_anthropic,
         *original_script()[:2],
         reply(said("Deleting everything older than a day."), tool_use("clean_logs", wider)),
         reply(said("Not approved in this replay.")),
@@ -170,7 +175,8 @@ async def test_after_a_divergence_a_reply_follows_the_call_it_followed(
 ) -> None:
     incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
     result, requests = await replay_on(
-        incident, fake_anthropic,
+        incident,
+        fake_anthropic,
         reply(tool_use("list_large_files", LARGE)),  # step 1 already differs
         reply(tool_use("check_disk", DISK)),
         reply(said("Done looking.")),
@@ -197,8 +203,12 @@ async def test_the_export_carries_no_planted_secret(
             await env.wait_final(channel, ts)
             (run,) = env.runs()
             with env.ledger() as ledger:
-                incident = export_run(ledger, run.id, categories={t.name: t.category.value for t in env.ops.tools},
-                                      limits=env.settings.limits)
+                incident = export_run(
+                    ledger,
+                    run.id,
+                    categories={t.name: t.category.value for t in env.ops.tools},
+                    limits=env.settings.limits,
+                )
     finally:
         planted_tools.OUTPUT["text"] = "(nothing planted)"
     assert incident is not None and [c.tool for c in incident.calls] == ["read_config"]
@@ -213,8 +223,12 @@ async def _cli(*argv: str) -> int:
 
 
 async def test_export_and_the_suite_exit_status_on_a_regression(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], no_executions: None
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_executions: None,
 ) -> None:
     incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
     monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))
@@ -229,8 +243,11 @@ async def test_export_and_the_suite_exit_status_on_a_regression(
     suite.mkdir()
     (suite / "disk-full.json").write_text(exported.dumps())
 
-    fake_anthropic.script(*original_script()[:2], reply(tool_use("clean_logs", {**CLEAN, "older_than_days": 1})),
-                          reply(said("Could not clean.")))
+    fake_anthropic.script(
+        *original_script()[:2],
+        reply(tool_use("clean_logs", {**CLEAN, "older_than_days": 1})),
+        reply(said("Could not clean.")),
+    )
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 1
     out = capsys.readouterr().out
     assert "disk-full" in out and "REGRESSION" in out and "1 regression(s)" in out
@@ -256,5 +273,3 @@ async def test_the_shipped_demo_incident_replays_on_the_scripted_model(
     assert await _cli("replay", str(ROOT / "bench" / "incidents" / "demo.json"), "--html", str(html)) == 0
     page = html.read_text()
     assert "identical path" in page and "superseded by U0BOB" in page
-
-

@@ -36,8 +36,9 @@ async def _cli(*argv: str) -> int:
 
 
 @pytest.fixture
-async def recorded(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-                   monkeypatch: pytest.MonkeyPatch) -> Path:
+async def recorded(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """The incident as a file, and the environment of `opsloop replay` on this machine: the harness's config
     (its tools), the fake Messages API, and Slack credentials pointing at the fake Slack (a replay must not use
     them)."""
@@ -69,9 +70,11 @@ def _edit_fields(path: Path, **fields: str) -> None:
 
 def _diverging_script() -> list[object]:
     """Same first two steps; then an unrecorded read-only call and a restart the original never asked for."""
-    return [*original_script()[:2],
-            reply(tool_use("check_disk", SUNNY), tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-            reply(said("web-04 is fine; I did not restart anything."))]
+    return [
+        *original_script()[:2],
+        reply(tool_use("check_disk", SUNNY), tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
+        reply(said("web-04 is fine; I did not restart anything.")),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -91,7 +94,7 @@ async def test_live_readonly_runs_an_unrecorded_read_for_real_and_never_a_change
     # the restart the original never decided: would ask, denied (replay), never run, even with --live-readonly
     assert restart.get("is_error") and result_text(restart).startswith("Denied: replay.")
     assert incident_tools.ran("restart_service") == []
-    assert "check_disk(host=\"web-04\")" in out and "[live]" in out
+    assert 'check_disk(host="web-04")' in out and "[live]" in out
     assert "replayed 2 · unrecorded 0 · live 1 · recorded decision 0 · would ask approval 1" in out
     assert "would ask approval → denied (replay)" in out
 
@@ -102,9 +105,11 @@ async def test_live_readonly_never_runs_a_change_the_record_calls_read_only(
     """A record edited to call restart_service read-only: the configured registry says it is mutating, so it is
     not run live; it is unrecorded, and nothing runs."""
     _edit_categories(recorded, restart_service="read_only")
-    fake_anthropic.script(*original_script()[:2],
-                          reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-                          reply(said("Could not restart.")))
+    fake_anthropic.script(
+        *original_script()[:2],
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
+        reply(said("Could not restart.")),
+    )
     capsys.readouterr()
     assert await _cli("replay", str(recorded), "--model", REPLAY_MODEL, "--live-readonly") == 1
     out = capsys.readouterr().out
@@ -196,14 +201,20 @@ async def test_model_prices_the_replay_and_an_unknown_or_retired_model_is_refuse
 
 def _usage(u: dict[str, int] | None) -> Usage:
     u = u or {}
-    return Usage(input_tokens=u.get("input_tokens", 0), output_tokens=u.get("output_tokens", 0),
-                 cache_read_tokens=u.get("cache_read_input_tokens") or 0,
-                 cache_write_tokens=u.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=u.get("input_tokens", 0),
+        output_tokens=u.get("output_tokens", 0),
+        cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+        cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+    )
 
 
 async def test_a_replay_makes_no_slack_request(
-    recorded: Path, tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-    capsys: pytest.CaptureFixture[str]
+    recorded: Path,
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Slack's tokens and URL point at the fake Slack; a replay (single, --html, --suite, --live-readonly, from
     the store by run id) sends it nothing."""
@@ -212,9 +223,11 @@ async def test_a_replay_makes_no_slack_request(
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(recorded, suite / "disk-full.json")
-    for argv in (["replay", str(recorded), "--html", str(tmp_path / "page.html")],
-                 ["replay", run_id, "--live-readonly"],
-                 ["replay", "--suite", str(suite)]):
+    for argv in (
+        ["replay", str(recorded), "--html", str(tmp_path / "page.html")],
+        ["replay", run_id, "--live-readonly"],
+        ["replay", "--suite", str(suite)],
+    ):
         fake_anthropic.script(*original_script())
         assert await _cli(*argv, "--model", REPLAY_MODEL) == 0, argv
     assert "no Slack call" in capsys.readouterr().out

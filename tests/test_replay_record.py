@@ -57,8 +57,10 @@ def _export_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthr
     """`opsloop export` with another config than the run's: other limits, other effort (and, unless `tools`,
     none of the incident's tools)."""
     other = tmp_path / "other.toml"
-    other.write_text(('[tools]\nmodules = ["tests.incident_tools"]\n\n' if tools else "")
-                     + '[model]\neffort = "low"\n\n[limits]\nmax_iterations = 30\ncost_budget_usd = 9.0\n')
+    other.write_text(
+        ('[tools]\nmodules = ["tests.incident_tools"]\n\n' if tools else "")
+        + '[model]\neffort = "low"\n\n[limits]\nmax_iterations = 30\ncost_budget_usd = 9.0\n'
+    )
     monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))
     monkeypatch.setenv("OPSLOOP_CONFIG", str(other))
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
@@ -66,8 +68,11 @@ def _export_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthr
 
 
 async def test_the_export_carries_what_the_run_ran_under_not_the_config_at_export(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     run_id = await _record(tmp_path, fake_slack, fake_anthropic)
     _export_env(tmp_path, monkeypatch, fake_anthropic)
@@ -77,12 +82,18 @@ async def test_the_export_carries_what_the_run_ran_under_not_the_config_at_expor
     body = json.loads(out.out)
     assert body["limits_source"] == "run" and "config at export" not in out.err
     assert (body["limits"]["max_iterations"], body["limits"]["cost_budget_usd"], body["limits"]["parallelism"]) == (
-        5, 2.5, 2)
+        5,
+        2.5,
+        2,
+    )
     assert body["effort"] == "high" and body["model"] == "claude-sonnet-5-5" and body["max_tokens"] == 12_000
     # the categories of the tools the run had (the export's config has none of them)
-    assert {n: body["categories"][n] for n in ("check_disk", "list_large_files", "clean_logs", "restart_service")} \
-        == {"check_disk": "read_only", "list_large_files": "read_only", "clean_logs": "destructive",
-            "restart_service": "mutating"}
+    assert {n: body["categories"][n] for n in ("check_disk", "list_large_files", "clean_logs", "restart_service")} == {
+        "check_disk": "read_only",
+        "list_large_files": "read_only",
+        "clean_logs": "destructive",
+        "restart_service": "mutating",
+    }
 
 
 async def test_a_replay_applies_the_runs_own_limits_and_effort(
@@ -93,8 +104,11 @@ async def test_a_replay_applies_the_runs_own_limits_and_effort(
     run_id = await _record(tmp_path, fake_slack, fake_anthropic)
     incident = _export(tmp_path, run_id)
     assert incident is not None and incident.limits["max_iterations"] == 5 and incident.effort == "high"
-    looping = [reply(tool_use("check_disk", DISK)), reply(tool_use("list_large_files", LARGE)),
-               *[reply(tool_use("check_disk", DISK)) for _ in range(3)]]  # recorded reads: no error breaker
+    looping = [
+        reply(tool_use("check_disk", DISK)),
+        reply(tool_use("list_large_files", LARGE)),
+        *[reply(tool_use("check_disk", DISK)) for _ in range(3)],
+    ]  # recorded reads: no error breaker
     result, requests = await replay_on(incident, fake_anthropic, *looping, effort=None)
     assert len(requests) == 5 and result.replay.stop_reason == "iteration_limit"
     assert result.replay.limits_source == "run" and result.replay.limits["max_iterations"] == 5
@@ -104,8 +118,11 @@ async def test_a_replay_applies_the_runs_own_limits_and_effort(
 
 
 async def test_a_run_stored_without_its_settings_says_config_at_export(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     run_id = await _record(tmp_path, fake_slack, fake_anthropic)
     _forget_settings(tmp_path / "opsloop.db")  # as a run stored before m011 reads
@@ -152,8 +169,12 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 async def test_run_settings_are_stored_once_and_redacted(store: Store) -> None:
     run = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=TASK, model="m")
     assert run.settings is None
-    first = {"limits": {"max_iterations": 5}, "effort": "high", "categories": {"clean_logs": "destructive"},
-             "note": f"token {SECRET}"}
+    first = {
+        "limits": {"max_iterations": 5},
+        "effort": "high",
+        "categories": {"clean_logs": "destructive"},
+        "note": f"token {SECRET}",
+    }
     await store.record_settings(run.id, first)
     await store.record_settings(run.id, {"limits": {"max_iterations": 99}})  # a later drive: the first stays
     got = (await store.get_run(run.id)).settings

@@ -20,18 +20,34 @@ TASK = "web-03 is paging: disk full on /var"
 
 
 def update(status: str, confidence: str) -> dict[str, Any]:
-    return {"situation": "web-03 /var at 100%",
-            "hypotheses": [{"id": "logs", "statement": "rotated nginx logs fill /var", "status": status,
-                            "confidence": confidence, "evidence": ["toolu_disk"]},
-                           {"id": "db", "statement": "the database writes a huge dump", "status": "open",
-                            "confidence": "low", "evidence": []}],
-            "next_steps": ["delete rotated logs"]}
+    return {
+        "situation": "web-03 /var at 100%",
+        "hypotheses": [
+            {
+                "id": "logs",
+                "statement": "rotated nginx logs fill /var",
+                "status": status,
+                "confidence": confidence,
+                "evidence": ["toolu_disk"],
+            },
+            {
+                "id": "db",
+                "statement": "the database writes a huge dump",
+                "status": "open",
+                "confidence": "low",
+                "evidence": [],
+            },
+        ],
+        "next_steps": ["delete rotated logs"],
+    }
 
 
 def script(status: str, confidence: str) -> list[Any]:
-    return [reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-            reply(tool_use(TOOL_NAME, update(status, confidence), id="toolu_sum")),
-            reply(said("Rotated nginx logs fill /var."))]
+    return [
+        reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
+        reply(tool_use(TOOL_NAME, update(status, confidence), id="toolu_sum")),
+        reply(said("Rotated nginx logs fill /var.")),
+    ]
 
 
 async def record(tmp_path: Path, slack: FakeSlack, fake: FakeAnthropic) -> Incident:
@@ -41,8 +57,9 @@ async def record(tmp_path: Path, slack: FakeSlack, fake: FakeAnthropic) -> Incid
         await env.wait_final(channel, ts)
         (run,) = env.runs()
         with env.ledger() as ledger:
-            incident = export_run(ledger, run.id, categories={t.name: t.category.value for t in env.ops.tools},
-                                  limits=env.settings.limits)
+            incident = export_run(
+                ledger, run.id, categories={t.name: t.category.value for t in env.ops.tools}, limits=env.settings.limits
+            )
     assert incident is not None
     return Incident.from_json(incident.to_json())  # as `opsloop replay` reads it: from the exported file
 
@@ -69,8 +86,10 @@ async def test_different_final_hypotheses_are_shown_side_by_side(
     result, _ = await replay_on(incident, fake_anthropic, *script("confirmed", "high"))
     c = compare(result)
     assert not c.same_hypotheses and c.same_change
-    assert ("final hypotheses: different (logs supported/high; db open/low → logs confirmed/high; db open/low)"
-            in text(c).splitlines())
+    assert (
+        "final hypotheses: different (logs supported/high; db open/low → logs confirmed/high; db open/low)"
+        in text(c).splitlines()
+    )
     page = html_page(c, generated_at=0)
     assert "different final hypotheses" in page and "logs confirmed/high" in page
 
@@ -79,8 +98,12 @@ async def test_a_replay_that_never_summarises_says_so(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     incident = await record(tmp_path, fake_slack, fake_anthropic)
-    result, _ = await replay_on(incident, fake_anthropic, reply(tool_use("check_disk", {"host": "web-03"})),
-                                reply(said("Rotated nginx logs fill /var.")))
+    result, _ = await replay_on(
+        incident,
+        fake_anthropic,
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(said("Rotated nginx logs fill /var.")),
+    )
     c = compare(result)
     assert not c.same_hypotheses
     assert "final hypotheses: different (logs supported/high; db open/low → no summary)" in text(c).splitlines()

@@ -76,8 +76,14 @@ def disk_full_reply(tag: str, step: int) -> Reply:
     if step == 0:
         return reply(text("Checking the disk."), tool_use("check_disk", {"host": "web-03"}, id=f"toolu_{tag}_0"))
     if step == 1:
-        return reply(text("/var is full of rotated nginx logs; cleaning them."), tool_use(
-            "clean_logs", {"host": "web-03", "path": "/var/log/nginx", "change": f"{tag}-clean"}, id=f"toolu_{tag}_1"))
+        return reply(
+            text("/var is full of rotated nginx logs; cleaning them."),
+            tool_use(
+                "clean_logs",
+                {"host": "web-03", "path": "/var/log/nginx", "change": f"{tag}-clean"},
+                id=f"toolu_{tag}_1",
+            ),
+        )
     return reply(text(disk_answer(tag)))
 
 
@@ -126,6 +132,7 @@ def install_disk_full(model: FakeAnthropic, asks: Asks) -> None:
         tag, step = tag_and_step(body)
         asks.ask(tag, step)
         return disk_full_reply(tag or "R0", step)
+
     model.script(*[answer] * 500)
 
 
@@ -134,6 +141,7 @@ def install_scenario(model: FakeAnthropic, asks: Asks, also: Callable[[str | Non
         asks.ask(tag, step)
         if also is not None:
             also(tag, step)
+
     ScenarioModel(on_request=on_request).install(model)
 
 
@@ -190,15 +198,20 @@ class Replicas:
 
     def acked(self, ts: str) -> bool:
         """Some replica acked an envelope carrying the message `ts` (so it must not be lost)."""
-        return any(e["envelope_id"] in self.slack.acks for e in self.slack.envelopes
-                   if ((e.get("payload") or {}).get("event") or {}).get("ts") == ts)
+        return any(
+            e["envelope_id"] in self.slack.acks
+            for e in self.slack.envelopes
+            if ((e.get("payload") or {}).get("event") or {}).get("ts") == ts
+        )
 
     async def card(self, tag: str, tool: str) -> Message:
         """The run's pending card for `tool` (once it is there)."""
         thread = self.threads[tag]
         return await self.slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and card_is_for(m, tool) and bool(button_values(m.blocks)),
-            timeout=WAIT)
+            CHANNEL,
+            lambda m: m.thread_ts == thread and card_is_for(m, tool) and bool(button_values(m.blocks)),
+            timeout=WAIT,
+        )
 
     async def click(self, card: Message, action: str = APPROVE, *, user: str = CAROL, to: int) -> None:
         with self.to(to):
@@ -207,7 +220,8 @@ class Replicas:
     async def answered(self, tag: str, answer: Callable[[str], str] = answer_text) -> None:
         thread = self.threads[tag]
         await self.slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and is_final(m.text, m.blocks, tag, answer), timeout=WAIT)
+            CHANNEL, lambda m: m.thread_ts == thread and is_final(m.text, m.blocks, tag, answer), timeout=WAIT
+        )
 
     def driver(self, tag: str) -> int | None:
         """The pid of the process holding the run's lease (None while nobody drives it)."""
@@ -264,8 +278,11 @@ def broken_invariants(replicas: Replicas, asks: Asks, answer: Callable[[str], st
         problems["runs not terminal, or not one run per thread (tag: statuses)"] = bad
     if twice := {k: n for k, n in crash_tools.executions(bots.exec_log).items() if n > 1}:
         problems["changes executed more than once"] = twice
-    if unapproved := [r["change"] for r in crash_tools.read_log(bots.exec_log)
-                      if r.get("event") == "start" and r.get("by") not in APPROVERS]:
+    if unapproved := [
+        r["change"]
+        for r in crash_tools.read_log(bots.exec_log)
+        if r.get("event") == "start" and r.get("by") not in APPROVERS
+    ]:
         problems["changes executed without an approver"] = unapproved
     heard = json.dumps([r.body for r in model.requests])
     if lost := [words for ts, words in replicas.replies.items() if replicas.acked(ts) and words not in heard]:
@@ -273,10 +290,12 @@ def broken_invariants(replicas: Replicas, asks: Asks, answer: Callable[[str], st
     if asked := asks.asked_twice():
         problems["model steps asked twice with no kill of their driver in between"] = asked
         problems["model requests and kills, in order"] = [
-            f"{what[0]}:{what[1]}" if kind == "ask" else f"KILL(driving {sorted(what)})" for kind, what in asks.events]
-    finals = {tag: sum(1 for c in posts(slack, thread)
-                       if is_final(c.args.get("text"), c.args.get("blocks"), tag, answer))
-              for tag, thread in replicas.threads.items()}
+            f"{what[0]}:{what[1]}" if kind == "ask" else f"KILL(driving {sorted(what)})" for kind, what in asks.events
+        ]
+    finals = {
+        tag: sum(1 for c in posts(slack, thread) if is_final(c.args.get("text"), c.args.get("blocks"), tag, answer))
+        for tag, thread in replicas.threads.items()
+    }
     if bad_finals := {tag: n for tag, n in finals.items() if n != 1}:
         problems["answers/handoff reports per run (want 1)"] = bad_finals
     cards = card_posts(slack)
@@ -286,8 +305,9 @@ def broken_invariants(replicas: Replicas, asks: Asks, answer: Callable[[str], st
     return problems
 
 
-def assert_invariants(replicas: Replicas, asks: Asks, answer: Callable[[str], str] = answer_text,
-                      note: str = "") -> None:
+def assert_invariants(
+    replicas: Replicas, asks: Asks, answer: Callable[[str], str] = answer_text, note: str = ""
+) -> None:
     problems = broken_invariants(replicas, asks, answer)
     assert not problems, f"{note}\n{json.dumps(problems, indent=2)}\n{replicas.bots.log_tail(10)}"
 
@@ -303,7 +323,8 @@ def db(pg_url: str) -> Database:
 
 
 async def test_disk_full_mentioned_on_one_replica_is_approved_through_the_other(
-        tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asks = Asks()
     install_disk_full(fake_anthropic, asks)
     replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db, tools=("tests.disk_tools",)))
@@ -327,7 +348,8 @@ async def test_disk_full_mentioned_on_one_replica_is_approved_through_the_other(
 
 
 async def test_a_reply_on_the_replica_not_driving_redirects_the_run(
-        tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asks = Asks()
     install_scenario(fake_anthropic, asks)
     replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db))
@@ -364,7 +386,8 @@ async def test_a_reply_on_the_replica_not_driving_redirects_the_run(
 
 @pytest.mark.parametrize("where", ["inside_a_change", "inside_a_model_request"])
 async def test_a_replica_killed_mid_run_is_taken_over_by_another(
-        where: str, tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    where: str, tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asks = Asks()
     replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db))
     victims: list[int] = []
@@ -404,7 +427,8 @@ async def test_a_replica_killed_mid_run_is_taken_over_by_another(
 
 
 async def test_a_stop_clicked_on_one_replica_ends_the_run_another_drives(
-        tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
     asks = Asks()
     install_scenario(fake_anthropic, asks)
     replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db))
@@ -420,12 +444,16 @@ async def test_a_stop_clicked_on_one_replica_ends_the_run_another_drives(
         assert driver in replicas.procs
         thread = replicas.threads["R1"]
         status = await fake_slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and "status_actions" in block_ids(m.blocks), timeout=WAIT)
+            CHANNEL, lambda m: m.thread_ts == thread and "status_actions" in block_ids(m.blocks), timeout=WAIT
+        )
         with replicas.to(replicas.other_than(driver)):
             await fake_slack.click(ALICE, CHANNEL, status.ts, STOP, timeout=WAIT)
         # Ends while the driver is still inside the held change: the Stop crossed replicas by itself.
-        ended = await poll(lambda: query(db, "SELECT stop_reason, stopped_by FROM runs WHERE status = 'finished'"),
-                           WAIT, "the run to end")
+        ended = await poll(
+            lambda: query(db, "SELECT stop_reason, stopped_by FROM runs WHERE status = 'finished'"),
+            WAIT,
+            "the run to end",
+        )
         await replicas.answered("R1")
     finally:
         replicas.bots.hold_file.unlink(missing_ok=True)
@@ -510,14 +538,21 @@ class CrashLoop:
     async def redeliver(self) -> None:
         """Every events_api envelope never acked goes again, with retry_attempt + 1 (as Slack does)."""
         slack = self.replicas.slack
-        acked = {e["payload"]["event_id"] for e in slack.envelopes
-                 if e["type"] == "events_api" and e["envelope_id"] in slack.acks}
-        latest = {e["payload"]["event_id"]: e for e in slack.envelopes
-                  if e["type"] == "events_api" and e["payload"]["event_id"] not in acked}
+        acked = {
+            e["payload"]["event_id"]
+            for e in slack.envelopes
+            if e["type"] == "events_api" and e["envelope_id"] in slack.acks
+        }
+        latest = {
+            e["payload"]["event_id"]: e
+            for e in slack.envelopes
+            if e["type"] == "events_api" and e["payload"]["event_id"] not in acked
+        }
         for event_id, e in latest.items():
             self.redelivered += 1
-            await slack.send_event(e["payload"]["event"], event_id=event_id, retry_attempt=e["retry_attempt"] + 1,
-                                   timeout=WAIT)
+            await slack.send_event(
+                e["payload"]["event"], event_id=event_id, retry_attempt=e["retry_attempt"] + 1, timeout=WAIT
+            )
 
     async def people(self) -> None:
         """Act on every pending card (again after each restart) until every run has its answer or report."""
@@ -547,8 +582,10 @@ class CrashLoop:
 
     def finished(self, tag: str) -> bool:
         thread = self.replicas.threads[tag]
-        return any(is_final(c.args.get("text"), c.args.get("blocks"), tag, answer_text)
-                   for c in posts(self.replicas.slack, thread))
+        return any(
+            is_final(c.args.get("text"), c.args.get("blocks"), tag, answer_text)
+            for c in posts(self.replicas.slack, thread)
+        )
 
 
 async def until_done(people: asyncio.Task[None], killer: asyncio.Task[None], within: float) -> bool:
@@ -571,8 +608,8 @@ def loop_seed(config: pytest.Config) -> int:
 
 
 async def test_a_crash_loop_across_replicas_loses_and_repeats_nothing(
-        tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-        pytestconfig: pytest.Config) -> None:
+    tmp_path: Path, db: Database, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, pytestconfig: pytest.Config
+) -> None:
     seed = loop_seed(pytestconfig)
     print(f"replica crash loop: seed={seed} (replay with --chaos-seed={seed})")
     asks = Asks()
@@ -597,10 +634,14 @@ async def test_a_crash_loop_across_replicas_loses_and_repeats_nothing(
         await asyncio.gather(*(t for t in (killer, people) if t is not None), return_exceptions=True)
         await replicas.stop_all()
 
-    counts = {"seed": seed, "kills": CRASH_LOOP_KILLS - loop.kills_left,
-              "kills_of_a_driver": sum(1 for kind, tags in asks.events if kind == "kill" and tags),
-              "started": replicas.bots.started,
-              "redelivered": loop.redelivered, "model_requests": len(fake_anthropic.requests)}
+    counts = {
+        "seed": seed,
+        "kills": CRASH_LOOP_KILLS - loop.kills_left,
+        "kills_of_a_driver": sum(1 for kind, tags in asks.events if kind == "kill" and tags),
+        "started": replicas.bots.started,
+        "redelivered": loop.redelivered,
+        "model_requests": len(fake_anthropic.requests),
+    }
     print(json.dumps(counts))
     unanswered = [tag for tag in replicas.threads if not loop.finished(tag)]
     assert answered and not unanswered, f"runs never answered: {unanswered} ({counts})\n{replicas.bots.log_tail(10)}"

@@ -35,8 +35,7 @@ from tests.fakes.slack import FakeSlack, mention_event
 TAKEOVER = 20.0  # seconds B gets to finish every run once A is gone (generous: a 2-core CI box)
 
 
-async def test_a_rolling_deploy_hands_every_run_over_without_doing_anything_twice(tmp_path, fake_slack,
-                                                                                 fake_anthropic):
+async def test_a_rolling_deploy_hands_every_run_over_without_doing_anything_twice(tmp_path, fake_slack, fake_anthropic):
     asked: Counter[tuple[str | None, int]] = Counter()
     ScenarioModel(on_request=lambda tag, step: asked.update([(tag, step)])).install(fake_anthropic)
     bots = Bots(tmp_path, fake_slack, fake_anthropic)
@@ -51,8 +50,10 @@ async def test_a_rolling_deploy_hands_every_run_over_without_doing_anything_twic
     async def card(tag: str, tool: str, timeout: float = 15.0):  # noqa: ASYNC109
         thread = threads[tag]
         return await fake_slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and m in pending_cards(fake_slack, thread)
-            and card_tool(m) == tool, timeout=timeout)
+            CHANNEL,
+            lambda m: m.thread_ts == thread and m in pending_cards(fake_slack, thread) and card_tool(m) == tool,
+            timeout=timeout,
+        )
 
     a = await bots.start()
     b = None
@@ -89,7 +90,8 @@ async def test_a_rolling_deploy_hands_every_run_over_without_doing_anything_twic
     problems: dict[str, object] = {}
     if timed_out:
         problems["not every run answered within TAKEOVER seconds (R1 and R3 with A and B live; all after A left)"] = (
-            TAKEOVER)
+            TAKEOVER
+        )
     runs = query(bots.db, "SELECT thread_ts, status FROM runs")
     not_terminal = {tag: [r["status"] for r in runs if r["thread_ts"] == t] for tag, t in threads.items()}
     not_terminal = {k: v for k, v in not_terminal.items() if v != ["finished"]}

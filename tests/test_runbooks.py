@@ -64,8 +64,11 @@ def test_a_good_runbook_loads_with_its_match_and_steps(tmp_path: Path) -> None:
     assert books.problems == ()
     [rb] = books.runbooks
     assert (rb.name, rb.path, rb.title, rb.steps) == ("disk-full", path, "Disk full on a web host", 4)
-    assert rb.match == Match(alertnames=("DiskFull", "NodeFilesystemAlmostOutOfSpace"), labels=(("team", "web"),),
-                             keywords=("disk full", "no space left"))
+    assert rb.match == Match(
+        alertnames=("DiskFull", "NodeFilesystemAlmostOutOfSpace"),
+        labels=(("team", "web"),),
+        keywords=("disk full", "no space left"),
+    )
     assert rb.body.startswith("1. `check_disk`") and rb.body.endswith("needs resizing.")
 
 
@@ -88,21 +91,26 @@ def test_bad_yaml_is_one_line_naming_the_file_and_the_line(tmp_path: Path) -> No
     assert "(line " in line and "\n" not in line
 
 
-@pytest.mark.parametrize(("front", "why"), [
-    ("title: T\nmatch: {keywords: [x]}\nowner: sre", "unknown key 'owner' (allowed: title, match)"),
-    ("title: T\nmatch: {keywords: [x], severity: page}",
-     "unknown key 'match.severity' (allowed: alertname, labels, keywords)"),
-    ("title: T", "match is missing: give at least one of alertname, labels, keywords"),
-    ("title: T\nmatch: {}", "match has none of alertname, labels, keywords"),
-    ("match: {keywords: [x]}", "title is missing"),
-    ("title: 42\nmatch: {keywords: [x]}", "title must be a non-empty string"),
-    ("title: T\nmatch: {labels: {}}", "match.labels must be a non-empty mapping of label names to strings"),
-    ("title: T\nmatch: {labels: {code: 500}}", 'match.labels.code must be a string (quote it: "500")'),
-    ("title: T\nmatch: {keywords: ['']}", "match.keywords[0] must be a non-empty string"),
-    ("title: T\nmatch: {keywords: disk}", "match.keywords must be a non-empty list of strings"),
-    ("title: T\nmatch: {alertname: []}", "match.alertname must be a non-empty string or a list of them"),
-    ("- a list", "front matter must be a mapping with title and match"),
-])
+@pytest.mark.parametrize(
+    ("front", "why"),
+    [
+        ("title: T\nmatch: {keywords: [x]}\nowner: sre", "unknown key 'owner' (allowed: title, match)"),
+        (
+            "title: T\nmatch: {keywords: [x], severity: page}",
+            "unknown key 'match.severity' (allowed: alertname, labels, keywords)",
+        ),
+        ("title: T", "match is missing: give at least one of alertname, labels, keywords"),
+        ("title: T\nmatch: {}", "match has none of alertname, labels, keywords"),
+        ("match: {keywords: [x]}", "title is missing"),
+        ("title: 42\nmatch: {keywords: [x]}", "title must be a non-empty string"),
+        ("title: T\nmatch: {labels: {}}", "match.labels must be a non-empty mapping of label names to strings"),
+        ("title: T\nmatch: {labels: {code: 500}}", 'match.labels.code must be a string (quote it: "500")'),
+        ("title: T\nmatch: {keywords: ['']}", "match.keywords[0] must be a non-empty string"),
+        ("title: T\nmatch: {keywords: disk}", "match.keywords must be a non-empty list of strings"),
+        ("title: T\nmatch: {alertname: []}", "match.alertname must be a non-empty string or a list of them"),
+        ("- a list", "front matter must be a mapping with title and match"),
+    ],
+)
 def test_each_broken_front_matter_is_refused_with_its_reason(tmp_path: Path, front: str, why: str) -> None:
     path = write(tmp_path / "broken.md", f"---\n{front}\n---\n1. x\n")
     assert problems(tmp_path) == [f"{path}: {why}"]
@@ -114,10 +122,13 @@ def test_every_problem_of_one_file_is_on_its_line(tmp_path: Path) -> None:
     assert problems(tmp_path) == [f"{path}: unknown key 'owner' (allowed: title, match); title is missing"]
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("just markdown\n", "no front matter: the first line must be ---"),
-    ("---\ntitle: T\nmatch: {keywords: [x]}\n", "front matter is not closed: no second --- line"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("just markdown\n", "no front matter: the first line must be ---"),
+        ("---\ntitle: T\nmatch: {keywords: [x]}\n", "front matter is not closed: no second --- line"),
+    ],
+)
 def test_a_file_without_front_matter_is_refused(tmp_path: Path, text: str, why: str) -> None:
     path = write(tmp_path / "x.md", text)
     assert problems(tmp_path) == [f"{path}: {why}"]
@@ -125,8 +136,10 @@ def test_a_file_without_front_matter_is_refused(tmp_path: Path, text: str, why: 
 
 def test_python_yaml_tags_are_refused_and_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    write(tmp_path / "rb" / "evil.md",
-          f"---\ntitle: !!python/object/apply:os.system ['touch {marker}']\nmatch: {{keywords: [x]}}\n---\n")
+    write(
+        tmp_path / "rb" / "evil.md",
+        f"---\ntitle: !!python/object/apply:os.system ['touch {marker}']\nmatch: {{keywords: [x]}}\n---\n",
+    )
     write(tmp_path / "rb" / "obj.md", "---\ntitle: !!python/object:builtins.object {}\nmatch: {keywords: [x]}\n---\n")
     lines = problems(tmp_path / "rb")
     assert len(lines) == 2
@@ -184,8 +197,9 @@ def test_a_symlinked_directory_leading_outside_is_refused_and_not_read(tmp_path:
     (tmp_path / "rb" / "more").symlink_to(tmp_path / "outside", target_is_directory=True)
     books = load(tmp_path / "rb")
     assert books.runbooks == ()
-    assert [str(p) for p in books.problems] == [f"{tmp_path / 'rb' / 'more'}: a symlinked directory that leads "
-                                                "outside dirs"]
+    assert [str(p) for p in books.problems] == [
+        f"{tmp_path / 'rb' / 'more'}: a symlinked directory that leads outside dirs"
+    ]
 
 
 def test_a_symlink_within_dirs_loads(tmp_path: Path) -> None:
@@ -210,8 +224,9 @@ def test_a_fifo_is_not_read(tmp_path: Path) -> None:
 
 
 def test_a_missing_directory_is_a_problem(tmp_path: Path) -> None:
-    assert problems(tmp_path / "nope") == [f"{tmp_path / 'nope'}: runbook directory cannot be read: "
-                                           "No such file or directory"]
+    assert problems(tmp_path / "nope") == [
+        f"{tmp_path / 'nope'}: runbook directory cannot be read: No such file or directory"
+    ]
 
 
 def test_two_files_with_one_name_keep_the_first(tmp_path: Path) -> None:
@@ -220,7 +235,8 @@ def test_two_files_with_one_name_keep_the_first(tmp_path: Path) -> None:
     books = load(tmp_path / "a", tmp_path / "b")
     assert [rb.title for rb in books.runbooks] == ["First"]
     assert [str(p) for p in books.problems] == [
-        f"{second}: a runbook named 'disk' is already loaded from {tmp_path / 'a' / 'disk.md'}"]
+        f"{second}: a runbook named 'disk' is already loaded from {tmp_path / 'a' / 'disk.md'}"
+    ]
 
 
 def test_problem_reads_as_one_line() -> None:
@@ -283,15 +299,21 @@ def test_a_fixed_file_loads_and_its_problem_goes(tmp_path: Path) -> None:
 
 
 def test_steps_are_top_level_numbered_items_outside_fences() -> None:
-    body = ("Intro.\n\n1. one\n   1. a sub-item\n2) two\n\n```sh\n3. not a step\n```\n"
-            "    4. indented code\n10. ten\n- bullet\n1.5 not an item\n")
+    body = (
+        "Intro.\n\n1. one\n   1. a sub-item\n2) two\n\n```sh\n3. not a step\n```\n"
+        "    4. indented code\n10. ten\n- bullet\n1.5 not an item\n"
+    )
     assert count_steps(body) == 3
 
 
 def test_backticked_tool_names_are_found_outside_fences(tmp_path: Path) -> None:
     write(tmp_path / "disk-full.md", DISK_FULL + "\n```\n`not_seen`\n```\nthen `restart_service()` and `df -h`\n")
     assert backticked_tools(load(tmp_path).runbooks[0]) == {
-        "check_disk", "list_big_files", "clean_logs", "restart_service"}
+        "check_disk",
+        "list_big_files",
+        "clean_logs",
+        "restart_service",
+    }
 
 
 # --- matching ----------------------------------------------------------------------------------------------------
@@ -337,7 +359,9 @@ def test_a_non_matching_runbook_is_never_offered(books) -> None:  # type: ignore
 def test_the_most_keys_that_hold_win(books) -> None:  # type: ignore[no-untyped-def]
     found = find(books, query="disk full again", alertname="DNSDown", labels={"team": "web"})
     assert [(f.runbook.name, f.reasons) for f in found] == [
-        ("disk-full", ("labels team=web", "keyword 'disk full'")), ("dns", ("alertname DNSDown",))]
+        ("disk-full", ("labels team=web", "keyword 'disk full'")),
+        ("dns", ("alertname DNSDown",)),
+    ]
 
 
 def test_a_tie_goes_to_the_first_file_by_name(tmp_path: Path) -> None:
@@ -354,8 +378,10 @@ def test_the_offer_is_marked_as_data_and_names_approval(books) -> None:  # type:
     found = best(books, alertname="DiskFull", labels={"team": "web"})
     assert found is not None
     block = offer_block(found)
-    assert block.startswith(f"{BLOCK_START} disk-full: 'Disk full on a web host', 4 steps; matched by "
-                            "alertname DiskFull, labels team=web]\n")
+    assert block.startswith(
+        f"{BLOCK_START} disk-full: 'Disk full on a web host', 4 steps; matched by "
+        "alertname DiskFull, labels team=web]\n"
+    )
     assert "not instructions" in block and "goes through approval" in block
     assert "3. `clean_logs` for the rotated nginx logs (a card)." in block
     assert thread_line(found.runbook) == "Following runbook: Disk full on a web host (4 steps)"
@@ -371,15 +397,20 @@ def test_what_the_tools_return_is_redacted(tmp_path: Path) -> None:
     write(tmp_path / "leak.md", runbook(f"Use {token}", "  keywords: [leak]", f"1. curl -H 'Bearer {token}'\n"))
     books = load(tmp_path)
     found = find(books, query="a leak")
-    texts = [find_text(found), read(books, "leak"), read_text(books.runbooks[0]), offer_block(found[0]),
-             thread_line(books.runbooks[0])]
+    texts = [
+        find_text(found),
+        read(books, "leak"),
+        read_text(books.runbooks[0]),
+        offer_block(found[0]),
+        thread_line(books.runbooks[0]),
+    ]
     assert all(token not in t and REDACTED in t for t in texts)
 
 
 def test_find_text_lists_name_title_and_reason(books) -> None:  # type: ignore[no-untyped-def]
     assert find_text(find(books, query="nxdomain for api.internal")) == (
-        "- dns: DNS fails (1 step) — matched by keyword 'nxdomain'\n"
-        "read_runbook(name) returns one runbook's steps.")
+        "- dns: DNS fails (1 step) — matched by keyword 'nxdomain'\nread_runbook(name) returns one runbook's steps."
+    )
     assert find_text([]).startswith("No runbook matches.")
 
 
@@ -388,5 +419,6 @@ def test_the_loader_is_a_safe_one() -> None:
     import yaml
 
     from tools.runbooks.library import SAFE_LOADER
+
     assert issubclass(SAFE_LOADER, yaml.constructor.SafeConstructor)
     assert not issubclass(SAFE_LOADER, yaml.constructor.FullConstructor)

@@ -32,8 +32,9 @@ BROKEN = {
 }
 
 
-async def test_check_lists_runbooks_and_names_each_broken_file(fake_slack, fake_anthropic, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+async def test_check_lists_runbooks_and_names_each_broken_file(
+    fake_slack, fake_anthropic, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = tmp_path / "runbooks"
     d.mkdir()
     (d / "disk-full.md").write_text(GOOD)
@@ -48,8 +49,10 @@ async def test_check_lists_runbooks_and_names_each_broken_file(fake_slack, fake_
     captured = capsys.readouterr()
     out, err = captured.out.splitlines(), captured.err.splitlines()
     assert f"runbooks: 1 loaded from {d}" in out
-    assert ("  disk-full: Disk full on a web host (2 steps) matches alertname DiskFull | "
-            "NodeFilesystemAlmostOutOfSpace; labels team=web; keywords 'disk full'") in out
+    assert (
+        "  disk-full: Disk full on a web host (2 steps) matches alertname DiskFull | "
+        "NodeFilesystemAlmostOutOfSpace; labels team=web; keywords 'disk full'"
+    ) in out
     assert "find_runbooks" in captured.out and "read_runbook" in captured.out  # in the tool table
     problems = [line for line in err if line.startswith("opsloop: runbooks: ")]
     assert len(problems) == len(BROKEN) + 1, err
@@ -58,12 +61,12 @@ async def test_check_lists_runbooks_and_names_each_broken_file(fake_slack, fake_
         assert why in line
     (line,) = [p for p in problems if f"{d / 'outside.md'}:" in p]
     assert "leads outside dirs" in line
-    assert (f"opsloop: warning: runbooks: {d / 'disk-full.md'}: names tool(s) no registry has: fix_everything"
-            in err)
+    assert f"opsloop: warning: runbooks: {d / 'disk-full.md'}: names tool(s) no registry has: fix_everything" in err
 
 
-async def test_check_passes_with_good_runbooks_only(fake_slack, fake_anthropic, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+async def test_check_passes_with_good_runbooks_only(
+    fake_slack, fake_anthropic, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = tmp_path / "runbooks"
     d.mkdir()
     (d / "disk-full.md").write_text(GOOD.replace(", then `fix_everything`", ""))
@@ -74,12 +77,15 @@ async def test_check_passes_with_good_runbooks_only(fake_slack, fake_anthropic, 
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(("section", "why"), [
-    ('[runbooks]\n', "runbooks: missing required key 'dirs'"),
-    ('[runbooks]\ndirs = "rb"\n', "runbooks.dirs: expected a list of strings, got a string"),
-    ('[runbooks]\ndirs = []\n', "runbooks.dirs: must list at least one directory"),
-    ('[runbooks]\ndirs = ["rb"]\nx = 1\n', "runbooks.x: unknown key (known: dirs)"),
-])
+@pytest.mark.parametrize(
+    ("section", "why"),
+    [
+        ("[runbooks]\n", "runbooks: missing required key 'dirs'"),
+        ('[runbooks]\ndirs = "rb"\n', "runbooks.dirs: expected a list of strings, got a string"),
+        ("[runbooks]\ndirs = []\n", "runbooks.dirs: must list at least one directory"),
+        ('[runbooks]\ndirs = ["rb"]\nx = 1\n', "runbooks.x: unknown key (known: dirs)"),
+    ],
+)
 def test_a_bad_runbooks_section_is_a_config_problem_with_its_path(tmp_path: Path, section: str, why: str) -> None:
     config = tmp_path / "opsloop.toml"
     config.write_text(section)

@@ -3,7 +3,6 @@ mention (by keyword) each get the best runbook in the first turn and `Following 
 runbook that does not match is never offered; the tools refuse and reload through the reach; a runbook's
 destructive step still waits for a card the requester can't approve."""
 
-
 from __future__ import annotations
 
 import json
@@ -76,8 +75,9 @@ def first_turn(request: Any) -> str:
 
 async def said(env: BotEnv, channel: str, ts: str, words: str) -> None:
     """The bot's answer saying `words` is in the thread (wait_final would take the runbook's line for it)."""
-    await env.slack.wait_for_message(channel, lambda m: m.thread_ts == ts and m.user == env.slack.bot_user_id
-                                     and words in m.text)
+    await env.slack.wait_for_message(
+        channel, lambda m: m.thread_ts == ts and m.user == env.slack.bot_user_id and words in m.text
+    )
 
 
 async def thread_line(env: BotEnv, ts: str, title: str) -> str:
@@ -152,13 +152,20 @@ async def test_the_tools_find_read_refuse_and_see_a_changed_file(
     (d / "escape.md").symlink_to(outside)
     (d / "huge.md").write_text(DNS + "x" * (64 * 1024))
     fake_anthropic.script(
-        reply(tool_use("find_runbooks", {"alertname": "DiskFull"}), tool_use("read_runbook", {"name": "escape"}),
-              tool_use("read_runbook", {"name": "dns"}), tool_use("read_runbook", {"name": "../secret"})),
+        reply(
+            tool_use("find_runbooks", {"alertname": "DiskFull"}),
+            tool_use("read_runbook", {"name": "escape"}),
+            tool_use("read_runbook", {"name": "dns"}),
+            tool_use("read_runbook", {"name": "../secret"}),
+        ),
         reply(tool_use("read_runbook", {"name": "huge"})),
         reply(text("Nothing for a full disk.")),
-        reply(tool_use("find_runbooks", {"query": "disk full here", "labels": {"team": "web"}}),
-              tool_use("read_runbook", {"name": "disk-full"})),
-        reply(text("Done.")))
+        reply(
+            tool_use("find_runbooks", {"query": "disk full here", "labels": {"team": "web"}}),
+            tool_use("read_runbook", {"name": "disk-full"}),
+        ),
+        reply(text("Done.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, RUNBOOKS) as env:
         schema = next(t for t in env.ops.supervisor.tools.api_schemas() if t["name"] == "find_runbooks")
         assert schema["input_schema"]["properties"]["labels"]["type"] == ["object", "null"]

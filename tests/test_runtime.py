@@ -84,8 +84,9 @@ async def hang(host: str) -> str:
     return "unreachable"
 
 
-REGISTRY = ToolRegistry([check_cpu, list_top_processes, restart_service, clean_logs, flaky, read_secret_file,
-                         drop_database, hang])
+REGISTRY = ToolRegistry(
+    [check_cpu, list_top_processes, restart_service, clean_logs, flaky, read_secret_file, drop_database, hang]
+)
 PRIMARY, FALLBACK = "claude-sonnet-5-5", "claude-haiku-5-5"
 
 
@@ -96,13 +97,25 @@ def _reset_executed() -> None:
 
 def config(store: Store, client: anthropic.AsyncAnthropic, **kw: Any) -> RunConfig:
     model = AnthropicModel(client, [PRIMARY, FALLBACK], backoff_base=0.001, retry_after_cap=0.05)
-    return RunConfig(model=model, store=store, tools=kw.pop("tools", REGISTRY), price_for=lambda m: price_for(m)[0],
-                     system_prompt=kw.pop("system_prompt", "You are opsloop."), **kw)
+    return RunConfig(
+        model=model,
+        store=store,
+        tools=kw.pop("tools", REGISTRY),
+        price_for=lambda m: price_for(m)[0],
+        system_prompt=kw.pop("system_prompt", "You are opsloop."),
+        **kw,
+    )
 
 
 async def start(store: Store, task: str = "web-03 has high CPU") -> str:
-    row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=PRIMARY,
-                                 history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
+    row = await store.create_run(
+        channel="C1",
+        thread_ts="1.0",
+        requester="U1",
+        task=task,
+        model=PRIMARY,
+        history=[{"role": "user", "content": [{"type": "text", "text": task}]}],
+    )
     return row.id
 
 
@@ -152,8 +165,10 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
     fake_anthropic.script(
         reply(text("Checking CPU."), tool_use("check_cpu", {"host": "web-03"}, id="toolu_a")),
         reply(tool_use("list_top_processes", {"host": "web-03"}, id="toolu_b")),
-        reply(text("java is spinning; restarting it."),
-              tool_use("restart_service", {"host": "web-03", "unit": "java-app"}, id="toolu_c")),
+        reply(
+            text("java is spinning; restarting it."),
+            tool_use("restart_service", {"host": "web-03", "unit": "java-app"}, id="toolu_c"),
+        ),
         reply(tool_use("check_cpu", {"host": "web-03"}, id="toolu_d")),
         reply(text("CPU is back to normal after restarting java-app (approved by U2).")),
     )
@@ -172,20 +187,51 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
     body = fake_anthropic.requests[-1].body
     assert [(m["role"], unsigned(m["content"])) for m in body["messages"]] == [
         ("user", [{"type": "text", "text": "web-03 has high CPU"}]),
-        ("assistant", [thought("Checking CPU."),
-                       {"type": "tool_use", "id": "toolu_a", "name": "check_cpu", "input": {"host": "web-03"}}]),
+        (
+            "assistant",
+            [
+                thought("Checking CPU."),
+                {"type": "tool_use", "id": "toolu_a", "name": "check_cpu", "input": {"host": "web-03"}},
+            ],
+        ),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "web-03: cpu 97%, load 7.9"}]),
-        ("assistant", [thought("Considering the next step."),
-                       {"type": "tool_use", "id": "toolu_b", "name": "list_top_processes",
-                        "input": {"host": "web-03"}}]),
+        (
+            "assistant",
+            [
+                thought("Considering the next step."),
+                {"type": "tool_use", "id": "toolu_b", "name": "list_top_processes", "input": {"host": "web-03"}},
+            ],
+        ),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "PID 4242 java 310% cpu"}]),
-        ("assistant", [thought("java is spinning; restarting it."),
-                       {"type": "tool_use", "id": "toolu_c", "name": "restart_service",
-                        "input": {"host": "web-03", "unit": "java-app"}}]),
-        ("user", [{"type": "tool_result", "tool_use_id": "toolu_c",
-                   "content": "restarted java-app on web-03 (approved by U2)"}]),
-        ("assistant", [thought("Considering the next step."),
-                       {"type": "tool_use", "id": "toolu_d", "name": "check_cpu", "input": {"host": "web-03"}}]),
+        (
+            "assistant",
+            [
+                thought("java is spinning; restarting it."),
+                {
+                    "type": "tool_use",
+                    "id": "toolu_c",
+                    "name": "restart_service",
+                    "input": {"host": "web-03", "unit": "java-app"},
+                },
+            ],
+        ),
+        (
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_c",
+                    "content": "restarted java-app on web-03 (approved by U2)",
+                }
+            ],
+        ),
+        (
+            "assistant",
+            [
+                thought("Considering the next step."),
+                {"type": "tool_use", "id": "toolu_d", "name": "check_cpu", "input": {"host": "web-03"}},
+            ],
+        ),
         ("user", [{"type": "tool_result", "tool_use_id": "toolu_d", "content": "web-03: cpu 97%, load 7.9"}]),
     ]
     assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9]
@@ -200,8 +246,7 @@ async def test_iteration_limit_is_terminal(store, fake_anthropic, anthropic_clie
     fake_anthropic.script(*keep_calling(2))
     cfg = config(store, anthropic_client, limits=Limits(max_iterations=2))
     result = await run(cfg, await start(store))
-    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (
-        StopReason.ITERATION_LIMIT, 2, 2)
+    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (StopReason.ITERATION_LIMIT, 2, 2)
 
 
 async def test_token_budget_is_terminal(store, fake_anthropic, anthropic_client):
@@ -231,20 +276,32 @@ async def test_deadline_covers_a_hung_tool(store):
 
 async def test_stopped_run_leaves_a_valid_history(store):
     run_id = await start(store)
-    await run(instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store,
-                      limits=Limits(deadline_seconds=0.5)), run_id)
+    await run(
+        instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store, limits=Limits(deadline_seconds=0.5)), run_id
+    )
     history = await store.history(run_id)
-    assert history[-1] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_h", "is_error": True,
-         "content": "Not run: the run stopped (deadline) before this call."}]}
+    assert history[-1] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_h",
+                "is_error": True,
+                "content": "Not run: the run stopped (deadline) before this call.",
+            }
+        ],
+    }
 
 
 # --- errors: recoverable --------------------------------------------------------------
-@pytest.mark.parametrize(("call", "expected"), [
-    (tool_use("no_such_tool", {}, id="toolu_x"), "unknown tool 'no_such_tool'"),
-    (tool_use("check_cpu", {"hostname": "web-03"}, id="toolu_x"), "invalid arguments for check_cpu"),
-    (tool_use("flaky", {"host": "web-03"}, id="toolu_x"), "Connection refused"),
-])
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (tool_use("no_such_tool", {}, id="toolu_x"), "unknown tool 'no_such_tool'"),
+        (tool_use("check_cpu", {"hostname": "web-03"}, id="toolu_x"), "invalid arguments for check_cpu"),
+        (tool_use("flaky", {"host": "web-03"}, id="toolu_x"), "Connection refused"),
+    ],
+)
 async def test_recoverable_errors_go_back_as_tool_results(store, fake_anthropic, anthropic_client, call, expected):
     fake_anthropic.script(reply(call), reply(text("ok, giving up on that")))
     result = await run(config(store, anthropic_client), await start(store))
@@ -336,7 +393,10 @@ async def test_read_only_parallel_tools_overlap_and_results_keep_call_order(stor
     result = await run(config(store, anthropic_client, tools=ToolRegistry([probe])), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     assert [(b["tool_use_id"], b["content"]) for b in last_content(fake_anthropic, 1)] == [
-        ("toolu_c", "c ok"), ("toolu_a", "a ok"), ("toolu_b", "b ok")]
+        ("toolu_c", "c ok"),
+        ("toolu_a", "a ok"),
+        ("toolu_b", "b ok"),
+    ]
 
 
 async def test_mutating_tools_never_overlap(store, fake_anthropic, anthropic_client):
@@ -359,13 +419,13 @@ async def test_mutating_tools_never_overlap(store, fake_anthropic, anthropic_cli
 
 
 # --- confirm gate ---------------------------------------------------------------------
-async def test_approval_injects_confirmed_by_and_destructive_preview_is_shown(store, fake_anthropic,
-                                                                              anthropic_client):
+async def test_approval_injects_confirmed_by_and_destructive_preview_is_shown(store, fake_anthropic, anthropic_client):
     confirm, seen = await approve_as("U024BE7LH")
     fake_anthropic.script(reply(tool_use("clean_logs", {"path": "/var/log/nginx"})), reply(text("freed 19.8 GB")))
     await run(config(store, anthropic_client, confirm=confirm), await start(store))
     assert [(s.call.name, s.category, s.preview) for s in seen] == [
-        ("clean_logs", "destructive", "would delete 212 files, 19.8 GB under /var/log/nginx")]
+        ("clean_logs", "destructive", "would delete 212 files, 19.8 GB under /var/log/nginx")
+    ]
     assert EXECUTED == [("clean_logs", {"path": "/var/log/nginx"}, "U024BE7LH")]
 
 
@@ -373,8 +433,9 @@ async def test_denial_reason_goes_to_the_model_and_nothing_runs(store, fake_anth
     async def deny(req: ConfirmRequest) -> Decision:
         return Decision(approved=False, confirmed_by="U2", reason="not during peak traffic")
 
-    fake_anthropic.script(reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-                          reply(text("understood")))
+    fake_anthropic.script(
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})), reply(text("understood"))
+    )
     await run(config(store, anthropic_client, confirm=deny), await start(store))
     [block] = last_content(fake_anthropic, 1)
     assert block["is_error"] is True
@@ -383,8 +444,9 @@ async def test_denial_reason_goes_to_the_model_and_nothing_runs(store, fake_anth
 
 
 async def test_without_a_confirm_callback_confirm_tools_are_refused(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-                          reply(text("cannot restart")))
+    fake_anthropic.script(
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})), reply(text("cannot restart"))
+    )
     await run(config(store, anthropic_client), await start(store))
     [block] = last_content(fake_anthropic, 1)
     assert (block["is_error"], "needs a human approval" in block["content"]) == (True, True)
@@ -431,9 +493,13 @@ async def test_context_overflow_condenses_once_then_continues(store, fake_anthro
 
 async def test_second_overflow_is_terminal(store, fake_anthropic, anthropic_client):
     too_long = error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
-    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-01"})),
-                          reply(tool_use("check_cpu", {"host": "web-02"})),
-                          too_long, reply(text("summary")), too_long)
+    fake_anthropic.script(
+        reply(tool_use("check_cpu", {"host": "web-01"})),
+        reply(tool_use("check_cpu", {"host": "web-02"})),
+        too_long,
+        reply(text("summary")),
+        too_long,
+    )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.stop_reason == StopReason.MODEL_ERROR
     assert "already condensed once" in result.stop_detail
@@ -447,8 +513,9 @@ async def test_tool_call_written_as_json_text_is_recovered(store, fake_anthropic
     )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.tools_called == ("check_cpu",)
-    assistant = [b for b in strip_cache(fake_anthropic.requests[1].body["messages"][1]["content"])
-                 if b["type"] != "thinking"]
+    assistant = [
+        b for b in strip_cache(fake_anthropic.requests[1].body["messages"][1]["content"]) if b["type"] != "thinking"
+    ]
     recovered_id = assistant[1]["id"]
     assert recovered_id.startswith("toolu_recovered_")
     assert assistant == [
@@ -468,8 +535,13 @@ async def test_each_recovered_json_call_gets_its_own_id_and_runs(store, fake_ant
     result = await run(config(store, anthropic_client), await start(store))
     assert (result.stop_reason, result.tools_called) == (StopReason.COMPLETED, ("check_cpu", "check_cpu"))
     assert [args["host"] for name, args, _ in EXECUTED] == ["web-01", "web-02"]
-    results = [b for m in fake_anthropic.requests[2].body["messages"] if m["role"] == "user"
-               for b in m["content"] if b["type"] == "tool_result"]
+    results = [
+        b
+        for m in fake_anthropic.requests[2].body["messages"]
+        if m["role"] == "user"
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
     assert [r["content"] for r in results] == ["web-01: cpu 97%, load 7.9", "web-02: cpu 97%, load 7.9"]
 
 
@@ -477,7 +549,10 @@ async def test_json_naming_an_unknown_tool_stays_text(store, fake_anthropic, ant
     fake_anthropic.script(reply(text('{"name": "rm_rf", "input": {}}')))
     result = await run(config(store, anthropic_client), await start(store))
     assert (result.stop_reason, result.output, result.tools_called) == (
-        StopReason.COMPLETED, '{"name": "rm_rf", "input": {}}', ())
+        StopReason.COMPLETED,
+        '{"name": "rm_rf", "input": {}}',
+        (),
+    )
 
 
 async def test_empty_response_is_retried_twice(store, fake_anthropic, anthropic_client):
@@ -521,7 +596,8 @@ async def test_each_request_reads_the_previous_prefix_from_cache(store, fake_ant
     for before, after in itertools.pairwise(usages):
         # everything the previous request cached (read or written) is read now
         assert after["cache_read_input_tokens"] == (
-            before["cache_read_input_tokens"] + before["cache_creation_input_tokens"])
+            before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
+        )
     assert result.usage.cache_read_tokens == sum(u["cache_read_input_tokens"] for u in usages)
     bodies = [r.body for r in fake_anthropic.requests]
     assert all(b["system"] == bodies[0]["system"] and b["tools"] == bodies[0]["tools"] for b in bodies)
@@ -530,8 +606,10 @@ async def test_each_request_reads_the_previous_prefix_from_cache(store, fake_ant
 # --- resume -----------------------------------------------------------------------------
 async def test_run_resumes_from_the_store_after_the_process_dies(store, fake_anthropic, anthropic_client):
     fake_anthropic.script(
-        reply(tool_use("check_cpu", {"host": "web-03"}, id="toolu_1"),
-              tool_use("restart_service", {"host": "web-03", "unit": "nginx"}, id="toolu_2")),
+        reply(
+            tool_use("check_cpu", {"host": "web-03"}, id="toolu_1"),
+            tool_use("restart_service", {"host": "web-03", "unit": "nginx"}, id="toolu_2"),
+        ),
         reply(text("restarted nginx")),
     )
     asked = asyncio.Event()
@@ -577,8 +655,9 @@ async def test_stop_requested_cancels_the_run(store, fake_anthropic, anthropic_c
         return Decision(approved=False, confirmed_by="U9", reason="stopping")
 
     fake_anthropic.script(reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})))
-    result = await run(config(store, anthropic_client, confirm=confirm, stop_requested=stop_requested),
-                       await start(store))
+    result = await run(
+        config(store, anthropic_client, confirm=confirm, stop_requested=stop_requested), await start(store)
+    )
     assert (result.stop_reason, result.stopped_by) == (StopReason.CANCELLED, "U9")
 
 
@@ -597,19 +676,23 @@ async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_ant
     assert [s.kind for s in await store.steps(run_id)] == [e for e, _ in steps]
 
 
-async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(store, fake_anthropic,
-                                                                               anthropic_client):
+async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(store, fake_anthropic, anthropic_client):
     run_id = await start(store)
     await store.put_message(run_id, 1, {"role": "assistant", "content": [{"type": "text", "text": "all good"}]})
     result = await run(config(store, anthropic_client), run_id)
     assert (result.stop_reason, result.output, fake_anthropic.requests) == (StopReason.COMPLETED, "all good", [])
 
 
-async def test_a_context_budget_condenses_once_when_there_is_history_to_condense(store, fake_anthropic,
-                                                                                 anthropic_client):
+async def test_a_context_budget_condenses_once_when_there_is_history_to_condense(
+    store, fake_anthropic, anthropic_client
+):
     # Step 1 has nothing older to condense; after step 2 there is, so the summary request comes next.
-    fake_anthropic.script(*keep_calling(2), reply(text("summary of web-00, web-01")),
-                          reply(tool_use("check_cpu", {"host": "web-09"})), reply(text("done")))
+    fake_anthropic.script(
+        *keep_calling(2),
+        reply(text("summary of web-00, web-01")),
+        reply(tool_use("check_cpu", {"host": "web-09"})),
+        reply(text("done")),
+    )
     run_id = await start(store)
     result = await run(config(store, anthropic_client, context_budget_tokens=50), run_id)
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
@@ -619,8 +702,7 @@ async def test_a_context_budget_condenses_once_when_there_is_history_to_condense
     assert "[Summary of the work so far" in history[0]["content"][0]["text"]
 
 
-async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(store, fake_anthropic,
-                                                                             anthropic_client):
+async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(store, fake_anthropic, anthropic_client):
     @tool(category=Category.MUTATING, name="restart_unit")
     async def restart_unit(unit: str, *, confirmed_by: str) -> str:
         """Restart an allowlisted unit."""
@@ -633,14 +715,21 @@ async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(sto
 
     confirm, seen = await approve_as("U2")
     fake_anthropic.script(reply(tool_use("restart_unit", {"unit": "postgres"})))
-    result = await run(config(store, anthropic_client, tools=ToolRegistry([restart_unit]), confirm=confirm),
-                       await start(store))
+    result = await run(
+        config(store, anthropic_client, tools=ToolRegistry([restart_unit]), confirm=confirm), await start(store)
+    )
     assert (result.stop_reason, result.stop_detail, seen) == (
-        StopReason.PERMISSION_DENIED, "restart_unit: postgres is not on the restart allowlist", [])
+        StopReason.PERMISSION_DENIED,
+        "restart_unit: postgres is not on the restart allowlist",
+        [],
+    )
 
 
 async def test_a_refusal_is_named_as_such(store, fake_anthropic, anthropic_client):
     fake_anthropic.script(reply(stop_reason="refusal"))
     result = await run(config(store, anthropic_client), await start(store))
     assert (result.stop_reason, result.stop_detail, len(fake_anthropic.requests)) == (
-        StopReason.MODEL_ERROR, "the model refused the request (stop_reason refusal)", 1)
+        StopReason.MODEL_ERROR,
+        "the model refused the request (stop_reason refusal)",
+        1,
+    )

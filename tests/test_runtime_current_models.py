@@ -67,15 +67,27 @@ class Replies:
         return item
 
 
-def answer(*blocks: dict[str, Any], stop: str = "end_turn", output: int = 10,
-           drop_block: bool = False) -> ModelResponse:
-    return ModelResponse(content=list(blocks), stop_reason=stop, model=MODEL, drop_block=drop_block,
-                         usage=Usage(input_tokens=100, output_tokens=output))
+def answer(
+    *blocks: dict[str, Any], stop: str = "end_turn", output: int = 10, drop_block: bool = False
+) -> ModelResponse:
+    return ModelResponse(
+        content=list(blocks),
+        stop_reason=stop,
+        model=MODEL,
+        drop_block=drop_block,
+        usage=Usage(input_tokens=100, output_tokens=output),
+    )
 
 
 async def start(store: Store, task: str = "web-03 is out of disk") -> str:
-    row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=MODEL,
-                                 history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
+    row = await store.create_run(
+        channel="C1",
+        thread_ts="1.0",
+        requester="U1",
+        task=task,
+        model=MODEL,
+        history=[{"role": "user", "content": [{"type": "text", "text": task}]}],
+    )
     return row.id
 
 
@@ -94,30 +106,48 @@ async def test_a_resumed_run_sends_the_system_and_tools_it_started_with(store):
 
     first = ParksOnSecondRequest([thinking(), *call("check_disk", {"host": "web-03"}, "toolu_1")], model=MODEL)
     run_id = await start(store)
-    task = asyncio.create_task(run(RunConfig(model=first, store=store, tools=first_tools, price_for=price,
-                                             system_prompt="You are opsloop, v1."), run_id))
+    task = asyncio.create_task(
+        run(
+            RunConfig(
+                model=first, store=store, tools=first_tools, price_for=price, system_prompt="You are opsloop, v1."
+            ),
+            run_id,
+        )
+    )
     await parked.wait()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
     resumed = ScriptedModel([{"type": "text", "text": "done"}], model=MODEL)
-    result = await run(RunConfig(model=resumed, store=store, tools=ToolRegistry([check_disk]), price_for=price,
-                                 system_prompt="You are opsloop, v2 with a new date."), run_id)
+    result = await run(
+        RunConfig(
+            model=resumed,
+            store=store,
+            tools=ToolRegistry([check_disk]),
+            price_for=price,
+            system_prompt="You are opsloop, v2 with a new date.",
+        ),
+        run_id,
+    )
     assert result.stop_reason == StopReason.COMPLETED
     sent = resumed.requests[0]
     assert (sent.system, sent.tools) == ("You are opsloop, v1.", first_tools.api_schemas())
     old = first.requests[1].messages
     assert sent.messages[:2] == old[:2] and sent.messages[2]["content"][0] == old[2]["content"][0]  # untouched
     note = sent.messages[-1]["content"][-1]["text"]
-    assert note == ("[opsloop note] Since this run started, these tools are no longer available and will fail "
-                    "if called: tail_log.")
+    assert note == (
+        "[opsloop note] Since this run started, these tools are no longer available and will fail if called: tail_log."
+    )
 
 
 async def test_thinking_only_at_max_tokens_is_retried_once_with_more_room(store):
-    model = Replies(answer(thinking("long thought"), stop="max_tokens", output=16_000),
-                    answer({"type": "text", "text": "disk is full"}))
-    result = await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price),
-                       await start(store))
+    model = Replies(
+        answer(thinking("long thought"), stop="max_tokens", output=16_000),
+        answer({"type": "text", "text": "disk is full"}),
+    )
+    result = await run(
+        RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), await start(store)
+    )
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "disk is full")
     assert [r.max_tokens for r in model.requests] == [16_000, 32_000]
     assert result.usage.output_tokens == 16_010  # the thinking that ran out of room is charged
@@ -126,27 +156,31 @@ async def test_thinking_only_at_max_tokens_is_retried_once_with_more_room(store)
 
 async def test_thinking_only_twice_ends_the_run_with_a_clear_reason(store):
     model = Replies(answer(thinking(), stop="max_tokens"), answer(thinking(), stop="max_tokens"))
-    result = await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price),
-                       await start(store))
+    result = await run(
+        RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), await start(store)
+    )
     assert result.stop_reason == StopReason.MODEL_ERROR
-    assert result.stop_detail == ("claude-sonnet-5-5 used all 32,000 output tokens thinking without answering "
-                                  "even after a retry with more room")
+    assert result.stop_detail == (
+        "claude-sonnet-5-5 used all 32,000 output tokens thinking without answering even after a retry with more room"
+    )
 
 
 async def test_the_retry_with_more_room_stays_within_the_token_budget(store):
-    model = Replies(answer(thinking(), stop="max_tokens", output=16_000),
-                    answer({"type": "text", "text": "ok"}))
+    model = Replies(answer(thinking(), stop="max_tokens", output=16_000), answer({"type": "text", "text": "ok"}))
     limits = Limits(token_budget=40_000)
-    result = await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price,
-                                 limits=limits), await start(store))
+    result = await run(
+        RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price, limits=limits),
+        await start(store),
+    )
     assert result.stop_reason == StopReason.COMPLETED
     assert [r.max_tokens for r in model.requests] == [16_000, 40_000 - 16_100]
 
 
 async def test_a_drop_block_self_heal_is_kept_for_the_rest_of_the_run(store):
-    model = Replies(answer(thinking(), *call("check_disk", {"host": "web-03"}, "toolu_1"), stop="tool_use",
-                           drop_block=True),
-                    answer({"type": "text", "text": "done"}, drop_block=True))
+    model = Replies(
+        answer(thinking(), *call("check_disk", {"host": "web-03"}, "toolu_1"), stop="tool_use", drop_block=True),
+        answer({"type": "text", "text": "done"}, drop_block=True),
+    )
     run_id = await start(store)
     await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), run_id)
     assert [r.drop_block for r in model.requests] == [False, True]
@@ -155,10 +189,16 @@ async def test_a_drop_block_self_heal_is_kept_for_the_rest_of_the_run(store):
 
 
 async def test_failed_attempts_are_charged(store):
-    model = Replies(ModelError("claude-sonnet-5-5 returned degenerate output, then degenerate output, then "
-                               "degenerate output", usage=Usage(output_tokens=3_000), model=MODEL))
-    result = await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price),
-                       await start(store))
+    model = Replies(
+        ModelError(
+            "claude-sonnet-5-5 returned degenerate output, then degenerate output, then degenerate output",
+            usage=Usage(output_tokens=3_000),
+            model=MODEL,
+        )
+    )
+    result = await run(
+        RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), await start(store)
+    )
     assert result.stop_reason == StopReason.MODEL_ERROR
     assert "degenerate output" in result.stop_detail
     assert (result.usage.output_tokens, round(result.cost_usd, 6)) == (3_000, 0.03)
@@ -177,8 +217,14 @@ async def test_a_change_interrupted_by_a_stop_is_reported_as_outcome_unknown(sto
         return stop_by[0] if stop_by else None
 
     run_id = await start(store)
-    cfg = RunConfig(model=model, store=store, tools=ToolRegistry([slow_restart]), price_for=price,
-                    confirm=confirm, stop_requested=stop_requested)
+    cfg = RunConfig(
+        model=model,
+        store=store,
+        tools=ToolRegistry([slow_restart]),
+        price_for=price,
+        confirm=confirm,
+        stop_requested=stop_requested,
+    )
     task = asyncio.create_task(run(cfg, run_id))
     await STARTED.wait()  # the change is under way (its started marker is stored before it runs)
     stop_by.append("U3")
@@ -195,16 +241,27 @@ async def test_a_change_interrupted_by_a_stop_is_reported_as_outcome_unknown(sto
 
 async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_task(store):
     """Kept thinking would be bound to the summarised prefix: current models reject it."""
+
     def step(i: int) -> list[dict[str, Any]]:
         return [thinking(f"step {i}"), *call("check_disk", {"host": f"web-0{i}"}, f"toolu_{i}")]
 
     # Step 2's answer makes the history condensable; the summary is the third request.
-    model = ScriptedModel(step(0), step(1), [{"type": "text", "text": "Checked web-00 and web-01: full."}],
-                          step(2), [{"type": "text", "text": "done"}], model=MODEL)
+    model = ScriptedModel(
+        step(0),
+        step(1),
+        [{"type": "text", "text": "Checked web-00 and web-01: full."}],
+        step(2),
+        [{"type": "text", "text": "done"}],
+        model=MODEL,
+    )
     task = "web-03 is full; token xoxb-1234-5678-abcdefghijkl"
     run_id = await start(store, task=task)
-    result = await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price,
-                                 context_budget_tokens=50), run_id)
+    result = await run(
+        RunConfig(
+            model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price, context_budget_tokens=50
+        ),
+        run_id,
+    )
     assert result.stop_reason == StopReason.COMPLETED
     summary_request, after = model.requests[2], model.requests[3]
     assert summary_request.tools == []
@@ -243,9 +300,14 @@ async def test_a_stop_recorded_after_the_approval_wins_over_the_change(store):
     async def confirm(request: Any) -> Decision:  # decided before the run resumed
         return Decision(approved=True, confirmed_by="U2")
 
-    cfg = RunConfig(model=ScriptedModel(call("wipe", {"path": "/var"}, "toolu_w"), model=MODEL), store=store,
-                    tools=ToolRegistry([wipe]), price_for=price, confirm=confirm,
-                    stop_requested=lambda: store.stop_requested_by(run_id))
+    cfg = RunConfig(
+        model=ScriptedModel(call("wipe", {"path": "/var"}, "toolu_w"), model=MODEL),
+        store=store,
+        tools=ToolRegistry([wipe]),
+        price_for=price,
+        confirm=confirm,
+        stop_requested=lambda: store.stop_requested_by(run_id),
+    )
     result = await run(cfg, run_id)
     assert (result.stop_reason, result.stopped_by, WIPED) == (StopReason.CANCELLED, "U_STOPPER", [])
     (answered,) = (await store.history(run_id))[-1]["content"]

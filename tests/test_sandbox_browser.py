@@ -31,8 +31,10 @@ def _missing() -> str:
     return " and ".join(missing)
 
 
-needs_chromium = pytest.mark.skipif(bool(_missing()), reason=f"{_missing()} not installed: "
-                                    "`make browser` (apt-get install chromium chromium-driver) enables this test")
+needs_chromium = pytest.mark.skipif(
+    bool(_missing()),
+    reason=f"{_missing()} not installed: `make browser` (apt-get install chromium chromium-driver) enables this test",
+)
 
 
 @pytest.fixture
@@ -75,8 +77,9 @@ async def test_browser_plays_the_demo_incident_with_a_redirect(sandbox: Sandbox,
     assert "Following runbook: Disk full on a web host (5 steps)" in note  # the demo's runbook, not the answer
     assert demo_tools.HOST.var_percent == 41
     # the finished status message keeps the living summary above its task list, rendered without markup
-    status = await browser.execute("return document.querySelector('.msg[data-kind=status][data-state=finished]')"
-                                   ".innerText")
+    status = await browser.execute(
+        "return document.querySelector('.msg[data-kind=status][data-state=finished]').innerText"
+    )
     assert status.index("What's going on") < status.index("Likely cause") < status.index("What opsloop is doing")
     assert "Confirmed, high confidence: 212 rotated nginx logs" in status
     assert "Refuted, high confidence: nginx itself is broken" in status and "~Refuted" not in status
@@ -91,16 +94,18 @@ async def _state(http: aiohttp.ClientSession, url: str, since: int = -1) -> dict
 async def test_sandbox_api_turns_posts_and_clicks_into_slack_deliveries(sandbox: Sandbox) -> None:
     """Without a browser: the page's two calls, and the long poll that reports their effects."""
     async with asyncio.timeout(30), aiohttp.ClientSession() as http:
-        async with http.post(f"{sandbox.url}api/post", json={"user": ALICE, "text": "@opsloop restart_service "
-                                                             "host=web-03 unit=nginx.service"}) as r:
+        async with http.post(
+            f"{sandbox.url}api/post",
+            json={"user": ALICE, "text": "@opsloop restart_service host=web-03 unit=nginx.service"},
+        ) as r:
             assert r.status == 200
         state = await _state(http, sandbox.url)
-        while not any(m["kind"] == "card" and m["state"] == "pending"
-                      for t in state["threads"] for m in t["replies"]):
+        while not any(m["kind"] == "card" and m["state"] == "pending" for t in state["threads"] for m in t["replies"]):
             state = await _state(http, sandbox.url, state["version"])
         card_msg = next(m for t in state["threads"] for m in t["replies"] if m["kind"] == "card")
-        async with http.post(f"{sandbox.url}api/click",
-                             json={"user": CAROL, "ts": card_msg["ts"], "action_id": "opsloop.approve"}) as r:
+        async with http.post(
+            f"{sandbox.url}api/click", json={"user": CAROL, "ts": card_msg["ts"], "action_id": "opsloop.approve"}
+        ) as r:
             assert r.status == 200
         while not any(m["kind"] == "answer" for t in state["threads"] for m in t["replies"]):
             state = await _state(http, sandbox.url, state["version"])
@@ -114,8 +119,10 @@ STATUS_MSG = ".msg[data-kind=status]"
 
 def _task_row(title_part: str, status: str) -> str:
     """JS: a task row whose title has `title_part`, in `status`, in the status message's plan."""
-    return (f"return [...document.querySelectorAll('{STATUS_MSG} .plan .task[data-status={status}]')]"
-            f".some(t => t.textContent.includes({title_part!r}))")
+    return (
+        f"return [...document.querySelectorAll('{STATUS_MSG} .plan .task[data-status={status}]')]"
+        f".some(t => t.textContent.includes({title_part!r}))"
+    )
 
 
 async def _open(browser: Browser, sandbox: Sandbox) -> None:
@@ -133,8 +140,9 @@ async def test_browser_task_list_and_the_loading_status_until_it_expires(sandbox
     await browser.wait_for(card("clean_logs", "pending"))
     await browser.wait_for(_task_row("Approval for clean_logs", "in_progress"))
     await browser.wait_for(_task_row("clean_logs /var/log/nginx on web-03", "pending"))
-    await browser.wait_for("return [...document.querySelectorAll('.loading')]"
-                           ".some(l => l.textContent.includes('waiting for approval'))")
+    await browser.wait_for(
+        "return [...document.querySelectorAll('.loading')].some(l => l.textContent.includes('waiting for approval'))"
+    )
     # The run is paused: nobody refreshes the status, and the page drops it when Slack would.
     await browser.wait_for("return !document.querySelector('.loading')", timeout=10)
     assert sandbox.stage.slack.thread_status(sandbox.stage.channel, _root_ts(sandbox)) is None
@@ -142,8 +150,11 @@ async def test_browser_task_list_and_the_loading_status_until_it_expires(sandbox
     await browser.select("#user", CAROL)
     await browser.click(APPROVE_BUTTON)
     await browser.click(".confirm button.ok")
-    await browser.wait_for(_task_row("Approval for clean_logs", "complete") + " && " + _task_row(
-        "clean_logs /var/log/nginx on web-03", "complete").removeprefix("return "))
+    await browser.wait_for(
+        _task_row("Approval for clean_logs", "complete")
+        + " && "
+        + _task_row("clean_logs /var/log/nginx on web-03", "complete").removeprefix("return ")
+    )
     shown = await browser.execute(f"return document.querySelector('{STATUS_MSG} .plan').innerText")
     assert "approved by @carol" in shown and "✓" in shown
 
@@ -160,8 +171,10 @@ async def test_browser_feedback_click_is_recorded_by_the_app(sandbox: Sandbox, b
     await browser.click("#send")
     await browser.wait_for(f"return {ANSWER} && {ANSWER}.querySelector('.feedback button')")
     await browser.click(".msg[data-kind=answer] .feedback button[data-value=positive]")
-    await browser.wait_for("return document.querySelector('.feedback .noted') && "
-                           "document.querySelector('.feedback button.chosen[data-value=positive]')")
+    await browser.wait_for(
+        "return document.querySelector('.feedback .noted') && "
+        "document.querySelector('.feedback button.chosen[data-value=positive]')"
+    )
     stored = await sandbox.stage.ops.store.feedback()
     assert [(f.user, f.value.value) for f in stored] == [(ALICE, "positive")]
     actions = [e["payload"] for e in sandbox.stage.slack.envelopes if e["type"] == "interactive"]
@@ -194,14 +207,18 @@ async def test_browser_message_shortcut_investigates_a_persons_message(sandbox: 
     sandbox.on_change()  # seeded directly (no event): tell the page
     await _open(browser, sandbox)
     row = f".thread[data-ts='{alert.ts}'] > .msg"
-    await browser.wait_for(f"return document.querySelector(\"{row}\")")
+    await browser.wait_for(f'return document.querySelector("{row}")')
     await browser.click(f"{row} button.more")
     await browser.click(f"{row} .menu button.shortcut")
-    await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .replies "
-                           ".msg[data-kind=status]\")")
+    await browser.wait_for(
+        f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .replies .msg[data-kind=status]\")"
+    )
     payload = next(e["payload"] for e in slack.envelopes if e["type"] == "interactive")
     assert (payload["type"], payload["callback_id"], payload["message"]["ts"]) == (
-        "message_action", "opsloop.investigate", alert.ts)
+        "message_action",
+        "opsloop.investigate",
+        alert.ts,
+    )
 
 
 @needs_chromium
@@ -212,20 +229,34 @@ async def test_browser_streaming_message_grows_then_stops(sandbox: Sandbox, brow
     slack = sandbox.stage.slack
     root = slack.add_message(sandbox.stage.channel, ALICE, "why is web-03 full?")
     where = {"channel": sandbox.stage.channel}
-    started = slack._chat_start_stream({**where, "thread_ts": root.ts, "markdown_text": "Looking at /var:",
-                                        "recipient_user_id": ALICE, "recipient_team_id": slack.team_id})
+    started = slack._chat_start_stream(
+        {
+            **where,
+            "thread_ts": root.ts,
+            "markdown_text": "Looking at /var:",
+            "recipient_user_id": ALICE,
+            "recipient_team_id": slack.team_id,
+        }
+    )
     await _open(browser, sandbox)
     streaming = ".msg[data-stream=streaming]"
-    await browser.wait_for(f"return document.querySelector('{streaming} .streaming')"
-                           f" && document.querySelector('{streaming}').innerText.includes('Looking at /var:')")
+    await browser.wait_for(
+        f"return document.querySelector('{streaming} .streaming')"
+        f" && document.querySelector('{streaming}').innerText.includes('Looking at /var:')"
+    )
     slack._chat_append_stream({**where, "ts": started["ts"], "markdown_text": " 212 rotated nginx logs"})
-    await browser.wait_for(f"return document.querySelector('{streaming}') && "
-                           f"document.querySelector('{streaming}').innerText.includes('212 rotated nginx logs')")
+    await browser.wait_for(
+        f"return document.querySelector('{streaming}') && "
+        f"document.querySelector('{streaming}').innerText.includes('212 rotated nginx logs')"
+    )
     [feedback] = with_feedback([SlackMessage(text="x", blocks=[])], "run_sandbox")
-    slack._chat_stop_stream({**where, "ts": started["ts"], "markdown_text": "\nDeleted them.",
-                             "blocks": feedback.blocks})
+    slack._chat_stop_stream(
+        {**where, "ts": started["ts"], "markdown_text": "\nDeleted them.", "blocks": feedback.blocks}
+    )
     stopped = ".msg[data-stream=stopped]"
-    await browser.wait_for(f"return document.querySelector('{stopped}') && !document.querySelector('.streaming')"
-                           f" && document.querySelector('{stopped}').innerText.includes('Deleted them.')"
-                           f" && document.querySelector('{stopped}').innerText.includes('212 rotated nginx logs')"
-                           f" && document.querySelector('{stopped} .feedback button')")
+    await browser.wait_for(
+        f"return document.querySelector('{stopped}') && !document.querySelector('.streaming')"
+        f" && document.querySelector('{stopped}').innerText.includes('Deleted them.')"
+        f" && document.querySelector('{stopped}').innerText.includes('212 rotated nginx logs')"
+        f" && document.querySelector('{stopped} .feedback button')"
+    )

@@ -28,8 +28,10 @@ SHOWN = "<https://evil.example/phish>"  # the real target, as its own visible te
 # What an attacker hides in arguments: bidi embeddings/overrides/isolates, zero-width characters and
 # marks, the word joiner and invisible operators, the BOM, the soft hyphen, a tag character (invisible
 # "ASCII smuggling"), a variation selector and a no-break space (looks like a space, is not one).
-HIDDEN = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f"
-          "\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\U000e0041\ufe0f\u00a0")
+HIDDEN = (
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f"
+    "\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\U000e0041\ufe0f\u00a0"
+)
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 _LABELLED_LINK = re.compile(r"<(https?://[^|>]*)\|([^>]*)>")
@@ -104,8 +106,10 @@ async def test_plain_mentions_and_channel_names_in_model_text_are_never_parsed_b
 ) -> None:
     # Slack auto-parses plain text in a mrkdwn object unless it is verbatim: `@channel` could page everyone.
     fake_anthropic.script(
-        reply(thinking("@channel should hear about #general"), tool_use("restart_service", {"host": "web-03",
-                                                                                            "unit": "@here"})),
+        reply(
+            thinking("@channel should hear about #general"),
+            tool_use("restart_service", {"host": "web-03", "unit": "@here"}),
+        ),
         reply(text("Done. @channel @here @everyone see #incidents and www.example.com")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -123,8 +127,10 @@ async def test_a_link_in_the_handoff_reports_last_findings_shows_where_it_really
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_anthropic.script(
-        reply(thinking(f"The status page says it is known: {DISGUISED} \u202eevil"),
-              tool_use("check_disk", {"host": "web-03\u2066"})),
+        reply(
+            thinking(f"The status page says it is known: {DISGUISED} \u202eevil"),
+            tool_use("check_disk", {"host": "web-03\u2066"}),
+        ),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[limits]\nmax_iterations = 1") as env:
         channel, ts = await env.mention(TASK)
@@ -139,8 +145,10 @@ async def test_the_status_line_shows_hidden_characters_of_the_models_thinking(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_anthropic.script(
-        reply(thinking(f"Checking {DISGUISED} first \u202e\u2067moc.elpmaxe.sutats"),
-              tool_use("check_disk", {"host": "web-03"})),
+        reply(
+            thinking(f"Checking {DISGUISED} first \u202e\u2067moc.elpmaxe.sutats"),
+            tool_use("check_disk", {"host": "web-03"}),
+        ),
         reply(text("/var is full of rotated nginx logs.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:

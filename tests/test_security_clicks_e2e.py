@@ -31,12 +31,14 @@ RESTART_04 = {"host": "web-04", "unit": "nginx.service"}
 OTHER_CHANNEL = "C0RANDOM"
 
 
-def forged(user: str, channel: str, msg: Message | None, action_id: str, value: str, *,
-           ts: str | None = None) -> dict[str, Any]:
+def forged(
+    user: str, channel: str, msg: Message | None, action_id: str, value: str, *, ts: str | None = None
+) -> dict[str, Any]:
     """A click payload carrying `value` on `msg` (as Slack would render `msg`), whatever buttons `msg` has."""
     message = msg.to_api() if msg is not None else None
-    return block_action_payload(user, channel, ts or (msg.ts if msg else next_ts()), action_id, value,
-                                message=message, user_name=user.lower())
+    return block_action_payload(
+        user, channel, ts or (msg.ts if msg else next_ts()), action_id, value, message=message, user_name=user.lower()
+    )
 
 
 def approval_id(env: BotEnv, thread_ts: str) -> str:
@@ -63,8 +65,12 @@ async def two_pending_cards(env: BotEnv) -> tuple[tuple[str, Message], tuple[str
 
 
 def script_two_restarts(model: FakeAnthropic) -> None:
-    model.script(reply(tool_use("restart_service", RESTART)), reply(tool_use("restart_service", RESTART_04)),
-                 reply(text("nginx restarted.")), reply(text("nginx restarted.")))
+    model.script(
+        reply(tool_use("restart_service", RESTART)),
+        reply(tool_use("restart_service", RESTART_04)),
+        reply(text("nginx restarted.")),
+        reply(text("nginx restarted.")),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -107,7 +113,11 @@ async def test_a_click_on_another_threads_card_carrying_this_approvals_id_change
         assert [e.approval.state for e in env.audit()] == ["pending", "pending"] and ran("restart_service") == []
         (warning,) = refusals(logs, "approval.click_refused")
         assert {k: warning[k] for k in ("approval_id", "user", "channel", "ts")} == {
-            "approval_id": approval_id(env, a), "user": BOB, "channel": CHANNEL, "ts": card_b.ts}
+            "approval_id": approval_id(env, a),
+            "user": BOB,
+            "channel": CHANNEL,
+            "ts": card_b.ts,
+        }
 
         await env.approve(card_a, BOB)  # the real card still works
         await env.wait_final(CHANNEL, a)
@@ -152,15 +162,18 @@ async def test_a_click_for_a_decided_approval_never_rewrites_another_card(
 
         await env.approve(card_b, BOB)  # b's own card still decides b
         await env.wait_final(CHANNEL, b)
-        assert ran("restart_service") == [Execution("restart_service", RESTART, BOB),
-                                          Execution("restart_service", RESTART_04, BOB)]
+        assert ran("restart_service") == [
+            Execution("restart_service", RESTART, BOB),
+            Execution("restart_service", RESTART_04, BOB),
+        ]
 
 
 async def test_a_click_on_another_message_of_the_same_thread_changes_nothing(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(text("Restarting nginx."), tool_use("restart_service", RESTART)),
-                          reply(text("nginx restarted.")))
+    fake_anthropic.script(
+        reply(text("Restarting nginx."), tool_use("restart_service", RESTART)), reply(text("nginx restarted."))
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
@@ -189,8 +202,11 @@ async def test_a_copy_of_the_card_the_outbox_never_posted_changes_nothing(
         assert card_state(card) == "pending" and ran("restart_service") == []
 
 
-@pytest.mark.parametrize("strip", [("container", "message"), ("container", "message", "channel")],
-                         ids=["no-message", "no-message-no-channel"])
+@pytest.mark.parametrize(
+    "strip",
+    [("container", "message"), ("container", "message", "channel")],
+    ids=["no-message", "no-message-no-channel"],
+)
 async def test_a_click_that_names_no_message_changes_nothing(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, strip: tuple[str, ...]
 ) -> None:
@@ -236,9 +252,17 @@ def lose_the_first_card_response(slack: FakeSlack, then: Callable[[], None]) -> 
         card_post = next((c for c in posts if c.error == "internal_error"), None)
         if armed and not failed and card_post is not None:
             failed = True
-            msg = Message(channel=card_post.args["channel"], ts=next_ts(), text=card_post.args["text"],
-                          user=slack.bot_user_id, bot_id=slack.bot_id, thread_ts=card_post.args["thread_ts"],
-                          blocks=card_post.args["blocks"], team=slack.team_id, metadata=card_post.args["metadata"])
+            msg = Message(
+                channel=card_post.args["channel"],
+                ts=next_ts(),
+                text=card_post.args["text"],
+                user=slack.bot_user_id,
+                bot_id=slack.bot_id,
+                thread_ts=card_post.args["thread_ts"],
+                blocks=card_post.args["blocks"],
+                team=slack.team_id,
+                metadata=card_post.args["metadata"],
+            )
             lost.append(msg)
             slack._add_message(msg)
             then()
@@ -253,7 +277,8 @@ async def test_a_click_on_an_unrecorded_copy_the_outbox_posted_decides_and_close
     fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
     # The sender's look for its earlier attempt misses it (a non-transient answer), so it posts the card again.
     lost = lose_the_first_card_response(
-        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "thread_not_found"))
+        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "thread_not_found")
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         recorded = await env.card(channel, ts, where=lambda m: bool(lost) and m.ts != lost[0].ts)
@@ -278,7 +303,8 @@ async def test_a_click_on_the_card_before_its_ts_is_recorded_decides_it(
     fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
     # The sender's look for its earlier attempt is rate limited for 30 s: no ts on record meanwhile.
     lost = lose_the_first_card_response(
-        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "ratelimited", retry_after=30))
+        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "ratelimited", retry_after=30)
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         await fake_slack.wait_for_call("conversations.replies", lambda c: c.error == "ratelimited")
@@ -290,7 +316,10 @@ async def test_a_click_on_the_card_before_its_ts_is_recorded_decides_it(
         assert ran("restart_service") == [Execution("restart_service", RESTART, BOB)]
         (entry,) = env.audit()
         assert (entry.approval.state, entry.approval.decided_by, entry.approval.message_ts) == (
-            "approved", BOB, card.ts)
+            "approved",
+            BOB,
+            card.ts,
+        )
         assert not [e for e in fake_slack.ephemerals if e["user"] == BOB]
 
 
@@ -299,7 +328,8 @@ async def test_a_click_on_an_unrecorded_copy_slack_could_not_show_changes_nothin
 ) -> None:
     fake_anthropic.script(reply(tool_use("restart_service", RESTART)), reply(text("nginx restarted.")))
     lost = lose_the_first_card_response(
-        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "thread_not_found"))
+        fake_slack, lambda: fake_slack.fail_next("conversations.replies", "thread_not_found")
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         await env.card(channel, ts, where=lambda m: bool(lost) and m.ts != lost[0].ts)
@@ -335,7 +365,11 @@ async def test_a_stop_from_another_threads_status_line_does_not_stop_this_run(
         assert [r.stop_requested_by for r in env.runs()] == [None, None] and card_state(card_a) == "pending"
         (warning,) = refusals(logs, "stop.click_refused")
         assert {k: warning[k] for k in ("run_id", "user", "channel", "ts")} == {
-            "run_id": run_id(env, a), "user": ALICE, "channel": CHANNEL, "ts": status_b.ts}
+            "run_id": run_id(env, a),
+            "user": ALICE,
+            "channel": CHANNEL,
+            "ts": status_b.ts,
+        }
 
         await env.stop(status_a, ALICE)  # the run's own Stop still stops it
         report = text_of(await env.wait_final(CHANNEL, a))
@@ -369,8 +403,9 @@ async def test_a_stop_on_a_status_line_whose_ts_was_never_stored_stops_the_run(
         status = await env.status(channel, ts)
         # An earlier drive's status line: posted by the bot in this thread, its ts never stored (the process died).
         client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
-        orphan = (await client.chat_postMessage(channel=channel, thread_ts=ts, text=status.text,
-                                                blocks=status.blocks))["ts"]
+        orphan = (await client.chat_postMessage(channel=channel, thread_ts=ts, text=status.text, blocks=status.blocks))[
+            "ts"
+        ]
         await env.stop(fake_slack.message(channel, orphan), ALICE)  # type: ignore[arg-type]
         assert "cancelled" in text_of(await env.wait_final(channel, ts))
         assert card_state(card) == "superseded" and not fake_slack.ephemerals

@@ -55,9 +55,11 @@ async def test_check_url_refuses_a_redirect_to_the_metadata_service_and_the_run_
             requests = await env.requests(2)
             (result,) = tool_results(requests[1])
             seen_by_model = result_text(result)
-            assert (f"redirects: {url} (302) -> {IMDS_CREDENTIALS} (refused)\n"
-                    "refused: 169.254.169.254 is a link-local/cloud metadata address; opsloop's check_url only "
-                    "reaches public addresses unless [tools.http] allow lists it") in seen_by_model
+            assert (
+                f"redirects: {url} (302) -> {IMDS_CREDENTIALS} (refused)\n"
+                "refused: 169.254.169.254 is a link-local/cloud metadata address; opsloop's check_url only "
+                "reaches public addresses unless [tools.http] allow lists it"
+            ) in seen_by_model
             for secret in ("AccessKeyId", "SecretAccessKey", "Token", "ASIA"):
                 assert secret not in seen_by_model
             assert seen == ["/status"]

@@ -52,15 +52,20 @@ async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_uns
         results = {r["tool_use_id"]: r for r in tool_results((await env.requests(2))[1])}
         assert not results["toolu_evil"].get("is_error")
         assert result_text(results["toolu_evil"]).splitlines() == [
-            f"2 matching lines for /(a+)+$/ in {logs / 'api.log'}", "2: aaaa", f"4: {'a' * 64}"]
+            f"2 matching lines for /(a+)+$/ in {logs / 'api.log'}",
+            "2: aaaa",
+            f"4: {'a' * 64}",
+        ]
         assert results["toolu_backref"]["is_error"] is True
         assert result_text(results["toolu_backref"]) == (
             r"grep_log: the pattern uses a backreference (\1), which this linear-time matcher does not support; "
-            "rewrite it without")
+            "rewrite it without"
+        )
         assert results["toolu_lookahead"]["is_error"] is True
         assert result_text(results["toolu_lookahead"]) == (
             "grep_log: the pattern uses a lookahead (?=…), which this linear-time matcher does not support; "
-            "rewrite it without")
+            "rewrite it without"
+        )
         fake_anthropic.assert_complete()
 
 
@@ -78,8 +83,10 @@ async def test_clean_logs_reports_every_approved_file_it_did_not_delete_and_dele
     secret = tmp_path / "secret.log.1"
     secret.write_text("not a log of this directory")
     args = {"path": str(logs), "older_than_days": 7}
-    fake_anthropic.script(reply(text("Cleaning old rotated logs."), tool_use("clean_logs", args)),
-                          reply(text("Deleted app.log.1; the rest changed after the preview.")))
+    fake_anthropic.script(
+        reply(text("Cleaning old rotated logs."), tool_use("clean_logs", args)),
+        reply(text("Deleted app.log.1; the rest changed after the preview.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(logs)) as env:
         channel, ts = await env.mention("disk is filling up with logs, clean them", user=ALICE)
         card = await env.card(channel, ts, timeout=30)

@@ -100,8 +100,11 @@ async def test_a_50_mb_tool_output_does_not_delay_the_ack_of_another_threads_men
         print(f"ack latency of the other thread's mention during a 50 MB output: {latency * 1000:.0f} ms")
         assert latency < ACK_DEADLINE_S
 
-        flood_request = next(r for r in fake_anthropic.requests if r.body and flood_task in json.dumps(
-            r.body["messages"][0]) and len(r.body["messages"]) == 3)
+        flood_request = next(
+            r
+            for r in fake_anthropic.requests
+            if r.body and flood_task in json.dumps(r.body["messages"][0]) and len(r.body["messages"]) == 3
+        )
         (result,) = tool_results(flood_request)
         content = result_text(result)
         assert len(content) <= MAX_OUTPUT_CHARS
@@ -136,8 +139,13 @@ async def test_a_workers_50_mb_output_is_bounded_and_redacted_before_it_reaches_
     assert content.startswith("db password=" + REDACTED) and "Q" not in content
 
 
-@pytest.mark.parametrize("noisy", [pytest.param(fail_loudly_sync, id="worker ToolError", marks=pytest.mark.processes),
-                                   pytest.param(crash_loudly, id="async exception")])
+@pytest.mark.parametrize(
+    "noisy",
+    [
+        pytest.param(fail_loudly_sync, id="worker ToolError", marks=pytest.mark.processes),
+        pytest.param(crash_loudly, id="async exception"),
+    ],
+)
 async def test_a_huge_error_message_is_bounded_and_redacted_like_an_output(noisy: Tool) -> None:
     with pytest.raises(ToolError) as failed:
         await noisy.run({"host": "web-03"})
@@ -158,10 +166,22 @@ HEADERS = {
     "X-Auth-Token": "hdrauthtoken7731ZXCVBNM",
     "Content-Type": "application/json",
 }
-BODY = json.dumps({"replay": {"headers": {"Set-Cookie": "sid=hdrsetcookie7731; Path=/; HttpOnly",
-                                          "X-Api-Key": "hdrbodykey7731ASDFGHJKL"}}})
-SECRETS = [BASIC, PROXY_BASIC, "hdrapikey7731", "hdrcookie7731", "hdrauthtoken7731", "hdrsetcookie7731",
-           "hdrbodykey7731"]
+BODY = json.dumps(
+    {
+        "replay": {
+            "headers": {"Set-Cookie": "sid=hdrsetcookie7731; Path=/; HttpOnly", "X-Api-Key": "hdrbodykey7731ASDFGHJKL"}
+        }
+    }
+)
+SECRETS = [
+    BASIC,
+    PROXY_BASIC,
+    "hdrapikey7731",
+    "hdrcookie7731",
+    "hdrauthtoken7731",
+    "hdrsetcookie7731",
+    "hdrbodykey7731",
+]
 CALLS: list[dict[str, Any]] = []  # what call_api received, in call order
 
 
@@ -176,8 +196,11 @@ call_api = Tool(
     description="Send one HTTP POST to an internal API with the given headers.",
     input_schema={
         "type": "object",
-        "properties": {"url": {"type": "string"}, "headers": {"type": "object", "additionalProperties": {
-            "type": "string"}}, "body": {"type": "string"}},
+        "properties": {
+            "url": {"type": "string"},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+            "body": {"type": "string"},
+        },
         "required": ["url", "headers"],
         "additionalProperties": False,
     },
@@ -194,8 +217,10 @@ def _store_rows(db_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):  # table names from sqlite_master
                 # FTS5's own tables hold the index as blobs: read as text, so a secret in them is seen too
-                yield table, {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                              for k, v in dict(row).items()}
+                yield (
+                    table,
+                    {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in dict(row).items()},
+                )
     finally:
         conn.close()
 
@@ -216,12 +241,17 @@ def captured_logs() -> Iterator[io.StringIO]:
 
 
 async def test_header_secrets_in_json_arguments_reach_the_tool_and_nothing_else(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, captured_logs: io.StringIO,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    captured_logs: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = {"url": "https://deploy.internal/v1/rollout", "headers": HEADERS, "body": BODY}
-    fake_anthropic.script(reply(text("Triggering the rollout."), tool_use("call_api", args)),
-                          reply(text("Rollout accepted.")))
+    fake_anthropic.script(
+        reply(text("Triggering the rollout."), tool_use("call_api", args)), reply(text("Rollout accepted."))
+    )
     CALLS.clear()
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG) as env:
         channel, ts = await env.mention("roll out the fix with the deploy API")
@@ -264,8 +294,13 @@ async def test_header_secrets_in_json_arguments_reach_the_tool_and_nothing_else(
 
     not_assistant = [json.dumps({k: v for k, v in b.items() if k != "messages"}) for b in bodies]
     not_assistant += [json.dumps(m) for b in bodies for m in b.get("messages", []) if m.get("role") != "assistant"]
-    leaks = (_leaks("store", others) + _leaks("audit jsonl", [jsonl]) + _leaks("audit csv", [exported])
-             + _leaks("logs", [captured_logs.getvalue()]) + _leaks("slack", slack)
-             + _leaks("model requests", not_assistant))
+    leaks = (
+        _leaks("store", others)
+        + _leaks("audit jsonl", [jsonl])
+        + _leaks("audit csv", [exported])
+        + _leaks("logs", [captured_logs.getvalue()])
+        + _leaks("slack", slack)
+        + _leaks("model requests", not_assistant)
+    )
     assert leaks == []
     assert '"tool": "call_api"' in captured_logs.getvalue()  # the call was logged, with its args redacted

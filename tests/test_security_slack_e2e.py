@@ -176,8 +176,9 @@ async def test_four_eyes_on_mutating_keeps_whoever_asked_from_approving_a_mutati
         channel, ts = await env.mention(TASK, user=ALICE)
         card = await env.card(channel, ts)
         await env.approve(card, ALICE)
-        assert (await env.wait_ephemeral(ALICE))["text"] == messages.self_approval_refused("restart_service",
-                                                                                          "mutating")
+        assert (await env.wait_ephemeral(ALICE))["text"] == messages.self_approval_refused(
+            "restart_service", "mutating"
+        )
         await env.wait_idle()
         assert ran("restart_service") == []
         await env.approve(card, BOB)
@@ -219,8 +220,9 @@ async def test_arguments_too_long_for_the_card_cannot_be_approved_even_by_a_forg
         assert "Approve is not offered" in text_of(card)
 
         approval_id = env.audit()[0].approval.id  # the button value is no secret: anyone can send an Approve for it
-        await fake_slack.send_interactive(block_action_payload(BOB, channel, card.ts, APPROVE, approval_id,
-                                                               message=card.to_api(), user_name="bob"))
+        await fake_slack.send_interactive(
+            block_action_payload(BOB, channel, card.ts, APPROVE, approval_id, message=card.to_api(), user_name="bob")
+        )
         assert (await env.wait_ephemeral(BOB))["text"] == messages.args_not_shown_refused("clean_logs")
         await env.wait_idle()
         assert card_state(card) == "pending" and ran("clean_logs") == []
@@ -298,11 +300,19 @@ async def test_a_mention_in_a_long_thread_gives_the_model_the_newest_messages(
 
 def _slack_writes(path: Path) -> list[str]:
     """`client.chat_*`/`reactions_add` calls in one module's source."""
-    writes = {"chat_postMessage", "chat_update", "chat_postEphemeral", "chat_scheduleMessage", "reactions_add",
-              "files_upload_v2", "chat_meMessage"}
+    writes = {
+        "chat_postMessage",
+        "chat_update",
+        "chat_postEphemeral",
+        "chat_scheduleMessage",
+        "reactions_add",
+        "files_upload_v2",
+        "chat_meMessage",
+    }
     tree = ast.parse(path.read_text())
-    return [f"{path.name}:{n.lineno} {n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-            and n.attr in writes]
+    return [
+        f"{path.name}:{n.lineno} {n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in writes
+    ]
 
 
 def test_every_slack_write_goes_through_the_redacting_gateway() -> None:
@@ -313,4 +323,3 @@ def test_every_slack_write_goes_through_the_redacting_gateway() -> None:
         if module.name != "slack_out.py":
             calls += _slack_writes(module)
     assert calls == []
-

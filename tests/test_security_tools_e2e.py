@@ -31,8 +31,10 @@ async def test_clean_logs_deletes_only_the_files_its_approved_preview_listed(
     logs.mkdir()
     listed = old_file(logs / "app.log.1", 1_000)
     args = {"path": str(logs), "older_than_days": 7}
-    fake_anthropic.script(reply(text("Cleaning old rotated logs."), tool_use("clean_logs", args)),
-                          reply(text("Deleted app.log.1; app.log.2.gz needs a new approval.")))
+    fake_anthropic.script(
+        reply(text("Cleaning old rotated logs."), tool_use("clean_logs", args)),
+        reply(text("Deleted app.log.1; app.log.2.gz needs a new approval.")),
+    )
     config = f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(logs))}]\n'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         channel, ts = await env.mention("disk is filling up with logs, clean them", user=ALICE)
@@ -48,11 +50,13 @@ async def test_clean_logs_deletes_only_the_files_its_approved_preview_listed(
         (result,) = tool_results((await env.requests(2))[1])
         content = result_text(result)
         assert not result.get("is_error")
-        assert content.splitlines()[0] == (f"deleted 1 rotated log files older than 7 days under {logs}, freed "
-                                           f"1000B (1000 bytes); approved by {BOB}")
+        assert content.splitlines()[0] == (
+            f"deleted 1 rotated log files older than 7 days under {logs}, freed 1000B (1000 bytes); approved by {BOB}"
+        )
         assert content.splitlines()[2:] == [
             "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs "
             "again for a new preview and approval):",
-            f"  {late}  4.9K  30d old"]
+            f"  {late}  4.9K  30d old",
+        ]
         assert not listed.exists() and late.exists()
         fake_anthropic.assert_complete()

@@ -70,7 +70,10 @@ async def test_app_home_pages_through_the_viewers_conversations(
         carol = await open_home(env, fake_slack, CAROL)
         assert "payroll-db" in carol
         assert [c.args.get("cursor") or "" for c in fake_slack.calls_to("users.conversations")] == [
-            "", "offset:200", "offset:400"]
+            "",
+            "offset:200",
+            "offset:400",
+        ]
 
 
 async def test_app_home_shows_nothing_when_slack_cant_say_who_is_in_what(
@@ -202,8 +205,15 @@ async def test_a_feedback_click_counts_only_from_the_answer_that_carries_its_run
         second = await env.wait_final(channel, second_ts)
         run = next(r for r in env.runs() if r.thread_ts == first_ts)
         for ts in (second.ts, first_ts):  # another run's answer; the person's own mention
-            forged = block_action_payload(BOB, channel, ts, FEEDBACK, f"negative:{run.id}", team_id=fake_slack.team_id,
-                                          message=fake_slack.message(channel, ts).to_api())
+            forged = block_action_payload(
+                BOB,
+                channel,
+                ts,
+                FEEDBACK,
+                f"negative:{run.id}",
+                team_id=fake_slack.team_id,
+                message=fake_slack.message(channel, ts).to_api(),
+            )
             await fake_slack.wait_ack(await fake_slack.send_interactive(forged))
         await env.wait_idle()
         with env.ledger() as ledger:

@@ -33,8 +33,12 @@ Servers = Callable[..., SshServer]
 
 def host_for(server: SshServer, name: str = "web-03", **fields: Any) -> Host:
     """An inventory entry for `server`: its port, its client key, its known_hosts."""
-    values: dict[str, Any] = {"address": server.address, "port": server.port, "identity_file": server.client_key,
-                              "known_hosts": server.known_hosts}
+    values: dict[str, Any] = {
+        "address": server.address,
+        "port": server.port,
+        "identity_file": server.client_key,
+        "known_hosts": server.known_hosts,
+    }
     return Host(name=name, **{**values, **fields})
 
 
@@ -98,14 +102,37 @@ async def test_a_command_returns_its_output_and_exit_status(sshd: SshServer, clo
 
 
 HOSTILE = [
-    "; touch {f}", "$(touch {f})", "`touch {f}`", "| touch {f}", "&& touch {f}", "\ntouch {f}\n", "'; touch {f}; '",
-    '"; touch {f}; "', "-e", "--", "-n", "*", "~", "$HOME", "${IFS}", "\\", "a b\tc", "'", '"', "$'\\x41'",
-    "> {f}", "< /etc/passwd", "%s%n", "ünïcødé ✓", "",
+    "; touch {f}",
+    "$(touch {f})",
+    "`touch {f}`",
+    "| touch {f}",
+    "&& touch {f}",
+    "\ntouch {f}\n",
+    "'; touch {f}; '",
+    '"; touch {f}; "',
+    "-e",
+    "--",
+    "-n",
+    "*",
+    "~",
+    "$HOME",
+    "${IFS}",
+    "\\",
+    "a b\tc",
+    "'",
+    '"',
+    "$'\\x41'",
+    "> {f}",
+    "< /etc/passwd",
+    "%s%n",
+    "ünïcødé ✓",
+    "",
 ]
 
 
-async def test_hostile_arguments_arrive_as_literal_arguments(sshd: SshServer, closing: list[SshPool],
-                                                             tmp_path: Path) -> None:
+async def test_hostile_arguments_arrive_as_literal_arguments(
+    sshd: SshServer, closing: list[SshPool], tmp_path: Path
+) -> None:
     planted = tmp_path / "pwned"
     args = [a.replace("{f}", str(planted)) for a in HOSTILE]
     host = host_for(sshd)
@@ -139,8 +166,9 @@ def test_the_remote_command_keeps_exit_status_and_bounds_under_each_shell(shell:
     assert (done.returncode, done.stdout, done.stderr) == (7, b"12345", b"oops\n")
 
 
-async def test_a_command_past_its_timeout_is_killed_on_the_host(sshd: SshServer, closing: list[SshPool],
-                                                                no_orphans: list[str]) -> None:
+async def test_a_command_past_its_timeout_is_killed_on_the_host(
+    sshd: SshServer, closing: list[SshPool], no_orphans: list[str]
+) -> None:
     m1, m2 = marker(), marker()
     no_orphans += [m1, m2]
     host = host_for(sshd)
@@ -155,8 +183,9 @@ async def test_a_command_past_its_timeout_is_killed_on_the_host(sshd: SshServer,
     assert (await pool.run(host, ["echo", "next"], timeout_s=5)).stdout == "next\n"
 
 
-async def test_opsloop_closes_the_channel_when_its_own_timeout_fires(sshd: SshServer, closing: list[SshPool],
-                                                                     no_orphans: list[str]) -> None:
+async def test_opsloop_closes_the_channel_when_its_own_timeout_fires(
+    sshd: SshServer, closing: list[SshPool], no_orphans: list[str]
+) -> None:
     m = marker()
     no_orphans.append(m)
     host = host_for(sshd)
@@ -181,8 +210,9 @@ async def test_calls_share_one_connection(sshd: SshServer, closing: list[SshPool
     assert (sshd.accepted_logins(), pool.connections_made(host)) == (1, 1)
 
 
-async def test_an_idle_connection_is_closed_and_reopened_on_the_next_call(sshd: SshServer,
-                                                                         closing: list[SshPool]) -> None:
+async def test_an_idle_connection_is_closed_and_reopened_on_the_next_call(
+    sshd: SshServer, closing: list[SshPool]
+) -> None:
     host = host_for(sshd)
     pool = pool_for(host, idle_timeout_s=0.2)
     closing.append(pool)
@@ -192,15 +222,16 @@ async def test_an_idle_connection_is_closed_and_reopened_on_the_next_call(sshd: 
     assert (sshd.accepted_logins(), pool.connections_made(host)) == (2, 2)
 
 
-async def test_at_most_max_sessions_per_host_run_at_once(ssh_servers: Servers, closing: list[SshPool],
-                                                         tmp_path: Path) -> None:
+async def test_at_most_max_sessions_per_host_run_at_once(
+    ssh_servers: Servers, closing: list[SshPool], tmp_path: Path
+) -> None:
     server = ssh_servers(max_sessions=2)  # a third session on the connection would be refused by sshd
     host = host_for(server)
     pool = pool_for(host, max_sessions_per_host=2)
     closing.append(pool)
     running = tmp_path / "running"
     running.mkdir()
-    script = f'touch {running}/$$; ls {running} | wc -l; sleep 0.3; rm {running}/$$'
+    script = f"touch {running}/$$; ls {running} | wc -l; sleep 0.3; rm {running}/$$"
     results = await asyncio.gather(*(pool.run(host, ["sh", "-c", script], timeout_s=10) for _ in range(6)))
     assert [r.exit_status for r in results] == [0] * 6
     assert max(int(r.stdout) for r in results) <= 2
@@ -208,7 +239,8 @@ async def test_at_most_max_sessions_per_host_run_at_once(ssh_servers: Servers, c
 
 
 async def test_a_dropped_connection_fails_the_call_and_the_next_call_reconnects(
-        sshd: SshServer, closing: list[SshPool], no_orphans: list[str]) -> None:
+    sshd: SshServer, closing: list[SshPool], no_orphans: list[str]
+) -> None:
     m = marker()
     no_orphans.append(m)
     host = host_for(sshd)
@@ -225,8 +257,9 @@ async def test_a_dropped_connection_fails_the_call_and_the_next_call_reconnects(
     await wait_for(lambda: not processes_with(f"sleep {m}"))  # its `timeout` still ended the orphaned sleep
 
 
-async def test_a_connection_that_dropped_while_idle_is_replaced_without_an_error(sshd: SshServer,
-                                                                                 closing: list[SshPool]) -> None:
+async def test_a_connection_that_dropped_while_idle_is_replaced_without_an_error(
+    sshd: SshServer, closing: list[SshPool]
+) -> None:
     host = host_for(sshd)
     pool = pool_for(host)
     closing.append(pool)
@@ -271,17 +304,19 @@ async def test_a_jump_host_that_is_down_is_named_in_the_error(sshd: SshServer, c
     with pytest.raises(SshError) as e:
         await pool.run(web, ["true"], timeout_s=5)
     assert e.value.failure is Failure.REFUSED
-    assert str(e.value) == (f"web-03: connection refused: through jump host bastion: connection refused: "
-                            f"127.0.0.1:{closed_port} refused the connection")
+    assert str(e.value) == (
+        f"web-03: connection refused: through jump host bastion: connection refused: "
+        f"127.0.0.1:{closed_port} refused the connection"
+    )
     assert sshd.accepted_logins() == 0
 
 
 # -- refusals -----------------------------------------------------------------------------------
 
 
-async def test_a_changed_host_key_is_refused_naming_the_offered_fingerprint(sshd: SshServer,
-                                                                           closing: list[SshPool],
-                                                                           tmp_path: Path) -> None:
+async def test_a_changed_host_key_is_refused_naming_the_offered_fingerprint(
+    sshd: SshServer, closing: list[SshPool], tmp_path: Path
+) -> None:
     other = keygen(tmp_path / "other_host_key")
     known = tmp_path / "known_hosts"
     other_pub = other.with_name(other.name + ".pub").read_text().split()[:2]
@@ -293,14 +328,17 @@ async def test_a_changed_host_key_is_refused_naming_the_offered_fingerprint(sshd
         await pool.run(host, ["touch", str(tmp_path / "ran")], timeout_s=5)
     fp = sshd.host_fingerprint()
     assert (e.value.failure, e.value.fingerprint) == (Failure.HOST_KEY_MISMATCH, fp)
-    assert str(e.value).startswith(f"web-03: host key mismatch: 127.0.0.1:{sshd.port} offered ssh-ed25519 key {fp}, "
-                                   f"which is not the key {known} has for [127.0.0.1]:{sshd.port}")
+    assert str(e.value).startswith(
+        f"web-03: host key mismatch: 127.0.0.1:{sshd.port} offered ssh-ed25519 key {fp}, "
+        f"which is not the key {known} has for [127.0.0.1]:{sshd.port}"
+    )
     assert sshd.accepted_logins() == 0 and not (tmp_path / "ran").exists()
 
 
 @pytest.mark.parametrize("known_hosts", ["empty", "missing"])
 async def test_an_unknown_host_key_is_refused_with_its_fingerprint_and_the_keyscan_line(
-        sshd: SshServer, closing: list[SshPool], tmp_path: Path, known_hosts: str) -> None:
+    sshd: SshServer, closing: list[SshPool], tmp_path: Path, known_hosts: str
+) -> None:
     known = tmp_path / "known_hosts"
     if known_hosts == "empty":
         known.write_text("")
@@ -312,13 +350,14 @@ async def test_an_unknown_host_key_is_refused_with_its_fingerprint_and_the_keysc
     fp = sshd.host_fingerprint()
     scan = f"ssh-keyscan -p {sshd.port} -t ed25519 127.0.0.1"
     assert (e.value.failure, e.value.fingerprint, e.value.keyscan) == (Failure.HOST_KEY_UNKNOWN, fp, scan)
-    assert str(e.value) == (f"web-03: host key unknown: 127.0.0.1:{sshd.port} offered ssh-ed25519 key {fp}, and "
-                            f"{known} has no key for [127.0.0.1]:{sshd.port}; verify it, then add it with "
-                            f"`{scan} >> {known}` (opsloop never accepts a new key by itself)")
+    assert str(e.value) == (
+        f"web-03: host key unknown: 127.0.0.1:{sshd.port} offered ssh-ed25519 key {fp}, and "
+        f"{known} has no key for [127.0.0.1]:{sshd.port}; verify it, then add it with "
+        f"`{scan} >> {known}` (opsloop never accepts a new key by itself)"
+    )
     assert sshd.accepted_logins() == 0
     # The line works: what it prints is the key that was offered.
-    scanned = (await asyncio.to_thread(subprocess.run, scan.split(), capture_output=True, text=True,
-                                       timeout=30)).stdout
+    scanned = (await asyncio.to_thread(subprocess.run, scan.split(), capture_output=True, text=True, timeout=30)).stdout
     (tmp_path / "scanned.pub").write_text(scanned.split(None, 1)[1])
     assert fingerprint(tmp_path / "scanned.pub") == fp
     known.write_text(scanned)
@@ -364,8 +403,9 @@ class SilentServer:
         await self._server.wait_closed()
 
 
-async def test_a_server_that_never_answers_times_out_within_connect_timeout(closing: list[SshPool],
-                                                                          tmp_path: Path) -> None:
+async def test_a_server_that_never_answers_times_out_within_connect_timeout(
+    closing: list[SshPool], tmp_path: Path
+) -> None:
     async with SilentServer() as silent:
         host = Host(name="hung", address="127.0.0.1", port=silent.port, known_hosts=tmp_path / "kh")
         pool = pool_for(host, connect_timeout_s=0.5)
@@ -380,8 +420,7 @@ async def test_a_server_that_never_answers_times_out_within_connect_timeout(clos
         assert silent.accepted == 1
 
 
-async def test_a_host_that_just_failed_fails_fast_then_is_tried_again(closing: list[SshPool],
-                                                                      tmp_path: Path) -> None:
+async def test_a_host_that_just_failed_fails_fast_then_is_tried_again(closing: list[SshPool], tmp_path: Path) -> None:
     async with SilentServer() as silent:
         host = Host(name="hung", address="127.0.0.1", port=silent.port, known_hosts=tmp_path / "kh")
         pool = pool_for(host, connect_timeout_s=0.3, fail_fast_s=60)
@@ -417,13 +456,20 @@ def test_connect_failures_are_classified_for_opsloop_check(tmp_path: Path) -> No
     }
     for exc, failure in cases.items():
         assert _classify(exc, host, login, client, known_hosts_path=login.known_hosts, via="").failure is failure
-    dns = _classify(socket.gaierror(socket.EAI_NONAME, "Name or service not known"), host, login, client,
-                    known_hosts_path=login.known_hosts, via="")
+    dns = _classify(
+        socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+        host,
+        login,
+        client,
+        known_hosts_path=login.known_hosts,
+        via="",
+    )
     assert str(dns) == "web-03: DNS: cannot resolve 'web-03.example': Name or service not known"
 
 
-async def test_probe_all_reports_each_host_for_opsloop_check(ssh_servers: Servers, closing: list[SshPool],
-                                                             tmp_path: Path) -> None:
+async def test_probe_all_reports_each_host_for_opsloop_check(
+    ssh_servers: Servers, closing: list[SshPool], tmp_path: Path
+) -> None:
     good, other = ssh_servers(), ssh_servers()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -442,9 +488,12 @@ async def test_probe_all_reports_each_host_for_opsloop_check(ssh_servers: Server
     closing.append(pool)
     results = await pool.probe_all(concurrency=3)
     assert [(r.host, r.failure, r.via) for r in results] == [
-        ("ok-1", Failure.OK, ""), ("unknown-1", Failure.HOST_KEY_UNKNOWN, ""),
-        ("mismatch-1", Failure.HOST_KEY_MISMATCH, ""), ("auth-1", Failure.AUTH, ""),
-        ("down-1", Failure.REFUSED, ""), ("via-1", Failure.OK, "ok-1"),
+        ("ok-1", Failure.OK, ""),
+        ("unknown-1", Failure.HOST_KEY_UNKNOWN, ""),
+        ("mismatch-1", Failure.HOST_KEY_MISMATCH, ""),
+        ("auth-1", Failure.AUTH, ""),
+        ("down-1", Failure.REFUSED, ""),
+        ("via-1", Failure.OK, "ok-1"),
     ]
     assert results[1].keyscan == f"ssh-keyscan -p {other.port} -t ed25519 127.0.0.1"
     assert results[2].fingerprint == other.host_fingerprint()
@@ -454,12 +503,14 @@ async def test_probe_all_reports_each_host_for_opsloop_check(ssh_servers: Server
 
 
 async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_environment_and_never_shows(
-        sshd: SshServer, closing: list[SshPool], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    sshd: SshServer, closing: list[SshPool], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     passphrase = "correct horse " + secrets.token_hex(8)
     key = sshd.new_client_key("locked", passphrase=passphrase)
     key_body = [line for line in key.read_text().splitlines() if not line.startswith("-----")]
     config = tmp_path / "opsloop.toml"
-    config.write_text(textwrap.dedent(f"""
+    config.write_text(
+        textwrap.dedent(f"""
         [ssh]
         identity_file = "{key}"
         known_hosts = "{sshd.known_hosts}"
@@ -472,7 +523,8 @@ async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_env
         address = "127.0.0.1"
         port = {sshd.port}
         passphrase_env = "WEB04_PASSPHRASE"
-    """))
+    """)
+    )
     caplog.set_level(logging.DEBUG)
     settings = load_settings(config, env={"OPSLOOP_SSH_PASSPHRASE": passphrase, "WEB04_PASSPHRASE": "wrong"})
     pool = SshPool(settings.inventory, settings.ssh_credentials)
@@ -482,16 +534,27 @@ async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_env
     assert (await pool.run(web03, ["echo", "unlocked"], timeout_s=10)).stdout == "unlocked\n"
     with pytest.raises(SshError) as wrong:
         await pool.run(web04, ["true"], timeout_s=10)
-    assert str(wrong.value) == (f"web-04: auth failed: identity file {key}: the passphrase in $WEB04_PASSPHRASE "
-                                "does not decrypt it")
+    assert str(wrong.value) == (
+        f"web-04: auth failed: identity file {key}: the passphrase in $WEB04_PASSPHRASE does not decrypt it"
+    )
     bare = SshPool(load_settings(config, env={}).inventory)
     closing.append(bare)
     with pytest.raises(SshError) as unset:
         await bare.run(web03, ["true"], timeout_s=10)
-    assert str(unset.value) == (f"web-03: auth failed: identity file {key}: it is encrypted and "
-                                "$OPSLOOP_SSH_PASSPHRASE is not set")
-    shown = "\n".join([caplog.text, repr(settings), str(settings), str(wrong.value), repr(wrong.value),
-                       str(unset.value), repr(pool.credentials)])
+    assert str(unset.value) == (
+        f"web-03: auth failed: identity file {key}: it is encrypted and $OPSLOOP_SSH_PASSPHRASE is not set"
+    )
+    shown = "\n".join(
+        [
+            caplog.text,
+            repr(settings),
+            str(settings),
+            str(wrong.value),
+            repr(wrong.value),
+            str(unset.value),
+            repr(pool.credentials),
+        ]
+    )
     assert "ssh.connected host=web-03" in caplog.text  # the log was captured, at DEBUG, asyncssh's included
     assert passphrase not in shown and "correct horse" not in shown
     assert not any(line in shown for line in key_body)
@@ -501,12 +564,15 @@ async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_env
 
 
 def inventory() -> Inventory:
-    return Inventory(SshSettings(), (
-        Host(name="bastion", address="bastion.corp.example", groups=("infra",)),
-        Host(name="web-01", address="10.0.3.6", jump="bastion", groups=("web", "prod")),
-        Host(name="web-02", address="10.0.3.7", port=2222, jump="bastion", groups=("web", "prod")),
-        Host(name="db-01", address="10.0.4.2", jump="web-01", groups=("db",)),
-    ))
+    return Inventory(
+        SshSettings(),
+        (
+            Host(name="bastion", address="bastion.corp.example", groups=("infra",)),
+            Host(name="web-01", address="10.0.3.6", jump="bastion", groups=("web", "prod")),
+            Host(name="web-02", address="10.0.3.7", port=2222, jump="bastion", groups=("web", "prod")),
+            Host(name="db-01", address="10.0.4.2", jump="web-01", groups=("db",)),
+        ),
+    )
 
 
 def test_names_outside_the_inventory_are_refused_naming_the_closest() -> None:
@@ -515,8 +581,10 @@ def test_names_outside_the_inventory_are_refused_naming_the_closest() -> None:
     assert inv.resolve("localhost") is None and inv.resolve("127.0.0.1") is None
     with pytest.raises(ToolError) as e:
         inv.resolve("web-1")
-    assert str(e.value) == ("'web-1' is not in the host inventory (closest: web-01, web-02); opsloop connects only "
-                            "to inventory hosts, and list_hosts lists them")
+    assert str(e.value) == (
+        "'web-1' is not in the host inventory (closest: web-01, web-02); opsloop connects only "
+        "to inventory hosts, and list_hosts lists them"
+    )
     with pytest.raises(ToolError, match="it is the address of 'web-02': use host='web-02'"):
         inv.resolve("10.0.3.7")
     with pytest.raises(ToolError, match=r"'evil.example' is not in the host inventory \(known: bastion, web-01"):
@@ -525,8 +593,9 @@ def test_names_outside_the_inventory_are_refused_naming_the_closest() -> None:
         Inventory().resolve("web-01")
 
 
-async def test_the_pool_never_connects_to_a_host_built_outside_the_inventory(sshd: SshServer,
-                                                                            closing: list[SshPool]) -> None:
+async def test_the_pool_never_connects_to_a_host_built_outside_the_inventory(
+    sshd: SshServer, closing: list[SshPool]
+) -> None:
     pool = pool_for(host_for(sshd, "web-03"))
     closing.append(pool)
     with pytest.raises(ToolError, match="'evil' is not in the host inventory"):
@@ -545,23 +614,53 @@ def test_the_jump_chain_is_resolved_outermost_first() -> None:
 
 
 def test_load_hosts_reads_defaults_and_overrides(tmp_path: Path) -> None:
-    ssh, hosts = load_hosts({
-        "ssh": {"user": "opsloop", "identity_file": "keys/id", "known_hosts": "/etc/opsloop/known_hosts",
-                "connect_timeout_s": 5, "max_sessions_per_host": 2},
-        "hosts": [{"name": "bastion"},
-                  {"name": "web-03", "address": "10.0.3.7", "port": 2222, "user": "deploy", "jump": "bastion",
-                   "groups": ["web"], "log_dirs": ["/var/log/", "/srv/app/logs"],
-                   "restart_allowlist": ["nginx.service"], "passphrase_env": "WEB_KEY_PASS"}],
-        "tools": {"ignored": True},
-    }, base_dir=tmp_path)
-    assert ssh == SshSettings(user="opsloop", identity_file=tmp_path / "keys/id",
-                              known_hosts=Path("/etc/opsloop/known_hosts"), connect_timeout_s=5.0,
-                              max_sessions_per_host=2)
+    ssh, hosts = load_hosts(
+        {
+            "ssh": {
+                "user": "opsloop",
+                "identity_file": "keys/id",
+                "known_hosts": "/etc/opsloop/known_hosts",
+                "connect_timeout_s": 5,
+                "max_sessions_per_host": 2,
+            },
+            "hosts": [
+                {"name": "bastion"},
+                {
+                    "name": "web-03",
+                    "address": "10.0.3.7",
+                    "port": 2222,
+                    "user": "deploy",
+                    "jump": "bastion",
+                    "groups": ["web"],
+                    "log_dirs": ["/var/log/", "/srv/app/logs"],
+                    "restart_allowlist": ["nginx.service"],
+                    "passphrase_env": "WEB_KEY_PASS",
+                },
+            ],
+            "tools": {"ignored": True},
+        },
+        base_dir=tmp_path,
+    )
+    assert ssh == SshSettings(
+        user="opsloop",
+        identity_file=tmp_path / "keys/id",
+        known_hosts=Path("/etc/opsloop/known_hosts"),
+        connect_timeout_s=5.0,
+        max_sessions_per_host=2,
+    )
     assert hosts == (
         Host(name="bastion", address="bastion"),
-        Host(name="web-03", address="10.0.3.7", port=2222, user="deploy", jump="bastion", groups=("web",),
-             log_dirs=("/var/log", "/srv/app/logs"), restart_allowlist=("nginx.service",),
-             passphrase_env="WEB_KEY_PASS"),
+        Host(
+            name="web-03",
+            address="10.0.3.7",
+            port=2222,
+            user="deploy",
+            jump="bastion",
+            groups=("web",),
+            log_dirs=("/var/log", "/srv/app/logs"),
+            restart_allowlist=("nginx.service",),
+            passphrase_env="WEB_KEY_PASS",
+        ),
     )
     inv = Inventory(ssh, hosts)
     assert inv.login(hosts[1]).user == "deploy" and inv.login(hosts[0]).user == "opsloop"
@@ -570,16 +669,21 @@ def test_load_hosts_reads_defaults_and_overrides(tmp_path: Path) -> None:
 
 def test_load_hosts_names_every_problem() -> None:
     with pytest.raises(HostsConfigError) as e:
-        load_hosts({
-            "ssh": {"user": "ops", "agent": "yes", "max_sessions_per_host": 0},
-            "hosts": [
-                {"name": "a", "jump": "b"}, {"name": "b", "jump": "a"},
-                {"name": "web", "jump": "bastoin", "port": 70000, "colour": "red"},
-                {"name": "web"}, {"name": "localhost"}, {"address": "10.0.0.1"},
-                {"name": "c", "address": "-oProxyCommand=evil", "log_dirs": ["var/log"]},
-                {"name": "bastion"},
-            ],
-        })
+        load_hosts(
+            {
+                "ssh": {"user": "ops", "agent": "yes", "max_sessions_per_host": 0},
+                "hosts": [
+                    {"name": "a", "jump": "b"},
+                    {"name": "b", "jump": "a"},
+                    {"name": "web", "jump": "bastoin", "port": 70000, "colour": "red"},
+                    {"name": "web"},
+                    {"name": "localhost"},
+                    {"address": "10.0.0.1"},
+                    {"name": "c", "address": "-oProxyCommand=evil", "log_dirs": ["var/log"]},
+                    {"name": "bastion"},
+                ],
+            }
+        )
     assert e.value.problems == [
         "ssh.agent: unknown key (known: user, identity_file, known_hosts, connect_timeout_s, max_sessions_per_host, "
         "passphrase_env, idle_timeout_s, fail_fast_s)",
@@ -629,21 +733,26 @@ async def test_list_hosts_lists_the_inventory_with_groups_address_and_jump() -> 
             web-02   10.0.3.7:2222         bastion           web, prod
             db-01    10.0.4.2              bastion > web-01  db""")
         assert (await list_hosts.run({"group": "db"})).splitlines()[0] == (
-            "1 of 4 inventory hosts in group 'db'; localhost is the machine opsloop runs on (no SSH)")
+            "1 of 4 inventory hosts in group 'db'; localhost is the machine opsloop runs on (no SSH)"
+        )
         assert await list_hosts.run({"group": "nope"}) == (
             "no host is in group 'nope' (groups: db, infra, prod, web); localhost is the machine opsloop runs on "
-            "(no SSH)")
+            "(no SSH)"
+        )
     finally:
         await registry.aclose()
     bare = await build_registry({})
     tool = bare.get("list_hosts")
     assert tool is not None
-    assert await tool.run({}) == ("no [[hosts]] are configured: localhost is the machine opsloop runs on (no SSH) "
-                                  "and the only host the host tools can reach")
+    assert await tool.run({}) == (
+        "no [[hosts]] are configured: localhost is the machine opsloop runs on (no SSH) "
+        "and the only host the host tools can reach"
+    )
 
 
-async def test_an_argument_with_a_nul_byte_is_refused_before_any_connection(sshd: SshServer,
-                                                                           closing: list[SshPool]) -> None:
+async def test_an_argument_with_a_nul_byte_is_refused_before_any_connection(
+    sshd: SshServer, closing: list[SshPool]
+) -> None:
     host = host_for(sshd)
     pool = pool_for(host)
     closing.append(pool)

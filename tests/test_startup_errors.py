@@ -25,8 +25,16 @@ def _free_port() -> int:
 
 
 async def opsloop(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", *args, cwd=cwd, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -52,62 +60,158 @@ def busy() -> tuple[socket.socket, int]:
 # and {tmp} are filled in per case.
 CASES = [
     ("config missing", "run --config {tmp}/nope.toml", None, {}, "nope.toml: config file not found"),
-    ("OPSLOOP_CONFIG missing", "check", None, {"OPSLOOP_CONFIG": "{tmp}/gone.toml"},
-     "gone.toml: config file not found"),
-    ("no app token nor signing secret", "check", "", {"SLACK_APP_TOKEN": ""},
-     "set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)"),
-    ("user token as app token", "check", "", {"SLACK_APP_TOKEN": "xoxp-1-2"},
-     "SLACK_APP_TOKEN must be an app-level token starting with xapp-"),
+    (
+        "OPSLOOP_CONFIG missing",
+        "check",
+        None,
+        {"OPSLOOP_CONFIG": "{tmp}/gone.toml"},
+        "gone.toml: config file not found",
+    ),
+    (
+        "no app token nor signing secret",
+        "check",
+        "",
+        {"SLACK_APP_TOKEN": ""},
+        "set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
+    ),
+    (
+        "user token as app token",
+        "check",
+        "",
+        {"SLACK_APP_TOKEN": "xoxp-1-2"},
+        "SLACK_APP_TOKEN must be an app-level token starting with xapp-",
+    ),
     ("revoked app token", "check", "", {"SLACK_APP_TOKEN": "xapp-revoked"}, "apps.connections.open failed"),
-    ("busy HTTP port", "run --port {busy}", "", {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
-     "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}"),
-    ("busy HTTP port, check", "check --port {busy}", "", {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
-     "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}"),
-    ("busy alert webhook", "run", '[alerts.webhook]\nlisten = "127.0.0.1:{busy}"\nchannel = "C0INCIDENT"\n',
-     {"OPSLOOP_ALERT_TOKEN": "t0ken"}, "alerts.webhook: cannot listen on 127.0.0.1:{busy}"),
-    ("busy changes webhook", "run", '[changes.webhook]\nlisten = "127.0.0.1:{busy}"\n',
-     {"OPSLOOP_CHANGES_TOKEN": "t0ken"}, "changes.webhook: cannot listen on 127.0.0.1:{busy}"),
-    ("busy changes webhook, check", "check", '[changes.webhook]\nlisten = "127.0.0.1:{busy}"\n',
-     {"OPSLOOP_CHANGES_TOKEN": "t0ken"}, "changes.webhook: cannot listen on 127.0.0.1:{busy}"),
-    ("a changes repository that is missing", "check", '[[changes.git]]\nname = "deploy"\npath = "{tmp}/no-repo"\n',
-     {}, "changes.git deploy: no repository at"),
-    ("busy metrics port", "check --metrics-host 127.0.0.1 --metrics-port {busy}", "", {},
-     "metrics (--metrics-port): cannot listen on 127.0.0.1:{busy}"),
+    (
+        "busy HTTP port",
+        "run --port {busy}",
+        "",
+        {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
+        "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}",
+    ),
+    (
+        "busy HTTP port, check",
+        "check --port {busy}",
+        "",
+        {"SLACK_APP_TOKEN": "", "SLACK_SIGNING_SECRET": "s3cret"},
+        "HTTP mode (--port): cannot listen on 0.0.0.0:{busy}",
+    ),
+    (
+        "busy alert webhook",
+        "run",
+        '[alerts.webhook]\nlisten = "127.0.0.1:{busy}"\nchannel = "C0INCIDENT"\n',
+        {"OPSLOOP_ALERT_TOKEN": "t0ken"},
+        "alerts.webhook: cannot listen on 127.0.0.1:{busy}",
+    ),
+    (
+        "busy changes webhook",
+        "run",
+        '[changes.webhook]\nlisten = "127.0.0.1:{busy}"\n',
+        {"OPSLOOP_CHANGES_TOKEN": "t0ken"},
+        "changes.webhook: cannot listen on 127.0.0.1:{busy}",
+    ),
+    (
+        "busy changes webhook, check",
+        "check",
+        '[changes.webhook]\nlisten = "127.0.0.1:{busy}"\n',
+        {"OPSLOOP_CHANGES_TOKEN": "t0ken"},
+        "changes.webhook: cannot listen on 127.0.0.1:{busy}",
+    ),
+    (
+        "a changes repository that is missing",
+        "check",
+        '[[changes.git]]\nname = "deploy"\npath = "{tmp}/no-repo"\n',
+        {},
+        "changes.git deploy: no repository at",
+    ),
+    (
+        "busy metrics port",
+        "check --metrics-host 127.0.0.1 --metrics-port {busy}",
+        "",
+        {},
+        "metrics (--metrics-port): cannot listen on 127.0.0.1:{busy}",
+    ),
     ("metrics port out of range", "run --metrics-port 99999", "", {}, "port 99999 is not between 0 and 65535"),
     ("db in a missing directory", "run", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"}, "does not exist"),
-    ("db in a missing directory, check", "check", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"},
-     "does not exist"),
+    ("db in a missing directory, check", "check", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"}, "does not exist"),
     ("db in a missing directory, runs", "runs", "", {"OPSLOOP_DB": "{tmp}/no/such/dir/opsloop.db"}, "no database"),
-    ("postgres refuses, runs", "runs", "", {"OPSLOOP_DB": "postgresql://opsloop@127.0.0.1:{refused}/opsloop"},
-     "store: can't open postgresql://opsloop@127.0.0.1:{refused}/opsloop"),
-    ("tool module that doesn't import", "run", '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n', {},
-     "cannot import 'no_such_module'"),
-    ("tool module that doesn't import, check", "check", '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n',
-     {}, "cannot import 'no_such_module'"),
-    ("tools.k8s without clusters", "run", '[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n', {},
-     "'tools.k8s' is listed but no [[kubernetes.clusters]]"),
-    ("kubeconfig context that doesn't exist", "check",
-     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n', {},
-     "'nope' is not a context"),
-    ("kubeconfig context that doesn't exist, run", "run",
-     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n', {},
-     "'nope' is not a context"),
-    ("runbook env names SLACK_BOT_TOKEN", "run",
-     '[[tools.commands]]\nname = "x"\ndescription = "x"\ncommand = ["/bin/true"]\nenv = ["SLACK_BOT_TOKEN"]\n', {},
-     "SLACK_BOT_TOKEN"),
-    ("sandbox with a tool config error", "sandbox --port 0 --config {tmp}/opsloop.toml",
-     '[tools]\nmodules = ["no_such_module"]\n', {}, "cannot import 'no_such_module'"),
-    ("invalid RE2 pattern", "run", '[[alerts.slack]]\nchannel = "C0INCIDENT"\nsenders = ["B1"]\nmatch = "(?<=x)y"\n',
-     {}, "invalid regular expression"),
-    ("a cluster that refuses", "check",
-     '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{refusing_kubeconfig}"\n', {},
-     "kubernetes cluster prod: cannot reach cluster prod"),
+    (
+        "postgres refuses, runs",
+        "runs",
+        "",
+        {"OPSLOOP_DB": "postgresql://opsloop@127.0.0.1:{refused}/opsloop"},
+        "store: can't open postgresql://opsloop@127.0.0.1:{refused}/opsloop",
+    ),
+    (
+        "tool module that doesn't import",
+        "run",
+        '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n',
+        {},
+        "cannot import 'no_such_module'",
+    ),
+    (
+        "tool module that doesn't import, check",
+        "check",
+        '[tools]\nmodules = ["tools.builtin", "no_such_module"]\n',
+        {},
+        "cannot import 'no_such_module'",
+    ),
+    (
+        "tools.k8s without clusters",
+        "run",
+        '[tools]\nmodules = ["tools.builtin", "tools.k8s"]\n',
+        {},
+        "'tools.k8s' is listed but no [[kubernetes.clusters]]",
+    ),
+    (
+        "kubeconfig context that doesn't exist",
+        "check",
+        '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n',
+        {},
+        "'nope' is not a context",
+    ),
+    (
+        "kubeconfig context that doesn't exist, run",
+        "run",
+        '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{kubeconfig}"\ncontext = "nope"\n',
+        {},
+        "'nope' is not a context",
+    ),
+    (
+        "runbook env names SLACK_BOT_TOKEN",
+        "run",
+        '[[tools.commands]]\nname = "x"\ndescription = "x"\ncommand = ["/bin/true"]\nenv = ["SLACK_BOT_TOKEN"]\n',
+        {},
+        "SLACK_BOT_TOKEN",
+    ),
+    (
+        "sandbox with a tool config error",
+        "sandbox --port 0 --config {tmp}/opsloop.toml",
+        '[tools]\nmodules = ["no_such_module"]\n',
+        {},
+        "cannot import 'no_such_module'",
+    ),
+    (
+        "invalid RE2 pattern",
+        "run",
+        '[[alerts.slack]]\nchannel = "C0INCIDENT"\nsenders = ["B1"]\nmatch = "(?<=x)y"\n',
+        {},
+        "invalid regular expression",
+    ),
+    (
+        "a cluster that refuses",
+        "check",
+        '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{refusing_kubeconfig}"\n',
+        {},
+        "kubernetes cluster prod: cannot reach cluster prod",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("command", "config", "env", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-async def test_each_start_up_error_is_one_line_and_exit_2(command, config, env, says, tmp_path, busy, fake_slack,
-                                                           fake_anthropic, fake_kube):
+async def test_each_start_up_error_is_one_line_and_exit_2(
+    command, config, env, says, tmp_path, busy, fake_slack, fake_anthropic, fake_kube
+):
     fake_anthropic.script(*[reply(text("pong"))] * 4)
     kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     refusing = json.loads(kubeconfig.read_text())
@@ -115,21 +219,34 @@ async def test_each_start_up_error_is_one_line_and_exit_2(command, config, env, 
     for cluster in refusing.get("clusters", []):
         cluster["cluster"]["server"] = f"http://127.0.0.1:{refused}"
     (tmp_path / "refusing-kubeconfig").write_text(json.dumps(refusing))
-    fill = {"busy": str(busy[1]), "tmp": str(tmp_path), "kubeconfig": str(kubeconfig), "refused": str(refused),
-            "refusing_kubeconfig": str(tmp_path / "refusing-kubeconfig")}
+    fill = {
+        "busy": str(busy[1]),
+        "tmp": str(tmp_path),
+        "kubeconfig": str(kubeconfig),
+        "refused": str(refused),
+        "refusing_kubeconfig": str(tmp_path / "refusing-kubeconfig"),
+    }
     if config is not None:
         (tmp_path / "opsloop.toml").write_text(config.format(**fill))
-    over = {"SLACK_BOT_TOKEN": fake_slack.bot_token, "SLACK_APP_TOKEN": fake_slack.app_token,
-            "SLACK_API_URL": fake_slack.api_url, "ANTHROPIC_API_KEY": API_KEY,
-            "ANTHROPIC_BASE_URL": fake_anthropic.base_url, "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
-            **{k: v.format(**fill) for k, v in env.items()}}
+    over = {
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
+        "SLACK_API_URL": fake_slack.api_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
+        **{k: v.format(**fill) for k, v in env.items()},
+    }
     code, out, err = await opsloop(*command.format(**fill).split(), env=base_env(tmp_path, **over), cwd=tmp_path)
     said = says.format(**fill)
     about = [line for line in err.splitlines() if said in line]
     assert (code, len(about)) == (2, 1), err
     assert about[0].startswith("opsloop: ")
-    problems = [line for line in err.splitlines()  # `run`'s JSON log lines are its log, not problem lines
-                if not line.startswith(("opsloop: warning:", "opsloop: config:", "{"))]
+    problems = [
+        line
+        for line in err.splitlines()  # `run`'s JSON log lines are its log, not problem lines
+        if not line.startswith(("opsloop: warning:", "opsloop: config:", "{"))
+    ]
     assert problems == about, err
     for noise in ("Traceback", "ClientConnectorError", "Cannot connect to host", "absl", "re2.cc"):
         assert noise not in out + err
@@ -138,8 +255,10 @@ async def test_each_start_up_error_is_one_line_and_exit_2(command, config, env, 
 async def test_a_read_only_command_in_an_empty_directory_says_there_is_no_database_and_creates_none(tmp_path):
     for command in (["runs"], ["show", "run_x"], ["audit"], ["export", "run_x"], ["replay", "run_x"]):
         code, _, err = await opsloop(*command, env=base_env(tmp_path), cwd=tmp_path)
-        assert (code, err.splitlines()) == (2, ["opsloop: no database at opsloop.db (set --db or $OPSLOOP_DB; "
-                                                "`opsloop run` creates it)"]), command
+        assert (code, err.splitlines()) == (
+            2,
+            ["opsloop: no database at opsloop.db (set --db or $OPSLOOP_DB; `opsloop run` creates it)"],
+        ), command
     assert list(tmp_path.iterdir()) == []
 
 
@@ -150,8 +269,9 @@ async def test_store_commands_take_db(tmp_path):
     run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk full", model="claude-sonnet-5-5")
     ledger.close()
     for command in (["runs"], ["show", run.id], ["audit"], ["export", run.id]):
-        code, out, err = await opsloop(*command, "--db", str(tmp_path / "elsewhere.db"), env=base_env(tmp_path),
-                                       cwd=tmp_path)
+        code, out, err = await opsloop(
+            *command, "--db", str(tmp_path / "elsewhere.db"), env=base_env(tmp_path), cwd=tmp_path
+        )
         assert code == 0, err
         assert command[0] in ("audit",) or run.id in out
 
@@ -195,8 +315,9 @@ async def test_version_comes_from_the_package_metadata(tmp_path):
 def _make(*args: str) -> str:
     import subprocess
 
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_make_run_passes_config_and_make_test_shows_skip_reasons():
@@ -222,7 +343,8 @@ def test_slack_sdks_own_retry_line_is_not_logged_next_to_ours():
     configure_logging("info", stream=stream)
     logging.getLogger("slack_sdk.web.async_base_client").info(
         "A retry handler found: AsyncConnectionErrorRetryHandler for POST https://slack.com/api/auth.test - "
-        "Cannot connect to host slack.com:443")
+        "Cannot connect to host slack.com:443"
+    )
     logging.getLogger("opsloop.app").warning("slack.unreachable")
     assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["slack.unreachable"]
 
@@ -255,7 +377,8 @@ async def test_check_says_an_unreachable_host_once(tmp_path):
     (tmp_path / "known_hosts").write_text("")
     (tmp_path / "opsloop.toml").write_text(
         f'[ssh]\nuser = "opsloop"\nknown_hosts = "{tmp_path / "known_hosts"}"\nconnect_timeout_s = 2\n'
-        f'[[hosts]]\nname = "web-01"\naddress = "127.0.0.1"\nport = {refused}\n')
+        f'[[hosts]]\nname = "web-01"\naddress = "127.0.0.1"\nport = {refused}\n'
+    )
     code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
     problems = [line for line in err.splitlines() if "web-01" in line]
     assert code == 2 and len(problems) == 1 and "Traceback" not in err, err

@@ -38,8 +38,14 @@ async def any_store(db_url: str) -> AsyncIterator[Store]:
 
 
 async def new_run(store: Store, task: str = "web-03 has high CPU") -> str:
-    row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task=task, model=MODEL,
-                                 history=[{"role": "user", "content": [{"type": "text", "text": task}]}])
+    row = await store.create_run(
+        channel="C1",
+        thread_ts="1.0",
+        requester="U1",
+        task=task,
+        model=MODEL,
+        history=[{"role": "user", "content": [{"type": "text", "text": task}]}],
+    )
     return row.id
 
 
@@ -47,8 +53,15 @@ def config(store: Store, client: anthropic.AsyncAnthropic, run_id: str, **kw: An
     async def news() -> RunNews:
         return await store.run_news(run_id)
 
-    return RunConfig(model=AnthropicModel(client, [MODEL], backoff_base=0.001), store=store, tools=TOOLS,
-                     price_for=lambda m: price_for(m)[0], system_prompt="You are opsloop.", news=news, **kw)
+    return RunConfig(
+        model=AnthropicModel(client, [MODEL], backoff_base=0.001),
+        store=store,
+        tools=TOOLS,
+        price_for=lambda m: price_for(m)[0],
+        system_prompt="You are opsloop.",
+        news=news,
+        **kw,
+    )
 
 
 # --- the store, on both backends ------------------------------------------------------------------------
@@ -56,26 +69,37 @@ async def test_a_turn_and_its_trace_rows_are_written_together(any_store: Store) 
     run_id = await new_run(any_store)
     turn = {"role": "assistant", "content": [{"type": "text", "text": "fine"}]}
     totals = Totals(iterations=1, usage=Usage(), cost_usd=0.0, agent_seconds=0.0, tools_called=(), condensed=False)
-    await any_store.put_message(run_id, 1, turn, totals=totals,
-                                steps=[("request", {"iteration": 1}), ("response", {"text": "fine"})])
+    await any_store.put_message(
+        run_id, 1, turn, totals=totals, steps=[("request", {"iteration": 1}), ("response", {"text": "fine"})]
+    )
     assert [(s.kind, s.data) for s in await any_store.steps(run_id)] == [
-        ("request", {"iteration": 1}), ("response", {"text": "fine"})]
+        ("request", {"iteration": 1}),
+        ("response", {"text": "fine"}),
+    ]
     assert (await any_store.history(run_id))[1] == turn
 
 
 async def test_a_turn_that_fails_to_store_leaves_none_of_its_trace_rows(any_store: Store) -> None:
     run_id = await new_run(any_store)
     with pytest.raises(TypeError):  # content that can't be encoded: the whole transaction goes
-        await any_store.put_message(run_id, 1, {"role": "assistant", "content": {1, 2}},
-                                    steps=[("request", {"iteration": 1})])
+        await any_store.put_message(
+            run_id, 1, {"role": "assistant", "content": {1, 2}}, steps=[("request", {"iteration": 1})]
+        )
     assert (await any_store.steps(run_id), len(await any_store.history(run_id))) == ([], 1)
 
 
 async def test_a_result_and_its_trace_row_are_written_together(any_store: Store) -> None:
     run_id = await new_run(any_store)
-    assert await any_store.save_tool_result(run_id, tool_use_id="toolu_1", tool="check_cpu", args={"host": "a"},
-                                            content="a: cpu 97%", is_error=False, confirmed_by=None,
-                                            steps=[("tool", {"tool": "check_cpu", "result": "a: cpu 97%"})])
+    assert await any_store.save_tool_result(
+        run_id,
+        tool_use_id="toolu_1",
+        tool="check_cpu",
+        args={"host": "a"},
+        content="a: cpu 97%",
+        is_error=False,
+        confirmed_by=None,
+        steps=[("tool", {"tool": "check_cpu", "result": "a: cpu 97%"})],
+    )
     assert [(s.kind, s.data["tool"]) for s in await any_store.steps(run_id)] == [("tool", "check_cpu")]
     assert (await any_store.tool_results(run_id))["toolu_1"].content == "a: cpu 97%"
 
@@ -86,15 +110,19 @@ async def test_run_news_reads_the_stop_flag_and_the_queued_replies(any_store: St
     inbox_id = await any_store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="logs first")
     assert await any_store.request_stop(run_id, "U9")
     assert await any_store.run_news(run_id) == RunNews(
-        stop_requested_by="U9", inbox=[Injected(id=inbox_id, user="U7", text="logs first")])
+        stop_requested_by="U9", inbox=[Injected(id=inbox_id, user="U7", text="logs first")]
+    )
 
 
 # --- the loop ---------------------------------------------------------------------------------------------
-async def drive(store: Store, fake: FakeAnthropic, client: anthropic.AsyncAnthropic,
-                tool_steps: int) -> tuple[int, str]:
+async def drive(
+    store: Store, fake: FakeAnthropic, client: anthropic.AsyncAnthropic, tool_steps: int
+) -> tuple[int, str]:
     """A run of `tool_steps` tool steps and an answer: (the store round trips it took, its id)."""
-    fake.script(*[reply(tool_use("check_cpu", {"host": f"web-{i}"}, id=f"toolu_{i}")) for i in range(tool_steps)],
-                reply(text("fine")))
+    fake.script(
+        *[reply(tool_use("check_cpu", {"host": f"web-{i}"}, id=f"toolu_{i}")) for i in range(tool_steps)],
+        reply(text("fine")),
+    )
     run_id = await new_run(store)
     before = store.round_trips
     result = await run(config(store, client, run_id), run_id)
@@ -102,8 +130,9 @@ async def drive(store: Store, fake: FakeAnthropic, client: anthropic.AsyncAnthro
     return store.round_trips - before, run_id
 
 
-async def test_a_tool_step_takes_four_store_round_trips(store: Store, fake_anthropic: FakeAnthropic,
-                                                        anthropic_client: anthropic.AsyncAnthropic) -> None:
+async def test_a_tool_step_takes_four_store_round_trips(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
     """The news, the assistant turn with its request and response rows, the result with its tool row, and the
     turn of results: nothing re-reads what the drive just wrote."""
     one, _ = await drive(store, fake_anthropic, anthropic_client, 1)
@@ -111,15 +140,16 @@ async def test_a_tool_step_takes_four_store_round_trips(store: Store, fake_anthr
     assert (three - one) / 2 == 4
 
 
-async def test_every_trace_row_is_stored_in_order(store: Store, fake_anthropic: FakeAnthropic,
-                                                  anthropic_client: anthropic.AsyncAnthropic) -> None:
+async def test_every_trace_row_is_stored_in_order(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
     _, run_id = await drive(store, fake_anthropic, anthropic_client, 1)
-    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response",
-                                                           "stop"]
+    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response", "stop"]
 
 
 async def test_a_stop_read_with_the_news_ends_the_run_before_any_request(
-        store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic) -> None:
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
     run_id = await new_run(store)
     assert await store.request_stop(run_id, "U9")
     result = await run(config(store, anthropic_client, run_id), run_id)
@@ -127,7 +157,8 @@ async def test_a_stop_read_with_the_news_ends_the_run_before_any_request(
 
 
 async def test_a_reply_read_with_the_news_enters_the_first_request(
-        store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic) -> None:
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
     run_id = await new_run(store)
     await store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="check the logs first")
     fake_anthropic.script(reply(text("fine")))
@@ -138,8 +169,9 @@ async def test_a_reply_read_with_the_news_enters_the_first_request(
     assert "inject" in [s.kind for s in await store.steps(run_id)]
 
 
-async def test_a_request_that_fails_keeps_its_trace_row(store: Store, fake_anthropic: FakeAnthropic,
-                                                        anthropic_client: anthropic.AsyncAnthropic) -> None:
+async def test_a_request_that_fails_keeps_its_trace_row(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
     """The request row waits for the step's next write; a model error writes it with its own."""
     fake_anthropic.script(error(401, "authentication_error", "invalid x-api-key"))
     run_id = await new_run(store)

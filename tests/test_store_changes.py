@@ -15,11 +15,14 @@ def event(id_: str, at: float, summary: str = "deploy", **extra: object) -> Stor
 async def test_first_copy_wins_and_reads_are_by_time_and_service(db_url: str) -> None:
     store = await Store(db_url).open()
     try:
-        assert await store.record_changes([event("a", 100, "first", service="api"), event("b", 200, service="db"),
-                                           event("a", 150, "second copy")]) == 2
+        assert (
+            await store.record_changes(
+                [event("a", 100, "first", service="api"), event("b", 200, service="db"), event("a", 150, "second copy")]
+            )
+            == 2
+        )
         assert await store.record_changes([event("a", 300, "third copy")]) == 0
-        assert [(e.id, e.summary) for e in await store.changes_between(0, 1000)] == [("b", "deploy"),
-                                                                                   ("a", "first")]
+        assert [(e.id, e.summary) for e in await store.changes_between(0, 1000)] == [("b", "deploy"), ("a", "first")]
         assert [e.id for e in await store.changes_between(0, 1000, service="api")] == ["a"]
         assert await store.changes_between(101, 199) == []
     finally:
@@ -45,8 +48,9 @@ async def test_text_is_redacted_and_old_events_are_swept(db_url: str) -> None:
     store = await Store(db_url).open()
     try:
         secret = "ghp_" + "A" * 36
-        await store.record_changes([event("s", 100, f"deploy with token {secret}", labels={"k": secret}),
-                                    event("t", 100)])
+        await store.record_changes(
+            [event("s", 100, f"deploy with token {secret}", labels={"k": secret}), event("t", 100)]
+        )
         (one,) = [e for e in await store.changes_between(0, 1000) if e.id == "s"]
         assert secret not in one.summary and secret not in str(one.labels)
         now = store.now()

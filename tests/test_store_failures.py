@@ -26,6 +26,7 @@ TASK = "web-03 is paging: disk full on /var, please fix"
 
 async def cap_pages(store: Store, extra: int) -> None:
     """Let the writer's connection grow the file by at most `extra` pages (a disk about to be full)."""
+
     def cap(db: object) -> None:
         conn = db.db  # type: ignore[attr-defined]
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
@@ -70,9 +71,11 @@ async def test_a_full_disk_is_retried_then_reported_as_unavailable_and_recovers(
 async def test_a_store_that_keeps_failing_pauses_the_run_tells_the_thread_once_and_it_resumes(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-03"})),
-                          reply(tool_use("check_disk", {"host": "web-03"})),
-                          reply(text("/var is full of rotated nginx logs.")))
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(text("/var is full of rotated nginx logs.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         store = env.ops.store
         store.retry_seconds = 0.3
@@ -83,8 +86,9 @@ async def test_a_store_that_keeps_failing_pauses_the_run_tells_the_thread_once_a
         other.execute("BEGIN IMMEDIATE")  # the database stays locked past busy_timeout and every retry
         try:
             gate.release()
-            told = await fake_slack.wait_for_message(channel, lambda m: "can't write to its database" in text_of(m),
-                                                     timeout=30)
+            told = await fake_slack.wait_for_message(
+                channel, lambda m: "can't write to its database" in text_of(m), timeout=30
+            )
             assert "paused, not lost" in text_of(told)
             assert [r.status for r in env.runs()] != ["finished"]  # never marked finished by a store error
         finally:

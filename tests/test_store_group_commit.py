@@ -27,9 +27,17 @@ async def hold_the_writer(store: Store) -> tuple[threading.Event, asyncio.Future
 
 
 async def mention(store: Store, i: int):
-    return await store.accept_mention(f"Ev{i:03d}", channel="C1", thread_ts=f"{i}.0", requester="U1",
-                                      task=f"web-{i:02d} is out of disk", prompt="task", model="m", mention_ts=f"{i}.0",
-                                      on_reply=supersede_by_reply)
+    return await store.accept_mention(
+        f"Ev{i:03d}",
+        channel="C1",
+        thread_ts=f"{i}.0",
+        requester="U1",
+        task=f"web-{i:02d} is out of disk",
+        prompt="task",
+        model="m",
+        mention_ts=f"{i}.0",
+        on_reply=supersede_by_reply,
+    )
 
 
 async def test_a_burst_of_accepts_shares_one_commit_and_each_gets_its_own_run(tmp_path: Path) -> None:
@@ -43,8 +51,10 @@ async def test_a_burst_of_accepts_shares_one_commit_and_each_gets_its_own_run(tm
         release.set()
         await busy
         accepted = await asyncio.gather(*burst)
-        assert ([a.run.task for a in accepted], await duplicate) == ([f"web-{i:02d} is out of disk" for i in range(5)],
-                                                                     None)
+        assert ([a.run.task for a in accepted], await duplicate) == (
+            [f"web-{i:02d} is out of disk" for i in range(5)],
+            None,
+        )
         assert store._writer.grouped == 6
         assert len({a.run.id for a in accepted}) == 5
     finally:

@@ -30,21 +30,50 @@ async def store(db_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
-async def ended(store: Store, task: str, *, channel: str = "C1", thread: str | None = None,
-                output: str | None = "done", host: str | None = None, change: str | None = None,
-                by: tuple[str, str] = ("U0CAROL", "carol"), reason: StopReason = StopReason.COMPLETED) -> Run:
+async def ended(
+    store: Store,
+    task: str,
+    *,
+    channel: str = "C1",
+    thread: str | None = None,
+    output: str | None = "done",
+    host: str | None = None,
+    change: str | None = None,
+    by: tuple[str, str] = ("U0CAROL", "carol"),
+    reason: StopReason = StopReason.COMPLETED,
+) -> Run:
     """A run that called a tool on `host`, had `change` approved by `by`, and ended with `output`."""
-    run = await store.create_run(channel=channel, thread_ts=thread or f"{time.monotonic_ns()}.1", requester="U1",
-                                 task=task, model="m")
+    run = await store.create_run(
+        channel=channel, thread_ts=thread or f"{time.monotonic_ns()}.1", requester="U1", task=task, model="m"
+    )
     if host is not None:
-        await store.save_tool_result(run.id, tool_use_id="toolu_look", tool="check_disk", args={"host": host},
-                                     content="98% used", is_error=False, confirmed_by=None)
+        await store.save_tool_result(
+            run.id,
+            tool_use_id="toolu_look",
+            tool="check_disk",
+            args={"host": host},
+            content="98% used",
+            is_error=False,
+            confirmed_by=None,
+        )
     if change is not None:
-        approval = await store.create_approval(run_id=run.id, tool_use_id="toolu_fix", tool=change,
-                                               category="mutating", args={"host": host or "", "path": "/var/log"},
-                                               requester="U1", expires_at=2e9)
-        await store.decide_approval(approval.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK,
-                                    decided_at=store.now(), decided_by=by[0], decided_name=by[1])
+        approval = await store.create_approval(
+            run_id=run.id,
+            tool_use_id="toolu_fix",
+            tool=change,
+            category="mutating",
+            args={"host": host or "", "path": "/var/log"},
+            requester="U1",
+            expires_at=2e9,
+        )
+        await store.decide_approval(
+            approval.id,
+            state=ApprovalState.APPROVED,
+            cause=DecisionCause.CLICK,
+            decided_at=store.now(),
+            decided_by=by[0],
+            decided_name=by[1],
+        )
     await store.finish_run(run.id, stop_reason=reason, stop_detail="", output=output)
     return run
 
@@ -63,32 +92,65 @@ async def found(store: Store, query: str, *, channel: str = "C1", **kw: object) 
 
 
 async def test_an_ended_run_is_recorded_with_its_changes_targets_and_answer(store: Store) -> None:
-    run = await ended(store, "web-03 is paging: disk full on /var", channel="C1", thread="7.1", host="web-03",
-                      change="clean_logs", output="Cleaned the rotated nginx logs; /var is at 41%.")
-    incident = await store.record_incident(run.id, kind="public", permalink="https://slack.example/p7",
-                                           targets=Targets(services=("nginx",)))
+    run = await ended(
+        store,
+        "web-03 is paging: disk full on /var",
+        channel="C1",
+        thread="7.1",
+        host="web-03",
+        change="clean_logs",
+        output="Cleaned the rotated nginx logs; /var is at 41%.",
+    )
+    incident = await store.record_incident(
+        run.id, kind="public", permalink="https://slack.example/p7", targets=Targets(services=("nginx",))
+    )
     assert (incident.title, incident.task, incident.channel, incident.kind, incident.thread_ts) == (
-        "web-03 is paging: disk full on /var", "web-03 is paging: disk full on /var", "C1", "public", "7.1")
+        "web-03 is paging: disk full on /var",
+        "web-03 is paging: disk full on /var",
+        "C1",
+        "public",
+        "7.1",
+    )
     assert (incident.stop_reason, incident.answer, incident.permalink, incident.feedback) == (
-        "completed", "Cleaned the rotated nginx logs; /var is at 41%.", "https://slack.example/p7",
-        IncidentFeedback.NONE)
+        "completed",
+        "Cleaned the rotated nginx logs; /var is at 41%.",
+        "https://slack.example/p7",
+        IncidentFeedback.NONE,
+    )
     assert incident.targets == Targets(hosts=("web-03",), services=("nginx",))
-    assert incident.changes == (IncidentChange(tool="clean_logs", args="host=web-03, path=/var/log",
-                                               confirmed_by="U0CAROL", approver="carol"),)
+    assert incident.changes == (
+        IncidentChange(tool="clean_logs", args="host=web-03, path=/var/log", confirmed_by="U0CAROL", approver="carol"),
+    )
     assert incident.started_at is not None and incident.ended_at >= incident.started_at
     assert await store.incident(run.id) == incident
 
 
 async def test_a_handoff_is_recorded_with_what_the_model_last_said(store: Store) -> None:
-    run = await store.create_run(channel="C1", thread_ts="8.1", requester="U1", task="api 500s", model="m",
-                                 history=[{"role": "user", "content": [{"type": "text", "text": "api 500s"}]}])
-    await store.put_message(run.id, 1, {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "The pool is exhausted since the 14:08 deploy.", "signature": "s"},
-        {"type": "tool_use", "id": "toolu_1", "name": "http_get", "input": {}}]})
+    run = await store.create_run(
+        channel="C1",
+        thread_ts="8.1",
+        requester="U1",
+        task="api 500s",
+        model="m",
+        history=[{"role": "user", "content": [{"type": "text", "text": "api 500s"}]}],
+    )
+    await store.put_message(
+        run.id,
+        1,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "The pool is exhausted since the 14:08 deploy.", "signature": "s"},
+                {"type": "tool_use", "id": "toolu_1", "name": "http_get", "input": {}},
+            ],
+        },
+    )
     await store.finish_run(run.id, stop_reason=StopReason.ITERATION_LIMIT, stop_detail="20 steps")
     incident = await store.record_incident(run.id, kind="public")
-    assert (incident.stop_reason, incident.answer) == ("iteration_limit",
-                                                       "The pool is exhausted since the 14:08 deploy.")
+    assert (incident.stop_reason, incident.answer) == (
+        "iteration_limit",
+        "The pool is exhausted since the 14:08 deploy.",
+    )
 
 
 async def test_an_alert_run_is_titled_and_filtered_by_its_labels(store: Store) -> None:
@@ -112,16 +174,33 @@ async def test_recording_again_replaces_the_record(store: Store) -> None:
 
 
 async def test_secrets_planted_in_task_answer_and_args_reach_no_record(store: Store, db_url: str) -> None:
-    run = await store.create_run(channel="C1", thread_ts="9.1", requester="U1", task=f"key {SECRET} leaked",
-                                 model="m")
-    approval = await store.create_approval(run_id=run.id, tool_use_id="t", tool="rotate_key", category="mutating",
-                                           args={"token": SECRET, "host": "vault-1"}, requester="U1", expires_at=2e9)
-    await store.decide_approval(approval.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK,
-                                decided_at=store.now(), decided_by="U2", decided_name="dana")
+    run = await store.create_run(channel="C1", thread_ts="9.1", requester="U1", task=f"key {SECRET} leaked", model="m")
+    approval = await store.create_approval(
+        run_id=run.id,
+        tool_use_id="t",
+        tool="rotate_key",
+        category="mutating",
+        args={"token": SECRET, "host": "vault-1"},
+        requester="U1",
+        expires_at=2e9,
+    )
+    await store.decide_approval(
+        approval.id,
+        state=ApprovalState.APPROVED,
+        cause=DecisionCause.CLICK,
+        decided_at=store.now(),
+        decided_by="U2",
+        decided_name="dana",
+    )
     await store.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="")
-    incident = await store.record_incident(run.id, kind="public", answer=f"rotated {SECRET}",
-                                           labels={"note": SECRET}, title=f"leak {SECRET}",
-                                           permalink=f"https://x/?t={SECRET}")
+    incident = await store.record_incident(
+        run.id,
+        kind="public",
+        answer=f"rotated {SECRET}",
+        labels={"note": SECRET},
+        title=f"leak {SECRET}",
+        permalink=f"https://x/?t={SECRET}",
+    )
     assert SECRET not in repr(incident)
     assert SECRET not in stored_text(db_url)
     assert "[REDACTED]" in incident.answer
@@ -183,8 +262,28 @@ async def test_a_deterministic_corpus_ranks_the_same_on_both_backends(store: Sto
     assert await found(store, "nginx timeout") == [two_words.id, in_title.id, in_answer.id]
 
 
-@pytest.mark.parametrize("query", ['-', ':', '*', '^', '"', "NEAR", "&", "|", "!", "'", "disk\" OR (full",
-                                   "NEAR(disk full)", "disk:* & !full | 'x'", "a-b:c^d*", "\x00", "\\", "()"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "-",
+        ":",
+        "*",
+        "^",
+        '"',
+        "NEAR",
+        "&",
+        "|",
+        "!",
+        "'",
+        'disk" OR (full',
+        "NEAR(disk full)",
+        "disk:* & !full | 'x'",
+        "a-b:c^d*",
+        "\x00",
+        "\\",
+        "()",
+    ],
+)
 async def test_raw_user_text_never_raises(store: Store, query: str) -> None:
     run = await remember(store, "disk full near web-03")
     result = await found(store, query)
@@ -234,11 +333,18 @@ async def test_a_private_record_is_offered_only_in_its_own_channel(store: Store)
     dm = await remember(store, "payroll db disk", channel="D0DM", kind="im")
     group = await remember(store, "payroll db disk", channel="G0GROUP", kind="mpim")
     public = await remember(store, "payroll db disk", channel="CPUBLIC", kind="public")
-    seen = {c: set(await found(store, "payroll disk", channel=c, limit=20))
-            for c in ("CPRIVA", "CPRIVB", "D0DM", "G0GROUP", "CPUBLIC", "CELSEWHERE")}
-    assert seen == {"CPRIVA": {secret_a.id, public.id}, "CPRIVB": {secret_b.id, public.id},
-                    "D0DM": {dm.id, public.id}, "G0GROUP": {group.id, public.id}, "CPUBLIC": {public.id},
-                    "CELSEWHERE": {public.id}}  # CELSEWHERE sees neither private record, nor the DMs
+    seen = {
+        c: set(await found(store, "payroll disk", channel=c, limit=20))
+        for c in ("CPRIVA", "CPRIVB", "D0DM", "G0GROUP", "CPUBLIC", "CELSEWHERE")
+    }
+    assert seen == {
+        "CPRIVA": {secret_a.id, public.id},
+        "CPRIVB": {secret_b.id, public.id},
+        "D0DM": {dm.id, public.id},
+        "G0GROUP": {group.id, public.id},
+        "CPUBLIC": {public.id},
+        "CELSEWHERE": {public.id},
+    }  # CELSEWHERE sees neither private record, nor the DMs
 
 
 async def test_an_unknown_kind_is_private(store: Store) -> None:
@@ -260,14 +366,16 @@ async def test_a_learned_kind_applies_to_the_channels_earlier_records(store: Sto
 async def test_not_helpful_records_come_last_and_say_so(store: Store) -> None:
     best = await remember(store, "disk full on web-03 /var", host="web-03")
     worse = await remember(store, "disk full")
-    await store.record_feedback(click="k1", run_id=best.id, user="U2", value=FeedbackValue.NEGATIVE, channel="C1",
-                                message_ts="1.2")
+    await store.record_feedback(
+        click="k1", run_id=best.id, user="U2", value=FeedbackValue.NEGATIVE, channel="C1", message_ts="1.2"
+    )
     assert await store.note_incident_feedback(best.id) is True
     matches = await store.search_incidents("disk full web-03", channel="C1")
     assert [(m.incident.run_id, m.not_helpful) for m in matches] == [(worse.id, False), (best.id, True)]
     assert matches[1].incident.feedback == IncidentFeedback.NOT_HELPFUL
-    await store.record_feedback(click="k2", run_id=best.id, user="U3", value=FeedbackValue.POSITIVE, channel="C1",
-                                message_ts="1.2")
+    await store.record_feedback(
+        click="k2", run_id=best.id, user="U3", value=FeedbackValue.POSITIVE, channel="C1", message_ts="1.2"
+    )
     await store.note_incident_feedback(best.id)
     assert await found(store, "disk full web-03") == [best.id, worse.id]
     assert await store.note_incident_feedback("run_nope") is False
@@ -275,8 +383,9 @@ async def test_not_helpful_records_come_last_and_say_so(store: Store) -> None:
 
 async def test_feedback_given_before_the_record_is_carried_in(store: Store) -> None:
     run = await ended(store, "dns timeouts")
-    await store.record_feedback(click="k1", run_id=run.id, user="U2", value=FeedbackValue.POSITIVE, channel="C1",
-                                message_ts="1.2")
+    await store.record_feedback(
+        click="k1", run_id=run.id, user="U2", value=FeedbackValue.POSITIVE, channel="C1", message_ts="1.2"
+    )
     assert (await store.record_incident(run.id, kind="public")).feedback == IncidentFeedback.HELPFUL
 
 
@@ -311,6 +420,7 @@ async def test_two_replicas_sweeping_at_once_delete_each_record_once(db_url: str
             await remember(a, f"disk full {i}")
         later = a.now() + 400 * DAY
         import asyncio
+
         swept = await asyncio.gather(*(s.sweep_incidents(365, now=later, batch=2) for s in (a, b, a, b, a, b)))
         assert sum(swept) == 6
         assert await b.incident_count() == 0
@@ -326,7 +436,7 @@ def _migrate_to_before_incidents(location: str) -> None:
     if is_postgres(location):
         with psycopg.connect(location, autocommit=True) as conn:
             conn.execute(PG_RECORD)
-            for name in KNOWN[:KNOWN.index("m015_incidents")]:
+            for name in KNOWN[: KNOWN.index("m015_incidents")]:
                 step = PG_MIGRATIONS[name]
                 conn.execute(step) if isinstance(step, str) else step(conn)
                 conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, 0)", [name])
@@ -339,20 +449,33 @@ def _migrate_to_before_incidents(location: str) -> None:
 def _old_rows(location: str) -> None:
     """What an opsloop before memory left: a finished run with an approved change and feedback, one still going."""
     rows = [
-        ("INSERT INTO runs (id, channel, thread_ts, task, status, stop_reason, output, created_at, updated_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-         ["run_old", "CPUB", "5.1", f"web-03 disk full {SECRET}", "finished", "completed", None, 100.0, 160.0]),
-        ("INSERT INTO runs (id, channel, thread_ts, task, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-         ["run_going", "CPUB", "6.1", "web-04 disk full", "running", 200.0, 200.0]),
-        ("INSERT INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
-         ["run_old", 1, "assistant", json.dumps([{"type": "text", "text": f"Cleaned logs. {SECRET}"}]), 150.0]),
-        ("INSERT INTO tool_results (run_id, tool_use_id, tool, args, content, is_error, created_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?)", ["run_old", "t1", "check_disk", '{"host": "web-03"}', "98%", 0, 120.0]),
-        ("INSERT INTO approvals (id, run_id, tool_use_id, tool, args, state, decided_by, decided_name, created_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-         ["apr_1", "run_old", "t2", "clean_logs", '{"host": "web-03"}', "approved", "U0CAROL", "carol", 130.0]),
-        ('INSERT INTO feedback (id, click, run_id, "user", value, at) VALUES (?, ?, ?, ?, ?, ?)',
-         ["fb_1", "c1", "run_old", "U2", "negative", 170.0]),
+        (
+            "INSERT INTO runs (id, channel, thread_ts, task, status, stop_reason, output, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ["run_old", "CPUB", "5.1", f"web-03 disk full {SECRET}", "finished", "completed", None, 100.0, 160.0],
+        ),
+        (
+            "INSERT INTO runs (id, channel, thread_ts, task, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: E501
+            ["run_going", "CPUB", "6.1", "web-04 disk full", "running", 200.0, 200.0],
+        ),
+        (
+            "INSERT INTO messages (run_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
+            ["run_old", 1, "assistant", json.dumps([{"type": "text", "text": f"Cleaned logs. {SECRET}"}]), 150.0],
+        ),
+        (
+            "INSERT INTO tool_results (run_id, tool_use_id, tool, args, content, is_error, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            ["run_old", "t1", "check_disk", '{"host": "web-03"}', "98%", 0, 120.0],
+        ),
+        (
+            "INSERT INTO approvals (id, run_id, tool_use_id, tool, args, state, decided_by, decided_name, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ["apr_1", "run_old", "t2", "clean_logs", '{"host": "web-03"}', "approved", "U0CAROL", "carol", 130.0],
+        ),
+        (
+            'INSERT INTO feedback (id, click, run_id, "user", value, at) VALUES (?, ?, ?, ?, ?, ?)',
+            ["fb_1", "c1", "run_old", "U2", "negative", 170.0],
+        ),
     ]
     if is_postgres(location):
         with psycopg.connect(location, autocommit=True) as conn:
@@ -374,13 +497,22 @@ async def test_the_migration_backfills_finished_runs_as_private(db_url: str) -> 
         incident = await store.incident("run_old")
         assert incident is not None
         assert (incident.kind, incident.backfilled, incident.channel, incident.thread_ts, incident.stop_reason) == (
-            "private", True, "CPUB", "5.1", "completed")
-        assert (incident.started_at, incident.ended_at, incident.feedback) == (100.0, 160.0,
-                                                                               IncidentFeedback.NOT_HELPFUL)
+            "private",
+            True,
+            "CPUB",
+            "5.1",
+            "completed",
+        )
+        assert (incident.started_at, incident.ended_at, incident.feedback) == (
+            100.0,
+            160.0,
+            IncidentFeedback.NOT_HELPFUL,
+        )
         assert incident.answer == "Cleaned logs. [REDACTED]"
         assert incident.targets == Targets(hosts=("web-03",))
-        assert incident.changes == (IncidentChange(tool="clean_logs", args="host=web-03", confirmed_by="U0CAROL",
-                                                   approver="carol"),)
+        assert incident.changes == (
+            IncidentChange(tool="clean_logs", args="host=web-03", confirmed_by="U0CAROL", approver="carol"),
+        )
         assert await store.incident("run_going") is None
         assert await found(store, "web-03 disk", channel="CPUB") == ["run_old"]
         assert await found(store, "web-03 disk", channel="COTHER") == []  # fail closed

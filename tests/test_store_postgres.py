@@ -37,9 +37,24 @@ NEVER = 2e9
 PASSWORD = "pw-PLANTED-s3cr3t-9f8e7d"
 REPLICAS = 4
 ROUNDS = 5
-TABLES = {"runs", "messages", "tool_results", "steps", "events", "inbox", "approvals", "outbox", "feedback",
-          "alert_groups", "streams", "incidents", "incident_facets", "summaries", "change_events",
-          "opsloop_migrations"}
+TABLES = {
+    "runs",
+    "messages",
+    "tool_results",
+    "steps",
+    "events",
+    "inbox",
+    "approvals",
+    "outbox",
+    "feedback",
+    "alert_groups",
+    "streams",
+    "incidents",
+    "incident_facets",
+    "summaries",
+    "change_events",
+    "opsloop_migrations",
+}
 
 
 @pytest.fixture
@@ -66,15 +81,24 @@ def query(url: str, sql: str, params: list[Any] | None = None) -> list[tuple[Any
 
 def kill_opsloop_connections(url: str, extra: str = "") -> list[int]:
     """Terminate this database's `opsloop` sessions (a failover, an idle-timeout, an admin) and wait till gone."""
-    rows = query(url, "SELECT pid, pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
-                      "WHERE application_name = 'opsloop' AND datname = current_database() "
-                      f"AND pid <> pg_backend_pid() {extra}")
+    rows = query(
+        url,
+        "SELECT pid, pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+        "WHERE application_name = 'opsloop' AND datname = current_database() "
+        f"AND pid <> pg_backend_pid() {extra}",
+    )
     return [r[0] for r in rows if r[1]]
 
 
 def listener_pids(url: str) -> list[int]:
-    return [r[0] for r in query(url, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                                     "AND application_name = 'opsloop' AND query ILIKE 'LISTEN%'")]
+    return [
+        r[0]
+        for r in query(
+            url,
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'opsloop' AND query ILIKE 'LISTEN%'",
+        )
+    ]
 
 
 async def at_once(stores: list[Store], call: Callable[[int, Store], Any]) -> list[Any]:
@@ -134,8 +158,9 @@ async def test_replicas_racing_to_claim_a_run_let_exactly_one_win(stores: list[S
 
 async def test_replicas_racing_to_claim_the_outbox_never_hold_one_item_twice(stores: list[Store]) -> None:
     threads = [f"{t}.0" for t in range(12)]
-    posts = [OutboxPost(key=f"{t}:{n}", channel="C1", thread_ts=t, text=f"{t} part {n}")
-             for t in threads for n in range(2)]
+    posts = [
+        OutboxPost(key=f"{t}:{n}", channel="C1", thread_ts=t, text=f"{t} part {n}") for t in threads for n in range(2)
+    ]
     ids = await stores[0].enqueue_posts(posts)
     firsts, seconds = set(ids[0::2]), set(ids[1::2])
     now = stores[0].now()
@@ -161,24 +186,43 @@ async def test_two_of_two_approvals_clicked_at_once_on_two_replicas_are_both_rec
     a_store, b_store = stores[:2]
     for round_ in range(ROUNDS):
         run = await new_run(a_store, f"{round_}.0")
-        a = await a_store.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs",
-                                          category="destructive", args={}, requester="U1", expires_at=NEVER,
-                                          required=2)
-        added = await asyncio.gather(add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
-                                     add_approver(b_store, a.id, "U3", decided_name="carol", now=1.0))
+        a = await a_store.create_approval(
+            run_id=run.id,
+            tool_use_id="toolu_1",
+            tool="clean_logs",
+            category="destructive",
+            args={},
+            requester="U1",
+            expires_at=NEVER,
+            required=2,
+        )
+        added = await asyncio.gather(
+            add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
+            add_approver(b_store, a.id, "U3", decided_name="carol", now=1.0),
+        )
         assert added == [True, True]
         done = await b_store.get_approval(a.id)
         assert (done.state, done.cause, sorted(done.approvals)) == (
-            ApprovalState.APPROVED, DecisionCause.CLICK, ["U2", "U3"])
+            ApprovalState.APPROVED,
+            DecisionCause.CLICK,
+            ["U2", "U3"],
+        )
         assert done.decided_by == done.approvals[-1]  # approved by the second click, once
 
 
 async def test_one_approver_clicking_on_two_replicas_at_once_counts_once(stores: list[Store]) -> None:
     async def race(round_: int) -> None:
         run = await new_run(stores[0], f"{round_}.0")
-        a = await stores[0].create_approval(run_id=run.id, tool_use_id="toolu_1", tool="clean_logs",
-                                            category="destructive", args={}, requester="U1", expires_at=NEVER,
-                                            required=2)
+        a = await stores[0].create_approval(
+            run_id=run.id,
+            tool_use_id="toolu_1",
+            tool="clean_logs",
+            category="destructive",
+            args={},
+            requester="U1",
+            expires_at=NEVER,
+            required=2,
+        )
         added = await at_once(stores, lambda i, s: add_approver(s, a.id, "U2", decided_name="bob", now=1.0))
         assert added.count(True) == 1
         got = await stores[0].get_approval(a.id)
@@ -193,10 +237,21 @@ async def test_an_approve_and_a_deny_at_once_decide_once(stores: list[Store]) ->
 
     async def race(round_: int) -> None:
         run = await new_run(stores[0], f"{round_}.0")
-        a = await stores[0].create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
-                                            category="mutating", args={}, requester="U1", expires_at=NEVER)
-        decided = await at_once(stores, lambda i, s: s.decide_approval(
-            a.id, state=states[i], cause=DecisionCause.CLICK, decided_at=1.0, decided_by=f"U{i}"))
+        a = await stores[0].create_approval(
+            run_id=run.id,
+            tool_use_id="toolu_1",
+            tool="restart_service",
+            category="mutating",
+            args={},
+            requester="U1",
+            expires_at=NEVER,
+        )
+        decided = await at_once(
+            stores,
+            lambda i, s: s.decide_approval(
+                a.id, state=states[i], cause=DecisionCause.CLICK, decided_at=1.0, decided_by=f"U{i}"
+            ),
+        )
         assert decided.count(True) == 1
         got = await stores[0].get_approval(a.id)
         assert (got.state, got.decided_by) == (states[decided.index(True)], f"U{decided.index(True)}")
@@ -210,16 +265,39 @@ async def test_a_reply_and_an_approve_click_at_once_on_two_replicas_never_both_w
 
     async def race(round_: int) -> None:
         thread = f"{round_}.0"
-        accepted = await a_store.accept_mention(f"Ev{round_}", channel="C1", thread_ts=thread, requester="U1",
-                                                task=TASK, prompt=TASK, model="m", mention_ts=f"{round_}.1",
-                                                on_reply=supersede_by_reply)
+        accepted = await a_store.accept_mention(
+            f"Ev{round_}",
+            channel="C1",
+            thread_ts=thread,
+            requester="U1",
+            task=TASK,
+            prompt=TASK,
+            model="m",
+            mention_ts=f"{round_}.1",
+            on_reply=supersede_by_reply,
+        )
         assert accepted is not None
-        a = await a_store.create_approval(run_id=accepted.run.id, tool_use_id="toolu_1", tool="restart_service",
-                                          category="mutating", args={}, requester="U1", expires_at=NEVER)
+        a = await a_store.create_approval(
+            run_id=accepted.run.id,
+            tool_use_id="toolu_1",
+            tool="restart_service",
+            category="mutating",
+            args={},
+            requester="U1",
+            expires_at=NEVER,
+        )
         clicked, replied = await asyncio.gather(
             add_approver(a_store, a.id, "U2", decided_name="bob", now=1.0),
-            b_store.accept_reply(f"Ev{round_}.r", channel="C1", thread_ts=thread, ts=f"{round_}.2", user="U3",
-                                 text="wait", on_reply=supersede_by_reply))
+            b_store.accept_reply(
+                f"Ev{round_}.r",
+                channel="C1",
+                thread_ts=thread,
+                ts=f"{round_}.2",
+                user="U3",
+                text="wait",
+                on_reply=supersede_by_reply,
+            ),
+        )
         assert replied is not None
         got = await a_store.get_approval(a.id)
         if clicked:  # the click went first: the reply is queued for the model, the approval stands
@@ -234,9 +312,20 @@ async def test_a_reply_and_an_approve_click_at_once_on_two_replicas_never_both_w
 async def test_one_event_delivered_to_every_replica_at_once_opens_one_run(stores: list[Store]) -> None:
     async def race(round_: int) -> None:
         thread = f"{round_}.0"
-        accepted = await at_once(stores, lambda i, s: s.accept_mention(
-            f"Ev{round_}", channel="C1", thread_ts=thread, requester="U1", task=TASK, prompt=TASK, model="m",
-            mention_ts=f"{round_}.1", on_reply=supersede_by_reply))
+        accepted = await at_once(
+            stores,
+            lambda i, s: s.accept_mention(
+                f"Ev{round_}",
+                channel="C1",
+                thread_ts=thread,
+                requester="U1",
+                task=TASK,
+                prompt=TASK,
+                model="m",
+                mention_ts=f"{round_}.1",
+                on_reply=supersede_by_reply,
+            ),
+        )
         assert sum(a is not None for a in accepted) == 1, accepted
         assert len([r for r in await stores[0].list_runs() if r.thread_ts == thread]) == 1
 
@@ -247,9 +336,20 @@ async def test_one_event_delivered_to_every_replica_at_once_opens_one_run(stores
 async def test_two_mentions_in_one_thread_at_once_make_one_run_and_one_redirect(stores: list[Store]) -> None:
     async def race(round_: int) -> None:
         thread = f"{round_}.0"
-        accepted = await at_once(stores, lambda i, s: s.accept_mention(
-            f"Ev{round_}.{i}", channel="C1", thread_ts=thread, requester=f"U{i}", task=f"task {i}",
-            prompt=f"task {i}", model="m", mention_ts=f"{round_}.{i + 1}", on_reply=supersede_by_reply))
+        accepted = await at_once(
+            stores,
+            lambda i, s: s.accept_mention(
+                f"Ev{round_}.{i}",
+                channel="C1",
+                thread_ts=thread,
+                requester=f"U{i}",
+                task=f"task {i}",
+                prompt=f"task {i}",
+                model="m",
+                mention_ts=f"{round_}.{i + 1}",
+                on_reply=supersede_by_reply,
+            ),
+        )
         assert all(a is not None for a in accepted)
         assert [a.created for a in accepted].count(True) == 1
         assert len({a.run.id for a in accepted}) == 1  # the others redirect the one run
@@ -266,9 +366,18 @@ async def test_the_started_marker_claimed_at_once_is_won_once(stores: list[Store
     run = await new_run(stores[0], "1.0")
 
     async def race(round_: int) -> None:
-        won = await at_once(stores, lambda i, s: s.save_tool_result(
-            run.id, tool_use_id=f"toolu_{round_}", tool="restart_service", args={}, content=None, is_error=False,
-            confirmed_by=f"U{i}"))
+        won = await at_once(
+            stores,
+            lambda i, s: s.save_tool_result(
+                run.id,
+                tool_use_id=f"toolu_{round_}",
+                tool="restart_service",
+                args={},
+                content=None,
+                is_error=False,
+                confirmed_by=f"U{i}",
+            ),
+        )
         assert won.count(True) == 1, won
         assert (await stores[0].tool_results(run.id))[f"toolu_{round_}"].confirmed_by == f"U{won.index(True)}"
 
@@ -278,8 +387,12 @@ async def test_the_started_marker_claimed_at_once_is_won_once(stores: list[Store
 
 async def test_the_same_key_enqueued_on_every_replica_at_once_is_one_item(stores: list[Store]) -> None:
     async def race(round_: int) -> None:
-        ids = await at_once(stores, lambda i, s: s.enqueue(kind=OutboxKind.POST, key=f"card:{round_}",
-                                                           channel="C1", thread_ts="1.0", text=f"from {i}"))
+        ids = await at_once(
+            stores,
+            lambda i, s: s.enqueue(
+                kind=OutboxKind.POST, key=f"card:{round_}", channel="C1", thread_ts="1.0", text=f"from {i}"
+            ),
+        )
         assert len(set(ids)) == 1
 
     for round_ in range(ROUNDS):
@@ -304,19 +417,24 @@ def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(pg_url:
 
     with psycopg.connect(pg_url, autocommit=True) as conn:  # a database an opsloop before m014 migrated
         conn.execute(PG_RECORD)
-        for name in KNOWN[:KNOWN.index("m014_run_titles")]:
+        for name in KNOWN[: KNOWN.index("m014_run_titles")]:
             step = PG_MIGRATIONS[name]
             assert isinstance(step, str)
             conn.execute(step)
             conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, 1.0)", [name])
-        for id_, task in (("r1", "Alertmanager group {}:{alertname=\"DiskFull\"} is firing"), ("r2", "disk full")):
-            conn.execute("INSERT INTO runs (id, channel, thread_ts, requester, task, status, model, created_at, "
-                         "updated_at) VALUES (%s, 'C1', '1.0', '', %s, 'finished', 'm', 1.0, 1.0)", [id_, task])
-        conn.execute("INSERT INTO alert_groups (key, source, channel, state, run_id, payload) "
-                     "VALUES ('am:g1', 'webhook', 'C1', 'started', 'r1', %s)", [json.dumps(ALERT_PAYLOAD)])
+        for id_, task in (("r1", 'Alertmanager group {}:{alertname="DiskFull"} is firing'), ("r2", "disk full")):
+            conn.execute(
+                "INSERT INTO runs (id, channel, thread_ts, requester, task, status, model, created_at, "
+                "updated_at) VALUES (%s, 'C1', '1.0', '', %s, 'finished', 'm', 1.0, 1.0)",
+                [id_, task],
+            )
+        conn.execute(
+            "INSERT INTO alert_groups (key, source, channel, state, run_id, payload) "
+            "VALUES ('am:g1', 'webhook', 'C1', 'started', 'r1', %s)",
+            [json.dumps(ALERT_PAYLOAD)],
+        )
     assert open_and_close(pg_url) == SchemaVersion(current=len(KNOWN), known=len(KNOWN))
-    assert query(pg_url, "SELECT id, title FROM runs ORDER BY id") == [("r1", "DiskFull web-03 (firing)"),
-                                                                       ("r2", None)]
+    assert query(pg_url, "SELECT id, title FROM runs ORDER BY id") == [("r1", "DiskFull web-03 (firing)"), ("r2", None)]
 
 
 def test_opening_a_migrated_database_again_changes_nothing(pg_url: str) -> None:
@@ -341,8 +459,10 @@ def test_replicas_starting_together_all_migrate_one_schema(pg_url: str) -> None:
 
 def test_processes_starting_together_all_migrate_one_schema(pg_url: str) -> None:
     code = "import sys; from bot.store import Ledger; Ledger(sys.argv[1]).close()"
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errors
     assert query(pg_url, "SELECT count(*) FROM opsloop_migrations") == [(len(KNOWN),)]
@@ -363,8 +483,9 @@ async def test_a_database_a_newer_opsloop_migrated_is_refused(pg_url: str) -> No
 def opsloop_check(db: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`opsloop check` with OPSLOOP_DB and nothing else: no tokens, so it reaches no Slack and no model."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), "OPSLOOP_DB": db}
-    return subprocess.run([sys.executable, "-m", "bot.cli", "check"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_opsloop_check_names_a_newer_schema_and_fails(pg_url: str, tmp_path: Path) -> None:
@@ -404,8 +525,13 @@ async def test_a_killed_connection_is_reconnected_and_nothing_committed_is_lost(
         assert await store.get_run(run.id) == run  # the next call reconnects by itself
         await store.put_message(run.id, 1, {"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
         assert [m["role"] for m in await store.history(run.id)] == ["user", "assistant"]
-        pids = [r[0] for r in query(pg_url, "SELECT pid FROM pg_stat_activity WHERE application_name = 'opsloop' "
-                                            "AND datname = current_database()")]
+        pids = [
+            r[0]
+            for r in query(
+                pg_url,
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'opsloop' AND datname = current_database()",
+            )
+        ]
         assert pids and not set(pids) & set(killed)
     finally:
         await store.close()
@@ -492,22 +618,40 @@ class Heard:
 
 async def test_a_replica_hears_the_news_another_replica_commits(stores: list[Store]) -> None:
     a, b = stores[:2]
-    accepted = await b.accept_mention("Ev1", channel="C1", thread_ts="1.0", requester="U1", task=TASK, prompt=TASK,
-                                      model="m", mention_ts="1.1", on_reply=supersede_by_reply)
+    accepted = await b.accept_mention(
+        "Ev1",
+        channel="C1",
+        thread_ts="1.0",
+        requester="U1",
+        task=TASK,
+        prompt=TASK,
+        model="m",
+        mention_ts="1.1",
+        on_reply=supersede_by_reply,
+    )
     assert accepted is not None
     run = accepted.run
-    approval = await b.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
-                                       category="mutating", args={}, requester="U1", expires_at=NEVER)
+    approval = await b.create_approval(
+        run_id=run.id,
+        tool_use_id="toolu_1",
+        tool="restart_service",
+        category="mutating",
+        args={},
+        requester="U1",
+        expires_at=NEVER,
+    )
     heard = Heard()
     await heard.connected(a.listen(heard))
 
-    assert await b.decide_approval(approval.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK,
-                                   decided_at=1.0, decided_by="U2")
+    assert await b.decide_approval(
+        approval.id, state=ApprovalState.APPROVED, cause=DecisionCause.CLICK, decided_at=1.0, decided_by="U2"
+    )
     assert await heard.next() == WAKE_RUNS
     await b.enqueue(kind=OutboxKind.POST, key="card:1", channel="C1", thread_ts="1.0", text="approved")
     assert await heard.next() == WAKE_OUTBOX
-    assert await b.accept_reply("Ev2", channel="C1", thread_ts="1.0", ts="1.2", user="U2", text="go on",
-                                on_reply=supersede_by_reply)
+    assert await b.accept_reply(
+        "Ev2", channel="C1", thread_ts="1.0", ts="1.2", user="U2", text="go on", on_reply=supersede_by_reply
+    )
     assert await heard.next() == WAKE_RUNS
     assert await b.request_stop(run.id, "U3")
     assert await heard.next() == WAKE_RUNS
@@ -540,8 +684,9 @@ async def test_nothing_is_heard_from_a_rolled_back_transaction(pg_url: str, stor
     assert heard.payloads.empty()
 
 
-async def test_a_listener_whose_connection_is_killed_reconnects_and_wakes_again(stores: list[Store],
-                                                                              pg_url: str) -> None:
+async def test_a_listener_whose_connection_is_killed_reconnects_and_wakes_again(
+    stores: list[Store], pg_url: str
+) -> None:
     a, b = stores[:2]
     heard = Heard()
     await heard.connected(a.listen(heard))

@@ -33,8 +33,10 @@ DAY = 24 * 3600
 def fail_inserts(env: BotEnv, table: str) -> None:
     """Every INSERT into `table` aborts, as a full disk would fail it (SQLite itself refuses)."""
     with env.ledger() as ledger:
-        ledger.db.execute(f"CREATE TRIGGER fail_{table} BEFORE INSERT ON {table} "
-                          "BEGIN SELECT RAISE(ABORT, 'simulated store failure'); END")
+        ledger.db.execute(
+            f"CREATE TRIGGER fail_{table} BEFORE INSERT ON {table} "
+            "BEGIN SELECT RAISE(ABORT, 'simulated store failure'); END"
+        )
 
 
 def heal(env: BotEnv, table: str) -> None:
@@ -68,8 +70,9 @@ async def test_a_mention_is_stored_before_its_ack(
 ) -> None:
     fake_anthropic.script(reply(text("/var on web-03 is at 100%.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
-        envelope = await env.send(mention_event(CHANNEL, ALICE, TASK, bot_user_id=fake_slack.bot_user_id),
-                                  event_id="Ev0STORED")
+        envelope = await env.send(
+            mention_event(CHANNEL, ALICE, TASK, bot_user_id=fake_slack.bot_user_id), event_id="Ev0STORED"
+        )
         await fake_slack.wait_ack(envelope)
         # No waiting past the ack: by then the run and the event claim are committed.
         assert [(r.requester, r.task) for r in env.runs()] == [(ALICE, TASK)]
@@ -154,11 +157,18 @@ async def test_a_click_is_acked_after_its_decision_is_stored(
 
 def _callback(slack: FakeSlack, event: dict[str, Any], event_id: str) -> bytes:
     slack.add_message(CHANNEL, event["user"], event["text"], ts=event["ts"])
-    return json.dumps({
-        "token": "unused", "team_id": slack.team_id, "api_app_id": slack.app_id, "event": event,
-        "type": "event_callback", "event_id": event_id, "event_time": int(time.time()),
-        "authorizations": [{"team_id": slack.team_id, "user_id": slack.bot_user_id, "is_bot": True}],
-    }).encode()
+    return json.dumps(
+        {
+            "token": "unused",
+            "team_id": slack.team_id,
+            "api_app_id": slack.app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": slack.team_id, "user_id": slack.bot_user_id, "is_bot": True}],
+        }
+    ).encode()
 
 
 async def test_http_mode_answers_500_when_the_store_fails_and_200_to_slacks_retry(
@@ -175,8 +185,9 @@ async def test_http_mode_answers_500_when_the_store_fails_and_200_to_slacks_retr
         assert env.runs() == []
 
         heal(env, "runs")
-        status, _ = await env.post_http(body, {**sign(body), "X-Slack-Retry-Num": "1",
-                                               "X-Slack-Retry-Reason": "http_error"})
+        status, _ = await env.post_http(
+            body, {**sign(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"}
+        )
         assert status == 200
         assert [r.requester for r in env.runs()] == [ALICE]  # stored before the 200
         assert "HTTP mode" in text_of(await env.wait_final(CHANNEL, event["ts"]))
@@ -188,8 +199,17 @@ async def test_http_mode_answers_500_when_the_store_fails_and_200_to_slacks_retr
 
 
 def _mention(ledger: Ledger, event_id: str, ts: str = "1700000000.000100") -> Any:
-    return ledger.accept_mention(event_id, channel=CHANNEL, thread_ts=ts, requester=ALICE, task=TASK,
-                                 prompt=TASK, model="claude-sonnet-5-5", mention_ts=ts, on_reply=supersede_by_reply)
+    return ledger.accept_mention(
+        event_id,
+        channel=CHANNEL,
+        thread_ts=ts,
+        requester=ALICE,
+        task=TASK,
+        prompt=TASK,
+        model="claude-sonnet-5-5",
+        mention_ts=ts,
+        on_reply=supersede_by_reply,
+    )
 
 
 def test_accept_mention_claims_the_event_and_opens_the_run_together(tmp_path: Path) -> None:
@@ -214,26 +234,66 @@ def test_accept_reply_supersedes_pending_approvals_and_stores_the_reply_together
     accepted = _mention(ledger, "Ev1")
     assert accepted is not None
     run = accepted.run
-    approval = ledger.create_approval(run_id=run.id, tool_use_id="toolu_1", tool="restart_service",
-                                      category="mutating", args=RESTART, requester=ALICE,
-                                      expires_at=time.time() + 600)
+    approval = ledger.create_approval(
+        run_id=run.id,
+        tool_use_id="toolu_1",
+        tool="restart_service",
+        category="mutating",
+        args=RESTART,
+        requester=ALICE,
+        expires_at=time.time() + 600,
+    )
     ledger.db.execute("CREATE TRIGGER no_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises(sqlite3.IntegrityError):
-        ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200", user=BOB,
-                            text="check the logs first", on_reply=supersede_by_reply)
+        ledger.accept_reply(
+            "Ev2",
+            channel=CHANNEL,
+            thread_ts=run.thread_ts,
+            ts="1700000000.000200",
+            user=BOB,
+            text="check the logs first",
+            on_reply=supersede_by_reply,
+        )
     assert ledger.get_approval(approval.id).state == ApprovalState.PENDING
 
     ledger.db.execute("DROP TRIGGER no_inbox")
-    stored = ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200",
-                                 user=BOB, text="check the logs first", on_reply=supersede_by_reply)
+    stored = ledger.accept_reply(
+        "Ev2",
+        channel=CHANNEL,
+        thread_ts=run.thread_ts,
+        ts="1700000000.000200",
+        user=BOB,
+        text="check the logs first",
+        on_reply=supersede_by_reply,
+    )
     assert stored is not None and stored.superseded == (approval.id,)
     assert (stored.item.user, stored.item.state) == (BOB, InboxState.SUPERSEDING)
     decided = ledger.get_approval(approval.id)
     assert (decided.state, decided.cause, decided.decided_by) == (ApprovalState.SUPERSEDED, "reply", BOB)
-    assert ledger.accept_reply("Ev2", channel=CHANNEL, thread_ts=run.thread_ts, ts="1700000000.000200",
-                               user=BOB, text="check the logs first", on_reply=supersede_by_reply) is None
-    assert ledger.accept_reply("Ev3", channel=CHANNEL, thread_ts="1700000099.000100", ts="1700000099.000200",
-                               user=BOB, text="no run in this thread", on_reply=supersede_by_reply) is None
+    assert (
+        ledger.accept_reply(
+            "Ev2",
+            channel=CHANNEL,
+            thread_ts=run.thread_ts,
+            ts="1700000000.000200",
+            user=BOB,
+            text="check the logs first",
+            on_reply=supersede_by_reply,
+        )
+        is None
+    )
+    assert (
+        ledger.accept_reply(
+            "Ev3",
+            channel=CHANNEL,
+            thread_ts="1700000099.000100",
+            ts="1700000099.000200",
+            user=BOB,
+            text="no run in this thread",
+            on_reply=supersede_by_reply,
+        )
+        is None
+    )
     ledger.close()
 
 
@@ -254,7 +314,6 @@ async def test_the_bot_prunes_day_old_event_ids_when_it_starts(
         with env.ledger() as ledger:
             ledger.claim_event("EvOLD")
             ledger.claim_event("EvRECENT")
-            ledger.db.execute("UPDATE events SET received_at = ? WHERE event_id = 'EvOLD'",
-                              [time.time() - 2 * DAY])
+            ledger.db.execute("UPDATE events SET received_at = ? WHERE event_id = 'EvOLD'", [time.time() - 2 * DAY])
         await env.restart()
         assert events(env) == ["EvRECENT"]

@@ -56,8 +56,11 @@ def streamed(slack: FakeSlack) -> list[Message]:
 
 def answers(slack: FakeSlack, channel: str, thread_ts: str) -> list[Message]:
     """The bot's messages in the thread other than the status line and cards (answers, reports, streams)."""
-    return [m for m in slack.thread(channel, thread_ts)
-            if m.user == slack.bot_user_id and m.ts != thread_ts and not is_card(m) and not is_status(m)]
+    return [
+        m
+        for m in slack.thread(channel, thread_ts)
+        if m.user == slack.bot_user_id and m.ts != thread_ts and not is_card(m) and not is_status(m)
+    ]
 
 
 def item_id(slack: FakeSlack, msg: Message) -> str | None:
@@ -66,8 +69,9 @@ def item_id(slack: FakeSlack, msg: Message) -> str | None:
 
 
 def has_feedback(msg: Message) -> bool:
-    return any(b.get("type") == "context_actions" and b["elements"][0]["action_id"] == FEEDBACK
-               for b in msg.blocks or [])
+    return any(
+        b.get("type") == "context_actions" and b["elements"][0]["action_id"] == FEEDBACK for b in msg.blocks or []
+    )
 
 
 def grow_log(slack: FakeSlack) -> list[int]:
@@ -91,8 +95,11 @@ def max_appends_in_a_second(calls: list[ApiCall]) -> int:
 
 async def final_streamed(slack: FakeSlack, within: float = 15.0) -> Message:
     """The streamed message once it is finished (stopped, or updated with the answer's metadata)."""
-    return await slack._wait(lambda: next((m for m in streamed(slack) if item_id(slack, m)), None), within,
-                             lambda: f"a finished stream: {[(m.stream, m.metadata) for m in streamed(slack)]}")
+    return await slack._wait(
+        lambda: next((m for m in streamed(slack) if item_id(slack, m)), None),
+        within,
+        lambda: f"a finished stream: {[(m.stream, m.metadata) for m in streamed(slack)]}",
+    )
 
 
 async def settled(env: Any) -> None:
@@ -134,7 +141,10 @@ async def test_a_long_answer_grows_in_appends_then_stops_with_the_feedback_butto
     assert not [c for c in fake_slack.calls_to("chat.postMessage") if "access.log" in json.dumps(c.args)]
     start = fake_slack.calls_to("chat.startStream")[0].args
     assert (start["recipient_user_id"], start["recipient_team_id"], start["thread_ts"]) == (
-        env.runs()[0].requester, fake_slack.team_id, ts)
+        env.runs()[0].requester,
+        fake_slack.team_id,
+        ts,
+    )
     assert len(start["markdown_text"]) >= HOLDBACK_CHARS - 80  # held back until the turn was long enough
     assert len(lengths) >= 4 and lengths == sorted(lengths) and lengths[-1] == len(answer)  # it grew
     assert max_appends_in_a_second(fake_slack.calls) <= 1
@@ -194,9 +204,11 @@ async def test_a_secret_split_across_deltas_never_reaches_slack(
     token = "xoxb-4242424242-1717171717-Zq9Zq9Zq9Zq9Zq9Zq9Zq9Zq9"
     key_id = "AKIAIOSFODNN7EXAMPLE"  # an AWS key id is only recognised whole (all 20 characters)
     password = "hunter2-Correct-Horse-Battery"
-    answer = (long_answer(700) + f"\nthe nginx upstream used the token {token} in its logs\n"
-              f"the deploy user's key id {key_id} is in /etc/environment\n"
-              f"and the db config had password: {password} on line 12\n" + long_answer(600, tag="B"))
+    answer = (
+        long_answer(700) + f"\nthe nginx upstream used the token {token} in its logs\n"
+        f"the deploy user's key id {key_id} is in /etc/environment\n"
+        f"and the db config had password: {password} on line 12\n" + long_answer(600, tag="B")
+    )
     pace(fake_anthropic, chars=7, seconds=0.012)  # the secrets straddle several deltas
     # The model stalls with half the key id written: appends go out while the buffer ends inside it.
     fake_anthropic.pause_after = {key_id[:11]: 2.5}
@@ -244,9 +256,13 @@ async def test_a_secret_straddling_a_word_boundary_inside_a_paragraph_never_reac
 ) -> None:
     token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.Zq9Zq9Zq9Zq9"
     password = "hunter two Correct Horse"
-    answer = (long_answer(400).replace("\n", " ") + " The health probe sends Authorization: Bearer "
-              + token + f" on every call and the db config says password=\"{password}\" in one place, "
-              + long_answer(500, tag="B").replace("\n", " "))
+    answer = (
+        long_answer(400).replace("\n", " ")
+        + " The health probe sends Authorization: Bearer "
+        + token
+        + f' on every call and the db config says password="{password}" in one place, '
+        + long_answer(500, tag="B").replace("\n", " ")
+    )
     pace(fake_anthropic, chars=5, seconds=0.01)
     # The model stalls right after `Bearer ` and inside the quoted password: appends go out meanwhile.
     fake_anthropic.pause_after = {"Bearer ": 1.5, "hunter two": 1.5}
@@ -262,7 +278,8 @@ async def test_a_secret_straddling_a_word_boundary_inside_a_paragraph_never_reac
         assert not [p for p in pieces if p in sent], f"part of {value[:6]}… reached Slack"
     assert final.text.count("[REDACTED]") == 2 and final.stream is not None and final.stream["state"] == "stopped"
     assert not [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == final.ts], (
-        "the stream was never broken by a redaction that took text back")
+        "the stream was never broken by a redaction that took text back"
+    )
 
 
 @pytest.mark.parametrize("refusal", ["not_allowed", "unknown_method", "feature_not_enabled"])
@@ -308,8 +325,9 @@ async def test_an_alert_run_with_no_requester_posts_its_answer(
     fake_anthropic.script(reply(text(long_answer(900))))
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         event = message_event(CHANNEL, None, "[FIRING:1] DiskFull web-03", bot_id=sender, subtype="bot_message")
-        fake_slack._add_message(Message(channel=CHANNEL, ts=event["ts"], text=event["text"], bot_id=sender,
-                                        subtype="bot_message"))
+        fake_slack._add_message(
+            Message(channel=CHANNEL, ts=event["ts"], text=event["text"], bot_id=sender, subtype="bot_message")
+        )
         await env.send(event)
         final = await env.wait_final(CHANNEL, event["ts"])
         await settled(env)
@@ -329,8 +347,11 @@ async def test_text_before_a_tool_call_stops_its_stream_before_the_approval_card
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
-        card_call = next(i for i, c in enumerate(fake_slack.calls) if c.method == "chat.postMessage"
-                         and c.response.get("ts") == card.ts)
+        card_call = next(
+            i
+            for i, c in enumerate(fake_slack.calls)
+            if c.method == "chat.postMessage" and c.response.get("ts") == card.ts
+        )
         stops = [i for i, c in enumerate(fake_slack.calls) if c.method == "chat.stopStream"]
         assert stops and stops[0] < card_call  # never held across the approval wait
         [interim] = streamed(fake_slack)
@@ -368,13 +389,42 @@ async def test_a_stop_mid_stream_finishes_that_message_with_the_handoff_report(
 
 
 def test_only_a_single_part_answer_is_finished_by_stopstream() -> None:
-    stream = Stream(id="str_1", run_id="run_1", step=1, channel=CHANNEL, thread_ts="1.0", ts="2.0",
-                    state=StreamState.STREAMING, start_text="Hello\n", sent="Hello\n", final="Hello\nworld",
-                    broken=False, created_at=0.0)
-    answer = OutboxItem(id="out_1", key=answer_key("run_1", 0), kind=OutboxKind.POST, run_id="run_1",
-                        channel=CHANNEL, thread_ts="1.0", target=None, approval_id=None, text="Hello", blocks=[],
-                        state=OutboxState.PENDING, ts=None, attempts=0, unsure=False, plain=False, owner=None,
-                        claimed_until=None, next_at=0.0, error=None, created_at=0.0)
+    stream = Stream(
+        id="str_1",
+        run_id="run_1",
+        step=1,
+        channel=CHANNEL,
+        thread_ts="1.0",
+        ts="2.0",
+        state=StreamState.STREAMING,
+        start_text="Hello\n",
+        sent="Hello\n",
+        final="Hello\nworld",
+        broken=False,
+        created_at=0.0,
+    )
+    answer = OutboxItem(
+        id="out_1",
+        key=answer_key("run_1", 0),
+        kind=OutboxKind.POST,
+        run_id="run_1",
+        channel=CHANNEL,
+        thread_ts="1.0",
+        target=None,
+        approval_id=None,
+        text="Hello",
+        blocks=[],
+        state=OutboxState.PENDING,
+        ts=None,
+        attempts=0,
+        unsure=False,
+        plain=False,
+        owner=None,
+        claimed_until=None,
+        next_at=0.0,
+        error=None,
+        created_at=0.0,
+    )
     assert _stream_rest(answer, stream, single=True) == "world"
     assert _stream_rest(answer, stream, single=False) is None  # part 0 of several: chat.update
     assert _stream_rest(answer, dataclasses.replace(stream, broken=True), single=True) is None
@@ -404,17 +454,29 @@ async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_anthropic.text_delta_chars = 5
-    fake_anthropic.script(reply(text("Checking the disk first."), tool_use("check_disk", {"host": "web-03"})),
-                          reply(text("212 rotated logs fill /var.")))
+    fake_anthropic.script(
+        reply(text("Checking the disk first."), tool_use("check_disk", {"host": "web-03"})),
+        reply(text("212 rotated logs fill /var.")),
+    )
     log: list[tuple[Any, ...]] = []
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake_anthropic.base_url, max_retries=0)
     registry = await build_registry({"modules": ["tests.incident_tools"]})
     try:
-        row = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task="disk",
-                                     model="claude-opus-4-5",
-                                     history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}])
-        cfg = RunConfig(model=AnthropicModel(client, ["claude-opus-4-5"]), store=store, tools=registry,
-                        price_for=lambda m: price_for(m)[0], answer_sink=lambda step: RecordingSink(step, log))
+        row = await store.create_run(
+            channel="C1",
+            thread_ts="1.0",
+            requester="U1",
+            task="disk",
+            model="claude-opus-4-5",
+            history=[{"role": "user", "content": [{"type": "text", "text": "disk"}]}],
+        )
+        cfg = RunConfig(
+            model=AnthropicModel(client, ["claude-opus-4-5"]),
+            store=store,
+            tools=registry,
+            price_for=lambda m: price_for(m)[0],
+            answer_sink=lambda step: RecordingSink(step, log),
+        )
         incident_tools.reset()
         result = await run(cfg, row.id)
     finally:
@@ -424,8 +486,13 @@ async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_
     texts = {step: "".join(e[2] for e in log if e[0] == step and e[1] == "text") for step in (1, 2)}
     assert texts == {1: "Checking the disk first.", 2: "212 rotated logs fill /var."}
     assert len([e for e in log if e[1] == "text"]) > 5  # in several deltas
-    assert [e for e in log if e[1] != "text"] == [(1, "attempt"), (1, "tool_use"), (1, "end", False),
-                                                  (2, "attempt"), (2, "end", True)]
+    assert [e for e in log if e[1] != "text"] == [
+        (1, "attempt"),
+        (1, "tool_use"),
+        (1, "end", False),
+        (2, "attempt"),
+        (2, "end", True),
+    ]
 
 
 # --- a crash mid-stream: the real `opsloop run`, SIGKILLed ---------------------------------------------------
@@ -461,8 +528,9 @@ async def test_a_sigkill_mid_stream_finishes_that_one_message_after_the_restart(
         fake_anthropic.text_delta_seconds = 0.0  # the re-asked answer comes at once
         proc = await bots.start()
         final = await final_streamed(fake_slack, within=30)
-        await poll(lambda: query(bots.db, "SELECT 1 FROM outbox WHERE state = 'pending'") == [], 10,
-                   "the outbox drained")
+        await poll(
+            lambda: query(bots.db, "SELECT 1 FROM outbox WHERE state = 'pending'") == [], 10, "the outbox drained"
+        )
     finally:
         await stop(proc)
     assert final.ts == started.ts  # the first message, finished
@@ -491,15 +559,30 @@ async def test_stand_in_streams_take_slacks_arguments_and_limits(fake_slack: Fak
     who = {"recipient_user_id": "U0ALICE", "recipient_team_id": fake_slack.team_id}
     assert await _stand_in_call(client, "chat.startStream", channel=CHANNEL) == "invalid_arguments"
     assert await _stand_in_call(client, "chat.startStream", channel=CHANNEL, thread_ts=root.ts) == "invalid_arguments"
-    assert await _stand_in_call(client, "chat.startStream", channel=CHANNEL, thread_ts=root.ts, **who,
-                                metadata={"event_type": "x", "event_payload": {}}) == "invalid_arguments"
-    assert await _stand_in_call(client, "chat.startStream", channel=CHANNEL, thread_ts=root.ts, **who,
-                                markdown_text="x" * 12_001) == "msg_too_long"
+    assert (
+        await _stand_in_call(
+            client,
+            "chat.startStream",
+            channel=CHANNEL,
+            thread_ts=root.ts,
+            **who,
+            metadata={"event_type": "x", "event_payload": {}},
+        )
+        == "invalid_arguments"
+    )
+    assert (
+        await _stand_in_call(
+            client, "chat.startStream", channel=CHANNEL, thread_ts=root.ts, **who, markdown_text="x" * 12_001
+        )
+        == "msg_too_long"
+    )
     started = await client.chat_startStream(channel=CHANNEL, thread_ts=root.ts, markdown_text="Hello", **who)
     ts = started["ts"]
     assert await _stand_in_call(client, "chat.appendStream", channel=CHANNEL) == "invalid_arguments"
-    assert await _stand_in_call(client, "chat.appendStream", channel=CHANNEL, ts=ts,
-                                markdown_text="y" * 12_001) == "msg_too_long"
+    assert (
+        await _stand_in_call(client, "chat.appendStream", channel=CHANNEL, ts=ts, markdown_text="y" * 12_001)
+        == "msg_too_long"
+    )
     await client.chat_appendStream(channel=CHANNEL, ts=ts, markdown_text=", world")
     msg = fake_slack.message(CHANNEL, ts)
     assert msg is not None and msg.text == "Hello, world" and msg.thread_ts == root.ts
@@ -508,35 +591,54 @@ async def test_stand_in_streams_take_slacks_arguments_and_limits(fake_slack: Fak
     too_many = [{"type": "divider"}] * 51
     assert await _stand_in_call(client, "chat.stopStream", channel=CHANNEL, ts=ts, blocks=too_many) == "invalid_blocks"
     bad_feedback = [{"type": "context_actions", "elements": [{"type": "feedback_buttons", "action_id": "f"}]}]
-    assert await _stand_in_call(client, "chat.stopStream", channel=CHANNEL, ts=ts,
-                                blocks=bad_feedback) == "invalid_blocks"
-    await client.chat_stopStream(channel=CHANNEL, ts=ts, markdown_text="!", metadata={
-        "event_type": "opsloop_post", "event_payload": {"id": "out_1"}})
-    assert (msg.text, msg.stream["state"], msg.metadata["event_payload"]) == ("Hello, world!", "stopped",
-                                                                              {"id": "out_1"})
-    assert await _stand_in_call(client, "chat.appendStream", channel=CHANNEL, ts=ts,
-                                markdown_text="more") == "message_not_in_streaming_state"
+    assert (
+        await _stand_in_call(client, "chat.stopStream", channel=CHANNEL, ts=ts, blocks=bad_feedback) == "invalid_blocks"
+    )
+    await client.chat_stopStream(
+        channel=CHANNEL,
+        ts=ts,
+        markdown_text="!",
+        metadata={"event_type": "opsloop_post", "event_payload": {"id": "out_1"}},
+    )
+    assert (msg.text, msg.stream["state"], msg.metadata["event_payload"]) == (
+        "Hello, world!",
+        "stopped",
+        {"id": "out_1"},
+    )
+    assert (
+        await _stand_in_call(client, "chat.appendStream", channel=CHANNEL, ts=ts, markdown_text="more")
+        == "message_not_in_streaming_state"
+    )
     dm = await client.chat_startStream(channel="D0ALICE", thread_ts=root.ts, markdown_text="no recipient needed")
     assert dm["ok"]
 
 
-async def test_stand_in_streams_expire_after_their_lifetime_and_chat_update_still_works(
-    fake_slack: FakeSlack
-) -> None:
+async def test_stand_in_streams_expire_after_their_lifetime_and_chat_update_still_works(fake_slack: FakeSlack) -> None:
     fake_slack.stream_lifetime_seconds = 0.2
     client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
     root = fake_slack.add_message(CHANNEL, "U0ALICE", "hi")
-    started = await client.chat_startStream(channel=CHANNEL, thread_ts=root.ts, markdown_text="Part one",
-                                            recipient_user_id="U0ALICE", recipient_team_id=fake_slack.team_id)
+    started = await client.chat_startStream(
+        channel=CHANNEL,
+        thread_ts=root.ts,
+        markdown_text="Part one",
+        recipient_user_id="U0ALICE",
+        recipient_team_id=fake_slack.team_id,
+    )
     msg = fake_slack.message(CHANNEL, started["ts"])
     assert msg is not None
     await fake_slack._wait(lambda: msg.stream["state"] == "expired" or None, 5.0, lambda: "the stream expired")
     for method in ("chat.appendStream", "chat.stopStream"):
-        assert await _stand_in_call(client, method, channel=CHANNEL, ts=msg.ts,
-                                    markdown_text="late") == "message_not_in_streaming_state"
+        assert (
+            await _stand_in_call(client, method, channel=CHANNEL, ts=msg.ts, markdown_text="late")
+            == "message_not_in_streaming_state"
+        )
     assert msg.text == "Part one"  # left as it was
-    await client.chat_update(channel=CHANNEL, ts=msg.ts, text="Whole answer", metadata={
-        "event_type": "opsloop_post", "event_payload": {"id": "out_2"}})
+    await client.chat_update(
+        channel=CHANNEL,
+        ts=msg.ts,
+        text="Whole answer",
+        metadata={"event_type": "opsloop_post", "event_payload": {"id": "out_2"}},
+    )
     assert (msg.text, msg.metadata["event_payload"]["id"]) == ("Whole answer", "out_2")
 
 
@@ -544,8 +646,17 @@ async def test_stand_in_stream_errors_can_be_injected(fake_slack: FakeSlack) -> 
     client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
     root = fake_slack.add_message(CHANNEL, "U0ALICE", "hi")
     fake_slack.fail_next("chat.startStream", "not_allowed")
-    assert await _stand_in_call(client, "chat.startStream", channel=CHANNEL, thread_ts=root.ts,
-                                recipient_user_id="U0ALICE", recipient_team_id="T1") == "not_allowed"
+    assert (
+        await _stand_in_call(
+            client,
+            "chat.startStream",
+            channel=CHANNEL,
+            thread_ts=root.ts,
+            recipient_user_id="U0ALICE",
+            recipient_team_id="T1",
+        )
+        == "not_allowed"
+    )
     assert not streamed(fake_slack)
 
 
@@ -560,37 +671,46 @@ def test_the_stable_prefix_holds_back_the_word_being_written_and_a_possible_key_
 def test_the_stable_prefix_holds_back_a_tail_that_could_still_become_a_secret() -> None:
     assert stable_prefix("the probe sent Bearer ") == "the probe sent "  # its token may follow
     assert stable_prefix("it logged Authorization: Bearer ") == "it logged Authorization: "
-    assert stable_prefix("the db config had password=\"hunter two") == "the db config had "
+    assert stable_prefix('the db config had password="hunter two') == "the db config had "
     assert stable_prefix("in /etc/key:\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END RSA ") == "in /etc/key:\n"
     assert stable_prefix("the file has -----BEGIN RSA PRIVATE ") == "the file has "
     assert stable_prefix("the end of it MIIEvQIBADANBgkqhkiG9w0BAQEFAASC ") == "the end of it "
     assert stable_prefix("see [the run book](https://runbooks.example.com/disk) and [the ") == (
-        "see the run book (<https://runbooks.example.com/disk>) and ")
+        "see the run book (<https://runbooks.example.com/disk>) and "
+    )
 
 
 def test_every_stable_prefix_of_a_paragraph_with_secrets_is_a_prefix_of_what_it_shows_at_the_end() -> None:
     """Word by word and character by character, nothing sent is ever taken back (which would break the
     stream) and no part of a secret is ever sent."""
     from handlers.stream import shown
-    secrets = ["xoxb-4242424242-1717171717-Zq9Zq9", "sk-ant-api03-Zq9Zq9Zq9Zq9", "AKIAIOSFODNN7EXAMPLE",
-               "Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9"]
-    answer = ("The probe to web-03 sent the header Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9 and "
-              f"the nginx logs hold {secrets[0]} next to {secrets[1]}, while the deploy user has the key id "
-              f"{secrets[2]} and a script sends {secrets[3]} to [the api](https://api.example.com/v1) daily.")
+
+    secrets = [
+        "xoxb-4242424242-1717171717-Zq9Zq9",
+        "sk-ant-api03-Zq9Zq9Zq9Zq9",
+        "AKIAIOSFODNN7EXAMPLE",
+        "Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9",
+    ]
+    answer = (
+        "The probe to web-03 sent the header Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.Zq9Zq9 and "
+        f"the nginx logs hold {secrets[0]} next to {secrets[1]}, while the deploy user has the key id "
+        f"{secrets[2]} and a script sends {secrets[3]} to [the api](https://api.example.com/v1) daily."
+    )
     final = shown(answer)
     for n in range(len(answer) + 1):
         prefix = stable_prefix(answer[:n])
         assert final.startswith(prefix), (n, prefix)
         for secret in secrets:
             body = secret.split(" ")[-1]
-            assert not [body[i:i + 4] for i in range(4, len(body) - 4) if body[i:i + 4] in prefix], (n, prefix)
+            assert not [body[i : i + 4] for i in range(4, len(body) - 4) if body[i : i + 4] in prefix], (n, prefix)
     assert stable_prefix(answer + " ") == final + " "
 
 
 def test_the_streamed_text_gets_the_posted_answers_hygiene() -> None:
     assert stable_prefix("ping <!channel> & <@U0BOB> now\n") == "ping &lt;!channel&gt; &amp; &lt;@U0BOB&gt; now\n"
     assert stable_prefix("see [the runbook](https://runbooks.example.com/disk) first\n") == (
-        "see the runbook (<https://runbooks.example.com/disk>) first\n")
+        "see the runbook (<https://runbooks.example.com/disk>) first\n"
+    )
     assert stable_prefix("odd \u202etxt.exe line\n") == "odd ⟨U+202E⟩txt.exe line\n"
 
 

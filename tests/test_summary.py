@@ -44,10 +44,21 @@ CALLS = {
 EXAMPLE: dict[str, Any] = {
     "situation": "checkout-api p99 at 4 s since 14:10; the database is healthy",
     "hypotheses": [
-        {"id": "pool", "statement": "the 14:08 deploy lowered the pool size to 10",
-         "status": "supported", "confidence": "high", "evidence": ["toolu_01", "toolu_02"]},
-        {"id": "db", "statement": "pg-primary-07 is slow", "status": "refuted", "confidence": "high",
-         "evidence": ["toolu_00"]}],
+        {
+            "id": "pool",
+            "statement": "the 14:08 deploy lowered the pool size to 10",
+            "status": "supported",
+            "confidence": "high",
+            "evidence": ["toolu_01", "toolu_02"],
+        },
+        {
+            "id": "db",
+            "statement": "pg-primary-07 is slow",
+            "status": "refuted",
+            "confidence": "high",
+            "evidence": ["toolu_00"],
+        },
+    ],
     "next_steps": ["roll back checkout-api to revision 41"],
 }
 TOKEN = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp"
@@ -68,12 +79,23 @@ def test_the_contract_example_is_accepted() -> None:
     assert validate(EXAMPLE, calls=CALLS) == Summary(
         situation="checkout-api p99 at 4 s since 14:10; the database is healthy",
         hypotheses=(
-            Hypothesis(id="pool", statement="the 14:08 deploy lowered the pool size to 10",
-                       status=HypothesisStatus.SUPPORTED, confidence=Confidence.HIGH,
-                       evidence=("toolu_01", "toolu_02")),
-            Hypothesis(id="db", statement="pg-primary-07 is slow", status=HypothesisStatus.REFUTED,
-                       confidence=Confidence.HIGH, evidence=("toolu_00",))),
-        next_steps=("roll back checkout-api to revision 41",))
+            Hypothesis(
+                id="pool",
+                statement="the 14:08 deploy lowered the pool size to 10",
+                status=HypothesisStatus.SUPPORTED,
+                confidence=Confidence.HIGH,
+                evidence=("toolu_01", "toolu_02"),
+            ),
+            Hypothesis(
+                id="db",
+                statement="pg-primary-07 is slow",
+                status=HypothesisStatus.REFUTED,
+                confidence=Confidence.HIGH,
+                evidence=("toolu_00",),
+            ),
+        ),
+        next_steps=("roll back checkout-api to revision 41",),
+    )
 
 
 def test_the_schema_is_valid_and_takes_the_example() -> None:
@@ -82,63 +104,115 @@ def test_the_schema_is_valid_and_takes_the_example() -> None:
     assert INPUT_SCHEMA["type"] == "object"
 
 
-@pytest.mark.parametrize("raw", [
-    {"situation": "disk alerts on web-03; no cause yet", "hypotheses": [], "next_steps": []},
-    {"situation": "still looking"},
-    {"situation": "two ideas", "hypotheses": [
-        {"id": "logs", "statement": "nginx logs filled /var", "status": "open", "confidence": "low"},
-        {"id": "db", "statement": "a dump", "status": "open", "confidence": "medium", "evidence": ["toolu_err"]}]},
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"situation": "disk alerts on web-03; no cause yet", "hypotheses": [], "next_steps": []},
+        {"situation": "still looking"},
+        {
+            "situation": "two ideas",
+            "hypotheses": [
+                {"id": "logs", "statement": "nginx logs filled /var", "status": "open", "confidence": "low"},
+                {
+                    "id": "db",
+                    "statement": "a dump",
+                    "status": "open",
+                    "confidence": "medium",
+                    "evidence": ["toolu_err"],
+                },
+            ],
+        },
+    ],
+)
 def test_we_dont_know_yet_is_a_valid_summary(raw: dict[str, Any]) -> None:
     assert isinstance(validate(raw, calls=CALLS), Summary)
 
 
 def test_supported_with_medium_confidence_needs_no_successful_call() -> None:
-    raw = changed("hypotheses.0", {"id": "p", "statement": "s", "status": "supported", "confidence": "medium",
-                                   "evidence": ["toolu_denied"]})
+    raw = changed(
+        "hypotheses.0",
+        {"id": "p", "statement": "s", "status": "supported", "confidence": "medium", "evidence": ["toolu_denied"]},
+    )
     assert isinstance(validate(raw, calls=CALLS), Summary)
 
 
-@pytest.mark.parametrize(("raw", "problems"), [
-    (changed("hypotheses.1.evidence", ["toolu_00", "toolu_x"]),
-     ["hypotheses[1].evidence: toolu_x is not a call of this run"]),
-    (changed("hypotheses.0.evidence", ["toolu_denied"]),
-     ["hypotheses[0]: confidence high needs at least one successful call of this run as evidence "
-      "(toolu_denied (k8s_rollout_undo) did not run: denied, expired or refused)"]),
-    (changed("hypotheses.1.evidence", ["toolu_err", "toolu_sum"]),
-     ["hypotheses[1]: confidence high and status refuted needs at least one successful call of this run as "
-      "evidence (toolu_err (grep_log) returned an error; toolu_sum is an update_summary call)"]),
-    (changed("hypotheses.0", {"id": "p", "statement": "s", "status": "confirmed", "confidence": "medium",
-                              "evidence": []}),
-     ["hypotheses[0]: status confirmed needs at least one successful call of this run as evidence "
-      "(no evidence given)"]),
-    (changed("hypotheses.0", {"id": "p", "statement": "s", "status": "refuted", "confidence": "low",
-                              "evidence": ["toolu_wait"]}),
-     ["hypotheses[0]: status refuted needs at least one successful call of this run as evidence "
-      "(toolu_wait (check_disk) has not finished)"]),
-    (changed("hypotheses", [{"id": f"h{i}", "statement": "s", "status": "open", "confidence": "low"}
-                            for i in range(6)]),
-     ["hypotheses: 6 given, at most 5"]),
-    (changed("next_steps", ["x"] * 6), ["next_steps: 6 given, at most 5"]),
-    (changed("situation", "s" * (SITUATION_MAX + 1)), ["situation: 301 characters, at most 300"]),
-    (changed("hypotheses.0.statement", "s" * (STATEMENT_MAX + 1)),
-     ["hypotheses[0].statement: 201 characters, at most 200"]),
-    (changed("next_steps", ["ok", "s" * (STEP_MAX + 1)]), ["next_steps[1]: 151 characters, at most 150"]),
-    (changed("hypotheses.1.status", "likely"),
-     ["hypotheses[1].status: likely is not one of open, supported, refuted, confirmed"]),
-    (changed("hypotheses.1.confidence", 0.9), ["hypotheses[1].confidence: 0.9 is not one of low, medium, high"]),
-    (changed("hypotheses.1.id", "pool"), ["hypotheses[1].id: 'pool' is used by an earlier hypothesis"]),
-    (changed("hypotheses.0.evidence", "toolu_01"), ["hypotheses[0].evidence: must be a list"]),
-    (changed("hypotheses.0.evidence", [1]), ["hypotheses[0].evidence[0]: must be a tool_use id (a string)"]),
-    (changed("hypotheses.0.why", "x"),
-     ["hypotheses[0].why: unknown field (allowed: id, statement, status, confidence, evidence)"]),
-    (changed("cause", "x"), ["cause: unknown field (allowed: situation, hypotheses, next_steps)"]),
-    (changed("hypotheses.0", "pool"),
-     ["hypotheses[0]: must be an object with id, statement, status, confidence, evidence"]),
-    (changed("situation", "  "), ["situation: empty"]),
-    ({"hypotheses": []}, ["situation: required"]),
-    ([], ["the input must be an object with situation, hypotheses and next_steps"]),
-])
+@pytest.mark.parametrize(
+    ("raw", "problems"),
+    [
+        (
+            changed("hypotheses.1.evidence", ["toolu_00", "toolu_x"]),
+            ["hypotheses[1].evidence: toolu_x is not a call of this run"],
+        ),
+        (
+            changed("hypotheses.0.evidence", ["toolu_denied"]),
+            [
+                "hypotheses[0]: confidence high needs at least one successful call of this run as evidence "
+                "(toolu_denied (k8s_rollout_undo) did not run: denied, expired or refused)"
+            ],
+        ),
+        (
+            changed("hypotheses.1.evidence", ["toolu_err", "toolu_sum"]),
+            [
+                "hypotheses[1]: confidence high and status refuted needs at least one successful call of this run as "
+                "evidence (toolu_err (grep_log) returned an error; toolu_sum is an update_summary call)"
+            ],
+        ),
+        (
+            changed(
+                "hypotheses.0",
+                {"id": "p", "statement": "s", "status": "confirmed", "confidence": "medium", "evidence": []},
+            ),
+            [
+                "hypotheses[0]: status confirmed needs at least one successful call of this run as evidence "
+                "(no evidence given)"
+            ],
+        ),
+        (
+            changed(
+                "hypotheses.0",
+                {"id": "p", "statement": "s", "status": "refuted", "confidence": "low", "evidence": ["toolu_wait"]},
+            ),
+            [
+                "hypotheses[0]: status refuted needs at least one successful call of this run as evidence "
+                "(toolu_wait (check_disk) has not finished)"
+            ],
+        ),
+        (
+            changed(
+                "hypotheses",
+                [{"id": f"h{i}", "statement": "s", "status": "open", "confidence": "low"} for i in range(6)],
+            ),
+            ["hypotheses: 6 given, at most 5"],
+        ),
+        (changed("next_steps", ["x"] * 6), ["next_steps: 6 given, at most 5"]),
+        (changed("situation", "s" * (SITUATION_MAX + 1)), ["situation: 301 characters, at most 300"]),
+        (
+            changed("hypotheses.0.statement", "s" * (STATEMENT_MAX + 1)),
+            ["hypotheses[0].statement: 201 characters, at most 200"],
+        ),
+        (changed("next_steps", ["ok", "s" * (STEP_MAX + 1)]), ["next_steps[1]: 151 characters, at most 150"]),
+        (
+            changed("hypotheses.1.status", "likely"),
+            ["hypotheses[1].status: likely is not one of open, supported, refuted, confirmed"],
+        ),
+        (changed("hypotheses.1.confidence", 0.9), ["hypotheses[1].confidence: 0.9 is not one of low, medium, high"]),
+        (changed("hypotheses.1.id", "pool"), ["hypotheses[1].id: 'pool' is used by an earlier hypothesis"]),
+        (changed("hypotheses.0.evidence", "toolu_01"), ["hypotheses[0].evidence: must be a list"]),
+        (changed("hypotheses.0.evidence", [1]), ["hypotheses[0].evidence[0]: must be a tool_use id (a string)"]),
+        (
+            changed("hypotheses.0.why", "x"),
+            ["hypotheses[0].why: unknown field (allowed: id, statement, status, confidence, evidence)"],
+        ),
+        (changed("cause", "x"), ["cause: unknown field (allowed: situation, hypotheses, next_steps)"]),
+        (
+            changed("hypotheses.0", "pool"),
+            ["hypotheses[0]: must be an object with id, statement, status, confidence, evidence"],
+        ),
+        (changed("situation", "  "), ["situation: empty"]),
+        ({"hypotheses": []}, ["situation: required"]),
+        ([], ["the input must be an object with situation, hypotheses and next_steps"]),
+    ],
+)
 def test_each_refusal_names_the_problem(raw: object, problems: list[str]) -> None:
     assert validate(raw, calls=CALLS) == problems
 
@@ -147,9 +221,11 @@ def test_every_problem_is_named_at_once() -> None:
     raw = changed("situation", 7)
     raw["hypotheses"][0]["evidence"] = ["toolu_nope"]
     raw["next_steps"] = "roll back"
-    assert validate(raw, calls=CALLS) == ["situation: must be a string",
-                                          "hypotheses[0].evidence: toolu_nope is not a call of this run",
-                                          "next_steps: must be a list"]
+    assert validate(raw, calls=CALLS) == [
+        "situation: must be a string",
+        "hypotheses[0].evidence: toolu_nope is not a call of this run",
+        "next_steps: must be a list",
+    ]
 
 
 def test_the_limits_themselves_are_accepted() -> None:
@@ -161,7 +237,8 @@ def test_the_limits_themselves_are_accepted() -> None:
 
 def test_the_refusal_says_the_summary_is_unchanged() -> None:
     assert refusal(["situation: required", "next_steps: must be a list"]) == (
-        "update_summary refused, the summary is unchanged:\n- situation: required\n- next_steps: must be a list")
+        "update_summary refused, the summary is unchanged:\n- situation: required\n- next_steps: must be a list"
+    )
 
 
 def test_a_bad_id_shown_in_a_problem_is_redacted_and_bounded() -> None:
@@ -174,11 +251,20 @@ def test_a_bad_id_shown_in_a_problem_is_redacted_and_bounded() -> None:
 
 def mixed() -> Summary:
     statuses = ["refuted", "open", "confirmed", "supported", "open"]
-    raw = {"situation": "web-03 /var at 97%", "next_steps": ["clean rotated logs", "hand off if still full"],
-           "hypotheses": [{"id": f"h{i}", "statement": f"{s} {i}", "status": s,
-                           "confidence": "high" if s in ("confirmed", "refuted") else "low",
-                           "evidence": ["toolu_00"] if s in ("confirmed", "refuted") else []}
-                          for i, s in enumerate(statuses)]}
+    raw = {
+        "situation": "web-03 /var at 97%",
+        "next_steps": ["clean rotated logs", "hand off if still full"],
+        "hypotheses": [
+            {
+                "id": f"h{i}",
+                "statement": f"{s} {i}",
+                "status": s,
+                "confidence": "high" if s in ("confirmed", "refuted") else "low",
+                "evidence": ["toolu_00"] if s in ("confirmed", "refuted") else [],
+            }
+            for i, s in enumerate(statuses)
+        ],
+    }
     summary = validate(raw, calls=CALLS)
     assert isinstance(summary, Summary)
     return summary
@@ -204,12 +290,14 @@ def test_render_text_has_the_three_sections_in_order() -> None:
         "  - refuted, high confidence: refuted 0 [h0; evidence toolu_00]\n"
         "Next:\n"
         "  - clean rotated logs\n"
-        "  - hand off if still full")
+        "  - hand off if still full"
+    )
 
 
 def test_render_text_of_an_empty_summary_says_not_known_yet() -> None:
     assert render_text(Summary(situation="looking")) == (
-        "What's going on: looking\nLikely cause:\n  not known yet\nNext:\n  -")
+        "What's going on: looking\nLikely cause:\n  not known yet\nNext:\n  -"
+    )
 
 
 # --- Block Kit ---------------------------------------------------------------------------------------------------
@@ -232,18 +320,25 @@ def test_the_blocks_are_three_sections_in_order() -> None:
         "• Open, low confidence: open 1\n"
         "• Open, low confidence: open 4\n"
         "• ~Refuted~, high confidence: refuted 0",
-        "*Next*\n• clean rotated logs\n• hand off if still full"]
+        "*Next*\n• clean rotated logs\n• hand off if still full",
+    ]
 
 
 def test_an_empty_summary_still_shows_three_sections() -> None:
     assert texts(summary_blocks(Summary(situation="looking"))) == [
-        "*What's going on*\nlooking", "*Likely cause*\nNot known yet.", "*Next*\nNothing yet."]
+        "*What's going on*\nlooking",
+        "*Likely cause*\nNot known yet.",
+        "*Next*\nNothing yet.",
+    ]
 
 
 def test_mentions_links_and_secrets_in_model_text_do_not_get_through() -> None:
     nasty = f"<!channel> <@U024BE7LH> <http://evil.example|ok> @here {TOKEN} a&b"
-    raw = {"situation": nasty[:SITUATION_MAX], "next_steps": [nasty[:STEP_MAX]],
-           "hypotheses": [{"id": "x", "statement": nasty[:STATEMENT_MAX], "status": "open", "confidence": "low"}]}
+    raw = {
+        "situation": nasty[:SITUATION_MAX],
+        "next_steps": [nasty[:STEP_MAX]],
+        "hypotheses": [{"id": "x", "statement": nasty[:STATEMENT_MAX], "status": "open", "confidence": "low"}],
+    }
     summary = validate(raw, calls=CALLS)
     assert isinstance(summary, Summary)
     assert TOKEN not in json.dumps(summary.to_json())
@@ -262,11 +357,24 @@ def test_hidden_characters_are_written_out() -> None:
 
 def at_the_limits(fill: str) -> Summary:
     """5 hypotheses, 5 next steps, every text at its limit, made of `fill`."""
+
     def text(n: int) -> str:
         return (fill * n)[:n]
-    raw = {"situation": text(SITUATION_MAX), "next_steps": [text(STEP_MAX)] * 5,
-           "hypotheses": [{"id": f"h{i}", "statement": text(STATEMENT_MAX), "status": "confirmed",
-                           "confidence": "high", "evidence": list(CALLS)[:3]} for i in range(5)]}
+
+    raw = {
+        "situation": text(SITUATION_MAX),
+        "next_steps": [text(STEP_MAX)] * 5,
+        "hypotheses": [
+            {
+                "id": f"h{i}",
+                "statement": text(STATEMENT_MAX),
+                "status": "confirmed",
+                "confidence": "high",
+                "evidence": list(CALLS)[:3],
+            }
+            for i in range(5)
+        ],
+    }
     summary = validate(raw, calls=CALLS)
     assert isinstance(summary, Summary)
     return summary
@@ -275,10 +383,26 @@ def at_the_limits(fill: str) -> Summary:
 def with_status(summary: Summary, *, state: str = "running", tasks: int = 15) -> list[dict[str, Any]]:
     """The status message as the run sends it: its status line, the summary, the task cards (older ones counted),
     its run line and, while it runs, Stop."""
-    cards = [Task(task_id=f"toolu_{i:02d}", title=f"check_disk host=web-{i:02d} " + "x" * 200,
-                  status="complete", output="y" * 500) for i in range(tasks)]
-    msg = status_message(state=state, step=12, activity="waiting for approval " + "z" * 400, tokens=12345,
-                         cost_usd=0.12, run_id="run_0123456789", max_iterations=20, tasks=cards, summary=summary)
+    cards = [
+        Task(
+            task_id=f"toolu_{i:02d}",
+            title=f"check_disk host=web-{i:02d} " + "x" * 200,
+            status="complete",
+            output="y" * 500,
+        )
+        for i in range(tasks)
+    ]
+    msg = status_message(
+        state=state,
+        step=12,
+        activity="waiting for approval " + "z" * 400,
+        tokens=12345,
+        cost_usd=0.12,
+        run_id="run_0123456789",
+        max_iterations=20,
+        tasks=cards,
+        summary=summary,
+    )
     return msg.blocks
 
 

@@ -20,13 +20,23 @@ TASK = "web-03 is paging: disk full on /var"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
 
 
-def summary(situation: str = "web-03 /var at 100%", *, hypotheses: list[dict[str, Any]] | None = None,
-            steps: list[str] | None = None) -> dict[str, Any]:
+def summary(
+    situation: str = "web-03 /var at 100%",
+    *,
+    hypotheses: list[dict[str, Any]] | None = None,
+    steps: list[str] | None = None,
+) -> dict[str, Any]:
     return {"situation": situation, "hypotheses": hypotheses or [], "next_steps": steps or []}
 
 
-def hyp(hid: str, evidence: list[str], *, status: str = "supported", confidence: str = "high",
-        statement: str = "rotated nginx logs fill /var") -> dict[str, Any]:
+def hyp(
+    hid: str,
+    evidence: list[str],
+    *,
+    status: str = "supported",
+    confidence: str = "high",
+    statement: str = "rotated nginx logs fill /var",
+) -> dict[str, Any]:
     return {"id": hid, "statement": statement, "status": status, "confidence": confidence, "evidence": evidence}
 
 
@@ -37,8 +47,14 @@ def status_text(msg: Message) -> str:
 
 async def final_status(env: Any, channel: str, ts: str, needle: str) -> Message:
     return await env.slack.wait_for_message(
-        channel, lambda m: m.thread_ts == ts and is_status(m) and needle in text_of(m)
-        and "status_actions" not in [b.get("block_id") for b in m.blocks or []])
+        channel,
+        lambda m: (
+            m.thread_ts == ts
+            and is_status(m)
+            and needle in text_of(m)
+            and "status_actions" not in [b.get("block_id") for b in m.blocks or []]
+        ),
+    )
 
 
 async def test_an_accepted_update_is_shown_above_the_tasks_and_stored(
@@ -47,11 +63,20 @@ async def test_an_accepted_update_is_shown_above_the_tasks_and_stored(
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
         # the update shares its turn with another call; the evidence is the earlier, successful call
-        reply(tool_use(TOOL_NAME, summary(hypotheses=[hyp("logs", ["toolu_disk"]),
-                                                      hyp("db", ["toolu_disk"], status="refuted",
-                                                          statement="the database is slow")],
-                                          steps=["delete rotated logs older than 7 days"]), id="toolu_sum"),
-              tool_use("list_large_files", {"host": "web-03", "path": "/var"}, id="toolu_ls")),
+        reply(
+            tool_use(
+                TOOL_NAME,
+                summary(
+                    hypotheses=[
+                        hyp("logs", ["toolu_disk"]),
+                        hyp("db", ["toolu_disk"], status="refuted", statement="the database is slow"),
+                    ],
+                    steps=["delete rotated logs older than 7 days"],
+                ),
+                id="toolu_sum",
+            ),
+            tool_use("list_large_files", {"host": "web-03", "path": "/var"}, id="toolu_ls"),
+        ),
         reply(text("Rotated nginx logs fill /var.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -141,8 +166,11 @@ async def test_the_summary_is_redacted_and_escaped_in_the_status_message(
 ) -> None:
     token = "xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx"
     fake_anthropic.script(
-        reply(tool_use(TOOL_NAME, summary(f"<!channel> leaked {token} <http://evil.example|docs>",
-                                          steps=["ping <@U0BOB>"]))),
+        reply(
+            tool_use(
+                TOOL_NAME, summary(f"<!channel> leaked {token} <http://evil.example|docs>", steps=["ping <@U0BOB>"])
+            )
+        ),
         reply(text("done")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -163,8 +191,10 @@ async def test_a_restarted_run_shows_its_last_summary_again(
 ) -> None:
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-        reply(tool_use(TOOL_NAME, summary("before the restart", hypotheses=[hyp("logs", ["toolu_disk"])])),
-              tool_use("clean_logs", CLEAN)),
+        reply(
+            tool_use(TOOL_NAME, summary("before the restart", hypotheses=[hyp("logs", ["toolu_disk"])])),
+            tool_use("clean_logs", CLEAN),
+        ),
         reply(text("Freed 19.8 GB after the restart.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -183,8 +213,7 @@ async def test_a_run_cut_off_by_a_limit_reports_its_last_summary_and_show_export
 ) -> None:
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-        reply(tool_use(TOOL_NAME, summary("first belief", hypotheses=[hyp("logs", ["toolu_disk"],
-                                                                          confidence="low")]))),
+        reply(tool_use(TOOL_NAME, summary("first belief", hypotheses=[hyp("logs", ["toolu_disk"], confidence="low")]))),
         reply(tool_use(TOOL_NAME, summary("second belief", hypotheses=[hyp("logs", ["toolu_disk"])]))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[limits]\nmax_iterations = 3") as env:
@@ -218,10 +247,19 @@ async def test_the_final_answer_starts_from_the_last_summary_redacted_and_escape
     token = "xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx"
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-        reply(tool_use(TOOL_NAME, summary("an older belief", hypotheses=[hyp("logs", ["toolu_disk"],
-                                                                             confidence="low")]))),
-        reply(tool_use(TOOL_NAME, summary(f"<!channel> /var full, token {token}",
-                                          hypotheses=[hyp("logs", ["toolu_disk"])], steps=["ping <@U0BOB>"]))),
+        reply(
+            tool_use(TOOL_NAME, summary("an older belief", hypotheses=[hyp("logs", ["toolu_disk"], confidence="low")]))
+        ),
+        reply(
+            tool_use(
+                TOOL_NAME,
+                summary(
+                    f"<!channel> /var full, token {token}",
+                    hypotheses=[hyp("logs", ["toolu_disk"])],
+                    steps=["ping <@U0BOB>"],
+                ),
+            )
+        ),
         reply(text("Rotated nginx logs fill /var.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -232,8 +270,11 @@ async def test_the_final_answer_starts_from_the_last_summary_redacted_and_escape
         assert ids[:3] == ["summary_situation", "summary_cause", "summary_next"]  # the summary first
         assert answer.text == "Rotated nginx logs fill /var."  # the notification is the answer itself
         shown = text_of(answer)
-        assert shown.index("/var full") < shown.index("rotated nginx logs fill /var") < shown.rindex(
-            "Rotated nginx logs fill /var.")  # situation, cause, then the answer's own text
+        assert (
+            shown.index("/var full")
+            < shown.index("rotated nginx logs fill /var")
+            < shown.rindex("Rotated nginx logs fill /var.")
+        )  # situation, cause, then the answer's own text
         assert "an older belief" not in shown  # the last accepted update, not an earlier one
         assert token not in shown and "xoxb-" not in shown
         assert "<!channel>" not in shown and "<@U0BOB>" not in shown and "&lt;!channel&gt;" in shown

@@ -17,10 +17,19 @@ from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
 from tests.fakes.slack import FakeSlack, Message, mention_event
 from tests.harness import is_status, text_of
 
-FIRST = {"situation": "web-03 /var at 100%; cause not known yet",
-         "hypotheses": [{"id": "logs", "statement": "rotated nginx logs fill /var", "status": "open",
-                         "confidence": "low", "evidence": []}],
-         "next_steps": ["list the largest files under /var"]}
+FIRST = {
+    "situation": "web-03 /var at 100%; cause not known yet",
+    "hypotheses": [
+        {
+            "id": "logs",
+            "statement": "rotated nginx logs fill /var",
+            "status": "open",
+            "confidence": "low",
+            "evidence": [],
+        }
+    ],
+    "next_steps": ["list the largest files under /var"],
+}
 SECOND = {**FIRST, "situation": "never accepted: the process died before it"}
 
 
@@ -36,8 +45,11 @@ async def test_a_run_killed_between_two_updates_shows_its_last_accepted_summary_
         procs[-1].send_signal(signal.SIGKILL)
         return reply(tool_use(TOOL_NAME, SECOND))
 
-    fake_anthropic.script(reply(tool_use(TOOL_NAME, FIRST, id="toolu_first")), kill_here,
-                          reply(text("Rotated nginx logs are the likely cause.")))
+    fake_anthropic.script(
+        reply(tool_use(TOOL_NAME, FIRST, id="toolu_first")),
+        kill_here,
+        reply(text("Rotated nginx logs are the likely cause.")),
+    )
     event = mention_event(CHANNEL, ALICE, "web-03 is paging: disk full on /var")
     thread = event["ts"]
     try:
@@ -52,11 +64,18 @@ async def test_a_run_killed_between_two_updates_shows_its_last_accepted_summary_
 
         procs.append(await bots.start())
         answer = await fake_slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and m.user == fake_slack.bot_user_id and not is_status(m)
-            and "likely cause" in text_of(m), timeout=30)
+            CHANNEL,
+            lambda m: (
+                m.thread_ts == thread
+                and m.user == fake_slack.bot_user_id
+                and not is_status(m)
+                and "likely cause" in text_of(m)
+            ),
+            timeout=30,
+        )
         status = await fake_slack.wait_for_message(
-            CHANNEL, lambda m: m.thread_ts == thread and is_status(m) and "status_actions" not in ids(m),
-            timeout=30)
+            CHANNEL, lambda m: m.thread_ts == thread and is_status(m) and "status_actions" not in ids(m), timeout=30
+        )
     finally:
         for proc in procs:
             await stop(proc)

@@ -34,8 +34,10 @@ async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_slack.status_expiry_seconds = 0.6  # Slack's 2 minutes, shortened; the bot refreshes every 0.15 s
-    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
-                          reply(text("212 rotated nginx logs fill /var.")))
+    fake_anthropic.script(
+        reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
+        reply(text("212 rotated nginx logs fill /var.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         gate = incident_tools.hold("list_large_files")
         env.ops.supervisor.loading_refresh_seconds = 0.15
@@ -45,9 +47,17 @@ async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_
         await gate.wait_entered()
         began = time.monotonic()
         # A tool call three times as long as the status lives ("3 minutes" against Slack's 2): it stays up.
-        await fake_slack._wait(lambda: (statuses(fake_slack).count(LISTING) >= 4
-                               and time.monotonic() - began >= 3 * fake_slack.status_expiry_seconds) or None,
-                               10.0, lambda: f"the status refreshed through the call: {statuses(fake_slack)}")
+        await fake_slack._wait(
+            lambda: (
+                (
+                    statuses(fake_slack).count(LISTING) >= 4
+                    and time.monotonic() - began >= 3 * fake_slack.status_expiry_seconds
+                )
+                or None
+            ),
+            10.0,
+            lambda: f"the status refreshed through the call: {statuses(fake_slack)}",
+        )
         assert fake_slack.thread_status(channel, ts) == LISTING
         call = fake_slack.calls_to("assistant.threads.setStatus")[-1]
         assert (call.args["channel_id"], call.args["thread_ts"]) == (channel, ts)
@@ -84,15 +94,20 @@ async def test_a_fast_twenty_step_run_sends_far_fewer_loading_updates_than_steps
 async def test_a_slow_steps_loading_status_is_still_shown_once_it_has_stood(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
-                          reply(text("212 rotated nginx logs fill /var.")))
+    fake_anthropic.script(
+        reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
+        reply(text("212 rotated nginx logs fill /var.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         env.ops.supervisor.loading_show_after_seconds = 0.2
         gate = incident_tools.hold("list_large_files")
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()
-        await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == LISTING or None, 10.0,
-                               lambda: f"the slow step's status: {statuses(fake_slack)}")
+        await fake_slack._wait(
+            lambda: fake_slack.thread_status(channel, ts) == LISTING or None,
+            10.0,
+            lambda: f"the slow step's status: {statuses(fake_slack)}",
+        )
         gate.release()
         await env.wait_final(channel, ts)
         await fake_slack._wait(lambda: statuses(fake_slack)[-1:] == [""] or None, 5.0, lambda: "the status cleared")
@@ -110,15 +125,28 @@ async def test_loading_status_names_the_approver_while_the_run_waits(
         card = await env.card(channel, ts)
         # Plain text renders no mention: the person by display name, the group by its handle, never an id.
         waiting = "waiting for approval from @carol, @oncall"
-        await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == waiting or None, 5.0,
-                               lambda: f"the approval wait under the thread: {statuses(fake_slack)}")
+        await fake_slack._wait(
+            lambda: fake_slack.thread_status(channel, ts) == waiting or None,
+            5.0,
+            lambda: f"the approval wait under the thread: {statuses(fake_slack)}",
+        )
         # The task card's output is rich text: carol as a user element (a mention Slack renders), the group as
         # its handle (no raw <!subteam^…>, which rich text would show as written).
         status = await env.status(channel, ts)
         outputs = [t.get("output") for b in status.blocks or [] if b.get("type") == "plan" for t in b["tasks"]]
-        assert {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": [
-            {"type": "text", "text": "waiting for approval from "}, {"type": "user", "user_id": CAROL},
-            {"type": "text", "text": ", @oncall"}]}]} in outputs
+        assert {
+            "type": "rich_text",
+            "elements": [
+                {
+                    "type": "rich_text_section",
+                    "elements": [
+                        {"type": "text", "text": "waiting for approval from "},
+                        {"type": "user", "user_id": CAROL},
+                        {"type": "text", "text": ", @oncall"},
+                    ],
+                }
+            ],
+        } in outputs
         await env.approve(card, CAROL)
         await env.wait_final(channel, ts)
         await fake_slack._wait(lambda: statuses(fake_slack)[-1:] == [""] or None, 5.0, lambda: "the status cleared")
@@ -141,8 +169,11 @@ async def test_names_slack_cannot_give_are_shown_as_ids_and_change_nothing_else(
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
         waiting = f"waiting for approval from @{CAROL}, @{ONCALL}"  # display only: the ids, not an error
-        await fake_slack._wait(lambda: fake_slack.thread_status(channel, ts) == waiting or None, 5.0,
-                               lambda: f"the approval wait under the thread: {statuses(fake_slack)}")
+        await fake_slack._wait(
+            lambda: fake_slack.thread_status(channel, ts) == waiting or None,
+            5.0,
+            lambda: f"the approval wait under the thread: {statuses(fake_slack)}",
+        )
         await env.approve(card, BOB)  # a member of the group: authorization never depended on its handle
         final = await env.wait_final(channel, ts)
         assert "Freed 19.8 GB" in text_of(final)
@@ -166,7 +197,8 @@ async def test_feedback_buttons_under_the_answer_record_a_click_after_a_restart(
         with env.ledger() as ledger:
             stored = ledger.feedback()
         assert [(f.run_id, f.user, f.value, f.message_ts) for f in stored] == [
-            (run.id, BOB, FeedbackValue.POSITIVE, final.ts)]
+            (run.id, BOB, FeedbackValue.POSITIVE, final.ts)
+        ]
         assert abs(stored[0].at - time.time()) < 60
 
 
@@ -195,8 +227,9 @@ async def test_the_shortcut_on_a_persons_message_starts_a_run_in_its_thread_for_
 ) -> None:
     fake_anthropic.script(reply(text("nginx is out of worker connections.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
-        pasted = fake_slack.add_message(env.channel, ALICE, "2026-05-01 03:12 nginx: 768 worker_connections are "
-                                        "not enough")
+        pasted = fake_slack.add_message(
+            env.channel, ALICE, "2026-05-01 03:12 nginx: 768 worker_connections are not enough"
+        )
         envelope = await fake_slack.shortcut(BOB, env.channel, pasted.ts, INVESTIGATE)
         await fake_slack.wait_ack(envelope)
         final = await env.wait_final(env.channel, pasted.ts)
@@ -271,8 +304,10 @@ async def test_app_home_lists_finished_runs_with_their_stop_reasons(
 async def test_app_home_says_a_run_answered_after_a_failed_tool_call(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "var/log"})),  # ToolError
-                          reply(text("I could not list the files.")))
+    fake_anthropic.script(
+        reply(tool_use("list_large_files", {"host": "web-03", "path": "var/log"})),  # ToolError
+        reply(text("I could not list the files.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)

@@ -37,9 +37,11 @@ def tasks_of(msg: Message) -> Tasks:
     return {t["title"]: (t["status"], output_text(t)) for t in (plan or {}).get("tasks", [])}
 
 
-async def wait_tasks(env: BotEnv, channel: str, ts: str, check: Callable[[Tasks], bool], what: str,
-                     within: float = 10.0) -> Message:
+async def wait_tasks(
+    env: BotEnv, channel: str, ts: str, check: Callable[[Tasks], bool], what: str, within: float = 10.0
+) -> Message:
     """The status message once its task list satisfies `check` (edits count: it is live state)."""
+
     def match(m: Message) -> bool:
         return m.thread_ts == ts and is_status(m) and check(tasks_of(m))
 
@@ -51,8 +53,12 @@ async def wait_tasks(env: BotEnv, channel: str, ts: str, check: Callable[[Tasks]
 
 
 def stop_button(msg: Message) -> bool:
-    return any(el.get("action_id") == STOP for b in msg.blocks or [] if b.get("type") == "actions"
-               for el in b.get("elements") or [])
+    return any(
+        el.get("action_id") == STOP
+        for b in msg.blocks or []
+        if b.get("type") == "actions"
+        for el in b.get("elements") or []
+    )
 
 
 async def test_tasks_go_pending_in_progress_complete_with_the_approval_wait_as_a_task(
@@ -62,29 +68,43 @@ async def test_tasks_go_pending_in_progress_complete_with_the_approval_wait_as_a
     restart = "restart_service nginx.service on web-03"
     approval = "Approval for restart_service"
     fake_anthropic.script(
-        reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"}),
-              tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
-        reply(text("Restarted nginx; /var is fine.")))
+        reply(
+            tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"}),
+            tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"}),
+        ),
+        reply(text("Restarted nginx; /var is fine.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, APPROVERS) as env:
         gate = incident_tools.hold("list_large_files")
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()
         # The restart waits behind the listing (a mutating call runs alone): pending while the listing runs.
-        status = await wait_tasks(env, channel, ts, lambda t: t.get(listing, ("",))[0] == "in_progress"
-                                  and t.get(restart, ("",))[0] == "pending", "listing running, restart pending")
+        status = await wait_tasks(
+            env,
+            channel,
+            ts,
+            lambda t: t.get(listing, ("",))[0] == "in_progress" and t.get(restart, ("",))[0] == "pending",
+            "listing running, restart pending",
+        )
         assert stop_button(status)  # the Stop button stays under the task list
         gate.release()
         waiting = f"waiting for approval from <@{CAROL}>"
-        await wait_tasks(env, channel, ts, lambda t: t.get(listing, ("",))[0] == "complete"
-                         and t.get(approval) == ("in_progress", waiting), "the approval wait as a task")
+        await wait_tasks(
+            env,
+            channel,
+            ts,
+            lambda t: t.get(listing, ("",))[0] == "complete" and t.get(approval) == ("in_progress", waiting),
+            "the approval wait as a task",
+        )
         titles = list(tasks_of(await env.status(channel, ts)))
         assert titles == [listing, approval, restart]  # the approval wait sits just before its call
         assert "nginx" in tasks_of(await env.status(channel, ts))[listing][1]  # a one-line result
         card = await env.card(channel, ts)
         await env.approve(card, CAROL)  # the run resumes in a new drive: the earlier tasks come from the store
         await env.wait_final(channel, ts)
-        status = await wait_tasks(env, channel, ts, lambda t: t.get(restart, ("",))[0] == "complete",
-                                  "the restart complete")
+        status = await wait_tasks(
+            env, channel, ts, lambda t: t.get(restart, ("",))[0] == "complete", "the restart complete"
+        )
         shown = tasks_of(status)
         assert shown[approval] == ("complete", f"approved by <@{CAROL}>")
         assert shown[restart] == ("complete", "nginx.service restarted on web-03; active (running)")
@@ -98,14 +118,20 @@ async def test_a_denied_approval_and_a_failing_call_are_error_tasks(
     fake_anthropic.script(
         reply(tool_use("list_large_files", {"host": "web-03", "path": "var/log"})),  # not absolute: ToolError
         reply(tool_use("clean_logs", {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7})),
-        reply(text("Left the logs alone.")))
+        reply(text("Left the logs alone.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, APPROVERS) as env:
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)
         await env.deny(card, CAROL)
         await env.wait_final(channel, ts)
-        status = await wait_tasks(env, channel, ts, lambda t: "Approval for clean_logs" in t
-                                  and t["Approval for clean_logs"][0] == "error", "the denial as an error task")
+        status = await wait_tasks(
+            env,
+            channel,
+            ts,
+            lambda t: "Approval for clean_logs" in t and t["Approval for clean_logs"][0] == "error",
+            "the denial as an error task",
+        )
         shown = tasks_of(status)
         assert shown["list_large_files var/log on web-03"] == ("error", "path must be absolute, got 'var/log'")
         assert shown["Approval for clean_logs"] == ("error", f"denied by <@{CAROL}>")
@@ -122,8 +148,9 @@ async def test_a_secret_in_a_tool_result_never_reaches_the_task_output(
     async with bot_env(tmp_path, fake_slack, fake_anthropic, tools) as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)
-        status = await wait_tasks(env, channel, ts, lambda t: t.get("read_config nginx", ("",))[0] == "complete",
-                                  "read_config complete")
+        status = await wait_tasks(
+            env, channel, ts, lambda t: t.get("read_config nginx", ("",))[0] == "complete", "read_config complete"
+        )
         output = tasks_of(status)["read_config nginx"][1]
         assert output.startswith("config of nginx: password=[REDACTED]")
         assert "⟨U+202E⟩" in output  # a bidi control is written out, as on the status line
@@ -136,13 +163,20 @@ async def test_a_fifty_step_run_keeps_the_status_within_slacks_limits(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     steps = 50
-    fake_anthropic.script(*[reply(tool_use("check_disk", {"host": f"web-{i:02d}"})) for i in range(steps)],
-                          reply(text("All 50 hosts checked.")))
+    fake_anthropic.script(
+        *[reply(tool_use("check_disk", {"host": f"web-{i:02d}"})) for i in range(steps)],
+        reply(text("All 50 hosts checked.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, f"[limits]\nmax_iterations = {steps + 1}") as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts, timeout=60)
-        status = await wait_tasks(env, channel, ts, lambda t: "check_disk on web-49" in t
-                                  and t["check_disk on web-49"][0] == "complete", "the last step complete")
+        status = await wait_tasks(
+            env,
+            channel,
+            ts,
+            lambda t: "check_disk on web-49" in t and t["check_disk on web-49"][0] == "complete",
+            "the last step complete",
+        )
         updates = [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]
         assert updates and all(c.ok for c in updates)
         for call in updates:
@@ -158,21 +192,26 @@ async def test_stop_still_works_from_the_status_message_under_the_task_list(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     listing = "list_large_files /var/log/nginx on web-03"
-    fake_anthropic.script(reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
-                          reply(tool_use("check_disk", {"host": "web-03"})), reply(text("never asked")))
+    fake_anthropic.script(
+        reply(tool_use("list_large_files", {"host": "web-03", "path": "/var/log/nginx"})),
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(text("never asked")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         gate = incident_tools.hold("list_large_files")
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()
-        status = await wait_tasks(env, channel, ts, lambda t: t.get(listing, ("",))[0] == "in_progress",
-                                  "the listing in progress")
+        status = await wait_tasks(
+            env, channel, ts, lambda t: t.get(listing, ("",))[0] == "in_progress", "the listing in progress"
+        )
         assert plan_of(status) is not None and stop_button(status)
         await env.stop(status, CAROL)
         gate.release()
         report = await env.wait_final(channel, ts)
         assert "cancelled" in text_of(report)
-        status = await wait_tasks(env, channel, ts, lambda t: t.get(listing, ("",))[0] in ("complete", "error"),
-                                  "the listing ended")
+        status = await wait_tasks(
+            env, channel, ts, lambda t: t.get(listing, ("",))[0] in ("complete", "error"), "the listing ended"
+        )
         assert not stop_button(status)
         assert "check_disk on web-03" not in tasks_of(status)  # the step after the Stop never ran
         assert not [c for c in fake_slack.calls_to("chat.update") if not c.ok]
@@ -182,19 +221,23 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_slack.unsupported_block_types = {"plan"}  # an older workspace: invalid_blocks for a plan
-    fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-03"})),
-                          reply(tool_use("check_disk", {"host": "web-04"})), reply(text("Both fine.")))
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(tool_use("check_disk", {"host": "web-04"})),
+        reply(text("Both fine.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)
         status = await env.slack.wait_for_message(
-            channel, lambda m: m.thread_ts == ts and is_status(m) and not stop_button(m), timeout=5)
+            channel, lambda m: m.thread_ts == ts and is_status(m) and not stop_button(m), timeout=5
+        )
         assert plan_of(status) is None and "done" in text_of(status)
         updates = fake_slack.calls_to("chat.update")
         refused = [c for c in updates if c.error == "invalid_blocks"]
         assert len(refused) == 1  # once, not once per update
         assert any(b["type"] == "plan" for b in refused[0].args["blocks"])
-        later = updates[updates.index(refused[0]) + 1:]
+        later = updates[updates.index(refused[0]) + 1 :]
         assert later and all(c.ok and not any(b["type"] == "plan" for b in c.args["blocks"]) for c in later)
         # The workspace has no plan block: the next run's status is the section from its first update.
         fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-05"})), reply(text("Fine too.")))
@@ -208,15 +251,23 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
 async def test_the_throttle_holds_updates_back_but_a_pause_still_shows_the_approval_task(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-03"})),
-                          reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
-                          reply(text("Restarted.")))
-    config = f'{APPROVERS}\n[slack]\nstatus_update_seconds = 30'  # one update per 30 s at most
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"})),
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        reply(text("Restarted.")),
+    )
+    config = f"{APPROVERS}\n[slack]\nstatus_update_seconds = 30"  # one update per 30 s at most
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         channel, ts = await env.mention(TASK)
         await env.card(channel, ts)
-        status = await wait_tasks(env, channel, ts, lambda t: t.get("Approval for restart_service", ("",))[0]
-                                  == "in_progress", "the approval task shown at the pause", within=5)
+        status = await wait_tasks(
+            env,
+            channel,
+            ts,
+            lambda t: t.get("Approval for restart_service", ("",))[0] == "in_progress",
+            "the approval task shown at the pause",
+            within=5,
+        )
         assert tasks_of(status)["check_disk on web-03"][0] == "complete"
         # The first event's update, then the one the pause let through: no update per tool call.
         assert len([c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts]) == 2

@@ -39,8 +39,7 @@ async def dump_env(host: str, grep: str = "") -> str:
         grep: only lines containing this
     """
     lines = [f"SETTING_{i:02d}=an ordinary value of some length" for i in range(40)]
-    return "\n".join([*lines, f"ANTHROPIC_API_KEY={ANTHROPIC_SECRET}", f"AWS_ACCESS_KEY_ID={AWS_SECRET}",
-                      "END_OF_ENV"])
+    return "\n".join([*lines, f"ANTHROPIC_API_KEY={ANTHROPIC_SECRET}", f"AWS_ACCESS_KEY_ID={AWS_SECRET}", "END_OF_ENV"])
 
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -92,8 +91,9 @@ class StrictPage(HTMLParser):
 
 
 @pytest.fixture
-async def incident(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic,
-                   monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+async def incident(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
     """A whole incident in a store: returns the run row and its `db`; OPSLOOP_DB points the CLI at it."""
     fake_anthropic.script(
         reply(text("Checking disk usage on web-03."), tool_use("check_disk", {"host": "web-03"})),
@@ -106,8 +106,9 @@ async def incident(tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAn
         gate = incident_tools.hold("check_disk")
         channel, ts = await env.mention(f"web-03 disk full, and {SLACK_SECRET} is in a log line")
         await gate.wait_entered()
-        said = await env.reply(channel, ts, f"careful: the proxy wants Authorization: Bearer {BEARER_SECRET}",
-                               user=ALICE)
+        said = await env.reply(
+            channel, ts, f"careful: the proxy wants Authorization: Bearer {BEARER_SECRET}", user=ALICE
+        )
         await env.wait_reaction(channel, said)
         gate.release()
         await env.approve(await env.card(channel, ts), BOB)

@@ -28,15 +28,22 @@ def argv_printed(result: str) -> list[str]:
 
 
 async def test_command_becomes_a_tool_with_a_string_schema() -> None:
-    t = await command({
-        "name": "restart_api",
-        "description": "Restart the API service on a host",
-        "command": ["ssh", "{host}", "sudo systemctl restart api"],
-        "params": {"host": {"pattern": "^web-[0-9]+$", "description": "host name"}},
-        "timeout_s": 30,
-    })
-    assert (t.name, t.category, t.parallel, t.timeout_s, t.source) == \
-        ("restart_api", Category.MUTATING, False, 30.0, "command")
+    t = await command(
+        {
+            "name": "restart_api",
+            "description": "Restart the API service on a host",
+            "command": ["ssh", "{host}", "sudo systemctl restart api"],
+            "params": {"host": {"pattern": "^web-[0-9]+$", "description": "host name"}},
+            "timeout_s": 30,
+        }
+    )
+    assert (t.name, t.category, t.parallel, t.timeout_s, t.source) == (
+        "restart_api",
+        Category.MUTATING,
+        False,
+        30.0,
+        "command",
+    )
     assert t.api_schema() == {
         "name": "restart_api",
         "description": "Restart the API service on a host",
@@ -51,20 +58,29 @@ async def test_command_becomes_a_tool_with_a_string_schema() -> None:
 
 @pytest.mark.parametrize("value", ["web-1; rm -rf /", "$(id)", "web-1\nweb-2", "-oProxyCommand=id"])
 async def test_injection_attempt_is_refused_by_the_pattern(value: str) -> None:
-    t = await command({
-        "name": "restart_api", "description": "Restart", "command": [*PRINT_ARGV, "{host}"],
-        "params": {"host": {"pattern": "^web-[0-9]+$"}},
-    })
+    t = await command(
+        {
+            "name": "restart_api",
+            "description": "Restart",
+            "command": [*PRINT_ARGV, "{host}"],
+            "params": {"host": {"pattern": "^web-[0-9]+$"}},
+        }
+    )
     with pytest.raises(ToolError, match="host"):
         await t.run({"host": value}, confirmed_by="U1")
 
 
 async def test_pattern_must_match_the_whole_value() -> None:
     # jsonschema's "pattern" only searches; the command itself requires a full match.
-    t = await command({
-        "name": "show", "description": "Show", "command": [*PRINT_ARGV, "{host}"],
-        "params": {"host": {"pattern": "web-[0-9]+"}}, "category": "read_only",
-    })
+    t = await command(
+        {
+            "name": "show",
+            "description": "Show",
+            "command": [*PRINT_ARGV, "{host}"],
+            "params": {"host": {"pattern": "web-[0-9]+"}},
+            "category": "read_only",
+        }
+    )
     with pytest.raises(ToolError) as e:
         await t.run({"host": "web-1; id"})
     assert str(e.value) == "host: 'web-1; id' does not match the required pattern web-[0-9]+"
@@ -72,10 +88,15 @@ async def test_pattern_must_match_the_whole_value() -> None:
 
 @pytest.mark.processes
 async def test_value_with_spaces_and_shell_characters_is_one_argv_element() -> None:
-    t = await command({
-        "name": "echo_args", "description": "Echo", "command": [*PRINT_ARGV, "{x}", "--msg={y}"],
-        "params": {"x": {"pattern": ".*"}, "y": {"pattern": ".*"}}, "category": "read_only",
-    })
+    t = await command(
+        {
+            "name": "echo_args",
+            "description": "Echo",
+            "command": [*PRINT_ARGV, "{x}", "--msg={y}"],
+            "params": {"x": {"pattern": ".*"}, "y": {"pattern": ".*"}},
+            "category": "read_only",
+        }
+    )
     out = await t.run({"x": "a b; $(id) | cat", "y": "two words"})
     assert out.splitlines()[0] == "exit code 0"
     assert argv_printed(out) == ["a b; $(id) | cat", "--msg=two words"]
@@ -83,19 +104,28 @@ async def test_value_with_spaces_and_shell_characters_is_one_argv_element() -> N
 
 @pytest.mark.processes
 async def test_literal_braces_are_written_doubled() -> None:
-    t = await command({
-        "name": "braces", "description": "Braces", "command": [*PRINT_ARGV, "{{x}}", "{{{x}}}"],
-        "params": {"x": {"pattern": "[a-z]+"}}, "category": "read_only",
-    })
+    t = await command(
+        {
+            "name": "braces",
+            "description": "Braces",
+            "command": [*PRINT_ARGV, "{{x}}", "{{{x}}}"],
+            "params": {"x": {"pattern": "[a-z]+"}},
+            "category": "read_only",
+        }
+    )
     assert argv_printed(await t.run({"x": "abc"})) == ["{x}", "{abc}"]
 
 
 @pytest.mark.processes
 async def test_mutating_command_needs_and_records_its_approver() -> None:
-    t = await command({
-        "name": "deploy", "description": "Deploy", "command": [*PRINT_ARGV, "{version}"],
-        "params": {"version": {"pattern": r"v\d+"}},
-    })
+    t = await command(
+        {
+            "name": "deploy",
+            "description": "Deploy",
+            "command": [*PRINT_ARGV, "{version}"],
+            "params": {"version": {"pattern": r"v\d+"}},
+        }
+    )
     with pytest.raises(PermissionDenied):
         await t.run({"version": "v2"})
     out = await t.run({"version": "v2"}, confirmed_by="U024BE7LH")
@@ -105,10 +135,14 @@ async def test_mutating_command_needs_and_records_its_approver() -> None:
 
 @pytest.mark.processes
 async def test_exit_code_and_stderr_are_reported() -> None:
-    t = await command({
-        "name": "fail", "description": "Fail", "category": "read_only",
-        "command": [sys.executable, "-c", "import sys; print('partial'); sys.exit('boom')"],
-    })
+    t = await command(
+        {
+            "name": "fail",
+            "description": "Fail",
+            "category": "read_only",
+            "command": [sys.executable, "-c", "import sys; print('partial'); sys.exit('boom')"],
+        }
+    )
     assert await t.run({}) == (
         f"exit code 1\n$ {sys.executable} -c 'import sys; print('\"'\"'partial'\"'\"'); sys.exit('\"'\"'boom'\"'\"')'"
         "\nstdout:\npartial\nstderr:\nboom"
@@ -117,8 +151,9 @@ async def test_exit_code_and_stderr_are_reported() -> None:
 
 @pytest.mark.processes
 async def test_missing_program_is_a_tool_error() -> None:
-    t = await command({"name": "ghost", "description": "Ghost", "category": "read_only",
-                       "command": ["/nonexistent/ghost-binary"]})
+    t = await command(
+        {"name": "ghost", "description": "Ghost", "category": "read_only", "command": ["/nonexistent/ghost-binary"]}
+    )
     with pytest.raises(ToolError, match="cannot run '/nonexistent/ghost-binary'"):
         await t.run({})
 
@@ -139,8 +174,15 @@ async def test_timeout_kills_the_process_and_its_children(tmp_path: Path) -> Non
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
         "child.wait()\n"
     )
-    t = await command({"name": "slow", "description": "Slow", "category": "read_only", "timeout_s": 6,
-                       "command": [sys.executable, "-c", script]})
+    t = await command(
+        {
+            "name": "slow",
+            "description": "Slow",
+            "category": "read_only",
+            "timeout_s": 6,
+            "command": [sys.executable, "-c", script],
+        }
+    )
     with pytest.raises(ToolError) as e:
         await t.run({})
     assert str(e.value) == "slow timed out after 6s"
@@ -149,18 +191,32 @@ async def test_timeout_kills_the_process_and_its_children(tmp_path: Path) -> Non
 
 
 async def test_destructive_command_previews_the_exact_argv() -> None:
-    t = await command({
-        "name": "drop_cache", "description": "Drop a cache", "category": "destructive",
-        "command": ["redis-cli", "-h", "{host}", "FLUSHDB"], "params": {"host": {"pattern": "cache-[0-9]"}},
-    })
-    assert await t.dry_run({"host": "cache-1"}) == \
-        "no dry-run available; the command would run: $ redis-cli -h cache-1 FLUSHDB"
+    t = await command(
+        {
+            "name": "drop_cache",
+            "description": "Drop a cache",
+            "category": "destructive",
+            "command": ["redis-cli", "-h", "{host}", "FLUSHDB"],
+            "params": {"host": {"pattern": "cache-[0-9]"}},
+        }
+    )
+    assert (
+        await t.dry_run({"host": "cache-1"})
+        == "no dry-run available; the command would run: $ redis-cli -h cache-1 FLUSHDB"
+    )
 
 
 @pytest.mark.processes
 async def test_command_runs_in_the_config_directory(tmp_path: Path) -> None:
-    t = await command({"name": "cwd", "description": "Where", "category": "read_only",
-                       "command": [sys.executable, "-c", "import os; print(os.getcwd())"]}, tmp_path)
+    t = await command(
+        {
+            "name": "cwd",
+            "description": "Where",
+            "category": "read_only",
+            "command": [sys.executable, "-c", "import os; print(os.getcwd())"],
+        },
+        tmp_path,
+    )
     assert (await t.run({})).split("stdout:\n")[1].strip() == str(tmp_path)
 
 
@@ -173,8 +229,9 @@ async def test_a_command_gets_a_minimal_environment_without_the_bots_secrets(
     monkeypatch.setenv("SOME_OTHER_SETTING", "not for children")
     monkeypatch.setenv("KUBECONFIG", "/etc/kube/incident.yaml")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    t = await command({"name": "show_env", "description": "Env", "command": ["env"], "category": "read_only",
-                       "env": ["KUBECONFIG"]})
+    t = await command(
+        {"name": "show_env", "description": "Env", "command": ["env"], "category": "read_only", "env": ["KUBECONFIG"]}
+    )
     out = await t.run({})
     names = {line.split("=", 1)[0] for line in out.split("stdout:\n", 1)[1].splitlines() if "=" in line}
     assert "xoxb-fake-bot-token" not in out and "sk-ant-fake" not in out
@@ -184,19 +241,35 @@ async def test_a_command_gets_a_minimal_environment_without_the_bots_secrets(
 
 @pytest.mark.parametrize("value", ["-rf", "--output=/etc/passwd", "-"])
 async def test_a_value_starting_with_a_dash_is_refused_as_option_injection(value: str) -> None:
-    t = await command({"name": "show", "description": "Show", "command": [*PRINT_ARGV, "{name}"],
-                       "params": {"name": {"pattern": ".+"}}, "category": "read_only"})
+    t = await command(
+        {
+            "name": "show",
+            "description": "Show",
+            "command": [*PRINT_ARGV, "{name}"],
+            "params": {"name": {"pattern": ".+"}},
+            "category": "read_only",
+        }
+    )
     with pytest.raises(ToolError) as e:
         await t.run({"name": value})
-    assert str(e.value) == (f"name: {value!r} starts with '-', so the command would read it as an option; refused "
-                            "(a parameter whose pattern starts with '-' may take such values)")
+    assert str(e.value) == (
+        f"name: {value!r} starts with '-', so the command would read it as an option; refused "
+        "(a parameter whose pattern starts with '-' may take such values)"
+    )
 
 
 @pytest.mark.parametrize("pattern", ["-[0-9]+[mh]", "^-[0-9]+[mh]", r"\-[0-9]+[mh]"])
 @pytest.mark.processes
 async def test_a_pattern_starting_with_a_dash_allows_a_leading_dash(pattern: str) -> None:
-    t = await command({"name": "since", "description": "Since", "command": [*PRINT_ARGV, "--since={ago}"],
-                       "params": {"ago": {"pattern": pattern}}, "category": "read_only"})
+    t = await command(
+        {
+            "name": "since",
+            "description": "Since",
+            "command": [*PRINT_ARGV, "--since={ago}"],
+            "params": {"ago": {"pattern": pattern}},
+            "category": "read_only",
+        }
+    )
     assert argv_printed(await t.run({"ago": "-30m"})) == ["--since=-30m"]
 
 

@@ -59,8 +59,10 @@ async def test_another_host_is_refused(tool: object) -> None:
     """No [[hosts]]: only this machine is reachable (tests/test_host_tools_ssh.py covers an inventory)."""
     with pytest.raises(ToolError) as e:
         await tool.run({"host": "db-7.prod"})  # type: ignore[attr-defined]
-    assert str(e.value) == ("'db-7.prod' is not a host opsloop can reach: no [[hosts]] are configured, so only "
-                            "'localhost' (the machine opsloop runs on) is available")
+    assert str(e.value) == (
+        "'db-7.prod' is not a host opsloop can reach: no [[hosts]] are configured, so only "
+        "'localhost' (the machine opsloop runs on) is available"
+    )
 
 
 def test_human_bytes() -> None:

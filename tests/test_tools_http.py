@@ -71,11 +71,16 @@ class Watch:
         return config
 
 
-def loopback(*, allow: Sequence[str] = ("127.0.0.1",), dns: StubDNS | None = None, watch: Watch | None = None,
-             **kw: Any) -> ToolContext:
+def loopback(
+    *, allow: Sequence[str] = ("127.0.0.1",), dns: StubDNS | None = None, watch: Watch | None = None, **kw: Any
+) -> ToolContext:
     """A ToolContext that opens 127.0.0.1 (and `allow`), resolves through a stub, and is watched."""
-    return ToolContext(http_allow=parse_allowlist(allow), http_resolver=dns or StubDNS(),
-                       http_trace_configs=(watch.trace(),) if watch else (), **kw)
+    return ToolContext(
+        http_allow=parse_allowlist(allow),
+        http_resolver=dns or StubDNS(),
+        http_trace_configs=(watch.trace(),) if watch else (),
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -83,8 +88,9 @@ async def serve() -> AsyncIterator[Serve]:
     """Start an aiohttp app on a random loopback port (or a given one); returns its base URL."""
     runners: list[web.AppRunner] = []
 
-    async def start(app: web.Application, ssl_context: ssl.SSLContext | None = None, *,
-                    host: str = "127.0.0.1", port: int = 0) -> str:
+    async def start(
+        app: web.Application, ssl_context: ssl.SSLContext | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> str:
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
@@ -151,6 +157,7 @@ async def test_check_url_reports_status_latency_and_the_start_of_the_body(serve:
 
 async def test_a_secret_crossing_the_body_cut_goes_whole(serve: Serve) -> None:
     token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.c2lnbmF0dXJl"
+
     async def leaky(_: web.Request) -> web.Response:
         return web.Response(text="x" * 489 + " Bearer " + token + " tail", content_type="text/plain")
 
@@ -210,19 +217,26 @@ async def test_loopback_is_refused_without_the_allowlist_and_never_contacted(ser
     ctx = ToolContext(http_resolver=StubDNS(), http_trace_configs=(watch.trace(),))
     with pytest.raises(ToolError) as caught:
         await check_url.bind(ctx).run({"url": f"{base}/health"})
-    assert str(caught.value) == ("refused: 127.0.0.1 is a loopback address; opsloop's check_url only reaches "
-                                 "public addresses unless [tools.http] allow lists it")
+    assert str(caught.value) == (
+        "refused: 127.0.0.1 is a loopback address; opsloop's check_url only reaches "
+        "public addresses unless [tools.http] allow lists it"
+    )
     assert (seen, watch.requests) == ([], [])
 
 
-@pytest.mark.parametrize(("url", "reason"), [
-    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local/cloud metadata address"),
-    ("http://[fd00:ec2::254]/latest/meta-data/",
-     "fd00:ec2::254 is a unique-local (fc00::/7) address (AWS IPv6 metadata endpoint)"),
-    ("http://metadata.google.internal/computeMetadata/v1/", "metadata.google.internal is a cloud metadata name"),
-    ("http://2852039166/", "2852039166 means 169.254.169.254, a link-local/cloud metadata address"),
-    ("http://10.0.0.1:8500/v1/kv/", "10.0.0.1 is a private (RFC 1918) address"),
-])
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local/cloud metadata address"),
+        (
+            "http://[fd00:ec2::254]/latest/meta-data/",
+            "fd00:ec2::254 is a unique-local (fc00::/7) address (AWS IPv6 metadata endpoint)",
+        ),
+        ("http://metadata.google.internal/computeMetadata/v1/", "metadata.google.internal is a cloud metadata name"),
+        ("http://2852039166/", "2852039166 means 169.254.169.254, a link-local/cloud metadata address"),
+        ("http://10.0.0.1:8500/v1/kv/", "10.0.0.1 is a private (RFC 1918) address"),
+    ],
+)
 async def test_internal_targets_are_refused_before_any_connection(url: str, reason: str) -> None:
     watch, dns = Watch(), StubDNS()
     with pytest.raises(ToolError) as caught:
@@ -234,21 +248,29 @@ async def test_internal_targets_are_refused_before_any_connection(url: str, reas
 async def test_a_url_with_credentials_is_refused() -> None:
     with pytest.raises(ToolError) as caught:
         await check_url.bind(loopback()).run({"url": "http://admin:hunter2@127.0.0.1:9/"})
-    assert str(caught.value) == ("refused: http://127.0.0.1:9/ carries credentials (user:password@), "
-                                 "which check_url never sends")
+    assert str(caught.value) == (
+        "refused: http://127.0.0.1:9/ carries credentials (user:password@), which check_url never sends"
+    )
 
 
-@pytest.mark.parametrize(("location", "reason"), [
-    (IMDS_CREDENTIALS, "169.254.169.254 is a link-local/cloud metadata address"),
-    ("http://[fd00:ec2::254]/", "fd00:ec2::254 is a unique-local (fc00::/7) address (AWS IPv6 metadata endpoint)"),
-    ("http://[::ffff:169.254.169.254]/latest/",
-     "::ffff:a9fe:a9fe (IPv4-mapped 169.254.169.254) is a link-local/cloud metadata address"),
-    ("http://0251.0376.0251.0376/", "0251.0376.0251.0376 means 169.254.169.254, a link-local/cloud metadata address"),
-    ("http://metadata.google.internal./computeMetadata/v1/", "metadata.google.internal is a cloud metadata name"),
-    ("http://127.0.0.2:8080/admin", "127.0.0.2 is a loopback address"),
-])
-async def test_a_redirect_to_an_internal_target_is_refused_at_the_hop(serve: Serve, location: str,
-                                                                      reason: str) -> None:
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        (IMDS_CREDENTIALS, "169.254.169.254 is a link-local/cloud metadata address"),
+        ("http://[fd00:ec2::254]/", "fd00:ec2::254 is a unique-local (fc00::/7) address (AWS IPv6 metadata endpoint)"),
+        (
+            "http://[::ffff:169.254.169.254]/latest/",
+            "::ffff:a9fe:a9fe (IPv4-mapped 169.254.169.254) is a link-local/cloud metadata address",
+        ),
+        (
+            "http://0251.0376.0251.0376/",
+            "0251.0376.0251.0376 means 169.254.169.254, a link-local/cloud metadata address",
+        ),
+        ("http://metadata.google.internal./computeMetadata/v1/", "metadata.google.internal is a cloud metadata name"),
+        ("http://127.0.0.2:8080/admin", "127.0.0.2 is a loopback address"),
+    ],
+)
+async def test_a_redirect_to_an_internal_target_is_refused_at_the_hop(serve: Serve, location: str, reason: str) -> None:
     seen: list[str] = []
     base = await serve(app_with({"/go": redirect_to(location)}, seen))
     watch, dns = Watch(), StubDNS()
@@ -256,8 +278,9 @@ async def test_a_redirect_to_an_internal_target_is_refused_at_the_hop(serve: Ser
     lines = out.splitlines()
     assert lines[0].startswith(f"GET {base}/go -> 302 Found in ")
     assert lines[1].startswith(f"redirects: {base}/go (302) -> ") and lines[1].endswith(" (refused)")
-    assert lines[2] == (f"refused: {reason}; opsloop's check_url only reaches public addresses unless "
-                        "[tools.http] allow lists it")
+    assert lines[2] == (
+        f"refused: {reason}; opsloop's check_url only reaches public addresses unless [tools.http] allow lists it"
+    )
     assert lines[3] == "expected status 200: MISMATCH: got 302"
     # the only request and the only connection were the first hop's; no lookup for the refused one
     assert (watch.requests, watch.connections, dns.calls, seen) == ([f"{base}/go"], [f"{base}/go"], [], ["/go"])
@@ -310,7 +333,8 @@ async def test_a_name_resolving_to_a_refused_address_is_refused_before_connectin
     with pytest.raises(ToolError) as caught:
         await check_url.bind(loopback(dns=dns, watch=watch)).run({"url": "http://status.example.com/"})
     assert str(caught.value).startswith(
-        "refused: status.example.com resolves to 10.1.2.3, a private (RFC 1918) address; ")
+        "refused: status.example.com resolves to 10.1.2.3, a private (RFC 1918) address; "
+    )
     assert watch.requests == []
 
 
@@ -334,8 +358,10 @@ async def test_each_redirect_hop_to_a_name_is_resolved_and_checked_again(serve: 
     port = int(base.rsplit(":", 1)[1])
     dns = StubDNS({"rebind.invalid": [["127.0.0.1"], ["127.0.0.2"]]})
     out = await check_url.bind(loopback(dns=dns)).run({"url": f"http://rebind.invalid:{port}/a"})
-    assert out.splitlines()[2] == ("refused: rebind.invalid resolves to 127.0.0.2, a loopback address; opsloop's "
-                                   "check_url only reaches public addresses unless [tools.http] allow lists it")
+    assert out.splitlines()[2] == (
+        "refused: rebind.invalid resolves to 127.0.0.2, a loopback address; opsloop's "
+        "check_url only reaches public addresses unless [tools.http] allow lists it"
+    )
     assert (seen, dns.calls) == (["/a"], ["rebind.invalid", "rebind.invalid"])
 
 
@@ -345,7 +371,9 @@ async def test_the_pinned_resolver_answers_only_the_checked_addresses() -> None:
     pins.pin("status.example.com", [ipaddress.ip_address("198.51.100.7"), ipaddress.ip_address("2001:db8::7")])
     got = await pins.resolve("STATUS.example.com.", 443)
     assert [(r["host"], r["port"], r["family"]) for r in got] == [
-        ("198.51.100.7", 443, socket.AF_INET), ("2001:db8::7", 443, socket.AF_INET6)]
+        ("198.51.100.7", 443, socket.AF_INET),
+        ("2001:db8::7", 443, socket.AF_INET6),
+    ]
     assert [r["host"] for r in await pins.resolve("status.example.com", 443, socket.AF_INET)] == ["198.51.100.7"]
     with pytest.raises(OSError, match="was not checked before connecting"):
         await pins.resolve("other.example.com", 443)
@@ -419,8 +447,7 @@ async def test_a_body_still_arriving_at_the_deadline_is_cut_and_reported(serve: 
         release.set()
     lines = out.splitlines()
     assert " -> 200 OK in " in lines[0]
-    assert lines[2] == ("body cut: still arriving when the 1s limit ([tools.http] timeout_s) ran out; "
-                        "11 bytes read")
+    assert lines[2] == ("body cut: still arriving when the 1s limit ([tools.http] timeout_s) ran out; 11 bytes read")
     assert lines[4] == "first part "
 
 
@@ -449,10 +476,28 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         pytest.skip("the openssl CLI is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "30", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,DNS:status.internal.example,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "30",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,DNS:status.internal.example,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -463,8 +508,10 @@ def server_tls(certificate: tuple[Path, Path]) -> ssl.SSLContext:
     return ctx
 
 
-TLS_LINE = (r"TLS: certificate valid until \d{4}-\d\d-\d\d \d\d:\d\d UTC \((29|30) days left\); "
-            r"subject commonName=localhost; issuer commonName=localhost")
+TLS_LINE = (
+    r"TLS: certificate valid until \d{4}-\d\d-\d\d \d\d:\d\d UTC \((29|30) days left\); "
+    r"subject commonName=localhost; issuer commonName=localhost"
+)
 
 
 async def test_https_reports_certificate_expiry(serve: Serve, certificate: tuple[Path, Path]) -> None:
@@ -501,12 +548,17 @@ async def test_https_with_an_untrusted_certificate_says_verification_failed(
 
 
 def test_describe_cert_warns_when_expiry_is_close() -> None:
-    cert = {"notAfter": "Mar  8 12:00:00 2030 GMT", "subject": ((("commonName", "api.example.com"),),),
-            "issuer": ((("organizationName", "Example CA"),),)}
+    cert = {
+        "notAfter": "Mar  8 12:00:00 2030 GMT",
+        "subject": ((("commonName", "api.example.com"),),),
+        "issuer": ((("organizationName", "Example CA"),),),
+    }
     now = ssl.cert_time_to_seconds("Mar  1 12:00:00 2030 GMT")
     assert describe_cert(cert, now=now) == (
         "certificate valid until 2030-03-08 12:00 UTC (7 days left); subject commonName=api.example.com; "
-        "issuer organizationName=Example CA\nWARNING the certificate expires in less than 14 days")
+        "issuer organizationName=Example CA\nWARNING the certificate expires in less than 14 days"
+    )
     later = ssl.cert_time_to_seconds("Mar 10 12:00:00 2030 GMT")
     assert describe_cert(cert, now=later).startswith(
-        "certificate valid until 2030-03-08 12:00 UTC (EXPIRED 2 days ago)")
+        "certificate valid until 2030-03-08 12:00 UTC (EXPIRED 2 days ago)"
+    )

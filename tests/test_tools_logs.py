@@ -136,16 +136,32 @@ async def test_grep_log_bad_regex_is_a_tool_error(logs: Path) -> None:
     ("name", "rotated"),
     [
         # rotated or compressed logs
-        ("app.log.1", True), ("app.log.2.gz", True), ("app.log-20261130", True), ("app-2026-11-30.log.gz", True),
-        ("access.log.bz2", True), ("error.log.old", True), ("app.log.2026-11-30", True), ("syslog.1", True),
-        ("syslog.gz", True), ("messages-20261130", True), ("app.log-20261130-1764460800.xz", True),
+        ("app.log.1", True),
+        ("app.log.2.gz", True),
+        ("app.log-20261130", True),
+        ("app-2026-11-30.log.gz", True),
+        ("access.log.bz2", True),
+        ("error.log.old", True),
+        ("app.log.2026-11-30", True),
+        ("syslog.1", True),
+        ("syslog.gz", True),
+        ("messages-20261130", True),
+        ("app.log-20261130-1764460800.xz", True),
         ("access_log.3", True),
         # live logs: never
-        ("app.log", False), ("app-20240131.log", False), ("syslog", False),
+        ("app.log", False),
+        ("app-20240131.log", False),
+        ("syslog", False),
         # archives, dumps and anything without a log-ish stem: never
-        ("backup-2026-11-30.tar", False), ("backup-2026-11-30.tar.gz", False), ("db-2026.sql.gz", False),
-        ("x.old", False), ("app.pid", False), ("service-12345678", False), ("core.1234", False),
-        ("data.json.gz", False), ("report-20261130.csv", False),
+        ("backup-2026-11-30.tar", False),
+        ("backup-2026-11-30.tar.gz", False),
+        ("db-2026.sql.gz", False),
+        ("x.old", False),
+        ("app.pid", False),
+        ("service-12345678", False),
+        ("core.1234", False),
+        ("data.json.gz", False),
+        ("report-20261130.csv", False),
     ],
 )
 def test_rotated_log_names(name: str, rotated: bool) -> None:
@@ -164,8 +180,9 @@ async def test_tail_log_on_a_newline_free_file_reads_a_bounded_tail_and_says_so(
         f.write(b"the end")
     out = await bound(tail_log, logs).run({"path": "sparse.log", "lines": 3})
     header, line = out.splitlines()
-    assert header == (f"{sparse} (last 1 lines, 32.0M); read only the last 8.0M, which holds fewer lines than "
-                      "asked (very long lines)")
+    assert header == (
+        f"{sparse} (last 1 lines, 32.0M); read only the last 8.0M, which holds fewer lines than asked (very long lines)"
+    )
     assert line.startswith("… \x00") and line.endswith(" …")  # a partial line, cut for display
 
 
@@ -242,8 +259,14 @@ async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -
 @pytest.fixture
 def rotated(logs: Path) -> Path:
     (logs / "app").mkdir()
-    files = {"app.log.1": 100, "app.log.2.gz": 2_000, "app/worker.log-20240101": 300, "old.old": 40,
-             "recent.log.1": 5_000, "app/live.log": 7_000}
+    files = {
+        "app.log.1": 100,
+        "app.log.2.gz": 2_000,
+        "app/worker.log-20240101": 300,
+        "old.old": 40,
+        "recent.log.1": 5_000,
+        "app/live.log": 7_000,
+    }
     for name, size in files.items():
         (logs / name).write_bytes(b"x" * size)
         age(logs / name, 1 if name.startswith("recent") else 30)
@@ -264,7 +287,10 @@ async def test_clean_logs_dry_run_lists_every_file_with_its_tag_and_a_list_diges
     assert head == f"would delete 3 rotated log files older than 7 days under {rotated}, 2.3K (2400 bytes); list digest"
     assert len(digest) == 32
     assert listed(preview) == [
-        str(rotated / "app.log.1"), str(rotated / "app.log.2.gz"), str(rotated / "app/worker.log-20240101")]
+        str(rotated / "app.log.1"),
+        str(rotated / "app.log.2.gz"),
+        str(rotated / "app/worker.log-20240101"),
+    ]
     assert all(len(line.rsplit("#", 1)[1]) == 16 for line in lines[1:])
     assert (rotated / "app.log.1").exists()  # a preview deletes nothing
 
@@ -275,12 +301,13 @@ async def test_clean_logs_deletes_what_the_preview_listed_and_says_who(rotated: 
     await tool.dry_run({"path": str(rotated), "older_than_days": 7})  # what the approver saw, in this task
     out = await tool.run({"path": str(rotated), "older_than_days": 7}, confirmed_by="U024BE7LH")
     assert out.splitlines()[0] == (
-        f"deleted 3 rotated log files older than 7 days under {rotated}, freed 2.3K (2400 bytes); "
-        "approved by U024BE7LH")
+        f"deleted 3 rotated log files older than 7 days under {rotated}, freed 2.3K (2400 bytes); approved by U024BE7LH"
+    )
     remaining = sorted(str(p.relative_to(rotated)) for p in rotated.rglob("*") if p.is_file())  # noqa: ASYNC240
     assert remaining == ["app.log", "app/live.log", "old.old", "recent.log.1"]
-    assert (await tool.dry_run({"path": str(rotated)})) == \
-        f"would delete nothing: no rotated logs older than 7 days under {rotated}"
+    assert (
+        await tool.dry_run({"path": str(rotated)})
+    ) == f"would delete nothing: no rotated logs older than 7 days under {rotated}"
 
 
 @pytest.mark.processes
@@ -305,7 +332,8 @@ async def test_a_file_that_appears_after_the_preview_is_not_deleted(rotated: Pat
     assert out.splitlines()[-2:] == [
         "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs "
         "again for a new preview and approval):",
-        f"  {rotated / 'late.log.1'}  10B  30d old"]
+        f"  {rotated / 'late.log.1'}  10B  30d old",
+    ]
     assert (rotated / "late.log.1").exists() and not (rotated / "app.log.1").exists()
 
 
@@ -321,7 +349,8 @@ async def test_a_listed_file_that_changed_after_the_preview_is_not_deleted(rotat
     assert (rotated / "app.log.1").exists()
     assert out.splitlines()[-2:] == [
         "left alone: changed since the preview (1 files; call clean_logs again for a new preview and approval):",
-        f"  {rotated / 'app.log.1'}  100B  30d old"]  # as the preview showed it; not also listed as new
+        f"  {rotated / 'app.log.1'}  100B  30d old",
+    ]  # as the preview showed it; not also listed as new
 
 
 @pytest.mark.processes
@@ -350,8 +379,11 @@ async def test_files_beyond_the_named_ones_are_deleted_only_while_the_digest_hol
         "changed since the preview, so they cannot be told from new files; call clean_logs again for a new preview "
         "and approval)",
         "not deleted, not named in the approved preview (11 files: new, changed, or among the 10 it covered only by "
-        "its list digest; call clean_logs again for a new preview and approval):"]
-    assert sorted(p.name for p in many.iterdir()) == [f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)] + ["zz.log.1"]  # noqa: E501
+        "its list digest; call clean_logs again for a new preview and approval):",
+    ]
+    assert sorted(p.name for p in many.iterdir()) == [
+        f"w{i:03}.log.1" for i in range(LISTED_FILES, LISTED_FILES + 10)
+    ] + ["zz.log.1"]
 
 
 @pytest.mark.processes
@@ -425,16 +457,19 @@ async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path)
 async def test_a_construct_the_linear_time_matcher_lacks_is_named(logs: Path, pattern: str, construct: str) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": pattern})
-    assert str(e.value) == (f"grep_log: the pattern uses {construct}, which this linear-time matcher does not "
-                            "support; rewrite it without")
+    assert str(e.value) == (
+        f"grep_log: the pattern uses {construct}, which this linear-time matcher does not support; rewrite it without"
+    )
 
 
 @pytest.mark.processes
 async def test_a_pattern_beyond_the_matchers_memory_bound_is_refused(logs: Path) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": r"(?:.{1000})" * 200})
-    assert str(e.value) == ("grep_log: the pattern needs more than the 16.0M this linear-time matcher allows a "
-                            "pattern; simplify it (fewer or smaller counted repetitions)")
+    assert str(e.value) == (
+        "grep_log: the pattern needs more than the 16.0M this linear-time matcher allows a "
+        "pattern; simplify it (fewer or smaller counted repetitions)"
+    )
 
 
 @pytest.mark.processes
@@ -453,8 +488,7 @@ async def test_python_syntax_the_matcher_shares_keeps_its_meaning(logs: Path) ->
 async def test_an_invalid_pattern_still_gets_pythons_message(logs: Path) -> None:
     with pytest.raises(ToolError) as e:
         await bound(grep_log, logs).run({"path": "app.log", "pattern": "a(b"})
-    assert str(e.value) == ("pattern: invalid regular expression: missing ), unterminated subpattern at "
-                            "position 1")
+    assert str(e.value) == ("pattern: invalid regular expression: missing ), unterminated subpattern at position 1")
 
 
 def test_a_refused_pattern_prints_nothing_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
@@ -471,7 +505,10 @@ async def test_every_file_the_preview_listed_is_deleted_or_reported(rotated: Pat
     tool = bound(clean_logs, rotated)
     preview = await tool.dry_run({"path": str(rotated)})
     assert preview is not None and listed(preview) == [
-        str(rotated / "app.log.1"), str(rotated / "app.log.2.gz"), str(rotated / "app/worker.log-20240101")]
+        str(rotated / "app.log.1"),
+        str(rotated / "app.log.2.gz"),
+        str(rotated / "app/worker.log-20240101"),
+    ]
     outside = tmp_path / "precious.log.1"
     outside.write_text("keep me")
     age(outside, 30)
@@ -550,4 +587,5 @@ async def test_a_hostile_name_is_reported_as_the_preview_showed_it(rotated: Path
     assert out.splitlines()[0].startswith("deleted 3 rotated log files")
     assert out.splitlines()[-2:] == [
         "left alone: gone since the preview (1 files):",
-        f"  {rotated}/b\\n  forged  1B  30d old  #0123456789abcdef\\nx.log.1  1B  30d old"]
+        f"  {rotated}/b\\n  forged  1B  30d old  #0123456789abcdef\\nx.log.1  1B  30d old",
+    ]

@@ -52,8 +52,7 @@ async def grafana() -> AsyncIterator[ToolRegistry]:
 async def test_an_untrusted_servers_read_only_hint_does_not_skip_approval(grafana: ToolRegistry) -> None:
     assert tool_table(grafana) == [
         {"name": "grafana__list_dashboards", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
-        {"name": "grafana__delete_dashboard", "category": "destructive", "parallel": False,
-         "source": "mcp:grafana"},
+        {"name": "grafana__delete_dashboard", "category": "destructive", "parallel": False, "source": "mcp:grafana"},
         {"name": "grafana__silence_alert", "category": "destructive", "parallel": False, "source": "mcp:grafana"},
         {"name": "grafana__broken_query", "category": "mutating", "parallel": False, "source": "mcp:grafana"},
     ]
@@ -62,12 +61,17 @@ async def test_an_untrusted_servers_read_only_hint_does_not_skip_approval(grafan
 @pytest.mark.processes
 async def test_a_trusted_servers_annotations_set_the_categories() -> None:
     registry = await build_registry(
-        {"modules": [], "mcp": [{**STDIO_SERVER, "trust_annotations": True}]}, base_dir=REPO)
+        {"modules": [], "mcp": [{**STDIO_SERVER, "trust_annotations": True}]}, base_dir=REPO
+    )
     try:
         assert tool_table(registry) == [
             {"name": "grafana__list_dashboards", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
-            {"name": "grafana__delete_dashboard", "category": "destructive", "parallel": False,
-             "source": "mcp:grafana"},
+            {
+                "name": "grafana__delete_dashboard",
+                "category": "destructive",
+                "parallel": False,
+                "source": "mcp:grafana",
+            },
             {"name": "grafana__silence_alert", "category": "destructive", "parallel": False, "source": "mcp:grafana"},
             {"name": "grafana__broken_query", "category": "read_only", "parallel": True, "source": "mcp:grafana"},
         ]
@@ -102,8 +106,10 @@ async def test_input_schema_comes_from_the_server(grafana: ToolRegistry) -> None
         "input_schema": {
             "type": "object",
             "title": "silence_alertArguments",
-            "properties": {"alert": {"title": "Alert", "type": "string"},
-                           "minutes": {"title": "Minutes", "type": "integer"}},
+            "properties": {
+                "alert": {"title": "Alert", "type": "string"},
+                "minutes": {"title": "Minutes", "type": "integer"},
+            },
             "required": ["alert", "minutes"],
             "additionalProperties": False,
         },
@@ -140,23 +146,31 @@ async def test_destructive_mcp_tool_previews_the_arguments_it_would_send(grafana
     t = grafana.get("grafana__delete_dashboard")
     assert t is not None and t.has_dry_run
     assert await t.dry_run({"uid": "api-latency"}) == (
-        'no dry-run available; the call would send: delete_dashboard {\n  "uid": "api-latency"\n}')
+        'no dry-run available; the call would send: delete_dashboard {\n  "uid": "api-latency"\n}'
+    )
     assert await t.run({"uid": "api-latency"}, confirmed_by="U1") == "deleted api-latency"
 
 
 @pytest.mark.processes
 async def test_config_sets_an_mcp_tools_category_up_or_down() -> None:
-    categories = {"grafana__list_dashboards": "read_only", "grafana__silence_alert": "mutating",
-                  "grafana__broken_query": "destructive"}
+    categories = {
+        "grafana__list_dashboards": "read_only",
+        "grafana__silence_alert": "mutating",
+        "grafana__broken_query": "destructive",
+    }
     registry = await build_registry({"modules": [], "mcp": [STDIO_SERVER], "categories": categories}, base_dir=REPO)
     try:
         assert [(r["name"], r["category"], r["parallel"]) for r in tool_table(registry)] == [
-            ("grafana__list_dashboards", "read_only", True), ("grafana__delete_dashboard", "destructive", False),
-            ("grafana__silence_alert", "mutating", False), ("grafana__broken_query", "destructive", False)]
+            ("grafana__list_dashboards", "read_only", True),
+            ("grafana__delete_dashboard", "destructive", False),
+            ("grafana__silence_alert", "mutating", False),
+            ("grafana__broken_query", "destructive", False),
+        ]
         silence, broken = registry.get("grafana__silence_alert"), registry.get("grafana__broken_query")
         assert silence is not None and not silence.has_dry_run
         assert broken is not None and await broken.dry_run({"expr": "up"}) == (
-            'no dry-run available; the call would send: grafana__broken_query {\n  "expr": "up"\n}')
+            'no dry-run available; the call would send: grafana__broken_query {\n  "expr": "up"\n}'
+        )
     finally:
         await registry.aclose()
 
@@ -164,7 +178,8 @@ async def test_config_sets_an_mcp_tools_category_up_or_down() -> None:
 @pytest.mark.processes
 async def test_include_selects_tools_and_names_a_missing_one() -> None:
     registry = await build_registry(
-        {"modules": [], "mcp": [{**STDIO_SERVER, "include": ["list_dashboards"]}]}, base_dir=REPO)
+        {"modules": [], "mcp": [{**STDIO_SERVER, "include": ["list_dashboards"]}]}, base_dir=REPO
+    )
     try:
         assert [t.name for t in registry] == ["grafana__list_dashboards"]
     finally:
@@ -220,8 +235,10 @@ async def test_a_server_that_cannot_start_is_a_config_error() -> None:
 
 @pytest.mark.processes
 async def test_a_process_that_is_not_an_mcp_server_is_a_config_error() -> None:
-    table = {"modules": [], "mcp": [{"name": "mute", "command": [sys.executable, "-c", "pass"],
-                                     "connect_timeout_s": 20}]}
+    table = {
+        "modules": [],
+        "mcp": [{"name": "mute", "command": [sys.executable, "-c", "pass"], "connect_timeout_s": 20}],
+    }
     with pytest.raises(ToolConfigError) as e:
         await build_registry(table)
     assert str(e.value).startswith("tools.mcp[0] (mute): ")
@@ -245,7 +262,8 @@ async def test_streamable_http_server() -> None:
     serving = asyncio.create_task(http_server.serve(sockets=[sock]))
     try:
         registry = await build_registry(
-            {"modules": [], "mcp": [{"name": "remote", "url": f"http://127.0.0.1:{port}/mcp"}]})
+            {"modules": [], "mcp": [{"name": "remote", "url": f"http://127.0.0.1:{port}/mcp"}]}
+        )
         try:
             assert [t.name for t in registry][:2] == ["remote__list_dashboards", "remote__delete_dashboard"]
             t = registry.get("remote__silence_alert")

@@ -34,14 +34,16 @@ MATRIX = {
     "data": {
         "resultType": "matrix",
         "result": [
-            {"metric": {"job": "api"},
-             "values": [[T0, "0.25"], [T0 + 60, "1.3333333333"], [T0 + 120, "0.5"]]},
+            {"metric": {"job": "api"}, "values": [[T0, "0.25"], [T0 + 60, "1.3333333333"], [T0 + 120, "0.5"]]},
         ],
     },
     "warnings": ["query touched 3 blocks"],
 }
-BAD_DATA = {"status": "error", "errorType": "bad_data",
-            "error": 'invalid parameter "query": 1:5: parse error: unexpected "}"'}
+BAD_DATA = {
+    "status": "error",
+    "errorType": "bad_data",
+    "error": 'invalid parameter "query": 1:5: parse error: unexpected "}"',
+}
 
 
 class FakePrometheus:
@@ -67,8 +69,10 @@ class FakePrometheus:
         if query == "absent_metric":
             return web.json_response({"status": "success", "data": {"resultType": "vector", "result": []}})
         if query == "huge":  # every series of a big cluster
-            return web.Response(body=b'{"status":"success","data":{"result":[' + b" " * (9 * 2**20) + b"]}}",
-                                content_type="application/json")
+            return web.Response(
+                body=b'{"status":"success","data":{"result":[' + b" " * (9 * 2**20) + b"]}}",
+                content_type="application/json",
+            )
         if query == "hang":
             await self.release.wait()  # no answer until the test is over: the client's timeout ends it
             return web.Response(status=504)
@@ -96,15 +100,20 @@ async def test_range_query_summarizes_each_series_and_shows_warnings(
 ) -> None:
     fake, ctx = prometheus
     out = await prometheus_query_range.bind(ctx).run(
-        {"query": "rate(errors[5m])", "start": "2023-11-14T22:13:20Z", "end": "1700000120", "step": "60s"})
+        {"query": "rate(errors[5m])", "start": "2023-11-14T22:13:20Z", "end": "1700000120", "step": "60s"}
+    )
     assert out == (
         "matrix: 1 series\n"
         '{job="api"}: 3 points 2023-11-14T22:13:20Z .. 2023-11-14T22:15:20Z min=0.25 max=1.33333 last=0.5\n'
         "  0.25 1.33333 0.5\n"
         "warning: query touched 3 blocks"
     )
-    assert fake.requests == [("query_range", {"query": "rate(errors[5m])", "start": "2023-11-14T22:13:20Z",
-                                              "end": "1700000120", "step": "60s"})]
+    assert fake.requests == [
+        (
+            "query_range",
+            {"query": "rate(errors[5m])", "start": "2023-11-14T22:13:20Z", "end": "1700000120", "step": "60s"},
+        )
+    ]
 
 
 async def test_relative_times_are_sent_as_unix_timestamps(prometheus: tuple[FakePrometheus, ToolContext]) -> None:
@@ -145,8 +154,14 @@ async def test_without_a_url_the_tools_say_what_to_configure() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("now", "1000.000"), ("now-1h", "-2600.000"), ("-30m", "-800.000"), ("now - 90s", "910.000"),
-     ("2023-11-14T22:13:20Z", "2023-11-14T22:13:20Z"), ("1700000000", "1700000000")],
+    [
+        ("now", "1000.000"),
+        ("now-1h", "-2600.000"),
+        ("-30m", "-800.000"),
+        ("now - 90s", "910.000"),
+        ("2023-11-14T22:13:20Z", "2023-11-14T22:13:20Z"),
+        ("1700000000", "1700000000"),
+    ],
 )
 def test_parse_time(value: str, expected: str) -> None:
     assert parse_time(value, now=1000.0) == expected
@@ -154,8 +169,12 @@ def test_parse_time(value: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("metric", "name"),
-    [({"__name__": "up"}, "up"), ({"job": "api"}, '{job="api"}'), ({}, "{}"),
-     ({"__name__": "x", "b": "2", "a": "1"}, 'x{a="1",b="2"}')],
+    [
+        ({"__name__": "up"}, "up"),
+        ({"job": "api"}, '{job="api"}'),
+        ({}, "{}"),
+        ({"__name__": "x", "b": "2", "a": "1"}, 'x{a="1",b="2"}'),
+    ],
 )
 def test_series_name_uses_promql_notation(metric: dict[str, Any], name: str) -> None:
     assert series_name(metric) == name
@@ -193,33 +212,42 @@ def _lines(out: str) -> list[str]:
 
 @real
 async def test_real_instant_query_of_a_scraped_metric_and_of_a_recording_rule(
-    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext]
+    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext],
 ) -> None:
     _, target, ctx = real_prometheus
     instance = f"127.0.0.1:{target.port}"
     out = await prometheus_query.bind(ctx).run({"query": "test_disk_used_ratio"})
     head, *series = _lines(out)
     assert head.startswith("vector: 2 series at 20")  # one evaluation time for the whole vector
-    assert sorted(series) == [f'test_disk_used_ratio{{host="web-03",instance="{instance}",job="{job}"}} 0.97'
-                              for job in ("node", "node2")]
+    assert sorted(series) == [
+        f'test_disk_used_ratio{{host="web-03",instance="{instance}",job="{job}"}} 0.97' for job in ("node", "node2")
+    ]
     recorded = await prometheus_query.bind(ctx).run({"query": "sort(job:test_disk_used_ratio:max)", "time": "now"})
-    assert _lines(recorded)[1:] == ['job:test_disk_used_ratio:max{job="node"} 0.97',
-                                    'job:test_disk_used_ratio:max{job="node2"} 0.97']
+    assert _lines(recorded)[1:] == [
+        'job:test_disk_used_ratio:max{job="node"} 0.97',
+        'job:test_disk_used_ratio:max{job="node2"} 0.97',
+    ]
     summed = _lines(await prometheus_query.bind(ctx).run({"query": "sum(test_disk_used_ratio)"}))
     assert summed[0].startswith("vector: 1 series at ") and summed[1] == "{} 1.94"
-    assert await prometheus_query.bind(ctx).run({"query": "absent_metric_opsloop"}) == \
-        "vector: no series (the query matched nothing)"
-    assert await prometheus_query.bind(ctx).run({"query": "scalar(vector(1.5))", "time": "1700000000"}) == \
-        "scalar 1.5 at 2023-11-14T22:13:20Z"
-    assert await prometheus_query.bind(ctx).run({"query": '"hello"', "time": "1700000000"}) == \
-        "string 'hello' at 2023-11-14T22:13:20Z"
+    assert (
+        await prometheus_query.bind(ctx).run({"query": "absent_metric_opsloop"})
+        == "vector: no series (the query matched nothing)"
+    )
+    assert (
+        await prometheus_query.bind(ctx).run({"query": "scalar(vector(1.5))", "time": "1700000000"})
+        == "scalar 1.5 at 2023-11-14T22:13:20Z"
+    )
+    assert (
+        await prometheus_query.bind(ctx).run({"query": '"hello"', "time": "1700000000"})
+        == "string 'hello' at 2023-11-14T22:13:20Z"
+    )
     nan = _lines(await prometheus_query.bind(ctx).run({"query": "test_disk_used_ratio / 0 * 0"}))
     assert nan[1:] and all(line.endswith(" NaN") for line in nan[1:])
 
 
 @real
 async def test_real_timestamps_and_large_values_keep_their_precision(
-    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext]
+    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext],
 ) -> None:
     """Found on the real server: `timestamp()` (and byte counts, start times) are floats past a million, which
     six significant digits turned into 1.79617e+09: an uptime the model can't compute."""
@@ -230,17 +258,18 @@ async def test_real_timestamps_and_large_values_keep_their_precision(
     raw = await prom.query(expr)
     sample = float(raw["data"]["result"][0]["value"][1])
     assert abs(shown - sample) < 0.6 and abs(shown - time.time()) < 120  # the scrape time, to the second or better
-    big = _lines(await prometheus_query.bind(ctx).run({"query": "test_disk_used_ratio{job=\"node\"} * 1234567890"}))
+    big = _lines(await prometheus_query.bind(ctx).run({"query": 'test_disk_used_ratio{job="node"} * 1234567890'}))
     assert big[1].endswith(" 1197530853.3")
 
 
 @real
 async def test_real_range_query_of_a_scraped_metric(
-    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext]
+    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext],
 ) -> None:
     _, target, ctx = real_prometheus
     out = await prometheus_query_range.bind(ctx).run(
-        {"query": 'job:test_disk_used_ratio:max{job="node"}', "start": "now-30s", "step": "1s"})
+        {"query": 'job:test_disk_used_ratio:max{job="node"}', "start": "now-30s", "step": "1s"}
+    )
     head, summary, values = _lines(out)
     assert head == "matrix: 1 series"
     assert summary.startswith('job:test_disk_used_ratio:max{job="node"}: ') and " points 20" in summary
@@ -252,22 +281,42 @@ async def test_real_range_query_of_a_scraped_metric(
 
 
 @real
-@pytest.mark.parametrize(("tool", "args", "error"), [
-    (prometheus_query, {"query": "up{"},
-     'Prometheus bad_data: invalid parameter "query": 1:4: parse error: unexpected end of input inside braces'),
-    (prometheus_query, {"query": "sum(up)", "time": "yesterday"},
-     'Prometheus bad_data: invalid parameter "time": Invalid time value for \'time\': cannot parse "yesterday" '
-     "to a valid timestamp"),
-    (prometheus_query_range, {"query": "up", "start": "now", "end": "now-1h"},
-     'Prometheus bad_data: invalid parameter "end": end timestamp must not be before start time'),
-    (prometheus_query_range, {"query": "up", "start": "now-30d", "step": "1s"},
-     "Prometheus bad_data: exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
-     "resolution (?step=XX)"),
-    (prometheus_query, {"query": "test_disk_used_ratio * on() test_disk_used_ratio"},
-     "Prometheus execution: found duplicate series for the match group {} on the right hand-side"),
-])
+@pytest.mark.parametrize(
+    ("tool", "args", "error"),
+    [
+        (
+            prometheus_query,
+            {"query": "up{"},
+            'Prometheus bad_data: invalid parameter "query": 1:4: parse error: unexpected end of input inside braces',
+        ),
+        (
+            prometheus_query,
+            {"query": "sum(up)", "time": "yesterday"},
+            'Prometheus bad_data: invalid parameter "time": Invalid time value for \'time\': cannot parse "yesterday" '
+            "to a valid timestamp",
+        ),
+        (
+            prometheus_query_range,
+            {"query": "up", "start": "now", "end": "now-1h"},
+            'Prometheus bad_data: invalid parameter "end": end timestamp must not be before start time',
+        ),
+        (
+            prometheus_query_range,
+            {"query": "up", "start": "now-30d", "step": "1s"},
+            "Prometheus bad_data: exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "  # noqa: E501
+            "resolution (?step=XX)",
+        ),
+        (
+            prometheus_query,
+            {"query": "test_disk_used_ratio * on() test_disk_used_ratio"},
+            "Prometheus execution: found duplicate series for the match group {} on the right hand-side",
+        ),
+    ],
+)
 async def test_real_error_shapes_are_tool_errors_with_the_servers_words(
-    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext], tool: Any, args: dict[str, str],
+    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext],
+    tool: Any,
+    args: dict[str, str],
     error: str,
 ) -> None:
     """Real answers: 400 bad_data for bad PromQL and bad parameters, 422 execution for a query that can't run."""

@@ -224,8 +224,7 @@ async def test_enum_arguments_arrive_as_members() -> None:
         """Level."""
         return f"{level!r} {levels!r}"
 
-    assert await level_of.run({"level": "error", "levels": ["info"]}) == \
-        "<Level.ERROR: 'error'> [<Level.INFO: 'info'>]"
+    assert await level_of.run({"level": "error", "levels": ["info"]}) == "<Level.ERROR: 'error'> [<Level.INFO: 'info'>]"
 
 
 async def test_optional_parameter_without_default_receives_none() -> None:
@@ -261,7 +260,7 @@ def test_truncate_keeps_short_text() -> None:
 def test_truncate_keeps_head_and_tail_with_a_note() -> None:
     text = "".join(str(i % 10) for i in range(1000))
     out = truncate_output(text, limit=200)
-    note = out[out.index("\n…"):out.index("…\n") + 2]
+    note = out[out.index("\n…") : out.index("…\n") + 2]
     head, tail = out.split(note)
     assert note == f"\n… [truncated {1000 - len(head) - len(tail)} chars of 1000] …\n"
     assert text.startswith(head) and text.endswith(tail)
@@ -289,6 +288,7 @@ async def test_dry_run_is_none_for_a_tool_without_one() -> None:
 
 def test_dry_run_is_only_for_mutating_and_destructive_tools() -> None:
     with pytest.raises(ValueError, match="dry_run is for mutating and destructive tools"):
+
         @top.dry_run
         def _preview() -> str:
             return ""
@@ -301,6 +301,7 @@ def test_dry_run_parameters_must_belong_to_the_tool() -> None:
         return table
 
     with pytest.raises(TypeError, match="not parameters of drop"):
+
         @drop.dry_run
         def _preview(database: str) -> str:
             return database
@@ -319,8 +320,10 @@ def test_destructive_tool_without_dry_run_is_rejected_at_registration() -> None:
 async def test_raising_to_destructive_gives_an_argument_echo_preview() -> None:
     raised = restart.with_category(Category.DESTRUCTIVE)
     assert raised.category is Category.DESTRUCTIVE and raised.has_dry_run
-    assert await raised.dry_run({"unit": "nginx"}) == \
-        'no dry-run available; the call would send: restart {\n  "unit": "nginx"\n}'
+    assert (
+        await raised.dry_run({"unit": "nginx"})
+        == 'no dry-run available; the call would send: restart {\n  "unit": "nginx"\n}'
+    )
     assert restart.category is Category.MUTATING  # the original is unchanged
 
 
@@ -373,11 +376,22 @@ async def test_aclose_runs_the_registered_closers_in_reverse_order() -> None:
 
 
 def test_tool_is_a_plain_dataclass_the_runtime_can_build() -> None:
-    t = Tool(name="noop", description="Nothing.", input_schema={"type": "object", "properties": {}},
-             category=Category.READ_ONLY, parallel=True, timeout_s=5, idempotent=True, source="builtin",
-             has_dry_run=False)
-    assert t.api_schema() == {"name": "noop", "description": "Nothing.",
-                              "input_schema": {"type": "object", "properties": {}}}
+    t = Tool(
+        name="noop",
+        description="Nothing.",
+        input_schema={"type": "object", "properties": {}},
+        category=Category.READ_ONLY,
+        parallel=True,
+        timeout_s=5,
+        idempotent=True,
+        source="builtin",
+        has_dry_run=False,
+    )
+    assert t.api_schema() == {
+        "name": "noop",
+        "description": "Nothing.",
+        "input_schema": {"type": "object", "properties": {}},
+    }
     assert str(Category.DESTRUCTIVE) == "destructive" and Category("mutating") is Category.MUTATING
 
 
@@ -418,8 +432,11 @@ def spin() -> str:
 
 
 def worker_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True)
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and WORKER_MARK in " ".join(p.cmdline())]
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and WORKER_MARK in " ".join(p.cmdline())
+    ]
 
 
 @pytest.mark.processes
@@ -475,8 +492,9 @@ def test_every_sync_builtin_runs_isolated_and_a_new_one_cannot_forget_it() -> No
     # The tools are async; their local code is sync and runs in a worker (tools/builtin/reach.py).
     modules = (tools.builtin.host, tools.builtin.log_reads, tools.builtin.log_cleanup)
     found = [t for m in modules for t in vars(m).values()]
-    sync = [t for t in found if isinstance(t, Tool) and t.impl is not None
-            and not inspect.iscoroutinefunction(t.impl.fn)]
+    sync = [
+        t for t in found if isinstance(t, Tool) and t.impl is not None and not inspect.iscoroutinefunction(t.impl.fn)
+    ]
     assert sync and all(t.impl is not None and t.impl.worker is not None for t in sync)
 
     def check_inodes() -> str:
@@ -505,8 +523,10 @@ async def _purge_preview(queue: str) -> str:
 async def test_the_run_receives_the_preview_shown_for_the_same_call_in_this_task() -> None:
     assert "approved_preview" not in str(purge.api_schema())
     assert await purge.dry_run({"queue": "jobs"}) == "would purge jobs (4 messages)"
-    assert await purge.run({"queue": "jobs"}, confirmed_by="U1") == \
-        "purged jobs for U1, as previewed: would purge jobs (4 messages)"
+    assert (
+        await purge.run({"queue": "jobs"}, confirmed_by="U1")
+        == "purged jobs for U1, as previewed: would purge jobs (4 messages)"
+    )
 
 
 async def test_without_a_preview_for_the_same_arguments_the_run_is_refused() -> None:
@@ -522,8 +542,10 @@ async def test_a_preview_shown_in_another_task_does_not_count() -> None:
 
 
 async def test_an_explicit_approved_preview_is_passed_as_given() -> None:
-    assert await purge.run({"queue": "jobs"}, confirmed_by="U1", approved_preview="X") == \
-        "purged jobs for U1, as previewed: X"
+    assert (
+        await purge.run({"queue": "jobs"}, confirmed_by="U1", approved_preview="X")
+        == "purged jobs for U1, as previewed: X"
+    )
 
 
 def test_approved_preview_is_never_for_read_only_tools_keyword_only_and_never_for_previews() -> None:
@@ -542,6 +564,7 @@ def test_approved_preview_is_never_for_read_only_tools_keyword_only_and_never_fo
         tool(category=Category.DESTRUCTIVE)(shrink)
 
     with pytest.raises(TypeError, match="a dry run happens before approval, it cannot take approved_preview"):
+
         @purge.dry_run
         def _bad(queue: str, *, approved_preview: str) -> str:
             return queue

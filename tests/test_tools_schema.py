@@ -89,43 +89,125 @@ def f_args_doc(path: str, lines: int = 10) -> str:
 
 
 SCHEMAS: list[tuple[Any, dict[str, Any]]] = [
-    (f_str, {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"],
-             "additionalProperties": False}),
-    (f_scalars, {"type": "object", "properties": {
-        "name": {"type": "string"}, "count": {"type": "integer"}, "ratio": {"type": "number"},
-        "verbose": {"type": "boolean"}}, "required": ["name", "count", "ratio", "verbose"],
-        "additionalProperties": False}),
-    (f_defaults, {"type": "object", "properties": {
-        "path": {"type": "string"}, "lines": {"type": "integer", "default": 100},
-        "follow": {"type": "boolean", "default": False}, "ratio": {"type": "number", "default": 0.5}},
-        "required": ["path"], "additionalProperties": False}),
-    (f_literal, {"type": "object", "properties": {
-        "sort_by": {"type": "string", "enum": ["cpu", "memory"], "default": "cpu"}},
-        "additionalProperties": False}),
-    (f_int_literal, {"type": "object", "properties": {"level": {"type": "integer", "enum": [1, 2, 3]}},
-                     "required": ["level"], "additionalProperties": False}),
-    (f_enum, {"type": "object", "properties": {
-        "level": {"type": "string", "enum": ["info", "error"]},
-        "priority": {"type": "integer", "enum": [1, 2], "default": 1}},
-        "required": ["level"], "additionalProperties": False}),
-    (f_list, {"type": "object", "properties": {
-        "hosts": {"type": "array", "items": {"type": "string"}},
-        "ports": {"type": ["array", "null"], "items": {"type": "integer"}, "default": None}},
-        "required": ["hosts"], "additionalProperties": False}),
-    (f_optional, {"type": "object", "properties": {
-        "expect_status": {"type": ["integer", "null"], "default": None},
-        "unit": {"type": ["string", "null"], "default": None},
-        "tag": {"type": ["string", "null"], "default": None}},
-        "additionalProperties": False}),
-    (f_optional_literal, {"type": "object", "properties": {
-        "mode": {"type": ["string", "null"], "enum": ["a", "b", None], "default": None}},
-        "additionalProperties": False}),
-    (f_hidden, {"type": "object", "properties": {"unit": {"type": "string"}}, "required": ["unit"],
-                "additionalProperties": False}),
-    (f_args_doc, {"type": "object", "properties": {
-        "path": {"type": "string", "description": "the log file, absolute or relative to the log directory."},
-        "lines": {"type": "integer", "default": 10, "description": "how many lines."}},
-        "required": ["path"], "additionalProperties": False}),
+    (
+        f_str,
+        {
+            "type": "object",
+            "properties": {"host": {"type": "string"}},
+            "required": ["host"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_scalars,
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "count": {"type": "integer"},
+                "ratio": {"type": "number"},
+                "verbose": {"type": "boolean"},
+            },
+            "required": ["name", "count", "ratio", "verbose"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_defaults,
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "lines": {"type": "integer", "default": 100},
+                "follow": {"type": "boolean", "default": False},
+                "ratio": {"type": "number", "default": 0.5},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_literal,
+        {
+            "type": "object",
+            "properties": {"sort_by": {"type": "string", "enum": ["cpu", "memory"], "default": "cpu"}},
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_int_literal,
+        {
+            "type": "object",
+            "properties": {"level": {"type": "integer", "enum": [1, 2, 3]}},
+            "required": ["level"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_enum,
+        {
+            "type": "object",
+            "properties": {
+                "level": {"type": "string", "enum": ["info", "error"]},
+                "priority": {"type": "integer", "enum": [1, 2], "default": 1},
+            },
+            "required": ["level"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_list,
+        {
+            "type": "object",
+            "properties": {
+                "hosts": {"type": "array", "items": {"type": "string"}},
+                "ports": {"type": ["array", "null"], "items": {"type": "integer"}, "default": None},
+            },
+            "required": ["hosts"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_optional,
+        {
+            "type": "object",
+            "properties": {
+                "expect_status": {"type": ["integer", "null"], "default": None},
+                "unit": {"type": ["string", "null"], "default": None},
+                "tag": {"type": ["string", "null"], "default": None},
+            },
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_optional_literal,
+        {
+            "type": "object",
+            "properties": {"mode": {"type": ["string", "null"], "enum": ["a", "b", None], "default": None}},
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_hidden,
+        {
+            "type": "object",
+            "properties": {"unit": {"type": "string"}},
+            "required": ["unit"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        f_args_doc,
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "the log file, absolute or relative to the log directory."},
+                "lines": {"type": "integer", "default": 10, "description": "how many lines."},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
 ]
 
 
@@ -151,8 +233,12 @@ def test_api_schema_has_name_description_and_input_schema() -> None:
     assert tool(category=Category.READ_ONLY, name="check_host")(f_str).api_schema() == {
         "name": "check_host",
         "description": "Check a host.",
-        "input_schema": {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"],
-                         "additionalProperties": False},
+        "input_schema": {
+            "type": "object",
+            "properties": {"host": {"type": "string"}},
+            "required": ["host"],
+            "additionalProperties": False,
+        },
     }
 
 
@@ -195,8 +281,14 @@ def _path_default(directory: str = Path("/var/log")) -> str:  # type: ignore[ass
 
 @pytest.mark.parametrize(
     ("fn", "param"),
-    [(_dict_param, "options"), (_any_param, "x"), (_bare_list, "xs"), (_unannotated, "x"), (_var_kwargs, "kwargs"),
-     (_path_default, "directory")],
+    [
+        (_dict_param, "options"),
+        (_any_param, "x"),
+        (_bare_list, "xs"),
+        (_unannotated, "x"),
+        (_var_kwargs, "kwargs"),
+        (_path_default, "directory"),
+    ],
 )
 def test_unsupported_parameter_is_a_type_error_naming_it(fn: Any, param: str) -> None:
     with pytest.raises(TypeError, match=f"parameter '{param}'"):

@@ -56,12 +56,22 @@ FAKE_SYSTEMCTL = textwrap.dedent('''\
 ''')
 
 UNITS = {
-    "nginx.service": {"description": "A high performance web server", "active": "failed", "sub": "failed",
-                      "pid": 0, "restarts": 0},
-    "api.service": {"description": "The API", "active": "active", "sub": "running", "pid": 4242, "restarts": 2,
-                    "broken": True},
-    "postgresql.service": {"description": "PostgreSQL", "active": "active", "sub": "running", "pid": 99,
-                           "restarts": 0},
+    "nginx.service": {
+        "description": "A high performance web server",
+        "active": "failed",
+        "sub": "failed",
+        "pid": 0,
+        "restarts": 0,
+    },
+    "api.service": {
+        "description": "The API",
+        "active": "active",
+        "sub": "running",
+        "pid": 4242,
+        "restarts": 2,
+        "broken": True,
+    },
+    "postgresql.service": {"description": "PostgreSQL", "active": "active", "sub": "running", "pid": 99, "restarts": 0},
 }
 
 
@@ -116,7 +126,8 @@ async def test_restart_of_a_unit_not_on_the_allowlist_is_permission_denied(syste
     with pytest.raises(PermissionDenied) as e:
         await restart_service.bind(CTX).run({"unit": "postgresql"}, confirmed_by="U1")
     assert str(e.value) == (
-        "restarting 'postgresql' is not allowed by policy (tools.services.restart_allowlist: nginx, api.service)")
+        "restarting 'postgresql' is not allowed by policy (tools.services.restart_allowlist: nginx, api.service)"
+    )
     assert not (systemctl / "calls.log").exists()
 
 
@@ -129,8 +140,10 @@ async def test_restart_with_an_empty_allowlist_is_permission_denied(systemctl: P
 async def test_failed_restart_is_a_tool_error_with_systemctls_message(systemctl: Path) -> None:
     with pytest.raises(ToolError) as e:
         await restart_service.bind(CTX).run({"unit": "api"}, confirmed_by="U1")
-    assert str(e.value) == ("systemctl restart api failed (exit 1): Job for api.service failed because the "
-                            "control process exited with error code.")
+    assert str(e.value) == (
+        "systemctl restart api failed (exit 1): Job for api.service failed because the "
+        "control process exited with error code."
+    )
 
 
 async def test_restart_needs_an_approver(systemctl: Path) -> None:
@@ -147,8 +160,10 @@ async def test_without_systemctl_the_tools_say_so(tmp_path: Path, monkeypatch: p
         await restart_service.bind(CTX).run({"unit": "nginx"}, confirmed_by="U1")
 
 
-@pytest.mark.skipif(shutil.which("systemctl") is None or Path("/run/systemd/system").exists(),
-                    reason="needs a systemctl binary on a host where systemd is not running (a container)")
+@pytest.mark.skipif(
+    shutil.which("systemctl") is None or Path("/run/systemd/system").exists(),
+    reason="needs a systemctl binary on a host where systemd is not running (a container)",
+)
 @pytest.mark.processes
 async def test_real_systemctl_without_systemd_is_a_clear_tool_error() -> None:
     with pytest.raises(ToolError, match="systemd is not running on this host"):

@@ -66,13 +66,20 @@ def self_signed(tmp_path: Path) -> ssl.SSLContext:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now)
-            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                         serialization.PrivateFormat.PKCS8,
-                                                         serialization.NoEncryption()))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
     return ctx
@@ -81,6 +88,7 @@ def self_signed(tmp_path: Path) -> ssl.SSLContext:
 @contextlib.asynccontextmanager
 async def tls_server(tmp_path: Path) -> AsyncIterator[int]:
     """TLS with a certificate nobody trusts (a TLS-intercepting middlebox, a wrong endpoint)."""
+
     async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.close()
 
@@ -92,8 +100,14 @@ async def tls_server(tmp_path: Path) -> AsyncIterator[int]:
 
 
 def env_at(slack: str, anthropic: str, **extra: str) -> dict[str, str]:
-    return {"SLACK_BOT_TOKEN": "xoxb-unreachable", "SLACK_APP_TOKEN": "xapp-unreachable",
-            "SLACK_API_URL": slack, "ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": anthropic, **extra}
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-unreachable",
+        "SLACK_APP_TOKEN": "xapp-unreachable",
+        "SLACK_API_URL": slack,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "ANTHROPIC_BASE_URL": anthropic,
+        **extra,
+    }
 
 
 def problems(err: str) -> list[str]:
@@ -142,8 +156,9 @@ async def test_check_names_a_dead_proxy_and_not_its_password(tmp_path, capsys, m
     for name in ("HTTPS_PROXY", "HTTP_PROXY"):  # the SDKs read these themselves; the config only names them
         monkeypatch.setenv(name, proxy)
     async with silent_server() as port:  # never reached: the proxy is the way there, and it is down
-        settings = load_settings(None, env=env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}",
-                                                  HTTPS_PROXY=proxy))
+        settings = load_settings(
+            None, env=env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}", HTTPS_PROXY=proxy)
+        )
         assert await check(settings, timeout_s=5) == 2
     err = capsys.readouterr().err
     assert problems(err) == [
@@ -166,7 +181,7 @@ def in_isolated_netns() -> list[str] | None:
 def netns_script(tmp_path: Path, argv: list[str]) -> list[str]:
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-    inner = f"ip link set lo up && mount --bind {resolv} /etc/resolv.conf && exec \"$@\""
+    inner = f'ip link set lo up && mount --bind {resolv} /etc/resolv.conf && exec "$@"'
     return ["sh", "-c", inner, "sh", *argv]
 
 
@@ -174,11 +189,19 @@ async def test_check_names_a_failed_dns_lookup(tmp_path):
     prefix = in_isolated_netns()
     if prefix is None:
         pytest.skip("needs root and unshare(1) to give the test its own network namespace and resolver")
-    env = {**_base_env(), **env_at("https://slack.com/api/", "https://api.anthropic.com"),
-           "OPSLOOP_DB": str(tmp_path / "o.db")}
+    env = {
+        **_base_env(),
+        **env_at("https://slack.com/api/", "https://api.anthropic.com"),
+        "OPSLOOP_DB": str(tmp_path / "o.db"),
+    }
     proc = await asyncio.create_subprocess_exec(
-        *prefix, *netns_script(tmp_path, [sys.executable, "-m", "bot.cli", "check"]), cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        *prefix,
+        *netns_script(tmp_path, [sys.executable, "-m", "bot.cli", "check"]),
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
     assert problems(err.decode()) == [
@@ -191,10 +214,21 @@ async def test_check_names_a_failed_dns_lookup(tmp_path):
 
 async def test_opsloop_check_as_a_command_prints_no_traceback(tmp_path):
     port = closed_port()
-    env = {**_base_env(), **env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}"),
-           "OPSLOOP_DB": str(tmp_path / "o.db")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "check", cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    env = {
+        **_base_env(),
+        **env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}"),
+        "OPSLOOP_DB": str(tmp_path / "o.db"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "check",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
     assert f"opsloop: slack: cannot connect to 127.0.0.1:{port} (connection refused)" in err.decode()
@@ -203,9 +237,11 @@ async def test_opsloop_check_as_a_command_prints_no_traceback(tmp_path):
 
 # --- opsloop run ------------------------------------------------------------------------------------------
 def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_")) and k.lower() not in ("https_proxy",
-                                                                                             "http_proxy")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "ANTHROPIC_", "OPSLOOP_")) and k.lower() not in ("https_proxy", "http_proxy")
+    }
 
 
 async def _healthz(port: int) -> tuple[int, dict[str, str]] | None:
@@ -216,16 +252,18 @@ async def _healthz(port: int) -> tuple[int, dict[str, str]] | None:
         return None
 
 
-async def run_until_it_retried(tmp_path: Path, env: dict[str, str], *, prefix: list[str] | None = None,
-                               attempts: int = 2) -> tuple[dict[str, str], list[dict[str, object]], str]:
+async def run_until_it_retried(
+    tmp_path: Path, env: dict[str, str], *, prefix: list[str] | None = None, attempts: int = 2
+) -> tuple[dict[str, str], list[dict[str, object]], str]:
     """Start `opsloop run`, wait for `attempts` failed attempts to reach Slack (read from /healthz),
     SIGTERM it. Returns /healthz's checks, the JSON log lines and the whole stderr."""
     metrics = closed_port()
     argv = [sys.executable, "-m", "bot.cli", "run", "--metrics-port", str(metrics), "--metrics-host", "127.0.0.1"]
     env = {**_base_env(), "OPSLOOP_DB": str(tmp_path / "o.db"), **env}
     cmd = [*prefix, *netns_script(tmp_path, argv)] if prefix else argv
-    proc = await asyncio.create_subprocess_exec(*cmd, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True
+    )
     checks: dict[str, str] = {}
     try:
         async with asyncio.timeout(90):
@@ -248,11 +286,16 @@ async def run_until_it_retried(tmp_path: Path, env: dict[str, str], *, prefix: l
 async def _healthz_in_netns(proc: asyncio.subprocess.Process, port: int) -> tuple[int, dict[str, str]] | None:
     """/healthz of a process in another network namespace: fetched from inside it (nsenter)."""
     out = await asyncio.create_subprocess_exec(
-        "nsenter", f"--net=/proc/{proc.pid}/ns/net", sys.executable, "-c",
+        "nsenter",
+        f"--net=/proc/{proc.pid}/ns/net",
+        sys.executable,
+        "-c",
         f"import urllib.request,sys\ntry:\n r=urllib.request.urlopen('http://127.0.0.1:{port}/healthz')\n"
         "except urllib.error.HTTPError as e: r=e\nexcept OSError: sys.exit(0)\n"
         "print(r.status); print(r.read().decode())",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     text = (await out.communicate())[0].decode().strip().splitlines()
     return (int(text[0]), json.loads(text[1])) if len(text) == 2 else None
 
@@ -270,7 +313,8 @@ def assert_one_line_per_attempt(logs: list[dict[str, object]], text: str, proble
 async def test_run_keeps_trying_a_refused_slack_and_healthz_says_why(tmp_path):
     port = closed_port()
     checks, logs, text = await run_until_it_retried(
-        tmp_path, env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}"))
+        tmp_path, env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}")
+    )
     problem = f"cannot connect to 127.0.0.1:{port} (connection refused)"
     assert checks["slack"] == f"{problem}; retrying (attempt 2)"
     assert checks["store"] == "ok"
@@ -281,7 +325,8 @@ async def test_run_keeps_trying_a_refused_slack_and_healthz_says_why(tmp_path):
 async def test_run_keeps_trying_through_an_untrusted_certificate(tmp_path):
     async with tls_server(tmp_path) as port:
         checks, logs, text = await run_until_it_retried(
-            tmp_path, env_at(f"https://127.0.0.1:{port}/api/", f"https://127.0.0.1:{port}"))
+            tmp_path, env_at(f"https://127.0.0.1:{port}/api/", f"https://127.0.0.1:{port}")
+        )
     problem = f"cannot connect to 127.0.0.1:{port} (TLS certificate not trusted: self-signed certificate)"
     assert checks["slack"].startswith(problem)
     assert checks["anthropic"].startswith(problem)  # shown, while only Slack and the store decide health
@@ -293,8 +338,9 @@ async def test_run_keeps_trying_a_dead_proxy(tmp_path):
     proxy = f"http://opsloop:hunter2-proxy-password@127.0.0.1:{proxy_port}"
     port = closed_port()
     checks, logs, text = await run_until_it_retried(
-        tmp_path, env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}",
-                         HTTPS_PROXY=proxy, HTTP_PROXY=proxy))
+        tmp_path,
+        env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{port}", HTTPS_PROXY=proxy, HTTP_PROXY=proxy),
+    )
     problem = f"cannot connect to 127.0.0.1:{port} through proxy 127.0.0.1:{proxy_port} (connection refused)"
     assert checks["slack"].startswith(problem)
     assert_one_line_per_attempt(logs, text, problem)
@@ -304,7 +350,8 @@ async def test_run_keeps_trying_a_dead_proxy(tmp_path):
 async def test_run_keeps_trying_a_slack_that_never_answers(tmp_path):
     async with silent_server() as port:  # each attempt costs the start-up timeout (10 s): one retry is enough
         checks, logs, text = await run_until_it_retried(
-            tmp_path, env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{closed_port()}"), attempts=1)
+            tmp_path, env_at(f"http://127.0.0.1:{port}/api/", f"http://127.0.0.1:{closed_port()}"), attempts=1
+        )
     problem = f"cannot connect to 127.0.0.1:{port} (timed out after 10s)"
     assert checks["slack"] == f"{problem}; retrying (attempt 1)"
     assert "Traceback" not in text
@@ -316,18 +363,31 @@ async def test_run_keeps_trying_when_dns_fails(tmp_path):
     if prefix is None or not shutil.which("nsenter"):
         pytest.skip("needs root, unshare(1) and nsenter(1) to give the test its own network namespace and resolver")
     checks, logs, text = await run_until_it_retried(
-        tmp_path, env_at("https://slack.com/api/", "https://api.anthropic.com"), prefix=prefix)
+        tmp_path, env_at("https://slack.com/api/", "https://api.anthropic.com"), prefix=prefix
+    )
     problem = "cannot connect to slack.com:443 (DNS lookup failed: temporary failure in name resolution)"
     assert checks["slack"] == f"{problem}; retrying (attempt 2)"
     assert_one_line_per_attempt(logs, text, problem)
 
 
 async def test_run_with_a_revoked_token_stops_with_one_line(tmp_path, fake_slack):
-    env = {**_base_env(), **env_at(fake_slack.api_url, f"http://127.0.0.1:{closed_port()}"),
-           "SLACK_BOT_TOKEN": "xoxb-revoked", "SLACK_APP_TOKEN": fake_slack.app_token,  # only the bot token is bad
-           "OPSLOOP_DB": str(tmp_path / "o.db")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", "run", cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    env = {
+        **_base_env(),
+        **env_at(fake_slack.api_url, f"http://127.0.0.1:{closed_port()}"),
+        "SLACK_BOT_TOKEN": "xoxb-revoked",
+        "SLACK_APP_TOKEN": fake_slack.app_token,  # only the bot token is bad
+        "OPSLOOP_DB": str(tmp_path / "o.db"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "run",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
     lines = [line for line in err.decode().splitlines() if not line.startswith("{")]

@@ -23,6 +23,7 @@ MAX_OUTPUT_CHARS = 12_000
 DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
 R = TypeVar("R")
 
+
 class Category(enum.StrEnum):
     """How much a tool can change; the values are what config files and Slack cards show."""
 

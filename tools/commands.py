@@ -73,8 +73,10 @@ def render_argv(cmd: RunbookCommand, values: Mapping[str, str]) -> list[str]:
         if not re.fullmatch(param.pattern, value):
             raise ToolError(f"{name}: {value!r} does not match the required pattern {param.pattern}")
         if value.startswith("-") and not allows_leading_dash(param.pattern):
-            raise ToolError(f"{name}: {value!r} starts with '-', so the command would read it as an option; "
-                            "refused (a parameter whose pattern starts with '-' may take such values)")
+            raise ToolError(
+                f"{name}: {value!r} starts with '-', so the command would read it as an option; "
+                "refused (a parameter whose pattern starts with '-' may take such values)"
+            )
     return [substitute(element, values) for element in cmd.argv]
 
 

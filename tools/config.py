@@ -206,8 +206,16 @@ def read_command(r: Reader) -> RunbookCommand | None:
     timeout_s, env = r.seconds("timeout_s", DEFAULT_TIMEOUT_S), _env_names(r, "env")
     if name is None or description is None or category is None:
         return None
-    return RunbookCommand(name=name, description=description, argv=tuple(argv), params=params, category=category,
-                          timeout_s=timeout_s, cwd=r.base_dir, env=env)
+    return RunbookCommand(
+        name=name,
+        description=description,
+        argv=tuple(argv),
+        params=params,
+        category=category,
+        timeout_s=timeout_s,
+        cwd=r.base_dir,
+        env=env,
+    )
 
 
 def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
@@ -277,8 +285,9 @@ async def _connect_mcp(spec: Any, where: str, registry: ToolRegistry) -> list[To
     return tools
 
 
-def _per_tool(config: Reader, key: str, tools: list[tuple[Tool, str]],
-              change: Callable[[Tool, Reader], Tool | None]) -> list[tuple[Tool, str]]:
+def _per_tool(
+    config: Reader, key: str, tools: list[tuple[Tool, str]], change: Callable[[Tool, Reader], Tool | None]
+) -> list[tuple[Tool, str]]:
     """Apply a `[tools.<key>]` table of `tool name = value` entries, each through `change(tool, reader)`."""
     if not config.has(key):
         return tools
@@ -316,9 +325,13 @@ def _set_timeout(current: Tool, value: Reader) -> Tool | None:
     return None if timeout_s is None else dataclasses.replace(current, timeout_s=timeout_s)
 
 
-async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None,
-                         reaches: Mapping[str, Any] | None = None,
-                         shared: Mapping[type, object] | None = None) -> ToolRegistry:
+async def build_registry(
+    table: Mapping[str, Any] | None = None,
+    *,
+    base_dir: Path | None = None,
+    reaches: Mapping[str, Any] | None = None,
+    shared: Mapping[type, object] | None = None,
+) -> ToolRegistry:
     """The registry for a [tools] table and the configured reaches (tools.reaches.read_reaches: name -> parsed
     config): module tools bound to their context, each configured reach's tools and resources, runbook commands,
     MCP servers. `shared` are resources the app hands every tool and reach (its Store, which incident memory
@@ -359,8 +372,11 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
         for entry in config.items("commands", header="tools.commands"):
             if (command := read_command(entry)) is not None:
                 collected.append((command_tool(command), entry.location))
-        specs = [(spec, entry.location) for entry in config.items("mcp", header="tools.mcp")
-                 if (spec := read_mcp_server(entry)) is not None]
+        specs = [
+            (spec, entry.location)
+            for entry in config.items("mcp", header="tools.mcp")
+            if (spec := read_mcp_server(entry)) is not None
+        ]
         config.raise_if_problems(ToolConfigError)  # nothing is connected to a config with problems
         for spec, where in specs:
             collected.extend((t, where) for t in await _connect_mcp(spec, where, registry))
@@ -370,7 +386,8 @@ async def build_registry(table: Mapping[str, Any] | None = None, *, base_dir: Pa
             if t.name in first_source and (where, first_source[t.name]) not in clashes:
                 clashes.add((where, first_source[t.name]))
                 config.problems.append(
-                    f"{where}: duplicate tool name {t.name!r} (already defined by {first_source[t.name]})")
+                    f"{where}: duplicate tool name {t.name!r} (already defined by {first_source[t.name]})"
+                )
             first_source.setdefault(t.name, where)
         collected = _per_tool(config, "categories", collected, _set_category)
         collected = _per_tool(config, "timeouts", collected, _set_timeout)

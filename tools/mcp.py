@@ -62,8 +62,9 @@ def category_of(annotations: mcp_types.ToolAnnotations | None, *, trusted: bool 
 def with_operator_category(t: Tool, category: Category) -> Tool:
     """An MCP tool at the category [tools.categories] names, up or down: the operator's word outranks the server's."""
     preview = Implementation(fn=argument_echo(t.name), parameters=None) if category is Category.DESTRUCTIVE else None
-    return dataclasses.replace(t, category=category, parallel=category is Category.READ_ONLY, preview=preview,
-                               has_dry_run=preview is not None)
+    return dataclasses.replace(
+        t, category=category, parallel=category is Category.READ_ONLY, preview=preview, has_dry_run=preview is not None
+    )
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:

@@ -45,16 +45,34 @@ def _nets(*pairs: tuple[str, AddressKind]) -> tuple[tuple[IPNetwork, AddressKind
 K = AddressKind
 # Our own table rather than ipaddress's is_private/is_global, whose lists change between Python patch releases.
 _BLOCKED_V4 = _nets(
-    ("0.0.0.0/8", K.UNSPECIFIED), ("10.0.0.0/8", K.PRIVATE), ("100.64.0.0/10", K.SHARED),
-    ("127.0.0.0/8", K.LOOPBACK), ("169.254.0.0/16", K.LINK_LOCAL), ("172.16.0.0/12", K.PRIVATE),
-    ("192.0.0.0/24", K.SPECIAL), ("192.0.2.0/24", K.DOCUMENTATION), ("192.88.99.0/24", K.RESERVED),
-    ("192.168.0.0/16", K.PRIVATE), ("198.18.0.0/15", K.SPECIAL), ("198.51.100.0/24", K.DOCUMENTATION),
-    ("203.0.113.0/24", K.DOCUMENTATION), ("224.0.0.0/4", K.MULTICAST), ("240.0.0.0/4", K.RESERVED),
+    ("0.0.0.0/8", K.UNSPECIFIED),
+    ("10.0.0.0/8", K.PRIVATE),
+    ("100.64.0.0/10", K.SHARED),
+    ("127.0.0.0/8", K.LOOPBACK),
+    ("169.254.0.0/16", K.LINK_LOCAL),
+    ("172.16.0.0/12", K.PRIVATE),
+    ("192.0.0.0/24", K.SPECIAL),
+    ("192.0.2.0/24", K.DOCUMENTATION),
+    ("192.88.99.0/24", K.RESERVED),
+    ("192.168.0.0/16", K.PRIVATE),
+    ("198.18.0.0/15", K.SPECIAL),
+    ("198.51.100.0/24", K.DOCUMENTATION),
+    ("203.0.113.0/24", K.DOCUMENTATION),
+    ("224.0.0.0/4", K.MULTICAST),
+    ("240.0.0.0/4", K.RESERVED),
 )
 _BLOCKED_V6 = _nets(
-    ("::/128", K.UNSPECIFIED), ("::1/128", K.LOOPBACK), ("100::/64", K.RESERVED), ("64:ff9b:1::/48", K.SPECIAL),
-    ("2001::/23", K.SPECIAL), ("2001:db8::/32", K.DOCUMENTATION), ("3fff::/20", K.DOCUMENTATION),
-    ("fc00::/7", K.UNIQUE_LOCAL), ("fe80::/10", K.LINK_LOCAL), ("fec0::/10", K.RESERVED), ("ff00::/8", K.MULTICAST),
+    ("::/128", K.UNSPECIFIED),
+    ("::1/128", K.LOOPBACK),
+    ("100::/64", K.RESERVED),
+    ("64:ff9b:1::/48", K.SPECIAL),
+    ("2001::/23", K.SPECIAL),
+    ("2001:db8::/32", K.DOCUMENTATION),
+    ("3fff::/20", K.DOCUMENTATION),
+    ("fc00::/7", K.UNIQUE_LOCAL),
+    ("fe80::/10", K.LINK_LOCAL),
+    ("fec0::/10", K.RESERVED),
+    ("ff00::/8", K.MULTICAST),
 )
 _GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
 _MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
@@ -71,9 +89,15 @@ METADATA_ADDRESSES: dict[IPAddress, str] = {
     ipaddress.ip_address("192.0.0.192"): "Oracle Cloud metadata endpoint",
 }
 # Names that reach a metadata service or this machine whatever DNS says; refused unless listed exactly in allow.
-METADATA_NAMES = frozenset({
-    "metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal",
-})
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+    }
+)
 _LOCAL_NAME = re.compile(r"(.+\.)?localhost")
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -96,8 +120,11 @@ class Classified:
     @property
     def metadata(self) -> bool:
         """Link-local or a known cloud metadata address: never opened by a hostname entry alone."""
-        return self.kind is AddressKind.LINK_LOCAL or self.address in METADATA_ADDRESSES or (
-            embedded_ipv4(self.address) in METADATA_ADDRESSES)
+        return (
+            self.kind is AddressKind.LINK_LOCAL
+            or self.address in METADATA_ADDRESSES
+            or (embedded_ipv4(self.address) in METADATA_ADDRESSES)
+        )
 
     def describe(self) -> str:
         """'169.254.169.254 is a link-local/cloud metadata address'."""
@@ -129,8 +156,13 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
     return None
 
 
-_FORMS = ((_MAPPED, "IPv4-mapped"), (_TRANSLATED, "IPv4-translated"), (_NAT64, "NAT64"), (_SIXTOFOUR, "6to4"),
-          (_COMPATIBLE, "IPv4-compatible"))
+_FORMS = (
+    (_MAPPED, "IPv4-mapped"),
+    (_TRANSLATED, "IPv4-translated"),
+    (_NAT64, "NAT64"),
+    (_SIXTOFOUR, "6to4"),
+    (_COMPATIBLE, "IPv4-compatible"),
+)
 
 
 def classify(ip: IPAddress) -> Classified:
@@ -336,7 +368,8 @@ def check_host(host: str, allow: HostAllowlist) -> IPAddress | None:
 async def system_resolver(host: str, port: int) -> list[IPAddress]:
     """The operating system's answer for `host` (getaddrinfo, TCP), in its order, without duplicates."""
     infos = await asyncio.get_running_loop().getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_ADDRCONFIG)
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_ADDRCONFIG
+    )
     found: list[IPAddress] = []
     for *_, sockaddr in infos:
         ip = ipaddress.ip_address(str(sockaddr[0]))

@@ -8,8 +8,9 @@ import os
 import signal
 
 BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # what most programs need, and nothing secret
-BOT_SECRETS = frozenset({"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY",
-                         "ANTHROPIC_AUTH_TOKEN"})
+BOT_SECRETS = frozenset(
+    {"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
+)
 
 
 def child_env(names: tuple[str, ...] = ()) -> dict[str, str]:

@@ -28,8 +28,9 @@ def read_reaches(config: Reader, env: Mapping[str, str]) -> dict[str, Any]:
     return found
 
 
-def parse_reaches(raw: Mapping[str, Any], *, base_dir: Path | None = None,
-                  env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def parse_reaches(
+    raw: Mapping[str, Any], *, base_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """`read_reaches` over a parsed config file; ConfigError listing every problem."""
     config = Reader(raw, base_dir=base_dir)
     found = read_reaches(config, env or {})

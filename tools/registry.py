@@ -45,10 +45,22 @@ from tools.worker import run_in_worker, workers_killed
 _log = logging.getLogger(__name__)
 
 __all__ = [  # the names tools.api defines are re-exported: tools.registry stays the one import for a tool
-    "DEFAULT_TIMEOUT_S", "MAX_OUTPUT_CHARS", "Category", "Implementation", "PermissionDenied", "Tool",
-    "ToolContext", "ToolError", "ToolRegistry", "WorkerTarget", "argument_echo", "bounded_text", "exception_text",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_OUTPUT_CHARS",
+    "Category",
+    "Implementation",
+    "PermissionDenied",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "WorkerTarget",
+    "argument_echo",
+    "bounded_text",
+    "exception_text",
     "render_result",
-    "tool", "truncate_output",
+    "tool",
+    "truncate_output",
 ]
 
 HIDDEN_PARAMS = ("confirmed_by", "approved_preview")  # injected by the runtime, never shown to the model
@@ -68,8 +80,9 @@ class Implementation:
     takes_preview: bool = False  # receives `approved_preview`: the dry-run text the human approved
     worker: WorkerTarget | None = None  # set: runs in a child process that is killed on timeout
 
-    async def call(self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None,
-                   approved_preview: str | None = None) -> Any:
+    async def call(
+        self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None, approved_preview: str | None = None
+    ) -> Any:
         if self.parameters is None:
             kwargs = dict(args)
         else:
@@ -122,7 +135,8 @@ def _picklable(value: Any) -> bool:
 # destructive call, asks for approval and runs it in one task, so a tool taking `approved_preview` gets the
 # very text the approval was bound to, even when no caller passes it explicitly.
 _SHOWN_PREVIEW: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
-    "opsloop_shown_preview", default=None)
+    "opsloop_shown_preview", default=None
+)
 
 
 def _args_digest(args: Mapping[str, Any]) -> str:
@@ -177,8 +191,9 @@ class Tool:
             raise ToolError(f"invalid arguments for {self.name}: " + "; ".join(_describe(e) for e in errors))
         return instance
 
-    async def run(self, args: Mapping[str, Any], *, confirmed_by: str | None = None,
-                  approved_preview: str | None = None) -> str:
+    async def run(
+        self, args: Mapping[str, Any], *, confirmed_by: str | None = None, approved_preview: str | None = None
+    ) -> str:
         """Validate and call the tool with its timeout; the output is text, truncated to MAX_OUTPUT_CHARS.
 
         A tool that takes `approved_preview` gets `approved_preview`, else the preview its dry run last
@@ -194,7 +209,8 @@ class Tool:
             if approved_preview is None:
                 raise PermissionDenied(
                     f"{self.name} runs only what an approved dry-run preview listed, and no preview was shown "
-                    "for this call")
+                    "for this call"
+                )
         return await self._execute(self.impl, valid, confirmed_by, approved_preview)
 
     def _shown_preview(self, valid: Mapping[str, Any]) -> str | None:
@@ -222,8 +238,12 @@ class Tool:
         for name in HIDDEN_PARAMS:
             if name in schema.hidden:
                 raise TypeError(f"{self.name}.precheck: a precheck happens before approval, it cannot take {name}")
-        self.guard = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden),
-                                    worker=self._worker_for(fn, "guard"))
+        self.guard = Implementation(
+            fn=fn,
+            parameters=schema.parameters,
+            ctx_param=_ctx_param(fn, schema.hidden),
+            worker=self._worker_for(fn, "guard"),
+        )
         return fn
 
     async def check(self, args: Mapping[str, Any]) -> None:
@@ -271,8 +291,12 @@ class Tool:
             unknown = [p.name for p in schema.parameters if p.name not in known]
             if unknown:
                 raise TypeError(f"{self.name}.dry_run: parameters {unknown} are not parameters of {self.name}")
-        self.preview = Implementation(fn=fn, parameters=schema.parameters, ctx_param=_ctx_param(fn, schema.hidden),
-                                      worker=self._worker_for(fn, "preview"))
+        self.preview = Implementation(
+            fn=fn,
+            parameters=schema.parameters,
+            ctx_param=_ctx_param(fn, schema.hidden),
+            worker=self._worker_for(fn, "preview"),
+        )
         self.has_dry_run = True
 
     def _worker_for(self, fn: Callable[..., Any], role: str) -> WorkerTarget | None:
@@ -292,8 +316,9 @@ class Tool:
         _SHOWN_PREVIEW.set((self.name, _args_digest(full), text))
         return text
 
-    async def _execute(self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None,
-                       approved_preview: str | None = None) -> str:
+    async def _execute(
+        self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None, approved_preview: str | None = None
+    ) -> str:
         deadline = asyncio.timeout(self.timeout_s)
         killed_before = workers_killed()
         try:
@@ -372,7 +397,8 @@ def _make_tool(
     if category is None:
         raise TypeError(
             f"{tool_name}: @tool needs an explicit category (category=Category.READ_ONLY, MUTATING or "
-            "DESTRUCTIVE); there is no default, so a tool never skips approval by omission")
+            "DESTRUCTIVE); there is no default, so a tool never skips approval by omission"
+        )
     category = Category(category)
     if parallel and category is not Category.READ_ONLY:
         raise ValueError(f"{tool_name}: only read-only tools may run in parallel")
@@ -394,19 +420,24 @@ def _make_tool(
         if signature.parameters["approved_preview"].kind is not inspect.Parameter.KEYWORD_ONLY:
             raise TypeError(f"{tool_name}: approved_preview must be keyword-only (put it after `*`)")
         if category is Category.READ_ONLY:
-            raise TypeError(f"{tool_name}: only mutating and destructive tools have an approved dry-run preview to "
-                            "receive")
+            raise TypeError(
+                f"{tool_name}: only mutating and destructive tools have an approved dry-run preview to receive"
+            )
     if not schema.description:
         raise TypeError(f"{tool_name}: a tool needs a docstring; its first paragraph is what the model reads")
     module = getattr(fn, "__module__", "") or ""
     builtin = module.startswith("tools.builtin")
     is_async = inspect.iscoroutinefunction(fn)
     if isolated and (is_async or fn.__qualname__ != fn.__name__):
-        raise TypeError(f"{tool_name}: isolated=True is for sync functions defined at module level "
-                        "(a worker process imports them by name)")
+        raise TypeError(
+            f"{tool_name}: isolated=True is for sync functions defined at module level "
+            "(a worker process imports them by name)"
+        )
     if builtin and not is_async and not isolated:
-        raise TypeError(f"{tool_name}: a sync built-in must be isolated=True, so a call that overruns its "
-                        "timeout is killed rather than left running in a thread")
+        raise TypeError(
+            f"{tool_name}: a sync built-in must be isolated=True, so a call that overruns its "
+            "timeout is killed rather than left running in a thread"
+        )
     return Tool(
         name=tool_name,
         description=schema.description,
@@ -465,7 +496,12 @@ def tool(
 
     def decorate(f: Callable[..., Any]) -> Tool:
         return _make_tool(
-            f, category=category, parallel=parallel, timeout_s=timeout_s, idempotent=idempotent, name=name,
+            f,
+            category=category,
+            parallel=parallel,
+            timeout_s=timeout_s,
+            idempotent=idempotent,
+            name=name,
             isolated=isolated,
         )
 

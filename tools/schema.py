@@ -113,8 +113,10 @@ def type_schema(annotation: Any, *, where: str) -> dict[str, Any]:
         if key is not str:
             raise TypeError(f"{where}: a dict needs str keys, e.g. dict[str, str]")
         return {"type": "object", "additionalProperties": type_schema(value, where=where)}
-    raise TypeError(f"{where}: unsupported annotation {annotation!r} (use str, int, float, bool, "
-                    "Literal[...], an Enum, list[X], dict[str, X] or X | None)")
+    raise TypeError(
+        f"{where}: unsupported annotation {annotation!r} (use str, int, float, bool, "
+        "Literal[...], an Enum, list[X], dict[str, X] or X | None)"
+    )
 
 
 def _json_default(value: Any) -> Any:

@@ -46,7 +46,9 @@ async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
     """
     payload = pickle.dumps([p for p in sys.path if isinstance(p, str)]) + pickle.dumps((target, kwargs))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _BOOTSTRAP,
+        sys.executable,
+        "-c",
+        _BOOTSTRAP,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -63,8 +63,11 @@ def export_incident(settings: Settings, run_id: str) -> Incident | None:
         except ConfigError as e:  # the record still says what the approvals tell; the rest counts as destructive
             print(f"opsloop: tools: {e}; categories come from the run's approvals only", file=sys.stderr)
             cats = {}
-        print(f"opsloop: run {run_id} was stored without its limits and tool categories; the record takes "
-              "them from this config (limits_source: config at export)", file=sys.stderr)
+        print(
+            f"opsloop: run {run_id} was stored without its limits and tool categories; the record takes "
+            "them from this config (limits_source: config at export)",
+            file=sys.stderr,
+        )
         return export_run(ledger, run_id, categories=cats, limits=settings.limits)
     finally:
         ledger.close()
@@ -106,9 +109,13 @@ class _Models:
         await self.stack.aclose()
 
 
-async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | None,
-                   scripted: Callable[[str], ModelClient] | None,
-                   work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]]) -> T:
+async def _replays(
+    settings: Settings,
+    args: argparse.Namespace,
+    prompt: str | None,
+    scripted: Callable[[str], ModelClient] | None,
+    work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]],
+) -> T:
     """`work(replay_one, model_label)` with the model clients (and --live-readonly's registry) open."""
     models = _Models(settings, args.model or settings.model.primary, scripted)
     live: Toolbox | None = None
@@ -125,11 +132,17 @@ async def _replays(settings: Settings, args: argparse.Namespace, prompt: str | N
             return price_for(model, settings.model.prices)[0]
 
         async def one(incident: Incident) -> Replayed:
-            return await replay(incident, model=models.client(), price_for=priced, system_prompt=prompt,
-                                max_tokens=incident.max_tokens or settings.model.max_tokens,
-                                effort=args.effort or incident.effort or settings.model.effort,
-                                thinking_display=settings.model.thinking_display, live=live,
-                                context_budget_tokens=settings.model.context_budget_tokens)
+            return await replay(
+                incident,
+                model=models.client(),
+                price_for=priced,
+                system_prompt=prompt,
+                max_tokens=incident.max_tokens or settings.model.max_tokens,
+                effort=args.effort or incident.effort or settings.model.effort,
+                thinking_display=settings.model.thinking_display,
+                live=live,
+                context_budget_tokens=settings.model.context_budget_tokens,
+            )
 
         return await work(one, models.label)
 
@@ -146,16 +159,21 @@ def model_choice(settings: Settings, model: str, effort: str | None) -> str | No
     for line in warnings:
         print(f"opsloop: replay: {line}", file=sys.stderr)
     if not price_for(model, settings.model.prices)[1]:
-        return (f"replay: --model {model}: no price known for this model, so the replay's cost cannot be compared; "
-                f"check the name, or give its price under [model.prices.\"{model}\"] (input, output per MTok)")
+        return (
+            f"replay: --model {model}: no price known for this model, so the replay's cost cannot be compared; "
+            f'check the name, or give its price under [model.prices."{model}"] (input, output per MTok)'
+        )
     if effort is not None and not thinks_adaptively(model):
-        return (f"replay: --effort {effort}: {model} takes no output_config.effort (it does not think adaptively); "
-                "replay it without --effort")
+        return (
+            f"replay: --effort {effort}: {model} takes no output_config.effort (it does not think adaptively); "
+            "replay it without --effort"
+        )
     return None
 
 
-def cmd_replay(settings: Settings, args: argparse.Namespace, *,
-               scripted: Callable[[str], ModelClient] | None = None) -> int:
+def cmd_replay(
+    settings: Settings, args: argparse.Namespace, *, scripted: Callable[[str], ModelClient] | None = None
+) -> int:
     """`scripted`: the model client to use (by model name) when there is no ANTHROPIC_API_KEY."""
     from bot.log import configure_logging
 
@@ -221,6 +239,7 @@ def add_arguments(name: str, s: argparse.ArgumentParser) -> None:
         s.add_argument("--model", help="the model to replay on (default: the configured primary)")
         s.add_argument("--effort", help="output_config.effort for the replay (default: the configured one)")
         s.add_argument("--prompt", metavar="FILE", help="a system prompt to replay with (default: the run's own)")
-        s.add_argument("--live-readonly", action="store_true",
-                       help="run unrecorded read-only calls for real (never a change)")
+        s.add_argument(
+            "--live-readonly", action="store_true", help="run unrecorded read-only calls for real (never a change)"
+        )
         s.add_argument("--html", metavar="FILE", help="also write the comparison as one HTML page (- for stdout)")

@@ -114,19 +114,37 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
     rows = tuple(_row(k, o, r, log) for k in range(1, max(o.steps, r.steps, _last_step(o), _last_step(r)) + 1))
     replies = []
     for i, reply in enumerate(o.replies):
-        where = (f"with the decision on {o.calls[reply.superseded].tool}" if reply.superseded is not None
-                 else f"after {reply.after_step} steps" + (f", after {o.calls[reply.after_call].tool}"
-                                                           if reply.after_call is not None else ""))
+        where = (
+            f"with the decision on {o.calls[reply.superseded].tool}"
+            if reply.superseded is not None
+            else f"after {reply.after_step} steps"
+            + (f", after {o.calls[reply.after_call].tool}" if reply.after_call is not None else "")
+        )
         got = world.delivered.get(i)
-        replies.append(ReplyRow(user=reply.user, text=reply.text, original=where,
-                                replay=f"step {got.step} ({got.how})" if got else "never reached the replay"))
+        replies.append(
+            ReplyRow(
+                user=reply.user,
+                text=reply.text,
+                original=where,
+                replay=f"step {got.step} ({got.how})" if got else "never reached the replay",
+            )
+        )
     return Comparison(
-        name=name or o.run_id, model=model_label or result.model, original=o, replay=r, rows=rows,
+        name=name or o.run_id,
+        model=model_label or result.model,
+        original=o,
+        replay=r,
+        rows=rows,
         approvals_original=tuple(_approval_of(c) for c in o.calls if not c.read_only),
-        approvals_replay=tuple(Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e))
-                               for e in world.log if e.source in (Source.DECISION, Source.WOULD_ASK)),
-        replies=tuple(replies), sources={s.value: world.counts.get(s.value, 0) for s in Source},
-        replay_wall_seconds=result.wall_seconds, log=tuple(world.log),
+        approvals_replay=tuple(
+            Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e))
+            for e in world.log
+            if e.source in (Source.DECISION, Source.WOULD_ASK)
+        ),
+        replies=tuple(replies),
+        sources={s.value: world.counts.get(s.value, 0) for s in Source},
+        replay_wall_seconds=result.wall_seconds,
+        log=tuple(world.log),
     )
 
 
@@ -157,9 +175,15 @@ def _row(step: int, o: Incident, r: Incident, log: list[CallLog]) -> StepRow:
     pairs = []
     for j in range(max(len(a), len(b))):
         x, y = (a[j] if j < len(a) else None), (b[j] if j < len(b) else None)
-        mark = ("same" if x and y and x.key == y.key else "different" if x and y else "new" if y else "missing")
-        pairs.append(Pair(mark=mark, original=label(x.tool, x.args) if x else None,
-                          replay=label(y.tool, y.args) if y else None, source=_source(y, log) if y else ""))
+        mark = "same" if x and y and x.key == y.key else "different" if x and y else "new" if y else "missing"
+        pairs.append(
+            Pair(
+                mark=mark,
+                original=label(x.tool, x.args) if x else None,
+                replay=label(y.tool, y.args) if y else None,
+                source=_source(y, log) if y else "",
+            )
+        )
     return StepRow(step=step, pairs=tuple(pairs), original_text=_text(o, step), replay_text=_text(r, step))
 
 
@@ -184,8 +208,7 @@ def _approval_of(c: RecordedCall) -> Approval:
 
 
 def _replay_outcome(e: CallLog) -> str:
-    return ("would ask approval → denied (replay)" if e.source == Source.WOULD_ASK
-            else f"recorded decision: {e.detail}")
+    return "would ask approval → denied (replay)" if e.source == Source.WOULD_ASK else f"recorded decision: {e.detail}"
 
 
 # --- text -------------------------------------------------------------------------------------------------
@@ -208,8 +231,11 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
         ("final change", "; ".join(o.changes) or "none", "; ".join(r.changes) or "none"),
         ("final hypotheses", hypotheses(o), hypotheses(r)),
         ("tokens (paid)", f"{o.usage.paid_tokens:,}", f"{r.usage.paid_tokens:,}"),
-        ("tokens in/out", f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
-         f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}"),
+        (
+            "tokens in/out",
+            f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
+            f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}",
+        ),
         ("cost", _money(o.cost_usd), _money(r.cost_usd)),
         ("agent time", f"{o.agent_seconds:.2f}s", f"{r.agent_seconds:.2f}s"),
     ]
@@ -217,16 +243,22 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
 
 def _limits(i: Incident) -> str:
     lim = i.limits
-    shown = (f"{lim.get('max_iterations', '?')} steps, {lim.get('token_budget', 0):,} tokens, "
-             f"${lim.get('cost_budget_usd', 0):g}, {lim.get('deadline_seconds', 0):g}s")
+    shown = (
+        f"{lim.get('max_iterations', '?')} steps, {lim.get('token_budget', 0):,} tokens, "
+        f"${lim.get('cost_budget_usd', 0):g}, {lim.get('deadline_seconds', 0):g}s"
+    )
     return shown if i.limits_source == "run" else f"{shown} ({i.limits_source})"
 
 
 def text(c: Comparison) -> str:
     o = c.original
     w = 44
-    out = [f"replay of {c.name} (run {o.run_id}) · original {o.model} · replay {c.model}",
-           f"task: {o.task}", "", f"{'step':<5} {'original':<{w}}   replay"]
+    out = [
+        f"replay of {c.name} (run {o.run_id}) · original {o.model} · replay {c.model}",
+        f"task: {o.task}",
+        "",
+        f"{'step':<5} {'original':<{w}}   replay",
+    ]
     for row in c.rows:
         for j, p in enumerate(row.pairs or (Pair(mark="same", original=None, replay=None),)):
             head = str(row.step) if j == 0 else ""
@@ -239,8 +271,10 @@ def text(c: Comparison) -> str:
     out.append("approvals asked:")
     out += [f"  original  {a.call}: {a.outcome}" for a in c.approvals_original] or ["  original  none"]
     out += [f"  replay    {a.call}: {a.outcome}" for a in c.approvals_replay] or ["  replay    none"]
-    out.append(f"same final change: {'yes' if c.same_change else 'no'}"
-               + (" · REGRESSION (the original succeeded)" if c.regression else ""))
+    out.append(
+        f"same final change: {'yes' if c.same_change else 'no'}"
+        + (" · REGRESSION (the original succeeded)" if c.regression else "")
+    )
     out.append(hypotheses_line(c))
     out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
     out.append("results: " + " · ".join(f"{k} {v}" for k, v in c.sources.items()))
@@ -254,30 +288,40 @@ def _t(value: Any) -> str:
     return html.escape(redact("" if value is None else str(value)))
 
 
-_EXTRA_CSS = (".m-same{color:#2e7d32}.m-different,.m-missing{color:#b00020;font-weight:600}.m-new{color:#e65100;"
-              "font-weight:600}tr.diverged td{background:#fff8e1}.src{font-size:.85em;color:#555}")
+_EXTRA_CSS = (
+    ".m-same{color:#2e7d32}.m-different,.m-missing{color:#b00020;font-weight:600}.m-new{color:#e65100;"
+    "font-weight:600}tr.diverged td{background:#fff8e1}.src{font-size:.85em;color:#555}"
+)
 
 
 def html_page(c: Comparison, *, generated_at: float) -> str:
     title = f"opsloop replay · {c.name} · {c.model}"
     when = datetime.fromtimestamp(generated_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    verdict = (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path") + (
-        " · same final change" if c.same_change else " · different final change") + (
-        " · REGRESSION" if c.regression else "") + (
-        " · same final hypotheses" if c.same_hypotheses else " · different final hypotheses")
+    verdict = (
+        (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path")
+        + (" · same final change" if c.same_change else " · different final change")
+        + (" · REGRESSION" if c.regression else "")
+        + (" · same final hypotheses" if c.same_hypotheses else " · different final hypotheses")
+    )
     parts = [
-        "<!doctype html>", '<html lang="en">',
+        "<!doctype html>",
+        '<html lang="en">',
         f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{_EXTRA_CSS}</style></head><body>',
         f"<h1>{_t(title)}</h1>",
         f'<p class="muted">run {_t(c.original.run_id)} · generated {when} · a replay never calls Slack and never '
         "runs a change</p>",
         f"<p><b>{_t(verdict)}</b></p>",
         f'<dl class="summary"><dt>task</dt><dd>{_t(c.original.task)}</dd></dl>',
-        "<h2>Figures</h2>", _table(["", "original", "replay"], [[n, a, b] for n, a, b in figures(c)]),
-        "<h2>Steps</h2>", _steps_table(c.rows),
+        "<h2>Figures</h2>",
+        _table(["", "original", "replay"], [[n, a, b] for n, a, b in figures(c)]),
+        "<h2>Steps</h2>",
+        _steps_table(c.rows),
         "<h2>Approvals asked</h2>",
-        _table(["run", "call", "outcome"], [["original", a.call, a.outcome] for a in c.approvals_original]
-               + [["replay", a.call, a.outcome] for a in c.approvals_replay]),
+        _table(
+            ["run", "call", "outcome"],
+            [["original", a.call, a.outcome] for a in c.approvals_original]
+            + [["replay", a.call, a.outcome] for a in c.approvals_replay],
+        ),
         "<h2>Replies</h2>",
         _table(["from", "text", "original", "replay"], [[x.user, x.text, x.original, x.replay] for x in c.replies]),
         "<h2>Where the replay's results came from</h2>",
@@ -303,8 +347,10 @@ def _steps_table(rows: Sequence[StepRow]) -> str:
         for j, p in enumerate(pairs):
             left = p.original or (f"answer: {row.original_text[:300]}" if not row.pairs and row.original_text else "-")
             right = p.replay or (f"answer: {row.replay_text[:300]}" if not row.pairs and row.replay_text else "-")
-            out.append(f"<tr{cls}><td class=\"num\">{row.step if j == 0 else ''}</td><td><code>{_t(left)}</code></td>"
-                       f'<td class="m-{p.mark}">{_t(MARKS[p.mark] + " " + p.mark)}</td><td><code>{_t(right)}</code>'
-                       f'</td><td class="src">{_t(p.source)}</td></tr>')
+            out.append(
+                f'<tr{cls}><td class="num">{row.step if j == 0 else ""}</td><td><code>{_t(left)}</code></td>'
+                f'<td class="m-{p.mark}">{_t(MARKS[p.mark] + " " + p.mark)}</td><td><code>{_t(right)}</code>'
+                f'</td><td class="src">{_t(p.source)}</td></tr>'
+            )
     out.append("</table>")
     return "".join(out)

@@ -77,8 +77,7 @@ class RecordedCall:
     @property
     def changed(self) -> bool:
         """An approved change that ran and reported success: part of the run's final change."""
-        return (not self.read_only and self.confirmed_by is not None and self.result is not None
-                and not self.is_error)
+        return not self.read_only and self.confirmed_by is not None and self.result is not None and not self.is_error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +163,8 @@ class Incident:
         data["usage"] = Usage(**data.get("usage", {}))
         data["calls"] = tuple(
             RecordedCall(**{**c, "decision": RecordedDecision(**c["decision"]) if c.get("decision") else None})
-            for c in data.get("calls", []))
+            for c in data.get("calls", [])
+        )
         data["replies"] = tuple(RecordedReply(**r) for r in data.get("replies", []))
         data["answer_texts"] = tuple(data.get("answer_texts", ()))
         data.setdefault("limits_source", CONFIG_AT_EXPORT)  # a record written before the run kept them
@@ -176,8 +176,9 @@ class Incident:
 
 
 # --- export from the store ---------------------------------------------------------------------------------
-def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | None = None,
-               limits: Limits | None = None) -> Incident | None:
+def export_run(
+    ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | None = None, limits: Limits | None = None
+) -> Incident | None:
     """The stored run as an Incident (None: no such run). Its limits, effort and tool categories are the ones
     stored with the run; a run stored without them (older than m011) takes `categories` (tool name ->
     category, from the configured registry) and `limits` (the config's) and its record says so. A tool missing
@@ -214,24 +215,43 @@ def export_run(ledger: Ledger, run_id: str, *, categories: Mapping[str, str] | N
         texts.append(final_text(message["content"]) or "")
         for call in tool_calls(message["content"]):
             seen.add(call.id)
-            calls.append(_call(len(calls), step, call.id, call.name, call.args, results.get(call.id),
-                               decided.get(call.id), cats))
+            calls.append(
+                _call(len(calls), step, call.id, call.name, call.args, results.get(call.id), decided.get(call.id), cats)
+            )
     for row in sorted(results.values(), key=lambda r: r.created_at):  # calls whose turns were condensed away
         if row.tool_use_id not in seen:
-            calls.append(_call(len(calls), None, row.tool_use_id, row.tool, row.args, row, decided.get(row.tool_use_id),
-                               cats))
+            calls.append(
+                _call(len(calls), None, row.tool_use_id, row.tool, row.args, row, decided.get(row.tool_use_id), cats)
+            )
     replies = _replies(steps, calls, decided)
     return Incident(
-        run_id=run.id, task=run.task, requester=run.requester, model=run.model, created_at=run.created_at,
-        system=run.system or "", tools=run.tools or [], categories={n: cats.get(n, UNKNOWN_CATEGORY)
-                                                                     for n in _tool_names(run.tools, calls)},
-        prefix=prefix, calls=tuple(calls), replies=tuple(replies), limits=ran_under,
-        output=run.output, stop_reason=(run.stop_reason.value if run.stop_reason else run.status.value),
-        stop_detail=run.stop_detail or "", steps=run.iterations, usage=run.usage, cost_usd=run.cost_usd,
-        agent_seconds=run.agent_seconds, condensed=run.condensed, answer_texts=tuple(texts),
-        effort=stored.get("effort"), max_tokens=stored.get("max_tokens"), limits_source=source,
-        summary_history=[{"step": r.step, "at": r.at, "summary": r.summary.to_json()}
-                         for r in ledger.summaries(run_id)],
+        run_id=run.id,
+        task=run.task,
+        requester=run.requester,
+        model=run.model,
+        created_at=run.created_at,
+        system=run.system or "",
+        tools=run.tools or [],
+        categories={n: cats.get(n, UNKNOWN_CATEGORY) for n in _tool_names(run.tools, calls)},
+        prefix=prefix,
+        calls=tuple(calls),
+        replies=tuple(replies),
+        limits=ran_under,
+        output=run.output,
+        stop_reason=(run.stop_reason.value if run.stop_reason else run.status.value),
+        stop_detail=run.stop_detail or "",
+        steps=run.iterations,
+        usage=run.usage,
+        cost_usd=run.cost_usd,
+        agent_seconds=run.agent_seconds,
+        condensed=run.condensed,
+        answer_texts=tuple(texts),
+        effort=stored.get("effort"),
+        max_tokens=stored.get("max_tokens"),
+        limits_source=source,
+        summary_history=[
+            {"step": r.step, "at": r.at, "summary": r.summary.to_json()} for r in ledger.summaries(run_id)
+        ],
     )
 
 
@@ -249,16 +269,33 @@ def _last_approval_per_call(approvals: Sequence[Approval]) -> dict[str, Approval
     return out
 
 
-def _call(index: int, step: int | None, id: str, tool: str, args: dict[str, Any], row: ToolResultRow | None,
-          approval: Approval | None, cats: Mapping[str, str]) -> RecordedCall:
+def _call(
+    index: int,
+    step: int | None,
+    id: str,
+    tool: str,
+    args: dict[str, Any],
+    row: ToolResultRow | None,
+    approval: Approval | None,
+    cats: Mapping[str, str],
+) -> RecordedCall:
     decision = None
     if approval is not None:
-        decision = RecordedDecision(outcome=approval.state.value, by=approval.decided_by, reason=approval.reason or "",
-                                    preview=approval.preview)
-    return RecordedCall(index=index, step=step, id=id, tool=tool, args=row.args if row is not None else args,
-                        category=cats.get(tool, UNKNOWN_CATEGORY), result=row.content if row is not None else None,
-                        is_error=row.is_error if row is not None else False,
-                        confirmed_by=row.confirmed_by if row is not None else None, decision=decision)
+        decision = RecordedDecision(
+            outcome=approval.state.value, by=approval.decided_by, reason=approval.reason or "", preview=approval.preview
+        )
+    return RecordedCall(
+        index=index,
+        step=step,
+        id=id,
+        tool=tool,
+        args=row.args if row is not None else args,
+        category=cats.get(tool, UNKNOWN_CATEGORY),
+        result=row.content if row is not None else None,
+        is_error=row.is_error if row is not None else False,
+        confirmed_by=row.confirmed_by if row is not None else None,
+        decision=decision,
+    )
 
 
 def _prefix(history: list[dict[str, Any]], steps: Sequence[Step]) -> tuple[int, int]:
@@ -273,8 +310,9 @@ def _prefix(history: list[dict[str, Any]], steps: Sequence[Step]) -> tuple[int, 
     return int(first.data.get("messages", len(history))), added
 
 
-def _replies(steps: Sequence[Step], calls: Sequence[RecordedCall],
-             decided: Mapping[str, Approval]) -> list[RecordedReply]:
+def _replies(
+    steps: Sequence[Step], calls: Sequence[RecordedCall], decided: Mapping[str, Approval]
+) -> list[RecordedReply]:
     """Replies in arrival order: each inject step's messages (after the steps before it), and each reply that
     superseded an approval (it arrived while that call waited)."""
     out: list[RecordedReply] = []
@@ -285,12 +323,25 @@ def _replies(steps: Sequence[Step], calls: Sequence[RecordedCall],
         elif s.kind == "inject":
             before = [c.index for c in calls if c.step is not None and c.step <= done_steps]
             for m in s.data.get("messages") or []:
-                out.append(RecordedReply(user=str(m.get("user", "")), text=str(m.get("text", "")),
-                                         after_step=done_steps, after_call=before[-1] if before else None))
+                out.append(
+                    RecordedReply(
+                        user=str(m.get("user", "")),
+                        text=str(m.get("text", "")),
+                        after_step=done_steps,
+                        after_call=before[-1] if before else None,
+                    )
+                )
     by_id = {c.id: c for c in calls}
     for tool_use_id, a in decided.items():
         if a.state == ApprovalState.SUPERSEDED and (c := by_id.get(tool_use_id)) is not None and c.step is not None:
             previous = [p.index for p in calls if p.index < c.index]
-            out.append(RecordedReply(user=a.decided_by or "", text=a.reason or "", after_step=c.step,
-                                     after_call=previous[-1] if previous else None, superseded=c.index))
+            out.append(
+                RecordedReply(
+                    user=a.decided_by or "",
+                    text=a.reason or "",
+                    after_step=c.step,
+                    after_call=previous[-1] if previous else None,
+                    superseded=c.index,
+                )
+            )
     return out

@@ -33,10 +33,19 @@ class Replayed:
     wall_seconds: float  # the replay's whole wall time, store included
 
 
-async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[[str], Price],
-                 system_prompt: str | None = None, limits: Limits | None = None, max_tokens: int | None = None,
-                 effort: str | None = None, thinking_display: str | None = "summarized",
-                 live: Toolbox | None = None, context_budget_tokens: int | None = None) -> Replayed:
+async def replay(
+    incident: Incident,
+    *,
+    model: ModelClient,
+    price_for: Callable[[str], Price],
+    system_prompt: str | None = None,
+    limits: Limits | None = None,
+    max_tokens: int | None = None,
+    effort: str | None = None,
+    thinking_display: str | None = "summarized",
+    live: Toolbox | None = None,
+    context_budget_tokens: int | None = None,
+) -> Replayed:
     """One replay of `incident` on `model`; `limits`, `effort` and `max_tokens` None: the record's own (what it
     ran under; 16,000 max_tokens for a record without them)."""
     world = RecordedWorld(incident, live=live)
@@ -45,16 +54,29 @@ async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[
         db = str(Path(tmp) / "replay.db")
         store = await Store(db).open()
         try:
-            row = await store.create_run(channel="replay", thread_ts=incident.run_id, requester=incident.requester,
-                                         task=incident.task, model=model.model, history=incident.prefix)
-            cfg = RunConfig(model=model, store=store, tools=world.toolbox(), price_for=price_for,
-                            system_prompt=system_prompt if system_prompt is not None else incident.system,
-                            limits=limits if limits is not None else incident.run_limits(Limits()),
-                            max_tokens=max_tokens or incident.max_tokens or 16_000,
-                            effort=effort if effort is not None else incident.effort,
-                            thinking_display=thinking_display,
-                            confirm=world.confirm, inject=world.inject, condense=True,
-                            context_budget_tokens=context_budget_tokens)
+            row = await store.create_run(
+                channel="replay",
+                thread_ts=incident.run_id,
+                requester=incident.requester,
+                task=incident.task,
+                model=model.model,
+                history=incident.prefix,
+            )
+            cfg = RunConfig(
+                model=model,
+                store=store,
+                tools=world.toolbox(),
+                price_for=price_for,
+                system_prompt=system_prompt if system_prompt is not None else incident.system,
+                limits=limits if limits is not None else incident.run_limits(Limits()),
+                max_tokens=max_tokens or incident.max_tokens or 16_000,
+                effort=effort if effort is not None else incident.effort,
+                thinking_display=thinking_display,
+                confirm=world.confirm,
+                inject=world.inject,
+                condense=True,
+                context_budget_tokens=context_budget_tokens,
+            )
             try:
                 await run(cfg, row.id)
             except Pause:  # never: the world decides at once; kept so a surprise ends the replay, not the suite
@@ -67,5 +89,6 @@ async def replay(incident: Incident, *, model: ModelClient, price_for: Callable[
         finally:
             ledger.close()
     assert replayed is not None
-    return Replayed(original=incident, replay=replayed, world=world, model=model.model,
-                    wall_seconds=time.monotonic() - began)
+    return Replayed(
+        original=incident, replay=replayed, world=world, model=model.model, wall_seconds=time.monotonic() - began
+    )

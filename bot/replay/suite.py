@@ -33,8 +33,12 @@ def records(folder: Path) -> list[tuple[str, Incident]]:
     return [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
 
 
-async def run_suite(incidents: Sequence[tuple[str, Incident]], replay_one: Callable[[Incident], Awaitable[Replayed]],
-                    *, model_label: str = "") -> list[SuiteRow]:
+async def run_suite(
+    incidents: Sequence[tuple[str, Incident]],
+    replay_one: Callable[[Incident], Awaitable[Replayed]],
+    *,
+    model_label: str = "",
+) -> list[SuiteRow]:
     rows = []
     for name, incident in incidents:
         result = await replay_one(incident)
@@ -43,22 +47,31 @@ async def run_suite(incidents: Sequence[tuple[str, Incident]], replay_one: Calla
 
 
 def table(rows: Sequence[SuiteRow], model: str) -> str:
-    head = (f"{'incident':<24} {'same change':<11} {'same stop':<20} {'steps':>9} {'cost Δ':>10} "
-            f"{'time Δ':>9} {'results r/u/l':>13}  verdict")
+    head = (
+        f"{'incident':<24} {'same change':<11} {'same stop':<20} {'steps':>9} {'cost Δ':>10} "
+        f"{'time Δ':>9} {'results r/u/l':>13}  verdict"
+    )
     out = [f"replay suite on {model}: {len(rows)} incident(s)", head]
     for row in rows:
         c = row.comparison
         o, r = c.original, c.replay
         stop = "yes" if c.same_stop else f"no ({r.stop_reason})"
-        verdict = "REGRESSION" if row.regression else ("identical" if c.identical else
-                                                        f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
-        out.append(f"{row.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
-                   f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
-                   f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}")
+        verdict = (
+            "REGRESSION"
+            if row.regression
+            else ("identical" if c.identical else f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
+        )
+        out.append(
+            f"{row.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
+            f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
+            f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}"
+        )
     bad = sum(r.regression for r in rows)
     out.append(f"{bad} regression(s)" if bad else "no regression")
-    out.append("results r/u/l: the replay's read-only results that were replayed from the record / unrecorded "
-               "(an error result) / live (--live-readonly)")
+    out.append(
+        "results r/u/l: the replay's read-only results that were replayed from the record / unrecorded "
+        "(an error result) / live (--live-readonly)"
+    )
     return "\n".join(redact(line) for line in out)
 
 

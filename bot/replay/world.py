@@ -33,8 +33,10 @@ REPLAY_REASON = "replay"
 
 def unrecorded(tool: str) -> str:
     """The error result of a read-only call the incident has no record of (the model reads it)."""
-    return (f"unrecorded in this incident: {tool} was not called with these arguments at this point of the "
-            "original run, so this replay has no result for it. Continue with what you already know.")
+    return (
+        f"unrecorded in this incident: {tool} was not called with these arguments at this point of the "
+        "original run, so this replay has no result for it. Continue with what you already know."
+    )
 
 
 def unknown_outcome(tool: str) -> str:
@@ -135,15 +137,19 @@ class RecordedWorld:
 
     def __post_init__(self) -> None:
         calls = self.incident.calls
-        self._state_before = {c.index: tuple(p.index for p in calls if p.index < c.index and p.changed)
-                              for c in calls}
+        self._state_before = {c.index: tuple(p.index for p in calls if p.index < c.index and p.changed) for c in calls}
 
     def toolbox(self) -> RecordedToolbox:
         """The recorded tools; not update_summary, which the runtime adds and answers itself (a second copy in
         the tools block is a 400, and the replay's summary belongs in the replay's own store)."""
         cats = self.incident.categories
-        return RecordedToolbox([RecordedTool(self, s, cats.get(str(s.get("name")), "destructive"))
-                                for s in self.incident.tools if s.get("name") != SUMMARY_TOOL])
+        return RecordedToolbox(
+            [
+                RecordedTool(self, s, cats.get(str(s.get("name")), "destructive"))
+                for s in self.incident.tools
+                if s.get("name") != SUMMARY_TOOL
+            ]
+        )
 
     # --- what the replay did --------------------------------------------------------------------
     def proposed(self, tool: str, args: dict[str, Any]) -> None:
@@ -151,8 +157,7 @@ class RecordedWorld:
 
     def _record(self, tool: str, args: dict[str, Any], source: Source, detail: str = "") -> None:
         cat = self.incident.categories.get(tool, "destructive")
-        self.log.append(CallLog(step=self.step, tool=tool, args=dict(args), category=cat, source=source,
-                                detail=detail))
+        self.log.append(CallLog(step=self.step, tool=tool, args=dict(args), category=cat, source=source, detail=detail))
         self._answered.add(call_key(tool, args))
 
     @property
@@ -165,8 +170,11 @@ class RecordedWorld:
         if tool.category != Category.READ_ONLY:
             return self._recorded_change(tool.name, key)
         state = self._applied
-        matches = [c for c in self.incident.calls if c.key == key and c.read_only and c.result is not None
-                   and self._state_before[c.index] == state]
+        matches = [
+            c
+            for c in self.incident.calls
+            if c.key == key and c.read_only and c.result is not None and self._state_before[c.index] == state
+        ]
         if matches:
             n = self._reads[(key, state)]
             self._reads[(key, state)] += 1
@@ -184,8 +192,17 @@ class RecordedWorld:
 
     # --- changes --------------------------------------------------------------------------------
     def _decided(self, key: str) -> RecordedCall | None:
-        return next((c for c in self.incident.calls if c.key == key and not c.read_only and c.index not in
-                     self._consumed and (c.decision is not None or c.is_error)), None)
+        return next(
+            (
+                c
+                for c in self.incident.calls
+                if c.key == key
+                and not c.read_only
+                and c.index not in self._consumed
+                and (c.decision is not None or c.is_error)
+            ),
+            None,
+        )
 
     def check(self, tool: str, args: dict[str, Any]) -> None:
         """A change the original refused before any approval (policy): the same refusal."""

@@ -31,12 +31,35 @@ from bot.store.summaries import SummaryCalls, SummaryRow
 from bot.store.trace import TraceCalls
 from bot.store.writer import StoreBase, StoreUnavailable
 
-__all__ = ["ACTIVE_STATES", "AcceptedAlert", "AlertGroup", "AlertOutcome", "Ledger", "Store", "StoreUnavailable",
-           "StoredChange", "SummaryRow", "new_id"]
+__all__ = [
+    "ACTIVE_STATES",
+    "AcceptedAlert",
+    "AlertGroup",
+    "AlertOutcome",
+    "Ledger",
+    "Store",
+    "StoreUnavailable",
+    "StoredChange",
+    "SummaryRow",
+    "new_id",
+]
 
 
-class Store(LedgerCalls, RunsCalls, TraceCalls, EventsCalls, InboxCalls, ApprovalsCalls, OutboxCalls, FeedbackCalls,
-            AlertsCalls, MemoryCalls, SummaryCalls, ChangeCalls, StoreBase):
+class Store(
+    LedgerCalls,
+    RunsCalls,
+    TraceCalls,
+    EventsCalls,
+    InboxCalls,
+    ApprovalsCalls,
+    OutboxCalls,
+    FeedbackCalls,
+    AlertsCalls,
+    MemoryCalls,
+    SummaryCalls,
+    ChangeCalls,
+    StoreBase,
+):
     """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
 
     `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""

@@ -63,14 +63,24 @@ class AcceptedAlert:
 
 
 def _decode_group(row: dict[str, Any]) -> AlertGroup:
-    return AlertGroup(key=str(row["key"]), source=str(row["source"]), channel=str(row["channel"]),
-                      thread_ts=row["thread_ts"] or None, run_id=row["run_id"] or None, state=str(row["state"]),
-                      status=str(row["status"] or ""), fingerprints=tuple(json.loads(row["fingerprints"] or "[]")),
-                      summary=str(row["summary"] or ""), repeat_noted=bool(row["repeat_noted"]),
-                      created_at=float(row["created_at"] or 0.0), payload=str(row.get("payload") or ""),
-                      root_item=row.get("root_item") or None, attempts=int(row.get("attempts") or 0),
-                      owner=row.get("owner") or None,
-                      claimed_until=float(row["claimed_until"]) if row.get("claimed_until") is not None else None)
+    return AlertGroup(
+        key=str(row["key"]),
+        source=str(row["source"]),
+        channel=str(row["channel"]),
+        thread_ts=row["thread_ts"] or None,
+        run_id=row["run_id"] or None,
+        state=str(row["state"]),
+        status=str(row["status"] or ""),
+        fingerprints=tuple(json.loads(row["fingerprints"] or "[]")),
+        summary=str(row["summary"] or ""),
+        repeat_noted=bool(row["repeat_noted"]),
+        created_at=float(row["created_at"] or 0.0),
+        payload=str(row.get("payload") or ""),
+        root_item=row.get("root_item") or None,
+        attempts=int(row.get("attempts") or 0),
+        owner=row.get("owner") or None,
+        claimed_until=float(row["claimed_until"]) if row.get("claimed_until") is not None else None,
+    )
 
 
 class Alerts(LedgerBase):
@@ -91,16 +101,20 @@ class Alerts(LedgerBase):
 
     def alert_runs_since(self, channel: str, since: float) -> int:
         """How many alert runs started (or are opening) in `channel` since `since` (storm control)."""
-        rows = self._select("SELECT COUNT(*) AS n FROM alert_groups WHERE channel = ? AND state IN (?, ?) "
-                            "AND created_at >= ?", [channel, "opening", "started", since])
+        rows = self._select(
+            "SELECT COUNT(*) AS n FROM alert_groups WHERE channel = ? AND state IN (?, ?) AND created_at >= ?",
+            [channel, "opening", "started", since],
+        )
         return int(rows[0]["n"]) if rows else 0
 
     def stuck_alert_groups(self, now: float) -> list[str]:
         """The keys of webhook groups still `opening` whose opener's claim lapsed (it died, or Slack refused
         the root post): a recovery pass claims and opens each."""
-        rows = self._select("SELECT key FROM alert_groups WHERE source = ? AND state = ? AND "
-                            "(claimed_until IS NULL OR claimed_until < ?) ORDER BY created_at",
-                            ["webhook", "opening", now])
+        rows = self._select(
+            "SELECT key FROM alert_groups WHERE source = ? AND state = ? AND "
+            "(claimed_until IS NULL OR claimed_until < ?) ORDER BY created_at",
+            ["webhook", "opening", now],
+        )
         return [str(r["key"]) for r in rows]
 
     def claim_alert_group(self, key: str, owner: str, *, now: float, until: float) -> AlertGroup | None:
@@ -108,36 +122,68 @@ class Alerts(LedgerBase):
         None: it is opened already, or another opener holds a live claim."""
         claimed = self._write(
             "UPDATE alert_groups SET owner = ?, claimed_until = ? WHERE key = ? AND state = 'opening' "
-            "AND (owner = ? OR claimed_until IS NULL OR claimed_until < ?)", [owner, until, key, owner, now])
+            "AND (owner = ? OR claimed_until IS NULL OR claimed_until < ?)",
+            [owner, until, key, owner, now],
+        )
         return self.alert_group(key) if claimed == 1 else None
 
     def release_alert_group(self, key: str, owner: str, *, until: float) -> None:
         """The opener gives the group back; nobody claims it before `until` (a refused root post backs off)."""
-        self._write("UPDATE alert_groups SET owner = NULL, claimed_until = ? WHERE key = ? AND owner = ? "
-                    "AND state = 'opening'", [until, key, owner])
+        self._write(
+            "UPDATE alert_groups SET owner = NULL, claimed_until = ? WHERE key = ? AND owner = ? AND state = 'opening'",
+            [until, key, owner],
+        )
 
-    def _put_group(self, *, key: str, source: str, channel: str, state: str, status: str = "firing",
-                   fingerprints: Sequence[str] = (), summary: str = "", thread_ts: str | None = None,
-                   run_id: str | None = None, payload: str = "", owner: str | None = None,
-                   claimed_until: float | None = None, conflict: str = "") -> int:
+    def _put_group(
+        self,
+        *,
+        key: str,
+        source: str,
+        channel: str,
+        state: str,
+        status: str = "firing",
+        fingerprints: Sequence[str] = (),
+        summary: str = "",
+        thread_ts: str | None = None,
+        run_id: str | None = None,
+        payload: str = "",
+        owner: str | None = None,
+        claimed_until: float | None = None,
+        conflict: str = "",
+    ) -> int:
         """Insert one group row (`conflict`: " ON CONFLICT DO NOTHING" for a claim); rows written (1 or 0)."""
         now = self.sql.now()
         fields = {
-            "key": key, "source": source, "channel": channel, "thread_ts": thread_ts, "run_id": run_id,
-            "state": state, "status": status, "fingerprints": json.dumps(sorted(fingerprints)),
-            "summary": redact(summary), "repeat_noted": 0, "created_at": now, "updated_at": now,
-            "payload": payload, "attempts": 0, "owner": owner, "claimed_until": claimed_until,
+            "key": key,
+            "source": source,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "run_id": run_id,
+            "state": state,
+            "status": status,
+            "fingerprints": json.dumps(sorted(fingerprints)),
+            "summary": redact(summary),
+            "repeat_noted": 0,
+            "created_at": now,
+            "updated_at": now,
+            "payload": payload,
+            "attempts": 0,
+            "owner": owner,
+            "claimed_until": claimed_until,
         }
         columns = ", ".join(f'"{k}"' for k in fields)
-        return self._write(f"INSERT INTO alert_groups ({columns}) VALUES ({', '.join('?' for _ in fields)}){conflict}",
-                           list(fields.values()))
+        return self._write(
+            f"INSERT INTO alert_groups ({columns}) VALUES ({', '.join('?' for _ in fields)}){conflict}",
+            list(fields.values()),
+        )
 
     def _update_group(self, key: str, **fields: Any) -> None:
         if "fingerprints" in fields:
             fields["fingerprints"] = json.dumps(sorted(fields["fingerprints"]))
         fields["updated_at"] = self.sql.now()
-        self._write(f"UPDATE alert_groups SET {', '.join(f'{k} = ?' for k in fields)} WHERE key = ?",
-                    [*fields.values(), key])
+        self._write(
+            f"UPDATE alert_groups SET {', '.join(f'{k} = ?' for k in fields)} WHERE key = ?", [*fields.values(), key]
+        )
 
     def _over_storm_limit(self, channel: str, limit: int) -> bool:
         return self.alert_runs_since(channel, self.sql.now() - STORM_WINDOW_S) >= limit

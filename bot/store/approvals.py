@@ -21,17 +21,42 @@ class Approvals(LedgerBase):
     """Approval rows; every change is a compare-and-set on the state. The SQL, run on the store's thread."""
 
     def create_approval(
-        self, *, run_id: str, tool_use_id: str, tool: str, category: str, args: dict[str, Any],
-        requester: str | None, expires_at: float, args_hash: str | None = None, preview: str | None = None,
-        preview_hash: str | None = None, channel: str | None = None, thread_ts: str | None = None,
-        required: int = 1, run_tokens: int | None = None, run_cost_usd: float | None = None,
+        self,
+        *,
+        run_id: str,
+        tool_use_id: str,
+        tool: str,
+        category: str,
+        args: dict[str, Any],
+        requester: str | None,
+        expires_at: float,
+        args_hash: str | None = None,
+        preview: str | None = None,
+        preview_hash: str | None = None,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        required: int = 1,
+        run_tokens: int | None = None,
+        run_cost_usd: float | None = None,
     ) -> Approval:
         """A new pending approval for one call, bound to its arguments (and preview) hash."""
         fields: dict[str, Any] = {
-            "id": new_id("apr"), "run_id": run_id, "tool_use_id": tool_use_id, "tool": tool, "category": category,
-            "args": json.dumps(redact_value(args or {})), "args_hash": args_hash, "preview": preview,
-            "preview_hash": preview_hash, "requester": requester, "channel": channel, "thread_ts": thread_ts,
-            "required": required, "expires_at": expires_at, "run_tokens": run_tokens, "run_cost_usd": run_cost_usd,
+            "id": new_id("apr"),
+            "run_id": run_id,
+            "tool_use_id": tool_use_id,
+            "tool": tool,
+            "category": category,
+            "args": json.dumps(redact_value(args or {})),
+            "args_hash": args_hash,
+            "preview": preview,
+            "preview_hash": preview_hash,
+            "requester": requester,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "required": required,
+            "expires_at": expires_at,
+            "run_tokens": run_tokens,
+            "run_cost_usd": run_cost_usd,
         }
         fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items() if v is not None}
         fields.update(state=ApprovalState.PENDING.value, created_at=self.sql.now())
@@ -50,8 +75,9 @@ class Approvals(LedgerBase):
 
     def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
         """The newest approval asked for this call."""
-        rows = self._rows("approvals", "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id],
-                          order_by="created_at desc", limit=1)
+        rows = self._rows(
+            "approvals", "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
+        )
         return _decode_approval(rows[0]) if rows else None
 
     def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
@@ -62,27 +88,55 @@ class Approvals(LedgerBase):
         return [_decode_approval(r) for r in self._rows("approvals", where, params)]
 
     def decide_approval(
-        self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
-        decided_by: str | None = None, decided_name: str | None = None, reason: str | None = None,
+        self,
+        approval_id: str,
+        *,
+        state: ApprovalState,
+        cause: DecisionCause,
+        decided_at: float,
+        decided_by: str | None = None,
+        decided_name: str | None = None,
+        reason: str | None = None,
     ) -> bool:
         """End a pending approval; False when it was no longer pending (a second click, one after expiry)."""
-        fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
-                                  "decided_by": decided_by, "decided_name": decided_name, "reason": reason}
+        fields: dict[str, Any] = {
+            "state": state.value,
+            "cause": cause.value,
+            "decided_at": decided_at,
+            "decided_by": decided_by,
+            "decided_name": decided_name,
+            "reason": reason,
+        }
         with self._durably():
-            decided = self._transition_approval(approval_id, expect=ApprovalState.PENDING,
-                                                **{k: v for k, v in fields.items() if v is not None})
+            decided = self._transition_approval(
+                approval_id, expect=ApprovalState.PENDING, **{k: v for k, v in fields.items() if v is not None}
+            )
         if decided:
             self._wake(WAKE_RUNS)  # the paused run is runnable: any replica picks it up at once
         return decided
 
-    def end_pending(self, approval_id: str, *, state: ApprovalState, cause: DecisionCause, decided_at: float,
-                    decided_by: str | None = None, reason: str | None = None) -> bool:
+    def end_pending(
+        self,
+        approval_id: str,
+        *,
+        state: ApprovalState,
+        cause: DecisionCause,
+        decided_at: float,
+        decided_by: str | None = None,
+        reason: str | None = None,
+    ) -> bool:
         """The compare-and-set of `decide_approval`, inside the caller's transaction (which is already durable):
         for a rule that ends approvals as part of a larger write, e.g. a reply superseding them."""
-        fields: dict[str, Any] = {"state": state.value, "cause": cause.value, "decided_at": decided_at,
-                                  "decided_by": decided_by, "reason": reason}
-        return self._transition_approval(approval_id, expect=ApprovalState.PENDING,
-                                         **{k: v for k, v in fields.items() if v is not None})
+        fields: dict[str, Any] = {
+            "state": state.value,
+            "cause": cause.value,
+            "decided_at": decided_at,
+            "decided_by": decided_by,
+            "reason": reason,
+        }
+        return self._transition_approval(
+            approval_id, expect=ApprovalState.PENDING, **{k: v for k, v in fields.items() if v is not None}
+        )
 
     def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
         """Record the card's ts, if the approval is still in state `expect`."""
@@ -94,18 +148,33 @@ class Approvals(LedgerBase):
             fields["approvals"] = json.dumps(fields["approvals"])
         fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
         sets = ", ".join(f"{k} = ?" for k in fields)
-        return self._write(
-            f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect.value]
-        ) == 1
+        return (
+            self._write(
+                f"UPDATE approvals SET {sets} WHERE id = ? AND state = ?", [*fields.values(), approval_id, expect.value]
+            )
+            == 1
+        )
 
-    def record_approvers(self, approval_id: str, approvals: Sequence[str], *, decided_by: str | None = None,
-                         decided_name: str | None = None, decided_at: float | None = None) -> bool:
+    def record_approvers(
+        self,
+        approval_id: str,
+        approvals: Sequence[str],
+        *,
+        decided_by: str | None = None,
+        decided_name: str | None = None,
+        decided_at: float | None = None,
+    ) -> bool:
         """Store who has approved a pending approval so far (compare-and-set on pending, durably); with `decided_by`,
         that click approves it. When a click is the last one required is decided in handlers/approvals.py."""
         fields: dict[str, Any] = {"approvals": list(approvals)}
         if decided_by is not None:
-            fields.update(state=ApprovalState.APPROVED.value, cause=DecisionCause.CLICK.value, decided_by=decided_by,
-                          decided_name=decided_name, decided_at=decided_at)
+            fields.update(
+                state=ApprovalState.APPROVED.value,
+                cause=DecisionCause.CLICK.value,
+                decided_by=decided_by,
+                decided_name=decided_name,
+                decided_at=decided_at,
+            )
         with self._durably():
             added = self._transition_approval(approval_id, expect=ApprovalState.PENDING, **fields)
         if added and fields.get("state"):
@@ -121,9 +190,14 @@ class Approvals(LedgerBase):
             ORDER BY a.created_at
         """
         rows = self._select(sql, [])
-        return [AuditEntry(approval=_decode_approval(r), result=r["result"],
-                           result_is_error=bool(r["result_is_error"]) if r["result_is_error"] is not None else None)
-                for r in rows]
+        return [
+            AuditEntry(
+                approval=_decode_approval(r),
+                result=r["result"],
+                result_is_error=bool(r["result_is_error"]) if r["result_is_error"] is not None else None,
+            )
+            for r in rows
+        ]
 
     def run_approvals(self, run_id: str) -> list[Approval]:
         """Every approval a run asked for, oldest first."""
@@ -135,14 +209,18 @@ class Approvals(LedgerBase):
 
     def approval_waits(self) -> list[tuple[ApprovalState, float]]:
         """(outcome, seconds from the card to the decision) for every decided approval."""
-        rows = self._select("SELECT state, decided_at - created_at AS waited FROM approvals "
-                            "WHERE state != 'pending' AND decided_at IS NOT NULL", [])
+        rows = self._select(
+            "SELECT state, decided_at - created_at AS waited FROM approvals "
+            "WHERE state != 'pending' AND decided_at IS NOT NULL",
+            [],
+        )
         return [(ApprovalState(r["state"]), max(0.0, float(r["waited"]))) for r in rows]
 
     def due_approvals(self, *, now: float) -> list[Approval]:
         """Pending approvals past their expiry: the sweeper expires them."""
-        rows = self._select("SELECT * FROM approvals WHERE state = ? AND expires_at <= ?",
-                            [ApprovalState.PENDING.value, now])
+        rows = self._select(
+            "SELECT * FROM approvals WHERE state = ? AND expires_at <= ?", [ApprovalState.PENDING.value, now]
+        )
         return [_decode_approval(r) for r in rows]
 
 

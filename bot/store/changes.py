@@ -52,13 +52,23 @@ class ChangeRows(LedgerBase):
                 added += self._write(
                     "INSERT INTO change_events (id, at, source, service, environment, summary, url, labels, "
                     "received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                    [e.id or new_id("chg"), e.at, _text(e.source), _text(e.service), _text(e.environment),
-                     redact(e.summary), _text(e.url),
-                     json.dumps({redact(k): redact(v) for k, v in e.labels.items()}, sort_keys=True), now])
+                    [
+                        e.id or new_id("chg"),
+                        e.at,
+                        _text(e.source),
+                        _text(e.service),
+                        _text(e.environment),
+                        redact(e.summary),
+                        _text(e.url),
+                        json.dumps({redact(k): redact(v) for k, v in e.labels.items()}, sort_keys=True),
+                        now,
+                    ],
+                )
         return added
 
-    def changes_between(self, since: float, until: float, *, service: str | None = None,
-                        limit: int = READ_LIMIT) -> list[StoredChange]:
+    def changes_between(
+        self, since: float, until: float, *, service: str | None = None, limit: int = READ_LIMIT
+    ) -> list[StoredChange]:
         """The stored events with `since <= at <= until` (one service's, with `service`), newest first."""
         where = "at >= ? AND at <= ?"
         params: list[Any] = [since, until]
@@ -78,8 +88,11 @@ class ChangeRows(LedgerBase):
         if retention_days <= 0:
             return 0
         with self._atomic():
-            rows = self._select(f"SELECT id FROM change_events WHERE received_at < ? ORDER BY received_at "
-                                f"LIMIT {int(batch)}{self._skip_locked()}", [now - retention_days * 86400])
+            rows = self._select(
+                f"SELECT id FROM change_events WHERE received_at < ? ORDER BY received_at "
+                f"LIMIT {int(batch)}{self._skip_locked()}",
+                [now - retention_days * 86400],
+            )
             ids = [str(r["id"]) for r in rows]
             if not ids:
                 return 0
@@ -88,9 +101,17 @@ class ChangeRows(LedgerBase):
 
 def _row(r: Mapping[str, Any]) -> StoredChange:
     labels = json.loads(r["labels"]) if r.get("labels") else {}
-    return StoredChange(id=str(r["id"]), at=float(r["at"]), summary=str(r["summary"]), source=r.get("source"),
-                        service=r.get("service"), environment=r.get("environment"), url=r.get("url"),
-                        labels=labels if isinstance(labels, dict) else {}, received_at=float(r["received_at"]))
+    return StoredChange(
+        id=str(r["id"]),
+        at=float(r["at"]),
+        summary=str(r["summary"]),
+        source=r.get("source"),
+        service=r.get("service"),
+        environment=r.get("environment"),
+        url=r.get("url"),
+        labels=labels if isinstance(labels, dict) else {},
+        received_at=float(r["received_at"]),
+    )
 
 
 class ChangeCalls:

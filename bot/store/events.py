@@ -16,10 +16,13 @@ class Events(LedgerBase):
 
     def claim_event(self, event_id: str) -> bool:
         """True the first time an event id is seen; Slack redelivers."""
-        return self._write(
-            "INSERT INTO events (event_id, received_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            [event_id, self.sql.now()]
-        ) == 1
+        return (
+            self._write(
+                "INSERT INTO events (event_id, received_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [event_id, self.sql.now()],
+            )
+            == 1
+        )
 
     def prune_events(self, older_than: float) -> int:
         """Forget event ids received before `older_than` (Slack redelivers within minutes); how many went."""

@@ -17,20 +17,24 @@ if TYPE_CHECKING:
 class FeedbackRows(LedgerBase):
     """The feedback table. The SQL, run on the store's thread."""
 
-    def record_feedback(self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str,
-                        message_ts: str) -> bool:
+    def record_feedback(
+        self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str, message_ts: str
+    ) -> bool:
         """Store one click as `user`'s say on the answer message (`channel`, `message_ts`): it replaces their earlier
         click there (the latest counts, once). False when this click (`click`: Slack's id for it) is the one stored
         already (a redelivery)."""
         with self._atomic():
-            stored = self._write(
-                'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                'ON CONFLICT (channel, message_ts, "user") DO UPDATE SET click = excluded.click, '
-                "run_id = excluded.run_id, value = excluded.value, at = excluded.at "
-                "WHERE feedback.click <> excluded.click",
-                [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
-            ) == 1
+            stored = (
+                self._write(
+                    'INSERT INTO feedback (id, click, run_id, "user", value, channel, message_ts, at) '
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    'ON CONFLICT (channel, message_ts, "user") DO UPDATE SET click = excluded.click, '
+                    "run_id = excluded.run_id, value = excluded.value, at = excluded.at "
+                    "WHERE feedback.click <> excluded.click",
+                    [new_id("fb"), click, run_id, user, value.value, channel, message_ts, self.sql.now()],
+                )
+                == 1
+            )
             if stored:  # the run's incident record (if remembered) takes the latest click, in this transaction
                 cast("MemoryRows", self).note_incident_feedback(run_id)
         return stored
@@ -38,9 +42,18 @@ class FeedbackRows(LedgerBase):
     def feedback(self, run_id: str | None = None) -> list[Feedback]:
         """Each person's say on each answer, oldest first (one run's, with `run_id`)."""
         where, params = ("run_id = ?", [run_id]) if run_id is not None else ("1 = 1", [])
-        return [Feedback(id=r["id"], run_id=r["run_id"], user=r["user"], value=FeedbackValue(r["value"]),
-                         channel=r["channel"], message_ts=r["message_ts"], at=float(r["at"]))
-                for r in self._rows("feedback", where, params, order_by="at, id")]
+        return [
+            Feedback(
+                id=r["id"],
+                run_id=r["run_id"],
+                user=r["user"],
+                value=FeedbackValue(r["value"]),
+                channel=r["channel"],
+                message_ts=r["message_ts"],
+                at=float(r["at"]),
+            )
+            for r in self._rows("feedback", where, params, order_by="at, id")
+        ]
 
     def feedback_counts(self) -> dict[FeedbackValue, int]:
         """People's says so far by value, once per person per answer (every value present, 0 when none)."""

@@ -23,10 +23,19 @@ class Inbox(LedgerBase):
 
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
         inbox_id = new_id("msg")
-        self._insert("inbox", {
-            "id": inbox_id, "run_id": run_id, "channel": channel, "ts": ts, "user": user,
-            "text": redact(text), "state": InboxState.QUEUED.value, "created_at": self.sql.now(),
-        })
+        self._insert(
+            "inbox",
+            {
+                "id": inbox_id,
+                "run_id": run_id,
+                "channel": channel,
+                "ts": ts,
+                "user": user,
+                "text": redact(text),
+                "state": InboxState.QUEUED.value,
+                "created_at": self.sql.now(),
+            },
+        )
         return inbox_id
 
     def put_inbox_state(self, inbox_id: str, state: InboxState) -> None:
@@ -40,8 +49,9 @@ class Inbox(LedgerBase):
 
     def inbox(self, run_id: str) -> list[InboxItem]:
         """Every thread reply stored for a run (queued, consumed or superseding), oldest first."""
-        return [_decode_inbox(r) for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at",
-                                                       [run_id])]
+        return [
+            _decode_inbox(r) for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
+        ]
 
 
 class InboxCalls:

@@ -56,8 +56,16 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
     # --- what spans table groups, in one transaction: a run with its first messages, a turn with the inbox
     # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)
     def create_run(
-        self, *, channel: str, thread_ts: str, requester: str, task: str, model: str,
-        mention_ts: str = "", history: Iterable[dict[str, Any]] = (), team_id: str | None = None,
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        requester: str,
+        task: str,
+        model: str,
+        mention_ts: str = "",
+        history: Iterable[dict[str, Any]] = (),
+        team_id: str | None = None,
         title: str | None = None,
     ) -> Run:
         """Create a run with its first user message(s); `history` continues an earlier run; `title` is what people
@@ -65,19 +73,38 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         now = self.sql.now()
         run_id = new_id("run")
         with self._atomic():
-            self._insert("runs", {
-                "id": run_id, "channel": channel, "thread_ts": thread_ts,
-                "mention_ts": mention_ts, "requester": requester, "task": redact(task),
-                "status": RunStatus.RUNNING.value, "model": model, "created_at": now, "updated_at": now,
-                **({"team_id": team_id} if team_id else {}), **({"title": redact(title)} if title else {}),
-            })
+            self._insert(
+                "runs",
+                {
+                    "id": run_id,
+                    "channel": channel,
+                    "thread_ts": thread_ts,
+                    "mention_ts": mention_ts,
+                    "requester": requester,
+                    "task": redact(task),
+                    "status": RunStatus.RUNNING.value,
+                    "model": model,
+                    "created_at": now,
+                    "updated_at": now,
+                    **({"team_id": team_id} if team_id else {}),
+                    **({"title": redact(title)} if title else {}),
+                },
+            )
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
         return self.get_run(run_id)
 
     def open_run(
-        self, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str, model: str,
-        mention_ts: str, team_id: str | None = None,
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        requester: str,
+        task: str,
+        prompt: str,
+        model: str,
+        mention_ts: str,
+        team_id: str | None = None,
     ) -> tuple[Run, bool]:
         """The thread's active run, or a new one continuing the thread's history: (run, created).
 
@@ -89,8 +116,16 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         previous = self.latest_run(channel, thread_ts)
         history = continue_history(self.history(previous.id) if previous else [], prompt)
         with self._atomic():
-            run = self.create_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task, model=model,
-                                  mention_ts=mention_ts, history=history, team_id=team_id)
+            run = self.create_run(
+                channel=channel,
+                thread_ts=thread_ts,
+                requester=requester,
+                task=task,
+                model=model,
+                mention_ts=mention_ts,
+                history=history,
+                team_id=team_id,
+            )
             if previous is not None and previous.system is not None and previous.tools is not None:
                 # The carried-over turns' thinking is bound to the earlier run's system and tools: keep them
                 # (a tool change since then reaches the model as a note, see bot.runtime.tool_changes).
@@ -99,8 +134,14 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         return run, True
 
     def put_message(
-        self, run_id: str, seq: int, message: dict[str, Any], *, consumed_inbox: Iterable[str] = (),
-        totals: Totals | None = None, steps: Iterable[StepEntry] = (),
+        self,
+        run_id: str,
+        seq: int,
+        message: dict[str, Any],
+        *,
+        consumed_inbox: Iterable[str] = (),
+        totals: Totals | None = None,
+        steps: Iterable[StepEntry] = (),
     ) -> None:
         """Store message `seq` (insert or replace), mark inbox items consumed, save the run's totals and write
         the step's trace rows (`steps`), in one transaction."""
@@ -114,12 +155,25 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def run_news(self, run_id: str) -> RunNews:
         """The Stop flag and the queued thread replies, read together: a run asks at the start of every step."""
-        return RunNews(stop_requested_by=self.stop_requested_by(run_id),
-                       inbox=[Injected(id=i.id, user=i.user, text=i.text) for i in self.queued_inbox(run_id)])
+        return RunNews(
+            stop_requested_by=self.stop_requested_by(run_id),
+            inbox=[Injected(id=i.id, user=i.user, text=i.text) for i in self.queued_inbox(run_id)],
+        )
 
     def accept_mention(
-        self, event_id: str, *, channel: str, thread_ts: str, requester: str, task: str, prompt: str,
-        model: str, mention_ts: str, on_reply: ReplyRule, team_id: str | None = None, askers: Iterable[str] = (),
+        self,
+        event_id: str,
+        *,
+        channel: str,
+        thread_ts: str,
+        requester: str,
+        task: str,
+        prompt: str,
+        model: str,
+        mention_ts: str,
+        on_reply: ReplyRule,
+        team_id: str | None = None,
+        askers: Iterable[str] = (),
     ) -> AcceptedMention | None:
         """Claim a mention's event and store it in one transaction: a new run, or (the thread's run is going)
         a redirect queued like a reply, to which `on_reply` applies the approval rule in the same transaction.
@@ -128,17 +182,34 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         with self._durably(), self._atomic():  # a redirect may decide approvals: FULL, like every decision
             if not self.claim_event(event_id):
                 return None
-            run, created = self.open_run(channel=channel, thread_ts=thread_ts, requester=requester, task=task,
-                                         prompt=prompt, model=model, mention_ts=mention_ts, team_id=team_id)
+            run, created = self.open_run(
+                channel=channel,
+                thread_ts=thread_ts,
+                requester=requester,
+                task=task,
+                prompt=prompt,
+                model=model,
+                mention_ts=mention_ts,
+                team_id=team_id,
+            )
             if more := sorted(set(askers) - set(run.askers) - {""}):
                 self._update_run(run.id, askers=json.dumps(sorted({*run.askers, *more})))
                 run = self.get_run(run.id)
-            redirect = None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task,
-                                                              on_reply=on_reply)
+            redirect = (
+                None if created else self._queue_reply(run, ts=mention_ts, user=requester, text=task, on_reply=on_reply)
+            )
             return AcceptedMention(run=run, created=created, redirect=redirect)
 
     def accept_reply(
-        self, event_id: str, *, channel: str, thread_ts: str, ts: str, user: str, text: str, on_reply: ReplyRule,
+        self,
+        event_id: str,
+        *,
+        channel: str,
+        thread_ts: str,
+        ts: str,
+        user: str,
+        text: str,
+        on_reply: ReplyRule,
     ) -> AcceptedReply | None:
         """Claim a thread reply's event and put it in the active run's inbox in one transaction, with what
         `on_reply` (the approval rule: handlers/approvals.py) decides about the run's pending approvals.
@@ -157,10 +228,17 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         self._wake(WAKE_RUNS)
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
-
     # --- alerts (README "Alerts"): claimed, counted against the storm limit and stored in one transaction --------
     def accept_slack_alert(
-        self, event_id: str, *, channel: str, ts: str, task: str, prompt: str, model: str, summary: str,
+        self,
+        event_id: str,
+        *,
+        channel: str,
+        ts: str,
+        task: str,
+        prompt: str,
+        model: str,
+        summary: str,
         limit: int,
     ) -> AcceptedAlert:
         """An alert message posted in Slack: deduplicated by event id and by message ts; a new run in its thread
@@ -170,19 +248,38 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return AcceptedAlert(AlertOutcome.DUPLICATE)
             key = f"slack:{channel}:{ts}"
             if self._over_storm_limit(channel, limit):
-                self._put_group(key=key, source="slack", channel=channel, state="dropped", summary=summary,
-                                thread_ts=ts)
+                self._put_group(
+                    key=key, source="slack", channel=channel, state="dropped", summary=summary, thread_ts=ts
+                )
                 return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
-            run = self.create_run(channel=channel, thread_ts=ts, requester="", task=task, model=model,
-                                  mention_ts=ts, history=continue_history([], prompt))
-            self._put_group(key=key, source="slack", channel=channel, state="started", summary=summary,
-                            thread_ts=ts, run_id=run.id)
+            run = self.create_run(
+                channel=channel,
+                thread_ts=ts,
+                requester="",
+                task=task,
+                model=model,
+                mention_ts=ts,
+                history=continue_history([], prompt),
+            )
+            self._put_group(
+                key=key, source="slack", channel=channel, state="started", summary=summary, thread_ts=ts, run_id=run.id
+            )
             self._wake(WAKE_RUNS)
             return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key), run=run)
 
     def accept_alert_group(
-        self, group_key: str, *, channel: str, status: str, fingerprints: list[str], summary: str, update: str,
-        limit: int, payload: dict[str, Any] | None = None, root_text: str = "", owner: str | None = None,
+        self,
+        group_key: str,
+        *,
+        channel: str,
+        status: str,
+        fingerprints: list[str],
+        summary: str,
+        update: str,
+        limit: int,
+        payload: dict[str, Any] | None = None,
+        root_text: str = "",
+        owner: str | None = None,
         claim_seconds: float = 0.0,
     ) -> AcceptedAlert:
         """One Alertmanager notification, stored before its 200. A new firing group: STARTED or DROPPED (storm).
@@ -199,13 +296,27 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 if status != "firing" or not firing:
                     return AcceptedAlert(AlertOutcome.IGNORED)
                 if self._over_storm_limit(channel, limit):
-                    self._put_group(key=key, source="webhook", channel=channel, state="dropped",
-                                    fingerprints=firing, summary=summary)
+                    self._put_group(
+                        key=key,
+                        source="webhook",
+                        channel=channel,
+                        state="dropped",
+                        fingerprints=firing,
+                        summary=summary,
+                    )
                     return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
                 now = self.sql.now()
-                self._put_group(key=key, source="webhook", channel=channel, state="opening", fingerprints=firing,
-                                summary=summary, payload=json.dumps(redact_value(payload or {})), owner=owner,
-                                claimed_until=now + claim_seconds if owner else None)
+                self._put_group(
+                    key=key,
+                    source="webhook",
+                    channel=channel,
+                    state="opening",
+                    fingerprints=firing,
+                    summary=summary,
+                    payload=json.dumps(redact_value(payload or {})),
+                    owner=owner,
+                    claimed_until=now + claim_seconds if owner else None,
+                )
                 self._enqueue_alert_root(key, root_text)
                 return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key))
             if group.status == status and (status == "resolved" or tuple(firing) == group.fingerprints):
@@ -215,15 +326,17 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return AcceptedAlert(AlertOutcome.REPEAT, group=group, note=first)
             if status == "firing" and group.status == "resolved" and group.state != "started":
                 return AcceptedAlert(AlertOutcome.DUPLICATE, group=group)
-            self._update_group(key, status=status, fingerprints=firing if status == "firing" else group.fingerprints,
-                               repeat_noted=0)
+            self._update_group(
+                key, status=status, fingerprints=firing if status == "firing" else group.fingerprints, repeat_noted=0
+            )
             group = self.alert_group(key)
             outcome = AlertOutcome.RESOLVED if status == "resolved" else AlertOutcome.CHANGED
             assert group is not None
             run = self.find_run(group.run_id) if group.run_id else None
             if run is not None and run.active:
-                self.add_inbox(run_id=run.id, channel=run.channel, ts=group.thread_ts or "", user=ALERT_USER,
-                               text=update)
+                self.add_inbox(
+                    run_id=run.id, channel=run.channel, ts=group.thread_ts or "", user=ALERT_USER, text=update
+                )
                 self._wake(WAKE_RUNS)
             return AcceptedAlert(outcome, group=group, run=run if run is not None and run.active else None)
 
@@ -232,8 +345,17 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         group = self.alert_group(key)
         assert group is not None
         attempt = group.attempts + 1
-        item = self._enqueue(kind=OutboxKind.POST, key=f"alert_root:{key}:{attempt}", channel=group.channel,
-                             text=text, blocks=None, run_id=None, thread_ts=None, target=None, approval_id=None)
+        item = self._enqueue(
+            kind=OutboxKind.POST,
+            key=f"alert_root:{key}:{attempt}",
+            channel=group.channel,
+            text=text,
+            blocks=None,
+            run_id=None,
+            thread_ts=None,
+            target=None,
+            approval_id=None,
+        )
         self._update_group(key, root_item=item, attempts=attempt)
         return item
 
@@ -250,8 +372,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return item.id  # still on its way (or sent): no second root
             return self._enqueue_alert_root(key, text)
 
-    def open_alert_run(self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str,
-                       title: str | None = None) -> Run | None:
+    def open_alert_run(
+        self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str, title: str | None = None
+    ) -> Run | None:
         """The group's root is posted: its run (no human requester) starts in that thread, once (compare-and-set
         on `opening`). None: already opened."""
         key = f"am:{group_key}"
@@ -259,10 +382,17 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             group = self.alert_group(key)
             if group is None or group.state != "opening":
                 return None
-            run = self.create_run(channel=group.channel, thread_ts=thread_ts, requester="", task=task, model=model,
-                                  mention_ts=thread_ts, history=continue_history([], prompt), title=title)
-            self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id, owner=None,
-                               claimed_until=None)
+            run = self.create_run(
+                channel=group.channel,
+                thread_ts=thread_ts,
+                requester="",
+                task=task,
+                model=model,
+                mention_ts=thread_ts,
+                history=continue_history([], prompt),
+                title=title,
+            )
+            self._update_group(key, state="started", thread_ts=thread_ts, run_id=run.id, owner=None, claimed_until=None)
             self._wake(WAKE_RUNS)
             return run
 
@@ -272,15 +402,27 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         storm share one) whose root post `text` is enqueued once. Its `root_item` is that post."""
         now = self.sql.now()
         with self._atomic():
-            rows = self._select("SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
-                                "ORDER BY created_at DESC LIMIT 1", ["storm", channel, now - STORM_WINDOW_S])
+            rows = self._select(
+                "SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
+                "ORDER BY created_at DESC LIMIT 1",
+                ["storm", channel, now - STORM_WINDOW_S],
+            )
             key = str(rows[0]["key"]) if rows else f"storm:{channel}:{int(now // STORM_WINDOW_S)}"
             self._put_group(key=key, source="storm", channel=channel, state="storm", conflict=" ON CONFLICT DO NOTHING")
             group = self.alert_group(key)
             assert group is not None
             if group.root_item is None and group.thread_ts is None:
-                item = self._enqueue(kind=OutboxKind.POST, key=f"alert_{key}", channel=channel, text=text, blocks=None,
-                                     run_id=None, thread_ts=None, target=None, approval_id=None)
+                item = self._enqueue(
+                    kind=OutboxKind.POST,
+                    key=f"alert_{key}",
+                    channel=channel,
+                    text=text,
+                    blocks=None,
+                    run_id=None,
+                    thread_ts=None,
+                    target=None,
+                    approval_id=None,
+                )
                 self._update_group(key, root_item=item)
                 group = self.alert_group(key)
                 assert group is not None
@@ -288,8 +430,11 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     def storm_thread(self, channel: str) -> str | None:
         """The ts of `channel`'s live alert-storm thread, once its root is posted."""
-        rows = self._select("SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
-                            "ORDER BY created_at DESC LIMIT 1", ["storm", channel, self.sql.now() - STORM_WINDOW_S])
+        rows = self._select(
+            "SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
+            "ORDER BY created_at DESC LIMIT 1",
+            ["storm", channel, self.sql.now() - STORM_WINDOW_S],
+        )
         group = self.alert_group(str(rows[0]["key"])) if rows else None
         if group is None:
             return None

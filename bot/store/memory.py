@@ -33,8 +33,10 @@ from bot.store.rows import _marks
 from bot.store.sql import LedgerBase
 from bot.types import RunStatus
 
-_READ = ("run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "
-         "targets, labels, changes, answer, feedback, backfilled")
+_READ = (
+    "run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "
+    "targets, labels, changes, answer, feedback, backfilled"
+)
 _SELECTED = ", ".join(f"i.{c.strip()}" for c in _READ.split(","))
 # ts_rank's weights of D (body), C (unused), B (targets), A (title): WEIGHTS, scaled to ts_rank's 0..1.
 _PG_WEIGHTS = f"'{{{WEIGHTS['body'] / 10}, 0.2, {WEIGHTS['targets'] / 10}, {WEIGHTS['title'] / 10}}}'"
@@ -47,8 +49,15 @@ class MemoryRows(LedgerBase):
     """The incidents and incident_facets tables (and SQLite's incidents_fts). The SQL, run on the store's thread."""
 
     def record_incident(
-        self, run_id: str, *, kind: str | None, title: str | None = None, labels: Mapping[str, str] | None = None,
-        targets: Targets | None = None, answer: str | None = None, permalink: str | None = None,
+        self,
+        run_id: str,
+        *,
+        kind: str | None,
+        title: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        targets: Targets | None = None,
+        answer: str | None = None,
+        permalink: str | None = None,
     ) -> Incident:
         """Remember an ended run: call it in the transaction that ends the run (after `finish_run`), so the
         record is searchable as soon as the end is stored. `kind` is the run's conversation as
@@ -63,12 +72,22 @@ class MemoryRows(LedgerBase):
                 raise KeyError(f"no run {run_id!r}")
             if rows[0]["status"] != RunStatus.FINISHED.value:
                 raise ValueError(f"run {run_id} has not ended: only an ended run is remembered")
-            record = record_of_run(self._select, rows[0], kind=kind, title=title, labels=dict(labels or {}),
-                                   targets=targets, answer=answer, permalink=permalink)
+            record = record_of_run(
+                self._select,
+                rows[0],
+                kind=kind,
+                title=title,
+                labels=dict(labels or {}),
+                targets=targets,
+                answer=answer,
+                permalink=permalink,
+            )
             write_record(self._write, record)
             if kind is not None:
-                self._write("UPDATE incidents SET kind = ? WHERE channel = ? AND kind != ?",
-                            [checked, record.fields["channel"], checked])
+                self._write(
+                    "UPDATE incidents SET kind = ? WHERE channel = ? AND kind != ?",
+                    [checked, record.fields["channel"], checked],
+                )
             found = self.incident(run_id)
         assert found is not None
         return found
@@ -78,8 +97,14 @@ class MemoryRows(LedgerBase):
         return decode_incident(rows[0]) if rows else None
 
     def search_incidents(
-        self, query: str, *, channel: str, host: str | None = None, service: str | None = None,
-        alertname: str | None = None, limit: int = DEFAULT_LIMIT,
+        self,
+        query: str,
+        *,
+        channel: str,
+        host: str | None = None,
+        service: str | None = None,
+        alertname: str | None = None,
+        limit: int = DEFAULT_LIMIT,
     ) -> list[IncidentMatch]:
         """Records matching any of the query's words, best first, that a run in `channel` may see; filtered
         to those whose targets or labels name exactly `host`, `service`, `alertname`. Not-helpful ones last."""
@@ -91,22 +116,33 @@ class MemoryRows(LedgerBase):
         params: list[Any] = [channel]
         for facet, value in (("host", host), ("service", service), ("alertname", alertname)):
             if value is not None:
-                where.append("EXISTS (SELECT 1 FROM incident_facets f WHERE f.run_id = i.run_id AND f.facet = ? "
-                             "AND f.value = ?)")
+                where.append(
+                    "EXISTS (SELECT 1 FROM incident_facets f WHERE f.run_id = i.run_id AND f.facet = ? AND f.value = ?)"
+                )
                 params += [facet, value]
         order = "(i.feedback = 'not_helpful'), score DESC, i.ended_at DESC, i.run_id"
         if self.backend == "postgres":
-            sql = (f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score "
-                   "FROM incidents i, to_tsquery('simple', ?) q WHERE i.search @@ q AND ")
+            sql = (
+                f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score "
+                "FROM incidents i, to_tsquery('simple', ?) q WHERE i.search @@ q AND "
+            )
             match = pg_tsquery(tokens)
         else:
             weights = ", ".join(str(WEIGHTS[c]) for c in ("title", "targets", "body"))
-            sql = (f"SELECT {_SELECTED}, -bm25(incidents_fts, {weights}) AS score FROM incidents_fts "
-                   "JOIN incidents i ON i.id = incidents_fts.rowid WHERE incidents_fts MATCH ? AND ")
+            sql = (
+                f"SELECT {_SELECTED}, -bm25(incidents_fts, {weights}) AS score FROM incidents_fts "
+                "JOIN incidents i ON i.id = incidents_fts.rowid WHERE incidents_fts MATCH ? AND "
+            )
             match = fts5_match(tokens)
         rows = self._select(sql + " AND ".join(where) + f" ORDER BY {order} LIMIT {limit}", [match, *params])
-        return [IncidentMatch(incident=decode_incident(r), score=float(r["score"]),
-                              not_helpful=r["feedback"] == IncidentFeedback.NOT_HELPFUL.value) for r in rows]
+        return [
+            IncidentMatch(
+                incident=decode_incident(r),
+                score=float(r["score"]),
+                not_helpful=r["feedback"] == IncidentFeedback.NOT_HELPFUL.value,
+            )
+            for r in rows
+        ]
 
     def note_incident_feedback(self, run_id: str) -> bool:
         """The record takes its run's latest feedback click (call it with `record_feedback`, in its
@@ -129,8 +165,11 @@ class MemoryRows(LedgerBase):
         if retention_days <= 0:
             return 0
         with self._atomic():
-            rows = self._select(f"SELECT run_id FROM incidents WHERE ended_at < ? ORDER BY ended_at LIMIT {int(batch)}"
-                                f"{self._skip_locked()}", [now - retention_days * 86400])
+            rows = self._select(
+                f"SELECT run_id FROM incidents WHERE ended_at < ? ORDER BY ended_at LIMIT {int(batch)}"
+                f"{self._skip_locked()}",
+                [now - retention_days * 86400],
+            )
             ids = [str(r["run_id"]) for r in rows]
             if not ids:
                 return 0

@@ -32,8 +32,16 @@ class Outbox(LedgerBase):
     """Outbox rows: claimed by one sender at a time, recorded once sent. The SQL, run on the store's thread."""
 
     def enqueue(
-        self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None = None,
-        run_id: str | None = None, thread_ts: str | None = None, target: str | None = None,
+        self,
+        *,
+        kind: OutboxKind,
+        key: str,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
+        thread_ts: str | None = None,
+        target: str | None = None,
         approval_id: str | None = None,
     ) -> str:
         """Store a post or update for the sender; the same `key` again returns the first item's id.
@@ -41,19 +49,48 @@ class Outbox(LedgerBase):
         Joins the caller's transaction when one is open (sqlite-utils nests it as a savepoint), so a
         state change and the message saying so commit together."""
         with self._atomic():
-            return self._enqueue(kind=kind, key=key, channel=channel, text=text, blocks=blocks, run_id=run_id,
-                                 thread_ts=thread_ts, target=target, approval_id=approval_id)
+            return self._enqueue(
+                kind=kind,
+                key=key,
+                channel=channel,
+                text=text,
+                blocks=blocks,
+                run_id=run_id,
+                thread_ts=thread_ts,
+                target=target,
+                approval_id=approval_id,
+            )
 
     def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
         """Several thread posts (one answer in parts) in one transaction, in order; their item ids."""
         with self._atomic():
-            return [self._enqueue(kind=OutboxKind.POST, key=p.key, channel=p.channel, text=p.text, blocks=p.blocks,
-                                  run_id=p.run_id, thread_ts=p.thread_ts, target=None, approval_id=p.approval_id)
-                    for p in posts]
+            return [
+                self._enqueue(
+                    kind=OutboxKind.POST,
+                    key=p.key,
+                    channel=p.channel,
+                    text=p.text,
+                    blocks=p.blocks,
+                    run_id=p.run_id,
+                    thread_ts=p.thread_ts,
+                    target=None,
+                    approval_id=p.approval_id,
+                )
+                for p in posts
+            ]
 
     def _enqueue(
-        self, *, kind: OutboxKind, key: str, channel: str, text: str, blocks: list[dict[str, Any]] | None,
-        run_id: str | None, thread_ts: str | None, target: str | None, approval_id: str | None,
+        self,
+        *,
+        kind: OutboxKind,
+        key: str,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        run_id: str | None,
+        thread_ts: str | None,
+        target: str | None,
+        approval_id: str | None,
     ) -> str:
         """One insert-or-nothing by key, redacted (the store is a boundary too); no transaction of its own."""
         item_id = new_id("out")
@@ -62,8 +99,21 @@ class Outbox(LedgerBase):
             "INSERT INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
             "blocks, state, attempts, unsure, plain, next_at, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?) ON CONFLICT DO NOTHING",
-            [item_id, key, kind.value, run_id, channel, thread_ts, target, approval_id, redact(text),
-             json.dumps(redact_value(blocks)) if blocks is not None else None, OutboxState.PENDING.value, now, now],
+            [
+                item_id,
+                key,
+                kind.value,
+                run_id,
+                channel,
+                thread_ts,
+                target,
+                approval_id,
+                redact(text),
+                json.dumps(redact_value(blocks)) if blocks is not None else None,
+                OutboxState.PENDING.value,
+                now,
+                now,
+            ],
         )
         if inserted:
             self._wake(WAKE_OUTBOX)
@@ -79,8 +129,9 @@ class Outbox(LedgerBase):
 
     def unreported_runs(self) -> list[Run]:
         """Finished runs whose answer or report was never enqueued (the process died in between)."""
-        rows = self._select("SELECT * FROM runs WHERE status = ? AND reported IS NULL ORDER BY updated_at",
-                            [RunStatus.FINISHED.value])
+        rows = self._select(
+            "SELECT * FROM runs WHERE status = ? AND reported IS NULL ORDER BY updated_at", [RunStatus.FINISHED.value]
+        )
         return [_decode_run(r) for r in rows]
 
     def outbox_item(self, item_id: str) -> OutboxItem | None:
@@ -131,24 +182,35 @@ class Outbox(LedgerBase):
     def outbox_attempt(self, item_id: str, owner: str, *, until: float, unsure: bool) -> bool:
         """About to call Slack for a held item: count it and extend the claim; a post stays `unsure` until its
         answer is recorded. False: the claim was lost (it lapsed and another sender took the item)."""
-        return self._write(
-            "UPDATE outbox SET attempts = attempts + 1, unsure = CASE WHEN ? = 1 THEN 1 ELSE unsure END, "
-            "claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
-            [int(unsure), until, item_id, owner],
-        ) == 1
+        return (
+            self._write(
+                "UPDATE outbox SET attempts = attempts + 1, unsure = CASE WHEN ? = 1 THEN 1 ELSE unsure END, "
+                "claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
+                [int(unsure), until, item_id, owner],
+            )
+            == 1
+        )
 
     def renew_outbox_claim(self, item_id: str, owner: str, *, until: float) -> bool:
-        return self._write("UPDATE outbox SET claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
-                           [until, item_id, owner]) == 1
+        return (
+            self._write(
+                "UPDATE outbox SET claimed_until = ? WHERE id = ? AND owner = ? AND state = 'pending'",
+                [until, item_id, owner],
+            )
+            == 1
+        )
 
     def outbox_sent(self, item_id: str, owner: str, *, ts: str, now: float) -> bool:
         """Slack has it: record its ts (a card's also on its approval) and let the claim go, in one transaction."""
         with self._atomic():
-            if self._write(
-                "UPDATE outbox SET state = 'sent', ts = ?, sent_at = ?, unsure = 0, owner = NULL, "
-                "claimed_until = NULL WHERE id = ? AND owner = ? AND state = 'pending'",
-                [ts, now, item_id, owner],
-            ) != 1:
+            if (
+                self._write(
+                    "UPDATE outbox SET state = 'sent', ts = ?, sent_at = ?, unsure = 0, owner = NULL, "
+                    "claimed_until = NULL WHERE id = ? AND owner = ? AND state = 'pending'",
+                    [ts, now, item_id, owner],
+                )
+                != 1
+            ):
                 return False
             self._write(
                 "UPDATE approvals SET message_ts = ? WHERE message_ts IS NULL AND id = "
@@ -167,10 +229,13 @@ class Outbox(LedgerBase):
 
     def outbox_plain(self, item_id: str, owner: str, *, error: str) -> bool:
         """Slack refused the post's content: from now on its plain-text fallback is sent (once refused, failed)."""
-        return self._write(
-            "UPDATE outbox SET plain = 1, unsure = 0, error = ? WHERE id = ? AND owner = ? AND state = 'pending'",
-            [redact(error), item_id, owner],
-        ) == 1
+        return (
+            self._write(
+                "UPDATE outbox SET plain = 1, unsure = 0, error = ? WHERE id = ? AND owner = ? AND state = 'pending'",
+                [redact(error), item_id, owner],
+            )
+            == 1
+        )
 
     def outbox_failed(self, item_id: str, owner: str, *, error: str) -> None:
         """Slack will never accept it (logged by the sender): stop trying."""
@@ -182,8 +247,9 @@ class Outbox(LedgerBase):
 
     def release_outbox(self, owner: str) -> int:
         """This sender stops: its claims go back at once, so the next sender continues without waiting."""
-        released = self._write("UPDATE outbox SET owner = NULL, claimed_until = NULL WHERE owner = ? "
-                               "AND state = 'pending'", [owner])
+        released = self._write(
+            "UPDATE outbox SET owner = NULL, claimed_until = NULL WHERE owner = ? AND state = 'pending'", [owner]
+        )
         if released:
             self._wake(WAKE_OUTBOX)
         return released
@@ -196,16 +262,29 @@ class Outbox(LedgerBase):
             if self._live_streams(run_id):
                 return None
             stream_id, now = new_id("str"), self.sql.now()
-            self._insert("streams", {"id": stream_id, "run_id": run_id, "step": step, "channel": channel,
-                                     "thread_ts": thread_ts, "state": StreamState.STARTING.value,
-                                     "start_text": redact(start_text), "sent": "", "broken": 0,
-                                     "created_at": now, "updated_at": now})
+            self._insert(
+                "streams",
+                {
+                    "id": stream_id,
+                    "run_id": run_id,
+                    "step": step,
+                    "channel": channel,
+                    "thread_ts": thread_ts,
+                    "state": StreamState.STARTING.value,
+                    "start_text": redact(start_text),
+                    "sent": "",
+                    "broken": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
             return stream_id
 
     def _live_streams(self, run_id: str) -> list[dict[str, Any]]:
         states = [s.value for s in LIVE_STREAM_STATES]
-        return self._select("SELECT * FROM streams WHERE run_id = ? AND state IN (?, ?) ORDER BY created_at DESC",
-                            [run_id, *states])
+        return self._select(
+            "SELECT * FROM streams WHERE run_id = ? AND state IN (?, ?) ORDER BY created_at DESC", [run_id, *states]
+        )
 
     def live_stream(self, run_id: str) -> Stream | None:
         """The run's stream that is not finished yet (at most one), if any."""
@@ -214,19 +293,30 @@ class Outbox(LedgerBase):
 
     def streams(self, run_id: str) -> list[Stream]:
         """Every stream of a run, oldest first."""
-        return [_decode_stream(r) for r in self._select("SELECT * FROM streams WHERE run_id = ? ORDER BY created_at",
-                                                        [run_id])]
+        return [
+            _decode_stream(r)
+            for r in self._select("SELECT * FROM streams WHERE run_id = ? ORDER BY created_at", [run_id])
+        ]
 
     def stream_started(self, stream_id: str, *, ts: str, sent: str) -> None:
         """startStream answered (or its message was found again): its ts, and what it shows."""
-        self._write("UPDATE streams SET ts = ?, sent = ?, state = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)",
-                    [ts, redact(sent), StreamState.STREAMING.value, self.sql.now(), stream_id,
-                     *(s.value for s in LIVE_STREAM_STATES)])
+        self._write(
+            "UPDATE streams SET ts = ?, sent = ?, state = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)",
+            [
+                ts,
+                redact(sent),
+                StreamState.STREAMING.value,
+                self.sql.now(),
+                stream_id,
+                *(s.value for s in LIVE_STREAM_STATES),
+            ],
+        )
 
     def stream_sent(self, stream_id: str, *, sent: str) -> None:
         """An append reached Slack: what the message shows now."""
-        self._write("UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?",
-                    [redact(sent), self.sql.now(), stream_id])
+        self._write(
+            "UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?", [redact(sent), self.sql.now(), stream_id]
+        )
 
     def stream_broken(self, stream_id: str) -> None:
         """Slack refused an append (its lifetime, an error): no more appends; chat.update finishes it."""
@@ -234,13 +324,15 @@ class Outbox(LedgerBase):
 
     def stream_answered(self, stream_id: str, *, final: str) -> None:
         """The step it streamed ended as the answer: the whole answer, for the outbox to finish the message."""
-        self._write("UPDATE streams SET final = ?, updated_at = ? WHERE id = ?", [redact(final), self.sql.now(),
-                                                                                  stream_id])
+        self._write(
+            "UPDATE streams SET final = ?, updated_at = ? WHERE id = ?", [redact(final), self.sql.now(), stream_id]
+        )
 
     def stream_ended(self, stream_id: str, state: StreamState) -> None:
         """Interim (stopped as it was), abandoned (no message) or finished."""
-        self._write("UPDATE streams SET state = ?, updated_at = ? WHERE id = ?", [state.value, self.sql.now(),
-                                                                                  stream_id])
+        self._write(
+            "UPDATE streams SET state = ?, updated_at = ? WHERE id = ?", [state.value, self.sql.now(), stream_id]
+        )
 
     def stream_finished(self, stream_id: str, item_id: str, owner: str, *, ts: str, now: float) -> bool:
         """The answer's outbox item finished the streamed message: both recorded in one transaction."""

@@ -36,8 +36,10 @@ class Runs(LedgerBase):
 
     def record_settings(self, run_id: str, settings: dict[str, Any]) -> None:
         """Store what a run runs under (limits, effort, tool categories …), once: the first drive's stays."""
-        self._write("UPDATE runs SET settings = ? WHERE id = ? AND settings IS NULL",
-                    [json.dumps(redact_value(settings), sort_keys=True), run_id])
+        self._write(
+            "UPDATE runs SET settings = ? WHERE id = ? AND settings IS NULL",
+            [json.dumps(redact_value(settings), sort_keys=True), run_id],
+        )
 
     def set_status(self, run_id: str, status: RunStatus) -> None:
         """Running <-> waiting_approval; `finish_run` ends a run."""
@@ -54,22 +56,42 @@ class Runs(LedgerBase):
     def save_totals(self, run_id: str, totals: Totals) -> None:
         """The run's counters so far."""
         extra = {"model": totals.model} if totals.model is not None else {}
-        self._update_run(run_id, iterations=totals.iterations, cost_usd=totals.cost_usd,
-                         agent_seconds=totals.agent_seconds, tools_called=totals.tools_called,
-                         condensed=int(totals.condensed), **totals.usage.to_dict(), **extra)
+        self._update_run(
+            run_id,
+            iterations=totals.iterations,
+            cost_usd=totals.cost_usd,
+            agent_seconds=totals.agent_seconds,
+            tools_called=totals.tools_called,
+            condensed=int(totals.condensed),
+            **totals.usage.to_dict(),
+            **extra,
+        )
 
     def finish_run(
-        self, run_id: str, *, stop_reason: StopReason, stop_detail: str, stopped_by: str | None = None,
-        output: str | None = None, remember: RunMemory | None = None,
+        self,
+        run_id: str,
+        *,
+        stop_reason: StopReason,
+        stop_detail: str,
+        stopped_by: str | None = None,
+        output: str | None = None,
+        remember: RunMemory | None = None,
     ) -> None:
         """End a run. With `remember` (incident memory is enabled) the run becomes an incident record in the same
         transaction, so it is searchable as soon as its end is stored."""
         with self._atomic():
-            self._update_run(run_id, status=RunStatus.FINISHED.value, stop_reason=stop_reason.value,
-                             stop_detail=stop_detail, stopped_by=stopped_by, output=output)
+            self._update_run(
+                run_id,
+                status=RunStatus.FINISHED.value,
+                stop_reason=stop_reason.value,
+                stop_detail=stop_detail,
+                stopped_by=stopped_by,
+                output=output,
+            )
             if remember is not None:
-                cast("MemoryRows", self).record_incident(run_id, kind=remember.kind, permalink=remember.permalink,
-                                                         labels=remember.labels)
+                cast("MemoryRows", self).record_incident(
+                    run_id, kind=remember.kind, permalink=remember.permalink, labels=remember.labels
+                )
 
     def _update_run(self, run_id: str, **fields: Any) -> None:
         # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).
@@ -79,8 +101,7 @@ class Runs(LedgerBase):
             fields["tools"] = json.dumps(fields["tools"])
         fields = {k: redact(v) if isinstance(v, str) and k not in _EXACT_RUN_FIELDS else v for k, v in fields.items()}
         fields["updated_at"] = self.sql.now()
-        self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?",
-                    [*fields.values(), run_id])
+        self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?", [*fields.values(), run_id])
 
     def stop_requested_by(self, run_id: str) -> str | None:
         """Who asked this run to stop, if anyone: asked twice a step, so one column, not the whole row."""
@@ -89,29 +110,37 @@ class Runs(LedgerBase):
 
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
-        marked = self._write(
-            "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
-            "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
-            [user, self.sql.now(), run_id, *ACTIVE_STATES],
-        ) == 1
+        marked = (
+            self._write(
+                "UPDATE runs SET stop_requested_by = ?, updated_at = ? "
+                "WHERE id = ? AND status IN (?, ?) AND stop_requested_by IS NULL",
+                [user, self.sql.now(), run_id, *ACTIVE_STATES],
+            )
+            == 1
+        )
         if marked:
             self._wake(WAKE_RUNS)  # the replica driving it cancels the drive now, not at its next poll
         return marked
 
     def active_run(self, channel: str, thread_ts: str) -> Run | None:
-        rows = self._rows("runs", "channel = ? AND thread_ts = ? AND status IN (?, ?)",
-                          [channel, thread_ts, *ACTIVE_STATES], order_by="created_at desc", limit=1)
+        rows = self._rows(
+            "runs",
+            "channel = ? AND thread_ts = ? AND status IN (?, ?)",
+            [channel, thread_ts, *ACTIVE_STATES],
+            order_by="created_at desc",
+            limit=1,
+        )
         return _decode_run(rows[0]) if rows else None
 
     def latest_run(self, channel: str, thread_ts: str) -> Run | None:
-        rows = self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
-                          order_by="created_at desc", limit=1)
+        rows = self._rows(
+            "runs", "channel = ? AND thread_ts = ?", [channel, thread_ts], order_by="created_at desc", limit=1
+        )
         return _decode_run(rows[0]) if rows else None
 
     def active_runs(self) -> list[Run]:
         return [
-            _decode_run(r)
-            for r in self._rows("runs", "status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
+            _decode_run(r) for r in self._rows("runs", "status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
         ]
 
     def list_runs(self, limit: int = 50) -> list[Run]:
@@ -119,29 +148,36 @@ class Runs(LedgerBase):
 
     def thread_runs(self, channel: str, thread_ts: str) -> list[Run]:
         """Every run of a thread, oldest first."""
-        return [_decode_run(r) for r in self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts],
-                                                   order_by="created_at")]
+        return [
+            _decode_run(r)
+            for r in self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts], order_by="created_at")
+        ]
 
     def active_run_counts(self) -> dict[RunStatus, int]:
         """How many runs are in each active state (a state with no run is absent)."""
-        rows = self._select("SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status",
-                            list(ACTIVE_STATES))
+        rows = self._select(
+            "SELECT status, COUNT(*) AS n FROM runs WHERE status IN (?, ?) GROUP BY status", list(ACTIVE_STATES)
+        )
         return {RunStatus(r["status"]): int(r["n"]) for r in rows}
 
     def claim_run(self, run_id: str, owner: str, *, until: float, now: float, dead: Sequence[str] = ()) -> bool:
         """Take (or keep) an active run's lease: free, already ours, lapsed, or held by an owner known to be
         dead (a crashed process on this host). Compare-and-set."""
-        return self._write(
-            "UPDATE runs SET owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs WHERE id = ? "
-            "AND status IN (?, ?) "
-            f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked()})",
-            [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
-        ) == 1
+        return (
+            self._write(
+                "UPDATE runs SET owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs WHERE id = ? "
+                "AND status IN (?, ?) "
+                f"AND (owner IS NULL OR owner = ? OR lease_until < ? OR owner IN ({_marks(dead)})){self._skip_locked()})",  # noqa: E501
+                [owner, until, run_id, *ACTIVE_STATES, owner, now, *dead],
+            )
+            == 1
+        )
 
     def lease_owners(self) -> list[str]:
         """Who holds the leases of active runs (to spot a crashed process on this host)."""
-        rows = self._select("SELECT DISTINCT owner FROM runs WHERE owner IS NOT NULL AND status IN (?, ?)",
-                            list(ACTIVE_STATES))
+        rows = self._select(
+            "SELECT DISTINCT owner FROM runs WHERE owner IS NOT NULL AND status IN (?, ?)", list(ACTIVE_STATES)
+        )
         return [str(r["owner"]) for r in rows]
 
     def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
@@ -154,8 +190,9 @@ class Runs(LedgerBase):
 
     def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:
         """Which of these runs someone asked to stop (a Stop received by any process)."""
-        rows = self._select(f"SELECT id FROM runs WHERE id IN ({_marks(run_ids)}) AND stop_requested_by IS NOT NULL",
-                            list(run_ids))
+        rows = self._select(
+            f"SELECT id FROM runs WHERE id IN ({_marks(run_ids)}) AND stop_requested_by IS NOT NULL", list(run_ids)
+        )
         return [str(r["id"]) for r in rows]
 
     def release_run(self, run_id: str, owner: str) -> None:

@@ -36,8 +36,9 @@ class LedgerBase:
         columns = ", ".join(f'"{k}"' for k in fields)
         self._write(f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})", list(fields.values()))
 
-    def _rows(self, table: str, where: str, params: list[Any], order_by: str | None = None,
-              limit: int | None = None) -> list[dict[str, Any]]:
+    def _rows(
+        self, table: str, where: str, params: list[Any], order_by: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         sql = f"SELECT * FROM {table} WHERE {where}"
         if order_by:
             sql += f" ORDER BY {order_by}"

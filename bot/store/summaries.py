@@ -26,14 +26,22 @@ class SummaryRows(LedgerBase):
     """The summaries table. The SQL, run on the store's thread."""
 
     def add_summary(self, run_id: str, *, step: int, summary: Summary) -> None:
-        self._write("INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
-                    [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()])
+        self._write(
+            "INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
+            [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()],
+        )
 
     def summaries(self, run_id: str) -> list[SummaryRow]:
         """The run's accepted updates, oldest first."""
-        return [SummaryRow(run_id=r["run_id"], step=int(r["step"]), at=float(r["at"]),
-                           summary=Summary.from_json(json.loads(r["summary"])))
-                for r in self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")]
+        return [
+            SummaryRow(
+                run_id=r["run_id"],
+                step=int(r["step"]),
+                at=float(r["at"]),
+                summary=Summary.from_json(json.loads(r["summary"])),
+            )
+            for r in self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")
+        ]
 
     def last_summary(self, run_id: str) -> Summary | None:
         """The run's newest accepted summary (None: it has none)."""

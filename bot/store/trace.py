@@ -44,7 +44,9 @@ class Trace(LedgerBase):
         rows = self._select(
             f"SELECT r.run_id, COUNT(*) AS n FROM tool_results r WHERE r.run_id IN ({marks}) AND r.is_error = 1 "
             "AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.run_id AND a.tool_use_id = r.tool_use_id "
-            "AND a.state <> 'approved') GROUP BY r.run_id", list(run_ids))
+            "AND a.state <> 'approved') GROUP BY r.run_id",
+            list(run_ids),
+        )
         return {str(r["run_id"]): int(r["n"]) for r in rows}
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
@@ -54,29 +56,52 @@ class Trace(LedgerBase):
         ]
 
     def save_tool_result(
-        self, run_id: str, *, tool_use_id: str, tool: str, args: dict[str, Any], content: str | None,
-        is_error: bool, confirmed_by: str | None, steps: Iterable[StepEntry] = (),
+        self,
+        run_id: str,
+        *,
+        tool_use_id: str,
+        tool: str,
+        args: dict[str, Any],
+        content: str | None,
+        is_error: bool,
+        confirmed_by: str | None,
+        steps: Iterable[StepEntry] = (),
     ) -> bool:
         """A call's result. `content` None claims the call's "started" marker, compare-and-set and durably:
         True only for the one caller that inserted it, the only one that may run the call, and never once a
         Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process).
         `steps`: trace rows written in the same transaction (a claim takes none: it commits alone, durably)."""
-        row = [run_id, tool_use_id, tool, json.dumps(redact_value(args)),
-               redact(content) if content is not None else None, int(is_error), confirmed_by, self.sql.now()]
+        row = [
+            run_id,
+            tool_use_id,
+            tool,
+            json.dumps(redact_value(args)),
+            redact(content) if content is not None else None,
+            int(is_error),
+            confirmed_by,
+            self.sql.now(),
+        ]
         columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
         if content is None:
             with self._durably():
-                return self._write(
-                    f"INSERT INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
-                    "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
-                    "ON CONFLICT DO NOTHING",
-                    [*row, run_id]) == 1
+                return (
+                    self._write(
+                        f"INSERT INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
+                        "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
+                        "ON CONFLICT DO NOTHING",
+                        [*row, run_id],
+                    )
+                    == 1
+                )
         with self._atomic():
             self._add_steps(run_id, steps)
-            self._write(f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                        "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
-                        "content = excluded.content, is_error = excluded.is_error, "
-                        "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at", row)
+            self._write(
+                f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
+                "content = excluded.content, is_error = excluded.is_error, "
+                "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at",
+                row,
+            )
         return True
 
     def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
@@ -100,8 +125,10 @@ class Trace(LedgerBase):
         """Each step as (kind, data), redacted here like everything the store writes."""
         now = self.sql.now()
         for kind, data in steps:
-            self._write("INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
-                        [run_id, kind, json.dumps(redact_value(data), default=str), now])
+            self._write(
+                "INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
+                [run_id, kind, json.dumps(redact_value(data), default=str), now],
+            )
 
     def steps(self, run_id: str) -> list[Step]:
         return [

@@ -60,8 +60,14 @@ class _Writer:
         self._thread = threading.Thread(target=self._work, name="opsloop-store", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[], T], *, urgent: bool = False, group: Group | None = None,
-               part: Callable[[], T] | None = None) -> asyncio.Future[T]:
+    def submit(
+        self,
+        fn: Callable[[], T],
+        *,
+        urgent: bool = False,
+        group: Group | None = None,
+        part: Callable[[], T] | None = None,
+    ) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         job = _Job(fn, loop, future, group if urgent and part is not None else None, part)
@@ -79,7 +85,8 @@ class _Writer:
                 self.grouped += len(jobs)
                 try:
                     outcomes: list[tuple[Any, BaseException | None]] = list(
-                        job.group([j.part for j in jobs if j.part is not None]))
+                        job.group([j.part for j in jobs if j.part is not None])
+                    )
                 except Exception:  # the group as a whole failed and wrote nothing: each call on its own
                     outcomes = [self._run(j) for j in jobs]
             else:
@@ -137,6 +144,7 @@ class StoreBase(Caller):
     async def open(self) -> Self:
         """Connect and migrate. A database that is down or starting (Postgres next to us in a deploy) is retried
         for `retry_seconds`, then StoreUnavailable says where (without the password) and why."""
+
         def _open() -> None:
             self._ledger = Ledger(self.path)
 
@@ -152,10 +160,16 @@ class StoreBase(Caller):
                 if transient is None or time.monotonic() + delay > deadline:
                     if transient is None:
                         raise
-                    raise StoreUnavailable(f"can't open the store at {self.where}: {type(e).__name__}: {e}".strip(),
-                                           disk_full=transient.disk_full) from e
-                log.warning("store.open_retry", where=self.where, error=f"{type(e).__name__}: {e}".strip(),
-                            delay_s=round(delay, 2))
+                    raise StoreUnavailable(
+                        f"can't open the store at {self.where}: {type(e).__name__}: {e}".strip(),
+                        disk_full=transient.disk_full,
+                    ) from e
+                log.warning(
+                    "store.open_retry",
+                    where=self.where,
+                    error=f"{type(e).__name__}: {e}".strip(),
+                    delay_s=round(delay, 2),
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -185,8 +199,14 @@ class StoreBase(Caller):
             self._ledger = None
         await asyncio.to_thread(self._writer.close)
 
-    async def _submit(self, fn: Callable[[], T], *, urgent: bool = False, group: Group | None = None,
-                      part: Callable[[], T] | None = None) -> T:
+    async def _submit(
+        self,
+        fn: Callable[[], T],
+        *,
+        urgent: bool = False,
+        group: Group | None = None,
+        part: Callable[[], T] | None = None,
+    ) -> T:
         return await self._writer.submit(fn, urgent=urgent, group=group, part=part)
 
     async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
@@ -209,8 +229,7 @@ class StoreBase(Caller):
         group: Group | None = getattr(ledger.sql, "call_group", None)  # SQLite: urgent calls share a commit
         while True:
             try:
-                return await self._submit(lambda: ledger.call(fn), urgent=urgent, group=group,
-                                          part=lambda: fn(ledger))
+                return await self._submit(lambda: ledger.call(fn), urgent=urgent, group=group, part=lambda: fn(ledger))
             except Exception as e:
                 transient = ledger.sql.transient(e)
                 if transient is None:

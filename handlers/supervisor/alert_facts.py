@@ -46,5 +46,8 @@ def alert_facts(payload: str) -> AlertFacts | None:
         common = {k: v for k, v in common.items() if a["labels"].get(k) == v}
     name = common.get("alertname") or alerts[0]["labels"].get("alertname")
     starts = [t for t in (parse_time(a.get("startsAt")) for a in alerts) if t is not None]
-    return AlertFacts(alertname=name if isinstance(name, str) and name else None, labels=common,
-                      started_at=min(starts) if starts else None)
+    return AlertFacts(
+        alertname=name if isinstance(name, str) and name else None,
+        labels=common,
+        started_at=min(starts) if starts else None,
+    )

@@ -23,15 +23,34 @@ if TYPE_CHECKING:
 log = structlog.get_logger("opsloop.supervisor")
 
 # Slack's answers that mean "this workspace or token can't have a loading status": stop asking for this drive.
-UNSUPPORTED = frozenset({"unknown_method", "missing_scope", "not_allowed_token_type", "method_deprecated",
-                         "feature_not_enabled", "not_an_assistant_thread", "thread_not_found", "channel_not_found"})
+UNSUPPORTED = frozenset(
+    {
+        "unknown_method",
+        "missing_scope",
+        "not_allowed_token_type",
+        "method_deprecated",
+        "feature_not_enabled",
+        "not_an_assistant_thread",
+        "thread_not_found",
+        "channel_not_found",
+    }
+)
 
 
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(self, out: SlackOut, channel: str, thread_ts: str, *, refresh_seconds: float, show_after: float,
-                 min_interval: float, maybe_shown: bool = False) -> None:
+    def __init__(
+        self,
+        out: SlackOut,
+        channel: str,
+        thread_ts: str,
+        *,
+        refresh_seconds: float,
+        show_after: float,
+        min_interval: float,
+        maybe_shown: bool = False,
+    ) -> None:
         self.out, self.channel, self.thread_ts = out, channel, thread_ts
         self.refresh_seconds, self.show_after, self.min_interval = refresh_seconds, show_after, min_interval
         self.text: str | None = None  # what the thread should show now (None: nothing from this drive)
@@ -74,8 +93,12 @@ class LoadingStatus:
 
     async def _set(self, text: str) -> bool:
         """One call; False when this workspace can't have a loading status."""
-        error = await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status=text,
-                                              loading_messages=list(messages.LOADING_MESSAGES))
+        error = await self.out.set_status(
+            channel=self.channel,
+            thread_ts=self.thread_ts,
+            status=text,
+            loading_messages=list(messages.LOADING_MESSAGES),
+        )
         if error is None:
             self.sent, self.shown = True, text
         if error in UNSUPPORTED:

@@ -27,8 +27,15 @@ SWEEP_EVERY_S = 3600.0  # retention is counted in days: hourly is prompt enough
 class MemorySweep:
     """The periodic retention sweep of one process."""
 
-    def __init__(self, store: Store, retention_days: float, *, every_s: float = SWEEP_EVERY_S,
-                 batch: int = SWEEP_BATCH, now: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        retention_days: float,
+        *,
+        every_s: float = SWEEP_EVERY_S,
+        batch: int = SWEEP_BATCH,
+        now: Callable[[], float] | None = None,
+    ) -> None:
         self.store, self.retention_days, self.every_s, self.batch = store, retention_days, every_s, batch
         self.now = now or store.now
         self.passes = 0  # finished passes (a test waits on `swept`)

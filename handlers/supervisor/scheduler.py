@@ -86,11 +86,16 @@ class Supervisor:
         self.membership = Membership(self.client)  # who is in which conversation (App Home, the shortcut)
         self.names = SlackNames(self.client)  # display names and user-group handles (display only)
         self.cards = Cards(outbox=self.outbox, out=self.out, after_ack=self.after_ack)
-        self.approval_desk = ApprovalDesk(store=self.store, settings=self.settings.approvals, policy=self.policy,
-                                          cards=self.cards, names=self.names, nudge=self.nudge)
+        self.approval_desk = ApprovalDesk(
+            store=self.store,
+            settings=self.settings.approvals,
+            policy=self.policy,
+            cards=self.cards,
+            names=self.names,
+            nudge=self.nudge,
+        )
         memory = self.settings.reaches.get("memory")  # [memory]: its retention sweep (hourly, and once at open)
-        self.memory_sweep = MemorySweep(self.store, memory.retention_days) if isinstance(memory, MemoryConfig) \
-            else None
+        self.memory_sweep = MemorySweep(self.store, memory.retention_days) if isinstance(memory, MemoryConfig) else None
 
     # --- run lifecycle ------------------------------------------------------
     async def open(self) -> list[str]:
@@ -100,8 +105,9 @@ class Supervisor:
         started = await self.tick()
         now = self.store.now()
         for row in await self.store.active_runs():
-            if row.id not in self.tasks and (row.owner is None or row.owner in self.dead
-                                             or (row.lease_until or 0.0) < now):
+            if row.id not in self.tasks and (
+                row.owner is None or row.owner in self.dead or (row.lease_until or 0.0) < now
+            ):
                 self.start(row.id)
                 started.append(row.id)
         self._scheduler = asyncio.create_task(self._schedule(), name="opsloop-scheduler")
@@ -197,8 +203,7 @@ class Supervisor:
 
     async def _drive(self, run_id: str) -> RunResult | None:
         now = self.store.now()
-        if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now,
-                                          dead=self.dead):
+        if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now, dead=self.dead):
             return None  # another process drives it
         drive = self.driving[run_id] = object()
         try:
@@ -241,8 +246,9 @@ class Supervisor:
             except Exception as e:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
-                await self.store.finish_run(run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail,
-                                            remember=cfg.remember)
+                await self.store.finish_run(
+                    run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail, remember=cfg.remember
+                )
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
             await thread.finish(result)
@@ -263,20 +269,34 @@ class Supervisor:
             return None
         scope = thread.scope
         labels = {**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})}
-        return RunMemory(kind=await self.membership.kind(thread.channel), labels=labels,
-                         permalink=thread_permalink(thread.channel, thread.thread_ts))
+        return RunMemory(
+            kind=await self.membership.kind(thread.channel),
+            labels=labels,
+            permalink=thread_permalink(thread.channel, thread.thread_ts),
+        )
 
     def _config(self, row: Run, thread: IncidentThread, *, remember: RunMemory | None = None) -> RunConfig:
         s = self.settings
         return RunConfig(
-            model=self.model_for(row.model), store=self.store, tools=self.tools,
-            price_for=self.price_for, limits=s.limits, max_tokens=s.model.max_tokens,
-            effort=s.model.effort, thinking_display=s.model.thinking_display,
-            confirm=thread.confirm, inject=thread.inject, stop_requested=thread.stop_requested, news=thread.news,
-            on_event=thread.on_event, answer_sink=thread.streams.for_step,
+            model=self.model_for(row.model),
+            store=self.store,
+            tools=self.tools,
+            price_for=self.price_for,
+            limits=s.limits,
+            max_tokens=s.model.max_tokens,
+            effort=s.model.effort,
+            thinking_display=s.model.thinking_display,
+            confirm=thread.confirm,
+            inject=thread.inject,
+            stop_requested=thread.stop_requested,
+            news=thread.news,
+            on_event=thread.on_event,
+            answer_sink=thread.streams.for_step,
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
-            scope=thread.scope, prelude=thread.prelude, remember=remember,
+            scope=thread.scope,
+            prelude=thread.prelude,
+            remember=remember,
         )
 
     # --- Slack ----------------------------------------------------------------

@@ -74,16 +74,22 @@ class IncidentThread:
         self.channel, self.thread_ts, self.requester = row.channel, row.thread_ts, row.requester
         self.status = StatusMessage(sup, row)
         # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
-        self.loading = LoadingStatus(sup.out, row.channel, row.thread_ts, refresh_seconds=sup.loading_refresh_seconds,
-                                     show_after=sup.loading_show_after_seconds,
-                                     min_interval=sup.loading_min_interval_seconds,
-                                     maybe_shown=row.system is not None)
+        self.loading = LoadingStatus(
+            sup.out,
+            row.channel,
+            row.thread_ts,
+            refresh_seconds=sup.loading_refresh_seconds,
+            show_after=sup.loading_show_after_seconds,
+            min_interval=sup.loading_min_interval_seconds,
+            maybe_shown=row.system is not None,
+        )
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self.alert: AlertFacts | None = None  # the alert that started the run, read once per drive (load_alert)
         self._state, self._activity = RunStatus.RUNNING, "starting"
         # Each step's text streamed as it is written (the answer's).
-        self.streams = AnswerStreams(row, store=sup.store, out=sup.outbox.out,
-                                     enabled=sup.stream_answers and sup.settings.stream_answers)
+        self.streams = AnswerStreams(
+            row, store=sup.store, out=sup.outbox.out, enabled=sup.stream_answers and sup.settings.stream_answers
+        )
 
     async def load_alert(self) -> None:
         """Read the alert that started this run (its group's stored payload), once per drive; a run no alert
@@ -104,8 +110,15 @@ class IncidentThread:
         alert run its name and the group's common labels (`load_alert` read them)."""
         facts = self.alert or AlertFacts()
         anchor = facts.started_at if facts.started_at is not None else self.row.created_at
-        return RunScope(run_id=self.run_id, conversation=self.channel, started_at=self.row.created_at,
-                        anchor=anchor, task=self.row.task, alertname=facts.alertname, labels=dict(facts.labels))
+        return RunScope(
+            run_id=self.run_id,
+            conversation=self.channel,
+            started_at=self.row.created_at,
+            anchor=anchor,
+            task=self.row.task,
+            alertname=facts.alertname,
+            labels=dict(facts.labels),
+        )
 
     async def prelude(self) -> list[str]:
         """At the run's first drive: what the reaches offer (past incidents, the team's runbook). Their prompts go
@@ -114,9 +127,13 @@ class IncidentThread:
         offers = await self.sup.tools.offers(self.scope)
         for offer in offers:
             if offer.thread_line:
-                await self.sup.cards.outbox.post(run_id=self.run_id, channel=self.channel, thread_ts=self.thread_ts,
-                                                 msg=blocks.offer_line(offer.thread_line),
-                                                 key=f"offer:{self.run_id}:{offer.source}")
+                await self.sup.cards.outbox.post(
+                    run_id=self.run_id,
+                    channel=self.channel,
+                    thread_ts=self.thread_ts,
+                    msg=blocks.offer_line(offer.thread_line),
+                    key=f"offer:{self.run_id}:{offer.source}",
+                )
         return [offer.prompt for offer in offers if offer.prompt]
 
     async def confirm(self, req: ConfirmRequest) -> Decision:
@@ -150,16 +167,24 @@ class IncidentThread:
             return
         self._show_loading(kind, data, names)
         tasks_changed = self._track_task(kind, data, names) or kind == "summary"
-        activity = {"iteration": "thinking", "tool": f"running {data.get('tool')}",
-                    "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
-                    "waiting_approval": f"waiting for approval of {data.get('tool')}"}.get(kind)
+        activity = {
+            "iteration": "thinking",
+            "tool": f"running {data.get('tool')}",
+            "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
+            "waiting_approval": f"waiting for approval of {data.get('tool')}",
+        }.get(kind)
         if activity is not None:
             self._state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
             self._activity = activity
         elif not tasks_changed:
             return
-        self.status.show(state=self._state, step=data.get("step", 0), activity=self._activity,
-                         tokens=data["tokens"], cost_usd=data["cost_usd"])
+        self.status.show(
+            state=self._state,
+            step=data.get("step", 0),
+            activity=self._activity,
+            tokens=data["tokens"],
+            cost_usd=data["cost_usd"],
+        )
 
     def _approvers(self, data: dict[str, Any]) -> tuple[str, ...]:
         return self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
@@ -172,8 +197,12 @@ class IncidentThread:
         args: dict[str, object] = raw_args if isinstance(raw_args, dict) else {}
         if kind == "tools":
             for call in data.get("calls") or []:
-                if (isinstance(call, dict) and call.get("id") and not tasks.has(str(call["id"]))
-                        and call.get("tool") != SUMMARY_TOOL):
+                if (
+                    isinstance(call, dict)
+                    and call.get("id")
+                    and not tasks.has(str(call["id"]))
+                    and call.get("tool") != SUMMARY_TOOL
+                ):
                     raw = call.get("args")
                     call_args: dict[str, object] = raw if isinstance(raw, dict) else {}
                     tasks.put(str(call["id"]), messages.task_title(str(call.get("tool")), call_args), "pending")
@@ -188,14 +217,23 @@ class IncidentThread:
                 result = messages.TASK_NOT_RUN
             tasks.put(call_id, None, "error" if data.get("is_error") else "complete", output=result)
         elif kind == "waiting_approval":
-            tasks.put(approval_task_id(call_id), messages.task_approval_title(tool), "in_progress",
-                      output=messages.task_waiting(self._approvers(data), names), before=call_id)
+            tasks.put(
+                approval_task_id(call_id),
+                messages.task_approval_title(tool),
+                "in_progress",
+                output=messages.task_waiting(self._approvers(data), names),
+                before=call_id,
+            )
         elif kind == "approval_decided":
             approved = bool(data.get("approved"))
             by = str(data["by"]) if data.get("by") else None
-            tasks.put(approval_task_id(call_id), messages.task_approval_title(tool),
-                      "complete" if approved else "error", before=call_id,
-                      output=messages.task_decided(approved=approved, outcome=str(data.get("outcome") or ""), by=by))
+            tasks.put(
+                approval_task_id(call_id),
+                messages.task_approval_title(tool),
+                "complete" if approved else "error",
+                before=call_id,
+                output=messages.task_decided(approved=approved, outcome=str(data.get("outcome") or ""), by=by),
+            )
             if not approved:
                 tasks.put(call_id, None, "error", output=messages.TASK_NOT_RUN)
         else:
@@ -232,14 +270,16 @@ class IncidentThread:
 
     async def finish(self, result: RunResult) -> None:
         await self.end_drive(paused=False)  # the run answers (or reports): no loading status under it any more
-        await approvals.supersede_for_stop(self.sup.approval_desk, self.run_id, by=result.stopped_by,
-                                           why=result.stop_reason.value)
+        await approvals.supersede_for_stop(
+            self.sup.approval_desk, self.run_id, by=result.stopped_by, why=result.stop_reason.value
+        )
         await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
         self.sup.outbox.wake()
         words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
         try:  # best effort, after what matters is stored: Slack may be down (the outbox rides that out)
-            await self.status.close(step=result.iterations, activity=words, tokens=result.usage.paid_tokens,
-                                    cost_usd=result.cost_usd)
+            await self.status.close(
+                step=result.iterations, activity=words, tokens=result.usage.paid_tokens, cost_usd=result.cost_usd
+            )
         except Exception as e:
             log.warning("status_close_failed", error=f"{type(e).__name__}: {e}")
 
@@ -254,18 +294,38 @@ class IncidentThread:
         else:
             report = handoff_report(result, await self.sup.store.history(self.run_id))
             r, u = report.result, report.result.usage
-            msgs, key = blocks.handoff_report(
-                stop_reason=r.stop_reason.value, stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
-                iterations=r.iterations, max_iterations=self.sup.settings.limits.max_iterations,
-                input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens, cost_usd=r.cost_usd, wall_seconds=r.wall_seconds,
-                tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-                last_reasoning=report.last_reasoning, pending=report.pending, stopped_by=r.stopped_by,
-                summary=await self.last_summary(),
-            ), report_key
+            msgs, key = (
+                blocks.handoff_report(
+                    stop_reason=r.stop_reason.value,
+                    stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
+                    iterations=r.iterations,
+                    max_iterations=self.sup.settings.limits.max_iterations,
+                    input_tokens=u.input_tokens,
+                    output_tokens=u.output_tokens,
+                    cache_read_tokens=u.cache_read_tokens,
+                    cache_write_tokens=u.cache_write_tokens,
+                    cost_usd=r.cost_usd,
+                    wall_seconds=r.wall_seconds,
+                    tools=[(t.name, t.calls, t.last_result) for t in report.tools],
+                    last_reasoning=report.last_reasoning,
+                    pending=report.pending,
+                    stopped_by=r.stopped_by,
+                    summary=await self.last_summary(),
+                ),
+                report_key,
+            )
         msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
-        return [OutboxPost(key=key(self.run_id, i), channel=self.channel, thread_ts=self.thread_ts, text=m.text,
-                           blocks=m.blocks, run_id=self.run_id) for i, m in enumerate(msgs)]
+        return [
+            OutboxPost(
+                key=key(self.run_id, i),
+                channel=self.channel,
+                thread_ts=self.thread_ts,
+                text=m.text,
+                blocks=m.blocks,
+                run_id=self.run_id,
+            )
+            for i, m in enumerate(msgs)
+        ]
 
 
 def approval_task_id(call_id: str) -> str:
@@ -282,13 +342,17 @@ class TaskList:
     def has(self, task_id: str) -> bool:
         return task_id in self.items
 
-    def put(self, task_id: str, title: str | None, status: str, *, output: str | None = None,
-            before: str | None = None) -> None:
+    def put(
+        self, task_id: str, title: str | None, status: str, *, output: str | None = None, before: str | None = None
+    ) -> None:
         """Add or change a task (`title`/`output` None: keep them); a new one goes before `before` if listed."""
         old = self.items.get(task_id)
-        self.items[task_id] = blocks.Task(task_id=task_id, title=title or (old.title if old else task_id),
-                                          status=status, output=output if output is not None else
-                                          (old.output if old else ""))
+        self.items[task_id] = blocks.Task(
+            task_id=task_id,
+            title=title or (old.title if old else task_id),
+            status=status,
+            output=output if output is not None else (old.output if old else ""),
+        )
         if old is None:
             at = self.order.index(before) if before in self.order else len(self.order)
             self.order.insert(at, task_id)
@@ -320,12 +384,21 @@ class StatusMessage:
         self._left: dict[str, Any] | None = None  # what a drive that ended (a pause) had not shown yet
         self._loaded = False  # the tasks of earlier drives were read from the store
 
-    def _message(self, *, state: RunStatus, step: int, activity: str, tokens: int,
-                 cost_usd: float) -> blocks.SlackMessage:
+    def _message(
+        self, *, state: RunStatus, step: int, activity: str, tokens: int, cost_usd: float
+    ) -> blocks.SlackMessage:
         tasks = self.tasks.all() if self.sup.plan_blocks else ()
-        return blocks.status_message(state=state, step=step, activity=activity, tokens=tokens, cost_usd=cost_usd,
-                                     run_id=self.row.id, max_iterations=self.sup.settings.limits.max_iterations,
-                                     tasks=tasks, summary=self.summary)
+        return blocks.status_message(
+            state=state,
+            step=step,
+            activity=activity,
+            tokens=tokens,
+            cost_usd=cost_usd,
+            run_id=self.row.id,
+            max_iterations=self.sup.settings.limits.max_iterations,
+            tasks=tasks,
+            summary=self.summary,
+        )
 
     async def open(self) -> None:
         try:  # a drive after a pause or a restart shows the tasks so far, from the store
@@ -334,9 +407,15 @@ class StatusMessage:
             log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
         if self.ts:
             return
-        msg = blocks.status_message(state=RunStatus.RUNNING, step=self.row.iterations, activity="starting",
-                                    tokens=0, cost_usd=self.row.cost_usd, run_id=self.row.id,
-                                    max_iterations=self.sup.settings.limits.max_iterations)
+        msg = blocks.status_message(
+            state=RunStatus.RUNNING,
+            step=self.row.iterations,
+            activity="starting",
+            tokens=0,
+            cost_usd=self.row.cost_usd,
+            run_id=self.row.id,
+            max_iterations=self.sup.settings.limits.max_iterations,
+        )
         self.ts = await self.sup.cards.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
             await self.sup.store.set_status_ts(self.row.id, self.ts)
@@ -359,8 +438,13 @@ class StatusMessage:
                     approved = a.state.value == "approved"
                     status = "complete" if approved else "error"
                     output = messages.task_decided(approved=approved, outcome=a.state.value, by=a.decided_by)
-                self.tasks.put(approval_task_id(a.tool_use_id), messages.task_approval_title(a.tool), status,
-                               output=output, before=a.tool_use_id)
+                self.tasks.put(
+                    approval_task_id(a.tool_use_id),
+                    messages.task_approval_title(a.tool),
+                    status,
+                    output=output,
+                    before=a.tool_use_id,
+                )
             elif item.tool != SUMMARY_TOOL:
                 r = item
                 if r.content is None:
@@ -392,8 +476,7 @@ class StatusMessage:
         if not self.ts:
             return
         try:
-            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text,
-                                               blocks=msg.blocks)
+            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks)
         except SlackApiError as e:
             error = e.response.get("error")
             log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)

@@ -180,8 +180,12 @@ DEFAULT_THINKING_TOKENS = 50
 DEFAULT_THINKING_SUMMARY = "Considering the next step."
 # Opt-in reasoning per reply by effort: the fake's assumption, documented in the module docstring.
 EFFORT_THINKING_TOKENS = {"low": 200, "medium": 800, "high": 2000, "xhigh": 5000, "max": 12000}
-_DEFAULT_EFFORT = {"claude-sonnet-5-5": "high", "claude-opus-5-5": "medium", "claude-haiku-5-5": "medium",
-                   "claude-fable-5-2": "high"}
+_DEFAULT_EFFORT = {
+    "claude-sonnet-5-5": "high",
+    "claude-opus-5-5": "medium",
+    "claude-haiku-5-5": "medium",
+    "claude-fable-5-2": "high",
+}
 THREADS_BETA = "message-threads-2026-08-12"
 
 
@@ -1183,8 +1187,12 @@ class FakeAnthropic:
         if held is None:
             return error(404, "not_found_error", "thread not found", details={"error_code": "thread_not_found"})
         if held.continued:
-            return error(400, "invalid_request_error", "this message was already continued",
-                         details={"error_code": "thread_already_continued"})
+            return error(
+                400,
+                "invalid_request_error",
+                "this message was already continued",
+                details={"error_code": "thread_already_continued"},
+            )
         return {**full, **held.fields, "messages": [*held.messages, *body["messages"]]}
 
     def _hold_thread(self, full: dict[str, Any], rec: RecordedRequest) -> None:
@@ -1318,15 +1326,19 @@ class FakeAnthropic:
             rec.cancelled = not self._closing
         return resp
 
-    async def _stream_block(self, index: int, block: dict[str, Any], send: Callable[..., Any],
-                            request: web.Request) -> None:
+    async def _stream_block(
+        self, index: int, block: dict[str, Any], send: Callable[..., Any], request: web.Request
+    ) -> None:
         if block["type"] == "tool_use":
             start = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in _split(json.dumps(block["input"]))]
         elif block["type"] == "text":
             start = {"type": "text", "text": ""}
-            pieces = (_split(block["text"]) if self.text_delta_chars is None
-                      else _split(block["text"], max(1, -(-len(block["text"]) // self.text_delta_chars))))
+            pieces = (
+                _split(block["text"])
+                if self.text_delta_chars is None
+                else _split(block["text"], max(1, -(-len(block["text"]) // self.text_delta_chars)))
+            )
             deltas = [{"type": "text_delta", "text": p} for p in pieces]
         elif block["type"] == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}

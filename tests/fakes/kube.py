@@ -118,10 +118,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",), _RW, ("scale", "status")),
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), _RW, ("status",)),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True, (), _RW),
-    Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, (),
-             ("create",)),
-    Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, (),
-             ("create",)),
+    Resource("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, (), ("create",)),
+    Resource(
+        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, (), ("create",)
+    ),
     Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True, (), ("get", "list")),
     Resource("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, (), ("get", "list")),
 )
@@ -233,8 +233,15 @@ def _drop_nulls(value: Any) -> Any:
 
 def status_object(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
     """A ``v1 Status`` failure body, as the apiserver sends it."""
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                 "reason": reason, "code": code}
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     if details is not None:
         body["details"] = details
     return body
@@ -270,8 +277,14 @@ def _bad_request(message: str) -> KubeError:
 # --------------------------------------------------------------------------- object builders
 
 
-def _meta(name: str, namespace: str | None, labels: dict[str, str] | None, annotations: dict[str, str] | None,
-          age_s: float, owner: Obj | None) -> Obj:
+def _meta(
+    name: str,
+    namespace: str | None,
+    labels: dict[str, str] | None,
+    annotations: dict[str, str] | None,
+    age_s: float,
+    owner: Obj | None,
+) -> Obj:
     meta: Obj = {"name": name, "creationTimestamp": _ago(age_s)}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -282,17 +295,30 @@ def _meta(name: str, namespace: str | None, labels: dict[str, str] | None, annot
     if owner is not None:
         om = owner.setdefault("metadata", {})
         om.setdefault("uid", str(uuid.uuid4()))
-        meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": om["name"],
-                                    "uid": om["uid"], "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": om["name"],
+                "uid": om["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return meta
 
 
 def _containers(image: str, containers: list[Obj] | None, env: list[Obj] | None) -> list[Obj]:
     if containers is not None:
         return copy.deepcopy(containers)
-    c: Obj = {"name": "app", "image": image, "imagePullPolicy": "IfNotPresent",
-              "resources": {}, "terminationMessagePath": "/dev/termination-log",
-              "terminationMessagePolicy": "File"}
+    c: Obj = {
+        "name": "app",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
     if env:
         c["env"] = copy.deepcopy(env)
     return [c]
@@ -325,41 +351,76 @@ def pod(
     specs = _containers(image, containers, env)
     statuses = []
     for c in specs:
-        st: Obj = {"name": c["name"], "image": c["image"], "imageID": "", "restartCount": restarts,
-                   "ready": ready and waiting_reason is None, "started": waiting_reason is None,
-                   "containerID": f"containerd://{hashlib.sha1(c['name'].encode()).hexdigest()}"}
+        st: Obj = {
+            "name": c["name"],
+            "image": c["image"],
+            "imageID": "",
+            "restartCount": restarts,
+            "ready": ready and waiting_reason is None,
+            "started": waiting_reason is None,
+            "containerID": f"containerd://{hashlib.sha1(c['name'].encode()).hexdigest()}",
+        }
         if waiting_reason is not None:
-            st["state"] = {"waiting": {"reason": waiting_reason,
-                                       "message": f"back-off 5m0s restarting failed container={c['name']} "
-                                                  f"pod={name}_{namespace}"}}
+            st["state"] = {
+                "waiting": {
+                    "reason": waiting_reason,
+                    "message": f"back-off 5m0s restarting failed container={c['name']} pod={name}_{namespace}",
+                }
+            }
         elif phase == "Running":
             st["state"] = {"running": {"startedAt": _ago(min(age_s, last_terminated_ago_s))}}
         else:
-            st["state"] = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": _ago(age_s),
-                                          "finishedAt": _ago(age_s / 2)}}
+            st["state"] = {
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": _ago(age_s),
+                    "finishedAt": _ago(age_s / 2),
+                }
+            }
         if last_terminated_reason is not None:
-            st["lastState"] = {"terminated": {"exitCode": last_exit_code, "reason": last_terminated_reason,
-                                              "startedAt": _ago(last_terminated_ago_s + 5),
-                                              "finishedAt": _ago(last_terminated_ago_s)}}
+            st["lastState"] = {
+                "terminated": {
+                    "exitCode": last_exit_code,
+                    "reason": last_terminated_reason,
+                    "startedAt": _ago(last_terminated_ago_s + 5),
+                    "finishedAt": _ago(last_terminated_ago_s),
+                }
+            }
         else:
             st["lastState"] = {}
         statuses.append(st)
     all_ready = all(s["ready"] for s in statuses)
-    spec: Obj = {"containers": specs, "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
-                 "schedulerName": "default-scheduler", "serviceAccountName": "default",
-                 "terminationGracePeriodSeconds": 30}
+    spec: Obj = {
+        "containers": specs,
+        "restartPolicy": "Always",
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+    }
     if node:
         spec["nodeName"] = node
     status: Obj = {
         "phase": phase,
         "conditions": [
             {"type": "Initialized", "status": "True", "lastTransitionTime": _ago(age_s)},
-            {"type": "Ready", "status": "True" if all_ready else "False", "lastTransitionTime": _ago(age_s),
-             **({} if all_ready else {"reason": "ContainersNotReady",
-                                      "message": "containers with unready status: ["
-                                                 + " ".join(s["name"] for s in statuses if not s["ready"]) + "]"})},
-            {"type": "ContainersReady", "status": "True" if all_ready else "False",
-             "lastTransitionTime": _ago(age_s)},
+            {
+                "type": "Ready",
+                "status": "True" if all_ready else "False",
+                "lastTransitionTime": _ago(age_s),
+                **(
+                    {}
+                    if all_ready
+                    else {
+                        "reason": "ContainersNotReady",
+                        "message": "containers with unready status: ["
+                        + " ".join(s["name"] for s in statuses if not s["ready"])
+                        + "]",
+                    }
+                ),
+            },
+            {"type": "ContainersReady", "status": "True" if all_ready else "False", "lastTransitionTime": _ago(age_s)},
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": _ago(age_s)},
         ],
         "containerStatuses": statuses,
@@ -372,19 +433,35 @@ def pod(
         status["hostIP"] = "192.168.49.2"
     if labels is None and owner is not None:
         labels = dict(owner.get("spec", {}).get("selector", {}).get("matchLabels", {}))
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _meta(name, namespace, labels, annotations, age_s, owner), "spec": spec, "status": status}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(name, namespace, labels, annotations, age_s, owner),
+        "spec": spec,
+        "status": status,
+    }
 
 
-def _pod_template(labels: dict[str, str], image: str, containers: list[Obj] | None, env: list[Obj] | None,
-                  annotations: dict[str, str] | None = None) -> Obj:
+def _pod_template(
+    labels: dict[str, str],
+    image: str,
+    containers: list[Obj] | None,
+    env: list[Obj] | None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
     meta: Obj = {"labels": dict(labels)}
     if annotations:
         meta["annotations"] = dict(annotations)
-    return {"metadata": meta,
-            "spec": {"containers": _containers(image, containers, env), "restartPolicy": "Always",
-                     "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
-                     "terminationGracePeriodSeconds": 30}}
+    return {
+        "metadata": meta,
+        "spec": {
+            "containers": _containers(image, containers, env),
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "schedulerName": "default-scheduler",
+            "terminationGracePeriodSeconds": 30,
+        },
+    }
 
 
 def deployment(
@@ -411,29 +488,46 @@ def deployment(
     if change_cause is not None:
         ann["kubernetes.io/change-cause"] = change_cause
     conditions = [
-        {"type": "Available", "status": "True" if ready >= replicas else "False",
-         "reason": "MinimumReplicasAvailable" if ready >= replicas else "MinimumReplicasUnavailable",
-         "message": "Deployment has minimum availability." if ready >= replicas
-         else "Deployment does not have minimum availability.",
-         "lastUpdateTime": _ago(age_s), "lastTransitionTime": _ago(age_s)},
-        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-         "message": f'ReplicaSet "{name}" has successfully progressed.',
-         "lastUpdateTime": _ago(age_s), "lastTransitionTime": _ago(age_s)},
+        {
+            "type": "Available",
+            "status": "True" if ready >= replicas else "False",
+            "reason": "MinimumReplicasAvailable" if ready >= replicas else "MinimumReplicasUnavailable",
+            "message": "Deployment has minimum availability."
+            if ready >= replicas
+            else "Deployment does not have minimum availability.",
+            "lastUpdateTime": _ago(age_s),
+            "lastTransitionTime": _ago(age_s),
+        },
+        {
+            "type": "Progressing",
+            "status": "True",
+            "reason": "NewReplicaSetAvailable",
+            "message": f'ReplicaSet "{name}" has successfully progressed.',
+            "lastUpdateTime": _ago(age_s),
+            "lastTransitionTime": _ago(age_s),
+        },
     ]
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {**_meta(name, namespace, selector, ann, age_s, None), "generation": 1},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
             "template": _pod_template(selector, image, containers, env),
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
-            "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+            "revisionHistoryLimit": 10,
+            "progressDeadlineSeconds": 600,
         },
-        "status": {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
-                   "readyReplicas": ready, "availableReplicas": ready,
-                   **({"unavailableReplicas": replicas - ready} if ready < replicas else {}),
-                   "conditions": conditions},
+        "status": {
+            "observedGeneration": 1,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            **({"unavailableReplicas": replicas - ready} if ready < replicas else {}),
+            "conditions": conditions,
+        },
     }
 
 
@@ -458,41 +552,68 @@ def replicaset(
     return _replicaset_for(owner, template, revision, replicas, change_cause, age_s)
 
 
-def _replicaset_for(owner: Obj, template: Obj, revision: int, replicas: int, change_cause: str | None,
-                    age_s: float) -> Obj:
+def _replicaset_for(
+    owner: Obj, template: Obj, revision: int, replicas: int, change_cause: str | None, age_s: float
+) -> Obj:
     template = _strip_hash(template)
     h = _template_hash(template)
     template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
     selector = {**owner["spec"]["selector"].get("matchLabels", {}), "pod-template-hash": h}
-    ann = {"deployment.kubernetes.io/revision": str(revision),
-           "deployment.kubernetes.io/desired-replicas": str(owner["spec"].get("replicas", 1)),
-           "deployment.kubernetes.io/max-replicas": str(owner["spec"].get("replicas", 1) + 1)}
+    ann = {
+        "deployment.kubernetes.io/revision": str(revision),
+        "deployment.kubernetes.io/desired-replicas": str(owner["spec"].get("replicas", 1)),
+        "deployment.kubernetes.io/max-replicas": str(owner["spec"].get("replicas", 1) + 1),
+    }
     if change_cause is not None:
         ann["kubernetes.io/change-cause"] = change_cause
     om = owner["metadata"]
     return {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {**_meta(f"{om['name']}-{h}", om.get("namespace"), selector, ann, age_s, owner),
-                     "generation": 1},
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {**_meta(f"{om['name']}-{h}", om.get("namespace"), selector, ann, age_s, owner), "generation": 1},
         "spec": {"replicas": replicas, "selector": {"matchLabels": selector}, "template": template},
-        "status": {"replicas": replicas, "fullyLabeledReplicas": replicas, "readyReplicas": replicas,
-                   "availableReplicas": replicas, "observedGeneration": 1},
+        "status": {
+            "replicas": replicas,
+            "fullyLabeledReplicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "observedGeneration": 1,
+        },
     }
 
 
-def statefulset(name: str, namespace: str = "default", *, image: str = "app:1.0", replicas: int = 3,
-                labels: dict[str, str] | None = None, age_s: float = 86400) -> Obj:
+def statefulset(
+    name: str,
+    namespace: str = "default",
+    *,
+    image: str = "app:1.0",
+    replicas: int = 3,
+    labels: dict[str, str] | None = None,
+    age_s: float = 86400,
+) -> Obj:
     """A StatefulSet selecting ``labels`` (default ``{"app": name}``), all replicas ready."""
     selector = dict(labels or {"app": name})
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
         "metadata": {**_meta(name, namespace, selector, None, age_s, None), "generation": 1},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": selector}, "serviceName": name,
-                 "template": _pod_template(selector, image, None, None),
-                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
-                 "podManagementPolicy": "OrderedReady", "revisionHistoryLimit": 10},
-        "status": {"observedGeneration": 1, "replicas": replicas, "readyReplicas": replicas,
-                   "currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "serviceName": name,
+            "template": _pod_template(selector, image, None, None),
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "podManagementPolicy": "OrderedReady",
+            "revisionHistoryLimit": 10,
+        },
+        "status": {
+            "observedGeneration": 1,
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "currentReplicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": replicas,
+        },
     }
 
 
@@ -512,43 +633,75 @@ def event(
     """A core/v1 Event about ``involved`` (any object dict with metadata)."""
     im = involved["metadata"]
     first = last_seen_ago_s if first_seen_ago_s is None else first_seen_ago_s
-    ref: Obj = {"kind": involved["kind"], "namespace": im.get("namespace", "default"), "name": im["name"],
-                "apiVersion": involved["apiVersion"]}
+    ref: Obj = {
+        "kind": involved["kind"],
+        "namespace": im.get("namespace", "default"),
+        "name": im["name"],
+        "apiVersion": involved["apiVersion"],
+    }
     if im.get("uid"):
         ref["uid"] = im["uid"]
     if field_path:
         ref["fieldPath"] = field_path
     return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": name or f"{im['name']}.{uuid.uuid4().hex[:16]}",
-                     "namespace": im.get("namespace", "default"), "creationTimestamp": _ago(first)},
-        "involvedObject": ref, "reason": reason, "message": message, "type": type, "count": count,
-        "firstTimestamp": _ago(first), "lastTimestamp": _ago(last_seen_ago_s),
-        "source": {"component": component}, "reportingComponent": component, "reportingInstance": "",
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": name or f"{im['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": im.get("namespace", "default"),
+            "creationTimestamp": _ago(first),
+        },
+        "involvedObject": ref,
+        "reason": reason,
+        "message": message,
+        "type": type,
+        "count": count,
+        "firstTimestamp": _ago(first),
+        "lastTimestamp": _ago(last_seen_ago_s),
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": "",
     }
 
 
 def secret(name: str, namespace: str = "default", data: dict[str, str] | None = None) -> Obj:
     """An Opaque Secret; ``data`` values are given plain and stored base64 like the real thing."""
     enc = {k: base64.b64encode(v.encode()).decode() for k, v in (data or {}).items()}
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _meta(name, namespace, None, None, 86400, None), "data": enc}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(name, namespace, None, None, 86400, None),
+        "data": enc,
+    }
 
 
 def node(name: str, *, ready: bool = True, age_s: float = 86400 * 30) -> Obj:
     """A worker Node with one InternalIP."""
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": _meta(name, None, {"kubernetes.io/hostname": name}, None, age_s, None),
         "spec": {},
         "status": {
-            "conditions": [{"type": "Ready", "status": "True" if ready else "Unknown",
-                            "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                            "lastHeartbeatTime": _ago(10), "lastTransitionTime": _ago(age_s)}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "Unknown",
+                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                    "lastHeartbeatTime": _ago(10),
+                    "lastTransitionTime": _ago(age_s),
+                }
+            ],
             "addresses": [{"type": "InternalIP", "address": "192.168.49.2"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": GIT_VERSION, "osImage": "Ubuntu 24.04 LTS",
-                         "kernelVersion": "6.8.0", "containerRuntimeVersion": "containerd://1.7.22",
-                         "architecture": "amd64", "operatingSystem": "linux"},
+            "nodeInfo": {
+                "kubeletVersion": GIT_VERSION,
+                "osImage": "Ubuntu 24.04 LTS",
+                "kernelVersion": "6.8.0",
+                "containerRuntimeVersion": "containerd://1.7.22",
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+            },
             "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         },
@@ -602,11 +755,33 @@ def selector_string(match_labels: dict[str, str]) -> str:
 
 
 _FIELDS: dict[str, frozenset[str]] = {
-    "pods": frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-                       "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}),
-    "events": frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                         "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    "pods": frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    "events": frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
     "secrets": frozenset({"type"}),
     "nodes": frozenset({"spec.unschedulable"}),
     "replicasets": frozenset({"status.replicas"}),
@@ -636,7 +811,7 @@ def field_matcher(res: Resource, selector: str) -> Callable[[Obj], bool]:
             raise _bad_request(f"invalid selector: '{selector}'; can't understand '{part}'")
         key, op, val = m.groups()
         if key not in allowed:
-            raise _bad_request(f'field label not supported: {key}')
+            raise _bad_request(f"field label not supported: {key}")
         reqs.append((key, op != "!=", val))
     return lambda obj: all((_field_value(obj, k) == v) == eq for k, eq, v in reqs)
 
@@ -645,9 +820,18 @@ def field_matcher(res: Resource, selector: str) -> Callable[[Obj], bool]:
 
 # Lists kube merges by a key in a strategic merge patch (the fields opsloop's writes touch, and their kin).
 _MERGE_KEYS = {
-    "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
-    "volumes": "name", "volumeMounts": "mountPath", "ports": "containerPort", "imagePullSecrets": "name",
-    "ownerReferences": "uid", "conditions": "type", "hostAliases": "ip", "envFrom": None,
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "ports": "containerPort",
+    "imagePullSecrets": "name",
+    "ownerReferences": "uid",
+    "conditions": "type",
+    "hostAliases": "ip",
+    "envFrom": None,
 }
 _PRIMITIVE_MERGE = frozenset({"finalizers"})
 
@@ -708,8 +892,9 @@ def _merge_list(name: str, current: Any, patch: list[Any]) -> list[Any]:
         replace = [x for x in patch if not (isinstance(x, dict) and x.get("$patch") == "replace")]
         return copy.deepcopy(replace)
     if any(isinstance(x, dict) and x.get("$patch") == "replace" for x in patch):
-        return [copy.deepcopy({k: v for k, v in x.items() if k != "$patch"}) for x in patch
-                if x.get("$patch") != "replace"]
+        return [
+            copy.deepcopy({k: v for k, v in x.items() if k != "$patch"}) for x in patch if x.get("$patch") != "replace"
+        ]
     for item in patch:
         idx = next((i for i, c in enumerate(current) if isinstance(c, dict) and c.get(key) == item.get(key)), None)
         if item.get("$patch") == "delete":
@@ -726,7 +911,7 @@ def _pointer(path: str) -> list[str]:
     if path == "":
         return []
     if not path.startswith("/"):
-        raise _invalid_patch(f"JSON pointer must be empty or start with a \"/\": {path!r}")
+        raise _invalid_patch(f'JSON pointer must be empty or start with a "/": {path!r}')
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
@@ -756,7 +941,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
         parts = _pointer(path)
         if kind == "test":
             if _walk(doc, parts, path) != op.get("value"):
-                raise _invalid_patch(f'testing value {path} failed: test failed')
+                raise _invalid_patch(f"testing value {path} failed: test failed")
             continue
         if kind in ("move", "copy"):
             src = _pointer(op.get("from", ""))
@@ -851,40 +1036,84 @@ def _pod_row(p: Obj) -> list[Any]:
         restarts_s = f"{restarts} ({human_duration((_now() - last_restart).total_seconds())} ago)"
     spec = p.get("spec", {})
     gates = spec.get("readinessGates")
-    return [p["metadata"]["name"], f"{ready}/{len(spec.get('containers', []))}", reason, restarts_s, _age(p),
-            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
-            status.get("nominatedNodeName") or "<none>",
-            "<none>" if not gates else f"0/{len(gates)}"]
+    return [
+        p["metadata"]["name"],
+        f"{ready}/{len(spec.get('containers', []))}",
+        reason,
+        restarts_s,
+        _age(p),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        "<none>" if not gates else f"0/{len(gates)}",
+    ]
 
 
-_POD_COLS = [_col("Name", fmt="name"), _col("Ready"), _col("Status"), _col("Restarts"), _col("Age"),
-             _col("IP", priority=1), _col("Node", priority=1), _col("Nominated Node", priority=1),
-             _col("Readiness Gates", priority=1)]
+_POD_COLS = [
+    _col("Name", fmt="name"),
+    _col("Ready"),
+    _col("Status"),
+    _col("Restarts"),
+    _col("Age"),
+    _col("IP", priority=1),
+    _col("Node", priority=1),
+    _col("Nominated Node", priority=1),
+    _col("Readiness Gates", priority=1),
+]
 
 
 def _deploy_row(d: Obj) -> list[Any]:
     st, spec = d.get("status", {}), d.get("spec", {})
     names, images = _images(spec.get("template", {}).get("spec", {}))
-    return [d["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
-            st.get("updatedReplicas", 0), st.get("availableReplicas", 0), _age(d), names, images,
-            selector_string(spec.get("selector", {}).get("matchLabels", {})) or "<none>"]
+    return [
+        d["metadata"]["name"],
+        f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+        st.get("updatedReplicas", 0),
+        st.get("availableReplicas", 0),
+        _age(d),
+        names,
+        images,
+        selector_string(spec.get("selector", {}).get("matchLabels", {})) or "<none>",
+    ]
 
 
-_DEPLOY_COLS = [_col("Name", fmt="name"), _col("Ready"), _col("Up-to-date", "integer"),
-                _col("Available", "integer"), _col("Age"), _col("Containers", priority=1),
-                _col("Images", priority=1), _col("Selector", priority=1)]
+_DEPLOY_COLS = [
+    _col("Name", fmt="name"),
+    _col("Ready"),
+    _col("Up-to-date", "integer"),
+    _col("Available", "integer"),
+    _col("Age"),
+    _col("Containers", priority=1),
+    _col("Images", priority=1),
+    _col("Selector", priority=1),
+]
 
 
 def _rs_row(r: Obj) -> list[Any]:
     st, spec = r.get("status", {}), r.get("spec", {})
     names, images = _images(spec.get("template", {}).get("spec", {}))
-    return [r["metadata"]["name"], spec.get("replicas", 1), st.get("replicas", 0), st.get("readyReplicas", 0),
-            _age(r), names, images, selector_string(spec.get("selector", {}).get("matchLabels", {})) or "<none>"]
+    return [
+        r["metadata"]["name"],
+        spec.get("replicas", 1),
+        st.get("replicas", 0),
+        st.get("readyReplicas", 0),
+        _age(r),
+        names,
+        images,
+        selector_string(spec.get("selector", {}).get("matchLabels", {})) or "<none>",
+    ]
 
 
-_RS_COLS = [_col("Name", fmt="name"), _col("Desired", "integer"), _col("Current", "integer"),
-            _col("Ready", "integer"), _col("Age"), _col("Containers", priority=1), _col("Images", priority=1),
-            _col("Selector", priority=1)]
+_RS_COLS = [
+    _col("Name", fmt="name"),
+    _col("Desired", "integer"),
+    _col("Current", "integer"),
+    _col("Ready", "integer"),
+    _col("Age"),
+    _col("Containers", priority=1),
+    _col("Images", priority=1),
+    _col("Selector", priority=1),
+]
 
 
 def _sts_row(s: Obj) -> list[Any]:
@@ -893,23 +1122,45 @@ def _sts_row(s: Obj) -> list[Any]:
     return [s["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}", _age(s), names, images]
 
 
-_STS_COLS = [_col("Name", fmt="name"), _col("Ready"), _col("Age"), _col("Containers", priority=1),
-             _col("Images", priority=1)]
+_STS_COLS = [
+    _col("Name", fmt="name"),
+    _col("Ready"),
+    _col("Age"),
+    _col("Containers", priority=1),
+    _col("Images", priority=1),
+]
 
 
 def _event_row(e: Obj) -> list[Any]:
     io = e.get("involvedObject", {})
     last = e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp")
     first = e.get("firstTimestamp") or e["metadata"].get("creationTimestamp")
-    return [_age({"t": last}, "t"), e.get("type", ""), e.get("reason", ""),
-            f"{io.get('kind', '').lower()}/{io.get('name', '')}", io.get("fieldPath", ""),
-            e.get("source", {}).get("component", ""), e.get("message", "").strip(), _age({"t": first}, "t"),
-            e.get("count", 1), e["metadata"]["name"]]
+    return [
+        _age({"t": last}, "t"),
+        e.get("type", ""),
+        e.get("reason", ""),
+        f"{io.get('kind', '').lower()}/{io.get('name', '')}",
+        io.get("fieldPath", ""),
+        e.get("source", {}).get("component", ""),
+        e.get("message", "").strip(),
+        _age({"t": first}, "t"),
+        e.get("count", 1),
+        e["metadata"]["name"],
+    ]
 
 
-_EVENT_COLS = [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Subobject", priority=1),
-               _col("Source", priority=1), _col("Message"), _col("First Seen", priority=1),
-               _col("Count", "integer", 1), _col("Name", priority=1, fmt="name")]
+_EVENT_COLS = [
+    _col("Last Seen"),
+    _col("Type"),
+    _col("Reason"),
+    _col("Object"),
+    _col("Subobject", priority=1),
+    _col("Source", priority=1),
+    _col("Message"),
+    _col("First Seen", priority=1),
+    _col("Count", "integer", 1),
+    _col("Name", priority=1, fmt="name"),
+]
 
 
 def _secret_row(s: Obj) -> list[Any]:
@@ -924,19 +1175,41 @@ def _node_row(n: Obj) -> list[Any]:
     ready: Obj = next((c for c in st.get("conditions", []) if c.get("type") == "Ready"), {})
     addr = {a["type"]: a["address"] for a in st.get("addresses", [])}
     info = st.get("nodeInfo", {})
-    return [n["metadata"]["name"], "Ready" if ready.get("status") == "True" else "NotReady", "<none>", _age(n),
-            info.get("kubeletVersion", ""), addr.get("InternalIP", "<none>"), addr.get("ExternalIP", "<none>"),
-            info.get("osImage", ""), info.get("kernelVersion", ""), info.get("containerRuntimeVersion", "")]
+    return [
+        n["metadata"]["name"],
+        "Ready" if ready.get("status") == "True" else "NotReady",
+        "<none>",
+        _age(n),
+        info.get("kubeletVersion", ""),
+        addr.get("InternalIP", "<none>"),
+        addr.get("ExternalIP", "<none>"),
+        info.get("osImage", ""),
+        info.get("kernelVersion", ""),
+        info.get("containerRuntimeVersion", ""),
+    ]
 
 
-_NODE_COLS = [_col("Name", fmt="name"), _col("Status"), _col("Roles"), _col("Age"), _col("Version"),
-              _col("Internal-IP", priority=1), _col("External-IP", priority=1), _col("OS-Image", priority=1),
-              _col("Kernel-Version", priority=1), _col("Container-Runtime", priority=1)]
+_NODE_COLS = [
+    _col("Name", fmt="name"),
+    _col("Status"),
+    _col("Roles"),
+    _col("Age"),
+    _col("Version"),
+    _col("Internal-IP", priority=1),
+    _col("External-IP", priority=1),
+    _col("OS-Image", priority=1),
+    _col("Kernel-Version", priority=1),
+    _col("Container-Runtime", priority=1),
+]
 
 _PRINTERS: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
-    "pods": (_POD_COLS, _pod_row), "deployments": (_DEPLOY_COLS, _deploy_row),
-    "replicasets": (_RS_COLS, _rs_row), "statefulsets": (_STS_COLS, _sts_row),
-    "events": (_EVENT_COLS, _event_row), "secrets": (_SECRET_COLS, _secret_row), "nodes": (_NODE_COLS, _node_row),
+    "pods": (_POD_COLS, _pod_row),
+    "deployments": (_DEPLOY_COLS, _deploy_row),
+    "replicasets": (_RS_COLS, _rs_row),
+    "statefulsets": (_STS_COLS, _sts_row),
+    "events": (_EVENT_COLS, _event_row),
+    "secrets": (_SECRET_COLS, _secret_row),
+    "nodes": (_NODE_COLS, _node_row),
 }
 _DEFAULT_COLS = [_col("Name", fmt="name"), _col("Created At", "date")]
 
@@ -959,8 +1232,13 @@ def to_table(res: Resource, objs: list[Obj], resource_version: str, include: str
         elif include != "None":
             r["object"] = _partial(o)
         rows.append(r)
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": cols, "rows": rows}
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": cols,
+        "rows": rows,
+    }
 
 
 def _wants(accept: str, as_kind: str) -> bool:
@@ -992,35 +1270,70 @@ def _tls_material() -> dict[str, bytes]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube-ca")])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(hours=1))
-          .not_valid_after(now + dt.timedelta(days=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(ca_ski, critical=False)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False),
-                           critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=False,
+                crl_sign=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     _TLS_CACHE.update(
         ca=ca.public_bytes(serialization.Encoding.PEM),
         cert=leaf.public_bytes(serialization.Encoding.PEM),
-        key=key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()),
+        key=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
     )
     return _TLS_CACHE
 
@@ -1055,8 +1368,11 @@ class _Denial:
     namespace: str | None
 
     def matches(self, verb: str, resource: str, namespace: str | None) -> bool:
-        return (self.verb in ("*", verb) and self.resource in ("*", resource)
-                and (self.namespace is None or self.namespace == namespace))
+        return (
+            self.verb in ("*", verb)
+            and self.resource in ("*", resource)
+            and (self.namespace is None or self.namespace == namespace)
+        )
 
 
 @dataclass
@@ -1121,8 +1437,9 @@ class FakeKube:
 
     def _new_site(self, port: int) -> web.TCPSite:
         assert self._runner is not None
-        return web.TCPSite(self._runner, "127.0.0.1", port, reuse_address=True,
-                           ssl_context=self._server_ssl if self.tls else None)
+        return web.TCPSite(
+            self._runner, "127.0.0.1", port, reuse_address=True, ssl_context=self._server_ssl if self.tls else None
+        )
 
     def ssl_context(self) -> ssl.SSLContext:
         """A client context that trusts this server (for a raw aiohttp/httpx client)."""
@@ -1166,8 +1483,15 @@ class FakeKube:
 
     # -- test-facing API
 
-    def write_kubeconfig(self, path: str | Path, context: str = "fake", namespace: str = "default", *,
-                         token_file: str | Path | None = None, cluster: str = "fake-cluster") -> Path:
+    def write_kubeconfig(
+        self,
+        path: str | Path,
+        context: str = "fake",
+        namespace: str = "default",
+        *,
+        token_file: str | Path | None = None,
+        cluster: str = "fake-cluster",
+    ) -> Path:
         """A kubeconfig whose current context reaches this server with the bearer token (or ``tokenFile``)."""
         path = Path(path)
         user: Obj = {"tokenFile": str(token_file)} if token_file is not None else {"token": self.token}
@@ -1175,11 +1499,12 @@ class FakeKube:
         if self.tls:
             cluster_info["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         cfg = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
             "clusters": [{"name": cluster, "cluster": cluster_info}],
             "users": [{"name": self.user, "user": user}],
-            "contexts": [{"name": context, "context": {"cluster": cluster, "user": self.user,
-                                                       "namespace": namespace}}],
+            "contexts": [{"name": context, "context": {"cluster": cluster, "user": self.user, "namespace": namespace}}],
             "current-context": context,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -1232,8 +1557,7 @@ class FakeKube:
 
     def writes(self) -> list[Request]:
         """The requests that would change something: POST/PUT/PATCH/DELETE without dryRun=All (reviews excluded)."""
-        return [r for r in self.requests if r.method in WRITE_METHODS and not r.dry_run
-                and "selfsubject" not in r.path]
+        return [r for r in self.requests if r.method in WRITE_METHODS and not r.dry_run and "selfsubject" not in r.path]
 
     def deny(self, verb: str, resource: str, namespace: str | None = None) -> None:
         """Matching requests get 403 Forbidden (``verb``/``resource`` may be ``*``; ``pods/log`` names a
@@ -1244,8 +1568,9 @@ class FakeKube:
         """Undo a ``deny`` with the same arguments."""
         self._denials = [d for d in self._denials if (d.verb, d.resource, d.namespace) != (verb, resource, namespace)]
 
-    def set_logs(self, namespace: str, pod: str, text: str, *, container: str | None = None,
-                 previous: bool = False) -> None:
+    def set_logs(
+        self, namespace: str, pod: str, text: str, *, container: str | None = None, previous: bool = False
+    ) -> None:
         """What ``pods/log`` returns (``container`` None: the pod's only container, or any container)."""
         self._logs[(namespace, pod, container, previous)] = text
 
@@ -1258,17 +1583,26 @@ class FakeKube:
     @staticmethod
     def pod_metrics(name: str, namespace: str, usage: dict[str, dict[str, str]]) -> Obj:
         """A PodMetrics dict: ``usage`` maps container name to ``{"cpu": "250m", "memory": "128Mi"}``."""
-        return {"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _ts(_now())},
-                "timestamp": _ts(_now()), "window": "30s",
-                "containers": [{"name": c, "usage": u} for c, u in usage.items()]}
+        return {
+            "kind": "PodMetrics",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _ts(_now())},
+            "timestamp": _ts(_now()),
+            "window": "30s",
+            "containers": [{"name": c, "usage": u} for c, u in usage.items()],
+        }
 
     @staticmethod
     def node_metrics(name: str, cpu: str, memory: str) -> Obj:
         """A NodeMetrics dict."""
-        return {"kind": "NodeMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                "metadata": {"name": name, "creationTimestamp": _ts(_now())},
-                "timestamp": _ts(_now()), "window": "30s", "usage": {"cpu": cpu, "memory": memory}}
+        return {
+            "kind": "NodeMetrics",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {"name": name, "creationTimestamp": _ts(_now())},
+            "timestamp": _ts(_now()),
+            "window": "30s",
+            "usage": {"cpu": cpu, "memory": memory},
+        }
 
     # -- storage helpers
 
@@ -1281,8 +1615,9 @@ class FakeKube:
         return (res.qualified, (namespace or "default") if res.namespaced else "", name)
 
     def _objects(self, res: Resource, namespace: str | None) -> list[Obj]:
-        out = [o for (q, ns, _), o in self._store.items()
-               if q == res.qualified and (namespace is None or ns == namespace)]
+        out = [
+            o for (q, ns, _), o in self._store.items() if q == res.qualified and (namespace is None or ns == namespace)
+        ]
         return sorted(out, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     # -- the controller kube would run: ReplicaSet revisions for Deployments
@@ -1290,14 +1625,18 @@ class FakeKube:
     def _owned_replicasets(self, dep: Obj) -> list[Obj]:
         rs_res = _resource_for_kind("ReplicaSet")
         uid = dep["metadata"]["uid"]
-        return [r for r in self._objects(rs_res, dep["metadata"]["namespace"])
-                if any(o.get("uid") == uid and o.get("controller") for o in r["metadata"].get("ownerReferences", []))]
+        return [
+            r
+            for r in self._objects(rs_res, dep["metadata"]["namespace"])
+            if any(o.get("uid") == uid and o.get("controller") for o in r["metadata"].get("ownerReferences", []))
+        ]
 
     def _reconcile_deployment(self, dep: Obj, *, initial: bool = False) -> None:
         """Give ``dep`` (the stored dict, changed in place) a ReplicaSet for its template and its revision."""
         owned = self._owned_replicasets(dep)
-        revisions = [int(r["metadata"].get("annotations", {}).get("deployment.kubernetes.io/revision", "0"))
-                     for r in owned]
+        revisions = [
+            int(r["metadata"].get("annotations", {}).get("deployment.kubernetes.io/revision", "0")) for r in owned
+        ]
         top = max(revisions, default=0)
         want = _strip_hash(dep["spec"]["template"])
         current = next((r for r in owned if _strip_hash(r["spec"]["template"]) == want), None)
@@ -1319,8 +1658,13 @@ class FakeKube:
             for r in owned:
                 if r["metadata"]["name"] != current["metadata"]["name"] and r["spec"].get("replicas"):
                     r["spec"]["replicas"] = 0
-                    r["status"] = {**r.get("status", {}), "replicas": 0, "readyReplicas": 0,
-                                   "availableReplicas": 0, "fullyLabeledReplicas": 0}
+                    r["status"] = {
+                        **r.get("status", {}),
+                        "replicas": 0,
+                        "readyReplicas": 0,
+                        "availableReplicas": 0,
+                        "fullyLabeledReplicas": 0,
+                    }
                     r["metadata"]["resourceVersion"] = self._next_rv()
             current["spec"]["replicas"] = replicas
         current["metadata"]["resourceVersion"] = self._next_rv()
@@ -1367,13 +1711,29 @@ class FakeKube:
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
         if path == "/version":
-            return web.json_response({"major": "1", "minor": "32", "gitVersion": GIT_VERSION,
-                                      "gitCommit": "0" * 40, "gitTreeState": "clean",
-                                      "buildDate": "2025-04-22T16:00:00Z", "goVersion": "go1.23.8",
-                                      "compiler": "gc", "platform": "linux/amd64"})
+            return web.json_response(
+                {
+                    "major": "1",
+                    "minor": "32",
+                    "gitVersion": GIT_VERSION,
+                    "gitCommit": "0" * 40,
+                    "gitTreeState": "clean",
+                    "buildDate": "2025-04-22T16:00:00Z",
+                    "goVersion": "go1.23.8",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                }
+            )
         if path == "/api":
-            return web.json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}]})
+            return web.json_response(
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
+                    ],
+                }
+            )
         if path == "/apis":
             return web.json_response(self._group_list())
         if parts[:1] == ["api"] and len(parts) == 2 and parts[1] == "v1":
@@ -1412,17 +1772,33 @@ class FakeKube:
         for r in RESOURCES:
             if (r.group, r.version) != (group, version):
                 continue
-            entry: Obj = {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
-                          "kind": r.kind, "verbs": list(r.verbs)}
+            entry: Obj = {
+                "name": r.plural,
+                "singularName": r.kind.lower(),
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": list(r.verbs),
+            }
             if r.short_names:
                 entry["shortNames"] = list(r.short_names)
-            if r.group in ("", "apps") and r.plural in ("pods", "deployments", "replicasets", "statefulsets",
-                                                          "daemonsets", "services"):
+            if r.group in ("", "apps") and r.plural in (
+                "pods",
+                "deployments",
+                "replicasets",
+                "statefulsets",
+                "daemonsets",
+                "services",
+            ):
                 entry["categories"] = ["all"]
             resources.append(entry)
             for sub in r.subresources:
-                sub_entry: Obj = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                                  "kind": r.kind, "verbs": ["get", "patch", "update"]}
+                sub_entry: Obj = {
+                    "name": f"{r.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
                 if sub == "scale":
                     sub_entry.update(kind="Scale", group="autoscaling", version="v1")
                 elif sub == "log":
@@ -1462,10 +1838,13 @@ class FakeKube:
         if any(d.matches(verb, resource, namespace) for d in self._denials):
             what = f'{route.res.qualified} "{route.name}"' if route.name else route.res.qualified
             where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-            raise KubeError(403, "Forbidden",
-                            f'{what} is forbidden: User "{self.user}" cannot {verb} resource "{resource}" '
-                            f'in API group "{route.res.group}" {where}',
-                            _details(route.res, route.name))
+            raise KubeError(
+                403,
+                "Forbidden",
+                f'{what} is forbidden: User "{self.user}" cannot {verb} resource "{resource}" '
+                f'in API group "{route.res.group}" {where}',
+                _details(route.res, route.name),
+            )
 
     def _serve(self, request: web.Request, rec: Request, route: _Route, raw: bytes) -> web.Response:
         method = request.method
@@ -1509,8 +1888,12 @@ class FakeKube:
             for m in pool:
                 if m["metadata"]["name"] == route.name and m["metadata"].get("namespace") == route.namespace:
                     return m
-            raise KubeError(404, "NotFound", f'{route.res.plural}.metrics.k8s.io "{route.name}" not found',
-                            _details(route.res, route.name))
+            raise KubeError(
+                404,
+                "NotFound",
+                f'{route.res.plural}.metrics.k8s.io "{route.name}" not found',
+                _details(route.res, route.name),
+            )
         obj = self._store.get(self._key(route.res, route.namespace, route.name))
         if obj is None:
             raise _not_found(route.res, route.name)
@@ -1519,8 +1902,14 @@ class FakeKube:
     def _respond_one(self, request: web.Request, res: Resource, obj: Obj) -> web.Response:
         accept = request.headers.get("Accept", "")
         if _wants(accept, "Table"):
-            return web.json_response(to_table(res, [obj], obj["metadata"].get("resourceVersion", ""),
-                                              request.query.get("includeObject", "Metadata")))
+            return web.json_response(
+                to_table(
+                    res,
+                    [obj],
+                    obj["metadata"].get("resourceVersion", ""),
+                    request.query.get("includeObject", "Metadata"),
+                )
+            )
         if _wants(accept, "PartialObjectMetadata"):
             return web.json_response(_partial(obj))
         return web.json_response({"apiVersion": res.api_version, "kind": res.kind, **copy.deepcopy(obj)})
@@ -1529,8 +1918,11 @@ class FakeKube:
         res, q = route.res, request.query
         if res.group == METRICS_GROUP:
             pool = self._pod_metrics if res.plural == "pods" else self._node_metrics
-            objs = [copy.deepcopy(m) for m in pool if route.namespace is None
-                    or m["metadata"].get("namespace") == route.namespace]
+            objs = [
+                copy.deepcopy(m)
+                for m in pool
+                if route.namespace is None or m["metadata"].get("namespace") == route.namespace
+            ]
         else:
             objs = self._objects(res, route.namespace if res.namespaced else None)
         if sel := q.get("labelSelector"):
@@ -1544,12 +1936,24 @@ class FakeKube:
         if _wants(accept, "Table"):
             return web.json_response(to_table(res, objs, rv, q.get("includeObject", "Metadata")))
         if _wants(accept, "PartialObjectMetadataList"):
-            return web.json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-                                      "metadata": {"resourceVersion": rv}, "items": [_partial(o) for o in objs]})
+            return web.json_response(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {"resourceVersion": rv},
+                    "items": [_partial(o) for o in objs],
+                }
+            )
         # List items carry no kind/apiVersion, like the real server's.
         items = [{k: copy.deepcopy(v) for k, v in o.items() if k not in ("kind", "apiVersion")} for o in objs]
-        return web.json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                  "metadata": {"resourceVersion": rv}, "items": items})
+        return web.json_response(
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": rv},
+                "items": items,
+            }
+        )
 
     def _log(self, route: _Route, q: Any) -> web.Response:
         p = self._stored(route)
@@ -1596,18 +2000,31 @@ class FakeKube:
         if route.res.plural not in _SCALABLE:
             raise _path_not_found()
         m = obj["metadata"]
-        return {"kind": "Scale", "apiVersion": "autoscaling/v1",
-                "metadata": {"name": m["name"], "namespace": m.get("namespace"), "uid": m.get("uid"),
-                             "resourceVersion": m.get("resourceVersion"),
-                             "creationTimestamp": m.get("creationTimestamp")},
-                "spec": {"replicas": obj.get("spec", {}).get("replicas", 1)},
-                "status": {"replicas": obj.get("status", {}).get("replicas", 0),
-                           "selector": selector_string(obj.get("spec", {}).get("selector", {}).get("matchLabels", {}))}}
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": m["name"],
+                "namespace": m.get("namespace"),
+                "uid": m.get("uid"),
+                "resourceVersion": m.get("resourceVersion"),
+                "creationTimestamp": m.get("creationTimestamp"),
+            },
+            "spec": {"replicas": obj.get("spec", {}).get("replicas", 1)},
+            "status": {
+                "replicas": obj.get("status", {}).get("replicas", 0),
+                "selector": selector_string(obj.get("spec", {}).get("selector", {}).get("matchLabels", {})),
+            },
+        }
 
     def _conflict(self, res: Resource, name: str) -> KubeError:
-        return KubeError(409, "Conflict",
-                         f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been modified; '
-                         f'please apply your changes to the latest version and try again', _details(res, name))
+        return KubeError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been modified; '
+            f"please apply your changes to the latest version and try again",
+            _details(res, name),
+        )
 
     def _create(self, request: web.Request, route: _Route, body: Any, dry: bool) -> web.Response:
         _json_body(request)
@@ -1620,12 +2037,16 @@ class FakeKube:
             name = meta["generateName"] + uuid.uuid4().hex[:5]
             meta["name"] = name
         if not name:
-            raise KubeError(422, "Invalid", f"{res.kind} \"\" is invalid: metadata.name: Required value: name or "
-                                            f"generateName is required")
+            raise KubeError(
+                422,
+                "Invalid",
+                f'{res.kind} "" is invalid: metadata.name: Required value: name or generateName is required',
+            )
         if res.namespaced:
             if meta.get("namespace") not in (None, route.namespace):
-                raise _bad_request("the namespace of the provided object does not match the namespace sent on the "
-                                   "request")
+                raise _bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = route.namespace
         key = self._key(res, route.namespace, name)
         if key in self._store:
@@ -1644,16 +2065,23 @@ class FakeKube:
         pre = (body or {}).get("preconditions") or {} if isinstance(body, dict) else {}
         m = obj["metadata"]
         if pre.get("resourceVersion") and pre["resourceVersion"] != m.get("resourceVersion"):
-            raise KubeError(409, "Conflict",
-                            f'Operation cannot be fulfilled on {route.res.qualified} "{route.name}": the '
-                            f'ResourceVersion in the precondition ({pre["resourceVersion"]}) does not match the '
-                            f'ResourceVersion in record ({m.get("resourceVersion")}). The object might have been '
-                            f'modified', _details(route.res, route.name))
+            raise KubeError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {route.res.qualified} "{route.name}": the '
+                f"ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({m.get('resourceVersion')}). The object might have been "
+                f"modified",
+                _details(route.res, route.name),
+            )
         if pre.get("uid") and pre["uid"] != m.get("uid"):
-            raise KubeError(409, "Conflict",
-                            f'Operation cannot be fulfilled on {route.res.qualified} "{route.name}": Precondition '
-                            f'failed: UID in precondition: {pre["uid"]}, UID in object meta: {m.get("uid")}',
-                            _details(route.res, route.name))
+            raise KubeError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {route.res.qualified} "{route.name}": Precondition '
+                f"failed: UID in precondition: {pre['uid']}, UID in object meta: {m.get('uid')}",
+                _details(route.res, route.name),
+            )
         gone = {"apiVersion": route.res.api_version, "kind": route.res.kind, **copy.deepcopy(obj)}
         if route.res.plural == "pods":
             grace = (body or {}).get("gracePeriodSeconds", 30) if isinstance(body, dict) else 30
@@ -1671,8 +2099,11 @@ class FakeKube:
         is_scale = route.sub == "scale"
         if is_scale and res.plural not in _SCALABLE:
             raise _path_not_found()
-        base = self._scale_of(route, stored) if is_scale else {"apiVersion": res.api_version, "kind": res.kind,
-                                                               **copy.deepcopy(stored)}
+        base = (
+            self._scale_of(route, stored)
+            if is_scale
+            else {"apiVersion": res.api_version, "kind": res.kind, **copy.deepcopy(stored)}
+        )
         if request.method == "PUT":
             _json_body(request)
             if not isinstance(body, dict):
@@ -1702,13 +2133,18 @@ class FakeKube:
         if sent_rv and sent_rv != current_rv:
             raise self._conflict(res, route.name or "")
         if nm.get("name") not in (None, route.name):
-            raise _bad_request(f'the name of the object ({nm.get("name")}) does not match the name on the URL '
-                               f'({route.name})')
+            raise _bad_request(
+                f"the name of the object ({nm.get('name')}) does not match the name on the URL ({route.name})"
+            )
         if is_scale:
             replicas = new.get("spec", {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
-                raise KubeError(422, "Invalid", f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: '
-                                                f'Invalid value: {replicas}: must be greater than or equal to 0')
+                raise KubeError(
+                    422,
+                    "Invalid",
+                    f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: '
+                    f"Invalid value: {replicas}: must be greater than or equal to 0",
+                )
             result = copy.deepcopy(stored)
             result["spec"]["replicas"] = replicas
         elif route.sub == "status":
@@ -1741,15 +2177,15 @@ class FakeKube:
         if not isinstance(body, dict):
             raise _bad_request("the body of the request was in an unknown format")
         spec = body.get("spec", {})
-        out = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"creationTimestamp": None},
-               "spec": spec}
+        out = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"creationTimestamp": None}, "spec": spec}
         if res.plural == "selfsubjectaccessreviews":
             attrs = spec.get("resourceAttributes") or {}
             resource = attrs.get("resource", "")
             if attrs.get("subresource"):
                 resource += "/" + attrs["subresource"]
-            denied = any(d.matches(attrs.get("verb", ""), resource, attrs.get("namespace") or None)
-                         for d in self._denials)
+            denied = any(
+                d.matches(attrs.get("verb", ""), resource, attrs.get("namespace") or None) for d in self._denials
+            )
             out["status"] = {"allowed": not denied}
         else:
             namespace = spec.get("namespace") or None
@@ -1758,17 +2194,40 @@ class FakeKube:
                 if r.group in (REVIEW_GROUP,) or (r.group == METRICS_GROUP and not self.metrics):
                     continue
                 for name in (r.plural, *(f"{r.plural}/{s}" for s in r.subresources)):
-                    verbs = [v for v in (r.verbs if "/" not in name else ("get", "patch", "update"))
-                             if not any(d.matches(v, name, namespace) for d in self._denials)]
+                    verbs = [
+                        v
+                        for v in (r.verbs if "/" not in name else ("get", "patch", "update"))
+                        if not any(d.matches(v, name, namespace) for d in self._denials)
+                    ]
                     if verbs:
                         rules.append({"verbs": verbs, "apiGroups": [r.group], "resources": [name]})
-            rules.append({"verbs": ["create"], "apiGroups": [REVIEW_GROUP],
-                          "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]})
-            out["status"] = {"resourceRules": rules,
-                             "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": [
-                                 "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz",
-                                 "/version", "/version/"]}],
-                             "incomplete": False}
+            rules.append(
+                {
+                    "verbs": ["create"],
+                    "apiGroups": [REVIEW_GROUP],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                }
+            )
+            out["status"] = {
+                "resourceRules": rules,
+                "nonResourceRules": [
+                    {
+                        "verbs": ["get"],
+                        "nonResourceURLs": [
+                            "/api",
+                            "/api/*",
+                            "/apis",
+                            "/apis/*",
+                            "/healthz",
+                            "/livez",
+                            "/readyz",
+                            "/version",
+                            "/version/",
+                        ],
+                    }
+                ],
+                "incomplete": False,
+            }
         return web.json_response(out, status=201)
 
 
@@ -1785,6 +2244,9 @@ def _json_body(request: web.Request) -> None:
     ``auth can-i``), the fake does not, and says so with the real server's 415 for unknown formats."""
     ctype = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
     if ctype not in ("application/json", ""):
-        raise KubeError(415, "UnsupportedMediaType",
-                        f"the body of the request was in an unknown format - accepted media types include: "
-                        f"application/json (the fake kube-apiserver reads no {ctype})")
+        raise KubeError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"application/json (the fake kube-apiserver reads no {ctype})",
+        )

@@ -20,11 +20,35 @@ from tools.remote.inventory import Host
 _SAMPLE_S = 0.5  # CPU percentages need two readings this far apart
 _REMOTE_TIMEOUT_S = 20.0  # a remote command's own limit, under the tools' 30 s
 # df lists these too; psutil.disk_partitions(all=False) does not (no device behind them)
-_PSEUDO_FS = frozenset({
-    "tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "debugfs", "tracefs",
-    "securityfs", "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "autofs", "binfmt_misc", "nsfs", "ramfs",
-    "efivarfs", "rpc_pipefs", "squashfs", "shm", "none",
-})
+_PSEUDO_FS = frozenset(
+    {
+        "tmpfs",
+        "devtmpfs",
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "devpts",
+        "mqueue",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "pstore",
+        "bpf",
+        "configfs",
+        "fusectl",
+        "hugetlbfs",
+        "autofs",
+        "binfmt_misc",
+        "nsfs",
+        "ramfs",
+        "efivarfs",
+        "rpc_pipefs",
+        "squashfs",
+        "shm",
+        "none",
+    }
+)
 
 
 def human_bytes(n: float) -> str:
@@ -50,8 +74,9 @@ def _percent(part: float, whole: float) -> float:
 
 def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) -> str:
     warnings = [f"WARNING {mount} is {pct:.1f}% full" for mount, pct in full if pct >= 90]
-    return "\n".join([f"disk usage on {name}", _table([["mount", "fs", "size", "used", "avail", "use%"], *rows]),
-                      *warnings])
+    return "\n".join(
+        [f"disk usage on {name}", _table([["mount", "fs", "size", "used", "avail", "use%"], *rows]), *warnings]
+    )
 
 
 @tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
@@ -70,13 +95,30 @@ def _local_check_disk() -> str:
             continue
         if usage.total == 0:
             continue
-        rows.append([part.mountpoint, part.fstype, human_bytes(usage.total), human_bytes(usage.used),
-                     human_bytes(usage.free), f"{usage.percent:.1f}%"])
+        rows.append(
+            [
+                part.mountpoint,
+                part.fstype,
+                human_bytes(usage.total),
+                human_bytes(usage.used),
+                human_bytes(usage.free),
+                f"{usage.percent:.1f}%",
+            ]
+        )
         full.append((part.mountpoint, usage.percent))
     if "/" not in seen:  # containers often list no partitions; the root filesystem is always worth a line
         usage = psutil.disk_usage("/")
-        rows.insert(0, ["/", "-", human_bytes(usage.total), human_bytes(usage.used), human_bytes(usage.free),
-                        f"{usage.percent:.1f}%"])
+        rows.insert(
+            0,
+            [
+                "/",
+                "-",
+                human_bytes(usage.total),
+                human_bytes(usage.used),
+                human_bytes(usage.free),
+                f"{usage.percent:.1f}%",
+            ],
+        )
         full.insert(0, ("/", usage.percent))
     return _disk_text(reach.host_name(None), rows, full)
 
@@ -178,16 +220,19 @@ async def _remote_check_memory(found: Host, ctx: ToolContext) -> str:
 # -- check_cpu -----------------------------------------------------------------------------------------
 
 
-def _cpu_text(name: str, per_core: list[float], load: tuple[float, float, float], logical: int,
-              physical: int | None) -> str:
+def _cpu_text(
+    name: str, per_core: list[float], load: tuple[float, float, float], logical: int, physical: int | None
+) -> str:
     overall = sum(per_core) / len(per_core) if per_core else 0.0
     cores = f"{logical} logical" + (f", {physical} physical" if physical else "")
-    return "\n".join([
-        f"cpu on {name}",
-        f"cpu {overall:.1f}% (per core: {', '.join(f'{p:.0f}%' for p in per_core)})",
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min)",
-        f"cores {cores}",
-    ])
+    return "\n".join(
+        [
+            f"cpu on {name}",
+            f"cpu {overall:.1f}% (per core: {', '.join(f'{p:.0f}%' for p in per_core)})",
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min)",
+            f"cores {cores}",
+        ]
+    )
 
 
 @tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
@@ -283,8 +328,9 @@ def _local_list_top_processes(sort_by: str = "cpu", limit: int = 10) -> str:
             continue
         rss = info["memory_info"].rss if info.get("memory_info") else 0
         cmd = " ".join(" ".join(info.get("cmdline") or []).split()) or info.get("name") or "?"
-        rows.append((cpu, rss, [str(info["pid"]), str(info.get("username") or "?"), f"{cpu:.1f}",
-                                human_bytes(rss), cmd[:120]]))
+        rows.append(
+            (cpu, rss, [str(info["pid"]), str(info.get("username") or "?"), f"{cpu:.1f}", human_bytes(rss), cmd[:120]])
+        )
     return _top_text(reach.host_name(None), rows, sort_by, limit)
 
 
@@ -292,7 +338,7 @@ def _local_list_top_processes(sort_by: str = "cpu", limit: int = 10) -> str:
 # the sample), with the host's clock and tick rate; then pid, user, rss and command line from ps. \0 between.
 _TOP_SCRIPT = (
     "cd /proc || exit 1; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; sleep 0.5; "
-    "t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0%s %s %s\\0' \"$t0\" \"$t1\" \"$(getconf CLK_TCK)\"; "
+    't1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf \'\\0%s %s %s\\0\' "$t0" "$t1" "$(getconf CLK_TCK)"; '
     "ps -e -ww -o pid=,user:32=,rss=,args= | cut -b 1-400"
 )
 
@@ -309,8 +355,9 @@ def _ticks(sample: str) -> dict[int, int]:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost",
-                             *, ctx: ToolContext) -> str:
+async def list_top_processes(
+    sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost", *, ctx: ToolContext
+) -> str:
     """The processes using the most CPU or memory.
 
     Args:
@@ -320,13 +367,19 @@ async def list_top_processes(sort_by: Literal["cpu", "memory"] = "cpu", limit: i
     """
     reach.target(host, ctx)  # an unknown host is named before a bad limit
     _check_limit(limit)
-    return await reach.on_host(host, ctx, _local_list_top_processes, {"sort_by": sort_by, "limit": limit},
-                               lambda on: _remote_list_top_processes(on, sort_by, limit, ctx))
+    return await reach.on_host(
+        host,
+        ctx,
+        _local_list_top_processes,
+        {"sort_by": sort_by, "limit": limit},
+        lambda on: _remote_list_top_processes(on, sort_by, limit, ctx),
+    )
 
 
 async def _remote_list_top_processes(found: Host, sort_by: str, limit: int, ctx: ToolContext) -> str:
-    result = await reach.remote(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S,
-                                max_bytes=8 * 1024 * 1024)
+    result = await reach.remote(
+        ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024
+    )
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4 or result.truncated:
         raise reach.failed(found, "reading /proc", result)

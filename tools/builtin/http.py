@@ -63,8 +63,11 @@ class PinnedResolver(AbstractResolver):
         for ip in pinned:
             ip_family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
             if family in (socket.AF_UNSPEC, ip_family):
-                results.append(ResolveResult(hostname=host, host=str(ip), port=port, family=ip_family, proto=0,
-                                             flags=socket.AI_NUMERICHOST))
+                results.append(
+                    ResolveResult(
+                        hostname=host, host=str(ip), port=port, family=ip_family, proto=0, flags=socket.AI_NUMERICHOST
+                    )
+                )
         if not results:
             raise OSError(f"{host} has no checked address of the requested family")
         return results
@@ -204,8 +207,9 @@ async def _read_body(resp: aiohttp.ClientResponse, deadline: float) -> tuple[byt
     return bytes(data[:READ_BYTES]), "size"
 
 
-async def _get(session: aiohttp.ClientSession, target: _Target, ssl_arg: ssl.SSLContext | bool,
-               deadline: float) -> _Hop:
+async def _get(
+    session: aiohttp.ClientSession, target: _Target, ssl_arg: ssl.SSLContext | bool, deadline: float
+) -> _Hop:
     started = time.perf_counter()
     async with asyncio.timeout_at(deadline):
         resp = await session.get(target.url, ssl=ssl_arg, allow_redirects=False)
@@ -213,9 +217,18 @@ async def _get(session: aiohttp.ClientSession, target: _Target, ssl_arg: ssl.SSL
         latency_ms = (time.perf_counter() - started) * 1000
         cert = _peer_cert(resp)
         raw, cut = await _read_body(resp, deadline)
-        return _Hop(target=target, status=resp.status, reason=resp.reason or "", latency_ms=latency_ms,
-                    headers=CIMultiDict(resp.headers), charset=resp.charset or "utf-8", raw=raw, cut=cut,
-                    cert=cert, verified=target.url.scheme == "https" and ssl_arg is not False)
+        return _Hop(
+            target=target,
+            status=resp.status,
+            reason=resp.reason or "",
+            latency_ms=latency_ms,
+            headers=CIMultiDict(resp.headers),
+            charset=resp.charset or "utf-8",
+            raw=raw,
+            cut=cut,
+            cert=cert,
+            verified=target.url.scheme == "https" and ssl_arg is not False,
+        )
 
 
 async def _fetch(session: aiohttp.ClientSession, target: _Target, ctx: ToolContext, deadline: float) -> _Hop:
@@ -226,8 +239,10 @@ async def _fetch(session: aiohttp.ClientSession, target: _Target, ctx: ToolConte
         return await _get(session, target, _ssl_context(ctx), deadline)
     except aiohttp.ClientConnectorCertificateError as e:
         hop = await _get(session, target, False, deadline)
-        notes = (f"TLS: certificate verification FAILED: {e.certificate_error}",
-                 "(the response below was fetched without verifying the certificate)")
+        notes = (
+            f"TLS: certificate verification FAILED: {e.certificate_error}",
+            "(the response below was fetched without verifying the certificate)",
+        )
         return dataclasses.replace(hop, notes=notes)
 
 
@@ -253,8 +268,9 @@ def _down(url: URL | str, e: BaseException, ctx: ToolContext) -> str:
     return f"DOWN {url}: {type(e).__name__}: {e}"
 
 
-async def _walk(session: aiohttp.ClientSession, start: URL, ctx: ToolContext, pins: PinnedResolver,
-                deadline: float) -> tuple[list[_Hop], _Stop | None]:
+async def _walk(
+    session: aiohttp.ClientSession, start: URL, ctx: ToolContext, pins: PinnedResolver, deadline: float
+) -> tuple[list[_Hop], _Stop | None]:
     """Follow the chain from `start`, each hop admitted first; the responses, and why it ended early."""
     hops: list[_Hop] = []
     url: URL | None = start
@@ -305,16 +321,19 @@ def _body_lines(hop: _Hop, ctx: ToolContext) -> list[str]:
     if hop.cut == "size":
         lines.append(f"body cut: read stopped at {READ_BYTES // 1024} KiB")
     elif hop.cut == "time":
-        lines.append(f"body cut: still arriving when the {ctx.http_timeout_s:g}s limit ([tools.http] timeout_s) "
-                     f"ran out; {len(hop.raw)} bytes read")
+        lines.append(
+            f"body cut: still arriving when the {ctx.http_timeout_s:g}s limit ([tools.http] timeout_s) "
+            f"ran out; {len(hop.raw)} bytes read"
+        )
     # redact_slice: a secret crossing the cut goes whole (a raw cut could leave `Bearer eyJ` for nobody to spot)
     snippet = body if len(body) <= BODY_CHARS else redact_slice(body, 0, BODY_CHARS) + " …"
     lines.append(f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)")
     return lines
 
 
-async def _report(start: URL, hops: list[_Hop], stop: _Stop | None, expect_status: int | None,
-                  ctx: ToolContext, deadline: float) -> str:
+async def _report(
+    start: URL, hops: list[_Hop], stop: _Stop | None, expect_status: int | None, ctx: ToolContext, deadline: float
+) -> str:
     last = hops[-1]
     total_ms = sum(h.latency_ms for h in hops)
     lines = [f"GET {start} -> {last.status} {last.reason} in {total_ms:.0f} ms"]

@@ -131,8 +131,9 @@ class _Approved:
         first, _, rest = preview.partition("\n")
         m = _DIGEST_RE.search(first)
         n = _COUNT_RE.match(first)
-        named = tuple(_Named(e["tag"], e["shown"], e["text"]) for line in rest.splitlines()
-                      if (e := _ENTRY_RE.match(line)))
+        named = tuple(
+            _Named(e["tag"], e["shown"], e["text"]) for line in rest.splitlines() if (e := _ENTRY_RE.match(line))
+        )
         return cls(m.group(1) if m else None, int(n.group(1)) if n else 0, named)
 
 
@@ -183,12 +184,21 @@ def choose(scan: Scan, approved_preview: str, outcome: Outcome) -> tuple[list[Ca
     return chosen, unapproved, max(approved.count - len(approved.named), 0)
 
 
-def clean_report(scan: Scan, outcome: Outcome, unapproved: list[Candidate], unnamed: int,
-                  older_than_days: int, confirmed_by: str, now: float) -> str:
+def clean_report(
+    scan: Scan,
+    outcome: Outcome,
+    unapproved: list[Candidate],
+    unnamed: int,
+    older_than_days: int,
+    confirmed_by: str,
+    now: float,
+) -> str:
     freed = sum(c.size for c in outcome.deleted)
-    out = [f"deleted {len(outcome.deleted)} rotated log files older than {older_than_days} days under "
-           f"{printable_path(scan.root)}, freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
-           *_listing([file_line(c, now) for c in outcome.deleted])]
+    out = [
+        f"deleted {len(outcome.deleted)} rotated log files older than {older_than_days} days under "
+        f"{printable_path(scan.root)}, freed {human_bytes(freed)} ({freed} bytes); approved by {confirmed_by}",
+        *_listing([file_line(c, now) for c in outcome.deleted]),
+    ]
     again = "call clean_logs again for a new preview and approval"
     if outcome.changed:
         out.append(f"left alone: changed since the preview ({len(outcome.changed)} files; {again}):")
@@ -197,22 +207,29 @@ def clean_report(scan: Scan, outcome: Outcome, unapproved: list[Candidate], unna
         out.append(f"left alone: gone since the preview ({len(outcome.gone)} files):")
         out += _listing(outcome.gone)
     if unnamed:
-        out.append(f"left alone: the {unnamed} files the approved preview covered only by its list digest, not by "
-                   f"name (the list changed since the preview, so they cannot be told from new files; {again})")
+        out.append(
+            f"left alone: the {unnamed} files the approved preview covered only by its list digest, not by "
+            f"name (the list changed since the preview, so they cannot be told from new files; {again})"
+        )
     if unapproved:
         if unnamed:
-            out.append(f"not deleted, not named in the approved preview ({len(unapproved)} files: new, changed, or "
-                       f"among the {unnamed} it covered only by its list digest; {again}):")
+            out.append(
+                f"not deleted, not named in the approved preview ({len(unapproved)} files: new, changed, or "
+                f"among the {unnamed} it covered only by its list digest; {again}):"
+            )
         else:
-            out.append(f"not deleted, not in the approved preview ({len(unapproved)} files, new or changed since it "
-                       f"was made; {again}):")
+            out.append(
+                f"not deleted, not in the approved preview ({len(unapproved)} files, new or changed since it "
+                f"was made; {again}):"
+            )
         out += _listing([file_line(c, now) for c in unapproved])
     return "\n".join(out + outcome.failed)
 
 
 @tool(category=Category.DESTRUCTIVE, timeout_s=120, isolated=True)
-def local_clean_logs(path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str,
-                      ctx: ToolContext) -> str:
+def local_clean_logs(
+    path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str, ctx: ToolContext
+) -> str:
     """clean_logs on this machine."""
     scan = _cleanup_candidates(path, older_than_days, ctx)
     outcome = Outcome()
@@ -240,8 +257,10 @@ def preview_text(scan: Scan, older_than_days: int, now: float) -> str:
     if not cands:
         return f"would delete nothing: no rotated logs older than {older_than_days} days under {where}"
     total = sum(c.size for c in cands)
-    head = (f"would delete {len(cands)} rotated log files older than {older_than_days} days under {where}, "
-            f"{human_bytes(total)} ({total} bytes); list digest {list_digest(cands)}")
+    head = (
+        f"would delete {len(cands)} rotated log files older than {older_than_days} days under {where}, "
+        f"{human_bytes(total)} ({total} bytes); list digest {list_digest(cands)}"
+    )
     lines = [file_line(c, now, tag=True) for c in cands[:LISTED_FILES]]
     if len(cands) > LISTED_FILES:
         lines.append(f"  … and {len(cands) - LISTED_FILES} more, covered by the list digest")

@@ -32,8 +32,24 @@ _DATE = r"(?:19|20)\d\d-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])"
 # What rotation appends: app.log.1, app.log-20261130 (optionally -<seconds>), app.log.2026-11-30, x.log.old
 _ROTATION_RE = re.compile(rf"(?:\.\d{{1,4}}|[._-]{_DATE}(?:[._-]\d{{1,10}})?|\.old)$")
 # Logs that are named without "log": syslog's siblings on Debian and Red Hat
-_LOG_NAMES = frozenset({"messages", "secure", "cron", "dmesg", "debug", "kern", "auth", "daemon", "mail", "user",
-                        "boot", "btmp", "wtmp", "spooler"})
+_LOG_NAMES = frozenset(
+    {
+        "messages",
+        "secure",
+        "cron",
+        "dmesg",
+        "debug",
+        "kern",
+        "auth",
+        "daemon",
+        "mail",
+        "user",
+        "boot",
+        "btmp",
+        "wtmp",
+        "spooler",
+    }
+)
 
 
 def is_rotated(name: str) -> bool:
@@ -123,8 +139,10 @@ def _last_lines_compressed(path: Path, n: int) -> Tail:
         while chunk := f.read(1024 * 1024):
             total += len(chunk)
             if total > MAX_DECOMPRESSED_BYTES:
-                raise ToolError(f"{path.name} decompresses to more than {human_bytes(MAX_DECOMPRESSED_BYTES)}; "
-                                "tail_log stops there (grep_log searches it)")
+                raise ToolError(
+                    f"{path.name} decompresses to more than {human_bytes(MAX_DECOMPRESSED_BYTES)}; "
+                    "tail_log stops there (grep_log searches it)"
+                )
             buf += chunk
             if len(buf) > 2 * MAX_TAIL_BYTES:
                 del buf[:-MAX_TAIL_BYTES]
@@ -166,8 +184,9 @@ def local_tail_log(path: str, lines: int = 100, *, ctx: ToolContext) -> str:
 def tail_text(shown: str, tail: Tail, size: int) -> str:
     header = f"{shown} (last {len(tail.lines)} lines, {human_bytes(size)})"
     if tail.bounded:
-        header += (f"; read only the last {human_bytes(MAX_TAIL_BYTES)}, which holds fewer lines than asked "
-                   "(very long lines)")
+        header += (
+            f"; read only the last {human_bytes(MAX_TAIL_BYTES)}, which holds fewer lines than asked (very long lines)"
+        )
     return header + "\n" + "\n".join(clip(line) for line in tail.lines)
 
 
@@ -202,13 +221,19 @@ def _bounded_lines(f: IO[str]) -> Iterator[tuple[str, bool]]:
 
 # What RE2 refuses that Python's re accepts, by the text of RE2's error ("<kind>: <fragment>").
 _PERL_OPERATORS = {
-    "(?=": "a lookahead (?=…)", "(?!": "a negative lookahead (?!…)", "(?<=": "a lookbehind (?<=…)",
-    "(?<!": "a negative lookbehind (?<!…)", "(?>": "an atomic group (?>…)", "(?(": "a conditional group (?(…)…|…)",
+    "(?=": "a lookahead (?=…)",
+    "(?!": "a negative lookahead (?!…)",
+    "(?<=": "a lookbehind (?<=…)",
+    "(?<!": "a negative lookbehind (?<!…)",
+    "(?>": "an atomic group (?>…)",
+    "(?(": "a conditional group (?(…)…|…)",
     "(?#": "a comment group (?#…)",
 }
 _ESCAPES = {
-    "\\Z": "\\Z (write \\z or $ for the end of the line)", "\\u": "a \\u escape (write \\x{…})",
-    "\\U": "a \\U escape (write \\x{…})", "\\N": "a named character \\N{…} (write \\x{…})",
+    "\\Z": "\\Z (write \\z or $ for the end of the line)",
+    "\\u": "a \\u escape (write \\x{…})",
+    "\\U": "a \\U escape (write \\x{…})",
+    "\\N": "a named character \\N{…} (write \\x{…})",
 }
 _BACKREF_RE = re.compile(r"\\[1-9]\d*")
 
@@ -242,13 +267,16 @@ def _refusal(pattern: str, error: str) -> str:
     except (re.error, OverflowError, RecursionError) as e:
         return f"pattern: invalid regular expression: {e}"  # Python's message: the syntax the model writes
     if error.startswith("pattern too large"):
-        return (f"grep_log: the pattern needs more than the {human_bytes(MAX_REGEX_MEM)} this linear-time matcher "
-                "allows a pattern; simplify it (fewer or smaller counted repetitions)")
+        return (
+            f"grep_log: the pattern needs more than the {human_bytes(MAX_REGEX_MEM)} this linear-time matcher "
+            "allows a pattern; simplify it (fewer or smaller counted repetitions)"
+        )
     construct = _construct(pattern, error)
     if construct is None:
         return f"grep_log: the pattern is not supported by this linear-time matcher (RE2): {error}"
-    return (f"grep_log: the pattern uses {construct}, which this linear-time matcher does not support; "
-            "rewrite it without")
+    return (
+        f"grep_log: the pattern uses {construct}, which this linear-time matcher does not support; rewrite it without"
+    )
 
 
 def _construct(pattern: str, error: str) -> str | None:

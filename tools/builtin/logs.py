@@ -19,13 +19,15 @@ async def tail_log(path: str, lines: int = 100, host: str = "localhost", *, ctx:
         lines: how many lines from the end, 1 to 5000.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(host, ctx, local_tail_log, {"path": path, "lines": lines},
-                               lambda on: remote_tail(on, path, lines, ctx))
+    return await reach.on_host(
+        host, ctx, local_tail_log, {"path": path, "lines": lines}, lambda on: remote_tail(on, path, lines, ctx)
+    )
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def grep_log(path: str, pattern: str, max_matches: int = 200, host: str = "localhost", *,
-                   ctx: ToolContext) -> str:
+async def grep_log(
+    path: str, pattern: str, max_matches: int = 200, host: str = "localhost", *, ctx: ToolContext
+) -> str:
     """Lines matching a regular expression in a log file, or in every file under a log directory.
 
     Args:
@@ -36,13 +38,21 @@ async def grep_log(path: str, pattern: str, max_matches: int = 200, host: str = 
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
     args = {"path": path, "pattern": pattern, "max_matches": max_matches}
-    return await reach.on_host(host, ctx, local_grep_log, args, lambda on: remote_grep(on, path, pattern, max_matches,
-                                                                                       ctx))
+    return await reach.on_host(
+        host, ctx, local_grep_log, args, lambda on: remote_grep(on, path, pattern, max_matches, ctx)
+    )
 
 
 @tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True)
-async def clean_logs(path: str, older_than_days: int = 7, host: str = "localhost", *, confirmed_by: str,
-                     approved_preview: str, ctx: ToolContext) -> str:
+async def clean_logs(
+    path: str,
+    older_than_days: int = 7,
+    host: str = "localhost",
+    *,
+    confirmed_by: str,
+    approved_preview: str,
+    ctx: ToolContext,
+) -> str:
     """Delete rotated and compressed logs older than N days under a log directory (never live *.log files).
 
     Args:
@@ -50,15 +60,25 @@ async def clean_logs(path: str, older_than_days: int = 7, host: str = "localhost
         older_than_days: only files last modified more than this many days ago.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(host, ctx, local_clean_logs, {"path": path, "older_than_days": older_than_days},
-                               lambda on: remote_clean_logs(on, path, older_than_days, confirmed_by, approved_preview,
-                                                            ctx),
-                               confirmed_by=confirmed_by, approved_preview=approved_preview)
+    return await reach.on_host(
+        host,
+        ctx,
+        local_clean_logs,
+        {"path": path, "older_than_days": older_than_days},
+        lambda on: remote_clean_logs(on, path, older_than_days, confirmed_by, approved_preview, ctx),
+        confirmed_by=confirmed_by,
+        approved_preview=approved_preview,
+    )
 
 
 @clean_logs.dry_run
-async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str = "localhost", *,
-                              ctx: ToolContext) -> str:
+async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str = "localhost", *, ctx: ToolContext) -> str:
     """Every file the run may delete, on this machine or the host: named with a tag up to LISTED_FILES."""
-    return await reach.on_host(host, ctx, local_clean_logs, {"path": path, "older_than_days": older_than_days},
-                               lambda on: remote_clean_logs_preview(on, path, older_than_days, ctx), role="preview")
+    return await reach.on_host(
+        host,
+        ctx,
+        local_clean_logs,
+        {"path": path, "older_than_days": older_than_days},
+        lambda on: remote_clean_logs_preview(on, path, older_than_days, ctx),
+        role="preview",
+    )

@@ -115,8 +115,10 @@ async def _api(ctx: ToolContext, endpoint: str, form: dict[str, str]) -> str:
                     break
             status = resp.status
         if len(raw) > MAX_RESPONSE_BYTES:  # parsing it would stall the event loop; the model can't read it anyway
-            raise ToolError(f"Prometheus answered more than {MAX_RESPONSE_BYTES // 2**20} MiB; narrow the query "
-                            "(fewer series: add label matchers or aggregate with sum/topk; a larger step)")
+            raise ToolError(
+                f"Prometheus answered more than {MAX_RESPONSE_BYTES // 2**20} MiB; narrow the query "
+                "(fewer series: add label matchers or aggregate with sum/topk; a larger step)"
+            )
         text = bytes(raw).decode("utf-8", "replace")
     except TimeoutError:
         raise ToolError(f"Prometheus at {ctx.prometheus_url} did not answer within {ctx.http_timeout_s:g}s") from None
@@ -152,8 +154,9 @@ async def prometheus_query(query: str, time: str | None = None, *, ctx: ToolCont
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def prometheus_query_range(query: str, start: str, end: str = "now", step: str = "60s", *,
-                                 ctx: ToolContext) -> str:
+async def prometheus_query_range(
+    query: str, start: str, end: str = "now", step: str = "60s", *, ctx: ToolContext
+) -> str:
     """Evaluate a PromQL query over a time range; per series: points, min, max, last and the values.
 
     Args:

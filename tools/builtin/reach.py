@@ -35,8 +35,9 @@ def host_name(found: Host | None) -> str:
     return found.name if found is not None else socket.gethostname()
 
 
-async def remote(ctx: ToolContext, host: Host, argv: Sequence[str], *, timeout_s: float,
-                 max_bytes: int = 1024 * 1024) -> Any:
+async def remote(
+    ctx: ToolContext, host: Host, argv: Sequence[str], *, timeout_s: float, max_bytes: int = 1024 * 1024
+) -> Any:
     """Run the fixed command `argv` on `host` over the pool (a tools.remote.pool.Result)."""
     pool = _pool(ctx)
     assert pool is not None  # target() checked it
@@ -52,26 +53,43 @@ def _pool(ctx: ToolContext) -> Any:
 def failed(host: Host, what: str, result: Any) -> ToolError:
     """A remote command's non-zero exit as the error the model reads (its stderr's first lines)."""
     detail = (result.stderr or result.stdout).strip().splitlines()[:3]
-    return ToolError(f"{host.name}: {what} failed (exit {result.exit_status})" + (f": {' '.join(detail)}"
-                                                                                 if detail else ""))
+    return ToolError(
+        f"{host.name}: {what} failed (exit {result.exit_status})" + (f": {' '.join(detail)}" if detail else "")
+    )
 
 
-async def local(local_tool: Any, args: Mapping[str, Any], ctx: ToolContext, *, role: str = "impl",
-                confirmed_by: str | None = None, approved_preview: str | None = None) -> str:
+async def local(
+    local_tool: Any,
+    args: Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    role: str = "impl",
+    confirmed_by: str | None = None,
+    approved_preview: str | None = None,
+) -> str:
     """Call the local (sync, isolated) implementation `local_tool` in a worker process killed on cancel."""
     impl = getattr(local_tool, role)
     return str(await impl.call(dict(args), ctx, confirmed_by, approved_preview))
 
 
-async def on_host(host: str, ctx: ToolContext, local_tool: Any, args: Mapping[str, Any],
-                  remote_call: Callable[[Host], Awaitable[str]], *, role: str = "impl",
-                  confirmed_by: str | None = None, approved_preview: str | None = None) -> str:
+async def on_host(
+    host: str,
+    ctx: ToolContext,
+    local_tool: Any,
+    args: Mapping[str, Any],
+    remote_call: Callable[[Host], Awaitable[str]],
+    *,
+    role: str = "impl",
+    confirmed_by: str | None = None,
+    approved_preview: str | None = None,
+) -> str:
     """The one host dispatch of the host tools: `local_tool` (its `role`) in a worker on this machine, or
     `remote_call` with the inventory Host `host` names; any other name is refused before anything runs."""
     found = target(host, ctx)
     if found is None:
-        return await local(local_tool, args, ctx, role=role, confirmed_by=confirmed_by,
-                           approved_preview=approved_preview)
+        return await local(
+            local_tool, args, ctx, role=role, confirmed_by=confirmed_by, approved_preview=approved_preview
+        )
     return await remote_call(found)
 
 

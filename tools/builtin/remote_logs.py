@@ -48,10 +48,12 @@ _RESOLVE_SCRIPT = (
     'for p do if [ -d "$p" ]; then t=d; elif [ -f "$p" ]; then t=f; elif [ -e "$p" ]; then t=o; else t=-; fi; '
     "printf '%s\\0' \"$t\"; realpath -m -z -- \"$p\" 2>/dev/null || printf '\\0'; done"
 )
-_DECOMPRESS = ('dec() { case $1 in *.gz) gzip -dc -- "$1";; *.bz2) bzip2 -dc -- "$1";; *.xz) xz -dc -- "$1";; '
-               '*.zst) zstd -dc -- "$1";; *) cat -- "$1";; esac; }; ')
+_DECOMPRESS = (
+    'dec() { case $1 in *.gz) gzip -dc -- "$1";; *.bz2) bzip2 -dc -- "$1";; *.xz) xz -dc -- "$1";; '
+    '*.zst) zstd -dc -- "$1";; *) cat -- "$1";; esac; }; '
+)
 _TAIL_SCRIPT = (
-    _DECOMPRESS + 'stat -L -c %s -- "$1" || exit 1; printf \'\\0\'; '
+    _DECOMPRESS + "stat -L -c %s -- \"$1\" || exit 1; printf '\\0'; "
     f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tail -n "$2";; *) tail -n "$2" -- "$1";; esac '
     f"| cut -b 1-{_REMOTE_LINE_BYTES}"
 )
@@ -60,15 +62,15 @@ _TAIL_SCRIPT = (
 # (or "not-utf8": C.UTF-8 and a line that is not valid UTF-8) and the matches still listable (NUMBER:LINE), each
 # ending in \0. The locale is never the host's own: the ERE names every class explicitly (tools/remote/ere.py).
 _GREP_SCRIPT = (
-    _DECOMPRESS + 'pat=$1; left=$2; LC_ALL=$3; export LC_ALL; shift 3; '
-    "if [ \"$LC_ALL\" != C ] && [ \"$(printf '\\303\\251\\n' | grep -c -x -e .)\" != 1 ]; then "
+    _DECOMPRESS + "pat=$1; left=$2; LC_ALL=$3; export LC_ALL; shift 3; "
+    'if [ "$LC_ALL" != C ] && [ "$(printf \'\\303\\251\\n\' | grep -c -x -e .)" != 1 ]; then '
     "printf 'no-utf8\\0'; exit 0; fi; for f do "
     'if [ "$LC_ALL" != C ] && dec "$f" 2>/dev/null | grep -I -q -v -x -e ".*"; then '
     "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
     'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
     'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
     f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_REMOTE_LINE_BYTES}; '
-    'left=$((left - n)); fi; printf \'\\0\'; done'
+    "left=$((left - n)); fi; printf '\\0'; done"
 )
 # The host's clock, then every entry under $1 on its filesystem: type, inode, size, mtime, path.
 _SCAN_SCRIPT = "date +%s.%N; printf '\\0'; find \"$1\" -xdev -mindepth 1 -printf '%y\\t%i\\t%s\\t%T@\\t%p\\0'"
@@ -77,7 +79,7 @@ _SCAN_SCRIPT = "date +%s.%N; printf '\\0'; find \"$1\" -xdev -mindepth 1 -printf
 _DELETE_SCRIPT = (
     'while [ "$#" -ge 4 ]; do p=$1; want=$(printf \'f\\t%s\\t%s\\t%s\' "$2" "$3" "$4"); shift 4; '
     "cur=$(find \"$p\" -maxdepth 0 -printf '%y\\t%i\\t%s\\t%T@' 2>/dev/null); "
-    "if [ -z \"$cur\" ]; then printf 'gone\\0'; elif [ \"$cur\" != \"$want\" ]; then printf 'changed\\0'; "
+    'if [ -z "$cur" ]; then printf \'gone\\0\'; elif [ "$cur" != "$want" ]; then printf \'changed\\0\'; '
     "elif err=$(rm -- \"$p\" 2>&1); then printf 'deleted\\0'; else printf 'failed\\0%s\\0' \"$err\"; fi; done"
 )
 
@@ -103,9 +105,12 @@ async def _remote_allowed(host: Host, path: str, ctx: ToolContext) -> tuple[Pure
     raw = PurePosixPath(path)
     candidates = [str(raw)] if raw.is_absolute() else [str(PurePosixPath(d) / raw) for d in dirs]
     resolved = await _resolve_on(host, ctx, [*dirs, *candidates])
-    roots = [PurePosixPath(r) for kind, r in resolved[:len(dirs)] if kind == "d" and r.startswith("/")]
-    inside = [(PurePosixPath(r), kind) for kind, r in resolved[len(dirs):]
-              if r.startswith("/") and any(PurePosixPath(r).is_relative_to(root) for root in roots)]
+    roots = [PurePosixPath(r) for kind, r in resolved[: len(dirs)] if kind == "d" and r.startswith("/")]
+    inside = [
+        (PurePosixPath(r), kind)
+        for kind, r in resolved[len(dirs) :]
+        if r.startswith("/") and any(PurePosixPath(r).is_relative_to(root) for root in roots)
+    ]
     if inside:
         return next((c for c in inside if c[1] != "-"), inside[0])
     raise ToolError(f"{host.name}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
@@ -118,8 +123,13 @@ async def remote_tail(host: Host, path: str, lines: int, ctx: ToolContext) -> st
         raise ToolError(f"no such file: {path}")
     if kind != "f":
         raise ToolError(f"not a regular file: {path}")
-    result = await reach.remote(ctx, host, ["sh", "-c", _TAIL_SCRIPT, "sh", str(file), str(lines)],
-                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=lines * (_REMOTE_LINE_BYTES + 1) + 64)
+    result = await reach.remote(
+        ctx,
+        host,
+        ["sh", "-c", _TAIL_SCRIPT, "sh", str(file), str(lines)],
+        timeout_s=_REMOTE_TIMEOUT_S,
+        max_bytes=lines * (_REMOTE_LINE_BYTES + 1) + 64,
+    )
     size, sep, text = result.stdout.partition("\0")
     if result.exit_status != 0 or not sep or not size.strip().isdigit():
         raise reach.failed(host, f"tail {file}", result)
@@ -128,8 +138,9 @@ async def remote_tail(host: Host, path: str, lines: int, ctx: ToolContext) -> st
 
 async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> list[str]:
     """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES."""
-    result = await reach.remote(ctx, host, ["find", str(root), "-type", "f", "-print0"],
-                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
+    result = await reach.remote(
+        ctx, host, ["find", str(root), "-type", "f", "-print0"], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024
+    )
     if result.exit_status != 0 and not result.stdout:
         raise reach.failed(host, f"find {root}", result)
     entries = result.stdout.split("\0")[:-1]  # a cut-off last entry has no \0 after it
@@ -151,18 +162,22 @@ async def remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx
     result = await reach.remote(ctx, host, argv, timeout_s=_REMOTE_TIMEOUT_S, max_bytes=budget)
     parts = result.stdout.split("\0")
     if result.exit_status == 0 and parts[0] == "no-utf8":
-        raise ToolError(f"grep_log: {host.name} has no working C.UTF-8 locale, which this pattern needs for "
-                        f"{expression.characters} (one character, not one byte); rewrite it without")
+        raise ToolError(
+            f"grep_log: {host.name} has no working C.UTF-8 locale, which this pattern needs for "
+            f"{expression.characters} (one character, not one byte); rewrite it without"
+        )
     if result.exit_status != 0 or len(parts) != 3 * len(files) + 1:
         raise reach.failed(host, "grep", result)
     if bad := [parts[3 * k] for k in range(len(files)) if parts[3 * k + 1] == "not-utf8"]:
-        raise ToolError(f"grep_log: on {host.name}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
-                        f"{expression.characters} cannot be matched as it is here (an undecodable byte reads as "
-                        "one character here, as nothing there); rewrite the pattern without it")
+        raise ToolError(
+            f"grep_log: on {host.name}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
+            f"{expression.characters} cannot be matched as it is here (an undecodable byte reads as "
+            "one character here, as nothing there); rewrite the pattern without it"
+        )
     shown: list[str] = []
     total = 0
     for k in range(len(files)):
-        file, count, matches = parts[3 * k:3 * k + 3]
+        file, count, matches = parts[3 * k : 3 * k + 3]
         total += int(count) if count.isdigit() else 0
         prefix = "" if kind == "f" else f"{PurePosixPath(file).relative_to(target)}:"
         for line in matches.split("\n"):  # only newlines end a line (str.splitlines also cuts at \v, \f…)
@@ -195,8 +210,9 @@ async def remote_candidates(host: Host, path: str, older_than_days: int, ctx: To
     root, kind = await _remote_allowed(host, path, ctx)
     if kind != "d":
         raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
-    result = await reach.remote(ctx, host, ["sh", "-c", _SCAN_SCRIPT, "sh", str(root)],
-                                timeout_s=_REMOTE_TIMEOUT_S, max_bytes=32 * 1024 * 1024)
+    result = await reach.remote(
+        ctx, host, ["sh", "-c", _SCAN_SCRIPT, "sh", str(root)], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=32 * 1024 * 1024
+    )
     clock, sep, listing = result.stdout.partition("\0")
     if result.truncated:
         raise ToolError(f"{host.name}: {root} holds too many entries to list; clean a subdirectory")
@@ -223,14 +239,14 @@ async def remote_candidates(host: Host, path: str, older_than_days: int, ctx: To
     return RemoteScan(Scan(Path(str(root)), found, frozenset(present)), now, mtimes)
 
 
-async def remote_delete(host: Host, scanned: RemoteScan, chosen: list[Candidate], outcome: Outcome,
-                         ctx: ToolContext) -> None:
+async def remote_delete(
+    host: Host, scanned: RemoteScan, chosen: list[Candidate], outcome: Outcome, ctx: ToolContext
+) -> None:
     now = scanned.now
     for start in range(0, len(chosen), _DELETE_BATCH):
-        batch = chosen[start:start + _DELETE_BATCH]
+        batch = chosen[start : start + _DELETE_BATCH]
         args = [a for c in batch for a in (str(c.path), str(c.inode), str(c.size), scanned.mtimes[str(c.path)])]
-        result = await reach.remote(ctx, host, ["sh", "-c", _DELETE_SCRIPT, "sh", *args],
-                                    timeout_s=_REMOTE_TIMEOUT_S)
+        result = await reach.remote(ctx, host, ["sh", "-c", _DELETE_SCRIPT, "sh", *args], timeout_s=_REMOTE_TIMEOUT_S)
         statuses = iter(result.stdout.split("\0"))
         for c in batch:
             status = next(statuses, "")
@@ -243,12 +259,15 @@ async def remote_delete(host: Host, scanned: RemoteScan, chosen: list[Candidate]
             elif status == "failed":
                 outcome.failed.append(f"  could not delete {printable_path(c.path)}: {next(statuses, '').strip()}")
             else:  # the command died part-way: say so for every file it did not answer for
-                outcome.failed.append(f"  could not delete {printable_path(c.path)}: no answer from {host.name} "
-                                      f"(exit {result.exit_status})")
+                outcome.failed.append(
+                    f"  could not delete {printable_path(c.path)}: no answer from {host.name} "
+                    f"(exit {result.exit_status})"
+                )
 
 
-async def remote_clean_logs(host: Host, path: str, older_than_days: int, confirmed_by: str, approved_preview: str,
-                            ctx: ToolContext) -> str:
+async def remote_clean_logs(
+    host: Host, path: str, older_than_days: int, confirmed_by: str, approved_preview: str, ctx: ToolContext
+) -> str:
     """clean_logs on `host`: what the approved preview stands for (tools/builtin/log_cleanup.py), deleted there."""
     scanned = await remote_candidates(host, path, older_than_days, ctx)
     outcome = Outcome()

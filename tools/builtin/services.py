@@ -12,8 +12,20 @@ from tools.remote.inventory import Host
 from tools.systemd_units import UNIT_RE
 
 SHOW_PROPERTIES = (
-    "Id", "Description", "LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStatus",
-    "Result", "NRestarts", "ActiveEnterTimestamp", "StateChangeTimestamp", "MemoryCurrent", "TasksCurrent",
+    "Id",
+    "Description",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "UnitFileState",
+    "MainPID",
+    "ExecMainStatus",
+    "Result",
+    "NRestarts",
+    "ActiveEnterTimestamp",
+    "StateChangeTimestamp",
+    "MemoryCurrent",
+    "TasksCurrent",
 )
 _NO_SYSTEMD = ("System has not been booted with systemd", "Failed to connect to bus")
 _REMOTE_TIMEOUT_S = {"show": 20.0, "status": 20.0, "restart": 100.0}  # under the tools' 30 s and 120 s
@@ -48,8 +60,9 @@ async def _run_systemctl(on: Host | None, ctx: ToolContext, *args: str) -> tuple
 
 
 async def _show(unit: str, on: Host | None = None, ctx: ToolContext | None = None) -> dict[str, str]:
-    code, out, err = await _run_systemctl(on, ctx or ToolContext(), "show",
-                                          f"--property={','.join(SHOW_PROPERTIES)}", "--", unit)
+    code, out, err = await _run_systemctl(
+        on, ctx or ToolContext(), "show", f"--property={','.join(SHOW_PROPERTIES)}", "--", unit
+    )
     if code != 0:
         raise ToolError(f"systemctl show {unit} failed (exit {code}): {err.strip() or out.strip()}")
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)

@@ -51,8 +51,7 @@ def _where(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _text(raw: Mapping[str, Any], name: str, prefix: str, problems: list[str], *, required: bool = False
-          ) -> str | None:
+def _text(raw: Mapping[str, Any], name: str, prefix: str, problems: list[str], *, required: bool = False) -> str | None:
     value = raw.get(name)
     where = _where(prefix, name)
     if value is None:
@@ -131,8 +130,9 @@ def parse_event(raw: Any, prefix: str = "") -> tuple[ChangeEvent | None, list[st
     """One event object: (the event, []) or (None, its problems, each naming its field under `prefix`)."""
     if not isinstance(raw, Mapping):
         return None, [f"{prefix or 'event'}: expected an object, got {type(raw).__name__}"]
-    problems = [f"{_where(prefix, str(k))}: unknown field (fields: {', '.join(FIELDS)})"
-                for k in raw if k not in FIELDS]
+    problems = [
+        f"{_where(prefix, str(k))}: unknown field (fields: {', '.join(FIELDS)})" for k in raw if k not in FIELDS
+    ]
     at = _at(raw, prefix, problems)
     summary = _text(raw, "summary", prefix, problems, required=True)
     texts = {name: _text(raw, name, prefix, problems) for name in ("id", "source", "service", "environment")}

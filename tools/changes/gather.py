@@ -42,8 +42,9 @@ async def _one(source: Source, since: datetime, until: datetime) -> Sequence[Cha
         return SourceFailure(source.source, source.target, exception_text(e))
 
 
-async def gather(sources: Sequence[Source], since: datetime,
-                 until: datetime) -> tuple[list[Change], list[SourceFailure]]:
+async def gather(
+    sources: Sequence[Source], since: datetime, until: datetime
+) -> tuple[list[Change], list[SourceFailure]]:
     """All sources concurrently: (every change in [since, until], one SourceFailure per source that failed)."""
     if since.tzinfo is None or until.tzinfo is None:
         raise ValueError("the window's ends must carry a time zone")

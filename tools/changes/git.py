@@ -70,10 +70,16 @@ class GitRepo:
 
 def check_branch(branch: str) -> str:
     """A branch name as `git check-ref-format --branch` would take it, never one that reads as an option."""
-    if not _BRANCH.fullmatch(branch) or ".." in branch or "//" in branch or branch.endswith(("/", ".", ".lock")) \
-            or "/." in branch:
-        raise ValueError(f"branch {branch!r} is not a branch name (letters, digits, '.', '_', '-', '/'; "
-                         "not starting with '-')")
+    if (
+        not _BRANCH.fullmatch(branch)
+        or ".." in branch
+        or "//" in branch
+        or branch.endswith(("/", ".", ".lock"))
+        or "/." in branch
+    ):
+        raise ValueError(
+            f"branch {branch!r} is not a branch name (letters, digits, '.', '_', '-', '/'; not starting with '-')"
+        )
     return branch
 
 
@@ -94,10 +100,22 @@ def _home() -> str:
 def git_env() -> dict[str, str]:
     """The whole environment git runs with: nothing of the host's or the user's git config, no prompts."""
     home = _home()
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "XDG_CONFIG_HOME": home,
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0",
-            "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false", "LC_ALL": "C", "TZ": "UTC"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "XDG_CONFIG_HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_SYSTEM": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_ASKPASS": "/bin/false",
+        "SSH_ASKPASS": "/bin/false",
+        "LC_ALL": "C",
+        "TZ": "UTC",
+    }
 
 
 def _iso(at: datetime) -> str:
@@ -109,10 +127,30 @@ def _iso(at: datetime) -> str:
 def log_argv(repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS) -> list[str]:
     """The `git log` command line (argv) for `repo`'s branch in [since, until]."""
     path = str(repo.path.resolve())  # safe.directory compares the real path
-    argv = [GIT, "--no-pager", "--literal-pathspecs", "-C", path, "-c", f"safe.directory={path}",
-            "-c", "core.fsmonitor=false", "-c", "log.showSignature=false", "-c", "core.quotePath=false",
-            "log", f"--since={_iso(since)}", f"--until={_iso(until)}", f"--max-count={int(max_commits)}",
-            f"--format={_FORMAT}", "--no-color", "--no-ext-diff", "--no-textconv", "--no-mailmap"]
+    argv = [
+        GIT,
+        "--no-pager",
+        "--literal-pathspecs",
+        "-C",
+        path,
+        "-c",
+        f"safe.directory={path}",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "log.showSignature=false",
+        "-c",
+        "core.quotePath=false",
+        "log",
+        f"--since={_iso(since)}",
+        f"--until={_iso(until)}",
+        f"--max-count={int(max_commits)}",
+        f"--format={_FORMAT}",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-mailmap",
+    ]
     if repo.paths:
         argv.append("--name-only")
     return [*argv, "--end-of-options", check_branch(repo.branch), "--", *repo.paths]
@@ -120,9 +158,14 @@ def log_argv(repo: GitRepo, since: datetime, until: datetime, *, max_commits: in
 
 async def _run(argv: list[str], *, timeout_s: float, max_bytes: int) -> tuple[int, bytes, bytes, bool]:
     """Run argv; (exit status, stdout up to max_bytes, stderr head, cut). Killed at the timeout or past max_bytes."""
-    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                env=git_env(), cwd=_home())
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=git_env(),
+        cwd=_home(),
+    )
     assert proc.stdout is not None and proc.stderr is not None
     out = bytearray()
     cut = False
@@ -174,8 +217,9 @@ def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change
         what = f"commit by {author}: {subject}"
         if repo.paths:
             files = [f for f in rest.splitlines() if f.strip()]
-            shown = ", ".join(files[:FILES_SHOWN]) + (f" and {len(files) - FILES_SHOWN} more"
-                                                      if len(files) > FILES_SHOWN else "")
+            shown = ", ".join(files[:FILES_SHOWN]) + (
+                f" and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
+            )
             what += f" (files: {shown})" if files else ""
         changes.append(Change(at=at, source="git", target=repo.target, what=what, ref=sha))
     return changes
@@ -191,15 +235,23 @@ def _why(status: int, err: bytes, repo: GitRepo) -> str:
     return first.removeprefix("fatal: ")[:300]
 
 
-async def git_changes(repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS,
-                      timeout_s: float = TIMEOUT_S, max_bytes: int = MAX_BYTES) -> list[Change]:
+async def git_changes(
+    repo: GitRepo,
+    since: datetime,
+    until: datetime,
+    *,
+    max_commits: int = MAX_COMMITS,
+    timeout_s: float = TIMEOUT_S,
+    max_bytes: int = MAX_BYTES,
+) -> list[Change]:
     """The commits on `repo.branch` whose committer date is in [since, until], newest first; GitError if the
     repository cannot be read."""
     if not repo.path.exists():
         raise GitError(f"no repository at {repo.path}")
     try:
-        status, out, err, cut = await _run(log_argv(repo, since, until, max_commits=max_commits),
-                                           timeout_s=timeout_s, max_bytes=max_bytes)
+        status, out, err, cut = await _run(
+            log_argv(repo, since, until, max_commits=max_commits), timeout_s=timeout_s, max_bytes=max_bytes
+        )
     except FileNotFoundError:
         raise GitError("the git command is not installed") from None
     if status != 0 and not cut:

@@ -28,10 +28,18 @@ SCALE_REASONS = ("ScalingReplicaSet", "SuccessfulRescale")
 _WORKLOADS = {"Deployment": "deployment", "StatefulSet": "statefulset", "DaemonSet": "daemonset"}
 
 
-async def _list(client: KubeClient, kind: Kind, namespace: str, *, field_selector: str | None = None,
-                accept: str | None = None) -> list[dict[str, Any]]:
-    body = await client.request("GET", kind.path(namespace), verb="list", kind=kind, namespace=namespace,
-                                query={"limit": LIST_LIMIT, "fieldSelector": field_selector}, accept=accept)
+async def _list(
+    client: KubeClient, kind: Kind, namespace: str, *, field_selector: str | None = None, accept: str | None = None
+) -> list[dict[str, Any]]:
+    body = await client.request(
+        "GET",
+        kind.path(namespace),
+        verb="list",
+        kind=kind,
+        namespace=namespace,
+        query={"limit": LIST_LIMIT, "fieldSelector": field_selector},
+        accept=accept,
+    )
     return [i for i in body.get("items") or [] if isinstance(i, dict)]
 
 
@@ -48,8 +56,9 @@ def _images(template: Any) -> str:
     return render.images(spec if isinstance(spec, Mapping) else None)
 
 
-def _revision_changes(revisions: Sequence[tuple[str, str, int, datetime | None, str, str]], where: str,
-                      since: datetime, until: datetime) -> list[Change]:
+def _revision_changes(
+    revisions: Sequence[tuple[str, str, int, datetime | None, str, str]], where: str, since: datetime, until: datetime
+) -> list[Change]:
     """(owner kind, owner name, revision, created, images, object ref) rows as Changes: each revision created
     in the window, with the images of the owner's revision before it."""
     by_owner: dict[tuple[str, str], list[tuple[int, datetime | None, str, str]]] = {}
@@ -68,8 +77,9 @@ def _revision_changes(revisions: Sequence[tuple[str, str, int, datetime | None, 
                 what = f"image {before} {render.ARROW} {images}, revision {number}"
             else:
                 what = f"pod template changed (image {images}), revision {number}"
-            changes.append(Change(at=created, source="kubernetes", target=f"{where} {_WORKLOADS[kind]}/{name}",
-                                  what=what, ref=ref))
+            changes.append(
+                Change(at=created, source="kubernetes", target=f"{where} {_WORKLOADS[kind]}/{name}", what=what, ref=ref)
+            )
     return changes
 
 
@@ -80,8 +90,9 @@ def _number(text: Any) -> int | None:
         return None
 
 
-def replicaset_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetime,
-                       until: datetime) -> list[Change]:
+def replicaset_changes(
+    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
+) -> list[Change]:
     rows = []
     for rs in items:
         meta = render.meta(rs)
@@ -89,13 +100,22 @@ def replicaset_changes(items: Sequence[Mapping[str, Any]], where: str, since: da
         number = _number((meta.get("annotations") or {}).get(render.REVISION))
         if owner is None or owner[0] != "Deployment" or number is None:
             continue
-        rows.append((owner[0], owner[1], number, render.parse_time(meta.get("creationTimestamp")),
-                     _images((rs.get("spec") or {}).get("template")), f"replicaset/{meta.get('name')}"))
+        rows.append(
+            (
+                owner[0],
+                owner[1],
+                number,
+                render.parse_time(meta.get("creationTimestamp")),
+                _images((rs.get("spec") or {}).get("template")),
+                f"replicaset/{meta.get('name')}",
+            )
+        )
     return _revision_changes(rows, where, since, until)
 
 
-def controller_revision_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetime,
-                                until: datetime) -> list[Change]:
+def controller_revision_changes(
+    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
+) -> list[Change]:
     rows = []
     for cr in items:
         meta = render.meta(cr)
@@ -106,13 +126,20 @@ def controller_revision_changes(items: Sequence[Mapping[str, Any]], where: str, 
         data = cr.get("data")
         spec = data.get("spec") if isinstance(data, Mapping) else None
         template = spec.get("template") if isinstance(spec, Mapping) else None
-        rows.append((owner[0], owner[1], number, render.parse_time(meta.get("creationTimestamp")),
-                     _images(template), f"controllerrevision/{meta.get('name')}"))
+        rows.append(
+            (
+                owner[0],
+                owner[1],
+                number,
+                render.parse_time(meta.get("creationTimestamp")),
+                _images(template),
+                f"controllerrevision/{meta.get('name')}",
+            )
+        )
     return _revision_changes(rows, where, since, until)
 
 
-def configmap_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetime,
-                      until: datetime) -> list[Change]:
+def configmap_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime) -> list[Change]:
     """Each ConfigMap written in the window, at its latest write there (metadata only: names, managers, times)."""
     changes = []
     for cm in items:
@@ -131,9 +158,15 @@ def configmap_changes(items: Sequence[Mapping[str, Any]], where: str, since: dat
         at, manager, operation = max(writes)
         verb = "created" if created is not None and abs((at - created).total_seconds()) < 1 else "changed"
         by = f" by {manager}" if manager else ""
-        changes.append(Change(at=at, source="kubernetes", target=f"{where} configmap/{name}",
-                              what=f"configmap {verb}{by}" + (f" ({operation})" if operation else ""),
-                              ref="managedFields"))
+        changes.append(
+            Change(
+                at=at,
+                source="kubernetes",
+                target=f"{where} configmap/{name}",
+                what=f"configmap {verb}{by}" + (f" ({operation})" if operation else ""),
+                ref="managedFields",
+            )
+        )
     return changes
 
 
@@ -142,32 +175,47 @@ def scale_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetim
     for ev in items:
         if ev.get("reason") not in SCALE_REASONS:
             continue
-        at = (render.parse_time(ev.get("lastTimestamp")) or render.parse_time(ev.get("eventTime"))
-              or render.parse_time(ev.get("firstTimestamp")))
+        at = (
+            render.parse_time(ev.get("lastTimestamp"))
+            or render.parse_time(ev.get("eventTime"))
+            or render.parse_time(ev.get("firstTimestamp"))
+        )
         if at is None or not since <= at <= until:
             continue
         obj = ev.get("involvedObject") or {}
         target = f"{where} {str(obj.get('kind', '?')).lower()}/{obj.get('name', '?')}"
         count = ev.get("count")
         times = f" ({count} times)" if isinstance(count, int) and count > 1 else ""
-        changes.append(Change(at=at, source="kubernetes", target=target, what=f"{ev.get('message', '')}{times}",
-                              ref=f"event {ev.get('reason')}"))
+        changes.append(
+            Change(
+                at=at,
+                source="kubernetes",
+                target=target,
+                what=f"{ev.get('message', '')}{times}",
+                ref=f"event {ev.get('reason')}",
+            )
+        )
     return changes
 
 
-async def namespace_changes(client: KubeClient, namespace: str | None, since: datetime,
-                            until: datetime) -> list[Change]:
+async def namespace_changes(
+    client: KubeClient, namespace: str | None, since: datetime, until: datetime
+) -> list[Change]:
     """Every change found in one namespace of `client`'s cluster in [since, until], newest first."""
     ns = client.namespace(namespace)  # scope first: refused before any request
     where = f"{client.name}/{ns}"
     replicasets, revisions, configmaps, *scaled = await asyncio.gather(
-        _list(client, REPLICASETS, ns), _list(client, CONTROLLER_REVISIONS, ns),
+        _list(client, REPLICASETS, ns),
+        _list(client, CONTROLLER_REVISIONS, ns),
         _list(client, CONFIGMAPS, ns, accept=METADATA_ONLY),
-        *(_list(client, EVENTS, ns, field_selector=f"reason={reason}") for reason in SCALE_REASONS))
-    changes = [*replicaset_changes(replicasets, where, since, until),
-               *controller_revision_changes(revisions, where, since, until),
-               *configmap_changes(configmaps, where, since, until),
-               *scale_changes([e for batch in scaled for e in batch], where, since, until)]
+        *(_list(client, EVENTS, ns, field_selector=f"reason={reason}") for reason in SCALE_REASONS),
+    )
+    changes = [
+        *replicaset_changes(replicasets, where, since, until),
+        *controller_revision_changes(revisions, where, since, until),
+        *configmap_changes(configmaps, where, since, until),
+        *scale_changes([e for batch in scaled for e in batch], where, since, until),
+    ]
     return sorted(changes, key=lambda c: c.at, reverse=True)
 
 

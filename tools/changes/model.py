@@ -83,23 +83,23 @@ def data(text: object, *, limit: int = FIELD_MAX) -> str:
 
 
 def _line(change: Change, anchor: datetime) -> str:
-    parts = [utc_minute(change.at), relative(change.at, anchor), change.source, data(change.target),
-             data(change.what)]
+    parts = [utc_minute(change.at), relative(change.at, anchor), change.source, data(change.target), data(change.what)]
     if change.ref:
         parts.append(data(change.ref))
     return " · ".join(parts)
 
 
-def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime,
-             now: datetime) -> str:
+def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime, now: datetime) -> str:
     """The changes newest first, one line each (time, relative to `anchor`, source, target, what, reference),
     then one line per source that failed; bounded like any tool output."""
     ordered = sorted(changes, key=lambda c: (c.at, c.source, c.target, c.what, c.ref), reverse=True)
     failed = sorted(failures, key=lambda f: (f.source, f.target, f.why))
     count = f"{len(ordered)} change" + ("" if len(ordered) == 1 else "s")
-    head = (f"{count}, newest first; now is {utc_minute(now)}, times relative to the start at "
-            f"{utc_minute(anchor)}" if ordered else f"no changes found; now is {utc_minute(now)}, the start was "
-            f"{utc_minute(anchor)}")
+    head = (
+        f"{count}, newest first; now is {utc_minute(now)}, times relative to the start at {utc_minute(anchor)}"
+        if ordered
+        else f"no changes found; now is {utc_minute(now)}, the start was {utc_minute(anchor)}"
+    )
     lines = [head, *(_line(c, anchor) for c in ordered)]
     lines += [f"could not read {data(f.source)} {data(f.target)}: {data(f.why)}" for f in failed]
     return truncate_output("\n".join(lines), TIMELINE_MAX)

@@ -34,8 +34,14 @@ TIMEOUT_S = 20.0
 _ACTIONS = frozenset({"install", "upgrade", "remove", "purge"})
 _DPKG_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (\S+) (\S+) (\S+) (\S+)")
 _APT_ENTRY = re.compile(r"([^\s,()]+) \(([^()]*)\)")
-_APT_ACTIONS = {"Install": "install", "Upgrade": "upgrade", "Downgrade": "upgrade", "Remove": "remove",
-                "Purge": "purge", "Reinstall": "reinstall"}
+_APT_ACTIONS = {
+    "Install": "install",
+    "Upgrade": "upgrade",
+    "Downgrade": "upgrade",
+    "Remove": "remove",
+    "Purge": "purge",
+    "Reinstall": "reinstall",
+}
 _OFFSET = re.compile(r"([+-])(\d\d)(\d\d)")
 
 SCRIPT = r"""
@@ -104,8 +110,9 @@ def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
         if at is None:
             continue
         old, new = _none(m[4]), _none(m[5])
-        changes.append(Change(at=at, source="host", target=host, what=_what(m[2], _package(m[3]), old, new),
-                              ref="dpkg.log"))
+        changes.append(
+            Change(at=at, source="host", target=host, what=_what(m[2], _package(m[3]), old, new), ref="dpkg.log")
+        )
     return changes
 
 
@@ -138,9 +145,15 @@ def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
                     old, new = None, parts[0]
                 else:
                     old, new = parts[0], None
-                changes.append(Change(at=at, source="host", target=host,
-                                      what=_what(action, _package(name), old, new),
-                                      ref=f"apt: {command}" if command else "apt history.log"))
+                changes.append(
+                    Change(
+                        at=at,
+                        source="host",
+                        target=host,
+                        what=_what(action, _package(name), old, new),
+                        ref=f"apt: {command}" if command else "apt history.log",
+                    )
+                )
     return changes
 
 
@@ -182,8 +195,9 @@ def in_window(changes: Iterable[Change], since: datetime, until: datetime) -> li
     return [c for c in changes if since <= c.at <= until]
 
 
-def host_argv(*, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES,
-              mark: str) -> list[str]:
+def host_argv(
+    *, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES, mark: str
+) -> list[str]:
     """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments."""
     for path in (dpkg_log, apt_history):
         if not path.startswith("/"):
@@ -191,17 +205,26 @@ def host_argv(*, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_
     return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark]
 
 
-async def host_changes(pool: SshPool, host: Host, since: datetime, until: datetime, *, dpkg_log: str = DPKG_LOG,
-                       apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES,
-                       timeout_s: float = TIMEOUT_S) -> list[Change]:
+async def host_changes(
+    pool: SshPool,
+    host: Host,
+    since: datetime,
+    until: datetime,
+    *,
+    dpkg_log: str = DPKG_LOG,
+    apt_history: str = APT_HISTORY,
+    tail_bytes: int = TAIL_BYTES,
+    timeout_s: float = TIMEOUT_S,
+) -> list[Change]:
     """`host`'s package changes and boot in [since, until], over `pool`; ToolError (SshError) when it fails."""
     mark = f"=opsloop-{secrets.token_hex(8)}"
     argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark)
     result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=2 * tail_bytes + 4096)
     if result.exit_status != 0:
         detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:2])
-        raise ToolError(f"reading the package logs failed (exit {result.exit_status})"
-                        + (f": {detail[:300]}" if detail else ""))
+        raise ToolError(
+            f"reading the package logs failed (exit {result.exit_status})" + (f": {detail[:300]}" if detail else "")
+        )
     try:
         report = parse_report(result.stdout, mark)
     except ValueError as e:

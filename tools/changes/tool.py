@@ -29,9 +29,16 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _event_change(row: StoredChange) -> Change:
-    return ChangeEvent(at=datetime.fromtimestamp(row.at, UTC), summary=row.summary, id=row.id, source=row.source,
-                       service=row.service, environment=row.environment, url=row.url,
-                       labels=dict(row.labels)).change()
+    return ChangeEvent(
+        at=datetime.fromtimestamp(row.at, UTC),
+        summary=row.summary,
+        id=row.id,
+        source=row.source,
+        service=row.service,
+        environment=row.environment,
+        url=row.url,
+        labels=dict(row.labels),
+    ).change()
 
 
 def _stored(store: Store, service: str | None) -> Source:
@@ -93,8 +100,11 @@ def _kube_sources(ctx: ToolContext, cluster: str | None, namespace: str | None) 
     from tools.changes.k8s import namespace_changes, namespaces
 
     clients = [clusters.get(cluster)] if cluster else [clusters.get(name) for name in clusters.names()]
-    return [Source("kubernetes", f"{client.name}/{ns}", functools.partial(namespace_changes, client, ns))
-            for client in clients for ns in namespaces(client, namespace)]
+    return [
+        Source("kubernetes", f"{client.name}/{ns}", functools.partial(namespace_changes, client, ns))
+        for client in clients
+        for ns in namespaces(client, namespace)
+    ]
 
 
 def _matches_service(change: Change, service: str) -> bool:
@@ -105,8 +115,15 @@ def _matches_service(change: Change, service: str) -> bool:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def recent_changes(since_minutes: int | None = None, service: str | None = None, host: str | None = None,
-                         cluster: str | None = None, namespace: str | None = None, *, ctx: ToolContext) -> str:
+async def recent_changes(
+    since_minutes: int | None = None,
+    service: str | None = None,
+    host: str | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     """What changed recently, newest first, one change per line: Kubernetes rollouts (with the revision number,
     for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots, commits in the
     configured git repositories, and change events from CI/CD. Times are relative to the run's start (an alert

@@ -10,9 +10,18 @@ from typing import Any
 
 from tools.k8s.reach import REACH
 
-_TOOLS = {"k8s_get": "reads", "k8s_describe": "reads", "k8s_events": "reads", "k8s_logs": "reads",
-          "k8s_rollout_history": "reads", "k8s_top": "reads", "k8s_rollout_restart": "writes", "k8s_scale": "writes",
-          "k8s_rollout_undo": "writes", "k8s_delete_pod": "writes"}
+_TOOLS = {
+    "k8s_get": "reads",
+    "k8s_describe": "reads",
+    "k8s_events": "reads",
+    "k8s_logs": "reads",
+    "k8s_rollout_history": "reads",
+    "k8s_top": "reads",
+    "k8s_rollout_restart": "writes",
+    "k8s_scale": "writes",
+    "k8s_rollout_undo": "writes",
+    "k8s_delete_pod": "writes",
+}
 
 __all__ = [  # noqa: RUF022  (the order the model sees them)
     "k8s_get",

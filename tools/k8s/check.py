@@ -19,8 +19,11 @@ NEEDS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
     "k8s_top": (("list", "metrics.k8s.io", "pods", ""),),
     "k8s_rollout_restart": (("get", "apps", "deployments", ""), ("patch", "apps", "deployments", "")),
     "k8s_scale": (("get", "apps", "deployments", "scale"), ("patch", "apps", "deployments", "scale")),
-    "k8s_rollout_undo": (("get", "apps", "deployments", ""), ("list", "apps", "replicasets", ""),
-                         ("patch", "apps", "deployments", "")),
+    "k8s_rollout_undo": (
+        ("get", "apps", "deployments", ""),
+        ("list", "apps", "replicasets", ""),
+        ("patch", "apps", "deployments", ""),
+    ),
     "k8s_delete_pod": (("get", "", "pods", ""), ("delete", "", "pods", "")),
 }
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -36,8 +39,11 @@ async def _allowed(client: KubeClient, namespace: str, need: tuple[str, str, str
     attrs = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
     if sub:
         attrs["subresource"] = sub
-    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attrs}}
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attrs},
+    }
     answer = await client.request("POST", REVIEWS, verb="create", kind="selfsubjectaccessreviews", body=body)
     return bool((answer.get("status") or {}).get("allowed"))
 
@@ -48,9 +54,12 @@ async def check_cluster(client: KubeClient) -> tuple[list[str], list[str]]:
         version = await client.request("GET", "/version", verb="get", kind="version")
     except (ToolError, PermissionDenied) as e:
         return [f"kubernetes cluster {spec.name}: UNREACHABLE ({spec.source})"], [
-            f"kubernetes cluster {spec.name}: {e}"]
-    lines = [f"kubernetes cluster {spec.name}: {client.server} ({version.get('gitVersion', '?')}), "
-             f"credentials: {spec.source}"]
+            f"kubernetes cluster {spec.name}: {e}"
+        ]
+    lines = [
+        f"kubernetes cluster {spec.name}: {client.server} ({version.get('gitVersion', '?')}), "
+        f"credentials: {spec.source}"
+    ]
     namespaces = spec.namespaces or ("",)  # "": every namespace (what the credentials allow)
     needs = sorted({n for ns in NEEDS.values() for n in ns})
     try:

@@ -100,9 +100,21 @@ _KINDS = (
 )
 KINDS = {k.kind: k for k in _KINDS}
 _ALIASES = {
-    "po": "Pod", "deploy": "Deployment", "rs": "ReplicaSet", "sts": "StatefulSet", "ds": "DaemonSet",
-    "svc": "Service", "ep": "Endpoints", "cm": "ConfigMap", "pvc": "PersistentVolumeClaim", "cj": "CronJob",
-    "ing": "Ingress", "hpa": "HorizontalPodAutoscaler", "ev": "Event", "no": "Node", "ns": "Namespace",
+    "po": "Pod",
+    "deploy": "Deployment",
+    "rs": "ReplicaSet",
+    "sts": "StatefulSet",
+    "ds": "DaemonSet",
+    "svc": "Service",
+    "ep": "Endpoints",
+    "cm": "ConfigMap",
+    "pvc": "PersistentVolumeClaim",
+    "cj": "CronJob",
+    "ing": "Ingress",
+    "hpa": "HorizontalPodAutoscaler",
+    "ev": "Event",
+    "no": "Node",
+    "ns": "Namespace",
 }
 _LOOKUP = {
     **{k.kind.lower(): k.kind for k in _KINDS},
@@ -111,8 +123,10 @@ _LOOKUP = {
     **_ALIASES,
 }
 _SECRET_NAMES = {"secret", "secrets", "v1/secret"}
-SECRET_REFUSAL = ("kind Secret is never read by opsloop: Secrets stay out of the model's context. Workloads show "
-                  "where their secrets come from (secretKeyRef, envFrom) as references; ask a person for a value")
+SECRET_REFUSAL = (
+    "kind Secret is never read by opsloop: Secrets stay out of the model's context. Workloads show "
+    "where their secrets come from (secretKeyRef, envFrom) as references; ask a person for a value"
+)
 
 
 def kind_of(text: str, *, allowed: tuple[str, ...] | None = None) -> Kind:
@@ -163,14 +177,19 @@ class KubeClient:
         if not NAMESPACE_RE.fullmatch(namespace):
             raise ToolError(f"{namespace!r} is not a namespace name")
         if allowed and namespace not in allowed:
-            raise ToolError(f"namespace {namespace!r} is outside the namespaces opsloop may touch on cluster "
-                            f"{self.name} ({', '.join(allowed)}); nothing was requested")
+            raise ToolError(
+                f"namespace {namespace!r} is outside the namespaces opsloop may touch on cluster "
+                f"{self.name} ({', '.join(allowed)}); nothing was requested"
+            )
         return namespace
 
     # -- connection ---------------------------------------------------------------------------------
     def _in_cluster(self) -> bool:
-        return self.spec.kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and \
-            IN_CLUSTER_TOKEN.is_file()
+        return (
+            self.spec.kubeconfig is None
+            and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+            and IN_CLUSTER_TOKEN.is_file()
+        )
 
     async def _load(self, configuration: Any) -> None:
         """Read the credentials into `configuration` (again after a 401: a rotated token, an exec plugin)."""
@@ -183,8 +202,9 @@ class KubeClient:
         path = self.spec.kubeconfig or DEFAULT_KUBECONFIG
         if not path.is_file():
             raise ToolError(f"cluster {self.name}: no kubeconfig at {path} and not running in a cluster")
-        await config.load_kube_config(config_file=str(path), context=self.spec.context,
-                                      client_configuration=configuration, persist_config=False)
+        await config.load_kube_config(
+            config_file=str(path), context=self.spec.context, client_configuration=configuration, persist_config=False
+        )
 
     async def api(self) -> Any:
         if self._api is not None:
@@ -199,8 +219,10 @@ class KubeClient:
                 except ToolError:
                     raise
                 except Exception as e:
-                    raise ToolError(f"cluster {self.name}: cannot load credentials ({self.spec.source}): "
-                                    f"{type(e).__name__}: {str(e)[:200]}") from None
+                    raise ToolError(
+                        f"cluster {self.name}: cannot load credentials ({self.spec.source}): "
+                        f"{type(e).__name__}: {str(e)[:200]}"
+                    ) from None
                 self.server = str(configuration.host)
                 self._api = client.ApiClient(configuration)
         return self._api
@@ -211,9 +233,21 @@ class KubeClient:
             await api.close()
 
     # -- requests -----------------------------------------------------------------------------------
-    async def request(self, method: str, path: str, *, verb: str, kind: Kind | str, namespace: str | None = None,
-                      query: Mapping[str, Any] | None = None, body: Any = None, content_type: str | None = None,
-                      text: bool = False, write: bool = False, accept: str | None = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        kind: Kind | str,
+        namespace: str | None = None,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        text: bool = False,
+        write: bool = False,
+        accept: str | None = None,
+    ) -> Any:
         """One API call: the parsed JSON (or text), else the error opsloop gives for its status.
 
         `verb` and `kind` name the request in a PermissionDenied; `write` marks a real (not dry-run) change,
@@ -221,8 +255,10 @@ class KubeClient:
         metadata without the objects' data)."""
         now = time.monotonic()
         if now < self._down_until:
-            raise ToolError(f"cluster {self.name} is unreachable ({self._down_why}); not tried again for another "
-                            f"{self._down_until - now:.0f}s")
+            raise ToolError(
+                f"cluster {self.name} is unreachable ({self._down_why}); not tried again for another "
+                f"{self._down_until - now:.0f}s"
+            )
         api = await self.api()
         for attempt in (1, 2):
             status, raw = await self._send(api, method, path, query, body, content_type, text, write, accept)
@@ -230,8 +266,10 @@ class KubeClient:
                 try:
                     await self._load(api.configuration)
                 except Exception as e:
-                    raise ToolError(f"cluster {self.name}: 401 Unauthorized, and reloading the credentials "
-                                    f"failed: {type(e).__name__}") from None
+                    raise ToolError(
+                        f"cluster {self.name}: 401 Unauthorized, and reloading the credentials "
+                        f"failed: {type(e).__name__}"
+                    ) from None
                 continue
             break
         if 200 <= status < 300:
@@ -243,36 +281,62 @@ class KubeClient:
                 raise ToolError(f"cluster {self.name}: the API answered {status} with a non-JSON body") from None
         raise self._error(status, raw, verb=verb, kind=kind, namespace=namespace)
 
-    async def _send(self, api: Any, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
-                    content_type: str | None, text: bool, write: bool,
-                    accept: str | None = None) -> tuple[int, bytes]:
-        headers = {"Accept": accept or ("text/plain, */*" if text else "application/json"),
-                   "Content-Type": content_type or "application/json"}
+    async def _send(
+        self,
+        api: Any,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        text: bool,
+        write: bool,
+        accept: str | None = None,
+    ) -> tuple[int, bytes]:
+        headers = {
+            "Accept": accept or ("text/plain, */*" if text else "application/json"),
+            "Content-Type": content_type or "application/json",
+        }
         timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s, sock_connect=CONNECT_TIMEOUT_S)
         try:
             resp = await api.call_api(
-                path, method, query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
-                header_params=headers, body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=timeout)
+                path,
+                method,
+                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
             try:
                 raw = bytearray()
                 async for chunk in resp.content.iter_chunked(1 << 16):
                     raw += chunk
                     if len(raw) > MAX_RESPONSE_BYTES:
-                        raise ToolError(f"cluster {self.name} answered more than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                        "narrow the request (a selector, a name, fewer lines)")
+                        raise ToolError(
+                            f"cluster {self.name} answered more than {MAX_RESPONSE_BYTES >> 20} MiB; "
+                            "narrow the request (a selector, a name, fewer lines)"
+                        )
                 return resp.status, bytes(raw)
             finally:
                 resp.release()
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             # the wording Slack and SSH get (connection refused, DNS lookup failed, …), not aiohttp's own text
-            why = (f"no answer within {self.spec.timeout_s:g}s" if isinstance(e, TimeoutError)
-                   else reason(e) if is_unreachable(e) else f"{type(e).__name__}: {str(e)[:160]}")
+            why = (
+                f"no answer within {self.spec.timeout_s:g}s"
+                if isinstance(e, TimeoutError)
+                else reason(e)
+                if is_unreachable(e)
+                else f"{type(e).__name__}: {str(e)[:160]}"
+            )
             self._down_until = time.monotonic() + self.down_s
             self._down_why = why
             if write:
-                raise Unknown(f"outcome unknown: the change was sent to cluster {self.name} but its answer was lost "
-                              f"({why}); verify the object (k8s_get / k8s_describe) before retrying") from None
+                raise Unknown(
+                    f"outcome unknown: the change was sent to cluster {self.name} but its answer was lost "
+                    f"({why}); verify the object (k8s_get / k8s_describe) before retrying"
+                ) from None
             raise ToolError(f"cannot reach cluster {self.name} at {self.server or self.spec.source}: {why}") from None
 
     def _error(self, status: int, raw: bytes, *, verb: str, kind: Kind | str, namespace: str | None) -> Exception:
@@ -287,8 +351,10 @@ class KubeClient:
         if status == 403:
             return PermissionDenied(f"cluster {self.name} forbids {verb} {resource}{where}: {message}")
         if status == 401:
-            return PermissionDenied(f"cluster {self.name} refused opsloop's credentials ({self.spec.source}) "
-                                    f"even after reloading them: {message}")
+            return PermissionDenied(
+                f"cluster {self.name} refused opsloop's credentials ({self.spec.source}) "
+                f"even after reloading them: {message}"
+            )
         if status == 404:
             return NotFound(message)
         if status == 409:

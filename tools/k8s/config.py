@@ -77,8 +77,9 @@ def _cluster(entry: Reader) -> ClusterSpec | None:
         else:
             namespaces.append(ns)
     timeout_s = entry.seconds("timeout_s", DEFAULT_TIMEOUT_S, high=300)
-    return ClusterSpec(name=name, kubeconfig=kubeconfig, context=context, namespaces=tuple(namespaces),
-                       timeout_s=timeout_s)
+    return ClusterSpec(
+        name=name, kubeconfig=kubeconfig, context=context, namespaces=tuple(namespaces), timeout_s=timeout_s
+    )
 
 
 def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:
@@ -94,8 +95,11 @@ def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:
     names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
     if context is None:
         if not doc.get("current-context"):
-            entry.problem(f"{str(path)!r} has no current-context; name one of: "
-                          f"{', '.join(map(str, names)) or '(none)'}", "context")
+            entry.problem(
+                f"{str(path)!r} has no current-context; name one of: {', '.join(map(str, names)) or '(none)'}",
+                "context",
+            )
     elif context not in names:
-        entry.problem(f"{context!r} is not a context in {str(path)!r} "
-                      f"(it has: {', '.join(map(str, names)) or 'none'})", "context")
+        entry.problem(
+            f"{context!r} is not a context in {str(path)!r} (it has: {', '.join(map(str, names)) or 'none'})", "context"
+        )

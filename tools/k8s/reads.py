@@ -22,12 +22,23 @@ def _ns(client: KubeClient, namespaced: bool, namespace: str | None) -> str | No
     return client.namespace(namespace) if namespaced else None
 
 
-async def list_objects(client: KubeClient, kind: str, namespace: str | None, *, label_selector: str | None = None,
-                       field_selector: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+async def list_objects(
+    client: KubeClient,
+    kind: str,
+    namespace: str | None,
+    *,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
     k = KINDS[kind]
-    body = await client.request("GET", k.path(namespace), verb="list", kind=k, namespace=namespace,
-                                query={"labelSelector": label_selector, "fieldSelector": field_selector,
-                                       "limit": LIST_LIMIT})
+    body = await client.request(
+        "GET",
+        k.path(namespace),
+        verb="list",
+        kind=k,
+        namespace=namespace,
+        query={"labelSelector": label_selector, "fieldSelector": field_selector, "limit": LIST_LIMIT},
+    )
     items = [dict(i, kind=k.kind) for i in body.get("items") or []]
     return items, bool((body.get("metadata") or {}).get("continue"))
 
@@ -44,8 +55,15 @@ async def get_object(client: KubeClient, kind: str, namespace: str | None, name:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_get(kind: str, name: str | None = None, selector: str | None = None, namespace: str | None = None,
-                  cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def k8s_get(
+    kind: str,
+    name: str | None = None,
+    selector: str | None = None,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     """List Kubernetes objects as a `kubectl get -o wide` table (pods: ready, status, restarts, age, node, images).
 
     Args:
@@ -96,8 +114,9 @@ async def object_events(client: KubeClient, namespace: str, kind: str | None, na
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_describe(kind: str, name: str, namespace: str | None = None, cluster: str | None = None, *,
-                       ctx: ToolContext) -> str:
+async def k8s_describe(
+    kind: str, name: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
+) -> str:
     """One object: spec summary (containers, images, resources, probes, env as references), status and
     conditions, its owner chain (pod ← replicaset ← deployment) and its recent events.
 
@@ -119,8 +138,15 @@ async def k8s_describe(kind: str, name: str, namespace: str | None = None, clust
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_events(namespace: str | None = None, kind: str | None = None, name: str | None = None,
-                     warnings_only: bool = False, cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def k8s_events(
+    namespace: str | None = None,
+    kind: str | None = None,
+    name: str | None = None,
+    warnings_only: bool = False,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     """A namespace's events, or one object's, warnings first then the newest.
 
     Args:
@@ -143,9 +169,17 @@ async def k8s_events(namespace: str | None = None, kind: str | None = None, name
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_logs(pod: str, container: str | None = None, previous: bool = False, tail_lines: int = 200,
-                   since_seconds: int | None = None, namespace: str | None = None, cluster: str | None = None, *,
-                   ctx: ToolContext) -> str:
+async def k8s_logs(
+    pod: str,
+    container: str | None = None,
+    previous: bool = False,
+    tail_lines: int = 200,
+    since_seconds: int | None = None,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     """A pod container's recent log lines (bounded, secrets redacted); `previous` reads the crashed instance.
 
     Args:
@@ -170,15 +204,23 @@ async def k8s_logs(pod: str, container: str | None = None, previous: bool = Fals
     inits = [str(c.get("name")) for c in spec.get("initContainers") or []]
     if container is None:
         if len(names) != 1:
-            raise ToolError(f"pod {pod} has {len(names)} containers; give container, one of: {', '.join(names)}"
-                            + (f" (init containers: {', '.join(inits)})" if inits else ""))
+            raise ToolError(
+                f"pod {pod} has {len(names)} containers; give container, one of: {', '.join(names)}"
+                + (f" (init containers: {', '.join(inits)})" if inits else "")
+            )
         container = names[0]
     elif container not in names + inits:
         raise ToolError(f"pod {pod} has no container {container!r}; its containers: {', '.join(names + inits)}")
-    query = {"container": container, "previous": "true" if previous else None, "tailLines": tail_lines,
-             "sinceSeconds": since_seconds, "limitBytes": MAX_LOG_BYTES}
-    text = await client.request("GET", KINDS["Pod"].path(ns, pod, "log"), verb="get", kind="pods/log",
-                                namespace=ns, query=query, text=True)
+    query = {
+        "container": container,
+        "previous": "true" if previous else None,
+        "tailLines": tail_lines,
+        "sinceSeconds": since_seconds,
+        "limitBytes": MAX_LOG_BYTES,
+    }
+    text = await client.request(
+        "GET", KINDS["Pod"].path(ns, pod, "log"), verb="get", kind="pods/log", namespace=ns, query=query, text=True
+    )
     text = redact(str(text))
     lines = text.splitlines()
     which = "previous instance of " if previous else ""
@@ -198,8 +240,9 @@ async def k8s_logs(pod: str, container: str | None = None, previous: bool = Fals
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_rollout_history(name: str, namespace: str | None = None, cluster: str | None = None, *,
-                              ctx: ToolContext) -> str:
+async def k8s_rollout_history(
+    name: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
+) -> str:
     """A Deployment's revisions (from its ReplicaSets) with their images and change causes, oldest first.
 
     Args:
@@ -218,14 +261,25 @@ async def owned_replicasets(client: KubeClient, namespace: str, deployment: dict
     selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
     items, _ = await list_objects(client, "ReplicaSet", namespace, label_selector=selector)
     uid = render.meta(deployment).get("uid")
-    return [rs for rs in items
-            if any(r.get("uid") == uid or (uid is None and r.get("name") == render.meta(deployment).get("name"))
-                   for r in render.meta(rs).get("ownerReferences") or [])]
+    return [
+        rs
+        for rs in items
+        if any(
+            r.get("uid") == uid or (uid is None and r.get("name") == render.meta(deployment).get("name"))
+            for r in render.meta(rs).get("ownerReferences") or []
+        )
+    ]
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def k8s_top(what: Literal["pods", "nodes"] = "pods", selector: str | None = None, namespace: str | None = None,
-                  cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def k8s_top(
+    what: Literal["pods", "nodes"] = "pods",
+    selector: str | None = None,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     """CPU and memory use of pods (in a namespace) or nodes, from metrics.k8s.io, busiest first.
 
     Args:
@@ -238,15 +292,24 @@ async def k8s_top(what: Literal["pods", "nodes"] = "pods", selector: str | None 
     ns = client.namespace(namespace) if what == "pods" else None
     path = f"{METRICS}/namespaces/{ns}/pods" if ns else f"{METRICS}/nodes"
     try:
-        body = await client.request("GET", path, verb="list", kind=f"{what}.metrics.k8s.io", namespace=ns,
-                                    query={"labelSelector": selector or None})
+        body = await client.request(
+            "GET",
+            path,
+            verb="list",
+            kind=f"{what}.metrics.k8s.io",
+            namespace=ns,
+            query={"labelSelector": selector or None},
+        )
     except NotFound:
-        raise ToolError(f"metrics API not available on cluster {client.name}: metrics.k8s.io is not served "
-                        "(no metrics-server?); use k8s_describe for requests/limits instead") from None
+        raise ToolError(
+            f"metrics API not available on cluster {client.name}: metrics.k8s.io is not served "
+            "(no metrics-server?); use k8s_describe for requests/limits instead"
+        ) from None
     except ToolError as e:
         if " 503: " in str(e):
             raise ToolError(f"metrics API not available on cluster {client.name}: {e}") from None
         raise
     where = f"pods in {ns}" if ns else "nodes"
     return f"{where} on cluster {client.name}, from metrics.k8s.io:\n" + render.top_table(
-        list(body.get("items") or []), nodes=what == "nodes")
+        list(body.get("items") or []), nodes=what == "nodes"
+    )

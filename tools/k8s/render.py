@@ -99,8 +99,9 @@ def pod_status(pod: Mapping[str, Any]) -> str:
             reason = state["waiting"]["reason"]
         elif "terminated" in state:
             t = state["terminated"]
-            reason = t.get("reason") or (f"Signal:{t['signal']}" if t.get("signal") else
-                                         f"ExitCode:{t.get('exitCode')}")
+            reason = t.get("reason") or (
+                f"Signal:{t['signal']}" if t.get("signal") else f"ExitCode:{t.get('exitCode')}"
+            )
     if meta(pod).get("deletionTimestamp"):
         reason = "Terminating"
     return str(reason)
@@ -124,9 +125,19 @@ def pod_restarts(pod: Mapping[str, Any], now: datetime | None = None) -> str:
 
 def _rows_pods(items: Sequence[Mapping[str, Any]], now: datetime | None) -> tuple[list[str], list[list[Any]]]:
     header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "IMAGES"]
-    rows = [[meta(p).get("name"), pod_ready(p), pod_status(p), pod_restarts(p, now),
-             age(meta(p).get("creationTimestamp"), now), (p.get("status") or {}).get("podIP"),
-             (p.get("spec") or {}).get("nodeName"), images(p.get("spec"))] for p in items]
+    rows = [
+        [
+            meta(p).get("name"),
+            pod_ready(p),
+            pod_status(p),
+            pod_restarts(p, now),
+            age(meta(p).get("creationTimestamp"), now),
+            (p.get("status") or {}).get("podIP"),
+            (p.get("spec") or {}).get("nodeName"),
+            images(p.get("spec")),
+        ]
+        for p in items
+    ]
     return header, rows
 
 
@@ -154,38 +165,105 @@ def _rows(kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None) -
     if kind == "Pod":
         return _rows_pods(items, now)
     if kind == "Deployment":
-        return (["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
-                [[meta(o).get("name"), f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
-                  st(o).get("updatedReplicas", 0), st(o).get("availableReplicas", 0), created(o),
-                  container_names(_template(o)), images(_template(o)), _selector(o)] for o in items])
+        return (
+            ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
+            [
+                [
+                    meta(o).get("name"),
+                    f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
+                    st(o).get("updatedReplicas", 0),
+                    st(o).get("availableReplicas", 0),
+                    created(o),
+                    container_names(_template(o)),
+                    images(_template(o)),
+                    _selector(o),
+                ]
+                for o in items
+            ],
+        )
     if kind == "ReplicaSet":
-        return (["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "IMAGES"],
-                [[meta(o).get("name"), sp(o).get("replicas", 0), st(o).get("replicas", 0),
-                  st(o).get("readyReplicas", 0), created(o), (meta(o).get("annotations") or {}).get(REVISION),
-                  images(_template(o))] for o in items])
+        return (
+            ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "IMAGES"],
+            [
+                [
+                    meta(o).get("name"),
+                    sp(o).get("replicas", 0),
+                    st(o).get("replicas", 0),
+                    st(o).get("readyReplicas", 0),
+                    created(o),
+                    (meta(o).get("annotations") or {}).get(REVISION),
+                    images(_template(o)),
+                ]
+                for o in items
+            ],
+        )
     if kind == "StatefulSet":
-        return (["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"],
-                [[meta(o).get("name"), f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}", created(o),
-                  container_names(_template(o)), images(_template(o))] for o in items])
+        return (
+            ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"],
+            [
+                [
+                    meta(o).get("name"),
+                    f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
+                    created(o),
+                    container_names(_template(o)),
+                    images(_template(o)),
+                ]
+                for o in items
+            ],
+        )
     if kind == "DaemonSet":
-        return (["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "IMAGES"],
-                [[meta(o).get("name"), st(o).get("desiredNumberScheduled", 0), st(o).get("currentNumberScheduled", 0),
-                  st(o).get("numberReady", 0), st(o).get("updatedNumberScheduled", 0),
-                  st(o).get("numberAvailable", 0), created(o), images(_template(o))] for o in items])
+        return (
+            ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "IMAGES"],
+            [
+                [
+                    meta(o).get("name"),
+                    st(o).get("desiredNumberScheduled", 0),
+                    st(o).get("currentNumberScheduled", 0),
+                    st(o).get("numberReady", 0),
+                    st(o).get("updatedNumberScheduled", 0),
+                    st(o).get("numberAvailable", 0),
+                    created(o),
+                    images(_template(o)),
+                ]
+                for o in items
+            ],
+        )
     if kind == "Service":
+
         def ports(o: Mapping[str, Any]) -> str:
-            return ",".join(f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/"
-                            f"{p.get('protocol', 'TCP')}" for p in sp(o).get("ports") or []) or NONE
+            return (
+                ",".join(
+                    f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+                    for p in sp(o).get("ports") or []
+                )
+                or NONE
+            )
 
         def external(o: Mapping[str, Any]) -> str:
             ingress = (st(o).get("loadBalancer") or {}).get("ingress") or []
-            return ",".join(str(i.get("ip") or i.get("hostname")) for i in ingress) or \
-                ",".join(sp(o).get("externalIPs") or []) or NONE
+            return (
+                ",".join(str(i.get("ip") or i.get("hostname")) for i in ingress)
+                or ",".join(sp(o).get("externalIPs") or [])
+                or NONE
+            )
 
-        return (["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "AGE", "SELECTOR"],
-                [[meta(o).get("name"), sp(o).get("type", "ClusterIP"), sp(o).get("clusterIP"), external(o), ports(o),
-                  created(o), labels_text(sp(o).get("selector"))] for o in items])
+        return (
+            ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "AGE", "SELECTOR"],
+            [
+                [
+                    meta(o).get("name"),
+                    sp(o).get("type", "ClusterIP"),
+                    sp(o).get("clusterIP"),
+                    external(o),
+                    ports(o),
+                    created(o),
+                    labels_text(sp(o).get("selector")),
+                ]
+                for o in items
+            ],
+        )
     if kind == "Node":
+
         def node_status(o: Mapping[str, Any]) -> str:
             ready = next((c for c in st(o).get("conditions") or [] if c.get("type") == "Ready"), None)
             text = "Ready" if ready and ready.get("status") == "True" else "NotReady"
@@ -193,24 +271,54 @@ def _rows(kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None) -
 
         def roles(o: Mapping[str, Any]) -> str:
             prefix = "node-role.kubernetes.io/"
-            return ",".join(k[len(prefix):] for k in meta(o).get("labels") or {} if k.startswith(prefix)) or NONE
+            return ",".join(k[len(prefix) :] for k in meta(o).get("labels") or {} if k.startswith(prefix)) or NONE
 
         def internal_ip(o: Mapping[str, Any]) -> str:
-            return next((a.get("address", "") for a in st(o).get("addresses") or [] if a.get("type") == "InternalIP"),
-                        NONE)
+            return next(
+                (a.get("address", "") for a in st(o).get("addresses") or [] if a.get("type") == "InternalIP"), NONE
+            )
 
-        return (["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"],
-                [[meta(o).get("name"), node_status(o), roles(o), created(o),
-                  (st(o).get("nodeInfo") or {}).get("kubeletVersion"), internal_ip(o)] for o in items])
+        return (
+            ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"],
+            [
+                [
+                    meta(o).get("name"),
+                    node_status(o),
+                    roles(o),
+                    created(o),
+                    (st(o).get("nodeInfo") or {}).get("kubeletVersion"),
+                    internal_ip(o),
+                ]
+                for o in items
+            ],
+        )
     if kind == "ConfigMap":  # keys only: values may be config a person would not paste into a chat
-        return (["NAME", "DATA", "KEYS", "AGE"],
-                [[meta(o).get("name"), len(o.get("data") or {}) + len(o.get("binaryData") or {}),
-                  ",".join(sorted([*(o.get("data") or {}), *(o.get("binaryData") or {})])) or NONE, created(o)]
-                 for o in items])
+        return (
+            ["NAME", "DATA", "KEYS", "AGE"],
+            [
+                [
+                    meta(o).get("name"),
+                    len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+                    ",".join(sorted([*(o.get("data") or {}), *(o.get("binaryData") or {})])) or NONE,
+                    created(o),
+                ]
+                for o in items
+            ],
+        )
     if kind == "Job":
-        return (["NAME", "STATUS", "COMPLETIONS", "AGE", "IMAGES"],
-                [[meta(o).get("name"), _job_status(o), f"{st(o).get('succeeded', 0)}/{sp(o).get('completions', 1)}",
-                  created(o), images(_template(o))] for o in items])
+        return (
+            ["NAME", "STATUS", "COMPLETIONS", "AGE", "IMAGES"],
+            [
+                [
+                    meta(o).get("name"),
+                    _job_status(o),
+                    f"{st(o).get('succeeded', 0)}/{sp(o).get('completions', 1)}",
+                    created(o),
+                    images(_template(o)),
+                ]
+                for o in items
+            ],
+        )
     if kind == "Namespace":
         return (["NAME", "STATUS", "AGE"], [[meta(o).get("name"), st(o).get("phase"), created(o)] for o in items])
     return (["NAME", "AGE"], [[meta(o).get("name"), created(o)] for o in items])
@@ -236,8 +344,14 @@ def get_table(kind: str, items: Sequence[Mapping[str, Any]], *, now: datetime | 
 
 # -- events --------------------------------------------------------------------------------------
 def event_time(e: Mapping[str, Any]) -> str:
-    return str(e.get("lastTimestamp") or e.get("eventTime") or (e.get("series") or {}).get("lastObservedTime")
-               or e.get("firstTimestamp") or meta(e).get("creationTimestamp") or "")
+    return str(
+        e.get("lastTimestamp")
+        or e.get("eventTime")
+        or (e.get("series") or {}).get("lastObservedTime")
+        or e.get("firstTimestamp")
+        or meta(e).get("creationTimestamp")
+        or ""
+    )
 
 
 def sort_events(events: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
@@ -254,13 +368,22 @@ def events_table(events: Sequence[Mapping[str, Any]], *, now: datetime | None = 
     for e in sort_events(events):
         obj = e.get("involvedObject") or e.get("regarding") or {}
         count = e.get("count") or (e.get("series") or {}).get("count") or 1
-        rows.append([age(event_time(e), now), e.get("type"), e.get("reason"),
-                     f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
-                     f"{count}x" if count and int(count) > 1 else "",
-                     _one_line(str(e.get("message") or e.get("note") or ""), 240)])
+        rows.append(
+            [
+                age(event_time(e), now),
+                e.get("type"),
+                e.get("reason"),
+                f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+                f"{count}x" if count and int(count) > 1 else "",
+                _one_line(str(e.get("message") or e.get("note") or ""), 240),
+            ]
+        )
     head = f"{len(events)} events ({warnings} warnings), warnings first:"
-    return head + "\n" + table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"], rows, limit=limit,
-                               what="events")
+    return (
+        head
+        + "\n"
+        + table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"], rows, limit=limit, what="events")
+    )
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -297,8 +420,11 @@ def env_lines(container: Mapping[str, Any]) -> list[str]:
 
 def _resources(c: Mapping[str, Any]) -> str:
     r = c.get("resources") or {}
-    parts = [f"{k} {','.join(f'{n}={v}' for n, v in sorted((r.get(k) or {}).items()))}"
-             for k in ("requests", "limits") if r.get(k)]
+    parts = [
+        f"{k} {','.join(f'{n}={v}' for n, v in sorted((r.get(k) or {}).items()))}"
+        for k in ("requests", "limits")
+        if r.get(k)
+    ]
     return "; ".join(parts)
 
 
@@ -315,12 +441,15 @@ def _probe(p: Mapping[str, Any] | None) -> str:
         how = f"grpc :{p['grpc'].get('port')}"
     else:
         how = "?"
-    return f"{how} delay={p.get('initialDelaySeconds', 0)}s period={p.get('periodSeconds', 10)}s " \
-           f"failure={p.get('failureThreshold', 3)}"
+    return (
+        f"{how} delay={p.get('initialDelaySeconds', 0)}s period={p.get('periodSeconds', 10)}s "
+        f"failure={p.get('failureThreshold', 3)}"
+    )
 
 
-def container_lines(pod_spec: Mapping[str, Any], statuses: Sequence[Mapping[str, Any]] | None = None,
-                    now: datetime | None = None) -> list[str]:
+def container_lines(
+    pod_spec: Mapping[str, Any], statuses: Sequence[Mapping[str, Any]] | None = None, now: datetime | None = None
+) -> list[str]:
     by_name = {s.get("name"): s for s in statuses or []}
     lines = []
     for kind, key in (("init container", "initContainers"), ("container", "containers")):
@@ -342,8 +471,10 @@ def container_lines(pod_spec: Mapping[str, Any], statuses: Sequence[Mapping[str,
                 lines.append("    env: " + "; ".join(env[:30]) + (f"; … {len(env) - 30} more" if len(env) > 30 else ""))
             s = by_name.get(c.get("name"))
             if s is not None:
-                lines.append(f"    state: {_state(s.get('state'), now)}; ready={s.get('ready')}; "
-                             f"restarts={s.get('restartCount', 0)}")
+                lines.append(
+                    f"    state: {_state(s.get('state'), now)}; ready={s.get('ready')}; "
+                    f"restarts={s.get('restartCount', 0)}"
+                )
                 if s.get("lastState"):
                     lines.append(f"    last state: {_state(s.get('lastState'), now)}")
     return lines
@@ -352,7 +483,7 @@ def container_lines(pod_spec: Mapping[str, Any], statuses: Sequence[Mapping[str,
 def _state(state: Mapping[str, Any] | None, now: datetime | None) -> str:
     if not state:
         return "unknown"
-    (name, detail), = list(state.items())[:1] or [("unknown", {})]
+    ((name, detail),) = list(state.items())[:1] or [("unknown", {})]
     detail = detail or {}
     parts = [name]
     if detail.get("reason"):
@@ -370,56 +501,85 @@ def _state(state: Mapping[str, Any] | None, now: datetime | None) -> str:
 def conditions_table(conditions: Sequence[Mapping[str, Any]] | None, now: datetime | None = None) -> str:
     if not conditions:
         return "  (none)"
-    rows = [[c.get("type"), c.get("status"), c.get("reason"), age(c.get("lastTransitionTime"), now),
-             _one_line(str(c.get("message") or ""), 160)] for c in conditions]
+    rows = [
+        [
+            c.get("type"),
+            c.get("status"),
+            c.get("reason"),
+            age(c.get("lastTransitionTime"), now),
+            _one_line(str(c.get("message") or ""), 160),
+        ]
+        for c in conditions
+    ]
     return "\n".join("  " + line for line in table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], rows).splitlines())
 
 
-def describe(obj: Mapping[str, Any], *, owners: list[str], events: Sequence[Mapping[str, Any]],
-             now: datetime | None = None) -> str:
+def describe(
+    obj: Mapping[str, Any], *, owners: list[str], events: Sequence[Mapping[str, Any]], now: datetime | None = None
+) -> str:
     """One object: identity, owner chain, spec summary, status and conditions, recent events."""
     m = meta(obj)
     kind = str(obj.get("kind", "?"))
     where = f"{m.get('namespace')}/" if m.get("namespace") else ""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    lines = [f"{kind} {where}{m.get('name')}  (created {age(m.get('creationTimestamp'), now)} ago, "
-             f"resourceVersion {m.get('resourceVersion')})",
-             f"labels: {labels_text(m.get('labels'))}"]
-    notes = {k: v for k, v in (m.get("annotations") or {}).items()
-             if k in (REVISION, CHANGE_CAUSE) or not k.startswith("kubectl.kubernetes.io/last-applied")}
+    lines = [
+        f"{kind} {where}{m.get('name')}  (created {age(m.get('creationTimestamp'), now)} ago, "
+        f"resourceVersion {m.get('resourceVersion')})",
+        f"labels: {labels_text(m.get('labels'))}",
+    ]
+    notes = {
+        k: v
+        for k, v in (m.get("annotations") or {}).items()
+        if k in (REVISION, CHANGE_CAUSE) or not k.startswith("kubectl.kubernetes.io/last-applied")
+    }
     if notes:
         lines.append("annotations: " + "; ".join(f"{k}={_one_line(str(v), 120)}" for k, v in sorted(notes.items())))
     lines.append("owner chain: " + (" ← ".join([f"{kind} {m.get('name')}", *owners]) if owners else "(no owner)"))
     if kind == "Pod":
-        lines.append(f"status: {pod_status(obj)}  ready {pod_ready(obj)}  restarts {pod_restarts(obj, now)}  "
-                     f"node {spec.get('nodeName') or NONE}  ip {status.get('podIP') or NONE}  "
-                     f"qos {status.get('qosClass') or NONE}")
+        lines.append(
+            f"status: {pod_status(obj)}  ready {pod_ready(obj)}  restarts {pod_restarts(obj, now)}  "
+            f"node {spec.get('nodeName') or NONE}  ip {status.get('podIP') or NONE}  "
+            f"qos {status.get('qosClass') or NONE}"
+        )
         lines.append("containers:")
-        lines += container_lines(spec, [*(status.get("initContainerStatuses") or []),
-                                        *(status.get("containerStatuses") or [])], now)
+        lines += container_lines(
+            spec, [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])], now
+        )
     elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
         strategy = spec.get("strategy") or spec.get("updateStrategy") or {}
         rolling = strategy.get("rollingUpdate") or {}
-        lines.append(f"replicas: {spec.get('replicas', '-')} desired, {status.get('replicas', 0)} current, "
-                     f"{status.get('updatedReplicas', 0)} updated, {status.get('readyReplicas', 0)} ready, "
-                     f"{status.get('availableReplicas', 0)} available")
+        lines.append(
+            f"replicas: {spec.get('replicas', '-')} desired, {status.get('replicas', 0)} current, "
+            f"{status.get('updatedReplicas', 0)} updated, {status.get('readyReplicas', 0)} ready, "
+            f"{status.get('availableReplicas', 0)} available"
+        )
         if strategy:
-            lines.append(f"strategy: {strategy.get('type')}" + (
-                f" (maxSurge {rolling.get('maxSurge')}, maxUnavailable {rolling.get('maxUnavailable')})"
-                if rolling else ""))
+            lines.append(
+                f"strategy: {strategy.get('type')}"
+                + (
+                    f" (maxSurge {rolling.get('maxSurge')}, maxUnavailable {rolling.get('maxUnavailable')})"
+                    if rolling
+                    else ""
+                )
+            )
         lines.append(f"selector: {_selector(obj)}")
-        template = (spec.get("template") or {})
+        template = spec.get("template") or {}
         tmeta = template.get("metadata") or {}
         if tmeta.get("annotations"):
-            lines.append("pod template annotations: " + "; ".join(
-                f"{k}={v}" for k, v in sorted(tmeta["annotations"].items())))
+            lines.append(
+                "pod template annotations: " + "; ".join(f"{k}={v}" for k, v in sorted(tmeta["annotations"].items()))
+            )
         lines.append("pod template:")
         lines += container_lines(template.get("spec") or {}, None, now)
     elif kind == "Service":
-        lines.append(f"type {spec.get('type', 'ClusterIP')}, clusterIP {spec.get('clusterIP')}, selector "
-                     f"{labels_text(spec.get('selector'))}, ports " + ", ".join(
-                         f"{p.get('name', '')}:{p.get('port')}→{p.get('targetPort')}/{p.get('protocol', 'TCP')}"
-                         for p in spec.get("ports") or []))
+        lines.append(
+            f"type {spec.get('type', 'ClusterIP')}, clusterIP {spec.get('clusterIP')}, selector "
+            f"{labels_text(spec.get('selector'))}, ports "
+            + ", ".join(
+                f"{p.get('name', '')}:{p.get('port')}→{p.get('targetPort')}/{p.get('protocol', 'TCP')}"
+                for p in spec.get("ports") or []
+            )
+        )
     elif kind == "ConfigMap":
         keys = sorted([*(obj.get("data") or {}), *(obj.get("binaryData") or {})])
         lines.append(f"keys (values not shown): {', '.join(keys) or NONE}")
@@ -427,8 +587,9 @@ def describe(obj: Mapping[str, Any], *, owners: list[str], events: Sequence[Mapp
         alloc = status.get("allocatable") or {}
         lines.append("allocatable: " + ", ".join(f"{k}={v}" for k, v in sorted(alloc.items())))
         if spec.get("taints"):
-            lines.append("taints: " + ", ".join(f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
-                                                for t in spec["taints"]))
+            lines.append(
+                "taints: " + ", ".join(f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in spec["taints"])
+            )
     else:
         lines.append("spec: " + _one_line(json.dumps(spec, sort_keys=True, default=str), 600))
     lines.append("conditions:")
@@ -447,20 +608,31 @@ def revision_of(obj: Mapping[str, Any]) -> int:
         return 0
 
 
-def history_table(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
-                  now: datetime | None = None) -> str:
+def history_table(
+    deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]], now: datetime | None = None
+) -> str:
     m = meta(deployment)
     current = revision_of(deployment)
     ordered = sorted(replicasets, key=revision_of)
-    rows = [[f"{revision_of(rs) or '?'}{' (current)' if revision_of(rs) == current else ''}",
-             images(_template(rs)), (meta(rs).get("annotations") or {}).get(CHANGE_CAUSE) or NONE,
-             f"{(rs.get('status') or {}).get('readyReplicas', 0)}/{(rs.get('spec') or {}).get('replicas', 0)}",
-             age(meta(rs).get("creationTimestamp"), now), meta(rs).get("name")] for rs in ordered]
+    rows = [
+        [
+            f"{revision_of(rs) or '?'}{' (current)' if revision_of(rs) == current else ''}",
+            images(_template(rs)),
+            (meta(rs).get("annotations") or {}).get(CHANGE_CAUSE) or NONE,
+            f"{(rs.get('status') or {}).get('readyReplicas', 0)}/{(rs.get('spec') or {}).get('replicas', 0)}",
+            age(meta(rs).get("creationTimestamp"), now),
+            meta(rs).get("name"),
+        ]
+        for rs in ordered
+    ]
     head = f"deployment {m.get('namespace')}/{m.get('name')}: {len(ordered)} revisions, current {current or '?'}"
     if not rows:
         return head + "\n(no ReplicaSets found for it)"
-    return head + "\n" + table(["REVISION", "IMAGES", "CHANGE-CAUSE", "READY", "AGE", "REPLICASET"], rows,
-                               what="revisions")
+    return (
+        head
+        + "\n"
+        + table(["REVISION", "IMAGES", "CHANGE-CAUSE", "READY", "AGE", "REPLICASET"], rows, what="revisions")
+    )
 
 
 # -- metrics ---------------------------------------------------------------------------------------
@@ -488,13 +660,22 @@ def top_table(items: Sequence[Mapping[str, Any]], *, nodes: bool) -> str:
     if not rows:
         return "no metrics reported yet"
     rows.sort(key=lambda r: (-r[0], -r[1]))
-    return table(["NAME", "CPU(cores)", "MEMORY(bytes)"],
-                 [[n, f"{round(c * 1000)}m", f"{round(mb / 2**20)}Mi"] for c, mb, n in rows], what="objects")
+    return table(
+        ["NAME", "CPU(cores)", "MEMORY(bytes)"],
+        [[n, f"{round(c * 1000)}m", f"{round(mb / 2**20)}Mi"] for c, mb, n in rows],
+        what="objects",
+    )
 
 
 # -- the dry-run diff ------------------------------------------------------------------------------
-_IGNORED = {("metadata", "resourceVersion"), ("metadata", "generation"), ("metadata", "managedFields"),
-            ("metadata", "uid"), ("metadata", "creationTimestamp"), ("metadata", "selfLink")}
+_IGNORED = {
+    ("metadata", "resourceVersion"),
+    ("metadata", "generation"),
+    ("metadata", "managedFields"),
+    ("metadata", "uid"),
+    ("metadata", "creationTimestamp"),
+    ("metadata", "selfLink"),
+}
 
 
 def _key(k: str) -> str:

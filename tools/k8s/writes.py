@@ -50,14 +50,24 @@ class Change:
     async def send(self, *, dry_run: bool) -> dict[str, Any]:
         query = {"dryRun": "All"} if dry_run else None
         try:
-            out = await self.client.request(self.method, self.path, verb=self.verb, kind=self.resource or self.kind,
-                                            namespace=self.namespace, query=query, body=self.body,
-                                            content_type=self.content_type, write=not dry_run)
+            out = await self.client.request(
+                self.method,
+                self.path,
+                verb=self.verb,
+                kind=self.resource or self.kind,
+                namespace=self.namespace,
+                query=query,
+                body=self.body,
+                content_type=self.content_type,
+                write=not dry_run,
+            )
         except Conflict as e:
             raise changed(self, f"the API server answered 409 Conflict: {e}") from None
         except NotFound:
-            raise ToolError(f"{self.kind.kind.lower()} {self.namespace}/{self.name} no longer exists on cluster "
-                            f"{self.client.name}; nothing was changed") from None
+            raise ToolError(
+                f"{self.kind.kind.lower()} {self.namespace}/{self.name} no longer exists on cluster "
+                f"{self.client.name}; nothing was changed"
+            ) from None
         return dict(out)
 
     def header(self) -> str:
@@ -65,8 +75,10 @@ class Change:
 
 
 def changed(change: Change, why: str) -> ToolError:
-    return ToolError(f"{change.kind.kind.lower()} {change.namespace}/{change.name} changed since the card was "
-                     f"shown ({why}): nothing was changed. Call the tool again: a fresh dry run makes a new card")
+    return ToolError(
+        f"{change.kind.kind.lower()} {change.namespace}/{change.name} changed since the card was "
+        f"shown ({why}): nothing was changed. Call the tool again: a fresh dry run makes a new card"
+    )
 
 
 async def preview(change: Change) -> str:
@@ -75,12 +87,19 @@ async def preview(change: Change) -> str:
     diff = render.field_diff(change.before, after)
     if not diff and change.method != "DELETE":
         raise ToolError(f"{change.header()}: the dry run changes nothing (the object already is that way)")
-    lines = [f"{change.header()}: server-side dry run (dryRun=All) accepted",
-             f"resourceVersion: {change.resource_version}", "changes:"]
+    lines = [
+        f"{change.header()}: server-side dry run (dryRun=All) accepted",
+        f"resourceVersion: {change.resource_version}",
+        "changes:",
+    ]
     # The restart stamp is the time of the write: shown as such, the preview (so the card) stays the same while
     # the object does, whenever the dry run is repeated.
-    lines += [f"  {d.rpartition(render.ARROW)[0]}{render.ARROW} {WHEN_WRITTEN}" if change.stamped and
-              render.RESTARTED_AT in d else f"  {d}" for d in diff]
+    lines += [
+        f"  {d.rpartition(render.ARROW)[0]}{render.ARROW} {WHEN_WRITTEN}"
+        if change.stamped and render.RESTARTED_AT in d
+        else f"  {d}"
+        for d in diff
+    ]
     lines += change.notes
     return "\n".join(lines)
 
@@ -116,8 +135,9 @@ async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str
     return "\n".join(lines)
 
 
-def _target(ctx: ToolContext, cluster: str | None, namespace: str | None, kind: str, name: str,
-            allowed: tuple[str, ...]) -> tuple[KubeClient, Kind, str, str]:
+def _target(
+    ctx: ToolContext, cluster: str | None, namespace: str | None, kind: str, name: str, allowed: tuple[str, ...]
+) -> tuple[KubeClient, Kind, str, str]:
     client = clusters_of(ctx).get(cluster)
     k = kind_of(kind, allowed=allowed)
     return client, k, client.namespace(namespace), check_name(name)
@@ -128,8 +148,9 @@ def _rv(obj: dict[str, Any]) -> str:
 
 
 # -- scale ---------------------------------------------------------------------------------------------
-async def plan_scale(ctx: ToolContext, name: str, replicas: int, kind: str, namespace: str | None,
-                     cluster: str | None) -> Change:
+async def plan_scale(
+    ctx: ToolContext, name: str, replicas: int, kind: str, namespace: str | None, cluster: str | None
+) -> Change:
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "ReplicaSet"))
     if not 0 <= replicas <= MAX_REPLICAS:
         raise ToolError(f"replicas must be between 0 and {MAX_REPLICAS}")
@@ -139,15 +160,34 @@ async def plan_scale(ctx: ToolContext, name: str, replicas: int, kind: str, name
     except NotFound:
         raise ToolError(f"{k.kind.lower()} {name!r} not found in namespace {ns} on cluster {client.name}") from None
     rv = _rv(scale)
-    return Change(client, k, ns, name, f"scale {k.kind.lower()} {ns}/{name} to {replicas} replicas", rv, dict(scale),
-                  "PATCH", path, {"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}}, MERGE,
-                  resource=f"{k.plural}/scale")
+    return Change(
+        client,
+        k,
+        ns,
+        name,
+        f"scale {k.kind.lower()} {ns}/{name} to {replicas} replicas",
+        rv,
+        dict(scale),
+        "PATCH",
+        path,
+        {"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}},
+        MERGE,
+        resource=f"{k.plural}/scale",
+    )
 
 
 @tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_scale(name: str, replicas: int, kind: Literal["deployment", "statefulset", "replicaset"] = "deployment",
-                    namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
-                    confirmed_by: str, approved_preview: str) -> str:
+async def k8s_scale(
+    name: str,
+    replicas: int,
+    kind: Literal["deployment", "statefulset", "replicaset"] = "deployment",
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+    confirmed_by: str,
+    approved_preview: str,
+) -> str:
     """Set a Deployment's (StatefulSet's, ReplicaSet's) replicas; the card shows the server's dry run.
 
     Args:
@@ -162,8 +202,15 @@ async def k8s_scale(name: str, replicas: int, kind: Literal["deployment", "state
 
 
 @k8s_scale.dry_run
-async def _scale_preview(name: str, replicas: int, kind: str = "deployment", namespace: str | None = None,
-                         cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def _scale_preview(
+    name: str,
+    replicas: int,
+    kind: str = "deployment",
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     return await preview(await plan_scale(ctx, name, replicas, kind, namespace, cluster))
 
 
@@ -173,17 +220,39 @@ async def plan_restart(ctx: ToolContext, name: str, kind: str, namespace: str | 
     obj = await get_object(client, k.kind, ns, name)
     rv = _rv(obj)
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"metadata": {"resourceVersion": rv},
-            "spec": {"template": {"metadata": {"annotations": {render.RESTARTED_AT: at}}}}}
-    return Change(client, k, ns, name, f"rollout restart {k.kind.lower()} {ns}/{name}", rv, obj, "PATCH",
-                  k.path(ns, name), body, STRATEGIC, resource=k.plural, stamped=True,
-                  notes=["every pod is replaced, following the rollout strategy"])
+    body = {
+        "metadata": {"resourceVersion": rv},
+        "spec": {"template": {"metadata": {"annotations": {render.RESTARTED_AT: at}}}},
+    }
+    return Change(
+        client,
+        k,
+        ns,
+        name,
+        f"rollout restart {k.kind.lower()} {ns}/{name}",
+        rv,
+        obj,
+        "PATCH",
+        k.path(ns, name),
+        body,
+        STRATEGIC,
+        resource=k.plural,
+        stamped=True,
+        notes=["every pod is replaced, following the rollout strategy"],
+    )
 
 
 @tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_rollout_restart(name: str, kind: Literal["deployment", "statefulset", "daemonset"] = "deployment",
-                              namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
-                              confirmed_by: str, approved_preview: str) -> str:
+async def k8s_rollout_restart(
+    name: str,
+    kind: Literal["deployment", "statefulset", "daemonset"] = "deployment",
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+    confirmed_by: str,
+    approved_preview: str,
+) -> str:
     """Restart a Deployment's (StatefulSet's, DaemonSet's) pods by a rolling replacement, as
     `kubectl rollout restart` does; the card shows the server's dry run.
 
@@ -198,8 +267,9 @@ async def k8s_rollout_restart(name: str, kind: Literal["deployment", "statefulse
 
 
 @k8s_rollout_restart.dry_run
-async def _restart_preview(name: str, kind: str = "deployment", namespace: str | None = None,
-                           cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def _restart_preview(
+    name: str, kind: str = "deployment", namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
+) -> str:
     return await preview(await plan_restart(ctx, name, kind, namespace, cluster))
 
 
@@ -214,8 +284,9 @@ def _template_of(rs: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
-async def plan_undo(ctx: ToolContext, name: str, revision: int | None, namespace: str | None,
-                    cluster: str | None) -> Change:
+async def plan_undo(
+    ctx: ToolContext, name: str, revision: int | None, namespace: str | None, cluster: str | None
+) -> Change:
     client, _, ns, name = _target(ctx, cluster, namespace, "deployment", name, ("Deployment",))
     deployment = await get_object(client, "Deployment", ns, name)
     rv = _rv(deployment)
@@ -236,21 +307,40 @@ async def plan_undo(ctx: ToolContext, name: str, revision: int | None, namespace
     template = _template_of(target)
     if template == (deployment.get("spec") or {}).get("template"):
         raise ToolError(f"deployment {ns}/{name} already runs revision {to}'s pod template; nothing to undo")
-    body: dict[str, Any] = {"metadata": {"resourceVersion": rv},
-                            "spec": {"template": render.merge_patch(deployment["spec"].get("template") or {},
-                                                                    template)}}
+    body: dict[str, Any] = {
+        "metadata": {"resourceVersion": rv},
+        "spec": {"template": render.merge_patch(deployment["spec"].get("template") or {}, template)},
+    }
     cause = (render.meta(target).get("annotations") or {}).get(render.CHANGE_CAUSE)
     if cause:
         body["metadata"]["annotations"] = {render.CHANGE_CAUSE: cause}
-    return Change(client, KINDS["Deployment"], ns, name,
-                  f"rollout undo deployment {ns}/{name} to revision {to} (from {current})", rv, deployment, "PATCH",
-                  KINDS["Deployment"].path(ns, name), body, MERGE, resource="deployments")
+    return Change(
+        client,
+        KINDS["Deployment"],
+        ns,
+        name,
+        f"rollout undo deployment {ns}/{name} to revision {to} (from {current})",
+        rv,
+        deployment,
+        "PATCH",
+        KINDS["Deployment"].path(ns, name),
+        body,
+        MERGE,
+        resource="deployments",
+    )
 
 
 @tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_rollout_undo(name: str, revision: int | None = None, namespace: str | None = None,
-                           cluster: str | None = None, *, ctx: ToolContext, confirmed_by: str,
-                           approved_preview: str) -> str:
+async def k8s_rollout_undo(
+    name: str,
+    revision: int | None = None,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+    confirmed_by: str,
+    approved_preview: str,
+) -> str:
     """Roll a Deployment back to an earlier revision's pod template (default: the previous revision), as
     `kubectl rollout undo` does; the card shows the server's dry run (e.g. the image going back).
 
@@ -265,8 +355,14 @@ async def k8s_rollout_undo(name: str, revision: int | None = None, namespace: st
 
 
 @k8s_rollout_undo.dry_run
-async def _undo_preview(name: str, revision: int | None = None, namespace: str | None = None,
-                        cluster: str | None = None, *, ctx: ToolContext) -> str:
+async def _undo_preview(
+    name: str,
+    revision: int | None = None,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> str:
     return await preview(await plan_undo(ctx, name, revision, namespace, cluster))
 
 
@@ -277,14 +373,30 @@ async def plan_delete(ctx: ToolContext, pod: str, namespace: str | None, cluster
     rv, uid = _rv(obj), render.meta(obj).get("uid")
     refs = render.meta(obj).get("ownerReferences") or []
     owner = next((r for r in refs if r.get("controller")), None)
-    notes = [f"uid: {uid}",
-             f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {_restarts(obj)}, "
-             f"node {(obj.get('spec') or {}).get('nodeName') or render.NONE}",
-             f"owner: {owner.get('kind')} {owner.get('name')}: it creates a replacement pod" if owner else
-             "owner: none: the pod will NOT come back"]
+    notes = [
+        f"uid: {uid}",
+        f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {_restarts(obj)}, "
+        f"node {(obj.get('spec') or {}).get('nodeName') or render.NONE}",
+        f"owner: {owner.get('kind')} {owner.get('name')}: it creates a replacement pod"
+        if owner
+        else "owner: none: the pod will NOT come back",
+    ]
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv, "uid": uid}}
-    change = Change(client, k, ns, pod, f"delete pod {ns}/{pod}", rv, obj, "DELETE", k.path(ns, pod), body,
-                    verb="delete", resource="pods", notes=notes)
+    change = Change(
+        client,
+        k,
+        ns,
+        pod,
+        f"delete pod {ns}/{pod}",
+        rv,
+        obj,
+        "DELETE",
+        k.path(ns, pod),
+        body,
+        verb="delete",
+        resource="pods",
+        notes=notes,
+    )
     return change
 
 
@@ -293,8 +405,15 @@ def _restarts(pod: dict[str, Any]) -> int:
 
 
 @tool(category=Category.DESTRUCTIVE, timeout_s=60)
-async def k8s_delete_pod(pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext,
-                         confirmed_by: str, approved_preview: str) -> str:
+async def k8s_delete_pod(
+    pod: str,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+    confirmed_by: str,
+    approved_preview: str,
+) -> str:
     """Delete one pod (its controller, if any, creates a replacement); the card shows the server's dry run.
 
     Args:
@@ -309,14 +428,21 @@ async def k8s_delete_pod(pod: str, namespace: str | None = None, cluster: str | 
 
 
 @k8s_delete_pod.dry_run
-async def _delete_preview(pod: str, namespace: str | None = None, cluster: str | None = None, *,
-                          ctx: ToolContext) -> str:
+async def _delete_preview(
+    pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
+) -> str:
     return await _delete_card(await plan_delete(ctx, pod, namespace, cluster))
 
 
 async def _delete_card(change: Change) -> str:
     """The delete's dry run, described: what the card shows, and what the approved delete is checked against."""
     await change.send(dry_run=True)
-    return "\n".join([f"{change.header()}: server-side dry run (dryRun=All) accepted",
-                      f"resourceVersion: {change.resource_version}", "changes:",
-                      f"  pod {change.namespace}/{change.name}: exists {render.ARROW} deleted", *change.notes])
+    return "\n".join(
+        [
+            f"{change.header()}: server-side dry run (dryRun=All) accepted",
+            f"resourceVersion: {change.resource_version}",
+            "changes:",
+            f"  pod {change.namespace}/{change.name}: exists {render.ARROW} deleted",
+            *change.notes,
+        ]
+    )

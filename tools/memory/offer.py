@@ -28,8 +28,21 @@ def offer_query(scope: RunScope) -> str:
 
 def shared_words(match: IncidentMatch, tokens: list[str]) -> int:
     i = match.incident
-    words = set(index_text(" ".join((i.title, i.task, i.targets.text(), *i.labels.values(), i.answer,
-                                     *(f"{c.tool} {c.args}" for c in i.changes))), limit=40_000).split())
+    words = set(
+        index_text(
+            " ".join(
+                (
+                    i.title,
+                    i.task,
+                    i.targets.text(),
+                    *i.labels.values(),
+                    i.answer,
+                    *(f"{c.tool} {c.args}" for c in i.changes),
+                )
+            ),
+            limit=40_000,
+        ).split()
+    )
     return sum(1 for t in tokens if t in words)
 
 

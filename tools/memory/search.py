@@ -9,8 +9,15 @@ from tools.registry import Category, ToolContext, ToolError, tool
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def search_incidents(query: str, host: str | None = None, service: str | None = None,
-                           alertname: str | None = None, limit: int = 5, *, ctx: ToolContext) -> str:
+async def search_incidents(
+    query: str,
+    host: str | None = None,
+    service: str | None = None,
+    alertname: str | None = None,
+    limit: int = 5,
+    *,
+    ctx: ToolContext,
+) -> str:
     """Past incidents opsloop handled that match the query, best first: when, what it was, how it ended, what
     was changed and by whom, the start of the answer and the thread link. Answers marked not helpful come last.
 
@@ -26,8 +33,9 @@ async def search_incidents(query: str, host: str | None = None, service: str | N
     # Outside a run nobody's conversation is known: only public channels' incidents.
     channel = scope.conversation if scope is not None else ""
     try:
-        matches = await store.search_incidents(query, channel=channel, host=host, service=service,
-                                               alertname=alertname, limit=limit)
+        matches = await store.search_incidents(
+            query, channel=channel, host=host, service=service, alertname=alertname, limit=limit
+        )
     except ValueError as e:
         raise ToolError(str(e)) from None
     return search_text(matches)

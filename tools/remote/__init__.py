@@ -18,6 +18,14 @@ from tools.remote.inventory import (
 from tools.remote.reach import REACH, SshHosts
 
 __all__ = [
-    "LOCALHOST", "REACH", "Host", "HostsConfigError", "Inventory", "Login", "SshCredentials", "SshHosts",
-    "SshSettings", "load_hosts",
+    "LOCALHOST",
+    "REACH",
+    "Host",
+    "HostsConfigError",
+    "Inventory",
+    "Login",
+    "SshCredentials",
+    "SshHosts",
+    "SshSettings",
+    "load_hosts",
 ]

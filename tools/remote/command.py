@@ -26,8 +26,9 @@ KILLED_BY_TIMEOUT = 137  # 128 + SIGKILL: what the script exits with when `timeo
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the program was cut off because its output passed max_bytes
 
 
-def remote_command(argv: Sequence[str], *, timeout_s: float, max_bytes: int,
-                   stderr_max_bytes: int = STDERR_MAX_BYTES) -> str:
+def remote_command(
+    argv: Sequence[str], *, timeout_s: float, max_bytes: int, stderr_max_bytes: int = STDERR_MAX_BYTES
+) -> str:
     """The string to send over SSH for `argv` (program first), bounded in time and output on the host."""
     if not argv:
         raise ValueError("remote_command: argv is empty")

@@ -73,11 +73,20 @@ _W: Ranges = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
 _S: Ranges = _chars("\t\n\f\r ")  # RE2's \s: no \v
 _PERL = {"d": _D, "w": _W, "s": _S}
 _POSIX: dict[str, Ranges] = {
-    "alnum": [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)], "alpha": [(0x41, 0x5A), (0x61, 0x7A)],
-    "ascii": [(0, 0x7F)], "blank": _chars("\t "), "cntrl": [(0, 0x1F), (0x7F, 0x7F)], "digit": _D,
-    "graph": [(0x21, 0x7E)], "lower": [(0x61, 0x7A)], "print": [(0x20, 0x7E)],
-    "punct": [(0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)], "space": [(0x09, 0x0D), (0x20, 0x20)],
-    "upper": [(0x41, 0x5A)], "word": _W, "xdigit": [(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
+    "alnum": [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)],
+    "alpha": [(0x41, 0x5A), (0x61, 0x7A)],
+    "ascii": [(0, 0x7F)],
+    "blank": _chars("\t "),
+    "cntrl": [(0, 0x1F), (0x7F, 0x7F)],
+    "digit": _D,
+    "graph": [(0x21, 0x7E)],
+    "lower": [(0x61, 0x7A)],
+    "print": [(0x20, 0x7E)],
+    "punct": [(0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)],
+    "space": [(0x09, 0x0D), (0x20, 0x20)],
+    "upper": [(0x41, 0x5A)],
+    "word": _W,
+    "xdigit": [(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
 }
 
 
@@ -121,7 +130,7 @@ def _bracket_body(ranges: Ranges) -> str:
         j = k
         while j + 1 < len(plain) and plain[j + 1] == plain[j] + 1:
             j += 1
-        items.append(f"{chr(plain[k])}-{chr(plain[j])}" if j - k >= 2 else "".join(map(chr, plain[k:j + 1])))
+        items.append(f"{chr(plain[k])}-{chr(plain[j])}" if j - k >= 2 else "".join(map(chr, plain[k : j + 1])))
         k = j + 1
     body = ("]" if "]" in special else "") + "".join(items)
     tail = ("[" if "[" in special else "") + ("-" if "-" in special else "")
@@ -155,7 +164,7 @@ class _Translator:
         p = self.p
         while self.i < len(p):
             ch = p[self.i]
-            repeat = re.match(r"\{\d+(?:,\d*)?\}", p[self.i:]) if ch == "{" else None
+            repeat = re.match(r"\{\d+(?:,\d*)?\}", p[self.i :]) if ch == "{" else None
             if ch == "\\":
                 self._escape(icase)
             elif ch == "[":
@@ -170,7 +179,7 @@ class _Translator:
                     icase = _apply(m, icase) if m.group(1) is not None else icase
                     self.i = m.end()
                 elif p.startswith("(?", self.i):
-                    raise refuse(f"the group {p[self.i:self.i + 3]}…")
+                    raise refuse(f"the group {p[self.i : self.i + 3]}…")
                 else:
                     self.i += 1
                 self.out.append("(")
@@ -205,8 +214,10 @@ class _Translator:
                 self.i += 1
                 self._char(ord(ch), icase)
         if self.utf8 and self.bytewise:
-            raise refuse(f"{self.bytewise[0]} (an ASCII word boundary) together with {self.utf8[0]} "
-                         "(one character, not one byte)")
+            raise refuse(
+                f"{self.bytewise[0]} (an ASCII word boundary) together with {self.utf8[0]} "
+                "(one character, not one byte)"
+            )
         return Ere("".join(self.out), self.utf8[0] if self.utf8 else "")
 
     def _escape(self, icase: bool) -> None:
@@ -227,7 +238,7 @@ class _Translator:
             self.last = "anchor"
         elif nxt == "Q":
             end = p.find("\\E", i + 2)
-            text = p[i + 2:] if end < 0 else p[i + 2:end]
+            text = p[i + 2 :] if end < 0 else p[i + 2 : end]
             self.i = len(p) if end < 0 else end + 2
             for c in text:
                 self._char(ord(c), icase)
@@ -247,14 +258,14 @@ class _Translator:
         if nxt == "x":
             if p.startswith("{", i + 2):
                 end = p.index("}", i + 3)
-                return int(p[i + 3:end], 16), end + 1
-            return int(p[i + 2:i + 4], 16), i + 4
+                return int(p[i + 3 : end], 16), end + 1
+            return int(p[i + 2 : i + 4], 16), i + 4
         if nxt in "01234567":
-            m = re.match(r"[0-7]{1,3}", p[i + 1:])
+            m = re.match(r"[0-7]{1,3}", p[i + 1 :])
             assert m is not None
             return int(m.group(0), 8), i + 1 + m.end()
         if nxt in "pP":
-            name = p[i + 2] if p[i + 2] != "{" else p[i + 2:p.index("}", i) + 1]
+            name = p[i + 2] if p[i + 2] != "{" else p[i + 2 : p.index("}", i) + 1]
             raise refuse(f"the Unicode class \\{nxt}{name}")
         if nxt == "C":
             raise refuse("\\C (any byte)")
@@ -280,10 +291,11 @@ class _Translator:
         first = True
         while first or p[self.i] != "]":
             first = False
-            if m := re.match(r"\[:(\^?)([a-z]+):\]", p[self.i:]):
+            if m := re.match(r"\[:(\^?)([a-z]+):\]", p[self.i :]):
                 self.i += m.end()
-                (kept if m.group(1) else plain).extend(_complement(_POSIX[m.group(2)]) if m.group(1)
-                                                       else _POSIX[m.group(2)])
+                (kept if m.group(1) else plain).extend(
+                    _complement(_POSIX[m.group(2)]) if m.group(1) else _POSIX[m.group(2)]
+                )
                 continue
             if p.startswith("\\", self.i) and p[self.i + 1] in "dwsDWS":
                 nxt = p[self.i + 1]
@@ -326,8 +338,9 @@ class _Translator:
             self.out.append(f"[^{body}]" if body else ".")
             self.utf8.append(construct)
         elif _count(high) <= _SMALL and not _has(high, 0xFFFD):
-            alts = ([_one(ascii_part)] if ascii_part else []) + [f"({chr(c)})" for lo, hi in high
-                                                               for c in range(lo, hi + 1)]
+            alts = ([_one(ascii_part)] if ascii_part else []) + [
+                f"({chr(c)})" for lo, hi in high for c in range(lo, hi + 1)
+            ]
             self.out.append("(" + "|".join(alts) + ")")
         else:
             raise refuse("a character class with a range of non-ASCII characters")

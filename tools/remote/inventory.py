@@ -27,10 +27,30 @@ DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
 
-_SSH_KEYS = ("user", "identity_file", "known_hosts", "connect_timeout_s", "max_sessions_per_host",
-             "passphrase_env", "idle_timeout_s", "fail_fast_s")
-_HOST_KEYS = ("name", "address", "port", "user", "identity_file", "known_hosts", "connect_timeout_s", "jump",
-              "groups", "log_dirs", "restart_allowlist", "passphrase_env")
+_SSH_KEYS = (
+    "user",
+    "identity_file",
+    "known_hosts",
+    "connect_timeout_s",
+    "max_sessions_per_host",
+    "passphrase_env",
+    "idle_timeout_s",
+    "fail_fast_s",
+)
+_HOST_KEYS = (
+    "name",
+    "address",
+    "port",
+    "user",
+    "identity_file",
+    "known_hosts",
+    "connect_timeout_s",
+    "jump",
+    "groups",
+    "log_dirs",
+    "restart_allowlist",
+    "passphrase_env",
+)
 
 
 class HostsConfigError(ConfigError):
@@ -130,17 +150,22 @@ class Inventory:
 
     def _unknown(self, name: str) -> str:
         if not self.hosts:
-            return (f"{name!r} is not a host opsloop can reach: no [[hosts]] are configured, so only "
-                    f"{LOCALHOST!r} (the machine opsloop runs on) is available")
+            return (
+                f"{name!r} is not a host opsloop can reach: no [[hosts]] are configured, so only "
+                f"{LOCALHOST!r} (the machine opsloop runs on) is available"
+            )
         by_address = [h.name for h in self.hosts if h.address == name]
         if by_address:
-            return (f"{name!r} is not an inventory name; it is the address of {by_address[0]!r}: "
-                    f"use host={by_address[0]!r}")
+            return (
+                f"{name!r} is not an inventory name; it is the address of {by_address[0]!r}: use host={by_address[0]!r}"
+            )
         candidates = [*self.names, LOCALHOST]
         close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.7)
         hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(candidates[:10])}"
-        return (f"{name!r} is not in the host inventory ({hint}); opsloop connects only to inventory hosts, "
-                "and list_hosts lists them")
+        return (
+            f"{name!r} is not in the host inventory ({hint}); opsloop connects only to inventory hosts, "
+            "and list_hosts lists them"
+        )
 
     def chain(self, host: Host) -> tuple[Host, ...]:
         """The jump hosts to go through to reach `host`, outermost first (empty: direct)."""

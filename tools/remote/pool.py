@@ -42,8 +42,11 @@ DEFAULT_MAX_BYTES = 64_000
 KEEPALIVE_S = 15.0  # a connection that stops answering is noticed within 3 of these
 SESSION_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)  # waits before asking again for a session sshd refused
 # OpenSSH answers a session it has no slot for with "open failed" (connect failed); others may say these.
-_SESSION_REFUSED_CODES = (asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
-                          asyncssh.OPEN_RESOURCE_SHORTAGE)
+_SESSION_REFUSED_CODES = (
+    asyncssh.OPEN_CONNECT_FAILED,
+    asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
+    asyncssh.OPEN_RESOURCE_SHORTAGE,
+)
 
 
 class Failure(enum.StrEnum):
@@ -64,8 +67,9 @@ class Failure(enum.StrEnum):
 class SshError(ToolError):
     """A host could not be reached, or a call on it failed; `failure` says how, the message says all."""
 
-    def __init__(self, host: str, failure: Failure, message: str, *, fingerprint: str | None = None,
-                 keyscan: str | None = None) -> None:
+    def __init__(
+        self, host: str, failure: Failure, message: str, *, fingerprint: str | None = None, keyscan: str | None = None
+    ) -> None:
         super().__init__(f"{host}: {failure.value}: {message}")
         self.host = host
         self.failure = failure
@@ -182,8 +186,9 @@ class _SessionRefused(OpsloopError):
 class SshPool:
     """Connections to the inventory's hosts. Create it in the event loop that uses it; `await close()` at the end."""
 
-    def __init__(self, inventory: Inventory, credentials: SshCredentials | None = None, *,
-                 grace_s: float = 2.0) -> None:
+    def __init__(
+        self, inventory: Inventory, credentials: SshCredentials | None = None, *, grace_s: float = 2.0
+    ) -> None:
         self.inventory = inventory
         self.credentials = credentials or SshCredentials()
         self.grace_s = grace_s  # opsloop's own timeout is the host's plus this, then the channel is closed
@@ -196,8 +201,9 @@ class SshPool:
 
     # -- the API -----------------------------------------------------------------------------
 
-    async def run(self, host: Host, argv: Sequence[str], *, timeout_s: float,
-                  max_bytes: int = DEFAULT_MAX_BYTES) -> Result:
+    async def run(
+        self, host: Host, argv: Sequence[str], *, timeout_s: float, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> Result:
         """Run `argv` (a fixed program and its arguments, each quoted here) on `host`, bounded on the host."""
         try:
             command = remote_command(argv, timeout_s=timeout_s, max_bytes=max_bytes)
@@ -216,16 +222,20 @@ class SshPool:
                     except _NotStarted as e:
                         conn.close()
                         if reconnected:
-                            raise SshError(host.name, Failure.DROPPED,
-                                           f"could not open a session: {e}; the next call reconnects") from None
+                            raise SshError(
+                                host.name, Failure.DROPPED, f"could not open a session: {e}; the next call reconnects"
+                            ) from None
                         reconnected = True
                         log.info("ssh.reconnect host=%s reason=%s", host.name, e)
                     except _SessionRefused as e:
                         if (wait := next(waits, None)) is None:
                             limit = self.inventory.ssh.max_sessions_per_host
-                            raise SshError(host.name, Failure.PROTOCOL,
-                                           f"the server refused a session: {e} (is its MaxSessions below "
-                                           f"max_sessions_per_host = {limit}?)") from None
+                            raise SshError(
+                                host.name,
+                                Failure.PROTOCOL,
+                                f"the server refused a session: {e} (is its MaxSessions below "
+                                f"max_sessions_per_host = {limit}?)",
+                            ) from None
                         await asyncio.sleep(wait)
             finally:
                 link.release()
@@ -237,10 +247,22 @@ class SshPool:
         try:
             await self._connection(self._link(host))
         except SshError as e:
-            return ProbeResult(host=host.name, address=f"{host.address}:{host.port}", via=via, failure=e.failure,
-                               detail=e.detail, fingerprint=e.fingerprint, keyscan=e.keyscan)
-        return ProbeResult(host=host.name, address=f"{host.address}:{host.port}", via=via, failure=Failure.OK,
-                           ms=(time.monotonic() - start) * 1000)
+            return ProbeResult(
+                host=host.name,
+                address=f"{host.address}:{host.port}",
+                via=via,
+                failure=e.failure,
+                detail=e.detail,
+                fingerprint=e.fingerprint,
+                keyscan=e.keyscan,
+            )
+        return ProbeResult(
+            host=host.name,
+            address=f"{host.address}:{host.port}",
+            via=via,
+            failure=Failure.OK,
+            ms=(time.monotonic() - start) * 1000,
+        )
 
     async def probe_all(self, hosts: Iterable[Host] | None = None, *, concurrency: int = 8) -> list[ProbeResult]:
         """`probe` every host (default: the whole inventory), at most `concurrency` at once, in inventory order."""
@@ -299,15 +321,20 @@ class SshPool:
                 ago = time.monotonic() - link.failed_at
                 if ago < fail_fast_s:
                     e = link.failed
-                    raise SshError(e.host, e.failure,
-                                   f"{e.detail} (failed {ago:.0f}s ago; opsloop tries again in "
-                                   f"{fail_fast_s - ago:.0f}s)", fingerprint=e.fingerprint, keyscan=e.keyscan)
+                    raise SshError(
+                        e.host,
+                        e.failure,
+                        f"{e.detail} (failed {ago:.0f}s ago; opsloop tries again in {fail_fast_s - ago:.0f}s)",
+                        fingerprint=e.fingerprint,
+                        keyscan=e.keyscan,
+                    )
             try:
                 conn = await self._connect(link)
             except SshError as e:
                 link.failed, link.failed_at = e, time.monotonic()
-                log.warning("ssh.connect_failed host=%s failure=%s detail=%s", link.host.name, e.failure.value,
-                            e.detail)
+                log.warning(
+                    "ssh.connect_failed host=%s failure=%s detail=%s", link.host.name, e.failure.value, e.detail
+                )
                 raise
             link.failed = None
             return conn
@@ -325,8 +352,9 @@ class SshPool:
             try:
                 tunnel = await self._connection(via)
             except SshError as e:
-                raise SshError(host.name, e.failure, f"through jump host {e}", fingerprint=e.fingerprint,
-                               keyscan=e.keyscan) from None
+                raise SshError(
+                    host.name, e.failure, f"through jump host {e}", fingerprint=e.fingerprint, keyscan=e.keyscan
+                ) from None
             via.hold()  # the jump connection stays open while this one runs through it
         client = _Client(link)
         try:
@@ -337,7 +365,8 @@ class SshPool:
                 options["tunnel"] = tunnel
             async with asyncio.timeout(login.connect_timeout_s):
                 conn = await asyncssh.connect(
-                    login.address, login.port,
+                    login.address,
+                    login.port,
                     client_factory=lambda: client,
                     username=login.user or _local_user(),
                     known_hosts=known_hosts,  # always a loaded file: None would switch checking off
@@ -362,13 +391,20 @@ class SshPool:
             if isinstance(e, SshError):
                 raise
             if isinstance(e, Exception):
-                raise _classify(e, host, login, client, known_hosts_path=login.known_hosts,
-                                via=self.inventory.via(host)) from None
+                raise _classify(
+                    e, host, login, client, known_hosts_path=login.known_hosts, via=self.inventory.via(host)
+                ) from None
             raise
         link.conn, link.client, link.via = conn, client, via
         link.connects += 1
-        log.info("ssh.connected host=%s address=%s port=%d via=%s ms=%.0f", host.name, login.address, login.port,
-                 self.inventory.via(host) or "-", (time.monotonic() - started) * 1000)
+        log.info(
+            "ssh.connected host=%s address=%s port=%d via=%s ms=%.0f",
+            host.name,
+            login.address,
+            login.port,
+            self.inventory.via(host) or "-",
+            (time.monotonic() - started) * 1000,
+        )
         return conn
 
     async def _client_keys(self, host: Host, login: Login) -> Any:
@@ -396,8 +432,15 @@ class SshPool:
 
     # -- one command -------------------------------------------------------------------------
 
-    async def _exec(self, link: _Link, conn: asyncssh.SSHClientConnection, command: str, argv: Sequence[str],
-                    timeout_s: float, max_bytes: int) -> Result:
+    async def _exec(
+        self,
+        link: _Link,
+        conn: asyncssh.SSHClientConnection,
+        command: str,
+        argv: Sequence[str],
+        timeout_s: float,
+        max_bytes: int,
+    ) -> Result:
         name = link.host.name
         started = time.monotonic()
         try:
@@ -413,11 +456,15 @@ class SshPool:
             async with asyncio.timeout(limit):
                 done = await process.wait(check=False)
         except TimeoutError:
-            raise SshError(name, Failure.TIMEOUT, f"{argv[0]} did not finish within {limit:g}s; opsloop closed "
-                           "its channel") from None
+            raise SshError(
+                name, Failure.TIMEOUT, f"{argv[0]} did not finish within {limit:g}s; opsloop closed its channel"
+            ) from None
         except (asyncssh.DisconnectError, ConnectionError, OSError) as e:
-            raise SshError(name, Failure.DROPPED, f"the connection dropped during {argv[0]}: {_reason(e)}; the "
-                           "next call reconnects") from None
+            raise SshError(
+                name,
+                Failure.DROPPED,
+                f"the connection dropped during {argv[0]}: {_reason(e)}; the next call reconnects",
+            ) from None
         finally:
             process.close()
             # The server frees the session slot only once the close is done: wait (bounded) before the
@@ -430,16 +477,20 @@ class SshPool:
         elapsed = time.monotonic() - started
         if done.exit_status is None or done.exit_status < 0:
             if conn.is_closed() or link.live() is None:
-                raise SshError(name, Failure.DROPPED, f"the connection dropped during {argv[0]}; the next call "
-                               "reconnects")
+                raise SshError(
+                    name, Failure.DROPPED, f"the connection dropped during {argv[0]}; the next call reconnects"
+                )
             signal = done.exit_signal[0] if done.exit_signal else "an unknown cause"
             raise SshError(name, Failure.PROTOCOL, f"{argv[0]} ended without an exit status ({signal})")
         if done.exit_status == KILLED_BY_TIMEOUT and elapsed >= timeout_s * 0.95:
             raise SshError(name, Failure.TIMEOUT, f"{argv[0]} ran past {timeout_s:g}s and was killed on the host")
         out = _as_bytes(done.stdout)
-        return Result(exit_status=done.exit_status, stdout=out[:max_bytes].decode("utf-8", errors="replace"),
-                      stderr=_as_bytes(done.stderr).decode("utf-8", errors="replace"),
-                      truncated=len(out) > max_bytes)
+        return Result(
+            exit_status=done.exit_status,
+            stdout=out[:max_bytes].decode("utf-8", errors="replace"),
+            stderr=_as_bytes(done.stderr).decode("utf-8", errors="replace"),
+            truncated=len(out) > max_bytes,
+        )
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -476,8 +527,13 @@ def _known_key_types(path: Path, login: Login) -> list[str]:
 
 def _keyscan_type(key: asyncssh.SSHKey) -> str:
     algorithm = key.get_algorithm()
-    for prefix, kind in (("ssh-ed25519", "ed25519"), ("ssh-rsa", "rsa"), ("rsa-", "rsa"), ("ecdsa-", "ecdsa"),
-                         ("ssh-dss", "dsa")):
+    for prefix, kind in (
+        ("ssh-ed25519", "ed25519"),
+        ("ssh-rsa", "rsa"),
+        ("rsa-", "rsa"),
+        ("ecdsa-", "ecdsa"),
+        ("ssh-dss", "dsa"),
+    ):
         if algorithm.startswith(prefix):
             return kind
     return algorithm
@@ -488,37 +544,48 @@ def _reason(e: BaseException) -> str:
     return str(reason).strip().rstrip(".")
 
 
-def _classify(e: Exception, host: Host, login: Login, client: _Client, *, known_hosts_path: Path,
-              via: str) -> SshError:
+def _classify(e: Exception, host: Host, login: Login, client: _Client, *, known_hosts_path: Path, via: str) -> SshError:
     """A connect failure as an SshError with our own words (nothing from keys or passphrases)."""
     name = host.name
     where = f"{login.address}:{login.port}"
-    if isinstance(e, asyncssh.HostKeyNotVerifiable) or (isinstance(e, asyncssh.KeyExchangeFailed)
-                                                        and _known_key_types(known_hosts_path, login)):
+    if isinstance(e, asyncssh.HostKeyNotVerifiable) or (
+        isinstance(e, asyncssh.KeyExchangeFailed) and _known_key_types(known_hosts_path, login)
+    ):
         known = _known_key_types(known_hosts_path, login)
         offered = client.offered
         entry = f"[{login.address}]:{login.port}" if login.port != 22 else login.address
         if offered is None:
-            return SshError(name, Failure.HOST_KEY_MISMATCH,
-                            f"{where} offered none of the key types {known_hosts_path} has for {entry} "
-                            f"({', '.join(known)}); opsloop does not connect")
+            return SshError(
+                name,
+                Failure.HOST_KEY_MISMATCH,
+                f"{where} offered none of the key types {known_hosts_path} has for {entry} "
+                f"({', '.join(known)}); opsloop does not connect",
+            )
         fp = offered.get_fingerprint("sha256")
         kind = offered.get_algorithm()
         if known:
-            return SshError(name, Failure.HOST_KEY_MISMATCH,
-                            f"{where} offered {kind} key {fp}, which is not the key {known_hosts_path} has for "
-                            f"{entry}; if the host was reinstalled, verify the new key and replace that entry "
-                            "(opsloop never accepts a changed key)", fingerprint=fp)
+            return SshError(
+                name,
+                Failure.HOST_KEY_MISMATCH,
+                f"{where} offered {kind} key {fp}, which is not the key {known_hosts_path} has for "
+                f"{entry}; if the host was reinstalled, verify the new key and replace that entry "
+                "(opsloop never accepts a changed key)",
+                fingerprint=fp,
+            )
         scan = f"ssh-keyscan -p {login.port} -t {_keyscan_type(offered)} {login.address}"
         on = f" (run it on {via}: {name} is reached through it)" if via else ""
-        return SshError(name, Failure.HOST_KEY_UNKNOWN,
-                        f"{where} offered {kind} key {fp}, and {known_hosts_path} has no key for {entry}; "
-                        f"verify it, then add it with `{scan} >> {known_hosts_path}`{on} "
-                        "(opsloop never accepts a new key by itself)", fingerprint=fp, keyscan=scan)
+        return SshError(
+            name,
+            Failure.HOST_KEY_UNKNOWN,
+            f"{where} offered {kind} key {fp}, and {known_hosts_path} has no key for {entry}; "
+            f"verify it, then add it with `{scan} >> {known_hosts_path}`{on} "
+            "(opsloop never accepts a new key by itself)",
+            fingerprint=fp,
+            keyscan=scan,
+        )
     if isinstance(e, asyncssh.PermissionDenied):
         identity = str(login.identity_file) if login.identity_file else "the ssh-agent's and ~/.ssh keys"
-        return SshError(name, Failure.AUTH, f"{where} refused user {login.user or _local_user()!r} with "
-                        f"{identity}")
+        return SshError(name, Failure.AUTH, f"{where} refused user {login.user or _local_user()!r} with {identity}")
     if isinstance(e, TimeoutError):
         return SshError(name, Failure.TIMEOUT, f"no SSH session with {where} within {login.connect_timeout_s:g}s")
     if isinstance(e, socket.gaierror):

@@ -77,8 +77,9 @@ class SshReach:
                 if r.keyscan:
                     problems.append(f"host {r.host}: to verify its key, run: {r.keyscan}")
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
-                 for row in rows]
+        lines = [
+            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in rows
+        ]
         return lines, problems
 
     def bind_tools(self, config: SshHosts, tools: Sequence[Any]) -> list[Any]:

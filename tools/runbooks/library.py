@@ -107,7 +107,7 @@ def count_steps(body: str) -> int:
         item = _STEP.match(line)
         if item and (content_col == 0 or indent < content_col):
             steps += 1
-            content_col = item.end() + len(line[item.end():]) - len(line[item.end():].lstrip(" \t"))
+            content_col = item.end() + len(line[item.end() :]) - len(line[item.end() :].lstrip(" \t"))
         elif line.strip() and indent == 0:
             content_col = 0  # a paragraph at the margin ends the list
     return steps
@@ -157,8 +157,9 @@ def parse(path: Path, data: bytes) -> Runbook | Problem:
     if problems:
         return Problem(path, "; ".join(problems))
     assert isinstance(meta, dict)
-    return Runbook(name=path.stem, path=path, title=meta["title"], match=_match(meta["match"]), body=body,
-                   steps=count_steps(body))
+    return Runbook(
+        name=path.stem, path=path, title=meta["title"], match=_match(meta["match"]), body=body, steps=count_steps(body)
+    )
 
 
 def load_file(path: Path, roots: Sequence[Path]) -> Runbook | Problem:
@@ -325,7 +326,7 @@ def _check_match(match: Mapping[Any, Any]) -> list[str]:
                 if not isinstance(k, str) or not k:
                     problems.append(f"match.labels: the key {k!r} must be a string")
                 elif not isinstance(v, str):
-                    problems.append(f"match.labels.{k} must be a string (quote it: \"{v}\")")
+                    problems.append(f'match.labels.{k} must be a string (quote it: "{v}")')
     if "keywords" in match:
         keywords = match["keywords"]
         if not isinstance(keywords, list) or not keywords:
@@ -342,9 +343,12 @@ def _check_match(match: Mapping[Any, Any]) -> list[str]:
 def _match(raw: Mapping[str, Any]) -> Match:
     names = raw.get("alertname") or ()
     keywords = tuple(raw.get("keywords") or ())
-    return Match(alertnames=(names,) if isinstance(names, str) else tuple(names),
-                 labels=tuple(sorted((raw.get("labels") or {}).items())),
-                 keywords=keywords, folded_keywords=tuple(k.casefold() for k in keywords))
+    return Match(
+        alertnames=(names,) if isinstance(names, str) else tuple(names),
+        labels=tuple(sorted((raw.get("labels") or {}).items())),
+        keywords=keywords,
+        folded_keywords=tuple(k.casefold() for k in keywords),
+    )
 
 
 def _yaml_problem(e: yaml.YAMLError, *, first_line: int) -> str:

@@ -19,8 +19,9 @@ __all__ = ["find_runbooks", "read_runbook"]
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def find_runbooks(query: str = "", alertname: str | None = None, labels: dict[str, str] | None = None, *,
-                        ctx: ToolContext) -> str:
+async def find_runbooks(
+    query: str = "", alertname: str | None = None, labels: dict[str, str] | None = None, *, ctx: ToolContext
+) -> str:
     """Find the team's runbooks for a problem: by alert name, alert labels (all must equal) or words in the query.
 
     Args:

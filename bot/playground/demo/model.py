@@ -79,11 +79,23 @@ class Facts:
                         runbook = f"{rb.group(1)}, {rb.group(3)}"
                     elif not task:
                         task = block["text"]
-        calls = tuple(Call(id=u["id"], name=u["name"], args=u.get("input") or {},
-                           result=results.get(u["id"], (None, False))[0],
-                           is_error=results.get(u["id"], (None, False))[1]) for u in uses)
-        return cls(task=task, calls=calls, replies=tuple(replies),
-                   tools=frozenset(t["name"] for t in request.tools), runbook=runbook)
+        calls = tuple(
+            Call(
+                id=u["id"],
+                name=u["name"],
+                args=u.get("input") or {},
+                result=results.get(u["id"], (None, False))[0],
+                is_error=results.get(u["id"], (None, False))[1],
+            )
+            for u in uses
+        )
+        return cls(
+            task=task,
+            calls=calls,
+            replies=tuple(replies),
+            tools=frozenset(t["name"] for t in request.tools),
+            runbook=runbook,
+        )
 
     def tried(self, name: str) -> bool:
         return any(c.name == name for c in self.calls)
@@ -114,24 +126,40 @@ def next_step(f: Facts) -> Step:
     """The incident playbook: look, get told, look at what was asked, change with approval, verify, report."""
     host = {"host": HOST}
     if not f.tried("check_disk"):
-        follow = f" The team's runbook ({f.runbook}) fits; its step 1 is the same, I check each step as I go." \
-            if f.runbook else ""
+        follow = (
+            f" The team's runbook ({f.runbook}) fits; its step 1 is the same, I check each step as I go."
+            if f.runbook
+            else ""
+        )
         return Step(thinking=f"The page says disk. Check web-03's mounts first.{follow}", calls=(("check_disk", host),))
     if not f.tried("list_big_files"):
-        return Step(thinking="/var is nearly full. Find what fills it, and see how nginx is doing meanwhile.",
-                    calls=(("list_big_files", {**host, "path": "/var"}), ("service_status", {**host, "unit": NGINX}),
-                           first_summary(f)))
+        return Step(
+            thinking="/var is nearly full. Find what fills it, and see how nginx is doing meanwhile.",
+            calls=(
+                ("list_big_files", {**host, "path": "/var"}),
+                ("service_status", {**host, "unit": NGINX}),
+                first_summary(f),
+            ),
+        )
     if f.asked_for_logs() and not f.tried("tail_log"):
         who = f.replies[-1][0]
-        return Step(thinking=f"{who} asked to see the logs first. Doing that before any change.",
-                    calls=(("tail_log", {**host, "path": ERROR_LOG, "lines": 8}),))
+        return Step(
+            thinking=f"{who} asked to see the logs first. Doing that before any change.",
+            calls=(("tail_log", {**host, "path": ERROR_LOG, "lines": 8}),),
+        )
     if not f.tried("restart_service") and not f.tried("tail_log"):
-        return Step(thinking="nginx is failing writes with 'No space left on device'. Restarting it makes it reopen "
-                    "its log files; asking for approval.", calls=(("restart_service", {**host, "unit": NGINX}),))
+        return Step(
+            thinking="nginx is failing writes with 'No space left on device'. Restarting it makes it reopen "
+            "its log files; asking for approval.",
+            calls=(("restart_service", {**host, "unit": NGINX}),),
+        )
     if not f.tried("clean_logs"):
-        return Step(thinking="The errors are all ENOSPC: nginx itself is fine, the disk is not. 212 rotated nginx "
-                    "logs older than 7 days hold 28 GB. Deleting them frees /var; that is destructive, so it needs "
-                    "approval.", calls=(("clean_logs", {**host, "path": LOGS, "older_than_days": 7}),))
+        return Step(
+            thinking="The errors are all ENOSPC: nginx itself is fine, the disk is not. 212 rotated nginx "
+            "logs older than 7 days hold 28 GB. Deleting them frees /var; that is destructive, so it needs "
+            "approval.",
+            calls=(("clean_logs", {**host, "path": LOGS, "older_than_days": 7}),),
+        )
     if f.ran("clean_logs") and len(f.ran("check_disk")) < 2:
         return Step(thinking="Logs deleted. Verify the disk.", calls=(("check_disk", host), found_summary(f)))
     return Step(thinking="Done: summarise for the on-call engineer.", answer=final_answer(f))
@@ -153,28 +181,51 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     return SUMMARY, {
         "situation": f"{HOST} /var is at {full}%; nginx may be failing to write its logs.",
         "hypotheses": [
-            {"id": "logs", "statement": "old nginx logs fill /var", "status": "open", "confidence": "medium",
-             "evidence": _ids(disk)},
-            {"id": "nginx", "statement": "nginx itself is broken, not just out of disk", "status": "open",
-             "confidence": "low", "evidence": []}],
-        "next_steps": ["find what fills /var", "check nginx's state"]}
+            {
+                "id": "logs",
+                "statement": "old nginx logs fill /var",
+                "status": "open",
+                "confidence": "medium",
+                "evidence": _ids(disk),
+            },
+            {
+                "id": "nginx",
+                "statement": "nginx itself is broken, not just out of disk",
+                "status": "open",
+                "confidence": "low",
+                "evidence": [],
+            },
+        ],
+        "next_steps": ["find what fills /var", "check nginx's state"],
+    }
 
 
 def found_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     """After the approved cleanup: the cause confirmed by what ran, nginx ruled out."""
     looked = [c for c in (f.last("tail_log"), f.last("service_status")) if c is not None and c.ran]
-    nginx: dict[str, Any] = {"id": "nginx", "statement": "nginx itself is broken, not just out of disk",
-                             "status": "refuted", "confidence": "high", "evidence": _ids(*looked)}
+    nginx: dict[str, Any] = {
+        "id": "nginx",
+        "statement": "nginx itself is broken, not just out of disk",
+        "status": "refuted",
+        "confidence": "high",
+        "evidence": _ids(*looked),
+    }
     if not looked:
         nginx.update(status="open", confidence="low")
     return SUMMARY, {
         "situation": f"{HOST} /var filled up with rotated nginx logs; the old ones are deleted.",
         "hypotheses": [
-            {"id": "logs", "statement": "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var",
-             "status": "confirmed", "confidence": "high",
-             "evidence": _ids(f.last("list_big_files"), f.last("clean_logs"))},
-            nginx],
-        "next_steps": ["verify /var has room again", "add maxage 14 to /etc/logrotate.d/nginx"]}
+            {
+                "id": "logs",
+                "statement": "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var",
+                "status": "confirmed",
+                "confidence": "high",
+                "evidence": _ids(f.last("list_big_files"), f.last("clean_logs")),
+            },
+            nginx,
+        ],
+        "next_steps": ["verify /var has room again", "add maxage 14 to /etc/logrotate.d/nginx"],
+    }
 
 
 def final_answer(f: Facts) -> str:
@@ -186,8 +237,10 @@ def final_answer(f: Facts) -> str:
     if clean is not None and clean.ran:
         who = m.group(1) if clean.result and (m := _APPROVED_BY.search(clean.result)) else "an approver"
         lines.append(f"**web-03: /var is back to {after}%** (was {before}%).")
-        lines.append(f"- **Cause:** 212 rotated nginx logs (28 GB) in `{LOGS}`: logrotate compresses them "
-                     "but never deletes them.")
+        lines.append(
+            f"- **Cause:** 212 rotated nginx logs (28 GB) in `{LOGS}`: logrotate compresses them "
+            "but never deletes them."
+        )
         lines.append(f"- **Changed:** deleted the rotated logs older than 7 days with `clean_logs`, approved by {who}.")
     else:
         lines.append(f"**web-03: /var is still {before}% full.** I did not delete anything.")
@@ -197,8 +250,10 @@ def final_answer(f: Facts) -> str:
     if restart is not None and restart.ran:
         lines.append("- **nginx:** restarted (approved); it is running.")
     elif any("restart" in text.lower() for _, text in f.replies):
-        lines.append("- **nginx:** not restarted, as asked in the thread; its error log shows only "
-                     "'No space left on device' write failures, which stop once /var has room.")
+        lines.append(
+            "- **nginx:** not restarted, as asked in the thread; its error log shows only "
+            "'No space left on device' write failures, which stop once /var has room."
+        )
     others = [(u, t) for u, t in f.replies if "log" not in t.lower()]
     lines += [f"- **Noted from {u}:** {t}" for u, t in others]
     lines.append("- **Still open:** add `maxage 14` to `/etc/logrotate.d/nginx` so this does not come back.")
@@ -213,7 +268,7 @@ def parse_command(text: str, tools: frozenset[str]) -> tuple[str, dict[str, Any]
     for word in re.finditer(r"[A-Za-z0-9_-]+", text):
         if word.group(0) not in tools:
             continue
-        rest = text[word.end():].strip()
+        rest = text[word.end() :].strip()
         if rest.startswith("{"):
             try:
                 args = json.loads(rest[: rest.rindex("}") + 1])
@@ -242,10 +297,14 @@ def direct_calls(f: Facts) -> Step:
         return Step(thinking=f"Asked to call {name}.", calls=((name, args),))
     if not asked:
         names = ", ".join(f"`{t}`" for t in sorted(f.tools)) or "none"
-        return Step(thinking="No tool named.", answer=(
-            "I am the sandbox's scripted model (no `ANTHROPIC_API_KEY`, so no Claude). Name a tool and its "
-            "arguments and I call it through opsloop's approval flow, e.g. `@opsloop check_disk host=web-03`.\n"
-            f"Your tools: {names}"))
+        return Step(
+            thinking="No tool named.",
+            answer=(
+                "I am the sandbox's scripted model (no `ANTHROPIC_API_KEY`, so no Claude). Name a tool and its "
+                "arguments and I call it through opsloop's approval flow, e.g. `@opsloop check_disk host=web-03`.\n"
+                f"Your tools: {names}"
+            ),
+        )
     lines = [f"Called {len(f.calls)} tool(s) as asked (scripted model, no Claude):"]
     for c in f.calls:
         outcome = "error" if c.is_error else "ok"
@@ -278,8 +337,11 @@ class IncidentModel:
         step = self.playbook(facts)
         content: list[dict[str, Any]] = [{"type": "thinking", "thinking": step.thinking, "signature": "scripted"}]
         turn = len(request.messages)  # from the request, not this client: a run is driven by a new client per drive
-        content += [{"type": "tool_use", "id": f"toolu_demo_{turn:02d}_{i}", "name": name, "input": args}
-                    for i, (name, args) in enumerate(step.calls) if name in facts.tools]
+        content += [
+            {"type": "tool_use", "id": f"toolu_demo_{turn:02d}_{i}", "name": name, "input": args}
+            for i, (name, args) in enumerate(step.calls)
+            if name in facts.tools
+        ]
         if len(content) == 1:
             content.append({"type": "text", "text": step.answer or direct_calls(facts).answer})
         usage = estimate_usage(request, content, previous=self.requests[-1] if self.requests else None)
@@ -292,16 +354,19 @@ def _tokens(value: Any) -> int:
     return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
 
 
-def estimate_usage(request: ModelRequest, content: list[dict[str, Any]], *,
-                   previous: ModelRequest | None) -> Usage:
+def estimate_usage(request: ModelRequest, content: list[dict[str, Any]], *, previous: ModelRequest | None) -> Usage:
     """Tokens as the API would count them with cache breakpoints on the system prompt and the newest message."""
     prompt = _tokens(request.system) + _tokens(request.tools) + _tokens(request.messages)
     cached = 0
     if previous is not None:
         cached = _tokens(previous.system) + _tokens(previous.tools) + _tokens(previous.messages)
     written = prompt - cached
-    return Usage(input_tokens=min(written, 40), cache_write_tokens=max(0, written - 40), cache_read_tokens=cached,
-                 output_tokens=_tokens(content) + _THINKING_TOKENS)
+    return Usage(
+        input_tokens=min(written, 40),
+        cache_write_tokens=max(0, written - 40),
+        cache_read_tokens=cached,
+        output_tokens=_tokens(content) + _THINKING_TOKENS,
+    )
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -31,8 +31,10 @@ from handlers.blocks import APPROVE, DENY
 
 TASK = "web-03 is out of disk, deal with it"
 REDIRECT = "don't restart nginx, show me the logs first"
-HELP = ("commands: a / approve [as NAME] · d / deny [as NAME] · NAME: text (reply as alice, bob or carol) · "
-        "text (reply as bob) · q / quit")
+HELP = (
+    "commands: a / approve [as NAME] · d / deny [as NAME] · NAME: text (reply as alice, bob or carol) · "
+    "text (reply as bob) · q / quit"
+)
 
 
 @dataclass
@@ -135,8 +137,9 @@ class Prompt:
                 return
             card = await self.next_pending_card()
             action = APPROVE if words[0].lower().startswith("a") else DENY
-            self.transcript.narrate(f"@{self.stage.names[who]} clicks [{'Approve' if action == APPROVE else 'Deny'}]"
-                                    f" on {card_tool(card)}")
+            self.transcript.narrate(
+                f"@{self.stage.names[who]} clicks [{'Approve' if action == APPROVE else 'Deny'}] on {card_tool(card)}"
+            )
             await self.clicked(who, card, action)
             return
         name, _, text = line.partition(":")
@@ -166,8 +169,12 @@ class Prompt:
         slack = self.stage.slack
 
         def undecided(m: Message) -> bool:
-            return (m.thread_ts == self.thread_ts and m.ts not in self.decided
-                    and kind_of(m, slack.bot_user_id) == Kind.CARD and card_state(m) == "pending")
+            return (
+                m.thread_ts == self.thread_ts
+                and m.ts not in self.decided
+                and kind_of(m, slack.bot_user_id) == Kind.CARD
+                and card_state(m) == "pending"
+            )
 
         return await slack.wait_for_message(self.stage.channel, undecided, timeout=24 * 3600)
 
@@ -199,25 +206,46 @@ class Runs:
                     await self.changed.wait()
 
 
-async def play(base: Settings, *, out: TextIO = sys.stdout, interactive: bool = False, color: bool = False,
-               pace: float = 0.0, db_path: Path | None = None, limit_s: float | None = None,
-               stdin: TextIO = sys.stdin) -> int:
+async def play(
+    base: Settings,
+    *,
+    out: TextIO = sys.stdout,
+    interactive: bool = False,
+    color: bool = False,
+    pace: float = 0.0,
+    db_path: Path | None = None,
+    limit_s: float | None = None,
+    stdin: TextIO = sys.stdin,
+) -> int:
     """Play the incident; 0 when the run completed."""
     with tempfile.TemporaryDirectory(prefix="opsloop-demo-") as tmp:
         db = db_path or Path(tmp) / "opsloop.db"
         async with stage(base, db_path=db) as st:
             transcript = Transcript(st.slack, st.channel, st.names, out, Style(color=color))
             limit_s = limit_s or (120.0 if st.scripted else 900.0)  # Claude thinks; the script does not
-            return await _play(st, transcript, interactive=interactive, pace=pace, limit_s=limit_s, stdin=stdin,
-                               db=db if db_path else None)
+            return await _play(
+                st,
+                transcript,
+                interactive=interactive,
+                pace=pace,
+                limit_s=limit_s,
+                stdin=stdin,
+                db=db if db_path else None,
+            )
 
 
-async def _play(st: Stage, transcript: Transcript, *, interactive: bool, pace: float, limit_s: float,
-                stdin: TextIO, db: Path | None) -> int:
+async def _play(
+    st: Stage, transcript: Transcript, *, interactive: bool, pace: float, limit_s: float, stdin: TextIO, db: Path | None
+) -> int:
     s = transcript.style
-    transcript.say(s.bold("opsloop demo") + s.dim(f" · #incident on a local Slack stand-in ({st.slack.base_url}) · "
-                                                  f"the real opsloop app over Socket Mode · {st.model_label} · "
-                                                  "tools act on a simulated web-03"))
+    transcript.say(
+        s.bold("opsloop demo")
+        + s.dim(
+            f" · #incident on a local Slack stand-in ({st.slack.base_url}) · "
+            f"the real opsloop app over Socket Mode · {st.model_label} · "
+            "tools act on a simulated web-03"
+        )
+    )
     transcript.say()
     runs = Runs(st)
     crew = Crew(st, transcript, pace=pace)

@@ -71,8 +71,14 @@ class Stage:
         await self.slack.click(user, self.channel, message_ts, action_id)
 
 
-def stage_settings(base: Settings, slack: FakeSlack, *, db_path: Path, tools: Mapping[str, Any] | None,
-                   status_update_seconds: float = 0.0) -> Settings:
+def stage_settings(
+    base: Settings,
+    slack: FakeSlack,
+    *,
+    db_path: Path,
+    tools: Mapping[str, Any] | None,
+    status_update_seconds: float = 0.0,
+) -> Settings:
     """The user's settings pointed at the stand-in (tokens, API URL, DB); `tools` None keeps theirs."""
     return dataclasses.replace(
         base,
@@ -95,18 +101,21 @@ def demo_reaches() -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def stage(base: Settings, *, db_path: Path, tools: Mapping[str, Any] | None = DEMO_TOOLS,
-                status_update_seconds: float = 0.0) -> AsyncIterator[Stage]:
+async def stage(
+    base: Settings, *, db_path: Path, tools: Mapping[str, Any] | None = DEMO_TOOLS, status_update_seconds: float = 0.0
+) -> AsyncIterator[Stage]:
     """Stand-in up, people added, app built and connected; everything closed on the way out."""
     demo_tools.reset()
     scripted = base.anthropic_api_key is None
-    async with FakeSlack(bot_token="xoxb-standin", app_token="xapp-standin", bot_user_id="U0OPSLOOP",
-                         bot_id="B0OPSLOOP") as slack:
+    async with FakeSlack(
+        bot_token="xoxb-standin", app_token="xapp-standin", bot_user_id="U0OPSLOOP", bot_id="B0OPSLOOP"
+    ) as slack:
         for uid, name in PEOPLE.items():
             slack.add_user(uid, name)
         slack.add_channel(CHANNEL, "incident", members=PEOPLE)  # everyone and the bot are in it
-        settings = stage_settings(base, slack, db_path=db_path, tools=tools,
-                                  status_update_seconds=status_update_seconds)
+        settings = stage_settings(
+            base, slack, db_path=db_path, tools=tools, status_update_seconds=status_update_seconds
+        )
         ops = await build(settings, model_for=(lambda name: IncidentModel(name=name)) if scripted else None)
         try:
             await start(ops)

@@ -87,8 +87,10 @@ async def list_big_files(host: str, path: str = "/var") -> str:
         raise ToolError(f"path must be absolute, got {path!r}")
     lines = []
     if h.rotated_files:
-        lines.append(f"{h.rotated_gb:.1f}G  {NGINX_LOGS}/access.log.*.gz  ({h.rotated_files} rotated logs, "
-                     "oldest 219 days; /etc/logrotate.d/nginx has no maxage)")
+        lines.append(
+            f"{h.rotated_gb:.1f}G  {NGINX_LOGS}/access.log.*.gz  ({h.rotated_files} rotated logs, "
+            "oldest 219 days; /etc/logrotate.d/nginx has no maxage)"
+        )
     lines += [
         f"3.1G   {NGINX_LOGS}/access.log  (today's log, growing ~40 MB/min)",
         "1.2G   /var/lib/postgresql/15/main/pg_wal",
@@ -109,8 +111,11 @@ async def service_status(host: str, unit: str) -> str:
     if unit.removesuffix(".service") != "nginx":
         return f"{unit}: active (running), no errors in the last hour"
     since = "12s" if h.nginx_restarts else "38 days"
-    errors = ("1,204 write errors in error.log in the last 10 min (see tail_log)" if h.full
-              else "no errors since /var was cleaned")
+    errors = (
+        "1,204 write errors in error.log in the last 10 min (see tail_log)"
+        if h.full
+        else "no errors since /var was cleaned"
+    )
     return f"nginx.service: active (running) since {since}; 4 workers\n{errors}"
 
 
@@ -126,8 +131,10 @@ async def tail_log(host: str, path: str, lines: int = 10) -> str:
     h = _host(host)
     if path != ERROR_LOG:
         raise ToolError(f"the demo only has {ERROR_LOG}, not {path!r}")
-    entry = ('2026/11/24 03:1{m}:{s:02d} [crit] 2817#2817: *{n} write() to "/var/log/nginx/access.log" '
-             'failed (28: No space left on device) while logging request')
+    entry = (
+        '2026/11/24 03:1{m}:{s:02d} [crit] 2817#2817: *{n} write() to "/var/log/nginx/access.log" '
+        "failed (28: No space left on device) while logging request"
+    )
     out = [entry.format(m=i // 6, s=(i * 7) % 60, n=88_410 + i) for i in range(max(1, min(lines, 50)))]
     if not h.full:
         out.append("2026/11/24 03:21:40 [notice] 2817#2817: signal process started (no errors since)")
@@ -147,8 +154,10 @@ async def clean_logs(host: str, path: str, older_than_days: int = 7, *, confirme
     files, gb = _cleanable(h, path, older_than_days)
     h.rotated_files, h.rotated_gb, h.var_used_gb = h.rotated_files - files, h.rotated_gb - gb, h.var_used_gb - gb
     h.actions.append(f"clean_logs {path} approved by {confirmed_by}")
-    return (f"deleted {files} rotated logs under {path} on {HOSTNAME}, freed {gb:.1f} GB "
-            f"(approved by {confirmed_by}); /var now {h.var_percent}% used")
+    return (
+        f"deleted {files} rotated logs under {path} on {HOSTNAME}, freed {gb:.1f} GB "
+        f"(approved by {confirmed_by}); /var now {h.var_percent}% used"
+    )
 
 
 @clean_logs.dry_run
@@ -156,8 +165,10 @@ async def _clean_logs_preview(host: str, path: str, older_than_days: int = 7) ->
     files, gb = _cleanable(_host(host), path, older_than_days)
     if not files:
         return f"would delete nothing: no rotated logs older than {older_than_days} days under {path}"
-    return (f"would delete {files} files under {path} (access.log.8.gz … access.log.219.gz), {gb:.1f} GB, "
-            f"all older than {older_than_days} days; keeps access.log, error.log and the last {older_than_days} days")
+    return (
+        f"would delete {files} files under {path} (access.log.8.gz … access.log.219.gz), {gb:.1f} GB, "
+        f"all older than {older_than_days} days; keeps access.log, error.log and the last {older_than_days} days"
+    )
 
 
 def _cleanable(h: SimulatedHost, path: str, older_than_days: int) -> tuple[int, float]:

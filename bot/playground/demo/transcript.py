@@ -42,16 +42,18 @@ class Style:
         return self._wrap("1;35", text)
 
     def state(self, state: str, text: str) -> str:
-        code = {"pending": "1;33", "approved": "1;32", "denied": "1;31", "superseded": "1;34",
-                "expired": "1;31"}.get(state, "1")
+        code = {"pending": "1;33", "approved": "1;32", "denied": "1;31", "superseded": "1;34", "expired": "1;31"}.get(
+            state, "1"
+        )
         return self._wrap(code, text)
 
 
 class Transcript:
     """Prints one channel's thread(s) from the stand-in, deduplicating status updates."""
 
-    def __init__(self, slack: FakeSlack, channel: str, names: Mapping[str, str], out: TextIO,
-                 style: Style | None = None) -> None:
+    def __init__(
+        self, slack: FakeSlack, channel: str, names: Mapping[str, str], out: TextIO, style: Style | None = None
+    ) -> None:
         self.slack, self.channel, self.names, self.out = slack, channel, names, out
         self.style = style or Style()
         self._shown: dict[str, MessageView] = {}
@@ -144,7 +146,7 @@ class Transcript:
                         self.say(pad + (self.style.bold(wrapped) if part.kind == PartKind.HEADER else wrapped))
 
     def _print_reactions(self) -> None:
-        for channel, ts, name in self.slack.reactions[self._reactions:]:
+        for channel, ts, name in self.slack.reactions[self._reactions :]:
             self._reactions += 1
             if channel != self.channel:
                 continue
@@ -155,7 +157,7 @@ class Transcript:
             self.say(f"{pad}    {self.style.dim(note)}")
 
     def _print_ephemerals(self) -> None:
-        for e in self.slack.ephemerals[self._ephemerals:]:
+        for e in self.slack.ephemerals[self._ephemerals :]:
             self._ephemerals += 1
             who = self.names.get(e["user"], e["user"])
             self.say(f"  │     {self.style.dim(f'(only @{who} sees) ')}{e['text']}")

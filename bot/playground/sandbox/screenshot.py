@@ -24,8 +24,10 @@ ANSWER = "document.querySelector('.msg[data-kind=answer]')"
 
 def card(tool: str, state: str) -> str:
     """JS: a card for `tool` in `state` is on the page."""
-    return (f"return [...document.querySelectorAll('.msg[data-kind=card][data-state={state}]')]"
-            f".some(m => m.textContent.includes({tool!r}))")
+    return (
+        f"return [...document.querySelectorAll('.msg[data-kind=card][data-state={state}]')]"
+        f".some(m => m.textContent.includes({tool!r}))"
+    )
 
 
 async def play_incident(browser: Browser, url: str) -> None:
@@ -66,12 +68,13 @@ async def show_surfaces(browser: Browser, sandbox: Sandbox) -> None:
     alert = slack.add_message(channel, BOB, ALERT)
     sandbox.on_change()
     row = f".thread[data-ts='{alert.ts}'] > .msg"
-    await browser.wait_for(f"return document.querySelector(\"{row}\")")
+    await browser.wait_for(f'return document.querySelector("{row}")')
     await browser.click(f"{row} button.more")
     await browser.click(f"{row} .menu button.shortcut")
     await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .loading\")")
-    await browser.wait_for(f"return document.querySelector(\".thread[data-ts='{alert.ts}'] "
-                           ".task[data-status=in_progress]\")")
+    await browser.wait_for(
+        f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .task[data-status=in_progress]\")"
+    )
     question = slack.add_message(channel, CAROL, "@opsloop why did /var fill up on web-03 in the first place?")
     answer = slack.add_message(channel, slack.bot_user_id, STREAMED, thread_ts=question.ts)
     answer.bot_id = slack.bot_id
@@ -84,8 +87,9 @@ async def show_surfaces(browser: Browser, sandbox: Sandbox) -> None:
     await browser.click(f".thread[data-ts='{question.ts}'] > .msg button.more")  # the shortcut's menu, open
 
 
-STREAMED = ("logrotate on web-03 keeps 52 weeks of nginx logs uncompressed (`rotate 52`, no `compress`), "
-            "and traffic doubled on")
+STREAMED = (
+    "logrotate on web-03 keeps 52 weeks of nginx logs uncompressed (`rotate 52`, no `compress`), and traffic doubled on"
+)
 
 
 async def shoot() -> bytes:
@@ -98,7 +102,8 @@ async def shoot() -> bytes:
         height = await browser.execute(
             "const t = document.getElementById('threads');"
             "return Math.ceil(t.lastElementChild.getBoundingClientRect().bottom)"
-            " + document.getElementById('compose').offsetHeight + 160")
+            " + document.getElementById('compose').offsetHeight + 160"
+        )
         await browser._call("POST", "/window/rect", {"width": 1440, "height": min(int(height), 3000)})
         png = await browser.screenshot()
     return png

@@ -119,23 +119,30 @@ class Sandbox:
         body = await request.json()
         slack = self.stage.slack
         try:
-            envelope = await slack.feedback(self._user(body), self.stage.channel, str(body.get("ts") or ""),
-                                            positive=body.get("value") == "positive")
+            envelope = await slack.feedback(
+                self._user(body),
+                self.stage.channel,
+                str(body.get("ts") or ""),
+                positive=body.get("value") == "positive",
+            )
         except LookupError as e:
             raise web.HTTPNotFound(text=str(e)) from None
         await slack.wait_ack(envelope, timeout=10)
         names = self.stage.names
-        self.feedback = [{"ts": f.message_ts, "user": names.get(f.user, f.user), "user_id": f.user,
-                          "value": f.value.value} for f in await self.stage.ops.store.feedback()]
+        self.feedback = [
+            {"ts": f.message_ts, "user": names.get(f.user, f.user), "user_id": f.user, "value": f.value.value}
+            for f in await self.stage.ops.store.feedback()
+        ]
         self.on_change()
         return web.json_response({"ok": True})
 
     async def shortcut(self, request: web.Request) -> web.Response:
-        """"Investigate with opsloop" from a message's menu: a message_action payload to the app."""
+        """ "Investigate with opsloop" from a message's menu: a message_action payload to the app."""
         body = await request.json()
         try:
-            await self.stage.slack.shortcut(self._user(body), self.stage.channel, str(body.get("ts") or ""),
-                                            INVESTIGATE)
+            await self.stage.slack.shortcut(
+                self._user(body), self.stage.channel, str(body.get("ts") or ""), INVESTIGATE
+            )
         except LookupError as e:
             raise web.HTTPNotFound(text=str(e)) from None
         return web.json_response({"ok": True})
@@ -161,16 +168,31 @@ class Sandbox:
         for channel, ts, name in slack.reactions:
             if channel == self.stage.channel:
                 reactions.setdefault(ts, []).append(name)
-        msgs = [view(m, names=names, bot_user_id=slack.bot_user_id, reactions=tuple(reactions.get(m.ts, ())))
-                for m in slack.messages.get(self.stage.channel, [])]
+        msgs = [
+            view(m, names=names, bot_user_id=slack.bot_user_id, reactions=tuple(reactions.get(m.ts, ())))
+            for m in slack.messages.get(self.stage.channel, [])
+        ]
         roots = [m for m in msgs if not m.thread_ts or m.thread_ts == m.ts]
-        threads = [{"root": r.to_json(), "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r],
-                    "status": self._loading(r.ts)} for r in roots]
-        home = {user: [{**part_json(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
-                       for p in blocks_parts(v.get("blocks") or [], names)]
-                for user, v in slack.home_views.items()}
-        ephemerals = [{"user": e["user"], "thread_ts": e.get("thread_ts"), "text": e["text"]}
-                      for e in slack.ephemerals if e["channel"] == self.stage.channel]
+        threads = [
+            {
+                "root": r.to_json(),
+                "replies": [m.to_json() for m in msgs if m.thread_ts == r.ts and m is not r],
+                "status": self._loading(r.ts),
+            }
+            for r in roots
+        ]
+        home = {
+            user: [
+                {**part_json(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
+                for p in blocks_parts(v.get("blocks") or [], names)
+            ]
+            for user, v in slack.home_views.items()
+        }
+        ephemerals = [
+            {"user": e["user"], "thread_ts": e.get("thread_ts"), "text": e["text"]}
+            for e in slack.ephemerals
+            if e["channel"] == self.stage.channel
+        ]
         return {
             "version": self.version,
             "channel": "incident",
@@ -196,8 +218,14 @@ class Sandbox:
 
 
 @contextlib.asynccontextmanager
-async def running_sandbox(settings: Settings, *, port: int = 8765, host: str = "127.0.0.1", own_tools: bool = False,
-                          db_path: Path | None = None) -> AsyncIterator[Sandbox]:
+async def running_sandbox(
+    settings: Settings,
+    *,
+    port: int = 8765,
+    host: str = "127.0.0.1",
+    own_tools: bool = False,
+    db_path: Path | None = None,
+) -> AsyncIterator[Sandbox]:
     """The stand-in, the app and the page server, up until the block exits."""
     with tempfile.TemporaryDirectory(prefix="opsloop-sandbox-") as tmp:
         db = db_path or Path(tmp) / "opsloop.db"
@@ -210,17 +238,22 @@ async def running_sandbox(settings: Settings, *, port: int = 8765, host: str = "
                 await sandbox.close()
 
 
-async def serve_sandbox(settings: Settings, *, port: int = 8765, own_tools: bool = False,
-                        db_path: Path | None = None) -> None:
+async def serve_sandbox(
+    settings: Settings, *, port: int = 8765, own_tools: bool = False, db_path: Path | None = None
+) -> None:
     """Run until Ctrl-C, printing the URL."""
     async with running_sandbox(settings, port=port, own_tools=own_tools, db_path=db_path) as sandbox:
         st = sandbox.stage
         tools = ", ".join(t.name for t in st.ops.tools)
-        print(f"opsloop sandbox: open {sandbox.url}\n"
-              f"  the real app over Socket Mode on a local Slack stand-in · {st.model_label}\n"
-              f"  tools: {tools}\n"
-              f"  {'your config: ' + (settings.config_path or '') if own_tools else 'demo tools on a simulated web-03'}"
-              "\n  Ctrl-C to stop", file=sys.stdout, flush=True)
+        print(
+            f"opsloop sandbox: open {sandbox.url}\n"
+            f"  the real app over Socket Mode on a local Slack stand-in · {st.model_label}\n"
+            f"  tools: {tools}\n"
+            f"  {'your config: ' + (settings.config_path or '') if own_tools else 'demo tools on a simulated web-03'}"
+            "\n  Ctrl-C to stop",
+            file=sys.stdout,
+            flush=True,
+        )
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,11 +23,22 @@ import aiohttp
 from bot.errors import OpsloopError
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
-CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--hide-scrollbars")
-CANDIDATES = {"chromium": ("chromium", "chromium-browser", "/usr/bin/chromium"),
-              "chromedriver": ("chromedriver", "/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")}
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+)
+CANDIDATES = {
+    "chromium": ("chromium", "chromium-browser", "/usr/bin/chromium"),
+    "chromedriver": ("chromedriver", "/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"),
+}
 
 _WAIT_JS = """
 const [check, ms, done] = arguments;
@@ -86,8 +97,12 @@ class Browser:
 
     async def select(self, css: str, value: str) -> None:
         """Choose an <option> by value (and fire `change`, as a person picking it would)."""
-        await self.execute("const s = document.querySelector(arguments[0]); s.value = arguments[1];"
-                           "s.dispatchEvent(new Event('change'));", css, value)
+        await self.execute(
+            "const s = document.querySelector(arguments[0]); s.value = arguments[1];"
+            "s.dispatchEvent(new Event('change'));",
+            css,
+            value,
+        )
 
     async def execute(self, script: str, *args: Any) -> Any:
         return await self._call("POST", "/execute/sync", {"script": script, "args": list(args)})
@@ -113,8 +128,12 @@ async def chromium(*, width: int = 1280, height: int = 900) -> AsyncIterator[Bro
         raise FileNotFoundError(f"missing {' and '.join(missing)} (Debian: apt-get install chromium chromium-driver)")
     port = _free_port()
     driver = await asyncio.create_subprocess_exec(
-        driver_bin, f"--port={port}", "--allowed-ips=127.0.0.1",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        driver_bin,
+        f"--port={port}",
+        "--allowed-ips=127.0.0.1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         assert driver.stdout is not None
         async with asyncio.timeout(30):
@@ -123,8 +142,10 @@ async def chromium(*, width: int = 1280, height: int = 900) -> AsyncIterator[Bro
                     raise WebDriverError("chromedriver exited before it was ready")
         with tempfile.TemporaryDirectory(prefix="opsloop-chromium-") as profile:
             async with aiohttp.ClientSession() as http:
-                options = {"binary": browser_bin,
-                           "args": [*CHROME_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"]}
+                options = {
+                    "binary": browser_bin,
+                    "args": [*CHROME_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"],
+                }
                 caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options}}}
                 async with http.post(f"http://127.0.0.1:{port}/session", json=caps) as r:
                     created = (await r.json(content_type=None)).get("value") or {}

@@ -5,8 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-ALLOWED_BLOCK_TYPES = frozenset({"section", "header", "divider", "context", "actions", "rich_text", "image",
-                                 "context_actions", "markdown", "plan", "task_card"})
+ALLOWED_BLOCK_TYPES = frozenset(
+    {
+        "section",
+        "header",
+        "divider",
+        "context",
+        "actions",
+        "rich_text",
+        "image",
+        "context_actions",
+        "markdown",
+        "plan",
+        "task_card",
+    }
+)
 TASK_STATUSES = ("pending", "in_progress", "complete", "error")
 # Slack documents no limit for a plan's or a task card's title; the stand-in holds them to a block_id's 255.
 TASK_TITLE_MAX = 255
@@ -104,7 +117,11 @@ def _check_rich_text(obj: Any, ptr: str, errors: list[str]) -> None:
     for j, section in enumerate(elements):
         sp = f"{ptr}/elements/{j}"
         if not isinstance(section, dict) or section.get("type") not in (
-                "rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote"):
+            "rich_text_section",
+            "rich_text_list",
+            "rich_text_preformatted",
+            "rich_text_quote",
+        ):
             errors.append(f"must be a valid enum value [json-pointer:{sp}/type]")
             continue
         for k, el in enumerate(section.get("elements") or []):
@@ -116,8 +133,16 @@ def _check_rich_text(obj: Any, ptr: str, errors: list[str]) -> None:
             elif etype == "user":
                 if not isinstance(el.get("user_id"), str) or not el["user_id"]:
                     errors.append(f"missing required field: user_id [json-pointer:{ep}]")
-            elif etype not in ("link", "emoji", "channel", "usergroup", "date", "broadcast", "color",
-                               "rich_text_section"):
+            elif etype not in (
+                "link",
+                "emoji",
+                "channel",
+                "usergroup",
+                "date",
+                "broadcast",
+                "color",
+                "rich_text_section",
+            ):
                 errors.append(f"must be a valid enum value [json-pointer:{ep}/type]")
 
 

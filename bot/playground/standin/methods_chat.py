@@ -42,12 +42,15 @@ class ChatMethods(Workspace):
 
     def _check_block_types(self, args: dict[str, Any]) -> None:
         blocks = args.get("blocks")
-        bad = [f"unsupported type: {b.get('type')} [json-pointer:/blocks/{i}/type]"
-               for i, b in enumerate(blocks if isinstance(blocks, list) else [])
-               if isinstance(b, dict) and b.get("type") in self.unsupported_block_types]
+        bad = [
+            f"unsupported type: {b.get('type')} [json-pointer:/blocks/{i}/type]"
+            for i, b in enumerate(blocks if isinstance(blocks, list) else [])
+            if isinstance(b, dict) and b.get("type") in self.unsupported_block_types
+        ]
         if bad:
-            raise _SlackError("invalid_blocks", errors=bad,
-                              response_metadata={"messages": [f"[ERROR] {e}" for e in bad]})
+            raise _SlackError(
+                "invalid_blocks", errors=bad, response_metadata={"messages": [f"[ERROR] {e}" for e in bad]}
+            )
 
     def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
@@ -76,8 +79,11 @@ class ChatMethods(Workspace):
         metadata = args.get("metadata")
         if metadata is None:
             return None
-        if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str) or not isinstance(
-                metadata.get("event_payload"), dict):
+        if (
+            not isinstance(metadata, dict)
+            or not isinstance(metadata.get("event_type"), str)
+            or not isinstance(metadata.get("event_payload"), dict)
+        ):
             raise _SlackError("invalid_metadata_format")
         return {"event_type": metadata["event_type"], "event_payload": copy.deepcopy(metadata["event_payload"])}
 
@@ -156,9 +162,18 @@ class ChatMethods(Workspace):
         if mode is not None and mode not in ("timeline", "plan"):
             raise _invalid_arguments("must be a valid enum value [json-pointer:/task_display_mode]")
         text = self._stream_text(args)
-        msg = Message(channel=channel, ts=next_ts(), text=text, user=self.bot_user_id, bot_id=self.bot_id,
-                      thread_ts=str(args["thread_ts"]), team=self.team_id, stream_state="streaming",
-                      stream_started_at=time.monotonic(), stream_lifetime=self.stream_lifetime_seconds)
+        msg = Message(
+            channel=channel,
+            ts=next_ts(),
+            text=text,
+            user=self.bot_user_id,
+            bot_id=self.bot_id,
+            thread_ts=str(args["thread_ts"]),
+            team=self.team_id,
+            stream_state="streaming",
+            stream_started_at=time.monotonic(),
+            stream_lifetime=self.stream_lifetime_seconds,
+        )
         self._add_message(msg)
         timer = asyncio.get_running_loop().call_later(self.stream_lifetime_seconds, self._changed)  # it expired
         self._stream_timers.add(timer)
@@ -183,8 +198,9 @@ class ChatMethods(Workspace):
             if not isinstance(blocks, list):
                 raise _SlackError("invalid_blocks_format")
             if errors := block_errors(blocks):  # at most 50, each valid (feedback buttons as postMessage's)
-                raise _SlackError("invalid_blocks", errors=errors,
-                                  response_metadata={"messages": [f"[ERROR] {e}" for e in errors]})
+                raise _SlackError(
+                    "invalid_blocks", errors=errors, response_metadata={"messages": [f"[ERROR] {e}" for e in errors]}
+                )
         metadata = self._metadata(args)
         if len(msg.text) + len(text) > 40_000:
             raise _SlackError("msg_too_long")

@@ -93,9 +93,17 @@ class ReadMethods(Workspace):
         groups = []
         for group_id, users in self.usergroups.items():
             handle = self.usergroup_handles.get(group_id, group_id.lower())
-            group: dict[str, Any] = {"id": group_id, "team_id": self.team_id, "is_usergroup": True,
-                                     "name": handle.replace("-", " ").title(), "description": "", "handle": handle,
-                                     "is_external": False, "date_delete": 0, "user_count": len(users)}
+            group: dict[str, Any] = {
+                "id": group_id,
+                "team_id": self.team_id,
+                "is_usergroup": True,
+                "name": handle.replace("-", " ").title(),
+                "description": "",
+                "handle": handle,
+                "is_external": False,
+                "date_delete": 0,
+                "user_count": len(users),
+            }
             if str(args.get("include_users") or "").lower() in ("1", "true"):
                 group["users"] = list(users)
             groups.append(group)
@@ -151,9 +159,13 @@ class ReadMethods(Workspace):
         types = {t.strip() for t in str(args.get("types") or "public_channel").split(",") if t.strip()}
         if types - {"public_channel", "private_channel", "mpim", "im"}:
             raise _SlackError("invalid_types")
-        found = [self._public(c) for c in self.channels.values()
-                 if c["_kind"] in types and user in c["_members"]
-                 and (c["_kind"] == "public_channel" or self.bot_user_id in c["_members"])]
+        found = [
+            self._public(c)
+            for c in self.channels.values()
+            if c["_kind"] in types
+            and user in c["_members"]
+            and (c["_kind"] == "public_channel" or self.bot_user_id in c["_members"])
+        ]
         page, cursor = self._page(found, args)
         return {"channels": page, "response_metadata": {"next_cursor": cursor}}
 

@@ -47,7 +47,8 @@ class SurfaceMethods(Workspace):
                 raise _invalid_arguments("must be an array of strings [json-pointer:/loading_messages]")
             if len(loading) > LOADING_MESSAGES_MAX:
                 raise _invalid_arguments(
-                    f"no more than {LOADING_MESSAGES_MAX} items allowed [json-pointer:/loading_messages]")
+                    f"no more than {LOADING_MESSAGES_MAX} items allowed [json-pointer:/loading_messages]"
+                )
         channel, thread_ts, status = str(args["channel_id"]), str(args["thread_ts"]), str(args["status"])
         if self.message(channel, thread_ts) is None:
             raise _SlackError("thread_not_found")
@@ -82,8 +83,9 @@ class SurfaceMethods(Workspace):
         if len(view_blocks) > VIEW_BLOCKS_MAX:
             errors.append(f"no more than {VIEW_BLOCKS_MAX} items allowed [json-pointer:/view/blocks]")
         if errors:
-            raise _SlackError("invalid_blocks", errors=errors,
-                              response_metadata={"messages": [f"[ERROR] {e}" for e in errors]})
+            raise _SlackError(
+                "invalid_blocks", errors=errors, response_metadata={"messages": [f"[ERROR] {e}" for e in errors]}
+            )
         if str(user) not in self.users:
             raise _SlackError("user_not_found")
         published = {"id": _next_id("V", 10), "type": "home", "blocks": copy.deepcopy(view_blocks)}

@@ -203,9 +203,17 @@ def block_action_payload(
     }
 
 
-def message_shortcut_payload(user: str, channel: str, message: dict[str, Any], *, callback_id: str,
-                             team_id: str = "T1", user_name: str | None = None, api_app_id: str = "A1",
-                             channel_name: str = "incident") -> dict[str, Any]:
+def message_shortcut_payload(
+    user: str,
+    channel: str,
+    message: dict[str, Any],
+    *,
+    callback_id: str,
+    team_id: str = "T1",
+    user_name: str | None = None,
+    api_app_id: str = "A1",
+    channel_name: str = "incident",
+) -> dict[str, Any]:
     """A ``message_action`` payload: a person ran the message shortcut ``callback_id`` on ``message``."""
     name = user_name or user.lower()
     return {
@@ -228,5 +236,4 @@ def message_shortcut_payload(user: str, channel: str, message: dict[str, Any], *
 
 def app_home_opened_event(user: str, *, tab: str = "home", channel: str = "D0HOME") -> dict[str, Any]:
     """The ``app_home_opened`` event Slack sends when ``user`` opens the app's Home (or Messages) tab."""
-    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab,
-            "event_ts": f"{time.time():.6f}"}
+    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab, "event_ts": f"{time.time():.6f}"}

@@ -15,9 +15,16 @@ from typing import Any
 from bot.playground.standin.slack import Message
 
 EMOJI = {
-    "eyes": "👀", "white_check_mark": "✅", "hourglass_flowing_sand": "⏳", "hourglass": "⌛",
-    "raised_hand": "✋", "warning": "⚠️", "rotating_light": "🚨", "no_entry_sign": "🚫",
-    "octagonal_sign": "🛑", "leftwards_arrow_with_hook": "↩️",
+    "eyes": "👀",
+    "white_check_mark": "✅",
+    "hourglass_flowing_sand": "⏳",
+    "hourglass": "⌛",
+    "raised_hand": "✋",
+    "warning": "⚠️",
+    "rotating_light": "🚨",
+    "no_entry_sign": "🚫",
+    "octagonal_sign": "🛑",
+    "leftwards_arrow_with_hook": "↩️",
 }
 
 _USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -101,18 +108,34 @@ class MessageView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ts": self.ts, "thread_ts": self.thread_ts, "author": self.author, "kind": self.kind.value,
-            "state": self.state, "edited": self.edited, "reactions": list(self.reactions), "stream": self.stream,
+            "ts": self.ts,
+            "thread_ts": self.thread_ts,
+            "author": self.author,
+            "kind": self.kind.value,
+            "state": self.state,
+            "edited": self.edited,
+            "reactions": list(self.reactions),
+            "stream": self.stream,
             "parts": [part_json(p) for p in self.parts],
         }
 
 
 def part_json(p: Part) -> dict[str, Any]:
-    return {"kind": p.kind.value, "text": p.text,
-            "buttons": [{"text": b.text, "action_id": b.action_id, "style": b.style, "value": b.value,
-                         "confirm": list(b.confirm) if b.confirm else None} for b in p.buttons],
-            "tasks": [{"task_id": t.task_id, "title": t.title, "status": t.status, "output": t.output}
-                      for t in p.tasks]}
+    return {
+        "kind": p.kind.value,
+        "text": p.text,
+        "buttons": [
+            {
+                "text": b.text,
+                "action_id": b.action_id,
+                "style": b.style,
+                "value": b.value,
+                "confirm": list(b.confirm) if b.confirm else None,
+            }
+            for b in p.buttons
+        ],
+        "tasks": [{"task_id": t.task_id, "title": t.title, "status": t.status, "output": t.output} for t in p.tasks],
+    }
 
 
 def blocks_parts(blocks: list[dict[str, Any]], names: Mapping[str, str]) -> list[Part]:
@@ -152,10 +175,15 @@ def _button(el: dict[str, Any], names: Mapping[str, str]) -> Button:
     confirm = el.get("confirm")
     dialog = None
     if isinstance(confirm, dict):
-        dialog = tuple(plain(str((confirm.get(k) or {}).get("text", "")), names)
-                       for k in ("title", "text", "confirm", "deny"))
-    return Button(text=str((el.get("text") or {}).get("text", "")), action_id=str(el.get("action_id", "")),
-                  style=el.get("style"), confirm=dialog)  # type: ignore[arg-type]
+        dialog = tuple(
+            plain(str((confirm.get(k) or {}).get("text", "")), names) for k in ("title", "text", "confirm", "deny")
+        )
+    return Button(
+        text=str((el.get("text") or {}).get("text", "")),
+        action_id=str(el.get("action_id", "")),
+        style=el.get("style"),
+        confirm=dialog,  # type: ignore[arg-type]
+    )
 
 
 def rich_text(obj: Any, names: Mapping[str, str]) -> str:
@@ -175,15 +203,24 @@ def rich_text(obj: Any, names: Mapping[str, str]) -> str:
 
 
 def _task(card: dict[str, Any], names: Mapping[str, str]) -> TaskView:
-    return TaskView(task_id=str(card.get("task_id", "")), title=str(card.get("title", "")),
-                    status=str(card.get("status", "pending")), output=rich_text(card.get("output"), names))
+    return TaskView(
+        task_id=str(card.get("task_id", "")),
+        title=str(card.get("title", "")),
+        status=str(card.get("status", "pending")),
+        output=rich_text(card.get("output"), names),
+    )
 
 
 def _feedback(el: dict[str, Any]) -> tuple[Button, ...]:
-    return tuple(Button(text=str((el.get(side) or {}).get("text", {}).get("text", "")) or icon,
-                        action_id=str(el.get("action_id", "")), style=side.split("_")[0],
-                        value=str((el.get(side) or {}).get("value", "")))
-                 for side, icon in (("positive_button", "👍"), ("negative_button", "👎")))
+    return tuple(
+        Button(
+            text=str((el.get(side) or {}).get("text", {}).get("text", "")) or icon,
+            action_id=str(el.get("action_id", "")),
+            style=side.split("_")[0],
+            value=str((el.get(side) or {}).get("value", "")),
+        )
+        for side, icon in (("positive_button", "👍"), ("negative_button", "👎"))
+    )
 
 
 def _block_parts(block: dict[str, Any], names: Mapping[str, str]) -> list[Part]:
@@ -195,8 +232,12 @@ def _block_parts(block: dict[str, Any], names: Mapping[str, str]) -> list[Part]:
         title = str(block.get("title") or "") if btype == "plan" else ""
         return [Part(kind=PartKind.TASKS, text="\n".join([title, *lines] if title else lines), tasks=tasks)]
     if btype == "context_actions":
-        buttons = tuple(b for e in block.get("elements") or [] if isinstance(e, dict)
-                        and e.get("type") == "feedback_buttons" for b in _feedback(e))
+        buttons = tuple(
+            b
+            for e in block.get("elements") or []
+            if isinstance(e, dict) and e.get("type") == "feedback_buttons"
+            for b in _feedback(e)
+        )
         return [Part(kind=PartKind.BUTTONS, buttons=buttons)] if buttons else []
     if btype == "markdown":
         return _split_code(str(block.get("text") or ""))
@@ -253,8 +294,7 @@ def card_tool(msg: Message) -> str:
     return title.rsplit(": ", 1)[-1].strip()
 
 
-def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str,
-         reactions: tuple[str, ...] = ()) -> MessageView:
+def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions: tuple[str, ...] = ()) -> MessageView:
     """A stored message as a MessageView (names: user id -> display name, the bot included)."""
     kind = kind_of(msg, bot_user_id)
     if kind == Kind.PERSON or not msg.blocks:
@@ -269,11 +309,20 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str,
     author = names.get(msg.user or "", msg.user or msg.bot_id or "?")
     stream = stream_state(msg)
     if stream and msg.edited is None:  # a streamed answer: its text as it grows, then what stopStream added
-        parts = (_split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]) + \
-            [p for b in msg.blocks or [] for p in _block_parts(b, names)]
-    return MessageView(ts=msg.ts, thread_ts=msg.thread_ts, author=author if kind != Kind.PERSON else "@" + author,
-                       kind=kind, parts=tuple(parts), state=state, edited=msg.edited is not None,
-                       reactions=reactions, stream=stream)
+        parts = (_split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]) + [
+            p for b in msg.blocks or [] for p in _block_parts(b, names)
+        ]
+    return MessageView(
+        ts=msg.ts,
+        thread_ts=msg.thread_ts,
+        author=author if kind != Kind.PERSON else "@" + author,
+        kind=kind,
+        parts=tuple(parts),
+        state=state,
+        edited=msg.edited is not None,
+        reactions=reactions,
+        stream=stream,
+    )
 
 
 def stream_state(msg: Message) -> str:

@@ -92,11 +92,25 @@ class SlackServer(Workspace):
         channel, bot_id, app_id = target
         self.incoming_posts.append(body)
         ts = next_ts()
-        msg = Message(channel=channel, ts=ts, text=str(body.get("text") or ""), bot_id=bot_id, subtype="bot_message",
-                      blocks=body.get("blocks"), attachments=body.get("attachments"), team=self.team_id)
+        msg = Message(
+            channel=channel,
+            ts=ts,
+            text=str(body.get("text") or ""),
+            bot_id=bot_id,
+            subtype="bot_message",
+            blocks=body.get("blocks"),
+            attachments=body.get("attachments"),
+            team=self.team_id,
+        )
         self._add_message(msg)
-        event: dict[str, Any] = {**msg.to_api(), "channel": channel, "event_ts": ts, "channel_type": "channel",
-                                 "app_id": app_id, "username": str(body.get("username") or "incoming-webhook")}
+        event: dict[str, Any] = {
+            **msg.to_api(),
+            "channel": channel,
+            "event_ts": ts,
+            "channel_type": "channel",
+            "app_id": app_id,
+            "username": str(body.get("username") or "incoming-webhook"),
+        }
         task = asyncio.create_task(self.send_event(event))  # Slack answers the webhook before delivering the event
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
@@ -252,26 +266,42 @@ class SlackServer(Workspace):
         )
         return await self.send_interactive(payload, timeout=timeout)
 
-    async def feedback(self, user: str, channel: str, message_ts: str, *, positive: bool,
-                       timeout: float = 5.0) -> str:
+    async def feedback(self, user: str, channel: str, message_ts: str, *, positive: bool, timeout: float = 5.0) -> str:
         """Click the thumbs-up (``positive``) or thumbs-down of the feedback_buttons on a stored message."""
         msg = self.message(channel, message_ts)
         if msg is None:
             raise LookupError(f"no message {message_ts} in {channel}")
-        found = next(((b.get("block_id", ""), el) for b in msg.blocks or [] if b.get("type") == "context_actions"
-                      for el in b.get("elements") or [] if el.get("type") == "feedback_buttons"), None)
+        found = next(
+            (
+                (b.get("block_id", ""), el)
+                for b in msg.blocks or []
+                if b.get("type") == "context_actions"
+                for el in b.get("elements") or []
+                if el.get("type") == "feedback_buttons"
+            ),
+            None,
+        )
         if found is None:
             raise LookupError(f"message {message_ts} has no feedback_buttons")
         block_id, element = found
         button = element["positive_button" if positive else "negative_button"]
-        payload = block_action_payload(user, channel, message_ts, element["action_id"], button["value"],
-                                       team_id=self.team_id, message=msg.to_api(),
-                                       user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id)
+        payload = block_action_payload(
+            user,
+            channel,
+            message_ts,
+            element["action_id"],
+            button["value"],
+            team_id=self.team_id,
+            message=msg.to_api(),
+            user_name=self.users.get(user, {}).get("name"),
+            api_app_id=self.app_id,
+        )
         payload["actions"][0].update({"type": "feedback_buttons", "block_id": block_id, "text": button["text"]})
         return await self.send_interactive(payload, timeout=timeout)
 
-    async def shortcut(self, user: str, channel: str, message_ts: str, callback_id: str, *,
-                       timeout: float = 5.0) -> str:
+    async def shortcut(
+        self, user: str, channel: str, message_ts: str, callback_id: str, *, timeout: float = 5.0
+    ) -> str:
         """Run the message shortcut ``callback_id`` on a stored message (a person's or a bot's)."""
         msg = self.message(channel, message_ts)
         if msg is None:
@@ -279,9 +309,16 @@ class SlackServer(Workspace):
         message = msg.to_api()
         if msg.bot_id and msg.user == self.bot_user_id:
             message.update(self._bot_message_dict(msg))
-        payload = message_shortcut_payload(user, channel, message, callback_id=callback_id, team_id=self.team_id,
-                                           user_name=self.users.get(user, {}).get("name"), api_app_id=self.app_id,
-                                           channel_name=self.channels.get(channel, {}).get("name", "incident"))
+        payload = message_shortcut_payload(
+            user,
+            channel,
+            message,
+            callback_id=callback_id,
+            team_id=self.team_id,
+            user_name=self.users.get(user, {}).get("name"),
+            api_app_id=self.app_id,
+            channel_name=self.channels.get(channel, {}).get("name", "incident"),
+        )
         payload["response_url"] = self.new_response_url(channel)  # Slack sends one with every message_action
         return await self.send_interactive(payload, timeout=timeout)
 
@@ -436,8 +473,16 @@ class SlackServer(Workspace):
         else:
             body = result
         self.calls.append(
-            ApiCall(method, args, token, body, status=status, http_method=request.method, encoding=encoding,
-                    peer=str(request.transport.get_extra_info("peername") if request.transport else ""))
+            ApiCall(
+                method,
+                args,
+                token,
+                body,
+                status=status,
+                http_method=request.method,
+                encoding=encoding,
+                peer=str(request.transport.get_extra_info("peername") if request.transport else ""),
+            )
         )
         self._changed()
         return web.json_response(body, status=status, headers=headers)

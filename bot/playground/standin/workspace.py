@@ -133,16 +133,30 @@ class Workspace:
             },
         }
 
-    def add_channel(self, channel_id: str, name: str, *, is_member: bool = True, members: Iterable[str] = (),
-                    kind: str = "public_channel") -> None:
+    def add_channel(
+        self,
+        channel_id: str,
+        name: str,
+        *,
+        is_member: bool = True,
+        members: Iterable[str] = (),
+        kind: str = "public_channel",
+    ) -> None:
         """A conversation Slack knows: `kind` is public_channel, private_channel, mpim or im; `members` are the
         people in it, plus the bot when `is_member`. Unknown ids answer channel_not_found, and so does a private
         one (private channel, mpim, DM) the bot is not in, as for a bot token on Slack."""
         people = set(members) | ({self.bot_user_id} if is_member else set())
         self.channels[channel_id] = {
-            "id": channel_id, "name": name, "is_channel": kind == "public_channel", "is_member": is_member,
-            "is_private": kind != "public_channel", "is_group": kind == "private_channel", "is_im": kind == "im",
-            "is_mpim": kind == "mpim", "_kind": kind, "_members": people,
+            "id": channel_id,
+            "name": name,
+            "is_channel": kind == "public_channel",
+            "is_member": is_member,
+            "is_private": kind != "public_channel",
+            "is_group": kind == "private_channel",
+            "is_im": kind == "im",
+            "is_mpim": kind == "mpim",
+            "_kind": kind,
+            "_members": people,
         }
 
     def add_incoming_webhook(self, channel: str, *, bot_id: str = "B0ALERTMGR", app_id: str | None = None) -> str:
