@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bot import living
 from bot.guards import Limits
 from bot.pricing import price_for
 from bot.report import handoff_report
@@ -131,7 +132,7 @@ async def test_a_resumed_run_sends_the_system_and_tools_it_started_with(store):
     )
     assert result.stop_reason == StopReason.COMPLETED
     sent = resumed.requests[0]
-    assert (sent.system, sent.tools) == ("You are opsloop, v1.", first_tools.api_schemas())
+    assert (sent.system, sent.tools) == ("You are opsloop, v1.", [*first_tools.api_schemas(), living.schema()])
     old = first.requests[1].messages
     assert sent.messages[:2] == old[:2] and sent.messages[2]["content"][0] == old[2]["content"][0]  # untouched
     note = sent.messages[-1]["content"][-1]["text"]

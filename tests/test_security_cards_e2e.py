@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bot.types import RunStatus
 from handlers import messages
-from handlers.blocks import APPROVE, DENY
+from handlers.blocks import APPROVE, DENY, status_message
 from tests import incident_tools
 from tests.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
 from tests.fakes.slack import FakeSlack
@@ -156,11 +157,24 @@ async def test_the_status_line_shows_hidden_characters_of_the_models_thinking(
         await env.wait_final(channel, ts)
         status = await env.status(channel, ts)
         updates = [c for c in fake_slack.calls_to("chat.update") if c.args.get("ts") == status.ts and c.ok]
+        # The status line is coalesced (the newest state wins, issue 29): a thought replaced by the tool call at
+        # once may never be sent. Every one that is sent shows its hidden characters, and nothing is disguised.
         thought = [t for c in updates for t in _texts(c.args.get("blocks")) if "thinking: Checking" in t]
-        assert thought, [text_of(status)]
         assert all(f"{marker(chr(0x202E))}{marker(chr(0x2067))}moc.elpmaxe.sutats" in t for t in thought), thought
         assert is_status(status)
         assert_nothing_disguised(fake_slack)
+    # What the status line shows for a thought, whenever it is sent: the same builder the thread uses.
+    shown = status_message(
+        state=RunStatus.RUNNING,
+        step=1,
+        activity=f"thinking: Checking {DISGUISED} first \u202e\u2067moc.elpmaxe.sutats",
+        tokens=0,
+        cost_usd=0.0,
+        run_id="run_x",
+        max_iterations=20,
+    )
+    shown_text = " ".join(_texts(shown.blocks))
+    assert f"{marker(chr(0x202E))}{marker(chr(0x2067))}moc.elpmaxe.sutats" in shown_text, shown_text
 
 
 # --------------------------------------------------------------------------------------
