@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from bot import ModelClient, RunStore, Toolbox, living, prompts
+from bot.condense import Condenser
 from bot.gate import Outcome, ToolGate
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop
 from bot.history import (
@@ -29,8 +30,6 @@ from bot.history import (
     recover_json_tool_calls,
     split_for_condensing,
     tool_calls,
-    transcript,
-    without_thinking,
 )
 from bot.pricing import Price
 from bot.redact import redact, redact_value
@@ -50,8 +49,6 @@ from bot.types import (
     StepEntry,
     StopReason,
     ToolCall,
-    Totals,
-    Usage,
 )
 from tools.api import RunScope, run_scope
 
@@ -116,7 +113,7 @@ def run_settings(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-class _Run(ToolGate):
+class _Run(Condenser, ToolGate):
     cfg: RunConfig
 
     def __init__(self, cfg: RunConfig, row: Run, history: list[dict[str, Any]]) -> None:
@@ -373,13 +370,6 @@ class _Run(ToolGate):
             self.pending_condense = True
         return content
 
-    def check_budgets(self) -> None:
-        limits = self.cfg.limits
-        if self.usage.paid_tokens >= limits.token_budget:
-            raise Stop(StopReason.TOKEN_BUDGET, f"{self.usage.paid_tokens:,} paid tokens of {limits.token_budget:,}")
-        if self.cost >= limits.cost_budget_usd:
-            raise Stop(StopReason.COST_BUDGET, f"${self.cost:.4f} of ${limits.cost_budget_usd:.2f}")
-
     # --- 5 tools ------------------------------------------------------------
     def pending_calls(self) -> list[ToolCall]:
         if self.history and self.history[-1]["role"] == "assistant":
@@ -474,87 +464,7 @@ class _Run(ToolGate):
         if by:
             raise Stop(StopReason.CANCELLED, f"stopped by {by}", by=by)
 
-    def agent_seconds(self) -> float:
-        return self.agent_seconds_before + time.monotonic() - self.started - self.paused
-
-    def check_deadline(self) -> None:
-        if self.agent_seconds() >= self.cfg.limits.deadline_seconds:
-            raise Stop(StopReason.DEADLINE, f"{self.cfg.limits.deadline_seconds:g}s of agent time used")
-
-    def deadline(self, doing: str) -> _Deadline:
-        return _Deadline(self.cfg.limits.deadline_seconds - self.agent_seconds(), doing)
-
-    # --- context overflow ---------------------------------------------------
-    async def condense(self, why: str) -> None:
-        if self.condensed or not self.cfg.condense:
-            raise Stop(
-                StopReason.MODEL_ERROR,
-                f"context window exceeded ({why}) and it was already condensed once"
-                if self.condensed
-                else f"context window exceeded ({why}); condensation is off",
-            )
-        split = split_for_condensing(self.history)
-        if split is None:
-            raise Stop(StopReason.MODEL_ERROR, f"context window exceeded ({why}) with nothing left to condense")
-        self.condensed = True
-        older = transcript(self.history[:split])
-        request = ModelRequest(
-            system=prompts.CONDENSE_SYSTEM,
-            tools=[],
-            max_tokens=self.cfg.max_tokens,
-            effort="low",
-            thinking_display=None,
-            messages=[{"role": "user", "content": [{"type": "text", "text": older}]}],
-        )
-        async with self.deadline("condensing the history"):
-            summary = await self.cfg.model.complete(request)
-        self.charge_response(summary)
-        # No summary text (the model only thought): keep the newest part of the plain transcript instead.
-        text = final_text(summary.content) or older[-8000:]
-        head = {
-            "role": "user",
-            "content": [
-                {
-                    "type": "text",
-                    "text": redact(
-                        f"{self.task}\n\n[Summary of the work so far, condensed to fit the context window]\n{text}"
-                    ),
-                }
-            ],
-        }
-        # The kept turns lose their thinking blocks: they were bound to the history we just summarised,
-        # and current models reject them (400) once their prefix changed. system and tools stay as they were.
-        self.history = [head, *without_thinking(self.history[split:])]
-        await self.cfg.store.replace_history(self.id, self.history)
-        await self.save_totals()
-        await self.trace(
-            "condense", why=why, kept_messages=len(self.history) - 1, model=summary.model, usage=summary.usage.to_dict()
-        )
-        self.check_budgets()
-
     # --- bookkeeping --------------------------------------------------------
-    def charge_response(self, response: ModelResponse) -> None:
-        for model, usage in response.bills:
-            self.charge(usage, model)
-
-    def charge(self, usage: Usage, model: str) -> None:
-        self.usage = self.usage + usage
-        self.cost += self.cfg.price_for(model).cost(usage)
-
-    def totals(self, *, model: str | None = None) -> Totals:
-        return Totals(
-            iterations=self.iterations,
-            usage=self.usage,
-            cost_usd=self.cost,
-            agent_seconds=self.agent_seconds(),
-            tools_called=tuple(self.tools_called),
-            condensed=self.condensed,
-            model=model,
-        )
-
-    async def save_totals(self) -> None:
-        await self.cfg.store.save_totals(self.id, self.totals())
-
     async def trace(self, kind: str, **data: Any) -> None:
         """Log and store a trace row now (with any rows still waiting, in one transaction)."""
         self.trace_later(kind, **data)
@@ -624,21 +534,6 @@ class _Run(ToolGate):
         await self.emit("finished", result=result)
         return result
 
-    def result(self, reason: StopReason, detail: str, output: str | None, by: str | None) -> RunResult:
-        return RunResult(
-            run_id=self.id,
-            output=output,
-            stop_reason=reason,
-            stop_detail=detail,
-            iterations=self.iterations,
-            usage=self.usage,
-            cost_usd=self.cost,
-            tools_called=tuple(self.tools_called),
-            wall_seconds=self.agent_seconds(),
-            model=getattr(self.cfg.model, "model", ""),
-            stopped_by=by,
-        )
-
 
 def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:
     """A note for the model when the tools available differ from the run's fixed `tools` (a resumed run
@@ -647,22 +542,3 @@ def tool_changes(stored: list[dict[str, Any]], registry: Toolbox) -> list[str]:
     present = {t.name for t in registry}
     gone, added = sorted(offered - present), sorted(present - offered)
     return [prompts.tools_changed(gone, added)] if gone or added else []
-
-
-class _Deadline:
-    """asyncio.timeout for the agent's remaining time; turns expiry into Stop(deadline)."""
-
-    def __init__(self, remaining: float, doing: str) -> None:
-        self.remaining, self.doing = remaining, doing
-        self._timeout = asyncio.timeout(max(0.0, remaining))
-
-    async def __aenter__(self) -> None:
-        if self.remaining <= 0:
-            raise Stop(StopReason.DEADLINE, f"deadline reached before {self.doing}")
-        await self._timeout.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        try:
-            await self._timeout.__aexit__(*exc)
-        except TimeoutError:
-            raise Stop(StopReason.DEADLINE, f"deadline reached while {self.doing}") from None
