@@ -8,7 +8,6 @@ rather than writing rows an older schema reader would misread. Add a migration b
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,17 @@ from sqlite_utils.migrations import Migrations
 
 from bot.errors import OpsloopError
 from bot.incident_rows import backfill
-from bot.titles import alert_title
+from bot.migrations_pg import PG_MIGRATIONS as PG_MIGRATIONS  # re-exported: importers keep bot.migrations
+from bot.migrations_sql import (
+    ALERT_PAYLOADS,
+    CAUSE_FROM_REASON,
+    CHANGE_EVENTS,
+    FEEDBACK_LATEST,
+    INCIDENT_FACETS,
+    INCIDENTS_COLUMNS,
+    SUMMARIES,
+    alert_titles,
+)
 
 sqlite_migrations = Migrations("opsloop")
 PG_LOCK = 0x6F70_736C_6F6F_70  # pg_advisory_xact_lock key for migrating ("opsloop")
@@ -166,23 +175,11 @@ def m002_fixed_prompt(db: sqlite_utils.Database) -> None:
     runs.add_column("drop_block", int, not_null_default=0)  # the run needed prefix_mismatch_behavior=drop_block
 
 
-# m003's backfill, the same SQL on both backends.
-_CAUSE_FROM_REASON = """
-        UPDATE approvals SET cause = CASE
-            WHEN state IN ('approved', 'denied') THEN 'click'
-            WHEN state = 'expired' THEN 'expiry'
-            WHEN reason LIKE 'run stopped%' THEN 'stop'
-            WHEN reason LIKE 'the call changed%' THEN 'changed_call'
-            ELSE 'reply' END
-        WHERE state != 'pending'
-"""
-
-
 @sqlite_migrations()
 def m003_decision_cause(db: sqlite_utils.Database) -> None:
     """What ended an approval, as a value (it used to hide in `reason`); earlier rows get it from their reason."""
     db.table("approvals").add_column("cause", str)
-    db.execute(_CAUSE_FROM_REASON)
+    db.execute(CAUSE_FROM_REASON)
 
 
 @sqlite_migrations()
@@ -348,7 +345,7 @@ def m012_askers(db: sqlite_utils.Database) -> None:
 def m013_feedback_once(db: sqlite_utils.Database) -> None:
     """Feedback counts once per person per answer message: the latest click is kept (an older one is dropped),
     and a new click replaces the person's earlier one. The click id stays, to know a redelivery."""
-    db.execute(_FEEDBACK_LATEST)
+    db.execute(FEEDBACK_LATEST)
     db.execute("DROP INDEX IF EXISTS idx_feedback_click")
     db.table("feedback").create_index(["click"])
     db.table("feedback").create_index(["channel", "message_ts", "user"], unique=True)
@@ -360,57 +357,10 @@ def m014_run_titles(db: sqlite_utils.Database) -> None:
     than its task's raw groupKey (NULL: the task is the name). Alert runs stored before are titled from their
     group's stored payload."""
     db.table("runs").add_column("title", str)
-    rows = db.execute(_ALERT_PAYLOADS).fetchall()
-    db.conn.executemany("UPDATE runs SET title = ? WHERE id = ?", _alert_titles(rows))
+    rows = db.execute(ALERT_PAYLOADS).fetchall()
+    db.conn.executemany("UPDATE runs SET title = ? WHERE id = ?", alert_titles(rows))
 
 
-_ALERT_PAYLOADS = (
-    "SELECT run_id, payload FROM alert_groups WHERE source = 'webhook' AND run_id IS NOT NULL "
-    "AND payload IS NOT NULL AND payload != ''"
-)
-
-
-def _alert_titles(rows: list[Any]) -> list[tuple[str, str]]:
-    """(title, run id) for each (run id, stored payload) row; a payload that doesn't read as JSON is skipped."""
-    titles = []
-    for row in rows:
-        run_id, payload = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-        try:
-            parsed = json.loads(payload)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict):
-            titles.append((alert_title(parsed), str(run_id)))
-    return titles
-
-
-def _pg_m014_run_titles(conn: Any) -> None:
-    conn.execute("ALTER TABLE runs ADD COLUMN title TEXT")
-    for title, run_id in _alert_titles(conn.execute(_ALERT_PAYLOADS).fetchall()):
-        conn.execute("UPDATE runs SET title = %s WHERE id = %s", [title, run_id])
-
-
-# Keep each person's latest click on each message (the highest `at`, then the highest id), on both backends.
-_FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
-    SELECT 1 FROM feedback AS later WHERE later.channel IS NOT DISTINCT FROM feedback.channel
-      AND later.message_ts IS NOT DISTINCT FROM feedback.message_ts AND later."user" = feedback."user"
-      AND (later.at > feedback.at OR (later.at = feedback.at AND later.id > feedback.id)))"""
-
-
-_INCIDENTS_COLUMNS = """
-            run_id TEXT NOT NULL {key}, title TEXT NOT NULL, task TEXT, channel TEXT NOT NULL, kind TEXT NOT NULL,
-            thread_ts TEXT, permalink TEXT, team TEXT, started_at {real}, ended_at {real} NOT NULL, stop_reason TEXT,
-            targets TEXT NOT NULL DEFAULT '{{}}', targets_text TEXT, labels TEXT NOT NULL DEFAULT '{{}}',
-            changes TEXT NOT NULL DEFAULT '[]', answer TEXT, feedback TEXT NOT NULL DEFAULT 'none',
-            backfilled INTEGER NOT NULL DEFAULT 0, search_title TEXT, search_targets TEXT, search_body TEXT"""
-_INCIDENT_FACETS = """
-        CREATE INDEX idx_incidents_ended_at ON incidents (ended_at);
-        CREATE INDEX idx_incidents_channel ON incidents (channel);
-        CREATE TABLE incident_facets (
-            run_id TEXT NOT NULL REFERENCES incidents (run_id), facet TEXT NOT NULL, value TEXT NOT NULL,
-            PRIMARY KEY (run_id, facet, value));
-        CREATE INDEX idx_incident_facets_facet_value ON incident_facets (facet, value);
-"""
 # SQLite: `id` is the rowid the FTS5 index points at, declared so VACUUM keeps it (an implicit rowid of a table
 # keyed by TEXT may be renumbered, silently detaching the index); `run_id` is the record's key everywhere else.
 _FTS_COLUMNS = "search_title, search_targets, search_body"
@@ -423,8 +373,8 @@ _FTS_REMOVE = (
     "old.search_title, old.search_targets, old.search_body);"
 )
 _SQLITE_INCIDENTS = (
-    f"CREATE TABLE incidents (id INTEGER PRIMARY KEY, {_INCIDENTS_COLUMNS.format(key='UNIQUE', real='REAL')})",
-    *(s for s in _INCIDENT_FACETS.split(";") if s.strip()),
+    f"CREATE TABLE incidents (id INTEGER PRIMARY KEY, {INCIDENTS_COLUMNS.format(key='UNIQUE', real='REAL')})",
+    *(s for s in INCIDENT_FACETS.split(";") if s.strip()),
     f"CREATE VIRTUAL TABLE incidents_fts USING fts5({_FTS_COLUMNS}, content='incidents', content_rowid='id', "
     "tokenize='unicode61 remove_diacritics 0')",
     f"CREATE TRIGGER incidents_fts_insert AFTER INSERT ON incidents BEGIN {_FTS_ADD} END",
@@ -444,33 +394,19 @@ def m015_incidents(db: sqlite_utils.Database) -> None:
     backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
 
 
-_CHANGE_EVENTS = (
-    "CREATE TABLE change_events (id TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, source TEXT, service TEXT, "
-    "environment TEXT, summary TEXT NOT NULL, url TEXT, labels TEXT, received_at DOUBLE PRECISION NOT NULL)",
-    "CREATE INDEX idx_change_events_at ON change_events (at)",
-    "CREATE INDEX idx_change_events_received_at ON change_events (received_at)",
-)
-
-
 @sqlite_migrations()
 def m016_change_events(db: sqlite_utils.Database) -> None:
     """Change events POSTed to `/changes` (INVESTIGATION.md §1): one row per event id (the first copy wins),
     read by recent_changes by time, swept by the time they were received."""
-    for statement in _CHANGE_EVENTS:
+    for statement in CHANGE_EVENTS:
         db.execute(statement)
 
 
 @sqlite_migrations()
 def m017_summaries(db: sqlite_utils.Database) -> None:
     """The living summary (INVESTIGATION.md §3): every accepted update_summary, with its run step and time (JSON)."""
-    db.execute(_SUMMARIES)
+    db.execute(SUMMARIES)
     db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
-
-
-_SUMMARIES = (
-    "CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
-    "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)"
-)
 
 
 def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:
@@ -481,137 +417,6 @@ def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list
 
     return select
 
-
-def _pg_incidents(conn: Any) -> None:
-    """m015 on Postgres: the table with a generated, weighted tsvector and its GIN index; then the backfill."""
-    conn.execute(f"""
-        CREATE TABLE incidents ({_INCIDENTS_COLUMNS.format(key="PRIMARY KEY", real="DOUBLE PRECISION")},
-            search tsvector GENERATED ALWAYS AS (
-                setweight(to_tsvector('simple', coalesce(search_title, '')), 'A')
-                || setweight(to_tsvector('simple', coalesce(search_targets, '')), 'B')
-                || setweight(to_tsvector('simple', coalesce(search_body, '')), 'D')) STORED);
-        CREATE INDEX idx_incidents_search ON incidents USING GIN (search);
-        {_INCIDENT_FACETS}""")
-
-    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        cur = conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
-        cols = [c.name for c in cur.description]
-        return [r if isinstance(r, dict) else dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-    def execute(sql: str, params: list[Any]) -> int:
-        return int(conn.execute(sql.replace("%", "%%").replace("?", "%s"), params).rowcount)
-
-    backfill(select, execute)
-
-
-# Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
-# precision, like SQLite's REAL), flags are integers: one Ledger reads both backends' rows the same way.
-# `inbox."user"` is quoted: USER is reserved in Postgres. `outbox.rowid` stands in for SQLite's implicit
-# rowid (the enqueue order the sender keeps).
-PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step SQL alone can't write
-    "m001_runs": """
-        CREATE TABLE runs (
-            id TEXT PRIMARY KEY, channel TEXT, thread_ts TEXT, mention_ts TEXT, requester TEXT, task TEXT,
-            status TEXT, model TEXT, stop_reason TEXT, stop_detail TEXT, stopped_by TEXT, output TEXT,
-            iterations INTEGER DEFAULT 0, input_tokens BIGINT DEFAULT 0, output_tokens BIGINT DEFAULT 0,
-            cache_read_tokens BIGINT DEFAULT 0, cache_write_tokens BIGINT DEFAULT 0,
-            cost_usd DOUBLE PRECISION DEFAULT 0.0, agent_seconds DOUBLE PRECISION DEFAULT 0.0,
-            condensed INTEGER DEFAULT 0, tools_called TEXT DEFAULT '[]', status_ts TEXT, stop_requested_by TEXT,
-            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
-        CREATE INDEX idx_runs_channel_thread_ts ON runs (channel, thread_ts);
-        CREATE INDEX idx_runs_status ON runs (status);
-        CREATE TABLE messages (
-            run_id TEXT REFERENCES runs (id), seq INTEGER, role TEXT, content TEXT, created_at DOUBLE PRECISION,
-            PRIMARY KEY (run_id, seq));
-        CREATE TABLE tool_results (
-            run_id TEXT, tool_use_id TEXT, tool TEXT, args TEXT, content TEXT, is_error INTEGER, confirmed_by TEXT,
-            created_at DOUBLE PRECISION, PRIMARY KEY (run_id, tool_use_id));
-        CREATE TABLE steps (
-            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, run_id TEXT, kind TEXT, data TEXT,
-            at DOUBLE PRECISION);
-        CREATE INDEX idx_steps_run_id ON steps (run_id);
-        CREATE TABLE events (event_id TEXT PRIMARY KEY, received_at DOUBLE PRECISION);
-        CREATE TABLE inbox (
-            id TEXT PRIMARY KEY, run_id TEXT, channel TEXT, ts TEXT, "user" TEXT, text TEXT, state TEXT,
-            created_at DOUBLE PRECISION);
-        CREATE INDEX idx_inbox_run_id_state ON inbox (run_id, state);
-        CREATE TABLE approvals (
-            id TEXT PRIMARY KEY, run_id TEXT, tool_use_id TEXT, tool TEXT, category TEXT, args TEXT, args_hash TEXT,
-            preview TEXT, preview_hash TEXT, requester TEXT, channel TEXT, thread_ts TEXT, message_ts TEXT,
-            state TEXT, required INTEGER DEFAULT 1, approvals TEXT DEFAULT '[]', decided_by TEXT, decided_name TEXT,
-            reason TEXT, created_at DOUBLE PRECISION, expires_at DOUBLE PRECISION, decided_at DOUBLE PRECISION,
-            run_tokens BIGINT, run_cost_usd DOUBLE PRECISION);
-        CREATE INDEX idx_approvals_run_id_tool_use_id ON approvals (run_id, tool_use_id);
-        CREATE INDEX idx_approvals_state ON approvals (state);
-    """,
-    "m002_fixed_prompt": """
-        ALTER TABLE runs ADD COLUMN system TEXT, ADD COLUMN tools TEXT,
-            ADD COLUMN drop_block INTEGER NOT NULL DEFAULT 0;
-    """,
-    "m003_decision_cause": """
-        ALTER TABLE approvals ADD COLUMN cause TEXT;
-    """
-    + _CAUSE_FROM_REASON
-    + ";",
-    "m004_outbox": """
-        CREATE TABLE outbox (
-            rowid BIGINT GENERATED ALWAYS AS IDENTITY, id TEXT PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL,
-            run_id TEXT, channel TEXT NOT NULL, thread_ts TEXT, target TEXT, approval_id TEXT, text TEXT,
-            blocks TEXT, state TEXT NOT NULL, ts TEXT, attempts INTEGER DEFAULT 0, unsure INTEGER DEFAULT 0,
-            plain INTEGER DEFAULT 0, owner TEXT, claimed_until DOUBLE PRECISION, next_at DOUBLE PRECISION,
-            error TEXT, created_at DOUBLE PRECISION, sent_at DOUBLE PRECISION);
-        CREATE UNIQUE INDEX idx_outbox_key ON outbox (key);
-        CREATE INDEX idx_outbox_state_next_at ON outbox (state, next_at);
-        CREATE INDEX idx_outbox_target ON outbox (target);
-        CREATE INDEX idx_outbox_run_id ON outbox (run_id);
-        CREATE INDEX idx_outbox_rowid ON outbox (rowid);
-        CREATE INDEX idx_events_received_at ON events (received_at);
-    """,
-    "m005_leases": "ALTER TABLE runs ADD COLUMN owner TEXT, ADD COLUMN lease_until DOUBLE PRECISION;",
-    "m006_reported": """
-        ALTER TABLE runs ADD COLUMN reported INTEGER;
-        UPDATE runs SET reported = 1 WHERE status = 'finished';
-    """,
-    "m007_feedback": """
-        CREATE TABLE feedback (
-            id TEXT PRIMARY KEY, click TEXT NOT NULL, run_id TEXT NOT NULL, "user" TEXT NOT NULL,
-            value TEXT NOT NULL, channel TEXT, message_ts TEXT, at DOUBLE PRECISION);
-        CREATE UNIQUE INDEX idx_feedback_click ON feedback (click);
-        CREATE INDEX idx_feedback_run_id ON feedback (run_id);
-    """,
-    "m008_alerts": """
-        CREATE TABLE alert_groups (
-            key TEXT PRIMARY KEY, source TEXT NOT NULL, channel TEXT NOT NULL, thread_ts TEXT, run_id TEXT,
-            state TEXT NOT NULL, status TEXT, fingerprints TEXT, summary TEXT, repeat_noted INTEGER DEFAULT 0,
-            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
-        CREATE INDEX idx_alert_groups_channel_state_created_at ON alert_groups (channel, state, created_at);
-    """,
-    "m009_alert_recovery": """
-        ALTER TABLE alert_groups ADD COLUMN payload TEXT, ADD COLUMN root_item TEXT, ADD COLUMN attempts INTEGER,
-            ADD COLUMN owner TEXT, ADD COLUMN claimed_until DOUBLE PRECISION;
-        UPDATE alert_groups SET state = 'unopened' WHERE state = 'opening';
-    """,
-    "m010_streams": """
-        CREATE TABLE streams (
-            id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER, channel TEXT NOT NULL, thread_ts TEXT, ts TEXT,
-            state TEXT NOT NULL, start_text TEXT, sent TEXT, final TEXT, broken INTEGER DEFAULT 0,
-            created_at DOUBLE PRECISION, updated_at DOUBLE PRECISION);
-        CREATE INDEX idx_streams_run_id ON streams (run_id);
-        ALTER TABLE runs ADD COLUMN team_id TEXT;
-    """,
-    "m011_run_settings": "ALTER TABLE runs ADD COLUMN settings TEXT;",
-    "m012_askers": "ALTER TABLE runs ADD COLUMN askers TEXT;",
-    "m013_feedback_once": _FEEDBACK_LATEST
-    + """;
-        DROP INDEX IF EXISTS idx_feedback_click;
-        CREATE INDEX idx_feedback_click ON feedback (click);
-        CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
-    """,
-    "m014_run_titles": _pg_m014_run_titles,
-    "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
-    "m016_change_events": ";\n".join(_CHANGE_EVENTS) + ";",
-    "m017_summaries": _SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
-}
 
 KNOWN = [m.name for m in sqlite_migrations._migrations]
 assert KNOWN == list(PG_MIGRATIONS), "every migration is written for both backends, in the same order"
