@@ -44,7 +44,7 @@ PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP) browser postgres sshd prometheus
 	$(BIN)/python -m pytest $(PYTEST)
 
-# The loop to run every few minutes: no processes, no real servers (tests/markers.py marks those), about a minute.
+# The loop to run every few minutes: no processes, no real servers (tests/markers.py marks those), about two minutes on 2 cores.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST) -m "not processes and not servers"
 
