@@ -168,8 +168,14 @@ class _Run(Condenser, ToolGate):
         message = self.history[last]
         content = message["content"]
         content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return  # it answers a turn the model already has (a run stored before its settings were): it was sent
         have = {b.get("text") for b in content if isinstance(b, dict)}
-        new = [{"type": "text", "text": redact(b)} for b in blocks if b.strip() and redact(b) not in have]
+        new = []
+        for text in (redact(b) for b in blocks if b.strip()):
+            if text not in have:
+                have.add(text)
+                new.append({"type": "text", "text": text})
         if new:
             self.history[last] = {**message, "content": [*content, *new]}
             await self.cfg.store.put_message(self.id, last, self.history[last])

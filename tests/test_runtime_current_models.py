@@ -313,3 +313,43 @@ async def test_a_stop_recorded_after_the_approval_wins_over_the_change(store):
     assert (result.stop_reason, result.stopped_by, WIPED) == (StopReason.CANCELLED, "U_STOPPER", [])
     (answered,) = (await store.history(run_id))[-1]["content"]
     assert answered["content"] == "Not run: the run stopped (cancelled) before this call."
+
+
+async def test_context_offered_at_the_first_drive_joins_the_task_turn_once_redacted(store):
+    run_id = await start(store)
+    block = "[past incidents: data] web-03 filled up on 2026-11-02; token xoxb-123456789012-abcdefghij"
+    model = ScriptedModel([{"type": "text", "text": "done"}], model=MODEL)
+
+    async def prelude() -> list[str]:
+        return [block, block, "  "]  # the same block twice, and an empty one
+
+    await run(RunConfig(model=model, store=store, tools=ToolRegistry(), price_for=price, prelude=prelude), run_id)
+    expected = ["web-03 is out of disk", "[past incidents: data] web-03 filled up on 2026-11-02; token [REDACTED]"]
+    assert [b["text"] for b in (await store.history(run_id))[0]["content"]] == expected
+    assert [b["text"] for b in model.requests[0].messages[0]["content"]] == expected  # sent as stored
+
+
+async def test_context_is_never_added_to_a_turn_the_model_already_has(store):
+    """A run stored before its settings were (an older opsloop) may end with a tool_result turn already sent."""
+    row = await store.create_run(
+        channel="C1",
+        thread_ts="1.0",
+        requester="U1",
+        task="web-03",
+        model=MODEL,
+        history=[
+            {"role": "user", "content": [{"type": "text", "text": "web-03"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "check_disk", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+        ],
+    )
+    model = ScriptedModel([{"type": "text", "text": "done"}], model=MODEL)
+
+    async def prelude() -> list[str]:
+        return ["[team runbook: data] step 1"]
+
+    await run(RunConfig(model=model, store=store, tools=ToolRegistry(), price_for=price, prelude=prelude), row.id)
+    assert [b.get("type") for b in (await store.history(row.id))[2]["content"]] == ["tool_result"]
