@@ -16,6 +16,8 @@ import anthropic
 import structlog
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.adapter.socket_mode.async_internals import send_async_response
+from slack_bolt.adapter.socket_mode.internals import build_headers
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -23,6 +25,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
@@ -40,6 +46,7 @@ from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.changes import ChangeDesk
 from handlers.outbox import Outbox
+from handlers.payload_shape import Unreadable, bolt_request
 from handlers.policy import ApprovalPolicy
 from handlers.supervisor import Supervisor
 from tools import ToolRegistry
@@ -145,7 +152,7 @@ class Opsloop:
     app: AsyncApp
     supervisor: Supervisor
     outbox: Outbox
-    socket: AsyncSocketModeHandler | None = None
+    socket: SocketMode | None = None
     http: web.AppRunner | None = None
     # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
     # or its connection pool is left for the garbage collector to close on a loop that may be gone.
@@ -321,12 +328,13 @@ async def start(
     await _prune_events_once(ops.store)
     ops.housekeeping = asyncio.create_task(_prune_events(ops.store), name="opsloop-prune-events")
     if ops.settings.slack_app_token:
-        ops.socket = AsyncSocketModeHandler(ops.app, ops.settings.slack_app_token)
+        ops.socket = SocketMode(ops.app, ops.settings.slack_app_token)
         await until_reachable(ops, "slack", url, ops.socket.connect_async)
         log.info("socket_mode.connected")
     else:
         web_app = ops.app.web_app(path="/slack/events", port=port)
         web_app.middlewares.append(_junk_timestamp_is_a_bad_signature)
+        web_app.middlewares.append(_unreadable_payloads(ops.settings.slack_signing_secret or ""))
         ops.http = web.AppRunner(web_app)
         await ops.http.setup()
         await _listening(f"HTTP mode (--port) on {host}:{port}", web.TCPSite(ops.http, host, port).start())
@@ -377,6 +385,49 @@ async def _junk_timestamp_is_a_bad_signature(
         log.info("http.request_refused", why="X-Slack-Request-Timestamp is missing or not a number")
         return web.json_response({"error": "invalid request"}, status=401)
     return await handler(request)
+
+
+def _unreadable_payloads(signing_secret: str) -> Any:
+    """HTTP mode's door for payloads bolt can't read (handlers/payload_shape.py): a signed one is answered 400 and
+    logged, an unsigned one 401 like any forgery; the rest go on to bolt, which checks the signature itself."""
+    verifier = SignatureVerifier(signing_secret)
+
+    @web.middleware
+    async def door(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.method != "POST":
+            return await handler(request)
+        body = await request.text()  # aiohttp keeps the bytes: bolt reads them again
+        try:
+            bolt_request(body, mode="http", headers=dict(request.headers), query=request.query_string)
+        except Unreadable as e:
+            if not verifier.is_valid_request(body, dict(request.headers)):
+                return web.json_response({"error": "invalid request"}, status=401)
+            log.warning("slack.payload_unreadable", transport="http", problem=str(e))
+            return web.json_response({"error": "malformed payload"}, status=400)
+        return await handler(request)
+
+    return door
+
+
+class SocketMode(AsyncSocketModeHandler):
+    """bolt's Socket Mode handler with a door: an envelope whose payload bolt can't read
+    (handlers/payload_shape.py) is acked and logged, never dispatched (bolt would raise, leave it unacked and
+    Slack would send it again)."""
+
+    async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+        start = time.time()
+        try:
+            bolt_req = bolt_request(req.payload, mode="socket_mode", headers=build_headers(req))
+        except Unreadable as e:
+            log.warning("slack.payload_unreadable", transport="socket_mode", envelope=req.type, problem=str(e))
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return
+        await send_async_response(client, req, await self.app.async_dispatch(bolt_req), start)
+
+    async def close_async(self) -> None:
+        await super().close_async()  # type: ignore[no-untyped-call]  # bolt leaves it untyped
 
 
 START_TIMEOUT_S = 10.0  # one attempt to reach a dependency at start-up

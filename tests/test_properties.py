@@ -276,3 +276,30 @@ async def fuzz(env: BotEnv, payloads: list[tuple[str, dict[str, Any]]]) -> None:
 )
 def test_no_slack_payload_stops_the_app_from_serving(payloads):
     run_async(with_app("", lambda env: fuzz(env, payloads)))
+
+
+# What hypothesis found (CI, 2026-12-02): payloads bolt itself can't read (a float `user`, a dict `actions`,
+# `blocks: None` next to a list-shaped channel). They raised inside bolt before any listener, so the envelope was
+# never acked. The door in front of bolt (handlers/payload_shape.py) acks and drops them.
+UNREADABLE = [
+    ("interactive", {"type": "block_actions", "user": 1.5, "actions": [{"action_id": APPROVE, "value": "apr_0000"}]}),
+    ("interactive", {"type": "block_actions", "user": {"id": CAROL}, "actions": {"x": [1]}}),
+    ("interactive", {"type": "block_actions", "user": {"id": CAROL}, "actions": [[APPROVE]], "channel": [1, "a"]}),
+    ("interactive", {"type": "block_actions", "user": {"id": CAROL}, "actions": [{"value": "apr_0000"}]}),
+    ("interactive", {"type": "view_submission", "user": {"id": CAROL}, "view": "nope"}),
+    ("interactive", {"type": "shortcut", "user": {"id": CAROL}, "callback_id": ["investigate"]}),
+    ("interactive", {"type": 7, "user": True}),
+    ("events_api", {"type": "app_mention", "user": 1.5, "channel": "C0INCIDENT", "text": "<@UBOT> hi", "blocks": None}),
+    ("events_api", {"type": "message", "user": ALICE, "channel": [1, "a"], "ts": "1700000000.000100"}),
+    ("events_api", {"type": "reaction_added", "user": ALICE, "item": {"channel": 3.0}}),
+]
+
+
+def test_payloads_bolt_cannot_read_are_acked_and_dropped():
+    async def scenario(env: BotEnv) -> None:
+        await fuzz(env, UNREADABLE)  # every envelope acked, then a normal mention still gets its answer
+        for envelope_ in env.slack.envelopes:
+            await env.slack.wait_ack(envelope_["envelope_id"], timeout=5)
+        assert env.listeners.errors == []
+
+    run_async(with_app("", scenario))

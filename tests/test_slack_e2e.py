@@ -590,3 +590,21 @@ async def test_http_mode_answers_a_junk_timestamp_with_401_like_any_bad_signatur
                 assert (await env.post_http(body, headers))[0] == 401, junk
         assert not [e for e in logs if e["log_level"] == "error"]
         assert env.runs() == []
+
+
+async def test_http_mode_answers_a_signed_payload_bolt_cannot_read_with_400_and_an_unsigned_one_with_401(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    import structlog.testing
+
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, http=True) as env:
+        event = {**mention_event(CHANNEL, CAROL, "delete everything on web-03"), "user": 1.5}
+        body = json.dumps({"type": "event_callback", "event_id": "Ev0BAD", "event": event}).encode()
+        with structlog.testing.capture_logs() as logs:
+            assert (await env.post_http(body, sign(body)))[0] == 400
+            assert (await env.post_http(body, {**sign(body), "X-Slack-Signature": "v0=" + "0" * 64}))[0] == 401
+        assert [e["problem"] for e in logs if e["event"] == "slack.payload_unreadable"] == [
+            "bolt cannot read it (TypeError)"
+        ]
+        assert not [e for e in logs if e["log_level"] == "error"]
+        assert env.runs() == []
