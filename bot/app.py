@@ -44,13 +44,11 @@ from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
-from handlers.changes import ChangeDesk
 from handlers.outbox import Outbox
 from handlers.payload_shape import Unreadable, bolt_request
 from handlers.policy import ApprovalPolicy
 from handlers.supervisor import Supervisor
 from tools import ToolRegistry
-from tools.changes.reach import ChangesConfig
 from tools.config import build_registry
 
 log = structlog.get_logger("opsloop.app")
@@ -166,7 +164,6 @@ class Opsloop:
     llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
     watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
     alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
-    changes: ChangeDesk | None = None  # [changes.webhook]: POST /changes stores change events
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
@@ -174,8 +171,8 @@ class Opsloop:
             await self.metrics.close()
         if self.alerts is not None:
             await self.alerts.close()  # no new alert deliveries (Alertmanager retries what gets no 200)
-        if self.changes is not None:
-            await self.changes.close()  # the same for change events: no 200, the sender retries
+        for service in self.tools.services:  # the reaches' (POST /changes: no 200, the sender retries)
+            await service.close()
         if self.watcher is not None:
             self.watcher.cancel()
             await asyncio.gather(self.watcher, return_exceptions=True)
@@ -294,14 +291,7 @@ async def build(
         llm=llm,
         llm_reachable=None if llm is None else False,
         alerts=desk,
-        changes=_change_desk(settings, store),
     )
-
-
-def _change_desk(settings: Settings, store: Store) -> ChangeDesk | None:
-    """The `/changes` receiver when [changes.webhook] is configured."""
-    config = settings.reaches.get("changes")
-    return ChangeDesk(store, config) if isinstance(config, ChangesConfig) and config.webhook is not None else None
 
 
 async def start(
@@ -349,9 +339,8 @@ async def start(
             else "alerts.webhook"
         )
         await _listening(where, ops.alerts.serve())  # Alertmanager's webhook, once runs can start
-    if ops.changes is not None:
-        wh = ops.changes.webhook
-        await _listening(f"changes.webhook on {wh.host}:{wh.port}", ops.changes.serve())  # its own site
+    for service in ops.tools.services:  # what the reaches run beside the runs: POST /changes, retention sweeps
+        await _listening(service.name, service.start())
 
 
 class ListenError(OpsloopError, OSError):

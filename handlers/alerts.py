@@ -35,12 +35,12 @@ from aiohttp import web
 
 from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
 from bot.errors import OpsloopError
+from bot.json_body import BadJson, read_json
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertOutcome
 from bot.titles import alert_title
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
-from handlers.json_body import BadJson, read_json
 from handlers.outbox import owner_id
 from handlers.supervisor import Supervisor
 

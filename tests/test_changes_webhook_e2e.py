@@ -22,6 +22,7 @@ from tests.test_alerts_webhook_e2e import payload as alert_payload
 from tests.test_alerts_webhook_e2e import post as post_alert
 from tests.test_changes_git import commit, git
 from tests.test_changes_k8s import NS, world
+from tools.changes.webhook import ChangeWebhook
 
 TOKEN = "changes-token-0123456789abcdef"
 CONFIG = """
@@ -45,11 +46,18 @@ EVENT = {
 }
 
 
+def webhook(env: BotEnv) -> ChangeWebhook:
+    """The changes reach's service, as the app started it."""
+    (found,) = [s for s in env.ops.tools.services if isinstance(s, ChangeWebhook)]
+    return found
+
+
 async def post(
     env: BotEnv, body: bytes | Any, *, token: str | None = TOKEN, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    assert env.ops.changes is not None and env.ops.changes.port
-    url = f"http://127.0.0.1:{env.ops.changes.port}/changes"
+    port = webhook(env).port
+    assert port
+    url = f"http://127.0.0.1:{port}/changes"
     sent = {
         "Content-Type": "application/json",
         **({"Authorization": f"Bearer {token}"} if token else {}),
@@ -104,7 +112,7 @@ async def test_events_are_stored_once_per_id_the_first_copy_wins(
         rows = {r.id: r for r in stored(env)}
         assert rows["gha-123456"].summary == "deploy checkout-api 1.43"  # the first copy won
         assert rows["gha-2"].at == datetime(2026, 12, 2, 14, 0, tzinfo=UTC).timestamp()  # its zone applied
-        assert env.ops.changes is not None and await env.ops.changes.sweep() == 0  # within retention: kept
+        assert await webhook(env).sweep() == 0  # within retention: kept
     with env.ledger() as ledger:  # 31 days on, the sweep drops them
         assert ledger.sweep_changes(30, now=ledger.sql.now() + 31 * 86400) == 2
 

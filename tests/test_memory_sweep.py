@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot.store import Ledger, Store
-from handlers.supervisor.memory_sweep import MemorySweep
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.harness import bot_env
 from tests.test_memory_wiring import end_run
+from tools.memory.sweep import MemorySweep
 
 DAY = 86400.0
 
@@ -57,7 +57,7 @@ async def test_replicas_sweeping_at_once_share_the_work(db_url: str, store: Stor
 
 async def test_retention_zero_starts_no_sweep(store: Store) -> None:
     sweep = MemorySweep(store, 0)
-    sweep.start()
+    await sweep.start()
     assert sweep._task is None
     await sweep.close()
 
@@ -78,8 +78,8 @@ async def test_the_app_sweeps_old_incidents_once_as_it_opens(
     finally:
         ledger.close()
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[memory]\nretention_days = 30\n") as env:
-        sweep = env.ops.supervisor.memory_sweep
-        assert sweep is not None and sweep.retention_days == 30
+        (sweep,) = [s for s in env.ops.tools.services if isinstance(s, MemorySweep)]
+        assert sweep.retention_days == 30
         await asyncio.wait_for(sweep.swept.wait(), timeout=10)
         assert await env.ops.store.incident(old) is None
         assert await env.ops.store.incident(recent) is not None

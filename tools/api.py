@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from bot.errors import ConfigError, OpsloopError
 from bot.redact import redact, redact_slice
@@ -109,6 +109,19 @@ class Offer:
     source: str  # the reach's name: one thread line per source and run
     prompt: str = ""
     thread_line: tuple[str | Link, ...] = ()
+
+
+class Service(Protocol):
+    """Something a reach runs for the life of the app (its webhook, its retention sweep), next to the runs: the
+    app starts every configured reach's services once runs can start, and closes them first on the way down."""
+
+    name: str  # as a bind failure names it: "changes.webhook on 127.0.0.1:9095"
+
+    async def start(self) -> None:
+        """Begin (bind, start its task); an OSError from binding stops start-up with `name` in the message."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 _RUN: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar("opsloop_run", default=None)

@@ -41,6 +41,9 @@ class Reach(Protocol):
 
     # Optional: `async def offer(self, config, resources, scope: RunScope) -> Offer | None`: what the reach offers
     # a run at its start (tools.api.Offer); build_registry collects it from every configured reach that has one.
+    # Optional: `def services(self, config, resources) -> list[tools.api.Service]`: what it runs beside the runs (a
+    # webhook, a retention sweep), with the app's shared resources (its Store; absent in `opsloop check` and
+    # replay, where a reach runs nothing); collected in `registry.services`, started and closed by the app.
 
     def bind_tools(self, config: Any, tools: Sequence[Any]) -> list[Any]:
         """The registry's tools as this reach wants them described (e.g. a small inventory's names listed)."""

@@ -31,6 +31,7 @@ from tools.api import (
     Offer,
     PermissionDenied,
     RunScope,
+    Service,
     ToolContext,
     ToolError,
     WorkerTarget,
@@ -516,6 +517,8 @@ class ToolRegistry:
         self._resources = AsyncExitStack()
         # What the configured reaches offer a run at its start (tools/reach.py: `offer`), in the reaches' order.
         self.offerers: list[Callable[[RunScope], Awaitable[Offer | None]]] = []
+        # What the configured reaches run beside the runs (tools/reach.py: `services`); the app starts and closes them.
+        self.services: list[Service] = []
         for t in tools:
             self.register(t)
 

@@ -35,9 +35,7 @@ from handlers.outbox import Cards, Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
-from handlers.supervisor.memory_sweep import MemorySweep
 from handlers.supervisor.thread import IncidentThread
-from tools.memory.reach import MemoryConfig
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger("opsloop.supervisor")
@@ -94,8 +92,6 @@ class Supervisor:
             names=self.names,
             nudge=self.nudge,
         )
-        memory = self.settings.reaches.get("memory")  # [memory]: its retention sweep (hourly, and once at open)
-        self.memory_sweep = MemorySweep(self.store, memory.retention_days) if isinstance(memory, MemoryConfig) else None
 
     # --- run lifecycle ------------------------------------------------------
     async def open(self) -> list[str]:
@@ -111,8 +107,6 @@ class Supervisor:
                 self.start(row.id)
                 started.append(row.id)
         self._scheduler = asyncio.create_task(self._schedule(), name="opsloop-scheduler")
-        if self.memory_sweep is not None:
-            self.memory_sweep.start()
         return started
 
     def start(self, run_id: str) -> asyncio.Task[RunResult | None] | None:
@@ -198,8 +192,6 @@ class Supervisor:
         if self._scheduler is not None:
             self._scheduler.cancel()
             await asyncio.gather(self._scheduler, return_exceptions=True)
-        if self.memory_sweep is not None:
-            await self.memory_sweep.close()
 
     async def _drive(self, run_id: str) -> RunResult | None:
         now = self.store.now()

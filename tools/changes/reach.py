@@ -9,49 +9,25 @@ tool finds the clusters, the SSH pool and the store the other reaches and the ap
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.configreader import Reader
+from tools.api import Service
 from tools.changes.git import GitRepo
+from tools.changes.settings import (
+    DEFAULT_LISTEN,
+    DEFAULT_TOKEN_ENV,
+    RETENTION_DAYS,
+    WINDOW_MINUTES,
+    ChangesConfig,
+    ChangesWebhook,
+    HiddenToken,
+)
 
-WINDOW_MINUTES = 120
-RETENTION_DAYS = 30
-DEFAULT_LISTEN = ("0.0.0.0", 9096)
-DEFAULT_TOKEN_ENV = "OPSLOOP_CHANGES_TOKEN"
 _KEYS = ("window_minutes", "retention_days", "git", "webhook")
 _GIT_KEYS = ("name", "path", "branch", "paths")
 _WEBHOOK_KEYS = ("listen", "token_env")
-
-
-class _Secret(str):
-    """A token that never shows itself in a repr (as bot.config.Secret, which this layer cannot import)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-
-@dataclass(frozen=True)
-class ChangesWebhook:
-    """`[changes.webhook]`: where `POST /changes` listens, and the bearer token it takes (None: unset)."""
-
-    host: str = DEFAULT_LISTEN[0]
-    port: int = DEFAULT_LISTEN[1]
-    token_env: str = DEFAULT_TOKEN_ENV
-    token: str | None = None
-
-
-@dataclass(frozen=True)
-class ChangesConfig:
-    """What the changes reach read; also the resource recent_changes finds in its context."""
-
-    window_minutes: int = WINDOW_MINUTES
-    retention_days: int = RETENTION_DAYS
-    repos: tuple[GitRepo, ...] = ()
-    webhook: ChangesWebhook | None = None
 
 
 def parse_listen(r: Reader, key: str, default: tuple[str, int]) -> tuple[str, int]:
@@ -105,7 +81,7 @@ def read_changes(config: Reader, env: Mapping[str, str]) -> ChangesConfig | None
         host, port = parse_listen(w, "listen", DEFAULT_LISTEN)
         token_env = w.env_name("token_env", DEFAULT_TOKEN_ENV)
         token = env.get(token_env, "").strip()
-        webhook = ChangesWebhook(host=host, port=port, token_env=token_env, token=_Secret(token) if token else None)
+        webhook = ChangesWebhook(host=host, port=port, token_env=token_env, token=HiddenToken(token) if token else None)
     return ChangesConfig(window_minutes=window, retention_days=retention, repos=repos, webhook=webhook)
 
 
@@ -154,6 +130,14 @@ class ChangesReach:
         """The addresses it serves (what `opsloop check` test-binds): (name, host, port)."""
         wh = config.webhook
         return [] if wh is None else [("changes.webhook", wh.host, wh.port)]
+
+    def services(self, config: ChangesConfig, resources: Mapping[type, object]) -> list[Service]:
+        """`POST /changes` (with its retention sweep) when [changes.webhook] is set and the app shares its store."""
+        from bot.store import Store
+        from tools.changes.webhook import ChangeWebhook
+
+        store = resources.get(Store)
+        return [ChangeWebhook(store, config)] if isinstance(store, Store) and config.webhook is not None else []
 
     def bind_tools(self, config: ChangesConfig, tools: Sequence[Any]) -> list[Any]:
         return list(tools)

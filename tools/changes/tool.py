@@ -20,7 +20,7 @@ from tools.changes.events import ChangeEvent
 from tools.changes.gather import Source, gather
 from tools.changes.git import git_changes
 from tools.changes.model import Change, SourceFailure, timeline
-from tools.changes.reach import ChangesConfig
+from tools.changes.settings import ChangesConfig
 from tools.registry import Category, ToolContext, ToolError, tool
 
 MAX_SINCE_MINUTES = 7 * 24 * 60

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.configreader import Reader
-from tools.api import Offer, RunScope
+from tools.api import Offer, RunScope, Service
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +43,14 @@ class MemoryReach:
 
     def bind_tools(self, config: MemoryConfig, tools: Sequence[Any]) -> list[Any]:
         return list(tools)
+
+    def services(self, config: MemoryConfig, resources: Mapping[type, object]) -> list[Service]:
+        """The retention sweep, when the app shares its store (not in `opsloop check` or replay)."""
+        from bot.store import Store
+        from tools.memory.sweep import MemorySweep
+
+        store = resources.get(Store)
+        return [MemorySweep(store, config.retention_days)] if isinstance(store, Store) else []
 
     async def offer(self, config: MemoryConfig, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
         from tools.memory.offer import offer_for

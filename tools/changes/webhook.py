@@ -1,5 +1,6 @@
 """`POST /changes` (INVESTIGATION.md §1): change events pushed by CI/CD, flag services, Terraform runs, stored for
-recent_changes, on the same terms as Alertmanager's webhook (handlers/alerts.py).
+recent_changes, on the same terms as Alertmanager's webhook (handlers/alerts.py). A service of the changes reach
+(tools/changes/reach.py `services`): the app starts it once runs can start.
 
 Its own aiohttp server on `[changes.webhook] listen`, so a burst of deploys never delays a Slack ack; its store
 calls queue behind mentions and clicks. The answer, in this order: 413 for a declared body past 1 MiB (before
@@ -18,10 +19,10 @@ import hmac
 import structlog
 from aiohttp import web
 
+from bot.json_body import BadJson, read_json
 from bot.store import Store, StoredChange
-from handlers.json_body import BadJson, read_json
 from tools.changes.events import ChangeEvent, parse_events
-from tools.changes.reach import ChangesConfig
+from tools.changes.settings import ChangesConfig
 
 log = structlog.get_logger("opsloop.changes")
 
@@ -43,14 +44,15 @@ def stored(event: ChangeEvent) -> StoredChange:
     )
 
 
-class ChangeDesk:
-    """The `/changes` receiver for one bot: its server, its handler and the retention sweep."""
+class ChangeWebhook:
+    """The `/changes` receiver for one bot: its server, its handler and the retention sweep (a tools.api.Service)."""
 
     def __init__(self, store: Store, config: ChangesConfig) -> None:
         assert config.webhook is not None
         self.store, self.config, self.webhook = store, config, config.webhook
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self.name = f"changes.webhook on {self.webhook.host}:{self.webhook.port}"
 
     def authorized(self, request: web.Request) -> bool:
         if self.webhook.token is None:
@@ -109,7 +111,7 @@ class ChangeDesk:
                 log.warning("changes.sweep_failed", error=f"{type(e).__name__}: {e}")
             await asyncio.sleep(SWEEP_EVERY_S)  # retention is counted in days: nothing to wait on but the clock
 
-    async def serve(self) -> None:
+    async def start(self) -> None:
         """Listen on [changes.webhook] listen (port 0: any free port)."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/changes", self.handle)

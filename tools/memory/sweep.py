@@ -1,5 +1,6 @@
 """Incident memory's retention ([memory] retention_days, INVESTIGATION.md §2): records that ended longer ago go,
-once when the Supervisor opens and then every SWEEP_EVERY_S.
+once when the app starts it (a service of the memory reach: tools/memory/reach.py `services`) and then every
+SWEEP_EVERY_S.
 
 Each pass asks the store for one batch at a time (bot.store.memory `sweep_incidents`: bounded, idempotent, its
 own transaction, rows another replica is deleting skipped on Postgres) and asks again while a full batch came
@@ -41,6 +42,7 @@ class MemorySweep:
         self.passes = 0  # finished passes (a test waits on `swept`)
         self.swept = asyncio.Event()  # set after every pass, failed or not
         self._task: asyncio.Task[None] | None = None
+        self.name = "memory.sweep"
 
     async def sweep(self) -> int:
         """One pass: batches until one comes back short; how many records went."""
@@ -53,7 +55,7 @@ class MemorySweep:
             if went < self.batch:
                 return gone
 
-    def start(self) -> None:
+    async def start(self) -> None:
         if self._task is None and self.retention_days > 0:
             self._task = asyncio.create_task(self._forever(), name="opsloop-memory-sweep")
 
