@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot import RunStore, Toolbox, prompts
+from bot import RunStore, Toolbox, events, prompts
 from bot.guards import Limits, Pause, Stop, digest
 from bot.redact import redact
 from bot.types import ConfirmRequest, Decision, RunNews, RunStatus, StopReason, ToolCall
@@ -56,7 +56,7 @@ class ToolGate:
     paused: float
 
     # The run's own (bot.runtime._Run defines them): its status events, its trace, its Stop check, its deadline.
-    async def emit(self, kind: str, **data: Any) -> None:
+    async def emit(self, kind: type[events.RunEvent], **data: Any) -> None:
         raise NotImplementedError
 
     async def trace(self, kind: str, **data: Any) -> None:
@@ -100,7 +100,7 @@ class ToolGate:
         """One call, then a status event with its outcome (as soon as it has one, before its batch ends)."""
         outcome = await self.call_tool(call)
         await self.emit(
-            "tool_done",
+            events.ToolDone,
             step=self.iterations,
             call_id=call.id,
             tool=call.name,
@@ -146,7 +146,7 @@ class ToolGate:
                 ):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
-            await self.emit("tool", step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
+            await self.emit(events.ToolStarted, step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
@@ -185,7 +185,7 @@ class ToolGate:
             preview_hash=digest(preview) if preview is not None else None,
         )
         await self.emit(
-            "waiting_approval", step=self.iterations, call_id=call.id, tool=call.name, category=tool.category.value
+            events.WaitingApproval, step=self.iterations, call_id=call.id, tool=call.name, category=tool.category.value
         )
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
@@ -195,7 +195,7 @@ class ToolGate:
             self.paused += time.monotonic() - began
         await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
         await self.emit(
-            "approval_decided",
+            events.ApprovalDecided,
             step=self.iterations,
             call_id=call.id,
             tool=call.name,

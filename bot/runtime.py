@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from bot import ModelClient, RunStore, Toolbox, living, prompts
+from bot import ModelClient, RunStore, Toolbox, events, living, prompts
 from bot.condense import Condenser
 from bot.gate import Outcome, ToolGate
 from bot.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop
@@ -60,7 +60,7 @@ Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
 Inject = Callable[[], Awaitable[list[Injected]]]
 StopRequested = Callable[[], Awaitable[str | None]]
 News = Callable[[], Awaitable[RunNews]]
-OnEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
+OnEvent = Callable[[events.RunEvent], Awaitable[None]]  # bot/events.py
 AnswerSinkFor = Callable[[int], AnswerSink | None]  # step -> where its text streams (None: nowhere)
 
 
@@ -228,7 +228,7 @@ class _Run(Condenser, ToolGate):
         if self.iterations >= self.cfg.limits.max_iterations:
             raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
         self.iterations += 1
-        await self.emit("iteration", step=self.iterations)
+        await self.emit(events.Iteration, step=self.iterations)
         await self.inject(news.inbox if news else None)
         sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink else None
         try:
@@ -369,7 +369,7 @@ class _Run(Condenser, ToolGate):
             steps=self.take_steps(),
         )
         if thought := reasoning(content):
-            await self.emit("reasoning", step=self.iterations, text=thought)
+            await self.emit(events.Reasoning, step=self.iterations, text=thought)
         self.check_budgets()
         prompt = response.bills[-1][1].prompt_tokens  # this request's prompt, not the sum over retries
         if (budget := self.cfg.context_budget_tokens) and prompt > budget and tool_calls(content):
@@ -388,7 +388,9 @@ class _Run(Condenser, ToolGate):
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls]) if resumed else {}
         if fresh_calls := [c for c in calls if c.id not in done]:
             await self.emit(
-                "tools", step=self.iterations, calls=[{"id": c.id, "tool": c.name, "args": c.args} for c in fresh_calls]
+                events.ToolsAnnounced,
+                step=self.iterations,
+                calls=tuple(events.Announced(id=c.id, tool=c.name, args=c.args) for c in fresh_calls),
             )
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
@@ -417,7 +419,7 @@ class _Run(Condenser, ToolGate):
             self.cfg.store, self.id, call, step=self.iterations, turn=self.pending_calls()
         )
         if summary is not None:
-            await self.emit("summary", step=self.iterations, summary=summary)
+            await self.emit(events.Summarized, step=self.iterations, summary=summary)
         return Outcome(text, is_error=summary is None, counts=False)
 
     async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
@@ -500,15 +502,13 @@ class _Run(Condenser, ToolGate):
         except Exception:  # streaming is a courtesy: the answer is still posted through the outbox
             log.exception("answer_sink_failed")
 
-    async def emit(self, kind: str, **data: Any) -> None:
+    async def emit(self, kind: type[events.RunEvent], **data: Any) -> None:
         if self.cfg.on_event is None:
             return
         try:
-            await self.cfg.on_event(
-                kind, {"run_id": self.id, "tokens": self.usage.paid_tokens, "cost_usd": self.cost, **data}
-            )
+            await self.cfg.on_event(kind(run_id=self.id, tokens=self.usage.paid_tokens, cost_usd=self.cost, **data))
         except Exception:  # a status message must never break the run
-            log.exception("event_callback_failed", kind=kind)
+            log.exception("event_callback_failed", kind=kind.__name__)
 
     async def finish(
         self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
@@ -537,7 +537,7 @@ class _Run(Condenser, ToolGate):
             cost_usd=round(self.cost, 6),
         )
         result = self.result(reason, detail, output, by)
-        await self.emit("finished", result=result)
+        await self.emit(events.Finished, step=self.iterations, result=result)
         return result
 
 

@@ -5,9 +5,9 @@ The layers, bottom first (a module imports only its own layer and the ones below
      characters written out), bot.pricing (the price table), bot.unreachable (how an unreachable service is
      worded), bot.log (the redacting log setup);
   1. tools, the store and the runtime: tools/, bot.store, bot.migrations, bot.migrations_pg, bot.migrations_sql,
-     bot.backends, bot.config, bot.json_body (a bounded JSON body reader), bot.runtime, bot.gate, bot.condense,
-     bot.meter, bot.guards, bot.history, bot.model, bot.prompts, bot.report, bot.summary, bot.living, bot.timeline,
-     bot.metrics;
+     bot.backends, bot.config, bot.json_body (a bounded JSON body reader), bot.events (a run's typed events),
+     bot.runtime, bot.gate, bot.condense, bot.meter, bot.guards, bot.history, bot.model, bot.prompts, bot.report,
+     bot.summary, bot.living, bot.timeline, bot.metrics;
   2. handlers/ (the Slack side);
   3. the app and the CLI: bot.app, bot.check, bot.startup, bot.cli;
   4. playground, replay and bench: bot.playground, bot.replay, bench/.
@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bot.backends",
         "bot.config",
         "bot.json_body",
+        "bot.events",
         "bot.runtime",
         "bot.gate",
         "bot.condense",

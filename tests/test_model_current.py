@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.events import RunEvent, ToolStarted
 from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
@@ -102,8 +103,8 @@ async def test_an_edited_stored_turn_heals_with_drop_block_for_the_rest_of_the_r
     async def stop_requested() -> str | None:
         return "U9" if stop_after_first else None
 
-    async def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind == "tool":
+    async def on_event(event: RunEvent) -> None:
+        if isinstance(event, ToolStarted):
             stop_after_first.append(1)
 
     first = await run(config(store, anthropic_client, stop_requested=stop_requested, on_event=on_event), run_id)

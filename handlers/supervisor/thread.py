@@ -10,6 +10,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from slack_sdk.errors import SlackApiError
 
+from bot.events import (
+    ApprovalDecided,
+    Iteration,
+    Reasoning,
+    RunEvent,
+    Summarized,
+    ToolDone,
+    ToolsAnnounced,
+    ToolStarted,
+    WaitingApproval,
+)
 from bot.report import handoff_report
 from bot.store import StoreUnavailable
 from bot.summary import TOOL_NAME as SUMMARY_TOOL
@@ -157,99 +168,90 @@ class IncidentThread:
     async def news(self) -> RunNews:
         return await self.sup.store.run_news(self.run_id)  # the two above in one store call, once a step
 
-    async def on_event(self, kind: str, data: dict[str, Any]) -> None:
+    async def on_event(self, event: RunEvent) -> None:
+        """The runtime's events (bot/events.py) shown in the thread: the loading status, the task list, the
+        status message's activity and spend, the living summary."""
         names: dict[str, str] = {}
-        if kind == "waiting_approval":  # who may approve, by name (cached; the ids when Slack can't say)
-            names = await self.sup.names.of(self._approvers(data))
-        if kind == "summary" and isinstance(data.get("summary"), Summary):  # shown with the next status update
-            self.status.summary = data["summary"]
-        elif data.get("tool") == SUMMARY_TOOL:  # the summary is not a task, and "running" it is no activity
+        if isinstance(event, WaitingApproval):  # who may approve, by name (cached; the ids when Slack can't say)
+            names = await self.sup.names.of(self._approvers(event.category))
+        if isinstance(event, Summarized):  # shown with the next status update
+            self.status.summary = event.summary
+        elif getattr(event, "tool", None) == SUMMARY_TOOL:  # the summary is not a task, and "running" it no activity
             return
-        self._show_loading(kind, data, names)
-        tasks_changed = self._track_task(kind, data, names) or kind == "summary"
-        activity = {
-            "iteration": "thinking",
-            "tool": f"running {data.get('tool')}",
-            "reasoning": "thinking: " + " ".join(str(data.get("text", "")).split())[:200],
-            "waiting_approval": f"waiting for approval of {data.get('tool')}",
-        }.get(kind)
+        self._show_loading(event, names)
+        tasks_changed = self._track_task(event, names) or isinstance(event, Summarized)
+        activity = None
+        if isinstance(event, Iteration):
+            activity = "thinking"
+        elif isinstance(event, ToolStarted):
+            activity = f"running {event.tool}"
+        elif isinstance(event, Reasoning):
+            activity = "thinking: " + " ".join(event.text.split())[:200]
+        elif isinstance(event, WaitingApproval):
+            activity = f"waiting for approval of {event.tool}"
         if activity is not None:
-            self._state = RunStatus.WAITING_APPROVAL if kind == "waiting_approval" else RunStatus.RUNNING
+            self._state = RunStatus.WAITING_APPROVAL if isinstance(event, WaitingApproval) else RunStatus.RUNNING
             self._activity = activity
         elif not tasks_changed:
             return
         self.status.show(
             state=self._state,
-            step=data.get("step", 0),
+            step=event.step,
             activity=self._activity,
-            tokens=data["tokens"],
-            cost_usd=data["cost_usd"],
+            tokens=event.tokens,
+            cost_usd=event.cost_usd,
         )
 
-    def _approvers(self, data: dict[str, Any]) -> tuple[str, ...]:
-        return self.sup.settings.approvals.who_may_approve(str(data.get("category") or "mutating"))
+    def _approvers(self, category: str) -> tuple[str, ...]:
+        return self.sup.settings.approvals.who_may_approve(category or "mutating")
 
-    def _track_task(self, kind: str, data: dict[str, Any], names: dict[str, str]) -> bool:
+    def _track_task(self, event: RunEvent, names: dict[str, str]) -> bool:
         """The task list follows the runtime's events: calls announced (pending), started (in progress),
         answered (complete / error, with a one-line result), and approval waits and decisions."""
-        tasks, call_id, tool = self.status.tasks, str(data.get("call_id") or ""), str(data.get("tool") or "")
-        raw_args = data.get("args")
-        args: dict[str, object] = raw_args if isinstance(raw_args, dict) else {}
-        if kind == "tools":
-            for call in data.get("calls") or []:
-                if (
-                    isinstance(call, dict)
-                    and call.get("id")
-                    and not tasks.has(str(call["id"]))
-                    and call.get("tool") != SUMMARY_TOOL
-                ):
-                    raw = call.get("args")
-                    call_args: dict[str, object] = raw if isinstance(raw, dict) else {}
-                    tasks.put(str(call["id"]), messages.task_title(str(call.get("tool")), call_args), "pending")
+        tasks = self.status.tasks
+        if isinstance(event, ToolsAnnounced):
+            for call in event.calls:
+                if call.id and not tasks.has(call.id) and call.tool != SUMMARY_TOOL:
+                    tasks.put(call.id, messages.task_title(call.tool, call.args), "pending")
             return True
-        if not call_id:
-            return False
-        if kind == "tool":
-            tasks.put(call_id, messages.task_title(tool, args), "in_progress", output="")
-        elif kind == "tool_done":
-            result = blocks.task_output(str(data.get("result") or "")) or messages.TASK_NO_OUTPUT
-            if tasks.refused(call_id):  # the model's note on the refusal is not the call's result
+        if isinstance(event, ToolStarted) and event.call_id:
+            tasks.put(event.call_id, messages.task_title(event.tool, event.args), "in_progress", output="")
+        elif isinstance(event, ToolDone) and event.call_id:
+            result = blocks.task_output(event.result) or messages.TASK_NO_OUTPUT
+            if tasks.refused(event.call_id):  # the model's note on the refusal is not the call's result
                 result = messages.TASK_NOT_RUN
-            tasks.put(call_id, None, "error" if data.get("is_error") else "complete", output=result)
-        elif kind == "waiting_approval":
+            tasks.put(event.call_id, None, "error" if event.is_error else "complete", output=result)
+        elif isinstance(event, WaitingApproval) and event.call_id:
             tasks.put(
-                approval_task_id(call_id),
-                messages.task_approval_title(tool),
+                approval_task_id(event.call_id),
+                messages.task_approval_title(event.tool),
                 "in_progress",
-                output=messages.task_waiting(self._approvers(data), names),
-                before=call_id,
+                output=messages.task_waiting(self._approvers(event.category), names),
+                before=event.call_id,
             )
-        elif kind == "approval_decided":
-            approved = bool(data.get("approved"))
-            by = str(data["by"]) if data.get("by") else None
+        elif isinstance(event, ApprovalDecided) and event.call_id:
             tasks.put(
-                approval_task_id(call_id),
-                messages.task_approval_title(tool),
-                "complete" if approved else "error",
-                before=call_id,
-                output=messages.task_decided(approved=approved, outcome=str(data.get("outcome") or ""), by=by),
+                approval_task_id(event.call_id),
+                messages.task_approval_title(event.tool),
+                "complete" if event.approved else "error",
+                before=event.call_id,
+                output=messages.task_decided(approved=event.approved, outcome=event.outcome, by=event.by or None),
             )
-            if not approved:
-                tasks.put(call_id, None, "error", output=messages.TASK_NOT_RUN)
+            if not event.approved:
+                tasks.put(event.call_id, None, "error", output=messages.TASK_NOT_RUN)
         else:
             return False
         return True
 
-    def _show_loading(self, kind: str, data: dict[str, Any], names: dict[str, str]) -> None:
+    def _show_loading(self, event: RunEvent, names: dict[str, str]) -> None:
         """The loading status under the thread: what this step does right now."""
-        if kind == "iteration":
+        if isinstance(event, Iteration):
             self.loading.show(messages.LOADING_THINKING)
-        elif kind == "tool":
-            args = data.get("args")
-            self.loading.show(messages.loading_tool(str(data.get("tool")), args if isinstance(args, dict) else {}))
-        elif kind == "waiting_approval":
+        elif isinstance(event, ToolStarted):
+            self.loading.show(messages.loading_tool(event.tool, event.args))
+        elif isinstance(event, WaitingApproval):
             self.waiting = True
-            self.loading.show(messages.loading_approval(self._approvers(data), names))
+            self.loading.show(messages.loading_approval(self._approvers(event.category), names))
 
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: a pause for an approval leaves its "waiting for approval" status
