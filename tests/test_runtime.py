@@ -13,6 +13,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from bot import events
 from bot.guards import Limits
 from bot.model import AnthropicModel
 from bot.pricing import price_for
@@ -733,3 +734,47 @@ async def test_a_refusal_is_named_as_such(store, fake_anthropic, anthropic_clien
         "the model refused the request (stop_reason refusal)",
         1,
     )
+
+
+async def test_the_run_tells_its_watchers_in_typed_events(store, fake_anthropic, anthropic_client):
+    fake_anthropic.script(
+        reply(tool_use("check_cpu", {"host": "web-03"}, id="toolu_a")),
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "java-app"}, id="toolu_b")),
+        reply(text("Restarted java-app.")),
+    )
+    seen: list[events.RunEvent] = []
+
+    async def watch(event: events.RunEvent) -> None:
+        seen.append(event)
+        raise RuntimeError("a broken watcher")  # logged, never the run's problem
+
+    confirm, _ = await approve_as("U2")
+    run_id = await start(store)
+    result = await run(config(store, anthropic_client, confirm=confirm, on_event=watch), run_id)
+
+    assert result.stop_reason == StopReason.COMPLETED
+    # Current models think before each turn (summarized thinking): a Reasoning event per step.
+    assert [type(e).__name__ for e in seen] == [
+        "Iteration",
+        "Reasoning",
+        "ToolsAnnounced",
+        "ToolStarted",
+        "ToolDone",
+        "Iteration",
+        "Reasoning",
+        "ToolsAnnounced",
+        "WaitingApproval",
+        "ApprovalDecided",
+        "ToolStarted",
+        "ToolDone",
+        "Iteration",
+        "Reasoning",
+        "Finished",
+    ]
+    assert {e.run_id for e in seen} == {run_id}
+    announced = next(e for e in seen if isinstance(e, events.ToolsAnnounced))
+    assert announced.calls == (events.Announced(id="toolu_a", tool="check_cpu", args={"host": "web-03"}),)
+    decided = next(e for e in seen if isinstance(e, events.ApprovalDecided))
+    assert (decided.tool, decided.approved, decided.by) == ("restart_service", True, "U2")
+    assert isinstance(seen[-1], events.Finished) and seen[-1].result.output == "Restarted java-app."
+    assert seen[-1].tokens >= seen[0].tokens and seen[-1].cost_usd > 0
