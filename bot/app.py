@@ -109,11 +109,20 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     event_handlers = {"app_mention": mentions.on_mention, "message": on_message, "app_home_opened": home.on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
+    stop_desk = stop.StopDesk(
+        store=sup.store,
+        outbox=sup.outbox,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        policy=sup.policy,
+        approvals=sup.approval_desk,
+        stop=sup.stop,
+    )
     action_handlers = {
         APPROVE: lambda body: approvals.on_decision(sup.approval_desk, body, approve=True),
         DENY: lambda body: approvals.on_decision(sup.approval_desk, body, approve=False),
-        STOP: lambda body: stop.on_stop(sup, body),
-        FEEDBACK: lambda body: feedback.on_feedback(sup, body),
+        STOP: lambda body: stop.on_stop(stop_desk, body),
+        FEEDBACK: lambda body: feedback.on_feedback(sup.store, sup.outbox, body),
     }
     for action_id in ACTIONS:
         app.action(action_id)(_action_listener(action_handlers[action_id]))

@@ -11,17 +11,18 @@ from typing import Any
 
 import structlog
 
+from bot.store import Store
 from bot.types import Run
 from handlers import approvals
 from handlers.blocks import FEEDBACK, feedback_of
 from handlers.event_filters import dig
-from handlers.outbox import Failure
-from handlers.supervisor import Supervisor
+from handlers.outbox import Failure, Outbox
 
 log = structlog.get_logger("opsloop.feedback")
 
 
-async def on_feedback(sup: Supervisor, body: dict[str, Any]) -> None:
+async def on_feedback(store: Store, outbox: Outbox, body: dict[str, Any]) -> None:
+    """Store the click (`store`), once it is known to come from the run's answer (`outbox`: what it sent)."""
     user = dig(body, "user", "id")
     parsed = feedback_of(dig(body, "actions", 0, "value") or "")
     channel = dig(body, "channel", "id") or dig(body, "container", "channel_id")
@@ -30,28 +31,28 @@ async def on_feedback(sup: Supervisor, body: dict[str, Any]) -> None:
         log.warning("feedback.malformed", user=user, channel=channel)
         return
     value, run_id = parsed
-    run = await sup.store.find_run(run_id)
+    run = await store.find_run(run_id)
     if run is None or run.channel != channel:  # not a button opsloop put there: fail closed
         log.warning("feedback.unknown_run", run_id=run_id, channel=channel)
         return
-    if not await _on_its_answer(sup, run, where=approvals.clicked(body)):
+    if not await _on_its_answer(store, outbox, run, where=approvals.clicked(body)):
         log.warning("feedback.off_its_answer", run_id=run.id, channel=channel, ts=message_ts)
         return
     # Slack's id for this one click: a redelivered payload is the same click, a second click is a new one.
     click = f"{user}:{message_ts}:{dig(body, 'actions', 0, 'action_ts') or dig(body, 'trigger_id') or ''}"
-    if await sup.store.record_feedback(
+    if await store.record_feedback(
         click=click, run_id=run.id, user=user, value=value, channel=channel, message_ts=message_ts
     ):
         log.info("feedback.recorded", run_id=run.id, user=user, value=value.value)
 
 
-async def _on_its_answer(sup: Supervisor, run: Run, *, where: approvals.Clicked) -> bool:
+async def _on_its_answer(store: Store, outbox: Outbox, run: Run, *, where: approvals.Clicked) -> bool:
     """Whether the click came from a message of `run` carrying its feedback buttons (failing closed)."""
     if not where.channel or not where.ts or where.channel != run.channel:
         return False
-    if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await sup.store.outbox_items(run.id)):
+    if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await store.outbox_items(run.id)):
         return True
-    found = await approvals.bot_post_in_thread(sup.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await approvals.bot_post_in_thread(outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure) or found is None:
         return False
     return _names(found.get("blocks"), run.id)

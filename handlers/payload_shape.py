@@ -18,6 +18,8 @@ from typing import Any
 from slack_bolt.request import payload_utils as read
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from bot.errors import OpsloopError
+
 # What bolt builds for every middleware and listener, whether or not it is asked for (kwargs_injection).
 _READERS: tuple[Callable[[dict[str, Any]], Any], ...] = (
     read.to_options,
@@ -33,7 +35,7 @@ _READERS: tuple[Callable[[dict[str, Any]], Any], ...] = (
 _CALLBACK_TYPES = frozenset({"shortcut", "message_action", "interactive_message", "dialog_submission"})
 
 
-class Unreadable(ValueError):
+class Unreadable(OpsloopError, ValueError):
     """A Slack payload bolt would crash on; the message says which part, never the payload's text."""
 
 

@@ -2,47 +2,67 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from bot.store import Store
 from bot.types import Run, StopReason
 from handlers import approvals, messages
+from handlers.after_ack import AfterAck
+from handlers.approvals import ApprovalDesk
 from handlers.blocks import STOP
 from handlers.event_filters import dig
-from handlers.outbox import Failure
-from handlers.slack_out import ephemeral
-from handlers.supervisor import Supervisor
+from handlers.outbox import Failure, Outbox
+from handlers.policy import ApprovalPolicy
+from handlers.slack_out import SlackOut, ephemeral
 
 log = structlog.get_logger("opsloop.stop")
 
 
-async def on_stop(sup: Supervisor, body: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class StopDesk:
+    """What a Stop click needs, and nothing else: the run and its stop flag (store), what the bot posted (outbox:
+    the status message), who may stop (policy), the cards a stop supersedes, the refusals it sends after the ack,
+    and the Supervisor's `stop` (ends the run where it is driven)."""
+
+    store: Store
+    outbox: Outbox
+    out: SlackOut
+    after_ack: AfterAck
+    policy: ApprovalPolicy
+    approvals: ApprovalDesk
+    stop: Callable[[str], None]
+
+
+async def on_stop(desk: StopDesk, body: dict[str, Any]) -> None:
     user = dig(body, "user", "id")
     if not user:
         return  # malformed: nobody to answer
     run_id = dig(body, "actions", 0, "value") or ""
-    run = await sup.store.find_run(run_id)
+    run = await desk.store.find_run(run_id)
     if run is None or not run.active:
-        sup.after_ack.spawn(ephemeral(sup.out, body, messages.run_already_finished()), name="stop_refused")
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.run_already_finished()), name="stop_refused")
         return
     where = approvals.clicked(body)
-    if off := await _off_its_status(sup, run, where):
+    if off := await _off_its_status(desk, run, where):
         log.warning("stop.click_refused", run_id=run.id, user=user, channel=where.channel, ts=where.ts)
-        sup.after_ack.spawn(ephemeral(sup.out, body, off), name="stop_refused")
+        desk.after_ack.spawn(ephemeral(desk.out, body, off), name="stop_refused")
         return
     # Stopping is the safe direction: whoever may approve a change may also stop the run
     # (with no approvers configured, that is anyone in the channel).
-    if user != run.requester and not await sup.policy.may_approve(user, "mutating"):
-        sup.after_ack.spawn(ephemeral(sup.out, body, messages.not_allowed_to_stop()), name="stop_refused")
+    if user != run.requester and not await desk.policy.may_approve(user, "mutating"):
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.not_allowed_to_stop()), name="stop_refused")
         return
-    if await sup.store.request_stop(run_id, user):
+    if await desk.store.request_stop(run_id, user):
         # Recorded before the ack: a paused run asks nobody anything any more, whichever process resumes it.
-        await approvals.supersede_for_stop(sup.approval_desk, run_id, by=user, why=StopReason.CANCELLED.value)
-        sup.stop(run_id)
+        await approvals.supersede_for_stop(desk.approvals, run_id, by=user, why=StopReason.CANCELLED.value)
+        desk.stop(run_id)
 
 
-async def _off_its_status(sup: Supervisor, run: Run, where: approvals.Clicked) -> str | None:
+async def _off_its_status(desk: StopDesk, run: Run, where: approvals.Clicked) -> str | None:
     """None when the click came from this run's status message, else why it does not count (failing closed).
 
     The status message is the one on record, or (its ts never stored: posted, then the store failed or the
@@ -52,7 +72,7 @@ async def _off_its_status(sup: Supervisor, run: Run, where: approvals.Clicked) -
         return messages.stop_not_on_its_status()
     if where.ts == run.status_ts:
         return None
-    found = await approvals.bot_post_in_thread(sup.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await approvals.bot_post_in_thread(desk.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
         log.warning("stop.status_check_failed", run_id=run.id, error=found.error)
         return messages.status_not_checked() if found.transient else messages.stop_not_on_its_status()

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from slack_bolt.listener.async_listener_completion_handler import AsyncListenerCompletionHandler
 from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorHandler
 
 from bot.app import Opsloop, build, start
@@ -208,7 +207,7 @@ def result_text(block: dict[str, Any]) -> str:
 
 @dataclass
 class _Listeners:
-    """Counts deliveries that reached opsloop's listeners and listener runs that finished."""
+    """Counts the requests bolt dispatches and the dispatches that finished, and collects listener errors."""
 
     arrived: int = 0
     completed: int = 0
@@ -222,30 +221,29 @@ class _Listeners:
             self.changed.notify_all()
 
     def install(self, ops: Opsloop) -> None:
-        """A global middleware (runs after Bolt's self-event filter, before the ack) and
-        wrappers around Bolt's listener completion/error hooks (public extension points,
-        set on the runner because AsyncApp takes no completion handler argument)."""
+        """Every request bolt dispatches counts as arrived, and as completed once bolt's dispatch returns (with
+        process_before_response, after its listener ran), handled or not: a payload no listener takes (an
+        unknown type) completes too. Listener errors are collected from bolt's error hook (a public extension
+        point, set on the runner because AsyncApp takes no error handler argument)."""
         observer = self
+        dispatch = ops.app.async_dispatch
 
-        async def count_arrival(next: Callable[[], Any]) -> None:  # bolt injects `next` by name
+        async def counted(req: Any) -> Any:
             await observer.bump(arrived=1)
-            await next()
-
-        ops.app.middleware(count_arrival)
-        runner = ops.app._async_listener_runner
-        inner_done, inner_error = runner.listener_completion_handler, runner.listener_error_handler
-
-        class Completed(AsyncListenerCompletionHandler):
-            async def handle(self, request: Any, response: Any) -> None:
-                await inner_done.handle(request=request, response=response)
+            try:
+                return await dispatch(req)
+            finally:
                 await observer.bump(completed=1)
+
+        ops.app.async_dispatch = counted  # type: ignore[method-assign]
+        runner = ops.app._async_listener_runner
+        inner_error = runner.listener_error_handler
 
         class Failed(AsyncListenerErrorHandler):
             async def handle(self, error: Exception, request: Any, response: Any) -> None:
                 observer.errors.append(error)
                 await inner_error.handle(error=error, request=request, response=response)
 
-        runner.listener_completion_handler = Completed()
         runner.listener_error_handler = Failed()
 
     async def wait_idle(self, timeout: float) -> None:
