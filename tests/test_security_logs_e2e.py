@@ -34,7 +34,8 @@ async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_uns
 ) -> None:
     logs = tmp_path / "log"
     logs.mkdir()
-    # Python's re backtracks 2**64 times on the first line (about 50 s for this file); the timeout is 2 s.
+    # Python's re backtracks 2**64 times on the first line (about 50 s for this file); the timeout is 10 s: far
+    # under that, and room for a worker process to start on a loaded CI box (2 s timed out under xdist there).
     (logs / "api.log").write_text("a" * 64 + "b\naaaa\nbbbb\n" + "a" * 64 + "\n")
     calls = {
         "toolu_evil": {"path": "api.log", "pattern": "(a+)+$"},
@@ -45,7 +46,7 @@ async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_uns
         reply(text("Searching the log."), *(tool_use("grep_log", args, id=i) for i, args in calls.items())),
         reply(text("Two lines end in a run of a's.")),
     )
-    async with bot_env(tmp_path, fake_slack, fake_anthropic, config(logs, "[tools.timeouts]\ngrep_log = 2\n")) as env:
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config(logs, "[tools.timeouts]\ngrep_log = 10\n")) as env:
         channel, ts = await env.mention("api-7 logs look odd, search them", user=ALICE)
         final = await env.wait_final(channel, ts, timeout=60)
         try:
