@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from bot.backends import is_postgres
+from bot.backends import describe, is_postgres
 from bot.config import ConfigError, Settings, load_settings
 from bot.log import configure_logging
 from bot.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
@@ -99,7 +99,6 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
     """The one line for a database that can't be opened (SQLite or Postgres), or None for any other error."""
     import sqlite3
 
-    from bot.backends import describe
     from bot.unreachable import reason
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
@@ -147,7 +146,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
     if not Ledger(settings.db_path).forget(args.run_id):
-        return _fail([f"run {args.run_id!r} is not in incident memory ({settings.db_path})"])
+        return _fail([f"run {args.run_id!r} is not in incident memory ({describe(settings.db_path)})"])
     print(f"forgot {args.run_id}: it is no longer searched or offered")
     return 0
 
@@ -157,7 +156,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     ledger = Ledger(settings.db_path)
     run = ledger.find_run(args.run_id)
     if run is None:
-        return _fail([f"no run {args.run_id!r} in {settings.db_path}"])
+        return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
     if args.html:
         return write_timeline(settings, ledger, args.run_id, args.html)
     u = run.usage
@@ -187,7 +186,7 @@ def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -
 
     page = timeline_html(ledger, run_id, price_for=lambda m: price_for(m, settings.model.prices)[0], now=time.time())
     if page is None:
-        return _fail([f"no run {run_id!r} in {settings.db_path}"])
+        return _fail([f"no run {run_id!r} in {describe(settings.db_path)}"])
     if path == "-":
         sys.stdout.write(page)
         return 0

@@ -4,7 +4,7 @@ runs before any Ledger exists, so it gets plain `select`/`execute` functions rat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.incidents import (
@@ -49,15 +49,76 @@ _UPSERT = (
 )
 
 
-def write_record(execute: Execute, row: IncidentRow) -> None:
-    """Insert or replace one record and its facets (a run end retried after a crash writes it again, whole)."""
+def write_record(select: Select, execute: Execute, row: IncidentRow, *, count: bool = True) -> None:
+    """Insert or replace one record and its facets (a run end retried after a crash writes it again, whole),
+    and count its words in incident_terms (`count=False`: m015's backfill, before that table exists; m018
+    counts every record then)."""
+    run_id = row.fields["run_id"]
+    if count:
+        before = select(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM incidents WHERE run_id = ?", [run_id])
+        delta = dict.fromkeys(record_terms(before[0]), -1) if before else {}
+        for term in record_terms(row.fields):
+            delta[term] = delta.get(term, 0) + 1
+        count_terms(execute, delta)
     execute(_UPSERT, [row.fields[c] for c in COLUMNS])
-    execute("DELETE FROM incident_facets WHERE run_id = ?", [row.fields["run_id"]])
+    execute("DELETE FROM incident_facets WHERE run_id = ?", [run_id])
     for facet, value in row.facets:
         execute(
             "INSERT INTO incident_facets (run_id, facet, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            [row.fields["run_id"], facet, value],
+            [run_id, facet, value],
         )
+
+
+# --------------------------------------------------------------------------- word counts (incident_terms)
+
+SEARCH_COLUMNS = ("search_title", "search_targets", "search_body")
+RECORDS = ""  # incident_terms' row for the number of records: no word is empty
+_COUNT_BATCH = 400
+
+
+def record_terms(fields: Mapping[str, Any]) -> set[str]:
+    """The distinct words a record is indexed under (its search columns hold index_text's lexemes, space
+    separated, which is what both full-text engines index), plus RECORDS: one record."""
+    return {RECORDS, *" ".join(str(fields.get(c) or "") for c in SEARCH_COLUMNS).split()}
+
+
+def count_terms(execute: Execute, delta: Mapping[str, int]) -> None:
+    """Add `delta` to each word's record count, in word order (two replicas' run ends lock the rows they share
+    in the same order, so they never deadlock); words whose count reaches 0 are deleted."""
+    changed = sorted((t, n) for t, n in delta.items() if n)
+    for start in range(0, len(changed), _COUNT_BATCH):
+        batch = changed[start : start + _COUNT_BATCH]
+        execute(
+            f"INSERT INTO incident_terms (term, docs) VALUES {', '.join('(?, ?)' for _ in batch)} "
+            "ON CONFLICT (term) DO UPDATE SET docs = incident_terms.docs + excluded.docs",
+            [v for pair in batch for v in pair],
+        )
+    if any(n < 0 for _, n in changed):
+        execute("DELETE FROM incident_terms WHERE docs <= 0", [])
+
+
+def uncount_records(select: Select, execute: Execute, run_ids: Sequence[str]) -> None:
+    """Before records are deleted: their words are counted out of incident_terms."""
+    if not run_ids:
+        return
+    marks = ", ".join("?" for _ in run_ids)
+    rows = select(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM incidents WHERE run_id IN ({marks})", list(run_ids))
+    delta: dict[str, int] = {}
+    for r in rows:
+        for term in record_terms(r):
+            delta[term] = delta.get(term, 0) - 1
+    count_terms(execute, delta)
+
+
+def count_all(select: Select, execute: Execute) -> int:
+    """incident_terms from every stored record (m018, once): how many records were counted."""
+    delta: dict[str, int] = {}
+    rows = select(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM incidents", [])
+    for r in rows:
+        for term in record_terms(r):
+            delta[term] = delta.get(term, 0) + 1
+    count_terms(execute, delta)
+    return len(rows)
 
 
 def record_of_run(
@@ -115,5 +176,5 @@ def backfill(select: Select, execute: Execute) -> int:
         [],
     )
     for run in runs:
-        write_record(execute, record_of_run(select, run, kind=None, backfilled=True))
+        write_record(select, execute, record_of_run(select, run, kind=None, backfilled=True), count=False)
     return len(runs)

@@ -166,6 +166,71 @@ def pg_tsquery(tokens: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("'", "''") + "'" for t in tokens)
 
 
+# --------------------------------------------------------------------------- searching a large memory
+
+# Below FOCUS_FROM records a search ORs every word (exact bm25 / ts_rank order over every match: a few ms).
+# Above, ranking every record that shares one common word ("disk", "web", the service's name) is what costs:
+# at 100,000 records a task's words match 40,000 of them, and bm25 is ~1.5 µs a match. So a large memory is
+# searched the way Lucene's common-terms query does it: a word in more than COMMON_SHARE of the records is
+# common; the candidates are the records holding a rare word, or (no rare word) every common word, relaxed one
+# common word at a time until enough are found; every candidate is still ranked by ALL the query's words,
+# so a found record scores exactly as the plain OR search scores it. Only which records are considered
+# changes: one that shares nothing but a few common words with the query is no longer found. Both backends
+# plan from the same counts (incident_terms), so they consider the same records.
+FOCUS_FROM = 20_000
+COMMON_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """One pass of a search: the records holding any of `words` (`every`: all of them) are the candidates,
+    ranked by `words` and `rest` together (every query word that some record holds)."""
+
+    words: tuple[str, ...]
+    every: bool = False
+    rest: tuple[str, ...] = ()
+
+
+def search_plans(
+    tokens: Sequence[str], docs: Mapping[str, int], records: int, *, focus_from: int = FOCUS_FROM
+) -> list[SearchPlan]:
+    """The passes to run in order, stopping once they found the limit (a pass's matches join the earlier
+    ones'). `docs`: how many records hold each word (absent: none); `records`: how many there are."""
+    present = [t for t in tokens if docs.get(t, 0) > 0]  # a word no record holds scores nothing anywhere
+    if not present:
+        return []
+    everything = SearchPlan(tuple(present))
+    if records < focus_from:
+        return [everything]
+    cutoff = max(1.0, COMMON_SHARE * records)
+    rare = tuple(t for t in present if docs[t] <= cutoff)
+    common = sorted((t for t in present if docs[t] > cutoff), key=lambda t: (docs[t], present.index(t)))
+    plans = [SearchPlan(rare, rest=tuple(common))] if rare else []
+    for n in range(len(common), 1, -1):  # all the common words, then all but the commonest, …
+        plans.append(SearchPlan(tuple(common[:n]), every=True, rest=rare + tuple(common[n:])))
+    if common:
+        plans.append(SearchPlan(tuple(common[:1]), rest=rare + tuple(common[1:])))
+    if everything not in plans:  # nothing narrower found enough: every match, as below FOCUS_FROM
+        plans.append(everything)
+    return plans
+
+
+def fts5_plan(plan: SearchPlan) -> list[str]:
+    """The FTS5 MATCH texts of one pass. bm25 scores only the phrases its MATCH names, each once, so the words
+    that rank but don't select (`rest`) go in as `(W) AND (rest)` and `(W) NOT (rest)`: two queries that
+    together match W's records, every query word named exactly once in each."""
+    words = fts5_match(plan.words) if not plan.every else " AND ".join(fts5_match([w]) for w in plan.words)
+    if not plan.rest:
+        return [words]
+    rest = fts5_match(plan.rest)
+    return [f"({words}) AND ({rest})", f"({words}) NOT ({rest})"]
+
+
+def pg_plan(plan: SearchPlan) -> str:
+    """The to_tsquery text that selects one pass's candidates (Postgres ranks them by a second, whole query)."""
+    return pg_tsquery(plan.words) if not plan.every else " & ".join(pg_tsquery([w]) for w in plan.words)
+
+
 def check_limit(limit: int) -> int:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")

@@ -17,7 +17,7 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from bot.errors import OpsloopError
-from bot.incident_rows import backfill
+from bot.incident_rows import backfill, count_all
 from bot.migrations_pg import PG_MIGRATIONS as PG_MIGRATIONS  # re-exported: importers keep bot.migrations
 from bot.migrations_sql import (
     ALERT_PAYLOADS,
@@ -25,6 +25,7 @@ from bot.migrations_sql import (
     CHANGE_EVENTS,
     FEEDBACK_LATEST,
     INCIDENT_FACETS,
+    INCIDENT_TERMS,
     INCIDENTS_COLUMNS,
     SUMMARIES,
     alert_titles,
@@ -407,6 +408,16 @@ def m017_summaries(db: sqlite_utils.Database) -> None:
     """The living summary (INVESTIGATION.md §3): every accepted update_summary, with its run step and time (JSON)."""
     db.execute(SUMMARIES)
     db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
+
+
+@sqlite_migrations()
+def m018_incident_terms(db: sqlite_utils.Database) -> None:
+    """Incident memory's word counts (bot.incidents.search_plans reads them to search a large memory by its rare
+    words first), counted from every stored record; and an index holding what the search filters and orders
+    by, so ranking thousands of matches reads no record (a record's answer spans overflow pages)."""
+    db.execute(INCIDENT_TERMS)
+    db.execute("CREATE INDEX idx_incidents_ranked ON incidents (id, kind, channel, feedback, ended_at, run_id)")
+    count_all(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
 
 
 def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bot.incident_rows import backfill
+from bot.incident_rows import backfill, count_all
 from bot.migrations_sql import (
     ALERT_PAYLOADS,
     CAUSE_FROM_REASON,
     CHANGE_EVENTS,
     FEEDBACK_LATEST,
     INCIDENT_FACETS,
+    INCIDENT_TERMS,
     INCIDENTS_COLUMNS,
     SUMMARIES,
     alert_titles,
@@ -35,6 +36,18 @@ def _pg_incidents(conn: Any) -> None:
         CREATE INDEX idx_incidents_search ON incidents USING GIN (search);
         {INCIDENT_FACETS}""")
 
+    backfill(*_calls(conn))
+
+
+def _pg_incident_terms(conn: Any) -> None:
+    """m018 on Postgres: the word counts, counted from every stored record."""
+    conn.execute(INCIDENT_TERMS)
+    count_all(*_calls(conn))
+
+
+def _calls(conn: Any) -> tuple[Callable[[str, list[Any]], list[dict[str, Any]]], Callable[[str, list[Any]], int]]:
+    """`select` and `execute` in the `?` SQL both backends share (bot.incident_rows), on a psycopg connection."""
+
     def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
         cur = conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
         cols = [c.name for c in cur.description]
@@ -43,7 +56,7 @@ def _pg_incidents(conn: Any) -> None:
     def execute(sql: str, params: list[Any]) -> int:
         return int(conn.execute(sql.replace("%", "%%").replace("?", "%s"), params).rowcount)
 
-    backfill(select, execute)
+    return select, execute
 
 
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
@@ -153,4 +166,5 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
     "m016_change_events": ";\n".join(CHANGE_EVENTS) + ";",
     "m017_summaries": SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
+    "m018_incident_terms": _pg_incident_terms,  # Python: words are counted as the search splits them
 }

@@ -73,3 +73,6 @@ SUMMARIES = (
     "CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
     "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)"
 )
+# Incident memory's word counts: how many records hold each word (the row '' counts the records), kept in the
+# transaction that writes or deletes a record, read by the search to tell rare words from common ones.
+INCIDENT_TERMS = "CREATE TABLE incident_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL)"

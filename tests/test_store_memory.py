@@ -13,7 +13,8 @@ import pytest
 import sqlite_utils
 
 from bot.backends import is_postgres
-from bot.incidents import IncidentChange, IncidentFeedback, Targets
+from bot.incident_rows import record_terms
+from bot.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets, search_plans
 from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, sqlite_migrations
 from bot.store import Ledger, Store
 from bot.types import ApprovalState, DecisionCause, FeedbackValue, Run, StopReason
@@ -519,3 +520,103 @@ async def test_the_migration_backfills_finished_runs_as_private(db_url: str) -> 
         assert SECRET not in repr(incident)
     finally:
         await store.close()
+    assert stored_counts(db_url) == recounted(db_url)  # m018 counted the backfilled record's words
+
+
+# --------------------------------------------------------------------------- a large memory: word counts, plans
+
+
+def _rows(location: str, sql: str) -> list[tuple[object, ...]]:
+    if is_postgres(location):
+        with psycopg.connect(location, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(sql).fetchall()]
+    db = sqlite_utils.Database(location)
+    try:
+        return [tuple(r) for r in db.execute(sql).fetchall()]
+    finally:
+        db.close()
+
+
+def stored_counts(location: str) -> dict[str, int]:
+    return {str(t): int(str(n)) for t, n in _rows(location, "SELECT term, docs FROM incident_terms")}
+
+
+def recounted(location: str) -> dict[str, int]:
+    """incident_terms as it should be: every stored record's words counted afresh."""
+    counts: dict[str, int] = {}
+    for title, targets, body in _rows(location, "SELECT search_title, search_targets, search_body FROM incidents"):
+        for term in record_terms({"search_title": title, "search_targets": targets, "search_body": body}):
+            counts[term] = counts.get(term, 0) + 1
+    return counts
+
+
+async def test_word_counts_follow_every_write_replace_forget_and_sweep(store: Store, db_url: str) -> None:
+    a = await remember(store, "web-03 disk full on /var", host="web-03", output="cleaned logs on web-03")
+    b = await remember(store, "db-1 disk latency", output="raised iops")
+    await remember(store, "checkout-api p99 latency")
+    assert stored_counts(db_url) == recounted(db_url)
+    assert stored_counts(db_url)[""] == 3 and stored_counts(db_url)["disk"] == 2
+    await store.record_incident(a.id, kind="public", answer="rotated nginx logs instead")  # replaced, recounted
+    assert stored_counts(db_url) == recounted(db_url)
+    assert "cleaned" not in stored_counts(db_url) and stored_counts(db_url)["nginx"] == 1
+    assert await store.forget(b.id)
+    assert stored_counts(db_url) == recounted(db_url) and "iops" not in stored_counts(db_url)
+    assert await store.sweep_incidents(1, now=store.now() + 2 * DAY) == 2
+    assert stored_counts(db_url) == {}
+    if not is_postgres(db_url):  # the words counted are the words FTS5 indexed, one record each
+        await remember(store, "Ünïcode DiskFull naïve café-42 web_03 x²", output="ẞtraße ǅ ﬁx İstanbul")
+        db = sqlite_utils.Database(db_url)
+        try:
+            db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, incidents_fts, 'row')")
+            fts = {str(t): int(n) for t, n in db.execute("SELECT term, doc FROM temp.vocab").fetchall()}
+        finally:
+            db.close()
+        assert fts == {t: n for t, n in stored_counts(db_url).items() if t}
+
+
+async def test_a_large_memory_is_searched_by_its_rare_words_and_ranks_like_the_whole_search(store: Store) -> None:
+    """Past focus_from records, the candidates are the records holding a rare word (here: in at most 1% of
+    them, or one record), then the common words' records; each is scored exactly as the plain search scores it
+    (every query word ranks), on both backends alike."""
+    for i in range(40):  # "disk" is common (in every record); "inode" and "iostat" are in one record each
+        await remember(store, f"web-{i:02d} disk full", output="cleaned logs")
+    rare = await remember(store, "web-40 disk inode exhaustion", output="cleaned logs")
+    only_rare = await remember(store, "db iostat alert", output="nothing")
+    query = "disk inode iostat"
+    plain = await store.search_incidents(query, channel="C1", limit=5, focus_from=10**9)
+    focused = await store.search_incidents(query, channel="C1", limit=5, focus_from=0)
+    ids = [m.incident.run_id for m in focused]
+    assert set(ids[:2]) == {rare.id, only_rare.id} and len(ids) == 5  # the rare words outrank the common one
+    assert ids == [m.incident.run_id for m in plain]  # here the rare words' records and then the common word's
+    exact = {m.incident.run_id: m.score for m in plain}
+    for m in focused:  # a found record's score is the whole search's score for it
+        assert m.score == pytest.approx(exact[m.incident.run_id], rel=1e-9)
+    # two asked: the rare words' pass found two, so no record of only the common word was ranked at all
+    assert set(await found(store, query, limit=2, focus_from=0)) == {rare.id, only_rare.id}
+
+
+async def test_only_common_words_need_every_one_then_relax_the_commonest_first(store: Store) -> None:
+    both = [await remember(store, f"checkout latency {i}", output="scaled up") for i in range(3)]
+    for i in range(3):
+        await remember(store, f"checkout errors {i}", output="rolled back")
+    latency = await remember(store, "search latency", output="reindexed")
+    all_words = await found(store, "checkout latency", limit=3, focus_from=0)
+    assert set(all_words) == {r.id for r in both}  # every common word: three found, the limit, done
+    relaxed = await found(store, "checkout latency", limit=4, focus_from=0)
+    assert set(relaxed) == {*(r.id for r in both), latency.id}  # then "latency" alone: the rarer word's records
+
+
+def test_search_plans_split_rare_from_common_words_and_end_with_everything() -> None:
+    docs = {"web": 20_000, "03": 500, "disk": 8_000, "full": 8_000, "inode": 0}
+    tokens = ["web", "03", "disk", "full", "inode"]
+    assert search_plans(tokens, docs, 10_000) == [SearchPlan(("web", "03", "disk", "full"))]  # small: every word
+    assert search_plans(tokens, docs, 100_000) == [
+        SearchPlan(("03",), rest=("disk", "full", "web")),
+        SearchPlan(("disk", "full", "web"), every=True, rest=("03",)),
+        SearchPlan(("disk", "full"), every=True, rest=("03", "web")),
+        SearchPlan(("disk",), rest=("03", "full", "web")),
+        SearchPlan(("web", "03", "disk", "full")),
+    ]
+    assert search_plans(["03"], docs, 100_000) == [SearchPlan(("03",))]
+    assert search_plans(["web"], docs, 100_000) == [SearchPlan(("web",))]
+    assert search_plans(["inode"], docs, 100_000) == []  # no record holds it: nothing to search

@@ -12,21 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.incident_rows import record_of_run, write_record
+from bot.incident_rows import RECORDS, record_of_run, uncount_records, write_record
 from bot.incidents import (
     DEFAULT_LIMIT,
+    FOCUS_FROM,
     WEIGHTS,
     Incident,
-    IncidentFeedback,
     IncidentMatch,
+    SearchPlan,
     Targets,
     check_kind,
     check_limit,
     decode_incident,
-    fts5_match,
+    fts5_plan,
     latest_feedback,
+    pg_plan,
     pg_tsquery,
     query_tokens,
+    search_plans,
 )
 from bot.store.entry import entry
 from bot.store.rows import _marks
@@ -37,12 +40,18 @@ _READ = (
     "run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "
     "targets, labels, changes, answer, feedback, backfilled"
 )
-_SELECTED = ", ".join(f"i.{c.strip()}" for c in _READ.split(","))
+# What ranking reads of each candidate (SQLite: all in idx_incidents_ranked); the records are read for the best.
+_RANKED = "i.run_id, i.ended_at, (i.feedback = 'not_helpful') AS not_helpful"
 # ts_rank's weights of D (body), C (unused), B (targets), A (title): WEIGHTS, scaled to ts_rank's 0..1.
 _PG_WEIGHTS = f"'{{{WEIGHTS['body'] / 10}, 0.2, {WEIGHTS['targets'] / 10}, {WEIGHTS['title'] / 10}}}'"
 # ts_rank's normalization 1 divides by 1 + log(length): like bm25, a match in a short record outranks one in a long
 # record, so both backends order a corpus alike.
 SWEEP_BATCH = 500
+
+
+def _order(r: Mapping[str, Any]) -> tuple[bool, float, float, str]:
+    """The SQL's ORDER BY, for merging passes: not-helpful last, best score, latest end, run id."""
+    return bool(r["not_helpful"]), -float(r["score"]), -float(r["ended_at"]), str(r["run_id"])
 
 
 class MemoryRows(LedgerBase):
@@ -82,7 +91,7 @@ class MemoryRows(LedgerBase):
                 answer=answer,
                 permalink=permalink,
             )
-            write_record(self._write, record)
+            write_record(self._select, self._write, record)
             if kind is not None:
                 self._write(
                     "UPDATE incidents SET kind = ? WHERE channel = ? AND kind != ?",
@@ -105,13 +114,23 @@ class MemoryRows(LedgerBase):
         service: str | None = None,
         alertname: str | None = None,
         limit: int = DEFAULT_LIMIT,
+        focus_from: int = FOCUS_FROM,
     ) -> list[IncidentMatch]:
         """Records matching any of the query's words, best first, that a run in `channel` may see; filtered
-        to those whose targets or labels name exactly `host`, `service`, `alertname`. Not-helpful ones last."""
+        to those whose targets or labels name exactly `host`, `service`, `alertname`. Not-helpful ones last.
+        From `focus_from` records on, a large memory is searched by its rare words first (search_plans)."""
         limit = check_limit(limit)
         tokens = query_tokens(query)
         if not tokens:
             return []
+        counts = {
+            str(r["term"]): int(r["docs"])
+            for r in self._select(
+                f"SELECT term, docs FROM incident_terms WHERE term IN ({_marks([RECORDS, *tokens])})",
+                [RECORDS, *tokens],
+            )
+        }
+        plans = search_plans(tokens, counts, counts.get(RECORDS, 0), focus_from=focus_from)
         where = ["(i.kind = 'public' OR i.channel = ?)"]
         params: list[Any] = [channel]
         for facet, value in (("host", host), ("service", service), ("alertname", alertname)):
@@ -120,29 +139,53 @@ class MemoryRows(LedgerBase):
                     "EXISTS (SELECT 1 FROM incident_facets f WHERE f.run_id = i.run_id AND f.facet = ? AND f.value = ?)"
                 )
                 params += [facet, value]
-        order = "(i.feedback = 'not_helpful'), score DESC, i.ended_at DESC, i.run_id"
-        if self.backend == "postgres":
-            sql = (
-                f"SELECT {_SELECTED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score "
-                "FROM incidents i, to_tsquery('simple', ?) q WHERE i.search @@ q AND "
-            )
-            match = pg_tsquery(tokens)
-        else:
-            weights = ", ".join(str(WEIGHTS[c]) for c in ("title", "targets", "body"))
-            sql = (
-                f"SELECT {_SELECTED}, -bm25(incidents_fts, {weights}) AS score FROM incidents_fts "
-                "JOIN incidents i ON i.id = incidents_fts.rowid WHERE incidents_fts MATCH ? AND "
-            )
-            match = fts5_match(tokens)
-        rows = self._select(sql + " AND ".join(where) + f" ORDER BY {order} LIMIT {limit}", [match, *params])
+        tail = (
+            " AND ".join(where) + f" ORDER BY (i.feedback = 'not_helpful'), score DESC, i.ended_at DESC, "
+            f"i.run_id LIMIT {limit}"
+        )
+        ranked: dict[str, dict[str, Any]] = {}
+        for plan in plans:
+            for sql, match in self._ranking(plan, tokens):
+                for r in self._select(sql + tail, [*match, *params]):
+                    ranked[str(r["run_id"])] = r
+            if len(ranked) >= limit:
+                break
+        best = sorted(ranked.values(), key=_order)[:limit]
+        if not best:
+            return []
+        ids = [str(r["run_id"]) for r in best]
+        full = {
+            str(r["run_id"]): r
+            for r in self._select(f"SELECT {_READ} FROM incidents WHERE run_id IN ({_marks(ids)})", ids)
+        }
         return [
             IncidentMatch(
-                incident=decode_incident(r),
+                incident=decode_incident(full[r["run_id"]]),
                 score=float(r["score"]),
-                not_helpful=r["feedback"] == IncidentFeedback.NOT_HELPFUL.value,
+                not_helpful=bool(r["not_helpful"]),
             )
-            for r in rows
+            for r in best
+            if r["run_id"] in full
         ]
+
+    def _ranking(self, plan: SearchPlan, tokens: list[str]) -> list[tuple[str, list[str]]]:
+        """One pass's queries (SQL up to its WHERE's filters, and the MATCH parameters): each answers its
+        candidates' run_id, score, not-helpful flag and end, read from an index, not the records."""
+        if self.backend == "postgres":
+            return [
+                (
+                    f"SELECT {_RANKED}, ts_rank({_PG_WEIGHTS}, i.search, q, 1) AS score FROM incidents i, "
+                    "to_tsquery('simple', ?) m, to_tsquery('simple', ?) q WHERE i.search @@ m AND ",
+                    [pg_plan(plan), pg_tsquery(plan.words + plan.rest)],
+                )
+            ]
+        weights = ", ".join(str(WEIGHTS[c]) for c in ("title", "targets", "body"))
+        sql = (
+            f"SELECT {_RANKED}, -bm25(incidents_fts, {weights}) AS score FROM incidents_fts "
+            "JOIN incidents i INDEXED BY idx_incidents_ranked ON i.id = incidents_fts.rowid "
+            "WHERE incidents_fts MATCH ? AND "
+        )
+        return [(sql, [match]) for match in fts5_plan(plan)]
 
     def note_incident_feedback(self, run_id: str) -> bool:
         """The record takes its run's latest feedback click (call it with `record_feedback`, in its
@@ -154,6 +197,7 @@ class MemoryRows(LedgerBase):
     def forget(self, run_id: str) -> bool:
         """Take a run out of memory (its record, facets and full-text entry); False when it was not there."""
         with self._atomic():
+            uncount_records(self._select, self._write, [run_id])
             self._write("DELETE FROM incident_facets WHERE run_id = ?", [run_id])
             return self._write("DELETE FROM incidents WHERE run_id = ?", [run_id]) == 1
 
@@ -173,6 +217,7 @@ class MemoryRows(LedgerBase):
             ids = [str(r["run_id"]) for r in rows]
             if not ids:
                 return 0
+            uncount_records(self._select, self._write, ids)
             self._write(f"DELETE FROM incident_facets WHERE run_id IN ({_marks(ids)})", ids)
             return self._write(f"DELETE FROM incidents WHERE run_id IN ({_marks(ids)})", ids)
 
