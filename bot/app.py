@@ -106,7 +106,19 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
         if desk is None or not await desk.on_message(body, event):  # an alert starts a run; the rest as before
             await replies.on_message(sup, body, event)
 
-    event_handlers = {"app_mention": mentions.on_mention, "message": on_message, "app_home_opened": home.on_home_opened}
+    home_desk = home.HomeDesk(
+        store=sup.store,
+        membership=sup.membership,
+        policy=sup.policy,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        max_steps=sup.settings.limits.max_iterations,
+    )
+
+    async def on_home_opened(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await home.on_home_opened(home_desk, body, event)
+
+    event_handlers = {"app_mention": mentions.on_mention, "message": on_message, "app_home_opened": on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     stop_desk = stop.StopDesk(

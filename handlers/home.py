@@ -5,15 +5,20 @@ incident channel's tasks and links stay in it. Read from the store when the tab 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from bot.store import Store
 from bot.types import Run
 from handlers import messages
+from handlers.after_ack import AfterAck
 from handlers.event_filters import dig
 from handlers.links import permalink
-from handlers.supervisor import Supervisor
+from handlers.membership import Membership
+from handlers.policy import ApprovalPolicy
+from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.home")
 
@@ -22,33 +27,47 @@ SHOWN_MAX = 20  # active runs and approvals each: a Home tab holds at most 100 b
 TASK_SHOWN = 80
 
 
-async def on_home_opened(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class HomeDesk:
+    """What the Home tab reads, and nothing else: the runs and approvals (store), who is in which conversation
+    (membership), who may decide an approval (policy), the step limit it shows, where it publishes (out) and the
+    after-ack task set it publishes from."""
+
+    store: Store
+    membership: Membership
+    policy: ApprovalPolicy
+    out: SlackOut
+    after_ack: AfterAck
+    max_steps: int
+
+
+async def on_home_opened(desk: HomeDesk, body: dict[str, Any], event: dict[str, Any]) -> None:
     user = dig(event, "user")
     if not user or event.get("tab", "home") != "home":
         return
-    sup.after_ack.spawn(publish_home(sup, user), name=f"home:{user}")
+    desk.after_ack.spawn(publish_home(desk, user), name=f"home:{user}")
 
 
-async def publish_home(sup: Supervisor, user: str) -> bool:
+async def publish_home(desk: HomeDesk, user: str) -> bool:
     """Publish `user`'s Home tab from what the store says now."""
-    return await sup.out.publish_home(user=user, blocks=await home_blocks(sup, user))
+    return await desk.out.publish_home(user=user, blocks=await home_blocks(desk, user))
 
 
-async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
+async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
     """The viewer's tab: only runs and approvals of conversations they are in (Slack says which; when it can't,
     none at all, and a line saying so)."""
-    member_of = await sup.membership.conversations(user)
+    member_of = await desk.membership.conversations(user)
     seen = member_of or frozenset()
-    active = [r for r in await sup.store.active_runs() if r.channel in seen]
-    recent = [r for r in await sup.store.list_runs(limit=RECENT * 5) if not r.active and r.channel in seen][:RECENT]
+    active = [r for r in await desk.store.active_runs() if r.channel in seen]
+    recent = [r for r in await desk.store.list_runs(limit=RECENT * 5) if not r.active and r.channel in seen][:RECENT]
     runs = {r.id: r for r in active}
     decidable = []
-    for approval in await sup.store.pending_approvals():
+    for approval in await desk.store.pending_approvals():
         if (approval.channel or getattr(runs.get(approval.run_id), "channel", None)) not in seen:
             continue
-        if await sup.policy.may_approve(user, approval.category):  # the policy decides, as for a click
+        if await desk.policy.may_approve(user, approval.category):  # the policy decides, as for a click
             decidable.append(approval)
-    max_steps = sup.settings.limits.max_iterations
+    max_steps = desk.max_steps
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
     if member_of is None:
         blocks.append(_context(messages.HOME_NOT_CHECKED))
@@ -83,7 +102,7 @@ async def home_blocks(sup: Supervisor, user: str) -> list[dict[str, Any]]:
     blocks.append({"type": "divider"})
 
     blocks.append(_section(messages.HOME_RECENT))
-    failed = await sup.store.failed_tool_calls([r.id for r in recent])
+    failed = await desk.store.failed_tool_calls([r.id for r in recent])
     blocks += [
         _section(
             messages.home_recent_run(
