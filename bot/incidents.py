@@ -175,8 +175,11 @@ def pg_tsquery(tokens: Sequence[str]) -> str:
 # common; the candidates are the records holding a rare word, or (no rare word) every common word, relaxed one
 # common word at a time until enough are found; every candidate is still ranked by ALL the query's words,
 # so a found record scores exactly as the plain OR search scores it. Only which records are considered
-# changes: one that shares nothing but a few common words with the query is no longer found. Both backends
-# plan from the same counts (incident_terms), so they consider the same records.
+# changes: one that shares nothing but common words with the query is found only when the rare words' records
+# are fewer than asked (a stray rare word, "again", can stand in front of them). A pass naming the rare words
+# OR all the common ones in one MATCH would not do: FTS5 reports no instance of a phrase inside an AND that
+# failed for the row, so those words would go unscored. Both backends plan from the same counts
+# (incident_terms), so they consider the same records.
 FOCUS_FROM = 20_000
 COMMON_SHARE = 0.01
 
