@@ -27,6 +27,7 @@ from typing import Any
 import anthropic
 
 from bench import alerts, postgres, product, ssh, surfaces, warm
+from bench import changes as changes_bench
 from bench import memory as memory_bench_
 from bench import replay as replay_bench
 from bench import runbooks as runbooks_bench_
@@ -632,6 +633,7 @@ async def main(args: argparse.Namespace) -> None:
     await peers_bench(report, args)
     await acks_bench(report, args)
     await runbooks_bench_.bench(report, args)
+    await changes_bench.bench(report, args)
     await memory_bench_.bench(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))
@@ -640,27 +642,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {HERE / 'RESULTS.md'} in {time.monotonic() - began:.0f} s")
 
 
-ORDER = [
-    "1.",
-    "2.",
-    "3.",
-    "4.",
-    "5.",
-    "6.",
-    "7.",
-    "8.",
-    "9.",
-    "10",
-    "11",
-    "12",
-    "13",
-    "14",
-    "15",
-    "16",
-    "Ru",
-    "su",
-    "Me",
-]
+ORDER = ["1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "9.", "10", "11", "12", "13", "14", "15", "16"]
+ORDER += ["Ru", "Ch", "su", "Me"]  # runbooks, changes, summary, memory
 POSTGRES = ("9.", "10.")  # the summary rows and sections `--only postgres` refreshes
 SSH = ("11.",)  # … and `--only ssh`
 REPLAY = ("12.",)  # … and `--only replay`
@@ -764,6 +747,7 @@ ONLY = {
     "acks": (acks_bench, ACKS, "Section 16 "),
     "profile": (profile_bench, ("Profile",), "The profile "),
     "runbooks": (runbooks_bench_.bench, ("Runbooks",), "The runbooks section "),
+    "changes": (changes_bench.bench, ("Changes",), "The changes section "),
     "summary": (summary_bench, SUMMARY, "Section summary "),
     "memory": (memory_bench_.bench, ("Memory",), "The memory section "),
 }
@@ -827,7 +811,8 @@ if __name__ == "__main__":
         help="postgres: only the Postgres benchmarks (9 and 10); ssh: only the SSH one (11); replay: "
         "only the replay benchmark (12); alerts: alerts (13); surfaces: streamed answers (14); "
         "peers: warm peers in one process (15); acks: cold and warm ack bursts (16); "
-        "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); summary: one "
+        "runbooks: 1,000 runbooks matched and cold-loaded (Runbooks); changes: recent_changes over every "
+        "source vs its slowest, and acks while POST /changes is flooded (Changes); summary: one "
         "update_summary call and the status message at the limits; memory: incident search at 10,000 and "
         "100,000 on both backends (bench/memory.py); spliced "
         "into the existing RESULTS.md; k8s: only the Kubernetes reads benchmark (bench/k8s.py), "

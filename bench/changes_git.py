@@ -21,12 +21,12 @@ RUNS = 20
 FIRST = datetime(2026, 11, 25, 0, 0, tzinfo=UTC)
 
 
-def make_repo(path: Path) -> datetime:
-    """A bare repository with COMMITS commits one minute apart on main; the last commit's time."""
+def make_repo(path: Path, first: datetime = FIRST) -> datetime:
+    """A bare repository with COMMITS commits one minute apart on main from `first`; the last commit's time."""
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(path)], env=git_env(), check=True)
     lines: list[str] = []
     for i in range(COMMITS):
-        when = int((FIRST + timedelta(minutes=i)).timestamp())
+        when = int((first + timedelta(minutes=i)).timestamp())
         name = f"{'k8s' if i % 2 else 'docs'}/file{i % 50}.yaml"
         content = f"revision: {i}\n"
         message = f"change {i}: bump {name}\n"
@@ -50,7 +50,7 @@ def make_repo(path: Path) -> datetime:
         env=git_env(),
         check=True,
     )
-    return FIRST + timedelta(minutes=COMMITS - 1)
+    return first + timedelta(minutes=COMMITS - 1)
 
 
 async def timed(repo: GitRepo, since: datetime, until: datetime, max_commits: int) -> tuple[float, int]:
