@@ -51,6 +51,7 @@ TABLES = {
     "streams",
     "incidents",
     "incident_facets",
+    "incident_terms",
     "summaries",
     "change_events",
     "opsloop_migrations",
