@@ -132,7 +132,11 @@ class IncidentRow:
 def terms(text: str) -> list[str]:
     """The lexemes both backends index and query: lower-cased letter/digit runs without diacritics, and a
     camel-cased name's parts after it (an alert's `DiskFull` is found by "disk full" too)."""
-    folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    folded = (  # ASCII has nothing to decompose: the per-character pass is most of a long text's cost
+        text
+        if text.isascii()
+        else "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    )
     out: list[str] = []
     for token in _TOKEN.findall(folded):
         if len(token) > MAX_TOKEN_CHARS:

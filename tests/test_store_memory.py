@@ -606,6 +606,20 @@ async def test_only_common_words_need_every_one_then_relax_the_commonest_first(s
     assert set(relaxed) == {*(r.id for r in both), latency.id}  # then "latency" alone: the rarer word's records
 
 
+async def test_a_stray_rare_word_does_not_hide_the_records_of_the_common_ones(store: Store) -> None:
+    """ "again" is in one record (rare), which shares nothing else with the query: the rare words' pass found
+    as many as asked, but none holding two of the query's words, so every common word's records are ranked
+    too, and the one holding them outranks it, as in the plain search."""
+    for i in range(4):
+        await remember(store, f"checkout latency {i}", output="scaled up")
+    for i in range(20):
+        await remember(store, f"redis evictions {i}", output="raised maxmemory")
+    stray = await remember(store, "unrelated cron job", output="ran again")
+    plain = await found(store, "checkout latency again", limit=1, focus_from=10**9)
+    focused = await found(store, "checkout latency again", limit=1, focus_from=0)
+    assert focused == plain and focused != [stray.id]
+
+
 def test_search_plans_split_rare_from_common_words_and_end_with_everything() -> None:
     docs = {"web": 20_000, "03": 500, "disk": 8_000, "full": 8_000, "inode": 0}
     tokens = ["web", "03", "disk", "full", "inode"]

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.incident_rows import RECORDS, record_of_run, uncount_records, write_record
+from bot.incident_rows import (
+    RECORDS,
+    SEARCH_COLUMNS,
+    record_of_run,
+    record_terms,
+    uncount_records,
+    write_record,
+)
 from bot.incidents import (
     DEFAULT_LIMIT,
     FOCUS_FROM,
@@ -144,11 +151,27 @@ class MemoryRows(LedgerBase):
             f"i.run_id LIMIT {limit}"
         )
         ranked: dict[str, dict[str, Any]] = {}
-        for plan in plans:
+        shared: dict[str, int] = {}  # run_id: how many of the query's words the record holds
+        wanted = set(tokens)
+        for n, plan in enumerate(plans):
             for sql, match in self._ranking(plan, tokens):
                 for r in self._select(sql + tail, [*match, *params]):
                     ranked[str(r["run_id"])] = r
-            if len(ranked) >= limit:
+            if n + 1 == len(plans):
+                break
+            if n + 2 == len(plans) and len(ranked) >= limit:
+                break  # the last pass ranks every match: only when the narrower ones found fewer than asked
+            best = sorted(ranked.values(), key=_order)[:limit]
+            unknown = [str(r["run_id"]) for r in best if str(r["run_id"]) not in shared]
+            if unknown:
+                for r in self._select(
+                    f"SELECT run_id, {', '.join(SEARCH_COLUMNS)} FROM incidents WHERE run_id IN ({_marks(unknown)})",
+                    unknown,
+                ):
+                    shared[str(r["run_id"])] = len(wanted & record_terms(r))
+            # Enough found, each holding two of the query's words: a stray rare word ("again") found records
+            # that share only it, and the common words' records are still to be ranked.
+            if sum(shared.get(str(r["run_id"]), 0) >= min(2, len(wanted)) for r in best) >= limit:
                 break
         best = sorted(ranked.values(), key=_order)[:limit]
         if not best:
