@@ -18,11 +18,13 @@ from tools.changes.model import Change, timeline
 from tools.changes.packages import (
     HostReport,
     host_changes,
+    in_window,
     parse_apt_history,
     parse_dpkg_log,
     parse_offset,
     parse_report,
     report_changes,
+    stamp_bounds,
 )
 from tools.remote.inventory import Inventory, SshSettings
 from tools.remote.pool import SshPool
@@ -144,6 +146,69 @@ def test_the_window_keeps_dpkg_over_apt_and_adds_a_boot_inside_it() -> None:
         "oldtool removed (was 0.9)",
         "oldtool purged (was 0.9)",
         "ok installed 1.0",
+    ]
+
+
+def dpkg_lines(first: datetime, count: int, step: timedelta) -> str:
+    """`count` upgrade lines (each with a status line after it, as dpkg writes) `step` apart from `first`, a
+    naive local time as dpkg.log has it."""
+    out = []
+    for i in range(count):
+        stamp = (first + i * step).strftime("%Y-%m-%d %H:%M:%S")
+        out += [f"{stamp} upgrade p{i}:amd64 1.{i} 1.{i + 1}", f"{stamp} status installed p{i}:amd64 1.{i + 1}"]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("offset", ["+0000", "+0100", "-0530", "+1345", "-1200"])
+def test_the_dpkg_window_skip_answers_what_parsing_everything_then_windowing_does(offset: str) -> None:
+    tz = parse_offset(offset)
+    log = dpkg_lines(datetime(2026, 12, 1, 20, 0), 2000, timedelta(seconds=97))  # 2 days, across midnights
+    every = parse_dpkg_log(log, tz, "h")
+    assert len(every) == 2000
+    for since, until in [
+        (datetime(2026, 12, 2, 23, 30, tzinfo=UTC), datetime(2026, 12, 3, 0, 30, tzinfo=UTC)),
+        (datetime(2026, 12, 2, 1, 0, 0, 400_000, tzinfo=UTC), datetime(2026, 12, 2, 9, 0, 0, 999_999, tzinfo=UTC)),
+        (datetime(2026, 12, 1, 0, 0, tzinfo=UTC), datetime(2026, 12, 9, 0, 0, tzinfo=UTC)),  # the whole log
+        (datetime(2026, 12, 5, 0, 0, tzinfo=UTC), datetime(2026, 12, 6, 0, 0, tzinfo=UTC)),  # none of it
+    ]:
+        windowed = parse_dpkg_log(log, tz, "h", since, until)
+        assert windowed == in_window(every, since, until)
+        assert all(since <= c.at <= until for c in windowed)
+
+
+def test_dpkg_lines_on_the_window_ends_are_kept_in_the_host_offset() -> None:
+    ist = parse_offset("+0530")
+    log = dpkg_lines(datetime(2026, 12, 2, 14, 3, 10), 5, timedelta(seconds=1))  # 14:03:10 … 14:03:14 local
+    since = datetime(2026, 12, 2, 8, 33, 11, tzinfo=UTC)  # 14:03:11 IST, to the second: kept
+    until = datetime(2026, 12, 2, 8, 33, 13, tzinfo=UTC)  # 14:03:13 IST: kept
+    assert whats(parse_dpkg_log(log, ist, "h", since, until)) == ["p1 1.1 → 1.2", "p2 1.2 → 1.3", "p3 1.3 → 1.4"]
+    assert parse_dpkg_log(log, ist, "h", since, until)[0].at == since
+    # an end between two seconds: the line after `since` is in, the line before it out; `until` rounds down
+    later, earlier = since + timedelta(microseconds=1), until + timedelta(microseconds=999_999)
+    assert whats(parse_dpkg_log(log, ist, "h", later, earlier)) == ["p2 1.2 → 1.3", "p3 1.3 → 1.4"]
+    assert stamp_bounds(later, earlier, ist) == ("2026-12-02 14:03:12", "2026-12-02 14:03:13")
+    assert stamp_bounds(later, earlier, parse_offset("-0100")) == ("2026-12-02 07:33:12", "2026-12-02 07:33:13")
+
+
+def test_a_dpkg_line_outside_the_window_is_skipped_even_when_malformed_and_one_inside_still_checked() -> None:
+    since = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
+    until = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    assert whats(parse_dpkg_log(DPKG, UTC, "h", since, until)) == whats(parse_dpkg_log(DPKG, UTC, "h"))
+    assert parse_dpkg_log(DPKG, UTC, "h", since + timedelta(hours=1), until + timedelta(hours=1)) == []
+    padded = "   2026-12-02 14:03:12 upgrade nginx:amd64 1 2  \n2026-12-02 14:61:00 upgrade bad:amd64 1 2\n"
+    assert whats(parse_dpkg_log(padded, UTC, "h", since, until)) == ["nginx 1 → 2"]  # stripped as before
+
+
+def test_apt_blocks_that_started_outside_the_window_are_skipped() -> None:
+    since = datetime(2026, 12, 2, 8, 35, tzinfo=UTC)  # 14:05 IST: the second block's start, exactly
+    until = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    windowed = parse_apt_history(APT, IST, "web-03", since, until)
+    assert windowed == in_window(parse_apt_history(APT, IST, "web-03"), since, until)
+    assert whats(windowed) == ["oldtool removed (was 0.9)", "oldtool purged (was 0.9)", "ok installed 1.0"]
+    assert whats(parse_apt_history(APT, IST, "web-03", since - timedelta(hours=1), since - timedelta(seconds=1))) == [
+        "nginx 1.24.0-1 → 1.24.0-2",
+        "nginx-common 1.24.0-1 → 1.24.0-2",
+        "libfoo1 installed 2.1-3",
     ]
 
 

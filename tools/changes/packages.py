@@ -9,6 +9,11 @@ dpkg.log and history.log are in the host's local time with no zone; they are rea
 current offset (a DST change inside the window shifts the older lines by an hour). dpkg.log, when the host
 has one, is the source (one line per package, to the second); history.log is read only when it has none.
 A cut at the start of a tail is a partial line or block: it does not parse and is skipped.
+
+Given the window, the parsers skip what is outside it before parsing it: a dpkg.log line whose stamp text is
+outside the window's ends written in the host's offset (a fixed offset, so the text's order is the times'
+order), a history.log block whose Start-Date is outside it. A busy host's tail holds days of lines and a
+window is two hours: only the lines that can be answered are parsed into Changes.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ APT_HISTORY = "/var/log/apt/history.log"
 TAIL_BYTES = 256 * 1024  # of each log: days of a busy host's package changes
 TIMEOUT_S = 20.0
 _ACTIONS = frozenset({"install", "upgrade", "remove", "purge"})
-_DPKG_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (\S+) (\S+) (\S+) (\S+)")
+_DPKG_LINE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) (\S+) (\S+) (\S+)")
+_STAMP_CHARS = 19  # `YYYY-MM-DD HH:MM:SS`
 _APT_ENTRY = re.compile(r"([^\s,()]+) \(([^()]*)\)")
 _APT_ACTIONS = {
     "Install": "install",
@@ -81,6 +87,16 @@ def _local(stamp: str, tz: timezone) -> datetime | None:
         return None
 
 
+def stamp_bounds(since: datetime, until: datetime, tz: timezone) -> tuple[str, str]:
+    """The window's ends as dpkg.log stamps in `tz` (`YYYY-MM-DD HH:MM:SS`): a stamp read in `tz` is in
+    [since, until] exactly when its text is in [low, high]. Stamps are to the second: `since` rounds up to
+    the next second, `until` down."""
+    low, high = since.astimezone(tz).replace(tzinfo=None), until.astimezone(tz).replace(tzinfo=None)
+    if low.microsecond:
+        low = low.replace(microsecond=0) + timedelta(seconds=1)
+    return low.isoformat(" ", "seconds"), high.replace(microsecond=0).isoformat(" ", "seconds")
+
+
 def _package(name: str) -> str:
     return name.split(":", 1)[0]
 
@@ -99,10 +115,16 @@ def _none(version: str) -> str | None:
     return None if version in ("<none>", "") else version
 
 
-def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
-    """dpkg.log's install/upgrade/remove/purge lines as Changes; status lines and anything malformed skipped."""
+def parse_dpkg_log(
+    text: str, tz: timezone, host: str, since: datetime | None = None, until: datetime | None = None
+) -> list[Change]:
+    """dpkg.log's install/upgrade/remove/purge lines as Changes; status lines and anything malformed skipped.
+    Given `since` and `until`, a line whose stamp is outside them is skipped by its text, before any parsing."""
     changes = []
+    bounds = stamp_bounds(since, until, tz) if since is not None and until is not None else None
     for line in text.splitlines():
+        if bounds is not None and not bounds[0] <= line.lstrip()[:_STAMP_CHARS] <= bounds[1]:
+            continue
         m = _DPKG_LINE.fullmatch(line.strip())
         if not m or m[2] not in _ACTIONS:
             continue
@@ -116,9 +138,12 @@ def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
     return changes
 
 
-def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
+def parse_apt_history(
+    text: str, tz: timezone, host: str, since: datetime | None = None, until: datetime | None = None
+) -> list[Change]:
     """history.log's blocks (`Start-Date:`, `Commandline:`, `Install:`/`Upgrade:`/`Remove:`…) as Changes, at
-    each block's start; a block without a readable Start-Date (cut by the tail, malformed) is skipped."""
+    each block's start; a block without a readable Start-Date (cut by the tail, malformed) is skipped, and so,
+    given `since` and `until`, is a block that started outside them (its entries are never parsed)."""
     changes: list[Change] = []
     at: datetime | None = None
     command = ""
@@ -131,6 +156,8 @@ def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
         value = value.strip()
         if key == "Start-Date":
             at, command = _local(" ".join(value.split()), tz), ""  # two spaces between date and time
+            if at is not None and since is not None and until is not None and not since <= at <= until:
+                at = None
         elif key == "Commandline":
             command = value
         elif key in _APT_ACTIONS and at is not None:
@@ -181,9 +208,9 @@ def parse_report(text: str, mark: str) -> HostReport:
 def report_changes(report: HostReport, host: str, since: datetime, until: datetime) -> list[Change]:
     """The package changes and the boot in [since, until]: dpkg.log when the host has one, else history.log."""
     if report.dpkg is not None:
-        found = parse_dpkg_log(report.dpkg, report.offset, host)
+        found = parse_dpkg_log(report.dpkg, report.offset, host, since, until)
     elif report.apt is not None:
-        found = parse_apt_history(report.apt, report.offset, host)
+        found = parse_apt_history(report.apt, report.offset, host, since, until)
     else:
         found = []
     if report.booted is not None:
