@@ -17,12 +17,14 @@ from tools.api import ToolError
 from tools.changes.model import Change, timeline
 from tools.changes.packages import (
     HostReport,
+    host_argv,
     host_changes,
     in_window,
     parse_apt_history,
     parse_dpkg_log,
     parse_offset,
     parse_report,
+    remote_low,
     report_changes,
     stamp_bounds,
 )
@@ -212,6 +214,14 @@ def test_apt_blocks_that_started_outside_the_window_are_skipped() -> None:
     ]
 
 
+@pytest.mark.parametrize("offset", ["-1459", "-0530", "+0000", "+1459"])
+def test_the_remote_bound_is_below_the_window_start_in_every_offset(offset: str) -> None:
+    since = datetime(2026, 12, 2, 14, 0, 0, 500_000, tzinfo=UTC)
+    low = remote_low(since)
+    assert low == "2026-12-01 23:00:00"
+    assert stamp_bounds(since, since + timedelta(hours=1), parse_offset(offset))[0] > low
+
+
 def test_the_report_sections_cannot_be_forged_by_a_log_line() -> None:
     mark = "=opsloop-abc"
     text = (
@@ -304,6 +314,33 @@ async def test_host_changes_over_ssh_reports_the_boot_when_in_the_window(pool: S
     assert changes == [Change(at=booted, source="host", target="web-03", what="booted", ref="boot time")]
     later = await host_changes(pool, host, booted + timedelta(minutes=1), datetime.now(UTC), dpkg_log=str(dpkg))
     assert later == []
+
+
+async def test_the_host_leaves_out_dpkg_lines_older_than_any_offset_allows(pool: SshPool, tmp_path: Path) -> None:
+    tz = local_offset()
+    now = datetime.now(tz).replace(microsecond=0)
+
+    def stamp(ago: timedelta) -> str:
+        return (now - ago).strftime("%Y-%m-%d %H:%M:%S")
+
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text(
+        "".join(f"{stamp(timedelta(days=3, minutes=i))} upgrade old{i}:amd64 1 2\n" for i in range(200))
+        + f"  {stamp(timedelta(days=3))} upgrade padded:amd64 1 2\n"  # not starting with a digit: sent
+        + "garbage\n"
+        + f"{stamp(timedelta(hours=16, minutes=1))} upgrade margin:amd64 1 2\n"  # within the margin: sent
+        + f"{stamp(timedelta(minutes=12))} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
+    )
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    since, until = now - timedelta(hours=2), now + timedelta(minutes=1)
+    argv = host_argv(dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"), mark="=m", since=since)
+    sent = (await pool.run(host, argv, timeout_s=20)).stdout
+    assert "old" not in sent and "padded" in sent and "garbage" in sent and "margin" in sent and "nginx" in sent
+    whole = (await pool.run(host, [*argv[:-1], ""], timeout_s=20)).stdout  # no bound: the whole tail, as before
+    assert "old199" in whole
+    changes = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(tmp_path / "x"))
+    assert whats([c for c in changes if c.what != "booted"]) == ["nginx 1.24.0-1 → 1.24.0-2"]
 
 
 async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path) -> None:

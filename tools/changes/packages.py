@@ -1,9 +1,13 @@
 """Package changes and the last boot of an inventory host, read over SSH with one fixed command.
 
-The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK` through SshPool.run, every
+The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK LOW` through SshPool.run, every
 argument quoted) prints the host's UTC offset (`date +%z`), its boot time (`btime` in /proc/stat, else
 `uptime -s`), then the last BYTES bytes of dpkg.log and of apt's history.log (`tail -c`), each section
-opened by a line holding MARK, a random token per call, so no log line can forge a section.
+opened by a line holding MARK, a random token per call, so no log line can forge a section. LOW (`remote_low`)
+is the window's start less the widest UTC offset, as dpkg.log stamp text: whatever the host's offset, a line
+stamped before it is older than the window, so the host leaves those lines of the dpkg.log tail out (awk, in
+the C locale; a line not starting with a digit is kept, and without awk the whole tail is sent). The exact
+window is still applied here, in the offset the host printed.
 
 dpkg.log and history.log are in the host's local time with no zone; they are read with the host's
 current offset (a DST change inside the window shifts the older lines by an hour). dpkg.log, when the host
@@ -55,10 +59,18 @@ mark=$4
 date +%z
 b=$(awk '$1 == "btime" { print $2; exit }' /proc/stat 2>/dev/null)
 if [ -n "$b" ]; then echo "btime $b"; else echo "booted $(uptime -s 2>/dev/null)"; fi
-for f in "$1" "$2"; do
-  if [ -r "$f" ]; then echo "$mark present"; tail -c "$3" -- "$f"; echo; else echo "$mark missing"; fi
-done
+if [ -r "$1" ]; then
+  echo "$mark present"
+  if [ -n "$5" ] && command -v awk >/dev/null 2>&1; then
+    tail -c "$3" -- "$1" | LC_ALL=C awk -v low="$5" '!/^[0-9]/ || substr($0, 1, 19) >= low'
+  else
+    tail -c "$3" -- "$1"
+  fi
+  echo
+else echo "$mark missing"; fi
+if [ -r "$2" ]; then echo "$mark present"; tail -c "$3" -- "$2"; echo; else echo "$mark missing"; fi
 """
+WIDEST_OFFSET = timedelta(hours=15)  # parse_offset takes up to ±14:59
 
 
 @dataclass(frozen=True)
@@ -222,14 +234,26 @@ def in_window(changes: Iterable[Change], since: datetime, until: datetime) -> li
     return [c for c in changes if since <= c.at <= until]
 
 
+def remote_low(since: datetime) -> str:
+    """The stamp text before which no dpkg.log line can be in a window starting at `since`, in any offset."""
+    return (since.astimezone(UTC) - WIDEST_OFFSET).replace(tzinfo=None).isoformat(" ", "seconds")
+
+
 def host_argv(
-    *, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES, mark: str
+    *,
+    dpkg_log: str = DPKG_LOG,
+    apt_history: str = APT_HISTORY,
+    tail_bytes: int = TAIL_BYTES,
+    mark: str,
+    since: datetime | None = None,
 ) -> list[str]:
-    """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments."""
+    """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments. Given
+    `since`, the host leaves out the dpkg.log lines stamped before `remote_low(since)`."""
     for path in (dpkg_log, apt_history):
         if not path.startswith("/"):
             raise ValueError(f"log path {path!r} must be absolute")
-    return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark]
+    low = remote_low(since) if since is not None else ""
+    return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark, low]
 
 
 async def host_changes(
@@ -245,7 +269,7 @@ async def host_changes(
 ) -> list[Change]:
     """`host`'s package changes and boot in [since, until], over `pool`; ToolError (SshError) when it fails."""
     mark = f"=opsloop-{secrets.token_hex(8)}"
-    argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark)
+    argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark, since=since)
     result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=2 * tail_bytes + 4096)
     if result.exit_status != 0:
         detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:2])
