@@ -421,8 +421,9 @@ def changes_rows(m: Changes, row: Row, section: Section, repeats: int) -> None:
         f"**Hosts skipped: {m.hosts_skipped}**: the 4 host sources are not in this run."
         if m.hosts_skipped
         else f"The {HOSTS} hosts read this machine's own `/var/log/dpkg.log` (the sshd's run here; recent_changes\n"
-        "reads the fixed path, so it is the real Debian log of this box, its last 256 KiB tailed and parsed) and\n"
-        "the boot time."
+        "reads the fixed path, so it is the real Debian log of this box: its last 256 KiB tailed, the lines older\n"
+        "than the window's start less 15 h left out on the host, the rest parsed where in the window) and the boot\n"
+        "time. How many of its lines are in the window depends on when this box last installed packages."
     )
     section(
         "Changes: recent_changes over every source (changes)",
@@ -449,7 +450,7 @@ Full call {full:.1f} ms vs the slowest source alone ({slowest}, {medians[slowest
 (target <= {TARGET}x); per repeat, full / that repeat's slowest source: median {med(m.per_repeat):.2f}x.
 Sum of the sources alone: {sum(medians.values()):.0f} ms. `gather` of the same sources without the timeline:
 {gathered:.1f} ms ({gathered / medians[slowest]:.2f}x the slowest), so building and bounding the timeline (sort,
-redact, reveal, escape every line) costs about {full - gathered:.1f} ms after the reads.
+then redact, reveal, escape the lines that fit) costs about {full - gathered:.1f} ms after the reads.
 
 Everything shares this machine's {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.1f} when this ran): the
 4 sshd's and their shells, `git log`, the fake clusters' process and this process (asyncssh's crypto, the

@@ -96,3 +96,67 @@ def test_a_long_field_is_cut_and_the_whole_timeline_is_bounded() -> None:
     assert text.splitlines()[1].startswith("2026-12-02 14:20 UTC · at the start") and text.endswith(
         "could not read host web-03: down"
     )
+
+
+def test_over_the_cap_the_newest_and_the_oldest_are_whole_lines_around_a_count_of_what_is_not_shown() -> None:
+    changes = [Change(at=at(-i), source="git", target="repo", what=f"change {i} " + "y" * 100) for i in range(500)]
+    failures = [SourceFailure("host", "web-03", "down"), SourceFailure("host", "web-04", "refused")]
+    text = timeline(changes, failures, anchor=START, now=START)
+    assert len(text) <= TIMELINE_MAX
+    lines = text.splitlines()
+    assert lines[0].startswith("500 changes, newest first")
+    assert lines[-2:] == ["could not read host web-03: down", "could not read host web-04: refused"]
+    notes = [n for n, line in enumerate(lines) if line.startswith("… [truncated: ")]
+    assert len(notes) == 1
+    note = lines[notes[0]]
+    shown = [int(line.split(" · ")[4].split()[1]) for line in lines[1 : notes[0]] + lines[notes[0] + 1 : -2]]
+    newest, oldest = shown[: notes[0] - 1], shown[notes[0] - 1 :]
+    assert newest == list(range(len(newest))) and oldest == list(range(500 - len(oldest), 500))
+    assert note == f"… [truncated: {500 - len(shown)} of 500 changes not shown] …"
+    assert lines[1] == "2026-12-02 14:20 UTC · at the start · git · repo · change 0 " + "y" * 100
+    assert 50 < len(shown) < 120 and abs(len(newest) - len(oldest)) <= 1  # the room split in halves
+
+
+class Counted(str):
+    """A field that counts how often the timeline reads it as text (`data` does str() of every field)."""
+
+    reads = 0
+
+    def __str__(self) -> str:
+        Counted.reads += 1
+        return str.__str__(self)
+
+
+def test_only_the_lines_that_can_be_shown_are_formatted() -> None:
+    changes = [
+        Change(at=at(-i), source="git", target="repo", what=Counted(f"change {i} " + "y" * 100)) for i in range(5000)
+    ]
+    Counted.reads = 0
+    text = timeline(changes, [], anchor=START, now=START)
+    shown = len(text.splitlines()) - 2  # the first line and the note
+    assert "of 5000 changes not shown" in text and 50 < shown < 120
+    assert Counted.reads <= shown + 3  # and the lines that were tried and did not fit: one per side, one to check
+
+
+def test_a_timeline_just_under_the_cap_is_whole_even_where_half_lines_would_not_fit() -> None:
+    def changes(n: int, last: int) -> list[Change]:
+        return [
+            Change(at=at(-1 - i), source="git", target="r", what="w" * (290 if i < n - 1 else last)) for i in range(n)
+        ]
+
+    whole = timeline(changes(36, 290), [], anchor=START, now=START)  # lines of ~340 characters, over the cap
+    assert "truncated" in whole
+    n = 35
+    short = len(timeline(changes(n, 1), [], anchor=START, now=START))
+    text = timeline(changes(n, 1 + TIMELINE_MAX - short - 20), [], anchor=START, now=START)
+    assert len(text) == TIMELINE_MAX - 20  # neither half holds its whole lines, the whole text fits
+    assert "truncated" not in text and len(text.splitlines()) == 1 + n
+
+
+def test_failed_sources_the_cap_leaves_out_are_counted_too() -> None:
+    failures = [SourceFailure("host", f"web-{i:03d}", "connection refused " + "z" * 80) for i in range(300)]
+    text = timeline([Change(at=START, source="git", target="r", what="w")], failures, anchor=START, now=START)
+    assert len(text) <= TIMELINE_MAX and "· git · r · w" in text
+    note = next(line for line in text.splitlines() if line.startswith("… [truncated: "))
+    kept = sum(1 for line in text.splitlines() if line.startswith("could not read host web-"))
+    assert note == f"… [truncated: 0 of 1 change and {300 - kept} of 300 failed sources not shown] …"

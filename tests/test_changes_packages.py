@@ -17,12 +17,16 @@ from tools.api import ToolError
 from tools.changes.model import Change, timeline
 from tools.changes.packages import (
     HostReport,
+    host_argv,
     host_changes,
+    in_window,
     parse_apt_history,
     parse_dpkg_log,
     parse_offset,
     parse_report,
+    remote_low,
     report_changes,
+    stamp_bounds,
 )
 from tools.remote.inventory import Inventory, SshSettings
 from tools.remote.pool import SshPool
@@ -147,6 +151,77 @@ def test_the_window_keeps_dpkg_over_apt_and_adds_a_boot_inside_it() -> None:
     ]
 
 
+def dpkg_lines(first: datetime, count: int, step: timedelta) -> str:
+    """`count` upgrade lines (each with a status line after it, as dpkg writes) `step` apart from `first`, a
+    naive local time as dpkg.log has it."""
+    out = []
+    for i in range(count):
+        stamp = (first + i * step).strftime("%Y-%m-%d %H:%M:%S")
+        out += [f"{stamp} upgrade p{i}:amd64 1.{i} 1.{i + 1}", f"{stamp} status installed p{i}:amd64 1.{i + 1}"]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("offset", ["+0000", "+0100", "-0530", "+1345", "-1200"])
+def test_the_dpkg_window_skip_answers_what_parsing_everything_then_windowing_does(offset: str) -> None:
+    tz = parse_offset(offset)
+    log = dpkg_lines(datetime(2026, 12, 1, 20, 0), 2000, timedelta(seconds=97))  # 2 days, across midnights
+    every = parse_dpkg_log(log, tz, "h")
+    assert len(every) == 2000
+    for since, until in [
+        (datetime(2026, 12, 2, 23, 30, tzinfo=UTC), datetime(2026, 12, 3, 0, 30, tzinfo=UTC)),
+        (datetime(2026, 12, 2, 1, 0, 0, 400_000, tzinfo=UTC), datetime(2026, 12, 2, 9, 0, 0, 999_999, tzinfo=UTC)),
+        (datetime(2026, 12, 1, 0, 0, tzinfo=UTC), datetime(2026, 12, 9, 0, 0, tzinfo=UTC)),  # the whole log
+        (datetime(2026, 12, 5, 0, 0, tzinfo=UTC), datetime(2026, 12, 6, 0, 0, tzinfo=UTC)),  # none of it
+    ]:
+        windowed = parse_dpkg_log(log, tz, "h", since, until)
+        assert windowed == in_window(every, since, until)
+        assert all(since <= c.at <= until for c in windowed)
+
+
+def test_dpkg_lines_on_the_window_ends_are_kept_in_the_host_offset() -> None:
+    ist = parse_offset("+0530")
+    log = dpkg_lines(datetime(2026, 12, 2, 14, 3, 10), 5, timedelta(seconds=1))  # 14:03:10 … 14:03:14 local
+    since = datetime(2026, 12, 2, 8, 33, 11, tzinfo=UTC)  # 14:03:11 IST, to the second: kept
+    until = datetime(2026, 12, 2, 8, 33, 13, tzinfo=UTC)  # 14:03:13 IST: kept
+    assert whats(parse_dpkg_log(log, ist, "h", since, until)) == ["p1 1.1 → 1.2", "p2 1.2 → 1.3", "p3 1.3 → 1.4"]
+    assert parse_dpkg_log(log, ist, "h", since, until)[0].at == since
+    # an end between two seconds: the line after `since` is in, the line before it out; `until` rounds down
+    later, earlier = since + timedelta(microseconds=1), until + timedelta(microseconds=999_999)
+    assert whats(parse_dpkg_log(log, ist, "h", later, earlier)) == ["p2 1.2 → 1.3", "p3 1.3 → 1.4"]
+    assert stamp_bounds(later, earlier, ist) == ("2026-12-02 14:03:12", "2026-12-02 14:03:13")
+    assert stamp_bounds(later, earlier, parse_offset("-0100")) == ("2026-12-02 07:33:12", "2026-12-02 07:33:13")
+
+
+def test_a_dpkg_line_outside_the_window_is_skipped_even_when_malformed_and_one_inside_still_checked() -> None:
+    since = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
+    until = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    assert whats(parse_dpkg_log(DPKG, UTC, "h", since, until)) == whats(parse_dpkg_log(DPKG, UTC, "h"))
+    assert parse_dpkg_log(DPKG, UTC, "h", since + timedelta(hours=1), until + timedelta(hours=1)) == []
+    padded = "   2026-12-02 14:03:12 upgrade nginx:amd64 1 2  \n2026-12-02 14:61:00 upgrade bad:amd64 1 2\n"
+    assert whats(parse_dpkg_log(padded, UTC, "h", since, until)) == ["nginx 1 → 2"]  # stripped as before
+
+
+def test_apt_blocks_that_started_outside_the_window_are_skipped() -> None:
+    since = datetime(2026, 12, 2, 8, 35, tzinfo=UTC)  # 14:05 IST: the second block's start, exactly
+    until = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    windowed = parse_apt_history(APT, IST, "web-03", since, until)
+    assert windowed == in_window(parse_apt_history(APT, IST, "web-03"), since, until)
+    assert whats(windowed) == ["oldtool removed (was 0.9)", "oldtool purged (was 0.9)", "ok installed 1.0"]
+    assert whats(parse_apt_history(APT, IST, "web-03", since - timedelta(hours=1), since - timedelta(seconds=1))) == [
+        "nginx 1.24.0-1 → 1.24.0-2",
+        "nginx-common 1.24.0-1 → 1.24.0-2",
+        "libfoo1 installed 2.1-3",
+    ]
+
+
+@pytest.mark.parametrize("offset", ["-1459", "-0530", "+0000", "+1459"])
+def test_the_remote_bound_is_below_the_window_start_in_every_offset(offset: str) -> None:
+    since = datetime(2026, 12, 2, 14, 0, 0, 500_000, tzinfo=UTC)
+    low = remote_low(since)
+    assert low == "2026-12-01 23:00:00"
+    assert stamp_bounds(since, since + timedelta(hours=1), parse_offset(offset))[0] > low
+
+
 def test_the_report_sections_cannot_be_forged_by_a_log_line() -> None:
     mark = "=opsloop-abc"
     text = (
@@ -239,6 +314,33 @@ async def test_host_changes_over_ssh_reports_the_boot_when_in_the_window(pool: S
     assert changes == [Change(at=booted, source="host", target="web-03", what="booted", ref="boot time")]
     later = await host_changes(pool, host, booted + timedelta(minutes=1), datetime.now(UTC), dpkg_log=str(dpkg))
     assert later == []
+
+
+async def test_the_host_leaves_out_dpkg_lines_older_than_any_offset_allows(pool: SshPool, tmp_path: Path) -> None:
+    tz = local_offset()
+    now = datetime.now(tz).replace(microsecond=0)
+
+    def stamp(ago: timedelta) -> str:
+        return (now - ago).strftime("%Y-%m-%d %H:%M:%S")
+
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text(
+        "".join(f"{stamp(timedelta(days=3, minutes=i))} upgrade old{i}:amd64 1 2\n" for i in range(200))
+        + f"  {stamp(timedelta(days=3))} upgrade padded:amd64 1 2\n"  # not starting with a digit: sent
+        + "garbage\n"
+        + f"{stamp(timedelta(hours=16, minutes=1))} upgrade margin:amd64 1 2\n"  # within the margin: sent
+        + f"{stamp(timedelta(minutes=12))} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
+    )
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    since, until = now - timedelta(hours=2), now + timedelta(minutes=1)
+    argv = host_argv(dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"), mark="=m", since=since)
+    sent = (await pool.run(host, argv, timeout_s=20)).stdout
+    assert "old" not in sent and "padded" in sent and "garbage" in sent and "margin" in sent and "nginx" in sent
+    whole = (await pool.run(host, [*argv[:-1], ""], timeout_s=20)).stdout  # no bound: the whole tail, as before
+    assert "old199" in whole
+    changes = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(tmp_path / "x"))
+    assert whats([c for c in changes if c.what != "booted"]) == ["nginx 1.24.0-1 → 1.24.0-2"]
 
 
 async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path) -> None:

@@ -89,9 +89,23 @@ def _line(change: Change, anchor: datetime) -> str:
     return " · ".join(parts)
 
 
+def _note(changes_out: int, changes: int, failures_out: int, failures: int) -> str:
+    """The line that stands for what the cap left out of the middle of the timeline."""
+    what = f"{changes_out} of {changes} change" + ("" if changes == 1 else "s")
+    if failures_out:
+        what += f" and {failures_out} of {failures} failed sources"
+    return f"\n… [truncated: {what} not shown] …\n"
+
+
 def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime, now: datetime) -> str:
     """The changes newest first, one line each (time, relative to `anchor`, source, target, what, reference),
-    then one line per source that failed; bounded like any tool output."""
+    then one line per source that failed; bounded like any tool output.
+
+    Within TIMELINE_MAX it is the whole text (redacted again as a whole, as any tool output). Over it, as
+    truncate_output does, the head and the tail are kept, each half of the room, but in whole lines: the newest
+    changes after the first line, the oldest and the failures at the end, and between them one line saying how
+    many changes (and failures) are not shown. Lines are formatted (redacted, revealed, escaped) only as they
+    are needed to fill the room, not every change of a busy window."""
     ordered = sorted(changes, key=lambda c: (c.at, c.source, c.target, c.what, c.ref), reverse=True)
     failed = sorted(failures, key=lambda f: (f.source, f.target, f.why))
     count = f"{len(ordered)} change" + ("" if len(ordered) == 1 else "s")
@@ -100,6 +114,48 @@ def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, an
         if ordered
         else f"no changes found; now is {utc_minute(now)}, the start was {utc_minute(anchor)}"
     )
-    lines = [head, *(_line(c, anchor) for c in ordered)]
-    lines += [f"could not read {data(f.source)} {data(f.target)}: {data(f.why)}" for f in failed]
-    return truncate_output("\n".join(lines), TIMELINE_MAX)
+    total = 1 + len(ordered) + len(failed)
+    shown: dict[int, str] = {}
+
+    def line(i: int) -> str:
+        if i not in shown:
+            if i == 0:
+                shown[i] = head
+            elif i <= len(ordered):
+                shown[i] = _line(ordered[i - 1], anchor)
+            else:
+                f = failed[i - 1 - len(ordered)]
+                shown[i] = f"could not read {data(f.source)} {data(f.target)}: {data(f.why)}"
+        return shown[i]
+
+    keep = TIMELINE_MAX - len(_note(len(ordered), len(ordered), len(failed), len(failed)))
+    room = [(keep + 1) // 2, keep - (keep + 1) // 2]  # the head's and the tail's, as truncate_output splits
+
+    def fill(indices: range, room: int) -> tuple[int, int]:
+        """Lines from `indices` while "\n".join of them fits in `room`: (how many, their length)."""
+        taken = length = 0
+        for i in indices:
+            cost = len(line(i)) + (1 if taken else 0)
+            if length + cost > room:
+                break
+            taken, length = taken + 1, length + cost
+        return taken, length
+
+    front, front_len = fill(range(total), room[0])
+    back, back_len = fill(range(total - 1, front - 1, -1), room[1])
+    gap = range(front, total - back)
+    length = front_len + back_len + (1 if front and back else 0)
+    for i in gap:  # the whole text may still fit where the halves' whole lines did not: look until it cannot
+        length += len(line(i)) + 1
+        if length > TIMELINE_MAX:
+            break
+    else:
+        return truncate_output("\n".join(line(i) for i in range(total)), TIMELINE_MAX)
+    changes_out = sum(1 for i in gap if 1 <= i <= len(ordered))
+    note = _note(changes_out, len(ordered), len(gap) - changes_out, len(failed))
+    text = (
+        redact("\n".join(line(i) for i in range(front)))
+        + note
+        + redact("\n".join(line(i) for i in range(total - back, total)))
+    )
+    return text if len(text) <= TIMELINE_MAX else truncate_output(text, TIMELINE_MAX)

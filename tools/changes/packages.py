@@ -1,14 +1,23 @@
 """Package changes and the last boot of an inventory host, read over SSH with one fixed command.
 
-The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK` through SshPool.run, every
+The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK LOW` through SshPool.run, every
 argument quoted) prints the host's UTC offset (`date +%z`), its boot time (`btime` in /proc/stat, else
 `uptime -s`), then the last BYTES bytes of dpkg.log and of apt's history.log (`tail -c`), each section
-opened by a line holding MARK, a random token per call, so no log line can forge a section.
+opened by a line holding MARK, a random token per call, so no log line can forge a section. LOW (`remote_low`)
+is the window's start less the widest UTC offset, as dpkg.log stamp text: whatever the host's offset, a line
+stamped before it is older than the window, so the host leaves those lines of the dpkg.log tail out (awk, in
+the C locale; a line not starting with a digit is kept, and without awk the whole tail is sent). The exact
+window is still applied here, in the offset the host printed.
 
 dpkg.log and history.log are in the host's local time with no zone; they are read with the host's
 current offset (a DST change inside the window shifts the older lines by an hour). dpkg.log, when the host
 has one, is the source (one line per package, to the second); history.log is read only when it has none.
 A cut at the start of a tail is a partial line or block: it does not parse and is skipped.
+
+Given the window, the parsers skip what is outside it before parsing it: a dpkg.log line whose stamp text is
+outside the window's ends written in the host's offset (a fixed offset, so the text's order is the times'
+order), a history.log block whose Start-Date is outside it. A busy host's tail holds days of lines and a
+window is two hours: only the lines that can be answered are parsed into Changes.
 """
 
 from __future__ import annotations
@@ -32,7 +41,8 @@ APT_HISTORY = "/var/log/apt/history.log"
 TAIL_BYTES = 256 * 1024  # of each log: days of a busy host's package changes
 TIMEOUT_S = 20.0
 _ACTIONS = frozenset({"install", "upgrade", "remove", "purge"})
-_DPKG_LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (\S+) (\S+) (\S+) (\S+)")
+_DPKG_LINE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) (\S+) (\S+) (\S+)")
+_STAMP_CHARS = 19  # `YYYY-MM-DD HH:MM:SS`
 _APT_ENTRY = re.compile(r"([^\s,()]+) \(([^()]*)\)")
 _APT_ACTIONS = {
     "Install": "install",
@@ -49,10 +59,18 @@ mark=$4
 date +%z
 b=$(awk '$1 == "btime" { print $2; exit }' /proc/stat 2>/dev/null)
 if [ -n "$b" ]; then echo "btime $b"; else echo "booted $(uptime -s 2>/dev/null)"; fi
-for f in "$1" "$2"; do
-  if [ -r "$f" ]; then echo "$mark present"; tail -c "$3" -- "$f"; echo; else echo "$mark missing"; fi
-done
+if [ -r "$1" ]; then
+  echo "$mark present"
+  if [ -n "$5" ] && command -v awk >/dev/null 2>&1; then
+    tail -c "$3" -- "$1" | LC_ALL=C awk -v low="$5" '!/^[0-9]/ || substr($0, 1, 19) >= low'
+  else
+    tail -c "$3" -- "$1"
+  fi
+  echo
+else echo "$mark missing"; fi
+if [ -r "$2" ]; then echo "$mark present"; tail -c "$3" -- "$2"; echo; else echo "$mark missing"; fi
 """
+WIDEST_OFFSET = timedelta(hours=15)  # parse_offset takes up to ±14:59
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,16 @@ def _local(stamp: str, tz: timezone) -> datetime | None:
         return None
 
 
+def stamp_bounds(since: datetime, until: datetime, tz: timezone) -> tuple[str, str]:
+    """The window's ends as dpkg.log stamps in `tz` (`YYYY-MM-DD HH:MM:SS`): a stamp read in `tz` is in
+    [since, until] exactly when its text is in [low, high]. Stamps are to the second: `since` rounds up to
+    the next second, `until` down."""
+    low, high = since.astimezone(tz).replace(tzinfo=None), until.astimezone(tz).replace(tzinfo=None)
+    if low.microsecond:
+        low = low.replace(microsecond=0) + timedelta(seconds=1)
+    return low.isoformat(" ", "seconds"), high.replace(microsecond=0).isoformat(" ", "seconds")
+
+
 def _package(name: str) -> str:
     return name.split(":", 1)[0]
 
@@ -99,10 +127,16 @@ def _none(version: str) -> str | None:
     return None if version in ("<none>", "") else version
 
 
-def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
-    """dpkg.log's install/upgrade/remove/purge lines as Changes; status lines and anything malformed skipped."""
+def parse_dpkg_log(
+    text: str, tz: timezone, host: str, since: datetime | None = None, until: datetime | None = None
+) -> list[Change]:
+    """dpkg.log's install/upgrade/remove/purge lines as Changes; status lines and anything malformed skipped.
+    Given `since` and `until`, a line whose stamp is outside them is skipped by its text, before any parsing."""
     changes = []
+    bounds = stamp_bounds(since, until, tz) if since is not None and until is not None else None
     for line in text.splitlines():
+        if bounds is not None and not bounds[0] <= line.lstrip()[:_STAMP_CHARS] <= bounds[1]:
+            continue
         m = _DPKG_LINE.fullmatch(line.strip())
         if not m or m[2] not in _ACTIONS:
             continue
@@ -116,9 +150,12 @@ def parse_dpkg_log(text: str, tz: timezone, host: str) -> list[Change]:
     return changes
 
 
-def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
+def parse_apt_history(
+    text: str, tz: timezone, host: str, since: datetime | None = None, until: datetime | None = None
+) -> list[Change]:
     """history.log's blocks (`Start-Date:`, `Commandline:`, `Install:`/`Upgrade:`/`Remove:`…) as Changes, at
-    each block's start; a block without a readable Start-Date (cut by the tail, malformed) is skipped."""
+    each block's start; a block without a readable Start-Date (cut by the tail, malformed) is skipped, and so,
+    given `since` and `until`, is a block that started outside them (its entries are never parsed)."""
     changes: list[Change] = []
     at: datetime | None = None
     command = ""
@@ -131,6 +168,8 @@ def parse_apt_history(text: str, tz: timezone, host: str) -> list[Change]:
         value = value.strip()
         if key == "Start-Date":
             at, command = _local(" ".join(value.split()), tz), ""  # two spaces between date and time
+            if at is not None and since is not None and until is not None and not since <= at <= until:
+                at = None
         elif key == "Commandline":
             command = value
         elif key in _APT_ACTIONS and at is not None:
@@ -181,9 +220,9 @@ def parse_report(text: str, mark: str) -> HostReport:
 def report_changes(report: HostReport, host: str, since: datetime, until: datetime) -> list[Change]:
     """The package changes and the boot in [since, until]: dpkg.log when the host has one, else history.log."""
     if report.dpkg is not None:
-        found = parse_dpkg_log(report.dpkg, report.offset, host)
+        found = parse_dpkg_log(report.dpkg, report.offset, host, since, until)
     elif report.apt is not None:
-        found = parse_apt_history(report.apt, report.offset, host)
+        found = parse_apt_history(report.apt, report.offset, host, since, until)
     else:
         found = []
     if report.booted is not None:
@@ -195,14 +234,26 @@ def in_window(changes: Iterable[Change], since: datetime, until: datetime) -> li
     return [c for c in changes if since <= c.at <= until]
 
 
+def remote_low(since: datetime) -> str:
+    """The stamp text before which no dpkg.log line can be in a window starting at `since`, in any offset."""
+    return (since.astimezone(UTC) - WIDEST_OFFSET).replace(tzinfo=None).isoformat(" ", "seconds")
+
+
 def host_argv(
-    *, dpkg_log: str = DPKG_LOG, apt_history: str = APT_HISTORY, tail_bytes: int = TAIL_BYTES, mark: str
+    *,
+    dpkg_log: str = DPKG_LOG,
+    apt_history: str = APT_HISTORY,
+    tail_bytes: int = TAIL_BYTES,
+    mark: str,
+    since: datetime | None = None,
 ) -> list[str]:
-    """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments."""
+    """The fixed command: `sh -c SCRIPT sh …`, whose values arrive as quoted positional arguments. Given
+    `since`, the host leaves out the dpkg.log lines stamped before `remote_low(since)`."""
     for path in (dpkg_log, apt_history):
         if not path.startswith("/"):
             raise ValueError(f"log path {path!r} must be absolute")
-    return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark]
+    low = remote_low(since) if since is not None else ""
+    return ["sh", "-c", SCRIPT, "sh", dpkg_log, apt_history, str(int(tail_bytes)), mark, low]
 
 
 async def host_changes(
@@ -218,7 +269,7 @@ async def host_changes(
 ) -> list[Change]:
     """`host`'s package changes and boot in [since, until], over `pool`; ToolError (SshError) when it fails."""
     mark = f"=opsloop-{secrets.token_hex(8)}"
-    argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark)
+    argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark, since=since)
     result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=2 * tail_bytes + 4096)
     if result.exit_status != 0:
         detail = " ".join((result.stderr or result.stdout).strip().splitlines()[:2])
