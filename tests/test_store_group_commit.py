@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import Ledger, Store
+from bot.store.changes import StoredChange
 from handlers.approvals import supersede_by_reply
 
 
@@ -82,5 +83,34 @@ async def test_a_call_that_fails_in_a_group_rolls_back_alone(tmp_path: Path) -> 
         assert ((await first).run.thread_ts, (await last).run.thread_ts) == ("1.0", "2.0")
         assert store._writer.grouped == 3
         assert await store.atomically(lambda ledger: ledger.claim_event("EvBAD"))  # its claim was rolled back
+    finally:
+        await store.close()
+
+
+async def test_background_writes_wait_behind_a_runs_writes(tmp_path: Path) -> None:
+    """A flood of POSTed change events (background) queued before a run's own write: the run's goes first,
+    right after the call already running, and every event is still stored."""
+    store = await Store(str(tmp_path / "s.db")).open()
+    try:
+        run = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task="t", model="m")
+        release, busy = await hold_the_writer(store)
+        done: list[str] = []
+
+        async def event(i: int) -> None:
+            stored = StoredChange(id=f"ev{i}", at=1.0e9 + i, summary=f"deploy {i}", received_at=1.0e9 + i)
+            await store.record_changes([stored])
+            done.append(f"event {i}")
+
+        async def run_write() -> None:
+            await store.set_status_ts(run.id, "2.0")
+            done.append("run")
+
+        events = [asyncio.ensure_future(event(i)) for i in range(20)]
+        await asyncio.sleep(0.05)  # the events are queued first
+        ours = asyncio.ensure_future(run_write())
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(busy, ours, *events)
+        assert done[0] == "run" and len(done) == 21
     finally:
         await store.close()

@@ -117,7 +117,7 @@ def _row(r: Mapping[str, Any]) -> StoredChange:
 class ChangeCalls:
     """The async entries of ChangeRows (see bot.store.entry)."""
 
-    record_changes = entry(ChangeRows.record_changes)  # the webhook's: queued behind mentions and clicks
+    record_changes = entry(ChangeRows.record_changes, background=True)  # the webhook's: after acks and runs
     changes_between = entry(ChangeRows.changes_between)
     change_event = entry(ChangeRows.change_event)
-    sweep_changes = entry(ChangeRows.sweep_changes)
+    sweep_changes = entry(ChangeRows.sweep_changes, background=True)

@@ -256,5 +256,5 @@ class MemoryCalls:
     search_incidents = entry(MemoryRows.search_incidents)
     note_incident_feedback = entry(MemoryRows.note_incident_feedback, urgent=True)
     forget = entry(MemoryRows.forget)
-    sweep_incidents = entry(MemoryRows.sweep_incidents)
+    sweep_incidents = entry(MemoryRows.sweep_incidents, background=True)
     incident_count = entry(MemoryRows.incident_count)

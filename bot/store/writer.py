@@ -50,8 +50,11 @@ class _Job:
 class _Writer:
     """The store's one thread (a sqlite-utils Database is bound to the thread that opened it). Work waits in a
     priority queue: what Slack waits on for its ack (accepting an event, a click's decision) goes ahead of
-    the runs' bookkeeping, so a busy bot still acks within Slack's 3 seconds. Urgent calls queued together
-    (a burst of mentions) share one transaction and one fsync (`group`), each with its own result."""
+    the runs' bookkeeping, so a busy bot still acks within Slack's 3 seconds; what nobody waits on (a CI's
+    POSTed change events, retention sweeps) goes last, so a flood of them never queues a run's writes behind
+    it (only the one transaction already running). A background call waits while other work keeps coming.
+    Urgent calls queued together (a burst of mentions) share one transaction and one fsync (`group`), each
+    with its own result."""
 
     def __init__(self) -> None:
         self._queue: queue.PriorityQueue[tuple[int, int, _Job | None]] = queue.PriorityQueue()
@@ -65,17 +68,18 @@ class _Writer:
         fn: Callable[[], T],
         *,
         urgent: bool = False,
+        background: bool = False,
         group: Group | None = None,
         part: Callable[[], T] | None = None,
     ) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         job = _Job(fn, loop, future, group if urgent and part is not None else None, part)
-        self._queue.put((0 if urgent else 1, next(self._order), job))
+        self._queue.put((0 if urgent else 2 if background else 1, next(self._order), job))
         return future
 
     def close(self) -> None:
-        self._queue.put((2, next(self._order), None))  # after everything already queued
+        self._queue.put((3, next(self._order), None))  # after everything already queued
         self._thread.join()
 
     def _work(self) -> None:
@@ -204,10 +208,11 @@ class StoreBase(Caller):
         fn: Callable[[], T],
         *,
         urgent: bool = False,
+        background: bool = False,
         group: Group | None = None,
         part: Callable[[], T] | None = None,
     ) -> T:
-        return await self._writer.submit(fn, urgent=urgent, group=group, part=part)
+        return await self._writer.submit(fn, urgent=urgent, background=background, group=group, part=part)
 
     async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """`fn(ledger)` as one unit, like every call (see `_call`): for a rule that reads and writes through the
@@ -215,7 +220,7 @@ class StoreBase(Caller):
         once (a retried conflict or transient error): it must only use the ledger."""
         return await self._call(fn, urgent=urgent)
 
-    async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
+    async def _call(self, fn: Callable[[Ledger], T], *, urgent: bool = False, background: bool = False) -> T:
         """Run `fn(ledger)` on the writer thread as one unit (`Ledger.call`), retrying transient errors
         ("database is locked", a full disk, a lost Postgres connection, a failover) with backoff; after
         `retry_seconds` they become StoreUnavailable, and the run waits instead of failing. Each call is one
@@ -229,7 +234,9 @@ class StoreBase(Caller):
         group: Group | None = getattr(ledger.sql, "call_group", None)  # SQLite: urgent calls share a commit
         while True:
             try:
-                return await self._submit(lambda: ledger.call(fn), urgent=urgent, group=group, part=lambda: fn(ledger))
+                return await self._submit(
+                    lambda: ledger.call(fn), urgent=urgent, background=background, group=group, part=lambda: fn(ledger)
+                )
             except Exception as e:
                 transient = ledger.sql.transient(e)
                 if transient is None:
