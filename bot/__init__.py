@@ -6,7 +6,7 @@ bot/model.py imports anthropic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from bot.errors import OpsloopError
@@ -15,7 +15,6 @@ from bot.types import (
     ModelRequest,
     ModelResponse,
     Run,
-    RunMemory,
     RunStatus,
     StepEntry,
     StopReason,
@@ -52,7 +51,7 @@ class RunStore(Protocol):
         stop_detail: str,
         stopped_by: str | None = None,
         output: str | None = None,
-        remember: RunMemory | None = None,
+        at_end: Sequence[Callable[[Any], None]] = (),
     ) -> None: ...
     async def history(self, run_id: str) -> list[dict[str, Any]]: ...
     async def put_message(

@@ -43,7 +43,6 @@ from bot.types import (
     ModelRequest,
     ModelResponse,
     Run,
-    RunMemory,
     RunNews,
     RunResult,
     StepEntry,
@@ -90,7 +89,8 @@ class RunConfig:
     # Context offered at a run's first drive (past incidents, the team's runbook): text blocks appended to the
     # task's user turn before the first request, so the system prompt and tools stay the cached prefix.
     prelude: Callable[[], Awaitable[Sequence[str]]] | None = None
-    remember: RunMemory | None = None  # incident memory is on: the run's end also writes its incident record
+    # What the configured reaches write in the transaction that ends this run (each called with the ledger).
+    at_end: tuple[Callable[[Any], None], ...] = ()
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
@@ -524,7 +524,7 @@ class _Run(Condenser, ToolGate):
             }
             await self.answer(calls, results, missing=reason.value)
         await self.cfg.store.finish_run(
-            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, remember=self.cfg.remember
+            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=self.cfg.at_end
         )
         await self.save_totals()
         await self.trace(

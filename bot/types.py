@@ -196,17 +196,6 @@ class ModelResponse:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunMemory:
-    """What the Slack side knows of a run for incident memory (INVESTIGATION.md §2), handed to `finish_run` so the
-    record is written in the run end's own transaction: the conversation's kind as conversations.info said it
-    (public/private/im/mpim; None: unknown, kept as private), the thread's link, an alert run's labels."""
-
-    kind: str | None
-    permalink: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
 class RunResult:
     """What every run returns, however it ended."""
 

@@ -11,8 +11,8 @@ import pytest
 
 from bot.configreader import Reader
 from bot.store import Store
-from bot.types import ApprovalState, DecisionCause, FeedbackValue, RunMemory, StopReason
-from tools.api import Link, RunScope, run_scope
+from bot.types import ApprovalState, DecisionCause, FeedbackValue, StopReason
+from tools.api import Link, RunFacts, RunScope, run_scope
 from tools.config import build_registry
 from tools.memory.reach import REACH, MemoryConfig
 from tools.registry import ToolRegistry
@@ -80,7 +80,7 @@ async def end_run(
         stop_reason=StopReason.COMPLETED,
         stop_detail="",
         output=output,
-        remember=RunMemory(kind=kind, permalink=link),
+        at_end=[lambda ledger: REACH.at_end(MemoryConfig())(ledger, run.id, RunFacts(kind=kind, permalink=link))],
     )
     return run.id
 

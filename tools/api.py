@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import enum
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -109,6 +109,22 @@ class Offer:
     source: str  # the reach's name: one thread line per source and run
     prompt: str = ""
     thread_line: tuple[str | Link, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFacts:
+    """What the Slack side knows of a run's conversation, for what a reach writes in the transaction that ends
+    the run (incident memory's record): the conversation's kind as conversations.info said it
+    (public/private/im/mpim; None: unknown, kept as private), the thread's link, an alert run's labels."""
+
+    kind: str | None
+    permalink: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+# What a reach writes in the transaction that ends a run (incident memory's record): called on the store's
+# thread with (the ledger, the run id, what Slack knows of its conversation); SQL only, no waiting.
+AtEnd = Callable[[Any, str, RunFacts], None]
 
 
 class Service(Protocol):

@@ -335,7 +335,8 @@ async def build_registry(
     """The registry for a [tools] table and the configured reaches (tools.reaches.read_reaches: name -> parsed
     config): module tools bound to their context, each configured reach's tools and resources, runbook commands,
     MCP servers. `shared` are resources the app hands every tool and reach (its Store, which incident memory
-    reads); a reach with an `offer` has it collected in `registry.offerers`, its `services` in `registry.services`.
+    reads); a reach with an `offer` has it collected in `registry.offerers`, its `services` in `registry.services`,
+    its `at_end` write in `registry.at_end`.
 
     The registry owns the MCP connections and what the reaches opened: `await registry.aclose()` when done. On a
     ToolConfigError (every problem found, one per line) whatever was already opened is closed before it is raised.
@@ -365,6 +366,8 @@ async def build_registry(
                 registry.offerers.append(functools.partial(offer, parsed, resources))
             if (services := getattr(reach, "services", None)) is not None:
                 registry.services.extend(services(parsed, resources))
+            if (at_end := getattr(reach, "at_end", None)) is not None:
+                registry.at_end.append(at_end(parsed))
         ctx = dataclasses.replace(ctx, resources=resources)
         loaded = _load_modules(names, config)
         bound = [t.bind(ctx) for t, _ in loaded]

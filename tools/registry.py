@@ -27,6 +27,7 @@ import jsonschema
 from tools.api import (
     DEFAULT_TIMEOUT_S,
     MAX_OUTPUT_CHARS,
+    AtEnd,
     Category,
     Offer,
     PermissionDenied,
@@ -519,6 +520,8 @@ class ToolRegistry:
         self.offerers: list[Callable[[RunScope], Awaitable[Offer | None]]] = []
         # What the configured reaches run beside the runs (tools/reach.py: `services`); the app starts and closes them.
         self.services: list[Service] = []
+        # What the configured reaches write when a run ends (tools/api.py AtEnd), in its ending transaction.
+        self.at_end: list[AtEnd] = []
         for t in tools:
             self.register(t)
 

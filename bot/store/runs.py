@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_RUNS
 from bot.redact import redact, redact_value
 from bot.store.entry import entry
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
-from bot.types import ApprovalState, Run, RunMemory, RunStatus, StopReason, Totals
+from bot.types import ApprovalState, Run, RunStatus, StopReason, Totals
 
 if TYPE_CHECKING:
-    from bot.store.memory import MemoryRows
+    pass
 
 
 class Runs(LedgerBase):
@@ -75,10 +75,10 @@ class Runs(LedgerBase):
         stop_detail: str,
         stopped_by: str | None = None,
         output: str | None = None,
-        remember: RunMemory | None = None,
+        at_end: Sequence[Callable[[Any], None]] = (),
     ) -> None:
-        """End a run. With `remember` (incident memory is enabled) the run becomes an incident record in the same
-        transaction, so it is searchable as soon as its end is stored."""
+        """End a run, and in the same transaction call each of `at_end` with this ledger: what the configured
+        reaches write when a run ends (incident memory's record, searchable as soon as the end is stored)."""
         with self._atomic():
             self._update_run(
                 run_id,
@@ -88,10 +88,8 @@ class Runs(LedgerBase):
                 stopped_by=stopped_by,
                 output=output,
             )
-            if remember is not None:
-                cast("MemoryRows", self).record_incident(
-                    run_id, kind=remember.kind, permalink=remember.permalink, labels=remember.labels
-                )
+            for write in at_end:
+                write(self)
 
     def _update_run(self, run_id: str, **fields: Any) -> None:
         # Plain SQL on the hot path: the loop calls this every step (sqlite-utils' update introspects the table).

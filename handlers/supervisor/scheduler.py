@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
@@ -24,7 +25,7 @@ from bot.pricing import Price
 from bot.redact import redact
 from bot.runtime import RunConfig, run
 from bot.store import Store, StoreUnavailable
-from bot.types import Run, RunMemory, RunResult, StopReason
+from bot.types import Run, RunResult, StopReason
 from handlers import approvals
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk
@@ -36,6 +37,7 @@ from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 from handlers.supervisor.liveness import dead_owners, owner_id
 from handlers.supervisor.thread import IncidentThread
+from tools.api import AtEnd, RunFacts
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger("opsloop.supervisor")
@@ -217,7 +219,7 @@ class Supervisor:
             except Exception as e:  # a status line is best effort: a Slack outage must not end the run
                 log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
             await thread.load_alert()  # the scope's alert facts: the offers and the memory record read them
-            cfg = self._config(row, thread, remember=await self._remember(thread))
+            cfg = self._config(row, thread, at_end=await self._at_end(thread))
             try:
                 result = await run(cfg, run_id)
             except Pause as pause:
@@ -239,7 +241,7 @@ class Supervisor:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
                 await self.store.finish_run(
-                    run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail, remember=cfg.remember
+                    run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail, at_end=cfg.at_end
                 )
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
@@ -255,19 +257,20 @@ class Supervisor:
             await thread.finish(result)
             return result
 
-    async def _remember(self, thread: IncidentThread) -> RunMemory | None:
-        """What the run's incident record needs from Slack, when [memory] is on (None: nothing is recorded)."""
-        if self.settings.reaches.get("memory") is None:
-            return None
+    async def _at_end(self, thread: IncidentThread) -> tuple[Callable[[Any], None], ...]:
+        """The reaches' writes at this run's end (registry.at_end), bound to it and to what Slack knows of its
+        conversation; () when no reach writes one (then Slack isn't asked)."""
+        if not self.tools.at_end:
+            return ()
         scope = thread.scope
-        labels = {**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})}
-        return RunMemory(
+        facts = RunFacts(
             kind=await self.membership.kind(thread.channel),
-            labels=labels,
+            labels={**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})},
             permalink=thread_permalink(thread.channel, thread.thread_ts),
         )
+        return tuple(_bound(write, thread.run_id, facts) for write in self.tools.at_end)
 
-    def _config(self, row: Run, thread: IncidentThread, *, remember: RunMemory | None = None) -> RunConfig:
+    def _config(self, row: Run, thread: IncidentThread, *, at_end: tuple[Callable[[Any], None], ...] = ()) -> RunConfig:
         s = self.settings
         return RunConfig(
             model=self.model_for(row.model),
@@ -288,7 +291,7 @@ class Supervisor:
             hand_back=lambda: self._draining,
             scope=thread.scope,
             prelude=thread.prelude,
-            remember=remember,
+            at_end=at_end,
         )
 
     # --- Slack ----------------------------------------------------------------
@@ -303,3 +306,8 @@ class Supervisor:
     def out(self) -> SlackOut:
         """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
         return SlackOut(self.client)
+
+
+def _bound(write: AtEnd, run_id: str, facts: RunFacts) -> Callable[[Any], None]:
+    """A reach's end-of-run write for one run: what the store calls with its ledger in the ending transaction."""
+    return lambda ledger: write(ledger, run_id, facts)

@@ -1,4 +1,5 @@
-"""The incident-memory reach: `[memory] enabled, retention_days`, its tool, and its offer at a run's start."""
+"""The incident-memory reach: `[memory] enabled, retention_days`, its tool, its offer at a run's start, the record
+it writes as a run ends and its retention sweep."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.configreader import Reader
-from tools.api import Offer, RunScope, Service
+from tools.api import AtEnd, Offer, RunFacts, RunScope, Service
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +52,14 @@ class MemoryReach:
 
         store = resources.get(Store)
         return [MemorySweep(store, config.retention_days)] if isinstance(store, Store) else []
+
+    def at_end(self, config: MemoryConfig) -> AtEnd:
+        """Every run that ends becomes an incident record, in its ending transaction (INVESTIGATION.md §2)."""
+
+        def remember(ledger: Any, run_id: str, facts: RunFacts) -> None:
+            ledger.record_incident(run_id, kind=facts.kind, permalink=facts.permalink, labels=facts.labels)
+
+        return remember
 
     async def offer(self, config: MemoryConfig, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
         from tools.memory.offer import offer_for
