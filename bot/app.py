@@ -44,6 +44,7 @@ from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
+from handlers.inbound import Inbound
 from handlers.outbox import Outbox
 from handlers.payload_shape import Unreadable, bolt_request
 from handlers.policy import ApprovalPolicy
@@ -102,9 +103,25 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
     delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
 
-    async def on_message(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+    inbound = Inbound(
+        store=sup.store,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        client=sup.client,
+        membership=sup.membership,
+        approvals=sup.approval_desk,
+        channels=sup.settings.channels,
+        model=sup.settings.model.primary,
+        start=sup.start,
+        bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
+    )
+
+    async def on_mention(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+        await mentions.on_mention(inbound, body, event)
+
+    async def on_message(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
         if desk is None or not await desk.on_message(body, event):  # an alert starts a run; the rest as before
-            await replies.on_message(sup, body, event)
+            await replies.on_message(inbound, body, event)
 
     home_desk = home.HomeDesk(
         store=sup.store,
@@ -118,7 +135,7 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     async def on_home_opened(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
         await home.on_home_opened(home_desk, body, event)
 
-    event_handlers = {"app_mention": mentions.on_mention, "message": on_message, "app_home_opened": on_home_opened}
+    event_handlers = {"app_mention": on_mention, "message": on_message, "app_home_opened": on_home_opened}
     for name in EVENTS:
         app.event(name)(_event_listener(sup, event_handlers[name]))
     stop_desk = stop.StopDesk(
@@ -138,7 +155,7 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     }
     for action_id in ACTIONS:
         app.action(action_id)(_action_listener(action_handlers[action_id]))
-    app.shortcut(INVESTIGATE)(_action_listener(lambda body: shortcut.on_investigate(sup, body)))
+    app.shortcut(INVESTIGATE)(_action_listener(lambda body: shortcut.on_investigate(inbound, body)))
 
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:

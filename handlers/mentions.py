@@ -13,8 +13,8 @@ from slack_sdk.errors import SlackApiError
 from bot.redact import redact
 from handlers import approvals, messages
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
+from handlers.inbound import Inbound
 from handlers.replies import after_reply
-from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -28,23 +28,23 @@ THREAD_PAGES_MAX = 50  # read at most this many pages of one thread (10,000 mess
 
 
 async def thread_context(
-    sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int = 20
+    desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int = 20
 ) -> tuple[str, list[str]]:
     """The thread so far (the alert, what people said last), for a mention that arrives mid-thread; with the
     people who wrote it (bots and alert senders are not people): they asked too."""
     try:
-        root, newest = await _thread_tail(sup, channel, thread_ts, before=before, keep=keep - 1)
+        root, newest = await _thread_tail(desk, channel, thread_ts, before=before, keep=keep - 1)
     except SlackApiError as e:
         log.warning("thread_context_unavailable", error=e.response.get("error"))
         return "", []
     earlier = [m for m in (root, *newest) if m is not None]
     lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
-    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, sup.bot_user_id)})
+    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, desk.bot_user_id)})
     return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
 
 
 async def _thread_tail(
-    sup: Supervisor, channel: str, thread_ts: str, *, before: str, keep: int
+    desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the thread's root, its newest `keep` replies before `before`), paging through the whole thread.
 
@@ -55,7 +55,7 @@ async def _thread_tail(
     newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
     cursor: str | None = None
     for _ in range(THREAD_PAGES_MAX):
-        response = await sup.client.conversations_replies(
+        response = await desk.client.conversations_replies(
             channel=channel, ts=thread_ts, limit=THREAD_PAGE, latest=before, inclusive=False, cursor=cursor
         )
         for m in response.get("messages") or []:
@@ -72,27 +72,27 @@ async def _thread_tail(
     return root, list(newest)
 
 
-async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+async def on_mention(desk: Inbound, body: dict[str, Any], event: dict[str, Any]) -> None:
     """Store the mention (a new run, or a redirect of the thread's run) before Slack gets its ack; a store
     failure raises, so no ack is sent and Slack delivers it again."""
-    if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, sup.bot_user_id):
+    if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, desk.bot_user_id):
         return
-    if not allowed_channel(sup.settings.channels, event["channel"]):
+    if not allowed_channel(desk.channels, event["channel"]):
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     event_id = body.get("event_id") or f"mention:{channel}:{ts}"
     thread_ts = event.get("thread_ts") or ts
-    text = strip_mention(message_text(event), sup.bot_user_id)
+    text = strip_mention(message_text(event), desk.bot_user_id)
     if not text:
-        if await sup.store.claim_event(event_id):
-            sup.after_ack.spawn(
-                sup.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION), name="empty_mention"
+        if await desk.store.claim_event(event_id):
+            desk.after_ack.spawn(
+                desk.out.post(channel=channel, thread_ts=thread_ts, text=messages.EMPTY_MENTION), name="empty_mention"
             )
         return
     prompt = f"[incident request from <@{user}> in <#{channel}>] {text}"
     team = event.get("user_team") or body.get("team_id") or event.get("team")  # the requester's workspace
     await start_or_redirect(
-        sup,
+        desk,
         event_id,
         channel=channel,
         thread_ts=thread_ts,
@@ -105,7 +105,7 @@ async def on_mention(sup: Supervisor, body: dict[str, Any], event: dict[str, Any
 
 
 async def start_or_redirect(
-    sup: Supervisor,
+    desk: Inbound,
     event_id: str,
     *,
     channel: str,
@@ -122,18 +122,18 @@ async def start_or_redirect(
     or, while the thread's run is going, a redirect of it. :eyes: and the run's start come only once it is stored.
     `askers` (and the authors of the thread messages the run reads) are recorded as askers of its calls."""
     askers = set(askers)
-    if thread_ts != ts and await sup.store.latest_run(channel, thread_ts) is None:
-        context, authors = await thread_context(sup, channel, thread_ts, before=ts)
+    if thread_ts != ts and await desk.store.latest_run(channel, thread_ts) is None:
+        context, authors = await thread_context(desk, channel, thread_ts, before=ts)
         prompt += context  # part of the stored row
         askers |= set(authors)
-    accepted = await sup.store.accept_mention(
+    accepted = await desk.store.accept_mention(
         event_id,
         channel=channel,
         thread_ts=thread_ts,
         requester=user,
         task=text,
         prompt=redact(prompt),
-        model=sup.settings.model.primary,
+        model=desk.model,
         mention_ts=ts,
         on_reply=approvals.supersede_by_reply,
         team_id=team_id,
@@ -143,8 +143,8 @@ async def start_or_redirect(
         log.info("event.duplicate", event_id=event_id)
         return
     if accepted.redirect is not None:  # the thread's run is going: this request redirects it
-        await after_reply(sup, accepted.redirect)
+        await after_reply(desk, accepted.redirect)
         return
     log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user, via=via)
-    sup.after_ack.spawn(sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")  # only once the run is stored
-    sup.start(accepted.run.id)
+    desk.after_ack.spawn(desk.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")  # only once the run is stored
+    desk.start(accepted.run.id)

@@ -12,9 +12,9 @@ import structlog
 
 from handlers import messages
 from handlers.event_filters import allowed_channel, dig, is_from_a_bot, message_text
+from handlers.inbound import Inbound
 from handlers.mentions import start_or_redirect
 from handlers.slack_out import ephemeral
-from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.shortcut")
 
@@ -34,24 +34,24 @@ def shortcut_text(message: dict[str, Any]) -> str:
     return "\n".join(p for p in parts if p.strip()).strip()[:TASK_MAX]
 
 
-async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
+async def on_investigate(desk: Inbound, body: dict[str, Any]) -> None:
     user, channel = dig(body, "user", "id"), dig(body, "channel", "id")
     message = body.get("message") if isinstance(body.get("message"), dict) else None
     ts = dig(body, "message", "ts") or dig(body, "message_ts")
     if not user or not channel or message is None or not ts:
         log.warning("shortcut.malformed", user=user, channel=channel)
         return
-    if not allowed_channel(sup.settings.channels, channel):
-        sup.after_ack.spawn(ephemeral(sup.out, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
+    if not allowed_channel(desk.channels, channel):
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
         return
     text = shortcut_text(message)
     if not text:
-        sup.after_ack.spawn(ephemeral(sup.out, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.SHORTCUT_EMPTY), name="shortcut_refused")
         return
-    if refusal := await _bot_cant_work_in(sup, channel):  # before anything is stored: no run, no model call
+    if refusal := await _bot_cant_work_in(desk, channel):  # before anything is stored: no run, no model call
         log.info("shortcut.refused", channel=channel, user=user)
-        sup.after_ack.spawn(
-            sup.out.respond(response_url=dig(body, "response_url") or "", text=refusal), name="shortcut_refused"
+        desk.after_ack.spawn(
+            desk.out.respond(response_url=dig(body, "response_url") or "", text=refusal), name="shortcut_refused"
         )
         return
     thread_ts = dig(body, "message", "thread_ts") or ts
@@ -62,7 +62,7 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
     )
     event_id = f"shortcut:{dig(body, 'trigger_id') or f'{user}:{channel}:{ts}'}"
     await start_or_redirect(
-        sup,
+        desk,
         event_id,
         channel=channel,
         thread_ts=thread_ts,
@@ -72,14 +72,14 @@ async def on_investigate(sup: Supervisor, body: dict[str, Any]) -> None:
         prompt=messages.shortcut_prompt(user, channel, author, text),
         via="shortcut",
         team_id=dig(body, "user", "team_id") or dig(body, "team", "id") or None,
-        askers=[] if is_from_a_bot(message, sup.bot_user_id) else [str(message["user"])],
+        askers=[] if is_from_a_bot(message, desk.bot_user_id) else [str(message["user"])],
     )
 
 
-async def _bot_cant_work_in(sup: Supervisor, channel: str) -> str | None:
+async def _bot_cant_work_in(desk: Inbound, channel: str) -> str | None:
     """Why a run can't start in `channel` (the bot isn't in it, or Slack couldn't say), else None. Every post of a
     run there would fail (`not_in_channel`), so the clicker hears it now, through the payload's response_url."""
-    member = await sup.membership.bot_is_in(channel)
+    member = await desk.membership.bot_is_in(channel)
     if member is None:
         return messages.SHORTCUT_NOT_CHECKED
     return None if member else messages.shortcut_not_a_member(channel)
