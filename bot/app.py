@@ -315,7 +315,16 @@ async def build(
         policy=ApprovalPolicy(settings.approvals, client),
         outbox=outbox,
     )
-    desk = AlertDesk(sup, settings.alerts)
+    desk = AlertDesk(
+        settings.alerts,
+        store=sup.store,
+        outbox=sup.outbox,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        start=sup.start,
+        nudge=sup.nudge,
+        model=settings.model.primary,
+    )
     register(app, sup, desk)
     return Opsloop(
         settings=settings,

@@ -37,12 +37,13 @@ from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, al
 from bot.errors import OpsloopError
 from bot.json_body import BadJson, read_json
 from bot.redact import redact
-from bot.store import AcceptedAlert, AlertOutcome
+from bot.store import AcceptedAlert, AlertOutcome, Store
 from bot.titles import alert_title
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
-from handlers.outbox import owner_id
-from handlers.supervisor import Supervisor
+from handlers.after_ack import AfterAck
+from handlers.outbox import Outbox, owner_id
+from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.alerts")
 
@@ -214,8 +215,21 @@ def validate(body: bytes) -> dict[str, Any]:
 class AlertDesk:
     """Turns alerts into runs for one bot: the Slack listener's first look at every message, and the webhook."""
 
-    def __init__(self, sup: Supervisor, settings: AlertSettings) -> None:
-        self.sup, self.settings = sup, settings
+    def __init__(
+        self,
+        settings: AlertSettings,
+        *,
+        store: Store,
+        outbox: Outbox,
+        out: SlackOut,
+        after_ack: AfterAck,
+        start: Callable[[str], object],
+        nudge: Callable[[], None],
+        model: str,
+    ) -> None:
+        """`start` drives a stored run, `nudge` wakes the Supervisor's scheduler, `model`: a new run's model."""
+        self.settings, self.store, self.outbox, self.out, self.after_ack = settings, store, outbox, out, after_ack
+        self.start, self.nudge, self.model = start, nudge, model
         self.sources = [
             (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
             for s in settings.slack
@@ -268,13 +282,13 @@ class AlertDesk:
             f"Investigate this alert:\n{text}"
         )
         summary = " ".join(text.split())[:300]
-        accepted = await self.sup.store.accept_slack_alert(
+        accepted = await self.store.accept_slack_alert(
             body.get("event_id") or f"alert:{channel}:{ts}",
             channel=channel,
             ts=ts,
             task=redact(text),
             prompt=redact(prompt),
-            model=self.sup.settings.model.primary,
+            model=self.model,
             summary=summary,
             limit=source.max_runs_per_10_min,
         )
@@ -282,13 +296,13 @@ class AlertDesk:
             self.count("slack", "deduplicated", channel=channel, ts=ts)
         elif accepted.outcome is AlertOutcome.DROPPED:
             self.count("slack", "dropped", channel=channel, ts=ts)
-            self.sup.after_ack.spawn(
+            self.after_ack.spawn(
                 self._storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min), name=f"storm:{ts}"
             )
         elif accepted.run is not None:
             self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
-            self.sup.after_ack.spawn(self.sup.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
-            self.sup.start(accepted.run.id)
+            self.after_ack.spawn(self.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
+            self.start(accepted.run.id)
         return True
 
     # --- storm ---------------------------------------------------------------------------------------
@@ -296,19 +310,19 @@ class AlertDesk:
         """List an alert that was not investigated in the channel's one alert-storm thread. The thread is claimed
         in the store (one row per channel and ten-minute window, compare-and-set), so replicas sharing the store
         in one storm open one; its root and every listing go through the outbox, each once by its key."""
-        storm = await self.sup.store.claim_storm_thread(channel, text=messages.alert_storm_root(limit))
+        storm = await self.store.claim_storm_thread(channel, text=messages.alert_storm_root(limit))
         ts = storm.thread_ts or (await self._posted(storm.root_item) if storm.root_item else None)
         if ts is None:
             log.error("alert.storm_thread_not_opened", channel=channel)
             return
-        await self.sup.store.enqueue(
+        await self.store.enqueue(
             kind=OutboxKind.POST,
             key=f"alert_storm_item:{key}",
             channel=channel,
             thread_ts=ts,
             text=messages.alert_not_investigated(summary),
         )
-        self.sup.outbox.wake()
+        self.outbox.wake()
 
     async def _posted(self, item_id: str, *, renew: Callable[[], Awaitable[bool]] | None = None) -> str | None:
         """The ts of outbox item `item_id` once the sender posted it; None when Slack refused it for good (or
@@ -316,7 +330,7 @@ class AlertDesk:
         may be another replica."""
         delay, renewed = 0.005, asyncio.get_running_loop().time()
         while True:
-            item = await self.sup.store.outbox_item(item_id)
+            item = await self.store.outbox_item(item_id)
             if item is None or item.state == OutboxState.FAILED:
                 return None
             if item.state == OutboxState.SENT:
@@ -366,7 +380,7 @@ class AlertDesk:
             f"{len(firing)} alert(s) firing now.\n{webhook_task(payload)}"
         )
         try:
-            accepted = await self.sup.store.accept_alert_group(
+            accepted = await self.store.accept_alert_group(
                 payload["groupKey"],
                 channel=wh.channel,
                 status=status,
@@ -390,22 +404,22 @@ class AlertDesk:
         outcome, group = accepted.outcome, accepted.group
         key = payload["groupKey"]
         if outcome is AlertOutcome.STARTED:
-            self.sup.outbox.wake()  # its root post was enqueued with it
+            self.outbox.wake()  # its root post was enqueued with it
             self._spawn_open(key, claimed=True)
         elif outcome is AlertOutcome.DROPPED and group is not None:
             self.count("webhook", "dropped", group=key)
             assert self.webhook is not None
-            self.sup.after_ack.spawn(
+            self.after_ack.spawn(
                 self._storm(group.channel, group.key, group.summary, self.webhook.max_runs_per_10_min),
                 name=f"storm:{key}",
             )
         elif outcome in (AlertOutcome.REPEAT, AlertOutcome.DUPLICATE, AlertOutcome.IGNORED):
             self.count("webhook", "deduplicated", group=key)
-            if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.sup.store.now():
+            if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.store.now():
                 self._spawn_open(key)  # stuck opening past its claim (its opener died): recovered now, once
             if accepted.note and group is not None and group.thread_ts:
-                self.sup.after_ack.spawn(
-                    self.sup.out.post(
+                self.after_ack.spawn(
+                    self.out.post(
                         channel=group.channel,
                         thread_ts=group.thread_ts,
                         text=messages.alert_repeat(),
@@ -419,12 +433,12 @@ class AlertDesk:
                 text = messages.alert_resolved(mrkdwn.reveal(name, prose=True), told_run=accepted.run is not None)
             else:
                 text = messages.alert_changed([a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"])
-            self.sup.after_ack.spawn(
-                self.sup.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text, what="alert_note"),
+            self.after_ack.spawn(
+                self.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text, what="alert_note"),
                 name=f"alert_{outcome.value}:{key}",
             )
             if accepted.run is not None:
-                self.sup.nudge()
+                self.nudge()
 
     # --- opening a group's thread: after the ack, and by the recovery pass ----------------------------
     def _spawn_open(self, group_key: str, *, claimed: bool = False) -> None:
@@ -444,7 +458,7 @@ class AlertDesk:
         """A group stored `opening`: claim it (compare-and-set; `claimed`: the accept claimed it), wait for its
         root post (the outbox sends it once: a crash between posting and recording the ts adopts the post it
         finds), then start its run in that thread (compare-and-set on `opening`: once, whoever gets there)."""
-        key, store = f"am:{group_key}", self.sup.store
+        key, store = f"am:{group_key}", self.store
         try:
             now = store.now()
             group = await store.claim_alert_group(key, self.owner, now=now, until=now + self.claim_seconds)
@@ -461,7 +475,7 @@ class AlertDesk:
             if item is None or item.state == OutboxState.FAILED:
                 if await store.retry_alert_root(group_key, self.owner, text=root_message(payload)) is None:
                     return
-                self.sup.outbox.wake()
+                self.outbox.wake()
                 group = await store.alert_group(key)
                 assert group is not None
 
@@ -483,18 +497,18 @@ class AlertDesk:
                 thread_ts=ts,
                 task=redact(task),
                 prompt=redact(prompt),
-                model=self.sup.settings.model.primary,
+                model=self.model,
                 title=alert_title(payload),
             )
             if run is not None:
                 self.count("webhook", "started", group=group_key, run_id=run.id)
-                self.sup.start(run.id)
+                self.start(run.id)
         except Exception as e:  # the store failed: the claim lapses and the recovery pass tries again
             log.warning("alert.open_failed", group=group_key, error=f"{type(e).__name__}: {e}")
 
     async def recover(self) -> int:
         """One recovery pass: every group left `opening` past its claim is opened (once). How many it took up."""
-        keys = await self.sup.store.stuck_alert_groups(self.sup.store.now())
+        keys = await self.store.stuck_alert_groups(self.store.now())
         for key in keys:
             self._spawn_open(key.removeprefix("am:"))
         return len(keys)
