@@ -712,10 +712,10 @@ POSTs over {seconds:.1f} s ({events / seconds:,.0f} events/s; answers {dict(stat
 worst p99 {post99:.0f} ms), and in {a.overlapped} of {rounds} flooded bursts the flood was still storing events after
 the burst's last ack (it starts before the burst's first mention). The bench process (the fake Slack that times the
 acks) does not flood: a child process does, so the flood's client work does not delay the ack timestamps.
-Every mention starts a run whose writes queue on the store's one writer behind the flood's transactions (the
-:eyes: and answer times). The ack's own store write is urgent (bot/store/entry.py): it goes ahead of the queued
-flood transactions but still waits for the one in progress, and the webhook's handlers (JSON, checks) run on the
-same event loop as Socket Mode, with the flooding client on the same 2 CPUs.
+The store's writer has three lanes (bot/store/writer.py): the ack's own write (urgent) first, then the runs'
+writes, then the flood's (background): each waits only for the one transaction in progress. What is left of the
+flood's cost is the webhook's handlers (JSON, checks) on the same event loop as Socket Mode, with the flooding
+client on the same 2 CPUs.
 """,
     )
 
