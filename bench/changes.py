@@ -54,12 +54,12 @@ from tests.fakes.kube import FakeKube, deployment, event, replicaset, statefulse
 from tests.fakes.slack import mention_event
 from tests.sshserver import SshServer, missing_reason
 from tools.api import RunScope, run_scope
-from tools.changes.events import ChangeEvent
 from tools.changes.git import git_changes
 from tools.changes.k8s import namespace_changes, namespaces
 from tools.changes.model import Change
 from tools.changes.packages import host_changes
 from tools.changes.settings import ChangesConfig
+from tools.changes.tool import event_change
 from tools.config import build_registry
 from tools.k8s.clusters import KubeClusters
 from tools.reaches import parse_reaches
@@ -300,19 +300,7 @@ def single_sources(t: Tool, store: Store) -> dict[str, Read]:
 
     async def stored(since: datetime, until: datetime) -> list[Change]:
         rows = await store.changes_between(since.timestamp(), until.timestamp())
-        return [
-            ChangeEvent(
-                at=datetime.fromtimestamp(r.at, UTC),
-                summary=r.summary,
-                id=r.id,
-                source=r.source,
-                service=r.service,
-                environment=r.environment,
-                url=r.url,
-                labels=dict(r.labels),
-            ).change()
-            for r in rows
-        ]
+        return [event_change(r) for r in rows]
 
     reads["webhook stored events"] = stored
     return reads

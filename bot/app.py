@@ -116,10 +116,10 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
         bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
     )
 
-    async def on_mention(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
         await mentions.on_mention(inbound, body, event)
 
-    async def on_message(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
         if desk is None or not await desk.on_message(body, event):  # an alert starts a run; the rest as before
             await replies.on_message(inbound, body, event)
 
@@ -132,12 +132,12 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
         max_steps=sup.settings.limits.max_iterations,
     )
 
-    async def on_home_opened(_: Supervisor, body: dict[str, Any], event: dict[str, Any]) -> None:
+    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
         await home.on_home_opened(home_desk, body, event)
 
     event_handlers = {"app_mention": on_mention, "message": on_message, "app_home_opened": on_home_opened}
     for name in EVENTS:
-        app.event(name)(_event_listener(sup, event_handlers[name]))
+        app.event(name)(event_handlers[name])  # bolt acks once it returns
     stop_desk = stop.StopDesk(
         store=sup.store,
         outbox=sup.outbox,
@@ -160,13 +160,6 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:
         log.error("listener_failed", error=f"{type(error).__name__}: {error}", body_type=body.get("type"))
-
-
-def _event_listener(sup: Supervisor, handler: Any) -> Any:
-    async def listener(body: dict[str, Any], event: dict[str, Any]) -> None:  # bolt acks once this returns
-        await handler(sup, body, event)
-
-    return listener
 
 
 def _action_listener(handler: Any) -> Any:

@@ -93,8 +93,8 @@ def count_terms(execute: Execute, delta: Mapping[str, int]) -> None:
             "ON CONFLICT (term) DO UPDATE SET docs = incident_terms.docs + excluded.docs",
             [v for pair in batch for v in pair],
         )
-    if any(n < 0 for _, n in changed):
-        execute("DELETE FROM incident_terms WHERE docs <= 0", [])
+        if gone := [t for t, n in batch if n < 0]:  # only words this call lowered can have reached 0
+            execute(f"DELETE FROM incident_terms WHERE docs <= 0 AND term IN ({', '.join('?' for _ in gone)})", gone)
 
 
 def uncount_records(select: Select, execute: Execute, run_ids: Sequence[str]) -> None:

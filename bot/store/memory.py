@@ -154,7 +154,7 @@ class MemoryRows(LedgerBase):
         shared: dict[str, int] = {}  # run_id: how many of the query's words the record holds
         wanted = set(tokens)
         for n, plan in enumerate(plans):
-            for sql, match in self._ranking(plan, tokens):
+            for sql, match in self._ranking(plan):
                 for r in self._select(sql + tail, [*match, *params]):
                     ranked[str(r["run_id"])] = r
             if n + 1 == len(plans):
@@ -191,7 +191,7 @@ class MemoryRows(LedgerBase):
             if r["run_id"] in full
         ]
 
-    def _ranking(self, plan: SearchPlan, tokens: list[str]) -> list[tuple[str, list[str]]]:
+    def _ranking(self, plan: SearchPlan) -> list[tuple[str, list[str]]]:
         """One pass's queries (SQL up to its WHERE's filters, and the MATCH parameters): each answers its
         candidates' run_id, score, not-helpful flag and end, read from an index, not the records."""
         if self.backend == "postgres":

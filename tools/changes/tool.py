@@ -28,7 +28,8 @@ HOSTS_FROM_TASK = 4  # inventory hosts read because the task names them (a `host
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _event_change(row: StoredChange) -> Change:
+def event_change(row: StoredChange) -> Change:
+    """A stored change event as a timeline line's change."""
     return ChangeEvent(
         at=datetime.fromtimestamp(row.at, UTC),
         summary=row.summary,
@@ -44,7 +45,7 @@ def _event_change(row: StoredChange) -> Change:
 def _stored(store: Store, service: str | None) -> Source:
     async def read(since: datetime, until: datetime) -> Sequence[Change]:
         rows = await store.changes_between(since.timestamp(), until.timestamp(), service=service)
-        return [_event_change(r) for r in rows]
+        return [event_change(r) for r in rows]
 
     return Source("webhook", "stored events", read)
 
