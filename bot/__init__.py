@@ -12,9 +12,11 @@ from typing import Any, Protocol
 from bot.errors import OpsloopError
 from bot.types import (
     AnswerSink,
+    CallResult,
     ModelRequest,
     ModelResponse,
     Run,
+    RunNews,
     RunStatus,
     StepEntry,
     StopReason,
@@ -63,6 +65,19 @@ class RunStore(Protocol):
         consumed_inbox: Iterable[str] = (),
         totals: Totals | None = None,
         steps: Iterable[StepEntry] = (),
+    ) -> None: ...
+    async def answer_turn(
+        self,
+        run_id: str,
+        seq: int,
+        message: dict[str, Any],
+        *,
+        results: Iterable[CallResult] = (),
+        totals: Totals | None = None,
+        steps: Iterable[StepEntry] = (),
+    ) -> RunNews: ...
+    async def save_tool_results(
+        self, run_id: str, results: Iterable[CallResult], *, steps: Iterable[StepEntry] = ()
     ) -> None: ...
     async def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None: ...
     async def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]: ...

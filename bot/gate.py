@@ -45,6 +45,7 @@ class Outcome:
     is_error: bool = False
     counts: bool = True  # toward the consecutive-error breaker
     confirmed_by: str | None = None
+    marked: bool = False  # it claimed a started marker: its result is stored at once, over the marker
 
 
 class ToolGate:
@@ -121,6 +122,7 @@ class ToolGate:
             return Outcome(f"invalid arguments for {call.name}: {e}", is_error=True)
         confirmed_by: str | None = None
         approved_preview: str | None = None
+        marked = False
         began = time.monotonic()
         try:
             if tool.category != Category.READ_ONLY:
@@ -146,6 +148,7 @@ class ToolGate:
                 ):
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
+                marked = True
             await self.emit(events.ToolStarted, step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
@@ -166,7 +169,7 @@ class ToolGate:
             result=content[:500],
             latency_ms=round((time.monotonic() - began) * 1000),
         )
-        return Outcome(content, is_error=is_error, confirmed_by=confirmed_by)
+        return Outcome(content, is_error=is_error, confirmed_by=confirmed_by, marked=marked)
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
         preview = None

@@ -13,7 +13,7 @@ from typing import Any
 
 from bot import RunStore
 from bot.summary import DESCRIPTION, INPUT_SCHEMA, TOOL_NAME, CallOutcome, CallStatus, Summary, refusal, validate
-from bot.types import ToolCall, ToolResultRow
+from bot.types import CallResult, ToolCall, ToolResultRow
 
 __all__ = ["ACCEPTED", "TOOL_NAME", "offered", "outcomes", "schema", "update"]
 
@@ -30,22 +30,33 @@ def offered(schemas: Iterable[dict[str, Any]]) -> bool:
     return any(s.get("name") == TOOL_NAME for s in schemas)
 
 
-def outcomes(results: dict[str, ToolResultRow], turn: Sequence[ToolCall]) -> dict[str, CallOutcome]:
-    """Every call of the run by tool_use id: stored results (ran and not an error: succeeded), and this turn's
-    calls not answered yet (pending)."""
+def outcomes(
+    results: dict[str, ToolResultRow], turn: Sequence[ToolCall], answered: Sequence[CallResult] = ()
+) -> dict[str, CallOutcome]:
+    """Every call of the run by tool_use id: stored results and this turn's `answered` ones (ran and not an
+    error: succeeded), and this turn's calls not answered yet (pending)."""
     calls = {c.id: CallOutcome(c.name, CallStatus.PENDING) for c in turn}
     for tid, r in results.items():
         calls[tid] = CallOutcome(
             r.tool, CallStatus.SUCCEEDED if r.content is not None and not r.is_error else CallStatus.FAILED
         )
+    for a in answered:
+        calls[a.tool_use_id] = CallOutcome(a.tool, CallStatus.FAILED if a.is_error else CallStatus.SUCCEEDED)
     return calls
 
 
 async def update(
-    store: RunStore, run_id: str, call: ToolCall, *, step: int, turn: Sequence[ToolCall]
+    store: RunStore,
+    run_id: str,
+    call: ToolCall,
+    *,
+    step: int,
+    turn: Sequence[ToolCall],
+    answered: Sequence[CallResult] = (),
 ) -> tuple[Summary | None, str]:
-    """The accepted (stored) summary and the tool result, or None and the refusal naming each problem."""
-    checked = validate(call.args, calls=outcomes(await store.tool_results(run_id), turn))
+    """The accepted (stored) summary and the tool result, or None and the refusal naming each problem.
+    `answered`: this turn's results not stored yet (they go with the turn that answers them)."""
+    checked = validate(call.args, calls=outcomes(await store.tool_results(run_id), turn, answered))
     if not isinstance(checked, Summary):
         return None, refusal(checked)
     await store.add_summary(run_id, step=step, summary=checked)

@@ -8,7 +8,6 @@ capped backoff, walks the fallback chain, and prices usage.
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import email.utils
 import json
@@ -46,13 +45,10 @@ def with_cache_breakpoints(messages: Sequence[dict[str, Any]]) -> list[dict[str,
             marks.append(i)
             break
     for i in marks:
-        message = copy.deepcopy(out[i])
-        content = message["content"]
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        content[-1]["cache_control"] = dict(EPHEMERAL)
-        message["content"] = content
-        out[i] = message
+        content = out[i]["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        blocks[-1] = {**blocks[-1], "cache_control": dict(EPHEMERAL)}  # the one block changed, copied first
+        out[i] = {**out[i], "content": blocks}
     return out
 
 

@@ -18,6 +18,7 @@ part that is kept, so a tool's 50 MB output costs what its 12 KB excerpt does.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -407,7 +408,12 @@ SECRET_KEYS = frozenset(
 
 
 def is_secret_key(key: object) -> bool:
-    return isinstance(key, str) and key.lower().replace("-", "").replace("_", "") in SECRET_KEYS
+    return isinstance(key, str) and _names_a_secret(key)
+
+
+@functools.lru_cache(maxsize=4096)  # the keys of events and tool args: a small set, asked on every log line
+def _names_a_secret(key: str) -> bool:
+    return key.lower().replace("-", "").replace("_", "") in SECRET_KEYS
 
 
 def redact_value(value: Any) -> Any:

@@ -35,6 +35,7 @@ from bot.pricing import Price
 from bot.redact import redact, redact_value
 from bot.types import (
     AnswerSink,
+    CallResult,
     ConfirmRequest,
     ContextOverflow,
     Decision,
@@ -79,7 +80,9 @@ class RunConfig:
     confirm: Confirm | None = None  # None: confirm tools are refused, never run
     inject: Inject | None = None  # returns replies already stored in the inbox
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
-    news: News | None = None  # both at once (one store read) at the start of each step, when given
+    # Both at once (one store read: `store.run_news`) at the start of each step, when given; after a tool step, the
+    # news read in that step's last write (`answer_turn`) instead, so a tool step takes two store round trips.
+    news: News | None = None
     hand_back: Callable[[], bool] | None = None  # True: this process is stopping; pause at the next step
     on_event: OnEvent | None = None
     answer_sink: AnswerSinkFor | None = None  # streams each step's text as the model writes it (the answer's)
@@ -141,6 +144,8 @@ class _Run(Condenser, ToolGate):
         self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
         self.steps: list[StepEntry] = []  # trace rows logged, waiting for the step's next store write
+        self.unsaved: list[CallResult] = []  # this turn's results that claimed no marker: stored with its answer
+        self.news_ahead: RunNews | None = None  # read by the last step's answer_turn, for the next step
 
     @classmethod
     async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
@@ -185,7 +190,7 @@ class _Run(Condenser, ToolGate):
         try:
             return await self._loop()
         finally:
-            if self.steps:  # a drive that ended between a step's trace and its next write (an error, shutdown)
+            if self.steps or self.unsaved:  # a drive that ended between a step's rows and its next write
                 with contextlib.suppress(Exception):
                     await self.flush_steps()
 
@@ -221,7 +226,9 @@ class _Run(Condenser, ToolGate):
             raise
 
     async def step(self) -> str | None:
-        news = await self.cfg.news() if self.cfg.news else None
+        news, self.news_ahead = self.news_ahead, None
+        if news is None and self.cfg.news:
+            news = await self.cfg.news()
         await self.check_stop_requested(news)
         if self.cfg.hand_back and self.cfg.hand_back():
             raise Pause("handing the run back: this process is stopping")
@@ -416,7 +423,7 @@ class _Run(Condenser, ToolGate):
         """The living summary (bot/living.py): checked against this run's calls, stored, shown; never an error
         toward the breaker (a refusal is the model's to fix)."""
         summary, text = await living.update(
-            self.cfg.store, self.id, call, step=self.iterations, turn=self.pending_calls()
+            self.cfg.store, self.id, call, step=self.iterations, turn=self.pending_calls(), answered=self.unsaved
         )
         if summary is not None:
             await self.emit(events.Summarized, step=self.iterations, summary=summary)
@@ -430,17 +437,18 @@ class _Run(Condenser, ToolGate):
         limits = self.cfg.limits
         if limits.loop_warn_at <= seen < limits.loop_stop_at:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
-        # Saved before any stop below: the call ran, and the handoff report must say what it returned.
-        await self.cfg.store.save_tool_result(
-            self.id,
+        result = CallResult(
             tool_use_id=call.id,
             tool=call.name,
             args=call.args,
             content=content,
             is_error=is_error,
             confirmed_by=outcome.confirmed_by,
-            steps=self.take_steps(),
         )
+        if outcome.marked:  # a change that ran: its outcome replaces its started marker now
+            await self.cfg.store.save_tool_results(self.id, [result], steps=self.take_steps())
+        else:  # stored with the turn that answers it (or by finish, first, if a stop below ends the run)
+            self.unsaved.append(result)
         if seen >= limits.loop_stop_at:
             raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
         if counts and self.breaker.observe(is_error):
@@ -454,12 +462,20 @@ class _Run(Condenser, ToolGate):
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         self.history.append({"role": "user", "content": blocks})
-        await self.cfg.store.put_message(
-            self.id, len(self.history) - 1, self.history[-1], totals=self.totals(), steps=self.take_steps()
+        unsaved, self.unsaved = self.unsaved, []
+        news = await self.cfg.store.answer_turn(
+            self.id,
+            len(self.history) - 1,
+            self.history[-1],
+            results=unsaved,
+            totals=self.totals(),
+            steps=self.take_steps(),
         )
+        self.news_ahead = news if self.cfg.news is not None else None
         if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
             self.pending_condense = False
             if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
+                self.news_ahead = None  # condensing asks the model: read the news again after it
                 await self.condense("context budget exceeded")
 
     # --- 6 stop predicate, limits ---------------------------------------------
@@ -490,7 +506,11 @@ class _Run(Condenser, ToolGate):
         return steps
 
     async def flush_steps(self) -> None:
-        if steps := self.take_steps():
+        """Store the trace rows and results still waiting for a write, in one transaction."""
+        unsaved, self.unsaved = self.unsaved, []
+        if unsaved:
+            await self.cfg.store.save_tool_results(self.id, unsaved, steps=self.take_steps())
+        elif steps := self.take_steps():
             await self.cfg.store.add_steps(self.id, steps)
 
     async def end_stream(self, sink: AnswerSink | None, *, answer: bool) -> None:
@@ -514,6 +534,8 @@ class _Run(Condenser, ToolGate):
         self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
     ) -> RunResult:
         self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
+        if self.unsaved:  # results of calls that ran before the stop: stored, so the answer below has them
+            await self.flush_steps()
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
             done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
             why = f"the run stopped ({reason.value})"

@@ -480,6 +480,19 @@ StepEntry = tuple[str, dict[str, Any]]  # a trace row to write: (kind, data)
 
 
 @dataclass(frozen=True, kw_only=True)
+class CallResult:
+    """A finished call's result, to store with the turn that answers it (`answer_turn`): a call that claimed
+    no started marker (a read-only one, or one refused before it ran), so nothing waits on its own commit."""
+
+    tool_use_id: str
+    tool: str
+    args: dict[str, Any]
+    content: str
+    is_error: bool
+    confirmed_by: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunNews:
     """What a run reads at the start of each step, in one store call: who asked it to stop, and the thread
     replies queued for it."""

@@ -1,5 +1,6 @@
 """A step's store round trips: its trace rows ride in its own writes (one transaction each), the Stop flag and the
-inbox come in one read, and a drive never re-reads the results it just wrote. The store side runs once per
+inbox come in one read (after a tool step, in that step's last write), a read-only call's result is stored with
+the turn that answers it, and a drive never re-reads the results it just wrote. The store side runs once per
 backend (`db_url`); the loop side counts the calls handed to the store's writer thread (`Store.round_trips`)."""
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from typing import Any
 import anthropic
 import pytest
 
+from bot.guards import Limits
 from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import Injected, RunNews, StopReason, Totals, Usage
+from bot.types import CallResult, Injected, RunNews, StopReason, Totals, Usage
 from tests.fakes.anthropic import FakeAnthropic, error, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
@@ -49,14 +51,16 @@ async def new_run(store: Store, task: str = "web-03 has high CPU") -> str:
     return row.id
 
 
-def config(store: Store, client: anthropic.AsyncAnthropic, run_id: str, **kw: Any) -> RunConfig:
+def config(
+    store: Store, client: anthropic.AsyncAnthropic, run_id: str, *, tools: ToolRegistry = TOOLS, **kw: Any
+) -> RunConfig:
     async def news() -> RunNews:
         return await store.run_news(run_id)
 
     return RunConfig(
         model=AnthropicModel(client, [MODEL], backoff_base=0.001),
         store=store,
-        tools=TOOLS,
+        tools=tools,
         price_for=lambda m: price_for(m)[0],
         system_prompt="You are opsloop.",
         news=news,
@@ -104,6 +108,35 @@ async def test_a_result_and_its_trace_row_are_written_together(any_store: Store)
     assert (await any_store.tool_results(run_id))["toolu_1"].content == "a: cpu 97%"
 
 
+def _result(i: int, content: str = "a: cpu 97%") -> CallResult:
+    return CallResult(tool_use_id=f"toolu_{i}", tool="check_cpu", args={"host": "a"}, content=content, is_error=False)
+
+
+async def test_a_turn_of_results_and_its_results_are_written_together_then_the_news_read(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    await any_store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="logs first")
+    turn = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a: cpu 97%"}]}
+    news = await any_store.answer_turn(run_id, 1, turn, results=[_result(1)], steps=[("tool", {"tool": "check_cpu"})])
+    assert [i.text for i in news.inbox] == ["logs first"]
+    assert (await any_store.tool_results(run_id))["toolu_1"].content == "a: cpu 97%"
+    assert ((await any_store.history(run_id))[1], [s.kind for s in await any_store.steps(run_id)]) == (turn, ["tool"])
+
+
+async def test_a_turn_of_results_that_fails_to_store_leaves_none_of_its_results(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    with pytest.raises(TypeError):  # a turn that can't be encoded: its results go with it
+        await any_store.answer_turn(run_id, 2, {"role": "user", "content": {1, 2}}, results=[_result(1)])
+    assert (await any_store.tool_results(run_id), len(await any_store.history(run_id))) == ({}, 1)
+
+
+async def test_a_result_replaces_its_started_marker(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    claim = {"tool_use_id": "toolu_1", "tool": "check_cpu", "args": {"host": "a"}, "is_error": False}
+    assert await any_store.save_tool_result(run_id, content=None, confirmed_by="U2", **claim)  # type: ignore[arg-type]
+    await any_store.save_tool_results(run_id, [_result(1, "restarted")])
+    assert (await any_store.tool_results(run_id))["toolu_1"].content == "restarted"
+
+
 async def test_run_news_reads_the_stop_flag_and_the_queued_replies(any_store: Store) -> None:
     run_id = await new_run(any_store)
     assert await any_store.run_news(run_id) == RunNews(stop_requested_by=None, inbox=[])
@@ -130,14 +163,48 @@ async def drive(
     return store.round_trips - before, run_id
 
 
-async def test_a_tool_step_takes_four_store_round_trips(
+async def test_a_tool_step_takes_two_store_round_trips(
     store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
 ) -> None:
-    """The news, the assistant turn with its request and response rows, the result with its tool row, and the
-    turn of results: nothing re-reads what the drive just wrote."""
+    """The assistant turn with its request and response rows; then the read-only call's result, its tool row and
+    the turn of results, with the next step's news read back: nothing re-reads what the drive just wrote."""
     one, _ = await drive(store, fake_anthropic, anthropic_client, 1)
     three, _ = await drive(store, fake_anthropic, anthropic_client, 3)
-    assert (three - one) / 2 == 4
+    assert (three - one) / 2 == 2
+
+
+async def test_a_reply_that_lands_during_a_tool_step_enters_the_next_request(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
+    """The news the turn of results read back is the news of that moment: a reply stored while the tool ran."""
+    run_id = await new_run(store)
+
+    @tool(category=Category.READ_ONLY)
+    async def check_disk(host: str) -> str:
+        """Disk usage of a host."""
+        await store.add_inbox(run_id=run_id, channel="C1", ts="2.0", user="U7", text="show me the logs")
+        return f"{host}: 91% full"
+
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), reply(text("fine")))
+    await run(config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk])), run_id)
+    said = [b.get("text") for m in fake_anthropic.requests[1].body["messages"] for b in m["content"]]
+    assert "[thread reply from U7] show me the logs" in said
+
+
+async def test_a_result_is_stored_before_the_stop_it_caused_ends_the_run(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
+    """A read-only result waits for its turn's write; a stop in between (the loop detector) stores it first, so
+    the handoff report says what each call returned."""
+    fake_anthropic.script(*[reply(tool_use("check_cpu", {"host": "a"}, id=f"toolu_{i}")) for i in range(3)])
+    run_id = await new_run(store)
+    limits = Limits(loop_warn_at=2, loop_stop_at=3)
+    result = await run(config(store, anthropic_client, run_id, limits=limits), run_id)
+    assert result.stop_reason == StopReason.LOOP_DETECTED
+    stored = await store.tool_results(run_id)
+    assert len(stored) == len(result.tools_called) and all(r.content for r in stored.values())
+    [last] = (await store.history(run_id))[-1]["content"]  # the turn that answers the call the stop came after
+    assert (last["tool_use_id"], last["content"]) == ("toolu_2", stored["toolu_2"].content)
 
 
 async def test_every_trace_row_is_stored_in_order(

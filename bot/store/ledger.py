@@ -25,6 +25,7 @@ from bot.store.trace import Trace
 from bot.types import (
     AcceptedMention,
     AcceptedReply,
+    CallResult,
     InboxItem,
     InboxState,
     Injected,
@@ -152,6 +153,24 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 self.put_inbox_state(inbox_id, InboxState.CONSUMED)
             if totals is not None:
                 self.save_totals(run_id, totals)
+
+    def answer_turn(
+        self,
+        run_id: str,
+        seq: int,
+        message: dict[str, Any],
+        *,
+        results: Iterable[CallResult] = (),
+        totals: Totals | None = None,
+        steps: Iterable[StepEntry] = (),
+    ) -> RunNews:
+        """A tool step's end in one round trip: the results of its calls that claimed no started marker, the turn
+        of results that answers them (message `seq`), the totals and the trace rows, in one transaction; then
+        what the next step starts with (`run_news`). A result and the turn carrying it are never apart."""
+        with self._atomic():
+            self.save_tool_results(run_id, results)
+            self.put_message(run_id, seq, message, totals=totals, steps=steps)
+        return self.run_news(run_id)
 
     def run_news(self, run_id: str) -> RunNews:
         """The Stop flag and the queued thread replies, read together: a run asks at the start of every step."""
@@ -448,6 +467,7 @@ class LedgerCalls:
     create_run = entry(Ledger.create_run)
     open_run = entry(Ledger.open_run)
     put_message = entry(Ledger.put_message)
+    answer_turn = entry(Ledger.answer_turn)
     run_news = entry(Ledger.run_news)
     accept_mention = entry(Ledger.accept_mention, urgent=True)
     accept_reply = entry(Ledger.accept_reply, urgent=True)

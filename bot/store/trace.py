@@ -11,10 +11,13 @@ from bot.redact import redact, redact_value
 from bot.store.entry import entry
 from bot.store.rows import _decode_tool_result, _marks
 from bot.store.sql import LedgerBase
-from bot.types import Step, StepEntry, ToolResultRow
+from bot.types import CallResult, Step, StepEntry, ToolResultRow
 
 if TYPE_CHECKING:
     pass
+
+
+_RESULT_COLUMNS = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
 
 
 class Trace(LedgerBase):
@@ -71,7 +74,49 @@ class Trace(LedgerBase):
         True only for the one caller that inserted it, the only one that may run the call, and never once a
         Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process).
         `steps`: trace rows written in the same transaction (a claim takes none: it commits alone, durably)."""
-        row = [
+        if content is None:
+            row = self._result_row(run_id, tool_use_id, tool, args, None, is_error, confirmed_by)
+            with self._durably():
+                return (
+                    self._write(
+                        f"INSERT INTO tool_results {_RESULT_COLUMNS} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
+                        "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
+                        "ON CONFLICT DO NOTHING",
+                        [*row, run_id],
+                    )
+                    == 1
+                )
+        result = CallResult(
+            tool_use_id=tool_use_id, tool=tool, args=args, content=content, is_error=is_error, confirmed_by=confirmed_by
+        )
+        self.save_tool_results(run_id, [result], steps=steps)
+        return True
+
+    def save_tool_results(self, run_id: str, results: Iterable[CallResult], *, steps: Iterable[StepEntry] = ()) -> None:
+        """Finished calls' results (each replacing its started marker, if it had one) and trace rows, in one
+        transaction."""
+        with self._atomic():
+            self._add_steps(run_id, steps)
+            for r in results:
+                self._write(
+                    f"INSERT INTO tool_results {_RESULT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
+                    "content = excluded.content, is_error = excluded.is_error, "
+                    "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at",
+                    self._result_row(run_id, r.tool_use_id, r.tool, r.args, r.content, r.is_error, r.confirmed_by),
+                )
+
+    def _result_row(
+        self,
+        run_id: str,
+        tool_use_id: str,
+        tool: str,
+        args: dict[str, Any],
+        content: str | None,
+        is_error: bool,
+        confirmed_by: str | None,
+    ) -> list[Any]:
+        return [
             run_id,
             tool_use_id,
             tool,
@@ -81,28 +126,6 @@ class Trace(LedgerBase):
             confirmed_by,
             self.sql.now(),
         ]
-        columns = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
-        if content is None:
-            with self._durably():
-                return (
-                    self._write(
-                        f"INSERT INTO tool_results {columns} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
-                        "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
-                        "ON CONFLICT DO NOTHING",
-                        [*row, run_id],
-                    )
-                    == 1
-                )
-        with self._atomic():
-            self._add_steps(run_id, steps)
-            self._write(
-                f"INSERT INTO tool_results {columns} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
-                "content = excluded.content, is_error = excluded.is_error, "
-                "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at",
-                row,
-            )
-        return True
 
     def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
         """The run's stored results by tool_use_id (only those of `ids` when given: one turn's calls)."""
@@ -144,6 +167,7 @@ class TraceCalls:
     history = entry(Trace.history)
     failed_tool_calls = entry(Trace.failed_tool_calls)
     save_tool_result = entry(Trace.save_tool_result)
+    save_tool_results = entry(Trace.save_tool_results)
     tool_results = entry(Trace.tool_results)
     add_step = entry(Trace.add_step)
     add_steps = entry(Trace.add_steps)
