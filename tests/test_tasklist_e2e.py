@@ -205,7 +205,8 @@ async def test_stop_still_works_from_the_status_message_under_the_task_list(
             env, channel, ts, lambda t: t.get(listing, ("",))[0] == "in_progress", "the listing in progress"
         )
         assert plan_of(status) is not None and stop_button(status)
-        await env.stop(status, CAROL)
+        # Acked once the Stop is recorded (store, then ack): only then does the held call end.
+        await fake_slack.wait_ack(await env.stop(status, CAROL))
         gate.release()
         report = await env.wait_final(channel, ts)
         assert "cancelled" in text_of(report)
