@@ -40,6 +40,7 @@ def root_posts(slack: FakeSlack) -> list[Any]:
     return [c for c in slack.calls if c.method == "chat.postMessage" and c.ok and not c.args.get("thread_ts")]
 
 
+@pytest.mark.slow
 async def test_slack_refusing_the_root_post_is_retried_and_opens_one_thread(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -54,6 +55,7 @@ async def test_slack_refusing_the_root_post_is_retried_and_opens_one_thread(
         assert len(refused) == 3
 
 
+@pytest.mark.slow
 async def test_slack_refusing_the_root_post_for_good_is_tried_again_by_the_recovery_pass(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

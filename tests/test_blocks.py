@@ -621,6 +621,7 @@ def test_tool_excerpts_are_cut_to_300_characters() -> None:
     assert len(excerpt) == 300 and excerpt.endswith("…")
 
 
+@pytest.mark.slow
 def test_huge_report_stays_within_limits() -> None:
     msgs = _report(
         tools=[(f"tool_{i}<x>", i, NASTY * 200) for i in range(200)],

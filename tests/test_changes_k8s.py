@@ -124,6 +124,7 @@ def rows(changes: list[Change]) -> list[tuple[str, str, str]]:
     return [(c.target, c.what, c.ref) for c in changes]
 
 
+@pytest.mark.slow
 async def test_a_namespace_changes_newest_first(fake_kube: FakeKube, client: KubeClient) -> None:
     world(fake_kube)
     changes = await namespace_changes(client, NS, ago(120), ago(-1))

@@ -268,6 +268,7 @@ async def test_form_encoded_blocks_arrive_as_json_string_and_are_decoded(
     assert slack.messages["C1"][0].blocks == CARD
 
 
+@pytest.mark.slow
 async def test_ratelimited_call_is_retried_after_retry_after(slack: FakeSlack) -> None:
     client = AsyncWebClient(
         token=slack.bot_token,

@@ -23,6 +23,7 @@ module level, inside a function (a late import still ties two modules together) 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,12 @@ def modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module parsed once per test process: every test here walks the same few hundred files."""
+    return ast.parse(path.read_text())
+
+
 def _type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
@@ -125,8 +132,7 @@ def imports(
     """The modules of `known` that `name` imports (a `from package import module` names the module)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    tree = ast.parse(path.read_text())
-    for node in _statements(tree, type_checking=type_checking, module_level=module_level):
+    for node in _statements(_tree(path), type_checking=type_checking, module_level=module_level):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         else:

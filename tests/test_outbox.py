@@ -337,6 +337,7 @@ def arm_after_status(slack: FakeSlack, arm: Callable[[], None]) -> None:
 
 
 @pytest.mark.parametrize("error", ["ratelimited", "internal_error"])
+@pytest.mark.slow
 async def test_a_card_slack_refused_for_a_moment_is_retried_and_posted_once(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, error: str
 ) -> None:

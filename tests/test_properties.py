@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,7 @@ async def play(env: BotEnv, actions: list[tuple[str, str | None]]) -> None:
 
 @SETTINGS
 @given(actions=st.lists(ACTION, min_size=1, max_size=6))
+@pytest.mark.slow
 def test_any_interleaving_of_clicks_replies_expiry_and_stop_ends_in_exactly_one_decision(actions):
     run_async(with_app(CONFIG, lambda env: play(env, actions)))
 
@@ -274,6 +276,7 @@ async def fuzz(env: BotEnv, payloads: list[tuple[str, dict[str, Any]]]) -> None:
         max_size=12,
     )
 )
+@pytest.mark.slow
 def test_no_slack_payload_stops_the_app_from_serving(payloads):
     run_async(with_app("", lambda env: fuzz(env, payloads)))
 

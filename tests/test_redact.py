@@ -143,6 +143,7 @@ ADVERSARIAL = [
 
 
 @pytest.mark.parametrize("unit", ADVERSARIAL)
+@pytest.mark.slow
 def test_a_megabyte_of_near_misses_is_scanned_in_one_pass(unit):
     """No timing assert: the patterns are linear by construction (see bot/redact.py); a quadratic one hangs here."""
     text = unit * (1_000_000 // len(unit)) + "\n-----END RSA PRIVATE KEY-----"
@@ -249,6 +250,7 @@ def _cuts(total: int, limit: int) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("secret", Q_SECRETS)
+@pytest.mark.slow
 def test_truncated_output_has_no_piece_of_a_secret_crossing_either_cut(secret):
     total, limit = 5_000, 400
     for cut in _cuts(total, limit):

@@ -271,6 +271,7 @@ def lose_the_first_card_response(slack: FakeSlack, then: Callable[[], None]) -> 
     return lost
 
 
+@pytest.mark.slow
 async def test_a_click_on_an_unrecorded_copy_the_outbox_posted_decides_and_closes_both_cards(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -323,6 +324,7 @@ async def test_a_click_on_the_card_before_its_ts_is_recorded_decides_it(
         assert not [e for e in fake_slack.ephemerals if e["user"] == BOB]
 
 
+@pytest.mark.slow
 async def test_a_click_on_an_unrecorded_copy_slack_could_not_show_changes_nothing_until_clicked_again(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

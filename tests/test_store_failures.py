@@ -35,6 +35,7 @@ async def cap_pages(store: Store, extra: int) -> None:
     await store._call(cap)
 
 
+@pytest.mark.slow
 async def test_a_locked_database_is_retried_until_the_lock_is_released(tmp_path: Path) -> None:
     store = await Store(tmp_path / "opsloop.db", retry_seconds=60).open()
     run = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task="t", model="m")
@@ -68,6 +69,7 @@ async def test_a_full_disk_is_retried_then_reported_as_unavailable_and_recovers(
     await store.close()
 
 
+@pytest.mark.slow
 async def test_a_store_that_keeps_failing_pauses_the_run_tells_the_thread_once_and_it_resumes(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

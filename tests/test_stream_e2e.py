@@ -110,6 +110,7 @@ async def settled(env: Any) -> None:
 
 
 # --- the stream --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_long_answer_grows_in_appends_then_stops_with_the_feedback_buttons_and_the_outbox_metadata(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -150,6 +151,7 @@ async def test_a_long_answer_grows_in_appends_then_stops_with_the_feedback_butto
     assert max_appends_in_a_second(fake_slack.calls) <= 1
 
 
+@pytest.mark.slow
 async def test_a_rate_limited_append_waits_and_the_stream_goes_on(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -178,6 +180,7 @@ async def test_a_short_answer_is_posted_as_before(
     assert "212 rotated nginx logs" in json.dumps(final.blocks) and has_feedback(final)
 
 
+@pytest.mark.slow
 async def test_a_stream_cut_by_slacks_lifetime_is_finished_with_chat_update_on_its_ts(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -198,6 +201,7 @@ async def test_a_stream_cut_by_slacks_lifetime_is_finished_with_chat_update_on_i
     assert has_feedback(final) and "access.log" in json.dumps(final.blocks)
 
 
+@pytest.mark.slow
 async def test_a_secret_split_across_deltas_never_reaches_slack(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -226,6 +230,7 @@ async def test_a_secret_split_across_deltas_never_reaches_slack(
     assert final.text.count("[REDACTED]") == 3 and token not in final.text
 
 
+@pytest.mark.slow
 async def test_a_one_paragraph_answer_at_40_tokens_a_second_shows_its_first_words_early(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -251,6 +256,7 @@ async def test_a_one_paragraph_answer_at_40_tokens_a_second_shows_its_first_word
     assert final.text == answer and final.stream is not None and final.stream["state"] == "stopped"
 
 
+@pytest.mark.slow
 async def test_a_secret_straddling_a_word_boundary_inside_a_paragraph_never_reaches_slack(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -366,6 +372,7 @@ async def test_text_before_a_tool_call_stops_its_stream_before_the_approval_card
     assert len(answers(fake_slack, channel, ts)) == 2  # the interim text and the answer
 
 
+@pytest.mark.slow
 async def test_a_stop_mid_stream_finishes_that_message_with_the_handoff_report(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -714,6 +721,7 @@ def test_the_streamed_text_gets_the_posted_answers_hygiene() -> None:
     assert stable_prefix("odd \u202etxt.exe line\n") == "odd ⟨U+202E⟩txt.exe line\n"
 
 
+@pytest.mark.slow
 async def test_stream_answers_false_in_the_config_posts_every_answer_at_the_end(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.types import FeedbackValue
 from handlers import messages
 from handlers.blocks import FEEDBACK, INVESTIGATE
@@ -30,6 +32,7 @@ def feedback_block(msg) -> dict:
 
 
 # --- loading status ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_when_the_run_answers(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

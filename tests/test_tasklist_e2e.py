@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from handlers.blocks import STOP, TASKS_SHOWN
 from tests import incident_tools, planted_tools
 from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
@@ -159,6 +161,7 @@ async def test_a_secret_in_a_tool_result_never_reaches_the_task_output(
     planted_tools.OUTPUT["text"] = "(nothing planted)"
 
 
+@pytest.mark.slow
 async def test_a_fifty_step_run_keeps_the_status_within_slacks_limits(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:

@@ -126,6 +126,7 @@ async def test_check_names_a_refused_connection_in_one_line_per_service(tmp_path
     ]
 
 
+@pytest.mark.slow
 async def test_check_names_a_timeout(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     async with silent_server() as port:
@@ -137,6 +138,7 @@ async def test_check_names_a_timeout(tmp_path, capsys, monkeypatch):
     ]
 
 
+@pytest.mark.slow
 async def test_check_names_an_untrusted_tls_certificate(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     async with tls_server(tmp_path) as port:
