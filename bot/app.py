@@ -291,8 +291,10 @@ async def build(
         lambda record: "`token` will be unused" not in record.getMessage()
     )
     app = AsyncApp(
-        name="opsloop",  # given: bolt otherwise names the app after its caller's file with inspect.stack(), which
-        # reads the source of every frame (a third of a second under pytest, per app)
+        # The name bolt would find itself (this file's), given: it otherwise calls inspect.stack(), which reads the
+        # source of every frame (a third of a second per app under pytest). Never "opsloop": bolt sets the level
+        # of the logger it names, and ours are opsloop.*.
+        name="app.py",
         client=client,
         signing_secret=settings.slack_signing_secret or "",
         request_verification_enabled=not settings.slack_app_token,
