@@ -44,7 +44,7 @@ PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP) browser postgres sshd prometheus
 	$(BIN)/python -m pytest $(PYTEST)
 
-# The loop to run every few minutes: no processes, no real servers (tests/markers.py marks those) and none of the
+# The loop to run every few minutes: no processes, no real servers (tests/support/markers.py marks those) and none of the
 # tests marked `slow` (each a second or more, paced by the clock); under 90 s on 2 cores. `make test` runs them all.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST) -m "not processes and not servers and not slow"
@@ -53,7 +53,7 @@ test-fast: $(STAMP)
 # replay one with CHAOS_SEED=...). `make test` runs its short, fixed-seed version.
 CHAOS_RUNS ?= 200
 chaos: $(STAMP)
-	$(BIN)/python -m pytest -q -s tests/test_crash.py --chaos-runs=$(CHAOS_RUNS) $(if $(CHAOS_SEED),--chaos-seed=$(CHAOS_SEED))
+	$(BIN)/python -m pytest -q -s tests/e2e/test_crash.py --chaos-runs=$(CHAOS_RUNS) $(if $(CHAOS_SEED),--chaos-seed=$(CHAOS_SEED))
 
 # What CI checks first (and .pre-commit-config.yaml before a commit): lint, formatting, strict types.
 lint: $(STAMP)
@@ -96,7 +96,7 @@ browser:
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(APT_INSTALL) >/dev/null 2>&1; } \
 	  || echo "browser: apt-get could not install $(BROWSER_PKGS); the browser test will skip"
 
-# Postgres 15+ binaries (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/pgserver.py), from
+# Postgres 15+ binaries (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/support/pgserver.py), from
 # Debian's packages: installed with apt-get when missing and possible (root or passwordless sudo). Never fails
 # the build: without them the Postgres tests skip and say what is missing.
 PG_PKGS := postgresql
@@ -113,7 +113,7 @@ postgres:
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PG_INSTALL) >/dev/null 2>&1; } \
 	  || echo "postgres: apt-get could not install $(PG_PKGS); the Postgres tests will skip"
 
-# OpenSSH's server and client for the host tools' tests (tests/sshserver.py starts a throwaway sshd on loopback),
+# OpenSSH's server and client for the host tools' tests (tests/support/sshserver.py starts a throwaway sshd on loopback),
 # from Debian's packages, the same way. Never fails the build: without them the SSH tests skip and say why.
 SSH_PKGS := openssh-server openssh-client
 SSH_INSTALL = $(call NO_SERVICES,ssh) $(SSH_PKGS)
@@ -128,7 +128,7 @@ sshd:
 	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(SSH_INSTALL) >/dev/null 2>&1; } \
 	  || echo "sshd: apt-get could not install $(SSH_PKGS); the SSH tests will skip"
 
-# Prometheus and Alertmanager for the alert tests (tests/promserver.py runs them on loopback), from Debian's
+# Prometheus and Alertmanager for the alert tests (tests/support/promserver.py runs them on loopback), from Debian's
 # packages, the same way. Never fails the build: without them the real-server alert tests skip and say why.
 PROM_PKGS := prometheus prometheus-alertmanager
 PROM_INSTALL = $(call NO_SERVICES,prometheus prometheus-alertmanager prometheus-node-exporter) $(PROM_PKGS)

@@ -39,7 +39,7 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, cost_usd, reply, text, tool_use
+from tests.support.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, cost_usd, reply, text, tool_use
 from tools.config import build_registry
 
 HERE = Path(__file__).resolve().parent

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 
 from bench import product
-from tests.fakes.anthropic import Reply, reply, text, tool_use
+from tests.support.fakes.anthropic import Reply, reply, text, tool_use
 
 Row = Callable[..., None]  # Report.row(name, result, target, ok, miss="")
 Section = Callable[[str, str], None]

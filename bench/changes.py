@@ -6,10 +6,10 @@ acks while `POST /changes` is flooded.
 
 1. recent_changes, through the real registry (`build_registry` from a `[changes]`, `[kubernetes]` and
    `[[hosts]]` config, the tool's `run` inside a run scope, as the runtime calls it) over: 2 fake kube-apiservers
-   (tests.fakes.kube, HTTPS on loopback, in a child process so the "cluster" is not this process's event loop),
+   (tests.support.fakes.kube, HTTPS on loopback, in a child process so the "cluster" is not this process's event loop),
    2 configured namespaces each, with Deployments and their ReplicaSet revisions, StatefulSets and their
    ControllerRevisions, ConfigMaps with managedFields and scale events; 4 hosts over 4 real OpenSSH servers
-   on 127.0.0.1 (tests.sshserver), named in the run's task as an alert would; a bare git repository of 10,000
+   on 127.0.0.1 (tests.support.sshserver), named in the run's task as an alert would; a bare git repository of 10,000
    commits (bench.changes_git.make_repo, ending now) with `paths = ["k8s/"]`; 1,000 change events in the
    SQLite store, spread over the last 24 hours. Each source alone is its public reader (git_changes,
    namespace_changes, host_changes, the store's changes_between) on the same clients, pool and store the
@@ -50,9 +50,9 @@ import aiohttp
 from bench import product
 from bench.changes_git import COMMITS, make_repo
 from bot.store import Store, StoredChange
-from tests.fakes.kube import FakeKube, deployment, event, replicaset, statefulset
-from tests.fakes.slack import mention_event
-from tests.sshserver import SshServer, missing_reason
+from tests.support.fakes.kube import FakeKube, deployment, event, replicaset, statefulset
+from tests.support.fakes.slack import mention_event
+from tests.support.sshserver import SshServer, missing_reason
 from tools.api import RunScope, run_scope
 from tools.changes.git import git_changes
 from tools.changes.k8s import namespace_changes, namespaces

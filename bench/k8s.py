@@ -3,7 +3,7 @@
     python -m bench.k8s [--repeats 15]
 
 1. Per read: the opsloop tool (kubernetes_asyncio, one ApiClient kept open) against the fake kube-apiserver
-   (tests/fakes/kube.py, HTTPS on loopback), next to `kubectl` run as a subprocess for the same read (what a
+   (tests/support/fakes/kube.py, HTTPS on loopback), next to `kubectl` run as a subprocess for the same read (what a
    runbook command would do), medians of `--repeats` runs after a warm-up (kubectl's discovery cache warm).
 2. Four reads in one turn: run together (as the runtime runs parallel-safe reads) vs the slowest of them
    alone, with the fake answering every request after 200 ms.
@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.kube import FakeKube
-from tests.fakes.kube_scenes import NS, crashloop
+from tests.support.fakes.kube import FakeKube
+from tests.support.fakes.kube_scenes import NS, crashloop
 from tools.config import build_registry
 from tools.reaches import parse_reaches
 from tools.registry import ToolRegistry

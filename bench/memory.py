@@ -229,7 +229,7 @@ async def run(*, sqlite_only: bool = False) -> tuple[list[Result], str]:
         results = await measure("SQLite", {n: str(Path(tmp) / f"memory-{n}.db") for n in SIZES})
     if sqlite_only:
         return results, "not asked for (--sqlite)"
-    from tests.pgserver import PgServer, find_bindir, new_database
+    from tests.support.pgserver import PgServer, find_bindir, new_database
 
     if find_bindir() is None:
         return results, "not installed (make postgres)"

@@ -9,7 +9,7 @@
 10. Thirty incidents at once through the fake Slack (`delivery = "round_robin"`) on 1 vs 3 `opsloop run`
     replicas sharing one Postgres, the fake model answering in 200 ms; with the CPU each party used.
 
-The Postgres servers are throwaway ones (`tests.pgserver.PgServer`: Unix socket in a temp dir, no TCP).
+The Postgres servers are throwaway ones (`tests.support.pgserver.PgServer`: Unix socket in a temp dir, no TCP).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from bench.product import ROOT, Product, bot_env, incident, running, write_confi
 from bench.tools import DF_OUTPUT
 from bot.store import Store
 from bot.types import StopReason, Totals, Usage
-from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.slack import FakeSlack
-from tests.pgserver import PgServer, find_bindir, new_database
+from tests.support.fakes.anthropic import FakeAnthropic
+from tests.support.fakes.slack import FakeSlack
+from tests.support.pgserver import PgServer, find_bindir, new_database
 
 med = statistics.median
 MODEL = "claude-sonnet-5-5"

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
-from tests.fakes.slack import ApiCall, FakeSlack, mention_event
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
+from tests.support.fakes.slack import ApiCall, FakeSlack, mention_event
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "sk-ant-bench-0000"

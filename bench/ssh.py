@@ -2,7 +2,7 @@
 
     python -m bench --only ssh   # just this (section 11), spliced into the existing RESULTS.md
 
-Four throwaway OpenSSH servers on 127.0.0.1 (tests.sshserver.SshServer) stand in for four hosts; the
+Four throwaway OpenSSH servers on 127.0.0.1 (tests.support.sshserver.SshServer) stand in for four hosts; the
 commands go through the real `SshPool.run` (quoted, `timeout`-wrapped, `head`-bounded), `df -P` being what
 check_disk will run remotely.
 
@@ -20,7 +20,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 
-from tests.sshserver import SshServer, missing_reason
+from tests.support.sshserver import SshServer, missing_reason
 from tools.remote.inventory import Host, Inventory, SshSettings
 from tools.remote.pool import SshPool
 
@@ -126,7 +126,7 @@ async def run_all(row: Row, section: Callable[[str, str], None], *, repeats: int
         "11. Hosts over SSH: first call, reused connection, 4 hosts in one turn",
         f"""
 `df -P` (what check_disk runs on a remote host) through the real `SshPool.run` against {HOSTS} throwaway
-OpenSSH servers on 127.0.0.1 (`tests.sshserver`), each logging in the user the bench runs as with an ed25519
+OpenSSH servers on 127.0.0.1 (`tests.support.sshserver`), each logging in the user the bench runs as with an ed25519
 key; {repeats} repeats, medians. The first call makes a fresh pool each time; the later ones reuse its
 connection (one connection per host for the whole run: checked).
 

@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.fakes.anthropic import API_KEY, FakeAnthropic, reply, text
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env, is_card, is_status
+from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, reply, text
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env, is_card, is_status
 
 med = statistics.median
 Row = Callable[..., None]  # Report.row(name, result, target, ok, miss="")

@@ -33,7 +33,7 @@ from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import RunNews
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
 from tools import ToolRegistry
 from tools.config import build_registry
 

@@ -1,14 +1,14 @@
 """Shared fixtures: a temp store, the fake Messages API and the fake Slack, all on loopback; a throwaway Postgres.
 
 Postgres: `pg_server` is one server for the session (the one CI started, named by OPSLOOP_TEST_PG, else our
-own tests.pgserver.PgServer; the tests skip only when no Postgres 15+ is installed), `pg_url` a fresh empty
+own tests.support.pgserver.PgServer; the tests skip only when no Postgres 15+ is installed), `pg_url` a fresh empty
 database on it per test, and `db_url` runs a test once per store backend: a SQLite file, then a Postgres URL.
 
-SSH: `ssh_servers` starts throwaway OpenSSH servers on 127.0.0.1 (tests.sshserver.SshServer; skips when
+SSH: `ssh_servers` starts throwaway OpenSSH servers on 127.0.0.1 (tests.support.sshserver.SshServer; skips when
 sshd is not installed) and stops them after the test; `sshd` is one such server.
 
 Markers: tests that start processes or use real servers are marked `processes` / `servers` at collection
-(tests/markers.py says how), and a test that starts a process without its marker fails, so `make test-fast`
+(tests/support/markers.py says how), and a test that starts a process without its marker fails, so `make test-fast`
 (`-m "not processes and not servers"`) stays fast without anyone keeping a list.
 """
 
@@ -23,9 +23,9 @@ import anthropic
 import pytest
 
 from bot.store import Store
-from tests import markers, pgserver, sshserver
-from tests.fakes.anthropic import API_KEY, FakeAnthropic
-from tests.fakes.slack import FakeSlack
+from tests.support import markers, pgserver, sshserver
+from tests.support.fakes.anthropic import API_KEY, FakeAnthropic
+from tests.support.fakes.slack import FakeSlack
 
 __all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
 
@@ -129,7 +129,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     if call.when == "call" and (spawned := _spawns.unmarked_spawns(item)):
         note = (
-            "started a process but is not marked `processes` (tests/markers.py could not see it): add "
+            "started a process but is not marked `processes` (tests/support/markers.py could not see it): add "
             "@pytest.mark.processes, or @pytest.mark.servers if it uses a real server:\n  " + "\n  ".join(spawned)
         )
         if report.passed:
@@ -147,7 +147,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-seed", type=int, default=None, help="seed for the crash tests (default: random)")
 
 
-from tests.fakes.kube import FakeKube  # noqa: E402  (kept with its fixture)
+from tests.support.fakes.kube import FakeKube  # noqa: E402  (kept with its fixture)
 
 
 @pytest.fixture

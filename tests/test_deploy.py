@@ -25,7 +25,7 @@ from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
 from handlers.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 SLACK_SOCKET_MODE_CONNECTIONS = 10  # per app: every replica, and every surge pod of a rollout, opens one
 # Shaped like the real thing, never real: what the placeholders stand for when the environment is loaded.

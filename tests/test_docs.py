@@ -10,7 +10,7 @@ from bot.app import ACTIONS, EVENTS, SHORTCUTS
 from bot.cli import parser
 from handlers import blocks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def manifest() -> dict:

@@ -13,7 +13,7 @@ from bot.cli import main
 from bot.config import _SCHEMA, load_settings
 from tools import config as tools_config
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "opsloop.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "opsloop.example.toml"
 TEXT = EXAMPLE.read_text()
 COMMENTED_TOML = re.compile(r'^# ((?:\[|"?[A-Za-z0-9_.-]+"? = ).*)$')  # a commented key or table, not prose
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bot", "handlers", "tools")
 LAYERED = (*PACKAGES, "bench")
 RUNTIME = "bot.runtime"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _is_test_module(module: str) -> bool:
@@ -36,15 +36,15 @@ def offences(source: str) -> list[str]:
 
 def test_the_check_sees_test_modules_and_private_names() -> None:
     source = (
-        "from tests.test_k8s_tools import NS\nimport tests.test_cli\nfrom tests import test_docs\n"
-        "from tests.fakes.anthropic import _cost_usd, reply\nfrom __future__ import annotations\n"
-        "from tests.fakes.kube_scenes import crashloop\n"
+        "from tests.tools.k8s.test_k8s_tools import NS\nimport tests.bot.test_cli\nfrom tests import test_docs\n"
+        "from tests.support.fakes.anthropic import _cost_usd, reply\nfrom __future__ import annotations\n"
+        "from tests.support.fakes.kube_scenes import crashloop\n"
     )
     assert offences(source) == [
-        "tests.test_k8s_tools",
-        "tests.test_cli",
+        "tests.tools.k8s.test_k8s_tools",
+        "tests.bot.test_cli",
         "tests.test_docs",
-        "tests.fakes.anthropic._cost_usd",
+        "tests.support.fakes.anthropic._cost_usd",
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.check import check
 from bot.config import load_settings
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import error, reply, text
+from tests.support.fakes.anthropic import error, reply, text
 
 
 def env_for(fake_slack, fake_anthropic, **over):

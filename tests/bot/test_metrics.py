@@ -19,11 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.app import serve_metrics
 from bot.metrics import MetricsPortError, MetricsServer
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, mention_event
-from tests.harness import BOB, BotEnv, bot_env
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, mention_event
+from tests.support.harness import BOB, BotEnv, bot_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "web-03 is paging: disk full on /var, please fix"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
 

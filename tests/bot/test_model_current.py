@@ -14,7 +14,7 @@ from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import AnswerSink, ModelRequest, StopReason
-from tests.fakes.anthropic import repeating_text, reply, text, tool_use
+from tests.support.fakes.anthropic import repeating_text, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
 SONNET, HAIKU = "claude-sonnet-5-5", "claude-haiku-5-5"

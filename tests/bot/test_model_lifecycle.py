@@ -17,7 +17,7 @@ import pytest
 from bot.config import load_settings, missing_for_run
 from bot.pricing import LIFECYCLE, PRICES, Lifecycle, Status, lifecycle, model_problems, sdk_deprecations
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEC_1 = date(2026, 12, 1)
 
 

@@ -20,8 +20,8 @@ from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import ConfirmRequest, Decision, Injected, StopReason
-from tests.fakes.anthropic import FakeAnthropic, error, repeating_text, reply, text, tool_use
-from tests.scripted import ScriptedModel, call
+from tests.support.fakes.anthropic import FakeAnthropic, error, repeating_text, reply, text, tool_use
+from tests.support.scripted import ScriptedModel, call
 from tools import Category, PermissionDenied, ToolError, ToolRegistry, tool
 
 EXECUTED: list[tuple[str, dict[str, Any], str | None]] = []

@@ -1,7 +1,7 @@
 """The loop's rules for models that think and bind their thinking to the conversation.
 
 In-process models here (no HTTP): these tests are about what the loop sends and keeps;
-tests/test_current_models_e2e.py proves the same against the strict fake Messages API.
+tests/e2e/test_current_models_e2e.py proves the same against the strict fake Messages API.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bot.report import handoff_report
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import AnswerSink, Decision, ModelError, ModelRequest, ModelResponse, StopReason, Usage
-from tests.scripted import ScriptedModel, call
+from tests.support.scripted import ScriptedModel, call
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import reply, text
+from tests.support.fakes.anthropic import reply, text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:

@@ -12,10 +12,10 @@ import pytest
 
 from bot.playground.standin.blockkit import block_errors
 from bot.summary import TOOL_NAME
-from tests.chaos import ALICE, CHANNEL, Bots, poll, query, stop
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message, mention_event
-from tests.harness import is_status, text_of
+from tests.support.chaos import ALICE, CHANNEL, Bots, poll, query, stop
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message, mention_event
+from tests.support.harness import is_status, text_of
 
 FIRST = {
     "situation": "web-03 /var at 100%; cause not known yet",

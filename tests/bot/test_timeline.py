@@ -15,10 +15,10 @@ import pytest
 
 from bot.cli import main
 from bot.store import Ledger
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import ALICE, BOB, bot_env
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import ALICE, BOB, bot_env
 from tools import Category, tool
 
 SLACK_SECRET = "xoxb-2222222222-PLANTEDSLACKTOKEN"
@@ -101,7 +101,7 @@ async def incident(
         reply(text("212 rotated nginx logs fill /var."), tool_use("clean_logs", CLEAN)),
         reply(text(f"{FINAL} ({ANTHROPIC_SECRET}): rotate it.")),
     )
-    config = '[tools]\nmodules = ["tests.incident_tools", "tests.test_timeline"]'
+    config = '[tools]\nmodules = ["tests.support.incident_tools", "tests.bot.test_timeline"]'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         gate = incident_tools.hold("check_disk")
         channel, ts = await env.mention(f"web-03 disk full, and {SLACK_SECRET} is in a log line")

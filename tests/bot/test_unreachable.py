@@ -30,7 +30,7 @@ from bot.check import check
 from bot.config import load_settings
 from tests.conftest import API_KEY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- places that can't be reached -------------------------------------------------------------------------

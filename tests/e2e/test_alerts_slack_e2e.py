@@ -16,10 +16,10 @@ import aiohttp
 import pytest
 
 from handlers import messages
-from tests import incident_tools, promserver
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message, message_event
-from tests.harness import BOB, CHANNEL, bot_env, text_of, user_turn
+from tests.support import incident_tools, promserver
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message, message_event
+from tests.support.harness import BOB, CHANNEL, bot_env, text_of, user_turn
 
 SENDER = "B0ALERTMGR"
 CONFIG = f"""

@@ -1,6 +1,7 @@
 """Alertmanager's webhook, end to end: the real app's receiver on its own loopback port, posted to as
 Alertmanager posts (payload version 4, bearer token), against FakeSlack and FakeAnthropic. The last test runs the whole
-path: a real Prometheus rule fires on a loopback target and a real Alertmanager posts here (tests/promserver.py).
+path: a real Prometheus rule fires on a loopback target and a real Alertmanager posts here
+(tests/support/promserver.py).
 """
 
 # ruff: noqa: ASYNC109  (the helpers take timeout= like the harness's waits)
@@ -17,10 +18,10 @@ import aiohttp
 import pytest
 
 from bot.cli import main
-from tests import promserver
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, app_home_opened_event
-from tests.harness import BOB, CHANNEL, BotEnv, bot_env, text_of, user_turn
+from tests.support import promserver
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, app_home_opened_event
+from tests.support.harness import BOB, CHANNEL, BotEnv, bot_env, text_of, user_turn
 
 TOKEN = "alert-token-0123456789abcdef"
 CONFIG = f"""

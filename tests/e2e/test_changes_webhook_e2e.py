@@ -13,15 +13,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.kube import FakeKube
-from tests.fakes.slack import FakeSlack
-from tests.harness import CHANNEL, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
-from tests.test_alerts_webhook_e2e import ENV as ALERT_ENV
-from tests.test_alerts_webhook_e2e import payload as alert_payload
-from tests.test_alerts_webhook_e2e import post as post_alert
-from tests.test_changes_git import commit, git
-from tests.test_changes_k8s import NS, world
+from tests.e2e.test_alerts_webhook_e2e import ENV as ALERT_ENV
+from tests.e2e.test_alerts_webhook_e2e import payload as alert_payload
+from tests.e2e.test_alerts_webhook_e2e import post as post_alert
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.kube import FakeKube
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import CHANNEL, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
+from tests.tools.changes.test_changes_git import commit, git
+from tests.tools.changes.test_changes_k8s import NS, world
 from tools.changes.webhook import ChangeWebhook
 
 TOKEN = "changes-token-0123456789abcdef"
@@ -166,8 +166,8 @@ async def test_an_event_answered_200_survives_a_sigkill_right_after(
     import asyncio
     import signal
 
-    from tests.chaos import Bots, poll, query, stop
-    from tests.test_alerts_recovery import free_port
+    from tests.handlers.test_alerts_recovery import free_port
+    from tests.support.chaos import Bots, poll, query, stop
 
     port = free_port()
 

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import reply, text
-from tests.fakes.slack import mention_event
+from tests.support.fakes.anthropic import reply, text
+from tests.support.fakes.slack import mention_event
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_opsloop_run_serves_a_mention_and_stops_on_sigterm(tmp_path, fake_slack, fake_anthropic):

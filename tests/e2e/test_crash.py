@@ -1,7 +1,7 @@
 """Crash test: the real `opsloop run` process SIGKILLed at chosen and at random points, restarted each
 time, against the fake Slack and the fake Messages API; then the durability invariants are checked.
 
-Each run (one @mention, one thread) is scripted (`tests.chaos.ScenarioModel`): a read-only check, a
+Each run (one @mention, one thread) is scripted (`tests.support.chaos.ScenarioModel`): a read-only check, a
 mutating restart and a destructive drain (each behind an approval card), then the answer. People act
 as they would: carol clicks Approve on a pending card (again after a restart if it is still pending),
 bob sometimes replies in the thread instead (which supersedes the card), and Slack redelivers every
@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 
 from handlers.blocks import APPROVE, DENY
-from tests import crash_tools
-from tests.chaos import (
+from tests.support import crash_tools
+from tests.support.chaos import (
     ALICE,
     APPROVERS,
     BOB,
@@ -63,8 +63,8 @@ from tests.chaos import (
     query,
     stop,
 )
-from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
+from tests.support.fakes.anthropic import FakeAnthropic
+from tests.support.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
 
 SHORT_SEED = 20260517
 SHORT_KINDS = ("model", "approval_pending", "mid_tool", "reply_ack", "card_post", "random")

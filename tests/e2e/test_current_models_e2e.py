@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import error, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, mention_event, message_event
+from tests.support.fakes.anthropic import error, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, mention_event, message_event
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHANNEL, ALICE, BOB, CAROL = "C0INCIDENT", "U0ALICE", "U0BOB", "U0CAROL"
 OVERLOADED = error(529, "overloaded_error", headers={"retry-after-ms": "10"})
 
@@ -39,7 +39,7 @@ status_update_seconds = 0
 [approvals]
 approvers = ["{CAROL}", "{BOB}"]
 [tools]
-modules = ["tests.incident_tools"]
+modules = ["tests.support.incident_tools"]
 """)
     return path
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import ALICE, bot_env, result_text, text_of, tool_results
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import ALICE, bot_env, result_text, text_of, tool_results
 from tools.worker import WORKER_MARK
 
 TASK = "api-7 logs look odd, search them"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.kube import FakeKube
-from tests.fakes.slack import FakeSlack
-from tests.harness import BOB, bot_env, card_state, result_text, text_of, tool_results
-from tests.test_k8s_tools import NS, crashloop
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.kube import FakeKube
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import BOB, bot_env, card_state, result_text, text_of, tool_results
+from tests.tools.k8s.test_k8s_tools import NS, crashloop
 
 POD = "api-7d9f-x2k4q"
 IMAGE_DIFF = "spec.template.spec.containers[api].image: api:1.42 → api:1.41"
@@ -160,7 +160,7 @@ def _revision(kube: FakeKube, n: int) -> dict:
 async def test_an_undo_whose_target_revision_changed_after_the_card_writes_nothing_and_asks_a_new_card(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube, between: str
 ) -> None:
-    from tests.fakes.kube import replicaset
+    from tests.support.fakes.kube import replicaset
 
     d = crashloop(fake_kube)
     undo = {"name": "api", "namespace": NS}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message
-from tests.harness import CAROL, CHANNEL, PEOPLE, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
-from tests.test_slack_e2e import TASK, clean_logs_script
+from tests.e2e.test_slack_e2e import TASK, clean_logs_script
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message
+from tests.support.harness import CAROL, CHANNEL, PEOPLE, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
 
 MEMORY = "[memory]\nenabled = true\n"
 FREED = "Freed 19.8 GB on web-03 (/var now 61%)."

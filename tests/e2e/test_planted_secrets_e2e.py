@@ -28,11 +28,11 @@ import structlog
 
 from bot.incidents import terms
 from bot.log import configure_logging
-from tests import planted_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import BOB, bot_env
-from tests.incident_tools import hold, ran
+from tests.support import planted_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import BOB, bot_env
+from tests.support.incident_tools import hold, ran
 
 
 def _kinds(tag: str) -> list[tuple[str, str]]:
@@ -154,7 +154,9 @@ async def test_planted_secrets_are_found_nowhere_opsloop_writes(
         reply(text("nginx restarted on web-03; /var is fine.")),
     )
     # [memory] on: the run's end writes its incident record (task, answer, changes) and SQLite's FTS5 index of it
-    config = '[tools]\nmodules = ["tests.incident_tools", "tests.planted_tools"]\n[memory]\nenabled = true'
+    config = (
+        '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.planted_tools"]\n[memory]\nenabled = true'
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         gate = hold("check_disk")
         channel, ts = await env.mention("nginx is down, creds are:\n" + _blob("MENT"))

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from handlers.blocks import APPROVE, STOP
-from tests import crash_tools
-from tests.chaos import (
+from tests.support import crash_tools
+from tests.support.chaos import (
     ALICE,
     APPROVERS,
     BOB,
@@ -51,9 +51,9 @@ from tests.chaos import (
     stop,
     tag_and_step,
 )
-from tests.disk_tools import CLEAN_PREVIEW
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message, mention_event, message_event
+from tests.support.disk_tools import CLEAN_PREVIEW
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message, mention_event, message_event
 
 WAIT = 30.0  # seconds any one observable change may take (a lease takeover is ~10 s at worst)
 CRASH_LOOP_SEED = 20260612
@@ -63,7 +63,7 @@ REPLIES_IN_LOOP = ("R2", "R5")  # in the crash loop, bob answers these runs' res
 
 
 # --------------------------------------------------------------------------------------
-# the model: the scenario of tests.chaos, and the disk-full incident
+# the model: the scenario of tests.support.chaos, and the disk-full incident
 # --------------------------------------------------------------------------------------
 
 
@@ -327,7 +327,7 @@ async def test_disk_full_mentioned_on_one_replica_is_approved_through_the_other(
 ) -> None:
     asks = Asks()
     install_disk_full(fake_anthropic, asks)
-    replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db, tools=("tests.disk_tools",)))
+    replicas = Replicas(Bots(tmp_path, fake_slack, fake_anthropic, db=db, tools=("tests.support.disk_tools",)))
     try:
         a, b = await replicas.start(), await replicas.start()
         await replicas.mention("R1", "/var is full (100%), nginx is failing to write", to=a)

@@ -14,8 +14,8 @@ import json
 from collections import Counter
 
 from handlers.blocks import APPROVE
-from tests import crash_tools
-from tests.chaos import (
+from tests.support import crash_tools
+from tests.support.chaos import (
     ALICE,
     CAROL,
     CHANNEL,
@@ -30,7 +30,7 @@ from tests.chaos import (
     query,
     stop,
 )
-from tests.fakes.slack import FakeSlack, mention_event
+from tests.support.fakes.slack import FakeSlack, mention_event
 
 TAKEOVER = 20.0  # seconds B gets to finish every run once A is gone (generous: a 2-core CI box)
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import CHANNEL, BotEnv, bot_env, result_text, tool_results
-from tests.test_alerts_webhook_e2e import CONFIG as WEBHOOK
-from tests.test_alerts_webhook_e2e import ENV, payload, post, root
+from tests.e2e.test_alerts_webhook_e2e import CONFIG as WEBHOOK
+from tests.e2e.test_alerts_webhook_e2e import ENV, payload, post, root
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import CHANNEL, BotEnv, bot_env, result_text, tool_results
 
-TOOLS = '[tools]\nmodules = ["tests.incident_tools", "tests.scope_tools"]\n'
+TOOLS = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.scope_tools"]\n'
 
 
 async def scope_seen(env: BotEnv) -> dict[str, Any]:

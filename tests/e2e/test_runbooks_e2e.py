@@ -9,9 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import (
+from tests.e2e.test_alerts_webhook_e2e import CONFIG as WEBHOOK
+from tests.e2e.test_alerts_webhook_e2e import ENV, payload, post, root
+from tests.e2e.test_slack_e2e import CLEAN
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import (
     ALICE,
     BOB,
     CHANNEL,
@@ -23,10 +26,7 @@ from tests.harness import (
     tool_results,
     user_turn,
 )
-from tests.incident_tools import Execution, ran
-from tests.test_alerts_webhook_e2e import CONFIG as WEBHOOK
-from tests.test_alerts_webhook_e2e import ENV, payload, post, root
-from tests.test_slack_e2e import CLEAN
+from tests.support.incident_tools import Execution, ran
 
 DISK_FULL = """\
 ---

@@ -1,6 +1,6 @@
 """End to end, what a reader sees is what is there: no disguised links, no hidden characters.
 
-The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/harness.py). The model
+The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/support/harness.py). The model
 is the attacker: it writes Markdown links whose words name a trusted host and whose target is another,
 raw Slack markup, and tool arguments full of invisible and bidirectional characters. Every test ends by
 scanning everything opsloop sent to Slack (posts, updates, ephemerals), not only the message it looked at.
@@ -16,11 +16,11 @@ from typing import Any
 from bot.types import RunStatus
 from handlers import messages
 from handlers.blocks import APPROVE, DENY, status_message
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import BOB, action_ids, bot_env, card_state, is_status, text_of
-from tests.incident_tools import Execution, ran
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import BOB, action_ids, bot_env, card_state, is_status, text_of
+from tests.support.incident_tools import Execution, ran
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 DISGUISED = "[https://status.example.com/incident](https://evil.example/phish)"

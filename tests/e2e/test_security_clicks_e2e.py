@@ -3,7 +3,7 @@ posted as, and Stop only from the message that run's status line was posted as.
 
 The button value alone (an approval id, a run id) is no proof: it is no secret, and a bug in rendering could put
 one on the wrong message. The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic
-(tests/harness.py); forged clicks are block_actions payloads built by hand. alice starts runs; bob and carol are
+(tests/support/harness.py); forged clicks are block_actions payloads built by hand. alice starts runs; bob and carol are
 on call. One behaviour per test.
 """
 
@@ -20,10 +20,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers import messages
 from handlers.blocks import APPROVE, DENY, STOP
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message, block_action_payload, next_ts
-from tests.harness import ALICE, BOB, CAROL, CHANNEL, BotEnv, bot_env, card_state, is_card, text_of
-from tests.incident_tools import Execution, ran
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message, block_action_payload, next_ts
+from tests.support.harness import ALICE, BOB, CAROL, CHANNEL, BotEnv, bot_env, card_state, is_card, text_of
+from tests.support.incident_tools import Execution, ran
 
 TASK = "web-03 is paging: nginx is down, please fix"
 RESTART = {"host": "web-03", "unit": "nginx.service"}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env, result_text, text_of, tool_results
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env, result_text, text_of, tool_results
 
 IMDS_CREDENTIALS = "http://169.254.169.254/latest/meta-data/iam/security-credentials/opsloop-role"
 CONFIG = """

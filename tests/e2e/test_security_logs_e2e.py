@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
 
 DAY = 86_400
 

@@ -1,7 +1,7 @@
 """End to end, hostile output and arguments: no tool output size delays an ack, and header-shaped secrets in a
 tool's JSON arguments reach the tool and nothing else.
 
-The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/harness.py); this module is
+The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/support/harness.py); this module is
 also the tools module the bot loads (`[tools] modules`), so its tools can reach into the test.
 """
 
@@ -23,13 +23,13 @@ import structlog
 from bot.cli import main
 from bot.log import configure_logging
 from bot.redact import REDACTED
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, mention_event
-from tests.harness import ALICE, BOB, CHANNEL, bot_env, result_text, text_of, tool_results
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, mention_event
+from tests.support.harness import ALICE, BOB, CHANNEL, bot_env, result_text, text_of, tool_results
 from tools import MAX_OUTPUT_CHARS, Category, ToolError, tool
 from tools.registry import Implementation, Tool
 
-CONFIG = '[tools]\nmodules = ["tests.test_security_output_e2e"]'
+CONFIG = '[tools]\nmodules = ["tests.e2e.test_security_output_e2e"]'
 ACK_DEADLINE_S = 3.0  # Slack redelivers an envelope not acked within 3 s
 
 # -- 1. a 50 MB output ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """End to end, the Slack side failing closed: who may approve, what a card must show, what reaches the run.
 
-The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/harness.py).
+The real opsloop app over Socket Mode against FakeSlack and FakeAnthropic (tests/support/harness.py).
 alice starts runs; bob and carol are on call. One behaviour per test.
 """
 
@@ -13,10 +13,11 @@ from pathlib import Path
 from bot.redact import REDACTED
 from handlers import messages
 from handlers.blocks import APPROVE, DENY
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, block_action_payload, message_event
-from tests.harness import (
+from tests.handlers.test_blocks import shown_args
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, block_action_payload, message_event
+from tests.support.harness import (
     ALICE,
     BOB,
     CAROL,
@@ -27,8 +28,7 @@ from tests.harness import (
     text_of,
     user_turn,
 )
-from tests.incident_tools import Execution, ran
-from tests.test_blocks import shown_args
+from tests.support.incident_tools import Execution, ran
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
@@ -316,7 +316,7 @@ def _slack_writes(path: Path) -> list[str]:
 
 
 def test_every_slack_write_goes_through_the_redacting_gateway() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     modules = [*(root / "handlers").glob("*.py"), *(root / "bot").glob("*.py")]
     calls: list[str] = []
     for module in modules:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from handlers import messages
 from handlers.blocks import INVESTIGATE
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, app_home_opened_event
-from tests.harness import ALICE, BOB, CAROL, bot_env, card_state, text_of
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, app_home_opened_event
+from tests.support.harness import ALICE, BOB, CAROL, bot_env, card_state, text_of
 
 PRIVATE = "C0PAYROLL"
 SECRET_TASK = "someone is exfiltrating payroll-db from web-07, clean its logs"
@@ -195,7 +195,7 @@ async def test_a_feedback_click_counts_only_from_the_answer_that_carries_its_run
 ) -> None:
     from bot.types import FeedbackValue
     from handlers.blocks import FEEDBACK
-    from tests.fakes.slack import block_action_payload
+    from tests.support.fakes.slack import block_action_payload
 
     fake_anthropic.script(reply(text("web-03: freed 19.8 GB.")), reply(text("web-04: fine.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:

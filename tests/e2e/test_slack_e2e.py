@@ -2,7 +2,7 @@
 
 Scenario: web-03's /var is full. alice asks opsloop in the incident channel; bob and
 carol are on call and approve. One behaviour per test; every wait
-watches the fakes' state with a timeout (see tests/harness.py).
+watches the fakes' state with a timeout (see tests/support/harness.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 from bot.report import STOP_WORDS
 from bot.types import DecisionCause
 from handlers.blocks import APPROVE, DENY, STOP
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, block_action_payload, mention_event, message_event
-from tests.harness import (
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, block_action_payload, mention_event, message_event
+from tests.support.harness import (
     ALICE,
     BOB,
     CAROL,
@@ -34,7 +34,7 @@ from tests.harness import (
     tool_results,
     user_turn,
 )
-from tests.incident_tools import CLEAN_PREVIEW, Execution, ran
+from tests.support.incident_tools import CLEAN_PREVIEW, Execution, ran
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}

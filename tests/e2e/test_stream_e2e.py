@@ -24,12 +24,12 @@ from bot.types import OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.blocks import FEEDBACK
 from handlers.outbox import EVENT_TYPE, _stream_rest, answer_key, report_key
 from handlers.stream import HOLDBACK_CHARS, stable_prefix
-from tests import incident_tools
-from tests.chaos import Bots, poll, query, stop
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
-from tests.harness import CAROL, CHANNEL, bot_env, is_card, is_status
+from tests.support import incident_tools
+from tests.support.chaos import Bots, poll, query, stop
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
+from tests.support.harness import CAROL, CHANNEL, bot_env, is_card, is_status
 from tools.config import build_registry
 
 TASK = "web-03 is paging: disk full on /var, please look"
@@ -467,7 +467,7 @@ async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_
     )
     log: list[tuple[Any, ...]] = []
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake_anthropic.base_url, max_retries=0)
-    registry = await build_registry({"modules": ["tests.incident_tools"]})
+    registry = await build_registry({"modules": ["tests.support.incident_tools"]})
     try:
         row = await store.create_run(
             channel="C1",

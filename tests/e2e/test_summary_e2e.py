@@ -12,9 +12,9 @@ from typing import Any
 from bot.cli import main
 from bot.playground.standin.blockkit import block_errors
 from bot.summary import TOOL_NAME
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message
-from tests.harness import ALICE, BOB, bot_env, is_status, result_text, text_of, tool_results
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message
+from tests.support.harness import ALICE, BOB, bot_env, is_status, result_text, text_of, tool_results
 
 TASK = "web-03 is paging: disk full on /var"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}

@@ -12,10 +12,10 @@ import pytest
 from bot.types import FeedbackValue
 from handlers import messages
 from handlers.blocks import FEEDBACK, INVESTIGATE
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, app_home_opened_event
-from tests.harness import ALICE, BOB, CAROL, bot_env, text_of
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, app_home_opened_event
+from tests.support.harness import ALICE, BOB, CAROL, bot_env, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 CLEAN = {"host": "web-03", "path": "/var/log/nginx", "older_than_days": 7}
@@ -341,7 +341,7 @@ async def test_feedback_is_counted_in_metrics_and_shown_on_the_postmortem_page(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     from bot.timeline import read_run, render
-    from tests.test_metrics import scrape, value, with_metrics
+    from tests.bot.test_metrics import scrape, value, with_metrics
 
     fake_anthropic.script(reply(text("Freed 19.8 GB on web-03.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from handlers.blocks import STOP, TASKS_SHOWN
-from tests import incident_tools, planted_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message
-from tests.harness import CAROL, BotEnv, bot_env, is_status, text_of
+from tests.support import incident_tools, planted_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message
+from tests.support.harness import CAROL, BotEnv, bot_env, is_status, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 APPROVERS = f'[approvals]\napprovers = ["{CAROL}"]'
@@ -146,7 +146,7 @@ async def test_a_secret_in_a_tool_result_never_reaches_the_task_output(
     secret, key = "hunter2-the-db-password-77", "AKIAIOSFODNN7EXAMPLE"
     planted_tools.OUTPUT["text"] = f"password={secret} aws={key} \u202egnp.exe"
     fake_anthropic.script(reply(tool_use("read_config", {"service": "nginx"})), reply(text("Config read.")))
-    tools = '[tools]\nmodules = ["tests.incident_tools", "tests.planted_tools"]'
+    tools = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.planted_tools"]'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, tools) as env:
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)

@@ -9,8 +9,8 @@ import pytest
 
 from bot.check import check
 from bot.config import ConfigError, load_settings
-from tests.fakes.anthropic import reply, text
-from tests.test_check import env_for
+from tests.bot.test_check import env_for
+from tests.support.fakes.anthropic import reply, text
 
 GOOD = """
 [[alerts.slack]]

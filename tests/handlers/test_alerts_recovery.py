@@ -2,7 +2,7 @@
 
 The group is stored `opening` with its payload (redacted) and its root post enqueued in the outbox, in the
 transaction the 200 waits for. Then the thread is opened after the ack; if the process dies (a real SIGKILL of
-`opsloop run`, as in tests/test_crash.py) or Slack refuses the root post, a recovery pass (start-up, every half
+`opsloop run`, as in tests/e2e/test_crash.py) or Slack refuses the root post, a recovery pass (start-up, every half
 claim window, a repeat of a stuck group) claims the group by compare-and-set and opens it: one root message,
 one run, however many times Alertmanager repeats the notification. The crash and the two-replica storm tests
 run on both stores (a SQLite file, then Postgres; skipped without Postgres).
@@ -22,11 +22,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.chaos import CHANNEL, Bots, poll, query, stop
-from tests.fakes.anthropic import FakeAnthropic, reply, text
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env
-from tests.test_alerts_webhook_e2e import CONFIG, ENV, TOKEN, groups, payload, root
+from tests.e2e.test_alerts_webhook_e2e import CONFIG, ENV, TOKEN, groups, payload, root
+from tests.support.chaos import CHANNEL, Bots, poll, query, stop
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env
 
 WAIT = 60.0  # a generous bound on a loaded 2-core box: a dead process's claims lapse after 6 s
 

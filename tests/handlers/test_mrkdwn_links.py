@@ -1,6 +1,6 @@
 """Pure tests of the two honesty rules in handlers/mrkdwn.py: links show their target, hidden characters show.
 
-The end-to-end versions (through the real app and the fakes) are in tests/test_security_cards_e2e.py.
+The end-to-end versions (through the real app and the fakes) are in tests/e2e/test_security_cards_e2e.py.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from bot.store import Ledger, Store
 from bot.types import OutboxKind, OutboxPost, OutboxState
 from handlers.blocks import SlackMessage
 from handlers.outbox import EVENT_TYPE, Outbox, metadata
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, Message
-from tests.harness import BOB, CHANNEL, bot_env, card_state, is_card
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, Message
+from tests.support.harness import BOB, CHANNEL, bot_env, card_state, is_card
 
 THREAD = "1700000000.000100"
 CARD = SlackMessage(

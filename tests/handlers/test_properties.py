@@ -28,11 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from handlers.blocks import APPROVE, DENY, STOP
-from tests import incident_tools
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, block_action_payload
-from tests.harness import ALICE, BOB, CAROL, BotEnv, bot_env, card_state
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, block_action_payload
+from tests.support.harness import ALICE, BOB, CAROL, BotEnv, bot_env, card_state
 
 MALLORY = "U0MALLORY"  # in the channel, not an approver
 TERMINAL = {"approved", "denied", "expired", "superseded"}

@@ -5,7 +5,7 @@ The model (`ScenarioModel`) is a pure function of the request: a run tagged ``[R
 task asks, step by step (one step per tool result in the history), for ``check_health``, a
 ``restart_service`` (mutating), a ``drain_node`` (destructive), then answers
 ``R07 resolved: ...``. A step asked again after a crash gets the same answer, and every call
-carries a unique ``change`` argument, so `tests.crash_tools` can count executions per call.
+carries a unique ``change`` argument, so `tests.support.crash_tools` can count executions per call.
 """
 
 # ruff: noqa: ASYNC109  (helpers take timeout= like asyncio.wait_for)
@@ -25,10 +25,10 @@ from typing import Any
 
 from handlers.blocks import APPROVE, DENY
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
-from tests.fakes.slack import ApiCall, FakeSlack, Message
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
+from tests.support.fakes.slack import ApiCall, FakeSlack, Message
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 Database = Path | str  # where `Bots` keep their store: a SQLite file, or a postgresql:// URL
 CHANNEL, ALICE, BOB, CAROL = "C0INCIDENT", "U0ALICE", "U0BOB", "U0CAROL"
 APPROVERS = (CAROL, BOB)
@@ -103,7 +103,7 @@ class ScenarioModel:
 # --------------------------------------------------------------------------------------
 
 
-def write_config(path: Path, extra: str = "", tools: tuple[str, ...] = ("tests.crash_tools",)) -> Path:
+def write_config(path: Path, extra: str = "", tools: tuple[str, ...] = ("tests.support.crash_tools",)) -> Path:
     modules = ", ".join(f'"{m}"' for m in tools)
     path.write_text(f"""
 [model]
@@ -130,7 +130,7 @@ class Bots:
         *,
         db: Database | None = None,
         config_extra: str = "",
-        tools: tuple[str, ...] = ("tests.crash_tools",),
+        tools: tuple[str, ...] = ("tests.support.crash_tools",),
     ) -> None:
         self.tmp_path, self.slack, self.model = tmp_path, slack, model
         self.db: Database = db if db is not None else tmp_path / "opsloop.db"  # a SQLite file or a postgresql:// URL

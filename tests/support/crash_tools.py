@@ -1,6 +1,6 @@
 """Tools for the crash and rolling-deploy tests: every real execution is counted across process deaths.
 
-Loaded by `opsloop run` like any tool module (`[tools] modules = ["tests.crash_tools"]`).
+Loaded by `opsloop run` like any tool module (`[tools] modules = ["tests.support.crash_tools"]`).
 Each mutating/destructive call appends a JSON line to the file named by
 ``OPSLOOP_CRASH_LOG`` (opened with O_APPEND and fsynced, so a SIGKILL right after
 cannot lose it): ``start`` when the call begins, ``done`` when it returns. The test

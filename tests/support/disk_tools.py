@@ -1,13 +1,13 @@
 """The disk-full incident's tools for tests that run real `opsloop run` processes (web-03's /var is full).
 
-Loaded like any tool module (`[tools] modules = ["tests.disk_tools"]`). `clean_logs` is destructive (a
-dry run, then a card); every real execution goes to the same durable log as `tests.crash_tools` (with its
+Loaded like any tool module (`[tools] modules = ["tests.support.disk_tools"]`). `clean_logs` is destructive (a
+dry run, then a card); every real execution goes to the same durable log as `tests.support.crash_tools` (with its
 kill and hold points), counted by the call's unique ``change`` argument.
 """
 
 from __future__ import annotations
 
-from tests.crash_tools import _execute as execute_logged  # one log format and one set of crash points
+from tests.support.crash_tools import _execute as execute_logged  # one log format and one set of crash points
 from tools import Category, tool
 
 __all__ = ["check_disk", "clean_logs"]

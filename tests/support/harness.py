@@ -38,9 +38,9 @@ from bot.config import Settings, load_settings
 from bot.store import Ledger
 from bot.types import AuditEntry, Run
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP
-from tests import incident_tools
-from tests.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
-from tests.fakes.slack import FakeSlack, Message, mention_event, message_event
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
+from tests.support.fakes.slack import FakeSlack, Message, mention_event, message_event
 
 CHANNEL = "C0INCIDENT"
 SIGNING_SECRET = "test-signing-secret-0123456789abcdef"
@@ -51,7 +51,7 @@ PEOPLE = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
 DEFAULT_CONFIG: dict[str, Any] = {
     "model": {"fallbacks": []},  # a failing fake request fails fast instead of walking the chain
     "slack": {"status_update_seconds": 0},  # every status change is pushed at once
-    "tools": {"modules": ["tests.incident_tools"]},
+    "tools": {"modules": ["tests.support.incident_tools"]},
 }
 
 # Slack errors that mean opsloop sent something Slack would reject: never acceptable.

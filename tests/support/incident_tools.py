@@ -1,6 +1,6 @@
 """The tools of the end-to-end incident scenario: web-03's /var is full.
 
-Loaded by the bot like any tool module (`[tools] modules = ["tests.incident_tools"]`).
+Loaded by the bot like any tool module (`[tools] modules = ["tests.support.incident_tools"]`).
 Nothing here touches a real host: the outputs are fixed, and every call that really
 ran is appended to `EXECUTIONS` so a test can assert what ran and who confirmed it.
 

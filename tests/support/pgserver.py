@@ -9,8 +9,8 @@ owns the temp dir. `stop()` stops it and removes the dir; an atexit hook does so
 
 The CLI is what `.ci/run` uses to start one server for a whole `make test` and stop it afterwards:
 
-    python -m tests.pgserver start STATEFILE   # prints `export OPSLOOP_TEST_PG=<url>`, leaves the server running
-    python -m tests.pgserver stop STATEFILE    # stops it and removes its temp dir
+    python -m tests.support.pgserver start STATEFILE  # prints `export OPSLOOP_TEST_PG=<url>`, leaves the server running
+    python -m tests.support.pgserver stop STATEFILE   # stops it and removes its temp dir
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class PgServer:
         }
         lines = "".join(f"{key} = '{value.replace(chr(39), chr(39) * 2)}'\n" for key, value in settings.items())
         with (self._data / "postgresql.conf").open("a", encoding="utf-8") as conf:
-            conf.write("\n# opsloop throwaway test server (tests/pgserver.py)\n" + lines)
+            conf.write("\n# opsloop throwaway test server (tests/support/pgserver.py)\n" + lines)
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are cut) and remove the temp dir; safe to call twice."""
@@ -244,7 +244,7 @@ def database_url(url: str, name: str) -> str:
 def main(argv: list[str]) -> int:
     """`start STATEFILE`: start a detached server, write its state, print the export line; `stop STATEFILE`."""
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python -m tests.pgserver start|stop STATEFILE", file=sys.stderr)
+        print("usage: python -m tests.support.pgserver start|stop STATEFILE", file=sys.stderr)
         return 2
     command, statefile = argv[0], Path(argv[1])
     if command == "start":

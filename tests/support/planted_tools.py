@@ -1,6 +1,6 @@
-"""A tool whose output carries planted secrets, for tests/test_planted_secrets_e2e.py.
+"""A tool whose output carries planted secrets, for tests/e2e/test_planted_secrets_e2e.py.
 
-Loaded like any tool module (`[tools] modules = [..., "tests.planted_tools"]`).
+Loaded like any tool module (`[tools] modules = [..., "tests.support.planted_tools"]`).
 `OUTPUT` is what `read_config` returns; the test sets it before the run.
 """
 

@@ -1,4 +1,4 @@
-"""A throwaway Prometheus and Alertmanager for the alert tests, like tests/pgserver.py: Debian's binaries, run
+"""A throwaway Prometheus and Alertmanager for the alert tests, like tests/support/pgserver.py: Debian's binaries, run
 from a temp dir, listening on 127.0.0.1 random ports only, with second-long scrape, evaluation and grouping
 intervals; stopped and removed however the test ends. `missing()` says why they can't run (the tests skip).
 

@@ -1,6 +1,6 @@
 """A tool that says what the run calling it is (`tools.api.current_run()`), for tests of the run scope.
 
-Loaded like any tool module (`[tools] modules = ["tests.scope_tools"]`)."""
+Loaded like any tool module (`[tools] modules = ["tests.support.scope_tools"]`)."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ class SshServer:
             "SetEnv": f"HOME={self._path('home')}" + (f" PATH={self.path}" if self.path else ""),
         }
         text = "".join(f"{key} {value}\n" for key, value in settings.items())
-        self._path("sshd_config").write_text("# opsloop throwaway test server (tests/sshserver.py)\n" + text)
+        self._path("sshd_config").write_text("# opsloop throwaway test server (tests/support/sshserver.py)\n" + text)
 
     def _launch(self) -> bool:
         """Start sshd on `port`; True once it listens, False if the port was taken meanwhile."""

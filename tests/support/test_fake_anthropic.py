@@ -14,7 +14,7 @@ import pytest
 from anthropic import AsyncAnthropic
 from anthropic.types import Message
 
-from tests.fakes.anthropic import (
+from tests.support.fakes.anthropic import (
     DEFAULT_THINKING_SUMMARY,
     DEFAULT_THINKING_TOKENS,
     FakeAnthropic,
@@ -1362,7 +1362,7 @@ async def test_a_script_callable_can_answer_per_model(fake: FakeAnthropic, clien
 
 # --------------------------------------------------------------------------- effort and server-held threads
 
-from tests.fakes.anthropic import EFFORT_THINKING_TOKENS, THREADS_BETA  # noqa: E402
+from tests.support.fakes.anthropic import EFFORT_THINKING_TOKENS, THREADS_BETA  # noqa: E402
 
 
 @pytest.mark.parametrize(("effort", "expected"), [*EFFORT_THINKING_TOKENS.items(), (None, 2000)])

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes.kube import FakeKube, deployment, event, node, pod, replicaset, secret
+from tests.support.fakes.kube import FakeKube, deployment, event, node, pod, replicaset, secret
 
 KUBECTL = shutil.which("kubectl")
 NO_KUBECTL = "kubectl is not installed (the image ships /usr/bin/kubectl)"

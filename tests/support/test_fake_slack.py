@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.playground import standin
-from tests.fakes.slack import (
+from tests.support.fakes.slack import (
     FakeSlack,
     block_action_payload,
     mention_event,

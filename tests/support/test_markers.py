@@ -1,4 +1,4 @@
-"""tests/markers.py: which tests it marks `processes` by reading their code, and what its audit hook sees."""
+"""tests/support/markers.py: which tests it marks `processes` by reading their code, and what its audit hook sees."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests import markers, pgserver
+from tests.support import markers, pgserver
 
 
 def _direct() -> None:

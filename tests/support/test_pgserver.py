@@ -1,4 +1,5 @@
-"""The throwaway Postgres of tests/pgserver.py and its fixtures: Unix socket only, isolated databases, NOTIFY."""
+"""The throwaway Postgres of tests/support/pgserver.py and its fixtures: Unix socket only, isolated databases,
+NOTIFY."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from tests import pgserver
+from tests.support import pgserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 needs_binaries = pytest.mark.skipif(
     pgserver.find_bindir() is None, reason=f"Postgres {pgserver.MIN_MAJOR} not installed: make postgres"
 )
@@ -108,7 +109,7 @@ def test_stop_leaves_no_server_and_no_files_behind() -> None:
 def test_cli_starts_a_detached_server_and_stops_it(tmp_path: Path) -> None:
     state = tmp_path / "pg.json"
     started = subprocess.run(
-        [sys.executable, "-m", "tests.pgserver", "start", str(state)],
+        [sys.executable, "-m", "tests.support.pgserver", "start", str(state)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -120,6 +121,6 @@ def test_cli_starts_a_detached_server_and_stops_it(tmp_path: Path) -> None:
         with psycopg.connect(url) as conn:  # still running after the CLI process exited
             conn.execute("SELECT 1")
     finally:
-        subprocess.run([sys.executable, "-m", "tests.pgserver", "stop", str(state)], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", "tests.support.pgserver", "stop", str(state)], cwd=ROOT, check=True)
     assert name == pgserver.ENV_VAR
     assert not state.exists() and not socket_dir(url).exists()

@@ -56,7 +56,7 @@ async def test_list_top_processes_limit_is_checked() -> None:
 
 @pytest.mark.parametrize("tool", [check_disk, check_memory, check_cpu, list_top_processes])
 async def test_another_host_is_refused(tool: object) -> None:
-    """No [[hosts]]: only this machine is reachable (tests/test_host_tools_ssh.py covers an inventory)."""
+    """No [[hosts]]: only this machine is reachable (tests/tools/remote/test_host_tools_ssh.py covers an inventory)."""
     with pytest.raises(ToolError) as e:
         await tool.run({"host": "db-7.prod"})  # type: ignore[attr-defined]
     assert str(e.value) == (

@@ -1,4 +1,4 @@
-"""MCP servers as tool sources: tests/mcp_server.py over stdio (a real subprocess) and streamable HTTP."""
+"""MCP servers as tool sources: tests/support/mcp_server.py over stdio (a real subprocess) and streamable HTTP."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 from mcp.types import ToolAnnotations
 
-from tests import markers
+from tests.support import markers
 from tools import Category, ToolConfigError, ToolError, ToolRegistry, build_registry, tool_table
 from tools.mcp import category_of, tool_name
 
-REPO = Path(__file__).resolve().parent.parent
-STDIO_SERVER = {"name": "grafana", "command": [sys.executable, "tests/mcp_server.py"]}
+REPO = Path(__file__).resolve().parents[2]
+STDIO_SERVER = {"name": "grafana", "command": [sys.executable, "tests/support/mcp_server.py"]}
 
 
 def server_processes() -> set[int]:
@@ -251,7 +251,7 @@ async def test_tool_names_are_sanitized_for_the_messages_api() -> None:
 
 async def test_streamable_http_server() -> None:
     uvicorn = pytest.importorskip("uvicorn")
-    from tests.mcp_server import server as mcp_server
+    from tests.support.mcp_server import server as mcp_server
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -1,4 +1,4 @@
-"""Prometheus tools against a real Prometheus (tests/promserver.py: Debian's 2.42 on loopback, scraping a test
+"""Prometheus tools against a real Prometheus (tests/support/promserver.py: Debian's 2.42 on loopback, scraping a test
 target twice, with a recording rule) for the query API and its error shapes; a local fake in the API's shape only
 for what a real server can't be made to do on demand (see FakePrometheus)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests import promserver
+from tests.support import promserver
 from tools import ToolContext, ToolError
 from tools.builtin import prometheus_query, prometheus_query_range
 from tools.builtin.prometheus import parse_time, series_name

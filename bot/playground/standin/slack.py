@@ -1,7 +1,7 @@
 """A local Slack stand-in that speaks the real wire protocols, on one loopback aiohttp server.
 
 Shipped with opsloop for `opsloop demo` and `opsloop sandbox`, and used by the tests
-(``tests/fakes/slack.py`` re-exports it). ``watch(callback)`` calls back on every change.
+(``tests/support/fakes/slack.py`` re-exports it). ``watch(callback)`` calls back on every change.
 
 It serves three things:
 

@@ -20,15 +20,15 @@ from bot.pricing import price_for
 from bot.replay.compare import compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
-from tests import incident_tools, planted_tools
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, thinking, tool_use
-from tests.fakes.anthropic import text as said
-from tests.fakes.slack import FakeSlack
-from tests.harness import BOB, CAROL, bot_env, result_text, tool_results, user_turn
-from tests.test_planted_secrets_e2e import _blob, _cores
+from tests.e2e.test_planted_secrets_e2e import _blob, _cores
+from tests.support import incident_tools, planted_tools
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, thinking, tool_use
+from tests.support.fakes.anthropic import text as said
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import BOB, CAROL, bot_env, result_text, tool_results, user_turn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 TASK = "web-03 is paging: disk full on /var, please fix"
 DISK = {"host": "web-03"}
 LARGE = {"host": "web-03", "path": "/var"}
@@ -196,7 +196,7 @@ async def test_the_export_carries_no_planted_secret(
         reply(thinking(_blob("THNK")), tool_use("read_config", {"service": "nginx", "note": _blob("ARGS")})),
         reply(said("Config read.")),
     )
-    config = '[tools]\nmodules = ["tests.incident_tools", "tests.planted_tools"]\n'
+    config = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.planted_tools"]\n'
     try:
         async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
             channel, ts = await env.mention(f"check nginx config {_blob('MENT')}")

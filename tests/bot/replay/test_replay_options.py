@@ -20,13 +20,13 @@ from bot.cli import main
 from bot.pricing import price_for
 from bot.replay.record import Incident
 from bot.types import Usage
-from tests import incident_tools
+from tests.bot.replay.test_replay import REPLAY_MODEL, original_script, record_incident
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, tool_use
-from tests.fakes.anthropic import text as said
-from tests.fakes.slack import FakeSlack
-from tests.harness import result_text, tool_results
-from tests.test_replay import REPLAY_MODEL, original_script, record_incident
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
+from tests.support.fakes.anthropic import text as said
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import result_text, tool_results
 
 SUNNY = {"host": "web-04"}  # not in the record: check_disk on web-04 is unrecorded
 

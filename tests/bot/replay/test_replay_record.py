@@ -17,12 +17,12 @@ from bot.cli import main
 from bot.replay.compare import compare, text
 from bot.replay.record import Incident, export_run
 from bot.store import Ledger, Store
-from tests import incident_tools
+from tests.bot.replay.test_replay import CLEAN, DISK, LARGE, TASK, original_script, replay_on
 from tests.conftest import API_KEY
-from tests.fakes.anthropic import FakeAnthropic, reply, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import CAROL, bot_env
-from tests.test_replay import CLEAN, DISK, LARGE, TASK, original_script, replay_on
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import CAROL, bot_env
 
 RAN_UNDER = """
 [model]
@@ -58,7 +58,7 @@ def _export_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAnthr
     none of the incident's tools)."""
     other = tmp_path / "other.toml"
     other.write_text(
-        ('[tools]\nmodules = ["tests.incident_tools"]\n\n' if tools else "")
+        ('[tools]\nmodules = ["tests.support.incident_tools"]\n\n' if tools else "")
         + '[model]\neffort = "low"\n\n[limits]\nmax_iterations = 30\ncost_budget_usd = 9.0\n'
     )
     monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))

@@ -10,11 +10,11 @@ from typing import Any
 from bot.replay.compare import compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.summary import TOOL_NAME
-from tests.fakes.anthropic import FakeAnthropic, reply, tool_use
-from tests.fakes.anthropic import text as said
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env, result_text, tool_results
-from tests.test_replay import replay_on
+from tests.bot.replay.test_replay import replay_on
+from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
+from tests.support.fakes.anthropic import text as said
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env, result_text, tool_results
 
 TASK = "web-03 is paging: disk full on /var"
 

@@ -20,8 +20,8 @@ import pytest
 
 from handlers import messages
 from handlers.blocks import APPROVE
-from tests import crash_tools, pgserver
-from tests.chaos import (
+from tests.support import crash_tools, pgserver
+from tests.support.chaos import (
     ALICE,
     CAROL,
     CHANNEL,
@@ -34,8 +34,8 @@ from tests.chaos import (
     query,
     stop,
 )
-from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.slack import FakeSlack, mention_event
+from tests.support.fakes.anthropic import FakeAnthropic
+from tests.support.fakes.slack import FakeSlack, mention_event
 
 WAIT = 45.0  # a generous bound for a loaded 2-core box (retries 10 s + lease 10 s + start-up), not a speed claim
 PAUSED = messages.store_unavailable(disk_full=False)

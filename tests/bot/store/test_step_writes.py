@@ -17,7 +17,7 @@ from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
 from bot.types import CallResult, Injected, RunNews, StopReason, Totals, Usage
-from tests.fakes.anthropic import FakeAnthropic, error, reply, text, tool_use
+from tests.support.fakes.anthropic import FakeAnthropic, error, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"

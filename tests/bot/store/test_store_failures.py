@@ -16,10 +16,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.store import Store, StoreUnavailable
-from tests import incident_tools
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env, text_of
+from tests.support import incident_tools
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 

@@ -18,7 +18,7 @@ from bot.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets,
 from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, sqlite_migrations
 from bot.store import Ledger, Store
 from bot.types import ApprovalState, DecisionCause, FeedbackValue, Run, StopReason
-from tests.test_store_conformance import stored_text
+from tests.bot.store.test_store_conformance import stored_text
 
 SECRET = "sk-ant-api03-PLANTEDsecret0value0123456789"
 DAY = 86400.0

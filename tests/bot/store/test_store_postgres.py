@@ -29,9 +29,9 @@ from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, SchemaTooNew, Schema
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
 from handlers.approvals import add_approver, supersede_by_reply
-from tests import pgserver
+from tests.support import pgserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 TASK = "web-03 is paging: disk full on /var, please fix"
 NEVER = 2e9
 PASSWORD = "pw-PLANTED-s3cr3t-9f8e7d"
@@ -414,7 +414,7 @@ def test_a_fresh_database_is_migrated_to_the_latest_version(pg_url: str) -> None
 
 
 def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(pg_url: str) -> None:
-    from tests.test_store import ALERT_PAYLOAD
+    from tests.bot.store.test_store import ALERT_PAYLOAD
 
     with psycopg.connect(pg_url, autocommit=True) as conn:  # a database an opsloop before m014 migrated
         conn.execute(PG_RECORD)

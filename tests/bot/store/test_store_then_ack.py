@@ -21,9 +21,9 @@ import pytest
 from bot.store import Ledger
 from bot.types import ApprovalState, InboxState
 from handlers.approvals import supersede_by_reply
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack, mention_event, message_event
-from tests.harness import ALICE, BOB, CHANNEL, BotEnv, bot_env, card_state, sign, text_of
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack, mention_event, message_event
+from tests.support.harness import ALICE, BOB, CHANNEL, BotEnv, bot_env, card_state, sign, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 RESTART = {"host": "web-03", "unit": "nginx.service"}

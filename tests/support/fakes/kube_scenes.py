@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.kube import FakeKube, deployment, event, pod, replicaset
+from tests.support.fakes.kube import FakeKube, deployment, event, pod, replicaset
 
 NS = "web"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.kube import FakeKube, deployment
-from tests.sshserver import SshServer, free_port
-from tests.test_changes_git import commit, git
-from tests.test_changes_packages import local_offset
-from tests.test_host_tools_ssh import host_for
+from tests.support.fakes.kube import FakeKube, deployment
+from tests.support.sshserver import SshServer, free_port
+from tests.tools.changes.test_changes_git import commit, git
+from tests.tools.changes.test_changes_packages import local_offset
+from tests.tools.remote.test_host_tools_ssh import host_for
 from tools.api import PermissionDenied, ToolError
 from tools.changes.events import parse_events
 from tools.changes.gather import Source, gather

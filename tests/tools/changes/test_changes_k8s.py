@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.kube import FakeKube, deployment, event, replicaset, secret, statefulset
-from tests.test_fake_kube import kubectl  # noqa: F401  (the fixture: real kubectl against the fake)
+from tests.support.fakes.kube import FakeKube, deployment, event, replicaset, secret, statefulset
+from tests.support.test_fake_kube import kubectl  # noqa: F401  (the fixture: real kubectl against the fake)
 from tools.api import PermissionDenied, ToolError
 from tools.changes.k8s import namespace_changes, namespaces
 from tools.changes.model import Change, timeline

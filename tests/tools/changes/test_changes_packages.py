@@ -1,5 +1,5 @@
 """tools/changes/packages.py: dpkg.log and apt history.log parsed in the host's own offset, the window, and the
-fixed command over the real sshd (tests/sshserver.py) reading a seeded dpkg.log."""
+fixed command over the real sshd (tests/support/sshserver.py) reading a seeded dpkg.log."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sshserver import SshServer
-from tests.test_host_tools_ssh import host_for
+from tests.support.sshserver import SshServer
+from tests.tools.remote.test_host_tools_ssh import host_for
 from tools.api import ToolError
 from tools.changes.model import Change, timeline
 from tools.changes.packages import (

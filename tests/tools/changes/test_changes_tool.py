@@ -13,9 +13,9 @@ import pytest
 
 from bot.config import ConfigError
 from bot.store import Store, StoredChange
-from tests.fakes.kube import FakeKube
-from tests.test_changes_git import commit, git
-from tests.test_changes_k8s import NS, world
+from tests.support.fakes.kube import FakeKube
+from tests.tools.changes.test_changes_git import commit, git
+from tests.tools.changes.test_changes_k8s import NS, world
 from tools.api import RunScope, ToolError, run_scope
 from tools.changes.reach import REACH, ChangesConfig
 from tools.config import build_registry
@@ -188,7 +188,7 @@ async def test_the_check_reads_each_repository_and_names_an_unset_token(repo: Pa
 
 
 async def test_an_inventory_host_the_task_names_is_read_over_ssh(repo: Path, tmp_path: Path) -> None:
-    from tests.test_alerts_recovery import free_port
+    from tests.handlers.test_alerts_recovery import free_port
 
     closed = free_port()  # nothing listens there: the host is unreachable, so reading it is one failure line
     raw = {

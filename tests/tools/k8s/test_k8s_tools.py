@@ -1,4 +1,4 @@
-"""The Kubernetes tools against the fake kube-apiserver (tests/fakes/kube.py), through kubernetes_asyncio:
+"""The Kubernetes tools against the fake kube-apiserver (tests/support/fakes/kube.py), through kubernetes_asyncio:
 config, every read, the dry-run diffs, the resourceVersion binding, scope, 403, a cluster that is down,
 credentials re-read on 401, and `opsloop check`."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bot.config import ConfigError, load_settings
-from tests.fakes.kube import FakeKube, pod
-from tests.fakes.kube_scenes import NS, crashloop
+from tests.support.fakes.kube import FakeKube, pod
+from tests.support.fakes.kube_scenes import NS, crashloop
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
 from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters

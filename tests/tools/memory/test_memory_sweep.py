@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bot.store import Ledger, Store
-from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.slack import FakeSlack
-from tests.harness import bot_env
-from tests.test_memory_wiring import end_run
+from tests.support.fakes.anthropic import FakeAnthropic
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import bot_env
+from tests.tools.memory.test_memory_wiring import end_run
 from tools.memory.sweep import MemorySweep
 
 DAY = 86400.0

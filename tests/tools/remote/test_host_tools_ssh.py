@@ -1,8 +1,8 @@
-"""Every host tool on an inventory host, over a real OpenSSH server on 127.0.0.1 (tests.sshserver.SshServer).
+"""Every host tool on an inventory host, over a real OpenSSH server on 127.0.0.1 (tests.support.sshserver.SshServer).
 
 The server runs on this machine, so a remote call sees the same files as a local one: the log tools' outputs
 must be *equal* to the local ones, the health tools' outputs must have the same shape. The transport itself
-(timeouts, drops, host keys, jumps) is tests/test_ssh.py's.
+(timeouts, drops, host keys, jumps) is tests/tools/remote/test_ssh.py's.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.fakes.slack import FakeSlack
-from tests.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
-from tests.sshserver import SshServer
-from tests.test_tools_services import FAKE_SYSTEMCTL, UNITS
+from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
+from tests.support.sshserver import SshServer
+from tests.tools.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
 from tools.remote import SshHosts
 from tools.remote.ere import translate

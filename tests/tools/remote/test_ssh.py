@@ -1,6 +1,6 @@
 """Hosts over SSH against a real OpenSSH server on 127.0.0.1: the pool, the remote command, the inventory, list_hosts.
 
-Every server is tests.sshserver.SshServer (the `sshd`/`ssh_servers` fixtures); nothing here leaves loopback.
+Every server is tests.support.sshserver.SshServer (the `sshd`/`ssh_servers` fixtures); nothing here leaves loopback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from bot.config import ConfigError, load_settings
-from tests.sshserver import SshServer, fingerprint, keygen
+from tests.support.sshserver import SshServer, fingerprint, keygen
 from tools import ToolError, build_registry
 from tools.remote import SshHosts
 from tools.remote.command import remote_command

@@ -10,8 +10,8 @@ import pytest
 from bot.check import check
 from bot.config import load_settings
 from bot.errors import ConfigError
-from tests.fakes.anthropic import reply, text
-from tests.test_check import env_for
+from tests.bot.test_check import env_for
+from tests.support.fakes.anthropic import reply, text
 
 GOOD = """\
 ---
