@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,11 +159,19 @@ async def test_missing_program_is_a_tool_error() -> None:
         await t.run({})
 
 
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+def gone(pid: int, within: float = 5.0) -> bool:
+    """The process has exited (or is a zombie nobody reaped) within `within` seconds. SIGKILL is delivered
+    asynchronously: a grandchild orphaned by the kill may still be running for a moment after killpg returns."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 @pytest.mark.processes
