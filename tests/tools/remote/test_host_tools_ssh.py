@@ -7,6 +7,7 @@ must be *equal* to the local ones, the health tools' outputs must have the same 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -297,16 +298,21 @@ async def test_grep_log_counts_the_same_lines_on_a_host_or_refuses_naming_the_co
 ) -> None:
     (logs / "table.log").write_text("".join(f"{line}\n" for line in TABLE_LINES), encoding="utf-8")
     differ, refused = [], {}
-    for pattern in TABLE:
+    at_once = asyncio.Semaphore(8)  # each local call is a worker process, each remote one an SSH channel
+
+    async def compare(pattern: str) -> None:
         args = {"path": "table.log", "pattern": pattern, "max_matches": 100}
-        local = await call(tools, "grep_log", args)
-        try:
-            remote = await call(tools, "grep_log", {**args, "host": "web-03"})
-        except ToolError as e:
-            refused[pattern] = str(e)
-            continue
+        async with at_once:
+            local = await call(tools, "grep_log", args)
+            try:
+                remote = await call(tools, "grep_log", {**args, "host": "web-03"})
+            except ToolError as e:
+                refused[pattern] = str(e)
+                return
         if remote != local:
             differ.append((pattern, local, remote))
+
+    await asyncio.gather(*(compare(p) for p in TABLE))
     assert differ == []
     assert set(refused) == set(REFUSED)
     for pattern, error in refused.items():
