@@ -5,12 +5,28 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+import sys
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.log import configure_logging
-from bot.redact import _PATTERNS, MARGIN, REDACTED, redact, redact_slice, redact_truncate, redact_value
+from bot.redact import (
+    _FOLD,
+    _PATTERNS,
+    MARGIN,
+    REDACTED,
+    _gates,
+    _redact_pem_tails,
+    _redact_visible,
+    redact,
+    redact_slice,
+    redact_truncate,
+    redact_value,
+)
 from tools.registry import MAX_OUTPUT_CHARS, truncate_output
 
 SECRETS = [
@@ -55,6 +71,8 @@ REDACTIONS = [
     ("DB_PASSWORD=hunter2 DB_USER=app", f"DB_PASSWORD={R} DB_USER=app"),
     ('passwd: "correct horse battery"', f'passwd: "{R}"'),
     ('{"password": "pa ss"}', f'{{"password": "{R}"}}'),
+    ("passphrase=hunter2xyz ok", f"passphrase={R} ok"),  # once missed: the one-literal look-first had no "passp"
+    ('PASSPHRASE: "two words"', f'PASSPHRASE: "{R}"'),
     (
         "https://hooks.slack.com/services/T0001/B0001/XXXXXXXXXXXXXXXXXXXXXXXX ok",
         f"https://hooks.slack.com/services/{R} ok",
@@ -147,7 +165,7 @@ ADVERSARIAL = [
 def test_a_megabyte_of_near_misses_is_scanned_in_one_pass(unit):
     """No timing assert: the patterns are linear by construction (see bot/redact.py); a quadratic one hangs here."""
     text = unit * (1_000_000 // len(unit)) + "\n-----END RSA PRIVATE KEY-----"
-    for pattern, _ in _PATTERNS:
+    for pattern, _, _ in _PATTERNS:
         pattern.sub("", text)
     assert len(redact(text)) > 0
 
@@ -403,3 +421,56 @@ def test_text_with_invisible_characters_and_no_secret_is_left_exactly_as_it_was(
 def test_invisible_characters_away_from_the_secret_stay_where_they_were():
     text = "log\u202e.txt has DB_PASS\u200bWORD=hunter2 in it\u200b"
     assert redact(text) == f"log\u202e.txt has DB_PASS\u200bWORD={REDACTED} in it\u200b"
+
+
+def _every_pattern(text: str) -> str:
+    """_redact_visible without its gates: every pattern run over the text, in order."""
+    for pattern, replace, _ in _PATTERNS:
+        text = pattern.sub(replace, text)
+    return _redact_pem_tails(text) if "-----END " in text else text
+
+
+# Pieces of secrets and of near misses, in any case, glued with separators and values: what the gates must not skip.
+_PIECES = [
+    *("xox", "xoxb-", "xoxe.xoxp-", "xapp-", "sk-ant-", "AKIA", "ASIA", "ghp_", "github_pat_", "hooks.slack.com/"),
+    *("https://hooks.slack.com/services/", "Authorization", "Bearer", "bearer ", "://", "user:", "@host", "--password"),
+    *("passwd", "PASSPHRASE", "password", "aws_secret_access_key", "session_token", "secret", '"token"', "api_key"),
+    *("X-Api-Key", "x-auth-token", "x-amz-security-token", "Set-Cookie", "cookie", "-----BEGIN RSA PRIVATE KEY-----"),
+    *("-----END RSA PRIVATE KEY-----", "-----", "=", ": ", '"', "'", " ", "\n", "\\", "\n", "/", "&", ";"),
+    *("ABCDEFGHIJKLMNOP0123", "abcdefghijklmnopqrstuvwxyz0123456789", "hunter2", "wJalrXUtnFEMI/K7MDENG+bPxRfiCY"),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES).map(lambda p: p.swapcase() if len(p) % 3 == 0 else p), max_size=12))
+def test_the_gates_skip_only_patterns_that_could_not_match(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert _redact_visible(text) == _every_pattern(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [t for t, _ in REDACTIONS] + SECRETS + [f"{n}: {v}" for n, v in HEADER_SECRETS] + [PEM_Q, *Q_SECRETS],
+)
+def test_every_match_holds_one_of_its_patterns_gates(text: str) -> None:
+    for pattern, _, gates in _PATTERNS:
+        for m in pattern.finditer(text):
+            near = text[max(0, m.start() - 8) : m.end() + 8]  # with what its lookbehind and lookahead saw
+            assert _gates(near) & gates, (pattern.pattern, m.group(0))
+
+
+@pytest.mark.slow
+def test_the_fold_holds_every_non_ascii_character_case_insensitive_matching_takes_for_an_ascii_letter() -> None:
+    """The gates are substrings of the lower case: a letter that (?i) matches to an ASCII one must fold to it."""
+    letters = re.compile("(?i)[a-z]")
+    found = {
+        cp: next(a for a in "abcdefghijklmnopqrstuvwxyz" if re.fullmatch(f"(?i){a}", chr(cp)))
+        for cp in range(128, sys.maxunicode + 1)
+        if letters.fullmatch(chr(cp))
+    }
+    assert found == _FOLD
+
+
+@pytest.mark.parametrize("spelled", ["paſsword=hunter2xyz", "PASSWORD=hunter2xyz", "AUTHORİZATİON: Basic abcdefgh"])
+def test_a_name_spelled_with_a_letter_case_folding_matches_is_still_redacted(spelled: str) -> None:
+    assert "hunter2" not in redact(spelled) and "abcdefgh" not in redact(spelled)
