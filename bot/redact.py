@@ -139,7 +139,11 @@ _NO_GATE: frozenset[str] = frozenset()
 
 def _gates(text: str) -> frozenset[str]:
     """The names of the _GATES `text` holds."""
-    low = (text if text.isascii() else text.translate(_FOLD)).lower()
+    if not text.isascii():
+        for ch, ascii_letter in _FOLD.items():  # four substring scans: str.translate costs ~15 ns a character
+            if chr(ch) in text:
+                text = text.replace(chr(ch), ascii_letter)
+    low = text.lower()
     return frozenset([name for lit, name in _LITERALS if lit in low])
 
 

@@ -88,8 +88,11 @@ def free_port() -> int:
 class SshServer:
     """One throwaway sshd: `with SshServer() as srv: srv.port, srv.client_key, srv.known_hosts`."""
 
-    def __init__(self, *, max_sessions: int = 10, max_startups: int = 100, path: str | None = None) -> None:
+    def __init__(
+        self, *, max_sessions: int = 10, max_startups: int = 100, path: str | None = None, log_level: str = "VERBOSE"
+    ) -> None:
         self.sshd = find_sshd()
+        self.log_level = log_level  # DEBUG1 also logs what the key exchange chose (the ciphers)
         self.path = path  # PATH for the sessions (a test's stand-in programs first); None: sshd's default
         self.max_sessions = max_sessions
         self.max_startups = max_startups
@@ -199,7 +202,7 @@ class SshServer:
             "UseDNS": "no",
             "PrintMotd": "no",
             "PrintLastLog": "no",
-            "LogLevel": "VERBOSE",
+            "LogLevel": self.log_level,
             "Subsystem": "sftp internal-sftp",
             # An empty home for the sessions: the login shell reads no rc file of the real user's (root's
             # ~/.bashrc here runs pyenv init, 100+ ms a session), so tests see the server, not dotfiles.

@@ -371,3 +371,24 @@ async def test_a_host_without_package_logs_fails_with_one_reason(pool: SshPool, 
             apt_history=str(tmp_path / "b"),
         )
     assert time.monotonic() - start < 20
+
+
+async def test_history_log_is_sent_and_read_only_when_the_host_has_no_dpkg_log(pool: SshPool, tmp_path: Path) -> None:
+    tz = local_offset()
+    now = datetime.now(tz).replace(microsecond=0)
+    stamp = (now - timedelta(minutes=12)).strftime("%Y-%m-%d %H:%M:%S")
+    started = (now - timedelta(minutes=20)).strftime("%Y-%m-%d  %H:%M:%S")
+    dpkg, history = tmp_path / "dpkg.log", tmp_path / "history.log"
+    dpkg.write_text(f"{stamp} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n")
+    history.write_text(f"Start-Date: {started}\nCommandline: apt-get install -y jq\nInstall: jq:amd64 (1.6-2)\n\n")
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    since, until = now - timedelta(hours=1), now + timedelta(minutes=1)
+    argv = host_argv(dpkg_log=str(dpkg), apt_history=str(history), mark="=m", since=since)
+    sent = (await pool.run(host, argv, timeout_s=20)).stdout
+    assert "nginx" in sent and "jq" not in sent and "=m unread" in sent  # dpkg.log is the source: history unsent
+    both = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(history))
+    assert whats([c for c in both if c.what != "booted"]) == ["nginx 1.24.0-1 → 1.24.0-2"]
+    dpkg.unlink()
+    only_apt = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(history))
+    assert whats([c for c in only_apt if c.what != "booted"]) == ["jq installed 1.6-2"]

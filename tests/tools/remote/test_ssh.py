@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import secrets
 import shutil
 import socket
@@ -198,6 +199,17 @@ async def test_opsloop_closes_the_channel_when_its_own_timeout_fires(
 
 
 # -- connections --------------------------------------------------------------------------------
+
+
+async def test_the_connection_prefers_aes_gcm(closing: list[SshPool]) -> None:
+    """AES-GCM is asked for first: asyncssh's ChaCha20 costs ~5x its CPU a packet (tools/remote/pool.py)."""
+    with SshServer(log_level="DEBUG1") as server:
+        host = host_for(server)
+        pool = pool_for(host)
+        closing.append(pool)
+        await pool.run(host, ["true"], timeout_s=10)
+        ciphers = re.findall(r"kex: (?:client->server|server->client) cipher: (\S+)", server.log_text())
+    assert ciphers == ["aes128-gcm@openssh.com", "aes128-gcm@openssh.com"]
 
 
 async def test_calls_share_one_connection(sshd: SshServer, closing: list[SshPool]) -> None:
