@@ -118,11 +118,12 @@ postgres:
 	  || echo "postgres: apt-get could not install $(PG_PKGS); the Postgres tests will skip"
 
 # OpenSSH's server and client for the host tools' tests (tests/support/sshserver.py starts a throwaway sshd on loopback),
-# from Debian's packages, the same way. Never fails the build: without them the SSH tests skip and say why.
-SSH_PKGS := openssh-server openssh-client
+# from Debian's packages, the same way, and zsh (a login shell the remote command is checked under, beside sh, bash
+# and dash). Never fails the build: without them the SSH tests skip and say why.
+SSH_PKGS := openssh-server openssh-client zsh
 SSH_INSTALL = $(call NO_SERVICES,ssh) $(SSH_PKGS)
 sshd:
-	@if { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null; then exit 0; fi; \
+	@if { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null && command -v zsh >/dev/null; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "sshd: no apt-get here; the SSH tests will skip"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \

@@ -49,8 +49,10 @@ from bot.types import (
     StepEntry,
     StopReason,
     ToolCall,
+    Totals,
 )
 from tools.api import RunScope, run_scope
+from tools.registry import Category
 
 log = structlog.get_logger("opsloop.run")
 
@@ -146,6 +148,8 @@ class _Run(Condenser, ToolGate):
         self.steps: list[StepEntry] = []  # trace rows logged, waiting for the step's next store write
         self.unsaved: list[CallResult] = []  # this turn's results that claimed no marker: stored with its answer
         self.news_ahead: RunNews | None = None  # read by the last step's answer_turn, for the next step
+        # The write of a turn whose calls are all read-only, still going while they run (see `store_turn`).
+        self.behind: asyncio.Future[None] | None = None
 
     @classmethod
     async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
@@ -190,7 +194,7 @@ class _Run(Condenser, ToolGate):
         try:
             return await self._loop()
         finally:
-            if self.steps or self.unsaved:  # a drive that ended between a step's rows and its next write
+            if self.steps or self.unsaved or self.behind:  # a drive that ended between a step's rows and its write
                 with contextlib.suppress(Exception):
                     await self.flush_steps()
 
@@ -368,13 +372,7 @@ class _Run(Condenser, ToolGate):
             reasoning=reasoning(content)[:500],
             tool_calls=[c.name for c in tool_calls(content)],
         )
-        await self.cfg.store.put_message(
-            self.id,
-            len(self.history) - 1,
-            self.history[-1],
-            totals=self.totals(model=response.model),
-            steps=self.take_steps(),
-        )
+        await self.store_turn(tool_calls(content), totals=self.totals(model=response.model), steps=self.take_steps())
         if thought := reasoning(content):
             await self.emit(events.Reasoning, step=self.iterations, text=thought)
         self.check_budgets()
@@ -382,6 +380,29 @@ class _Run(Condenser, ToolGate):
         if (budget := self.cfg.context_budget_tokens) and prompt > budget and tool_calls(content):
             self.pending_condense = True
         return content
+
+    async def store_turn(self, calls: list[ToolCall], *, totals: Totals, steps: list[StepEntry]) -> None:
+        """Store the model's turn just appended. A turn whose calls are all read-only is written while they run
+        (`settle` waits for it before anything of the turn's results, or of the run's end, is stored): nothing
+        they do needs it stored first, and a process that dies before it lands resumes as if the model had not
+        answered yet. An answer, or a turn with any other call (a started marker, an approval), waits for it."""
+        write = self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=totals, steps=steps)
+        if calls and all(self.read_only(c) for c in calls):
+            self.behind = asyncio.ensure_future(write)
+        else:
+            await write
+
+    def read_only(self, call: ToolCall) -> bool:
+        if call.name == living.TOOL_NAME:
+            return living.offered(self.tool_schemas)
+        t = self.cfg.tools.get(call.name)
+        return t is not None and t.category == Category.READ_ONLY
+
+    async def settle(self) -> None:
+        """The model's turn is stored (see `store_turn`); its write's error, if any, is raised here."""
+        if self.behind is not None:
+            await asyncio.shield(self.behind)  # a Stop or shutdown cancelling us must not cancel the write
+            self.behind = None
 
     # --- 5 tools ------------------------------------------------------------
     def pending_calls(self) -> list[ToolCall]:
@@ -446,6 +467,7 @@ class _Run(Condenser, ToolGate):
             confirmed_by=outcome.confirmed_by,
         )
         if outcome.marked:  # a change that ran: its outcome replaces its started marker now
+            await self.settle()
             await self.cfg.store.save_tool_results(self.id, [result], steps=self.take_steps())
         else:  # stored with the turn that answers it (or by finish, first, if a stop below ends the run)
             self.unsaved.append(result)
@@ -461,6 +483,7 @@ class _Run(Condenser, ToolGate):
         """Every call's result in one user turn, redacted as it enters the history."""
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
+        await self.settle()
         self.history.append({"role": "user", "content": blocks})
         unsaved, self.unsaved = self.unsaved, []
         news = await self.cfg.store.answer_turn(
@@ -507,6 +530,7 @@ class _Run(Condenser, ToolGate):
 
     async def flush_steps(self) -> None:
         """Store the trace rows and results still waiting for a write, in one transaction."""
+        await self.settle()
         unsaved, self.unsaved = self.unsaved, []
         if unsaved:
             await self.cfg.store.save_tool_results(self.id, unsaved, steps=self.take_steps())
@@ -534,6 +558,7 @@ class _Run(Condenser, ToolGate):
         self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
     ) -> RunResult:
         self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
+        await self.settle()
         if self.unsaved:  # results of calls that ran before the stop: stored, so the answer below has them
             await self.flush_steps()
         if calls := self.pending_calls():  # keep the stored history valid for a follow-up run

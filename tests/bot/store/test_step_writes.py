@@ -5,6 +5,8 @@ backend (`db_url`); the loop side counts the calls handed to the store's writer 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,8 +18,8 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import CallResult, Injected, RunNews, StopReason, Totals, Usage
-from tests.support.fakes.anthropic import FakeAnthropic, error, reply, text, tool_use
+from bot.types import CallResult, ConfirmRequest, Decision, Injected, RunNews, StopReason, Totals, Usage
+from tests.support.fakes.anthropic import FakeAnthropic, Reply, error, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"
@@ -255,3 +257,55 @@ def test_redacted_text_is_not_redacted_again_but_what_is_made_from_it_is() -> No
     once = redact(f"the key is {secret}")
     assert (type(once), redact(once) is once, secret in once) == (Redacted, True, False)
     assert secret not in redact(once + f" and {secret}")  # a concatenation is plain text: redacted again
+
+
+async def test_a_read_only_turn_is_stored_while_its_calls_run(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
+    """The write of a turn whose calls are all read-only goes on while they run: with the store's writer held
+    busy until the call has run, the call still runs (it releases the writer), and the turn is stored before the
+    results that answer it."""
+    run_id = await new_run(store)
+    released = threading.Event()
+    held: list[asyncio.Future[bool]] = []
+
+    @tool(category=Category.READ_ONLY)
+    async def check_disk(host: str) -> str:
+        """Disk usage of a host."""
+        released.set()
+        return f"{host}: 91% full"
+
+    def hold_the_writer(_body: dict[str, Any]) -> Reply:  # runs as the request arrives, before its answer
+        held.append(asyncio.ensure_future(store.atomically(lambda _ledger: released.wait(10))))
+        return reply(tool_use("check_disk", {"host": "a"}))
+
+    fake_anthropic.script(hold_the_writer, reply(text("fine")))
+    result = await run(config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk])), run_id)
+    assert result.stop_reason == StopReason.COMPLETED
+    assert await held[0] is True  # released by the call, not by the 10 s timeout: the call ran before the write
+    assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
+    assert [r.content for r in (await store.tool_results(run_id)).values()] == ["a: 91% full"]
+
+
+async def test_a_turn_with_a_change_is_stored_before_the_change_runs(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
+    run_id = await new_run(store)
+    stored_when_run: list[list[str]] = []
+
+    @tool(category=Category.MUTATING)
+    async def restart(service: str, *, confirmed_by: str) -> str:
+        """Restart a service."""
+        stored_when_run.append([m["role"] for m in await store.history(run_id)])
+        return f"{service} restarted"
+
+    async def confirm(_req: ConfirmRequest) -> Decision:
+        return Decision(approved=True, confirmed_by="U1")
+
+    fake_anthropic.script(
+        reply(tool_use("check_cpu", {"host": "a"}), tool_use("restart", {"service": "nginx"})), reply(text("done"))
+    )
+    tools = ToolRegistry([check_cpu, restart])
+    result = await run(config(store, anthropic_client, run_id, tools=tools, confirm=confirm), run_id)
+    assert result.stop_reason == StopReason.COMPLETED
+    assert stored_when_run == [["user", "assistant"]]
