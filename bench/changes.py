@@ -14,7 +14,10 @@ acks while `POST /changes` is flooded.
    SQLite store, spread over the last 24 hours. Each source alone is its public reader (git_changes,
    namespace_changes, host_changes, the store's changes_between) on the same clients, pool and store the
    tool's call uses. One repeat = every source alone once, the full call, and `gather` of the same sources
-   (no timeline), in an order rotated each repeat; medians over `--repeats` after 2 warm-up repeats.
+   (no timeline), in an order rotated each repeat; medians over `--repeats` after 2 warm-up repeats. Then the
+   same again through bench/latency_proxy.py (a TCP proxy in its own process) for each of NETWORK_DELAYS_MS, so
+   that a host's or a cluster's time is also its round trips, as on a real network, and not only this machine's
+   2 CPUs, which the sshd's, the fake clusters and this process all share.
 2. Acks: `opsloop run` as a child process (bench.product.running) with `[changes.webhook]` on a loopback port.
    A burst of mentions (each starts a run that answers at once, as section 1) with nothing else going on
    (idle), and the same burst while a child process floods `POST /changes` (batches of 20 events, 50
@@ -81,6 +84,8 @@ EVENTS = 1000  # stored change events
 EVENTS_OVER = timedelta(hours=24)
 WINDOW_MINUTES = 120
 TARGET = 1.2  # the full call vs its slowest source alone
+# Each way, through bench/latency_proxy.py: round trips of 4 ms (two zones of one region) and 20 ms (two regions).
+NETWORK_DELAYS_MS = (2.0, 10.0)
 TASK = "checkout errors on web-01, web-02, web-03 and web-04 since the deploy"
 
 BURST = 50  # mentions per ack burst
@@ -325,8 +330,71 @@ async def _ms(work: Awaitable[object]) -> tuple[float, object]:
     return (time.perf_counter() - began) * 1000, result
 
 
-async def measure_changes(repeats: int) -> Changes:
-    """Part 1: the sources made, then `repeats` interleaved repeats after 2 warm-up ones."""
+def _proxy_targets(raw: dict[str, Any]) -> list[str]:
+    """Every host's sshd and every cluster's API server in `raw`, as HOST:PORT (hosts first)."""
+    servers = [
+        json.loads(Path(c["kubeconfig"]).read_text())["clusters"][0]["cluster"]["server"]
+        for c in raw["kubernetes"]["clusters"]
+    ]
+    return [f"127.0.0.1:{h['port']}" for h in raw.get("hosts", [])] + [srv.rsplit("/", 1)[-1] for srv in servers]
+
+
+def _proxied(raw: dict[str, Any], ports: list[int], work: Path, tag: str) -> dict[str, Any]:
+    """`raw` reaching each target of _proxy_targets through the proxy's port in `ports` (same order): the hosts'
+    known_hosts and the clusters' kubeconfigs rewritten (files in `work`, named with `tag`)."""
+    proxied = copy.deepcopy(raw)
+    hosts = proxied.get("hosts", [])
+    for i, h in enumerate(hosts):
+        known = Path(h["known_hosts"]).read_text().replace(f"[127.0.0.1]:{h['port']}", f"[127.0.0.1]:{ports[i]}")
+        h["known_hosts"] = str(work / f"known_hosts.{tag}.{i}")
+        Path(h["known_hosts"]).write_text(known)
+        h["port"] = ports[i]
+    for j, c in enumerate(proxied["kubernetes"]["clusters"]):
+        k = json.loads(Path(c["kubeconfig"]).read_text())
+        server = k["clusters"][0]["cluster"]["server"]
+        k["clusters"][0]["cluster"]["server"] = f"{server.rsplit(':', 1)[0]}:{ports[len(hosts) + j]}"
+        c["kubeconfig"] = str(work / f"kubeconfig.{tag}.{j}.json")
+        Path(c["kubeconfig"]).write_text(json.dumps(k))
+    return proxied
+
+
+@contextlib.asynccontextmanager
+async def latency_proxy(raw: dict[str, Any], work: Path, delay_ms: float) -> AsyncIterator[dict[str, Any]]:
+    """`raw` with every host and cluster reached through bench/latency_proxy.py (`delay_ms` each way) in a child
+    process; the git repository and the store are local anyway."""
+    targets = _proxy_targets(raw)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.latency_proxy",
+        str(delay_ms),
+        *targets,
+        cwd=product.ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        ports = []
+        for _ in targets:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().split()
+            if line[:1] != ["listening"]:
+                raise RuntimeError(f"the latency proxy did not start: {line!r}")
+            ports.append(int(line[1]))
+        yield _proxied(raw, ports, work, f"delay{delay_ms:g}")
+    finally:
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 20)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def measure_changes(repeats: int, delayed: dict[float, Changes] | None = None) -> Changes:
+    """Part 1: the sources made, then `repeats` interleaved repeats after 2 warm-up ones; then, into `delayed`
+    (delay in ms each way -> what it measured), the same through bench/latency_proxy.py to every host and
+    cluster."""
     m = Changes(hosts_skipped=missing_reason())
     with tempfile.TemporaryDirectory(prefix="opsloop-bench-changes-") as tmp:
         work = Path(tmp)
@@ -344,6 +412,13 @@ async def measure_changes(repeats: int) -> Changes:
                         t = reg.get("recent_changes")
                         assert t is not None
                         await _repeats(m, t, store, repeats)
+                    for delay_ms, into in (delayed or {}).items():
+                        async with latency_proxy(raw, work, delay_ms) as proxied:
+                            reaches = parse_reaches(proxied)
+                            async with await build_registry({}, reaches=reaches, shared={Store: store}) as reg:
+                                t = reg.get("recent_changes")
+                                assert t is not None
+                                await _repeats(into, t, store, repeats)
             finally:
                 await store.close()
         finally:
@@ -481,6 +556,44 @@ So on this machine no reading of these sources can come within {TARGET}x of the 
 process's), so it cannot take less than {machine_floor:.0f} ms here, and it took {full / machine_floor:.2f}x that.
 On real hosts and clusters their share runs on them; this process's own {own:.1f} ms (one event loop: the SSH and
 HTTPS clients, parsing, the timeline) would still be {own / medians[slowest]:.2f}x this slowest source.
+""",
+    )
+
+
+def delayed_rows(d: Changes, delay_ms: float, row: Row, section: Section, repeats: int) -> None:
+    """Part 1 again, with `delay_ms` each way to every host and cluster (bench/latency_proxy.py)."""
+    medians = {n: med(v) for n, v in d.single.items()}
+    slowest = max(medians, key=lambda n: medians[n])
+    full = med(d.full)
+    ratio = full / medians[slowest]
+    rtt = 2 * delay_ms
+    row(
+        f"Changes: recent_changes, every source, {rtt:g} ms round trips",
+        f"{full:.0f} ms over {len(medians)} sources; slowest alone {slowest} {medians[slowest]:.0f} ms: {ratio:.2f}x",
+        f"<= {TARGET}x the slowest source",
+        ratio <= TARGET,
+        miss=f"{ratio:.2f}x; see the Changes section",
+    )
+    lines = [
+        f"| {n} | {medians[n]:.1f} | {min(d.single[n]):.1f} | {max(d.single[n]):.1f} |"
+        for n in sorted(medians, key=lambda n: -medians[n])
+    ]
+    lines.append(f"| **recent_changes** through the registry | {full:.1f} | {min(d.full):.1f} | {max(d.full):.1f} |")
+    section(
+        f"Changes: recent_changes with {rtt:g} ms round trips to the hosts and clusters (changes)",
+        f"""
+The same sources and repeats as above, but every host and cluster reached through a TCP proxy in its own process
+(bench/latency_proxy.py) that holds each byte {delay_ms:g} ms in each direction, a {rtt:g} ms round trip: a
+source's time is then also its round trips, as on a real network, not only this machine's CPU (the proxy's own
+work is on the same 2 CPUs). The git repository and the stored events are local, as they are in production.
+
+| source | median ms | min ms | max ms |
+|---|---|---|---|
+{chr(10).join(lines)}
+
+Full call {full:.1f} ms vs the slowest source alone ({slowest}, {medians[slowest]:.1f} ms): **{ratio:.2f}x**
+(target <= {TARGET}x); per repeat, full / that repeat's slowest source: median {med(d.per_repeat):.2f}x. This
+process's CPU per full call: {med(d.full_own_cpu):.1f} ms; the whole machine's: {med(d.full_machine_cpu):.0f} ms.
 """,
     )
 
@@ -749,7 +862,10 @@ client on the same 2 CPUs.
 
 async def run_all(row: Row, section: Section, *, repeats: int, rounds: int) -> None:
     """Both parts: their summary rows and sections."""
-    changes_rows(await measure_changes(repeats), row, section, repeats)
+    delayed = {delay_ms: Changes() for delay_ms in NETWORK_DELAYS_MS}
+    changes_rows(await measure_changes(repeats, delayed), row, section, repeats)
+    for delay_ms, d in delayed.items():
+        delayed_rows(d, delay_ms, row, section, repeats)
     acks_rows(await measure_acks(rounds), row, section, rounds)
 
 
