@@ -225,6 +225,7 @@ class KubeClient:
                     ) from None
                 self.server = str(configuration.host)
                 self._api = client.ApiClient(configuration)
+                read_the_environment_once(self._api, self.server)
         return self._api
 
     async def aclose(self) -> None:
@@ -393,3 +394,18 @@ def clusters_of(ctx: ToolContext) -> KubeClusters:
     if clusters is None:
         raise ToolError("no Kubernetes cluster is configured (add [[kubernetes.clusters]] to the config)")
     return clusters
+
+
+def read_the_environment_once(api: Any, server: str) -> None:
+    """kubernetes_asyncio's aiohttp session has trust_env on, so every request looks up ~/.netrc and the proxy
+    variables, each in a thread: ~0.45 ms of CPU a request, half of a namespace's reads. Looked up once here
+    instead: when no proxy variable applies to `server`, the session stops reading the environment (so it also
+    never sends ~/.netrc credentials to a cluster, which authenticates with its kubeconfig's); when one does, the
+    session keeps reading it, as before."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        get_env_proxy_for_url(URL(server))
+    except LookupError:
+        api.rest_client.pool_manager._trust_env = False

@@ -4,6 +4,7 @@ credentials re-read on 401, and `opsloop check`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -547,3 +548,58 @@ def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
         "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, timeout_s)",
         "kubernetes.clusters[1].timeout_s: must be at most 300 seconds, got 500",
     ]
+
+
+# -- the environment: read once, not on every request ---------------------------------------------
+async def test_a_netrc_entry_for_the_api_server_changes_nothing(
+    tmp_path: Path, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster authenticates with its kubeconfig: a ~/.netrc entry for its host is never read (aiohttp's
+    trust_env read it on every request, and its Basic auth clashed with the bearer token: every call failed)."""
+    crashloop(fake_kube)
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with k8s(fake_kube, tmp_path) as reg:
+        out = await reg.get("k8s_get").run({"kind": "pods", "namespace": NS})  # type: ignore[union-attr]
+    assert "api-7d9f-x2k4q" in out
+    assert all("Basic" not in r.headers.get("Authorization", "") for r in fake_kube.requests)
+
+
+async def test_an_https_proxy_in_the_environment_is_still_used(
+    tmp_path: Path, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashloop(fake_kube)
+    tunnels: list[str] = []
+
+    async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A CONNECT proxy: the request line names the target, then bytes go both ways."""
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        target = head.split()[1]
+        tunnels.append(target)
+        host, port = target.rsplit(":", 1)
+        up_r, up_w = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+            w.close()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer), return_exceptions=True)
+
+    proxy = await asyncio.start_server(connect, "127.0.0.1", 0)
+    try:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        async with k8s(fake_kube, tmp_path) as reg:
+            out = await reg.get("k8s_get").run({"kind": "pods", "namespace": NS})  # type: ignore[union-attr]
+        assert "api-7d9f-x2k4q" in out
+        assert tunnels and set(tunnels) == {fake_kube.url.split("://", 1)[1].rstrip("/")}
+    finally:
+        proxy.close()
