@@ -578,7 +578,12 @@ def delayed_rows(d: Changes, delay_ms: float, row: Row, section: Section, repeat
         f"| {n} | {medians[n]:.1f} | {min(d.single[n]):.1f} | {max(d.single[n]):.1f} |"
         for n in sorted(medians, key=lambda n: -medians[n])
     ]
-    lines.append(f"| **recent_changes** through the registry | {full:.1f} | {min(d.full):.1f} | {max(d.full):.1f} |")
+    gathered = med(d.gathered)
+    lines += [
+        f"| **gather of all {len(medians)} sources** (no timeline) | {gathered:.1f} | {min(d.gathered):.1f} | "
+        f"{max(d.gathered):.1f} |",
+        f"| **recent_changes** through the registry | {full:.1f} | {min(d.full):.1f} | {max(d.full):.1f} |",
+    ]
     section(
         f"Changes: recent_changes with {rtt:g} ms round trips to the hosts and clusters (changes)",
         f"""

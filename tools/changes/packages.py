@@ -6,8 +6,9 @@ shell itself, else `uptime -s`), then the last BYTES bytes of dpkg.log, or of ap
 no dpkg.log (`tail -c`; the other section says `unread`), each section opened by a line holding MARK, a random
 token per call, so no log line can forge a section. LOW (`remote_low`)
 is the window's start less the widest UTC offset, as dpkg.log stamp text: whatever the host's offset, a line
-stamped before it is older than the window, so the host leaves those lines of the dpkg.log tail out (awk, in
-the C locale; a line not starting with a digit is kept, and without awk the whole tail is sent). The exact
+stamped before it is older than the window, so the host leaves those lines of the dpkg.log tail out, and
+dpkg's status and configure lines (7 of 8 lines; only install, upgrade, remove and purge are changes) with them
+(awk, in the C locale; a line not starting with a digit is kept, and without awk the whole tail is sent). The exact
 window is still applied here, in the offset the host printed.
 
 dpkg.log and history.log are in the host's local time with no zone; they are read with the host's
@@ -65,7 +66,8 @@ if [ -n "$b" ]; then echo "btime $b"; else echo "booted $(uptime -s 2>/dev/null)
 if [ -r "$1" ]; then
   echo "$mark present"
   if [ -n "$5" ] && command -v awk >/dev/null 2>&1; then
-    tail -c "$3" -- "$1" | LC_ALL=C awk -v low="$5" '!/^[0-9]/ || substr($0, 1, 19) >= low'
+    tail -c "$3" -- "$1" | LC_ALL=C awk -v low="$5" '!/^[0-9]/ || (substr($0, 1, 19) >= low &&
+      ($3 == "install" || $3 == "upgrade" || $3 == "remove" || $3 == "purge"))'
   else
     tail -c "$3" -- "$1"
   fi

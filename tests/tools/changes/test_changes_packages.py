@@ -330,6 +330,9 @@ async def test_the_host_leaves_out_dpkg_lines_older_than_any_offset_allows(pool:
         + "garbage\n"
         + f"{stamp(timedelta(hours=16, minutes=1))} upgrade margin:amd64 1 2\n"  # within the margin: sent
         + f"{stamp(timedelta(minutes=12))} upgrade nginx:amd64 1.24.0-1 1.24.0-2\n"
+        + f"{stamp(timedelta(minutes=12))} status installed nginx:amd64 1.24.0-2\n"
+        + f"{stamp(timedelta(minutes=12))} configure nginx:amd64 1.24.0-2 <none>\n"
+        + f"{stamp(timedelta(minutes=11))} remove gone:amd64 1 <none>\n"
     )
     host = pool.inventory.resolve("web-03")
     assert host is not None
@@ -337,10 +340,11 @@ async def test_the_host_leaves_out_dpkg_lines_older_than_any_offset_allows(pool:
     argv = host_argv(dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"), mark="=m", since=since)
     sent = (await pool.run(host, argv, timeout_s=20)).stdout
     assert "old" not in sent and "padded" in sent and "garbage" in sent and "margin" in sent and "nginx" in sent
+    assert " status " not in sent and " configure " not in sent and "remove gone" in sent  # only changes are sent
     whole = (await pool.run(host, [*argv[:-1], ""], timeout_s=20)).stdout  # no bound: the whole tail, as before
     assert "old199" in whole
     changes = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(tmp_path / "x"))
-    assert whats([c for c in changes if c.what != "booted"]) == ["nginx 1.24.0-1 → 1.24.0-2"]
+    assert whats([c for c in changes if c.what != "booted"]) == ["gone removed (was 1)", "nginx 1.24.0-1 → 1.24.0-2"]
 
 
 async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path) -> None:
