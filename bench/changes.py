@@ -193,24 +193,14 @@ async def serve_kube(out: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def kube_child(out: Path) -> AsyncIterator[list[Path]]:
-    """`python -m bench.changes --serve-kube out` running; the two kubeconfigs."""
+async def stdin_child(*args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`python -m ARGS`, serving until its stdin closes: closed on the way out, killed if still running 20 s later."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.changes",
-        "--serve-kube",
-        str(out),
-        cwd=product.ROOT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
+        sys.executable, "-m", *args, cwd=product.ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if line.strip() != b"ready":
-            raise RuntimeError(f"the fake clusters did not start: {line!r}")
-        yield [out / f"{name}.json" for name in CLUSTERS]
+        yield proc
     finally:
         proc.stdin.close()
         try:
@@ -218,6 +208,17 @@ async def kube_child(out: Path) -> AsyncIterator[list[Path]]:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def kube_child(out: Path) -> AsyncIterator[list[Path]]:
+    """`python -m bench.changes --serve-kube out` running; the two kubeconfigs."""
+    async with stdin_child("bench.changes", "--serve-kube", str(out)) as proc:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the fake clusters did not start: {line!r}")
+        yield [out / f"{name}.json" for name in CLUSTERS]
 
 
 # --------------------------------------------------------------------------- recent_changes vs its sources
@@ -363,18 +364,8 @@ async def latency_proxy(raw: dict[str, Any], work: Path, delay_ms: float) -> Asy
     """`raw` with every host and cluster reached through bench/latency_proxy.py (`delay_ms` each way) in a child
     process; the git repository and the store are local anyway."""
     targets = _proxy_targets(raw)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.latency_proxy",
-        str(delay_ms),
-        *targets,
-        cwd=product.ROOT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
+    async with stdin_child("bench.latency_proxy", str(delay_ms), *targets) as proc:
+        assert proc.stdout is not None
         ports = []
         for _ in targets:
             line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().split()
@@ -382,13 +373,6 @@ async def latency_proxy(raw: dict[str, Any], work: Path, delay_ms: float) -> Asy
                 raise RuntimeError(f"the latency proxy did not start: {line!r}")
             ports.append(int(line[1]))
         yield _proxied(raw, ports, work, f"delay{delay_ms:g}")
-    finally:
-        proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 20)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
 
 
 async def measure_changes(repeats: int, delayed: dict[float, Changes] | None = None) -> Changes:
