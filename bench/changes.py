@@ -459,13 +459,31 @@ async def _repeats(m: Changes, t: Tool, store: Store, repeats: int) -> None:
     m.events_in_window = m.found.get("webhook stored events", 0)
 
 
-def changes_rows(m: Changes, row: Row, section: Section, repeats: int) -> None:
+def _headline(m: Changes, row: Row, name: str, miss: str = "") -> tuple[dict[str, float], str, float, float]:
+    """The summary row of one measure of part 1, and what it read: (median ms per source, the slowest source,
+    the full call's median, full / slowest). `miss` is added to the ratio in a missed verdict."""
     medians = {n: med(v) for n, v in m.single.items()}
     slowest = max(medians, key=lambda n: medians[n])
-    full, gathered = med(m.full), med(m.gathered)
+    full = med(m.full)
     ratio = full / medians[slowest]
+    row(
+        name,
+        f"{full:.0f} ms over {len(medians)} sources; slowest alone {slowest} {medians[slowest]:.0f} ms: {ratio:.2f}x",
+        f"<= {TARGET}x the slowest source",
+        ratio <= TARGET,
+        miss=f"{ratio:.2f}x{miss}; see the Changes section",
+    )
+    return medians, slowest, full, ratio
+
+
+def changes_rows(m: Changes, row: Row, section: Section, repeats: int) -> None:
     machine_floor = med(m.full_machine_cpu) / (os.cpu_count() or 1)
-    floor_x = machine_floor / medians[slowest]
+    slowest_ms = max(med(v) for v in m.single.values())
+    floor_x = machine_floor / slowest_ms
+    medians, slowest, full, ratio = _headline(
+        m, row, "Changes: recent_changes, every source", f" (this machine's floor: {floor_x:.2f}x)"
+    )
+    gathered = med(m.gathered)
     own = med(m.full_own_cpu)
     cpu_rows = (
         "| the whole machine (this process, the sshd's and their shells, git, the fake clusters) | "
@@ -475,13 +493,6 @@ def changes_rows(m: Changes, row: Row, section: Section, repeats: int) -> None:
         f"{own:.1f} | {own:.1f} ms on one event loop ({own / medians[slowest]:.2f}x) |"
     )
     sources = len(medians)
-    row(
-        "Changes: recent_changes, every source",
-        f"{full:.0f} ms over {sources} sources; slowest alone {slowest} {medians[slowest]:.0f} ms: {ratio:.2f}x",
-        f"<= {TARGET}x the slowest source",
-        ratio <= TARGET,
-        miss=f"{ratio:.2f}x (this machine's floor: {floor_x:.2f}x); see the Changes section",
-    )
     lines = [
         f"| {n} | {m.found.get(n, 0)} | {medians[n]:.1f} | {min(m.single[n]):.1f} | {max(m.single[n]):.1f} |"
         for n in sorted(medians, key=lambda n: -medians[n])
@@ -546,18 +557,8 @@ HTTPS clients, parsing, the timeline) would still be {own / medians[slowest]:.2f
 
 def delayed_rows(d: Changes, delay_ms: float, row: Row, section: Section, repeats: int) -> None:
     """Part 1 again, with `delay_ms` each way to every host and cluster (bench/latency_proxy.py)."""
-    medians = {n: med(v) for n, v in d.single.items()}
-    slowest = max(medians, key=lambda n: medians[n])
-    full = med(d.full)
-    ratio = full / medians[slowest]
     rtt = 2 * delay_ms
-    row(
-        f"Changes: recent_changes, every source, {rtt:g} ms round trips",
-        f"{full:.0f} ms over {len(medians)} sources; slowest alone {slowest} {medians[slowest]:.0f} ms: {ratio:.2f}x",
-        f"<= {TARGET}x the slowest source",
-        ratio <= TARGET,
-        miss=f"{ratio:.2f}x; see the Changes section",
-    )
+    medians, slowest, full, ratio = _headline(d, row, f"Changes: recent_changes, every source, {rtt:g} ms round trips")
     lines = [
         f"| {n} | {medians[n]:.1f} | {min(d.single[n]):.1f} | {max(d.single[n]):.1f} |"
         for n in sorted(medians, key=lambda n: -medians[n])
