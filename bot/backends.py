@@ -101,8 +101,16 @@ class SqliteBackend:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
-    def atomic(self) -> contextlib.AbstractContextManager[Any]:
-        return self.db.atomic()  # nested: a savepoint
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction. Inside one already open (a Ledger call within another, a group's part), part of it, as
+        on Postgres: no Ledger call catches an error inside a transaction, so a savepoint of its own would never
+        be rolled back to alone, and it cost two statements (a tool step ran four)."""
+        if self.db.conn.in_transaction:
+            yield
+            return
+        with self.db.atomic():
+            yield
 
     @contextlib.contextmanager
     def durably(self) -> Iterator[None]:

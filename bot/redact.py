@@ -168,11 +168,24 @@ def redact(text: str) -> str:
     Text with invisible characters in it is read without them (`_through_invisible`): the secret goes, and the
     invisible characters outside it stay where they were, so a card still shows them.
     """
-    if not text or type(text) is Redacted:
+    if not text or type(text) is Redacted or text in _CLEAN:
         return text
     if not text.isascii() and _INVISIBLE.search(text):
         return Redacted(_through_invisible(text))
+    if len(text) <= _SHORT and not _gates(text):
+        if len(_CLEAN) >= _CLEAN_MAX:
+            _CLEAN.clear()
+        _CLEAN.add(text)
+        return text
     return Redacted(_redact_visible(text))
+
+
+# Short texts seen to hold no gate, so no pattern: the names a log line repeats (its event, level and logger, a
+# model, a tool, a stop reason) cost a set lookup instead of the gates' 27 substring tests. Only text no pattern
+# could touch is kept, so the set never holds anything redaction would have removed.
+_SHORT = 64
+_CLEAN_MAX = 4096
+_CLEAN: set[str] = set()
 
 
 def _through_invisible(text: str) -> str:

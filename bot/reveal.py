@@ -4,6 +4,7 @@ text (core layer: the tools and the Slack side both use it; handlers.mrkdwn re-e
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Invisible or text-reordering characters beyond Unicode's format/control categories: fillers that render
@@ -51,13 +52,24 @@ def is_hidden(ch: str, *, prose: bool = False) -> bool:
     return category in _CARD_CATEGORIES or (category == "Zs" and ch != " ")
 
 
+# The hidden characters of ASCII text, under both rules: its control characters (category Cc) but newline and tab.
+# A tool's output is ASCII with newlines, mostly: one regex scan instead of a category lookup a character.
+_ASCII_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _written_out(match: re.Match[str]) -> str:
+    return f"\u27e8U+{ord(match.group()):04X}\u27e9"
+
+
 def reveal(text: str, *, prose: bool = False) -> str:
     """`text` with each hidden character (see `is_hidden`) written out as `⟨U+202E⟩`."""
-    if text.isascii() and text.isprintable():
-        return text
+    if text.isascii():
+        return text if text.isprintable() else _ASCII_HIDDEN.sub(_written_out, text)
     return "".join(f"\u27e8U+{ord(ch):04X}\u27e9" if is_hidden(ch, prose=prose) else ch for ch in text)
 
 
 def count_hidden(text: str) -> int:
     """How many characters `reveal` (card rules) writes out."""
-    return 0 if text.isascii() and text.isprintable() else sum(is_hidden(ch) for ch in text)
+    if text.isascii():
+        return 0 if text.isprintable() else len(_ASCII_HIDDEN.findall(text))
+    return sum(is_hidden(ch) for ch in text)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     pass
 
 
+_STEPS_A_STATEMENT = 200  # well under both backends' limits on a statement's parameters
 _RESULT_COLUMNS = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"
 
 
@@ -146,11 +147,13 @@ class Trace(LedgerBase):
 
     def _add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None:
         """Each step as (kind, data), redacted here like everything the store writes."""
-        now = self.sql.now()
-        for kind, data in steps:
+        rows = [(run_id, kind, json.dumps(redact_value(data), default=str)) for kind, data in steps]
+        now = self.sql.now() if rows else 0.0
+        for start in range(0, len(rows), _STEPS_A_STATEMENT):  # a step's two or three rows: one statement
+            chunk = rows[start : start + _STEPS_A_STATEMENT]
             self._write(
-                "INSERT INTO steps (run_id, kind, data, at) VALUES (?, ?, ?, ?)",
-                [run_id, kind, json.dumps(redact_value(data), default=str), now],
+                f"INSERT INTO steps (run_id, kind, data, at) VALUES {', '.join(['(?, ?, ?, ?)'] * len(chunk))}",
+                [value for row in chunk for value in (*row, now)],
             )
 
     def steps(self, run_id: str) -> list[Step]:

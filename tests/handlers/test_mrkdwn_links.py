@@ -209,6 +209,16 @@ def test_reveal_leaves_visible_text_alone(text: str) -> None:
     assert reveal(text) == text and count_hidden(text) == 0
 
 
+@pytest.mark.parametrize("prose", [False, True])
+def test_every_ascii_character_is_revealed_as_the_per_character_rule_says(prose: bool) -> None:
+    """ASCII text takes a regex instead of the per-character rule (is_hidden): the two agree on every character."""
+    for cp in range(128):
+        ch = chr(cp)
+        want = marker(ch) if is_hidden(ch, prose=prose) else ch
+        assert reveal(f"a{ch}\nb", prose=prose) == f"a{want}\nb", hex(cp)
+        assert count_hidden(f"{ch}\t{ch}") == 2 * is_hidden(ch), hex(cp)
+
+
 def test_prose_keeps_emoji_joiners_and_spaces_but_never_bidi_or_zero_width() -> None:
     family, nbsp = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "19.8\u00a0GB"
     assert reveal(family, prose=True) == family and reveal(nbsp, prose=True) == nbsp

@@ -85,6 +85,15 @@ async def test_a_turn_and_its_trace_rows_are_written_together(any_store: Store) 
     assert (await any_store.history(run_id))[1] == turn
 
 
+async def test_many_trace_rows_at_once_are_stored_in_order_with_their_secrets_redacted(any_store: Store) -> None:
+    run_id = await new_run(any_store)  # more rows than one statement takes: they go in several, in order
+    steps = [("tool", {"n": i, "token": f"xoxb-{i}-secret"}) for i in range(450)]
+    await any_store.add_steps(run_id, steps)
+    stored = await any_store.steps(run_id)
+    assert [s.data["n"] for s in stored] == list(range(450))
+    assert {s.data["token"] for s in stored} == {"[REDACTED]"}
+
+
 async def test_a_turn_that_fails_to_store_leaves_none_of_its_trace_rows(any_store: Store) -> None:
     run_id = await new_run(any_store)
     with pytest.raises(TypeError):  # content that can't be encoded: the whole transaction goes
