@@ -590,8 +590,27 @@ def machine() -> str:
     )
 
 
+HISTORY = "### History (kept by the bench)"
+
+
+def with_history(sections: list[str], old: str) -> list[str]:
+    """`sections` (each starting `## title`), each followed by the history its namesake in `old` (RESULTS.md as it
+    was) kept under HISTORY: before/after tables written by hand, which a re-run must not drop."""
+    history = {}
+    for part in re.split(r"(?m)^(?=## )", old):
+        title, _, rest = part.partition("\n")
+        if HISTORY in rest:
+            history[title.strip()] = rest[rest.index(HISTORY) :].rstrip("\n")
+    out = []
+    for section in sections:
+        title = section.partition("\n")[0].strip()
+        out.append(f"{section.rstrip(chr(10))}\n\n{history[title]}\n" if title in history else section)
+    return out
+
+
 def write(report: Report, path: Path, started: datetime.datetime, seconds: float, args: argparse.Namespace) -> str:
     summary = table(["benchmark", "result", "target", "verdict"], [list(r) for r in report.summary])
+    report.sections[:] = with_history(report.sections, path.read_text() if path.exists() else "")
     text_ = f"""# opsloop benchmark results
 
 Produced by `make bench` (`python -m bench{" --quick" if args.quick else ""}`) on {started:%Y-%m-%d %H:%M} UTC
@@ -792,7 +811,7 @@ def splice(
     blank = next((i for i in range(produced, len(lines)) if not lines[i].strip()), len(lines))
     lines[blank:blank] = ["", note]
     kept = [s.rstrip("\n") for s in sections if not s.startswith(prefixes)]
-    fresh = [s.removeprefix("## ").rstrip("\n") for s in report.sections]
+    fresh = [s.removeprefix("## ").rstrip("\n") for s in with_history(report.sections, text_)]
     at = next((i for i, s in enumerate(kept) if s.startswith("Profile")), len(kept))
     kept[at:at] = fresh
     return "\n".join(lines) + "\n\n" + "\n\n".join(f"## {s}" for s in kept) + "\n"

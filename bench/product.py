@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,10 +92,11 @@ class Product:
         return stamps, answer.at - sent
 
 
-def write_config(path: Path, slack: str) -> Path:
-    """The shipped defaults, plus the bench's tools, no fallback model, and `slack` lines under [slack]."""
+def write_config(path: Path, slack: str, modules: Sequence[str] = ("tools.builtin", "bench.tools")) -> Path:
+    """The shipped defaults, plus the bench's tools (or `modules`), no fallback model, and `slack` lines under
+    [slack]."""
     path.write_text(
-        '[model]\nfallbacks = []\n[tools]\nmodules = ["tools.builtin", "bench.tools"]\n'
+        f"[model]\nfallbacks = []\n[tools]\nmodules = {json.dumps(list(modules))}\n"
         f"[limits]\nmax_iterations = 50\n[slack]\n{slack}\n"
     )
     return path
@@ -121,6 +123,7 @@ async def running(
     profile: Path | None = None,
     model_kw: dict[str, Any] | None = None,
     db: str | None = None,
+    modules: Sequence[str] = ("tools.builtin", "bench.tools"),
 ) -> AsyncIterator[Product]:
     """Both fakes in this process and `opsloop run` in a child (under cProfile when `profile` is set), on a
     fresh SQLite file unless `db` names another store (a postgresql:// URL)."""
@@ -132,7 +135,7 @@ async def running(
         ):
             slack.add_user(ALICE, "alice")
             env = bot_env(slack, model, db or str(work / "opsloop.db"))
-            cmd = ["-m", "bot.cli", "run", "--config", str(write_config(work / "opsloop.toml", slack_config))]
+            cmd = ["-m", "bot.cli", "run", "--config", str(write_config(work / "opsloop.toml", slack_config, modules))]
             if profile is not None:
                 cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
             with open(work / "opsloop.log", "wb") as log:  # noqa: ASYNC230 (the JSON trace goes to a file)

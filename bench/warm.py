@@ -2,7 +2,11 @@
 its clients), interleaved, on two workloads against the same fake Messages API:
 
 - minimal: one tool (`disk_usage`), no thinking blocks in the replies;
-- thinking: claude-sonnet-5-5 with thinking blocks in every reply, 15 tools offered.
+- thinking: claude-sonnet-5-5 with thinking blocks in every reply, every shipped tool and the bench's offered.
+
+Every row of a workload offers the same tools (`MODULES`): `opsloop run` is started once per workload with them
+(it used to offer every shipped tool on the minimal workload too, 17 against the others' 1, and paid for the
+larger request in the SDK's copy of it and in the fake's parsing).
 
 Contenders: the bare SDK loop (messages.create), the SDK's beta tool runner, pydantic-ai's Agent (when the
 bench extra is installed), opsloop in-process (bot.runtime.run: SQLite store, stop flag and inbox reads,
@@ -40,7 +44,7 @@ from tools.config import build_registry
 MODEL = "claude-sonnet-5-5"
 TASK = "[incident request from <@U0ALICE> in <#C0INCIDENT>] web-03 is out of disk"
 WORKLOADS = ("minimal", "thinking")
-THINKING_TOOLS = 15
+MODULES = {"minimal": ["bench.minimal"], "thinking": ["tools.builtin", "bench.tools"]}  # each workload's tools
 med = statistics.median
 
 
@@ -63,11 +67,7 @@ def per_iteration_ms(stamps: list[float]) -> float:
 
 
 async def registries() -> dict[str, ToolRegistry]:
-    from bench import tools as bench_tools
-
-    full = await build_registry({"modules": ["tools.builtin", "bench.tools"]})
-    chosen = [t for t in full if t.name == CALLED] + [t for t in full if t.name != CALLED][: THINKING_TOOLS - 1]
-    return {"minimal": ToolRegistry([bench_tools.disk_usage]), "thinking": ToolRegistry(chosen)}
+    return {w: await build_registry({"modules": MODULES[w]}) for w in WORKLOADS}
 
 
 class Contenders:
@@ -237,16 +237,20 @@ async def measure(steps: int, repeats: int, *, full: bool = True) -> dict[str, A
     out: dict[str, Any] = {w: {} for w in WORKLOADS}
     loads: dict[str, list[str]] = {w: [] for w in WORKLOADS}
     with tempfile.TemporaryDirectory(prefix="opsloop-warm-") as tmp:
-        async with product.running() as p:  # `opsloop run`: started once, warm for every repeat
-            c = Contenders(p.model, tools, Path(tmp))
-            await c.open()
-            try:
-                names = [*c.names, *(["opsloop_run"] if full else [])]
-                for w in WORKLOADS:  # one warm-up run each: imports, first connections, SQLite pages
-                    for n in c.names:
+        for w in WORKLOADS:
+            # `opsloop run` with this workload's tools: started once, warm for every repeat; the in-process
+            # contenders talk to the same fake Messages API
+            async with product.running(modules=MODULES[w]) as p:
+                (Path(tmp) / w).mkdir()
+                c = Contenders(p.model, tools, Path(tmp) / w)
+                await c.open()
+                try:
+                    names = [*c.names, *(["opsloop_run"] if full else [])]
+                    for n in c.names:  # one warm-up run each: imports, first connections, SQLite pages
                         await c.run(n, w, 3)
-                for i in range(repeats):
-                    for w in WORKLOADS:
+                    if full:
+                        await p.incident(3, think=w == "thinking")
+                    for i in range(repeats):
                         order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
                         for n in order:
                             if n == "opsloop_run":
@@ -255,9 +259,10 @@ async def measure(steps: int, repeats: int, *, full: bool = True) -> dict[str, A
                             else:
                                 ms = await c.run(n, w, steps)
                             out[w].setdefault(n, []).append(ms)
+                            p.model.forget()
                         loads[w].append(load())
-            finally:
-                await c.close()
+                finally:
+                    await c.close()
     return {"ms": out, "loads": loads, "tools": {w: len(tools[w].api_schemas()) for w in WORKLOADS}}
 
 

@@ -1003,6 +1003,12 @@ class FakeAnthropic:
         """Append responses, consumed one per accepted request (FIFO)."""
         self._script.extend(items)
 
+    def forget(self) -> None:
+        """Drop the requests recorded and the conversations held so far (a long benchmark keeps none of them: a
+        growing heap makes the garbage collector's pauses land on whichever contender runs)."""
+        self.requests.clear()
+        self._threads.clear()
+
     def assert_complete(self) -> None:
         """Fail if scripted responses were never used."""
         if self._script:
