@@ -35,7 +35,7 @@ from bench import summary as summary_bench_
 from bench.product import API_KEY, incident, running
 from bot import prompts
 from bot.guards import Limits
-from bot.model import AnthropicModel
+from bot.model import AnthropicModel, claude_client
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
@@ -405,7 +405,7 @@ async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any,
     registry = ToolRegistry([bench_tools.disk_usage, bench_tools.error_log_tail])
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store(Path(tmp) / "bench.db").open()
-        client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
+        client = claude_client(API_KEY, fake.base_url)  # the product's client
         fake.script(*[script for _ in range(steps + 1)])
         row = await store.create_run(
             channel="C",

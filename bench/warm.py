@@ -32,7 +32,7 @@ from bench.peers import CALLED, disk
 from bench.product import API_KEY
 from bot import prompts
 from bot.log import configure_logging
-from bot.model import AnthropicModel
+from bot.model import AnthropicModel, claude_client
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
@@ -75,7 +75,8 @@ class Contenders:
 
     def __init__(self, fake: FakeAnthropic, tools: dict[str, ToolRegistry], tmp: Path) -> None:
         self.fake, self.tools, self.tmp = fake, tools, tmp
-        self.client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)
+        self.client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0)  # the peers'
+        self.product_client = claude_client(API_KEY, fake.base_url)  # opsloop's own (its transport included)
         self.store: Store | None = None
         self.agents: dict[str, Any] = {}
         self.names = ["bare", "tool_runner", *(["pydantic_ai"] if _has_pydantic_ai() else []), "opsloop"]
@@ -90,6 +91,7 @@ class Contenders:
 
     async def close(self) -> None:
         await self.client.close()
+        await self.product_client.close()
         if self.store is not None:
             await self.store.close()
         self.log.close()
@@ -174,7 +176,7 @@ async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) 
         return await store.run_news(row.id)
 
     cfg = RunConfig(
-        model=AnthropicModel(c.client, [MODEL]),
+        model=AnthropicModel(c.product_client, [MODEL]),
         store=store,
         tools=c.tools[workload],
         price_for=lambda m: price_for(m)[0],

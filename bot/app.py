@@ -37,7 +37,7 @@ from bot.backends import WAKE_OUTBOX
 from bot.config import Settings
 from bot.errors import OpsloopError
 from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
-from bot.model import AnthropicModel
+from bot.model import AnthropicModel, claude_client
 from bot.pricing import model_problems, price_for
 from bot.store import Store
 from bot.unreachable import is_unreachable, reason, unreachable
@@ -77,14 +77,10 @@ def slack_client(
 
 
 def anthropic_client(settings: Settings, *, timeout_s: float = 600.0) -> anthropic.AsyncAnthropic:
-    # max_retries=0: AnthropicModel retries itself, with a cap on Retry-After and the fallback chain.
     # An empty ANTHROPIC_BASE_URL is "not set" (compose passes empty variables): the default, not the SDK's own
     # read of the environment, which would take the empty string as the URL.
-    return anthropic.AsyncAnthropic(
-        api_key=settings.anthropic_api_key,
-        base_url=settings.anthropic_base_url or "https://api.anthropic.com",
-        max_retries=0,
-        timeout=timeout_s,
+    return claude_client(
+        settings.anthropic_api_key, settings.anthropic_base_url or "https://api.anthropic.com", timeout_s=timeout_s
     )
 
 

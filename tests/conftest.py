@@ -22,6 +22,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from bot.model import claude_client
 from bot.store import Store
 from tests.support import markers, pgserver, sshserver
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic
@@ -38,7 +39,7 @@ async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
 
 @pytest.fixture
 async def anthropic_client(fake_anthropic: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake_anthropic.base_url, max_retries=0)
+    client = claude_client(API_KEY, fake_anthropic.base_url)  # the product's client, transport included
     yield client
     await client.close()
 
