@@ -284,11 +284,22 @@ def tables(result: dict[str, Any], steps: int, repeats: int) -> tuple[str, dict[
         ms = result["ms"][w]
         base = med(ms["bare"])
         ratios[w] = {n: med(v) / base for n, v in ms.items()}
-        rows = [f"| {LABELS[n]} | {med(v):.2f} | {min(v):.2f} | {ratios[w][n]:.2f}x |" for n, v in ms.items()]
+        rows = [
+            f"| {LABELS[n]} | {med(v):.2f} | {min(v):.2f} | {ratios[w][n]:.2f}x "
+            f"| {med(a / b for a, b in zip(v, ms['bare'], strict=True)):.2f}x | {min(v) / min(ms['bare']):.2f}x |"
+            for n, v in ms.items()
+        ]
+        tools = result["tools"][w]
         parts.append(
-            f"**{w}** ({result['tools'][w]} tools{', thinking blocks' if w == 'thinking' else ''}; "
+            f"**{w}** ({tools} tool{'s' if tools != 1 else ''}{', thinking blocks' if w == 'thinking' else ''}; "
             f"{steps} requests per run, median of {repeats} interleaved runs; "
             f"{result['loads'][w][0]} at the first repeat, {result['loads'][w][-1]} at the last)\n\n"
-            "| contender | median ms/iteration | best | vs bare |\n|---|---|---|---|\n" + "\n".join(rows)
+            "| contender | median ms/iteration | best | vs bare (medians) | vs bare (each repeat's own, median) "
+            "| best vs best |\n|---|---|---|---|---|---|\n" + "\n".join(rows)
         )
+    parts.append(
+        "The verdict reads the ratio of medians. Beside it, two readings that this box's noise moves less: the "
+        "median of each repeat's own ratio (a contender against the bare loop's run next to it), and best against "
+        "best (what each costs when nothing else got in its way)."
+    )
     return "\n\n".join(parts), ratios
