@@ -552,14 +552,16 @@ async def profile(steps: int, runs: int, report: Report, out: Path) -> None:
     from bench.profile import summarize
 
     with tempfile.TemporaryDirectory() as tmp:
-        prof = Path(tmp) / "opsloop.prof"
+        base, prof = Path(tmp) / "start.prof", Path(tmp) / "opsloop.prof"
+        async with running(profile=base) as p:  # start-up and the warm-up alone: subtracted from the next
+            await p.incident(steps)
         async with running(profile=prof) as p:
             await p.incident(steps)  # warm-up: imports, first connections
             began_req = len(p.model.requests)
             for _ in range(runs):
                 await p.incident(steps)
             iterations = len(p.model.requests) - began_req
-        text_ = summarize(prof, iterations, runs)
+        text_ = summarize(prof, iterations, runs, baseline=base)
     out.write_text(text_)  # noqa: ASYNC240 (once, after the timed part)
     report.section("Profile of `opsloop run` (cProfile, main thread)", text_)
 

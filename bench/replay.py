@@ -199,7 +199,7 @@ async def run_all(
         ]
     )
     section(
-        f"{TITLE} (issue 23)",
+        f"{TITLE} (replay)",
         f"""
 `opsloop demo` played whole (the real app over Socket Mode against the Slack stand-in, the scripted incident
 model, the simulated web-03) in {demo_wall:.2f} s of wall time, Slack and the scripted people included. Its

@@ -182,7 +182,7 @@ async def run_all(row: Row, section: Section, *, calls: int = CALLS) -> None:
         "|---|---|---|---|---|",
     ] + ["| " + " | ".join(str(c) for c in r) + " |" for r in size_rows]
     section(
-        "summary: the living summary (issue 33)",
+        "summary: the living summary (summary)",
         "\n".join(
             [
                 (__doc__ or "").split("\n\n", 2)[2].strip(),

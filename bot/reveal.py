@@ -61,10 +61,37 @@ def _written_out(match: re.Match[str]) -> str:
     return f"\u27e8U+{ord(match.group()):04X}\u27e9"
 
 
+def _char_class(code_points: frozenset[int]) -> str:
+    """A regex character class of `code_points`, as ranges (one of single characters this long scans ~50x slower)."""
+    runs: list[list[int]] = []
+    for cp in sorted(code_points):
+        if runs and cp == runs[-1][1] + 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return "[" + "".join(re.escape(chr(a)) + (f"-{re.escape(chr(b))}" if b > a else "") for a, b in runs) + "]"
+
+
+# Characters str.isprintable() passes that are hidden all the same (the fillers and selectors of _INVISIBLE).
+_PRINTABLE_BUT_HIDDEN = re.compile(_char_class(_INVISIBLE))
+
+
+def _nothing_hidden(text: str) -> bool:
+    """True when no character of `text` is hidden under either rule, found without a look at each character:
+    str.isprintable() is false exactly for Unicode's Other and Separator categories but the ASCII space, which
+    holds every category the card rule hides (prose hides fewer), so printable text with no _INVISIBLE filler
+    (newlines and tabs aside) hides nothing."""
+    if "\n" in text or "\t" in text:
+        text = text.replace("\n", "").replace("\t", "")
+    return text.isprintable() and not _PRINTABLE_BUT_HIDDEN.search(text)
+
+
 def reveal(text: str, *, prose: bool = False) -> str:
     """`text` with each hidden character (see `is_hidden`) written out as `⟨U+202E⟩`."""
     if text.isascii():
         return text if text.isprintable() else _ASCII_HIDDEN.sub(_written_out, text)
+    if _nothing_hidden(text):
+        return text
     return "".join(f"\u27e8U+{ord(ch):04X}\u27e9" if is_hidden(ch, prose=prose) else ch for ch in text)
 
 
@@ -72,4 +99,4 @@ def count_hidden(text: str) -> int:
     """How many characters `reveal` (card rules) writes out."""
     if text.isascii():
         return 0 if text.isprintable() else len(_ASCII_HIDDEN.findall(text))
-    return sum(is_hidden(ch) for ch in text)
+    return 0 if _nothing_hidden(text) else sum(is_hidden(ch) for ch in text)

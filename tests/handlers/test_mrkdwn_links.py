@@ -219,6 +219,19 @@ def test_every_ascii_character_is_revealed_as_the_per_character_rule_says(prose:
         assert count_hidden(f"{ch}\t{ch}") == 2 * is_hidden(ch), hex(cp)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("prose", [False, True])
+def test_text_with_nothing_hidden_is_found_so_without_a_look_at_each_character(prose: bool) -> None:
+    """reveal() skips the per-character rule when str.isprintable() and the fillers say nothing is hidden: over every
+    code point, a text around it comes out as the per-character rule says."""
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue  # surrogates: not text
+        ch = chr(cp)
+        want = marker(ch) if is_hidden(ch, prose=prose) else ch
+        assert reveal(f"é{ch}\n", prose=prose) == f"é{want}\n", hex(cp)
+
+
 def test_prose_keeps_emoji_joiners_and_spaces_but_never_bidi_or_zero_width() -> None:
     family, nbsp = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "19.8\u00a0GB"
     assert reveal(family, prose=True) == family and reveal(nbsp, prose=True) == nbsp
