@@ -4,7 +4,6 @@ credentials re-read on 401, and `opsloop check`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ import pytest
 from bot.config import ConfigError, load_settings
 from tests.support.fakes.kube import FakeKube, pod
 from tests.support.fakes.kube_scenes import NS, crashloop
+from tests.support.proxy import connect_proxy
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
 from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters
@@ -573,33 +573,11 @@ async def test_an_https_proxy_in_the_environment_is_still_used(
     tmp_path: Path, fake_kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     crashloop(fake_kube)
-    tunnels: list[str] = []
-
-    async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A CONNECT proxy: the request line names the target, then bytes go both ways."""
-        head = (await reader.readuntil(b"\r\n\r\n")).decode()
-        target = head.split()[1]
-        tunnels.append(target)
-        host, port = target.rsplit(":", 1)
-        up_r, up_w = await asyncio.open_connection(host, int(port))
-        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-
-        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            while data := await r.read(65536):
-                w.write(data)
-                await w.drain()
-            w.close()
-
-        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer), return_exceptions=True)
-
-    proxy = await asyncio.start_server(connect, "127.0.0.1", 0)
-    try:
-        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+    async with connect_proxy() as (url, tunnels):
+        monkeypatch.setenv("HTTPS_PROXY", url)
         for name in ("NO_PROXY", "no_proxy"):
             monkeypatch.delenv(name, raising=False)
         async with k8s(fake_kube, tmp_path) as reg:
             out = await reg.get("k8s_get").run({"kind": "pods", "namespace": NS})  # type: ignore[union-attr]
-        assert "api-7d9f-x2k4q" in out
-        assert tunnels and set(tunnels) == {fake_kube.url.split("://", 1)[1].rstrip("/")}
-    finally:
-        proxy.close()
+    assert "api-7d9f-x2k4q" in out
+    assert tunnels and set(tunnels) == {fake_kube.url.split("://", 1)[1].rstrip("/")}
