@@ -357,6 +357,7 @@ async def test_check_warns_once_when_prometheus_is_not_ready_and_not_when_it_is(
     _, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
     said = [line for line in err.splitlines() if "prometheus" in line]
     assert len(said) == 1 and said[0].startswith(f"opsloop: warning: prometheus: http://127.0.0.1:{refused}/-/ready")
+
     async def ready(_: web.Request) -> web.Response:
         return web.Response(text="Prometheus Server is Ready.\n")
 
