@@ -33,26 +33,18 @@ class _Line:
     def msg(self, line: str) -> None:
         handler = self.handler
         try:
-            with handler.lock or _NO_LOCK:
+            handler.acquire()
+            try:
                 handler.stream.write(line + "\n")
                 handler.flush()
+            finally:
+                handler.release()
         except Exception as e:  # as stdlib's handlers do: a line that can't be written never breaks its caller
             with contextlib.suppress(Exception):
                 if (stderr := sys.__stderr__) is not None:
                     stderr.write(f"opsloop: a log line could not be written ({type(e).__name__})\n")
 
     debug = info = warning = error = critical = exception = msg
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_LOCK = _NoLock()
 
 
 def _below(level: int) -> Any:
