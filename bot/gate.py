@@ -82,9 +82,13 @@ class ToolGate:
                 out.append([call])
         return out
 
+    def read_only(self, call: ToolCall) -> bool:
+        t = self.cfg.tools.get(call.name)
+        return t is not None and t.category == Category.READ_ONLY
+
     def parallel_safe(self, call: ToolCall) -> bool:
         t = self.cfg.tools.get(call.name)
-        return t is not None and t.category == Category.READ_ONLY and bool(t.parallel)
+        return t is not None and self.read_only(call) and bool(t.parallel)
 
     async def run_group(self, group: list[ToolCall]) -> list[Outcome]:
         if len(group) <= 1:

@@ -52,7 +52,6 @@ from bot.types import (
     Totals,
 )
 from tools.api import RunScope, run_scope
-from tools.registry import Category
 
 log = structlog.get_logger("opsloop.run")
 
@@ -393,10 +392,10 @@ class _Run(Condenser, ToolGate):
             await write
 
     def read_only(self, call: ToolCall) -> bool:
+        """The gate's rule, and the living summary (the run's own tool, which changes nothing outside the run)."""
         if call.name == living.TOOL_NAME:
             return living.offered(self.tool_schemas)
-        t = self.cfg.tools.get(call.name)
-        return t is not None and t.category == Category.READ_ONLY
+        return super().read_only(call)
 
     async def settle(self) -> None:
         """The model's turn is stored (see `store_turn`); its write's error, if any, is raised here."""

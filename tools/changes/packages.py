@@ -43,9 +43,9 @@ APT_HISTORY = "/var/log/apt/history.log"
 TAIL_BYTES = 256 * 1024  # of each log: days of a busy host's package changes
 TIMEOUT_S = 20.0
 _ACTIONS = frozenset({"install", "upgrade", "remove", "purge"})
-_DPKG_LINE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}) (\S+) (\S+) (\S+) (\S+)")
-_STAMP_CHARS = 19  # `YYYY-MM-DD HH:MM:SS`
 _STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}")
+_STAMP_CHARS = 19  # `YYYY-MM-DD HH:MM:SS`
+_DPKG_LINE = re.compile(rf"({_STAMP.pattern}) (\S+) (\S+) (\S+) (\S+)")
 _APT_ENTRY = re.compile(r"([^\s,()]+) \(([^()]*)\)")
 _APT_ACTIONS = {
     "Install": "install",
