@@ -72,6 +72,7 @@ class RunStore(Protocol):
         seq: int,
         message: dict[str, Any],
         *,
+        calls: dict[str, Any] | None = None,
         results: Iterable[CallResult] = (),
         totals: Totals | None = None,
         steps: Iterable[StepEntry] = (),

@@ -56,6 +56,7 @@ from tools.api import RunScope, run_scope
 log = structlog.get_logger("opsloop.run")
 
 MAX_OUTPUT_TOKENS = 128_000  # the current models' output ceiling
+TURN_GRACE_S = 0.25  # a turn of read-only calls that end within this is stored with their results (`store_turn`)
 
 Confirm = Callable[[ConfirmRequest], Awaitable[Decision]]
 Inject = Callable[[], Awaitable[list[Injected]]]
@@ -82,7 +83,7 @@ class RunConfig:
     inject: Inject | None = None  # returns replies already stored in the inbox
     stop_requested: StopRequested | None = None  # returns who asked to stop, or None
     # Both at once (one store read: `store.run_news`) at the start of each step, when given; after a tool step, the
-    # news read in that step's last write (`answer_turn`) instead, so a tool step takes two store round trips.
+    # news read in that step's last write (`answer_turn`) instead, so a read-only tool step takes one store round trip.
     news: News | None = None
     hand_back: Callable[[], bool] | None = None  # True: this process is stopping; pause at the next step
     on_event: OnEvent | None = None
@@ -147,7 +148,10 @@ class _Run(Condenser, ToolGate):
         self.steps: list[StepEntry] = []  # trace rows logged, waiting for the step's next store write
         self.unsaved: list[CallResult] = []  # this turn's results that claimed no marker: stored with its answer
         self.news_ahead: RunNews | None = None  # read by the last step's answer_turn, for the next step
-        # The write of a turn whose calls are all read-only, still going while they run (see `store_turn`).
+        # A turn whose calls are all read-only (see `store_turn`): its seq while it waits to be stored with their
+        # results, the timer that stores it on its own if they take longer, and its write once that started.
+        self.unstored: int | None = None
+        self.turn_timer: asyncio.TimerHandle | None = None
         self.behind: asyncio.Future[None] | None = None
 
     @classmethod
@@ -193,7 +197,7 @@ class _Run(Condenser, ToolGate):
         try:
             return await self._loop()
         finally:
-            if self.steps or self.unsaved or self.behind:  # a drive that ended between a step's rows and its write
+            if self.steps or self.unsaved or self.behind or self.unstored is not None:  # ended before a write
                 with contextlib.suppress(Exception):
                     await self.flush_steps()
 
@@ -381,15 +385,42 @@ class _Run(Condenser, ToolGate):
         return content
 
     async def store_turn(self, calls: list[ToolCall], *, totals: Totals, steps: list[StepEntry]) -> None:
-        """Store the model's turn just appended. A turn whose calls are all read-only is written while they run
-        (`settle` waits for it before anything of the turn's results, or of the run's end, is stored): nothing
-        they do needs it stored first, and a process that dies before it lands resumes as if the model had not
-        answered yet. An answer, or a turn with any other call (a started marker, an approval), waits for it."""
-        write = self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=totals, steps=steps)
+        """Store the model's turn just appended; an answer, or a turn with any call that is not read-only (a
+        started marker, an approval), before anything else happens.
+
+        A turn whose calls are all read-only is stored with their results, in one transaction (`answer`), when
+        they end within `TURN_GRACE_S`; past that it is written on its own while they go on (`settle` waits for
+        it before anything else of the run is stored). Nothing they do needs it stored first, and a process that
+        dies before it lands resumes as if the model had not answered yet: it asks again, as after a crash
+        while the reply was streaming, which is where nearly all of that window already is."""
         if calls and all(self.read_only(c) for c in calls):
-            self.behind = asyncio.ensure_future(write)
-        else:
-            await write
+            self.steps[:0] = steps  # the turn's trace rows go with whichever write stores it
+            self.unstored = len(self.history) - 1
+            self.turn_timer = asyncio.get_running_loop().call_later(TURN_GRACE_S, self.write_turn)
+            return
+        await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=totals, steps=steps)
+
+    def write_turn(self) -> None:
+        """Start storing the waiting turn of read-only calls on its own (they are taking a while)."""
+        if self.turn_timer is not None:
+            self.turn_timer.cancel()
+            self.turn_timer = None
+        if (seq := self.unstored) is None:
+            return
+        self.unstored = None
+        self.behind = asyncio.ensure_future(
+            self.cfg.store.put_message(self.id, seq, self.history[seq], totals=self.totals(), steps=self.take_steps())
+        )
+
+    def take_unstored(self) -> dict[str, Any] | None:
+        """The waiting turn of read-only calls, to store with their answer (its timer no longer needed)."""
+        if (seq := self.unstored) is None:
+            return None
+        if self.turn_timer is not None:
+            self.turn_timer.cancel()
+            self.turn_timer = None
+        self.unstored = None
+        return self.history[seq]
 
     def read_only(self, call: ToolCall) -> bool:
         """The gate's rule, and the living summary (the run's own tool, which changes nothing outside the run)."""
@@ -399,6 +430,7 @@ class _Run(Condenser, ToolGate):
 
     async def settle(self) -> None:
         """The model's turn is stored (see `store_turn`); its write's error, if any, is raised here."""
+        self.write_turn()
         if self.behind is not None:
             await asyncio.shield(self.behind)  # a Stop or shutdown cancelling us must not cancel the write
             self.behind = None
@@ -482,6 +514,7 @@ class _Run(Condenser, ToolGate):
         """Every call's result in one user turn, redacted as it enters the history."""
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
+        turn = self.take_unstored()
         await self.settle()
         self.history.append({"role": "user", "content": blocks})
         unsaved, self.unsaved = self.unsaved, []
@@ -489,6 +522,7 @@ class _Run(Condenser, ToolGate):
             self.id,
             len(self.history) - 1,
             self.history[-1],
+            calls=turn,
             results=unsaved,
             totals=self.totals(),
             steps=self.take_steps(),

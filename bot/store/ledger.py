@@ -160,14 +160,19 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         seq: int,
         message: dict[str, Any],
         *,
+        calls: dict[str, Any] | None = None,
         results: Iterable[CallResult] = (),
         totals: Totals | None = None,
         steps: Iterable[StepEntry] = (),
     ) -> RunNews:
-        """A tool step's end in one round trip: the results of its calls that claimed no started marker, the turn
-        of results that answers them (message `seq`), the totals and the trace rows, in one transaction; then
-        what the next step starts with (`run_news`). A result and the turn carrying it are never apart."""
+        """A tool step's end in one round trip: the model's turn of calls (message `seq - 1`, when given: a turn
+        of read-only calls that ended quickly is stored here, see bot.runtime `store_turn`), the results of its
+        calls that claimed no started marker, the turn of results that answers them (message `seq`), the totals
+        and the trace rows, in one transaction; then what the next step starts with (`run_news`). A result and
+        the turn carrying it are never apart."""
         with self._atomic():
+            if calls is not None:
+                self._put_message(run_id, seq - 1, calls)
             self.save_tool_results(run_id, results)
             self.put_message(run_id, seq, message, totals=totals, steps=steps)
         return self.run_news(run_id)

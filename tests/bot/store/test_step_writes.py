@@ -1,6 +1,7 @@
 """A step's store round trips: its trace rows ride in its own writes (one transaction each), the Stop flag and the
 inbox come in one read (after a tool step, in that step's last write), a read-only call's result is stored with
-the turn that answers it, and a drive never re-reads the results it just wrote. The store side runs once per
+the turn that answers it (and, when the calls end quickly, with the turn that made them), and a drive never
+re-reads the results it just wrote. The store side runs once per
 backend (`db_url`); the loop side counts the calls handed to the store's writer thread (`Store.round_trips`)."""
 
 from __future__ import annotations
@@ -174,14 +175,15 @@ async def drive(
     return store.round_trips - before, run_id
 
 
-async def test_a_tool_step_takes_two_store_round_trips(
+async def test_a_read_only_tool_step_takes_one_store_round_trip(
     store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
 ) -> None:
-    """The assistant turn with its request and response rows; then the read-only call's result, its tool row and
-    the turn of results, with the next step's news read back: nothing re-reads what the drive just wrote."""
+    """The model's turn of read-only calls, its request and response rows, the calls' results, their tool rows
+    and the turn of results, with the next step's news read back: one transaction. Nothing re-reads what the
+    drive just wrote."""
     one, _ = await drive(store, fake_anthropic, anthropic_client, 1)
     three, _ = await drive(store, fake_anthropic, anthropic_client, 3)
-    assert (three - one) / 2 == 2
+    assert (three - one) / 2 == 1
 
 
 async def test_a_reply_that_lands_during_a_tool_step_enters_the_next_request(
@@ -268,11 +270,11 @@ def test_redacted_text_is_not_redacted_again_but_what_is_made_from_it_is() -> No
     assert secret not in redact(once + f" and {secret}")  # a concatenation is plain text: redacted again
 
 
-async def test_a_read_only_turn_is_stored_while_its_calls_run(
+async def test_a_read_only_turn_never_waits_for_the_store(
     store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
 ) -> None:
-    """The write of a turn whose calls are all read-only goes on while they run: with the store's writer held
-    busy until the call has run, the call still runs (it releases the writer), and the turn is stored before the
+    """A turn whose calls are all read-only is not written before they run: with the store's writer held busy
+    until the call has run, the call still runs (it releases the writer), and the turn is stored before the
     results that answer it."""
     run_id = await new_run(store)
     released = threading.Event()
@@ -294,6 +296,67 @@ async def test_a_read_only_turn_is_stored_while_its_calls_run(
     assert await held[0] is True  # released by the call, not by the 10 s timeout: the call ran before the write
     assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
     assert [r.content for r in (await store.tool_results(run_id)).values()] == ["a: 91% full"]
+
+
+async def test_a_read_only_turn_whose_calls_take_a_while_is_stored_while_they_run(
+    store: Store,
+    fake_anthropic: FakeAnthropic,
+    anthropic_client: anthropic.AsyncAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the grace, the turn is written on its own: the call sees it stored before it returns."""
+    monkeypatch.setattr("bot.runtime.TURN_GRACE_S", 0.01)
+    run_id = await new_run(store)
+    seen: list[list[str]] = []
+
+    @tool(category=Category.READ_ONLY)
+    async def check_disk(host: str) -> str:
+        """Disk usage of a host (slow)."""
+        while len(roles := [m["role"] for m in await store.history(run_id)]) < 2:
+            await asyncio.sleep(0.005)
+        seen.append(roles)
+        return f"{host}: 91% full"
+
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), reply(text("fine")))
+    config_ = config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk]))
+    result = await asyncio.wait_for(run(config_, run_id), 30)
+    assert (result.stop_reason, seen) == (StopReason.COMPLETED, [["user", "assistant"]])
+    assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
+    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response", "stop"]
+
+
+async def test_a_shutdown_while_read_only_calls_run_stores_their_turn_and_the_next_drive_runs_them(
+    store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
+) -> None:
+    """A drive cancelled by a shutdown (no Stop asked) inside the grace still stores the turn it holds, so the
+    next drive answers those calls instead of asking the model again."""
+    run_id = await new_run(store)
+    started, calls = asyncio.Event(), []
+
+    @tool(category=Category.READ_ONLY)
+    async def check_disk(host: str) -> str:
+        """Disk usage of a host."""
+        calls.append(host)
+        if len(calls) == 1:
+            started.set()
+            await asyncio.Event().wait()  # the first drive never gets past this
+        return f"{host}: 91% full"
+
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), reply(text("fine")))
+    tools = ToolRegistry([check_disk])
+    drive_ = asyncio.ensure_future(run(config(store, anthropic_client, run_id, tools=tools), run_id))
+    await asyncio.wait_for(started.wait(), 30)
+    drive_.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await drive_
+    assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant"]
+    result = await run(config(store, anthropic_client, run_id, tools=tools), run_id)
+    assert (result.stop_reason, result.output, calls, len(fake_anthropic.requests)) == (
+        StopReason.COMPLETED,
+        "fine",
+        ["a", "a"],
+        2,
+    )
 
 
 async def test_a_turn_with_a_change_is_stored_before_the_change_runs(
