@@ -332,6 +332,21 @@ async def test_response_url_replace_original_updates_the_message(slack: FakeSlac
     assert slack.message("C1", posted["ts"]).text == "Denied"  # type: ignore[union-attr]
 
 
+async def test_messages_stay_in_ts_order_and_are_found_by_ts_until_deleted(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    """Seeded messages out of order, posts in between: a channel reads oldest first, and `message` finds each by
+    its ts (an index, not a scan) until a response_url deletes it."""
+    for ts in ("30.000001", "10.000001", "20.000001"):
+        slack.add_message("C1", "U1", f"at {ts}", ts=ts)
+    posted = await client.chat_postMessage(channel="C1", text="approve?", blocks=CARD)
+    assert [m.ts for m in slack.messages["C1"]] == ["10.000001", "20.000001", "30.000001", posted["ts"]]
+    assert [slack.message("C1", ts).text for ts in ("10.000001", "30.000001")] == ["at 10.000001", "at 30.000001"]  # type: ignore[union-attr]
+    await AsyncWebhookClient(slack.new_response_url("C1", posted["ts"])).send(text="", delete_original=True)
+    assert slack.message("C1", posted["ts"]) is None and len(slack.messages["C1"]) == 3
+    assert slack.acked_at == {}  # no envelope was sent, so none was acked
+
+
 # --------------------------------------------------------------------------------------
 # Socket Mode
 # --------------------------------------------------------------------------------------
@@ -368,6 +383,7 @@ async def test_raw_socket_gets_hello_then_envelope_and_ack_is_recorded(slack: Fa
 
         await ws.send_json({"envelope_id": env_id})
         assert await slack.wait_ack(env_id, timeout=TIMEOUT) == {"envelope_id": env_id}
+        assert slack.ack_latency(env_id) >= 0  # the stand-in stamped when it read the ack
 
 
 async def test_bolt_connects_with_the_app_token(slack: FakeSlack) -> None:

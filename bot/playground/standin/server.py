@@ -388,6 +388,7 @@ class SlackServer(Workspace):
                 envelope_id = frame.get("envelope_id") if isinstance(frame, dict) else None
                 if envelope_id and envelope_id not in self.acks:
                     self.acks[envelope_id] = frame
+                    self.acked_at[envelope_id] = time.monotonic()
                 self._changed()
         finally:
             self._sockets.remove(ws)
@@ -406,7 +407,7 @@ class SlackServer(Workspace):
         self.responses.append(ResponseUrlCall(rid, body, channel, message_ts))
         target = self.message(channel, message_ts) if channel and message_ts else None
         if target is not None and body.get("delete_original"):
-            self.messages[target.channel].remove(target)
+            self._remove_message(target)
         elif target is not None and body.get("replace_original"):
             target.text = body.get("text", "")
             target.blocks = body.get("blocks")

@@ -8,6 +8,7 @@ wake on every change (never sleeps). The server and the Web API methods build on
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 import uuid
 from collections import defaultdict
@@ -30,6 +31,10 @@ T = TypeVar("T")
 
 STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a status this long after it was set
 STREAM_LIFETIME_SECONDS = 300.0  # chat.startStream: Slack closes a stream about 5 minutes after it starts
+
+
+def _ts_order(message: Message) -> float:
+    return float(message.ts)
 
 
 class Workspace:
@@ -55,7 +60,8 @@ class Workspace:
 
         # Observable state (plain attributes on purpose: tests read them directly).
         self.calls: list[ApiCall] = []
-        self.messages: defaultdict[str, list[Message]] = defaultdict(list)
+        self.messages: defaultdict[str, list[Message]] = defaultdict(list)  # per channel, in ts order
+        self._at: dict[tuple[str, str], Message] = {}  # (channel, ts) -> its message, for `message`
         self.reactions: list[tuple[str, str, str]] = []
         self.ephemerals: list[dict[str, Any]] = []
         self.responses: list[ResponseUrlCall] = []
@@ -66,6 +72,7 @@ class Workspace:
         self.incoming_posts: list[dict[str, Any]] = []  # every body posted to an incoming webhook
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
         self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
+        self.acked_at: dict[str, float] = {}  # envelope_id -> when that frame was read (time.monotonic())
         self.connections = 0  # WebSocket connections accepted so far
         # Which live socket gets an envelope: "newest" (default; the last connection wins, as after a
         # reconnect) or "round_robin" (each envelope to the next live socket, as Slack spreads envelopes
@@ -215,15 +222,24 @@ class Workspace:
         return msg
 
     def _add_message(self, msg: Message) -> None:
-        msgs = self.messages[msg.channel]
-        msgs.append(msg)
-        msgs.sort(key=lambda m: float(m.ts))
+        """Kept in ts order: a binary insertion (a sort of the whole channel on every post grew with it, and a
+        bench of thousands of runs spent most of its time there)."""
+        bisect.insort(self.messages[msg.channel], msg, key=_ts_order)
+        self._at.setdefault((msg.channel, msg.ts), msg)  # the first with a ts, as a scan would find
         self._changed()
+
+    def _remove_message(self, msg: Message) -> None:
+        msgs = self.messages[msg.channel]
+        msgs.remove(msg)
+        if self._at.get(key := (msg.channel, msg.ts)) is msg:
+            del self._at[key]
+            if (same := next((m for m in msgs if m.ts == msg.ts), None)) is not None:
+                self._at[key] = same
 
     # ---- lookups -----------------------------------------------------------------------------
 
     def message(self, channel: str, ts: str) -> Message | None:
-        return next((m for m in self.messages.get(channel, []) if m.ts == ts), None)
+        return self._at.get((channel, ts))
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         """Root (if stored) and replies of a thread, oldest first."""

@@ -3,7 +3,7 @@
 Tests get one addition on top (the replica tests need it): ``delivery = "random"`` spreads envelopes over the
 live sockets by the seeded ``rng``, and ``with slack.to(n):`` sends every envelope of the block on connection
 number ``n`` (``LookupError`` when that connection is not open). It also times the acks: ``sent_at`` and
-``acked_at`` (``time.monotonic()``) per envelope id, and ``ack_latency(envelope_id)`` between the two.
+the stand-in's ``acked_at`` (``time.monotonic()``) per envelope id, and ``ack_latency(envelope_id)`` between the two.
 """
 
 import contextlib
@@ -29,17 +29,10 @@ class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.rng = random.Random(0)  # "random" delivery; a test reseeds it for a replayable campaign
         self.sent_at: dict[str, float] = {}  # envelope_id -> when it was first handed to the socket
-        self.acked_at: dict[str, float] = {}  # envelope_id -> when its ack frame was read (watchers run right then)
-        self.watch(self._time_acks)
 
     def ack_latency(self, envelope_id: str) -> float:
         """Seconds from writing the envelope to reading its ack (KeyError until both happened)."""
         return self.acked_at[envelope_id] - self.sent_at[envelope_id]
-
-    def _time_acks(self) -> None:
-        now = time.monotonic()
-        for envelope_id in self.acks.keys() - self.acked_at.keys():
-            self.acked_at[envelope_id] = now
 
     async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:  # noqa: ASYNC109 (the override)
         self.sent_at.setdefault(envelope["envelope_id"], time.monotonic())
