@@ -43,6 +43,7 @@ from bot.pricing import model_problems, price_for
 from bot.store import Store
 from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers.after_ack import AfterAck
 from handlers.alerts import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.inbound import Inbound
@@ -109,7 +110,7 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
         approvals=sup.approval_desk,
         channels=sup.settings.channels,
         model=sup.settings.model.primary,
-        start=sup.start,
+        start=lambda run_id: sup.start(run_id, after_deliveries=True),
         bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
     )
 
@@ -363,7 +364,7 @@ async def start(
     if freeze_heap:
         freeze_startup_heap()
     if ops.settings.slack_app_token:
-        ops.socket = SocketMode(ops.app, ops.settings.slack_app_token)
+        ops.socket = SocketMode(ops.app, ops.settings.slack_app_token, after_ack=ops.supervisor.after_ack)
         await until_reachable(ops, "slack", url, ops.socket.connect_async)
         log.info("socket_mode.connected")
     else:
@@ -448,9 +449,20 @@ def _unreadable_payloads(signing_secret: str) -> Any:
 class SocketMode(AsyncSocketModeHandler):
     """bolt's Socket Mode handler with a door: an envelope whose payload bolt can't read
     (handlers/payload_shape.py) is acked and logged, never dispatched (bolt would raise, leave it unacked and
-    Slack would send it again)."""
+    Slack would send it again). Each envelope counts as in hand (`AfterAck.delivering`) until its ack is sent,
+    with those read and queued behind it: the reactions and run starts it causes wait for the burst's acks."""
+
+    def __init__(self, app: AsyncApp, app_token: str, *, after_ack: AfterAck | None = None) -> None:
+        super().__init__(app, app_token)
+        self.after_ack = after_ack
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+        if self.after_ack is None:
+            return await self._handle(client, req)
+        with self.after_ack.delivering(client.message_queue.qsize):
+            return await self._handle(client, req)
+
+    async def _handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = time.time()
         try:
             bolt_req = bolt_request(req.payload, mode="socket_mode", headers=build_headers(req))

@@ -28,7 +28,8 @@ class Inbound:
     approvals: ApprovalDesk
     channels: Collection[str]
     model: str
-    start: Callable[[str], object]  # the Supervisor drives the stored run (its task, when it started one)
+    # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
+    start: Callable[[str], object]
     bot_user: Callable[[], str]
 
     @property

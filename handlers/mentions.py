@@ -146,5 +146,6 @@ async def start_or_redirect(
         await after_reply(desk, accepted.redirect)
         return
     log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user, via=via)
-    desk.after_ack.spawn(desk.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")  # only once the run is stored
+    # Only once the run is stored; both after the acks of the deliveries in hand (a burst's acks go first).
+    desk.after_ack.spawn(desk.out.react(channel=channel, ts=ts), name=f"eyes:{ts}", after_deliveries=True)
     desk.start(accepted.run.id)

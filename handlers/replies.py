@@ -50,4 +50,6 @@ async def after_reply(desk: Inbound, accepted: AcceptedReply) -> None:
     log.info("reply.stored", run_id=item.run_id, user=item.user, superseded=list(accepted.superseded))
     # cards (enqueued: a store write), wake-ups
     await approvals.superseded_by_reply(desk.approvals, accepted.superseded)
-    desk.after_ack.spawn(desk.out.react(channel=item.channel, ts=item.ts), name=f"eyes:{item.ts}")  # once it is stored
+    desk.after_ack.spawn(  # once it is stored, and after the acks of the deliveries in hand
+        desk.out.react(channel=item.channel, ts=item.ts), name=f"eyes:{item.ts}", after_deliveries=True
+    )

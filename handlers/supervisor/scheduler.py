@@ -111,14 +111,16 @@ class Supervisor:
         self._scheduler = asyncio.create_task(self._schedule(), name="opsloop-scheduler")
         return started
 
-    def start(self, run_id: str) -> asyncio.Task[RunResult | None] | None:
+    def start(self, run_id: str, *, after_deliveries: bool = False) -> asyncio.Task[RunResult | None] | None:
         """Drive `run_id` here if its lease can be taken (a new run, a decided approval, a takeover); not while
-        this process is shutting down (the run is stored: the next process takes it)."""
+        this process is shutting down (the run is stored: the next process takes it). `after_deliveries`: a run
+        a Slack delivery just stored starts once the deliveries in hand are acked (`AfterAck.quiet`)."""
         if self._draining:
             return None
         if (task := self.tasks.get(run_id)) and not task.done():
             return task
-        return self._track(run_id, asyncio.create_task(self._drive(run_id), name=f"run:{run_id}"))
+        drive = self._drive(run_id, after_deliveries=after_deliveries)
+        return self._track(run_id, asyncio.create_task(drive, name=f"run:{run_id}"))
 
     def _track(self, run_id: str, task: asyncio.Task[RunResult | None]) -> asyncio.Task[RunResult | None]:
         self.tasks[run_id] = task
@@ -195,7 +197,9 @@ class Supervisor:
             self._scheduler.cancel()
             await asyncio.gather(self._scheduler, return_exceptions=True)
 
-    async def _drive(self, run_id: str) -> RunResult | None:
+    async def _drive(self, run_id: str, *, after_deliveries: bool = False) -> RunResult | None:
+        if after_deliveries:
+            await self.after_ack.quiet()
         now = self.store.now()
         if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now, dead=self.dead):
             return None  # another process drives it

@@ -1,0 +1,113 @@
+"""Work that waits for the acks of the deliveries in hand (`AfterAck.spawn(..., after_deliveries=True)`): the
+:eyes: reactions and the starts of the runs a burst of mentions stored go out after the burst's acks, not between
+them. Driven through bot.app's Socket Mode handler and bolt against the Slack stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app import SocketMode
+from handlers import after_ack
+from handlers.after_ack import AfterAck
+from tests.support.fakes.slack import FakeSlack, mention_event
+
+TIMEOUT = 10
+
+
+async def test_work_after_deliveries_waits_until_the_deliveries_in_hand_are_acked(fake_slack: FakeSlack) -> None:
+    """Mention B is being handled when mention A is acked and spawns its work: A's work waits for B's ack."""
+    gate = AfterAck()
+    app = AsyncApp(
+        client=AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url),
+        process_before_response=True,  # as bot/app.py: the ack waits for the listener
+    )
+    release_b, b_in_hand = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+
+    async def record() -> None:
+        order.append("work of A")
+
+    @app.event("app_mention")
+    async def on_mention(event: dict[str, Any]) -> None:
+        if "A" in event["text"]:
+            gate.spawn(record(), name="a", after_deliveries=True)
+        else:
+            b_in_hand.set()
+            await release_b.wait()
+            order.append("B handled")
+
+    socket = SocketMode(app, fake_slack.app_token, after_ack=gate)
+    await socket.connect_async()
+    try:
+        await fake_slack.wait_connected(timeout=TIMEOUT)
+        b = await fake_slack.send_event(mention_event("C1", "U1", "<@UBOT> B"))
+        await asyncio.wait_for(b_in_hand.wait(), TIMEOUT)
+        a = await fake_slack.send_event(mention_event("C1", "U1", "<@UBOT> A"))
+        await fake_slack.wait_ack(a, timeout=TIMEOUT)
+        await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
+        assert (order, b in fake_slack.acks) == ([], False)
+        release_b.set()
+        await fake_slack.wait_ack(b, timeout=TIMEOUT)
+        await asyncio.wait_for(gate.close(), TIMEOUT)
+        assert order == ["B handled", "work of A"]
+    finally:
+        await socket.close_async()
+
+
+async def test_a_delivery_read_and_queued_holds_the_work_too() -> None:
+    gate, queued, ran = AfterAck(), [1], asyncio.Event()
+
+    async def work() -> None:
+        ran.set()
+
+    with gate.delivering(lambda: queued[0]):
+        gate.spawn(work(), name="w", after_deliveries=True)
+    await asyncio.sleep(0.05)  # none in hand, one queued: still waiting
+    assert not ran.is_set()
+    queued[0] = 0
+    await asyncio.wait_for(ran.wait(), TIMEOUT)
+
+
+async def test_a_steady_stream_of_deliveries_never_starves_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(after_ack, "QUIET_WAIT_S", 0.05)
+    gate, ran = AfterAck(), asyncio.Event()
+
+    async def work() -> None:
+        ran.set()
+
+    with gate.delivering():  # never ends while the work waits
+        gate.spawn(work(), name="w", after_deliveries=True)
+        await asyncio.wait_for(ran.wait(), TIMEOUT)
+
+
+async def test_work_cancelled_while_waiting_is_closed_not_left_unawaited() -> None:
+    gate = AfterAck()
+
+    async def work() -> None:
+        raise AssertionError("never runs")
+
+    coro = work()
+    with gate.delivering():
+        task = gate.spawn(coro, name="w", after_deliveries=True)
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+async def test_work_spawned_plainly_runs_at_once_even_with_deliveries_in_hand() -> None:
+    gate, ran = AfterAck(), asyncio.Event()
+
+    async def work() -> None:
+        ran.set()
+
+    with gate.delivering():
+        gate.spawn(work(), name="w")
+        await asyncio.wait_for(ran.wait(), TIMEOUT)
