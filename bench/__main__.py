@@ -700,7 +700,8 @@ PEERS = ("15.",)  # … and `--only peers`
 
 async def peers_bench(report: Report, args: argparse.Namespace) -> None:
     """15: every contender warm in this one process, interleaved, on both workloads (bench/warm.py)."""
-    steps, repeats = 20, 3 if args.quick else max(21, args.repeats)  # 11 moved the medians 0.3x run to run
+    # 11 repeats moved the medians 0.3x from one run to the next, 21 still 0.3x on a noisy day; 61 about 0.1x
+    steps, repeats = 20, 3 if args.quick else max(61, args.repeats)
     result = await warm.measure(steps, repeats)
     body, ratios = warm.tables(result, steps, repeats)
     worst_in = max(ratios[w]["opsloop"] for w in warm.WORKLOADS)
@@ -806,9 +807,16 @@ def splice(
     produced = next((i for i, ln in enumerate(lines) if ln.startswith("Produced by")), 0)
     blank = next((i for i in range(produced, len(lines)) if not lines[i].strip()), len(lines))
     lines[blank:blank] = ["", note]
+    lines = [ln for i, ln in enumerate(lines) if ln.strip() or (i and lines[i - 1].strip())]  # one blank at most
     kept = [s.rstrip("\n") for s in sections if not s.startswith(prefixes)]
     fresh = [s.removeprefix("## ").rstrip("\n") for s in with_history(report.sections, text_)]
-    at = next((i for i, s in enumerate(kept) if s.startswith("Profile")), len(kept))
+    # Where the refreshed sections were (the first of them), else before the profile.
+    was = next((i for i, s in enumerate(sections) if s.startswith(prefixes)), None)
+    at = (
+        sum(1 for s in sections[:was] if not s.startswith(prefixes))
+        if was is not None
+        else next((i for i, s in enumerate(kept) if s.startswith("Profile")), len(kept))
+    )
     kept[at:at] = fresh
     return "\n".join(lines) + "\n\n" + "\n\n".join(f"## {s}" for s in kept) + "\n"
 
