@@ -402,25 +402,20 @@ class _Run(Condenser, ToolGate):
 
     def write_turn(self) -> None:
         """Start storing the waiting turn of read-only calls on its own (they are taking a while)."""
-        if self.turn_timer is not None:
-            self.turn_timer.cancel()
-            self.turn_timer = None
-        if (seq := self.unstored) is None:
-            return
-        self.unstored = None
-        self.behind = asyncio.ensure_future(
-            self.cfg.store.put_message(self.id, seq, self.history[seq], totals=self.totals(), steps=self.take_steps())
-        )
+        if (seq := self.take_unstored()) is not None:
+            self.behind = asyncio.ensure_future(
+                self.cfg.store.put_message(
+                    self.id, seq, self.history[seq], totals=self.totals(), steps=self.take_steps()
+                )
+            )
 
-    def take_unstored(self) -> dict[str, Any] | None:
-        """The waiting turn of read-only calls, to store with their answer (its timer no longer needed)."""
-        if (seq := self.unstored) is None:
-            return None
+    def take_unstored(self) -> int | None:
+        """The seq of the waiting turn of read-only calls, for the caller to store (its timer is no longer needed)."""
         if self.turn_timer is not None:
             self.turn_timer.cancel()
             self.turn_timer = None
-        self.unstored = None
-        return self.history[seq]
+        seq, self.unstored = self.unstored, None
+        return seq
 
     def read_only(self, call: ToolCall) -> bool:
         """The gate's rule, and the living summary (the run's own tool, which changes nothing outside the run)."""
@@ -514,7 +509,7 @@ class _Run(Condenser, ToolGate):
         """Every call's result in one user turn, redacted as it enters the history."""
         results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
-        turn = self.take_unstored()
+        turn = self.take_unstored()  # stored below, with the results, when its own write has not started
         await self.settle()
         self.history.append({"role": "user", "content": blocks})
         unsaved, self.unsaved = self.unsaved, []
@@ -522,7 +517,7 @@ class _Run(Condenser, ToolGate):
             self.id,
             len(self.history) - 1,
             self.history[-1],
-            calls=turn,
+            calls=self.history[turn] if turn is not None else None,
             results=unsaved,
             totals=self.totals(),
             steps=self.take_steps(),
