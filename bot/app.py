@@ -452,15 +452,13 @@ class SocketMode(AsyncSocketModeHandler):
     Slack would send it again). Each envelope counts as in hand (`AfterAck.delivering`) until its ack is sent,
     with those read and queued behind it: the reactions and run starts it causes wait for the burst's acks."""
 
-    def __init__(self, app: AsyncApp, app_token: str, *, after_ack: AfterAck | None = None) -> None:
+    def __init__(self, app: AsyncApp, app_token: str, *, after_ack: AfterAck) -> None:
         super().__init__(app, app_token)
         self.after_ack = after_ack
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        if self.after_ack is None:
-            return await self._handle(client, req)
         with self.after_ack.delivering(client.message_queue.qsize):
-            return await self._handle(client, req)
+            await self._handle(client, req)
 
     async def _handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = time.time()
