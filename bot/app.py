@@ -369,6 +369,7 @@ async def start(
         log.info("socket_mode.connected")
     else:
         web_app = ops.app.web_app(path="/slack/events", port=port)
+        web_app.middlewares.append(deliveries_in_hand(ops.supervisor.after_ack))
         web_app.middlewares.append(_junk_timestamp_is_a_bad_signature)
         web_app.middlewares.append(_unreadable_payloads(ops.settings.slack_signing_secret or ""))
         ops.http = web.AppRunner(web_app)
@@ -420,6 +421,20 @@ async def _junk_timestamp_is_a_bad_signature(
         log.info("http.request_refused", why="X-Slack-Request-Timestamp is missing or not a number")
         return web.json_response({"error": "invalid request"}, status=401)
     return await handler(request)
+
+
+def deliveries_in_hand(after_ack: AfterAck) -> Any:
+    """HTTP mode's count of the deliveries in hand (`AfterAck.delivering`), as SocketMode keeps it: a request
+    counts until its handler returns the response (the ack), so the reactions and run starts it causes wait."""
+
+    @web.middleware
+    async def counted(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        with after_ack.delivering():
+            return await handler(request)
+
+    return counted
 
 
 def _unreadable_payloads(signing_secret: str) -> Any:

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import time
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import SocketMode
+from bot.app import SocketMode, deliveries_in_hand
 from handlers import after_ack
 from handlers.after_ack import AfterAck
 from tests.support.fakes.slack import FakeSlack, mention_event
+from tests.support.harness import sign
 
 TIMEOUT = 10
+SIGNING_SECRET = "test-signing-secret"
 
 
 async def test_work_after_deliveries_waits_until_the_deliveries_in_hand_are_acked(fake_slack: FakeSlack) -> None:
@@ -58,6 +63,62 @@ async def test_work_after_deliveries_waits_until_the_deliveries_in_hand_are_acke
         assert order == ["B handled", "work of A"]
     finally:
         await socket.close_async()
+
+
+async def test_http_mode_counts_its_deliveries_the_same_way(fake_slack: FakeSlack) -> None:
+    """HTTP mode: mention B's request is in hand (its listener runs, no response yet) when mention A's request is
+    answered and spawns its work: the work waits for B's response."""
+    gate = AfterAck()
+    app = AsyncApp(
+        client=AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url),
+        signing_secret=SIGNING_SECRET,
+        process_before_response=True,
+    )
+    release_b, b_in_hand = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+
+    async def record() -> None:
+        order.append("work of A")
+
+    @app.event("app_mention")
+    async def on_mention(event: dict[str, Any]) -> None:
+        if "A" in event["text"]:
+            gate.spawn(record(), name="a", after_deliveries=True)
+        else:
+            b_in_hand.set()
+            await release_b.wait()
+            order.append("B handled")
+
+    web_app = app.web_app(path="/slack/events")
+    web_app.middlewares.append(deliveries_in_hand(gate))
+    async with TestServer(web_app, host="127.0.0.1") as server, TestClient(server) as http:
+
+        async def post(text: str) -> int:
+            body = json.dumps(_callback(fake_slack, mention_event("C1", "U1", f"<@UBOT> {text}"))).encode()
+            return (await http.post("/slack/events", data=body, headers=sign(body, secret=SIGNING_SECRET))).status
+
+        b = asyncio.ensure_future(post("B"))
+        await asyncio.wait_for(b_in_hand.wait(), TIMEOUT)
+        assert await post("A") == 200
+        await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
+        assert (order, b.done()) == ([], False)
+        release_b.set()
+        assert await asyncio.wait_for(b, TIMEOUT) == 200
+        await asyncio.wait_for(gate.close(), TIMEOUT)
+        assert order == ["B handled", "work of A"]
+
+
+def _callback(slack: FakeSlack, event: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "token": "unused",
+        "team_id": slack.team_id,
+        "api_app_id": slack.app_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": f"Ev{event['ts'].replace('.', '')}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": slack.team_id, "user_id": slack.bot_user_id, "is_bot": True}],
+    }
 
 
 async def test_a_delivery_read_and_queued_holds_the_work_too() -> None:
