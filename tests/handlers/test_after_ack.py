@@ -25,42 +25,50 @@ TIMEOUT = 10
 SIGNING_SECRET = "test-signing-secret"
 
 
+class _TwoMentions:
+    """An app whose listener, for mention A, spawns work after the deliveries in hand; for mention B, holds B in
+    hand until `release_b` is set. `order` says what happened when."""
+
+    def __init__(self, slack: FakeSlack, gate: AfterAck, **app_kw: Any) -> None:
+        self.release_b, self.b_in_hand = asyncio.Event(), asyncio.Event()
+        self.order: list[str] = []
+        self.app = AsyncApp(
+            client=AsyncWebClient(token=slack.bot_token, base_url=slack.api_url),
+            process_before_response=True,  # as bot/app.py: the ack waits for the listener
+            **app_kw,
+        )
+
+        async def record() -> None:
+            self.order.append("work of A")
+
+        @self.app.event("app_mention")
+        async def on_mention(event: dict[str, Any]) -> None:
+            if "A" in event["text"]:
+                gate.spawn(record(), name="a", after_deliveries=True)
+            else:
+                self.b_in_hand.set()
+                await self.release_b.wait()
+                self.order.append("B handled")
+
+
 async def test_work_after_deliveries_waits_until_the_deliveries_in_hand_are_acked(fake_slack: FakeSlack) -> None:
     """Mention B is being handled when mention A is acked and spawns its work: A's work waits for B's ack."""
     gate = AfterAck()
-    app = AsyncApp(
-        client=AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url),
-        process_before_response=True,  # as bot/app.py: the ack waits for the listener
-    )
-    release_b, b_in_hand = asyncio.Event(), asyncio.Event()
-    order: list[str] = []
-
-    async def record() -> None:
-        order.append("work of A")
-
-    @app.event("app_mention")
-    async def on_mention(event: dict[str, Any]) -> None:
-        if "A" in event["text"]:
-            gate.spawn(record(), name="a", after_deliveries=True)
-        else:
-            b_in_hand.set()
-            await release_b.wait()
-            order.append("B handled")
-
-    socket = SocketMode(app, fake_slack.app_token, after_ack=gate)
+    two = _TwoMentions(fake_slack, gate)
+    socket = SocketMode(two.app, fake_slack.app_token, after_ack=gate)
     await socket.connect_async()
     try:
         await fake_slack.wait_connected(timeout=TIMEOUT)
         b = await fake_slack.send_event(mention_event("C1", "U1", "<@UBOT> B"))
-        await asyncio.wait_for(b_in_hand.wait(), TIMEOUT)
+        await asyncio.wait_for(two.b_in_hand.wait(), TIMEOUT)
         a = await fake_slack.send_event(mention_event("C1", "U1", "<@UBOT> A"))
         await fake_slack.wait_ack(a, timeout=TIMEOUT)
         await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
-        assert (order, b in fake_slack.acks) == ([], False)
-        release_b.set()
+        assert (two.order, b in fake_slack.acks) == ([], False)
+        two.release_b.set()
         await fake_slack.wait_ack(b, timeout=TIMEOUT)
         await asyncio.wait_for(gate.close(), TIMEOUT)
-        assert order == ["B handled", "work of A"]
+        assert two.order == ["B handled", "work of A"]
     finally:
         await socket.close_async()
 
@@ -69,27 +77,8 @@ async def test_http_mode_counts_its_deliveries_the_same_way(fake_slack: FakeSlac
     """HTTP mode: mention B's request is in hand (its listener runs, no response yet) when mention A's request is
     answered and spawns its work: the work waits for B's response."""
     gate = AfterAck()
-    app = AsyncApp(
-        client=AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url),
-        signing_secret=SIGNING_SECRET,
-        process_before_response=True,
-    )
-    release_b, b_in_hand = asyncio.Event(), asyncio.Event()
-    order: list[str] = []
-
-    async def record() -> None:
-        order.append("work of A")
-
-    @app.event("app_mention")
-    async def on_mention(event: dict[str, Any]) -> None:
-        if "A" in event["text"]:
-            gate.spawn(record(), name="a", after_deliveries=True)
-        else:
-            b_in_hand.set()
-            await release_b.wait()
-            order.append("B handled")
-
-    web_app = app.web_app(path="/slack/events")
+    two = _TwoMentions(fake_slack, gate, signing_secret=SIGNING_SECRET)
+    web_app = two.app.web_app(path="/slack/events")
     web_app.middlewares.append(deliveries_in_hand(gate))
     async with TestServer(web_app, host="127.0.0.1") as server, TestClient(server) as http:
 
@@ -98,14 +87,14 @@ async def test_http_mode_counts_its_deliveries_the_same_way(fake_slack: FakeSlac
             return (await http.post("/slack/events", data=body, headers=sign(body, secret=SIGNING_SECRET))).status
 
         b = asyncio.ensure_future(post("B"))
-        await asyncio.wait_for(b_in_hand.wait(), TIMEOUT)
+        await asyncio.wait_for(two.b_in_hand.wait(), TIMEOUT)
         assert await post("A") == 200
         await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
-        assert (order, b.done()) == ([], False)
-        release_b.set()
+        assert (two.order, b.done()) == ([], False)
+        two.release_b.set()
         assert await asyncio.wait_for(b, TIMEOUT) == 200
         await asyncio.wait_for(gate.close(), TIMEOUT)
-        assert order == ["B handled", "work of A"]
+        assert two.order == ["B handled", "work of A"]
 
 
 def _callback(slack: FakeSlack, event: dict[str, Any]) -> dict[str, Any]:
