@@ -26,11 +26,12 @@ SIGNING_SECRET = "test-signing-secret"
 
 
 class _TwoMentions:
-    """An app whose listener, for mention A, spawns work after the deliveries in hand; for mention B, holds B in
-    hand until `release_b` is set. `order` says what happened when."""
+    """An app whose listener, for mention A, spawns work after the deliveries in hand and then plain work
+    (`a_plain_ran`: tasks start in the order they were made, so the first had its chance to run by then); for
+    mention B, holds B in hand until `release_b` is set. `order` says what happened when."""
 
     def __init__(self, slack: FakeSlack, gate: AfterAck, **app_kw: Any) -> None:
-        self.release_b, self.b_in_hand = asyncio.Event(), asyncio.Event()
+        self.release_b, self.b_in_hand, self.a_plain_ran = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.order: list[str] = []
         self.app = AsyncApp(
             client=AsyncWebClient(token=slack.bot_token, base_url=slack.api_url),
@@ -45,6 +46,7 @@ class _TwoMentions:
         async def on_mention(event: dict[str, Any]) -> None:
             if "A" in event["text"]:
                 gate.spawn(record(), name="a", after_deliveries=True)
+                gate.spawn(_set(self.a_plain_ran), name="a-plain")
             else:
                 self.b_in_hand.set()
                 await self.release_b.wait()
@@ -63,7 +65,7 @@ async def test_work_after_deliveries_waits_until_the_deliveries_in_hand_are_acke
         await asyncio.wait_for(two.b_in_hand.wait(), TIMEOUT)
         a = await fake_slack.send_event(mention_event("C1", "U1", "<@UBOT> A"))
         await fake_slack.wait_ack(a, timeout=TIMEOUT)
-        await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
+        await asyncio.wait_for(two.a_plain_ran.wait(), TIMEOUT)  # A's work had its chance, and did not take it
         assert (two.order, b in fake_slack.acks) == ([], False)
         two.release_b.set()
         await fake_slack.wait_ack(b, timeout=TIMEOUT)
@@ -89,7 +91,7 @@ async def test_http_mode_counts_its_deliveries_the_same_way(fake_slack: FakeSlac
         b = asyncio.ensure_future(post("B"))
         await asyncio.wait_for(two.b_in_hand.wait(), TIMEOUT)
         assert await post("A") == 200
-        await asyncio.sleep(0.05)  # A's work had its chance to run, and must not have taken it
+        await asyncio.wait_for(two.a_plain_ran.wait(), TIMEOUT)  # A's work had its chance, and did not take it
         assert (two.order, b.done()) == ([], False)
         two.release_b.set()
         assert await asyncio.wait_for(b, TIMEOUT) == 200
@@ -116,9 +118,11 @@ async def test_a_delivery_read_and_queued_holds_the_work_too() -> None:
     async def work() -> None:
         ran.set()
 
+    plain_ran = asyncio.Event()
     with gate.delivering(lambda: queued[0]):
         gate.spawn(work(), name="w", after_deliveries=True)
-    await asyncio.sleep(0.05)  # none in hand, one queued: still waiting
+        gate.spawn(_set(plain_ran), name="plain")  # starts after the first: that one had its chance by then
+    await asyncio.wait_for(plain_ran.wait(), TIMEOUT)  # none in hand, one queued: still waiting
     assert not ran.is_set()
     queued[0] = 0
     await asyncio.wait_for(ran.wait(), TIMEOUT)
@@ -161,3 +165,7 @@ async def test_work_spawned_plainly_runs_at_once_even_with_deliveries_in_hand() 
     with gate.delivering():
         gate.spawn(work(), name="w")
         await asyncio.wait_for(ran.wait(), TIMEOUT)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
