@@ -18,11 +18,12 @@ from bot.store.feedback import FeedbackRows
 from bot.store.inbox import Inbox
 from bot.store.memory import MemoryRows
 from bot.store.outbox import Outbox
-from bot.store.rows import new_id
+from bot.store.rows import _decode_run, new_id
 from bot.store.runs import Runs
 from bot.store.summaries import SummaryRows
 from bot.store.trace import Trace
 from bot.types import (
+    ACTIVE_STATUSES,
     AcceptedMention,
     AcceptedReply,
     CallResult,
@@ -74,7 +75,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         now = self.sql.now()
         run_id = new_id("run")
         with self._atomic():
-            self._insert(
+            row = self._insert_returning(
                 "runs",
                 {
                     "id": run_id,
@@ -93,7 +94,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             )
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
-        return self.get_run(run_id)
+        return _decode_run(row)
 
     def open_run(
         self,
@@ -112,9 +113,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         Check-and-create happens on the writer thread, so two mentions racing in one
         thread still get one run.
         """
-        if (active := self.active_run(channel, thread_ts)) is not None:
-            return active, False
-        previous = self.latest_run(channel, thread_ts)
+        previous = self.thread_run(channel, thread_ts)
+        if previous is not None and previous.status in ACTIVE_STATUSES:
+            return previous, False
         history = continue_history(self.history(previous.id) if previous else [], prompt)
         with self._atomic():
             run = self.create_run(

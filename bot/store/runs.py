@@ -130,6 +130,18 @@ class Runs(LedgerBase):
         )
         return _decode_run(rows[0]) if rows else None
 
+    def thread_run(self, channel: str, thread_ts: str) -> Run | None:
+        """The thread's active run if it has one (the newest), else its latest run: `active_run`, then
+        `latest_run`, in one query (a mention's accept, which Slack's ack waits on, asks both)."""
+        rows = self._rows(
+            "runs",
+            "channel = ? AND thread_ts = ?",
+            [channel, thread_ts, *ACTIVE_STATES],
+            order_by="status IN (?, ?) DESC, created_at DESC",
+            limit=1,
+        )
+        return _decode_run(rows[0]) if rows else None
+
     def latest_run(self, channel: str, thread_ts: str) -> Run | None:
         rows = self._rows(
             "runs", "channel = ? AND thread_ts = ?", [channel, thread_ts], order_by="created_at desc", limit=1
@@ -227,6 +239,7 @@ class RunsCalls:
     request_stop = entry(Runs.request_stop, urgent=True)
     active_run = entry(Runs.active_run)
     latest_run = entry(Runs.latest_run)
+    thread_run = entry(Runs.thread_run)
     active_runs = entry(Runs.active_runs)
     list_runs = entry(Runs.list_runs)
     thread_runs = entry(Runs.thread_runs)

@@ -36,6 +36,12 @@ class LedgerBase:
         columns = ", ".join(f'"{k}"' for k in fields)
         self._write(f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})", list(fields.values()))
 
+    def _insert_returning(self, table: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Insert one row and read it back as stored (defaults filled in), in the same statement."""
+        columns = ", ".join(f'"{k}"' for k in fields)
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))}) RETURNING *"
+        return self._select(sql, list(fields.values()))[0]
+
     def _rows(
         self, table: str, where: str, params: list[Any], order_by: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
