@@ -145,7 +145,15 @@ async def start_or_redirect(
     if accepted.redirect is not None:  # the thread's run is going: this request redirects it
         await after_reply(desk, accepted.redirect)
         return
-    log.info("run.created", run_id=accepted.run.id, channel=channel, thread_ts=thread_ts, requester=user, via=via)
-    # Only once the run is stored; both after the acks of the deliveries in hand (a burst's acks go first).
-    desk.after_ack.spawn(desk.out.react(channel=channel, ts=ts), name=f"eyes:{ts}", after_deliveries=True)
+    # Only once the run is stored, and all after the acks of the deliveries in hand (a burst's acks go first):
+    # its log line, :eyes: and its start.
+    created = _created(desk, accepted.run.id, channel=channel, thread_ts=thread_ts, ts=ts, requester=user, via=via)
+    desk.after_ack.spawn(created, name=f"eyes:{ts}", after_deliveries=True)
     desk.start(accepted.run.id)
+
+
+async def _created(
+    desk: Inbound, run_id: str, *, channel: str, thread_ts: str, ts: str, requester: str, via: str
+) -> None:
+    log.info("run.created", run_id=run_id, channel=channel, thread_ts=thread_ts, requester=requester, via=via)
+    await desk.out.react(channel=channel, ts=ts)
