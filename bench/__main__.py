@@ -104,7 +104,8 @@ def uncached_cost(model: str, usages: list[dict[str, int]]) -> float:
 # --------------------------------------------------------------------------- 1 ack latency
 
 
-async def ack_latency(p: product.Product, n: int, report: Report) -> None:
+async def ack_burst(p: product.Product, n: int) -> tuple[list[float], list[float]]:
+    """`n` mentions sent at once to `opsloop run`: each envelope's ms from sent to acked, and to its `:eyes:`."""
     acked = p.slack.acked_at  # when each ack frame was read (the stand-in stamps it; a scan per change grew
     # with every burst: O(acks so far) on each of a burst's ~700 calls and frames)
     p.model.script(*[incident(1) for _ in range(n)])
@@ -135,6 +136,11 @@ async def ack_latency(p: product.Product, n: int, report: Report) -> None:
     ack_ms = [(acked[e] - at) * 1000 for e, (_, at) in sent.items()]
     eyes_ms = [(eyes[ts] - at) * 1000 for _, (ts, at) in sent.items() if ts in eyes]
     assert len(eyes_ms) == n, f"{len(eyes_ms)} of {n} mentions got :eyes:"
+    return ack_ms, eyes_ms
+
+
+async def ack_latency(p: product.Product, n: int, report: Report) -> None:
+    ack_ms, eyes_ms = await ack_burst(p, n)
     a50, a99, e50, e99 = pct(ack_ms, 50), pct(ack_ms, 99), pct(eyes_ms, 50), pct(eyes_ms, 99)
     report.row(
         "1. Event ack latency (100-mention burst)",
@@ -726,17 +732,53 @@ async def peers_bench(report: Report, args: argparse.Namespace) -> None:
 ACKS = ("16.",)  # … and `--only acks`
 
 
+ACK_RUNS = 7  # fresh `opsloop run` processes: each gives one cold burst and one warm one
+
+
 async def acks_bench(report: Report, args: argparse.Namespace) -> None:
-    """16: a 100-mention burst right after start-up (cold), then another once warm."""
-    cold, warm_ = Report(), Report()
-    async with running() as p:
-        await ack_latency(p, 100, cold)  # the first envelopes of a fresh process
-        await ack_latency(p, 100, warm_)
-    for label, r, target in (("cold start", cold, 100), ("warm", warm_, 50)):
-        _, result, _, _ = r.summary[0]
-        a99 = float(result.split("p99 ")[1].split(" ")[0])
-        report.row(f"16. Ack latency, {label}", result, f"ack p99 < {target} ms", a99 < target, miss=f"{a99:.1f} ms")
-        report.section(f"16. Ack latency, {label} (acks)", r.sections[0].split("\n", 2)[2])
+    """16: in each of ACK_RUNS fresh `opsloop run` processes, a 100-mention burst right after start-up (cold), then
+    another once it has answered them (warm); the targets are on the median burst's p99."""
+    runs = 3 if args.quick else ACK_RUNS
+    bursts: dict[str, list[tuple[list[float], list[float]]]] = {"cold start": [], "warm": []}
+    for _ in range(runs):
+        async with running() as p:
+            bursts["cold start"].append(await ack_burst(p, 100))  # the first envelopes of a fresh process
+            bursts["warm"].append(await ack_burst(p, 100))
+    for label, target in (("cold start", 100), ("warm", 50)):
+        p99s = [pct(acks, 99) for acks, _ in bursts[label]]
+        a99 = med(p99s)
+        report.row(
+            f"16. Ack latency, {label}",
+            f"ack p99 {a99:.1f} ms (median of {runs} bursts; worst {max(p99s):.1f})",
+            f"ack p99 < {target} ms",
+            a99 < target,
+            miss=f"{a99:.1f} ms",
+        )
+        rows = [
+            [i + 1, f"{pct(acks, 50):.1f}", f"{pct(acks, 99):.1f}", f"{pct(eyes, 50):.0f}", f"{pct(eyes, 99):.0f}"]
+            for i, (acks, eyes) in enumerate(bursts[label])
+        ]
+        rows.append(
+            [
+                "**median**",
+                f"{med(pct(a, 50) for a, _ in bursts[label]):.1f}",
+                f"**{a99:.1f}**",
+                f"{med(pct(e, 50) for _, e in bursts[label]):.0f}",
+                f"{med(pct(e, 99) for _, e in bursts[label]):.0f}",
+            ]
+        )
+        which = "its first burst, right after start-up" if label == "cold start" else "its second, once warm"
+        report.section(
+            f"16. Ack latency, {label} (acks)",
+            f"""
+{runs} fresh `opsloop run` processes; from each, {which}: 100 `app_mention` envelopes sent at once over Socket
+Mode, times from the moment the fake Slack sent each envelope to its ack frame, and to its `reactions.add` call
+(`:eyes:`, made once the run is stored, after the burst's acks). Every mention starts a run that answers at once.
+Target: ack p99 < {target} ms on the median burst.
+
+{table(["process", "ack p50 ms", "ack p99 ms", ":eyes: p50 ms", ":eyes: p99 ms"], rows)}
+""",
+        )
 
 
 async def profile_bench(report: Report, args: argparse.Namespace) -> None:
