@@ -23,7 +23,6 @@ from bot.store.runs import Runs
 from bot.store.summaries import SummaryRows
 from bot.store.trace import Trace
 from bot.types import (
-    ACTIVE_STATUSES,
     AcceptedMention,
     AcceptedReply,
     CallResult,
@@ -114,7 +113,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         thread still get one run.
         """
         previous = self.thread_run(channel, thread_ts)
-        if previous is not None and previous.status in ACTIVE_STATUSES:
+        if previous is not None and previous.active:
             return previous, False
         history = continue_history(self.history(previous.id) if previous else [], prompt)
         with self._atomic():

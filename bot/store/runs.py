@@ -121,14 +121,9 @@ class Runs(LedgerBase):
         return marked
 
     def active_run(self, channel: str, thread_ts: str) -> Run | None:
-        rows = self._rows(
-            "runs",
-            "channel = ? AND thread_ts = ? AND status IN (?, ?)",
-            [channel, thread_ts, *ACTIVE_STATES],
-            order_by="created_at desc",
-            limit=1,
-        )
-        return _decode_run(rows[0]) if rows else None
+        """The thread's going run (the newest, if an alert storm left several), or None."""
+        run = self.thread_run(channel, thread_ts)
+        return run if run is not None and run.active else None
 
     def thread_run(self, channel: str, thread_ts: str) -> Run | None:
         """The thread's active run if it has one (the newest), else its latest run: `active_run`, then

@@ -226,15 +226,9 @@ async def test_open_run_returns_the_threads_active_run_instead_of_a_second(store
     assert await store.history(first.id) == [{"role": "user", "content": [{"type": "text", "text": TASK}]}]
 
 
-async def test_a_thread_with_several_runs_is_redirected_to_its_active_one_not_its_newest(store: Store) -> None:
-    """An alert storm's thread holds several runs: a mention there joins the one still going, even when a newer
-    one has finished (`thread_run`: the active run first, else the latest, in one query)."""
-    going = await new_run(store, "1.0")
-    assert going == await store.get_run(going.id)  # create_run's row is the stored row (INSERT … RETURNING)
-    newer = await new_run(store, "1.0")
-    await store.finish_run(newer.id, stop_reason=StopReason.COMPLETED, stop_detail="")
-    assert (await store.thread_run("C1", "1.0")).id == going.id  # type: ignore[union-attr]
-    joined, created = await store.open_run(
+async def follow_up(store: Store) -> tuple[Run, bool]:
+    """U2's mention in thread 1.0: "and web-04?"."""
+    return await store.open_run(
         channel="C1",
         thread_ts="1.0",
         requester="U2",
@@ -243,6 +237,17 @@ async def test_a_thread_with_several_runs_is_redirected_to_its_active_one_not_it
         model="m",
         mention_ts="1.3",
     )
+
+
+async def test_a_thread_with_several_runs_is_redirected_to_its_active_one_not_its_newest(store: Store) -> None:
+    """An alert storm's thread holds several runs: a mention there joins the one still going, even when a newer
+    one has finished (`thread_run`: the active run first, else the latest, in one query)."""
+    going = await new_run(store, "1.0")
+    assert going == await store.get_run(going.id)  # create_run's row is the stored row (INSERT … RETURNING)
+    newer = await new_run(store, "1.0")
+    await store.finish_run(newer.id, stop_reason=StopReason.COMPLETED, stop_detail="")
+    assert (await store.thread_run("C1", "1.0")).id == going.id  # type: ignore[union-attr]
+    joined, created = await follow_up(store)
     assert (joined.id, created) == (going.id, False)
     await store.finish_run(going.id, stop_reason=StopReason.COMPLETED, stop_detail="")
     assert (await store.thread_run("C1", "1.0")).id == newer.id  # type: ignore[union-attr]  # none going: the latest
@@ -259,15 +264,7 @@ async def test_a_follow_up_run_continues_the_history_with_the_earlier_system_and
     await store.put_message(first.id, 1, answer)
     await store.finish_run(first.id, stop_reason=StopReason.COMPLETED, stop_detail="")
 
-    follow, created = await store.open_run(
-        channel="C1",
-        thread_ts="1.0",
-        requester="U2",
-        task="and web-04?",
-        prompt="and web-04?",
-        model="m",
-        mention_ts="1.3",
-    )
+    follow, created = await follow_up(store)
     assert created and follow.id != first.id
     assert (follow.system, follow.tools, follow.requester, follow.mention_ts) == ("system v1", tools, "U2", "1.3")
     assert await store.history(follow.id) == [
