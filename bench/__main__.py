@@ -655,6 +655,7 @@ async def main(args: argparse.Namespace) -> None:
     await acks_bench(report, args)
     await runbooks_bench_.bench(report, args)
     await changes_bench.bench(report, args)
+    await summary_bench(report, args)
     await memory_bench_.bench(report, args)
     await profile(steps, 3 if args.quick else 8, report, HERE / "PROFILE.md")
     report.summary.sort(key=lambda r: ORDER.index(r[0][:2]))

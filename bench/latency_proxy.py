@@ -44,7 +44,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
 
 
 async def _serve(target: tuple[str, int], delay: float) -> asyncio.Server:
-    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+    async def proxy(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
             upstream_r, upstream_w = await asyncio.open_connection(*target)
         except OSError:
@@ -55,6 +55,12 @@ async def _serve(target: tuple[str, int], delay: float) -> asyncio.Server:
         for w in (client_w, upstream_w):
             with contextlib.suppress(OSError):
                 w.close()
+
+    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        # A connection still open when the proxy exits is cancelled. Python 3.11's start_server then calls
+        # exception() on the cancelled task and prints a traceback per connection (3.12 checks cancelled()).
+        with contextlib.suppress(asyncio.CancelledError):
+            await proxy(client_r, client_w)
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
