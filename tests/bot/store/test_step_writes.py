@@ -19,7 +19,7 @@ from bot.model import AnthropicModel
 from bot.pricing import price_for
 from bot.runtime import RunConfig, run
 from bot.store import Store
-from bot.types import CallResult, ConfirmRequest, Decision, Injected, RunNews, StopReason, Totals, Usage
+from bot.types import CallResult, ConfirmRequest, Decision, InboxState, Injected, RunNews, StopReason, Totals, Usage
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, error, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
@@ -157,6 +157,19 @@ async def test_run_news_reads_the_stop_flag_and_the_queued_replies(any_store: St
     assert await any_store.run_news(run_id) == RunNews(
         stop_requested_by="U9", inbox=[Injected(id=inbox_id, user="U7", text="logs first")]
     )
+    later = await any_store.add_inbox(run_id=run_id, channel="C1", ts="3.0", user="U8", text="and nginx")
+    assert [i.id for i in (await any_store.run_news(run_id)).inbox] == [inbox_id, later]  # oldest first
+    await any_store.put_inbox_state(inbox_id, InboxState.CONSUMED)
+    assert (await any_store.run_news(run_id)).inbox == [Injected(id=later, user="U8", text="and nginx")]
+    assert await any_store.run_news("run_none") == RunNews(stop_requested_by=None, inbox=[])
+
+
+async def test_a_turn_of_calls_is_stored_with_the_turn_that_answers_it(any_store: Store) -> None:
+    run_id = await new_run(any_store)
+    calls = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "check_cpu", "input": {}}]}
+    turn = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a: cpu 97%"}]}
+    await any_store.answer_turn(run_id, 2, turn, calls=calls, results=[_result(1)])
+    assert (await any_store.history(run_id))[1:] == [calls, turn]
 
 
 # --- the loop ---------------------------------------------------------------------------------------------
