@@ -33,14 +33,11 @@ class LedgerBase:
         return self.sql.select(sql, _no_nul(params))
 
     def _insert(self, table: str, fields: dict[str, Any]) -> None:
-        columns = ", ".join(f'"{k}"' for k in fields)
-        self._write(f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})", list(fields.values()))
+        self._write(_insert_sql(table, fields), list(fields.values()))
 
     def _insert_returning(self, table: str, fields: dict[str, Any]) -> dict[str, Any]:
         """Insert one row and read it back as stored (defaults filled in), in the same statement."""
-        columns = ", ".join(f'"{k}"' for k in fields)
-        sql = f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))}) RETURNING *"
-        return self._select(sql, list(fields.values()))[0]
+        return self._select(_insert_sql(table, fields) + " RETURNING *", list(fields.values()))[0]
 
     def _rows(
         self, table: str, where: str, params: list[Any], order_by: str | None = None, limit: int | None = None
@@ -69,3 +66,8 @@ class LedgerBase:
     def probe_write(self) -> None:
         """Raises when the database takes no writes (checked without writing anything)."""
         self.sql.probe_write()
+
+
+def _insert_sql(table: str, fields: dict[str, Any]) -> str:
+    columns = ", ".join(f'"{k}"' for k in fields)
+    return f"INSERT INTO {table} ({columns}) VALUES ({_marks(list(fields))})"
