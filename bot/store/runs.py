@@ -126,8 +126,8 @@ class Runs(LedgerBase):
         return run if run is not None and run.active else None
 
     def thread_run(self, channel: str, thread_ts: str) -> Run | None:
-        """The thread's active run if it has one (the newest), else its latest run: `active_run`, then
-        `latest_run`, in one query (a mention's accept, which Slack's ack waits on, asks both)."""
+        """The thread's going run if it has one (the newest), else its latest run, in one query: what a mention's
+        accept (which Slack's ack waits on) needs, to join the going run or continue the latest one."""
         rows = self._rows(
             "runs",
             "channel = ? AND thread_ts = ?",
