@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 
-.PHONY: test test-fast test-latest lock chaos lint demo sandbox screenshot browser postgres sshd prometheus run bench clean
+.PHONY: test test-fast test-latest lock chaos lint demo sandbox screenshot apt-note browser postgres sshd prometheus run bench clean
 
 # Every install comes from a committed lock with hashes (locks/): a fresh clone gets exactly what CI tested.
 # uv (itself pinned, with hashes, in locks/uv.txt) installs them; plain pip can install the same files
@@ -30,7 +30,7 @@ lock: $(STAMP)
 # The suite on the newest versions pyproject.toml's ranges allow, ignoring the lock, in a venv of its own:
 # drift found on purpose (then `make lock`), not by a red CI on a fresh clone.
 LATEST := .venv-latest
-test-latest: $(STAMP) browser postgres sshd prometheus
+test-latest: $(STAMP) apt-note browser postgres sshd prometheus
 	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
 	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade --resolution highest -e '.[dev]'
 	$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE '^(anthropic|slack|aiohttp|sqlite-utils|structlog|asyncssh|google-re2|psycopg)' || true
@@ -43,7 +43,7 @@ test-latest: $(STAMP) browser postgres sshd prometheus
 # 2 cores: 478 s with 2 workers, 377 s with 4, 426 s with 6).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
-test: $(STAMP) browser postgres sshd prometheus
+test: $(STAMP) apt-note browser postgres sshd prometheus
 	$(BIN)/python -m pytest $(PYTEST)
 
 # The loop to run every few minutes: no processes, no real servers (tests/support/markers.py marks those) and none of the
@@ -75,6 +75,26 @@ sandbox: $(STAMP)
 screenshot: $(STAMP) browser
 	$(BIN)/python -m bot.playground.sandbox.screenshot docs/sandbox.png
 
+# What each install target below looks for: when it is there, the target installs nothing.
+HAVE_BROWSER = command -v chromium >/dev/null && command -v chromedriver >/dev/null
+HAVE_PG = { command -v initdb && command -v pg_ctl; } >/dev/null \
+  || ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
+HAVE_SSH = { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null && command -v zsh >/dev/null
+HAVE_PROM = command -v prometheus >/dev/null && { command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null
+
+# One line before `make test` installs anything: the Debian packages it is about to install (those missing), or,
+# without root or passwordless sudo, that it installs none and the tests needing them will skip.
+apt-note:
+	@missing=; \
+	$(HAVE_BROWSER) || missing="$$missing $(BROWSER_PKGS)"; \
+	$(HAVE_PG) || missing="$$missing $(PG_PKGS)"; \
+	$(HAVE_SSH) || missing="$$missing $(SSH_PKGS)"; \
+	$(HAVE_PROM) || missing="$$missing $(PROM_PKGS)"; \
+	if [ -z "$$missing" ] || ! command -v apt-get >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null; }; then \
+	  echo "make test: installing with apt-get, as root, for the real-server tests:$$missing"; \
+	else echo "make test: not root and no passwordless sudo: not installing$$missing; the tests needing them will skip"; fi
+
 # Headless Chromium for the sandbox's browser test and `make screenshot`, from Debian's packages: installed
 # with apt-get when missing and possible (root or passwordless sudo). Never fails the build: without it the
 # browser test skips and says what is missing.
@@ -90,7 +110,7 @@ NO_SERVICES = sh -c 'units=$$1; shift; p=/usr/sbin/policy-rc.d; ours=; \
   exit $$rc' no-services "$(1)"
 APT_INSTALL = $(call NO_SERVICES,) $(BROWSER_PKGS)
 browser:
-	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	@if $(HAVE_BROWSER); then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "browser: no apt-get here; the browser test will skip"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
@@ -106,8 +126,7 @@ browser:
 PG_PKGS := postgresql
 PG_INSTALL = $(call NO_SERVICES,postgresql) $(PG_PKGS)
 postgres:
-	@if { command -v initdb && command -v pg_ctl; } >/dev/null \
-	  || ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then exit 0; fi; \
+	@if $(HAVE_PG); then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "postgres: no apt-get here; the Postgres tests will skip"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
@@ -123,7 +142,7 @@ postgres:
 SSH_PKGS := openssh-server openssh-client zsh
 SSH_INSTALL = $(call NO_SERVICES,ssh) $(SSH_PKGS)
 sshd:
-	@if { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null && command -v zsh >/dev/null; then exit 0; fi; \
+	@if $(HAVE_SSH); then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "sshd: no apt-get here; the SSH tests will skip"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
@@ -138,7 +157,7 @@ sshd:
 PROM_PKGS := prometheus prometheus-alertmanager
 PROM_INSTALL = $(call NO_SERVICES,prometheus prometheus-alertmanager prometheus-node-exporter) $(PROM_PKGS)
 prometheus:
-	@if command -v prometheus >/dev/null && { command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null; then exit 0; fi; \
+	@if $(HAVE_PROM); then exit 0; fi; \
 	if ! command -v apt-get >/dev/null; then echo "prometheus: no apt-get here; the real-server alert tests will skip"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \

@@ -528,7 +528,7 @@ async def thinking_cost(steps: int, report: Report) -> None:
     report.row(
         "8. Thinking cost per step",
         f"medium (default): ${default_cost:.4f}/step; see table for each effort",
-        "a number for the README",
+        "a number for the docs",
         None,
     )
     report.section(

@@ -157,7 +157,7 @@ async def run_all(row: Row, section: Section, *, repeats: int, bursts: int) -> N
         f"13. Alert webhook ({BURST}-group burst)",
         f"ack p50 {ba50:.0f} / p99 {ba99:.0f} ms (idle {ia50:.1f} ms); POST to first model request p50 "
         f"{bf50:.0f} / p99 {bf99:.0f} ms (idle {if50:.0f} ms)",
-        "numbers for the README (Alertmanager waits 10 s)",
+        "numbers for the docs (Alertmanager waits 10 s)",
         None,
     )
     section(

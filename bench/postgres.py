@@ -503,7 +503,7 @@ def report_store(
         "9. Postgres store: cost per step",
         f"store calls {pg:.1f} ms vs SQLite {base:.1f} ms per step "
         f"(+{pg - base:.1f} ms); `opsloop run` {pgp:.1f} vs {pbase:.1f} ms per iteration (+{pgp - pbase:.1f} ms)",
-        "a number for the README",
+        "a number for the docs",
         None,
     )
     n = len(times[SQLITE].steps)

@@ -74,13 +74,13 @@ def main(n: int = 1000) -> dict[str, float]:
 
 
 def run_all(row: Callable[..., None], section: Callable[[str, str], None], n: int = 1000) -> None:
-    """The `Runbooks` summary row and section of RESULTS.md (no target in the issue: numbers for the README)."""
+    """The `Runbooks` summary row and section of RESULTS.md (no target in the issue: numbers for the docs)."""
     r: dict[str, Any] = main(n)
     row(
         "Runbooks (1,000 files)",
         f"cold load {r['cold_load_ms']:.0f} ms; best match at run start "
         f"{r['best_match_ms']:.2f} ms; re-check unchanged {r['current_unchanged_ms']:.1f} ms",
-        "numbers for the README",
+        "numbers for the docs",
         None,
     )
     section(

@@ -92,7 +92,7 @@ ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
 
 @dataclass(frozen=True, kw_only=True)
 class SlackAlertSource:
-    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (README "Alerts")."""
+    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (docs/alerts.md)."""
 
     channel: str
     senders: tuple[str, ...]  # bot_id (B…) or app_id (A…) of the integration
@@ -257,7 +257,7 @@ def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any
 
 
 def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -> AlertSettings:
-    """[[alerts.slack]] and [alerts.webhook] (README "Alerts"): every problem named, regexes compiled with RE2."""
+    """[[alerts.slack]] and [alerts.webhook] (docs/alerts.md): every problem named, regexes compiled with RE2."""
     if not config.has("alerts"):
         return AlertSettings()
     problems = config.problems

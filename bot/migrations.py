@@ -260,7 +260,7 @@ def m007_feedback(db: sqlite_utils.Database) -> None:
 
 @sqlite_migrations()
 def m008_alerts(db: sqlite_utils.Database) -> None:
-    """Alerts that start runs (README "Alerts"): one row per alert group (Alertmanager's groupKey, or a Slack alert
+    """Alerts that start runs (docs/alerts.md): one row per alert group (Alertmanager's groupKey, or a Slack alert
     message), what it started, and each channel's alert-storm thread."""
     db.table("alert_groups").create(
         {

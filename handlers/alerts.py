@@ -1,4 +1,4 @@
-"""Alerts start runs (README "Alerts"): alert messages posted in Slack, and Alertmanager's webhook.
+"""Alerts start runs (docs/alerts.md): alert messages posted in Slack, and Alertmanager's webhook.
 
 Slack: a message from a configured sender (bot_id or app_id) at the top of a configured channel, matching
 `match` and not `ignore` (RE2, linear time), is claimed by its event id and its ts and starts one run in its

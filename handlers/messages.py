@@ -412,7 +412,7 @@ def store_unavailable(*, disk_full: bool) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Alerts (README "Alerts"). Every value from an alert is escaped here; links arrive already made safe (plain URLs
+# Alerts (docs/alerts.md). Every value from an alert is escaped here; links arrive already made safe (plain URLs
 # by handlers.mrkdwn.plain_link: a link always shows where it goes).
 # ---------------------------------------------------------------------------
 

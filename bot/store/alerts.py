@@ -1,4 +1,4 @@
-"""Alerts that start runs (README "Alerts"): alert groups claimed and stored before the ack, storm control per channel.
+"""Alerts that start runs (docs/alerts.md): alert groups claimed and stored before the ack, storm control per channel.
 
 Every accept is one transaction: the dedupe (Slack's event id and the message ts, or Alertmanager's groupKey
 with its firing fingerprints), the storm count and the new run or the group's row, so two deliveries racing

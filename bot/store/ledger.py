@@ -252,7 +252,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         self._wake(WAKE_RUNS)
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
-    # --- alerts (README "Alerts"): claimed, counted against the storm limit and stored in one transaction --------
+    # --- alerts (docs/alerts.md): claimed, counted against the storm limit and stored in one transaction ---------
     def accept_slack_alert(
         self,
         event_id: str,

@@ -1125,7 +1125,7 @@ async def test_the_askers_a_request_names_are_kept_on_its_run_and_ask_for_its_ca
     assert set(await requesters(store, approval.id)) >= {"U1", "U7", "U8"}
 
 
-# --- alerts (README "Alerts") ------------------------------------------------------------------------------------
+# --- alerts (docs/alerts.md) -------------------------------------------------------------------------------------
 async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_backends(store: Store) -> None:
     from bot.store import AlertOutcome
 
