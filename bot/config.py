@@ -88,6 +88,10 @@ class ApprovalSettings:
 
 
 ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
+# A group firing again this long after Alertmanager last sent it (once its run ended) opens a new thread:
+# longer than Alertmanager's default repeat_interval (4 h) and group_interval (5 min), so a group still firing
+# continues its thread.
+ALERT_REOPEN_AFTER_MINUTES = 300
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +115,7 @@ class AlertWebhookSettings:
     token: Secret | None = None  # read from the variable token_env names; unset: every request is refused
     channel: str = ""
     max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
+    reopen_after_s: float = ALERT_REOPEN_AFTER_MINUTES * 60.0  # reopen_after_minutes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,7 +220,13 @@ _ALERT_SLACK_KEYS = {
     "ignore": (str,),
     "max_runs_per_10_min": (int,),
 }
-_ALERT_WEBHOOK_KEYS = {"listen": (str,), "token_env": (str,), "channel": (str,), "max_runs_per_10_min": (int,)}
+_ALERT_WEBHOOK_KEYS = {
+    "listen": (str,),
+    "token_env": (str,),
+    "channel": (str,),
+    "max_runs_per_10_min": (int,),
+    "reopen_after_minutes": (int, float),
+}
 
 
 def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
@@ -316,6 +327,7 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
             token=Secret(token) if token else None,
             channel=t.get("channel", ""),
             max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
+            reopen_after_s=t.get("reopen_after_minutes", ALERT_REOPEN_AFTER_MINUTES) * 60.0,
         )
     return AlertSettings(slack=tuple(sources), webhook=webhook)
 

@@ -20,6 +20,7 @@ from bot.errors import OpsloopError
 from bot.incident_rows import backfill, count_all
 from bot.migrations_pg import PG_MIGRATIONS as PG_MIGRATIONS  # re-exported: importers keep bot.migrations
 from bot.migrations_sql import (
+    ALERT_OCCURRENCES,
     ALERT_PAYLOADS,
     CAUSE_FROM_REASON,
     CHANGE_EVENTS,
@@ -418,6 +419,18 @@ def m018_incident_terms(db: sqlite_utils.Database) -> None:
     db.execute(INCIDENT_TERMS)
     db.execute("CREATE INDEX idx_incidents_ranked ON incidents (id, kind, channel, feedback, ended_at, run_id)")
     count_all(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
+
+
+@sqlite_migrations()
+def m019_alert_occurrences(db: sqlite_utils.Database) -> None:
+    """An Alertmanager group that fires again once its occurrence is over opens a new thread: each occurrence is
+    a row (the ended one kept as `am:<groupKey>#<occurrence>`, `previous` links it from the next), and
+    `seen_at`, when Alertmanager last sent the group, is what the re-open window counts from."""
+    groups = db.table("alert_groups")
+    groups.add_column("occurrence", int)
+    groups.add_column("previous", str)
+    groups.add_column("seen_at", float)
+    db.execute(ALERT_OCCURRENCES)
 
 
 def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.incident_rows import backfill, count_all
 from bot.migrations_sql import (
+    ALERT_OCCURRENCES,
     ALERT_PAYLOADS,
     CAUSE_FROM_REASON,
     CHANGE_EVENTS,
@@ -167,4 +168,10 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     "m016_change_events": ";\n".join(CHANGE_EVENTS) + ";",
     "m017_summaries": SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
     "m018_incident_terms": _pg_incident_terms,  # Python: words are counted as the search splits them
+    "m019_alert_occurrences": """
+        ALTER TABLE alert_groups ADD COLUMN occurrence INTEGER, ADD COLUMN previous TEXT,
+            ADD COLUMN seen_at DOUBLE PRECISION;
+    """
+    + ALERT_OCCURRENCES
+    + ";",
 }

@@ -20,6 +20,9 @@ CAUSE_FROM_REASON = """
 """
 
 
+# m019's backfill: every group stored so far is its first occurrence, last sent when it last changed.
+ALERT_OCCURRENCES = "UPDATE alert_groups SET occurrence = 1, seen_at = COALESCE(updated_at, created_at)"
+
 ALERT_PAYLOADS = (
     "SELECT run_id, payload FROM alert_groups WHERE source = 'webhook' AND run_id IS NOT NULL "
     "AND payload IS NOT NULL AND payload != ''"

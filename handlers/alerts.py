@@ -12,7 +12,10 @@ ack the outbox posts the root exactly once (an attempt that may have reached Sla
 run starts in its thread (compare-and-set on `opening`). A group whose opener died, or whose root Slack refused
 for good, is claimed (compare-and-set) and opened by a recovery pass: at start-up, every half claim window, and
 on a repeat of it. A repeat with the same firing fingerprints starts nothing (the thread hears it once); a
-changed firing set or `resolved` is posted in the thread and queued for the run like a reply.
+changed firing set or `resolved` is posted in the thread and queued for the run like a reply. A group firing
+again once its occurrence is over (its run ended, and it was resolved or Alertmanager had not sent it for
+reopen_after_minutes) is opened again like a new group: a new thread linking the previous one, which gets a
+pointer to the new one.
 
 Storm control: at most max_runs_per_10_min alert runs start per channel; the rest are listed in one
 "alert storm" thread, claimed in the store per channel and ten-minute window (replicas share it), its root and
@@ -37,11 +40,12 @@ from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, al
 from bot.errors import OpsloopError
 from bot.json_body import BadJson, read_json
 from bot.redact import redact
-from bot.store import AcceptedAlert, AlertOutcome, Store
+from bot.store import AcceptedAlert, AlertGroup, AlertOutcome, Store
 from bot.titles import alert_title
 from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
 from handlers.after_ack import AfterAck
+from handlers.links import permalink
 from handlers.outbox import Outbox, owner_id
 from handlers.slack_out import SlackOut
 
@@ -118,15 +122,19 @@ def _expr(generator_url: str) -> str:
 
 
 def webhook_task(payload: dict[str, Any]) -> str:
-    """What the model gets for an Alertmanager group: each firing alert's labels, annotations, start time and
-    the expression behind it."""
+    """What the model gets for an Alertmanager group: how many of its alerts fire, then each firing alert's (or,
+    when none fires, each resolved alert's) labels, annotations, start time and the expression behind it."""
     alerts = payload["alerts"]
-    firing = [a for a in alerts if a["status"] == "firing"] or alerts
+    firing = [a for a in alerts if a["status"] == "firing"]
+    resolved = len(alerts) - len(firing)
     lines = [
         f"Alertmanager group {payload['groupKey']} is {payload['status']} (receiver "
-        f"{payload.get('receiver') or '?'}), {len(firing)} alert(s) firing:"
+        f"{payload.get('receiver') or '?'}), {len(firing)} alert(s) firing"
+        + (f", {resolved} resolved" if resolved else "")
+        + ":"
     ]
-    for i, a in enumerate(firing[:20], 1):
+    shown = firing or alerts
+    for i, a in enumerate(shown[:20], 1):
         labels = ", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items()))
         lines.append(f"{i}. {a['labels'].get('alertname', '?')}: labels {{{labels}}}; startsAt {a['startsAt']}")
         for key in ("summary", "description", "runbook_url"):
@@ -139,8 +147,8 @@ def webhook_task(payload: dict[str, Any]) -> str:
             lines.append(f"   generatorURL: {a['generatorURL']}")
             if expr := _expr(a["generatorURL"]):
                 lines.append(f"   expression: {expr}")
-    if len(firing) > 20:
-        lines.append(f"... and {len(firing) - 20} more alerts in this group.")
+    if len(shown) > 20:
+        lines.append(f"... and {len(shown) - 20} more alerts in this group.")
     return "\n".join(lines)[:TASK_MAX]
 
 
@@ -152,7 +160,8 @@ def _summary_of(payload: dict[str, Any]) -> str:
     return " ".join(f"{name}{f' ({sev})' if sev else ''}: {text} [{len(payload['alerts'])} alert(s)]".split())[:300]
 
 
-def root_message(payload: dict[str, Any]) -> str:
+def root_message(payload: dict[str, Any], previous: AlertGroup | None = None) -> str:
+    """The root of the group's thread; `previous`: the group's previous occurrence, whose thread it links."""
     alerts = payload["alerts"]
     firing = [a for a in alerts if a["status"] == "firing"]
     first = (firing or alerts)[0]
@@ -171,6 +180,7 @@ def root_message(payload: dict[str, Any]) -> str:
         labels=shown[:8],
         summary=mrkdwn.reveal(first["annotations"].get("summary", ""), prose=True),
         links=links,
+        previous=permalink(previous.channel, previous.thread_ts) if previous and previous.thread_ts else None,
     )
 
 
@@ -375,10 +385,7 @@ class AlertDesk:
         status = payload["status"]
         firing = [a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"]
         self.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
-        update = (
-            f"[alert update] Alertmanager group {payload['groupKey']} is {status}; "
-            f"{len(firing)} alert(s) firing now.\n{webhook_task(payload)}"
-        )
+        update = f"[alert update] {webhook_task(payload)}"
         try:
             accepted = await self.store.accept_alert_group(
                 payload["groupKey"],
@@ -388,8 +395,9 @@ class AlertDesk:
                 summary=_summary_of(payload),
                 update=redact(update),
                 limit=wh.max_runs_per_10_min,
+                reopen_after=wh.reopen_after_s,
+                root_text=lambda previous: root_message(payload, previous),
                 payload=payload,
-                root_text=root_message(payload),
                 owner=self.owner,
                 claim_seconds=self.claim_seconds,
             )
@@ -403,7 +411,9 @@ class AlertDesk:
         """What a stored notification does next, off the ack path."""
         outcome, group = accepted.outcome, accepted.group
         key = payload["groupKey"]
-        if outcome is AlertOutcome.STARTED:
+        if outcome in (AlertOutcome.STARTED, AlertOutcome.REOPENED):
+            if accepted.previous is not None:
+                log.info("alert.reopened", group=key, previous=accepted.previous.key)
             self.outbox.wake()  # its root post was enqueued with it
             self._spawn_open(key, claimed=True)
         elif outcome is AlertOutcome.DROPPED and group is not None:
@@ -471,9 +481,11 @@ class AlertDesk:
                 log.error("alert.unrecoverable", group=group_key, why="no stored payload")
                 await store.release_alert_group(key, self.owner, until=now + self.refused_backoff_s)
                 return
+            previous = await store.alert_group(group.previous) if group.previous else None
             item = await store.outbox_item(group.root_item) if group.root_item else None
             if item is None or item.state == OutboxState.FAILED:
-                if await store.retry_alert_root(group_key, self.owner, text=root_message(payload)) is None:
+                text = root_message(payload, previous)
+                if await store.retry_alert_root(group_key, self.owner, text=text) is None:
                     return
                 self.outbox.wake()
                 group = await store.alert_group(key)
@@ -499,6 +511,7 @@ class AlertDesk:
                 prompt=redact(prompt),
                 model=self.model,
                 title=alert_title(payload),
+                pointer=messages.alert_fired_again(permalink(group.channel, ts)) if previous else "",
             )
             if run is not None:
                 self.count("webhook", "started", group=group_key, run_id=run.id)

@@ -426,8 +426,10 @@ def alert_root(
     labels: Sequence[tuple[str, str]],
     summary: str,
     links: Sequence[tuple[str, str]],
+    previous: str | None = None,
 ) -> str:
-    """The root of a new alert group's thread, where its run starts."""
+    """The root of a new alert group's thread, where its run starts; `previous`: the link to the thread of the
+    group's previous occurrence (it fired again)."""
     head = f":rotating_light: *{escape(name)}*" + (f" ({escape(severity)})" if severity else "")
     lines = [f"{head}: {escape(status)}, {firing} alert{'s' if firing != 1 else ''} firing"]
     if summary:
@@ -435,6 +437,8 @@ def alert_root(
     if labels:
         lines.append("*Labels:* " + ", ".join(f"`{escape(k)}={escape(v)}`" for k, v in labels))
     lines += [f"*{escape(what)}:* {link}" for what, link in links]
+    if previous:
+        lines.append(f"This group fired before: <{previous}|the previous thread>.")
     lines.append("_opsloop is investigating in this thread._")
     return "\n".join(lines)
 
@@ -453,6 +457,11 @@ def alert_changed(firing: Sequence[str]) -> str:
         + (f" and {len(firing) - 10} more" if len(firing) > 10 else "")
         + ". The investigation is told."
     )
+
+
+def alert_fired_again(link: str) -> str:
+    """In the thread of an alert group's ended occurrence: it fired again, and is investigated anew at `link`."""
+    return f":repeat: This alert group fired again: a new investigation is in <{link}|a new thread>."
 
 
 def alert_resolved(name: str, *, told_run: bool) -> str:

@@ -3,6 +3,10 @@
 Every accept is one transaction: the dedupe (Slack's event id and the message ts, or Alertmanager's groupKey
 with its firing fingerprints), the storm count and the new run or the group's row, so two deliveries racing
 (two replicas, two retries) start one run.
+
+An Alertmanager group that fires again once its occurrence is over (its run ended, and it was resolved or
+Alertmanager was silent about it for the re-open window) is a new occurrence: the old row is kept under
+`am:<groupKey>#<occurrence>` and a new `am:<groupKey>` row opens a new thread, linking the old one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ class AlertOutcome(enum.Enum):
     """What one alert delivery did."""
 
     STARTED = "started"  # a run was created (Slack alerts), or a group's thread is to be opened (webhook)
+    REOPENED = "reopened"  # a group fired again after its occurrence was over: a new thread is to be opened
     DUPLICATE = "duplicate"  # seen before and nothing new: nothing to do
     REPEAT = "repeat"  # the same firing set again: the thread hears it once (`note`)
     CHANGED = "changed"  # the firing set changed: noted in the thread, queued for the run
@@ -52,6 +57,9 @@ class AlertGroup:
     attempts: int = 0  # root posts enqueued (a new one only after Slack refused the last for good)
     owner: str | None = None  # who is opening it (compare-and-set claim, lapses at claimed_until)
     claimed_until: float | None = None
+    occurrence: int = 1  # webhook: how many times the group has opened a thread, this one included
+    previous: str | None = None  # webhook: the key of the group's previous occurrence (`am:<groupKey>#<n>`)
+    seen_at: float = 0.0  # webhook: when Alertmanager last sent the group (the re-open window counts from it)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class AcceptedAlert:
     group: AlertGroup | None = None
     run: Run | None = None  # STARTED (Slack): the new run; CHANGED/RESOLVED: the active run it was queued for
     note: bool = False  # REPEAT: the first repeat, which the thread hears about
+    previous: AlertGroup | None = None  # REOPENED (or DROPPED on a re-fire): the occurrence before
 
 
 def _decode_group(row: dict[str, Any]) -> AlertGroup:
@@ -80,6 +89,9 @@ def _decode_group(row: dict[str, Any]) -> AlertGroup:
         attempts=int(row.get("attempts") or 0),
         owner=row.get("owner") or None,
         claimed_until=float(row["claimed_until"]) if row.get("claimed_until") is not None else None,
+        occurrence=int(row.get("occurrence") or 1),
+        previous=row.get("previous") or None,
+        seen_at=float(row.get("seen_at") or row.get("updated_at") or row["created_at"] or 0.0),
     )
 
 
@@ -149,6 +161,8 @@ class Alerts(LedgerBase):
         payload: str = "",
         owner: str | None = None,
         claimed_until: float | None = None,
+        occurrence: int = 1,
+        previous: str | None = None,
         conflict: str = "",
     ) -> int:
         """Insert one group row (`conflict`: " ON CONFLICT DO NOTHING" for a claim); rows written (1 or 0)."""
@@ -170,6 +184,9 @@ class Alerts(LedgerBase):
             "attempts": 0,
             "owner": owner,
             "claimed_until": claimed_until,
+            "occurrence": occurrence,
+            "previous": previous,
+            "seen_at": now,
         }
         columns = ", ".join(f'"{k}"' for k in fields)
         return self._write(
@@ -184,6 +201,14 @@ class Alerts(LedgerBase):
         self._write(
             f"UPDATE alert_groups SET {', '.join(f'{k} = ?' for k in fields)} WHERE key = ?", [*fields.values(), key]
         )
+
+    def _archive_group(self, group: AlertGroup) -> AlertGroup:
+        """Keep an ended occurrence under a key of its own (`am:<groupKey>#<n>`), freeing the group's key."""
+        archived = f"{group.key}#{group.occurrence}"
+        self._write("UPDATE alert_groups SET key = ? WHERE key = ?", [archived, group.key])
+        kept = self.alert_group(archived)
+        assert kept is not None
+        return kept
 
     def _over_storm_limit(self, channel: str, limit: int) -> bool:
         return self.alert_runs_since(channel, self.sql.now() - STORM_WINDOW_S) >= limit

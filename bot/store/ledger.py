@@ -9,7 +9,14 @@ from typing import Any, TypeVar
 from bot.backends import WAKE_RUNS
 from bot.history import continue_history
 from bot.redact import redact, redact_value
-from bot.store.alerts import ALERT_USER, STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
+from bot.store.alerts import (
+    ALERT_USER,
+    STORM_WINDOW_S,
+    AcceptedAlert,
+    AlertGroup,
+    AlertOutcome,
+    Alerts,
+)
 from bot.store.approvals import Approvals
 from bot.store.changes import ChangeRows
 from bot.store.entry import entry
@@ -301,24 +308,30 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         summary: str,
         update: str,
         limit: int,
+        reopen_after: float,
+        root_text: Callable[[AlertGroup | None], str],
         payload: dict[str, Any] | None = None,
-        root_text: str = "",
         owner: str | None = None,
         claim_seconds: float = 0.0,
     ) -> AcceptedAlert:
         """One Alertmanager notification, stored before its 200. A new firing group: STARTED or DROPPED (storm).
-        STARTED stores what opens it (the payload, redacted) and enqueues its root post (`root_text`) in the
-        outbox in the same transaction, claimed by `owner` for `claim_seconds`: the thread is opened after the
-        ack (`open_alert_run` once the root is posted), and if this process dies first a recovery pass does it
-        (`claim_alert_group`). A known group: REPEAT (same firing set), CHANGED or RESOLVED (`update` queued for
-        the group's active run, like a reply)."""
+        STARTED stores what opens it (the payload, redacted) and enqueues its root post (`root_text(previous
+        occurrence)`) in the outbox in the same transaction, claimed by `owner` for `claim_seconds`: the thread
+        is opened after the ack (`open_alert_run` once the root is posted), and if this process dies first a
+        recovery pass does it (`claim_alert_group`). A known group: REPEAT (same firing set), CHANGED or
+        RESOLVED (`update` queued for the group's active run, like a reply); firing once its occurrence is over
+        (`_occurrence_over`, `reopen_after` seconds): REOPENED, a new occurrence opened like a new group."""
         key = f"am:{group_key}"
         firing = sorted(set(fingerprints))
         with self._durably(), self._atomic():
             group = self.alert_group(key)
+            previous = None
+            if group is not None and status == "firing" and firing and self._occurrence_over(group, reopen_after):
+                previous, group = self._archive_group(group), None
             if group is None:
                 if status != "firing" or not firing:
                     return AcceptedAlert(AlertOutcome.IGNORED)
+                occurrence, before = (previous.occurrence + 1, previous.key) if previous else (1, None)
                 if self._over_storm_limit(channel, limit):
                     self._put_group(
                         key=key,
@@ -327,8 +340,10 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                         state="dropped",
                         fingerprints=firing,
                         summary=summary,
+                        occurrence=occurrence,
+                        previous=before,
                     )
-                    return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
+                    return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key), previous=previous)
                 now = self.sql.now()
                 self._put_group(
                     key=key,
@@ -340,18 +355,25 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                     payload=json.dumps(redact_value(payload or {})),
                     owner=owner,
                     claimed_until=now + claim_seconds if owner else None,
+                    occurrence=occurrence,
+                    previous=before,
                 )
-                self._enqueue_alert_root(key, root_text)
-                return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key))
+                self._enqueue_alert_root(key, root_text(previous))
+                outcome = AlertOutcome.REOPENED if previous else AlertOutcome.STARTED
+                return AcceptedAlert(outcome, group=self.alert_group(key), previous=previous)
             if group.status == status and (status == "resolved" or tuple(firing) == group.fingerprints):
                 first = status == "firing" and group.state == "started" and not group.repeat_noted
-                if first:
-                    self._update_group(key, repeat_noted=1)
+                self._update_group(key, seen_at=self.sql.now(), **({"repeat_noted": 1} if first else {}))
                 return AcceptedAlert(AlertOutcome.REPEAT, group=group, note=first)
             if status == "firing" and group.status == "resolved" and group.state != "started":
+                self._update_group(key, seen_at=self.sql.now())
                 return AcceptedAlert(AlertOutcome.DUPLICATE, group=group)
             self._update_group(
-                key, status=status, fingerprints=firing if status == "firing" else group.fingerprints, repeat_noted=0
+                key,
+                status=status,
+                fingerprints=firing if status == "firing" else group.fingerprints,
+                repeat_noted=0,
+                seen_at=self.sql.now(),
             )
             group = self.alert_group(key)
             outcome = AlertOutcome.RESOLVED if status == "resolved" else AlertOutcome.CHANGED
@@ -364,14 +386,26 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 self._wake(WAKE_RUNS)
             return AcceptedAlert(outcome, group=group, run=run if run is not None and run.active else None)
 
+    def _occurrence_over(self, group: AlertGroup, reopen_after: float) -> bool:
+        """Is `group`'s occurrence over, so that a firing notification starts a new one? Its run ended (or it
+        was dropped), and it was resolved, or Alertmanager said nothing of it for `reopen_after` seconds. A
+        group still opening, or whose run is still going, goes on."""
+        if group.state not in ("started", "dropped", "unopened"):
+            return False
+        run = self.find_run(group.run_id) if group.run_id else None
+        if run is not None and run.active:
+            return False
+        return group.status == "resolved" or self.sql.now() - group.seen_at > reopen_after
+
     def _enqueue_alert_root(self, key: str, text: str) -> str:
-        """Inside a transaction: the group's next root post, by a key of its own per attempt (enqueued once)."""
+        """Inside a transaction: the group's next root post, by a key of its own per occurrence and attempt
+        (enqueued once)."""
         group = self.alert_group(key)
         assert group is not None
         attempt = group.attempts + 1
         item = self._enqueue(
             kind=OutboxKind.POST,
-            key=f"alert_root:{key}:{attempt}",
+            key=f"alert_root:{key}#{group.occurrence}:{attempt}",
             channel=group.channel,
             text=text,
             blocks=None,
@@ -397,15 +431,37 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             return self._enqueue_alert_root(key, text)
 
     def open_alert_run(
-        self, group_key: str, *, thread_ts: str, task: str, prompt: str, model: str, title: str | None = None
+        self,
+        group_key: str,
+        *,
+        thread_ts: str,
+        task: str,
+        prompt: str,
+        model: str,
+        title: str | None = None,
+        pointer: str = "",
     ) -> Run | None:
         """The group's root is posted: its run (no human requester) starts in that thread, once (compare-and-set
-        on `opening`). None: already opened."""
+        on `opening`), and `pointer` is posted once in the previous occurrence's thread, if it had one. None:
+        already opened."""
         key = f"am:{group_key}"
         with self._durably(), self._atomic():
             group = self.alert_group(key)
             if group is None or group.state != "opening":
                 return None
+            before = self.alert_group(group.previous) if group.previous else None
+            if pointer and before is not None and before.thread_ts:
+                self._enqueue(
+                    kind=OutboxKind.POST,
+                    key=f"alert_pointer:{key}#{group.occurrence}",
+                    channel=before.channel,
+                    text=pointer,
+                    blocks=None,
+                    run_id=None,
+                    thread_ts=before.thread_ts,
+                    target=None,
+                    approval_id=None,
+                )
             run = self.create_run(
                 channel=group.channel,
                 thread_ts=thread_ts,

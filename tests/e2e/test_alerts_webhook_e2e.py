@@ -178,8 +178,151 @@ async def test_a_changed_firing_set_is_noted_and_reaches_the_run(
         await env.approve(card, BOB)
         await env.wait_final(CHANNEL, ts)
         said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
-        assert "2 alert(s) firing now" in said
+        assert "2 alert(s) firing:" in said
         assert len(env.runs()) == 1
+
+
+async def test_the_resolved_update_says_how_many_alerts_fire_once_and_correctly(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        reply(text("Resolved.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        await post(env, payload())
+        ts = await root(env)
+        card = await env.card(CHANNEL, ts)
+        assert (await post(env, payload(status="resolved")))[0] == 200
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "is resolved" in m.text)
+        await env.approve(card, BOB)
+        await env.wait_final(CHANNEL, ts)
+        said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
+        update = said[said.index("[alert update]") :]
+        assert update.startswith(
+            '[alert update] Alertmanager group {}:{alertname="DiskFull"} is resolved (receiver opsloop), '
+            "0 alert(s) firing, 1 resolved:\n1. DiskFull: labels {"
+        )
+        assert update.count("alert(s) firing") == 1
+
+
+def roots(env: BotEnv, name: str = "DiskFull") -> list[Any]:
+    return [m for m in env.slack.messages[CHANNEL] if m.thread_ts is None and name in m.text]
+
+
+def age(env: BotEnv, seconds: float) -> None:
+    """Alertmanager last sent the group `seconds` earlier than it did (the re-open window counts from then)."""
+    with env.ledger() as ledger:
+        ledger.sql.execute("UPDATE alert_groups SET seen_at = seen_at - ? WHERE key NOT LIKE '%#%'", [seconds])
+
+
+async def investigated(env: BotEnv, timeout: float = 10.0) -> str:
+    """The ts of the first occurrence's thread, once its run answered."""
+    assert (await post(env, payload()))[0] == 200
+    ts = await root(env)
+    await env.wait_final(CHANNEL, ts, timeout=timeout)
+    return ts
+
+
+async def reopened(env: BotEnv, old_ts: str, answers: list[tuple[int, str]], timeout: float = 10.0) -> str:
+    """The re-fire opened a new thread linking `old_ts`'s, whose thread points to it; the new ts."""
+    assert sorted(json.loads(a[1])["outcome"] for a in answers)[0] == "reopened"
+    new = await env.slack.wait_for_message(
+        CHANNEL, lambda m: m.thread_ts is None and m.ts != old_ts and "DiskFull" in m.text, timeout=timeout
+    )
+    old_link = f"https://slack.com/archives/{CHANNEL}/p{old_ts.replace('.', '')}"
+    new_link = f"https://slack.com/archives/{CHANNEL}/p{new.ts.replace('.', '')}"
+    assert f"This group fired before: <{old_link}|the previous thread>." in new.text
+    await env.slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == old_ts and new_link in m.text, timeout=timeout)
+    await env.wait_final(CHANNEL, new.ts, timeout=timeout)
+    return new.ts
+
+
+async def test_a_group_firing_again_within_the_reopen_window_after_its_run_ended_continues_its_thread(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var is full of rotated logs.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        ts = await investigated(env)
+        age(env, 4 * 3600)  # Alertmanager's repeat_interval later: within the default five hours
+        assert (await post(env, payload())) == (200, json.dumps({"status": "stored", "outcome": "repeat"}))
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "nothing new" in m.text)
+        assert len(env.runs()) == 1 and len(roots(env)) == 1 and len(groups(env)) == 1
+
+
+async def test_a_group_firing_again_after_the_reopen_window_starts_a_new_run_in_a_new_thread_linking_the_old(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var is full of rotated logs.")), reply(text("Full again: logrotate broke.")))
+    config = CONFIG + "reopen_after_minutes = 60\n"
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra=ENV) as env:
+        old_ts = await investigated(env)
+        age(env, 61 * 60)
+        new_ts = await reopened(env, old_ts, [await post(env, payload())])
+        assert (await post(env, payload()))[0] == 200  # Alertmanager sends it again: nothing new
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == new_ts and "nothing new" in m.text)
+        old_run, new_run = sorted(env.runs(), key=lambda r: r.created_at)
+        assert (old_run.thread_ts, new_run.thread_ts, new_run.requester) == (old_ts, new_ts, "")
+        first = user_turn((await env.requests(2))[1], 0)[0]["text"]
+        assert first.startswith("[alert from Alertmanager") and "alertname=DiskFull" in first
+        old, new = sorted(groups(env), key=lambda g: g.occurrence)
+        key = 'am:{}:{alertname="DiskFull"}'
+        assert (old.key, old.run_id, old.occurrence) == (f"{key}#1", old_run.id, 1)
+        assert (new.key, new.run_id, new.occurrence, new.previous) == (key, new_run.id, 2, f"{key}#1")
+        assert len(roots(env)) == 2 and len(env.runs()) == 2
+        assert env.ops.alerts is not None and env.ops.alerts.counts[("webhook", "started")] == 2
+
+
+async def test_a_group_firing_again_after_it_resolved_starts_a_new_run_linking_the_old(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("/var is full of rotated logs.")), reply(text("Full again.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        old_ts = await investigated(env)
+        assert (await post(env, payload(status="resolved")))[0] == 200
+        await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == old_ts and "is resolved" in m.text)
+        await reopened(env, old_ts, [await post(env, payload())])  # minutes later, well inside the window
+        assert len(env.runs()) == 2 and len(roots(env)) == 2
+
+
+async def test_a_group_resolved_and_firing_again_while_its_run_goes_on_is_told_to_that_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx.service"})),
+        reply(text("It flapped.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        await post(env, payload())
+        ts = await root(env)
+        card = await env.card(CHANNEL, ts)
+        assert json.loads((await post(env, payload(status="resolved")))[1])["outcome"] == "resolved"
+        assert json.loads((await post(env, payload()))[1])["outcome"] == "changed"
+        await env.approve(card, BOB)
+        await env.wait_final(CHANNEL, ts)
+        assert len(env.runs()) == 1 and len(roots(env)) == 1
+
+
+async def test_two_replicas_receiving_the_same_re_fire_start_one_new_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, db_url: str
+) -> None:
+    """Two apps on one store (a SQLite file, then Postgres), Alertmanager sending the re-fire to both, twice."""
+    fake_anthropic.script(reply(text("/var is full of rotated logs.")), reply(text("Full again.")))
+    shared = {**ENV, "OPSLOOP_DB": db_url}
+    async with (
+        bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as one,
+        bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as two,
+    ):
+        assert one.ops.store is not two.ops.store and one.settings.db_path == two.settings.db_path
+        old_ts = await investigated(one)
+        age(one, 6 * 3600)
+        answers = await asyncio.gather(*(post(env, payload()) for env in (one, two, one, two)))
+        assert sorted(json.loads(a[1])["outcome"] for a in answers) == ["reopened", "repeat", "repeat", "repeat"]
+        await reopened(one, old_ts, answers, timeout=20)
+        await one.ops.outbox.settle()
+        await two.ops.outbox.settle()
+        assert len(one.runs()) == 2 and len(roots(one)) == 2
+        assert len([m for m in one.thread(CHANNEL, old_ts) if "fired again" in m.text]) == 1
 
 
 async def test_wrong_or_missing_token_oversized_or_malformed_bodies_store_nothing(

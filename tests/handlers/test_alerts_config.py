@@ -40,6 +40,7 @@ def test_the_contracts_example_loads(tmp_path: Path) -> None:
     assert s.alerts.webhook is not None
     wh = s.alerts.webhook
     assert (wh.host, wh.port, wh.max_runs_per_10_min) == ("127.0.0.1", 9095, 4)
+    assert wh.reopen_after_s == 5 * 3600  # reopen_after_minutes' default: 300
     assert s.alerts.webhook.token == "t0ken" and "t0ken" not in repr(s.alerts.webhook)
 
 
@@ -55,6 +56,7 @@ colour = "red"
 [alerts.webhook]
 listen = "nowhere"
 channel = ""
+reopen_after_minutes = -5
 """)
     with pytest.raises(ConfigError) as e:
         load_settings(tmp_path / "c.toml", env={})
@@ -66,6 +68,7 @@ channel = ""
         "colour: unknown key",
         'listen: expected "host:port"',
         "alerts.webhook.channel: required",
+        "alerts.webhook.reopen_after_minutes: ",
     ):
         assert part in said, said
 
@@ -80,3 +83,9 @@ async def test_check_validates_the_alert_token_and_channels(fake_slack, fake_ant
     assert "OPSLOOP_ALERT_TOKEN is not set" in err
     assert "channel C0OTHER (#other): the bot is not in it" in err
     assert "C0INCIDENT" not in err
+
+
+def test_reopen_after_minutes_is_read_in_minutes(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(GOOD + "reopen_after_minutes = 90\n")
+    s = load_settings(tmp_path / "c.toml", env={"OPSLOOP_ALERT_TOKEN": "t0ken"})
+    assert s.alerts.webhook is not None and s.alerts.webhook.reopen_after_s == 90 * 60

@@ -1138,6 +1138,8 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
             summary=f"{key} {SECRET}",
             update=f"update {SECRET}",
             limit=limit,
+            reopen_after=3600,
+            root_text=lambda previous: "root",
         )
 
     new, twin = await asyncio.gather(accept("g1", ["a"]), accept("g1", ["a"]))  # two deliveries racing
@@ -1194,8 +1196,9 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
         summary="s",
         update="u",
         limit=5,
+        reopen_after=3600,
+        root_text=lambda previous: "root",
         payload=body,
-        root_text="root",
         owner="A",
         claim_seconds=60,
     )
@@ -1217,6 +1220,60 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
     run = await store.open_alert_run("g9", thread_ts="3.0", task="t", prompt="p", model="m")
     assert run is not None and (await store.alert_group("am:g9")).state == "started"  # type: ignore[union-attr]
     assert await store.claim_alert_group("am:g9", holder, now=later, until=later + 5) is None
+
+
+async def test_an_alert_group_firing_again_once_its_occurrence_is_over_opens_anew_the_same_on_both_backends(
+    store: Store,
+) -> None:
+    """Over: its run ended, and it resolved or was not sent for `reopen_after`. The ended occurrence is kept as
+    `am:<key>#<n>`; the new one links it, gets a root of its own, and points the old thread at the new once."""
+    from bot.store import AlertOutcome
+
+    async def accept(key: str, fps: list[str], status: str = "firing", *, limit: int = 5, reopen_after: float = 60):
+        return await store.accept_alert_group(
+            key,
+            channel="C1",
+            status=status,
+            fingerprints=fps,
+            summary=key,
+            update="u",
+            limit=limit,
+            reopen_after=reopen_after,
+            root_text=lambda previous: f"root after {previous.key if previous else None}",
+            payload={"alerts": [{"labels": {"alertname": "X"}}]},
+        )
+
+    async def opened(key: str, ts: str) -> Run:
+        run = await store.open_alert_run(key, thread_ts=ts, task="t", prompt="p", model="m", pointer=f"see {ts}")
+        assert run is not None
+        return run
+
+    assert (await accept("g1", ["a"])).outcome is AlertOutcome.STARTED
+    first = await opened("g1", "1.0")
+    await accept("g1", [], status="resolved")
+    assert (await accept("g1", ["a"])).outcome is AlertOutcome.CHANGED  # its run goes on: told, not reopened
+    await store.finish_run(first.id, stop_reason=StopReason.COMPLETED, stop_detail="")
+    assert (await accept("g1", ["a"], reopen_after=3600)).outcome is AlertOutcome.REPEAT  # not resolved, recent
+    assert (await accept("g1", ["a"], reopen_after=0)).outcome is AlertOutcome.REOPENED  # silent for too long
+    again = await asyncio.gather(accept("g1", ["a"], reopen_after=0), accept("g1", ["a"], reopen_after=0))
+    assert [a.outcome for a in again] == [AlertOutcome.REPEAT] * 2  # opening: the new occurrence goes on
+    group, old = await store.alert_group("am:g1"), await store.alert_group("am:g1#1")
+    assert group is not None and old is not None
+    assert (group.state, group.occurrence, group.previous, group.run_id) == ("opening", 2, "am:g1#1", None)
+    assert (old.state, old.thread_ts, old.run_id) == ("started", "1.0", first.id)
+    root = await store.outbox_item(group.root_item or "")
+    assert root is not None and root.text == "root after am:g1#1" and root.thread_ts is None
+    second = await opened("g1", "2.0")
+    assert await store.open_alert_run("g1", thread_ts="2.1", task="t", prompt="p", model="m", pointer="x") is None
+    pointers = [i for i in await store.outbox_items() if i.key.startswith("alert_pointer:")]
+    assert [(i.thread_ts, i.text) for i in pointers] == [("1.0", "see 2.0")]
+    assert (await store.alert_group_of_run(first.id)).key == "am:g1#1"  # type: ignore[union-attr]
+    await store.finish_run(second.id, stop_reason=StopReason.COMPLETED, stop_detail="")
+    await accept("g1", [], status="resolved")
+    dropped = await accept("g1", ["a"], limit=2)  # over the storm limit: a new occurrence, dropped
+    assert dropped.outcome is AlertOutcome.DROPPED and dropped.previous is not None
+    assert dropped.previous.key == "am:g1#2" and dropped.group is not None and dropped.group.occurrence == 3
+    assert [g.key for g in await store.alert_groups("C1")] == ["am:g1#1", "am:g1#2", "am:g1"]
 
 
 async def test_failed_tool_calls_counts_errors_per_run(store: Store) -> None:
