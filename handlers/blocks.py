@@ -41,6 +41,9 @@ BUTTON_TEXT_MAX = 75
 BUTTON_VALUE_MAX = 2000
 MAX_BLOCKS = 50
 MESSAGE_TEXT_MAX = 40000
+# The text a message's blocks hold in all: Slack refuses more with `msg_blocks_too_long` although each block is
+# within its own limit (reported near 12,000 characters, containers counted too); ours stays well under it.
+BLOCKS_TEXT_MAX = 10_000
 FIELD_TEXT_MAX = 2000
 MAX_FIELDS = 10
 CONTEXT_TEXT_MAX = 3000
@@ -132,15 +135,15 @@ def approval_card(approval: Approval) -> SlackMessage:
             decided_at=a.decided_at,
         )
         tail.append(_context([line], "approval_decision"))
+    approve = _button(m.APPROVE_BUTTON, APPROVE, a.id, style="primary")
+    if category == "destructive":
+        approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
+    deny = _button(m.DENY_BUTTON, DENY, a.id, style="danger")
     room = MAX_BLOCKS - len(head) - len(tail) - (1 if pending else 0)
-    args_blocks, shown_in_full = _args_sections(args_text, room)
+    budget = BLOCKS_TEXT_MAX - blocks_text([*head, *tail, *([approve, deny] if pending else [])])
+    args_blocks, shown_in_full = _args_sections(args_text, room, budget)
     if pending:
-        buttons = [_button(m.DENY_BUTTON, DENY, a.id, style="danger")]
-        if shown_in_full:
-            approve = _button(m.APPROVE_BUTTON, APPROVE, a.id, style="primary")
-            if category == "destructive":
-                approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
-            buttons.insert(0, approve)
+        buttons = [approve, deny] if shown_in_full else [deny]
         tail.append({"type": "actions", "block_id": "approval_actions", "elements": buttons})
     return SlackMessage(
         text=m.approval_fallback(state=state, tool=short_tool, category=category), blocks=[*head, *args_blocks, *tail]
@@ -157,29 +160,36 @@ def offers_approve(msg: SlackMessage) -> bool:
     )
 
 
-def _args_sections(text: str, room: int) -> tuple[list[dict[str, Any]], bool]:
-    """The arguments as code sections, in at most `room` blocks: (blocks, every character shown).
+def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, Any]], bool]:
+    """The arguments as code sections, in at most `room` blocks holding at most `budget` characters of text:
+    (blocks, every character shown).
 
     One section when they fit; otherwise numbered parts, cut at a line break when that
-    costs little. When the parts need more than `room` blocks, the last block says how
-    much is missing instead.
+    costs little. When the parts need more than `room` blocks or `budget` characters, the
+    last block says how much is missing instead.
     """
     parts = _code_parts(text.replace(FENCE, _BROKEN_FENCE))
     if len(parts) == 1:
-        return [_section(f"{m.ARGUMENTS_HEADING}\n```\n{m.escape(parts[0][0])}\n```", "approval_args")], True
-    fits = len(parts) <= room
-    shown_parts = parts if fits else parts[: max(0, room - 1)]
-    blocks = [
-        _section(
-            f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
-            "approval_args" if i == 1 else f"approval_args_{i}",
-        )
-        for i, (chunk, same_line) in enumerate(shown_parts, start=1)
-    ]
-    if not fits:
-        shown = sum(len(chunk) - chunk.count("\u200b") for chunk, _ in shown_parts)
-        blocks.append(_section(m.arguments_too_long(shown, len(text)), "approval_args_missing"))
-    return blocks, fits
+        blocks = [_section(f"{m.ARGUMENTS_HEADING}\n```\n{m.escape(parts[0][0])}\n```", "approval_args")]
+    else:
+        blocks = [
+            _section(
+                f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
+                "approval_args" if i == 1 else f"approval_args_{i}",
+            )
+            for i, (chunk, same_line) in enumerate(parts, start=1)
+        ]
+    if len(blocks) <= room and blocks_text(blocks) <= budget:
+        return blocks, True
+    note = len(m.arguments_too_long(len(text), len(text)))  # the longest the last block's note can be
+    shown_parts, used = 0, note
+    for block in blocks[: max(0, room - 1)]:
+        used += blocks_text([block])
+        if used > budget:
+            break
+        shown_parts += 1
+    shown = sum(len(chunk) - chunk.count("\u200b") for chunk, _ in parts[:shown_parts])
+    return [*blocks[:shown_parts], _section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
 
 
 def _code_parts(raw: str) -> list[tuple[str, bool]]:
@@ -249,9 +259,9 @@ def _rich_line(text: str) -> dict[str, Any]:
     return {"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": elements}]}
 
 
-def task_plan(tasks: Sequence[Task]) -> list[dict[str, Any]]:
-    """The live task list: a plan block of the newest TASKS_SHOWN task cards, and a line counting older ones."""
-    shown = list(tasks)[-TASKS_SHOWN:]
+def task_plan(tasks: Sequence[Task], newest: int = TASKS_SHOWN) -> list[dict[str, Any]]:
+    """The live task list: a plan block of the `newest` task cards, and a line counting older ones."""
+    shown = list(tasks)[-newest:]
     cards = []
     for t in shown:
         if t.status not in TASK_STATES:
@@ -298,12 +308,17 @@ def status_message(
         tokens=tokens,
         cost_usd=cost_usd,
     )
-    blocks: list[dict[str, Any]] = [
-        _section(line, "status"),
-        *(summary_blocks(summary) if summary is not None else []),
-        *(task_plan(tasks) if tasks else []),
-        _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
-    ]
+    newest = TASKS_SHOWN
+    while True:  # fewer task cards while the whole would hold more text than Slack takes in one message
+        blocks: list[dict[str, Any]] = [
+            _section(line, "status"),
+            *(summary_blocks(summary) if summary is not None else []),
+            *(task_plan(tasks, newest) if tasks else []),
+            _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
+        ]
+        if newest == 1 or blocks_text(blocks) <= BLOCKS_TEXT_MAX - 500:  # the Stop button and its dialog
+            break
+        newest -= 1
     if state != "finished":
         stop = _button(m.STOP_BUTTON, STOP, run_id, style="danger")
         stop["confirm"] = _confirm(*m.STOP_CONFIRM, style="danger")
@@ -334,23 +349,25 @@ def text_messages(text: str, *, title: str | None = None, summary: Summary | Non
 OFFER_BLOCK = "offer"  # the block_id of a run-start line: what tells it from the run's answer
 
 
-def offer_line(parts: Sequence[str | Link]) -> SlackMessage:
-    """A reach's run-start line (`Similar past incidents: <link|…> …`, `Following runbook: …`): its text redacted,
-    escaped and its hidden characters shown; a link only to an http(s) URL (else its label alone), never a
-    mention, so nobody named in it is notified."""
+def offer_line(parts: Sequence[str | Link]) -> SlackMessage | None:
+    """A reach's run-start line (`Similar past incidents:` and a link per incident, `Following runbook: …`): its
+    text redacted, escaped and its hidden characters shown, the notification text as much as the blocks; a link
+    only to an http(s) URL (else its label alone), never a mention, so nobody named in it is notified. None when
+    it would show nothing (Slack refuses an empty section)."""
     shown: list[str] = []
     plain: list[str] = []
     for part in parts:
         label = part.label if isinstance(part, Link) else part
         text = reveal(m.escape(redact(label)), prose=True)
-        plain.append(redact(label))
+        plain.append(text)
         url = part.url if isinstance(part, Link) else ""
-        if url and re.fullmatch(r"https?://[^\s<>|]+", url):
-            shown.append(f"<{url}|{text}>")
+        if url and text.strip() and re.fullmatch(r"https?://[^\s<>|]+", url):
+            shown.append(f"<{m.escape(url)}|{text}>")
         else:
             shown.append(text)
-    line = "".join(shown)
-    return SlackMessage(text=_truncate("".join(plain), FALLBACK_MAX), blocks=[_section(line, OFFER_BLOCK)])
+    if not "".join(plain).strip():
+        return None
+    return SlackMessage(text=_fit("".join(plain), FALLBACK_MAX), blocks=[_section("".join(shown), OFFER_BLOCK)])
 
 
 def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
@@ -379,7 +396,7 @@ def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
     if not msgs:
         return msgs
     last = msgs[-1]
-    if len(last.blocks) < MAX_BLOCKS:
+    if len(last.blocks) < MAX_BLOCKS and blocks_text([*last.blocks, block]) <= BLOCKS_TEXT_MAX:
         return [*msgs[:-1], SlackMessage(text=last.text, blocks=[*last.blocks, block])]
     return [*msgs, SlackMessage(text=m.FEEDBACK_PROMPT, blocks=[block])]
 
@@ -540,10 +557,17 @@ def _code_section(heading: str, text: str, note: Callable[[int, int, int], str],
 def _pack(
     blocks: list[dict[str, Any]], *, header: dict[str, Any] | None, first_text: str, what: str
 ) -> list[SlackMessage]:
-    """Spread blocks over messages of at most MAX_BLOCKS, with unique block_ids in each."""
-    first_room = MAX_BLOCKS - (1 if header else 0)
-    groups = [blocks[:first_room]]
-    groups += [blocks[i : i + MAX_BLOCKS] for i in range(first_room, len(blocks), MAX_BLOCKS)]
+    """Spread blocks over messages of at most MAX_BLOCKS blocks and BLOCKS_TEXT_MAX characters of text, with
+    unique block_ids in each."""
+    groups: list[list[dict[str, Any]]] = [[]]
+    room, size = MAX_BLOCKS - (1 if header else 0), blocks_text([header] if header else [])
+    for block in blocks:
+        n = blocks_text([block])
+        if groups[-1] and (len(groups[-1]) >= room or size + n > BLOCKS_TEXT_MAX):
+            groups.append([])
+            room, size = MAX_BLOCKS, 0
+        groups[-1].append(block)
+        size += n
     out = []
     for n, group in enumerate(groups, start=1):
         group = [dict(b) for b in group]
@@ -554,6 +578,19 @@ def _pack(
         text = first_text if n == 1 else m.continued(n, len(groups), what)
         out.append(SlackMessage(text=_truncate(text, MESSAGE_TEXT_MAX) or "-", blocks=group))
     return out
+
+
+def blocks_text(blocks: Sequence[dict[str, Any]]) -> int:
+    """The characters of text `blocks` hold in all: every `text` string in them, as Slack's total is counted."""
+
+    def count(obj: Any) -> int:
+        if isinstance(obj, dict):
+            return sum(len(v) if k == "text" and isinstance(v, str) else count(v) for k, v in obj.items())
+        if isinstance(obj, list):
+            return sum(count(v) for v in obj)
+        return 0
+
+    return count(list(blocks))
 
 
 # ---------------------------------------------------------------------------

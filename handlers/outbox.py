@@ -55,6 +55,7 @@ CONTENT_ERRORS = frozenset(
         "invalid_blocks",
         "invalid_blocks_format",
         "msg_too_long",
+        "msg_blocks_too_long",  # the blocks' text in all is more than Slack takes, though each block is valid
         "no_text",
         "too_many_attachments",
         "invalid_attachments",

@@ -81,7 +81,8 @@ class RunScope:
     worker process does not see it.
 
     `conversation` is where the run's thread is (a Slack channel id): what a private conversation's data may be
-    shown in. `anchor` is what "before" means: the alert's start for an alert run, else the run's start."""
+    shown in; `thread_ts` the thread itself (None: unknown). `anchor` is what "before" means: the alert's start
+    for an alert run, else the run's start."""
 
     run_id: str
     conversation: str
@@ -90,6 +91,7 @@ class RunScope:
     task: str = ""
     alertname: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    thread_ts: str | None = None
 
 
 @dataclass(frozen=True)

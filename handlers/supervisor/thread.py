@@ -124,6 +124,7 @@ class IncidentThread:
         return RunScope(
             run_id=self.run_id,
             conversation=self.channel,
+            thread_ts=self.thread_ts,
             started_at=self.row.created_at,
             anchor=anchor,
             task=self.row.task,
@@ -137,12 +138,12 @@ class IncidentThread:
         drive that dies and comes back posts nothing twice)."""
         offers = await self.sup.tools.offers(self.scope)
         for offer in offers:
-            if offer.thread_line:
+            if (line := blocks.offer_line(offer.thread_line)) is not None:
                 await self.sup.cards.outbox.post(
                     run_id=self.run_id,
                     channel=self.channel,
                     thread_ts=self.thread_ts,
-                    msg=blocks.offer_line(offer.thread_line),
+                    msg=line,
                     key=f"offer:{self.run_id}:{offer.source}",
                 )
         return [offer.prompt for offer in offers if offer.prompt]

@@ -15,6 +15,7 @@ from bot.types import Approval, ApprovalState, DecisionCause
 from handlers import messages
 from handlers.blocks import (
     APPROVE,
+    BLOCKS_TEXT_MAX,
     BUTTON_TEXT_MAX,
     BUTTON_VALUE_MAX,
     DENY,
@@ -25,6 +26,7 @@ from handlers.blocks import (
     STOP,
     SlackMessage,
     approval_card,
+    blocks_text,
     handoff_report,
     offers_approve,
     status_message,
@@ -59,10 +61,11 @@ def _assert_mrkdwn(obj: dict[str, Any], limit: int) -> None:
 
 
 def assert_valid_blocks(msg: SlackMessage) -> None:
-    """What Slack checks before answering `invalid_blocks`, `no_text` or `msg_too_long`."""
+    """What Slack checks before answering `invalid_blocks`, `no_text`, `msg_too_long` or `msg_blocks_too_long`."""
     assert msg.text.strip() and len(msg.text) <= MESSAGE_TEXT_MAX
     _assert_escaped(msg.text)
     assert 1 <= len(msg.blocks) <= MAX_BLOCKS
+    assert blocks_text(msg.blocks) <= BLOCKS_TEXT_MAX
     block_ids = [b["block_id"] for b in msg.blocks if "block_id" in b]
     assert len(block_ids) == len(set(block_ids)) and all(len(i) <= 255 for i in block_ids)
     action_ids: list[str] = []
@@ -299,9 +302,10 @@ def shown_args(card: SlackMessage | Any) -> str:
 
 
 def test_long_arguments_are_shown_in_full_over_several_sections() -> None:
-    args = {"paths": "x" * 10_000, "hosts": [f"web-{i:02}" for i in range(300)], "note": "a <b> & c"}
+    args = {"paths": "x" * 5_000, "hosts": [f"web-{i:02}" for i in range(150)], "note": "a <b> & c"}
     card = _card(args=args, category="destructive")
     assert_valid_blocks(card)
+    assert blocks_text(card.blocks) <= BLOCKS_TEXT_MAX
     assert shown_args(card) == json.dumps(args, indent=2)
     assert offers_approve(card)
     assert _block(card, "approval_args")["text"]["text"].startswith("*Arguments* (part 1 of ")
@@ -313,7 +317,6 @@ def test_arguments_too_long_for_one_card_offer_only_deny_and_say_why() -> None:
     assert not offers_approve(card)
     assert [b["action_id"] for b in _block(card, "approval_actions")["elements"]] == [DENY]
     assert "Approve is not offered" in _block(card, "approval_args_missing")["text"]["text"]
-    assert len(card.blocks) == MAX_BLOCKS
 
 
 def test_decided_card_with_arguments_too_long_stays_within_limits() -> None:
@@ -574,10 +577,12 @@ def test_answer_of_unbroken_text_is_split_within_limits() -> None:
     assert _non_whitespace(*_sections_text(msgs)).replace("…", "") == "&lt;&amp;&gt;" * 40_000
 
 
-def test_more_than_fifty_sections_continue_in_another_message() -> None:
+def test_an_answer_longer_than_slacks_total_text_continues_in_another_message() -> None:
     msgs = text_messages("\n\n".join("p" * 2900 for _ in range(120)))
-    assert [len(m.blocks) for m in msgs] == [50, 50, 20]
-    assert msgs[1].text == "Answer (continued, part 2 of 3)"
+    for msg in msgs:
+        assert_valid_blocks(msg)  # each under the total Slack refuses with msg_blocks_too_long
+    assert [len(m.blocks) for m in msgs] == [3] * 40
+    assert msgs[1].text == "Answer (continued, part 2 of 40)"
 
 
 # --- handoff report ---------------------------------------------------------

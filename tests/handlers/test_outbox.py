@@ -182,8 +182,9 @@ async def test_a_cards_ts_is_recorded_on_its_approval_when_sent(store: Store, sl
     assert (await store.get_approval(approval.id)).message_ts == ts
 
 
-async def test_content_slack_refuses_falls_back_to_plain_text_once(store: Store, slack: FakeSlack) -> None:
-    slack.fail_next("chat.postMessage", "invalid_blocks")
+@pytest.mark.parametrize("error", ["invalid_blocks", "msg_blocks_too_long"])
+async def test_content_slack_refuses_falls_back_to_plain_text_once(store: Store, slack: FakeSlack, error: str) -> None:
+    slack.fail_next("chat.postMessage", error)
     item_id = await deliver(store, slack)
     ts = await sent(store, item_id)
     (msg,) = carrying(slack, item_id)

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import re
 import time
 import tomllib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -60,6 +61,7 @@ MALFORMED = (
     "invalid_blocks_format",
     "no_text",
     "msg_too_long",
+    "msg_blocks_too_long",
     "invalid_arguments",
     "message_not_found",
     "cant_update_message",
@@ -151,6 +153,44 @@ def _texts(obj: Any) -> Iterator[str]:
 def text_of(msg: Message) -> str:
     """Everything a person can read in a message: the fallback text and every text in its blocks."""
     return "\n".join([msg.text, *_texts(msg.blocks or [])])
+
+
+def mrkdwn_texts(obj: Any) -> list[str]:
+    """Every text in blocks that Slack parses as markup: mrkdwn objects and markdown blocks (plain_text objects
+    and rich_text `text` elements are shown as written)."""
+    found: list[str] = []
+    if isinstance(obj, dict):
+        if obj.get("type") in ("mrkdwn", "markdown") and isinstance(obj.get("text"), str):
+            found.append(obj["text"])
+        for value in obj.values():
+            found += mrkdwn_texts(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            found += mrkdwn_texts(item)
+    return found
+
+
+def posted_texts(slack: FakeSlack) -> list[tuple[str, str]]:
+    """(what, text) for every text the bot sent Slack that Slack reads as markup: each post's, update's,
+    ephemeral's and stream's `text` or `markdown_text`, their blocks, the Home tab's blocks, response_url notes."""
+    out: list[tuple[str, str]] = []
+    for call in slack.calls:
+        args = call.args
+        if call.method.startswith("chat."):
+            out += [(f"{call.method} {k}", args[k]) for k in ("text", "markdown_text") if isinstance(args.get(k), str)]
+            out += [(f"{call.method} blocks", t) for t in mrkdwn_texts(args.get("blocks") or [])]
+        elif call.method == "views.publish":
+            out += [("views.publish", t) for t in mrkdwn_texts(args.get("view") or {})]
+    out += [("response_url", str(r.body.get("text") or "")) for r in slack.responses]
+    return out
+
+
+_BROADCAST = re.compile(r"<!(?:channel|here|everyone)\b")
+
+
+def broadcasts(slack: FakeSlack) -> list[tuple[str, str]]:
+    """(what, text) of every text the bot sent that would notify a whole channel: opsloop never does."""
+    return [(what, t) for what, t in posted_texts(slack) if _BROADCAST.search(t)]
 
 
 def is_card(msg: Message) -> bool:
@@ -495,6 +535,7 @@ async def bot_env(
         # Only on success: what the bot sent must be what Slack accepts, and no listener may have failed.
         bad = [(c.method, c.error, c.response.get("errors")) for c in fake_slack.calls if c.error in MALFORMED]
         assert not bad, f"Slack rejected calls from opsloop: {bad}"
+        assert not broadcasts(fake_slack), f"opsloop pinged a whole channel: {broadcasts(fake_slack)}"
         assert not bot.listeners.errors, f"listeners raised: {bot.listeners.errors!r}"
     finally:
         await bot.ops.close()

@@ -251,6 +251,22 @@ async def test_invalid_blocks_are_rejected_with_errors(
     assert slack.messages["C1"] == []
 
 
+@pytest.mark.parametrize("method", ["chat.postMessage", "chat.update", "chat.postEphemeral"])
+async def test_blocks_holding_more_than_12000_characters_of_text_are_msg_blocks_too_long(
+    slack: FakeSlack, client: AsyncWebClient, method: str
+) -> None:
+    posted = await client.chat_postMessage(channel="C1", text="first")
+    where = {"chat.postMessage": {}, "chat.update": {"ts": posted["ts"]}, "chat.postEphemeral": {"user": "U1"}}[method]
+    at_limit = [_section("x" * 3000, f"b{i}") for i in range(4)]  # each section valid, 12,000 in all
+    await client.api_call(method, json={"channel": "C1", "text": "ok", "blocks": at_limit, **where})
+    before = ([(m.ts, m.text) for m in slack.messages["C1"]], len(slack.ephemerals))
+    over = [*at_limit, _section("x", "b4")]
+    with pytest.raises(SlackApiError) as exc:
+        await client.api_call(method, json={"channel": "C1", "text": "long", "blocks": over, **where})
+    assert exc.value.response["error"] == "msg_blocks_too_long"
+    assert ([(m.ts, m.text) for m in slack.messages["C1"]], len(slack.ephemerals)) == before
+
+
 async def test_message_with_neither_text_nor_blocks_is_no_text(client: AsyncWebClient) -> None:
     # slack_sdk itself warns before sending a message without top-level text.
     with pytest.warns(UserWarning, match="top-level `text`"), pytest.raises(SlackApiError) as exc:

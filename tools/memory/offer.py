@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.incidents import IncidentMatch, index_text, query_tokens
+from bot.incidents import Incident, IncidentMatch, index_text, query_tokens
 from bot.store import Store
 from tools.api import Offer, RunScope
 from tools.memory.render import offer_block, thread_line
@@ -55,6 +55,16 @@ def similar(matches: list[IncidentMatch], tokens: list[str]) -> list[IncidentMat
     return kept[:OFFERED]  # the store's order: best first, not-helpful ones last
 
 
+def same_thread(incident: Incident, scope: RunScope) -> bool:
+    """The run itself, or an earlier run of its own thread: the thread already shows it, so it is never offered."""
+    if incident.run_id == scope.run_id:
+        return True
+    return scope.thread_ts is not None and (incident.channel, incident.thread_ts) == (
+        scope.conversation,
+        scope.thread_ts,
+    )
+
+
 async def offer_for(resources: Mapping[type, object], scope: RunScope) -> Offer | None:
     store = resources.get(Store)
     if not isinstance(store, Store):
@@ -65,7 +75,7 @@ async def offer_for(resources: Mapping[type, object], scope: RunScope) -> Offer 
         return None
     # Visibility is in the store's WHERE: this run's conversation sees its own incidents and public ones.
     matches = await store.search_incidents(query, channel=scope.conversation, limit=CANDIDATES)
-    found = [m for m in similar(matches, tokens) if m.incident.run_id != scope.run_id]
+    found = [m for m in similar(matches, tokens) if not same_thread(m.incident, scope)]
     if not found:
         return None
     return Offer(source="memory", prompt=offer_block(found), thread_line=thread_line(found))

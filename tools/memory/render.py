@@ -16,6 +16,7 @@ from tools.api import Link, truncate_output
 BLOCK_START = "[past incidents"
 BLOCK_END = "[end of past incidents]"
 ANSWER_LINES, LINE_CHARS = 4, 200
+LABEL_CHARS = 120  # an incident's link text in the thread line
 OUTPUT_CHARS = 12_000
 
 
@@ -79,14 +80,21 @@ def offer_block(matches: Sequence[IncidentMatch]) -> str:
 
 
 def thread_line(matches: Sequence[IncidentMatch]) -> tuple[str | Link, ...]:
-    """("Similar past incidents: ", Link(permalink, "2026-11-02 web-03 /var full"), " — clean_logs …", …)."""
-    parts: list[str | Link] = ["Similar past incidents: "]
-    for n, m in enumerate(matches):
+    """A short list, a link per incident: `Similar past incidents:`, then per incident a line
+    `• <permalink|2026-11-02 web-03 /var full> — clean_logs, approved by carol` (the tools' names, not their
+    arguments: the first turn and `search_incidents` have those)."""
+    parts: list[str | Link] = ["Similar past incidents:"]
+    for m in matches:
         i = m.incident
-        label = redact(f"{day(i)} {i.title}")[:120]
-        if n:
-            parts.append("; ")
+        label = redact(f"{day(i)} {i.title}")[:LABEL_CHARS]
+        parts.append("\n• ")
         parts.append(Link(i.permalink, label) if i.permalink else label)
-        said = changes_phrase(i)
-        parts.append(redact(f" — {said}" + (" (marked not helpful)" if m.not_helpful else "")))
+        parts.append(redact(f" — {changes_named(i)}" + (" (marked not helpful)" if m.not_helpful else "")))
     return tuple(parts)
+
+
+def changes_named(incident: Incident) -> str:
+    """`clean_logs, approved by carol`; "no change made" when nothing was approved."""
+    if not incident.changes:
+        return "no change made"
+    return "; ".join(f"{c.tool}, approved by {who(c.approver, c.confirmed_by)}" for c in incident.changes)[:LINE_CHARS]

@@ -20,6 +20,9 @@ ALLOWED_BLOCK_TYPES = frozenset(
         "task_card",
     }
 )
+# Slack refuses a message whose blocks hold more text than this in all (`msg_blocks_too_long`), though each
+# block is within its own limit; reported near 12,000 characters. The stand-in counts every `text` string.
+BLOCKS_TEXT_MAX = 12_000
 TASK_STATUSES = ("pending", "in_progress", "complete", "error")
 # Slack documents no limit for a plan's or a task card's title; the stand-in holds them to a block_id's 255.
 TASK_TITLE_MAX = 255
@@ -278,3 +281,12 @@ def block_errors(blocks: Any) -> list[str]:
                 if not block.get(key) and not (key == "image_url" and block.get("slack_file")):
                     errors.append(f"missing required field: {key} [json-pointer:{ptr}]")
     return errors
+
+
+def blocks_text_length(blocks: Any) -> int:
+    """The characters of text `blocks` hold in all (every `text` string in them), for `msg_blocks_too_long`."""
+    if isinstance(blocks, dict):
+        return sum(len(v) if k == "text" and isinstance(v, str) else blocks_text_length(v) for k, v in blocks.items())
+    if isinstance(blocks, list):
+        return sum(blocks_text_length(v) for v in blocks)
+    return 0

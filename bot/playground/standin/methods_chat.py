@@ -8,7 +8,7 @@ import copy
 import time
 from typing import Any
 
-from bot.playground.standin.blockkit import block_errors
+from bot.playground.standin.blockkit import BLOCKS_TEXT_MAX, block_errors, blocks_text_length
 from bot.playground.standin.records import Message, _invalid_arguments, _json_array, _SlackError, next_ts
 from bot.playground.standin.workspace import Workspace
 
@@ -34,6 +34,8 @@ class ChatMethods(Workspace):
                     errors=errors,
                     response_metadata={"messages": [f"[ERROR] {e}" for e in errors]},
                 )
+            if blocks_text_length(blocks) > BLOCKS_TEXT_MAX:
+                raise _SlackError("msg_blocks_too_long")
         if required and not text and not blocks and not args.get("attachments"):
             raise _SlackError("no_text")
         if text is not None and len(str(text)) > 40_000:
@@ -201,6 +203,8 @@ class ChatMethods(Workspace):
                 raise _SlackError(
                     "invalid_blocks", errors=errors, response_metadata={"messages": [f"[ERROR] {e}" for e in errors]}
                 )
+            if blocks_text_length(blocks) > BLOCKS_TEXT_MAX:
+                raise _SlackError("msg_blocks_too_long")
         metadata = self._metadata(args)
         if len(msg.text) + len(text) > 40_000:
             raise _SlackError("msg_too_long")

@@ -122,10 +122,10 @@ async def test_the_repeat_incident_is_recorded_at_its_end_and_offered_to_the_nex
     assert len(offers) == 1
     offer = offers[0]
     assert offer.prompt.startswith("[past incidents") and "clean_logs" in offer.prompt and SECRET not in offer.prompt
-    assert offer.thread_line[0] == "Similar past incidents: "
-    link = offer.thread_line[1]
+    assert offer.thread_line[:2] == ("Similar past incidents:", "\n• ")
+    link = offer.thread_line[2]
     assert isinstance(link, Link) and link.url == incident.permalink and "web-03 disk full" in link.label
-    assert "approved by carol" in str(offer.thread_line[2])
+    assert offer.thread_line[3] == " — clean_logs, approved by carol"
     assert "payments" not in offer.prompt  # below the threshold: shares no word with the task
 
 
