@@ -64,6 +64,7 @@ StopRequested = Callable[[], Awaitable[str | None]]
 News = Callable[[], Awaitable[RunNews]]
 OnEvent = Callable[[events.RunEvent], Awaitable[None]]  # bot/events.py
 AnswerSinkFor = Callable[[int], AnswerSink | None]  # step -> where its text streams (None: nowhere)
+AtEndWrites = Callable[[], Awaitable[Sequence[Callable[[Any], None]]]]  # -> the writes, each called with the ledger
 
 
 @dataclass(kw_only=True)
@@ -94,8 +95,9 @@ class RunConfig:
     # Context offered at a run's first drive (past incidents, the team's runbook): text blocks appended to the
     # task's user turn before the first request, so the system prompt and tools stay the cached prefix.
     prelude: Callable[[], Awaitable[Sequence[str]]] | None = None
-    # What the configured reaches write in the transaction that ends this run (each called with the ledger).
-    at_end: tuple[Callable[[Any], None], ...] = ()
+    # What the configured reaches write in the transaction that ends this run (each called with the ledger),
+    # asked for as the run ends, so the writes reflect that moment (what Slack says of the conversation then).
+    at_end: AtEndWrites | None = None
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
@@ -598,8 +600,9 @@ class _Run(Condenser, ToolGate):
                 for k, v in done.items()
             }
             await self.answer(calls, results, missing=reason.value)
+        at_end = await self.cfg.at_end() if self.cfg.at_end is not None else ()
         await self.cfg.store.finish_run(
-            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=self.cfg.at_end
+            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=at_end
         )
         await self.save_totals()
         await self.trace(
