@@ -174,8 +174,9 @@ class _Run(Condenser, ToolGate):
             return await self.loop()
 
     async def offer_context(self, blocks: Sequence[str]) -> None:
-        """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once: a drive that
-        died before its settings were recorded offers again, and a block already there is not added twice."""
+        """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once, with their
+        markers quoted (a runbook, a past incident: opsloop did not write them): a drive that died before its
+        settings were recorded offers again, and a block already there is not added twice."""
         last = len(self.history) - 1
         if last < 0 or self.history[last]["role"] != "user":
             return
@@ -186,7 +187,7 @@ class _Run(Condenser, ToolGate):
             return  # it answers a turn the model already has (a run stored before its settings were): it was sent
         have = {b.get("text") for b in content if isinstance(b, dict)}
         new = []
-        for text in (redact(b) for b in blocks if b.strip()):
+        for text in (prompts.quoted_markers(redact(b)) for b in blocks if b.strip()):
             if text not in have:
                 have.add(text)
                 new.append({"type": "text", "text": text})
@@ -271,7 +272,7 @@ class _Run(Condenser, ToolGate):
             return
         texts = [
             {"type": "text", "text": redact(t)}
-            for t in (*notes, *(prompts.thread_reply(i.user, i.text) for i in items))
+            for t in (*notes, *(prompts.inbox_message(i.user, i.text) for i in items))
         ]
         if self.history and self.history[-1]["role"] == "user":
             self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
@@ -508,8 +509,8 @@ class _Run(Condenser, ToolGate):
         return content, is_error
 
     async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
-        """Every call's result in one user turn, redacted as it enters the history."""
-        results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
+        """Every call's result in one user turn, redacted and its markers quoted as it enters the history."""
+        results = {k: (prompts.quoted_markers(redact(content)), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         turn = self.take_unstored()  # stored below, with the results, when its own write has not started
         await self.settle()
