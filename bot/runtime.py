@@ -64,6 +64,7 @@ StopRequested = Callable[[], Awaitable[str | None]]
 News = Callable[[], Awaitable[RunNews]]
 OnEvent = Callable[[events.RunEvent], Awaitable[None]]  # bot/events.py
 AnswerSinkFor = Callable[[int], AnswerSink | None]  # step -> where its text streams (None: nowhere)
+AtEndWrites = Callable[[], Awaitable[Sequence[Callable[[Any], None]]]]  # -> the writes, each called with the ledger
 
 
 @dataclass(kw_only=True)
@@ -94,8 +95,9 @@ class RunConfig:
     # Context offered at a run's first drive (past incidents, the team's runbook): text blocks appended to the
     # task's user turn before the first request, so the system prompt and tools stay the cached prefix.
     prelude: Callable[[], Awaitable[Sequence[str]]] | None = None
-    # What the configured reaches write in the transaction that ends this run (each called with the ledger).
-    at_end: tuple[Callable[[Any], None], ...] = ()
+    # What the configured reaches write in the transaction that ends this run (each called with the ledger),
+    # asked for as the run ends, so the writes reflect that moment (what Slack says of the conversation then).
+    at_end: AtEndWrites | None = None
 
 
 async def run(cfg: RunConfig, run_id: str) -> RunResult:
@@ -172,8 +174,9 @@ class _Run(Condenser, ToolGate):
             return await self.loop()
 
     async def offer_context(self, blocks: Sequence[str]) -> None:
-        """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once: a drive that
-        died before its settings were recorded offers again, and a block already there is not added twice."""
+        """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once, with their
+        markers quoted (a runbook, a past incident: opsloop did not write them): a drive that died before its
+        settings were recorded offers again, and a block already there is not added twice."""
         last = len(self.history) - 1
         if last < 0 or self.history[last]["role"] != "user":
             return
@@ -184,7 +187,7 @@ class _Run(Condenser, ToolGate):
             return  # it answers a turn the model already has (a run stored before its settings were): it was sent
         have = {b.get("text") for b in content if isinstance(b, dict)}
         new = []
-        for text in (redact(b) for b in blocks if b.strip()):
+        for text in (prompts.quoted_markers(redact(b)) for b in blocks if b.strip()):
             if text not in have:
                 have.add(text)
                 new.append({"type": "text", "text": text})
@@ -269,7 +272,7 @@ class _Run(Condenser, ToolGate):
             return
         texts = [
             {"type": "text", "text": redact(t)}
-            for t in (*notes, *(prompts.thread_reply(i.user, i.text) for i in items))
+            for t in (*notes, *(prompts.inbox_message(i.user, i.text) for i in items))
         ]
         if self.history and self.history[-1]["role"] == "user":
             self.history[-1] = {"role": "user", "content": [*self.history[-1]["content"], *texts]}
@@ -506,8 +509,8 @@ class _Run(Condenser, ToolGate):
         return content, is_error
 
     async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
-        """Every call's result in one user turn, redacted as it enters the history."""
-        results = {k: (redact(content), is_error) for k, (content, is_error) in results.items()}
+        """Every call's result in one user turn, redacted and its markers quoted as it enters the history."""
+        results = {k: (prompts.quoted_markers(redact(content)), is_error) for k, (content, is_error) in results.items()}
         blocks = closing_results(calls, results, prompts.not_run(missing) if missing else "")
         turn = self.take_unstored()  # stored below, with the results, when its own write has not started
         await self.settle()
@@ -598,8 +601,9 @@ class _Run(Condenser, ToolGate):
                 for k, v in done.items()
             }
             await self.answer(calls, results, missing=reason.value)
+        at_end = await self.cfg.at_end() if self.cfg.at_end is not None else ()
         await self.cfg.store.finish_run(
-            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=self.cfg.at_end
+            self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=at_end
         )
         await self.save_totals()
         await self.trace(

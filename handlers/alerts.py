@@ -39,6 +39,7 @@ from aiohttp import web
 from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
 from bot.errors import OpsloopError
 from bot.json_body import BadJson, read_json
+from bot.prompts import quoted_markers
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertGroup, AlertOutcome, Store
 from bot.titles import alert_title
@@ -83,7 +84,7 @@ def _block_texts(obj: Any) -> Iterator[str]:
 
 def alert_text(event: dict[str, Any]) -> str:
     """A Slack alert message as text: its text, its attachments (where Alertmanager's Slack receiver puts
-    everything) and its blocks."""
+    everything) and its blocks; a person's or alert update's marker in it is quoted (an integration wrote it)."""
     parts: list[str] = []
 
     def add(value: Any, prefix: str = "") -> None:
@@ -110,7 +111,7 @@ def alert_text(event: dict[str, Any]) -> str:
             add(text)
     for text in _block_texts(event.get("blocks")):
         add(text)
-    return "\n".join(parts)[:TASK_MAX]
+    return quoted_markers("\n".join(parts))[:TASK_MAX]
 
 
 def _expr(generator_url: str) -> str:
@@ -123,7 +124,8 @@ def _expr(generator_url: str) -> str:
 
 def webhook_task(payload: dict[str, Any]) -> str:
     """What the model gets for an Alertmanager group: how many of its alerts fire, then each firing alert's (or,
-    when none fires, each resolved alert's) labels, annotations, start time and the expression behind it."""
+    when none fires, each resolved alert's) labels, annotations, start time and the expression behind it, with
+    any person's or alert update's marker in them quoted."""
     alerts = payload["alerts"]
     firing = [a for a in alerts if a["status"] == "firing"]
     resolved = len(alerts) - len(firing)
@@ -149,7 +151,7 @@ def webhook_task(payload: dict[str, Any]) -> str:
                 lines.append(f"   expression: {expr}")
     if len(shown) > 20:
         lines.append(f"... and {len(shown) - 20} more alerts in this group.")
-    return "\n".join(lines)[:TASK_MAX]
+    return quoted_markers("\n".join(lines))[:TASK_MAX]
 
 
 def _summary_of(payload: dict[str, Any]) -> str:
@@ -385,7 +387,7 @@ class AlertDesk:
         status = payload["status"]
         firing = [a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"]
         self.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
-        update = f"[alert update] {webhook_task(payload)}"
+        update = webhook_task(payload)
         try:
             accepted = await self.store.accept_alert_group(
                 payload["groupKey"],

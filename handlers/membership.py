@@ -23,7 +23,7 @@ class Membership:
     def __init__(self, client: AsyncWebClient, *, cache_seconds: float = 60.0) -> None:
         self.client, self.cache_seconds = client, cache_seconds
         self._of: dict[str, tuple[float, frozenset[str]]] = {}
-        self._kinds: dict[str, str] = {}  # a conversation's kind does not change (a channel made private: restart)
+        self._kinds: dict[str, tuple[float, str]] = {}  # a channel can be made private: kept `cache_seconds`
 
     async def conversations(self, user: str) -> frozenset[str] | None:
         """The ids of every conversation `user` is in (channels, private ones, group DMs, DMs); None when Slack
@@ -60,11 +60,13 @@ class Membership:
             return None
         return bool(info.get("is_member") or info.get("is_im"))  # a DM the bot can read is a DM with the bot
 
-    async def kind(self, channel: str) -> str | None:
+    async def kind(self, channel: str, *, fresh: bool = False) -> str | None:
         """What conversations.info says `channel` is: public, private, im or mpim; None when Slack could not say
-        (incident memory then keeps the run's record as private: fail closed). Cached once known."""
-        if (known := self._kinds.get(channel)) is not None:
-            return known
+        (incident memory then keeps the run's record as private: fail closed). A known answer is reused for
+        `cache_seconds`, unless `fresh` (what may widen a record's visibility asks Slack now)."""
+        known = self._kinds.get(channel)
+        if known and not fresh and time.monotonic() - known[0] < self.cache_seconds:
+            return known[1]
         try:
             info: dict[str, Any] = (await self.client.conversations_info(channel=channel)).get("channel") or {}
         except Exception as e:
@@ -80,7 +82,7 @@ class Membership:
             found = "public"
         else:
             return None
-        self._kinds[channel] = found
+        self._kinds[channel] = (time.monotonic(), found)
         return found
 
 

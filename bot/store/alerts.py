@@ -23,7 +23,6 @@ from bot.store.sql import LedgerBase
 from bot.types import Run
 
 STORM_WINDOW_S = 600.0  # max_runs_per_10_min counts the runs alerts started in this window, per channel
-ALERT_USER = "Alertmanager"  # who an alert update "says" it in a run's inbox (never a Slack user id)
 
 
 class AlertOutcome(enum.Enum):

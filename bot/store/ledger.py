@@ -8,15 +8,9 @@ from typing import Any, TypeVar
 
 from bot.backends import WAKE_RUNS
 from bot.history import continue_history
+from bot.prompts import ALERT_USER
 from bot.redact import redact, redact_value
-from bot.store.alerts import (
-    ALERT_USER,
-    STORM_WINDOW_S,
-    AcceptedAlert,
-    AlertGroup,
-    AlertOutcome,
-    Alerts,
-)
+from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.changes import ChangeRows
 from bot.store.entry import entry

@@ -77,8 +77,9 @@ class MemoryRows(LedgerBase):
     ) -> Incident:
         """Remember an ended run: call it in the transaction that ends the run (after `finish_run`), so the
         record is searchable as soon as the end is stored. `kind` is the run's conversation as
-        conversations.info says (public/private/im/mpim; None: unknown, kept as private). A known kind is also
-        what every earlier record of that channel is from now on (backfilled ones start private). The rest
+        conversations.info says it now, asked at the end, never a cached answer (public/private/im/mpim; None:
+        unknown, kept as private). A known kind is also what every earlier record of that channel is from now on
+        (backfilled ones start private); an unknown one only narrows them (`narrow_incidents`). The rest
         comes from the store: task, times, stop reason, approved changes, targets named by its calls (plus
         `targets`), its answer (`answer`, else its output, else what the model last said), feedback."""
         checked = check_kind(kind)
@@ -104,9 +105,20 @@ class MemoryRows(LedgerBase):
                     "UPDATE incidents SET kind = ? WHERE channel = ? AND kind != ?",
                     [checked, record.fields["channel"], checked],
                 )
+            else:
+                self.narrow_incidents(str(record.fields["channel"]), None)
             found = self.incident(run_id)
         assert found is not None
         return found
+
+    def narrow_incidents(self, channel: str, kind: str | None) -> int:
+        """`channel` is `kind` now (None: Slack could not say, so private): unless that is public, its records
+        still offered everywhere are offered only in it from now on. Never widens (a cached answer may be old);
+        how many records changed."""
+        checked = check_kind(kind)
+        if checked == "public":
+            return 0
+        return self._write("UPDATE incidents SET kind = ? WHERE channel = ? AND kind = 'public'", [checked, channel])
 
     def incident(self, run_id: str) -> Incident | None:
         rows = self._select(f"SELECT {_READ} FROM incidents WHERE run_id = ?", [run_id])
@@ -252,6 +264,7 @@ class MemoryCalls:
     """The async entries of MemoryRows (see bot.store.entry)."""
 
     record_incident = entry(MemoryRows.record_incident)
+    narrow_incidents = entry(MemoryRows.narrow_incidents)
     incident = entry(MemoryRows.incident)
     search_incidents = entry(MemoryRows.search_incidents)
     note_incident_feedback = entry(MemoryRows.note_incident_feedback, urgent=True)

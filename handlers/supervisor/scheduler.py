@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.guards import Pause
 from bot.pricing import Price
 from bot.redact import redact
-from bot.runtime import RunConfig, run
+from bot.runtime import AtEndWrites, RunConfig, run
 from bot.store import Store, StoreUnavailable
 from bot.types import Run, RunResult, StopReason
 from handlers import approvals
@@ -223,8 +223,9 @@ class Supervisor:
             except Exception as e:  # a status line is best effort: a Slack outage must not end the run
                 log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
             await thread.load_alert()  # the scope's alert facts: the offers and the memory record read them
-            cfg = self._config(row, thread, at_end=await self._at_end(thread))
+            cfg = self._config(row, thread, at_end=self._at_end(thread))
             try:
+                await self._follow_kind(thread.channel)
                 result = await run(cfg, run_id)
             except Pause as pause:
                 thread.status.abandon()
@@ -245,7 +246,10 @@ class Supervisor:
                 log.exception("run.crashed")
                 detail = f"internal error: {type(e).__name__}: {redact(str(e))}"
                 await self.store.finish_run(
-                    run_id, stop_reason=StopReason.MODEL_ERROR, stop_detail=detail, at_end=cfg.at_end
+                    run_id,
+                    stop_reason=StopReason.MODEL_ERROR,
+                    stop_detail=detail,
+                    at_end=await cfg.at_end() if cfg.at_end is not None else (),
                 )
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
@@ -261,20 +265,31 @@ class Supervisor:
             await thread.finish(result)
             return result
 
-    async def _at_end(self, thread: IncidentThread) -> tuple[Callable[[Any], None], ...]:
-        """The reaches' writes at this run's end (registry.at_end), bound to it and to what Slack knows of its
-        conversation; () when no reach writes one (then Slack isn't asked)."""
-        if not self.tools.at_end:
-            return ()
-        scope = thread.scope
-        facts = RunFacts(
-            kind=await self.membership.kind(thread.channel),
-            labels={**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})},
-            permalink=thread_permalink(thread.channel, thread.thread_ts),
-        )
-        return tuple(_bound(write, thread.run_id, facts) for write in self.tools.at_end)
+    async def _follow_kind(self, channel: str) -> None:
+        """At a drive's start, when some reach keeps what runs saw (incident memory): a conversation that is no
+        longer public, or that Slack can't place, has its records offered only in it from now on. A public answer
+        changes nothing here (it may be cached): only a run's end, asking Slack afresh, widens."""
+        if self.tools.at_end:
+            await self.store.narrow_incidents(channel, await self.membership.kind(channel))
 
-    def _config(self, row: Run, thread: IncidentThread, *, at_end: tuple[Callable[[Any], None], ...] = ()) -> RunConfig:
+    def _at_end(self, thread: IncidentThread) -> AtEndWrites | None:
+        """The reaches' writes at this run's end (registry.at_end), bound to it and to what Slack says of its
+        conversation when it ends (asked then, afresh); None when no reach writes one (then Slack isn't asked)."""
+        if not self.tools.at_end:
+            return None
+
+        async def writes() -> tuple[Callable[[Any], None], ...]:
+            scope = thread.scope
+            facts = RunFacts(
+                kind=await self.membership.kind(thread.channel, fresh=True),
+                labels={**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})},
+                permalink=thread_permalink(thread.channel, thread.thread_ts),
+            )
+            return tuple(_bound(write, thread.run_id, facts) for write in self.tools.at_end)
+
+        return writes
+
+    def _config(self, row: Run, thread: IncidentThread, *, at_end: AtEndWrites | None = None) -> RunConfig:
         s = self.settings
         return RunConfig(
             model=self.model_for(row.model),

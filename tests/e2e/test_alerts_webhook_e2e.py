@@ -128,7 +128,7 @@ async def test_a_new_group_opens_a_thread_starts_one_run_and_repeats_start_nothi
         await env.wait_final(CHANNEL, ts)
         second = (await env.requests(2))[1]
         said = " ".join(b.get("text", "") for b in user_turn(second))
-        assert "[thread reply from Alertmanager] [alert update]" in said and "is resolved" in said
+        assert "[alert update from Alertmanager] Alertmanager group" in said and "is resolved" in said
         assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1  # noted once
         assert env.ops.alerts is not None
         counts = env.ops.alerts.counts
@@ -198,9 +198,10 @@ async def test_the_resolved_update_says_how_many_alerts_fire_once_and_correctly(
         await env.approve(card, BOB)
         await env.wait_final(CHANNEL, ts)
         said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
-        update = said[said.index("[alert update]") :]
+        update = said[said.index("[alert update from Alertmanager]") :]
         assert update.startswith(
-            '[alert update] Alertmanager group {}:{alertname="DiskFull"} is resolved (receiver opsloop), '
+            '[alert update from Alertmanager] Alertmanager group {}:{alertname="DiskFull"} is resolved '
+            "(receiver opsloop), "
             "0 alert(s) firing, 1 resolved:\n1. DiskFull: labels {"
         )
         assert update.count("alert(s) firing") == 1
@@ -468,7 +469,7 @@ async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_r
                 await env.approve(card, BOB)
                 await env.wait_final(CHANNEL, ts)
                 said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
-                assert "[alert update]" in said and "is resolved" in said
+                assert "[alert update from Alertmanager]" in said and "is resolved" in said
                 assert len(env.runs()) == 1
                 assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1
     finally:

@@ -30,6 +30,19 @@ class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one
         self.rng = random.Random(0)  # "random" delivery; a test reseeds it for a replayable campaign
         self.sent_at: dict[str, float] = {}  # envelope_id -> when it was first handed to the socket
 
+    def set_kind(self, channel_id: str, kind: str) -> None:
+        """Convert a conversation (a public channel made private, say): same name and members, and
+        conversations.info answers the new kind from now on."""
+        ch = self.channels[channel_id]
+        members = set(ch["_members"])
+        self.add_channel(
+            channel_id,
+            ch["name"],
+            is_member=self.bot_user_id in members,
+            members=members - {self.bot_user_id},
+            kind=kind,
+        )
+
     def ack_latency(self, envelope_id: str) -> float:
         """Seconds from writing the envelope to reading its ack (KeyError until both happened)."""
         return self.acked_at[envelope_id] - self.sent_at[envelope_id]
