@@ -51,14 +51,30 @@ def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
+def unparsable(location: str) -> bool:
+    """A Postgres URL cut short by an unescaped `/`, `?` or `#` in its password: the rest reads as a port or a
+    path, and a driver's error about it would quote part of the password."""
+    parts = urlsplit(location)
+    if "@" in location.partition("://")[2] and "@" not in parts.netloc:
+        return True
+    try:
+        _ = parts.port  # raises on a port that is no number
+    except ValueError:
+        return True
+    return False
+
+
 def describe(location: str) -> str:
     """The location without its password: safe for logs and `opsloop check`."""
     if not is_postgres(location):
         return location
     parts = urlsplit(location)
+    if unparsable(location):
+        return f"{parts.scheme}://(the URL, hidden: it does not parse as user@host/database)"
+    port = parts.port
     host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
+    if port:
+        host += f":{port}"
     user = f"{parts.username}@" if parts.username else ""
     query = f"?{parts.query}" if parts.query and "password" not in parts.query.lower() else ""
     return f"{parts.scheme}://{user}{host}{parts.path}{query}"

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from bot.backends import describe, is_postgres
+from bot.backends import describe, is_postgres, unparsable
 from bot.config import ConfigError, Settings, load_settings
 from bot.log import configure_logging
 from bot.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
@@ -108,6 +108,8 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
         errors = (sqlite3.Error, psycopg.Error)
     if not isinstance(e, errors):
         return None
+    if is_postgres(settings.db_path) and unparsable(settings.db_path):  # the driver's reason quotes the password
+        return f"store: can't open {describe(settings.db_path)}: write / ? # @ in its password as %2F %3F %23 %40"
     return f"store: can't open {describe(settings.db_path)}: {type(e).__name__}: {reason(e)}"
 
 
@@ -142,9 +144,36 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+AMBIGUOUS_SHOWN = 10  # candidates listed for an ambiguous run id prefix
+
+
+def resolve_run(settings: Settings, args: argparse.Namespace) -> int | None:
+    """Replace `args.run_id` by the one stored run id it starts (git's short ids): None when it names exactly one
+    run, else the exit status after one line for no match, or the candidates for an ambiguous prefix."""
+    ledger = Ledger(settings.db_path)
+    try:
+        found = ledger.runs_starting(args.run_id, limit=AMBIGUOUS_SHOWN + 1)
+    finally:
+        ledger.close()
+    exact = [r for r in found if r.id == args.run_id]
+    if len(exact) == 1 or len(found) == 1:
+        args.run_id = (exact or found)[0].id
+        return None
+    if not found:
+        return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
+    more = ["  … and more: give more of the id"] if len(found) > AMBIGUOUS_SHOWN else []
+    return _fail(
+        [f"run id {args.run_id!r} is ambiguous; it starts these runs (newest first):"]
+        + [f"  {r.id}  {_when(r.created_at)}  {_shown((r.headline or r.task)[:60])}" for r in found[:AMBIGUOUS_SHOWN]]
+        + more
+    )
+
+
 @_reads_store
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
+    if (status := resolve_run(settings, args)) is not None:
+        return status
     if not Ledger(settings.db_path).forget(args.run_id):
         return _fail([f"run {args.run_id!r} is not in incident memory ({describe(settings.db_path)})"])
     print(f"forgot {args.run_id}: it is no longer searched or offered")
@@ -153,12 +182,43 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 @_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    if (status := resolve_run(settings, args)) is not None:
+        return status
     ledger = Ledger(settings.db_path)
-    run = ledger.find_run(args.run_id)
-    if run is None:
-        return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
     if args.html:
         return write_timeline(settings, ledger, args.run_id, args.html)
+    if args.json:
+        return show_json(ledger, args.run_id)
+    from bot.report import STOP_WORDS
+    from bot.timeline import TextTimeline, read_run
+
+    record = read_run(ledger, args.run_id)
+    if record is None:
+        return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
+    run, line = record.run, TextTimeline(record)
+    u = run.usage
+    stop = f"{run.stop_reason.value} ({STOP_WORDS.get(run.stop_reason.value, '')})" if run.stop_reason else "-"
+    print(_shown(f"run {run.id} · {run.status} · {stop}"))
+    if run.stop_detail:
+        print(_shown(f"  {run.stop_detail}"))
+    print(f"task: {_shown(run.task)}")
+    print(_shown(f"asked by {line.who(run.requester)} in {run.channel} at {_when(run.created_at)} · model {run.model}"))
+    print(
+        f"{run.iterations} steps · {u.paid_tokens:,} tokens (in {u.input_tokens:,} · out {u.output_tokens:,} · "
+        f"cache read {u.cache_read_tokens:,} · write {u.cache_write_tokens:,}) · ${run.cost_usd:.4f}\n"
+    )
+    for text in line.lines():
+        print(_shown(text))
+    if (last := ledger.last_summary(args.run_id)) is not None:
+        print(f"\nSummary\n{_shown(line.named(render_text(last)))}")
+    if run.output:
+        print(f"\n{_shown(line.named(run.output))}")
+    return 0
+
+
+def show_json(ledger: Ledger, run_id: str) -> int:
+    """`show --json`: the run's header, then each trace step as its stored JSON (cut at 400 characters)."""
+    run = ledger.get_run(run_id)
     u = run.usage
     print(_shown(f"run {run.id} · {run.status} · {run.stop_reason or '-'} {run.stop_detail or ''}".rstrip()))
     print(f"task: {_shown(run.task)}")
@@ -167,10 +227,10 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         f"iterations {run.iterations} · tokens in {u.input_tokens} out {u.output_tokens} "
         f"cache read {u.cache_read_tokens} write {u.cache_write_tokens} · ${run.cost_usd:.4f}"
     )
-    for step in ledger.steps(args.run_id):
+    for step in ledger.steps(run_id):
         data = json.dumps(step.data, ensure_ascii=False)
         print(f"{_when(step.at)}  {step.kind:<9} {_shown(data[:400])}")
-    if (last := ledger.last_summary(args.run_id)) is not None:
+    if (last := ledger.last_summary(run_id)) is not None:
         print(f"\nSummary\n{_shown(render_text(last))}")
     if run.output:
         print(f"\n{_shown(run.output)}")
@@ -332,6 +392,8 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from bot.replay.cli import cmd_export as export
 
+    if (status := resolve_run(settings, args)) is not None:
+        return status
     return export(settings, args)
 
 
@@ -340,18 +402,21 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
     from bot.replay.cli import cmd_replay as replay
 
+    by_id = args.run_id and not args.suite and not Path(args.run_id).is_file()
+    if by_id and (status := resolve_run(settings, args)) is not None:
+        return status
     return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsloop", description="Slack incident bot with approval-gated tools.")
-    p.add_argument("--version", action="version", version=f"opsloop {_version()}")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--version", action="version", version=f"opsloop {_version()}", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
     for name, fn, help_ in [
         ("run", cmd_run, "start the bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)"),
         ("check", cmd_check, "validate config and tokens; list tools with their category"),
         ("runs", cmd_runs, "list runs"),
-        ("show", cmd_show, "print one run's step trace"),
+        ("show", cmd_show, "one run as a readable timeline (--json: its raw step trace; --html: a page)"),
         ("forget", cmd_forget, "take one run out of incident memory"),
         ("audit", cmd_audit, "every approval decision ever made"),
         ("demo", cmd_demo, "a whole incident end to end with no credentials"),
@@ -359,7 +424,7 @@ def parser() -> argparse.ArgumentParser:
         ("export", cmd_export, "write one run as a self-contained, redacted incident record (JSON)"),
         ("replay", cmd_replay, "rerun a stored incident on another model or prompt, against the recorded world"),
     ]:
-        s = sub.add_parser(name, help=help_)
+        s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG, else ./opsloop.toml)")
         s.set_defaults(fn=fn)
         if name in ("run", "check"):  # check test-binds what run will listen on
@@ -373,11 +438,12 @@ def parser() -> argparse.ArgumentParser:
         if name in STORE_COMMANDS:
             s.add_argument("--db", help="the SQLite file or postgresql:// URL (default: $OPSLOOP_DB, else opsloop.db)")
         if name == "runs":
-            s.add_argument("--limit", type=int, default=50)
+            s.add_argument("--limit", type=int, default=50, help="how many runs, newest first (default 50)")
         if name in ("show", "forget"):
-            s.add_argument("run_id")
+            s.add_argument("run_id", help=RUN_ID_HELP)
         if name == "show":
             s.add_argument("--html", metavar="FILE", help="write the run as one HTML page (- for stdout)")
+            s.add_argument("--json", action="store_true", help="each trace step as its stored JSON, not the timeline")
         if name == "demo":
             s.add_argument("--interactive", action="store_true", help="you approve, deny and reply at a prompt")
             s.add_argument("--pace", type=float, help="seconds between the people's moves (default 0.6 on a tty)")
@@ -387,7 +453,12 @@ def parser() -> argparse.ArgumentParser:
         if name == "sandbox":
             s.add_argument("--port", type=int, default=8765, help="the page's port on 127.0.0.1 (default 8765)")
         if name == "audit":
-            s.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+            s.add_argument(
+                "--format",
+                choices=["jsonl", "csv"],
+                default="jsonl",
+                help="one JSON object a line, or CSV (default jsonl)",
+            )
             s.add_argument(
                 "--feedback",
                 action="store_true",
@@ -400,6 +471,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+RUN_ID_HELP = "a run's id, or the start of one that no other run's id starts with (run_45a3)"
 STORE_COMMANDS = ("run", "check", "runs", "show", "forget", "audit", "export", "replay")
 
 
@@ -412,7 +484,23 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+SIGPIPE_STATUS = 141  # 128 + SIGPIPE: what the shell reports for any tool whose reader went away
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command; output cut short by its reader going away (`opsloop show … | head`) ends it quietly with
+    141, as a tool killed by SIGPIPE ends: a pipeline with `set -o pipefail` still learns the output was not
+    all read, and nothing is printed about it."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # inside the try: the interpreter's own flush at exit would raise past it
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush then writes nowhere
+        return SIGPIPE_STATUS
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     path, how = find_config(args.config, os.environ, Path.cwd())
     try:

@@ -1,4 +1,5 @@
-"""A run as one self-contained HTML page for the postmortem: `opsloop show RUN_ID --html FILE`.
+"""A run as one self-contained HTML page for the postmortem (`opsloop show RUN_ID --html FILE`), and as the
+readable timeline `opsloop show RUN_ID` prints.
 
 Who said what, every model step (model, tokens, cost, latency), every tool call with its
 arguments and result, every approval (who, when, outcome), and why the run stopped, with
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -155,6 +157,11 @@ class Entry:
     cost: float | None = None
 
 
+def known_names(approvals: Sequence[Approval]) -> dict[str, str]:
+    """user id -> display name, for everyone whose name the store kept (an approver's, taken at the click)."""
+    return {a.decided_by: a.decided_name for a in approvals if a.decided_by and a.decided_name}
+
+
 @dataclass
 class Timeline:
     """Builds the rows of one run, matching steps to the rows that hold their full detail."""
@@ -164,9 +171,7 @@ class Timeline:
     names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for a in self.record.approvals:
-            if a.decided_by and a.decided_name:
-                self.names[a.decided_by] = a.decided_name
+        self.names.update(known_names(self.record.approvals))
         self._unused_approvals = list(self.record.approvals)
         self._unused_results = list(self.record.results)
         self._answers = self._assistant_turns()
@@ -521,3 +526,111 @@ def timeline_html(ledger: Ledger, run_id: str, *, price_for: Callable[[str], Pri
     """The page for `run_id`, or None when the store has no such run."""
     record = read_run(ledger, run_id)
     return None if record is None else render(record, price_for=price_for, generated_at=now)
+
+
+# --------------------------------------------------------------------------------------
+# the timeline as text: `opsloop show RUN_ID`
+# --------------------------------------------------------------------------------------
+
+QUOTE_CHARS = 80  # a quoted text or result is cut to this many characters, on one line
+_MENTION = re.compile(r"<@([UW][A-Z0-9]{2,40})>|\b([UW][A-Z0-9]{2,40})\b")
+
+
+def one_line(text: Any, limit: int = QUOTE_CHARS) -> str:
+    """Redacted, each line's whitespace folded to single spaces, lines joined by " | ", cut with an ellipsis."""
+    lines = (" ".join(line.split()) for line in redact("" if text is None else str(text)).splitlines())
+    flat = " | ".join(line for line in lines if line)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def call_text(tool: Any, args: Any) -> str:
+    shown = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in redact_value(args or {}).items())
+    return one_line(f"{tool} {shown}".strip(), 60)
+
+
+@dataclass
+class TextTimeline:
+    """One line per thing that happened: UTC time, the step it happened in, and what, with people's names
+    where the store knows them (else their user ids)."""
+
+    record: RunRecord
+    names: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.names.update({uid: "@" + name.lstrip("@") for uid, name in known_names(self.record.approvals).items()})
+
+    def who(self, user: Any) -> str:
+        return self.names.get(str(user), str(user)) if user else "someone"
+
+    def named(self, text: str) -> str:
+        """`text` with each known user id (bare or as a <@U…> mention) written as the person's name."""
+        return _MENTION.sub(lambda m: self.names.get(m[1] or m[2], m[0]), text)
+
+    def lines(self) -> list[str]:
+        events: list[tuple[float, int, str | int]] = []  # (at, order, line or a request's step number)
+        for i, s in enumerate(self.record.steps):
+            data = s.data if isinstance(s.data, dict) else {}
+            if s.kind == "request":
+                events.append((s.at, i, int(data.get("iteration") or 0)))
+            else:
+                events += [(s.at, i, what) for what in self.step(s.kind, data)]
+        for i, a in enumerate(self.record.approvals):
+            preview = f": {one_line(a.preview, 60)}" if a.preview else ""
+            asked = f"asks approval for {call_text(a.tool, a.args)} ({a.category}){preview}"
+            events.append((a.created_at, 10_000 + i, asked))
+        for i, f in enumerate(self.record.feedback):
+            way = "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
+            events.append((f.at, 20_000 + i, f"{self.who(f.user)} rated the answer {way}"))
+        out, step, day = ["time (UTC)  step  what happened"], 0, _day(self.record.run.created_at)
+        for at, _, what in sorted(events, key=lambda e: (e[0] or 0, e[1])):
+            if isinstance(what, int):
+                step = what
+                continue
+            if _day(at) != day:
+                day = _day(at)
+                out.append(f"── {day} ──")
+            clock = datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S") if at else "-"
+            out.append(f"{clock:<10}  {step or '':>4}  {self.named(what)}")
+        return out
+
+    def step(self, kind: str, data: Mapping[str, Any]) -> list[str]:
+        if kind == "inject":
+            lines = [
+                f'reply from {self.who(m.get("user"))} reaches the model: "{one_line(m.get("text"))}"'
+                for m in data.get("messages") or []
+                if isinstance(m, Mapping)
+            ]
+            return lines + [f'note to the model: "{one_line(n)}"' for n in data.get("notes") or []]
+        return [self.step_line(kind, data)]
+
+    def step_line(self, kind: str, data: Mapping[str, Any]) -> str:
+        if kind == "response":
+            said = data.get("text") or data.get("reasoning")
+            quote = f': "{one_line(said)}"' if said else ""
+            if calls := data.get("tool_calls"):
+                return f"model calls {', '.join(map(str, calls))}{quote}"
+            ended = data.get("stop_reason")
+            return f"model answers{quote}" if ended == "end_turn" else f"model stops ({ended}){quote}"
+        if kind == "tool":
+            result = data.get("error") or data.get("result")
+            failed = "error: " if data.get("is_error") or data.get("error") else ""
+            by = f" (approved by {self.who(data['confirmed_by'])})" if data.get("confirmed_by") else ""
+            outcome = "" if result is None else f" → {failed}{one_line(result)}"
+            return f"{call_text(data.get('tool'), data.get('args'))}{by}{outcome}"
+        if kind == "decision":
+            outcome = str(data.get("outcome") or ("approved" if data.get("approved") else "denied"))
+            why = f': "{one_line(data["reason"])}"' if data.get("reason") else ""
+            return f"{data.get('tool')} {outcome} by {self.who(data.get('by'))}{why}"
+        if kind == "stop":
+            reason = str(data.get("reason") or "")
+            by = f" by {self.who(data['by'])}" if data.get("by") else ""
+            detail = f": {one_line(data['detail'])}" if data.get("detail") else ""
+            return f"stopped{by}: {reason} ({STOP_WORDS.get(reason, reason)}){detail}"
+        if kind == "condense":
+            return f"history condensed ({one_line(data.get('why'))}), kept {data.get('kept_messages')} messages"
+        rest = {k: v for k, v in data.items() if k != "usage"}
+        return f"{kind}: {one_line(json.dumps(rest, ensure_ascii=False, default=str))}"
+
+
+def _day(at: float | None) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d") if at else "-"

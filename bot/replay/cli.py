@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import ModelClient, Toolbox
+from bot.backends import describe
 from bot.config import EFFORTS, ConfigError, Settings
 from bot.pricing import Price, model_problems, price_for, thinks_adaptively
-from bot.replay.compare import Comparison, compare, html_page, text
+from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
-from bot.replay.suite import SuiteRow, exit_status, records, run_suite, table
+from bot.replay.suite import SuiteRow, records, run_suite, table
 from bot.store import Ledger
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ def export_incident(settings: Settings, run_id: str) -> Incident | None:
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     incident = export_incident(settings, args.run_id)
     if incident is None:
-        return _fail(f"no run {args.run_id!r} in {settings.db_path}")
+        return _fail(f"no run {args.run_id!r} in {describe(settings.db_path)}")
     sys.stdout.write(incident.dumps())
     return 0
 
@@ -202,14 +203,14 @@ def cmd_replay(
 
         rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
         print(_shown(table(rows, rows[0].comparison.model if rows else args.model or "")))
-        return exit_status(rows)
+        return exit_status([r.comparison for r in rows])
     source = Path(args.run_id)
     try:
         incident = Incident.load(source) if source.is_file() else export_incident(settings, args.run_id)
     except (OSError, ValueError, TypeError) as e:
         return _fail(f"replay: {source}: {e}")
     if incident is None:
-        return _fail(f"no run {args.run_id!r} in {settings.db_path}")
+        return _fail(f"no run {args.run_id!r} in {describe(settings.db_path)}")
     name = source.stem if source.is_file() else incident.run_id
 
     async def single(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> Comparison:
@@ -227,14 +228,16 @@ def cmd_replay(
             except OSError as e:
                 return _fail(f"cannot write {args.html}: {e.strerror or e}")
             print(f"wrote the comparison to {args.html}")
-    return 1 if comparison.regression else 0
+    return exit_status([comparison])
 
 
 def add_arguments(name: str, s: argparse.ArgumentParser) -> None:
     if name == "export":
-        s.add_argument("run_id")
+        s.add_argument("run_id", help="a run's id, or the start of one that no other run's id starts with")
     if name == "replay":
-        s.add_argument("run_id", nargs="?", help="a stored run's id, or an exported incident file")
+        s.add_argument(
+            "run_id", nargs="?", help="a stored run's id (or its unique start), or an exported incident file"
+        )
         s.add_argument("--suite", metavar="DIR", help="replay every incident record (*.json) in DIR")
         s.add_argument("--model", help="the model to replay on (default: the configured primary)")
         s.add_argument("--effort", help="output_config.effort for the replay (default: the configured one)")

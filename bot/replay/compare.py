@@ -21,6 +21,7 @@ from bot.redact import redact, redact_value
 from bot.replay.record import Incident, RecordedCall
 from bot.replay.runner import Replayed
 from bot.replay.world import CallLog, Source
+from bot.summary import TOOL_NAME as SUMMARY_TOOL
 from bot.timeline import CSS
 
 MARKS = {"same": "=", "different": "≠", "new": "+", "missing": "−"}
@@ -80,6 +81,7 @@ class Comparison:
     sources: dict[str, int]
     replay_wall_seconds: float
     log: tuple[CallLog, ...] = field(default=())
+    model_failure: str = ""  # why the replay's model gave no usable answer ("": it answered)
 
     @property
     def diverged_at(self) -> int | None:
@@ -103,9 +105,26 @@ class Comparison:
         return _beliefs(self.original) == _beliefs(self.replay)
 
     @property
+    def model_failed(self) -> bool:
+        """The replay's model call failed (its run stopped on `model_error`) or was refused: the replay shows
+        nothing of what the model would do, so it is neither a pass nor a regression."""
+        return bool(self.model_failure)
+
+    @property
     def regression(self) -> bool:
-        """The original succeeded and the replay reached no change or a different one."""
-        return self.original.succeeded and not self.same_change
+        """The original succeeded and the replay, its model answering, reached no change or a different one."""
+        return self.original.succeeded and not self.same_change and not self.model_failed
+
+
+REGRESSION_STATUS = 1  # `opsloop replay` exits so when a replay regressed
+MODEL_FAILED_STATUS = 3  # ... and so when none regressed but a replay's model call failed or was refused
+
+
+def exit_status(comparisons: Sequence[Comparison]) -> int:
+    """0 when every replay ran and none regressed; a regression outranks a model failure."""
+    if any(c.regression for c in comparisons):
+        return REGRESSION_STATUS
+    return MODEL_FAILED_STATUS if any(c.model_failed for c in comparisons) else 0
 
 
 def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Comparison:
@@ -135,7 +154,7 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
         original=o,
         replay=r,
         rows=rows,
-        approvals_original=tuple(_approval_of(c) for c in o.calls if not c.read_only),
+        approvals_original=tuple(_approval_of(c) for c in o.calls if _asks_approval(c)),
         approvals_replay=tuple(
             Approval(call=label(e.tool, e.args), outcome=_replay_outcome(e))
             for e in world.log
@@ -145,6 +164,7 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
         sources={s.value: world.counts.get(s.value, 0) for s in Source},
         replay_wall_seconds=result.wall_seconds,
         log=tuple(world.log),
+        model_failure=result.model_failure,
     )
 
 
@@ -198,6 +218,12 @@ def _source(call: RecordedCall, log: list[CallLog]) -> str:
             log.pop(n)
             return entry.source.value
     return "invalid" if call.is_error else ""
+
+
+def _asks_approval(c: RecordedCall) -> bool:
+    """A call that needs a person's approval: not read-only, and not the living summary's update_summary (the
+    runtime answers it itself; a record with no category for it calls it destructive)."""
+    return not c.read_only and c.tool != SUMMARY_TOOL
 
 
 def _approval_of(c: RecordedCall) -> Approval:
@@ -274,6 +300,7 @@ def text(c: Comparison) -> str:
     out.append(
         f"same final change: {'yes' if c.same_change else 'no'}"
         + (" · REGRESSION (the original succeeded)" if c.regression else "")
+        + (f" · MODEL FAILED ({c.model_failure}), not a regression" if c.model_failed else "")
     )
     out.append(hypotheses_line(c))
     out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
@@ -301,6 +328,7 @@ def html_page(c: Comparison, *, generated_at: float) -> str:
         (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path")
         + (" · same final change" if c.same_change else " · different final change")
         + (" · REGRESSION" if c.regression else "")
+        + (f" · MODEL FAILED ({c.model_failure})" if c.model_failed else "")
         + (" · same final hypotheses" if c.same_hypotheses else " · different final hypotheses")
     )
     parts = [

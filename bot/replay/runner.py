@@ -22,6 +22,7 @@ from bot.replay.record import Incident, export_run
 from bot.replay.world import RecordedWorld
 from bot.runtime import RunConfig, run
 from bot.store import Ledger, Store
+from bot.types import StopReason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +32,7 @@ class Replayed:
     world: RecordedWorld
     model: str
     wall_seconds: float  # the replay's whole wall time, store included
+    model_failure: str = ""  # why the replay's model gave no usable answer (a failed or refused call); "" if it did
 
 
 async def replay(
@@ -86,9 +88,22 @@ async def replay(
         ledger = Ledger(db)
         try:
             replayed = export_run(ledger, row.id, categories=incident.categories, limits=cfg.limits)
+            refused = any(s.kind == "response" and s.data.get("stop_reason") == "refusal" for s in ledger.steps(row.id))
         finally:
             ledger.close()
     assert replayed is not None
+    failure = (
+        f"{StopReason.MODEL_ERROR.value}: {replayed.stop_detail}".rstrip(": ")
+        if replayed.stop_reason == StopReason.MODEL_ERROR.value
+        else "the model refused: stop_reason refusal"
+        if refused
+        else ""
+    )
     return Replayed(
-        original=incident, replay=replayed, world=world, model=model.model, wall_seconds=time.monotonic() - began
+        original=incident,
+        replay=replayed,
+        world=world,
+        model=model.model,
+        wall_seconds=time.monotonic() - began,
+        model_failure=failure,
     )

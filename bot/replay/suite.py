@@ -2,7 +2,8 @@
 
 A row says whether the replay reached the same final change and the same stop reason, and the steps, cost
 and time against the original. An incident regresses when the original succeeded and the replay reached no
-change or a different one; any regression makes the suite fail (exit 1), so it can gate a model switch.
+change or a different one; any regression makes the suite fail (exit 1), so it can gate a model switch. A replay
+whose model call failed or was refused is no regression: without any regression, it makes the suite exit 3.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def table(rows: Sequence[SuiteRow], model: str) -> str:
         verdict = (
             "REGRESSION"
             if row.regression
+            else "MODEL FAILED"
+            if c.model_failed
             else ("identical" if c.identical else f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
         )
         out.append(
@@ -66,8 +69,10 @@ def table(rows: Sequence[SuiteRow], model: str) -> str:
             f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
             f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}"
         )
-    bad = sum(r.regression for r in rows)
+    bad, failed = sum(r.regression for r in rows), sum(r.comparison.model_failed for r in rows)
     out.append(f"{bad} regression(s)" if bad else "no regression")
+    if failed:
+        out.append(f"{failed} replay(s) where the model call failed or was refused: neither passed nor regressed")
     out.append(
         "results r/u/l: the replay's read-only results that were replayed from the record / unrecorded "
         "(an error result) / live (--live-readonly)"
@@ -78,7 +83,3 @@ def table(rows: Sequence[SuiteRow], model: str) -> str:
 def _sources(c: Comparison) -> str:
     s = c.sources
     return f"{s.get(Source.REPLAYED.value, 0)}/{s.get(Source.UNRECORDED.value, 0)}/{s.get(Source.LIVE.value, 0)}"
-
-
-def exit_status(rows: Sequence[SuiteRow]) -> int:
-    return 1 if any(r.regression for r in rows) else 0

@@ -151,6 +151,11 @@ class Runs(LedgerBase):
     def list_runs(self, limit: int = 50) -> list[Run]:
         return [_decode_run(r) for r in self._rows("runs", "1 = 1", [], order_by="created_at desc", limit=limit)]
 
+    def runs_starting(self, prefix: str, limit: int) -> list[Run]:
+        """The runs whose id starts with `prefix` (a short id, as people type it), newest first."""
+        where = "substr(id, 1, ?) = ?"  # not LIKE: `_` in every run id is a LIKE wildcard
+        return [_decode_run(r) for r in self._rows("runs", where, [len(prefix), prefix], "created_at desc", limit)]
+
     def thread_runs(self, channel: str, thread_ts: str) -> list[Run]:
         """Every run of a thread, oldest first."""
         return [

@@ -29,6 +29,7 @@ _PERCENT = re.compile(r"^/var\s.*?(\d+)%", re.M)
 _APPROVED_BY = re.compile(r"approved by (\S+?)\)")
 _THINKING_TOKENS = 120  # a short adaptive think per step
 _RUNBOOK = re.compile(r"^\[team runbook ([\w.-]+): '(.*?)', (\d+ steps?)", re.M)
+_REQUEST = re.compile(r"\[(incident request from|alert) ")  # how a run's task starts (a mention, an alert)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +63,7 @@ class Facts:
         uses: list[dict[str, Any]] = []
         replies: list[tuple[str, str]] = []
         task = runbook = ""
-        for message in request.messages:
+        for message in request.messages[_this_run(request.messages) :]:
             for block in _blocks(message):
                 kind = block.get("type")
                 if kind == "tool_use":
@@ -296,15 +297,7 @@ def direct_calls(f: Facts) -> Step:
         name, args = asked[len(f.calls)]
         return Step(thinking=f"Asked to call {name}.", calls=((name, args),))
     if not asked:
-        names = ", ".join(f"`{t}`" for t in sorted(f.tools)) or "none"
-        return Step(
-            thinking="No tool named.",
-            answer=(
-                "I am the sandbox's scripted model (no `ANTHROPIC_API_KEY`, so no Claude). Name a tool and its "
-                "arguments and I call it through opsloop's approval flow, e.g. `@opsloop check_disk host=web-03`.\n"
-                f"Your tools: {names}"
-            ),
-        )
+        return Step(thinking="No tool named.", answer=what_i_do(f.tools))
     lines = [f"Called {len(f.calls)} tool(s) as asked (scripted model, no Claude):"]
     for c in f.calls:
         outcome = "error" if c.is_error else "ok"
@@ -312,9 +305,36 @@ def direct_calls(f: Facts) -> Step:
     return Step(thinking="Report the results.", answer="\n".join(lines))
 
 
+def what_i_do(tools: frozenset[str]) -> str:
+    """The scripted model's one-line note on what it can do, for a task it has no script for."""
+    incident = (
+        f"I play the demo's {HOST} disk incident when you ask about {HOST} (`@opsloop {HOST} is out of disk`), and "
+        if INCIDENT_TOOLS <= tools
+        else "I "
+    )
+    names = ", ".join(f"`{t}`" for t in sorted(tools)) or "none"
+    return (
+        "I am the scripted model (no `ANTHROPIC_API_KEY`, so no Claude) and answer nothing else: "
+        f"{incident}call a tool you name with its arguments through opsloop's approval flow "
+        f"(`@opsloop check_disk host={HOST}`). Your tools: {names}."
+    )
+
+
+def _this_run(messages: list[dict[str, Any]]) -> int:
+    """Where this run's turns start: at the last task (a thread's later run carries the earlier runs' turns,
+    which this model must not take for its own)."""
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and any(_REQUEST.match(str(b.get("text", ""))) for b in _blocks(m))
+    ]
+    return starts[-1] if starts else 0
+
+
 def play_for(f: Facts) -> Step:
-    """Named tool calls when asked for them, else the web-03 incident when its tools are loaded."""
-    if parse_command(f.task, f.tools) or not INCIDENT_TOOLS <= f.tools:
+    """Named tool calls when asked for them, else the web-03 incident when its tools are loaded and the task is
+    about web-03; anything else gets the note on what this model can do."""
+    if parse_command(f.task, f.tools) or not INCIDENT_TOOLS <= f.tools or HOST not in f.task.lower():
         return direct_calls(f)
     return next_step(f)
 

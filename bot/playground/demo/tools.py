@@ -2,8 +2,9 @@
 
 `web-03`'s /var is 97% full because logrotate keeps every rotated nginx log. The
 read-only tools look at the simulated state; `clean_logs` (destructive, with a dry
-run) and `restart_service` (mutating) change it once someone approves them. Loaded
-like any tool module: `[tools] modules = ["bot.playground.demo.tools"]`.
+run) and `restart_service` (mutating) change it once someone approves them. They stand in for the built-in
+tools of the same name, except `list_big_files`, which only the demo has. Loaded like any tool module:
+`[tools] modules = ["bot.playground.demo.tools"]`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ async def check_disk(host: str) -> str:
 
 @tool(category=Category.READ_ONLY, parallel=True)
 async def list_big_files(host: str, path: str = "/var") -> str:
-    """The largest files and directories under a path on a host, biggest first.
+    """The demo's own tool, not one of opsloop's built-in tools: the largest files and directories under a path
+    on the demo's simulated host, biggest first.
 
     Args:
         host: the host name

@@ -101,7 +101,7 @@ PAGE = """<!doctype html>
 <aside><h1>opsloop sandbox</h1><div class="nav on" id="chan-tab"># incident</div>
 <div class="nav" id="home-tab">⌂ opsloop · Home</div>
 <div class="note">A local Slack stand-in. Messages and button clicks reach the real opsloop app as Slack events
-and interactivity payloads over Socket Mode.</div></aside>
+and interactivity payloads over Socket Mode.</div><div class="note" id="about"></div></aside>
 <main>
   <header><b># incident</b><span class="model" id="model"></span>
     <label>You are <select id="user"></select></label></header>
@@ -351,7 +351,8 @@ async function poll() {
 function setup() {
   const sel = document.getElementById("user");
   if (sel.options.length) return;
-  for (const p of state.people) sel.appendChild(new Option("@" + p.name, p.id));
+  for (const p of state.people) sel.appendChild(new Option("@" + p.name + " (" + p.id + ")", p.id));
+  for (const line of state.about) document.getElementById("about").appendChild(el("p", null, line));
   sel.value = localStorage.getItem("opsloop.user") || state.default_user;
   sel.addEventListener("change", () => {
     localStorage.setItem("opsloop.user", sel.value);

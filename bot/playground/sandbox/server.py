@@ -25,6 +25,7 @@ from aiohttp import web
 from bot.config import Settings
 from bot.playground.demo.play import TASK
 from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
+from bot.playground.demo.tools import HOSTNAME
 from bot.playground.sandbox.page import PAGE
 from bot.playground.standin.render import blocks_parts, part_json, plain, view
 from bot.playground.standin.slack import app_home_opened_event
@@ -45,6 +46,20 @@ class Sandbox:
     _runner: web.AppRunner | None = None
     url: str = ""
     feedback: list[dict[str, str]] = field(default_factory=list)  # recorded clicks, as the store has them
+    own_tools: bool = False  # the user's config's tools, not the demo's
+
+    def about(self) -> list[str]:
+        """What the sandbox is, in the lines its start-up message and its page show: who its people are (by the
+        user ids a config's approvers name) and whose tools it runs."""
+        people = ", ".join(f"@{name} ({uid})" for uid, name in PEOPLE.items())
+        tools = ", ".join(t.name for t in self.stage.ops.tools)
+        where = (
+            f"your config's tools ({self.stage.settings.config_path or 'no file'}): {tools}"
+            if self.own_tools
+            else f"the demo's tools on a simulated {HOSTNAME}: {tools}. list_big_files is the demo's own tool; the "
+            "others stand in for opsloop's built-in tools of the same name"
+        )
+        return [f"people: {people}; a config's [approvals] approvers names them by these ids", where]
 
     def on_change(self) -> None:
         self.version += 1
@@ -200,6 +215,7 @@ class Sandbox:
             "default_user": ALICE,
             "example": TASK,
             "model": self.stage.model_label,
+            "about": self.about(),
             "threads": threads,
             "ephemerals": ephemerals,
             "home": home,
@@ -230,7 +246,7 @@ async def running_sandbox(
     with tempfile.TemporaryDirectory(prefix="opsloop-sandbox-") as tmp:
         db = db_path or Path(tmp) / "opsloop.db"
         async with stage(settings, db_path=db, tools=None if own_tools else DEMO_TOOLS) as st:
-            sandbox = Sandbox(st)
+            sandbox = Sandbox(st, own_tools=own_tools)
             try:
                 await sandbox.start(host, port)
                 yield sandbox
@@ -243,14 +259,11 @@ async def serve_sandbox(
 ) -> None:
     """Run until Ctrl-C, printing the URL."""
     async with running_sandbox(settings, port=port, own_tools=own_tools, db_path=db_path) as sandbox:
-        st = sandbox.stage
-        tools = ", ".join(t.name for t in st.ops.tools)
         print(
             f"opsloop sandbox: open {sandbox.url}\n"
-            f"  the real app over Socket Mode on a local Slack stand-in · {st.model_label}\n"
-            f"  tools: {tools}\n"
-            f"  {'your config: ' + (settings.config_path or '') if own_tools else 'demo tools on a simulated web-03'}"
-            "\n  Ctrl-C to stop",
+            f"  the real app over Socket Mode on a local Slack stand-in · {sandbox.stage.model_label}\n"
+            + "".join(f"  {line}\n" for line in sandbox.about())
+            + "  Ctrl-C to stop",
             file=sys.stdout,
             flush=True,
         )

@@ -23,7 +23,7 @@ from bot.replay.runner import Replayed, replay
 from tests.conftest import API_KEY
 from tests.e2e.test_planted_secrets_e2e import _blob, _cores
 from tests.support import incident_tools, planted_tools
-from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, thinking, tool_use
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, error, reply, thinking, tool_use
 from tests.support.fakes.anthropic import text as said
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import BOB, CAROL, bot_env, result_text, tool_results, user_turn
@@ -273,3 +273,46 @@ async def test_the_shipped_demo_incident_replays_on_the_scripted_model(
     assert await _cli("replay", str(ROOT / "bench" / "incidents" / "demo.json"), "--html", str(html)) == 0
     page = html.read_text()
     assert "identical path" in page and "superseded by U0BOB" in page
+
+
+async def test_a_refused_model_call_is_its_own_exit_status_not_a_regression(
+    tmp_path: Path,
+    fake_slack: FakeSlack,
+    fake_anthropic: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_executions: None,
+) -> None:
+    incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
+    monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "opsloop.db"))
+    monkeypatch.setenv("OPSLOOP_CONFIG", str(tmp_path / "opsloop.toml"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
+    capsys.readouterr()
+    fake_anthropic.script(reply(said("I can't help with that."), stop_reason="refusal"))
+    assert await _cli("replay", incident.run_id[:12], "--model", REPLAY_MODEL) == 3
+    out = capsys.readouterr().out
+    assert "same final change: no · MODEL FAILED (the model refused: stop_reason refusal), not a regression" in out
+    assert "REGRESSION" not in out
+    fake_anthropic.script(error(400, "invalid_request_error", "prompt is too long"))
+    assert await _cli("replay", incident.run_id, "--model", REPLAY_MODEL) == 3
+    out = capsys.readouterr().out
+    assert "MODEL FAILED (model_error: " in out and "prompt is too long" in out and "REGRESSION" not in out
+    fake_anthropic.assert_complete()
+
+
+async def test_update_summary_is_not_listed_among_the_approvals_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # the demo's scripted model
+    monkeypatch.delenv("OPSLOOP_CONFIG", raising=False)
+    monkeypatch.setenv("OPSLOOP_DB", str(tmp_path / "none.db"))
+    assert await _cli("replay", str(ROOT / "bench" / "incidents" / "demo.json")) == 0
+    out = capsys.readouterr().out
+    asked = out[out.index("approvals asked:\n") : out.index("same final change")].splitlines()[1:]
+    assert [line.split("(")[0].split() for line in asked] == [
+        ["original", "restart_service"],
+        ["original", "clean_logs"],
+        ["replay", "restart_service"],
+        ["replay", "clean_logs"],
+    ]
