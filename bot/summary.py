@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bot.redact import redact
+from tools.api import SUMMARY_TOOL
 
-TOOL_NAME = "update_summary"
+TOOL_NAME = SUMMARY_TOOL
 
 SITUATION_MAX = 300
 STATEMENT_MAX = 200

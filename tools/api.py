@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     import aiohttp
 
 MAX_OUTPUT_CHARS = 12_000
+SUMMARY_TOOL = "update_summary"  # the living summary's tool (bot/summary.py)
+# The tools the runtime adds to every run's tools block itself, beside the registry's. The Messages API refuses a
+# request with two tools of one name, so a registry refuses these names (ToolRegistry.register).
+RUNTIME_TOOLS = frozenset({SUMMARY_TOOL})
 DEFAULT_TIMEOUT_S = 60.0  # every call has one; see tool() for what happens when it runs out
 R = TypeVar("R")
 

@@ -27,6 +27,7 @@ import jsonschema
 from tools.api import (
     DEFAULT_TIMEOUT_S,
     MAX_OUTPUT_CHARS,
+    RUNTIME_TOOLS,
     AtEnd,
     Category,
     Offer,
@@ -526,11 +527,14 @@ class ToolRegistry:
             self.register(t)
 
     def register(self, t: Tool) -> None:
-        """Add a tool; ValueError for a bad or duplicate name, or a destructive tool without a dry run."""
+        """Add a tool; ValueError for a bad, duplicate or runtime's own name (RUNTIME_TOOLS: the API would
+        refuse every request of every run), or a destructive tool without a dry run."""
         if not isinstance(t, Tool):
             raise TypeError(f"expected a Tool, got {type(t).__name__}")
         if not TOOL_NAME_RE.fullmatch(t.name):
             raise ValueError(f"tool name {t.name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$")
+        if t.name in RUNTIME_TOOLS:
+            raise ValueError(f"tool name {t.name!r} is taken by opsloop's own tool, which every run has: rename it")
         if t.name in self._tools:
             raise ValueError(f"duplicate tool name {t.name!r} (from {self._tools[t.name].source} and {t.source})")
         if t.category is Category.DESTRUCTIVE and not t.has_dry_run:

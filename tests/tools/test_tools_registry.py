@@ -351,6 +351,17 @@ def test_duplicate_name_is_rejected() -> None:
         ToolRegistry([top, top])
 
 
+def test_the_runtimes_own_tool_names_are_refused() -> None:
+    """The runtime adds these to every run's tools block: a registered copy would make the API refuse every run."""
+    from bot import living
+    from tests.support.clash_tools import update_summary
+    from tools.api import RUNTIME_TOOLS
+
+    assert living.schema()["name"] in RUNTIME_TOOLS
+    with pytest.raises(ValueError, match="tool name 'update_summary' is taken by opsloop's own tool"):
+        ToolRegistry([top, update_summary])
+
+
 def test_api_schemas_are_stable_and_callers_cannot_corrupt_them() -> None:
     registry = ToolRegistry([top, restart, wipe])
     first = registry.api_schemas()

@@ -2,13 +2,16 @@
 checks, with every problem named by its field (`[2].at` in a list, `at` for one object), and the typed event.
 
 Pure: no HTTP, no store. One object or a non-empty list; a list is all or nothing (any problem refuses it
-whole). `at` and `summary` are required and `at` carries a zone; unknown fields are refused (a typo'd
-`sumary` would otherwise store an event without its summary). Sizes are bounded so one event cannot crowd
-a timeline or the store.
+whole). `at` and `summary` are required and `at` carries a zone and is a date in UTC (years 1 to 9999); unknown
+fields are refused (a typo'd `sumary` would otherwise store an event without its summary). Every string (label
+names and values too) is valid Unicode without NUL: a lone UTF-16 surrogate (`"\\ud800"` in JSON) can't be
+stored, and a NUL is cut by C strings; both are the sender's error, named by field. Sizes are bounded so one
+event cannot crowd a timeline or the store.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +26,7 @@ LABELS_MAX = 50
 LABEL_KEY_MAX = 100
 LABEL_VALUE_MAX = 200
 FIELDS = ("id", "at", "source", "service", "environment", "summary", "url", "labels")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and a surrogate (JSON pairs the valid ones: any left is lone)
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,20 @@ def _text(raw: Mapping[str, Any], name: str, prefix: str, problems: list[str], *
     if len(value) > TEXT_MAX[name]:
         problems.append(f"{where}: longer than {TEXT_MAX[name]} characters")
         return None
-    if "\0" in value:
-        problems.append(f"{where}: contains a NUL character")
+    if (bad := _unstorable(value)) is not None:
+        problems.append(f"{where}: {bad}")
         return None
     return value
+
+
+def _unstorable(text: str) -> str | None:
+    """Why `text` can't be stored as it is (a NUL, a lone surrogate), or None."""
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\0":
+        return "contains a NUL character"
+    return f"contains a lone UTF-16 surrogate (U+{ord(found.group()):04X}), which is not valid Unicode"
 
 
 def _at(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> datetime | None:
@@ -86,7 +100,11 @@ def _at(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> datetime | 
     if at.tzinfo is None or at.utcoffset() is None:
         problems.append(f"{where}: needs a time zone (e.g. 2026-12-02T14:08:00Z or +01:00)")
         return None
-    return at.astimezone(UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC
+        problems.append(f"{where}: out of range (in UTC it must fall in the years 1 to 9999)")
+        return None
 
 
 def _url(value: str | None, prefix: str, problems: list[str]) -> str | None:
@@ -117,10 +135,14 @@ def _labels(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> dict[st
     for key, item in value.items():
         if not isinstance(key, str) or not key or len(key) > LABEL_KEY_MAX:
             problems.append(f"{where}: a label name must be 1 to {LABEL_KEY_MAX} characters")
+        elif (bad := _unstorable(key)) is not None:
+            problems.append(f"{where}: a label name {bad}")
         elif not isinstance(item, str):
             problems.append(f"{where}.{key}: expected a string, got {type(item).__name__}")
         elif len(item) > LABEL_VALUE_MAX:
             problems.append(f"{where}.{key}: longer than {LABEL_VALUE_MAX} characters")
+        elif (bad := _unstorable(item)) is not None:
+            problems.append(f"{where}.{key}: {bad}")
         else:
             labels[key] = item
     return labels

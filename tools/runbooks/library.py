@@ -3,7 +3,10 @@
 A runbook is read only from `dirs` (INVESTIGATION.md §4): a file or a symlinked directory that resolves
 outside them is refused, and so is a file over 64 KiB (its size is checked before it is read, and at most
 64 KiB + 1 bytes are read), a file that is not UTF-8, bad front matter, an unknown key, or a `match` with
-nothing in it. Each problem is one line naming the file and why; the good runbooks still load.
+nothing in it. Front matter is bounded before any value is built from it: no alias (`*name`), at most
+MAX_DEPTH levels and MAX_NODES values, so a few hundred bytes can't expand into gigabytes or a RecursionError.
+A problem never prints a bad value, only what kind of value it is. Each problem is one line naming the file
+and why (whatever PyYAML raised); the good runbooks still load.
 
 `RunbookLibrary.current()` re-reads only what changed: it lists the directories and stats each file
 (mtime_ns, size, inode), and parses again only a file whose stat changed. Nothing changed: the same
@@ -12,6 +15,7 @@ nothing in it. Each problem is one line naming the file and why; the good runboo
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import stat
@@ -28,6 +32,10 @@ TITLE_MAX = 200
 KEYWORD_MAX = 200
 SUFFIX = ".md"
 
+MAX_DEPTH = 8  # mappings and lists inside one another; a runbook's front matter nests 3 deep (match.labels)
+MAX_NODES = 1000  # keys and values in one front matter, counted as written
+KEY_SHOWN = 60  # a key longer than this (or not one printable line) is named by its kind, not printed
+
 TOP_KEYS = ("title", "match")
 MATCH_KEYS = ("alertname", "labels", "keywords")
 
@@ -35,6 +43,17 @@ MATCH_KEYS = ("alertname", "labels", "keywords")
 # 1.2 s). Both build only plain YAML types (SafeConstructor); a `!!python/...` tag is an error, never an object.
 SAFE_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+# What a value is, in YAML's words (SafeConstructor builds only these): bool before int, which it subclasses
+_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "true/false"),
+    ((int, float), "a number"),
+    (dict, "a mapping"),
+    (list, "a list"),
+    (datetime.date, "a date"),
+    (bytes, "binary data"),
+    (set, "a set"),
+    (type(None), "null"),
+)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # A top-level ordered list item: at most three spaces of indent (deeper is a sub-item or code), 1. or 1)
 _STEP = re.compile(r"^ {0,3}\d{1,9}[.)](?:[ \t]|$)")
@@ -133,6 +152,43 @@ def backticked_tools(runbook: Runbook) -> set[str]:
     return names
 
 
+class FrontMatterTooBig(Exception):
+    """Front matter whose values would be too many, too deep, or repeated by an alias: refused before it is built."""
+
+
+def load_front_matter(text: str) -> Any:
+    """The YAML value of `text`, built only once its node tree is known to be bounded: FrontMatterTooBig for an
+    alias (`*name` repeats a whole tree; aliases of aliases make millions of values from a few hundred bytes),
+    more than MAX_DEPTH levels or more than MAX_NODES values; yaml.YAMLError for bad YAML. The tree is
+    walked without recursion; the value is built by SAFE_LOADER's constructor (plain YAML types only)."""
+    loader = SAFE_LOADER(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except RecursionError:  # pure-Python PyYAML (no libyaml) composes one level per recursion
+            raise FrontMatterTooBig(f"nested deeper than {MAX_DEPTH} levels") from None
+        if root is None:
+            return None
+        seen: set[int] = set()
+        todo: list[tuple[yaml.Node, int]] = [(root, 1)]
+        while todo:
+            node, depth = todo.pop()
+            line = f"(line {node.start_mark.line + 2})"  # the front matter starts on the file's line 2
+            if id(node) in seen:
+                raise FrontMatterTooBig(f"anchors and aliases (&name, *name) are not allowed {line}")
+            seen.add(id(node))
+            if len(seen) > MAX_NODES:
+                raise FrontMatterTooBig(f"more than {MAX_NODES} keys and values {line}")
+            if isinstance(node, yaml.CollectionNode):
+                if depth > MAX_DEPTH:
+                    raise FrontMatterTooBig(f"nested deeper than {MAX_DEPTH} levels {line}")
+                kids = node.value if isinstance(node, yaml.SequenceNode) else [n for kv in node.value for n in kv]
+                todo += [(kid, depth + 1) for kid in kids]
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
 def parse(path: Path, data: bytes) -> Runbook | Problem:
     """One runbook from a file's bytes, or the first problem that stops it loading."""
     if len(data) > MAX_BYTES:
@@ -149,9 +205,11 @@ def parse(path: Path, data: bytes) -> Runbook | Problem:
     if end is None:
         return Problem(path, "front matter is not closed: no second --- line")
     try:
-        meta = yaml.load("\n".join(lines[1:end]), Loader=SAFE_LOADER)  # safe: see SAFE_LOADER
-    except yaml.YAMLError as e:
+        meta = load_front_matter("\n".join(lines[1:end]))
+    except (yaml.YAMLError, FrontMatterTooBig) as e:
         return Problem(path, f"bad front matter: {_yaml_problem(e, first_line=2)}")
+    except Exception as e:  # a value PyYAML reads but can't build (2026-02-30)
+        return Problem(path, f"bad front matter: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
     body = "\n".join(lines[end + 1 :]).strip("\n")
     problems = _check_meta(meta)
     if problems:
@@ -288,7 +346,7 @@ def _check_meta(meta: Any) -> list[str]:
     """Every problem with the front matter's keys and values, in the order a reader would fix them."""
     if not isinstance(meta, dict):
         return ["front matter must be a mapping with title and match"]
-    problems = [f"unknown key {k!r} (allowed: title, match)" for k in meta if k not in TOP_KEYS]
+    problems = [f"unknown key {_path('', k)!r} (allowed: title, match)" for k in meta if k not in TOP_KEYS]
     title = meta.get("title")
     if title is None:
         problems.append("title is missing")
@@ -309,7 +367,9 @@ def _check_meta(meta: Any) -> list[str]:
 
 
 def _check_match(match: Mapping[Any, Any]) -> list[str]:
-    problems = [f"unknown key 'match.{k}' (allowed: {', '.join(MATCH_KEYS)})" for k in match if k not in MATCH_KEYS]
+    problems = [
+        f"unknown key {_path('match.', k)!r} (allowed: {', '.join(MATCH_KEYS)})" for k in match if k not in MATCH_KEYS
+    ]
     if not any(match.get(k) is not None for k in MATCH_KEYS):
         problems.append("match has none of alertname, labels, keywords")
     if "alertname" in match:
@@ -324,9 +384,9 @@ def _check_match(match: Mapping[Any, Any]) -> list[str]:
         else:
             for k, v in labels.items():
                 if not isinstance(k, str) or not k:
-                    problems.append(f"match.labels: the key {k!r} must be a string")
+                    problems.append(f"match.labels: a key must be a non-empty string, not {_kind(k)}")
                 elif not isinstance(v, str):
-                    problems.append(f'match.labels.{k} must be a string (quote it: "{v}")')
+                    problems.append(f"{_path('match.labels.', k)} must be a string, not {_kind(v)} (quote it)")
     if "keywords" in match:
         keywords = match["keywords"]
         if not isinstance(keywords, list) or not keywords:
@@ -351,7 +411,21 @@ def _match(raw: Mapping[str, Any]) -> Match:
     )
 
 
-def _yaml_problem(e: yaml.YAMLError, *, first_line: int) -> str:
+def _kind(value: Any) -> str:
+    """What a YAML value is, for a problem: never the value itself (an alias-built list can be gigabytes)."""
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters" if value else "an empty string"
+    return next((name for kind, name in _KINDS if isinstance(value, kind)), type(value).__name__)
+
+
+def _path(prefix: str, key: Any) -> str:
+    """`match.labels.team`: a key as written when it is one short line of text, else `match.labels.<its kind>`."""
+    if isinstance(key, str) and key.isprintable() and 0 < len(key) <= KEY_SHOWN:
+        return prefix + key
+    return f"{prefix}<{_kind(key)}>"
+
+
+def _yaml_problem(e: Exception, *, first_line: int) -> str:
     """PyYAML's message on one line, with the line number in the file (the front matter starts on line 2)."""
     problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e)
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)

@@ -104,7 +104,7 @@ def test_bad_yaml_is_one_line_naming_the_file_and_the_line(tmp_path: Path) -> No
         ("match: {keywords: [x]}", "title is missing"),
         ("title: 42\nmatch: {keywords: [x]}", "title must be a non-empty string"),
         ("title: T\nmatch: {labels: {}}", "match.labels must be a non-empty mapping of label names to strings"),
-        ("title: T\nmatch: {labels: {code: 500}}", 'match.labels.code must be a string (quote it: "500")'),
+        ("title: T\nmatch: {labels: {code: 500}}", "match.labels.code must be a string, not a number (quote it)"),
         ("title: T\nmatch: {keywords: ['']}", "match.keywords[0] must be a non-empty string"),
         ("title: T\nmatch: {keywords: disk}", "match.keywords must be a non-empty list of strings"),
         ("title: T\nmatch: {alertname: []}", "match.alertname must be a non-empty string or a list of them"),
