@@ -11,6 +11,7 @@ from typing import Any
 from bot.errors import OpsloopError
 
 MAX_DEPTH = 64  # objects and arrays inside one another; real payloads nest 4 or 5 deep
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and a surrogate (JSON pairs the valid ones: any left is lone)
 
 # A JSON string (escapes included), or a bracket that opens or closes a level: brackets inside strings don't count.
 _TOKENS = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[\[\]{}]', re.DOTALL)
@@ -37,3 +38,33 @@ def read_json(body: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise BadJson("body is not JSON") from None
+
+
+def unstorable(text: str) -> str | None:
+    """Why `text` can't be stored as it is (a NUL, which Postgres refuses; a lone surrogate, which SQLite and
+    Postgres refuse), or None. A body holding one is the sender's error (400), never a store failure (503) that
+    the sender would retry forever."""
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\0":
+        return "contains a NUL character"
+    return f"contains a lone UTF-16 surrogate (U+{ord(found.group()):04X}), which is not valid Unicode"
+
+
+def first_unstorable(value: Any, where: str = "") -> str | None:
+    """`where: why` for the first string in `value` (keys included) that can't be stored, or None."""
+    if isinstance(value, str):
+        why = unstorable(value)
+        return f"{where or 'body'}: {why}" if why else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{where}.{key}" if where else str(key)
+            found = first_unstorable(key, f"{inner} (the key)") or first_unstorable(item, inner)
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if found := first_unstorable(item, f"{where}[{i}]"):
+                return found
+    return None

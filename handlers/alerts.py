@@ -38,7 +38,7 @@ from aiohttp import web
 
 from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
 from bot.errors import OpsloopError
-from bot.json_body import BadJson, read_json
+from bot.json_body import BadJson, first_unstorable, read_json
 from bot.prompts import quoted_markers
 from bot.redact import redact
 from bot.store import AcceptedAlert, AlertGroup, AlertOutcome, Store
@@ -220,6 +220,8 @@ def validate(body: bytes) -> dict[str, Any]:
                 raise BadPayload(f"alerts[{i}].{key}: expected a non-empty string")
         if "generatorURL" in a and not isinstance(a["generatorURL"], str):
             raise BadPayload(f"alerts[{i}].generatorURL: expected a string")
+    if problem := first_unstorable(payload):
+        raise BadPayload(problem)
     return payload
 
 

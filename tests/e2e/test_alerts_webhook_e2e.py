@@ -474,3 +474,28 @@ async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_r
                 assert len([m for m in env.thread(CHANNEL, ts) if "nothing new" in m.text]) == 1
     finally:
         await target.close()
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        (
+            "labels",
+            "\ud800",
+            "alerts[0].labels.team: contains a lone UTF-16 surrogate (U+D800), which is not valid Unicode",
+        ),
+        ("annotations", "disk \x00 full", "alerts[0].annotations.team: contains a NUL character"),
+    ],
+)
+async def test_a_payload_the_store_cant_hold_is_a_400_naming_the_field_not_a_503_alertmanager_retries(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, where: str, value: str, said: str
+) -> None:
+    fake_anthropic.script(reply(text("Looked; nothing to do.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        bad = payload()
+        bad["alerts"][0][where]["team"] = value
+        status, body = await post(env, json.dumps(bad).encode())  # json.dumps escapes the surrogate as \ud800
+        assert (status, json.loads(body)) == (400, {"error": said})
+        assert groups(env) == [] and env.runs() == []
+        assert (await post(env, payload()))[0] == 200  # the store still takes a good one
+        await env.wait_final(CHANNEL, await root(env))

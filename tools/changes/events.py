@@ -11,13 +11,13 @@ event cannot crowd a timeline or the store.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from bot.json_body import unstorable
 from tools.changes.model import Change
 
 MAX_EVENTS = 1000  # in one POST
@@ -26,7 +26,6 @@ LABELS_MAX = 50
 LABEL_KEY_MAX = 100
 LABEL_VALUE_MAX = 200
 FIELDS = ("id", "at", "source", "service", "environment", "summary", "url", "labels")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL, and a surrogate (JSON pairs the valid ones: any left is lone)
 
 
 @dataclass(frozen=True)
@@ -71,20 +70,10 @@ def _text(raw: Mapping[str, Any], name: str, prefix: str, problems: list[str], *
     if len(value) > TEXT_MAX[name]:
         problems.append(f"{where}: longer than {TEXT_MAX[name]} characters")
         return None
-    if (bad := _unstorable(value)) is not None:
+    if (bad := unstorable(value)) is not None:
         problems.append(f"{where}: {bad}")
         return None
     return value
-
-
-def _unstorable(text: str) -> str | None:
-    """Why `text` can't be stored as it is (a NUL, a lone surrogate), or None."""
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return None
-    if found.group() == "\0":
-        return "contains a NUL character"
-    return f"contains a lone UTF-16 surrogate (U+{ord(found.group()):04X}), which is not valid Unicode"
 
 
 def _at(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> datetime | None:
@@ -135,13 +124,13 @@ def _labels(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> dict[st
     for key, item in value.items():
         if not isinstance(key, str) or not key or len(key) > LABEL_KEY_MAX:
             problems.append(f"{where}: a label name must be 1 to {LABEL_KEY_MAX} characters")
-        elif (bad := _unstorable(key)) is not None:
+        elif (bad := unstorable(key)) is not None:
             problems.append(f"{where}: a label name {bad}")
         elif not isinstance(item, str):
             problems.append(f"{where}.{key}: expected a string, got {type(item).__name__}")
         elif len(item) > LABEL_VALUE_MAX:
             problems.append(f"{where}.{key}: longer than {LABEL_VALUE_MAX} characters")
-        elif (bad := _unstorable(item)) is not None:
+        elif (bad := unstorable(item)) is not None:
             problems.append(f"{where}.{key}: {bad}")
         else:
             labels[key] = item
