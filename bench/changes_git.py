@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tools.changes.git import GitRepo, git_changes, git_env
+from tools.changes.model import Cut
 
 COMMITS = 10_000
 RUNS = 20
@@ -57,7 +58,8 @@ async def timed(repo: GitRepo, since: datetime, until: datetime, max_commits: in
     times, found = [], 0
     for _ in range(RUNS):
         start = time.perf_counter()
-        found = len(await git_changes(repo, since, until, max_commits=max_commits, max_bytes=64 * 2**20))
+        answer = await git_changes(repo, since, until, max_commits=max_commits, max_bytes=64 * 2**20)
+        found = len(answer.changes if isinstance(answer, Cut) else answer)
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times), found
 

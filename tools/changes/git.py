@@ -7,11 +7,24 @@ runs in its own process, so a timeout kills it without leaving a thread stuck in
 
 Safety: argv only (no shell); a fresh environment with no system or global config (`GIT_CONFIG_NOSYSTEM`,
 `GIT_CONFIG_GLOBAL=/dev/null`, an empty HOME of our own), no terminal prompt, no pager, no optional locks;
-`-c safe.directory=<path>` so a repository owned by another user is read, and the repository's own config
-cannot make `git log` run a program (`core.fsmonitor=false`, no external diff or textconv, no signature
-check). The branch and paths come from config and are checked; the revision goes after `--end-of-options`,
-paths after `--` with `--literal-pathspecs`. opsloop never fetches: it reads what the clone has.
-Bounded: at most `max_commits` commits and `MAX_BYTES` of output (the process is killed past it), a timeout.
+`-c safe.directory=<path>` so a repository owned by another user is read. The branch and paths come from config
+and are checked; the revision goes after `--end-of-options`, paths after `--` with `--literal-pathspecs`.
+
+The repository's own config never makes git run a program or reach the network. opsloop never fetches: it
+reads what the clone has. A partial clone asks its promisor remote for the objects it lacks (`git log
+--name-only` on a treeless clone needs trees), which runs the remote's `uploadpack`, `core.sshCommand`,
+`core.gitProxy`, an `ext::` command or a credential helper, and a fetch then runs auto-maintenance and its
+hooks. Two layers close that: no lazy fetch (`GIT_NO_LAZY_FETCH`) and no transport at all
+(`GIT_ALLOW_PROTOCOL` set to a list naming none, which outranks every `protocol.*.allow`); such a clone's
+answer is an error saying it lacks objects. Behind them, the programs themselves are switched off, by
+environment (which outranks config) or by `-c` (read after the repository's config): `GIT_SSH_COMMAND`,
+`GIT_PROXY_COMMAND`, `credential.helper=` (empty clears every helper), `core.hooksPath=/dev/null`, no
+auto-maintenance, `core.fsmonitor=false`, no external diff or textconv, no signature check.
+
+Bounded: at most `max_commits` commits and `MAX_BYTES` of output (the process is killed past it), a timeout;
+each subject and author capped by git itself. A cut answer says so (a `Cut`): past MAX_BYTES with `paths`
+(a commit touching thousands of files) the commits are read again without their files, so every commit of
+the window is still listed; past `max_commits`, the last ones on the branch are listed.
 
 `--since`/`--until` compare committer dates, so `Change.at` is the committer date too (a rebased or
 cherry-picked commit counts from when it landed, not when it was first written). git stops walking a few
@@ -23,15 +36,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tools.api import ToolError
-from tools.changes.model import Change
+from tools.changes.model import FIELD_MAX, Change, Cut
 
 GIT = "git"
 MAX_COMMITS = 200
@@ -39,7 +53,8 @@ MAX_BYTES = 512 * 1024
 TIMEOUT_S = 10.0
 FILES_SHOWN = 5  # files listed per commit; the rest are counted
 _RECORD = "\x1e"  # starts each commit's header; file names (with --name-only) follow on their own lines
-_FORMAT = "%x1e%h%x00%an%x00%cI%x00%s"
+AUTHOR_MAX = 100  # columns; git pads shorter ones with spaces, stripped here
+_FORMAT = f"%x1e%h%x00%<({AUTHOR_MAX},trunc)%an%x00%cI%x00%<({FIELD_MAX},trunc)%s"  # a 600 KB subject is 300 columns
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _SHA = re.compile(r"[0-9a-f]{4,40}")
 _HOME: list[str] = []  # one empty directory per process, made on first use
@@ -97,10 +112,27 @@ def _home() -> str:
     return _HOME[0]
 
 
+# Read after the repository's own config, so these win over it.
+_CONFIG = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "credential.helper=",
+    "maintenance.auto=false",
+    "gc.auto=0",
+    "log.showSignature=false",
+    "core.quotePath=false",
+)
+
+
 def git_env() -> dict[str, str]:
-    """The whole environment git runs with: nothing of the host's or the user's git config, no prompts."""
+    """The whole environment git runs with: nothing of the host's or the user's git config, no prompts, no
+    fetch, no transport, no ssh or proxy command."""
     home = _home()
     return {
+        "GIT_NO_LAZY_FETCH": "1",
+        "GIT_ALLOW_PROTOCOL": "",  # an allow-list that names no protocol: every transport refused
+        "GIT_SSH_COMMAND": "false",
+        "GIT_PROXY_COMMAND": "",
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
         "XDG_CONFIG_HOME": home,
@@ -124,23 +156,20 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def log_argv(repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS) -> list[str]:
-    """The `git log` command line (argv) for `repo`'s branch in [since, until]."""
+def log_argv(
+    repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS, files: bool = True
+) -> list[str]:
+    """The `git log` command line (argv) for `repo`'s branch in [since, until]; with `paths`, each commit's
+    files too unless `files` is False."""
     path = str(repo.path.resolve())  # safe.directory compares the real path
+    config = [arg for setting in (f"safe.directory={path}", *_CONFIG) for arg in ("-c", setting)]
     argv = [
         GIT,
         "--no-pager",
         "--literal-pathspecs",
         "-C",
         path,
-        "-c",
-        f"safe.directory={path}",
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "log.showSignature=false",
-        "-c",
-        "core.quotePath=false",
+        *config,
         "log",
         f"--since={_iso(since)}",
         f"--until={_iso(until)}",
@@ -151,7 +180,7 @@ def log_argv(repo: GitRepo, since: datetime, until: datetime, *, max_commits: in
         "--no-textconv",
         "--no-mailmap",
     ]
-    if repo.paths:
+    if repo.paths and files:
         argv.append("--name-only")
     return [*argv, "--end-of-options", check_branch(repo.branch), "--", *repo.paths]
 
@@ -208,6 +237,7 @@ def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change
         if len(fields) != 4 or not _SHA.fullmatch(fields[0]):
             continue
         sha, author, when, subject = fields
+        author, subject = author.rstrip(" "), subject.rstrip(" ")
         try:
             at = datetime.fromisoformat(when)
         except ValueError:
@@ -227,12 +257,30 @@ def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change
 
 def _why(status: int, err: bytes, repo: GitRepo) -> str:
     text = err.decode("utf-8", "replace").strip()
-    first = text.splitlines()[0] if text else f"git exited with {status}"
+    lines = [line for line in text.splitlines() if not line.startswith("warning: ")]
+    first = lines[0] if lines else f"git exited with {status}"
     if "unknown revision" in text or "bad revision" in text or "ambiguous argument" in text:
         return f"no branch {repo.branch!r} in {repo.path}"
     if "not a git repository" in text:
         return f"{repo.path} is not a git repository"
+    if "promisor remote" in text:
+        return f"{repo.path} is a partial clone without objects this answer needs, and opsloop never fetches"
     return first.removeprefix("fatal: ")[:300]
+
+
+async def _log(
+    repo: GitRepo, since: datetime, until: datetime, *, files: bool, max_commits: int, timeout_s: float, max_bytes: int
+) -> tuple[list[Change], bool]:
+    """One `git log`: its commits in git's order, and whether its output passed max_bytes (then its last,
+    perhaps partial, commit is dropped)."""
+    argv = log_argv(repo, since, until, max_commits=max_commits, files=files)
+    try:
+        status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+    except FileNotFoundError:
+        raise GitError("the git command is not installed") from None
+    if status != 0 and not cut:
+        raise GitError(_why(status, err, repo))
+    return parse_log(out.decode("utf-8", "replace"), repo, complete=not cut), cut
 
 
 async def git_changes(
@@ -243,18 +291,29 @@ async def git_changes(
     max_commits: int = MAX_COMMITS,
     timeout_s: float = TIMEOUT_S,
     max_bytes: int = MAX_BYTES,
-) -> list[Change]:
-    """The commits on `repo.branch` whose committer date is in [since, until], newest first; GitError if the
-    repository cannot be read."""
+) -> list[Change] | Cut:
+    """The commits on `repo.branch` whose committer date is in [since, until], newest first, a Cut saying what
+    is missing when not all of them fit; GitError if the repository cannot be read."""
     if not repo.path.exists():
         raise GitError(f"no repository at {repo.path}")
-    try:
-        status, out, err, cut = await _run(
-            log_argv(repo, since, until, max_commits=max_commits), timeout_s=timeout_s, max_bytes=max_bytes
+    read = functools.partial(  # one more than shown, to know when there are more
+        _log, repo, since, until, max_commits=max_commits + 1, timeout_s=timeout_s, max_bytes=max_bytes
+    )
+    changes, cut = await read(files=True)
+    missing = []
+    size = f"{max_bytes // 1024} KiB" if max_bytes >= 1024 else f"{max_bytes} bytes"
+    if cut and repo.paths:  # the file lists did not fit: every commit again, without them
+        with_files = {c.ref: c for c in changes}
+        changes, cut = await read(files=False)
+        bare = [c for c in changes if c.ref not in with_files]
+        changes = [with_files.get(c.ref) or replace(c, what=f"{c.what} (files not listed)") for c in changes]
+        missing.append(f"the file lists passed {size}, {len(bare)} commits are listed without them")
+    if cut:
+        missing.append(f"the output passed {size}, commits older than the {len(changes)} listed are not")
+    if len(changes) > max_commits:
+        changes = changes[:max_commits]
+        missing.append(
+            f"more than {max_commits} commits in the window, the last {max_commits} on the branch are listed"
         )
-    except FileNotFoundError:
-        raise GitError("the git command is not installed") from None
-    if status != 0 and not cut:
-        raise GitError(_why(status, err, repo))
-    changes = parse_log(out.decode("utf-8", "replace"), repo, complete=not cut)
-    return sorted(changes, key=lambda c: c.at, reverse=True)  # git lists by the graph; a timeline reads by date
+    changes.sort(key=lambda c: c.at, reverse=True)  # git lists by the graph; a timeline reads by date
+    return Cut(changes, "; ".join(missing)) if missing else changes

@@ -1,4 +1,4 @@
-"""What every change source answers (`Change`, `SourceFailure`) and the one timeline they become, newest first.
+"""What every change source answers (`Change`, `Cut`, `SourceFailure`) and the one timeline they become, newest first.
 
 Every text field comes from outside opsloop (a commit subject, a package name, a ConfigMap's manager, a CI
 summary), so it is data: `timeline` puts each one on one line, redacts it (bot.redact), writes out the
@@ -9,7 +9,7 @@ use), and neutralises Slack's markup brackets, so `<!channel>` reads as text whe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -42,12 +42,27 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A source's answer that is not whole: the changes it could list, and what is missing and why."""
+
+    changes: Sequence[Change]
+    why: str  # "git log's output passed 512 KiB: 40 commits listed without their files"
+
+
+@dataclass(frozen=True)
 class SourceFailure:
-    """A source that could not answer (a cluster down, a host unreachable, a repository missing), and why."""
+    """A source that could not answer (a cluster down, a host unreachable, a repository missing), and why; with
+    `cut`, one that answered only in part (its changes are in the timeline) and what is missing."""
 
     source: str
     target: str
     why: str
+    cut: bool = False
+
+    def line(self) -> str:
+        if self.cut:
+            return f"{data(self.source)} {data(self.target)} was cut: {data(self.why)}"
+        return f"could not read {data(self.source)} {data(self.target)}: {data(self.why)}"
 
 
 def utc_minute(at: datetime) -> str:
@@ -93,13 +108,13 @@ def _note(changes_out: int, changes: int, failures_out: int, failures: int) -> s
     """The line that stands for what the cap left out of the middle of the timeline."""
     what = f"{changes_out} of {changes} change" + ("" if changes == 1 else "s")
     if failures_out:
-        what += f" and {failures_out} of {failures} failed sources"
+        what += f" and {failures_out} of {failures} failed or cut sources"
     return f"\n… [truncated: {what} not shown] …\n"
 
 
 def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime, now: datetime) -> str:
     """The changes newest first, one line each (time, relative to `anchor`, source, target, what, reference),
-    then one line per source that failed; bounded like any tool output.
+    then one line per source that failed or was cut; bounded like any tool output.
 
     Within TIMELINE_MAX it is the whole text (redacted again as a whole, as any tool output). Over it, as
     truncate_output does, the head and the tail are kept, each half of the room, but in whole lines: the newest
@@ -124,8 +139,7 @@ def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, an
             elif i <= len(ordered):
                 shown[i] = _line(ordered[i - 1], anchor)
             else:
-                f = failed[i - 1 - len(ordered)]
-                shown[i] = f"could not read {data(f.source)} {data(f.target)}: {data(f.why)}"
+                shown[i] = failed[i - 1 - len(ordered)].line()
         return shown[i]
 
     keep = TIMELINE_MAX - len(_note(len(ordered), len(ordered), len(failed), len(failed)))

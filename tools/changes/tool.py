@@ -19,12 +19,13 @@ from tools.api import current_run
 from tools.changes.events import ChangeEvent
 from tools.changes.gather import Source, gather
 from tools.changes.git import git_changes
-from tools.changes.model import Change, SourceFailure, timeline
+from tools.changes.model import Change, Cut, SourceFailure, timeline
 from tools.changes.settings import ChangesConfig
 from tools.registry import Category, ToolContext, ToolError, tool
 
 MAX_SINCE_MINUTES = 7 * 24 * 60
 HOSTS_FROM_TASK = 4  # inventory hosts read because the task names them (a `host` argument is always read)
+STORED_MAX = 2000  # stored events read per call (newest first); a timeline shows far fewer
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -42,10 +43,13 @@ def event_change(row: StoredChange) -> Change:
     ).change()
 
 
-def _stored(store: Store, service: str | None) -> Source:
-    async def read(since: datetime, until: datetime) -> Sequence[Change]:
-        rows = await store.changes_between(since.timestamp(), until.timestamp(), service=service)
-        return [event_change(r) for r in rows]
+def _stored(store: Store, service: str | None, limit: int = STORED_MAX) -> Source:
+    async def read(since: datetime, until: datetime) -> Sequence[Change] | Cut:
+        rows = await store.changes_between(since.timestamp(), until.timestamp(), service=service, limit=limit + 1)
+        changes = [event_change(r) for r in rows[:limit]]
+        if len(rows) > limit:
+            return Cut(changes, f"more than {limit} events in the window, the newest {limit} are listed")
+        return changes
 
     return Source("webhook", "stored events", read)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools.changes.git import GitError, GitRepo, check_branch, git_changes, git_env, log_argv
-from tools.changes.model import SourceFailure, timeline
+from tools.changes.model import FIELD_MAX, Cut, SourceFailure, timeline
 
 pytestmark = pytest.mark.processes  # every test runs the real git
 
@@ -19,9 +19,15 @@ START = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 SINCE, UNTIL = START - timedelta(hours=2), START + timedelta(minutes=30)
 
 
+def plain_env() -> dict[str, str]:
+    """A plain git's environment: no host or user config, but nothing of opsloop's defences either."""
+    home = git_env()["HOME"]
+    return {"PATH": os.environ["PATH"], "HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
+
 def git(repo: Path, *args: str, at: datetime | None = None, author_at: datetime | None = None) -> str:
     env = {
-        **git_env(),
+        **plain_env(),
         "GIT_AUTHOR_NAME": "alice",
         "GIT_AUTHOR_EMAIL": "alice@example.com",
         "GIT_COMMITTER_NAME": "ci",
@@ -43,6 +49,14 @@ def commit(
         git(repo, "add", name)
     git(repo, "commit", "-q", "-m", subject, at=at, author_at=author_at)
     return git(repo, "rev-parse", "--short", "HEAD")
+
+
+def huge_commit(repo: Path, at: datetime, path: str = "notes.txt") -> None:
+    """A commit whose message is one 600 KB line (its subject), touching `path`."""
+    (repo / path).write_text("huge")
+    (repo.parent / "message").write_text("x" * 600_000)
+    git(repo, "add", path)
+    git(repo, "commit", "-q", "-F", str(repo.parent / "message"), at=at)
 
 
 @pytest.fixture
@@ -129,14 +143,42 @@ async def test_many_files_are_counted_not_all_listed(repo: Path) -> None:
     )
 
 
-async def test_max_commits_bounds_what_is_read(repo: Path) -> None:
-    changes = await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL, max_commits=2)
-    assert len(changes) == 2
+async def test_max_commits_bounds_what_is_read_and_says_so(repo: Path) -> None:
+    cut = await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL, max_commits=2)
+    assert isinstance(cut, Cut) and subjects(cut.changes) == [  # the last two on the branch
+        "commit by alice: hotfix after the alert",
+        "commit by alice: docs only",
+    ]
+    assert cut.why == "more than 2 commits in the window, the last 2 on the branch are listed"
+    assert len(await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL, max_commits=4)) == 4  # exactly: whole
 
 
-async def test_output_past_max_bytes_is_cut_at_a_whole_commit(repo: Path) -> None:
-    changes = await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL, max_bytes=120)
-    assert 0 < len(changes) < 4 and all(c.what.startswith("commit by alice: ") for c in changes)
+async def test_output_past_max_bytes_is_cut_at_a_whole_commit_and_says_so(repo: Path) -> None:
+    cut = await git_changes(GitRepo(name="d", path=repo), SINCE, UNTIL, max_bytes=600)
+    assert isinstance(cut, Cut) and 0 < len(cut.changes) < 4
+    assert all(c.what.startswith("commit by alice: ") for c in cut.changes)
+    assert cut.why == f"the output passed 600 bytes, commits older than the {len(cut.changes)} listed are not"
+
+
+async def test_a_huge_message_is_capped_by_git_and_hides_nothing(repo: Path) -> None:
+    huge_commit(repo, START - timedelta(minutes=1))
+    changes = await git_changes(GitRepo(name="d", path=repo, paths=("k8s/", "notes.txt")), SINCE, UNTIL)
+    assert isinstance(changes, list) and len(changes) == 3
+    assert changes[1].what == f"commit by alice: {'x' * (FIELD_MAX - 2)}.. (files: notes.txt)"
+
+
+async def test_file_lists_past_max_bytes_leave_every_commit_listed(repo: Path) -> None:
+    commit(repo, "generate", START - timedelta(minutes=2), {f"k8s/generated/f{i:03}.yaml": "x" for i in range(300)})
+    commit(repo, "tidy", START - timedelta(minutes=1), {"k8s/tidy.yaml": "x"})
+    cut = await git_changes(GitRepo(name="d", path=repo, paths=("k8s/", "terraform/")), SINCE, UNTIL, max_bytes=4096)
+    assert isinstance(cut, Cut) and subjects(cut.changes) == [
+        "commit by alice: hotfix after the alert (files not listed)",
+        "commit by alice: tidy (files: k8s/tidy.yaml)",  # before the big one in git's order: its files fit
+        "commit by alice: generate (files not listed)",
+        "commit by alice: lower pool size to 10 (files not listed)",
+        "commit by alice: terraform: bigger disk (files not listed)",
+    ]
+    assert cut.why == "the file lists passed 4 KiB, 4 commits are listed without them"
 
 
 async def test_a_hostile_subject_is_redacted_and_neutralised_in_the_timeline(repo: Path) -> None:

@@ -159,4 +159,4 @@ def test_failed_sources_the_cap_leaves_out_are_counted_too() -> None:
     assert len(text) <= TIMELINE_MAX and "· git · r · w" in text
     note = next(line for line in text.splitlines() if line.startswith("… [truncated: "))
     kept = sum(1 for line in text.splitlines() if line.startswith("could not read host web-"))
-    assert note == f"… [truncated: 0 of 1 change and {300 - kept} of 300 failed sources not shown] …"
+    assert note == f"… [truncated: 0 of 1 change and {300 - kept} of 300 failed or cut sources not shown] …"

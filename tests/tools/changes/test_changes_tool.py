@@ -205,3 +205,18 @@ async def test_an_inventory_host_the_task_names_is_read_over_ssh(repo: Path, tmp
     assert "could not read host web-03:" in named and "db-01" not in named
     assert "could not read host db-01:" in by_label and "web-03" not in by_label
     assert "could not read host" not in none and "lower pool size to 10" in none
+
+
+async def test_more_stored_events_than_a_read_takes_says_the_timeline_was_cut(db_url: str) -> None:
+    s = await Store(db_url).open()
+    try:
+        at = (NOW - timedelta(minutes=5)).timestamp()
+        await s.record_changes([StoredChange(id=f"e{i}", at=at - i, summary=f"deploy {i}") for i in range(2001)])
+        async with await registry({"changes": {}}, s) as reg:
+            out = await call(reg, {}, scope(NOW))
+    finally:
+        await s.close()
+    assert out.splitlines()[0].startswith("2000 changes, newest first")
+    assert out.splitlines()[-1] == (
+        "webhook stored events was cut: more than 2000 events in the window, the newest 2000 are listed"
+    )
