@@ -32,3 +32,15 @@ def host_commands() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def grep_commands() -> list[psutil.Process]:
+    """Of host_commands(), those running grep (a tool call runs a few commands; grep_log's search is the long one)."""
+    found = []
+    for command in host_commands():
+        try:
+            if any(p.name() == "grep" for p in command.children(recursive=True)):
+                found.append(command)
+        except psutil.NoSuchProcess:
+            continue
+    return found

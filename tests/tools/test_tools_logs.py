@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.busy_log import host_commands, huge_log
+from tests.support.busy_log import grep_commands, host_commands, huge_log
 from tools import PermissionDenied, Tool, ToolContext, ToolError
 from tools.builtin import clean_logs, grep_log, tail_log
 from tools.builtin.log_reads import LISTED_FILES, MAX_LINE_CHARS, compile_pattern, is_rotated
@@ -204,21 +204,13 @@ async def test_grep_log_searches_an_overlong_line_whole_and_shows_its_start(logs
     ]
 
 
-def _runs_grep(command: psutil.Process) -> bool:
-    """Whether grep runs under `command` (each tool call runs a few commands; grep_log's search is the long one)."""
-    try:
-        return any(p.name() == "grep" for p in command.children(recursive=True))
-    except psutil.NoSuchProcess:
-        return False
-
-
 @pytest.mark.processes
 async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
     huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
     call = asyncio.create_task(tool.run({"path": "huge.log.gz", "pattern": "needle"}))
     async with asyncio.timeout(30):
-        while not (grepping := [c for c in host_commands() if _runs_grep(c)]):  # noqa: ASYNC110
+        while not (grepping := grep_commands()):  # noqa: ASYNC110
             await asyncio.sleep(0.01)
     (command,) = grepping
     tree = [command, *command.children(recursive=True)]  # timeout, gzip and grep, in a process group of their own
@@ -226,11 +218,12 @@ async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs
     while ticks < 20:  # the event loop keeps turning while the grep runs
         await asyncio.sleep(0.005)
         ticks += 1
-    assert not call.done() and command.is_running() and _runs_grep(command)  # the grep was running all along
+    assert not call.done() and grep_commands() == [command]  # the grep was running all along
     call.cancel()  # a Stop click, or the timeout: the command is killed with all it started, not abandoned
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    _, alive = psutil.wait_procs(tree, timeout=10)  # SIGKILLed: gone as soon as the kernel has delivered it
+    assert alive == []
     assert host_commands() == []
 
 
