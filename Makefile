@@ -75,97 +75,14 @@ sandbox: $(STAMP)
 screenshot: $(STAMP) browser
 	$(BIN)/python -m bot.playground.sandbox.screenshot docs/sandbox.png
 
-# What each install target below looks for: when it is there, the target installs nothing.
-HAVE_BROWSER = command -v chromium >/dev/null && command -v chromedriver >/dev/null
-HAVE_PG = { command -v initdb && command -v pg_ctl; } >/dev/null \
-  || ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
-HAVE_SSH = { command -v sshd || test -x /usr/sbin/sshd; } >/dev/null && command -v ssh-keygen >/dev/null && command -v zsh >/dev/null
-HAVE_PROM = command -v prometheus >/dev/null && { command -v prometheus-alertmanager || command -v alertmanager; } >/dev/null
-
-# One line before `make test` installs anything: the Debian packages it is about to install (those missing), or,
-# without root or passwordless sudo, that it installs none and the tests needing them will skip.
+# The Debian packages the real-server tests need (.ci/apt-install says which): each target installs its set with
+# apt-get when missing and possible (root or passwordless sudo), never fails the build, and says what will skip.
+# apt-note is the one line before `make test` installs anything: what it is about to install, or why not.
 apt-note:
-	@missing=; \
-	$(HAVE_BROWSER) || missing="$$missing $(BROWSER_PKGS)"; \
-	$(HAVE_PG) || missing="$$missing $(PG_PKGS)"; \
-	$(HAVE_SSH) || missing="$$missing $(SSH_PKGS)"; \
-	$(HAVE_PROM) || missing="$$missing $(PROM_PKGS)"; \
-	if [ -z "$$missing" ] || ! command -v apt-get >/dev/null; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null; }; then \
-	  echo "make test: installing with apt-get, as root, for the real-server tests:$$missing"; \
-	else echo "make test: not root and no passwordless sudo: not installing$$missing; the tests needing them will skip"; fi
+	@.ci/apt-install note
 
-# Headless Chromium for the sandbox's browser test and `make screenshot`, from Debian's packages: installed
-# with apt-get when missing and possible (root or passwordless sudo). Never fails the build: without it the
-# browser test skips and says what is missing.
-BROWSER_PKGS := chromium chromium-driver fonts-noto-color-emoji
-# Every install below: no Recommends (they pulled in node-exporter), and no service started by a package script
-# (a temporary policy-rc.d that says 101, removed after); the units the packages enable are disabled again
-# (the tests start their own servers on loopback). $(call NO_SERVICES,units) then the packages.
-NO_SERVICES = sh -c 'units=$$1; shift; p=/usr/sbin/policy-rc.d; ours=; \
-  if [ ! -e $$p ]; then printf "\043!/bin/sh\nexit 101\n" > $$p && chmod 755 $$p && ours=1; fi; \
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"; rc=$$?; \
-  if [ -n "$$ours" ]; then rm -f $$p; fi; \
-  if command -v systemctl >/dev/null; then for u in $$units; do systemctl disable --quiet $$u 2>/dev/null; done; fi; \
-  exit $$rc' no-services "$(1)"
-APT_INSTALL = $(call NO_SERVICES,) $(BROWSER_PKGS)
-browser:
-	@if $(HAVE_BROWSER); then exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "browser: no apt-get here; the browser test will skip"; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; \
-	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "browser: not root and no passwordless sudo; the browser test will skip"; exit 0; fi; \
-	echo "browser: installing $(BROWSER_PKGS) with apt-get"; \
-	$$SUDO $(APT_INSTALL) >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(APT_INSTALL) >/dev/null 2>&1; } \
-	  || echo "browser: apt-get could not install $(BROWSER_PKGS); the browser test will skip"
-
-# Postgres 15+ binaries (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/support/pgserver.py), from
-# Debian's packages: installed with apt-get when missing and possible (root or passwordless sudo). Never fails
-# the build: without them the Postgres tests skip and say what is missing.
-PG_PKGS := postgresql
-PG_INSTALL = $(call NO_SERVICES,postgresql) $(PG_PKGS)
-postgres:
-	@if $(HAVE_PG); then exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "postgres: no apt-get here; the Postgres tests will skip"; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; \
-	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "postgres: not root and no passwordless sudo; the Postgres tests will skip"; exit 0; fi; \
-	echo "postgres: installing $(PG_PKGS) with apt-get"; \
-	$$SUDO $(PG_INSTALL) >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PG_INSTALL) >/dev/null 2>&1; } \
-	  || echo "postgres: apt-get could not install $(PG_PKGS); the Postgres tests will skip"
-
-# OpenSSH's server and client for the host tools' tests (tests/support/sshserver.py starts a throwaway sshd on loopback),
-# from Debian's packages, the same way, and zsh (a login shell the remote command is checked under, beside sh, bash
-# and dash). Never fails the build: without them the SSH tests skip and say why.
-SSH_PKGS := openssh-server openssh-client zsh
-SSH_INSTALL = $(call NO_SERVICES,ssh) $(SSH_PKGS)
-sshd:
-	@if $(HAVE_SSH); then exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "sshd: no apt-get here; the SSH tests will skip"; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; \
-	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "sshd: not root and no passwordless sudo; the SSH tests will skip"; exit 0; fi; \
-	echo "sshd: installing $(SSH_PKGS) with apt-get"; \
-	$$SUDO $(SSH_INSTALL) >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(SSH_INSTALL) >/dev/null 2>&1; } \
-	  || echo "sshd: apt-get could not install $(SSH_PKGS); the SSH tests will skip"
-
-# Prometheus and Alertmanager for the alert tests (tests/support/promserver.py runs them on loopback), from Debian's
-# packages, the same way. Never fails the build: without them the real-server alert tests skip and say why.
-PROM_PKGS := prometheus prometheus-alertmanager
-PROM_INSTALL = $(call NO_SERVICES,prometheus prometheus-alertmanager prometheus-node-exporter) $(PROM_PKGS)
-prometheus:
-	@if $(HAVE_PROM); then exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "prometheus: no apt-get here; the real-server alert tests will skip"; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; \
-	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	else echo "prometheus: not root and no passwordless sudo; the real-server alert tests will skip"; exit 0; fi; \
-	echo "prometheus: installing $(PROM_PKGS) with apt-get"; \
-	$$SUDO $(PROM_INSTALL) >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -qq >/dev/null 2>&1 && $$SUDO $(PROM_INSTALL) >/dev/null 2>&1; } \
-	  || echo "prometheus: apt-get could not install $(PROM_PKGS); the real-server alert tests will skip"
+browser postgres sshd prometheus:
+	@.ci/apt-install $@
 
 run: $(STAMP)
 	$(BIN)/opsloop run $(if $(CONFIG),--config $(CONFIG))

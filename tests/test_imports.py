@@ -74,7 +74,15 @@ KNOWN_UPWARD: set[str] = set()
 # kubernetes-mcp-server's pkg/api/imports_test.go): no backend (SSH, Kubernetes), no store, no Slack side.
 MAY_IMPORT = {
     "tools.api": {"bot.errors", "bot.redact", "bot.types", "tools.netguard"},
-    "tools.registry": {"bot.errors", "bot.redact", "bot.types", "tools.api", "tools.schema", "tools.worker"},
+    "tools.registry": {
+        "bot.errors",
+        "bot.redact",
+        "bot.types",
+        "tools.api",
+        "tools.process",
+        "tools.schema",
+        "tools.worker",
+    },
 }
 
 
@@ -326,7 +334,7 @@ def test_only_the_cli_imports_the_playground() -> None:
 # imports included (kubernetes-mcp-server's pkg/api/imports_test.go does the same).
 TOOL_API_MAY_IMPORT = {
     "tools.api": {"bot.errors", "bot.redact", "tools.netguard"},
-    "tools.registry": {"tools.api", "tools.schema", "tools.worker"},
+    "tools.registry": {"tools.api", "tools.process", "tools.schema", "tools.worker"},
 }
 
 

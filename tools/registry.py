@@ -42,8 +42,9 @@ from tools.api import (
     render_result,
     truncate_output,
 )
+from tools.process import processes_killed
 from tools.schema import Parameter, call_arguments, function_schema
-from tools.worker import run_in_worker, workers_killed
+from tools.worker import run_in_worker
 
 _log = logging.getLogger(__name__)
 
@@ -323,7 +324,7 @@ class Tool:
         self, impl: Implementation, args: dict[str, Any], confirmed_by: str | None, approved_preview: str | None = None
     ) -> str:
         deadline = asyncio.timeout(self.timeout_s)
-        killed_before = workers_killed()
+        killed_before = processes_killed()
         try:
             async with deadline:
                 result = await impl.call(args, self.ctx or ToolContext(), confirmed_by, approved_preview)
@@ -334,8 +335,8 @@ class Tool:
             raise kind(bounded_text(message)) from e  # a message as long as an output is bounded like one
         except TimeoutError as e:
             if deadline.expired():
-                killed = impl.worker is not None or workers_killed() > killed_before
-                stopped = " (its worker process was killed)" if killed else ""
+                killed = impl.worker is not None or processes_killed() > killed_before
+                stopped = " (its process was killed)" if killed else ""
                 raise ToolError(f"{self.name} timed out after {self.timeout_s:g}s{stopped}") from None
             raise ToolError(bounded_text(exception_text(e))) from e
         except Exception as e:

@@ -12,7 +12,6 @@ function (tools/worker_child.py) and writes one JSON object to its stdout: {"kin
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import pickle
 import sys
@@ -28,14 +27,6 @@ _BOOTSTRAP = (
 )
 _MAX_STDERR_SHOWN = 500
 _STDERR_TAIL_BYTES = 64 * 1024  # what is decoded of a dead worker's stderr, for its last line
-# Workers killed by a cancellation in this task: an async tool that calls its local code through a worker
-# (tools/builtin) times out saying so, as an isolated tool does (see Tool._execute).
-_KILLED: contextvars.ContextVar[int] = contextvars.ContextVar("opsloop_workers_killed", default=0)
-
-
-def workers_killed() -> int:
-    """How many worker processes a cancellation (a timeout, Stop) killed in this task so far."""
-    return _KILLED.get()
 
 
 async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
@@ -59,7 +50,6 @@ async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
         out, err = await proc.communicate(payload)
     except BaseException:
         await kill_group(proc)
-        _KILLED.set(_KILLED.get() + 1)
         raise
     return _outcome(target, proc.returncode, out, err)
 

@@ -327,10 +327,36 @@ def test_make_run_passes_config_and_make_test_shows_skip_reasons():
     assert "s" in next(arg for arg in pytest_line.split() if arg.startswith("-r"))  # every skip with its reason
 
 
-@pytest.mark.parametrize("install", ["APT_INSTALL", "PG_INSTALL", "SSH_INSTALL", "PROM_INSTALL"])
-def test_make_test_installs_without_recommends_and_starts_no_service(install):
-    line = _make("--eval", f"show-it: ; $(info $({install}))@:", "show-it")
-    assert "--no-install-recommends" in line and "policy-rc.d" in line and "exit 101" in line
+@pytest.mark.parametrize(
+    ("target", "packages"),
+    [
+        ("browser", "chromium chromium-driver fonts-noto-color-emoji"),
+        ("postgres", "postgresql"),
+        ("sshd", "openssh-server openssh-client zsh"),
+        ("prometheus", "prometheus prometheus-alertmanager"),
+    ],
+)
+def test_make_test_installs_without_recommends_and_starts_no_service(tmp_path, target, packages):
+    """With none of the set on PATH and a sudo that records what it is asked: what the make target would run."""
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("sh", "printf"):  # no ls: the Postgres check globs /usr/lib/postgresql with it
+        (bin_dir / name).symlink_to(
+            subprocess.run(
+                ["sh", "-c", f"command -v {name}"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
+    fakes = {"id": "echo 1000", "apt-get": "exit 0", "sudo": f'printf "%s\\n" "$@" >> {tmp_path}/asked'}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    line = _make("-s", target, f"PATH={bin_dir}")
+    asked = (tmp_path / "asked").read_text()
+    assert line == f"{target}: installing {packages} with apt-get\n"
+    assert "--no-install-recommends" in asked and "policy-rc.d" in asked and "exit 101" in asked
+    assert asked.endswith("\n".join(packages.split()) + "\n")
 
 
 def test_slack_sdks_own_retry_line_is_not_logged_next_to_ours():

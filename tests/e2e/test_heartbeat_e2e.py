@@ -1,7 +1,7 @@
 """End to end: the nastiest built-in call (grep_log through a huge log; its pattern can't backtrack, RE2
-matches in linear time, but 64 GiB still takes minutes) must not stop the bot's heart. While it runs, a
+matches in linear time, but 25 GB of text still takes minutes) must not stop the bot's heart. While it runs, a
 thread reply still gets its :eyes: and a Stop click still works; when it overruns its timeout the model
-gets the error. Either way its worker process is killed, not left behind. Only ordering is asserted, never
+gets the error. Either way its command is killed, not left behind. Only ordering is asserted, never
 how long anything took.
 """
 
@@ -14,20 +14,19 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.busy_log import grep_commands, host_commands, huge_log
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import ALICE, bot_env, result_text, text_of, tool_results
-from tools.worker import WORKER_MARK
 
 TASK = "api-7 logs look odd, search them"
-EVIL = {"path": "huge.log", "pattern": "needle"}
+EVIL = {"path": "huge.log.gz", "pattern": "needle"}
 
 
 def evil_logs(tmp_path: Path) -> Path:
     logs = tmp_path / "log"
     logs.mkdir()
-    with (logs / "huge.log").open("wb") as f:
-        f.truncate(64 * 1024**3)  # a hole: no disk used, but grep_log reads it for minutes
+    huge_log(logs / "huge.log")
     return logs
 
 
@@ -38,21 +37,10 @@ def config(logs: Path, grep_timeout_s: float) -> str:
     )
 
 
-def workers() -> list[psutil.Process]:
-    """Live tool worker processes started by this (test and bot) process."""
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if WORKER_MARK in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 async def wait_for_worker(timeout: float = 30.0) -> psutil.Process:  # noqa: ASYNC109
+    """grep_log's command, once it runs grep."""
     async with asyncio.timeout(timeout):
-        while not (found := workers()):  # noqa: ASYNC110 (no event for "a process appeared")
+        while not (found := grep_commands()):  # noqa: ASYNC110 (no event for "a process appeared")
             await asyncio.sleep(0.01)
     (worker,) = found
     return worker
@@ -76,14 +64,14 @@ async def test_a_reply_and_a_stop_click_are_handled_while_a_catastrophic_grep_ru
 
         reply_ts = await env.reply(channel, ts, "it started right after the 14:02 deploy", user=ALICE)
         await env.wait_reaction(channel, reply_ts, timeout=30)
-        # The reply was stored and acked while the grep had not returned: its worker is still alive and
+        # The reply was stored and acked while the grep had not returned: its command is still alive and
         # the model was not asked for a next step.
         assert alive(worker) and len(fake_anthropic.requests) == 1
 
         await env.stop(await env.status(channel, ts), ALICE)
         report = text_of(await env.wait_final(channel, ts, timeout=30))
         assert "cancelled" in report and f"Stopped by <@{ALICE}>" in report
-        assert not alive(worker) and workers() == []  # killed with the run, not abandoned
+        assert not alive(worker) and host_commands() == []  # killed with the run, not abandoned
         assert len(fake_anthropic.requests) == 1
         fake_anthropic.assert_complete()
 
@@ -104,6 +92,6 @@ async def test_a_catastrophic_grep_that_overruns_its_timeout_is_killed_and_the_m
 
         (result,) = tool_results((await env.requests(2))[1])
         assert result["is_error"] is True
-        assert result_text(result) == "grep_log timed out after 1s (its worker process was killed)"
-        assert not alive(worker) and workers() == []
+        assert result_text(result) == "grep_log timed out after 1s (its process was killed)"
+        assert not alive(worker) and host_commands() == []
         fake_anthropic.assert_complete()

@@ -194,7 +194,7 @@ async def test_timeout_kills_the_process_and_its_children(tmp_path: Path) -> Non
     )
     with pytest.raises(ToolError) as e:
         await t.run({})
-    assert str(e.value) == "slow timed out after 6s"
+    assert str(e.value) == "slow timed out after 6s (its process was killed)"
     parent, child = map(int, pids.read_text().split())
     assert gone(parent) and gone(child)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.busy_log import grep_commands, host_commands, huge_log
 from tools import PermissionDenied, Tool, ToolContext, ToolError
 from tools.builtin import clean_logs, grep_log, tail_log
-from tools.builtin.log_reads import LISTED_FILES, MAX_GREP_LINE_CHARS, MAX_TAIL_BYTES, compile_pattern, is_rotated
-from tools.worker import WORKER_MARK
+from tools.builtin.log_reads import LISTED_FILES, MAX_LINE_CHARS, compile_pattern, is_rotated
 
 DAY = 86_400
 
@@ -172,88 +172,69 @@ def test_rotated_log_names(name: str, rotated: bool) -> None:
 
 
 @pytest.mark.processes
-async def test_tail_log_on_a_newline_free_file_reads_a_bounded_tail_and_says_so(logs: Path) -> None:
+async def test_tail_log_on_a_newline_free_file_shows_its_one_line_cut(logs: Path) -> None:
     sparse = logs / "sparse.log"
     with sparse.open("wb") as f:
-        f.truncate(4 * MAX_TAIL_BYTES)  # a hole: no newline anywhere
+        f.truncate(32 * 1024**2)  # a hole: no newline anywhere
         f.seek(0, os.SEEK_END)
         f.write(b"the end")
     out = await bound(tail_log, logs).run({"path": "sparse.log", "lines": 3})
     header, line = out.splitlines()
-    assert header == (
-        f"{sparse} (last 1 lines, 32.0M); read only the last 8.0M, which holds fewer lines than asked (very long lines)"
-    )
-    assert line.startswith("… \x00") and line.endswith(" …")  # a partial line, cut for display
+    assert header == f"{sparse} (last 1 lines, 32.0M)"
+    assert line == "\x00" * MAX_LINE_CHARS + " …"  # the line is cut on the host, then for display
 
 
 @pytest.mark.processes
-async def test_tail_log_with_long_lines_returns_whole_lines_from_the_bounded_tail(logs: Path) -> None:
+async def test_tail_log_with_long_lines_returns_whole_lines(logs: Path) -> None:
     wide = logs / "wide.log"
-    row = "x" * (MAX_TAIL_BYTES // 4)
+    row = "x" * (2 * 1024**2)
     wide.write_text("".join(f"{i}{row}\n" for i in range(10)))
     out = await bound(tail_log, logs).run({"path": "wide.log", "lines": 2})
     assert [line[:2] for line in out.splitlines()[1:]] == ["8x", "9x"]
-    assert "read only the last" not in out  # enough lines were found within the bound
 
 
 @pytest.mark.processes
-async def test_grep_log_searches_only_the_start_of_an_overlong_line_and_says_so(logs: Path) -> None:
-    (logs / "long.log").write_text("a" * (MAX_GREP_LINE_CHARS + 10) + "needle\nshort needle\n")
+async def test_grep_log_searches_an_overlong_line_whole_and_shows_its_start(logs: Path) -> None:
+    (logs / "long.log").write_text("a" * (64 * 1024 + 10) + "needle\nshort needle\n")
     out = await bound(grep_log, logs).run({"path": "long.log", "pattern": "needle"})
     assert out.splitlines() == [
-        f"1 matching lines for /needle/ in {logs / 'long.log'}; 1 lines longer than {MAX_GREP_LINE_CHARS} chars "
-        "were searched in their start only",
+        f"2 matching lines for /needle/ in {logs / 'long.log'}",
+        "1: " + "a" * MAX_LINE_CHARS + " …",
         "2: short needle",
     ]
-
-
-def workers() -> list[psutil.Process]:
-    """The tool worker processes that are children of this test process."""
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if WORKER_MARK in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
-def huge_log(path: Path) -> Path:
-    """A 64 GiB log that takes no disk (a hole): grep_log reads it for minutes, so the worker is busy."""
-    with path.open("wb") as f:
-        f.truncate(64 * 1024**3)
-    return path
 
 
 @pytest.mark.processes
 async def test_a_long_grep_stalls_neither_the_loop_nor_outlives_its_timeout(logs: Path) -> None:
     huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=30)
-    call = asyncio.create_task(tool.run({"path": "huge.log", "pattern": "needle"}))
+    call = asyncio.create_task(tool.run({"path": "huge.log.gz", "pattern": "needle"}))
     async with asyncio.timeout(30):
-        while not workers():  # noqa: ASYNC110 (no event for "the worker process started")
+        while not (grepping := grep_commands()):  # noqa: ASYNC110
             await asyncio.sleep(0.01)
-    (worker,) = workers()
+    (command,) = grepping
+    tree = [command, *command.children(recursive=True)]  # timeout, gzip and grep, in a process group of their own
     ticks = 0
-    while ticks < 20:  # the event loop keeps turning while the worker spins
+    while ticks < 20:  # the event loop keeps turning while the grep runs
         await asyncio.sleep(0.005)
         ticks += 1
-    assert not call.done() and worker.is_running()  # the grep was still running all along
-    call.cancel()  # a Stop click, or the timeout: the worker is killed, not abandoned
+    assert not call.done() and grep_commands() == [command]  # the grep was running all along
+    call.cancel()  # a Stop click, or the timeout: the command is killed with all it started, not abandoned
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert not worker.is_running() and workers() == []
+    _, alive = psutil.wait_procs(tree, timeout=10)  # SIGKILLed: gone as soon as the kernel has delivered it
+    assert alive == []
+    assert host_commands() == []
 
 
 @pytest.mark.processes
-async def test_a_tool_timeout_kills_the_worker_and_tells_the_model(logs: Path) -> None:
+async def test_a_tool_timeout_kills_the_command_and_tells_the_model(logs: Path) -> None:
     huge_log(logs / "huge.log")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=0.5)
     with pytest.raises(ToolError) as e:
-        await tool.run({"path": "huge.log", "pattern": "needle"})
-    assert str(e.value) == "grep_log timed out after 0.5s (its worker process was killed)"
-    assert workers() == []
+        await tool.run({"path": "huge.log.gz", "pattern": "needle"})
+    assert str(e.value) == "grep_log timed out after 0.5s (its process was killed)"
+    assert host_commands() == []
 
 
 @pytest.fixture
@@ -426,13 +407,13 @@ async def test_clean_logs_does_not_follow_symlinks(rotated: Path, tmp_path: Path
 
 @pytest.mark.processes
 async def test_a_catastrophic_pattern_answers_within_a_short_timeout(logs: Path) -> None:
-    # (a+)+$ backtracks 2**64 times per line for Python's re; here the worker's timeout is 2 s, which the
+    # (a+)+$ backtracks 2**64 times per line for Python's re; here the tool's timeout is 2 s, which the
     # backtracking engine hits (it burned ~50 s), and the linear-time matcher answers well within it.
     (logs / "evil.log").write_text("a" * 64 + "b\n" + "aaaa\n" + "b" * 64 + "\n" + "a" * 64 + "\n")
     tool = dataclasses.replace(bound(grep_log, logs), timeout_s=2)
     out = await tool.run({"path": "evil.log", "pattern": "(a+)+$"})
     assert out.splitlines() == [f"2 matching lines for /(a+)+$/ in {logs / 'evil.log'}", "2: aaaa", f"4: {'a' * 64}"]
-    assert workers() == []
+    assert host_commands() == []
 
 
 @pytest.mark.parametrize(

@@ -1,25 +1,19 @@
-"""Host health: disk, memory, CPU and the busiest processes, on this machine (psutil) or an inventory host (SSH).
+"""Host health: disk, memory, CPU and the busiest processes, on this machine or an inventory host.
 
-Each tool takes `host`: `localhost` runs the psutil code in a worker process; an inventory host runs fixed
-commands over SSH (`df -P -T -k`, /proc/meminfo, two /proc/stat samples, two /proc/*/stat samples) and the
-output has the same shape as locally.
+Each tool runs fixed commands (`df -P -T -k`, /proc/meminfo, two /proc/stat samples, two /proc/*/stat samples)
+through tools.builtin.reach.run: over SSH on an inventory host, in a local `sh` on this machine, read the same way.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Literal
-
-import psutil
 
 from tools.builtin import reach
 from tools.registry import Category, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
 
-_SAMPLE_S = 0.5  # CPU percentages need two readings this far apart
-_REMOTE_TIMEOUT_S = 20.0  # a remote command's own limit, under the tools' 30 s
-# df lists these too; psutil.disk_partitions(all=False) does not (no device behind them)
+_TIMEOUT_S = 20.0  # a command's own limit, under the tools' 30 s
+# Filesystems df lists that have no device behind them: not shown (except the root filesystem)
 _PSEUDO_FS = frozenset(
     {
         "tmpfs",
@@ -79,52 +73,8 @@ def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) 
     )
 
 
-@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
-def _local_check_disk() -> str:
-    """check_disk on this machine."""
-    rows: list[list[str]] = []
-    full: list[tuple[str, float]] = []
-    seen: set[str] = set()
-    for part in psutil.disk_partitions(all=False):
-        if part.mountpoint in seen:
-            continue
-        seen.add(part.mountpoint)
-        try:
-            usage = psutil.disk_usage(part.mountpoint)
-        except OSError:
-            continue
-        if usage.total == 0:
-            continue
-        rows.append(
-            [
-                part.mountpoint,
-                part.fstype,
-                human_bytes(usage.total),
-                human_bytes(usage.used),
-                human_bytes(usage.free),
-                f"{usage.percent:.1f}%",
-            ]
-        )
-        full.append((part.mountpoint, usage.percent))
-    if "/" not in seen:  # containers often list no partitions; the root filesystem is always worth a line
-        usage = psutil.disk_usage("/")
-        rows.insert(
-            0,
-            [
-                "/",
-                "-",
-                human_bytes(usage.total),
-                human_bytes(usage.used),
-                human_bytes(usage.free),
-                f"{usage.percent:.1f}%",
-            ],
-        )
-        full.insert(0, ("/", usage.percent))
-    return _disk_text(reach.host_name(None), rows, full)
-
-
-async def _remote_check_disk(host: Host, ctx: ToolContext) -> str:
-    result = await reach.remote(ctx, host, ["df", "-P", "-T", "-k"], timeout_s=_REMOTE_TIMEOUT_S)
+async def _check_disk_on(host: Host | None, ctx: ToolContext) -> str:
+    result = await reach.run(ctx, host, ["df", "-P", "-T", "-k"], timeout_s=_TIMEOUT_S)
     if result.exit_status != 0 and not result.stdout.strip():  # df exits 1 when one mount is unreadable
         raise reach.failed(host, "df", result)
     rows: list[list[str]] = []
@@ -139,10 +89,10 @@ async def _remote_check_disk(host: Host, ctx: ToolContext) -> str:
         if mount in seen or size == 0 or (fstype in _PSEUDO_FS and mount != "/"):
             continue
         seen.add(mount)
-        pct = round(_percent(used, used + avail), 1)  # as psutil (and df) compute it: of what users can use
+        pct = round(_percent(used, used + avail), 1)  # as df computes it: of what users can use
         rows.append([mount, fstype, human_bytes(size), human_bytes(used), human_bytes(avail), f"{pct:.1f}%"])
         full.append((mount, pct))
-    return _disk_text(host.name, rows, full)
+    return _disk_text(reach.host_name(host), rows, full)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -152,7 +102,7 @@ async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(host, ctx, _local_check_disk, {}, lambda on: _remote_check_disk(on, ctx))
+    return await _check_disk_on(reach.target(host, ctx), ctx)
 
 
 # -- check_memory --------------------------------------------------------------------------------------
@@ -172,16 +122,8 @@ def _memory_text(name: str, total: int, used: int, available: int, swap_total: i
     return "\n".join(lines)
 
 
-@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
-def _local_check_memory() -> str:
-    """check_memory on this machine."""
-    vm = psutil.virtual_memory()
-    swap = psutil.swap_memory()
-    return _memory_text(reach.host_name(None), vm.total, vm.used, vm.available, swap.total, swap.used)
-
-
 def meminfo_usage(text: str) -> tuple[int, int, int, int, int]:
-    """(total, used, available, swap total, swap used) in bytes from /proc/meminfo, computed as psutil does."""
+    """(total, used, available, swap total, swap used) in bytes from /proc/meminfo, computed as free(1) does."""
     kb: dict[str, int] = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")
@@ -207,14 +149,14 @@ async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(host, ctx, _local_check_memory, {}, lambda on: _remote_check_memory(on, ctx))
+    return await _check_memory_on(reach.target(host, ctx), ctx)
 
 
-async def _remote_check_memory(found: Host, ctx: ToolContext) -> str:
-    result = await reach.remote(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_REMOTE_TIMEOUT_S)
+async def _check_memory_on(found: Host | None, ctx: ToolContext) -> str:
+    result = await reach.run(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_TIMEOUT_S)
     if result.exit_status != 0:
         raise reach.failed(found, "cat /proc/meminfo", result)
-    return _memory_text(found.name, *meminfo_usage(result.stdout))
+    return _memory_text(reach.host_name(found), *meminfo_usage(result.stdout))
 
 
 # -- check_cpu -----------------------------------------------------------------------------------------
@@ -235,14 +177,6 @@ def _cpu_text(
     )
 
 
-@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
-def _local_check_cpu() -> str:
-    """check_cpu on this machine."""
-    per_core = psutil.cpu_percent(interval=_SAMPLE_S, percpu=True)
-    logical = psutil.cpu_count(logical=True) or len(per_core)
-    return _cpu_text(reach.host_name(None), per_core, os.getloadavg(), logical, psutil.cpu_count(logical=False))
-
-
 # Two /proc/stat readings half a second apart, then the load average and the core counts; \0 between parts.
 _CPU_SCRIPT = (
     "cat /proc/stat; printf '\\0'; sleep 0.5; cat /proc/stat; printf '\\0'; cat /proc/loadavg; printf '\\0'; "
@@ -251,7 +185,7 @@ _CPU_SCRIPT = (
 
 
 def _core_times(stat: str) -> list[tuple[int, int]]:
-    """(busy, total) jiffies per core (cpu0, cpu1, …) as psutil counts them (guest time is in user time)."""
+    """(busy, total) jiffies per core (cpu0, cpu1, …) as top counts them (guest time is in user time)."""
     cores = []
     for line in stat.splitlines():
         fields = line.split()
@@ -279,11 +213,11 @@ async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(host, ctx, _local_check_cpu, {}, lambda on: _remote_check_cpu(on, ctx))
+    return await _check_cpu_on(reach.target(host, ctx), ctx)
 
 
-async def _remote_check_cpu(found: Host, ctx: ToolContext) -> str:
-    result = await reach.remote(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S)
+async def _check_cpu_on(found: Host | None, ctx: ToolContext) -> str:
+    result = await reach.run(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_TIMEOUT_S)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4:
         raise reach.failed(found, "reading /proc/stat", result)
@@ -291,7 +225,7 @@ async def _remote_check_cpu(found: Host, ctx: ToolContext) -> str:
     load = tuple(float(v) for v in loadavg.split()[:3])
     per_core = cpu_percents(before, after)
     physical_cores = int(physical.strip() or 0) or None
-    return _cpu_text(found.name, per_core, (load[0], load[1], load[2]), len(per_core), physical_cores)
+    return _cpu_text(reach.host_name(found), per_core, (load[0], load[1], load[2]), len(per_core), physical_cores)
 
 
 # -- list_top_processes --------------------------------------------------------------------------------
@@ -308,34 +242,8 @@ def _check_limit(limit: int) -> None:
         raise ToolError(f"limit: must be between 1 and 100, got {limit}")
 
 
-@tool(category=Category.READ_ONLY, timeout_s=30, isolated=True)
-def _local_list_top_processes(sort_by: str = "cpu", limit: int = 10) -> str:
-    """list_top_processes on this machine."""
-    procs = []
-    for p in psutil.process_iter(["pid", "name", "username", "memory_info", "cmdline"]):
-        try:
-            p.cpu_percent(None)  # first reading: starts the sample
-        except psutil.Error:
-            continue
-        procs.append(p)
-    time.sleep(_SAMPLE_S)
-    rows: list[tuple[float, int, list[str]]] = []
-    for p in procs:
-        try:
-            cpu = p.cpu_percent(None)
-            info = p.info
-        except psutil.Error:
-            continue
-        rss = info["memory_info"].rss if info.get("memory_info") else 0
-        cmd = " ".join(" ".join(info.get("cmdline") or []).split()) or info.get("name") or "?"
-        rows.append(
-            (cpu, rss, [str(info["pid"]), str(info.get("username") or "?"), f"{cpu:.1f}", human_bytes(rss), cmd[:120]])
-        )
-    return _top_text(reach.host_name(None), rows, sort_by, limit)
-
-
-# Each process's CPU ticks twice, half a second apart (the same semantics as locally: percent of one core over
-# the sample), with the host's clock and tick rate; then pid, user, rss and command line from ps. \0 between.
+# Each process's CPU ticks twice, half a second apart (percent of one core over the sample), with the host's
+# clock and tick rate; then pid, user, rss and command line from ps. \0 between.
 _TOP_SCRIPT = (
     "cd /proc || exit 1; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; sleep 0.5; "
     't1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf \'\\0%s %s %s\\0\' "$t0" "$t1" "$(getconf CLK_TCK)"; '
@@ -365,21 +273,13 @@ async def list_top_processes(
         limit: how many processes to list, 1 to 100.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    reach.target(host, ctx)  # an unknown host is named before a bad limit
+    found = reach.target(host, ctx)  # an unknown host is named before a bad limit
     _check_limit(limit)
-    return await reach.on_host(
-        host,
-        ctx,
-        _local_list_top_processes,
-        {"sort_by": sort_by, "limit": limit},
-        lambda on: _remote_list_top_processes(on, sort_by, limit, ctx),
-    )
+    return await _list_top_processes_on(found, sort_by, limit, ctx)
 
 
-async def _remote_list_top_processes(found: Host, sort_by: str, limit: int, ctx: ToolContext) -> str:
-    result = await reach.remote(
-        ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024
-    )
+async def _list_top_processes_on(found: Host | None, sort_by: str, limit: int, ctx: ToolContext) -> str:
+    result = await reach.run(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4 or result.truncated:
         raise reach.failed(found, "reading /proc", result)
@@ -398,4 +298,4 @@ async def _remote_list_top_processes(found: Host, sort_by: str, limit: int, ctx:
         rss = int(fields[2]) * 1024
         cmd = " ".join((fields[3] if len(fields) > 3 else "?").split())
         rows.append((cpu, rss, [str(pid), fields[1], f"{cpu:.1f}", human_bytes(rss), cmd[:120]]))
-    return _top_text(found.name, rows, sort_by, limit)
+    return _top_text(reach.host_name(found), rows, sort_by, limit)

@@ -1,19 +1,16 @@
-"""clean_logs on this machine, and the approval binding it shares with a host: the run deletes only what the
-approved preview listed (each file by a tag over its path, inode, size and mtime; the whole list by a digest)."""
+"""clean_logs' approval binding (the scan and the deletes are in tools/builtin/log_files.py): the run deletes
+only what the approved preview listed (each file by a tag over its path, inode, size and mtime; the list by a
+digest)."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.builtin.host import human_bytes
-from tools.builtin.log_reads import LISTED_FILES, allowed_path, is_rotated
-from tools.registry import Category, ToolContext, ToolError, tool
+from tools.builtin.log_reads import LISTED_FILES
 
 #
 # The preview names each file (up to LISTED_FILES) with a tag: a hash of its path, inode, size and mtime, so
@@ -46,12 +43,6 @@ class Candidate:
         return (now - self.mtime_ns / 1e9) / 86_400
 
 
-def _as_candidate(p: Path, st: os.stat_result) -> Candidate | None:
-    if not stat.S_ISREG(st.st_mode):  # symlinks are never followed
-        return None
-    return Candidate(p, st.st_size, st.st_ino, st.st_mtime_ns)
-
-
 @dataclass(frozen=True)
 class Scan:
     """A walk of the directory: the candidates, and every entry's path as shown (to tell changed from gone)."""
@@ -59,32 +50,6 @@ class Scan:
     root: Path
     cands: list[Candidate]
     present: frozenset[str]
-
-
-def _cleanup_candidates(path: str, older_than_days: int, ctx: ToolContext) -> Scan:
-    if older_than_days < 0:
-        raise ToolError(f"older_than_days: must be 0 or more, got {older_than_days}")
-    root = allowed_path(path, ctx)
-    if not root.is_dir():
-        raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
-    cutoff_ns = int((time.time() - older_than_days * 86_400) * 1e9)
-    found: list[Candidate] = []
-    present: set[str] = set()
-    for dirpath, dirs, names in os.walk(root):  # os.walk does not follow directory symlinks
-        present.update(printable_path(Path(dirpath) / name) for name in dirs)
-        for name in names:
-            p = Path(dirpath) / name
-            present.add(printable_path(p))
-            if not is_rotated(name):
-                continue
-            try:
-                st = p.lstat()
-            except FileNotFoundError:
-                continue
-            if (c := _as_candidate(p, st)) and c.mtime_ns < cutoff_ns:
-                found.append(c)
-    found.sort(key=lambda c: str(c.path))
-    return Scan(root, found, frozenset(present))
 
 
 def list_digest(cands: list[Candidate]) -> str:
@@ -143,28 +108,6 @@ class Outcome:
     changed: list[str] = field(default_factory=list)  # preview-time lines of approved files that changed
     gone: list[str] = field(default_factory=list)  # ... that are no longer there
     failed: list[str] = field(default_factory=list)
-
-
-def _delete(chosen: list[Candidate], outcome: Outcome, now: float) -> None:
-    """Unlink each file that is still the very file approved (same path, inode, size, mtime, a regular file)."""
-    for c in chosen:
-        try:
-            current = _as_candidate(c.path, c.path.lstat())
-        except FileNotFoundError:
-            outcome.gone.append(file_line(c, now))
-            continue
-        if current != c:  # replaced (a symlink, another file) or written to since the list was made
-            outcome.changed.append(file_line(c, now))
-            continue
-        try:
-            c.path.unlink()
-        except FileNotFoundError:
-            outcome.gone.append(file_line(c, now))
-            continue
-        except OSError as e:
-            outcome.failed.append(f"  could not delete {printable_path(c.path)}: {e.strerror or e}")
-            continue
-        outcome.deleted.append(c)
 
 
 def choose(scan: Scan, approved_preview: str, outcome: Outcome) -> tuple[list[Candidate], list[Candidate], int]:
@@ -226,30 +169,11 @@ def clean_report(
     return "\n".join(out + outcome.failed)
 
 
-@tool(category=Category.DESTRUCTIVE, timeout_s=120, isolated=True)
-def local_clean_logs(
-    path: str, older_than_days: int = 7, *, confirmed_by: str, approved_preview: str, ctx: ToolContext
-) -> str:
-    """clean_logs on this machine."""
-    scan = _cleanup_candidates(path, older_than_days, ctx)
-    outcome = Outcome()
-    now = time.time()
-    chosen, unapproved, unnamed = choose(scan, approved_preview, outcome)
-    _delete(chosen, outcome, now)
-    return clean_report(scan, outcome, unapproved, unnamed, older_than_days, confirmed_by, now)
-
-
 def _listing(lines: list[str], limit: int = 200) -> list[str]:
     shown = lines[:limit]
     if len(lines) > limit:
         shown.append(f"  … and {len(lines) - limit} more")
     return shown
-
-
-@local_clean_logs.dry_run
-def _local_clean_logs_preview(path: str, older_than_days: int = 7, *, ctx: ToolContext) -> str:
-    """Every file the run may delete: named (with a tag for this very file) up to LISTED_FILES, all in the digest."""
-    return preview_text(_cleanup_candidates(path, older_than_days, ctx), older_than_days, time.time())
 
 
 def preview_text(scan: Scan, older_than_days: int, now: float) -> str:

@@ -1,12 +1,9 @@
-"""The log tools: tail_log, grep_log and clean_logs, on this machine (tools/builtin/log_reads.py, log_cleanup.py)
-or on an inventory host (tools/builtin/remote_logs.py), confined to the configured log directories."""
+"""The log tools: tail_log, grep_log and clean_logs, on this machine or an inventory host alike
+(tools/builtin/log_files.py), confined to the configured log directories."""
 
 from __future__ import annotations
 
-from tools.builtin import reach
-from tools.builtin.log_cleanup import local_clean_logs
-from tools.builtin.log_reads import local_grep_log, local_tail_log
-from tools.builtin.remote_logs import remote_clean_logs, remote_clean_logs_preview, remote_grep, remote_tail
+from tools.builtin import log_files, reach
 from tools.registry import Category, ToolContext, tool
 
 
@@ -19,9 +16,7 @@ async def tail_log(path: str, lines: int = 100, host: str = "localhost", *, ctx:
         lines: how many lines from the end, 1 to 5000.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(
-        host, ctx, local_tail_log, {"path": path, "lines": lines}, lambda on: remote_tail(on, path, lines, ctx)
-    )
+    return await log_files.tail(reach.target(host, ctx), path, lines, ctx)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -37,10 +32,7 @@ async def grep_log(
         max_matches: stop listing after this many matching lines, 1 to 5000 (all are still counted).
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    args = {"path": path, "pattern": pattern, "max_matches": max_matches}
-    return await reach.on_host(
-        host, ctx, local_grep_log, args, lambda on: remote_grep(on, path, pattern, max_matches, ctx)
-    )
+    return await log_files.grep(reach.target(host, ctx), path, pattern, max_matches, ctx)
 
 
 @tool(category=Category.DESTRUCTIVE, timeout_s=120, idempotent=True)
@@ -60,25 +52,10 @@ async def clean_logs(
         older_than_days: only files last modified more than this many days ago.
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await reach.on_host(
-        host,
-        ctx,
-        local_clean_logs,
-        {"path": path, "older_than_days": older_than_days},
-        lambda on: remote_clean_logs(on, path, older_than_days, confirmed_by, approved_preview, ctx),
-        confirmed_by=confirmed_by,
-        approved_preview=approved_preview,
-    )
+    return await log_files.clean(reach.target(host, ctx), path, older_than_days, confirmed_by, approved_preview, ctx)
 
 
 @clean_logs.dry_run
 async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str = "localhost", *, ctx: ToolContext) -> str:
-    """Every file the run may delete, on this machine or the host: named with a tag up to LISTED_FILES."""
-    return await reach.on_host(
-        host,
-        ctx,
-        local_clean_logs,
-        {"path": path, "older_than_days": older_than_days},
-        lambda on: remote_clean_logs_preview(on, path, older_than_days, ctx),
-        role="preview",
-    )
+    """Every file the run may delete: named with a tag up to LISTED_FILES, all in the list digest."""
+    return await log_files.clean_preview(reach.target(host, ctx), path, older_than_days, ctx)

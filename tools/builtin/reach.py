@@ -1,6 +1,9 @@
-"""Where a host tool runs: `localhost` (this machine, the local code in a worker process) or an inventory host
-(fixed commands over the SSH pool). Shared by tools/builtin/host.py, logs.py and services.py;
-`on_host` is the one local-or-remote dispatch.
+"""Where a host tool runs: `localhost` (this machine) or an inventory host. Shared by tools/builtin/host.py,
+log_files.py and services.py.
+
+A host tool is written once, as fixed commands (`run`): on an inventory host they go over the SSH pool, on this
+machine the very same command line goes to a local `sh`, so the output is the same wherever it ran. Either way
+the command is bounded by tools.remote.command (every argument quoted, `timeout` and `head -c` around it).
 
 `target(host, ctx)` is the only way a tool turns the model's `host` into something it can reach: an inventory
 Host, or None for this machine. Any other name is refused by Inventory.resolve (naming the closest inventory
@@ -9,12 +12,16 @@ names) before any connection exists.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from tools.api import ToolContext, ToolError
+from tools.process import child_env, kill_group
+from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
 from tools.remote.inventory import LOCALHOST, Host, Inventory
 
 DESCRIBED_HOSTS_MAX = 10  # up to this many inventory names are listed in the host tools' descriptions
@@ -35,13 +42,45 @@ def host_name(found: Host | None) -> str:
     return found.name if found is not None else socket.gethostname()
 
 
-async def remote(
-    ctx: ToolContext, host: Host, argv: Sequence[str], *, timeout_s: float, max_bytes: int = 1024 * 1024
-) -> Any:
-    """Run the fixed command `argv` on `host` over the pool (a tools.remote.pool.Result)."""
-    pool = _pool(ctx)
-    assert pool is not None  # target() checked it
-    return await pool.run(host, argv, timeout_s=timeout_s, max_bytes=max_bytes)
+async def run(
+    ctx: ToolContext, host: Host | None, argv: Sequence[str], *, timeout_s: float, max_bytes: int = 1024 * 1024
+) -> Result:
+    """Run the fixed command `argv` on `host` over the pool, or on this machine (None) through the same command
+    line in a local `sh`, killed with everything it started if the call is cancelled."""
+    if host is not None:
+        pool = _pool(ctx)
+        assert pool is not None  # target() checked it
+        result: Result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        return result
+    try:
+        command = remote_command(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+    except ValueError as e:
+        raise ToolError(f"{host_name(None)}: {e}") from None
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env(),
+        start_new_session=True,
+    )
+    try:
+        out, err = await proc.communicate()
+    except BaseException:
+        await kill_group(proc)
+        raise
+    code = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 255
+    if code == KILLED_BY_TIMEOUT and time.monotonic() - started >= timeout_s * 0.95:
+        raise ToolError(f"{host_name(None)}: {argv[0]} ran past {timeout_s:g}s and was killed")
+    return Result(
+        exit_status=code,
+        stdout=out[:max_bytes].decode("utf-8", errors="replace"),
+        stderr=err.decode("utf-8", errors="replace"),
+        truncated=len(out) > max_bytes,
+    )
 
 
 def _pool(ctx: ToolContext) -> Any:
@@ -50,47 +89,12 @@ def _pool(ctx: ToolContext) -> Any:
     return ctx.resource(SshPool)
 
 
-def failed(host: Host, what: str, result: Any) -> ToolError:
-    """A remote command's non-zero exit as the error the model reads (its stderr's first lines)."""
+def failed(host: Host | None, what: str, result: Result) -> ToolError:
+    """A command's non-zero exit as the error the model reads (its stderr's first lines)."""
     detail = (result.stderr or result.stdout).strip().splitlines()[:3]
     return ToolError(
-        f"{host.name}: {what} failed (exit {result.exit_status})" + (f": {' '.join(detail)}" if detail else "")
+        f"{host_name(host)}: {what} failed (exit {result.exit_status})" + (f": {' '.join(detail)}" if detail else "")
     )
-
-
-async def local(
-    local_tool: Any,
-    args: Mapping[str, Any],
-    ctx: ToolContext,
-    *,
-    role: str = "impl",
-    confirmed_by: str | None = None,
-    approved_preview: str | None = None,
-) -> str:
-    """Call the local (sync, isolated) implementation `local_tool` in a worker process killed on cancel."""
-    impl = getattr(local_tool, role)
-    return str(await impl.call(dict(args), ctx, confirmed_by, approved_preview))
-
-
-async def on_host(
-    host: str,
-    ctx: ToolContext,
-    local_tool: Any,
-    args: Mapping[str, Any],
-    remote_call: Callable[[Host], Awaitable[str]],
-    *,
-    role: str = "impl",
-    confirmed_by: str | None = None,
-    approved_preview: str | None = None,
-) -> str:
-    """The one host dispatch of the host tools: `local_tool` (its `role`) in a worker on this machine, or
-    `remote_call` with the inventory Host `host` names; any other name is refused before anything runs."""
-    found = target(host, ctx)
-    if found is None:
-        return await local(
-            local_tool, args, ctx, role=role, confirmed_by=confirmed_by, approved_preview=approved_preview
-        )
-    return await remote_call(found)
 
 
 def describe_hosts(schema: dict[str, Any], inventory: Inventory | None) -> dict[str, Any]:

@@ -49,7 +49,7 @@ async def _run_systemctl(on: Host | None, ctx: ToolContext, *args: str) -> tuple
     if on is None:
         code, out, err = await run_argv([_systemctl(), "--no-pager", *args])
     else:
-        result = await reach.remote(ctx, on, ["systemctl", "--no-pager", *args], timeout_s=_REMOTE_TIMEOUT_S[args[0]])
+        result = await reach.run(ctx, on, ["systemctl", "--no-pager", *args], timeout_s=_REMOTE_TIMEOUT_S[args[0]])
         code, out, err = result.exit_status, result.stdout, result.stderr
         if code == 127:
             raise ToolError(f"systemctl is not available on {on.name}")

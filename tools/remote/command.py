@@ -20,10 +20,21 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 STDERR_MAX_BYTES = 16_000
 KILLED_BY_TIMEOUT = 137  # 128 + SIGKILL: what the script exits with when `timeout` fired
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the program was cut off because its output passed max_bytes
+
+
+@dataclass(frozen=True)
+class Result:
+    """One command run through remote_command: its exit status and output (stdout cut at max_bytes: `truncated`)."""
+
+    exit_status: int
+    stdout: str
+    stderr: str
+    truncated: bool = False
 
 
 def remote_command(

@@ -39,7 +39,7 @@ class Ere:
 
 
 def refuse(what: str) -> ToolError:
-    return ToolError(f"grep_log: {what} is not supported on a remote host (grep -E); rewrite the pattern")
+    return ToolError(f"grep_log: {what} is not supported (it runs as grep -E on the host); rewrite the pattern")
 
 
 def _norm(ranges: Ranges) -> Ranges:

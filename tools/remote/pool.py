@@ -33,7 +33,7 @@ import asyncssh
 
 from bot.errors import OpsloopError
 from tools.api import ToolError
-from tools.remote.command import KILLED_BY_TIMEOUT, remote_command
+from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
 from tools.remote.inventory import Host, Inventory, Login, SshCredentials
 
 log = logging.getLogger(__name__)
@@ -87,16 +87,6 @@ class SshError(ToolError):
         self.detail = message
         self.fingerprint = fingerprint  # the offered host key's SHA256 fingerprint (host key errors)
         self.keyscan = keyscan  # the ssh-keyscan command to fetch an unknown key for verification
-
-
-@dataclass(frozen=True)
-class Result:
-    """One remote command: its exit status and output (stdout cut at max_bytes: `truncated`)."""
-
-    exit_status: int
-    stdout: str
-    stderr: str
-    truncated: bool = False
 
 
 @dataclass(frozen=True)

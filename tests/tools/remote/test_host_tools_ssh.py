@@ -1,7 +1,8 @@
 """Every host tool on an inventory host, over a real OpenSSH server on 127.0.0.1 (tests.support.sshserver.SshServer).
 
-The server runs on this machine, so a remote call sees the same files as a local one: the log tools' outputs
-must be *equal* to the local ones, the health tools' outputs must have the same shape. The transport itself
+The server runs on this machine, so a remote call sees the same files as a local one, and both run the same
+commands: every host tool's output on the host must be *equal* to the local one (the health tools' sampled
+numbers aside). The transport itself
 (timeouts, drops, host keys, jumps) is tests/tools/remote/test_ssh.py's.
 """
 
@@ -12,6 +13,7 @@ import gzip
 import json
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -26,6 +28,7 @@ from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, too
 from tests.support.sshserver import SshServer
 from tests.tools.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools.builtin.log_reads import compile_pattern
 from tools.remote import SshHosts
 from tools.remote.ere import translate
 from tools.remote.inventory import Host, Inventory, SshSettings
@@ -142,6 +145,52 @@ async def test_a_health_tool_on_a_host_has_the_local_shape(tools: ToolRegistry, 
         assert len(rows) == 5 and all(r[0].isdigit() and re.fullmatch(r"\d+\.\d", r[2]) for r in rows)
 
 
+# Each host tool, with arguments that answer and arguments that are refused: the same answer here and on a host.
+SAME_ANSWER = [
+    ("check_disk", {}),
+    ("check_memory", {}),
+    ("check_cpu", {}),
+    ("list_top_processes", {"sort_by": "memory", "limit": 3}),
+    ("list_top_processes", {"limit": 0}),
+    ("tail_log", {"path": "app.log", "lines": 5}),
+    ("tail_log", {"path": "app.log.2.gz"}),
+    ("tail_log", {"path": "app"}),
+    ("tail_log", {"path": "nope.log"}),
+    ("tail_log", {"path": "/etc/passwd"}),
+    ("tail_log", {"path": "app.log", "lines": 0}),
+    ("grep_log", {"path": ".", "pattern": "(?i)error", "max_matches": 4}),
+    ("grep_log", {"path": "app.log", "pattern": r"\pL"}),
+    ("grep_log", {"path": "app.log", "pattern": r"(a)\1"}),
+    ("grep_log", {"path": "../..", "pattern": "x"}),
+    ("clean_logs", {"path": ".", "older_than_days": 7}),
+    ("clean_logs", {"path": "app.log"}),
+]
+_SAMPLED = {"check_disk", "check_memory", "check_cpu", "list_top_processes"}  # numbers that move between calls
+
+
+async def _answer(registry: ToolRegistry, name: str, args: dict[str, Any], host: str, shown_as: str) -> str:
+    t = registry.get(name)
+    assert t is not None
+    try:
+        out = await (t.dry_run if name == "clean_logs" else t.run)({**args, "host": host})
+    except ToolError as e:
+        out = f"error: {e}"
+    text = str(out).replace(shown_as, "HOST")
+    if name in _SAMPLED and not text.startswith("error"):
+        text = re.sub(r"\d+(\.\d+)?", "N", text)
+        if name == "list_top_processes":
+            text = "\n".join(text.splitlines()[:2])  # which processes lead may change between the calls
+    return text
+
+
+@pytest.mark.parametrize(("name", "args"), SAME_ANSWER)
+async def test_every_host_tool_answers_the_same_here_and_on_a_host(
+    tools: ToolRegistry, name: str, args: dict[str, Any]
+) -> None:
+    here = await _answer(tools, name, args, "localhost", socket.gethostname())
+    assert await _answer(tools, name, args, "web-03", "web-03") == here
+
+
 async def test_tail_log_on_a_host_equals_the_local_output(tools: ToolRegistry, logs: Path) -> None:
     for args in (
         {"path": "app.log", "lines": 5},
@@ -184,9 +233,11 @@ def test_patterns_translate_to_an_ere_that_matches_the_same_lines() -> None:
     assert translate(r"a{b}x{,3}").expression == r"a\{b\}x\{,3\}"  # RE2 reads both as literal text
     assert translate(r"[[:alpha:]]\w").expression == "[A-Za-z][0-9A-Z_a-z]"
     assert (translate("[^a]").locale, translate(r"\bé+").locale) == ("C.UTF-8", "C")
-    with pytest.raises(ToolError, match="a newline, which never occurs inside a line, is not supported on a remote"):
+    with pytest.raises(
+        ToolError, match="a newline, which never occurs inside a line, is not supported \\(it runs as grep -E"
+    ):
         translate("a\nb")
-    with pytest.raises(ToolError, match=r"the Unicode class \\pL is not supported on a remote host"):
+    with pytest.raises(ToolError, match=r"the Unicode class \\pL is not supported \(it runs as grep -E on the host\)"):
         translate(r"\pL")
 
 
@@ -293,30 +344,35 @@ REFUSED = {
 }
 
 
-async def test_grep_log_counts_the_same_lines_on_a_host_or_refuses_naming_the_construct(
+async def test_grep_log_counts_the_lines_re2_matches_or_refuses_naming_the_construct(
     tools: ToolRegistry, logs: Path
 ) -> None:
+    """The ERE grep runs matches exactly the lines RE2 (the pattern's own syntax) matches, here and on a host."""
     (logs / "table.log").write_text("".join(f"{line}\n" for line in TABLE_LINES), encoding="utf-8")
     differ, refused = [], {}
-    at_once = asyncio.Semaphore(8)  # each local call is a worker process, each remote one an SSH channel
+    at_once = asyncio.Semaphore(8)  # each call is a local sh or an SSH channel
 
     async def compare(pattern: str) -> None:
         args = {"path": "table.log", "pattern": pattern, "max_matches": 100}
+        regex = compile_pattern(pattern)
+        expected = [f"{n}: {line}" for n, line in enumerate(TABLE_LINES, 1) if regex.search(line)]
         async with at_once:
-            local = await call(tools, "grep_log", args)
             try:
-                remote = await call(tools, "grep_log", {**args, "host": "web-03"})
+                local = await call(tools, "grep_log", args)
             except ToolError as e:
                 refused[pattern] = str(e)
+                with pytest.raises(ToolError, match=re.escape(str(e))):
+                    await call(tools, "grep_log", {**args, "host": "web-03"})
                 return
-        if remote != local:
-            differ.append((pattern, local, remote))
+            remote = await call(tools, "grep_log", {**args, "host": "web-03"})
+        if remote != local or local.split("\n")[1:] != (expected or [""]):  # splitlines would also cut at \v
+            differ.append((pattern, expected, local, remote))
 
     await asyncio.gather(*(compare(p) for p in TABLE))
     assert differ == []
     assert set(refused) == set(REFUSED)
     for pattern, error in refused.items():
-        assert re.match(f"grep_log: {REFUSED[pattern]}.* is not supported on a remote host", error), error
+        assert re.match(f"grep_log: {REFUSED[pattern]}.* is not supported \\(it runs as grep -E", error), error
 
 
 async def test_the_issue_patterns_count_as_locally(tools: ToolRegistry, logs: Path) -> None:

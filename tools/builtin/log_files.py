@@ -1,5 +1,6 @@
-"""tail_log, grep_log and clean_logs on an inventory host: fixed `sh -c` scripts over SSH, whose model-given values
-arrive only as quoted "$@" arguments, with paths resolved and confined on the host itself."""
+"""tail_log, grep_log and clean_logs, on this machine or an inventory host alike: fixed `sh -c` scripts run through
+tools.builtin.reach.run, whose model-given values arrive only as quoted "$@" arguments, with paths resolved and
+confined on the host itself."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from tools.builtin.log_cleanup import (
 )
 from tools.builtin.log_reads import (
     MAX_GREP_FILES,
-    Tail,
     check_lines,
     check_max_matches,
     clip,
@@ -32,14 +32,14 @@ from tools.registry import ToolContext, ToolError
 from tools.remote.ere import translate
 from tools.remote.inventory import Host
 
-# Paths are resolved on the host (realpath) and checked here against that host's log_dirs (default: [tools.logs]
-# dirs), then only the resolved path is used. grep_log's pattern is compiled by RE2 here first (what RE2 refuses
-# is refused; GNU grep -E would accept backreferences), then translated to a POSIX ERE for `grep -E`
-# (tools/remote/ere.py). Every command is a fixed program or a fixed `sh -c` script whose model-given values
-# arrive as quoted "$@" arguments.
+# Paths are resolved on the host (realpath) and checked here against its log_dirs (this machine's: [tools.logs]
+# dirs; an inventory host's default to those too), then only the resolved path is used. grep_log's pattern is
+# compiled by RE2 here first (what RE2 refuses is refused; GNU grep -E would accept backreferences), then
+# translated to a POSIX ERE for `grep -E` (tools/remote/ere.py). Every command is a fixed program or a fixed
+# `sh -c` script whose model-given values arrive as quoted "$@" arguments.
 
-_REMOTE_TIMEOUT_S = 45.0  # one remote command, under the tools' own 60 s (clean_logs: 120 s, several commands)
-_REMOTE_LINE_BYTES = 2_000  # a remote line is cut here on the host (then to MAX_LINE_CHARS here)
+_TIMEOUT_S = 45.0  # one command, under the tools' own 60 s (clean_logs: 120 s, several commands)
+_LINE_BYTES = 2_000  # a line is cut here on the host (then to MAX_LINE_CHARS here)
 _DELETE_BATCH = 100  # files checked and deleted per remote command
 
 # For each argument: its type (d directory, f regular file, o other, - missing; symlinks followed) and its
@@ -55,7 +55,7 @@ _DECOMPRESS = (
 _TAIL_SCRIPT = (
     _DECOMPRESS + "stat -L -c %s -- \"$1\" || exit 1; printf '\\0'; "
     f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tail -n "$2";; *) tail -n "$2" -- "$1";; esac '
-    f"| cut -b 1-{_REMOTE_LINE_BYTES}"
+    f"| cut -b 1-{_LINE_BYTES}"
 )
 # $1 pattern (an ERE), $2 how many lines may still be listed, $3 the locale it matches in (C: bytes; C.UTF-8:
 # characters, checked to work, else "no-utf8"); then the files. Per file: its path, its number of matching lines
@@ -69,7 +69,7 @@ _GREP_SCRIPT = (
     "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
     'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
     'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
-    f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_REMOTE_LINE_BYTES}; '
+    f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_LINE_BYTES}; '
     "left=$((left - n)); fi; printf '\\0'; done"
 )
 # The host's clock, then every entry under $1 on its filesystem: type, inode, size, mtime, path.
@@ -84,20 +84,20 @@ _DELETE_SCRIPT = (
 )
 
 
-def _host_log_dirs(host: Host, ctx: ToolContext) -> list[str]:
-    return list(host.log_dirs) if host.log_dirs is not None else [str(d) for d in ctx.log_dirs]
+def _host_log_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
+    return list(host.log_dirs) if host is not None and host.log_dirs is not None else [str(d) for d in ctx.log_dirs]
 
 
-async def _resolve_on(host: Host, ctx: ToolContext, paths: list[str]) -> list[tuple[str, str]]:
+async def _resolve_on(host: Host | None, ctx: ToolContext, paths: list[str]) -> list[tuple[str, str]]:
     """(type, resolved path) for each of `paths`, as the host sees them."""
-    result = await reach.remote(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_REMOTE_TIMEOUT_S)
+    result = await reach.run(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_TIMEOUT_S)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 2 * len(paths) + 1:
         raise reach.failed(host, "realpath", result)
     return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(paths))]
 
 
-async def _remote_allowed(host: Host, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
+async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
     """`path` resolved on `host` and inside one of its log_dirs (resolved there too), with its type (d, f, o, -)."""
     if not path.strip():
         raise ToolError("path: must not be empty")
@@ -113,33 +113,33 @@ async def _remote_allowed(host: Host, path: str, ctx: ToolContext) -> tuple[Pure
     ]
     if inside:
         return next((c for c in inside if c[1] != "-"), inside[0])
-    raise ToolError(f"{host.name}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
+    raise ToolError(f"{reach.host_name(host)}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
 
 
-async def remote_tail(host: Host, path: str, lines: int, ctx: ToolContext) -> str:
+async def tail(host: Host | None, path: str, lines: int, ctx: ToolContext) -> str:
     check_lines(lines)
-    file, kind = await _remote_allowed(host, path, ctx)
+    file, kind = await _allowed(host, path, ctx)
     if kind == "-":
         raise ToolError(f"no such file: {path}")
     if kind != "f":
         raise ToolError(f"not a regular file: {path}")
-    result = await reach.remote(
+    result = await reach.run(
         ctx,
         host,
         ["sh", "-c", _TAIL_SCRIPT, "sh", str(file), str(lines)],
-        timeout_s=_REMOTE_TIMEOUT_S,
-        max_bytes=lines * (_REMOTE_LINE_BYTES + 1) + 64,
+        timeout_s=_TIMEOUT_S,
+        max_bytes=lines * (_LINE_BYTES + 1) + 64,
     )
     size, sep, text = result.stdout.partition("\0")
     if result.exit_status != 0 or not sep or not size.strip().isdigit():
         raise reach.failed(host, f"tail {file}", result)
-    return tail_text(str(file), Tail(text.splitlines()[-lines:], False), int(size))
+    return tail_text(str(file), text.splitlines()[-lines:], int(size))
 
 
-async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> list[str]:
+async def _files(host: Host | None, root: PurePosixPath, ctx: ToolContext) -> list[str]:
     """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES."""
-    result = await reach.remote(
-        ctx, host, ["find", str(root), "-type", "f", "-print0"], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=8 * 1024 * 1024
+    result = await reach.run(
+        ctx, host, ["find", str(root), "-type", "f", "-print0"], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024
     )
     if result.exit_status != 0 and not result.stdout:
         raise reach.failed(host, f"find {root}", result)
@@ -147,32 +147,31 @@ async def _remote_files(host: Host, root: PurePosixPath, ctx: ToolContext) -> li
     return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES]  # in the order the local walk takes
 
 
-async def remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
+async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
     check_max_matches(max_matches)
     compile_pattern(pattern)  # RE2 decides what is accepted, exactly as locally
     expression = translate(pattern)
-    target, kind = await _remote_allowed(host, path, ctx)
+    target, kind = await _allowed(host, path, ctx)
     if kind == "-":
         raise ToolError(f"no such file or directory: {path}")
-    files = [str(target)] if kind == "f" else await _remote_files(host, target, ctx) if kind == "d" else []
+    files = [str(target)] if kind == "f" else await _files(host, target, ctx) if kind == "d" else []
     if not files:
         return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", 0, [])
     argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression.expression, str(max_matches), expression.locale, *files]
-    budget = max_matches * (_REMOTE_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
-    result = await reach.remote(ctx, host, argv, timeout_s=_REMOTE_TIMEOUT_S, max_bytes=budget)
+    budget = max_matches * (_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
+    result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=budget)
     parts = result.stdout.split("\0")
     if result.exit_status == 0 and parts[0] == "no-utf8":
         raise ToolError(
-            f"grep_log: {host.name} has no working C.UTF-8 locale, which this pattern needs for "
+            f"grep_log: {reach.host_name(host)} has no working C.UTF-8 locale, which this pattern needs for "
             f"{expression.characters} (one character, not one byte); rewrite it without"
         )
     if result.exit_status != 0 or len(parts) != 3 * len(files) + 1:
         raise reach.failed(host, "grep", result)
     if bad := [parts[3 * k] for k in range(len(files)) if parts[3 * k + 1] == "not-utf8"]:
         raise ToolError(
-            f"grep_log: on {host.name}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
-            f"{expression.characters} cannot be matched as it is here (an undecodable byte reads as "
-            "one character here, as nothing there); rewrite the pattern without it"
+            f"grep_log: on {reach.host_name(host)}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
+            f"{expression.characters} cannot be matched one character at a time; rewrite the pattern without it"
         )
     shown: list[str] = []
     total = 0
@@ -188,7 +187,7 @@ async def remote_grep(host: Host, path: str, pattern: str, max_matches: int, ctx
     return grep_text(pattern, where, total, shown)
 
 
-# -- clean_logs on a host ------------------------------------------------------------------------------------
+# -- clean_logs ------------------------------------------------------------------------------------
 
 
 def _ns(mtime: str) -> int:
@@ -198,24 +197,24 @@ def _ns(mtime: str) -> int:
 
 
 @dataclass(frozen=True)
-class RemoteScan:
+class HostScan:
     scan: Scan
     now: float  # the host's clock
     mtimes: dict[str, str]  # path -> mtime exactly as find printed it (what the delete script compares)
 
 
-async def remote_candidates(host: Host, path: str, older_than_days: int, ctx: ToolContext) -> RemoteScan:
+async def _candidates(host: Host | None, path: str, older_than_days: int, ctx: ToolContext) -> HostScan:
     if older_than_days < 0:
         raise ToolError(f"older_than_days: must be 0 or more, got {older_than_days}")
-    root, kind = await _remote_allowed(host, path, ctx)
+    root, kind = await _allowed(host, path, ctx)
     if kind != "d":
         raise ToolError(f"not a directory: {path} (clean_logs works on a log directory)")
-    result = await reach.remote(
-        ctx, host, ["sh", "-c", _SCAN_SCRIPT, "sh", str(root)], timeout_s=_REMOTE_TIMEOUT_S, max_bytes=32 * 1024 * 1024
+    result = await reach.run(
+        ctx, host, ["sh", "-c", _SCAN_SCRIPT, "sh", str(root)], timeout_s=_TIMEOUT_S, max_bytes=32 * 1024 * 1024
     )
     clock, sep, listing = result.stdout.partition("\0")
     if result.truncated:
-        raise ToolError(f"{host.name}: {root} holds too many entries to list; clean a subdirectory")
+        raise ToolError(f"{reach.host_name(host)}: {root} holds too many entries to list; clean a subdirectory")
     if not sep or (result.exit_status != 0 and not listing):
         raise reach.failed(host, f"find {root}", result)
     now = float(clock.strip())
@@ -236,17 +235,17 @@ async def remote_candidates(host: Host, path: str, older_than_days: int, ctx: To
             found.append(c)
             mtimes[p] = mtime
     found.sort(key=lambda c: str(c.path))
-    return RemoteScan(Scan(Path(str(root)), found, frozenset(present)), now, mtimes)
+    return HostScan(Scan(Path(str(root)), found, frozenset(present)), now, mtimes)
 
 
-async def remote_delete(
-    host: Host, scanned: RemoteScan, chosen: list[Candidate], outcome: Outcome, ctx: ToolContext
+async def _delete(
+    host: Host | None, scanned: HostScan, chosen: list[Candidate], outcome: Outcome, ctx: ToolContext
 ) -> None:
     now = scanned.now
     for start in range(0, len(chosen), _DELETE_BATCH):
         batch = chosen[start : start + _DELETE_BATCH]
         args = [a for c in batch for a in (str(c.path), str(c.inode), str(c.size), scanned.mtimes[str(c.path)])]
-        result = await reach.remote(ctx, host, ["sh", "-c", _DELETE_SCRIPT, "sh", *args], timeout_s=_REMOTE_TIMEOUT_S)
+        result = await reach.run(ctx, host, ["sh", "-c", _DELETE_SCRIPT, "sh", *args], timeout_s=_TIMEOUT_S)
         statuses = iter(result.stdout.split("\0"))
         for c in batch:
             status = next(statuses, "")
@@ -260,22 +259,22 @@ async def remote_delete(
                 outcome.failed.append(f"  could not delete {printable_path(c.path)}: {next(statuses, '').strip()}")
             else:  # the command died part-way: say so for every file it did not answer for
                 outcome.failed.append(
-                    f"  could not delete {printable_path(c.path)}: no answer from {host.name} "
+                    f"  could not delete {printable_path(c.path)}: no answer from {reach.host_name(host)} "
                     f"(exit {result.exit_status})"
                 )
 
 
-async def remote_clean_logs(
-    host: Host, path: str, older_than_days: int, confirmed_by: str, approved_preview: str, ctx: ToolContext
+async def clean(
+    host: Host | None, path: str, older_than_days: int, confirmed_by: str, approved_preview: str, ctx: ToolContext
 ) -> str:
     """clean_logs on `host`: what the approved preview stands for (tools/builtin/log_cleanup.py), deleted there."""
-    scanned = await remote_candidates(host, path, older_than_days, ctx)
+    scanned = await _candidates(host, path, older_than_days, ctx)
     outcome = Outcome()
     chosen, unapproved, unnamed = choose(scanned.scan, approved_preview, outcome)
-    await remote_delete(host, scanned, chosen, outcome, ctx)
+    await _delete(host, scanned, chosen, outcome, ctx)
     return clean_report(scanned.scan, outcome, unapproved, unnamed, older_than_days, confirmed_by, scanned.now)
 
 
-async def remote_clean_logs_preview(host: Host, path: str, older_than_days: int, ctx: ToolContext) -> str:
-    scanned = await remote_candidates(host, path, older_than_days, ctx)
+async def clean_preview(host: Host | None, path: str, older_than_days: int, ctx: ToolContext) -> str:
+    scanned = await _candidates(host, path, older_than_days, ctx)
     return preview_text(scanned.scan, older_than_days, scanned.now)
