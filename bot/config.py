@@ -121,7 +121,12 @@ class AlertSettings:
     webhook: AlertWebhookSettings | None = None
 
     def channels(self) -> list[str]:
-        return [*(s.channel for s in self.slack), *([self.webhook.channel] if self.webhook else [])]
+        return [channel for _, channel in self.routes()]
+
+    def routes(self) -> list[tuple[str, str]]:
+        """(config key, channel) of every alert route, as problems name them: `alerts.slack[0].channel`."""
+        found = [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(self.slack)]
+        return found + ([("alerts.webhook.channel", self.webhook.channel)] if self.webhook else [])
 
 
 def is_channel_name(channel: str) -> bool:
@@ -142,10 +147,10 @@ def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> 
     Compared once both are ids (a `#name` is compared after start-up resolved it)."""
     if not channels or any(is_channel_name(c) for c in channels):
         return []
-    where = [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(alerts.slack)]
-    where += [("alerts.webhook.channel", alerts.webhook.channel)] if alerts.webhook else []
     return [
-        f"{w}: {c} is not in slack.channels" for w, c in where if c and not is_channel_name(c) and c not in channels
+        f"{where}: {c} is not in slack.channels"
+        for where, c in alerts.routes()
+        if c and not is_channel_name(c) and c not in channels
     ]
 
 
@@ -277,7 +282,7 @@ def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any
         return {}
     out = _checked(r, schema)  # max_runs_per_10_min: read again below, at least 1
     if not out.get("channel"):
-        r.problem("required (the channel id, C…)", "channel")
+        r.problem("required (the channel id, C…, or its #name)", "channel")
     if out.get("max_runs_per_10_min") is not None and r.int("max_runs_per_10_min", low=1) is None:
         del out["max_runs_per_10_min"]
     return out
@@ -341,9 +346,7 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
             max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
         )
     found = AlertSettings(slack=tuple(sources), webhook=webhook)
-    for where, channel in [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(found.slack)] + (
-        [("alerts.webhook.channel", webhook.channel)] if webhook else []
-    ):
+    for where, channel in found.routes():
         if channel and (problem := _channel_problem(where, channel)):
             problems.append(problem)
     problems += alert_channel_problems(found, channels)

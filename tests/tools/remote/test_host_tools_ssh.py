@@ -592,6 +592,7 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     )
     env = {
         "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
         "SLACK_API_URL": fake_slack.api_url,
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
