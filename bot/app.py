@@ -40,6 +40,7 @@ from bot.errors import OpsloopError
 from bot.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.model import AnthropicModel, claude_client
 from bot.pricing import model_problems, price_for
+from bot.startup import has_channel_names, resolve_channels
 from bot.store import Store
 from bot.unreachable import is_unreachable, reason, unreachable
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
@@ -108,7 +109,7 @@ def register(app: AsyncApp, sup: Supervisor, desk: AlertDesk | None = None) -> N
         client=sup.client,
         membership=sup.membership,
         approvals=sup.approval_desk,
-        channels=sup.settings.channels,
+        channels=lambda: sup.settings.channels,  # ids once start-up resolved the config's `#name`s
         model=sup.settings.model.primary,
         start=lambda run_id: sup.start(run_id, after_deliveries=True),
         bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
@@ -193,6 +194,12 @@ class Opsloop:
     llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
     watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
     alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
+
+    def use(self, settings: Settings) -> None:
+        """The settings with the config's `#name` channels resolved to ids (start-up), for every listener."""
+        self.settings = self.supervisor.settings = settings
+        if self.alerts is not None:
+            self.alerts.use(settings.alerts)
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
@@ -356,6 +363,9 @@ async def start(
     url = ops.settings.slack_api_url
     auth = await until_reachable(ops, "slack", url, ops.client.auth_test)
     seed_authorization(ops.app, auth)
+    if has_channel_names(ops.settings):  # before any delivery: the listeners compare channel ids
+        resolved, _, _ = await until_reachable(ops, "slack", url, lambda: resolve_channels(ops.settings, ops.client))
+        ops.use(resolved)
     ops.supervisor.bot_user_id = ops.outbox.bot_user_id = str(auth.get("user_id", ""))
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
     ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops

@@ -1,4 +1,5 @@
-"""`opsloop check`: config, tokens, models, the tool table and each configured reach, one line per problem."""
+"""`opsloop check`: config, tokens, models, the tool table and each configured reach, one line per problem, and a
+verdict: what `opsloop run` would do."""
 
 from __future__ import annotations
 
@@ -6,17 +7,19 @@ import asyncio
 import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from bot.config import Settings
 from bot.pricing import Status, lifecycle, model_problems, replacement_for
-from bot.startup import Listen, preflight
+from bot.startup import Findings, Listen, preflight
 from bot.unreachable import is_unreachable, reason, unreachable
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
 
 
-async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
-    """auth.test with the bot token: print who the bot is, or return the one-line problem."""
+async def slack_check(settings: Settings, *, timeout_s: float) -> tuple[list[str], list[str]]:
+    """auth.test with the bot token: print who the bot is, or return the problem as (stops `run`, unreachable
+    now): a token Slack refuses stops `run` too; a Slack out of reach is one `run` keeps retrying."""
     from slack_sdk.errors import SlackApiError
 
     from bot.app import slack_client
@@ -26,56 +29,13 @@ async def slack_check(settings: Settings, *, timeout_s: float) -> list[str]:
         async with asyncio.timeout(timeout_s):
             auth = await slack_client(settings, timeout_s=timeout_s, retries=False).auth_test()
     except SlackApiError as e:
-        return [f"slack: auth.test failed: {e.response.get('error')}"]
+        return [f"slack: auth.test failed: {e.response.get('error')}"], []
     except Exception as e:
         if not is_unreachable(e):
-            return [f"slack: auth.test failed: {type(e).__name__}: {reason(e)}"]
-        return [f"slack: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}"]
+            return [f"slack: auth.test failed: {type(e).__name__}: {reason(e)}"], []
+        return [], [f"slack: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}"]
     print(f"slack: ok, bot user {auth.get('user_id')} in team {auth.get('team')}")
-    return []
-
-
-async def alerts_check(settings: Settings, *, timeout_s: float) -> list[str]:
-    """[[alerts.slack]] and [alerts.webhook]: the regexes compiled at load time; here the token variable, and
-    every alert channel exists with the bot in it (conversations.info)."""
-    from slack_sdk.errors import SlackApiError
-
-    from bot.app import slack_client
-
-    alerts = settings.alerts
-    problems: list[str] = []
-    if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.startup's tokens says it
-        print(
-            f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
-            f"{alerts.webhook.token_env}"
-        )
-    if not settings.slack_bot_token:
-        return problems
-    client = slack_client(settings, timeout_s=timeout_s, retries=False)
-    for channel in dict.fromkeys(alerts.channels()):
-        try:
-            async with asyncio.timeout(timeout_s):
-                info = (await client.conversations_info(channel=channel)).get("channel") or {}
-        except SlackApiError as e:
-            error = e.response.get("error")
-            hint = (
-                " (add channels:read and groups:read to the app's scopes, see manifest.yml)"
-                if error == "missing_scope"
-                else ""
-            )
-            problems.append(f"alerts: channel {channel}: conversations.info failed: {error}{hint}")
-            continue
-        except Exception as e:
-            problems.append(f"alerts: channel {channel}: {type(e).__name__}: {reason(e)}")
-            continue
-        if not info.get("is_member"):
-            problems.append(
-                f"alerts: channel {channel} (#{info.get('name', '?')}): the bot is not in it; invite it "
-                "(/invite @opsloop)"
-            )
-        else:
-            print(f"alerts: ok, channel {channel} (#{info.get('name', '?')})")
-    return problems
+    return [], []
 
 
 async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
@@ -111,9 +71,12 @@ async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
 
 def store_check(settings: Settings) -> list[str]:
     """Connect to the store and read its schema version (changing nothing); print it, or return the problem."""
-    from bot.backends import describe, inspect_schema
+    from bot.backends import describe, inspect_schema, is_postgres
 
     where = describe(settings.db_path)
+    if not is_postgres(settings.db_path) and settings.db_path != ":memory:" and not Path(settings.db_path).exists():
+        print(f"store: ok, no database at {where} yet: `opsloop run` creates it")
+        return []
     try:
         version = inspect_schema(settings.db_path)
     except Exception as e:
@@ -128,41 +91,60 @@ def store_check(settings: Settings) -> list[str]:
 
 
 async def reaches_check(
-    settings: Settings, tool_names: Sequence[str] = (), notes: list[str] | None = None
+    settings: Settings, found: Findings, tool_names: Sequence[str] = (), notes: list[str] | None = None
 ) -> list[str]:
-    """Each configured reach's own check (tools/reaches.py), in the list's order: its lines printed, its
-    problems returned. A reach with a `warnings(config, tool_names)` method (optional) adds warnings to `notes`
-    about what it names against the registry's tools (a runbook's backticked tool no registry has)."""
+    """Each configured reach, in the list's order: its lines printed (those the start-up checks already read,
+    `found.lines`), and the problems of the reaches that connect to a backend returned (run does not ask them).
+    A reach with a `warnings(config, tool_names)` method (optional) adds warnings to `notes` about what it names
+    against the registry's tools (a runbook's backticked tool no registry has)."""
     from tools.reaches import REACHES
 
     problems: list[str] = []
     for reach in REACHES:
         if (config := settings.reaches.get(reach.name)) is None:
             continue
-        lines, found = await reach.check(config)
+        if reach.name in found.lines:
+            lines = found.lines[reach.name]
+        else:
+            lines, unusable = await reach.check(config)
+            problems += unusable
         for line in lines:
             print(line)
-        problems += found
         if notes is not None and (warn := getattr(reach, "warnings", None)) is not None:
             notes += await warn(config, tool_names)
     return problems
 
 
+def verdict(stops: int, unusable: int, warnings: int) -> str:
+    """The line `check` ends with: what `run` would do."""
+    count = stops + unusable
+    said = f"{count} problem{'s' if count != 1 else ''}"
+    if stops:
+        return f"{said}: run would refuse"
+    if unusable:
+        return f"{said}: run would start, but can't reach or use what {'it names' if count == 1 else 'they name'} now"
+    return f"ready: run would start{f' ({warnings} warning' + ('s' if warnings != 1 else '') + ')' if warnings else ''}"
+
+
 async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, listen: Listen | None = None) -> int:
-    """Exit status 2 when anything must be fixed (as `run` would refuse to start); every problem and warning is
-    one line on stderr. The start-up checks are `run`'s own (bot.startup), then what only a check asks."""
+    """Exit status 2 when `run` would refuse to start (its start-up checks, bot.startup, found a problem, or Slack
+    refused the token), 1 when it would start but something it reaches can't be reached or used now (Slack or
+    Anthropic out of reach, a model or key refused, a host or cluster down), else 0. Each problem is one
+    `error:` line on stderr, each warning one `warning:` line; the last line on stdout is the verdict."""
     from handlers.policy import approval_warnings, policy_lines
     from tools.api import ToolConfigError
     from tools.config import build_registry, tool_table
 
     found = await preflight(settings, listen or Listen(), strict=True)
+    settings = found.settings or settings
     _, deprecated = model_problems(settings.model.chain)  # a retired model: missing_for_run says it
-    problems: list[str] = list(found.problems)
+    stops: list[str] = list(found.problems)  # `run` refuses these too (exit 2)
+    unusable: list[str] = []  # `run` starts; these can't be reached or used now (exit 1)
     notes = [*found.warnings, *deprecated, *approval_warnings(settings.approvals)]
     try:
         registry = await build_registry(settings.tools, reaches=settings.reaches)
     except ToolConfigError as e:
-        problems.append(str(e))
+        stops.append(str(e))
         registry = None
     tool_names: list[str] = []
     if registry is not None:
@@ -173,17 +155,34 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
         await registry.aclose()
     for line in policy_lines(settings.approvals):
         print(line)
-    reach_problems = await reaches_check(settings, tool_names, notes) if registry is not None else []
-    if not any(p.startswith("store:") for p in problems):
-        problems += store_check(settings)
-    problems += reach_problems
+    if registry is not None:
+        unusable += await reaches_check(settings, found, tool_names, notes)
+    if not any(p.startswith("store:") for p in stops):
+        stops += store_check(settings)
     if settings.slack_bot_token:
-        problems += await slack_check(settings, timeout_s=timeout_s)
-    problems += await alerts_check(settings, timeout_s=timeout_s)
+        refused, down = await slack_check(settings, timeout_s=timeout_s)
+        stops += refused
+        unusable += down
+    alerts = settings.alerts
+    if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.startup's tokens says it
+        print(
+            f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
+            f"{alerts.webhook.token_env}"
+        )
+    for line in found.lines.get("channels", []):
+        print(line)
     if settings.anthropic_api_key:
-        problems += await model_check(settings, timeout_s=timeout_s)
+        unusable += await model_check(settings, timeout_s=timeout_s)
+    return report(stops=stops, unusable=unusable, notes=notes)
+
+
+def report(*, stops: Sequence[str], unusable: Sequence[str] = (), notes: Sequence[str] = ()) -> int:
+    """Print the warnings and problems (stderr) and the verdict (stdout, last); the exit status."""
+    sys.stdout.flush()
     for line in notes:
         print(f"opsloop: warning: {line}", file=sys.stderr)
-    for line in problems:
-        print(f"opsloop: {line}", file=sys.stderr)
-    return 2 if problems else 0
+    for line in [*stops, *unusable]:
+        print(f"opsloop: error: {line}", file=sys.stderr)
+    sys.stderr.flush()
+    print(verdict(len(stops), len(unusable), len(notes)))
+    return 2 if stops else 1 if unusable else 0

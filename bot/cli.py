@@ -63,6 +63,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         log.warning("startup.warning", problem=line)
     if found.problems:
         return _fail(found.problems)
+    settings = found.settings or settings  # its `#name` channels resolved (else start-up resolves them)
     from slack_sdk.errors import SlackApiError
 
     from bot.app import ListenError, serve  # imported late: `opsloop runs` needs no Slack or anthropic
@@ -506,6 +507,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         settings = load_settings(path)
     except ConfigError as e:
+        if args.command == "check":  # check's own voice: `error:` lines and its verdict
+            from bot.check import report
+
+            return report(stops=e.problems)
         return _fail(e.problems)
     if args.command in STORE_COMMANDS and args.db:
         settings = dataclasses.replace(settings, db_path=args.db)

@@ -25,7 +25,9 @@ __all__ = [
     "Secret",
     "Settings",
     "SlackAlertSource",
+    "alert_channel_problems",
     "alert_regex",
+    "is_channel_name",
     "load_settings",
     "missing_for_run",
 ]
@@ -124,7 +126,37 @@ class AlertSettings:
     webhook: AlertWebhookSettings | None = None
 
     def channels(self) -> list[str]:
-        return [*(s.channel for s in self.slack), *([self.webhook.channel] if self.webhook else [])]
+        return [channel for _, channel in self.routes()]
+
+    def routes(self) -> list[tuple[str, str]]:
+        """(config key, channel) of every alert route, as problems name them: `alerts.slack[0].channel`."""
+        found = [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(self.slack)]
+        return found + ([("alerts.webhook.channel", self.webhook.channel)] if self.webhook else [])
+
+
+def is_channel_name(channel: str) -> bool:
+    """`#incident`: a channel named in the config, resolved to its id at start-up (bot.startup)."""
+    return channel.startswith("#")
+
+
+def _channel_problem(where: str, channel: str) -> str | None:
+    if is_channel_name(channel) and len(channel) > 1:
+        return None
+    if channel[:1] in ("C", "G") and channel[1:].isalnum() and channel.upper() == channel:
+        return None
+    return f"{where}: {channel!r} is neither a channel id (C…) nor a channel name (#incident)"
+
+
+def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> list[str]:
+    """An alert channel outside a non-empty [slack] channels: its alerts would start runs the bot then ignores.
+    Compared once both are ids (a `#name` is compared after start-up resolved it)."""
+    if not channels or any(is_channel_name(c) for c in channels):
+        return []
+    return [
+        f"{where}: {c} is not in slack.channels"
+        for where, c in alerts.routes()
+        if c and not is_channel_name(c) and c not in channels
+    ]
 
 
 def alert_regex(pattern: str) -> Any:
@@ -261,7 +293,7 @@ def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any
         return {}
     out = _checked(r, schema)  # max_runs_per_10_min: read again below, at least 1
     if not out.get("channel"):
-        r.problem("required (the channel id, C…)", "channel")
+        r.problem("required (the channel id, C…, or its #name)", "channel")
     if out.get("max_runs_per_10_min") is not None and r.int("max_runs_per_10_min", low=1) is None:
         del out["max_runs_per_10_min"]
     return out
@@ -294,8 +326,6 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
                         f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
                         f"backreferences or lookaround): {e}"
                     )
-        if t.get("channel") and channels and t["channel"] not in channels:
-            problems.append(f"{where}.channel: {t['channel']} is not in slack.channels")
         sources.append(
             SlackAlertSource(
                 channel=t.get("channel", ""),
@@ -318,8 +348,6 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
                 host, port = h.strip("[]") or default.host, int(p)
         token_env = t.get("token_env", default.token_env)
         token = env.get(token_env, "").strip()
-        if t.get("channel") and channels and t["channel"] not in channels:
-            problems.append(f"alerts.webhook.channel: {t['channel']} is not in slack.channels")
         webhook = AlertWebhookSettings(
             host=host,
             port=port,
@@ -329,7 +357,12 @@ def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -
             max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
             reopen_after_s=t.get("reopen_after_minutes", ALERT_REOPEN_AFTER_MINUTES) * 60.0,
         )
-    return AlertSettings(slack=tuple(sources), webhook=webhook)
+    found = AlertSettings(slack=tuple(sources), webhook=webhook)
+    for where, channel in found.routes():
+        if channel and (problem := _channel_problem(where, channel)):
+            problems.append(problem)
+    problems += alert_channel_problems(found, channels)
+    return found
 
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -444,6 +477,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         for section in reach.sections:
             if section in tools:
                 problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
+    for channel in sl.get("channels", default.channels):
+        if problem := _channel_problem("slack.channels", channel):
+            problems.append(problem)
     alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)))
     if problems:
         raise ConfigError(problems)

@@ -1,5 +1,6 @@
 """The start-up checks `opsloop run` and `opsloop check` share: one list, so `check` passes exactly when `run`
-would start. Each check returns its problems (one line each) and warnings; neither prints."""
+would start. A problem stops both (exit 2, one line each); a warning is printed by `check` and logged by `run`
+(`startup.warning`). Each check records its findings; none prints."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import asyncio
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from bot.backends import describe, is_postgres
-from bot.config import Settings, missing_for_run
+from bot.config import Settings, alert_channel_problems, is_channel_name, missing_for_run
+from bot.errors import ConfigError
 from bot.unreachable import is_unreachable, reason, unreachable
 
 CONFIG_FILE = "opsloop.toml"  # looked for in the working directory after --config and $OPSLOOP_CONFIG
@@ -55,8 +58,14 @@ class Listen:
 
 @dataclass
 class Findings:
+    """What the start-up checks found: problems stop `run` (exit 2), warnings don't. `lines`: what `check` prints
+    for a reach or for Slack, by name. `settings`: the settings with every `#name` channel resolved to its id
+    (None while Slack could not be asked)."""
+
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    lines: dict[str, list[str]] = field(default_factory=dict)
+    settings: Settings | None = None
 
 
 Check = Callable[[Settings, Listen, Findings, bool], Awaitable[None]]
@@ -162,11 +171,142 @@ async def prometheus(settings: Settings, listen: Listen, out: Findings, strict: 
         out.warnings.append(f"prometheus: {ready} answered {status}")
 
 
-CHECKS: tuple[Check, ...] = (tokens, addresses, store, prometheus)
+async def reaches(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+    """Each configured reach whose check reads only the configuration and local files (`check_stops_run`: the
+    runbook directories and their front matter, the change sources' repositories, the webhook's token): what the
+    user configured and is broken stops `run` as it fails `check`. A reach that connects to a backend (SSH hosts,
+    clusters) is checked by `check` only: one that can't be reached now does not keep the bot down."""
+    from tools.reaches import REACHES
+
+    for reach in REACHES:
+        config = settings.reaches.get(reach.name)
+        if config is None or not getattr(reach, "check_stops_run", False):
+            continue
+        lines, problems = await reach.check(config)
+        out.lines[reach.name] = lines
+        out.problems += problems
+
+
+async def channels(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+    """Every `#name` in the config ([slack] channels, the alert channels) resolved to its id, and every alert
+    channel seen with the bot in it, through Slack: an unknown name, or an alert channel the bot can't read, is a
+    problem. Slack out of reach: `run` resolves the names once it answers, `check` says it cannot reach Slack."""
+    if not settings.slack_bot_token or not (has_channel_names(settings) or settings.alerts.channels()):
+        out.settings = settings
+        return
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    client = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url, timeout=10)
+    try:
+        async with asyncio.timeout(10):
+            resolved, lines, warnings = await resolve_channels(settings, client)
+    except ConfigError as e:
+        out.problems += e.problems
+    except SlackApiError as e:
+        error = e.response.get("error")
+        if error not in ("invalid_auth", "not_authed", "token_revoked", "account_inactive"):  # auth.test says it
+            hint = " (add channels:read and groups:read to the app's scopes, see manifest.yml)"
+            out.problems.append(f"slack: conversations.list failed: {error}{hint if error == 'missing_scope' else ''}")
+    except Exception as e:
+        if not is_unreachable(e) and not isinstance(e, TimeoutError):  # unreachable: auth.test and start-up say it
+            out.problems.append(f"slack: conversations.list failed: {type(e).__name__}: {reason(e)}")
+    else:
+        out.settings = resolved
+        out.lines["channels"] = lines
+        out.warnings += warnings
+
+
+CHECKS: tuple[Check, ...] = (tokens, addresses, store, reaches, channels, prometheus)
+
+
+# --- channels named `#name` in the config, resolved at start-up --------------------------------------------
+CHANNEL_PAGE = 200  # conversations.list's page (Slack suggests at most 200)
+
+
+def has_channel_names(settings: Settings) -> bool:
+    return any(is_channel_name(c) for c in (*settings.channels, *settings.alerts.channels()))
+
+
+async def conversations(client: Any) -> list[dict[str, Any]]:
+    """Every channel the bot's token can see (public ones, and private ones it is in), all pages."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await client.conversations_list(
+            types="public_channel,private_channel", exclude_archived=True, limit=CHANNEL_PAGE, cursor=cursor
+        )
+        found += [c for c in page.get("channels") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+        if not cursor:
+            return found
+
+
+async def resolve_channels(settings: Settings, client: Any) -> tuple[Settings, list[str], list[str]]:
+    """`settings` with every `#name` channel replaced by its id; the lines `check` prints (what each name
+    resolved to, each alert channel) and the warnings (a [slack] channel the bot is not in yet). Raises
+    ConfigError naming every unknown name and every alert channel the bot is not in; a Slack error is raised as
+    it is. Settings without a name or an alert channel are returned unchanged, without asking Slack."""
+    if not has_channel_names(settings) and not settings.alerts.channels():
+        return settings, [], []
+    seen = await conversations(client)
+    by_name = {str(c.get("name")): c for c in seen}
+    by_id = {str(c["id"]): c for c in seen}
+    problems: list[str] = []
+    lines: list[str] = []
+    warnings: list[str] = []
+
+    def resolved(where: str, channel: str) -> str:
+        if not is_channel_name(channel):
+            return channel
+        found = by_name.get(channel[1:])
+        if found is None:
+            problems.append(
+                f"{where}: no channel {channel} that the bot can see (misspelt, archived, or private without the bot)"
+            )
+            return channel
+        lines.append(f"channels: {channel} is {found['id']} ({where})")
+        if where == "slack.channels" and not found.get("is_member"):
+            warnings.append(f"slack.channels: the bot is not in {channel} yet; invite it (/invite @opsloop)")
+        return str(found["id"])
+
+    alerts = settings.alerts
+    webhook = alerts.webhook
+    settings = replace(
+        settings,
+        channels=tuple(resolved("slack.channels", c) for c in settings.channels),
+        alerts=replace(
+            alerts,
+            slack=tuple(
+                replace(s, channel=resolved(f"alerts.slack[{i}].channel", s.channel))
+                for i, s in enumerate(alerts.slack)
+            ),
+            webhook=None
+            if webhook is None
+            else replace(webhook, channel=resolved("alerts.webhook.channel", webhook.channel)),
+        ),
+    )
+    for channel in dict.fromkeys(settings.alerts.channels()):
+        if is_channel_name(channel):
+            continue  # unknown: said above
+        info = by_id.get(channel)
+        if info is None:
+            problems.append(f"alerts: channel {channel}: not found (or private, without the bot)")
+        elif not info.get("is_member"):
+            problems.append(
+                f"alerts: channel {channel} (#{info.get('name', '?')}): the bot is not in it; invite it "
+                "(/invite @opsloop)"
+            )
+        else:
+            lines.append(f"alerts: ok, channel {channel} (#{info.get('name', '?')})")
+    problems += alert_channel_problems(settings.alerts, settings.channels)
+    if problems:
+        raise ConfigError(problems)
+    return settings, lines, warnings
 
 
 async def preflight(settings: Settings, listen: Listen, *, strict: bool) -> Findings:
-    """Every start-up check; `strict` (opsloop check) also fails on a Slack it cannot reach."""
+    """Every start-up check, in order; `strict`: asked by `opsloop check` (else by `opsloop run`)."""
     out = Findings()
     for check in CHECKS:
         await check(settings, listen, out, strict)

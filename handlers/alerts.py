@@ -244,10 +244,7 @@ class AlertDesk:
         """`start` drives a stored run, `nudge` wakes the Supervisor's scheduler, `model`: a new run's model."""
         self.settings, self.store, self.outbox, self.out, self.after_ack = settings, store, outbox, out, after_ack
         self.start, self.nudge, self.model = start, nudge, model
-        self.sources = [
-            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
-            for s in settings.slack
-        ]
+        self.use(settings)
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._runner: web.AppRunner | None = None
         self.owner = owner_id()  # this process, as the claimant of the groups it opens
@@ -357,6 +354,14 @@ class AlertDesk:
             delay = min(delay * 2, 0.5)
 
     # --- the webhook ---------------------------------------------------------------------------------
+    def use(self, settings: AlertSettings) -> None:
+        """The alert sources (start-up hands them again once the config's `#name` channels are resolved to ids)."""
+        self.settings = settings
+        self.sources = [
+            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
+            for s in settings.slack
+        ]
+
     @property
     def webhook(self) -> AlertWebhookSettings | None:
         return self.settings.webhook

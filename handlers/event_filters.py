@@ -47,12 +47,25 @@ def malformed(event: dict[str, Any], *fields: str) -> bool:
     return bool(missing)
 
 
-def allowed_channel(channels: Collection[str], channel: str) -> bool:
-    """Whether opsloop works in `channel`: any channel when `[slack] channels` is empty, else the ones it lists."""
-    if channels and channel not in channels:
+_WARNED_CHANNELS: set[str] = set()  # channels whose ignored request was logged at warning (once each per process)
+
+
+def allowed_channel(channels: Collection[str], channel: str, *, asked: bool = False) -> bool:
+    """Whether opsloop works in `channel`: any channel when `[slack] channels` is empty, else the ones it lists.
+    `asked`: someone asked the bot (a mention, the shortcut); ignoring that is a warning the first time per
+    channel, so an operator sees a channel missing from `[slack] channels`. Other messages are ignored at info."""
+    if not channels or channel in channels:
+        return True
+    if asked and channel not in _WARNED_CHANNELS:
+        _WARNED_CHANNELS.add(channel)
+        log.warning(
+            "event.ignored_channel",
+            channel=channel,
+            why="not in [slack] channels: the bot ignores every request there (said once per channel)",
+        )
+    else:
         log.info("event.ignored_channel", channel=channel)
-        return False
-    return True
+    return False
 
 
 def dig(body: Any, *path: str | int) -> str | None:

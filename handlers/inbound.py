@@ -26,7 +26,7 @@ class Inbound:
     client: AsyncWebClient
     membership: Membership
     approvals: ApprovalDesk
-    channels: Collection[str]
+    channels: Callable[[], Collection[str]]  # ids, read when asked: start-up resolves the config's `#name`s
     model: str
     # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
     start: Callable[[str], object]

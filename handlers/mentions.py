@@ -77,7 +77,7 @@ async def on_mention(desk: Inbound, body: dict[str, Any], event: dict[str, Any])
     failure raises, so no ack is sent and Slack delivers it again."""
     if malformed(event, "channel", "ts", "user") or is_from_a_bot(event, desk.bot_user_id):
         return
-    if not allowed_channel(desk.channels, event["channel"]):
+    if not allowed_channel(desk.channels(), event["channel"], asked=True):
         return
     channel, user, ts = event["channel"], event.get("user", ""), event["ts"]
     event_id = body.get("event_id") or f"mention:{channel}:{ts}"

@@ -24,7 +24,7 @@ async def on_message(desk: Inbound, body: dict[str, Any], event: dict[str, Any])
         return
     if desk.bot_user_id and f"<@{desk.bot_user_id}" in str(event.get("text") or ""):
         return  # the app_mention listener takes it (Slack sends both)
-    if not allowed_channel(desk.channels, event["channel"]):
+    if not allowed_channel(desk.channels(), event["channel"]):
         return
     text = message_text(event)
     if not text.strip():

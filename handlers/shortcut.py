@@ -41,7 +41,7 @@ async def on_investigate(desk: Inbound, body: dict[str, Any]) -> None:
     if not user or not channel or message is None or not ts:
         log.warning("shortcut.malformed", user=user, channel=channel)
         return
-    if not allowed_channel(desk.channels, channel):
+    if not allowed_channel(desk.channels(), channel, asked=True):
         desk.after_ack.spawn(ephemeral(desk.out, body, messages.SHORTCUT_NOT_HERE), name="shortcut_refused")
         return
     text = shortcut_text(message)

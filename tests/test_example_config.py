@@ -43,9 +43,9 @@ def test_opsloop_check_accepts_the_example(no_secrets, capsys):
     problems = [line for line in err.splitlines() if not line.startswith("opsloop: warning:")]
     assert problems == [
         f"opsloop: config: {EXAMPLE} (--config)",
-        "opsloop: SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)",
-        "opsloop: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
-        "opsloop: ANTHROPIC_API_KEY is not set",
+        "opsloop: error: SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)",
+        "opsloop: error: set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)",
+        "opsloop: error: ANTHROPIC_API_KEY is not set",
     ]
     assert "check_disk" in out  # the tool table was built from the example's [tools]
 

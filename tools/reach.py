@@ -39,6 +39,9 @@ class Reach(Protocol):
         """`opsloop check`: the lines to print and the problems found (connecting, bounded in time)."""
         ...
 
+    # Optional: `check_stops_run = True` when `check` reads only the configuration and local files (runbook
+    # directories, git repositories on disk, a token variable): its problems then stop `opsloop run` as they fail
+    # `opsloop check` (bot.startup). Without it, `check` connects to a backend and only `opsloop check` runs it.
     # Optional: `async def offer(self, config, resources, scope: RunScope) -> Offer | None`: what the reach offers
     # a run at its start (tools.api.Offer); build_registry collects it from every configured reach that has one.
     # Optional: `def services(self, config, resources) -> list[tools.api.Service]`: what it runs beside the runs (a

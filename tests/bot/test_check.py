@@ -57,7 +57,8 @@ async def test_check_fails_on_a_retired_model_without_asking_the_api(fake_slack,
     assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "opsloop: model claude-sonnet-4-5 is retired (since 2026-11-30); replace it with claude-sonnet-5-5 in [model]"
+        "opsloop: error: model claude-sonnet-4-5 is retired (since 2026-11-30); replace it with claude-sonnet-5-5 "
+        "in [model]"
     ]
     assert [r.body["model"] for r in fake_anthropic.requests] == ["claude-haiku-5-5"]
 
@@ -66,9 +67,11 @@ async def test_check_reports_an_unknown_model_from_the_api_404(fake_slack, fake_
     config = tmp_path / "opsloop.toml"
     config.write_text('[model]\nprimary = "claude-sonnet-9-9"\nfallbacks = []\n[approvals]\napprovers = ["U1"]\n')
     fake_anthropic.script(error(404, "not_found_error", "model: claude-sonnet-9-9"))
-    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1  # run would start
     err = capsys.readouterr().err.splitlines()
-    assert err == ["opsloop: model: claude-sonnet-9-9: not found: retired, misspelt or not available to this API key"]
+    assert err == [
+        "opsloop: error: model: claude-sonnet-9-9: not found: retired, misspelt or not available to this API key"
+    ]
 
 
 async def test_check_warns_when_anyone_may_approve(fake_slack, fake_anthropic, capsys):
@@ -90,8 +93,8 @@ async def test_check_reports_each_problem_on_its_own_line(fake_slack, fake_anthr
     err = [line for line in err if not line.startswith("opsloop: warning:")]
     assert len(err) == 3
     assert "tools.modules" in err[0] and "no_such_module" in err[0]
-    assert err[1] == "opsloop: slack: auth.test failed: invalid_auth"
-    assert err[2].startswith("opsloop: model: claude-sonnet-5-5: AuthenticationError")
+    assert err[1] == "opsloop: error: slack: auth.test failed: invalid_auth"
+    assert err[2].startswith("opsloop: error: model: claude-sonnet-5-5: AuthenticationError")
 
 
 async def test_check_prints_the_effective_approval_policy(fake_slack, fake_anthropic, tmp_path, capsys):
@@ -140,7 +143,9 @@ async def test_check_shows_what_each_kubernetes_cluster_allows_and_fails_when_on
     assert any(line.startswith(f"kubernetes cluster prod: {fake_kube.url}") for line in out)
     assert "  k8s_delete_pod        no: cannot delete pods" in out
 
-    await fake_kube.down()
-    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert any(line.startswith("opsloop: kubernetes cluster prod: cannot reach cluster prod") for line in err)
+    await fake_kube.down()  # run would start (the cluster's tools say it is down): exit 1, not 2
+    assert await check(load_settings(config, env=env_for(fake_slack, fake_anthropic))) == 1
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert any(line.startswith("opsloop: error: kubernetes cluster prod: cannot reach cluster prod") for line in err)
+    assert captured.out.splitlines()[-1] == "1 problem: run would start, but can't reach or use what it names now"

@@ -1,4 +1,5 @@
-"""Every start-up error through the real CLI (`python -m bot.cli`): one line about it, exit 2, never a traceback.
+"""Every start-up error through the real CLI (`python -m bot.cli`): one line about it, exit 2, never a traceback;
+`run` refuses exactly what `check` refuses.
 Also: config discovery, --db, read-only commands that create nothing, and --version."""
 
 from __future__ import annotations
@@ -8,12 +9,14 @@ import json
 import os
 import socket
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import reply, text
+from tests.tools.changes.test_changes_git import commit, git
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,6 +128,83 @@ CASES = [
         "changes.git deploy: no repository at",
     ),
     (
+        "a changes repository that is missing, run",
+        "run",
+        '[[changes.git]]\nname = "deploy"\npath = "{tmp}/no-repo"\n',
+        {},
+        "changes.git deploy: no repository at",
+    ),
+    (
+        "a changes repository without the branch, run",
+        "run",
+        '[[changes.git]]\nname = "deploy"\npath = "{repo}"\nbranch = "release"\n',
+        {},
+        "changes.git deploy: no branch 'release' in",
+    ),
+    (
+        "a changes repository without the branch, check",
+        "check",
+        '[[changes.git]]\nname = "deploy"\npath = "{repo}"\nbranch = "release"\n',
+        {},
+        "changes.git deploy: no branch 'release' in",
+    ),
+    (
+        "changes webhook token unset, run",
+        "run",
+        '[changes.webhook]\nlisten = "127.0.0.1:0"\n',
+        {},
+        "OPSLOOP_CHANGES_TOKEN is not set",
+    ),
+    (
+        "a runbook directory that can't be read, run",
+        "run",
+        '[runbooks]\ndirs = ["{tmp}/no-runbooks"]\n',
+        {},
+        "runbook directory cannot be read",
+    ),
+    (
+        "a runbook with bad front matter, run",
+        "run",
+        '[runbooks]\ndirs = ["{runbooks}"]\n',
+        {},
+        "bad.md",
+    ),
+    (
+        "a runbook with bad front matter, check",
+        "check",
+        '[runbooks]\ndirs = ["{runbooks}"]\n',
+        {},
+        "bad.md",
+    ),
+    (
+        "a channel name no channel has, run",
+        "run",
+        '[slack]\nchannels = ["#incident", "#nope"]\n',
+        {},
+        "slack.channels: no channel #nope that the bot can see",
+    ),
+    (
+        "a channel name no channel has, check",
+        "check",
+        '[slack]\nchannels = ["#incident", "#nope"]\n',
+        {},
+        "slack.channels: no channel #nope that the bot can see",
+    ),
+    (
+        "an alert channel name no channel has, run",
+        "run",
+        '[[alerts.slack]]\nchannel = "#alerts"\nsenders = ["B1"]\n',
+        {},
+        "alerts.slack[0].channel: no channel #alerts that the bot can see",
+    ),
+    (
+        "a channel that is neither an id nor a name",
+        "check",
+        '[slack]\nchannels = ["incident"]\n',
+        {},
+        "slack.channels: 'incident' is neither a channel id (C…) nor a channel name (#incident)",
+    ),
+    (
         "busy metrics port",
         "check --metrics-host 127.0.0.1 --metrics-port {busy}",
         "",
@@ -198,13 +278,6 @@ CASES = [
         {},
         "invalid regular expression",
     ),
-    (
-        "a cluster that refuses",
-        "check",
-        '[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = "{refusing_kubeconfig}"\n',
-        {},
-        "kubernetes cluster prod: cannot reach cluster prod",
-    ),
 ]
 
 
@@ -213,6 +286,14 @@ async def test_each_start_up_error_is_one_line_and_exit_2(
     command, config, env, says, tmp_path, busy, fake_slack, fake_anthropic, fake_kube
 ):
     fake_anthropic.script(*[reply(text("pong"))] * 4)
+    fake_slack.add_channel("C0INCIDENT", "incident")
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "bad.md").write_text("---\ntitle: [unclosed\n---\n1. x\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "initial", datetime.now(UTC), {"README": "hi"})
     kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
     refusing = json.loads(kubeconfig.read_text())
     refused = _free_port()
@@ -225,6 +306,8 @@ async def test_each_start_up_error_is_one_line_and_exit_2(
         "kubeconfig": str(kubeconfig),
         "refused": str(refused),
         "refusing_kubeconfig": str(tmp_path / "refusing-kubeconfig"),
+        "runbooks": str(runbooks),
+        "repo": str(repo),
     }
     if config is not None:
         (tmp_path / "opsloop.toml").write_text(config.format(**fill))
@@ -241,7 +324,7 @@ async def test_each_start_up_error_is_one_line_and_exit_2(
     said = says.format(**fill)
     about = [line for line in err.splitlines() if said in line]
     assert (code, len(about)) == (2, 1), err
-    assert about[0].startswith("opsloop: ")
+    assert about[0].startswith("opsloop: error: " if command.startswith("check") else "opsloop: ")
     problems = [
         line
         for line in err.splitlines()  # `run`'s JSON log lines are its log, not problem lines
@@ -279,7 +362,7 @@ async def test_store_commands_take_db(tmp_path):
 async def test_check_finds_opsloop_toml_in_the_working_directory_and_says_so(tmp_path):
     (tmp_path / "opsloop.toml").write_text('[limits]\nmax_iterations = "x"\n')
     code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
-    assert (code, err.splitlines()) == (2, ["opsloop: limits.max_iterations: expected an integer, got a string"])
+    assert (code, err.splitlines()) == (2, ["opsloop: error: limits.max_iterations: expected an integer, got a string"])
     (tmp_path / "opsloop.toml").write_text('[approvals]\napprovers = ["U1"]\n')
     code, _, err = await opsloop("check", env=base_env(tmp_path), cwd=tmp_path)
     assert err.splitlines()[0] == f"opsloop: config: {tmp_path / 'opsloop.toml'} (./opsloop.toml)"

@@ -105,6 +105,7 @@ class AlertBots(Bots):
 
     def __init__(self, tmp_path: Path, slack: FakeSlack, model: FakeAnthropic, db: str) -> None:
         self.port = free_port()
+        slack.add_channel(CHANNEL, "incident")  # start-up sees the alert channel, with the bot in it
         super().__init__(
             tmp_path,
             slack,

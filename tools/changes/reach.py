@@ -113,6 +113,7 @@ class ChangesReach:
     sections: tuple[str, ...] = ("changes",)
     hint: str = "[changes]"
     modules: tuple[str, ...] = ("tools.changes.tool",)
+    check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> ChangesConfig | None:
         return read_changes(config, env)

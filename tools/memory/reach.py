@@ -21,6 +21,7 @@ class MemoryReach:
     sections: tuple[str, ...] = ("memory",)
     hint: str = "[memory] enabled = true"
     modules: tuple[str, ...] = ("tools.memory",)
+    check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> MemoryConfig | None:
         """None (nothing recorded, offered or listed) when [memory] is absent or `enabled = false`."""

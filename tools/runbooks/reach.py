@@ -28,6 +28,7 @@ class RunbooksReach:
     sections: tuple[str, ...] = ("runbooks",)
     hint: str = "[runbooks] dirs"
     modules: tuple[str, ...] = ("tools.runbooks.tools",)
+    check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> RunbookDirs | None:
         if not config.has("runbooks"):

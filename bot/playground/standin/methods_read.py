@@ -1,4 +1,4 @@
-"""The stand-in's read methods: ``conversations.*`` (replies, history, info, members), ``users.*`` (info,
+"""The stand-in's read methods: ``conversations.*`` (replies, history, info, list, members), ``users.*`` (info,
 conversations) and ``usergroups.users.list``, paged by Slack's cursor rules, seen as a bot token sees them."""
 
 from __future__ import annotations
@@ -165,6 +165,20 @@ class ReadMethods(Workspace):
             if c["_kind"] in types
             and user in c["_members"]
             and (c["_kind"] == "public_channel" or self.bot_user_id in c["_members"])
+        ]
+        page, cursor = self._page(found, args)
+        return {"channels": page, "response_metadata": {"next_cursor": cursor}}
+
+    def _conversations_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The conversations of `types` (default public_channel) the bot's token can see: every public channel, a
+        private one only with the bot in it; paged by `limit` and `cursor` (archived ones: none are kept here)."""
+        types = {t.strip() for t in str(args.get("types") or "public_channel").split(",") if t.strip()}
+        if types - {"public_channel", "private_channel", "mpim", "im"}:
+            raise _SlackError("invalid_types")
+        found = [
+            self._public(c)
+            for c in self.channels.values()
+            if c["_kind"] in types and (c["_kind"] == "public_channel" or self.bot_user_id in c["_members"])
         ]
         page, cursor = self._page(found, args)
         return {"channels": page, "response_metadata": {"next_cursor": cursor}}

@@ -104,5 +104,6 @@ class FakeSlack(ChatMethods, SurfaceMethods, ReadMethods, SlackServer):
         "views.publish": SurfaceMethods._views_publish,
         "conversations.info": ReadMethods._conversations_info,
         "conversations.members": ReadMethods._conversations_members,
+        "conversations.list": ReadMethods._conversations_list,
         "users.conversations": ReadMethods._users_conversations,
     }

@@ -648,13 +648,14 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     )
     env = {
         "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_APP_TOKEN": fake_slack.app_token,
         "SLACK_API_URL": fake_slack.api_url,
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
         "OPSLOOP_DB": str(tmp_path / "opsloop.db"),
     }
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
-    assert await check(load_settings(config, env=env)) == 2  # something to fix: exit 2, as run would refuse
+    assert await check(load_settings(config, env=env)) == 1  # run would start; a host can't be used now: exit 1
     captured = capsys.readouterr()
     table = [line for line in captured.out.splitlines() if line.startswith(("host ", "web-0"))]
     assert table[0].split() == ["host", "address", "via", "result"]
@@ -663,5 +664,7 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     assert re.fullmatch(rf"web-02\s+127\.0\.0\.1:{other.port}\s+-\s+host key unknown {fp}", table[2])
     assert re.fullmatch(rf"web-03\s+127\.0\.0\.1:{good.port}\s+web-01\s+ok \(\d+ ms\)", table[3])
     err = captured.err.splitlines()
-    assert any(line.startswith("opsloop: host web-02: host key unknown: ") for line in err)
-    assert f"opsloop: host web-02: to verify its key, run: ssh-keyscan -p {other.port} -t ed25519 127.0.0.1" in err
+    assert any(line.startswith("opsloop: error: host web-02: host key unknown: ") for line in err)
+    assert (
+        f"opsloop: error: host web-02: to verify its key, run: ssh-keyscan -p {other.port} -t ed25519 127.0.0.1" in err
+    )

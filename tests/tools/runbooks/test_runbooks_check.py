@@ -54,7 +54,7 @@ async def test_check_lists_runbooks_and_names_each_broken_file(
         "NodeFilesystemAlmostOutOfSpace; labels team=web; keywords 'disk full'"
     ) in out
     assert "find_runbooks" in captured.out and "read_runbook" in captured.out  # in the tool table
-    problems = [line for line in err if line.startswith("opsloop: runbooks: ")]
+    problems = [line for line in err if line.startswith("opsloop: error: runbooks: ")]
     assert len(problems) == len(BROKEN) + 1, err
     for name, (_, why) in BROKEN.items():
         (line,) = [p for p in problems if f"{d / name}:" in p]
