@@ -14,7 +14,6 @@ from bot.errors import ConfigError
 from bot.guards import Limits
 from bot.pricing import Price, model_problems
 from tools.reaches import REACHES, reach_sections, read_reaches
-from tools.remote import Inventory, SshCredentials, SshHosts
 
 __all__ = [
     "AlertSettings",
@@ -196,18 +195,6 @@ class Settings:
     db_path: str = "opsloop.db"  # a SQLite file, or a postgresql:// URL (several replicas share it)
     config_path: str | None = None
     log_level: str = "info"
-
-    @property
-    def inventory(self) -> Inventory:
-        """[ssh] and [[hosts]] (the SSH reach's inventory; empty when not configured)."""
-        hosts = self.reaches.get("ssh")
-        return hosts.inventory if isinstance(hosts, SshHosts) else Inventory()
-
-    @property
-    def ssh_credentials(self) -> SshCredentials:
-        """Identity passphrases and the ssh-agent, read from the environment."""
-        hosts = self.reaches.get("ssh")
-        return hosts.credentials if isinstance(hosts, SshHosts) else SshCredentials()
 
 
 # key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).

@@ -234,22 +234,6 @@ class Reader:
                 out.append(text)
         return out
 
-    def one_of(
-        self,
-        key: builtins.str,
-        choices: Sequence[builtins.str],
-        default: T = None,  # type: ignore[assignment]
-        *,
-        what: builtins.str = "one of",
-    ) -> builtins.str | T:
-        text = self.str(key)
-        if text is None:
-            return default
-        if text not in choices:
-            self.problem(f"{text!r} is not {what} ({', '.join(choices)})", key)
-            return default
-        return text
-
     def url(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
         text = self.str(key)
         if text is None:

@@ -47,7 +47,8 @@ from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
 from handlers.after_ack import AfterAck
 from handlers.links import permalink
-from handlers.outbox import Outbox, owner_id
+from handlers.liveness import owner_id
+from handlers.outbox import Outbox
 from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.alerts")

@@ -5,10 +5,13 @@ Slack, cached briefly, and failing closed: when Slack can't answer, the answer i
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
+
+from handlers.slack_pages import slack_pages
 
 log = structlog.get_logger("opsloop.membership")
 
@@ -32,16 +35,15 @@ class Membership:
         if cached and time.monotonic() - cached[0] < self.cache_seconds:
             return cached[1]
         found: set[str] = set()
-        cursor: str | None = None
+
+        def page(cursor: str | None) -> Awaitable[Any]:
+            return self.client.users_conversations(
+                user=user, types=TYPES, limit=PAGE, exclude_archived=False, cursor=cursor
+            )
+
         try:
-            for _ in range(PAGES_MAX):
-                response = await self.client.users_conversations(
-                    user=user, types=TYPES, limit=PAGE, exclude_archived=False, cursor=cursor
-                )
+            async for response in slack_pages(page, most=PAGES_MAX):
                 found |= {str(c["id"]) for c in response.get("channels") or [] if isinstance(c, dict) and c.get("id")}
-                cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-                if not cursor:
-                    break
         except Exception as e:  # SlackApiError, a dropped connection, a timeout: no answer, so no access
             log.warning("membership.lookup_failed", user=user, error=_error(e))
             return None

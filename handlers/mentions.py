@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import structlog
@@ -15,6 +15,7 @@ from handlers import approvals, messages
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.inbound import Inbound
 from handlers.replies import after_reply
+from handlers.slack_pages import next_cursor, slack_pages
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -53,11 +54,14 @@ async def _thread_tail(
     """
     root: dict[str, Any] | None = None
     newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
-    cursor: str | None = None
-    for _ in range(THREAD_PAGES_MAX):
-        response = await desk.client.conversations_replies(
+    response: Any = {}
+
+    def page(cursor: str | None) -> Awaitable[Any]:
+        return desk.client.conversations_replies(
             channel=channel, ts=thread_ts, limit=THREAD_PAGE, latest=before, inclusive=False, cursor=cursor
         )
+
+    async for response in slack_pages(page, most=THREAD_PAGES_MAX):
         for m in response.get("messages") or []:
             if float(m.get("ts", "0")) >= float(before):
                 continue
@@ -65,10 +69,8 @@ async def _thread_tail(
                 root = m
             else:
                 newest.append(m)
-        cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-        if not response.get("has_more") or not cursor:
-            return root, list(newest)
-    log.warning("thread_context_cut", channel=channel, thread_ts=thread_ts, pages=THREAD_PAGES_MAX)
+    if next_cursor(response) is not None:
+        log.warning("thread_context_cut", channel=channel, thread_ts=thread_ts, pages=THREAD_PAGES_MAX)
     return root, list(newest)
 
 

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import secrets
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +31,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import OpsloopError
 from bot.redact import redact_truncate
 from bot.store import Store
-from bot.types import Approval, OutboxItem, OutboxKind, OutboxPost, OutboxState, Stream, StreamState
+from bot.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.after_ack import AfterAck
 from handlers.blocks import SlackMessage, approval_card
+from handlers.liveness import owner_id
 from handlers.slack_out import SlackOut
+from handlers.slack_pages import slack_pages
 
 log = structlog.get_logger("opsloop.outbox")
 
@@ -96,10 +95,6 @@ def posted_item(message: dict[str, Any]) -> str | None:
     payload = md.get("event_payload") if isinstance(md, dict) and md.get("event_type") == EVENT_TYPE else None
     item_id = payload.get("id") if isinstance(payload, dict) else None
     return item_id if isinstance(item_id, str) and item_id else None
-
-
-def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
@@ -204,12 +199,6 @@ class Outbox:
         )
         self.wake()
         return item_id
-
-    async def post_all(self, posts: list[OutboxPost]) -> list[str]:
-        """Several posts (an answer in parts) enqueued in one transaction, sent in order."""
-        ids = await self.store.enqueue_posts(posts)
-        self.wake()
-        return ids
 
     async def update(self, *, run_id: str | None, channel: str, of: str, msg: SlackMessage, key: str) -> str:
         """Enqueue a chat.update of the message outbox item `of` posts; sent after it, the newest update wins."""
@@ -485,28 +474,27 @@ class Outbox:
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
         back with its backoff) when Slack couldn't be asked now; None when it isn't there."""
         root = not item.thread_ts
-        cursor: str | None = None
-        for _ in range(ROOT_PAGES_MAX if root else THREAD_PAGES_MAX):
+
+        async def page(cursor: str | None) -> Any:
             until = self.store.now() + self.claim_seconds
             if not await self.store.renew_outbox_claim(item.id, self.owner, until=until):
                 raise ClaimLost
             try:
                 if root:
-                    response = await self.client.conversations_history(
+                    return await self.client.conversations_history(
                         channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor
                     )
-                else:
-                    response = await self.client.conversations_replies(
-                        channel=item.channel,
-                        ts=item.thread_ts or "",
-                        include_all_metadata=True,
-                        limit=THREAD_PAGE,
-                        cursor=cursor,
-                    )
+                return await self.client.conversations_replies(
+                    channel=item.channel,
+                    ts=item.thread_ts or "",
+                    include_all_metadata=True,
+                    limit=THREAD_PAGE,
+                    cursor=cursor,
+                )
             except Exception as e:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
-                    return None
+                    return {}
                 await self.store.outbox_retry(
                     item.id,
                     self.owner,
@@ -515,12 +503,11 @@ class Outbox:
                     next_at=self.store.now() + self._backoff(attempts, failure.retry_after),
                 )
                 raise Deferred from e
+
+        async for response in slack_pages(page, most=ROOT_PAGES_MAX if root else THREAD_PAGES_MAX):
             for m in response.get("messages") or []:
                 if isinstance(m, dict) and wanted(m):
                     return str(m["ts"])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not response.get("has_more") or not cursor:
-                return None
         return None
 
 

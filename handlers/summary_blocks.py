@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.redact import redact
-from bot.summary import SECTION_TITLES, Confidence, Hypothesis, HypothesisStatus, Summary
+from bot.summary import SECTION_TITLES, Confidence, HypothesisStatus, Summary
 from handlers import messages as m
 from handlers.mrkdwn import SECTION_TEXT_MAX, reveal
 
@@ -38,11 +38,6 @@ def summary_blocks(summary: Summary) -> list[dict[str, Any]]:
         _section(BLOCK_IDS[1], cause, causes, NOT_KNOWN_YET),
         _section(BLOCK_IDS[2], nxt, steps, NOTHING_YET),
     ]
-
-
-def hypothesis_line(h: Hypothesis) -> str:
-    """One hypothesis as mrkdwn, as the summary shows it (for a postmortem or a report in Slack)."""
-    return f"{_STATUS[h.status]}, {_confidence(h.confidence)}: {_show(h.statement)}"
 
 
 def _confidence(c: Confidence) -> str:

@@ -242,10 +242,6 @@ def _money(v: float) -> str:
     return f"${v:.4f}"
 
 
-def _delta(a: float, b: float, fmt: str) -> str:
-    return f"{fmt.format(a)} → {fmt.format(b)} ({'+' if b >= a else ''}{fmt.format(b - a)})"
-
-
 def figures(c: Comparison) -> list[tuple[str, str, str]]:
     o, r = c.original, c.replay
     return [

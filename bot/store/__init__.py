@@ -6,7 +6,7 @@ written once for both databases (bot/backends.py runs it, bot/migrations.py shap
 per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
 (events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py), feedback
 (feedback.py), incident memory (memory.py), living summaries (summaries.py), change events (changes.py). `Store` is
-the async facade the bot uses, derived from Ledger (entry.py): every call runs on the store's own thread
+the async facade the bot uses, derived from Ledger (lane.py): every call runs on the store's own thread
 (writer.py), so a connection never crosses threads, and on Postgres each call is one serializable
 transaction, so replicas sharing the database get the same guarantees one process gets from SQLite's single
 writer. The store persists and redacts (rows.py: what is written is redacted at this boundary).
@@ -14,21 +14,11 @@ writer. The store persists and redacts (rows.py: what is written is redacted at 
 
 from __future__ import annotations
 
-from bot.store.alerts import AcceptedAlert, AlertGroup, AlertOutcome, AlertsCalls
-from bot.store.approvals import ApprovalsCalls
-from bot.store.changes import ChangeCalls, StoredChange
-from bot.store.entry import entry
-from bot.store.events import EventsCalls
-from bot.store.feedback import FeedbackCalls
-from bot.store.inbox import InboxCalls
-from bot.store.ledger import Ledger, LedgerCalls
-from bot.store.memory import MemoryCalls
-from bot.store.outbox import OutboxCalls
+from bot.store.alerts import AcceptedAlert, AlertGroup, AlertOutcome
+from bot.store.changes import StoredChange
+from bot.store.ledger import Ledger
 from bot.store.rows import ACTIVE_STATES, new_id
-from bot.store.runs import RunsCalls
-from bot.store.sql import LedgerBase
-from bot.store.summaries import SummaryCalls, SummaryRow
-from bot.store.trace import TraceCalls
+from bot.store.summaries import SummaryRow
 from bot.store.writer import StoreBase, StoreUnavailable
 
 __all__ = [
@@ -45,23 +35,8 @@ __all__ = [
 ]
 
 
-class Store(
-    LedgerCalls,
-    RunsCalls,
-    TraceCalls,
-    EventsCalls,
-    InboxCalls,
-    ApprovalsCalls,
-    OutboxCalls,
-    FeedbackCalls,
-    AlertsCalls,
-    MemoryCalls,
-    SummaryCalls,
-    ChangeCalls,
-    StoreBase,
-):
-    """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer).
+class Store(StoreBase, Ledger):  # type: ignore[misc]  # its close is async: it ends the writer thread too
+    """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer); its
+    methods are the Ledger's marked with a lane (see bot.store.lane), awaited.
 
     `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""
-
-    probe_write = entry(LedgerBase.probe_write)

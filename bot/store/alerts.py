@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.redact import redact
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.sql import LedgerBase
 from bot.types import Run
 
@@ -97,19 +97,23 @@ def _decode_group(row: dict[str, Any]) -> AlertGroup:
 class Alerts(LedgerBase):
     """The alert_groups table. The SQL, run on the store's thread; the accepts are in Ledger (they span tables)."""
 
+    @lane.normal
     def alert_group(self, key: str) -> AlertGroup | None:
         rows = self._select("SELECT * FROM alert_groups WHERE key = ?", [key])
         return _decode_group(rows[0]) if rows else None
 
+    @lane.normal
     def alert_group_of_run(self, run_id: str) -> AlertGroup | None:
         """The alert group that started run `run_id` (the first, should a run hold two), or None."""
         rows = self._select("SELECT * FROM alert_groups WHERE run_id = ? ORDER BY created_at LIMIT 1", [run_id])
         return _decode_group(rows[0]) if rows else None
 
+    @lane.normal
     def alert_groups(self, channel: str | None = None) -> list[AlertGroup]:
         where, params = ("channel = ?", [channel]) if channel else ("1 = 1", [])
         return [_decode_group(r) for r in self._rows("alert_groups", where, params, order_by="created_at")]
 
+    @lane.normal
     def alert_runs_since(self, channel: str, since: float) -> int:
         """How many alert runs started (or are opening) in `channel` since `since` (storm control)."""
         rows = self._select(
@@ -118,6 +122,7 @@ class Alerts(LedgerBase):
         )
         return int(rows[0]["n"]) if rows else 0
 
+    @lane.normal
     def stuck_alert_groups(self, now: float) -> list[str]:
         """The keys of webhook groups still `opening` whose opener's claim lapsed (it died, or Slack refused
         the root post): a recovery pass claims and opens each."""
@@ -128,6 +133,7 @@ class Alerts(LedgerBase):
         )
         return [str(r["key"]) for r in rows]
 
+    @lane.normal
     def claim_alert_group(self, key: str, owner: str, *, now: float, until: float) -> AlertGroup | None:
         """Compare-and-set: `owner` opens the `opening` group `key` until `until` (its own claim is renewed).
         None: it is opened already, or another opener holds a live claim."""
@@ -138,6 +144,7 @@ class Alerts(LedgerBase):
         )
         return self.alert_group(key) if claimed == 1 else None
 
+    @lane.normal
     def release_alert_group(self, key: str, owner: str, *, until: float) -> None:
         """The opener gives the group back; nobody claims it before `until` (a refused root post backs off)."""
         self._write(
@@ -211,15 +218,3 @@ class Alerts(LedgerBase):
 
     def _over_storm_limit(self, channel: str, limit: int) -> bool:
         return self.alert_runs_since(channel, self.sql.now() - STORM_WINDOW_S) >= limit
-
-
-class AlertsCalls:
-    """The async entries of Alerts (see bot.store.entry)."""
-
-    alert_group = entry(Alerts.alert_group)
-    alert_groups = entry(Alerts.alert_groups)
-    alert_group_of_run = entry(Alerts.alert_group_of_run)
-    alert_runs_since = entry(Alerts.alert_runs_since)
-    stuck_alert_groups = entry(Alerts.stuck_alert_groups)
-    claim_alert_group = entry(Alerts.claim_alert_group)
-    release_alert_group = entry(Alerts.release_alert_group)

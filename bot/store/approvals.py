@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_RUNS
 from bot.redact import redact, redact_value
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _decode_approval, new_id
 from bot.store.sql import LedgerBase
 from bot.types import Approval, ApprovalState, AuditEntry, DecisionCause
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class Approvals(LedgerBase):
     """Approval rows; every change is a compare-and-set on the state. The SQL, run on the store's thread."""
 
+    @lane.normal
     def create_approval(
         self,
         *,
@@ -63,16 +64,19 @@ class Approvals(LedgerBase):
         self._insert("approvals", fields)
         return self.get_approval(fields["id"])
 
+    @lane.urgent
     def get_approval(self, approval_id: str) -> Approval:
         approval = self.find_approval(approval_id)
         if approval is None:
             raise KeyError(f"no approval {approval_id!r}")
         return approval
 
+    @lane.urgent
     def find_approval(self, approval_id: str) -> Approval | None:
         rows = self._rows("approvals", "id = ?", [approval_id])
         return _decode_approval(rows[0]) if rows else None
 
+    @lane.normal
     def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
         """The newest approval asked for this call."""
         rows = self._rows(
@@ -80,6 +84,7 @@ class Approvals(LedgerBase):
         )
         return _decode_approval(rows[0]) if rows else None
 
+    @lane.normal
     def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
         where, params = "state = 'pending'", []
         if run_id is not None:
@@ -87,6 +92,7 @@ class Approvals(LedgerBase):
             params.append(run_id)
         return [_decode_approval(r) for r in self._rows("approvals", where, params)]
 
+    @lane.urgent
     def decide_approval(
         self,
         approval_id: str,
@@ -115,6 +121,7 @@ class Approvals(LedgerBase):
             self._wake(WAKE_RUNS)  # the paused run is runnable: any replica picks it up at once
         return decided
 
+    @lane.normal
     def end_pending(
         self,
         approval_id: str,
@@ -138,6 +145,7 @@ class Approvals(LedgerBase):
             approval_id, expect=ApprovalState.PENDING, **{k: v for k, v in fields.items() if v is not None}
         )
 
+    @lane.urgent
     def set_card_ts(self, approval_id: str, message_ts: str, *, expect: ApprovalState) -> bool:
         """Record the card's ts, if the approval is still in state `expect`."""
         return self._transition_approval(approval_id, expect=expect, message_ts=message_ts)
@@ -155,6 +163,7 @@ class Approvals(LedgerBase):
             == 1
         )
 
+    @lane.urgent
     def record_approvers(
         self,
         approval_id: str,
@@ -181,6 +190,7 @@ class Approvals(LedgerBase):
             self._wake(WAKE_RUNS)
         return added
 
+    @lane.normal
     def audit(self) -> list[AuditEntry]:
         """Every approval decision with the result of the call it allowed."""
         sql = """
@@ -199,14 +209,17 @@ class Approvals(LedgerBase):
             for r in rows
         ]
 
+    @lane.normal
     def run_approvals(self, run_id: str) -> list[Approval]:
         """Every approval a run asked for, oldest first."""
         rows = self._select("SELECT * FROM approvals WHERE run_id = ? ORDER BY created_at", [run_id])
         return [_decode_approval(r) for r in rows]
 
+    @lane.normal
     def pending_approval_count(self) -> int:
         return int(self._select("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'", [])[0]["n"])
 
+    @lane.normal
     def approval_waits(self) -> list[tuple[ApprovalState, float]]:
         """(outcome, seconds from the card to the decision) for every decided approval."""
         rows = self._select(
@@ -216,27 +229,10 @@ class Approvals(LedgerBase):
         )
         return [(ApprovalState(r["state"]), max(0.0, float(r["waited"]))) for r in rows]
 
+    @lane.normal
     def due_approvals(self, *, now: float) -> list[Approval]:
         """Pending approvals past their expiry: the sweeper expires them."""
         rows = self._select(
             "SELECT * FROM approvals WHERE state = ? AND expires_at <= ?", [ApprovalState.PENDING.value, now]
         )
         return [_decode_approval(r) for r in rows]
-
-
-class ApprovalsCalls:
-    """The async entries of Approvals (see bot.store.entry: each runs its namesake on the writer thread)."""
-
-    create_approval = entry(Approvals.create_approval)
-    get_approval = entry(Approvals.get_approval, urgent=True)
-    find_approval = entry(Approvals.find_approval, urgent=True)
-    approval_for_call = entry(Approvals.approval_for_call)
-    pending_approvals = entry(Approvals.pending_approvals)
-    decide_approval = entry(Approvals.decide_approval, urgent=True)
-    set_card_ts = entry(Approvals.set_card_ts, urgent=True)
-    record_approvers = entry(Approvals.record_approvers, urgent=True)
-    audit = entry(Approvals.audit)
-    run_approvals = entry(Approvals.run_approvals)
-    pending_approval_count = entry(Approvals.pending_approval_count)
-    approval_waits = entry(Approvals.approval_waits)
-    due_approvals = entry(Approvals.due_approvals)

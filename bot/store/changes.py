@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.redact import redact
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _marks, new_id
 from bot.store.sql import LedgerBase
 
@@ -42,6 +42,7 @@ def _text(value: str | None) -> str | None:
 class ChangeRows(LedgerBase):
     """The change_events table. The SQL, run on the store's thread."""
 
+    @lane.background
     def record_changes(self, events: Sequence[StoredChange]) -> int:
         """Store `events` in one durable transaction (all or none); an event whose id is stored already is left
         as it was (the first copy wins). An event without an id gets one. How many were new."""
@@ -66,6 +67,7 @@ class ChangeRows(LedgerBase):
                 )
         return added
 
+    @lane.normal
     def changes_between(
         self, since: float, until: float, *, service: str | None = None, limit: int = READ_LIMIT
     ) -> list[StoredChange]:
@@ -77,10 +79,12 @@ class ChangeRows(LedgerBase):
             params.append(service)
         return [_row(r) for r in self._rows("change_events", where, params, order_by="at DESC, id", limit=limit)]
 
+    @lane.normal
     def change_event(self, event_id: str) -> StoredChange | None:
         rows = self._rows("change_events", "id = ?", [event_id])
         return _row(rows[0]) if rows else None
 
+    @lane.background
     def sweep_changes(self, retention_days: float, *, now: float, batch: int = SWEEP_BATCH) -> int:
         """Delete up to `batch` events received more than `retention_days` ago (0: keep forever); how many went.
         Bounded and idempotent (replicas sweeping at once share the work); call until it returns less than
@@ -112,12 +116,3 @@ def _row(r: Mapping[str, Any]) -> StoredChange:
         labels=labels if isinstance(labels, dict) else {},
         received_at=float(r["received_at"]),
     )
-
-
-class ChangeCalls:
-    """The async entries of ChangeRows (see bot.store.entry)."""
-
-    record_changes = entry(ChangeRows.record_changes, background=True)  # the webhook's: after acks and runs
-    changes_between = entry(ChangeRows.changes_between)
-    change_event = entry(ChangeRows.change_event)
-    sweep_changes = entry(ChangeRows.sweep_changes, background=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
 from bot.types import Feedback, FeedbackValue
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 class FeedbackRows(LedgerBase):
     """The feedback table. The SQL, run on the store's thread."""
 
+    @lane.urgent
     def record_feedback(
         self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str, message_ts: str
     ) -> bool:
@@ -39,6 +40,7 @@ class FeedbackRows(LedgerBase):
                 cast("MemoryRows", self).note_incident_feedback(run_id)
         return stored
 
+    @lane.normal
     def feedback(self, run_id: str | None = None) -> list[Feedback]:
         """Each person's say on each answer, oldest first (one run's, with `run_id`)."""
         where, params = ("run_id = ?", [run_id]) if run_id is not None else ("1 = 1", [])
@@ -55,6 +57,7 @@ class FeedbackRows(LedgerBase):
             for r in self._rows("feedback", where, params, order_by="at, id")
         ]
 
+    @lane.normal
     def feedback_counts(self) -> dict[FeedbackValue, int]:
         """People's says so far by value, once per person per answer (every value present, 0 when none)."""
         rows = self._select("SELECT value, COUNT(*) AS n FROM feedback GROUP BY value", [])
@@ -63,11 +66,3 @@ class FeedbackRows(LedgerBase):
             if r["value"] in counts:
                 counts[FeedbackValue(r["value"])] = int(r["n"])
         return counts
-
-
-class FeedbackCalls:
-    """The async entries of FeedbackRows (see bot.store.entry)."""
-
-    record_feedback = entry(FeedbackRows.record_feedback, urgent=True)
-    feedback = entry(FeedbackRows.feedback)
-    feedback_counts = entry(FeedbackRows.feedback_counts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.redact import redact
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _decode_inbox, new_id
 from bot.store.sql import LedgerBase
 from bot.types import InboxItem, InboxState
@@ -18,9 +18,11 @@ class Inbox(LedgerBase):
     """Thread replies for a run, and the one-transaction accept of a mention or a reply. The SQL, run on the store's
     thread."""
 
+    @lane.normal
     def get_inbox(self, inbox_id: str) -> InboxItem:
         return _decode_inbox(self._rows("inbox", "id = ?", [inbox_id])[0])
 
+    @lane.normal
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
         inbox_id = new_id("msg")
         self._insert(
@@ -38,26 +40,20 @@ class Inbox(LedgerBase):
         )
         return inbox_id
 
+    @lane.normal
     def put_inbox_state(self, inbox_id: str, state: InboxState) -> None:
         self._write("UPDATE inbox SET state = ? WHERE id = ?", [state.value, inbox_id])
 
+    @lane.normal
     def queued_inbox(self, run_id: str) -> list[InboxItem]:
         return [
             _decode_inbox(r)
             for r in self._rows("inbox", "run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
         ]
 
+    @lane.normal
     def inbox(self, run_id: str) -> list[InboxItem]:
         """Every thread reply stored for a run (queued, consumed or superseding), oldest first."""
         return [
             _decode_inbox(r) for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
         ]
-
-
-class InboxCalls:
-    """The async entries of Inbox (see bot.store.entry: each runs its namesake on the writer thread)."""
-
-    add_inbox = entry(Inbox.add_inbox)
-    put_inbox_state = entry(Inbox.put_inbox_state)
-    queued_inbox = entry(Inbox.queued_inbox)
-    inbox = entry(Inbox.inbox)

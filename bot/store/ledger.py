@@ -13,10 +13,10 @@ from bot.redact import redact, redact_value
 from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.changes import ChangeRows
-from bot.store.entry import entry
 from bot.store.events import Events
 from bot.store.feedback import FeedbackRows
 from bot.store.inbox import Inbox
+from bot.store.lane import lane
 from bot.store.memory import MemoryRows
 from bot.store.outbox import Outbox
 from bot.store.rows import _decode_run, new_id
@@ -57,6 +57,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
 
     # --- what spans table groups, in one transaction: a run with its first messages, a turn with the inbox
     # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)
+    @lane.normal
     def create_run(
         self,
         *,
@@ -96,6 +97,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 self._put_message(run_id, seq, message)
         return _decode_run(row)
 
+    @lane.normal
     def open_run(
         self,
         *,
@@ -135,6 +137,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 run = self.get_run(run.id)
         return run, True
 
+    @lane.normal
     def put_message(
         self,
         run_id: str,
@@ -155,6 +158,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             if totals is not None:
                 self.save_totals(run_id, totals)
 
+    @lane.normal
     def answer_turn(
         self,
         run_id: str,
@@ -178,6 +182,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             self.put_message(run_id, seq, message, totals=totals, steps=steps)
         return self.run_news(run_id)
 
+    @lane.normal
     def run_news(self, run_id: str) -> RunNews:
         """The Stop flag and the queued thread replies, read together: a run asks at the start of every step."""
         return RunNews(
@@ -185,6 +190,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             inbox=[Injected(id=i.id, user=i.user, text=i.text) for i in self.queued_inbox(run_id)],
         )
 
+    @lane.urgent
     def accept_mention(
         self,
         event_id: str,
@@ -225,6 +231,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             )
             return AcceptedMention(run=run, created=created, redirect=redirect)
 
+    @lane.urgent
     def accept_reply(
         self,
         event_id: str,
@@ -254,6 +261,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         return AcceptedReply(item=self.get_inbox(inbox_id), superseded=superseded)
 
     # --- alerts (docs/alerts.md): claimed, counted against the storm limit and stored in one transaction ---------
+    @lane.urgent
     def accept_slack_alert(
         self,
         event_id: str,
@@ -292,6 +300,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             self._wake(WAKE_RUNS)
             return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key), run=run)
 
+    @lane.normal
     def accept_alert_group(
         self,
         group_key: str,
@@ -411,6 +420,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         self._update_group(key, root_item=item, attempts=attempt)
         return item
 
+    @lane.normal
     def retry_alert_root(self, group_key: str, owner: str, *, text: str) -> str | None:
         """Slack refused the group's root post for good: its claimant enqueues the next attempt (and only then,
         so two openers never make two roots). None: not `owner`'s to open."""
@@ -424,6 +434,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return item.id  # still on its way (or sent): no second root
             return self._enqueue_alert_root(key, text)
 
+    @lane.normal
     def open_alert_run(
         self,
         group_key: str,
@@ -470,6 +481,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             self._wake(WAKE_RUNS)
             return run
 
+    @lane.normal
     def claim_storm_thread(self, channel: str, *, text: str) -> AlertGroup:
         """`channel`'s alert-storm thread, claimed by compare-and-set: the live one (younger than the storm
         window), or a new row keyed by channel and ten-minute window (insert-or-nothing, so two replicas in one
@@ -502,6 +514,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 assert group is not None
             return group
 
+    @lane.normal
     def storm_thread(self, channel: str) -> str | None:
         """The ts of `channel`'s live alert-storm thread, once its root is posted."""
         rows = self._select(
@@ -514,21 +527,3 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             return None
         item = self.outbox_item(group.root_item) if group.root_item else None
         return group.thread_ts or (item.ts if item is not None else None)
-
-
-class LedgerCalls:
-    """The async entries of what Ledger itself defines (see bot.store.entry)."""
-
-    create_run = entry(Ledger.create_run)
-    open_run = entry(Ledger.open_run)
-    put_message = entry(Ledger.put_message)
-    answer_turn = entry(Ledger.answer_turn)
-    run_news = entry(Ledger.run_news)
-    accept_mention = entry(Ledger.accept_mention, urgent=True)
-    accept_reply = entry(Ledger.accept_reply, urgent=True)
-    accept_slack_alert = entry(Ledger.accept_slack_alert, urgent=True)  # a Slack delivery: its ack waits
-    accept_alert_group = entry(Ledger.accept_alert_group)  # behind mentions and clicks: a storm never delays them
-    open_alert_run = entry(Ledger.open_alert_run)
-    retry_alert_root = entry(Ledger.retry_alert_root)
-    claim_storm_thread = entry(Ledger.claim_storm_thread)
-    storm_thread = entry(Ledger.storm_thread)

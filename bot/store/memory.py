@@ -38,7 +38,7 @@ from bot.incidents import (
     query_tokens,
     search_plans,
 )
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _marks
 from bot.store.sql import LedgerBase
 from bot.types import RunStatus
@@ -64,6 +64,7 @@ def _order(r: Mapping[str, Any]) -> tuple[bool, float, float, str]:
 class MemoryRows(LedgerBase):
     """The incidents and incident_facets tables (and SQLite's incidents_fts). The SQL, run on the store's thread."""
 
+    @lane.normal
     def record_incident(
         self,
         run_id: str,
@@ -111,6 +112,7 @@ class MemoryRows(LedgerBase):
         assert found is not None
         return found
 
+    @lane.normal
     def narrow_incidents(self, channel: str, kind: str | None) -> int:
         """`channel` is `kind` now (None: Slack could not say, so private): unless that is public, its records
         still offered everywhere are offered only in it from now on. Never widens (a cached answer may be old);
@@ -120,10 +122,12 @@ class MemoryRows(LedgerBase):
             return 0
         return self._write("UPDATE incidents SET kind = ? WHERE channel = ? AND kind = 'public'", [checked, channel])
 
+    @lane.normal
     def incident(self, run_id: str) -> Incident | None:
         rows = self._select(f"SELECT {_READ} FROM incidents WHERE run_id = ?", [run_id])
         return decode_incident(rows[0]) if rows else None
 
+    @lane.normal
     def search_incidents(
         self,
         query: str,
@@ -222,6 +226,7 @@ class MemoryRows(LedgerBase):
         )
         return [(sql, [match]) for match in fts5_plan(plan)]
 
+    @lane.urgent
     def note_incident_feedback(self, run_id: str) -> bool:
         """The record takes its run's latest feedback click (call it with `record_feedback`, in its
         transaction); False when the run is not remembered."""
@@ -229,6 +234,7 @@ class MemoryRows(LedgerBase):
             latest = latest_feedback(self._select("SELECT id, value, at FROM feedback WHERE run_id = ?", [run_id]))
             return self._write("UPDATE incidents SET feedback = ? WHERE run_id = ?", [latest.value, run_id]) == 1
 
+    @lane.normal
     def forget(self, run_id: str) -> bool:
         """Take a run out of memory (its record, facets and full-text entry); False when it was not there."""
         with self._atomic():
@@ -236,6 +242,7 @@ class MemoryRows(LedgerBase):
             self._write("DELETE FROM incident_facets WHERE run_id = ?", [run_id])
             return self._write("DELETE FROM incidents WHERE run_id = ?", [run_id]) == 1
 
+    @lane.background
     def sweep_incidents(self, retention_days: float, *, now: float, batch: int = SWEEP_BATCH) -> int:
         """Delete up to `batch` records that ended more than `retention_days` ago (0: keep forever); how many
         went. Idempotent and bounded, so replicas sweeping at once only share the work: on Postgres the rows
@@ -256,18 +263,6 @@ class MemoryRows(LedgerBase):
             self._write(f"DELETE FROM incident_facets WHERE run_id IN ({_marks(ids)})", ids)
             return self._write(f"DELETE FROM incidents WHERE run_id IN ({_marks(ids)})", ids)
 
+    @lane.normal
     def incident_count(self) -> int:
         return int(self._select("SELECT COUNT(*) AS n FROM incidents", [])[0]["n"])
-
-
-class MemoryCalls:
-    """The async entries of MemoryRows (see bot.store.entry)."""
-
-    record_incident = entry(MemoryRows.record_incident)
-    narrow_incidents = entry(MemoryRows.narrow_incidents)
-    incident = entry(MemoryRows.incident)
-    search_incidents = entry(MemoryRows.search_incidents)
-    note_incident_feedback = entry(MemoryRows.note_incident_feedback, urgent=True)
-    forget = entry(MemoryRows.forget)
-    sweep_incidents = entry(MemoryRows.sweep_incidents, background=True)
-    incident_count = entry(MemoryRows.incident_count)

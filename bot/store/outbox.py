@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_OUTBOX
 from bot.redact import redact, redact_value
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _decode_outbox, _decode_run, _decode_stream, new_id
 from bot.store.sql import LedgerBase
 from bot.types import (
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 class Outbox(LedgerBase):
     """Outbox rows: claimed by one sender at a time, recorded once sent. The SQL, run on the store's thread."""
 
+    @lane.normal
     def enqueue(
         self,
         *,
@@ -61,6 +62,7 @@ class Outbox(LedgerBase):
                 approval_id=approval_id,
             )
 
+    @lane.normal
     def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
         """Several thread posts (one answer in parts) in one transaction, in order; their item ids."""
         with self._atomic():
@@ -120,6 +122,7 @@ class Outbox(LedgerBase):
             return item_id
         return str(self._select("SELECT id FROM outbox WHERE key = ?", [key])[0]["id"])
 
+    @lane.normal
     def report(self, run_id: str, posts: Sequence[OutboxPost]) -> None:
         """Enqueue a finished run's answer or handoff report and mark it reported, together: enqueued once
         (keys are unique), and a crash before this leaves the run in `unreported_runs` for the next driver."""
@@ -127,6 +130,7 @@ class Outbox(LedgerBase):
             self.enqueue_posts(posts)
             self._write("UPDATE runs SET reported = 1 WHERE id = ?", [run_id])
 
+    @lane.normal
     def unreported_runs(self) -> list[Run]:
         """Finished runs whose answer or report was never enqueued (the process died in between)."""
         rows = self._select(
@@ -134,19 +138,23 @@ class Outbox(LedgerBase):
         )
         return [_decode_run(r) for r in rows]
 
+    @lane.normal
     def outbox_item(self, item_id: str) -> OutboxItem | None:
         rows = self._select("SELECT * FROM outbox WHERE id = ?", [item_id])
         return _decode_outbox(rows[0]) if rows else None
 
+    @lane.normal
     def outbox_by_key(self, key: str) -> OutboxItem | None:
         rows = self._select("SELECT * FROM outbox WHERE key = ?", [key])
         return _decode_outbox(rows[0]) if rows else None
 
+    @lane.normal
     def outbox_items(self, run_id: str | None = None) -> list[OutboxItem]:
         """Every outbox item (of one run), in the order it was enqueued."""
         where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
         return [_decode_outbox(r) for r in self._select(f"SELECT * FROM outbox {where} ORDER BY rowid", params)]
 
+    @lane.normal
     def claim_outbox(self, owner: str, *, now: float, until: float) -> OutboxItem | None:
         """Take the next item due, compare-and-set: two senders never hold one item at once (a claim lapses at
         `claimed_until`). Posts go out in order per thread; an update only once its message was posted, and only
@@ -179,6 +187,7 @@ class Outbox(LedgerBase):
             )
         return _decode_outbox(rows[0]) if rows else None
 
+    @lane.normal
     def outbox_attempt(self, item_id: str, owner: str, *, until: float, unsure: bool) -> bool:
         """About to call Slack for a held item: count it and extend the claim; a post stays `unsure` until its
         answer is recorded. False: the claim was lost (it lapsed and another sender took the item)."""
@@ -191,6 +200,7 @@ class Outbox(LedgerBase):
             == 1
         )
 
+    @lane.normal
     def renew_outbox_claim(self, item_id: str, owner: str, *, until: float) -> bool:
         return (
             self._write(
@@ -200,6 +210,7 @@ class Outbox(LedgerBase):
             == 1
         )
 
+    @lane.normal
     def outbox_sent(self, item_id: str, owner: str, *, ts: str, now: float) -> bool:
         """Slack has it: record its ts (a card's also on its approval) and let the claim go, in one transaction."""
         with self._atomic():
@@ -219,6 +230,7 @@ class Outbox(LedgerBase):
             )
             return True
 
+    @lane.normal
     def outbox_retry(self, item_id: str, owner: str, *, next_at: float, error: str, unsure: bool) -> None:
         """Not sent this time: let the claim go until `next_at`. `unsure`: the failed call may still have posted."""
         self._write(
@@ -227,6 +239,7 @@ class Outbox(LedgerBase):
             [next_at, redact(error), int(unsure), item_id, owner],
         )
 
+    @lane.normal
     def outbox_plain(self, item_id: str, owner: str, *, error: str) -> bool:
         """Slack refused the post's content: from now on its plain-text fallback is sent (once refused, failed)."""
         return (
@@ -237,6 +250,7 @@ class Outbox(LedgerBase):
             == 1
         )
 
+    @lane.normal
     def outbox_failed(self, item_id: str, owner: str, *, error: str) -> None:
         """Slack will never accept it (logged by the sender): stop trying."""
         self._write(
@@ -245,6 +259,7 @@ class Outbox(LedgerBase):
             [redact(error), item_id, owner],
         )
 
+    @lane.normal
     def release_outbox(self, owner: str) -> int:
         """This sender stops: its claims go back at once, so the next sender continues without waiting."""
         released = self._write(
@@ -255,6 +270,7 @@ class Outbox(LedgerBase):
         return released
 
     # --- streamed answers (handlers/stream.py streams them; the answer's outbox item finishes them) ---------------
+    @lane.normal
     def stream_intent(self, *, run_id: str, step: int, channel: str, thread_ts: str, start_text: str) -> str | None:
         """Record that a stream is about to start (before chat.startStream is called, so a restart can find its
         message); None when the run already has a live stream (a resumed run never starts a second one)."""
@@ -286,11 +302,13 @@ class Outbox(LedgerBase):
             "SELECT * FROM streams WHERE run_id = ? AND state IN (?, ?) ORDER BY created_at DESC", [run_id, *states]
         )
 
+    @lane.normal
     def live_stream(self, run_id: str) -> Stream | None:
         """The run's stream that is not finished yet (at most one), if any."""
         rows = self._live_streams(run_id)
         return _decode_stream(rows[0]) if rows else None
 
+    @lane.normal
     def streams(self, run_id: str) -> list[Stream]:
         """Every stream of a run, oldest first."""
         return [
@@ -298,6 +316,7 @@ class Outbox(LedgerBase):
             for r in self._select("SELECT * FROM streams WHERE run_id = ? ORDER BY created_at", [run_id])
         ]
 
+    @lane.normal
     def stream_started(self, stream_id: str, *, ts: str, sent: str) -> None:
         """startStream answered (or its message was found again): its ts, and what it shows."""
         self._write(
@@ -312,28 +331,33 @@ class Outbox(LedgerBase):
             ],
         )
 
+    @lane.normal
     def stream_sent(self, stream_id: str, *, sent: str) -> None:
         """An append reached Slack: what the message shows now."""
         self._write(
             "UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?", [redact(sent), self.sql.now(), stream_id]
         )
 
+    @lane.normal
     def stream_broken(self, stream_id: str) -> None:
         """Slack refused an append (its lifetime, an error): no more appends; chat.update finishes it."""
         self._write("UPDATE streams SET broken = 1, updated_at = ? WHERE id = ?", [self.sql.now(), stream_id])
 
+    @lane.normal
     def stream_answered(self, stream_id: str, *, final: str) -> None:
         """The step it streamed ended as the answer: the whole answer, for the outbox to finish the message."""
         self._write(
             "UPDATE streams SET final = ?, updated_at = ? WHERE id = ?", [redact(final), self.sql.now(), stream_id]
         )
 
+    @lane.normal
     def stream_ended(self, stream_id: str, state: StreamState) -> None:
         """Interim (stopped as it was), abandoned (no message) or finished."""
         self._write(
             "UPDATE streams SET state = ?, updated_at = ? WHERE id = ?", [state.value, self.sql.now(), stream_id]
         )
 
+    @lane.normal
     def stream_finished(self, stream_id: str, item_id: str, owner: str, *, ts: str, now: float) -> bool:
         """The answer's outbox item finished the streamed message: both recorded in one transaction."""
         with self._atomic():
@@ -341,32 +365,3 @@ class Outbox(LedgerBase):
                 return False
             self.stream_ended(stream_id, StreamState.FINISHED)
             return True
-
-
-class OutboxCalls:
-    """The async entries of Outbox (see bot.store.entry: each runs its namesake on the writer thread)."""
-
-    enqueue = entry(Outbox.enqueue)
-    enqueue_posts = entry(Outbox.enqueue_posts)
-    report = entry(Outbox.report)
-    unreported_runs = entry(Outbox.unreported_runs)
-    outbox_item = entry(Outbox.outbox_item)
-    outbox_by_key = entry(Outbox.outbox_by_key)
-    outbox_items = entry(Outbox.outbox_items)
-    claim_outbox = entry(Outbox.claim_outbox)
-    outbox_attempt = entry(Outbox.outbox_attempt)
-    renew_outbox_claim = entry(Outbox.renew_outbox_claim)
-    outbox_sent = entry(Outbox.outbox_sent)
-    outbox_retry = entry(Outbox.outbox_retry)
-    outbox_plain = entry(Outbox.outbox_plain)
-    outbox_failed = entry(Outbox.outbox_failed)
-    release_outbox = entry(Outbox.release_outbox)
-    stream_intent = entry(Outbox.stream_intent)
-    live_stream = entry(Outbox.live_stream)
-    streams = entry(Outbox.streams)
-    stream_started = entry(Outbox.stream_started)
-    stream_sent = entry(Outbox.stream_sent)
-    stream_broken = entry(Outbox.stream_broken)
-    stream_answered = entry(Outbox.stream_answered)
-    stream_ended = entry(Outbox.stream_ended)
-    stream_finished = entry(Outbox.stream_finished)

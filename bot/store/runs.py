@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.backends import WAKE_RUNS
 from bot.redact import redact, redact_value
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
 from bot.types import ApprovalState, Run, RunStatus, StopReason, Totals
@@ -20,20 +20,24 @@ if TYPE_CHECKING:
 class Runs(LedgerBase):
     """A run's row, its status and counters, and its lease. The SQL, run on the store's thread."""
 
+    @lane.normal
     def get_run(self, run_id: str) -> Run:
         run = self.find_run(run_id)
         if run is None:
             raise KeyError(f"no run {run_id!r}")
         return run
 
+    @lane.urgent
     def find_run(self, run_id: str) -> Run | None:
         rows = self._select("SELECT * FROM runs WHERE id = ?", [run_id])
         return _decode_run(rows[0]) if rows else None
 
+    @lane.normal
     def fix_prompt(self, run_id: str, *, system: str, tools: list[dict[str, Any]]) -> None:
         """Store the system prompt and tool schemas a run starts with (exactly, never redacted)."""
         self._update_run(run_id, system=system, tools=tools)
 
+    @lane.normal
     def record_settings(self, run_id: str, settings: dict[str, Any]) -> None:
         """Store what a run runs under (limits, effort, tool categories …), once: the first drive's stays."""
         self._write(
@@ -41,18 +45,22 @@ class Runs(LedgerBase):
             [json.dumps(redact_value(settings), sort_keys=True), run_id],
         )
 
+    @lane.normal
     def set_status(self, run_id: str, status: RunStatus) -> None:
         """Running <-> waiting_approval; `finish_run` ends a run."""
         self._update_run(run_id, status=status.value)
 
+    @lane.normal
     def set_drop_block(self, run_id: str) -> None:
         """Every later request of this run asks the API to drop mismatched thinking blocks."""
         self._update_run(run_id, drop_block=1)
 
+    @lane.normal
     def set_status_ts(self, run_id: str, ts: str) -> None:
         """The ts of the run's status message in the thread."""
         self._update_run(run_id, status_ts=ts)
 
+    @lane.normal
     def save_totals(self, run_id: str, totals: Totals) -> None:
         """The run's counters so far."""
         extra = {"model": totals.model} if totals.model is not None else {}
@@ -67,6 +75,7 @@ class Runs(LedgerBase):
             **extra,
         )
 
+    @lane.normal
     def finish_run(
         self,
         run_id: str,
@@ -101,11 +110,13 @@ class Runs(LedgerBase):
         fields["updated_at"] = self.sql.now()
         self._write(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE id = ?", [*fields.values(), run_id])
 
+    @lane.normal
     def stop_requested_by(self, run_id: str) -> str | None:
         """Who asked this run to stop, if anyone: asked twice a step, so one column, not the whole row."""
         rows = self._select("SELECT stop_requested_by FROM runs WHERE id = ?", [run_id])
         return str(rows[0]["stop_requested_by"]) if rows and rows[0]["stop_requested_by"] else None
 
+    @lane.urgent
     def request_stop(self, run_id: str, user: str) -> bool:
         """Mark a run to stop; False when it is not active (already finished)."""
         marked = (
@@ -120,11 +131,13 @@ class Runs(LedgerBase):
             self._wake(WAKE_RUNS)  # the replica driving it cancels the drive now, not at its next poll
         return marked
 
+    @lane.normal
     def active_run(self, channel: str, thread_ts: str) -> Run | None:
         """The thread's going run (the newest, if an alert storm left several), or None."""
         run = self.thread_run(channel, thread_ts)
         return run if run is not None and run.active else None
 
+    @lane.normal
     def thread_run(self, channel: str, thread_ts: str) -> Run | None:
         """The thread's going run if it has one (the newest), else its latest run, in one query: what a mention's
         accept (which Slack's ack waits on) needs, to join the going run or continue the latest one."""
@@ -137,25 +150,30 @@ class Runs(LedgerBase):
         )
         return _decode_run(rows[0]) if rows else None
 
+    @lane.normal
     def latest_run(self, channel: str, thread_ts: str) -> Run | None:
         rows = self._rows(
             "runs", "channel = ? AND thread_ts = ?", [channel, thread_ts], order_by="created_at desc", limit=1
         )
         return _decode_run(rows[0]) if rows else None
 
+    @lane.normal
     def active_runs(self) -> list[Run]:
         return [
             _decode_run(r) for r in self._rows("runs", "status IN (?, ?)", list(ACTIVE_STATES), order_by="created_at")
         ]
 
+    @lane.normal
     def list_runs(self, limit: int = 50) -> list[Run]:
         return [_decode_run(r) for r in self._rows("runs", "1 = 1", [], order_by="created_at desc", limit=limit)]
 
+    @lane.normal
     def runs_starting(self, prefix: str, limit: int) -> list[Run]:
         """The runs whose id starts with `prefix` (a short id, as people type it), newest first."""
         where = "substr(id, 1, ?) = ?"  # not LIKE: `_` in every run id is a LIKE wildcard
         return [_decode_run(r) for r in self._rows("runs", where, [len(prefix), prefix], "created_at desc", limit)]
 
+    @lane.normal
     def thread_runs(self, channel: str, thread_ts: str) -> list[Run]:
         """Every run of a thread, oldest first."""
         return [
@@ -163,6 +181,7 @@ class Runs(LedgerBase):
             for r in self._rows("runs", "channel = ? AND thread_ts = ?", [channel, thread_ts], order_by="created_at")
         ]
 
+    @lane.normal
     def active_run_counts(self) -> dict[RunStatus, int]:
         """How many runs are in each active state (a state with no run is absent)."""
         rows = self._select(
@@ -170,6 +189,7 @@ class Runs(LedgerBase):
         )
         return {RunStatus(r["status"]): int(r["n"]) for r in rows}
 
+    @lane.normal
     def claim_run(self, run_id: str, owner: str, *, until: float, now: float, dead: Sequence[str] = ()) -> bool:
         """Take (or keep) an active run's lease: free, already ours, lapsed, or held by an owner known to be
         dead (a crashed process on this host). Compare-and-set."""
@@ -183,6 +203,7 @@ class Runs(LedgerBase):
             == 1
         )
 
+    @lane.normal
     def lease_owners(self) -> list[str]:
         """Who holds the leases of active runs (to spot a crashed process on this host)."""
         rows = self._select(
@@ -190,6 +211,7 @@ class Runs(LedgerBase):
         )
         return [str(r["owner"]) for r in rows]
 
+    @lane.urgent
     def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
         """Extend this owner's leases on `run_ids` (the heartbeat); returns the ids it still holds."""
         held = []
@@ -198,6 +220,7 @@ class Runs(LedgerBase):
                 held.append(run_id)
         return held
 
+    @lane.urgent
     def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:
         """Which of these runs someone asked to stop (a Stop received by any process)."""
         rows = self._select(
@@ -205,11 +228,13 @@ class Runs(LedgerBase):
         )
         return [str(r["id"]) for r in rows]
 
+    @lane.normal
     def release_run(self, run_id: str, owner: str) -> None:
         """Give a run back (paused, finished, or this process is stopping): the next driver takes it at once."""
         if self._write("UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?", [run_id, owner]):
             self._wake(WAKE_RUNS)
 
+    @lane.normal
     def runnable_runs(self, *, now: float, dead: Sequence[str] = ()) -> list[Run]:
         """Active runs nobody drives that have something to do: running ones (a dead driver's included),
         and paused ones whose approval was decided (anywhere) or whose stop was requested."""
@@ -221,32 +246,3 @@ class Runs(LedgerBase):
             [*ACTIVE_STATES, now, *dead, RunStatus.RUNNING.value, ApprovalState.PENDING.value],
         )
         return [_decode_run(r) for r in rows]
-
-
-class RunsCalls:
-    """The async entries of Runs (see bot.store.entry: each runs its namesake on the writer thread)."""
-
-    get_run = entry(Runs.get_run)
-    find_run = entry(Runs.find_run, urgent=True)
-    fix_prompt = entry(Runs.fix_prompt)
-    record_settings = entry(Runs.record_settings)
-    set_status = entry(Runs.set_status)
-    set_drop_block = entry(Runs.set_drop_block)
-    set_status_ts = entry(Runs.set_status_ts)
-    save_totals = entry(Runs.save_totals)
-    finish_run = entry(Runs.finish_run)
-    stop_requested_by = entry(Runs.stop_requested_by)
-    request_stop = entry(Runs.request_stop, urgent=True)
-    active_run = entry(Runs.active_run)
-    latest_run = entry(Runs.latest_run)
-    thread_run = entry(Runs.thread_run)
-    active_runs = entry(Runs.active_runs)
-    list_runs = entry(Runs.list_runs)
-    thread_runs = entry(Runs.thread_runs)
-    active_run_counts = entry(Runs.active_run_counts)
-    claim_run = entry(Runs.claim_run)
-    lease_owners = entry(Runs.lease_owners)
-    renew_leases = entry(Runs.renew_leases, urgent=True)
-    stop_requested_among = entry(Runs.stop_requested_among, urgent=True)
-    release_run = entry(Runs.release_run)
-    runnable_runs = entry(Runs.runnable_runs)

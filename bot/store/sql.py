@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.backends import SqliteBackend, open_backend
+from bot.store.lane import lane
 from bot.store.rows import _marks, _no_nul
 
 
@@ -63,6 +64,7 @@ class LedgerBase:
     def _durably(self) -> contextlib.AbstractContextManager[Any]:
         return self.sql.durably()
 
+    @lane.normal
     def probe_write(self) -> None:
         """Raises when the database takes no writes (checked without writing anything)."""
         self.sql.probe_write()

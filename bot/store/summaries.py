@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from bot.redact import redact_value
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
 from bot.summary import Summary
@@ -25,12 +25,14 @@ class SummaryRow:
 class SummaryRows(LedgerBase):
     """The summaries table. The SQL, run on the store's thread."""
 
+    @lane.normal
     def add_summary(self, run_id: str, *, step: int, summary: Summary) -> None:
         self._write(
             "INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
             [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()],
         )
 
+    @lane.normal
     def summaries(self, run_id: str) -> list[SummaryRow]:
         """The run's accepted updates, oldest first."""
         return [
@@ -43,15 +45,8 @@ class SummaryRows(LedgerBase):
             for r in self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")
         ]
 
+    @lane.normal
     def last_summary(self, run_id: str) -> Summary | None:
         """The run's newest accepted summary (None: it has none)."""
         rows = self.summaries(run_id)
         return rows[-1].summary if rows else None
-
-
-class SummaryCalls:
-    """The async entries of SummaryRows (see bot.store.entry)."""
-
-    add_summary = entry(SummaryRows.add_summary)
-    summaries = entry(SummaryRows.summaries)
-    last_summary = entry(SummaryRows.last_summary)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.redact import redact, redact_value
-from bot.store.entry import entry
+from bot.store.lane import lane
 from bot.store.rows import _decode_tool_result, _marks
 from bot.store.sql import LedgerBase
 from bot.types import CallResult, Step, StepEntry, ToolResultRow
@@ -32,6 +32,7 @@ class Trace(LedgerBase):
             [run_id, seq, message["role"], json.dumps(message["content"]), self.sql.now()],
         )
 
+    @lane.normal
     def replace_history(self, run_id: str, history: list[dict[str, Any]]) -> None:
         """Swap the whole history (after condensation) in one transaction."""
         with self._atomic():
@@ -39,6 +40,7 @@ class Trace(LedgerBase):
             for seq, message in enumerate(history):
                 self._put_message(run_id, seq, message)
 
+    @lane.normal
     def failed_tool_calls(self, run_ids: Sequence[str]) -> dict[str, int]:
         """How many of each run's tool calls ended in an error (a person's denial is not a failure); a run with
         none is absent. One query for a page of runs."""
@@ -53,12 +55,14 @@ class Trace(LedgerBase):
         )
         return {str(r["run_id"]): int(r["n"]) for r in rows}
 
+    @lane.normal
     def history(self, run_id: str) -> list[dict[str, Any]]:
         return [
             {"role": r["role"], "content": json.loads(r["content"])}
             for r in self._rows("messages", "run_id = ?", [run_id], order_by="seq")
         ]
 
+    @lane.normal
     def save_tool_result(
         self,
         run_id: str,
@@ -93,6 +97,7 @@ class Trace(LedgerBase):
         self.save_tool_results(run_id, [result], steps=steps)
         return True
 
+    @lane.normal
     def save_tool_results(self, run_id: str, results: Iterable[CallResult], *, steps: Iterable[StepEntry] = ()) -> None:
         """Finished calls' results (each replacing its started marker, if it had one) and trace rows, in one
         transaction."""
@@ -128,6 +133,7 @@ class Trace(LedgerBase):
             self.sql.now(),
         ]
 
+    @lane.normal
     def tool_results(self, run_id: str, ids: Sequence[str] | None = None) -> dict[str, ToolResultRow]:
         """The run's stored results by tool_use_id (only those of `ids` when given: one turn's calls)."""
         where, params = "run_id = ?", [run_id]
@@ -137,9 +143,11 @@ class Trace(LedgerBase):
         rows = self._rows("tool_results", where, params)
         return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
 
+    @lane.normal
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
         self._add_steps(run_id, [(kind, data)])
 
+    @lane.normal
     def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None:
         """Several trace rows in one transaction (a run's steps written since its last store write)."""
         with self._atomic():
@@ -156,22 +164,9 @@ class Trace(LedgerBase):
                 [value for row in chunk for value in (*row, now)],
             )
 
+    @lane.normal
     def steps(self, run_id: str) -> list[Step]:
         return [
             Step(id=r["id"], run_id=r["run_id"], kind=r["kind"], data=json.loads(r["data"]), at=r["at"])
             for r in self._rows("steps", "run_id = ?", [run_id], order_by="id")
         ]
-
-
-class TraceCalls:
-    """The async entries of Trace (see bot.store.entry: each runs its namesake on the writer thread)."""
-
-    replace_history = entry(Trace.replace_history)
-    history = entry(Trace.history)
-    failed_tool_calls = entry(Trace.failed_tool_calls)
-    save_tool_result = entry(Trace.save_tool_result)
-    save_tool_results = entry(Trace.save_tool_results)
-    tool_results = entry(Trace.tool_results)
-    add_step = entry(Trace.add_step)
-    add_steps = entry(Trace.add_steps)
-    steps = entry(Trace.steps)

@@ -19,7 +19,7 @@ import structlog
 
 from bot.backends import PgListener, PostgresBackend, SqliteBackend, describe, is_postgres
 from bot.errors import OpsloopError
-from bot.store.entry import Caller
+from bot.store.lane import Caller
 from bot.store.ledger import Ledger
 
 T = TypeVar("T")

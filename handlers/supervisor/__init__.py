@@ -1,6 +1,5 @@
 """One run per Slack thread: the Supervisor starts, resumes, wakes and stops runs under leases (scheduler.py);
-`IncidentThread` gives one run its Slack-side callbacks and posts its answer or report (thread.py); dead lease
-owners on this host are found by liveness.py."""
+`IncidentThread` gives one run its Slack-side callbacks and posts its answer or report (thread.py)."""
 
 from handlers.supervisor.scheduler import Supervisor
 from handlers.supervisor.thread import IncidentThread, StatusMessage

@@ -3,7 +3,7 @@ approval was decided or whose driver died, hands them back when they pause or th
 
 An approval is a row in the store: the waiting coroutine can die with the process and a resumed run finds the
 same row again. The run's Slack side (callbacks, status line, answer) is handlers/supervisor/thread.py; which
-lease owners are dead is handlers/supervisor/liveness.py.
+lease owners are dead is handlers/liveness.py.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from handlers import approvals
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk
 from handlers.links import permalink as thread_permalink
+from handlers.liveness import dead_owners, owner_id
 from handlers.membership import Membership
 from handlers.names import SlackNames
 from handlers.outbox import Cards, Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
-from handlers.supervisor.liveness import dead_owners, owner_id
 from handlers.supervisor.thread import IncidentThread
 from tools.api import AtEnd, RunFacts
 from tools.registry import ToolRegistry
@@ -74,7 +74,7 @@ class Supervisor:
     after_ack: AfterAck = dataclasses.field(default_factory=AfterAck)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
-        self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.supervisor.liveness)
+        self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.liveness)
         self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
         # Runs whose lease this process holds, each with the drive that took it (a task may not have claimed yet).
         self.driving: dict[str, object] = {}

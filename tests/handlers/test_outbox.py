@@ -233,7 +233,7 @@ async def test_posts_in_a_thread_go_out_in_order_while_one_is_retried(store: Sto
     slack.fail_next("chat.postMessage", "ratelimited", retry_after=0, times=2)
     box = outbox(store, slack)
     posts = [OutboxPost(key=f"answer:run_1:{i}", channel=CHANNEL, thread_ts=THREAD, text=f"part {i}") for i in range(3)]
-    ids = await box.post_all(posts)
+    ids = await store.enqueue_posts(posts)
     await box.start()
     try:
         await settled(box)
@@ -295,7 +295,7 @@ async def test_two_senders_on_one_database_never_send_an_item_twice(db_url: str,
     threads = [slack.add_message(CHANNEL, "U0ALICE", f"incident {i}").ts for i in range(4)]
     stores = [await Store(db_url).open() for _ in range(2)]  # two processes' connections
     boxes = [outbox(s, slack) for s in stores]
-    ids = await boxes[0].post_all(
+    ids = await stores[0].enqueue_posts(
         [
             OutboxPost(key=f"answer:run_{t}:{i}", channel=CHANNEL, thread_ts=t, text=f"part {i} of {t}")
             for t in threads

@@ -539,9 +539,10 @@ async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_env
     )
     caplog.set_level(logging.DEBUG)
     settings = load_settings(config, env={"OPSLOOP_SSH_PASSPHRASE": passphrase, "WEB04_PASSPHRASE": "wrong"})
-    pool = SshPool(settings.inventory, settings.ssh_credentials)
+    hosts = settings.reaches["ssh"]
+    pool = SshPool(hosts.inventory, hosts.credentials)
     closing.append(pool)
-    web03, web04 = settings.inventory.get("web-03"), settings.inventory.get("web-04")
+    web03, web04 = hosts.inventory.get("web-03"), hosts.inventory.get("web-04")
     assert web03 is not None and web04 is not None
     assert (await pool.run(web03, ["echo", "unlocked"], timeout_s=10)).stdout == "unlocked\n"
     with pytest.raises(SshError) as wrong:
@@ -549,7 +550,7 @@ async def test_a_passphrase_protected_key_opens_with_the_passphrase_from_the_env
     assert str(wrong.value) == (
         f"web-04: auth failed: identity file {key}: the passphrase in $WEB04_PASSPHRASE does not decrypt it"
     )
-    bare = SshPool(load_settings(config, env={}).inventory)
+    bare = SshPool(load_settings(config, env={}).reaches["ssh"].inventory)
     closing.append(bare)
     with pytest.raises(SshError) as unset:
         await bare.run(web03, ["true"], timeout_s=10)
@@ -717,8 +718,8 @@ def test_load_hosts_names_every_problem() -> None:
 def test_opsloop_config_accepts_ssh_and_hosts_and_reports_their_problems(tmp_path: Path) -> None:
     config = tmp_path / "opsloop.toml"
     config.write_text('[ssh]\nuser = "opsloop"\n[[hosts]]\nname = "web-03"\naddress = "10.0.3.7"\n')
-    settings = load_settings(config, env={})
-    assert settings.inventory.names == ("web-03",) and settings.inventory.ssh.user == "opsloop"
+    inventory = load_settings(config, env={}).reaches["ssh"].inventory
+    assert inventory.names == ("web-03",) and inventory.ssh.user == "opsloop"
     config.write_text('[ssh]\nusr = "opsloop"\n[[hosts]]\nname = "web-03"\njump = "nope"\n')
     with pytest.raises(ConfigError) as e:
         load_settings(config, env={})

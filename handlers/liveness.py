@@ -1,6 +1,7 @@
-"""Which lease owners are dead processes on this host, read from /proc and kill(0): their runs need not wait for
-the lease to lapse. An owner id is host:pid:pid-namespace:random; the namespace tells two containers sharing a
-hostname apart, so a pid is only ever checked for liveness where it means the same process."""
+"""Who holds a claim (a run's lease, an outbox item, an alert group), and which lease owners are dead processes on
+this host, read from /proc and kill(0): their runs need not wait for the lease to lapse. An owner id is
+host:pid:pid-namespace:random; the namespace tells two containers sharing a hostname apart, so a pid is only ever
+checked for liveness where it means the same process."""
 
 from __future__ import annotations
 
