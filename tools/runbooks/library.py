@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from bot.errors import OpsloopError
+
 MAX_BYTES = 64 * 1024
 TITLE_MAX = 200
 KEYWORD_MAX = 200
@@ -152,7 +154,7 @@ def backticked_tools(runbook: Runbook) -> set[str]:
     return names
 
 
-class FrontMatterTooBig(Exception):
+class FrontMatterTooBig(OpsloopError):
     """Front matter whose values would be too many, too deep, or repeated by an alias: refused before it is built."""
 
 
