@@ -103,10 +103,10 @@ async def test_opsloop_check_names_each_hostile_runbook_on_one_line_without_a_tr
     assert f"runbooks: 1 loaded from {d}" in out.splitlines()
     problems = [line for line in err.splitlines() if not line.startswith(("opsloop: warning:", "opsloop: config:"))]
     assert problems == [
-        f"opsloop: runbooks: {d / 'bad-date.md'}: bad front matter: ValueError: day is out of range for month",
-        f"opsloop: runbooks: {d / 'bomb.md'}: bad front matter: anchors and aliases (&name, *name) are not allowed "
-        "(line 5)",
-        f"opsloop: runbooks: {d / 'deep.md'}: bad front matter: nested deeper than 8 levels (line 4)",
+        f"opsloop: error: runbooks: {d / 'bad-date.md'}: bad front matter: ValueError: day is out of range for month",
+        f"opsloop: error: runbooks: {d / 'bomb.md'}: bad front matter: anchors and aliases (&name, *name) are not "
+        "allowed (line 5)",
+        f"opsloop: error: runbooks: {d / 'deep.md'}: bad front matter: nested deeper than 8 levels (line 4)",
     ], err
     assert "Traceback" not in out + err
 
@@ -147,10 +147,7 @@ async def test_a_tool_named_like_the_runtimes_own_is_refused_by_check_and_by_run
 ) -> None:
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     config = '[approvals]\napprovers = ["U1"]\n[tools]\nmodules = ["tools.builtin", "tests.support.clash_tools"]\n'
-    says = (
-        "opsloop: tools.modules[1]: tool name 'update_summary' is taken by opsloop's own tool, which every run has: "
-        "rename it"
-    )
+    says = "tools.modules[1]: tool name 'update_summary' is taken by opsloop's own tool, which every run has: rename it"
     for command in ("check", "run"):
         code, out, err = await opsloop(
             command, tmp_path=tmp_path, config=config, env=slack_env(fake_slack, fake_anthropic)
@@ -158,5 +155,6 @@ async def test_a_tool_named_like_the_runtimes_own_is_refused_by_check_and_by_run
         problems = [
             line for line in err.splitlines() if not line.startswith(("opsloop: warning:", "opsloop: config:", "{"))
         ]
-        assert (code, problems) == (2, [says]), (command, out, err)
+        prefix = "opsloop: error: " if command == "check" else "opsloop: "  # check marks problems and warnings
+        assert (code, problems) == (2, [prefix + says]), (command, out, err)
         assert "Traceback" not in out + err
