@@ -33,11 +33,11 @@ from bench import replay as replay_bench
 from bench import runbooks as runbooks_bench_
 from bench import summary as summary_bench_
 from bench.product import API_KEY, incident, running
-from bot import prompts
-from bot.guards import Limits
-from bot.model import AnthropicModel, claude_client
-from bot.pricing import price_for
-from bot.runtime import RunConfig, run
+from bot.core.pricing import price_for
+from bot.run import prompts
+from bot.run.guards import Limits
+from bot.run.loop import RunConfig, run
+from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
 from tests.support.fakes.anthropic import EFFORT_THINKING_TOKENS, FakeAnthropic, cost_usd, reply, text, tool_use
 from tools.config import build_registry
@@ -398,7 +398,7 @@ def product_slow_seconds() -> float:
 
 
 async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any, steps: int) -> Any:
-    """One run of the real runtime (bot.runtime.run, SQLite store, real SDK client) against `fake`."""
+    """One run of the real runtime (bot.run.loop.run, SQLite store, real SDK client) against `fake`."""
     from bench import tools as bench_tools
     from tools import ToolRegistry
 

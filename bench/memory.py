@@ -13,7 +13,7 @@ included):
 - host filter: `search_incidents(task, host="web-03")`, the tool's filtered search.
 - best 3 = plain: of 50 offers, how many got the same best three as the plain search that ranks every match.
   From 20,000 records on, the search considers the records holding the query's rare words first
-  (bot.incidents.search_plans), which is what makes it fast; this column says what that costs.
+  (bot.store.incidents.search_plans), which is what makes it fast; this column says what that costs.
 The Postgres server is a throwaway one (Unix socket, fsync off).
 """
 
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.backends import is_postgres
-from bot.incident_rows import COLUMNS, count_all, write_record
-from bot.incidents import IncidentChange, IncidentFeedback, IncidentRow, Targets, build_record
 from bot.store import Ledger, Store
+from bot.store.backends import is_postgres
+from bot.store.incident_rows import COLUMNS, count_all, write_record
+from bot.store.incidents import IncidentChange, IncidentFeedback, IncidentRow, Targets, build_record
 from tools.api import RunScope
 from tools.memory.offer import CANDIDATES, offer_for
 

@@ -32,8 +32,8 @@ import psycopg
 from bench import product
 from bench.product import ROOT, Product, bot_env, incident, running, write_config
 from bench.tools import DF_OUTPUT
+from bot.core.types import StopReason, Totals, Usage
 from bot.store import Store
-from bot.types import StopReason, Totals, Usage
 from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.slack import FakeSlack
 from tests.support.pgserver import PgServer, find_bindir, new_database
@@ -46,7 +46,7 @@ LABELS = {
     PG: "Postgres (fsync on, synchronous_commit on: production)",
     PG_FAST: "Postgres (fsync off, synchronous_commit off)",
 }
-# One read-only step, in the order the runtime and its supervisor issue these calls (bot/runtime.py).
+# One read-only step, in the order the runtime and its supervisor issue these calls (bot/run/loop.py).
 STEP_OPS = (
     "stop_requested_by",
     "queued_inbox",
@@ -342,7 +342,7 @@ async def fleet(n: int, server: PgServer, latency: float) -> AsyncIterator[Fleet
                             await asyncio.create_subprocess_exec(
                                 sys.executable,
                                 "-m",
-                                "bot.cli",
+                                "bot.app.cli",
                                 "run",
                                 "--config",
                                 config,
@@ -510,7 +510,7 @@ def report_store(
     section(
         "9. Postgres vs SQLite: the store's cost per step",
         f"""
-The store calls of one read-only agent step, in the order `bot/runtime.py` and its supervisor issue them
+The store calls of one read-only agent step, in the order `bot/run/loop.py` and its supervisor issue them
 ({len(STEP_OPS)} calls: {", ".join(f"`{o}`" for o in STEP_OPS)}), timed through the real `Store` facade
 (its writer thread, one transaction per call; Postgres calls SERIALIZABLE) with payloads the size of the
 fake model's. {repeats} interleaved incidents of {steps} steps per store ({n} steps each). Postgres is a

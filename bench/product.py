@@ -159,7 +159,13 @@ async def running(
         ):
             slack.add_user(ALICE, "alice")
             env = bot_env(slack, model, db or str(work / "opsloop.db"))
-            cmd = ["-m", "bot.cli", "run", "--config", str(write_config(work / "opsloop.toml", slack_config, modules))]
+            cmd = [
+                "-m",
+                "bot.app.cli",
+                "run",
+                "--config",
+                str(write_config(work / "opsloop.toml", slack_config, modules)),
+            ]
             if profile is not None:
                 cmd = ["-m", "cProfile", "-o", str(profile), *cmd]
             with open(work / "opsloop.log", "wb") as log:  # noqa: ASYNC230 (the JSON trace goes to a file)

@@ -32,11 +32,11 @@ AREAS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("store: bot/store/ + sqlite (main thread)", ("bot/store/", "sqlite_utils", "sqlite3")),
-    ("trace/logging: structlog + logging", ("structlog", "/logging/", "bot/log.py")),
+    ("trace/logging: structlog + logging", ("structlog", "/logging/", "bot/core/log.py")),
     (
-        "redaction: bot/redact.py + re",
+        "redaction: bot/core/redact.py + re",
         (
-            "bot/redact.py",
+            "bot/core/redact.py",
             "/re/",
             "<method 'sub' of 're.Pattern",
             "<method 'search' of 're.Pattern",

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from bot import ModelClient
-from bot.config import Settings, load_settings
-from bot.log import configure_logging
-from bot.pricing import price_for
+from bot.config.settings import Settings, load_settings
+from bot.core.log import configure_logging
+from bot.core.pricing import price_for
+from bot.core.types import AnswerSink, ModelRequest, ModelResponse
 from bot.replay.compare import compare
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
 from bot.store import Ledger
-from bot.types import AnswerSink, ModelRequest, ModelResponse
 
 ROUNDS = 5
 LATENCY_S = 0.05  # the simulated model's time per response in the second measurement

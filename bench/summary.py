@@ -3,7 +3,7 @@
     python -m bench.summary           # prints the table
     python -m bench --only summary    # the same, spliced into bench/RESULTS.md (section `summary`)
 
-One call is what the runtime does with it (bot/living.py `update`: read the run's tool results, validate, store the
+One call is what the runtime does with it (bot/run/living.py `update`: read the run's tool results, validate, store the
 accepted update through the real async SQLite `Store`, the writer-thread hop included) plus what the Slack side
 does next (handlers/blocks.py `status_message(summary=…)`: render the status line, the three summary sections and
 15 task cards). Each is timed on its own too, over a run with 40 stored tool results. The size is the status
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot import living
+from bot.core.types import ToolCall
 from bot.playground.standin.blockkit import block_errors
-from bot.store import Store
-from bot.summary import (
+from bot.run import living
+from bot.run.summary import (
     HYPOTHESES_MAX,
     SITUATION_MAX,
     STATEMENT_MAX,
@@ -38,7 +38,7 @@ from bot.summary import (
     Summary,
     validate,
 )
-from bot.types import ToolCall
+from bot.store import Store
 from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message
 
 CALLS = 200

@@ -9,7 +9,7 @@ Every row of a workload offers the same tools (`MODULES`): `opsloop run` is star
 larger request in the SDK's copy of it and in the fake's parsing).
 
 Contenders: the bare SDK loop (messages.create), the SDK's beta tool runner, pydantic-ai's Agent (when the
-bench extra is installed), opsloop in-process (bot.runtime.run: SQLite store, stop flag and inbox reads,
+bench extra is installed), opsloop in-process (bot.run.loop.run: SQLite store, stop flag and inbox reads,
 JSON trace to a file) and, as its own row, `opsloop run` (the whole bot as a long-lived child process:
 Socket Mode, Slack status message and loading status, SQLite, trace). Time per iteration is measured at
 the fake: the mean gap between consecutive requests of one run."""
@@ -30,13 +30,13 @@ import anthropic
 from bench import product
 from bench.peers import CALLED, disk
 from bench.product import API_KEY
-from bot import prompts
-from bot.log import configure_logging
-from bot.model import AnthropicModel, claude_client
-from bot.pricing import price_for
-from bot.runtime import RunConfig, run
+from bot.core.log import configure_logging
+from bot.core.pricing import price_for
+from bot.core.types import RunNews
+from bot.run import prompts
+from bot.run.loop import RunConfig, run
+from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
-from bot.types import RunNews
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
 from tools import ToolRegistry
 from tools.config import build_registry

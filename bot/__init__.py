@@ -1,7 +1,7 @@
 """opsloop's agent runtime: the Protocols the run loop talks to.
 
-The loop (bot/runtime.py) receives these; it never imports Slack, and only
-bot/model.py imports anthropic.
+The loop (bot/run/loop.py) receives these; it never imports Slack, and only
+bot/run/model.py imports anthropic.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from bot.errors import OpsloopError
-from bot.types import (
+from bot.core.errors import OpsloopError
+from bot.core.types import (
     AnswerSink,
     CallResult,
     ModelRequest,
@@ -95,7 +95,7 @@ class RunStore(Protocol):
         steps: Iterable[StepEntry] = (),
     ) -> bool: ...
     async def add_steps(self, run_id: str, steps: Iterable[StepEntry]) -> None: ...
-    async def add_summary(self, run_id: str, *, step: int, summary: Any) -> None: ...  # bot.summary.Summary
+    async def add_summary(self, run_id: str, *, step: int, summary: Any) -> None: ...  # bot.run.summary.Summary
 
 
 class RunTool(Protocol):

@@ -36,14 +36,14 @@ from urllib.parse import parse_qs, urlsplit
 import structlog
 from aiohttp import web
 
-from bot.config import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
-from bot.errors import OpsloopError
-from bot.json_body import BadJson, first_unstorable, read_json
-from bot.prompts import quoted_markers
-from bot.redact import redact
+from bot.config.settings import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
+from bot.core.errors import OpsloopError
+from bot.core.json_body import BadJson, first_unstorable, read_json
+from bot.core.redact import redact
+from bot.core.titles import alert_title
+from bot.core.types import OutboxKind, OutboxState
+from bot.run.prompts import quoted_markers
 from bot.store import AcceptedAlert, AlertGroup, AlertOutcome, Store
-from bot.titles import alert_title
-from bot.types import OutboxKind, OutboxState
 from handlers import messages, mrkdwn
 from handlers.after_ack import AfterAck
 from handlers.links import permalink
@@ -256,7 +256,7 @@ class AlertDesk:
         self._recovery: asyncio.Task[None] | None = None
 
     def count(self, source: str, outcome: str, **context: Any) -> None:
-        """One alert counted (and logged: bot.metrics counts these log events for /metrics)."""
+        """One alert counted (and logged: bot.app.metrics counts these log events for /metrics)."""
         self.counts[(source, outcome)] += 1
         log.info(f"alert.{outcome}", source=source, **context)
 

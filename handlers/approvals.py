@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from bot.guards import Pause
-from bot.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
+from bot.core.types import Approval, ApprovalState, ConfirmRequest, Decision, DecisionCause, InboxItem, InboxState, Run
+from bot.run.guards import Pause
 from handlers import blocks, messages
 from handlers.event_filters import dig
 from handlers.names import SlackNames
@@ -26,7 +26,7 @@ from handlers.policy import ApprovalPolicy, Verdict, requesters
 from handlers.slack_out import ephemeral
 
 if TYPE_CHECKING:
-    from bot.config import ApprovalSettings
+    from bot.config.settings import ApprovalSettings
     from bot.store import Ledger, Store
 
 log = structlog.get_logger("opsloop.approvals")

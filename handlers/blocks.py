@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.redact import REDACTED, redact
-from bot.summary import Summary
-from bot.types import Approval, FeedbackValue, RunStatus
+from bot.core.redact import REDACTED, redact
+from bot.core.types import Approval, FeedbackValue, RunStatus
+from bot.run.summary import Summary
 from handlers import messages as m
 from handlers.mrkdwn import (
     FENCE,

@@ -11,8 +11,8 @@ from typing import Any
 
 import structlog
 
+from bot.core.types import Run
 from bot.store import Store
-from bot.types import Run
 from handlers import approvals
 from handlers.blocks import FEEDBACK, feedback_of
 from handlers.event_filters import dig

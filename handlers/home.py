@@ -10,8 +10,8 @@ from typing import Any
 
 import structlog
 
+from bot.core.types import Run
 from bot.store import Store
-from bot.types import Run
 from handlers import messages
 from handlers.after_ack import AfterAck
 from handlers.event_filters import dig

@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from bot.redact import redact
+from bot.core.redact import redact
 from handlers import approvals, messages
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.inbound import Inbound

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.report import STOP_WORDS
-from bot.types import DecisionCause
+from bot.core.types import DecisionCause
+from bot.run.report import STOP_WORDS
 from handlers.messages_format import approver as approver
 from handlers.messages_format import code as code
 from handlers.messages_format import escape as escape

@@ -8,7 +8,7 @@ Two rules keep what a reader sees honest. A link never shows words in place of i
 target: a Markdown link becomes its URL alone, or "label (URL)", with the host in
 ASCII (punycode) and the rest percent-encoded. And characters a reader cannot see, or
 that reorder what they see (bidi controls, zero-width and other format characters),
-are shown as `⟨U+202E⟩` (`reveal`, from bot.reveal).
+are shown as `⟨U+202E⟩` (`reveal`, from bot.core.reveal).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import re
 import string
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from bot.reveal import count_hidden as count_hidden  # the text rules live in the core layer (bot.reveal)
-from bot.reveal import is_hidden as is_hidden
-from bot.reveal import reveal as reveal
+from bot.core.reveal import count_hidden as count_hidden  # the text rules live in the core layer (bot.core.reveal)
+from bot.core.reveal import is_hidden as is_hidden
+from bot.core.reveal import reveal as reveal
 from handlers import messages as m
 
 SECTION_TEXT_MAX = 3000  # Slack's limit for a section's text

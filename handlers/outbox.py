@@ -28,10 +28,10 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import OpsloopError
-from bot.redact import redact_truncate
+from bot.core.errors import OpsloopError
+from bot.core.redact import redact_truncate
+from bot.core.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from bot.store import Store
-from bot.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.after_ack import AfterAck
 from handlers.blocks import SlackMessage, approval_card
 from handlers.liveness import owner_id

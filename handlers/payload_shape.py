@@ -18,7 +18,7 @@ from typing import Any
 from slack_bolt.request import payload_utils as read
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
 
 # What bolt builds for every middleware and listener, whether or not it is asked for (kwargs_injection).
 _READERS: tuple[Callable[[dict[str, Any]], Any], ...] = (

@@ -11,8 +11,8 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import ApprovalSettings
-from bot.types import InboxState
+from bot.config.settings import ApprovalSettings
+from bot.core.types import InboxState
 from handlers import messages
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from bot.types import AcceptedReply
+from bot.core.types import AcceptedReply
 from handlers import approvals
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.inbound import Inbound

@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.redact import redact, redact_value
+from bot.core.redact import redact, redact_value
 from handlers.event_filters import dig
 
 log = structlog.get_logger("opsloop.slack")

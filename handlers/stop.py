@@ -8,8 +8,8 @@ from typing import Any
 
 import structlog
 
+from bot.core.types import Run, StopReason
 from bot.store import Store
-from bot.types import Run, StopReason
 from handlers import approvals, messages
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk

@@ -8,7 +8,7 @@ held across an approval wait. Short answers are posted as before.
 
 What is sent is redacted on the whole buffer before each call, and only its stable prefix goes out: whole
 words (a one-paragraph answer streams too), less the word being written and any tail a later delta could still
-turn into a secret (`Bearer ` before its token, a PEM body before its END line, see bot.redact.settled) or into a
+turn into a secret (`Bearer ` before its token, a PEM body before its END line, see bot.core.redact.settled) or into a
 link. A secret split across two deltas is never sent in part.
 
 Exactly once: the stream's row is stored before startStream is called and its ts right after it answers; the
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bot.redact import redact, settled
-from bot.types import Run, StreamState
+from bot.core.redact import redact, settled
+from bot.core.types import Run, StreamState
 from handlers import messages
 from handlers.mrkdwn import reveal, show_links
 from handlers.outbox import classify
@@ -60,7 +60,7 @@ def shown(text: str) -> str:
 
 def stable_prefix(buffered: str) -> str:
     """The part of the shown buffer that no later delta can change: the redacted buffer's whole words, less a
-    tail that could still become (part of) a secret (bot.redact.settled) or a Markdown link that is not yet
+    tail that could still become (part of) a secret (bot.core.redact.settled) or a Markdown link that is not yet
     whole (show_links rewrites it once it is), made safe."""
     redacted = redact(buffered)
     cut = settled(redacted)
@@ -100,7 +100,7 @@ class AnswerStreams:
 
 
 class StepStream:
-    """The AnswerSink of one step (bot.types.AnswerSink): buffers its text and streams it to Slack."""
+    """The AnswerSink of one step (bot.core.types.AnswerSink): buffers its text and streams it to Slack."""
 
     def __init__(self, streams: AnswerStreams, step: int) -> None:
         self.streams, self.step = streams, step

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.redact import redact
-from bot.summary import SECTION_TITLES, Confidence, HypothesisStatus, Summary
+from bot.core.redact import redact
+from bot.run.summary import SECTION_TITLES, Confidence, HypothesisStatus, Summary
 from handlers import messages as m
 from handlers.mrkdwn import SECTION_TEXT_MAX, reveal
 

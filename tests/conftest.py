@@ -22,7 +22,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from bot.model import claude_client
+from bot.run.model import claude_client
 from bot.store import Store
 from tests.support import markers, pgserver, sshserver
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic

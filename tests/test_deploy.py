@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from bot.cli import parser
-from bot.config import load_settings, missing_for_run
+from bot.app.cli import parser
+from bot.config.settings import load_settings, missing_for_run
 from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
 from handlers.supervisor import Supervisor
@@ -140,7 +140,7 @@ def compose_environment(service: Mapping[str, Any]) -> dict[str, str]:
 
 def names_opsloop_reads() -> set[str]:
     """Environment names the config module reads (the only module that reads the environment)."""
-    source = (ROOT / "bot" / "config.py").read_text()
+    source = (ROOT / "bot" / "config" / "settings.py").read_text()
     return set(re.findall(r"""(?:env\.get|secret)\(\s*["']([A-Z][A-Z0-9_]*)["']""", source))
 
 

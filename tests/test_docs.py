@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.app import ACTIONS, EVENTS, SHORTCUTS
-from bot.cli import parser
+from bot.app.cli import parser
+from bot.app.wiring import ACTIONS, EVENTS, SHORTCUTS
 from handlers import blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,7 +227,7 @@ def registered_tools() -> dict[str, str]:
     summary's (the runtime's own) and the demo's own (its tools not named like a built-in)."""
     import tools.builtin
     from bot.playground.demo import tools as demo
-    from bot.summary import TOOL_NAME
+    from bot.run.summary import TOOL_NAME
     from tools.config import module_tools
     from tools.reaches import REACHES
 
@@ -306,8 +306,8 @@ def probed_example(tmp: Path) -> str:
 
 
 def readers_problems(tmp: Path) -> list[str]:
-    from bot.config import load_settings
-    from bot.errors import ConfigError
+    from bot.config.settings import load_settings
+    from bot.core.errors import ConfigError
     from tools.config import build_registry
 
     path = tmp / "probed.toml"
@@ -346,7 +346,7 @@ def known(tmp_path_factory) -> dict[str, tuple[str, list[str]]]:
 @pytest.fixture(scope="module")
 def config_keys(known) -> set[tuple[str, str]]:
     """Every (table heading, key) the readers read; a key that is itself a table of known keys has its own."""
-    from bot.config import _PRICE_KEYS
+    from bot.config.settings import _PRICE_KEYS
 
     known = dict(known)
     sections = known.pop("")[1]
@@ -382,7 +382,7 @@ def test_every_config_key_is_documented_once(config_keys):
 
 
 def test_the_readmes_minimal_config_loads(tmp_path):
-    from bot.config import load_settings
+    from bot.config.settings import load_settings
 
     readme = (ROOT / "README.md").read_text()
     path = tmp_path / "opsloop.toml"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.cli import main
-from bot.config import _SCHEMA, load_settings
+from bot.app.cli import main
+from bot.config.settings import _SCHEMA, load_settings
 from tools import config as tools_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "opsloop.example.toml"

@@ -1,18 +1,18 @@
-"""Imports point one way, down the layers, with no cycle; the runtime never reaches handlers/.
+"""Imports point one way, down the layers, with no cycle; the runtime never reaches handlers/. The layers are folders.
 
 The layers, bottom first (a module imports only its own layer and the ones below it):
-  0. core types and errors: `bot` (its re-exports), bot.types, bot.errors, bot.redact, bot.reveal (hidden
-     characters written out), bot.pricing (the price table), bot.unreachable (how an unreachable service is
-     worded), bot.log (the redacting log setup);
-  1. tools, the store and the runtime: tools/, bot.store, bot.migrations, bot.migrations_pg, bot.migrations_sql,
-     bot.backends, bot.config, bot.json_body (a bounded JSON body reader), bot.events (a run's typed events),
-     bot.runtime, bot.gate, bot.condense, bot.meter, bot.guards, bot.history, bot.model, bot.prompts, bot.report,
-     bot.summary, bot.living, bot.timeline, bot.metrics;
-  2. handlers/ (the Slack side);
-  3. the app and the CLI: bot.app, bot.check, bot.startup, bot.cli;
-  4. playground, replay and bench: bot.playground, bot.replay, bench/.
-One exception, by rule: bot.cli, the command line, starts the layer-4 commands (demo, sandbox, replay), and
-imports them only inside the function that runs each one (never at module level).
+  0. the ground floor, bot/core/: types, errors, redaction, prices, wording; it imports nothing else of ours;
+  1. the core: bot/config/, bot/store/, bot/run/ (the run loop and what it drives), `bot` itself (the Protocols the
+     loop talks to), and the tool API: the modules directly in tools/ (tools.api, tools.registry, ...);
+  2. the reaches: each folder in tools/ (tools/k8s/, tools/remote/, tools/builtin/, ...);
+  3. the list of reaches: tools.reaches and tools.config, which load every reach by name;
+  4. handlers/ (the Slack side);
+  5. the roof, bot/app/: the app's wiring, the CLI, `opsloop check`, start-up, metrics, the exported timelines;
+  6. playground, replay and bench: bot/playground/, bot/replay/, bench/.
+So the core imports no reach and no Slack code, a reach imports only the tool API and the core (and no other reach,
+test below), and handlers/ imports no reach. bot/ holds only folders (and its `__init__`): a newcomer sees the
+layers in `ls`. One exception, by rule: bot.app.cli, the command line, starts the layer-6 commands (demo, sandbox,
+replay), and imports them only inside the function that runs each one (never at module level).
 
 The imports are read with ast, not by importing: every `import` and `from … import` statement counts, at
 module level, inside a function (a late import still ties two modules together) or under `if TYPE_CHECKING:`
@@ -33,51 +33,44 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bot", "handlers", "tools")
 LAYERED = (*PACKAGES, "bench")
-RUNTIME = "bot.runtime"
+RUNTIME = "bot.run.loop"
+CLI = "bot.app.cli"
 
-CORE = ("bot", "bot.types", "bot.errors", "bot.redact", "bot.reveal", "bot.pricing", "bot.unreachable", "bot.log")
-LAYERS: tuple[tuple[str, ...], ...] = (
-    CORE,
-    (
-        "tools",
-        "bot.store",
-        "bot.migrations",
-        "bot.migrations_pg",
-        "bot.migrations_sql",
-        "bot.backends",
-        "bot.config",
-        "bot.json_body",
-        "bot.events",
-        "bot.runtime",
-        "bot.gate",
-        "bot.condense",
-        "bot.meter",
-        "bot.guards",
-        "bot.history",
-        "bot.model",
-        "bot.prompts",
-        "bot.report",
-        "bot.summary",
-        "bot.living",
-        "bot.timeline",
-        "bot.metrics",
-    ),
-    ("handlers",),
-    ("bot.app", "bot.check", "bot.startup", "bot.cli"),
-    ("bot.playground", "bot.replay", "bench"),
-)
-CLI = "bot.cli"
-# Upward imports still to move, each named with why it is left: the list only shrinks.
-KNOWN_UPWARD: set[str] = set()
+# The layers by folder, bottom first (the docstring's numbers); a reach is any folder of tools/.
+GROUND = ("bot.core",)
+CORE = ("bot.config", "bot.store", "bot.run")
+REACH_LIST = ("tools.reaches", "tools.config")
+ROOF = ("bot.app",)
+TOP = ("bot.playground", "bot.replay", "bench")
+GROUND_LAYER, CORE_LAYER, REACH_LAYER, REACH_LIST_LAYER, HANDLERS_LAYER, ROOF_LAYER, TOP_LAYER = range(7)
+
+# Upward imports still to go, each with why it is left: the list only shrinks.
+KNOWN_UPWARD: set[str] = {
+    # The settings read every reach's section (read_reaches). To go: the roof passes the reaches to `load`.
+    "bot.config.settings -> tools.reaches",
+    # `tools.build_registry` and friends, loaded on first use (a module __getattr__), so importing `tools` loads
+    # the tool API only. To go: the callers (the app, check, replay) import them from tools.config.
+    "tools -> tools.config",
+}
+# Reaches that import another reach, by folder, each with why: the list only shrinks.
+KNOWN_ACROSS: set[str] = {
+    # One reach in two folders: tools/remote/ holds the SSH machinery and the [ssh] reach, tools/builtin/ the host
+    # tools on it (the users' `[tools] modules = ["tools.builtin"]`), and each names the other.
+    "tools.builtin -> tools.remote",
+    "tools.remote -> tools.builtin",
+    # The change feed gathers recent changes from the clusters and the hosts: it reads their clients.
+    "tools.changes -> tools.k8s",
+    "tools.changes -> tools.remote",
+}
 
 # The core tool API and the registry import only these of ours, TYPE_CHECKING imports included (as
 # kubernetes-mcp-server's pkg/api/imports_test.go): no backend (SSH, Kubernetes), no store, no Slack side.
 MAY_IMPORT = {
-    "tools.api": {"bot.errors", "bot.redact", "bot.types", "tools.netguard"},
+    "tools.api": {"bot.core.errors", "bot.core.redact", "bot.core.types", "tools.netguard"},
     "tools.registry": {
-        "bot.errors",
-        "bot.redact",
-        "bot.types",
+        "bot.core.errors",
+        "bot.core.redact",
+        "bot.core.types",
         "tools.api",
         "tools.process",
         "tools.schema",
@@ -158,16 +151,34 @@ def graph(*, type_checking: bool = True, packages: tuple[str, ...] = PACKAGES) -
     return {name: imports(name, path, known, type_checking=type_checking) for name, path in known.items()}
 
 
+def reach(module: str) -> str | None:
+    """The reach a module belongs to (`tools.<folder>`), or None: every folder of tools/ is a reach."""
+    parts = module.split(".")
+    return (
+        ".".join(parts[:2]) if parts[0] == "tools" and len(parts) > 1 and (ROOT / "tools" / parts[1]).is_dir() else None
+    )
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
 def layer(module: str) -> int:
-    """The layer a module sits in: the one naming it or its nearest enclosing package."""
-    found = [
-        (len(prefix), i)
-        for i, prefixes in enumerate(LAYERS)
-        for prefix in prefixes
-        if module == prefix or module.startswith(prefix + ".")
-    ]
-    assert found, f"{module} is in no layer: add it to LAYERS (and the docstring)"
-    return max(found)[1]
+    """The layer a module sits in, from its folder."""
+    if _under(module, GROUND):
+        return GROUND_LAYER
+    if module in REACH_LIST:
+        return REACH_LIST_LAYER
+    if reach(module):
+        return REACH_LAYER
+    if module == "bot" or _under(module, CORE) or _under(module, ("tools",)):
+        return CORE_LAYER
+    if _under(module, ("handlers",)):
+        return HANDLERS_LAYER
+    if _under(module, ROOF):
+        return ROOF_LAYER
+    assert _under(module, TOP), f"{module} is in no layer: put it in a folder of one (and say so in the docstring)"
+    return TOP_LAYER
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -217,8 +228,9 @@ def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_walk_sees_the_imports_it_should() -> None:
     edges = graph()
-    assert "bot.guards" in edges[RUNTIME]
-    assert "bot.types" in edges["bot.guards"]
+    assert "bot.run.guards" in edges[RUNTIME]
+    assert "bot.core.types" in edges["bot.run.guards"]
+    assert "tools.reaches" in edges["bot.config.settings"]
 
 
 def test_no_import_cycles_at_run_time() -> None:
@@ -245,7 +257,13 @@ def test_no_import_cycles_type_checking_included_in_the_store() -> None:
 
 
 def test_every_module_is_in_a_layer() -> None:
-    assert [m for m in modules(LAYERED) if not any(m == p or m.startswith(p + ".") for ps in LAYERS for p in ps)] == []
+    """layer() fails naming a module in no layer's folder; every layer holds some."""
+    assert {layer(m) for m in modules(LAYERED)} == set(range(TOP_LAYER + 1))
+
+
+def test_bot_holds_only_folders() -> None:
+    """A newcomer sees the layers in `ls bot/`: no flat module beside the folders, only the package's own file."""
+    assert sorted(p.name for p in (ROOT / "bot").glob("*.py")) == ["__init__.py"]
 
 
 def test_a_lower_layer_never_imports_a_higher_one() -> None:
@@ -262,13 +280,27 @@ def test_a_lower_layer_never_imports_a_higher_one() -> None:
     assert upward == sorted(KNOWN_UPWARD)
 
 
+def test_a_reach_imports_no_other_reach() -> None:
+    """A reach imports only the tool API and the core: another reach is a folder of its own (by folder pairs)."""
+    edges = graph()
+    across = {
+        f"{reach(m)} -> {reach(t)}"
+        for m, targets in edges.items()
+        for t in targets
+        if reach(m) and reach(t) and reach(m) != reach(t)
+    }
+    assert sorted(across) == sorted(KNOWN_ACROSS)
+
+
 def test_the_layer_walk_sees_an_upward_import() -> None:
-    """The layer test would notice one: the runtime (layer 1) importing handlers (2) is upward."""
-    assert (layer(RUNTIME), layer("handlers.approvals"), layer("bot.app"), layer("bench.k8s")) == (1, 2, 3, 4)
-    assert layer("bot.types") == 0 and layer("bot.store.ledger") == 1 and layer("tools.k8s.clusters") == 1
+    """The layer test would notice one: the runtime (the core) importing handlers or a reach is upward."""
+    assert layer("bot.core.types") < layer(RUNTIME) == layer("tools.registry") == layer("bot.store.ledger")
+    assert layer(RUNTIME) < layer("tools.k8s.clusters") < layer("tools.reaches") < layer("handlers.approvals")
+    assert layer("handlers.approvals") < layer("bot.app.wiring") < layer("bench.k8s") == layer("bot.replay.cli")
+    assert reach("tools.builtin.http") == "tools.builtin" and reach("tools.api") is None
 
 
-def test_the_cli_imports_the_layer_four_commands_only_where_it_runs_them() -> None:
+def test_the_cli_imports_the_top_layer_commands_only_where_it_runs_them() -> None:
     known = modules(LAYERED)
     assert sorted(t for t in imports(CLI, known[CLI], known, module_level=True) if layer(t) > layer(CLI)) == []
 
@@ -325,15 +357,15 @@ def test_only_the_cli_imports_the_playground() -> None:
         for m, targets in edges.items()
         if not m.startswith(inside) and any(t.startswith("bot.playground") for t in targets)
     )
-    assert users == ["bot.cli"]
-    runtime_side = reachable(edges, "bot.app") | reachable(edges, RUNTIME)
+    assert users == ["bot.app.cli"]
+    runtime_side = reachable(edges, "bot.app.wiring") | reachable(edges, RUNTIME)
     assert sorted(m for m in runtime_side if m.startswith("bot.playground")) == []
 
 
 # The tool API knows no backend: a whitelist of what tools/api.py and tools/registry.py may import, TYPE_CHECKING
 # imports included (kubernetes-mcp-server's pkg/api/imports_test.go does the same).
 TOOL_API_MAY_IMPORT = {
-    "tools.api": {"bot.errors", "bot.redact", "tools.netguard"},
+    "tools.api": {"bot.core.errors", "bot.core.redact", "tools.netguard"},
     "tools.registry": {"tools.api", "tools.process", "tools.schema", "tools.worker"},
 }
 
@@ -353,7 +385,7 @@ def test_the_tool_api_imports_only_its_whitelist_even_for_type_checking() -> Non
 
 def test_the_runtime_loads_the_tool_api_and_no_reach() -> None:
     code = (
-        "import sys, bot.runtime; print(' '.join(sorted(m for m in sys.modules "
+        "import sys, bot.run.loop; print(' '.join(sorted(m for m in sys.modules "
         "if m.startswith(('tools.k8s', 'tools.remote', 'tools.config', 'tools.builtin', 'asyncssh')))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

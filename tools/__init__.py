@@ -6,7 +6,7 @@ Light on purpose: importing `tools` loads the tool API (tools.api, tools.registr
 
 from typing import Any
 
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
 from tools.api import ToolConfigError
 from tools.registry import (
     DEFAULT_TIMEOUT_S,

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from bot.errors import ConfigError, OpsloopError
-from bot.redact import redact, redact_slice
+from bot.core.errors import ConfigError, OpsloopError
+from bot.core.redact import redact, redact_slice
 from tools.netguard import HostAllowlist, Resolver, system_resolver
 
 if TYPE_CHECKING:
     import aiohttp
 
 MAX_OUTPUT_CHARS = 12_000
-SUMMARY_TOOL = "update_summary"  # the living summary's tool (bot/summary.py)
+SUMMARY_TOOL = "update_summary"  # the living summary's tool (bot/run/summary.py)
 # The tools the runtime adds to every run's tools block itself, beside the registry's. The Messages API refuses a
 # request with two tools of one name, so a registry refuses these names (ToolRegistry.register).
 RUNTIME_TOOLS = frozenset({SUMMARY_TOOL})
@@ -167,7 +167,7 @@ def run_scope(scope: RunScope | None) -> Iterator[None]:
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Keep the head and the tail of `text` within `limit` chars; the middle becomes a note saying how much went.
 
-    Bounded first, then redacted: only the two kept windows are scanned (bot.redact.redact_slice), so the cost
+    Bounded first, then redacted: only the two kept windows are scanned (bot.core.redact.redact_slice), so the cost
     does not grow with the output, and a secret crossing either cut goes whole, never half of it."""
     total = len(text)
     if total <= limit:

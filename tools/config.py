@@ -1,5 +1,5 @@
 """Build the ToolRegistry from the [tools] table and the configured reaches; every problem names where it is
-(bot.configreader collects them all, then one ToolConfigError lists them)."""
+(bot.config.reader collects them all, then one ToolConfigError lists them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.api import ToolConfigError
 from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 
 
 class Reach(Protocol):
@@ -41,7 +41,7 @@ class Reach(Protocol):
 
     # Optional: `check_stops_run = True` when `check` reads only the configuration and local files (runbook
     # directories, git repositories on disk, a token variable): its problems then stop `opsloop run` as they fail
-    # `opsloop check` (bot.startup). Without it, `check` connects to a backend and only `opsloop check` runs it.
+    # `opsloop check` (bot.app.startup). Without it, `check` connects to a backend and only `opsloop check` runs it.
     # Optional: `async def offer(self, config, resources, scope: RunScope) -> Offer | None`: what the reach offers
     # a run at its start (tools.api.Offer); build_registry collects it from every configured reach that has one.
     # Optional: `def services(self, config, resources) -> list[tools.api.Service]`: what it runs beside the runs (a

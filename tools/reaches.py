@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools import changes, k8s, memory, remote, runbooks  # one line per reach (see CONTRIBUTING.md)
 from tools.reach import Reach
 

@@ -1,6 +1,6 @@
 """`opsloop export RUN_ID` and `opsloop replay RUN_ID|FILE|--suite DIR`: the commands, over bot/replay/.
 
-The replay's model: Claude through bot.model.AnthropicModel (the real anthropic client) with ANTHROPIC_API_KEY,
+The replay's model: Claude through bot.run.model.AnthropicModel (the real anthropic client) with ANTHROPIC_API_KEY,
 `--model` alone (no fallbacks: the comparison is of that model); without a key, the demo's scripted incident
 model priced as `--model`, and the output says so. A replay needs no Slack and reaches none.
 """
@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import ModelClient, Toolbox
-from bot.backends import describe
-from bot.config import EFFORTS, ConfigError, Settings
-from bot.pricing import Price, model_problems, price_for, thinks_adaptively
+from bot.config.settings import EFFORTS, ConfigError, Settings
+from bot.core.pricing import Price, model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
 from bot.replay.suite import SuiteRow, records, run_suite, table
 from bot.store import Ledger
+from bot.store.backends import describe
 
 T = TypeVar("T")
 
@@ -98,8 +98,8 @@ class _Models:
     def client(self) -> ModelClient:
         if self.scripted and self._scripted is not None:
             return self._scripted(self.name)
-        from bot.app import anthropic_client
-        from bot.model import AnthropicModel
+        from bot.app.wiring import anthropic_client
+        from bot.run.model import AnthropicModel
 
         if self._llm is None:
             self._llm = anthropic_client(self.settings)
@@ -176,7 +176,7 @@ def cmd_replay(
     settings: Settings, args: argparse.Namespace, *, scripted: Callable[[str], ModelClient] | None = None
 ) -> int:
     """`scripted`: the model client to use (by model name) when there is no ANTHROPIC_API_KEY."""
-    from bot.log import configure_logging
+    from bot.core.log import configure_logging
 
     configure_logging("error")  # the comparison is the output; the replay's own trace would interleave with it
     if bool(args.suite) == bool(args.run_id):

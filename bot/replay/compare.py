@@ -1,5 +1,5 @@
 """The original run and its replay side by side: as text for the terminal, and as one HTML page in the style of
-the postmortem page (bot/timeline.py: inline CSS, no scripts, every value redacted then escaped).
+the postmortem page (bot/app/timeline.py: inline CSS, no scripts, every value redacted then escaped).
 
 Per step, each call is paired with the call at the same place in the other run: `same` (tool and canonical
 arguments), `different`, `new` (only the replay made it) or `missing` (only the original did). Then the
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.redact import redact, redact_value
+from bot.app.timeline import CSS
+from bot.core.redact import redact, redact_value
 from bot.replay.record import Incident, RecordedCall
 from bot.replay.runner import Replayed
 from bot.replay.world import CallLog, Source
-from bot.summary import TOOL_NAME as SUMMARY_TOOL
-from bot.timeline import CSS
+from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
 
 MARKS = {"same": "=", "different": "≠", "new": "+", "missing": "−"}
 ARGS_CHARS = 70

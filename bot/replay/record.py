@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.guards import Limits, canonical
-from bot.history import final_text, tool_calls
-from bot.redact import redact_value
+from bot.core.redact import redact_value
+from bot.core.types import Approval, ApprovalState, Step, ToolResultRow, Usage
+from bot.run.guards import Limits, canonical
+from bot.run.history import final_text, tool_calls
+from bot.run.summary import Summary
 from bot.store import Ledger
-from bot.summary import Summary
-from bot.types import Approval, ApprovalState, Step, ToolResultRow, Usage
 
 FORMAT = "opsloop-incident/1"
 READ_ONLY = "read_only"

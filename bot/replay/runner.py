@@ -1,4 +1,4 @@
-"""Rerun an incident: the real run loop (bot.runtime.run) with a real model client, against the recorded world.
+"""Rerun an incident: the real run loop (bot.run.loop.run) with a real model client, against the recorded world.
 
 The replay is a run of its own in a throwaway SQLite store (a temp dir): the record's first turns, its system
 prompt (or `system_prompt`), its tool schemas and its limits. It has no Slack, no stop button and no real
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import ModelClient, Toolbox
-from bot.guards import Limits, Pause
-from bot.pricing import Price
+from bot.core.pricing import Price
+from bot.core.types import StopReason
 from bot.replay.record import Incident, export_run
 from bot.replay.world import RecordedWorld
-from bot.runtime import RunConfig, run
+from bot.run.guards import Limits, Pause
+from bot.run.loop import RunConfig, run
 from bot.store import Ledger, Store
-from bot.types import StopReason
 
 
 @dataclass(frozen=True, kw_only=True)

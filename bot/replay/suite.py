@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.redact import redact
+from bot.core.redact import redact
 from bot.replay.compare import Comparison, compare
 from bot.replay.record import Incident
 from bot.replay.runner import Replayed

@@ -1,6 +1,6 @@
 """The recorded world: the tools, the approvers and the people of one incident, answering from its record.
 
-The runtime (bot/runtime.py) talks to it through its usual Protocols: a Toolbox whose tools are
+The runtime (bot/run/loop.py) talks to it through its usual Protocols: a Toolbox whose tools are
 `RecordedTool`s, a confirm callback and an inject callback. Nothing here reaches a host, Slack or a person:
 
 - a read-only call whose tool and canonical arguments match a recorded call *in the same world state* (the
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import Toolbox
+from bot.core.types import ConfirmRequest, Decision, Injected
 from bot.replay.record import READ_ONLY, Incident, RecordedCall, call_key
-from bot.summary import TOOL_NAME as SUMMARY_TOOL
-from bot.types import ConfirmRequest, Decision, Injected
+from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
 from tools import Category, ToolError
 
 REPLAY_REASON = "replay"

@@ -2,7 +2,7 @@
 writer thread per process.
 
 `Ledger` is the synchronous store bound to the thread that opened it (the CLI uses it directly); its SQL is
-written once for both databases (bot/backends.py runs it, bot/migrations.py shapes the schema), one module
+written once for both databases (bot/store/backends.py runs it, bot/store/migrations.py shapes the schema), one module
 per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
 (events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py), feedback
 (feedback.py), incident memory (memory.py), living summaries (summaries.py), change events (changes.py). `Store` is

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.redact import redact
+from bot.core.redact import redact
+from bot.core.types import Run
 from bot.store.lane import lane
 from bot.store.sql import LedgerBase
-from bot.types import Run
 
 STORM_WINDOW_S = 600.0  # max_runs_per_10_min counts the runs alerts started in this window, per channel
 

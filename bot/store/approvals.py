@@ -6,12 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.backends import WAKE_RUNS
-from bot.redact import redact, redact_value
+from bot.core.redact import redact, redact_value
+from bot.core.types import Approval, ApprovalState, AuditEntry, DecisionCause
+from bot.store.backends import WAKE_RUNS
 from bot.store.lane import lane
 from bot.store.rows import _decode_approval, new_id
 from bot.store.sql import LedgerBase
-from bot.types import Approval, ApprovalState, AuditEntry, DecisionCause
 
 if TYPE_CHECKING:
     pass

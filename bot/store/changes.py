@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.redact import redact
+from bot.core.redact import redact
 from bot.store.lane import lane
 from bot.store.rows import _marks, new_id
 from bot.store.sql import LedgerBase

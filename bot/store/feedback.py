@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from bot.core.types import Feedback, FeedbackValue
 from bot.store.lane import lane
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
-from bot.types import Feedback, FeedbackValue
 
 if TYPE_CHECKING:
     from bot.store.memory import MemoryRows

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.redact import redact
+from bot.core.redact import redact
+from bot.core.types import InboxItem, InboxState
 from bot.store.lane import lane
 from bot.store.rows import _decode_inbox, new_id
 from bot.store.sql import LedgerBase
-from bot.types import InboxItem, InboxState
 
 if TYPE_CHECKING:
     pass

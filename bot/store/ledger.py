@@ -6,24 +6,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from bot.backends import WAKE_RUNS
-from bot.history import continue_history
-from bot.prompts import ALERT_USER
-from bot.redact import redact, redact_value
-from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
-from bot.store.approvals import Approvals
-from bot.store.changes import ChangeRows
-from bot.store.events import Events
-from bot.store.feedback import FeedbackRows
-from bot.store.inbox import Inbox
-from bot.store.lane import lane
-from bot.store.memory import MemoryRows
-from bot.store.outbox import Outbox
-from bot.store.rows import _decode_run, new_id
-from bot.store.runs import Runs
-from bot.store.summaries import SummaryRows
-from bot.store.trace import Trace
-from bot.types import (
+from bot.core.redact import redact, redact_value
+from bot.core.types import (
     AcceptedMention,
     AcceptedReply,
     CallResult,
@@ -38,6 +22,22 @@ from bot.types import (
     StepEntry,
     Totals,
 )
+from bot.run.history import continue_history
+from bot.run.prompts import ALERT_USER
+from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
+from bot.store.approvals import Approvals
+from bot.store.backends import WAKE_RUNS
+from bot.store.changes import ChangeRows
+from bot.store.events import Events
+from bot.store.feedback import FeedbackRows
+from bot.store.inbox import Inbox
+from bot.store.lane import lane
+from bot.store.memory import MemoryRows
+from bot.store.outbox import Outbox
+from bot.store.rows import _decode_run, new_id
+from bot.store.runs import Runs
+from bot.store.summaries import SummaryRows
+from bot.store.trace import Trace
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows, SummaryRows, ChangeRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
-    that created it. Its SQL is written once for both (see bot.backends)."""
+    that created it. Its SQL is written once for both (see bot.store.backends)."""
 
     def call(self, fn: Callable[[Ledger], T]) -> T:
         """`fn(self)` as one unit: on Postgres one SERIALIZABLE transaction, retried whole on a conflict."""
@@ -132,7 +132,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             )
             if previous is not None and previous.system is not None and previous.tools is not None:
                 # The carried-over turns' thinking is bound to the earlier run's system and tools: keep them
-                # (a tool change since then reaches the model as a note, see bot.runtime.tool_changes).
+                # (a tool change since then reaches the model as a note, see bot.run.loop.tool_changes).
                 self.fix_prompt(run.id, system=previous.system, tools=previous.tools)
                 run = self.get_run(run.id)
         return run, True
@@ -171,7 +171,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         steps: Iterable[StepEntry] = (),
     ) -> RunNews:
         """A tool step's end in one round trip: the model's turn of calls (message `seq - 1`, when given: a turn
-        of read-only calls that ended quickly is stored here, see bot.runtime `store_turn`), the results of its
+        of read-only calls that ended quickly is stored here, see bot.run.loop `store_turn`), the results of its
         calls that claimed no started marker, the turn of results that answers them (message `seq`), the totals
         and the trace rows, in one transaction; then what the next step starts with (`run_news`). A result and
         the turn carrying it are never apart."""

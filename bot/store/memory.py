@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.incident_rows import (
+from bot.core.types import RunStatus
+from bot.store.incident_rows import (
     RECORDS,
     SEARCH_COLUMNS,
     record_of_run,
@@ -20,7 +21,7 @@ from bot.incident_rows import (
     uncount_records,
     write_record,
 )
-from bot.incidents import (
+from bot.store.incidents import (
     DEFAULT_LIMIT,
     FOCUS_FROM,
     WEIGHTS,
@@ -41,7 +42,6 @@ from bot.incidents import (
 from bot.store.lane import lane
 from bot.store.rows import _marks
 from bot.store.sql import LedgerBase
-from bot.types import RunStatus
 
 _READ = (
     "run_id, title, task, channel, kind, thread_ts, permalink, team, started_at, ended_at, stop_reason, "

@@ -7,12 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.backends import WAKE_OUTBOX
-from bot.redact import redact, redact_value
-from bot.store.lane import lane
-from bot.store.rows import _decode_outbox, _decode_run, _decode_stream, new_id
-from bot.store.sql import LedgerBase
-from bot.types import (
+from bot.core.redact import redact, redact_value
+from bot.core.types import (
     LIVE_STREAM_STATES,
     OutboxItem,
     OutboxKind,
@@ -23,6 +19,10 @@ from bot.types import (
     Stream,
     StreamState,
 )
+from bot.store.backends import WAKE_OUTBOX
+from bot.store.lane import lane
+from bot.store.rows import _decode_outbox, _decode_run, _decode_stream, new_id
+from bot.store.sql import LedgerBase
 
 if TYPE_CHECKING:
     pass

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from bot.types import (
+from bot.core.types import (
     ACTIVE_STATUSES,
     Approval,
     ApprovalState,

@@ -6,12 +6,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.backends import WAKE_RUNS
-from bot.redact import redact, redact_value
+from bot.core.redact import redact, redact_value
+from bot.core.types import ApprovalState, Run, RunStatus, StopReason, Totals
+from bot.store.backends import WAKE_RUNS
 from bot.store.lane import lane
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
-from bot.types import ApprovalState, Run, RunStatus, StopReason, Totals
 
 if TYPE_CHECKING:
     pass

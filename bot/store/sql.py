@@ -1,4 +1,4 @@
-"""The SQL plumbing every table group uses: one backend (SQLite or Postgres, see bot.backends), statements that
+"""The SQL plumbing every table group uses: one backend (SQLite or Postgres, see bot.store.backends), statements that
 commit unless a transaction is open, transactions, durable writes and wake-ups for other replicas."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from bot.backends import SqliteBackend, open_backend
+from bot.store.backends import SqliteBackend, open_backend
 from bot.store.lane import lane
 from bot.store.rows import _marks, _no_nul
 
 
 class LedgerBase:
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
-    that created it. Its SQL is written once for both (see bot.backends)."""
+    that created it. Its SQL is written once for both (see bot.store.backends)."""
 
     def __init__(self, location: str | Path) -> None:
         self.sql = open_backend(location)

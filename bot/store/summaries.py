@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from bot.redact import redact_value
+from bot.core.redact import redact_value
+from bot.run.summary import Summary
 from bot.store.lane import lane
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
-from bot.summary import Summary
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot.redact import redact, redact_value
+from bot.core.redact import redact, redact_value
+from bot.core.types import CallResult, Step, StepEntry, ToolResultRow
 from bot.store.lane import lane
 from bot.store.rows import _decode_tool_result, _marks
 from bot.store.sql import LedgerBase
-from bot.types import CallResult, Step, StepEntry, ToolResultRow
 
 if TYPE_CHECKING:
     pass

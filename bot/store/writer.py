@@ -17,8 +17,8 @@ from typing import Any, Self, TypeVar
 
 import structlog
 
-from bot.backends import PgListener, PostgresBackend, SqliteBackend, describe, is_postgres
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
+from bot.store.backends import PgListener, PostgresBackend, SqliteBackend, describe, is_postgres
 from bot.store.lane import Caller
 from bot.store.ledger import Ledger
 

@@ -19,13 +19,13 @@ import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ModelClient
-from bot.config import Settings
-from bot.guards import Pause
-from bot.pricing import Price
-from bot.redact import redact
-from bot.runtime import AtEndWrites, RunConfig, run
+from bot.config.settings import Settings
+from bot.core.pricing import Price
+from bot.core.redact import redact
+from bot.core.types import Run, RunResult, StopReason
+from bot.run.guards import Pause
+from bot.run.loop import AtEndWrites, RunConfig, run
 from bot.store import Store, StoreUnavailable
-from bot.types import Run, RunResult, StopReason
 from handlers import approvals
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk

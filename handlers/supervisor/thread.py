@@ -10,22 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from bot.events import (
-    ApprovalDecided,
-    Iteration,
-    Reasoning,
-    RunEvent,
-    Summarized,
-    ToolDone,
-    ToolsAnnounced,
-    ToolStarted,
-    WaitingApproval,
-)
-from bot.report import handoff_report
-from bot.store import StoreUnavailable
-from bot.summary import TOOL_NAME as SUMMARY_TOOL
-from bot.summary import Summary
-from bot.types import (
+from bot.core.types import (
     ConfirmRequest,
     Decision,
     Injected,
@@ -36,6 +21,21 @@ from bot.types import (
     RunStatus,
     StopReason,
 )
+from bot.run.events import (
+    ApprovalDecided,
+    Iteration,
+    Reasoning,
+    RunEvent,
+    Summarized,
+    ToolDone,
+    ToolsAnnounced,
+    ToolStarted,
+    WaitingApproval,
+)
+from bot.run.report import handoff_report
+from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
+from bot.run.summary import Summary
+from bot.store import StoreUnavailable
 from handlers import approvals, blocks, messages
 from handlers.outbox import answer_key, report_key
 from handlers.stream import AnswerStreams
@@ -44,7 +44,7 @@ from handlers.supervisor.loading import LoadingStatus
 from tools.api import RunScope
 
 if TYPE_CHECKING:
-    from bot.config import Settings
+    from bot.config.settings import Settings
     from bot.store import Store
     from handlers.approvals import ApprovalDesk
     from handlers.names import SlackNames
@@ -170,7 +170,7 @@ class IncidentThread:
         return await self.sup.store.run_news(self.run_id)  # the two above in one store call, once a step
 
     async def on_event(self, event: RunEvent) -> None:
-        """The runtime's events (bot/events.py) shown in the thread: the loading status, the task list, the
+        """The runtime's events (bot/run/events.py) shown in the thread: the loading status, the task list, the
         status message's activity and spend, the living summary."""
         names: dict[str, str] = {}
         if isinstance(event, WaitingApproval):  # who may approve, by name (cached; the ids when Slack can't say)

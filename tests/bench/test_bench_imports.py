@@ -36,13 +36,13 @@ def offences(source: str) -> list[str]:
 
 def test_the_check_sees_test_modules_and_private_names() -> None:
     source = (
-        "from tests.tools.k8s.test_k8s_tools import NS\nimport tests.bot.test_cli\nfrom tests import test_docs\n"
+        "from tests.tools.k8s.test_k8s_tools import NS\nimport tests.bot.app.test_cli\nfrom tests import test_docs\n"
         "from tests.support.fakes.anthropic import _cost_usd, reply\nfrom __future__ import annotations\n"
         "from tests.support.fakes.kube_scenes import crashloop\n"
     )
     assert offences(source) == [
         "tests.tools.k8s.test_k8s_tools",
-        "tests.bot.test_cli",
+        "tests.bot.app.test_cli",
         "tests.test_docs",
         "tests.support.fakes.anthropic._cost_usd",
     ]

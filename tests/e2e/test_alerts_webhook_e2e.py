@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.cli import main
+from bot.app.cli import main
 from tests.support import promserver
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, app_home_opened_event

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from tests.e2e.test_alerts_slack_e2e import ALERT, SENDER, post_incoming
 from tests.support.fakes.anthropic import reply, text
 from tests.support.harness import ALICE, CHANNEL, bot_env

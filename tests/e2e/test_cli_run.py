@@ -30,7 +30,7 @@ async def test_opsloop_run_serves_a_mention_and_stops_on_sigterm(tmp_path, fake_
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.app.cli",
         "run",
         cwd=ROOT,
         env=env,

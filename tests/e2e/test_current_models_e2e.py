@@ -59,7 +59,7 @@ async def start_bot(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.app.cli",
         "run",
         "--config",
         str(cfg),

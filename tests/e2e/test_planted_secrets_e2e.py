@@ -1,6 +1,6 @@
 """Planted secrets never land: a whole incident with an approval, then grep everything opsloop wrote.
 
-Distinct secrets of every kind bot/redact.py knows are planted in the process environment,
+Distinct secrets of every kind bot/core/redact.py knows are planted in the process environment,
 the mention, a thread reply, the model's own thinking and tool arguments, and a tool's
 output. Then a full dump of the SQLite store, the captured logs (structlog JSON and
 stdlib), every Slack API call opsloop made and every model request body must hold none
@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import structlog
 
-from bot.incidents import terms
-from bot.log import configure_logging
+from bot.core.log import configure_logging
+from bot.store.incidents import terms
 from tests.support import planted_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
 from tests.support.fakes.slack import FakeSlack

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bot.types import RunStatus
+from bot.core.types import RunStatus
 from handlers import messages
 from handlers.blocks import APPROVE, DENY, status_message
 from tests.support import incident_tools

@@ -53,13 +53,13 @@ async def test_hostile_runbooks_are_each_one_problem_and_the_good_one_is_still_o
 
 
 async def opsloop(*args: str, tmp_path: Path, config: str, env: dict[str, str]) -> tuple[int, str, str]:
-    """`python -m bot.cli ARGS --config opsloop.toml` in tmp_path; a process still running after 60 s is killed
+    """`python -m bot.app.cli ARGS --config opsloop.toml` in tmp_path; a process still running after 60 s is killed
     (and the test fails on its exit code)."""
     (tmp_path / "opsloop.toml").write_text(config)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.app.cli",
         *args,
         "--config",
         str(tmp_path / "opsloop.toml"),

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import structlog
 
-from bot.cli import main
-from bot.log import configure_logging
-from bot.redact import REDACTED
+from bot.app.cli import main
+from bot.core.log import configure_logging
+from bot.core.redact import REDACTED
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event
 from tests.support.harness import ALICE, BOB, CHANNEL, bot_env, result_text, text_of, tool_results

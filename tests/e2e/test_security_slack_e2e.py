@@ -10,7 +10,7 @@ import ast
 import json
 from pathlib import Path
 
-from bot.redact import REDACTED
+from bot.core.redact import REDACTED
 from handlers import messages
 from handlers.blocks import APPROVE, DENY
 from tests.handlers.test_blocks import shown_args

@@ -193,7 +193,7 @@ async def test_a_bots_alert_makes_no_asker_of_its_sender(
 async def test_a_feedback_click_counts_only_from_the_answer_that_carries_its_run(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    from bot.types import FeedbackValue
+    from bot.core.types import FeedbackValue
     from handlers.blocks import FEEDBACK
     from tests.support.fakes.slack import block_action_payload
 
@@ -230,8 +230,8 @@ async def test_a_persons_clicks_on_one_answer_count_once_and_the_latest_wins(
     import csv
     import io
 
-    from bot.cli import main
-    from bot.types import FeedbackValue
+    from bot.app.cli import main
+    from bot.core.types import FeedbackValue
 
     fake_anthropic.script(reply(text("Freed 19.8 GB on web-03.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.report import STOP_WORDS
-from bot.types import DecisionCause
+from bot.core.types import DecisionCause
+from bot.run.report import STOP_WORDS
 from handlers.blocks import APPROVE, DENY, STOP
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use

@@ -16,11 +16,11 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.model import AnthropicModel
-from bot.pricing import price_for
-from bot.runtime import RunConfig, run
+from bot.core.pricing import price_for
+from bot.core.types import OutboxItem, OutboxKind, OutboxState, Stream, StreamState
+from bot.run.loop import RunConfig, run
+from bot.run.model import AnthropicModel
 from bot.store import Store
-from bot.types import OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from handlers.blocks import FEEDBACK
 from handlers.outbox import EVENT_TYPE, _stream_rest, answer_key, report_key
 from handlers.stream import HOLDBACK_CHARS, stable_prefix

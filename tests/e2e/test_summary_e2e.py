@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.cli import main
+from bot.app.cli import main
 from bot.playground.standin.blockkit import block_errors
-from bot.summary import TOOL_NAME
+from bot.run.summary import TOOL_NAME
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, Message
 from tests.support.harness import ALICE, BOB, bot_env, is_status, result_text, text_of, tool_results

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.types import FeedbackValue
+from bot.core.types import FeedbackValue
 from handlers import messages
 from handlers.blocks import FEEDBACK, INVESTIGATE
 from tests.support import incident_tools
@@ -340,8 +340,8 @@ async def test_app_home_links_never_wear_the_task_as_their_text(
 async def test_feedback_is_counted_in_metrics_and_shown_on_the_postmortem_page(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    from bot.timeline import read_run, render
-    from tests.bot.test_metrics import scrape, value, with_metrics
+    from bot.app.timeline import read_run, render
+    from tests.bot.app.test_metrics import scrape, value, with_metrics
 
     fake_anthropic.script(reply(text("Freed 19.8 GB on web-03.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:

@@ -1,6 +1,6 @@
 """Work that waits for the acks of the deliveries in hand (`AfterAck.spawn(..., after_deliveries=True)`): the
 :eyes: reactions and the starts of the runs a burst of mentions stored go out after the burst's acks, not between
-them. Driven through bot.app's Socket Mode handler and bolt against the Slack stand-in."""
+them. Driven through bot.app.wiring's Socket Mode handler and bolt against the Slack stand-in."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import SocketMode, deliveries_in_hand
+from bot.app.wiring import SocketMode, deliveries_in_hand
 from handlers import after_ack
 from handlers.after_ack import AfterAck
 from tests.support.fakes.slack import FakeSlack, mention_event
@@ -35,7 +35,7 @@ class _TwoMentions:
         self.order: list[str] = []
         self.app = AsyncApp(
             client=AsyncWebClient(token=slack.bot_token, base_url=slack.api_url),
-            process_before_response=True,  # as bot/app.py: the ack waits for the listener
+            process_before_response=True,  # as bot/app/wiring.py: the ack waits for the listener
             **app_kw,
         )
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.check import check
-from bot.config import ConfigError, load_settings
-from tests.bot.test_check import env_for
+from bot.app.check import check
+from bot.config.settings import ConfigError, load_settings
+from tests.bot.app.test_check import env_for
 from tests.support.fakes.anthropic import reply, text
 
 GOOD = """

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.redact import REDACTED
-from bot.types import Approval, ApprovalState, DecisionCause
+from bot.core.redact import REDACTED
+from bot.core.types import Approval, ApprovalState, DecisionCause
 from handlers import messages
 from handlers.blocks import (
     APPROVE,

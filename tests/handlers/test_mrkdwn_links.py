@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.types import Approval, ApprovalState
+from bot.core.types import Approval, ApprovalState
 from handlers import messages
 from handlers.blocks import approval_card, handoff_report, offers_approve, status_message, text_messages
 from handlers.mrkdwn import count_hidden, is_hidden, markdown_to_mrkdwn, reveal

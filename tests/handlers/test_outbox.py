@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.core.types import OutboxKind, OutboxPost, OutboxState
 from bot.store import Ledger, Store
-from bot.types import OutboxKind, OutboxPost, OutboxState
 from handlers.blocks import SlackMessage
 from handlers.outbox import EVENT_TYPE, Outbox, metadata
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use

@@ -167,7 +167,7 @@ class Bots:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "bot.cli",
+                "bot.app.cli",
                 "run",
                 "--config",
                 str(self.config),

@@ -2,7 +2,7 @@
 
 `bot_env(tmp_path, fake_slack, fake_anthropic, config_toml)` writes a config file,
 loads Settings the way `opsloop run` does (TOML + an env dict), builds the app with
-`bot.app.build` (the real `anthropic.AsyncAnthropic`, pointed at the fake through
+`bot.app.wiring.build` (the real `anthropic.AsyncAnthropic`, pointed at the fake through
 ANTHROPIC_BASE_URL) and starts it over Socket Mode (or HTTP with `http=True`). It
 yields a `BotEnv` with helpers to act as people in Slack and to wait on what the bot
 does. Every wait watches observable state (the fakes' records, Bolt's listener
@@ -34,10 +34,10 @@ from typing import Any
 import aiohttp
 from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorHandler
 
-from bot.app import Opsloop, build, start
-from bot.config import Settings, load_settings
+from bot.app.wiring import Opsloop, build, start
+from bot.config.settings import Settings, load_settings
+from bot.core.types import AuditEntry, Run
 from bot.store import Ledger
-from bot.types import AuditEntry, Run
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest

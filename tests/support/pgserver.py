@@ -95,7 +95,8 @@ class PgServer:
 
     @property
     def url(self) -> str:
-        """The libpq URL of the `postgres` database over the Unix socket, e.g. postgresql://postgres@/postgres?host=%2Ftmp%2F…"""
+        """The libpq URL of the `postgres` database over the Unix socket, e.g.
+        postgresql://postgres@/postgres?host=%2Ftmp%2F…"""
         if self.root is None:
             raise PgServerError("the server is not started")
         return f"postgresql://{SERVER_USER}@/postgres?host={quote(str(self.root), safe='')}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bot.types import AnswerSink, ModelRequest, ModelResponse, Usage
+from bot.core.types import AnswerSink, ModelRequest, ModelResponse, Usage
 
 Step = list[dict[str, Any]] | Callable[[ModelRequest], list[dict[str, Any]]]
 

@@ -352,7 +352,7 @@ def test_duplicate_name_is_rejected() -> None:
 
 def test_the_runtimes_own_tool_names_are_refused() -> None:
     """The runtime adds these to every run's tools block: a registered copy would make the API refuse every run."""
-    from bot import living
+    from bot.run import living
     from tests.support.clash_tools import update_summary
     from tools.api import RUNTIME_TOOLS
 

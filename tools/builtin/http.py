@@ -25,8 +25,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from multidict import CIMultiDict
 from yarl import URL
 
-from bot.errors import OpsloopError
-from bot.redact import redact_slice
+from bot.core.errors import OpsloopError
+from bot.core.redact import redact_slice
 from tools.netguard import IPAddress, Refused, check_host, normal_name, resolve_host
 from tools.registry import Category, ToolContext, ToolError, tool
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.json_body import unstorable
+from bot.core.json_body import unstorable
 from tools.changes.model import Change
 
 MAX_EVENTS = 1000  # in one POST

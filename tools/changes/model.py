@@ -1,8 +1,8 @@
 """What every change source answers (`Change`, `Cut`, `SourceFailure`) and the one timeline they become, newest first.
 
 Every text field comes from outside opsloop (a commit subject, a package name, a ConfigMap's manager, a CI
-summary), so it is data: `timeline` puts each one on one line, redacts it (bot.redact), writes out the
-characters a reader could miss or that reorder text (bot.reveal, the rule the CLI and cards
+summary), so it is data: `timeline` puts each one on one line, redacts it (bot.core.redact), writes out the
+characters a reader could miss or that reorder text (bot.core.reveal, the rule the CLI and cards
 use), and neutralises Slack's markup brackets, so `<!channel>` reads as text wherever it ends up.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.redact import redact
-from bot.reveal import reveal
+from bot.core.redact import redact
+from bot.core.reveal import reveal
 from tools.api import truncate_output
 
 SOURCES = ("kubernetes", "host", "git", "webhook")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.api import Service
 from tools.changes.git import GitRepo
 from tools.changes.settings import (

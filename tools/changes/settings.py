@@ -14,7 +14,7 @@ DEFAULT_TOKEN_ENV = "OPSLOOP_CHANGES_TOKEN"
 
 
 class HiddenToken(str):
-    """A token that never shows itself in a repr (as bot.config.Secret, which this layer cannot import)."""
+    """A token that never shows itself in a repr (as bot.config.settings.Secret, which this layer cannot import)."""
 
     __slots__ = ()
 

@@ -19,7 +19,7 @@ import hmac
 import structlog
 from aiohttp import web
 
-from bot.json_body import BadJson, read_json
+from bot.core.json_body import BadJson, read_json
 from bot.store import Store, StoredChange
 from tools.changes.events import ChangeEvent, parse_events
 from tools.changes.settings import ChangesConfig

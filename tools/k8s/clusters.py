@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from bot.unreachable import is_unreachable, reason
+from bot.core.unreachable import is_unreachable, reason
 from tools.k8s.config import NAMESPACE_RE, ClusterSpec
 from tools.registry import PermissionDenied, ToolContext, ToolError
 

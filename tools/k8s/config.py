@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it

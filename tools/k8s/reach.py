@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.k8s.config import ClusterSpec, parse_clusters
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from bot.redact import redact
+from bot.core.redact import redact
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.registry import Category, ToolContext, ToolError, tool

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from bot.redact import redact
+from bot.core.redact import redact
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.k8s.reads import get_object, owned_replicasets

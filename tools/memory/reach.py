@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.api import AtEnd, Offer, RunFacts, RunScope, Service
 
 

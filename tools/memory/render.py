@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from bot.incidents import Incident, IncidentMatch
-from bot.redact import redact
+from bot.core.redact import redact
+from bot.store.incidents import Incident, IncidentMatch
 from tools.api import Link, truncate_output
 
 BLOCK_START = "[past incidents"

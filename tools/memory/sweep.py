@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import structlog
 
-from bot.redact import redact
+from bot.core.redact import redact
 from bot.store import Store
 from bot.store.memory import SWEEP_BATCH
 

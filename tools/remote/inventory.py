@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.configreader import Reader
-from bot.errors import ConfigError
+from bot.config.reader import Reader
+from bot.core.errors import ConfigError
 from tools.api import ToolError
 
 LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
@@ -66,7 +66,7 @@ class SshSettings:
     known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/known_hosts").expanduser())
     connect_timeout_s: float = 10.0
     max_sessions_per_host: int = 4
-    passphrase_env: str = DEFAULT_PASSPHRASE_ENV  # the identity's passphrase, read by bot/config.py
+    passphrase_env: str = DEFAULT_PASSPHRASE_ENV  # the identity's passphrase, read by bot/config/settings.py
     idle_timeout_s: float = 300.0  # a connection nobody used this long is closed
     fail_fast_s: float = 15.0  # after a failed connect, calls fail at once with that error for this long
 
@@ -105,7 +105,7 @@ class Login:
 
 @dataclass(frozen=True)
 class SshCredentials:
-    """Secrets the pool needs, resolved by bot/config.py from the environment: passphrases by variable name."""
+    """Secrets the pool needs, resolved by bot/config/settings.py from the environment: passphrases by variable name."""
 
     passphrases: Mapping[str, str] = field(default_factory=dict)
     agent_path: str | None = None  # SSH_AUTH_SOCK: used when no identity_file is set

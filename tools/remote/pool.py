@@ -31,7 +31,7 @@ from typing import Any
 
 import asyncssh
 
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
 from tools.api import ToolError
 from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
 from tools.remote.inventory import Host, Inventory, Login, SshCredentials

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.remote.inventory import Inventory, SshCredentials, read_hosts
 
 HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
@@ -90,7 +90,8 @@ class SshReach:
 
 
 class _Secret(str):
-    """A passphrase that never shows itself in a repr (as bot.config.Secret, which this layer cannot import)."""
+    """A passphrase that never shows itself in a repr (as bot.config.settings.Secret, which this layer cannot
+    import)."""
 
     __slots__ = ()
 

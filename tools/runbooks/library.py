@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
 
 MAX_BYTES = 64 * 1024
 TITLE_MAX = 200

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from bot.errors import OpsloopError
-from bot.redact import redact
+from bot.core.errors import OpsloopError
+from bot.core.redact import redact
 from tools.runbooks.library import Runbook, Runbooks
 
 

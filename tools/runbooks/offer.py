@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.redact import redact
+from bot.core.redact import redact
 from tools.runbooks.library import Runbook
 from tools.runbooks.match import Found
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
 from tools.api import Offer, RunScope
 from tools.runbooks.library import Runbook, RunbookLibrary, backticked_tools
 from tools.runbooks.match import best

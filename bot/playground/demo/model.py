@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.types import AnswerSink, ModelRequest, ModelResponse, Usage
+from bot.core.types import AnswerSink, ModelRequest, ModelResponse, Usage
 
 HOST = "web-03"
 NGINX = "nginx.service"

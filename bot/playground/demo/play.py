@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from bot.config import Settings
+from bot.config.settings import Settings
+from bot.core.types import RunResult, StopReason
 from bot.playground.demo.stage import ALICE, BOB, CAROL, Stage, stage
 from bot.playground.demo.transcript import Style, Transcript
 from bot.playground.standin.render import Kind, card_state, card_tool, kind_of
 from bot.playground.standin.slack import Message
-from bot.types import RunResult, StopReason
 from handlers.blocks import APPROVE, DENY
 
 TASK = "web-03 is out of disk, deal with it"

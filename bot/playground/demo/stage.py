@@ -1,6 +1,6 @@
 """The demo's stage: the Slack stand-in, its people, and the REAL opsloop app connected to it.
 
-Shared by `opsloop demo` and `opsloop sandbox`. The app is built with `bot.app.build`
+Shared by `opsloop demo` and `opsloop sandbox`. The app is built with `bot.app.wiring.build`
 and started over Socket Mode against the stand-in on a random loopback port, with
 SQLite at the given path. Without ANTHROPIC_API_KEY it runs the scripted incident
 model; with it, Claude with the configured model chain.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.app import Opsloop, build, start
-from bot.config import ApprovalSettings, Secret, Settings
+from bot.app.wiring import Opsloop, build, start
+from bot.config.settings import ApprovalSettings, Secret, Settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.model import IncidentModel
 from bot.playground.standin.slack import FakeSlack, mention_event, message_event

@@ -12,8 +12,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bot.config import load_settings
-from bot.log import configure_logging
+from bot.config.settings import load_settings
+from bot.core.log import configure_logging
 from bot.playground.demo.play import REDIRECT, TASK
 from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.server import Sandbox, running_sandbox

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.config import Settings
+from bot.config.settings import Settings
 from bot.playground.demo.play import TASK
 from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
 from bot.playground.demo.tools import HOSTNAME

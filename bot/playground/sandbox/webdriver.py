@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.errors import OpsloopError
+from bot.core.errors import OpsloopError
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 CHROME_FLAGS = (

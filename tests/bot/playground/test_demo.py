@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.play import REDIRECT, play
 from tests.conftest import API_KEY
@@ -36,7 +36,7 @@ async def _transcript(tmp_path: Path, *, stdin: str | None = None) -> tuple[int,
 
 def test_opsloop_demo_plays_the_incident_and_exits_0(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "demo"],
+        [sys.executable, "-m", "bot.app.cli", "demo"],
         cwd=tmp_path,
         env=NO_SECRETS,
         capture_output=True,

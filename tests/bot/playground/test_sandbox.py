@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.config import load_settings
+from bot.config.settings import load_settings
 from bot.playground.demo.model import what_i_do
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 
@@ -89,7 +89,7 @@ async def test_opsloop_sandbox_says_who_its_people_are_when_it_starts(tmp_path: 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.app.cli",
         "sandbox",
         "--port",
         "0",

@@ -14,12 +14,12 @@ from typing import Any
 import anthropic
 import pytest
 
-from bot.cli import main
-from bot.model import AnthropicModel
-from bot.pricing import price_for
+from bot.app.cli import main
+from bot.core.pricing import price_for
 from bot.replay.compare import compare, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
+from bot.run.model import AnthropicModel
 from tests.conftest import API_KEY
 from tests.e2e.test_planted_secrets_e2e import _blob, _cores
 from tests.support import incident_tools, planted_tools

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.pricing import price_for
+from bot.app.cli import main
+from bot.core.pricing import price_for
+from bot.core.types import Usage
 from bot.replay.record import Incident
-from bot.types import Usage
 from tests.bot.replay.test_replay import REPLAY_MODEL, original_script, record_incident
 from tests.conftest import API_KEY
 from tests.support import incident_tools

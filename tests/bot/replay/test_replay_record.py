@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.app.cli import main
 from bot.replay.compare import compare, text
 from bot.replay.record import Incident, export_run
 from bot.store import Ledger, Store

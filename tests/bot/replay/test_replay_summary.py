@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.replay.compare import compare, html_page, text
 from bot.replay.record import Incident, export_run
-from bot.summary import TOOL_NAME
+from bot.run.summary import TOOL_NAME
 from tests.bot.replay.test_replay import replay_on
 from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
 from tests.support.fakes.anthropic import text as said

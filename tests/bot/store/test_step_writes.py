@@ -14,12 +14,22 @@ from typing import Any
 import anthropic
 import pytest
 
-from bot.guards import Limits
-from bot.model import AnthropicModel
-from bot.pricing import price_for
-from bot.runtime import RunConfig, run
+from bot.core.pricing import price_for
+from bot.core.types import (
+    CallResult,
+    ConfirmRequest,
+    Decision,
+    InboxState,
+    Injected,
+    RunNews,
+    StopReason,
+    Totals,
+    Usage,
+)
+from bot.run.guards import Limits
+from bot.run.loop import RunConfig, run
+from bot.run.model import AnthropicModel
 from bot.store import Store
-from bot.types import CallResult, ConfirmRequest, Decision, InboxState, Injected, RunNews, StopReason, Totals, Usage
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, error, reply, text, tool_use
 from tools import Category, ToolRegistry, tool
 
@@ -275,7 +285,7 @@ async def test_a_request_that_fails_keeps_its_trace_row(
 
 # --- redacted once ----------------------------------------------------------------------------------------
 def test_redacted_text_is_not_redacted_again_but_what_is_made_from_it_is() -> None:
-    from bot.redact import Redacted, redact
+    from bot.core.redact import Redacted, redact
 
     secret = "sk-ant-api03-PLANTEDsecret0value0123456789"
     once = redact(f"the key is {secret}")
@@ -318,7 +328,7 @@ async def test_a_read_only_turn_whose_calls_take_a_while_is_stored_while_they_ru
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Past the grace, the turn is written on its own: the call sees it stored before it returns."""
-    monkeypatch.setattr("bot.runtime.TURN_GRACE_S", 0.01)
+    monkeypatch.setattr("bot.run.loop.TURN_GRACE_S", 0.01)
     run_id = await new_run(store)
     seen: list[list[str]] = []
 

@@ -6,9 +6,9 @@ import json
 
 import sqlite_utils
 
-from bot.migrations import sqlite_migrations as migrations
+from bot.core.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
 from bot.store import Ledger
-from bot.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
+from bot.store.migrations import sqlite_migrations as migrations
 from handlers.approvals import count_approval
 
 NEVER = 2e9
@@ -158,7 +158,7 @@ def test_the_cause_of_decisions_made_before_m003_is_read_from_their_reason(tmp_p
 
 
 def test_m013_keeps_each_persons_latest_click_on_each_answer(tmp_path) -> None:
-    from bot.types import FeedbackValue
+    from bot.core.types import FeedbackValue
 
     db = sqlite_utils.Database(str(tmp_path / "old.db"))
     migrations.apply(db, stop_before="m013_feedback_once")

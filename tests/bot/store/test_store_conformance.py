@@ -17,9 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from bot.backends import is_postgres
-from bot.store import Store
-from bot.types import (
+from bot.core.types import (
     ApprovalState,
     DecisionCause,
     InboxState,
@@ -32,6 +30,8 @@ from bot.types import (
     Totals,
     Usage,
 )
+from bot.store import Store
+from bot.store.backends import is_postgres
 from handlers.approvals import add_approver, supersede_by_reply
 from handlers.policy import requesters
 
@@ -1038,7 +1038,7 @@ async def test_a_planted_secret_is_never_stored_but_messages_are_stored_exactly(
 
 
 async def test_feedback_clicks_are_kept_once_each_with_who_and_when(store: Store) -> None:
-    from bot.types import FeedbackValue
+    from bot.core.types import FeedbackValue
 
     run = await new_run(store)
     other = await new_run(store, "2.0")
@@ -1065,7 +1065,7 @@ async def test_feedback_clicks_are_kept_once_each_with_who_and_when(store: Store
 
 
 async def test_feedback_counts_once_per_person_per_answer_and_the_latest_click_wins(store: Store) -> None:
-    from bot.types import FeedbackValue
+    from bot.core.types import FeedbackValue
 
     run = await new_run(store)
     for click, value in (

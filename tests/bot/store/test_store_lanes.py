@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from mypy import api
 
+from bot.core.types import StepEntry
 from bot.store import Ledger, Store
 from bot.store.lane import Entry
-from bot.types import StepEntry
 
 ENTRIES = {name: v for c in Ledger.__mro__ for name, v in vars(c).items() if isinstance(v, Entry)}
 

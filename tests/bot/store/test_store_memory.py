@@ -12,12 +12,12 @@ import psycopg
 import pytest
 import sqlite_utils
 
-from bot.backends import is_postgres
-from bot.incident_rows import record_terms
-from bot.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets, search_plans
-from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, sqlite_migrations
+from bot.core.types import ApprovalState, DecisionCause, FeedbackValue, Run, StopReason
 from bot.store import Ledger, Store
-from bot.types import ApprovalState, DecisionCause, FeedbackValue, Run, StopReason
+from bot.store.backends import is_postgres
+from bot.store.incident_rows import record_terms
+from bot.store.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets, search_plans
+from bot.store.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, sqlite_migrations
 from tests.bot.store.test_store_conformance import stored_text
 
 SECRET = "sk-ant-api03-PLANTEDsecret0value0123456789"

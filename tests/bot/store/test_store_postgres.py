@@ -24,10 +24,10 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from bot.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
-from bot.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
+from bot.core.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
 from bot.store import Ledger, Store, StoreUnavailable
-from bot.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
+from bot.store.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
+from bot.store.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
 from handlers.approvals import add_approver, supersede_by_reply
 from tests.support import pgserver
 
@@ -485,7 +485,7 @@ def opsloop_check(db: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`opsloop check` with OPSLOOP_DB and nothing else: no tokens, so it reaches no Slack and no model."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), "OPSLOOP_DB": db}
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bot.app.cli", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from bot.core.types import ApprovalState, InboxState
 from bot.store import Ledger
-from bot.types import ApprovalState, InboxState
 from handlers.approvals import supersede_by_reply
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event, message_event

@@ -144,7 +144,7 @@ class _Price:
 
 _LONG_PROMPT_TOKENS = 100_000
 # Model prefix -> (price for prompts up to _LONG_PROMPT_TOKENS, price above). Kept apart
-# from bot/pricing.py on purpose: tests compare the bot's cost against this one.
+# from bot/core/pricing.py on purpose: tests compare the bot's cost against this one.
 _PRICES = {
     "claude-sonnet-5-5": (_Price(2.0, 10.0, 2.50, 0.10),) * 2,
     "claude-opus-5-5": (_Price(4.0, 20.0, 5.0, 0.20),) * 2,

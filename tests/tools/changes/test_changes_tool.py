@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import ConfigError
+from bot.config.settings import ConfigError
 from bot.store import Store, StoredChange
 from tests.support.fakes.kube import FakeKube
 from tests.tools.changes.test_changes_git import commit, git

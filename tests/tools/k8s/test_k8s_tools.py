@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import ConfigError, load_settings
+from bot.config.settings import ConfigError, load_settings
 from tests.support.fakes.kube import FakeKube, pod
 from tests.support.fakes.kube_scenes import NS, crashloop
 from tests.support.proxy import connect_proxy

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.configreader import Reader
+from bot.config.reader import Reader
+from bot.core.types import ApprovalState, DecisionCause, FeedbackValue, StopReason
 from bot.store import Store
-from bot.types import ApprovalState, DecisionCause, FeedbackValue, StopReason
 from tools.api import Link, RunFacts, RunScope, run_scope
 from tools.config import build_registry
 from tools.memory.reach import REACH, MemoryConfig
@@ -171,7 +171,7 @@ def test_opsloop_forget_takes_a_run_out_of_memory(db_url: str, capsys: pytest.Ca
     """Once per backend: `opsloop forget RUN_ID --db <file or postgresql:// URL>` (a sync CLI, no event loop)."""
     import asyncio
 
-    from bot.cli import main
+    from bot.app.cli import main
 
     async def seed() -> tuple[str, str]:
         s = await Store(db_url).open()

@@ -626,8 +626,8 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     fake_anthropic: FakeAnthropic,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from bot.check import check
-    from bot.config import load_settings
+    from bot.app.check import check
+    from bot.config.settings import load_settings
     from tests.conftest import API_KEY
 
     good, other = ssh_servers(), ssh_servers()

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from bot.config import ConfigError, load_settings
+from bot.config.settings import ConfigError, load_settings
 from tests.support.sshserver import SshServer, fingerprint, keygen
 from tools import ToolError, build_registry
 from tools.remote import SshHosts

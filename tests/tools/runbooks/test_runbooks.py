@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.redact import REDACTED
+from bot.core.redact import REDACTED
 from tools.runbooks.library import (
     MAX_BYTES,
     Match,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.check import check
-from bot.config import load_settings
-from bot.errors import ConfigError
-from tests.bot.test_check import env_for
+from bot.app.check import check
+from bot.config.settings import load_settings
+from bot.core.errors import ConfigError
+from tests.bot.app.test_check import env_for
 from tests.support.fakes.anthropic import reply, text
 
 GOOD = """\

@@ -1,0 +1,260 @@
+"""The one config reader: typed accessors over a parsed TOML table that record every problem with its path
+(`kubernetes.clusters[1].namespaces[0]: expected a string, got an integer`) and return a default instead of
+raising; `raise_if_problems()` at the end raises one ConfigError listing them all.
+
+Imports only bot.core.errors, so every layer (bot/, tools/, a reach's folder) reads its section with it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bot.core.errors import ConfigError
+
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_URL_RE = re.compile(r"https?://[^/\s]+")
+_MISSING: Any = object()
+T = TypeVar("T")
+
+
+def kind(value: Any) -> str:
+    """What a TOML value is, as a problem says it: `a table`, `an integer`, ..."""
+    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a float"}
+    return names.get(type(value), type(value).__name__)
+
+
+class Reader:
+    """One table (or value) of the config at `path`; children share the problem list and the base directory."""
+
+    def __init__(
+        self,
+        value: Any,
+        path: str = "",
+        *,
+        base_dir: Path | None = None,
+        problems: list[str] | None = None,
+        key: str | int | None = None,
+    ) -> None:
+        self.value = value
+        self.key = key  # what this value is under in its parent: a table key, or an array index
+        self.location = path  # `kubernetes.clusters[1]`; "" for the whole file
+        self.base_dir = base_dir or Path.cwd()
+        self.problems: list[str] = [] if problems is None else problems
+
+    # -- where, and what went wrong ----------------------------------------------------------------
+
+    def where(self, key: str | int | None = None) -> str:
+        if key is None:
+            return self.location
+        if isinstance(key, int):
+            return f"{self.location}[{key}]"
+        return f"{self.location}.{key}" if self.location else key
+
+    def problem(self, text: str, key: str | int | None = None) -> None:
+        """Record `where: text`."""
+        where = self.where(key)
+        self.problems.append(f"{where}: {text}" if where else text)
+
+    def raise_if_problems(self, error: type[ConfigError] = ConfigError) -> None:
+        if self.problems:
+            raise error(list(self.problems))
+
+    def child(self, value: Any, key: str | int) -> Reader:
+        return Reader(value, self.where(key), base_dir=self.base_dir, problems=self.problems, key=key)
+
+    # -- tables --------------------------------------------------------------------------------------
+
+    @property
+    def table(self) -> Mapping[str, Any]:
+        """This value as a table ({} when it is not one: is_table() said so)."""
+        return self.value if isinstance(self.value, Mapping) else {}
+
+    def is_table(self, what: str = "") -> bool:
+        """True for a table; else record `expected a table` (with `what`, e.g. ` ([[hosts]])`)."""
+        if isinstance(self.value, Mapping):
+            return True
+        self.problem(f"expected a table{what}, got {kind(self.value)}")
+        return False
+
+    def has(self, key: str) -> bool:
+        return key in self.table
+
+    def keys(self) -> list[str]:
+        return list(self.table)
+
+    def only(self, keys: Sequence[str]) -> None:
+        """Every key not in `keys` is a problem naming the known ones."""
+        for key in self.table:
+            if key not in keys:
+                self.problem(f"unknown key (known: {', '.join(keys)})", key)
+
+    def require(self, key: str, why: str = "") -> bool:
+        if key in self.table:
+            return True
+        self.problem(f"missing required key {key!r}{why}")
+        return False
+
+    def at(self, key: str) -> Reader:
+        """The table under `key` ({} when absent; a problem when it is something else)."""
+        r = self.child(self.table.get(key, {}), key)
+        r.is_table()
+        return r
+
+    def items(self, key: str, *, header: str | None = None) -> Iterator[Reader]:
+        """Each table of the array of tables under `key` ([[header]]); a non-table entry is a problem."""
+        value = self.table.get(key, [])
+        if not isinstance(value, list):
+            self.problem(f"expected a list of tables ([[{header or self.where(key)}]]), got {kind(value)}", key)
+            return
+        outer = self.child(value, key)
+        for i, entry in enumerate(value):
+            r = outer.child(entry, i)
+            if r.is_table():
+                yield r
+
+    def entries(self) -> Iterator[tuple[str, Reader]]:
+        """`name = value` pairs of this table, each with its own reader."""
+        for name, value in self.table.items():
+            yield name, self.child(value, name)
+
+    # -- one value each ------------------------------------------------------------------------------
+
+    def _get(self, key: builtins.str | None) -> Any:
+        if key is None:
+            return self.value
+        return self.table.get(key, _MISSING)
+
+    def str(
+        self,
+        key: builtins.str | None = None,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        empty_ok: builtins.bool = False,
+    ) -> builtins.str | T:
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str):
+            self.problem(f"expected a string, got {kind(value)}", key)
+            return default
+        if not empty_ok and not value.strip():
+            self.problem("must not be empty", key)
+            return default
+        return value
+
+    def int(
+        self,
+        key: builtins.str,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        low: builtins.int | None = None,
+        high: builtins.int | None = None,
+    ) -> builtins.int | T:
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        ranged = low is not None and high is not None
+        if isinstance(value, bool) or not isinstance(value, int):
+            said = f"an integer from {low} to {high}" if ranged else "an integer"
+            self.problem(f"expected {said}, got {kind(value) if not ranged else repr(value)}", key)
+            return default
+        if ranged and not low <= value <= high:  # type: ignore[operator]
+            self.problem(f"expected an integer from {low} to {high}, got {value!r}", key)
+            return default
+        if low is not None and value < low:
+            self.problem(f"must be at least {low}, got {value!r}", key)
+            return default
+        return value
+
+    def number(self, key: builtins.str, default: T = None, *, low: float | None = None) -> float | T:  # type: ignore[assignment]
+        """An integer or a float (never a boolean), at least `low`."""
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            self.problem(f"expected a number, got {kind(value) if not isinstance(value, float) else value}", key)
+            return default
+        if low is not None and value < low:
+            self.problem(f"must be at least {low:g}, got {value!r}", key)
+            return default
+        return value
+
+    def seconds(
+        self,
+        key: builtins.str | None = None,
+        default: T = None,  # type: ignore[assignment]
+        *,
+        zero_ok: builtins.bool = False,
+        high: float | None = None,
+    ) -> float | T:
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.problem(f"expected a number of seconds, got {kind(value)}", key)
+            return default
+        if not (value >= 0 if zero_ok else value > 0):
+            self.problem(f"must be {'zero or more' if zero_ok else 'positive'}, got {value}", key)
+            return default
+        if not math.isfinite(value):
+            self.problem(f"must be a finite number of seconds, got {value}", key)
+            return default
+        if high is not None and value > high:
+            self.problem(f"must be at most {high:g} seconds, got {value}", key)
+            return default
+        return float(value)
+
+    def bool(self, key: builtins.str, default: T = None) -> builtins.bool | T:  # type: ignore[assignment]
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.problem(f"expected true or false, got {kind(value)}", key)
+            return default
+        return value
+
+    def str_list(self, key: builtins.str | None = None, default: T = None) -> list[builtins.str] | T:  # type: ignore[assignment]
+        """A list of non-empty strings; a bad element is a problem at its index and is left out."""
+        value = self._get(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, list):
+            self.problem(f"expected a list of strings, got {kind(value)}", key)
+            return default
+        inner = self.child(value, key) if key is not None else self
+        out = []
+        for i, item in enumerate(value):
+            text = inner.child(item, i).str()
+            if text is not None:
+                out.append(text)
+        return out
+
+    def url(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
+        text = self.str(key)
+        if text is None:
+            return default
+        if not _URL_RE.match(text):
+            self.problem(f"expected an http:// or https:// URL, got {text!r}", key)
+            return default
+        return text
+
+    def path(self, key: builtins.str | None = None, default: T = None) -> Path | T:  # type: ignore[assignment]
+        """A path relative to the config file's directory (`~` expanded)."""
+        text = self.str(key)
+        if text is None:
+            return default
+        return self.base_dir / Path(text).expanduser()
+
+    def env_name(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
+        text = self.str(key)
+        if text is None:
+            return default
+        if not ENV_NAME_RE.fullmatch(text):
+            self.problem(f"{text!r} is not an environment variable name", key)
+            return default
+        return text

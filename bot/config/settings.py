@@ -1,0 +1,521 @@
+"""TOML config + environment -> typed settings. The only module that reads the environment."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.config.reader import Reader
+from bot.core.errors import ConfigError
+from bot.core.pricing import Price, model_problems
+from bot.run.guards import Limits
+from tools.reaches import REACHES, reach_sections, read_reaches
+
+__all__ = [
+    "AlertSettings",
+    "AlertWebhookSettings",
+    "ApprovalSettings",
+    "ConfigError",
+    "ModelSettings",
+    "Secret",
+    "Settings",
+    "SlackAlertSource",
+    "alert_channel_problems",
+    "alert_regex",
+    "is_channel_name",
+    "load_settings",
+    "missing_for_run",
+]
+
+
+class Secret(str):
+    """A string that never shows itself in a repr (tracebacks, debug prints)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    primary: str = "claude-sonnet-5-5"
+    fallbacks: tuple[str, ...] = ("claude-haiku-5-5",)
+    # Thinking counts toward max_tokens: 16K fits a normal step's thinking plus a tool call or an answer;
+    # a step that thinks past it is retried once with twice the room, within the run's token budget.
+    max_tokens: int = 16_000
+    # An incident wants a fast first answer: medium thinks enough for triage without high's latency.
+    effort: str = "medium"
+    thinking_display: str = "summarized"  # the status line and the handoff report show the agent's reasoning
+    context_budget_tokens: int | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+
+    @property
+    def chain(self) -> list[str]:
+        return [self.primary, *(m for m in self.fallbacks if m != self.primary)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalSettings:
+    approvers: tuple[str, ...] = ()  # user ids (U…/W…) or user groups (S…); empty = anyone in the channel
+    destructive_approvers: tuple[str, ...] | None = None  # empty or None: same as approvers (never "anyone")
+    allow_self_approval: bool = False  # may whoever asked for a destructive call approve it?
+    four_eyes_on_mutating: bool = False  # may whoever asked for a mutating call NOT approve it either?
+    expire_minutes: float = 30.0
+    required_approvals: int = 1
+    destructive_required_approvals: int | None = None  # None: same as required_approvals
+
+    def who_may_approve(self, category: str) -> tuple[str, ...]:
+        """Approver ids for a category; an empty destructive list falls back to `approvers` (fails closed)."""
+        if category == "destructive" and self.destructive_approvers:
+            return self.destructive_approvers
+        return self.approvers
+
+    def refuses_self_approval(self, category: str) -> bool:
+        """The one approval rule: whoever asked for a call may not approve it when it is destructive (unless
+        allow_self_approval), or when it is mutating and four_eyes_on_mutating is set."""
+        if category == "destructive":
+            return not self.allow_self_approval
+        return category == "mutating" and self.four_eyes_on_mutating
+
+    def required(self, category: str) -> int:
+        if category == "destructive" and self.destructive_required_approvals is not None:
+            return self.destructive_required_approvals
+        return self.required_approvals
+
+
+ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
+# A group firing again this long after Alertmanager last sent it (once its run ended) opens a new thread:
+# longer than Alertmanager's default repeat_interval (4 h) and group_interval (5 min), so a group still firing
+# continues its thread.
+ALERT_REOPEN_AFTER_MINUTES = 300
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlackAlertSource:
+    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (docs/alerts.md)."""
+
+    channel: str
+    senders: tuple[str, ...]  # bot_id (B…) or app_id (A…) of the integration
+    match: str = ""  # RE2 over the message text (attachments and blocks included); empty: every message
+    ignore: str = ""  # RE2; a match starts nothing; empty: nothing is ignored
+    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertWebhookSettings:
+    """[alerts.webhook]: Alertmanager's webhook receiver, on its own port."""
+
+    host: str = "0.0.0.0"
+    port: int = 9095
+    token_env: str = "OPSLOOP_ALERT_TOKEN"
+    token: Secret | None = None  # read from the variable token_env names; unset: every request is refused
+    channel: str = ""
+    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
+    reopen_after_s: float = ALERT_REOPEN_AFTER_MINUTES * 60.0  # reopen_after_minutes
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertSettings:
+    slack: tuple[SlackAlertSource, ...] = ()
+    webhook: AlertWebhookSettings | None = None
+
+    def channels(self) -> list[str]:
+        return [channel for _, channel in self.routes()]
+
+    def routes(self) -> list[tuple[str, str]]:
+        """(config key, channel) of every alert route, as problems name them: `alerts.slack[0].channel`."""
+        found = [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(self.slack)]
+        return found + ([("alerts.webhook.channel", self.webhook.channel)] if self.webhook else [])
+
+
+def is_channel_name(channel: str) -> bool:
+    """`#incident`: a channel named in the config, resolved to its id at start-up (bot.app.startup)."""
+    return channel.startswith("#")
+
+
+def _channel_problem(where: str, channel: str) -> str | None:
+    if is_channel_name(channel) and len(channel) > 1:
+        return None
+    if channel[:1] in ("C", "G") and channel[1:].isalnum() and channel.upper() == channel:
+        return None
+    return f"{where}: {channel!r} is neither a channel id (C…) nor a channel name (#incident)"
+
+
+def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> list[str]:
+    """An alert channel outside a non-empty [slack] channels: its alerts would start runs the bot then ignores.
+    Compared once both are ids (a `#name` is compared after start-up resolved it)."""
+    if not channels or any(is_channel_name(c) for c in channels):
+        return []
+    return [
+        f"{where}: {c} is not in slack.channels"
+        for where, c in alerts.routes()
+        if c and not is_channel_name(c) and c not in channels
+    ]
+
+
+def alert_regex(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (linear-time matching); raises ValueError naming the problem."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2's own C++ log (absl's "WARNING: All log messages before…") is not our line
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as e:
+        arg = e.args[0] if e.args else ""
+        raise ValueError(arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)) from None
+    except UnicodeError:
+        raise ValueError("not valid Unicode") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    limits: Limits = field(default_factory=Limits)
+    channels: tuple[str, ...] = ()
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    tools: Mapping[str, Any] = field(default_factory=lambda: {"modules": ["tools.builtin"]})
+    reaches: Mapping[str, Any] = field(default_factory=dict)  # each configured reach's config (tools/reaches.py)
+    alerts: AlertSettings = field(default_factory=AlertSettings)  # [[alerts.slack]], [alerts.webhook]
+    status_update_seconds: float = 2.0
+    stream_answers: bool = True  # [slack] stream_answers: a long answer appears as it is written (chat.startStream)
+    # environment: secrets and endpoints only
+    slack_bot_token: Secret | None = None
+    slack_app_token: Secret | None = None
+    slack_signing_secret: Secret | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    anthropic_api_key: Secret | None = None
+    anthropic_base_url: str | None = None
+    proxy: Secret | None = None  # HTTPS_PROXY & co., as slack_sdk and httpx read them: named when a connection fails
+    db_path: str = "opsloop.db"  # a SQLite file, or a postgresql:// URL (several replicas share it)
+    config_path: str | None = None
+    log_level: str = "info"
+
+
+# key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
+_SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
+    "model": {
+        "primary": (str,),
+        "fallbacks": (list,),
+        "max_tokens": (int,),
+        "context_budget_tokens": (int,),
+        "prices": (dict,),
+        "effort": (str,),
+        "thinking_display": (str,),
+    },
+    "limits": {
+        "max_iterations": (int,),
+        "deadline_seconds": (int, float),
+        "token_budget": (int,),
+        "cost_budget_usd": (int, float),
+        "max_consecutive_errors": (int,),
+        "parallelism": (int,),
+    },
+    "slack": {"channels": (list,), "status_update_seconds": (int, float), "stream_answers": (bool,)},
+    "approvals": {
+        "approvers": (list,),
+        "destructive_approvers": (list,),
+        "allow_self_approval": (bool,),
+        "four_eyes_on_mutating": (bool,),
+        "expire_minutes": (int, float),
+        "required_approvals": (int,),
+        "destructive_required_approvals": (int,),
+    },
+    "tools": {},  # validated by tools.config.build_registry, which knows its own keys
+    "log": {"level": (str,)},
+    "store": {"url": (str,)},
+    "alerts": {},  # validated by _alerts
+}  # plus every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]): each reach reads its own
+
+_ALERT_SLACK_KEYS = {
+    "channel": (str,),
+    "senders": (list,),
+    "match": (str,),
+    "ignore": (str,),
+    "max_runs_per_10_min": (int,),
+}
+_ALERT_WEBHOOK_KEYS = {
+    "listen": (str,),
+    "token_env": (str,),
+    "channel": (str,),
+    "max_runs_per_10_min": (int,),
+    "reopen_after_minutes": (int, float),
+}
+
+
+def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
+    """One key of a _SCHEMA-style table through the reader's accessor for its type (numbers never negative)."""
+    if types == (str,):
+        return r.str(key, empty_ok=True)
+    if types == (list,):
+        return r.str_list(key)
+    if types == (bool,):
+        return r.bool(key)
+    if types == (int,):
+        return r.int(key, low=0)
+    if types == (int, float):
+        return r.number(key, low=0)
+    table = r.at(key)  # a problem when not a table
+    return table.value if isinstance(table.value, Mapping) else None
+
+
+def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
+    """The keys of `r` that `schema` knows and that have the right type; the others are problems on `r`."""
+    out: dict[str, Any] = {}
+    for key in r.keys():
+        if key not in schema:
+            r.problem(f"unknown key (known: {', '.join(sorted(schema))})", key)
+        elif (value := _value(r, key, schema[key])) is not None:
+            out[key] = value
+    return out
+
+
+def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+    if not r.is_table():
+        return {}
+    out = _checked(r, schema)  # max_runs_per_10_min: read again below, at least 1
+    if not out.get("channel"):
+        r.problem("required (the channel id, C…, or its #name)", "channel")
+    if out.get("max_runs_per_10_min") is not None and r.int("max_runs_per_10_min", low=1) is None:
+        del out["max_runs_per_10_min"]
+    return out
+
+
+def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -> AlertSettings:
+    """[[alerts.slack]] and [alerts.webhook] (docs/alerts.md): every problem named, regexes compiled with RE2."""
+    if not config.has("alerts"):
+        return AlertSettings()
+    problems = config.problems
+    alerts = config.at("alerts")
+    if not alerts.is_table(" ([[alerts.slack]], [alerts.webhook])"):
+        return AlertSettings()
+    alerts.only(("slack", "webhook"))
+    sources = []
+    for entry in alerts.items("slack"):
+        where = entry.location
+        t = _alert_table(entry, _ALERT_SLACK_KEYS)
+        if not t.get("senders"):
+            problems.append(f"{where}.senders: required (the bot_id B… or app_id A… that posts the alerts)")
+        for who in t.get("senders", []):
+            if who[:1] not in ("B", "A"):
+                problems.append(f"{where}.senders: {who!r} is neither a bot_id (B…) nor an app_id (A…)")
+        for key in ("match", "ignore"):
+            if t.get(key):
+                try:
+                    alert_regex(t[key])
+                except ValueError as e:
+                    problems.append(
+                        f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
+                        f"backreferences or lookaround): {e}"
+                    )
+        sources.append(
+            SlackAlertSource(
+                channel=t.get("channel", ""),
+                senders=tuple(t.get("senders", ())),
+                match=t.get("match", ""),
+                ignore=t.get("ignore", ""),
+                max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
+            )
+        )
+    webhook = None
+    if alerts.has("webhook"):
+        t = _alert_table(alerts.child(alerts.table["webhook"], "webhook"), _ALERT_WEBHOOK_KEYS)
+        default = AlertWebhookSettings()
+        host, port = default.host, default.port
+        if "listen" in t:
+            h, sep, p = str(t["listen"]).rpartition(":")
+            if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
+                problems.append(f'alerts.webhook.listen: expected "host:port", got {t["listen"]!r}')
+            else:
+                host, port = h.strip("[]") or default.host, int(p)
+        token_env = t.get("token_env", default.token_env)
+        token = env.get(token_env, "").strip()
+        webhook = AlertWebhookSettings(
+            host=host,
+            port=port,
+            token_env=token_env,
+            token=Secret(token) if token else None,
+            channel=t.get("channel", ""),
+            max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
+            reopen_after_s=t.get("reopen_after_minutes", ALERT_REOPEN_AFTER_MINUTES) * 60.0,
+        )
+    found = AlertSettings(slack=tuple(sources), webhook=webhook)
+    for where, channel in found.routes():
+        if channel and (problem := _channel_problem(where, channel)):
+            problems.append(problem)
+    problems += alert_channel_problems(found, channels)
+    return found
+
+
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+THINKING_DISPLAYS = ("summarized", "omitted")
+_PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+# Limits that must be positive: zero or less would hang (parallelism) or stop every run at once.
+_POSITIVE_LIMITS = (
+    "max_iterations",
+    "deadline_seconds",
+    "token_budget",
+    "cost_budget_usd",
+    "max_consecutive_errors",
+    "parallelism",
+)
+
+
+def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
+    prices = {}
+    for model, spec in table.items():
+        where = f"model.prices.{model}"
+        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys() or not spec.keys() <= set(_PRICE_KEYS):
+            problems.append(
+                f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} and optionally cache_write, cache_read"
+            )
+            continue
+        try:
+            values = {k: float(v) for k, v in spec.items()}
+        except (TypeError, ValueError) as e:
+            problems.append(f"{where}: {e}")
+            continue
+        prices[model] = Price(
+            input=values["input"],
+            output=values["output"],
+            cache_write=values.get("cache_write"),
+            cache_read=values.get("cache_read"),
+        )
+    return prices
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the TOML file (every key optional) and the environment; raise ConfigError listing every problem."""
+    env = os.environ if env is None else env
+    path = path or env.get("OPSLOOP_CONFIG")
+    default = Settings()  # every default is the dataclass field's, written once
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    if path:
+        try:
+            raw = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError([f"{path}: config file not found"]) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError([f"{path}: invalid TOML: {e}"]) from None
+    # Relative paths in the file (runbook dirs, a kubeconfig) are the config file's (Reader.path), not the cwd's.
+    config = Reader(raw, base_dir=Path(path).resolve().parent if path else None, problems=problems)
+    owned = reach_sections()
+    sections: dict[str, dict[str, Any]] = {}
+    for name, table in raw.items():
+        if name not in _SCHEMA and name not in owned:
+            problems.append(f"{name}: unknown section (known: {', '.join(sorted([*_SCHEMA, *owned]))})")
+        elif name in owned or name == "alerts":
+            continue
+        elif not isinstance(table, dict):
+            problems.append(f"{name}: expected a table")
+        else:
+            sections[name] = table if name == "tools" else _checked(config.child(table, name), _SCHEMA[name])
+    m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
+    model = ModelSettings(
+        primary=m.get("primary", default.model.primary),
+        fallbacks=tuple(m.get("fallbacks", default.model.fallbacks)),
+        max_tokens=m.get("max_tokens", default.model.max_tokens),
+        effort=m.get("effort", default.model.effort),
+        thinking_display=m.get("thinking_display", default.model.thinking_display),
+        context_budget_tokens=m.get("context_budget_tokens", default.model.context_budget_tokens),
+        prices=_prices(m.get("prices", {}), problems),
+    )
+    if model.max_tokens < 1:
+        problems.append("model.max_tokens: must be at least 1")
+    if model.effort not in EFFORTS:
+        problems.append(f"model.effort: {model.effort!r} is not one of {', '.join(EFFORTS)}")
+    if model.thinking_display not in THINKING_DISPLAYS:
+        problems.append(
+            f"model.thinking_display: {model.thinking_display!r} is not one of {', '.join(THINKING_DISPLAYS)}"
+        )
+    limits = Limits(**{k: v for k, v in lim.items()})
+    for key in _POSITIVE_LIMITS:
+        if key in lim and not getattr(limits, key) > 0:
+            problems.append(f"limits.{key}: must be greater than 0, got {getattr(limits, key)!r}")
+    for key in ("approvers", "destructive_approvers"):
+        for who in ap.get(key, []):
+            if who[:1] not in ("U", "W", "S"):
+                problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
+    if ap.get("four_eyes_on_mutating") and ap.get("allow_self_approval"):
+        problems.append(
+            "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
+            "person for mutating calls, but not for destructive ones): set one"
+        )
+    approvals = ApprovalSettings(
+        approvers=tuple(ap.get("approvers", default.approvals.approvers)),
+        destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
+        allow_self_approval=ap.get("allow_self_approval", default.approvals.allow_self_approval),
+        four_eyes_on_mutating=ap.get("four_eyes_on_mutating", default.approvals.four_eyes_on_mutating),
+        expire_minutes=ap.get("expire_minutes", default.approvals.expire_minutes),
+        required_approvals=max(1, ap.get("required_approvals", default.approvals.required_approvals)),
+        destructive_required_approvals=ap.get(
+            "destructive_required_approvals", default.approvals.destructive_required_approvals
+        ),
+    )
+    reaches = read_reaches(config, env)
+    tools = sections.get("tools", default.tools)
+    for reach in REACHES:
+        for section in reach.sections:
+            if section in tools:
+                problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
+    for channel in sl.get("channels", default.channels):
+        if problem := _channel_problem("slack.channels", channel):
+            problems.append(problem)
+    alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)))
+    if problems:
+        raise ConfigError(problems)
+
+    def secret(name: str) -> Secret | None:
+        value = env.get(name, "").strip()
+        return Secret(value) if value else None
+
+    return Settings(
+        model=model,
+        limits=limits,
+        channels=tuple(sl.get("channels", default.channels)),
+        status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
+        stream_answers=bool(sl.get("stream_answers", default.stream_answers)),
+        approvals=approvals,
+        tools=tools,
+        reaches=reaches,
+        alerts=alerts,
+        slack_bot_token=secret("SLACK_BOT_TOKEN"),
+        slack_app_token=secret("SLACK_APP_TOKEN"),
+        slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
+        slack_api_url=env.get("SLACK_API_URL") or default.slack_api_url,
+        anthropic_api_key=secret("ANTHROPIC_API_KEY"),
+        anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
+        db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or default.db_path,
+        config_path=str(path) if path else None,
+        log_level=str(sections.get("log", {}).get("level", default.log_level)),
+    )
+
+
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")  # slack_sdk's order of reading them
+
+
+def missing_for_run(settings: Settings) -> list[str]:
+    """What `opsloop run` cannot start without, one clear line each."""
+    problems = []
+    if not settings.slack_bot_token:
+        problems.append("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…)")
+    elif not settings.slack_bot_token.startswith("xoxb-"):
+        problems.append("SLACK_BOT_TOKEN must be a bot token starting with xoxb-")
+    if settings.slack_app_token and not settings.slack_app_token.startswith("xapp-"):
+        problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp- (Socket Mode)")
+    if not settings.slack_app_token and not settings.slack_signing_secret:
+        problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
+    if not settings.anthropic_api_key:
+        problems.append("ANTHROPIC_API_KEY is not set")
+    webhook = settings.alerts.webhook
+    if webhook is not None and webhook.token is None:
+        problems.append(f"{webhook.token_env} is not set (the bearer token [alerts.webhook] expects from Alertmanager)")
+    problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident
+    return problems

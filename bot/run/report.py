@@ -1,0 +1,86 @@
+"""The handoff report: why a run stopped and where it left off, built from history alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.core.types import RunResult
+
+STOP_WORDS = {
+    "completed": "finished the task and gave an answer",
+    "iteration_limit": "reached the maximum number of agent steps",
+    "deadline": "ran out of time: the run's deadline passed",
+    "token_budget": "used up its token budget",
+    "cost_budget": "used up its cost budget (USD)",
+    "loop_detected": "kept making the same tool call and getting the same result",
+    "consecutive_errors": "hit too many tool errors in a row",
+    "permission_denied": "a tool refused with a permission error, which opsloop never works around",
+    "cancelled": "was stopped by a person",
+    "model_error": "the model API kept failing or rejected the request, after retries and the fallback models",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSummary:
+    name: str
+    calls: int
+    last_result: str
+    last_is_error: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffReport:
+    result: RunResult
+    stop_words: str
+    tools: tuple[ToolSummary, ...]
+    last_reasoning: str | None
+    pending: tuple[str, ...]
+
+
+def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> HandoffReport:
+    """Summarise a stopped run for the humans taking over. No model call."""
+    names: dict[str, str] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    last_text = None
+    unanswered: list[str] = []
+    for message in history:
+        content = message["content"] if isinstance(message["content"], list) else []
+        for block in content:
+            kind = block.get("type")
+            if kind == "tool_use":
+                names[block["id"]] = block["name"]
+                s = summaries.setdefault(block["name"], {"calls": 0, "last": "", "error": False})
+                s["calls"] += 1
+            elif kind == "tool_result" and block["tool_use_id"] in names:
+                s = summaries[names[block["tool_use_id"]]]
+                s["last"] = _text_of(block.get("content"))
+                s["error"] = bool(block.get("is_error"))
+                if s["last"].startswith(("Not run: the run stopped", "No result: the run stopped")):
+                    unanswered.append(f"{names[block['tool_use_id']]} was not run before the stop")
+                elif s["last"].startswith("Outcome unknown"):
+                    unanswered.append(f"{names[block['tool_use_id']]}: outcome unknown, verify before retrying")
+            elif message["role"] == "assistant" and kind in ("text", "thinking"):
+                # Current models put what they say between tool calls in (summarized) thinking blocks.
+                said = (block.get("text") if kind == "text" else block.get("thinking")) or ""
+                if said.strip():
+                    last_text = said.strip()
+    return HandoffReport(
+        result=result,
+        stop_words=STOP_WORDS.get(result.stop_reason.value, result.stop_reason.value),
+        tools=tuple(
+            ToolSummary(name=n, calls=s["calls"], last_result=s["last"], last_is_error=s["error"])
+            for n, s in summaries.items()
+        ),
+        last_reasoning=last_text,
+        pending=tuple(unanswered),
+    )
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""

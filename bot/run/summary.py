@@ -1,0 +1,340 @@
+"""The living summary: what the run currently believes, checked by opsloop before it is shown (INVESTIGATION.md §3).
+
+The model sends `update_summary` with a situation, up to five hypotheses and up to five next steps. opsloop,
+not the model, decides whether it stands: every evidence id must be a call of this run, and `high`
+confidence, `confirmed` and `refuted` need at least one successful call (one that ran and returned a result
+that is not an error; denied, expired or refused calls and `update_summary` calls are not evidence). A
+refused update names each problem, and the summary stays as it was. "We don't know yet" (no hypotheses, or
+only open ones) is a valid summary.
+
+Pure: no Slack, no model client, no store. An accepted summary's text is redacted.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from bot.core.redact import redact
+from tools.api import SUMMARY_TOOL
+
+TOOL_NAME = SUMMARY_TOOL
+
+SITUATION_MAX = 300
+STATEMENT_MAX = 200
+STEP_MAX = 150
+HYPOTHESES_MAX = 5
+STEPS_MAX = 5
+EVIDENCE_MAX = 10  # the contract is silent; ten calls back any one claim
+ID_MAX = 40
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+SECTION_TITLES = ("What's going on", "Likely cause", "Next")
+
+
+class HypothesisStatus(enum.StrEnum):
+    OPEN = "open"
+    SUPPORTED = "supported"
+    REFUTED = "refuted"
+    CONFIRMED = "confirmed"
+
+
+class Confidence(enum.StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+# How hypotheses are shown: what is known first, what was ruled out last.
+DISPLAY_ORDER = (
+    HypothesisStatus.CONFIRMED,
+    HypothesisStatus.SUPPORTED,
+    HypothesisStatus.OPEN,
+    HypothesisStatus.REFUTED,
+)
+_NEEDS_EVIDENCE = (HypothesisStatus.CONFIRMED, HypothesisStatus.REFUTED)
+
+
+class CallStatus(enum.StrEnum):
+    """What became of one tool call of the run, as far as evidence goes."""
+
+    SUCCEEDED = "succeeded"  # ran and returned a result that is not an error
+    FAILED = "failed"  # ran (or its outcome is unknown) and the result is an error
+    NOT_RUN = "not_run"  # denied, expired, superseded, or refused before it ran (unknown tool, bad arguments)
+    PENDING = "pending"  # not finished yet (a call in the same turn as this update, or awaiting approval)
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """One tool call of this run: which tool, and what became of it."""
+
+    tool: str
+    status: CallStatus
+
+    @property
+    def is_evidence(self) -> bool:
+        return self.status is CallStatus.SUCCEEDED and self.tool != TOOL_NAME
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    id: str
+    statement: str
+    status: HypothesisStatus
+    confidence: Confidence
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    """An accepted summary: redacted text, hypotheses as the model sent them (see `ordered` for display)."""
+
+    situation: str
+    hypotheses: tuple[Hypothesis, ...] = ()
+    next_steps: tuple[str, ...] = ()
+
+    def ordered(self) -> tuple[Hypothesis, ...]:
+        """Confirmed, supported, open, refuted; the model's order within each."""
+        return tuple(sorted(self.hypotheses, key=lambda h: DISPLAY_ORDER.index(h.status)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as the tool's input shape (what the store keeps and an export shows)."""
+        return {
+            "situation": self.situation,
+            "hypotheses": [
+                {
+                    "id": h.id,
+                    "statement": h.statement,
+                    "status": str(h.status),
+                    "confidence": str(h.confidence),
+                    "evidence": list(h.evidence),
+                }
+                for h in self.hypotheses
+            ],
+            "next_steps": list(self.next_steps),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        """A stored summary back (it was validated when it was accepted)."""
+        return cls(
+            situation=data["situation"],
+            hypotheses=tuple(
+                Hypothesis(
+                    id=h["id"],
+                    statement=h["statement"],
+                    status=HypothesisStatus(h["status"]),
+                    confidence=Confidence(h["confidence"]),
+                    evidence=tuple(h.get("evidence", ())),
+                )
+                for h in data.get("hypotheses", ())
+            ),
+            next_steps=tuple(data.get("next_steps", ())),
+        )
+
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "situation": {
+            "type": "string",
+            "maxLength": SITUATION_MAX,
+            "description": "What is going on, in one or two sentences: symptoms and what is ruled out.",
+        },
+        "hypotheses": {
+            "type": "array",
+            "maxItems": HYPOTHESES_MAX,
+            "description": "Candidate causes. Empty, or only open ones, when you don't know yet.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {
+                        "type": "string",
+                        "maxLength": ID_MAX,
+                        "description": 'A short stable name, kept across updates (e.g. "pool").',
+                    },
+                    "statement": {"type": "string", "maxLength": STATEMENT_MAX},
+                    "status": {"type": "string", "enum": [str(s) for s in HypothesisStatus]},
+                    "confidence": {"type": "string", "enum": [str(c) for c in Confidence]},
+                    "evidence": {
+                        "type": "array",
+                        "maxItems": EVIDENCE_MAX,
+                        "items": {"type": "string"},
+                        "description": "tool_use ids of this run's calls whose results back it. high "
+                        "confidence, confirmed and refuted need a successful call.",
+                    },
+                },
+                "required": ["id", "statement", "status", "confidence"],
+                "additionalProperties": False,
+            },
+        },
+        "next_steps": {"type": "array", "maxItems": STEPS_MAX, "items": {"type": "string", "maxLength": STEP_MAX}},
+    },
+    "required": ["situation"],
+    "additionalProperties": False,
+}
+
+DESCRIPTION = (
+    "Keep the thread's summary of this investigation current: what is going on, the likely cause with "
+    "honest confidence, and what comes next. Call it after each significant finding. Back high "
+    "confidence, confirmed and refuted with the tool_use ids of calls that succeeded."
+)
+
+
+def validate(raw: object, *, calls: Mapping[str, CallOutcome]) -> Summary | list[str]:
+    """The accepted summary (its text redacted), or every problem with `raw`, each naming its field.
+
+    `calls` holds this run's tool calls by tool_use id, the current update_summary call included.
+    """
+    if not isinstance(raw, Mapping):
+        return ["the input must be an object with situation, hypotheses and next_steps"]
+    problems = [
+        f"{k}: unknown field (allowed: situation, hypotheses, next_steps)"
+        for k in raw
+        if k not in ("situation", "hypotheses", "next_steps")
+    ]
+    situation = _text(raw.get("situation"), "situation", SITUATION_MAX, problems)
+    hypotheses = _hypotheses(raw.get("hypotheses", []), calls, problems)
+    steps = _list(raw.get("next_steps", []), "next_steps", STEPS_MAX, problems)
+    next_steps = tuple(_text(s, f"next_steps[{i}]", STEP_MAX, problems) for i, s in enumerate(steps))
+    if problems:
+        return problems
+    return Summary(situation=redact(situation), hypotheses=hypotheses, next_steps=tuple(map(redact, next_steps)))
+
+
+def refusal(problems: Sequence[str]) -> str:
+    """The tool error for a refused update: every problem, and that the summary is unchanged."""
+    return "update_summary refused, the summary is unchanged:\n" + "\n".join(f"- {p}" for p in problems)
+
+
+def render_text(summary: Summary) -> str:
+    """The summary as plain text (`opsloop show`, the handoff report), redacted, hypotheses in display order."""
+    going_on, cause, nxt = SECTION_TITLES
+    lines = [f"{going_on}: {summary.situation or '-'}", f"{cause}:"]
+    ordered = summary.ordered()
+    for h in ordered:
+        backing = f"; evidence {', '.join(h.evidence)}" if h.evidence else ""
+        lines.append(f"  - {h.status}, {h.confidence} confidence: {h.statement} [{h.id}{backing}]")
+    if not ordered:
+        lines.append("  not known yet")
+    lines.append(f"{nxt}:")
+    lines += [f"  - {step}" for step in summary.next_steps] or ["  -"]
+    return redact("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _hypotheses(raw: object, calls: Mapping[str, CallOutcome], problems: list[str]) -> tuple[Hypothesis, ...]:
+    out: list[Hypothesis] = []
+    seen: set[str] = set()
+    for i, item in enumerate(_list(raw, "hypotheses", HYPOTHESES_MAX, problems)):
+        where = f"hypotheses[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: must be an object with id, statement, status, confidence, evidence")
+            continue
+        before = len(problems)
+        problems += [
+            f"{where}.{k}: unknown field (allowed: id, statement, status, confidence, evidence)"
+            for k in item
+            if k not in ("id", "statement", "status", "confidence", "evidence")
+        ]
+        hid = _text(item.get("id"), f"{where}.id", ID_MAX, problems)
+        if hid in seen:
+            problems.append(f"{where}.id: {hid!r} is used by an earlier hypothesis")
+        seen.add(hid)
+        statement = _text(item.get("statement"), f"{where}.statement", STATEMENT_MAX, problems)
+        status = _choice(item.get("status"), f"{where}.status", HypothesisStatus, problems)
+        confidence = _choice(item.get("confidence"), f"{where}.confidence", Confidence, problems)
+        evidence = _evidence(item.get("evidence", []), where, calls, problems)
+        if status is None or confidence is None or len(problems) > before:
+            continue
+        _check_backing(where, status, confidence, evidence, calls, problems)
+        out.append(
+            Hypothesis(id=hid, statement=redact(statement), status=status, confidence=confidence, evidence=evidence)
+        )
+    return tuple(out)
+
+
+def _evidence(raw: object, where: str, calls: Mapping[str, CallOutcome], problems: list[str]) -> tuple[str, ...]:
+    ids: list[str] = []
+    for j, item in enumerate(_list(raw, f"{where}.evidence", EVIDENCE_MAX, problems)):
+        if not isinstance(item, str):
+            problems.append(f"{where}.evidence[{j}]: must be a tool_use id (a string)")
+        elif item not in calls:
+            problems.append(f"{where}.evidence: {_shown(item)} is not a call of this run")
+        elif item not in ids:
+            ids.append(item)
+    return tuple(ids)
+
+
+def _check_backing(
+    where: str,
+    status: HypothesisStatus,
+    confidence: Confidence,
+    evidence: tuple[str, ...],
+    calls: Mapping[str, CallOutcome],
+    problems: list[str],
+) -> None:
+    """`high` confidence, `confirmed` and `refuted` need a successful call; say why each id given is not one."""
+    claims = ([f"confidence {confidence}"] if confidence is Confidence.HIGH else []) + (
+        [f"status {status}"] if status in _NEEDS_EVIDENCE else []
+    )
+    if not claims or any(calls[e].is_evidence for e in evidence):
+        return
+    why = "; ".join(f"{e} {_not_evidence(calls[e])}" for e in evidence) or "no evidence given"
+    problems.append(
+        f"{where}: {' and '.join(claims)} needs at least one successful call of this run as evidence ({why})"
+    )
+
+
+def _not_evidence(call: CallOutcome) -> str:
+    if call.tool == TOOL_NAME:
+        return "is an update_summary call"
+    return {
+        CallStatus.FAILED: f"({call.tool}) returned an error",
+        CallStatus.NOT_RUN: f"({call.tool}) did not run: denied, expired or refused",
+        CallStatus.PENDING: f"({call.tool}) has not finished",
+    }.get(call.status, "is not evidence")
+
+
+def _text(value: object, where: str, limit: int, problems: list[str]) -> str:
+    if value is None:
+        problems.append(f"{where}: required")
+        return ""
+    if not isinstance(value, str):
+        problems.append(f"{where}: must be a string")
+        return ""
+    if not value.strip():
+        problems.append(f"{where}: empty")
+    elif len(value) > limit:
+        problems.append(f"{where}: {len(value)} characters, at most {limit}")
+    return value
+
+
+def _list(value: object, where: str, limit: int, problems: list[str]) -> list[Any]:
+    if not isinstance(value, list):
+        problems.append(f"{where}: must be a list")
+        return []
+    if len(value) > limit:
+        problems.append(f"{where}: {len(value)} given, at most {limit}")
+    return value
+
+
+def _choice(value: object, where: str, kind: type[_E], problems: list[str]) -> _E | None:
+    if value is None:
+        problems.append(f"{where}: required")
+        return None
+    if isinstance(value, str) and value in kind._value2member_map_:
+        return kind(value)
+    problems.append(f"{where}: {_shown(value)} is not one of {', '.join(kind)}")
+    return None
+
+
+def _shown(value: object) -> str:
+    """A value the model sent, bounded and redacted, for a problem line."""
+    text = value if isinstance(value, str) else repr(value)
+    return redact(text if len(text) <= 80 else text[:79] + "…")
