@@ -35,7 +35,8 @@ STOP = "opsloop.stop"
 FEEDBACK = "opsloop.feedback"  # the feedback_buttons under an answer or a handoff report
 INVESTIGATE = "opsloop.investigate"  # the message shortcut "Investigate with opsloop" (its callback_id)
 
-# Slack's limits (see LIBRARIES.md): exceeding any of them gets `invalid_blocks`.
+# Slack's own limits on a message: a header, a button's text or value, or a block count past these is answered
+# `invalid_blocks`; Slack cuts (or refuses) a message's text past MESSAGE_TEXT_MAX characters.
 HEADER_MAX = 150
 BUTTON_TEXT_MAX = 75
 BUTTON_VALUE_MAX = 2000

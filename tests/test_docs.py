@@ -411,3 +411,31 @@ def test_every_command_and_flag_is_documented_once():
         for name, sub in commands.items()
     }
     assert flags_documented == flags
+
+
+# --- citations --------------------------------------------------------------------------------------------------
+
+# The notes the project was built from live outside the repository: a reader can't open them, so nothing here
+# names them. A promise to users is stated on a docs/ page; a library's behaviour is stated where it matters.
+OUTSIDE = re.compile(r"\b(?:DESIGN|INVESTIGATION|REACH|LIBRARIES|STYLE)\.md\b|/work[/]shared|\.\./shared/|\(§\d")
+CITING = ("bot", "handlers", "tools", "tests", "bench", "docs", ".ci", "deploy")
+TOP = ("README.md", "CONTRIBUTING.md", "Makefile", "pyproject.toml", "opsloop.example.toml", "Dockerfile")
+
+
+def test_nothing_cites_a_file_outside_the_repository():
+    files = [ROOT / name for name in TOP]
+    files += [p for d in CITING for p in sorted((ROOT / d).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    cited, read = [], 0
+    for path in files:
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue  # an image
+        read += 1
+        cited += [
+            f"{path.relative_to(ROOT)}:{n}: {m.group()}"
+            for n, line in enumerate(text.splitlines(), 1)
+            if (m := OUTSIDE.search(line))
+        ]
+    assert cited == []
+    assert read > 300  # the tree was read at all

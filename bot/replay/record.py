@@ -121,7 +121,7 @@ class Incident:
     # Where `limits`, `effort` and `categories` come from: "run" (stored with the run when it was first driven)
     # or "config at export" (a run older than that record: the config `opsloop export` read, which may differ).
     limits_source: str = "run"
-    # The living summary's accepted updates, oldest first: {"step", "at", "summary"} (INVESTIGATION.md §3).
+    # The living summary's accepted updates, oldest first: {"step", "at", "summary"} (docs/context.md).
     summary_history: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -1,4 +1,4 @@
-"""`update_summary` at the runtime: the living summary's tool, offered to every run from its start (§3).
+"""`update_summary` at the runtime: the living summary's tool, offered to every run from its start (docs/context.md).
 
 Not a registry tool: read-only, no card, no approval, not a task. The runtime hands each call here; the update is
 checked against the run's own calls (bot.run.summary.validate, with each call's outcome from the stored tool

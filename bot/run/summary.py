@@ -1,4 +1,4 @@
-"""The living summary: what the run currently believes, checked by opsloop before it is shown (INVESTIGATION.md §3).
+"""The living summary (docs/context.md): what the run currently believes, checked by opsloop before it is shown.
 
 The model sends `update_summary` with a situation, up to five hypotheses and up to five next steps. opsloop,
 not the model, decides whether it stands: every evidence id must be a call of this run, and `high`

@@ -1,4 +1,4 @@
-"""Change events POSTed to `/changes` (INVESTIGATION.md §1): stored once per id (the first copy wins), a list
+"""Change events POSTed to `/changes` (docs/context.md, What changed): stored once per id (the first copy wins), a list
 all or nothing, read back by time for recent_changes, swept after `[changes] retention_days`.
 
 The store takes plain rows (tools.changes.events checks them first), redacts their text at this boundary and

@@ -1,5 +1,5 @@
-"""Incident memory's record and query, with no store in sight (INVESTIGATION.md §2): what one ended run becomes
-(redacted, built from the rows the store already holds), and how a person's words become a full-text query.
+"""Incident memory's record and query, with no store in sight (docs/context.md, Incident memory): what one ended run
+becomes (redacted, built from the rows the store already holds), and how a person's words become a full-text query.
 
 Both backends index the same lexemes: every searchable text is normalised here first (NFKD, diacritics and case
 dropped, split into runs of letters and digits, stopwords and over-long tokens left out), so SQLite's FTS5 and

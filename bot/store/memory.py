@@ -1,5 +1,5 @@
-"""Incident memory's table group (INVESTIGATION.md §2): a record per ended run, searched with the store's own
-full-text engine (FTS5 bm25 on SQLite, a weighted tsvector with ts_rank on Postgres), forgotten and swept.
+"""Incident memory's table group (docs/context.md, Incident memory): a record per ended run, searched with the store's
+own full-text engine (FTS5 bm25 on SQLite, a weighted tsvector with ts_rank on Postgres), forgotten and swept.
 
 Visibility is part of every search's WHERE: a record from a private channel, a DM or a group DM is returned
 only to a search asked from that same channel; a public channel's anywhere. Records marked *Not helpful* come

@@ -388,9 +388,9 @@ _SQLITE_INCIDENTS = (
 
 @sqlite_migrations()
 def m015_incidents(db: sqlite_utils.Database) -> None:
-    """Incident memory (INVESTIGATION.md §2): one record per ended run, full-text indexed by FTS5 (kept in step
-    by triggers), with exact-match facets (host, service, alertname…); every finished run so far is backfilled,
-    as `private` (see bot.store.incident_rows.backfill). One transaction, like every migration."""
+    """Incident memory (docs/context.md, Incident memory): one record per ended run, full-text indexed by FTS5 (kept in
+    step by triggers), with exact-match facets (host, service, alertname…); every finished run so far is backfilled, as
+    `private` (see bot.store.incident_rows.backfill). One transaction, like every migration."""
     for statement in _SQLITE_INCIDENTS:
         db.execute(statement)
     backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
@@ -398,7 +398,7 @@ def m015_incidents(db: sqlite_utils.Database) -> None:
 
 @sqlite_migrations()
 def m016_change_events(db: sqlite_utils.Database) -> None:
-    """Change events POSTed to `/changes` (INVESTIGATION.md §1): one row per event id (the first copy wins),
+    """Change events POSTed to `/changes` (docs/context.md, What changed): one row per event id (the first copy wins),
     read by recent_changes by time, swept by the time they were received."""
     for statement in CHANGE_EVENTS:
         db.execute(statement)
@@ -406,7 +406,7 @@ def m016_change_events(db: sqlite_utils.Database) -> None:
 
 @sqlite_migrations()
 def m017_summaries(db: sqlite_utils.Database) -> None:
-    """The living summary (INVESTIGATION.md §3): every accepted update_summary, with its run step and time (JSON)."""
+    """The living summary (docs/context.md): every accepted update_summary, with its run step and time (JSON)."""
     db.execute(SUMMARIES)
     db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
 

@@ -1,4 +1,4 @@
-"""Incident memory end to end (INVESTIGATION.md §2): the real app against FakeSlack and FakeAnthropic.
+"""Incident memory end to end (docs/context.md, Incident memory): the real app against FakeSlack and FakeAnthropic.
 
 Run A (web-03's /var full, `clean_logs` approved by carol) ends; run B ("web-03 /var is full again") starts: its
 first model request carries the `[past incidents` block naming A, its thread shows one `Similar past incidents`

@@ -1,4 +1,4 @@
-"""End to end: the living summary (INVESTIGATION.md §3) through the real app, FakeSlack and FakeAnthropic.
+"""End to end: the living summary (docs/context.md) through the real app, FakeSlack and FakeAnthropic.
 
 The fake model scripts `update_summary` calls; opsloop checks them against the run's own calls, stores the
 accepted ones and shows the last in the status message (validated by the stand-in's Block Kit checks)."""

@@ -1,5 +1,5 @@
-"""What changed (INVESTIGATION.md §1): Kubernetes revisions, host package changes, git commits and stored change
-events, read concurrently and merged into one timeline, newest first.
+"""What changed (docs/context.md, What changed): Kubernetes revisions, host package changes, git commits and stored
+change events, read concurrently and merged into one timeline, newest first.
 
 `model` holds the records and the timeline; `git`, `packages`, `k8s` and `events` each read one source;
 `gather` runs them together, a failing source becoming one line; `reach` reads `[changes]` and `tool` is

@@ -1,4 +1,4 @@
-"""Change events as CI/CD, flag services or Terraform runs POST them to `/changes` (INVESTIGATION.md §1): the
+"""Change events as CI/CD, flag services or Terraform runs POST them to `/changes` (docs/context.md, What changed): the
 checks, with every problem named by its field (`[2].at` in a list, `at` for one object), and the typed event.
 
 Pure: no HTTP, no store. One object or a non-empty list; a list is all or nothing (any problem refuses it

@@ -1,4 +1,4 @@
-"""The changes reach (INVESTIGATION.md §1): `[changes]`, `[[changes.git]]` and `[changes.webhook]` read, the
+"""The changes reach (docs/context.md, What changed): `[changes]`, `[[changes.git]]` and `[changes.webhook]` read, the
 `recent_changes` tool offered, and its `opsloop check` (each repository read, the webhook's token set).
 
 Its config is plain data: the window, the retention, the repositories, the webhook's address and token (the

@@ -1,4 +1,4 @@
-"""`recent_changes`: every configured change source read at once, merged into one timeline (INVESTIGATION.md §1).
+"""`recent_changes`: every configured change source read at once, merged into one timeline (docs/context.md).
 
 The window counts back `since_minutes` from the run's anchor (the alert's start for an alert run, else the
 run's start; now outside a run) and runs up to now. Sources: each `[[changes.git]]` repository, each configured

@@ -55,7 +55,7 @@ class MemoryReach:
         return [MemorySweep(store, config.retention_days)] if isinstance(store, Store) else []
 
     def at_end(self, config: MemoryConfig) -> AtEnd:
-        """Every run that ends becomes an incident record, in its ending transaction (INVESTIGATION.md §2)."""
+        """Every run that ends becomes an incident record, in its ending transaction (docs/context.md)."""
 
         def remember(ledger: Any, run_id: str, facts: RunFacts) -> None:
             ledger.record_incident(run_id, kind=facts.kind, permalink=facts.permalink, labels=facts.labels)

@@ -1,5 +1,5 @@
-"""Incident memory's retention ([memory] retention_days, INVESTIGATION.md §2): records that ended longer ago go,
-once when the app starts it (a service of the memory reach: tools/memory/reach.py `services`) and then every
+"""Incident memory's retention ([memory] retention_days, docs/context.md, Incident memory): records that ended longer
+ago go, once when the app starts it (a service of the memory reach: tools/memory/reach.py `services`) and then every
 SWEEP_EVERY_S.
 
 Each pass asks the store for one batch at a time (bot.store.memory `sweep_incidents`: bounded, idempotent, its

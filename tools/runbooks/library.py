@@ -1,6 +1,6 @@
 """The team's runbooks: Markdown files with YAML front matter under the configured `dirs`, loaded and kept current.
 
-A runbook is read only from `dirs` (INVESTIGATION.md §4): a file or a symlinked directory that resolves
+A runbook is read only from `dirs` (docs/context.md, Runbooks): a file or a symlinked directory that resolves
 outside them is refused, and so is a file over 64 KiB (its size is checked before it is read, and at most
 64 KiB + 1 bytes are read), a file that is not UTF-8, bad front matter, an unknown key, or a `match` with
 nothing in it. Front matter is bounded before any value is built from it: no alias (`*name`), at most

@@ -1,4 +1,4 @@
-"""Which runbooks match a run, and why (INVESTIGATION.md §4).
+"""Which runbooks match a run, and why (docs/context.md, Runbooks).
 
 A runbook matches when at least one of its `match` keys holds: the alert's name is in `alertname`; all of
 `labels` equal the alert's labels; a `keywords` entry occurs in the task's text (case-insensitive). The best

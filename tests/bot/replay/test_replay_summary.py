@@ -1,6 +1,6 @@
 """Replay and the living summary: a record keeps its summary history, a replay's update_summary calls run in the
 replay's own store (the runtime's tool, never the recorded world's), and the comparison sets the final hypotheses
-of both runs side by side (INVESTIGATION.md §3: "`opsloop replay` compares the final hypotheses")."""
+of both runs side by side (docs/context.md, The living summary: "`opsloop replay` compares the final hypotheses")."""
 
 from __future__ import annotations
 

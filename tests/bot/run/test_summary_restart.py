@@ -1,6 +1,6 @@
 """The living summary survives a SIGKILL: the real `opsloop run` process accepts one update_summary, dies (SIGKILL)
 inside the next model request, before a second update, and the restarted process shows that last accepted summary
-in the status message and the final answer (INVESTIGATION.md §3: "A restarted run shows its last summary")."""
+in the status message and the final answer (docs/context.md: "a restarted run shows its last summary again")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Incident memory's store contract (INVESTIGATION.md §2), once per backend (`db_url`: a SQLite file, then a
-fresh Postgres database), through the public async Store: recording an ended run, full-text search with its
-ranking, visibility, feedback, forget, the retention sweep and the migration's backfill of older runs."""
+"""Incident memory's store contract (docs/context.md, Incident memory), once per backend (`db_url`: a SQLite file, then
+a fresh Postgres database), through the public async Store: recording an ended run, full-text search with its ranking,
+visibility, feedback, forget, the retention sweep and the migration's backfill of older runs."""
 
 from __future__ import annotations
 

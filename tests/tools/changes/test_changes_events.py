@@ -1,4 +1,4 @@
-"""tools/changes/events.py: the change events POSTed to /changes, checked field by field (INVESTIGATION.md §1)."""
+"""tools/changes/events.py: the change events POSTed to /changes, checked field by field (docs/context.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Incident memory wired (INVESTIGATION.md §2), once per backend: a run's end records it in the same call when
-memory is on, search_incidents and the run-start offer through the real registry (the [memory] reach with the
-app's Store shared), visibility by the asking run's conversation, feedback, and [memory] enabled = false."""
+"""Incident memory wired (docs/context.md, Incident memory), once per backend: a run's end records it in the same call
+when memory is on, search_incidents and the run-start offer through the real registry (the [memory] reach with the app's
+Store shared), visibility by the asking run's conversation, feedback, and [memory] enabled = false."""
 
 from __future__ import annotations
 
