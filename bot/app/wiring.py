@@ -581,10 +581,10 @@ async def _prune_events(store: Store) -> None:
 
 def freeze_startup_heap() -> None:
     """Collect once, then move every object start-up made (modules, the SDKs' models, the tools) to the
-    collector's permanent generation, before Slack can deliver anything. A full collection walks every
-    tracked object: about 230,000 after start-up, 120–140 ms on a 2-core VM, which a burst of mentions
-    triggered every second or two, holding up every ack behind it (bench/RESULTS.md, acks). Frozen, a full
-    collection walks only what the process made since."""
+    collector's permanent generation, before Slack can deliver anything. A full collection walks every tracked
+    object, start-up's hundreds of thousands included, and a burst of mentions triggers one every second or two:
+    every ack waits behind it. Frozen, a full collection walks only what the process made since (the figures:
+    bench/RESULTS.md, section 16's history)."""
     gc.collect()
     gc.freeze()
     log.info("gc.frozen", objects=gc.get_freeze_count())

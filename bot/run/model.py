@@ -341,8 +341,8 @@ class AnthropicModel:
             kwargs["tools"] = request.tools
         drop_block = drop_block and "thinking" in kwargs
         # The events as the JSON the API sent (cast_to=object): `messages.create(stream=True)` builds a typed
-        # object per event, which costs about 3x the parsing (bench/RESULTS.md, stream parsing), and the loop
-        # needs only dicts. `post` is the SDK's own: the same retries, errors and `event: error` handling.
+        # object per event, which costs several times the JSON parsing, and the loop needs only
+        # dicts. `post` is the SDK's own: the same retries, errors and `event: error` handling.
         # The beta header only when needed: block_binding exists only on the beta thinking types.
         events: Any = await self._client.post(
             "/v1/messages",

@@ -41,8 +41,9 @@ KEY_SHOWN = 60  # a key longer than this (or not one printable line) is named by
 TOP_KEYS = ("title", "match")
 MATCH_KEYS = ("alertname", "labels", "keywords")
 
-# yaml.safe_load's loader, with libyaml's parser when PyYAML has it (8x faster: 1,000 runbooks load in 0.2 s, not
-# 1.2 s). Both build only plain YAML types (SafeConstructor); a `!!python/...` tag is an error, never an object.
+# yaml.safe_load's loader, with libyaml's C parser when PyYAML has it (several times faster on a cold load:
+# bench/RESULTS.md, Runbooks). Both build only plain YAML types (SafeConstructor); a `!!python/...` tag is an
+# error, never an object.
 SAFE_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # What a value is, in YAML's words (SafeConstructor builds only these): bool before int, which it subclasses
