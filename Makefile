@@ -39,8 +39,8 @@ test-latest: $(STAMP) apt-note browser postgres sshd prometheus
 # The whole suite, spread over TEST_WORKERS processes by pytest-xdist (each with its own Postgres databases
 # and random ports; worksteal: an idle worker takes tests queued for a busy one, the minute-long ones included);
 # -rfEs lists failures, errors and every skip with its reason. Two workers a core: a third of the suite waits on
-# child processes, servers and clocks, so a core's second worker runs while the first waits (2,641 tests on
-# 2 cores: 478 s with 2 workers, 377 s with 4, 426 s with 6).
+# child processes, servers and clocks, so a core's second worker runs while the first waits (measured when the
+# suite had 2,641 tests, on 2 cores: 478 s with 2 workers, 377 s with 4, 426 s with 6).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP) apt-note browser postgres sshd prometheus
