@@ -59,11 +59,12 @@ CHAOS_RUNS ?= 200
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -q -s tests/e2e/test_crash.py --chaos-runs=$(CHAOS_RUNS) $(if $(CHAOS_SEED),--chaos-seed=$(CHAOS_SEED))
 
-# What CI checks first (and .pre-commit-config.yaml before a commit): lint, formatting, strict types.
+# What CI checks first (and .pre-commit-config.yaml before a commit): lint, formatting, types. The rules live in
+# pyproject.toml: ruff's rule sets, and mypy's files (tests/ and bench/ too) and strictness (looser for those two).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict bot tools handlers
+	$(BIN)/mypy
 
 demo: $(STAMP)
 	$(BIN)/opsloop demo

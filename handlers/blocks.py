@@ -570,8 +570,8 @@ def _pack(
         groups[-1].append(block)
         size += n
     out = []
-    for n, group in enumerate(groups, start=1):
-        group = [dict(b) for b in group]
+    for n, grouped in enumerate(groups, start=1):
+        group = [dict(b) for b in grouped]
         for i, block in enumerate(group):
             block.setdefault("block_id", f"{block['type']}_{i}")
         if n == 1 and header:

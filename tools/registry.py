@@ -87,10 +87,7 @@ class Implementation:
     async def call(
         self, args: Mapping[str, Any], ctx: ToolContext, confirmed_by: str | None, approved_preview: str | None = None
     ) -> Any:
-        if self.parameters is None:
-            kwargs = dict(args)
-        else:
-            kwargs = call_arguments(self.parameters, args)
+        kwargs = dict(args) if self.parameters is None else call_arguments(self.parameters, args)
         if self.ctx_param is not None:
             kwargs[self.ctx_param] = _portable(ctx) if self.worker else ctx
         if self.takes_confirmed_by:

@@ -160,9 +160,11 @@ async def prometheus(settings: Settings, listen: Listen, out: Findings, strict: 
 
     ready = f"{url.rstrip('/')}/-/ready"
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), trust_env=True) as client:
-            async with client.get(ready) as answer:
-                status = answer.status
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), trust_env=True) as client,
+            client.get(ready) as answer,
+        ):
+            status = answer.status
     except Exception as e:
         what = unreachable(e, url, proxy=settings.proxy, timeout_s=5) if is_unreachable(e) else reason(e)
         out.warnings.append(f"prometheus: {ready}: {what}")

@@ -267,7 +267,7 @@ def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
 def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
     """The keys of `r` that `schema` knows and that have the right type; the others are problems on `r`."""
     out: dict[str, Any] = {}
-    for key in r.keys():
+    for key in r.keys():  # noqa: SIM118 (a Reader, not a dict: keys() lists its table's keys)
         if key not in schema:
             r.problem(f"unknown key (known: {', '.join(sorted(schema))})", key)
         elif (value := _value(r, key, schema[key])) is not None:

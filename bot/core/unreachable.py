@@ -51,9 +51,8 @@ def unreachable(error: BaseException, url: str, *, proxy: str | None = None, tim
 def reason(error: BaseException, *, timeout_s: float | None = None) -> str:
     """The OS- or TLS-level reason in a few words: connection refused, DNS lookup failed, TLS …, timed out."""
     chain = list(_chain(error))
-    for e in chain:
-        if isinstance(e, aiohttp.ClientConnectorCertificateError):
-            e = e.certificate_error
+    for link in chain:
+        e = link.certificate_error if isinstance(link, aiohttp.ClientConnectorCertificateError) else link
         if isinstance(e, ssl.SSLCertVerificationError):
             return f"TLS certificate not trusted: {getattr(e, 'verify_message', None) or 'certificate verify failed'}"
     for e in chain:
@@ -64,7 +63,7 @@ def reason(error: BaseException, *, timeout_s: float | None = None) -> str:
         if "SSL" in type(e).__name__ or "[SSL" in str(e):
             return f"TLS handshake failed: {_first_line(e)}"
     for e in chain:
-        if isinstance(e, socket.gaierror) or isinstance(e, aiohttp.ClientConnectorDNSError):
+        if isinstance(e, socket.gaierror | aiohttp.ClientConnectorDNSError):
             return "DNS lookup failed: name not known" if _gai_not_known(e) else f"DNS lookup failed: {_strerror(e)}"
         if "Name or service not known" in str(e) or "nodename nor servname" in str(e):
             return "DNS lookup failed: name not known"

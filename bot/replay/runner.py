@@ -9,6 +9,7 @@ the store is removed.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -79,10 +80,9 @@ async def replay(
                 condense=True,
                 context_budget_tokens=context_budget_tokens,
             )
-            try:
+            # Pause never comes (the world decides at once); suppressed so a surprise ends the replay, not the suite.
+            with contextlib.suppress(Pause):
                 await run(cfg, row.id)
-            except Pause:  # never: the world decides at once; kept so a surprise ends the replay, not the suite
-                pass
         finally:
             await store.close()
         ledger = Ledger(db)

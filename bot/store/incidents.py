@@ -28,7 +28,7 @@ TITLE_CHARS, ANSWER_CHARS, BODY_CHARS, ARGS_CHARS = 160, 20_000, 8_000, 200
 WEIGHTS = {"title": 10.0, "targets": 5.0, "body": 1.0}  # FTS5 bm25 column weights; Postgres: A, B, D
 # Words in nearly every task: they would match (and rank) every record, and cost the search its speed.
 STOPWORDS = frozenset(
-    "a an and are as at be been but by can could did do does for from had has have how i if in into is it its "
+    "a an and are as at be been but by can could did do does for from had has have how i if in into is it its "  # noqa: SIM905 (a word list reads best as words)
     "me my of on or our please should so than that the their them then there these this those to us was we "
     "were what when where which while who why will with would you your".split()
 )

@@ -29,6 +29,7 @@ seed); `make chaos` runs `--chaos-runs=200` with a random seed (printed; `--chao
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import signal
@@ -298,10 +299,8 @@ class Campaign:
             await self.slack.send_event(event, timeout=SEND_TIMEOUT)
             return
         action = DENY if tool == "drain_node" and plan.deny_drain else APPROVE
-        try:
+        with contextlib.suppress(LookupError):  # the card was decided (its buttons are gone) while we looked
             await self.slack.click(CAROL, CHANNEL, card.ts, action, timeout=SEND_TIMEOUT)
-        except LookupError:
-            pass  # the card was decided (its buttons are gone) while we looked
 
     # ---- the verdict -------------------------------------------------------------------
 

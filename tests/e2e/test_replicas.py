@@ -575,10 +575,8 @@ class CrashLoop:
             self.replied.add(tag)
             await self.replicas.reply(tag, f"{tag}: hold the restart, check the logs first")
             return
-        try:
+        with contextlib.suppress(LookupError):  # decided (its buttons gone) while we looked
             await slack.click(CAROL, CHANNEL, card.ts, APPROVE, timeout=WAIT)
-        except LookupError:
-            pass  # decided (its buttons gone) while we looked
 
     def finished(self, tag: str) -> bool:
         thread = self.replicas.threads[tag]

@@ -357,5 +357,5 @@ async def test_feedback_is_counted_in_metrics_and_shown_on_the_postmortem_page(
         with env.ledger() as ledger:
             record = read_run(ledger, env.runs()[0].id)
         assert record is not None
-        page = render(record, price_for=lambda m: env.ops.supervisor.price_for(m), generated_at=time.time())
+        page = render(record, price_for=env.ops.supervisor.price_for, generated_at=time.time())
         assert page.count("rated the run") == 3 and "not helpful" in page

@@ -392,7 +392,7 @@ def test_long_tool_name_is_cut_to_fit_the_header() -> None:
 
 
 def test_approval_id_longer_than_a_button_value_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"approval_id must be 1\.\.2000 characters"):
         _card(id="a" * (BUTTON_VALUE_MAX + 1))
 
 

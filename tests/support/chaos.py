@@ -245,7 +245,7 @@ def _query_postgres(url: str, sql: str, params: tuple[Any, ...]) -> list[dict[st
 
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         try:
-            return conn.execute(sql.replace("?", "%s"), params).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql.replace("?", "%s"), params).fetchall()
         except psycopg.errors.UndefinedTable:  # the schema is not there yet
             return []
 

@@ -71,7 +71,8 @@ def _functions(obj: Any) -> Iterator[types.FunctionType]:
         return
     for klass in obj.__mro__:
         if _ours(klass):
-            for value in vars(klass).values():
+            for attribute in vars(klass).values():
+                value = attribute
                 if isinstance(value, staticmethod | classmethod):
                     value = value.__func__
                 if isinstance(value, property):

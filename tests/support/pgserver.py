@@ -189,7 +189,9 @@ class PgServer:
         if self._run_as_other:
             command = _as_user(SERVER_USER, command)
         # cwd: the temp dir, which the server user can enter (it may not be able to enter ours).
-        done = subprocess.run(command, cwd=self.root, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        done = subprocess.run(
+            command, cwd=self.root, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+        )
         if check and done.returncode != 0:
             raise PgServerError(f"{binary} failed ({done.returncode}):\n{done.stdout}{done.stderr}{self._log_tail()}")
 

@@ -14,6 +14,7 @@ needs. `stop()` stops it and removes the dir; an atexit hook does so for a serve
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pwd
 import re
@@ -61,6 +62,7 @@ def keygen(path: Path, *, passphrase: str = "", comment: str = "opsloop-test") -
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SshServerError(f"ssh-keygen failed ({done.returncode}): {done.stdout}{done.stderr}")
@@ -249,10 +251,8 @@ class SshServer:
         """SIGKILL every per-connection sshd process: each client sees its connection drop. Returns how many."""
         procs = self.session_processes()
         for p in procs:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
-            except psutil.NoSuchProcess:
-                pass
         psutil.wait_procs(procs, timeout=5)
         return len(procs)
 
@@ -276,10 +276,8 @@ class SshServer:
                     self._proc.kill()
                     self._proc.wait()
             for p in children:  # the listener's exit leaves open connections running; end them too
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     p.kill()
-                except psutil.NoSuchProcess:
-                    pass
             self._proc = None
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -233,12 +233,15 @@ async def test_overloaded_surfaces_as_overloaded_error(
 ) -> None:
     fake.script(error(529, "overloaded_error"))
 
-    with pytest.raises(anthropic.OverloadedError) as exc_info:
+    async def send() -> None:
         if stream:
             async with client.messages.stream(model=OLD_MODEL, max_tokens=16, messages=[user("hi")]) as s:
                 await s.get_final_message()
         else:
             await client.messages.create(model=OLD_MODEL, max_tokens=16, messages=[user("hi")])
+
+    with pytest.raises(anthropic.OverloadedError) as exc_info:
+        await send()
 
     err = exc_info.value
     assert (err.status_code, err.type, err.api_message, err.request_id) == (
@@ -468,10 +471,12 @@ async def test_consecutive_user_messages_are_one_turn(fake: FakeAnthropic, clien
 
 
 async def test_prompt_over_the_context_window_is_too_long() -> None:
-    async with FakeAnthropic(api_key=KEY, context_window=100) as fake:
-        async with AsyncAnthropic(api_key=KEY, base_url=fake.base_url, max_retries=0) as client:
-            with pytest.raises(anthropic.BadRequestError) as exc_info:
-                await client.messages.create(model=OLD_MODEL, max_tokens=16, messages=[user("x" * 1000)])
+    async with (
+        FakeAnthropic(api_key=KEY, context_window=100) as fake,
+        AsyncAnthropic(api_key=KEY, base_url=fake.base_url, max_retries=0) as client,
+    ):
+        with pytest.raises(anthropic.BadRequestError) as exc_info:
+            await client.messages.create(model=OLD_MODEL, max_tokens=16, messages=[user("x" * 1000)])
 
     assert exc_info.value.api_message == f"prompt is too long: {count_tokens(text('x' * 1000))} tokens > 100 maximum"
 

@@ -64,7 +64,7 @@ def format_result(data: dict[str, Any]) -> str:
     """The compact text for a query's `data`: one line per vector sample, a summary line per matrix series."""
     kind = data.get("resultType")
     result = data.get("result")
-    if kind == "scalar" or kind == "string":
+    if kind in {"scalar", "string"}:
         t, v = result  # type: ignore[misc]
         return f"{kind} {_num(v) if kind == 'scalar' else repr(v)} at {_ts(t)}"
     if kind not in ("vector", "matrix") or not isinstance(result, list):

@@ -60,6 +60,6 @@ async def gather(
             continue
         if isinstance(answer, Cut):
             failures.append(SourceFailure(source.source, source.target, answer.why, cut=True))
-            answer = answer.changes
-        changes += [c for c in answer if since <= c.at <= until]
+        found = answer.changes if isinstance(answer, Cut) else answer
+        changes += [c for c in found if since <= c.at <= until]
     return changes, failures

@@ -350,8 +350,8 @@ class _Translator:
 def _without_nl_nul(lo: int, hi: int) -> Ranges:
     """A line never holds a newline, and a file with a NUL is skipped (grep -I): neither is written in an ERE."""
     out: Ranges = []
-    for a, b in ((lo, min(hi, 9)), (max(lo, 11), hi)):
-        a = max(a, 1)
+    for start, b in ((lo, min(hi, 9)), (max(lo, 11), hi)):
+        a = max(start, 1)
         if a <= b:
             out.append((a, b))
     return out

@@ -345,7 +345,7 @@ class IncidentModel:
 
     name: str = "claude-sonnet-5-5"
     requests: list[ModelRequest] = field(default_factory=list)
-    playbook: Callable[[Facts], Step] = field(default=lambda f: play_for(f))
+    playbook: Callable[[Facts], Step] = field(default=play_for)
 
     @property
     def model(self) -> str:

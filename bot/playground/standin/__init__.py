@@ -6,4 +6,4 @@ from bot.playground.standin.slack import __all__ as _names
 
 SlackStandIn = FakeSlack
 
-__all__ = [*_names, "SlackStandIn"]
+__all__ = [*_names, "SlackStandIn"]  # noqa: PLE0604 (_names is the stand-in's own __all__: strings)

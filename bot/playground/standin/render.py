@@ -164,8 +164,8 @@ def plain(mrkdwn: str, names: Mapping[str, str], *, bare_ids: bool = True) -> st
 def _split_code(text: str) -> list[Part]:
     """Text and ``` fenced code as separate parts."""
     parts: list[Part] = []
-    for i, chunk in enumerate(text.split("```")):
-        chunk = chunk.strip("\n")
+    for i, raw in enumerate(text.split("```")):
+        chunk = raw.strip("\n")
         if chunk.strip():
             parts.append(Part(kind=PartKind.CODE if i % 2 else PartKind.TEXT, text=chunk))
     return parts

@@ -243,7 +243,7 @@ class Workspace:
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
         """Root (if stored) and replies of a thread, oldest first."""
-        return [m for m in self.messages.get(channel, []) if m.ts == thread_ts or m.thread_ts == thread_ts]
+        return [m for m in self.messages.get(channel, []) if thread_ts in (m.ts, m.thread_ts)]
 
     def thread_status(self, channel: str, thread_ts: str) -> str | None:
         """The loading status a person sees under the thread now; None when none is set or it expired."""

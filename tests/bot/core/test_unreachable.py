@@ -178,7 +178,7 @@ def in_isolated_netns() -> list[str] | None:
     resolver is 127.0.0.1, where nothing listens: every DNS lookup fails, and no packet can leave."""
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
         return None
-    probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True)
+    probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True, check=False)
     return ["unshare", "--net", "--mount"] if probe.returncode == 0 else None
 
 

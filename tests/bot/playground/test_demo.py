@@ -42,6 +42,7 @@ def test_opsloop_demo_plays_the_incident_and_exits_0(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

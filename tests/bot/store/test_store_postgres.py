@@ -485,7 +485,13 @@ def opsloop_check(db: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`opsloop check` with OPSLOOP_DB and nothing else: no tokens, so it reaches no Slack and no model."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), "OPSLOOP_DB": db}
     return subprocess.run(
-        [sys.executable, "-m", "bot.app.cli", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bot.app.cli", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -543,9 +549,8 @@ async def test_a_store_whose_server_is_unreachable_is_unavailable_after_retrying
     nowhere.mkdir()
     url = f"postgresql://postgres:{quote(PASSWORD)}@/opsloop?host={quote(str(nowhere), safe='')}"
     store = Store(url, retry_seconds=0.5)
-    with capture_logs() as logs:
-        with pytest.raises(StoreUnavailable) as raised:
-            await store.open()
+    with capture_logs() as logs, pytest.raises(StoreUnavailable) as raised:
+        await store.open()
     await store.close()
     assert len([e for e in logs if e["event"] == "store.open_retry"]) >= 2  # it tried, with backoff, first
     assert str(nowhere) in str(raised.value)  # says where it looked
@@ -559,9 +564,8 @@ async def test_a_store_whose_server_went_away_is_unavailable_after_retrying() ->
         store = await Store(url, retry_seconds=0.5).open()
         run = await new_run(store, "1.0")
         server.stop()  # the whole server: a restart or a failover in progress
-        with capture_logs() as logs:
-            with pytest.raises(StoreUnavailable) as raised:
-                await store.get_run(run.id)
+        with capture_logs() as logs, pytest.raises(StoreUnavailable) as raised:
+            await store.get_run(run.id)
         retries = [e for e in logs if e["event"] == "store.retry"]
         assert len(retries) >= 2  # retried with backoff before giving up
         assert not raised.value.disk_full

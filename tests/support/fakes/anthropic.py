@@ -471,9 +471,9 @@ def _validate_messages(messages: list[Any], has_tools: bool, current_model: bool
                 raise _Invalid(
                     f"{bwhere}: Requests which include `tool_use` or `tool_result` blocks must define tools."
                 )
-        if is_final_assistant and blocks and blocks[-1]["type"] == "text":
-            if blocks[-1]["text"] != blocks[-1]["text"].rstrip():  # prefill
-                raise _Invalid("messages: final assistant content cannot end with trailing whitespace")
+        last = blocks[-1] if is_final_assistant and blocks else None
+        if last is not None and last["type"] == "text" and last["text"] != last["text"].rstrip():  # prefill
+            raise _Invalid("messages: final assistant content cannot end with trailing whitespace")
 
         if turns and turns[-1][0] == role:
             turns[-1][1].extend((i, j, b) for j, b in enumerate(blocks))

@@ -118,7 +118,7 @@ async def test_changes_outside_the_window_are_dropped() -> None:
 
 
 async def test_a_naive_window_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="the window's ends must carry a time zone"):
         await gather([], SINCE.replace(tzinfo=None), UNTIL)
 
 

@@ -211,15 +211,15 @@ async def test_an_unknown_branch_says_so(repo: Path) -> None:
 
 @pytest.mark.parametrize("branch", ["-n1", "--output=/tmp/x", "a..b", "main.lock", "a b", "", "ma\0in", "x/"])
 def test_a_branch_that_could_read_as_an_option_or_range_is_refused(branch: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not a branch name"):
         check_branch(branch)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not a branch name"):
         GitRepo(name="d", path=Path("/x"), branch=branch)
 
 
 @pytest.mark.parametrize("path", ["-p", "/etc", "../x", "a/../../b", ""])
 def test_a_path_outside_the_repository_or_like_an_option_is_refused(path: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be relative to the repository"):
         GitRepo(name="d", path=Path("/x"), paths=(path,))
 
 

@@ -120,6 +120,7 @@ def plain_log(clone: Path, *args: str) -> None:
         env={**plain_env(), "GIT_TERMINAL_PROMPT": "0"},
         capture_output=True,
         timeout=30,
+        check=False,  # git may fail here; what matters is whether the planted program ran
     )
 
 
@@ -143,7 +144,9 @@ async def test_a_partial_clone_runs_nothing_and_fetches_nothing(
 
 
 def run_with(argv: list[str], env: dict[str, str]) -> None:
-    subprocess.run(argv, env=env, capture_output=True, timeout=30, cwd=env["HOME"])
+    subprocess.run(
+        argv, env=env, capture_output=True, timeout=30, cwd=env["HOME"], check=False
+    )  # the marker is the proof
 
 
 @pytest.mark.parametrize("kept", ["GIT_NO_LAZY_FETCH", "GIT_ALLOW_PROTOCOL"])

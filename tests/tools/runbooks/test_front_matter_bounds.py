@@ -97,7 +97,7 @@ def test_a_value_pyyaml_cannot_build_is_that_files_problem(tmp_path: Path, front
     assert line.startswith(f"{tmp_path / 'bad.md'}: {why}") and len(line) < 400
 
 
-def test_pure_python_pyyaml_deep_nesting_is_that_files_problem(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_pure_python_pyyaml_deep_nesting_is_that_files_problem(tmp_path: Path, monkeypatch) -> None:
     """Without libyaml, PyYAML's composer recurses per level: a RecursionError is the file's problem too."""
     monkeypatch.setattr(library, "SAFE_LOADER", yaml.SafeLoader)
     (line,) = books(tmp_path, deep=nested(1100))

@@ -47,7 +47,7 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def load(*dirs: Path):  # type: ignore[no-untyped-def]
+def load(*dirs: Path):
     return RunbookLibrary(dirs).current()
 
 
@@ -320,43 +320,43 @@ def test_backticked_tool_names_are_found_outside_fences(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def books(tmp_path: Path):  # type: ignore[no-untyped-def]
+def books(tmp_path: Path):
     write(tmp_path / "disk-full.md", DISK_FULL)
     write(tmp_path / "dns.md", runbook("DNS fails", "  alertname: [DNSDown]\n  keywords: [nxdomain]"))
     write(tmp_path / "payments.md", runbook("Payments", "  labels: {team: payments, env: prod}"))
     return load(tmp_path)
 
 
-def test_an_alert_matches_by_name(books) -> None:  # type: ignore[no-untyped-def]
+def test_an_alert_matches_by_name(books) -> None:
     found = best(books, alertname="DiskFull", labels={"team": "db"})
     assert found is not None
     assert (found.runbook.name, found.reasons) == ("disk-full", ("alertname DiskFull",))
 
 
-def test_an_alert_matches_by_labels_all_of_them(books) -> None:  # type: ignore[no-untyped-def]
+def test_an_alert_matches_by_labels_all_of_them(books) -> None:
     found = best(books, alertname="HighLatency", labels={"team": "payments", "env": "prod", "pod": "api-1"})
     assert found is not None
     assert (found.runbook.name, found.reasons) == ("payments", ("labels env=prod, team=payments",))
     assert best(books, alertname="HighLatency", labels={"team": "payments", "env": "staging"}) is None
 
 
-def test_the_alertname_label_names_the_alert(books) -> None:  # type: ignore[no-untyped-def]
+def test_the_alertname_label_names_the_alert(books) -> None:
     found = best(books, labels={"alertname": "DNSDown"})
     assert found is not None and found.runbook.name == "dns"
 
 
-def test_a_mention_matches_by_keyword_case_insensitively(books) -> None:  # type: ignore[no-untyped-def]
+def test_a_mention_matches_by_keyword_case_insensitively(books) -> None:
     found = best(books, text="web-03 says No Space Left on device, help")
     assert found is not None
     assert (found.runbook.name, found.reasons) == ("disk-full", ("keyword 'no space left'",))
 
 
-def test_a_non_matching_runbook_is_never_offered(books) -> None:  # type: ignore[no-untyped-def]
+def test_a_non_matching_runbook_is_never_offered(books) -> None:
     assert best(books, text="the checkout page is slow", alertname="HighLatency", labels={"team": "web2"}) is None
     assert find(books, query="", alertname=None, labels=None) == []
 
 
-def test_the_most_keys_that_hold_win(books) -> None:  # type: ignore[no-untyped-def]
+def test_the_most_keys_that_hold_win(books) -> None:
     found = find(books, query="disk full again", alertname="DNSDown", labels={"team": "web"})
     assert [(f.runbook.name, f.reasons) for f in found] == [
         ("disk-full", ("labels team=web", "keyword 'disk full'")),
@@ -374,7 +374,7 @@ def test_a_tie_goes_to_the_first_file_by_name(tmp_path: Path) -> None:
 # --- what the model and the thread get ---------------------------------------------------------------------------
 
 
-def test_the_offer_is_marked_as_data_and_names_approval(books) -> None:  # type: ignore[no-untyped-def]
+def test_the_offer_is_marked_as_data_and_names_approval(books) -> None:
     found = best(books, alertname="DiskFull", labels={"team": "web"})
     assert found is not None
     block = offer_block(found)
@@ -407,7 +407,7 @@ def test_what_the_tools_return_is_redacted(tmp_path: Path) -> None:
     assert all(token not in t and REDACTED in t for t in texts)
 
 
-def test_find_text_lists_name_title_and_reason(books) -> None:  # type: ignore[no-untyped-def]
+def test_find_text_lists_name_title_and_reason(books) -> None:
     assert find_text(find(books, query="nxdomain for api.internal")) == (
         "- dns: DNS fails (1 step) — matched by keyword 'nxdomain'\nread_runbook(name) returns one runbook's steps."
     )
