@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from bot.app.cli import parser
-from bot.app.wiring import ACTIONS, EVENTS, SHORTCUTS
 from handlers import blocks
+from handlers.listeners import ACTIONS, EVENTS, SHORTCUTS
 
 ROOT = Path(__file__).resolve().parents[1]
 

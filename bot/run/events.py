@@ -1,8 +1,8 @@
 """What a run tells its watchers as it goes: typed events, one class per kind.
 
 The runtime (bot/run/loop.py, bot/run/gate.py) sends each to `RunConfig.on_event`; the Slack side (the status message,
-the task list, the loading status: handlers/supervisor/thread.py) is one subscriber, and another (a pager's
-write-back, a dashboard) matches on the classes it cares about instead of reading dict keys. Every event says
+the task list, the loading status: handlers/supervisor/thread.py and status.py) is one subscriber, and another (a
+pager's write-back, a dashboard) matches on the classes it cares about instead of reading dict keys. Every event says
 which run, its step, and what the run has spent so far. Events are for display: a failing subscriber is logged
 and never breaks the run.
 """

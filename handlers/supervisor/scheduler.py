@@ -2,8 +2,8 @@
 approval was decided or whose driver died, hands them back when they pause or the process stops.
 
 An approval is a row in the store: the waiting coroutine can die with the process and a resumed run finds the
-same row again. The run's Slack side (callbacks, status line, answer) is handlers/supervisor/thread.py; which
-lease owners are dead is handlers/liveness.py.
+same row again. The run's Slack side is handlers/supervisor/thread.py (callbacks), status.py (status line)
+and answer.py (answer or report); which lease owners are dead is handlers/liveness.py.
 """
 
 from __future__ import annotations

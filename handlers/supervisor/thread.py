@@ -1,20 +1,16 @@
-"""The Slack side of one run: the runtime's callbacks (confirm, inject, stop, status events), its status line in
-the thread (updated in place, at most once per interval) and its answer or handoff report (via the outbox)."""
+"""The Slack side of one run: the runtime's callbacks (confirm, inject, stop, status events) and what they show in
+the thread (its loading status, its status line: status.py); its answer or handoff report (answer.py) at the end."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import structlog
-from slack_sdk.errors import SlackApiError
 
 from bot.core.types import (
     ConfirmRequest,
     Decision,
     Injected,
-    OutboxPost,
     Run,
     RunNews,
     RunResult,
@@ -32,49 +28,21 @@ from bot.run.events import (
     ToolStarted,
     WaitingApproval,
 )
-from bot.run.report import handoff_report
 from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
 from bot.run.summary import Summary
 from bot.store import StoreUnavailable
 from handlers import approvals, blocks, messages
-from handlers.outbox import answer_key, report_key
 from handlers.stream import AnswerStreams
 from handlers.supervisor.alert_facts import AlertFacts, alert_facts
+from handlers.supervisor.answer import final_posts
 from handlers.supervisor.loading import LoadingStatus
+from handlers.supervisor.status import StatusMessage, approval_task_id
 from tools.api import RunScope
 
 if TYPE_CHECKING:
-    from bot.config.settings import Settings
-    from bot.store import Store
-    from handlers.approvals import ApprovalDesk
-    from handlers.names import SlackNames
-    from handlers.outbox import Cards, Outbox
-    from handlers.slack_out import SlackOut
-    from tools.registry import ToolRegistry
+    from handlers.supervisor.driver import Driver
 
 log = structlog.get_logger("opsloop.supervisor")
-
-
-class Driver(Protocol):
-    """What a run's Slack side uses of the Supervisor driving it (typed here, so this module never imports it)."""
-
-    settings: Settings
-    store: Store
-    outbox: Outbox
-    cards: Cards
-    approval_desk: ApprovalDesk
-    plan_blocks: bool  # False once Slack refused a plan block: every status message is one line from then on
-    stream_answers: bool
-    tools: ToolRegistry
-    loading_refresh_seconds: float
-    loading_show_after_seconds: float
-    loading_min_interval_seconds: float
-    names: SlackNames
-
-    @property
-    def out(self) -> SlackOut: ...
-
-    def first_store_outage(self, run_id: str) -> bool: ...
 
 
 class IncidentThread:
@@ -276,7 +244,14 @@ class IncidentThread:
         await approvals.supersede_for_stop(
             self.sup.approval_desk, self.run_id, by=result.stopped_by, why=result.stop_reason.value
         )
-        await self.sup.store.report(self.run_id, await self.final_posts(result))  # once, with the "reported" mark
+        posts = await final_posts(
+            self.row,
+            result,
+            store=self.sup.store,
+            max_iterations=self.sup.settings.limits.max_iterations,
+            summary=await self.last_summary(),
+        )
+        await self.sup.store.report(self.run_id, posts)  # once, with the "reported" mark
         self.sup.outbox.wake()
         words = "done" if result.stop_reason == StopReason.COMPLETED else f"stopped: {result.stop_reason.value}"
         try:  # best effort, after what matters is stored: Slack may be down (the outbox rides that out)
@@ -289,231 +264,3 @@ class IncidentThread:
     async def last_summary(self) -> Summary | None:
         """The run's last accepted living summary (the status message's, else the stored one after a restart)."""
         return self.status.summary or await self.sup.store.last_summary(self.run_id)
-
-    async def final_posts(self, result: RunResult) -> list[OutboxPost]:
-        """The run's answer, or its handoff report, as outbox posts keyed by run and part (sent exactly once)."""
-        if result.stop_reason == StopReason.COMPLETED and result.output:
-            msgs, key = blocks.text_messages(result.output, summary=await self.last_summary()), answer_key
-        else:
-            report = handoff_report(result, await self.sup.store.history(self.run_id))
-            r, u = report.result, report.result.usage
-            msgs, key = (
-                blocks.handoff_report(
-                    stop_reason=r.stop_reason.value,
-                    stop_words=f"{report.stop_words}. {r.stop_detail}".strip(),
-                    iterations=r.iterations,
-                    max_iterations=self.sup.settings.limits.max_iterations,
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                    cache_read_tokens=u.cache_read_tokens,
-                    cache_write_tokens=u.cache_write_tokens,
-                    cost_usd=r.cost_usd,
-                    wall_seconds=r.wall_seconds,
-                    tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-                    last_reasoning=report.last_reasoning,
-                    pending=report.pending,
-                    stopped_by=r.stopped_by,
-                    summary=await self.last_summary(),
-                ),
-                report_key,
-            )
-        msgs = blocks.with_feedback(msgs, self.run_id)  # the feedback buttons under the last part
-        return [
-            OutboxPost(
-                key=key(self.run_id, i),
-                channel=self.channel,
-                thread_ts=self.thread_ts,
-                text=m.text,
-                blocks=m.blocks,
-                run_id=self.run_id,
-            )
-            for i, m in enumerate(msgs)
-        ]
-
-
-def approval_task_id(call_id: str) -> str:
-    return f"{call_id}:approval"
-
-
-class TaskList:
-    """The run's tasks in order: one per tool call, and one per approval wait just before its call."""
-
-    def __init__(self) -> None:
-        self.order: list[str] = []
-        self.items: dict[str, blocks.Task] = {}
-
-    def has(self, task_id: str) -> bool:
-        return task_id in self.items
-
-    def put(
-        self, task_id: str, title: str | None, status: str, *, output: str | None = None, before: str | None = None
-    ) -> None:
-        """Add or change a task (`title`/`output` None: keep them); a new one goes before `before` if listed."""
-        old = self.items.get(task_id)
-        self.items[task_id] = blocks.Task(
-            task_id=task_id,
-            title=title or (old.title if old else task_id),
-            status=status,
-            output=output if output is not None else (old.output if old else ""),
-        )
-        if old is None:
-            at = self.order.index(before) if before in self.order else len(self.order)
-            self.order.insert(at, task_id)
-
-    def refused(self, call_id: str) -> bool:
-        """The call's approval ended without a yes (denied, expired, superseded): the call never ran."""
-        approval = self.items.get(approval_task_id(call_id))
-        return approval is not None and approval.status == "error"
-
-    def all(self) -> list[blocks.Task]:
-        return [self.items[i] for i in self.order]
-
-
-class StatusMessage:
-    """The run's status line in the thread, updated in place at most once per interval, with its live task
-    list (a plan block of task cards) under the line."""
-
-    def __init__(self, sup: Driver, row: Run) -> None:
-        self.sup, self.row = sup, row
-        self.ts: str | None = row.status_ts
-        self.interval = sup.settings.status_update_seconds
-        self.tasks = TaskList()
-        self.summary: Summary | None = None  # the run's last accepted update_summary (shown above the tasks)
-        self._latest: dict[str, Any] | None = None
-        self._last_push = 0.0
-        self._flusher: asyncio.Task[None] | None = None
-        self._wanted: dict[str, Any] | None = None  # the newest state asked for
-        self._shown: dict[str, Any] | None = None  # the newest state Slack took
-        self._left: dict[str, Any] | None = None  # what a drive that ended (a pause) had not shown yet
-        self._loaded = False  # the tasks of earlier drives were read from the store
-
-    def _message(
-        self, *, state: RunStatus, step: int, activity: str, tokens: int, cost_usd: float
-    ) -> blocks.SlackMessage:
-        tasks = self.tasks.all() if self.sup.plan_blocks else ()
-        return blocks.status_message(
-            state=state,
-            step=step,
-            activity=activity,
-            tokens=tokens,
-            cost_usd=cost_usd,
-            run_id=self.row.id,
-            max_iterations=self.sup.settings.limits.max_iterations,
-            tasks=tasks,
-            summary=self.summary,
-        )
-
-    async def open(self) -> None:
-        try:  # a drive after a pause or a restart shows the tasks so far, from the store
-            await self._load_tasks()
-        except Exception as e:
-            log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
-        if self.ts:
-            return
-        msg = blocks.status_message(
-            state=RunStatus.RUNNING,
-            step=self.row.iterations,
-            activity="starting",
-            tokens=0,
-            cost_usd=self.row.cost_usd,
-            run_id=self.row.id,
-            max_iterations=self.sup.settings.limits.max_iterations,
-        )
-        self.ts = await self.sup.cards.post(self.row.channel, self.row.thread_ts, msg)
-        if self.ts:
-            await self.sup.store.set_status_ts(self.row.id, self.ts)
-
-    async def _load_tasks(self) -> None:
-        """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first."""
-        results = await self.sup.store.tool_results(self.row.id)
-        approvals = await self.sup.store.run_approvals(self.row.id)
-        self.summary = self.summary or await self.sup.store.last_summary(self.row.id)  # a restart shows it again
-        self._loaded = True
-        events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
-        events += [(r.created_at, 1, r) for r in results.values()]
-        for _, kind, item in sorted(events, key=lambda e: (e[0], e[1])):
-            if kind == 0:
-                a = item
-                if a.pending:
-                    who = self.sup.settings.approvals.who_may_approve(a.category)
-                    status, output = "in_progress", messages.task_waiting(who, await self.sup.names.of(who))
-                else:
-                    approved = a.state.value == "approved"
-                    status = "complete" if approved else "error"
-                    output = messages.task_decided(approved=approved, outcome=a.state.value, by=a.decided_by)
-                self.tasks.put(
-                    approval_task_id(a.tool_use_id),
-                    messages.task_approval_title(a.tool),
-                    status,
-                    output=output,
-                    before=a.tool_use_id,
-                )
-            elif item.tool != SUMMARY_TOOL:
-                r = item
-                if r.content is None:
-                    status, output = "error", messages.TASK_UNKNOWN
-                else:
-                    status = "error" if r.is_error else "complete"
-                    output = blocks.task_output(r.content) or messages.TASK_NO_OUTPUT
-                    if self.tasks.refused(r.tool_use_id):
-                        output = messages.TASK_NOT_RUN
-                self.tasks.put(r.tool_use_id, messages.task_title(r.tool, r.args), status, output=output)
-
-    def show(self, **fields: Any) -> None:
-        self._latest = self._wanted = fields
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
-
-    async def _flush(self) -> None:
-        while self._latest is not None:
-            wait = self._last_push + self.interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)  # rate limit, not a wait for state
-            fields, self._latest = self._latest, None
-            if fields is not None:
-                await self._push(self._message(**fields), fields)
-                self._shown = fields
-
-    async def _push(self, msg: blocks.SlackMessage, fields: dict[str, Any] | None = None) -> None:
-        self._last_push = time.monotonic()
-        if not self.ts:
-            return
-        try:
-            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks)
-        except SlackApiError as e:
-            error = e.response.get("error")
-            log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)
-            has_plan = any(b.get("type") == "plan" for b in msg.blocks)
-            if error == "invalid_blocks" and has_plan and fields is not None and self.sup.plan_blocks:
-                self.sup.plan_blocks = False  # this workspace has no plan block: today's section status, once
-                log.info("status_tasks_unsupported")
-                await self._push(self._message(**fields))
-
-    def abandon(self) -> None:
-        """This drive ends without finishing the run (a pause, a hand-back): stop pushing updates."""
-        if self._flusher and not self._flusher.done():
-            self._flusher.cancel()
-        self._latest = None
-        self._left = self._wanted if self._wanted is not self._shown else None
-
-    async def settle(self) -> None:
-        """After a pause: show the state the drive ended in (its approval task) if the throttle held it back.
-        One update per pause, never per event."""
-        fields, self._left = self._left, None
-        if fields is not None:
-            await self._push(self._message(**fields), fields)
-
-    async def close(self, **fields: Any) -> None:
-        if self._flusher and not self._flusher.done():
-            self._flusher.cancel()
-        self._latest = None
-        if not self._loaded:  # a run finished by another path (a Stop that ended it in the store): its tasks
-            try:
-                await self._load_tasks()
-            except Exception as e:
-                log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
-        for task in self.tasks.all():  # what never ran (a Stop, a limit) does not stay "in progress"
-            if task.status in ("pending", "in_progress"):
-                self.tasks.put(task.task_id, None, "error", output=messages.TASK_NOT_RUN)
-        fields = {"state": RunStatus.FINISHED, **fields}
-        await self._push(self._message(**fields), fields)

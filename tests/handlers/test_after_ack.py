@@ -1,6 +1,6 @@
 """Work that waits for the acks of the deliveries in hand (`AfterAck.spawn(..., after_deliveries=True)`): the
 :eyes: reactions and the starts of the runs a burst of mentions stored go out after the burst's acks, not between
-them. Driven through bot.app.wiring's Socket Mode handler and bolt against the Slack stand-in."""
+them. Driven through handlers.socket_mode's Socket Mode handler and bolt against the Slack stand-in."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app.wiring import SocketMode, deliveries_in_hand
 from handlers import after_ack
 from handlers.after_ack import AfterAck
+from handlers.http_mode import deliveries_in_hand
+from handlers.socket_mode import SocketMode
 from tests.support.fakes.slack import FakeSlack, mention_event
 from tests.support.harness import sign
 

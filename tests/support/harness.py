@@ -34,7 +34,8 @@ from typing import Any
 import aiohttp
 from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorHandler
 
-from bot.app.wiring import Opsloop, build, start
+from bot.app.opsloop import Opsloop
+from bot.app.wiring import build, start
 from bot.config.settings import Settings, load_settings
 from bot.core.types import AuditEntry, Run
 from bot.store import Ledger

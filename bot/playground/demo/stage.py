@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.app.wiring import Opsloop, build, start
+from bot.app.opsloop import Opsloop
+from bot.app.wiring import build, start
 from bot.config.settings import ApprovalSettings, Secret, Settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.model import IncidentModel

@@ -16,8 +16,8 @@ import pytest
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.app.health import serve_metrics
 from bot.app.metrics import MetricsPortError, MetricsServer
-from bot.app.wiring import serve_metrics
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event

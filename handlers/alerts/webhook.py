@@ -1,118 +1,40 @@
-"""Alerts start runs (docs/alerts.md): alert messages posted in Slack, and Alertmanager's webhook.
-
-Slack: a message from a configured sender (bot_id or app_id) at the top of a configured channel, matching
-`match` and not `ignore` (RE2, linear time), is claimed by its event id and its ts and starts one run in its
-own thread, with no human requester, before Slack gets its ack.
-
-Webhook: its own aiohttp server on its own port, `POST /alertmanager` with a bearer token (constant-time
-compare) and a bounded body. A notification is validated (payload version "4"), then stored, then answered
-200 (a store failure answers 503 and Alertmanager retries). A new group is stored `opening` with its payload
-(redacted) and its root post enqueued in the outbox, in that one transaction, claimed by this process; after the
-ack the outbox posts the root exactly once (an attempt that may have reached Slack is looked for first) and the
-run starts in its thread (compare-and-set on `opening`). A group whose opener died, or whose root Slack refused
-for good, is claimed (compare-and-set) and opened by a recovery pass: at start-up, every half claim window, and
-on a repeat of it. A repeat with the same firing fingerprints starts nothing (the thread hears it once); a
-changed firing set or `resolved` is posted in the thread and queued for the run like a reply. A group firing
-again once its occurrence is over (its run ended, and it was resolved or Alertmanager had not sent it for
-reopen_after_minutes) is opened again like a new group: a new thread linking the previous one, which gets a
-pointer to the new one.
-
-Storm control: at most max_runs_per_10_min alert runs start per channel; the rest are listed in one
-"alert storm" thread, claimed in the store per channel and ten-minute window (replicas share it), its root and
-its listings posted once each through the outbox. Everything that talks to Slack happens after the ack, and
-the webhook's store calls queue behind mentions and clicks, so a storm never delays a mention's ack.
-"""
+"""Alertmanager's webhook: its own server for `POST /alertmanager`, payload validation, and opening a group's thread."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
 from aiohttp import web
 
-from bot.config.settings import AlertSettings, AlertWebhookSettings, SlackAlertSource, alert_regex
+from bot.config.settings import AlertWebhookSettings
 from bot.core.errors import OpsloopError
 from bot.core.json_body import BadJson, first_unstorable, read_json
 from bot.core.redact import redact
 from bot.core.titles import alert_title
-from bot.core.types import OutboxKind, OutboxState
+from bot.core.types import OutboxState
 from bot.run.prompts import quoted_markers
-from bot.store import AcceptedAlert, AlertGroup, AlertOutcome, Store
+from bot.store import AcceptedAlert, AlertGroup, AlertOutcome
 from handlers import messages, mrkdwn
-from handlers.after_ack import AfterAck
+from handlers.alerts.desk import TASK_MAX, AlertDesk
 from handlers.links import permalink
 from handlers.liveness import owner_id
-from handlers.outbox import Outbox
-from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.alerts")
 
 MAX_BODY_BYTES = 1 << 20  # a notification bigger than 1 MiB is refused (413): Alertmanager's are kilobytes
 MAX_ALERTS = 1000  # alerts in one notification
-TASK_MAX = 8000  # characters of an alert's text the model gets
 KEY_LABELS = ("alertname", "severity", "instance", "job", "namespace", "service", "pod", "cluster")
-OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
 CLAIM_SECONDS = 6.0  # a group being opened is claimed this long (renewed); past it, a recovery pass takes it up
 REFUSED_BACKOFF_S = 60.0  # Slack refused a root post for good: the next attempt waits this long
 
 
 class BadPayload(OpsloopError):
     """A webhook body that is not Alertmanager's payload version 4: 400, nothing stored."""
-
-
-# --- rendering ---------------------------------------------------------------------------------------------
-def _block_texts(obj: Any) -> Iterator[str]:
-    """Every text a person reads in Block Kit blocks (sections, fields, context, rich text), in order."""
-    if isinstance(obj, list):
-        for item in obj:
-            yield from _block_texts(item)
-    elif isinstance(obj, dict):
-        text = obj.get("text")
-        if isinstance(text, str) and obj.get("type") in ("plain_text", "mrkdwn", "text"):
-            yield text
-        elif isinstance(obj.get("url"), str) and obj.get("type") == "link":
-            yield obj["url"]
-        for key in ("text", "fields", "elements", "blocks"):
-            if key in obj and not isinstance(obj[key], str):
-                yield from _block_texts(obj[key])
-
-
-def alert_text(event: dict[str, Any]) -> str:
-    """A Slack alert message as text: its text, its attachments (where Alertmanager's Slack receiver puts
-    everything) and its blocks; a person's or alert update's marker in it is quoted (an integration wrote it)."""
-    parts: list[str] = []
-
-    def add(value: Any, prefix: str = "") -> None:
-        if isinstance(value, str) and value.strip() and value.strip() not in parts:
-            parts.append(prefix + value.strip())
-
-    add(event.get("text"))
-    attachments = event.get("attachments")
-    for a in attachments if isinstance(attachments, list) else []:
-        if not isinstance(a, dict):
-            continue
-        before = len(parts)
-        for key in ("pretext", "author_name", "title", "text"):
-            add(a.get(key))
-        add(a.get("title_link"), "link: ")
-        fields = a.get("fields")
-        for f in fields if isinstance(fields, list) else []:
-            if isinstance(f, dict) and isinstance(f.get("title"), str) and isinstance(f.get("value"), str):
-                add(f"{f['title']}: {f['value']}")
-        add(a.get("footer"))
-        if len(parts) == before:
-            add(a.get("fallback"))
-        for text in _block_texts(a.get("blocks")):
-            add(text)
-    for text in _block_texts(event.get("blocks")):
-        add(text)
-    return quoted_markers("\n".join(parts))[:TASK_MAX]
 
 
 def _expr(generator_url: str) -> str:
@@ -226,27 +148,12 @@ def validate(body: bytes) -> dict[str, Any]:
     return payload
 
 
-# --- the desk: both ways in, storm control, the counts ---------------------------------------------------
-class AlertDesk:
-    """Turns alerts into runs for one bot: the Slack listener's first look at every message, and the webhook."""
+class AlertmanagerWebhook:
+    """Alertmanager's way in: `POST /alertmanager` on [alerts.webhook] listen, each group opened once."""
 
-    def __init__(
-        self,
-        settings: AlertSettings,
-        *,
-        store: Store,
-        outbox: Outbox,
-        out: SlackOut,
-        after_ack: AfterAck,
-        start: Callable[[str], object],
-        nudge: Callable[[], None],
-        model: str,
-    ) -> None:
-        """`start` drives a stored run, `nudge` wakes the Supervisor's scheduler, `model`: a new run's model."""
-        self.settings, self.store, self.outbox, self.out, self.after_ack = settings, store, outbox, out, after_ack
-        self.start, self.nudge, self.model = start, nudge, model
-        self.use(settings)
-        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    def __init__(self, desk: AlertDesk, webhook: AlertWebhookSettings | None) -> None:
+        self.desk = desk
+        self.use(webhook)
         self._runner: web.AppRunner | None = None
         self.owner = owner_id()  # this process, as the claimant of the groups it opens
         self.claim_seconds = CLAIM_SECONDS
@@ -255,117 +162,9 @@ class AlertDesk:
         self._tasks: set[asyncio.Task[None]] = set()
         self._recovery: asyncio.Task[None] | None = None
 
-    def count(self, source: str, outcome: str, **context: Any) -> None:
-        """One alert counted (and logged: bot.app.metrics counts these log events for /metrics)."""
-        self.counts[(source, outcome)] += 1
-        log.info(f"alert.{outcome}", source=source, **context)
-
-    # --- Slack -----------------------------------------------------------------------------------------
-    def _source(self, event: dict[str, Any]) -> tuple[SlackAlertSource, Any, Any] | None:
-        profile = event.get("bot_profile")
-        given = [event.get("bot_id"), event.get("app_id"), profile.get("app_id") if isinstance(profile, dict) else None]
-        senders = {s for s in given if isinstance(s, str) and s}  # payloads come from outside: any shape
-        for source, match, ignore in self.sources:
-            if event.get("channel") == source.channel and senders & set(source.senders):
-                return source, match, ignore
-        return None
-
-    async def on_message(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
-        """True when `event` is an alert message from a configured sender (started, deduplicated, dropped or
-        ignored); False: not an alert, for the reply listener."""
-        if not isinstance(event.get("bot_id") or event.get("app_id"), str):
-            return False
-        found = self._source(event)
-        channel, ts = event.get("channel"), event.get("ts")
-        thread_ts = event.get("thread_ts")
-        if found is None or not isinstance(channel, str) or not isinstance(ts, str) or (thread_ts and thread_ts != ts):
-            return False  # another bot, or a reply in a thread: ignored as before
-        if event.get("subtype") not in (None, "bot_message"):
-            return True  # an edit or deletion of an alert: starts nothing
-        source, match, ignore = found
-        text = alert_text(event)
-        self.count("slack", "received", channel=channel, ts=ts)
-        if (match is not None and not match.search(text)) or (ignore is not None and ignore.search(text)):
-            log.info("alert.ignored", source="slack", channel=channel, ts=ts)
-            return True
-        sender = event.get("bot_id") or event.get("app_id")
-        prompt = (
-            f"[alert posted in <#{channel}> by the integration {sender}; no person asked yet] "
-            f"Investigate this alert:\n{text}"
-        )
-        summary = " ".join(text.split())[:300]
-        accepted = await self.store.accept_slack_alert(
-            body.get("event_id") or f"alert:{channel}:{ts}",
-            channel=channel,
-            ts=ts,
-            task=redact(text),
-            prompt=redact(prompt),
-            model=self.model,
-            summary=summary,
-            limit=source.max_runs_per_10_min,
-        )
-        if accepted.outcome is AlertOutcome.DUPLICATE:
-            self.count("slack", "deduplicated", channel=channel, ts=ts)
-        elif accepted.outcome is AlertOutcome.DROPPED:
-            self.count("slack", "dropped", channel=channel, ts=ts)
-            self.after_ack.spawn(
-                self._storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min), name=f"storm:{ts}"
-            )
-        elif accepted.run is not None:
-            self.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
-            self.after_ack.spawn(self.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
-            self.start(accepted.run.id)
-        return True
-
-    # --- storm ---------------------------------------------------------------------------------------
-    async def _storm(self, channel: str, key: str, summary: str, limit: int) -> None:
-        """List an alert that was not investigated in the channel's one alert-storm thread. The thread is claimed
-        in the store (one row per channel and ten-minute window, compare-and-set), so replicas sharing the store
-        in one storm open one; its root and every listing go through the outbox, each once by its key."""
-        storm = await self.store.claim_storm_thread(channel, text=messages.alert_storm_root(limit))
-        ts = storm.thread_ts or (await self._posted(storm.root_item) if storm.root_item else None)
-        if ts is None:
-            log.error("alert.storm_thread_not_opened", channel=channel)
-            return
-        await self.store.enqueue(
-            kind=OutboxKind.POST,
-            key=f"alert_storm_item:{key}",
-            channel=channel,
-            thread_ts=ts,
-            text=messages.alert_not_investigated(summary),
-        )
-        self.outbox.wake()
-
-    async def _posted(self, item_id: str, *, renew: Callable[[], Awaitable[bool]] | None = None) -> str | None:
-        """The ts of outbox item `item_id` once the sender posted it; None when Slack refused it for good (or
-        `renew`, called every third of the claim window, says the claim is lost). Polls the store: the sender
-        may be another replica."""
-        delay, renewed = 0.005, asyncio.get_running_loop().time()
-        while True:
-            item = await self.store.outbox_item(item_id)
-            if item is None or item.state == OutboxState.FAILED:
-                return None
-            if item.state == OutboxState.SENT:
-                return item.ts
-            if renew is not None and asyncio.get_running_loop().time() - renewed > self.claim_seconds / 3:
-                if not await renew():
-                    return None
-                renewed = asyncio.get_running_loop().time()
-            await asyncio.sleep(delay)  # the outbox row has no change notification across replicas
-            delay = min(delay * 2, 0.5)
-
-    # --- the webhook ---------------------------------------------------------------------------------
-    def use(self, settings: AlertSettings) -> None:
-        """The alert sources (start-up hands them again once the config's `#name` channels are resolved to ids)."""
-        self.settings = settings
-        self.sources = [
-            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None)
-            for s in settings.slack
-        ]
-
-    @property
-    def webhook(self) -> AlertWebhookSettings | None:
-        return self.settings.webhook
+    def use(self, webhook: AlertWebhookSettings | None) -> None:
+        """[alerts.webhook] (start-up hands it again once the config's `#name` channel is resolved to an id)."""
+        self.webhook = webhook
 
     def authorized(self, request: web.Request) -> bool:
         wh = self.webhook
@@ -394,10 +193,10 @@ class AlertDesk:
             return web.json_response({"error": str(e)}, status=400)
         status = payload["status"]
         firing = [a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"]
-        self.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
+        self.desk.count("webhook", "received", group=payload["groupKey"], status=status, firing=len(firing))
         update = webhook_task(payload)
         try:
-            accepted = await self.store.accept_alert_group(
+            accepted = await self.desk.store.accept_alert_group(
                 payload["groupKey"],
                 channel=wh.channel,
                 status=status,
@@ -424,22 +223,22 @@ class AlertDesk:
         if outcome in (AlertOutcome.STARTED, AlertOutcome.REOPENED):
             if accepted.previous is not None:
                 log.info("alert.reopened", group=key, previous=accepted.previous.key)
-            self.outbox.wake()  # its root post was enqueued with it
+            self.desk.outbox.wake()  # its root post was enqueued with it
             self._spawn_open(key, claimed=True)
         elif outcome is AlertOutcome.DROPPED and group is not None:
-            self.count("webhook", "dropped", group=key)
+            self.desk.count("webhook", "dropped", group=key)
             assert self.webhook is not None
-            self.after_ack.spawn(
-                self._storm(group.channel, group.key, group.summary, self.webhook.max_runs_per_10_min),
+            self.desk.after_ack.spawn(
+                self.desk.storm(group.channel, group.key, group.summary, self.webhook.max_runs_per_10_min),
                 name=f"storm:{key}",
             )
         elif outcome in (AlertOutcome.REPEAT, AlertOutcome.DUPLICATE, AlertOutcome.IGNORED):
-            self.count("webhook", "deduplicated", group=key)
-            if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.store.now():
+            self.desk.count("webhook", "deduplicated", group=key)
+            if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.desk.store.now():
                 self._spawn_open(key)  # stuck opening past its claim (its opener died): recovered now, once
             if accepted.note and group is not None and group.thread_ts:
-                self.after_ack.spawn(
-                    self.out.post(
+                self.desk.after_ack.spawn(
+                    self.desk.out.post(
                         channel=group.channel,
                         thread_ts=group.thread_ts,
                         text=messages.alert_repeat(),
@@ -453,12 +252,12 @@ class AlertDesk:
                 text = messages.alert_resolved(mrkdwn.reveal(name, prose=True), told_run=accepted.run is not None)
             else:
                 text = messages.alert_changed([a["fingerprint"] for a in payload["alerts"] if a["status"] == "firing"])
-            self.after_ack.spawn(
-                self.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text, what="alert_note"),
+            self.desk.after_ack.spawn(
+                self.desk.out.post(channel=group.channel, thread_ts=group.thread_ts, text=text, what="alert_note"),
                 name=f"alert_{outcome.value}:{key}",
             )
             if accepted.run is not None:
-                self.nudge()
+                self.desk.nudge()
 
     # --- opening a group's thread: after the ack, and by the recovery pass ----------------------------
     def _spawn_open(self, group_key: str, *, claimed: bool = False) -> None:
@@ -478,7 +277,7 @@ class AlertDesk:
         """A group stored `opening`: claim it (compare-and-set; `claimed`: the accept claimed it), wait for its
         root post (the outbox sends it once: a crash between posting and recording the ts adopts the post it
         finds), then start its run in that thread (compare-and-set on `opening`: once, whoever gets there)."""
-        key, store = f"am:{group_key}", self.store
+        key, store = f"am:{group_key}", self.desk.store
         try:
             now = store.now()
             group = await store.claim_alert_group(key, self.owner, now=now, until=now + self.claim_seconds)
@@ -497,7 +296,7 @@ class AlertDesk:
                 text = root_message(payload, previous)
                 if await store.retry_alert_root(group_key, self.owner, text=text) is None:
                     return
-                self.outbox.wake()
+                self.desk.outbox.wake()
                 group = await store.alert_group(key)
                 assert group is not None
 
@@ -505,7 +304,7 @@ class AlertDesk:
                 t = store.now()
                 return await store.claim_alert_group(key, self.owner, now=t, until=t + self.claim_seconds) is not None
 
-            ts = await self._posted(group.root_item or "", renew=renew)
+            ts = await self.desk.posted(group.root_item or "", renew=renew, renew_every_s=self.claim_seconds / 3)
             if ts is None:  # Slack refused the root for good (or the claim was lost): tried again later
                 log.error("alert.thread_not_opened", group=group_key, channel=group.channel)
                 await store.release_alert_group(key, self.owner, until=store.now() + self.refused_backoff_s)
@@ -519,19 +318,19 @@ class AlertDesk:
                 thread_ts=ts,
                 task=redact(task),
                 prompt=redact(prompt),
-                model=self.model,
+                model=self.desk.model,
                 title=alert_title(payload),
                 pointer=messages.alert_fired_again(permalink(group.channel, ts)) if previous else "",
             )
             if run is not None:
-                self.count("webhook", "started", group=group_key, run_id=run.id)
-                self.start(run.id)
+                self.desk.count("webhook", "started", group=group_key, run_id=run.id)
+                self.desk.start(run.id)
         except Exception as e:  # the store failed: the claim lapses and the recovery pass tries again
             log.warning("alert.open_failed", group=group_key, error=f"{type(e).__name__}: {e}")
 
     async def recover(self) -> int:
         """One recovery pass: every group left `opening` past its claim is opened (once). How many it took up."""
-        keys = await self.store.stuck_alert_groups(self.store.now())
+        keys = await self.desk.store.stuck_alert_groups(self.desk.store.now())
         for key in keys:
             self._spawn_open(key.removeprefix("am:"))
         return len(keys)

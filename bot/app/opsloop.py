@@ -1,0 +1,87 @@
+"""A running bot: the pieces `opsloop run` (and the end-to-end tests) hold on to, and the order they close in."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import anthropic
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app.metrics import MetricsServer
+from bot.config.settings import Settings
+from bot.store import Store
+from handlers.alerts.desk import AlertDesk
+from handlers.alerts.slack import SlackAlerts
+from handlers.alerts.webhook import AlertmanagerWebhook
+from handlers.outbox import Outbox
+from handlers.socket_mode import SocketMode
+from handlers.supervisor import Supervisor
+from tools import ToolRegistry
+
+
+@dataclass
+class Opsloop:
+    """A running bot: the pieces `opsloop run` (and the end-to-end tests) hold on to."""
+
+    settings: Settings
+    store: Store
+    tools: ToolRegistry
+    client: AsyncWebClient
+    app: AsyncApp
+    supervisor: Supervisor
+    outbox: Outbox
+    socket: SocketMode | None = None
+    http: web.AppRunner | None = None
+    # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
+    # or its connection pool is left for the garbage collector to close on a loop that may be gone.
+    owned_llm: anthropic.AsyncAnthropic | None = None
+    llm: anthropic.AsyncAnthropic | None = None  # the client runs use (None: a scripted model)
+    metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
+    housekeeping: asyncio.Task[None] | None = None  # prunes the events dedupe table
+    # Dependencies out of reach right now ({"slack": "cannot connect to slack.com:443 (…); retrying (attempt 3)"}):
+    # start-up keeps trying them with backoff, one log line per attempt, and /healthz says why.
+    down: dict[str, str] = field(default_factory=dict)
+    llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
+    watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
+    alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
+    slack_alerts: SlackAlerts | None = None  # [[alerts.slack]]: the message listener's first look
+    alertmanager: AlertmanagerWebhook | None = None  # [alerts.webhook]: Alertmanager's server
+
+    def use(self, settings: Settings) -> None:
+        """The settings with the config's `#name` channels resolved to ids (start-up), for every listener."""
+        self.settings = self.supervisor.settings = settings
+        if self.slack_alerts is not None:
+            self.slack_alerts.use(settings.alerts.slack)
+        if self.alertmanager is not None:
+            self.alertmanager.use(settings.alerts.webhook)
+
+    async def close(self) -> None:
+        """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
+        if self.metrics is not None:
+            await self.metrics.close()
+        if self.alertmanager is not None:
+            await self.alertmanager.close()  # no new alert deliveries (Alertmanager retries what gets no 200)
+        for service in self.tools.services:  # the reaches' (POST /changes: no 200, the sender retries)
+            await service.close()
+        if self.watcher is not None:
+            self.watcher.cancel()
+            await asyncio.gather(self.watcher, return_exceptions=True)
+        if self.housekeeping is not None:
+            self.housekeeping.cancel()
+            await asyncio.gather(self.housekeeping, return_exceptions=True)
+        if self.socket is not None:
+            await self.socket.close_async()
+        if self.http is not None:
+            await self.http.cleanup()
+        await self.supervisor.close()
+        await self.supervisor.after_ack.close()  # after the runs: they spawn card-copy updates too
+        await self.outbox.close()
+        await self.tools.aclose()
+        if self.owned_llm is not None:
+            await self.owned_llm.close()
+        if self.client.session is not None:
+            await self.client.session.close()
+        await self.store.close()

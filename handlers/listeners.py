@@ -1,0 +1,94 @@
+"""Which listener answers each Slack event, action and shortcut: thin listeners that dedupe, persist, ack, hand off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from slack_bolt.async_app import AsyncApp
+
+from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers.alerts.slack import SlackAlerts
+from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
+from handlers.inbound import Inbound
+from handlers.supervisor import Supervisor
+
+log = structlog.get_logger("opsloop.app")
+
+EVENTS = ("app_mention", "message", "app_home_opened")  # manifest.yml subscribes to exactly these (message.*)
+ACTIONS = (APPROVE, DENY, STOP, FEEDBACK)
+SHORTCUTS = (INVESTIGATE,)  # message shortcuts (manifest.yml features.shortcuts callback_id)
+
+
+def register(app: AsyncApp, sup: Supervisor, alerts: SlackAlerts | None = None) -> None:
+    """Thin listeners: dedupe, persist, then ack, and hand off. Model work never runs inside an ack.
+
+    The app runs with process_before_response: Slack gets its ack when the listener returns, so a
+    listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
+    delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
+
+    inbound = Inbound(
+        store=sup.store,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        client=sup.client,
+        membership=sup.membership,
+        approvals=sup.approval_desk,
+        channels=lambda: sup.settings.channels,  # ids once start-up resolved the config's `#name`s
+        model=sup.settings.model.primary,
+        start=lambda run_id: sup.start(run_id, after_deliveries=True),
+        bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
+    )
+
+    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await mentions.on_mention(inbound, body, event)
+
+    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+        if alerts is None or not await alerts.on_message(body, event):  # an alert starts a run; the rest as before
+            await replies.on_message(inbound, body, event)
+
+    home_desk = home.HomeDesk(
+        store=sup.store,
+        membership=sup.membership,
+        policy=sup.policy,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        max_steps=sup.settings.limits.max_iterations,
+    )
+
+    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await home.on_home_opened(home_desk, body, event)
+
+    event_handlers = {"app_mention": on_mention, "message": on_message, "app_home_opened": on_home_opened}
+    for name in EVENTS:
+        app.event(name)(event_handlers[name])  # bolt acks once it returns
+    stop_desk = stop.StopDesk(
+        store=sup.store,
+        outbox=sup.outbox,
+        out=sup.out,
+        after_ack=sup.after_ack,
+        policy=sup.policy,
+        approvals=sup.approval_desk,
+        stop=sup.stop,
+    )
+    action_handlers = {
+        APPROVE: lambda body: approvals.on_decision(sup.approval_desk, body, approve=True),
+        DENY: lambda body: approvals.on_decision(sup.approval_desk, body, approve=False),
+        STOP: lambda body: stop.on_stop(stop_desk, body),
+        FEEDBACK: lambda body: feedback.on_feedback(sup.store, sup.outbox, body),
+    }
+    for action_id in ACTIONS:
+        app.action(action_id)(_action_listener(action_handlers[action_id]))
+    app.shortcut(INVESTIGATE)(_action_listener(lambda body: shortcut.on_investigate(inbound, body)))
+
+    @app.error
+    async def _error(error: Exception, body: dict[str, Any]) -> None:
+        log.error("listener_failed", error=f"{type(error).__name__}: {error}", body_type=body.get("type"))
+
+
+def _action_listener(handler: Any) -> Any:
+    async def listener(ack: Any, body: dict[str, Any]) -> None:
+        await ack()  # sent when this returns (process_before_response): the handler only decides and stores
+        await handler(body)
+
+    return listener
