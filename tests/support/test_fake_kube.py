@@ -751,3 +751,54 @@ async def test_the_kubernetes_asyncio_client_reads_through_the_kubeconfig(fake_k
         assert err.value.status == 404
     assert [q.headers["Authorization"] for q in fake_kube.requests] == [f"Bearer {fake_kube.token}"] * 3
     assert fake_kube.writes() == []
+
+
+@needs_kubectl
+async def test_kubectl_follows_continue_through_every_page(fake_kube: FakeKube, kubectl: Any) -> None:
+    for i in range(5):
+        fake_kube.add(pod(f"p{i}", NS))
+    run = await kubectl("get", "pods", "--chunk-size=2", "-o", "name")
+    assert (run.rc, run.out.split()) == (0, [f"pod/p{i}" for i in range(5)])
+    pages = [q for q in fake_kube.requests if q.path == PODS]
+    assert [q.query.get("limit") for q in pages] == ["2"] * 3
+    assert [bool(q.query.get("continue")) for q in pages] == [False, True, True]
+
+
+async def test_limit_and_continue_through_opsloops_client(fake_kube: FakeKube, tmp_path: Path) -> None:
+    from tools.api import ToolError
+    from tools.k8s.clusters import KubeClusters
+    from tools.k8s.config import ClusterSpec
+
+    for i in range(5):
+        fake_kube.add(pod(f"p{i}", NS))
+    clusters = KubeClusters(
+        (ClusterSpec(name="prod", kubeconfig=fake_kube.write_kubeconfig(tmp_path / "kc"), namespaces=(NS,)),)
+    )
+    client = clusters.get("prod")
+    try:
+
+        async def page(**query: Any) -> Any:
+            return await client.request("GET", PODS, verb="list", kind="pods", namespace=NS, query=query)
+
+        first = await page(limit=2)
+        assert [p["metadata"]["name"] for p in first["items"]] == ["p0", "p1"]
+        assert first["metadata"]["remainingItemCount"] == 3
+        fake_kube.add(pod("p10", NS))  # after p1 in key order: the next page shows it
+        second = await page(limit=2, **{"continue": first["metadata"]["continue"]})
+        assert [p["metadata"]["name"] for p in second["items"]] == ["p10", "p2"]
+        assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        last = await page(limit=2, **{"continue": second["metadata"]["continue"]})
+        assert [p["metadata"]["name"] for p in last["items"]] == ["p3", "p4"]
+        assert "continue" not in last["metadata"]
+        everything = await page(limit=500)
+        assert len(everything["items"]) == 6 and "continue" not in everything["metadata"]
+        selected = await page(limit=1, fieldSelector="metadata.name!=p0")
+        assert "remainingItemCount" not in selected["metadata"] and selected["metadata"]["continue"]
+
+        with pytest.raises(ToolError, match="failed with 400: invalid continue token: continue key is not valid"):
+            await page(limit=2, **{"continue": "not-a-token"})
+        fake_kube.expire_continue_tokens()
+        with pytest.raises(ToolError, match="failed with 410: The provided continue parameter is too old"):
+            await page(limit=2, **{"continue": first["metadata"]["continue"]})
+    finally:
+        await clusters.aclose()

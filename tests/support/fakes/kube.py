@@ -21,11 +21,18 @@ SelfSubjectRulesReview / SelfSubjectAccessReview answered from the deny list, an
 ``metrics`` is on. OpenAPI (``/openapi/v2``, ``/openapi/v3``) answers 404: kubectl copes for everything used
 here. There is no watch, no server-side apply, no protobuf (JSON is answered to kubectl's
 ``application/vnd.kubernetes.protobuf,application/json`` Accept, which it takes; a protobuf *body*, as
-``kubectl auth can-i`` sends, is a 415), no pagination (``limit`` is ignored: everything comes back, no
-``continue``) and no controller except one: a Deployment whose pod template
+``kubectl auth can-i`` sends, is a 415), and no controller except one: a Deployment whose pod template
 changes gets a ReplicaSet for that template with the next ``deployment.kubernetes.io/revision`` (an existing
 one with an equal template is reused and renumbered, as a rollback does), so ``kubectl rollout history`` and
 ``rollout undo`` work. Every request is recorded in ``requests``; ``writes()`` is the non-dry-run writes.
+
+Lists page like the real server's: ``limit`` gives at most that many items, objects in key order
+(namespace, name), and ``metadata.continue`` (with ``remainingItemCount`` when there is no selector) when more
+remain; the ``continue`` query parameter, the real token's shape (unpadded URL-safe base64 of
+``{"v":"meta.k8s.io/v1","rv":…,"start":"<key>\\x00"}``), reads on after that key. A token that does not decode
+is a 400 ``invalid continue token: continue key is not valid…``; after ``expire_continue_tokens()`` (as etcd
+compaction does) an older token is a 410 ``Expired``. Unlike the real server a continued page shows the objects
+as they are now, not the first page's snapshot.
 """
 
 from __future__ import annotations
@@ -272,6 +279,37 @@ def _not_found(res: Resource, name: str) -> KubeError:
 
 def _bad_request(message: str) -> KubeError:
     return KubeError(400, "BadRequest", message)
+
+
+_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of "
+    "the results. Continuing with the provided token results in an inconsistent list - objects that were "
+    "created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _encode_continue(start: str, rv: int) -> str:
+    """The apiserver's continue token: unpadded URL-safe base64 of its JSON."""
+    doc = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(doc.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    """(start key, resourceVersion) of a continue token, else the 400 the apiserver answers."""
+    invalid = "invalid continue token: continue key is not valid"
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, TypeError) as e:
+        raise _bad_request(f"{invalid}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("v") != "meta.k8s.io/v1":
+        raise _bad_request(f"{invalid}: server does not recognize this encoded version")
+    rv, start = doc.get("rv"), doc.get("start")
+    if not isinstance(rv, int) or rv == 0:
+        raise _bad_request(f"{invalid}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not isinstance(start, str) or not start:
+        raise _bad_request(f"{invalid}: encoded start key empty (version meta.k8s.io/v1)")
+    return start, rv
 
 
 # --------------------------------------------------------------------------- object builders
@@ -1401,6 +1439,7 @@ class FakeKube:
         self._store: dict[tuple[str, str, str], Obj] = {}  # (plural with group, namespace or "", name)
         self._rv = itertools.count(1000)
         self._last_rv = "999"
+        self._compacted_rv = 0  # continue tokens from at or before this resourceVersion are expired (410)
         self._denials: list[_Denial] = []
         self._logs: dict[tuple[str, str, str | None, bool], str] = {}
         self._pod_metrics: list[Obj] = []
@@ -1605,6 +1644,10 @@ class FakeKube:
         }
 
     # -- storage helpers
+
+    def expire_continue_tokens(self) -> None:
+        """Every continue token handed out so far is now too old, as after etcd compaction: 410 Expired."""
+        self._compacted_rv = int(self._last_rv)
 
     def _next_rv(self) -> str:
         self._last_rv = str(next(self._rv))
@@ -1932,15 +1975,19 @@ class FakeKube:
             fmatch = field_matcher(res, sel)
             objs = [o for o in objs if fmatch(o)]
         rv = self._last_rv
+        list_meta: Obj = {"resourceVersion": rv}
+        if res.group != METRICS_GROUP:
+            objs, list_meta = self._page(objs, q, keyed_by_name=route.namespace is not None or not res.namespaced)
         accept = request.headers.get("Accept", "")
         if _wants(accept, "Table"):
-            return web.json_response(to_table(res, objs, rv, q.get("includeObject", "Metadata")))
+            table = to_table(res, objs, list_meta["resourceVersion"], q.get("includeObject", "Metadata"))
+            return web.json_response({**table, "metadata": {**table["metadata"], **list_meta}})
         if _wants(accept, "PartialObjectMetadataList"):
             return web.json_response(
                 {
                     "kind": "PartialObjectMetadataList",
                     "apiVersion": "meta.k8s.io/v1",
-                    "metadata": {"resourceVersion": rv},
+                    "metadata": list_meta,
                     "items": [_partial(o) for o in objs],
                 }
             )
@@ -1950,10 +1997,35 @@ class FakeKube:
             {
                 "kind": f"{res.kind}List",
                 "apiVersion": res.api_version,
-                "metadata": {"resourceVersion": rv},
+                "metadata": list_meta,
                 "items": items,
             }
         )
+
+    def _page(self, objs: list[Obj], q: Any, *, keyed_by_name: bool) -> tuple[list[Obj], Obj]:
+        """`objs` (in key order, selectors applied) cut to the page `limit` and `continue` ask for, and the list's
+        metadata: resourceVersion (the first page's, on every later page), continue, remainingItemCount."""
+
+        def key(o: Obj) -> str:
+            meta = o["metadata"]
+            return meta["name"] if keyed_by_name else f"{meta.get('namespace', '')}/{meta['name']}"
+
+        rv = int(self._last_rv)
+        if token := q.get("continue"):
+            if q.get("resourceVersion") not in (None, "", "0"):
+                raise _bad_request("specifying resource version is not allowed when using continue")
+            start, rv = _decode_continue(token)
+            if rv <= self._compacted_rv:
+                raise KubeError(410, "Expired", _EXPIRED)
+            objs = [o for o in objs if key(o) >= start]
+        limit = int(q.get("limit") or 0)
+        meta: Obj = {"resourceVersion": str(rv)}
+        if 0 < limit < len(objs):
+            meta["continue"] = _encode_continue(key(objs[limit - 1]) + "\x00", rv)
+            if not q.get("labelSelector") and not q.get("fieldSelector"):
+                meta["remainingItemCount"] = len(objs) - limit
+            objs = objs[:limit]
+        return objs, meta
 
     def _log(self, route: _Route, q: Any) -> web.Response:
         p = self._stored(route)
