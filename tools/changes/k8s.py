@@ -1,11 +1,13 @@
 """What changed in one namespace of one cluster: Deployment revisions (ReplicaSets), StatefulSet and DaemonSet
 revisions (ControllerRevisions), ConfigMaps written (managedFields times), and scale events.
 
-Four list requests per namespace, concurrently, each bounded like every Kubernetes read (KubeClient's
-16 MiB cap, `limit`). ConfigMaps are listed as metadata only (PartialObjectMetadataList): their names and
-managedFields times, never their data. Secrets, Helm's release Secrets included, are never requested.
-The namespace goes through KubeClient.namespace first, so one outside the configured list is refused
-before any request.
+Five list requests per namespace, concurrently, each bounded like every Kubernetes read (KubeClient's
+16 MiB cap, `limit`) and paged: each follows the list's `continue` for at most MAX_PAGES pages, and a list
+with objects left past that makes the answer a `Cut` (the changes in what was read, and which lists stopped
+short), so a busy namespace never loses changes without saying so. ConfigMaps are listed as metadata only
+(PartialObjectMetadataList): their names and managedFields times, never their data. Secrets, Helm's release
+Secrets included, are never requested. The namespace goes through KubeClient.namespace first, so one outside
+the configured list is refused before any request.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from tools.changes.model import Change
+from tools.changes.model import Change, Cut
 from tools.k8s import render
 from tools.k8s.clusters import METADATA_ONLY, Kind, KubeClient
 
 LIST_LIMIT = 500
+MAX_PAGES = 4  # per list: 2,000 objects of a kind in one namespace, then the answer is cut
 REPLICASETS = Kind("ReplicaSet", "replicasets", "apps/v1")
 CONTROLLER_REVISIONS = Kind("ControllerRevision", "controllerrevisions", "apps/v1")
 CONFIGMAPS = Kind("ConfigMap", "configmaps", "v1")
@@ -30,17 +33,29 @@ _WORKLOADS = {"Deployment": "deployment", "StatefulSet": "statefulset", "DaemonS
 
 async def _list(
     client: KubeClient, kind: Kind, namespace: str, *, field_selector: str | None = None, accept: str | None = None
-) -> list[dict[str, Any]]:
-    body = await client.request(
-        "GET",
-        kind.path(namespace),
-        verb="list",
-        kind=kind,
-        namespace=namespace,
-        query={"limit": LIST_LIMIT, "fieldSelector": field_selector},
-        accept=accept,
-    )
-    return [i for i in body.get("items") or [] if isinstance(i, dict)]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The objects of up to MAX_PAGES pages, and None when that was all of them, else what was left unread."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    for _ in range(MAX_PAGES):
+        body = await client.request(
+            "GET",
+            kind.path(namespace),
+            verb="list",
+            kind=kind,
+            namespace=namespace,
+            query={"limit": LIST_LIMIT, "fieldSelector": field_selector, "continue": token},
+            accept=accept,
+        )
+        items += [i for i in body.get("items") or [] if isinstance(i, dict)]
+        meta = body.get("metadata")
+        token = meta.get("continue") if isinstance(meta, dict) else None
+        if not token:
+            return items, None
+    remaining = meta.get("remainingItemCount") if isinstance(meta, dict) else None
+    more = f"{remaining} more" if isinstance(remaining, int) else "more"
+    which = f" ({field_selector})" if field_selector else ""
+    return items, f"{kind.resource}{which}: read the first {len(items)}, {more} not read"
 
 
 def _owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -200,23 +215,30 @@ def scale_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetim
 
 async def namespace_changes(
     client: KubeClient, namespace: str | None, since: datetime, until: datetime
-) -> list[Change]:
-    """Every change found in one namespace of `client`'s cluster in [since, until], newest first."""
+) -> list[Change] | Cut:
+    """Every change found in one namespace of `client`'s cluster in [since, until], newest first; a Cut with the
+    changes found when a list had more objects than MAX_PAGES pages."""
     ns = client.namespace(namespace)  # scope first: refused before any request
     where = f"{client.name}/{ns}"
-    replicasets, revisions, configmaps, *scaled = await asyncio.gather(
+    lists = await asyncio.gather(
         _list(client, REPLICASETS, ns),
         _list(client, CONTROLLER_REVISIONS, ns),
         _list(client, CONFIGMAPS, ns, accept=METADATA_ONLY),
         *(_list(client, EVENTS, ns, field_selector=f"reason={reason}") for reason in SCALE_REASONS),
     )
-    changes = [
-        *replicaset_changes(replicasets, where, since, until),
-        *controller_revision_changes(revisions, where, since, until),
-        *configmap_changes(configmaps, where, since, until),
-        *scale_changes([e for batch in scaled for e in batch], where, since, until),
-    ]
-    return sorted(changes, key=lambda c: c.at, reverse=True)
+    (replicasets, _), (revisions, _), (configmaps, _), *scaled = lists
+    changes = sorted(
+        [
+            *replicaset_changes(replicasets, where, since, until),
+            *controller_revision_changes(revisions, where, since, until),
+            *configmap_changes(configmaps, where, since, until),
+            *scale_changes([e for batch, _ in scaled for e in batch], where, since, until),
+        ],
+        key=lambda c: c.at,
+        reverse=True,
+    )
+    missing = [why for _, why in lists if why]
+    return Cut(changes, "; ".join(missing)) if missing else changes
 
 
 def namespaces(client: KubeClient, namespace: str | None = None) -> list[str]:

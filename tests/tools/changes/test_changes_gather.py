@@ -21,7 +21,7 @@ from tools.changes.events import parse_events
 from tools.changes.gather import Source, gather
 from tools.changes.git import GitRepo, git_changes
 from tools.changes.k8s import namespace_changes
-from tools.changes.model import Change, SourceFailure, timeline
+from tools.changes.model import Change, Cut, SourceFailure, timeline
 from tools.changes.packages import host_changes
 from tools.k8s.clusters import KubeClusters
 from tools.k8s.config import ClusterSpec
@@ -175,7 +175,7 @@ async def test_every_source_in_one_timeline_with_the_failures_last(
     async def stored(since: datetime, until: datetime) -> Sequence[Change]:
         return [e.change() for e in events]
 
-    async def down(since: datetime, until: datetime) -> Sequence[Change]:
+    async def down(since: datetime, until: datetime) -> Sequence[Change] | Cut:
         await fake_kube.down()  # this cluster is "down": the same server, gone for this read
         try:
             return await namespace_changes(clusters.get("down"), "web", since, until)
@@ -202,6 +202,7 @@ async def test_every_source_in_one_timeline_with_the_failures_last(
             now + timedelta(minutes=1),
         )
         prod = await namespace_changes(clusters.get("prod"), "web", since, now + timedelta(minutes=1))
+        assert not isinstance(prod, Cut)
     finally:
         await pool.close()
         await clusters.aclose()

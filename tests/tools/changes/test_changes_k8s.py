@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import pytest
 from tests.support.fakes.kube import FakeKube, deployment, event, replicaset, secret, statefulset
 from tests.support.test_fake_kube import kubectl  # noqa: F401  (the fixture: real kubectl against the fake)
 from tools.api import PermissionDenied, ToolError
+from tools.changes import k8s as changes_k8s
+from tools.changes.gather import Source, gather
 from tools.changes.k8s import namespace_changes, namespaces
-from tools.changes.model import Change, timeline
+from tools.changes.model import Change, Cut, timeline
 from tools.k8s.clusters import KubeClient, KubeClusters
 from tools.k8s.config import ClusterSpec
 
@@ -120,6 +123,13 @@ async def client(fake_kube: FakeKube, tmp_path: Path) -> AsyncIterator[KubeClien
     await clusters.aclose()
 
 
+async def whole(client: KubeClient, since: datetime, until: datetime) -> list[Change]:
+    """namespace_changes in NS, which must not be cut."""
+    changes = await namespace_changes(client, NS, since, until)
+    assert not isinstance(changes, Cut), changes.why
+    return changes
+
+
 def rows(changes: list[Change]) -> list[tuple[str, str, str]]:
     return [(c.target, c.what, c.ref) for c in changes]
 
@@ -127,7 +137,7 @@ def rows(changes: list[Change]) -> list[tuple[str, str, str]]:
 @pytest.mark.slow
 async def test_a_namespace_changes_newest_first(fake_kube: FakeKube, client: KubeClient) -> None:
     world(fake_kube)
-    changes = await namespace_changes(client, NS, ago(120), ago(-1))
+    changes = await whole(client, ago(120), ago(-1))
     rs3 = next(
         r["metadata"]["name"]
         for r in fake_kube.objects("ReplicaSet", NS)
@@ -146,7 +156,7 @@ async def test_configmap_values_are_never_read_and_secrets_never_requested(
     fake_kube: FakeKube, client: KubeClient
 ) -> None:
     world(fake_kube)
-    changes = await namespace_changes(client, NS, ago(120), ago(-1))
+    changes = await whole(client, ago(120), ago(-1))
     text = timeline(changes, [], anchor=ago(0), now=ago(0))
     assert "hunter2" not in text and "POOL_SIZE" not in text and "H4sI" not in text
     paths = [r.path for r in fake_kube.requests]
@@ -163,8 +173,40 @@ async def test_a_first_revision_and_an_unchanged_image_say_so(fake_kube: FakeKub
         dep, revision=2, containers=[{"name": "app", "image": "w:1", "env": [{"name": "X", "value": "1"}]}], age_s=120
     )
     fake_kube.add(new)
-    whats = [c.what for c in await namespace_changes(client, NS, ago(60), ago(-1))]
+    whats = [c.what for c in await whole(client, ago(60), ago(-1))]
     assert whats == ["pod template changed (image w:1), revision 2", "image w:1, revision 1 (first)"]
+
+
+async def test_lists_follow_continue_and_past_the_last_page_the_answer_says_it_was_cut(
+    fake_kube: FakeKube, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(changes_k8s, "LIST_LIMIT", 2)  # a page of 2: the bound is MAX_PAGES pages of 2
+    bound = 2 * changes_k8s.MAX_PAGES
+    world(fake_kube)  # its ConfigMaps: api-config (edited 8 min ago) and stale (9 days ago)
+    for i in range(bound - 4):  # with the world's 2: a few pages, all read
+        fake_kube.add(configmap(f"cm-{i}", created_min=30, writes=[("helm", 30 - i)]))
+    edited = {c.target for c in await whole(client, ago(120), ago(-1)) if "configmap" in c.target}
+    assert edited == {"prod/web configmap/api-config", *(f"prod/web configmap/cm-{i}" for i in range(bound - 4))}
+    pages = [r for r in fake_kube.requests if r.path.endswith("/configmaps")]
+    assert [bool(r.query.get("continue")) for r in pages] == [False] + [True] * (len(pages) - 1) and len(pages) > 1
+
+    for i in range(bound - 4, bound + 1):  # now 3 past the bound: api-config and cm-0 … cm-6 are read
+        fake_kube.add(configmap(f"cm-{i}", created_min=30, writes=[("helm", 30 - i)]))
+    cut = await namespace_changes(client, NS, ago(120), ago(-1))
+    assert isinstance(cut, Cut)
+    assert cut.why == f"configmaps: read the first {bound}, 3 more not read"
+    assert {c.target for c in cut.changes if "configmap" in c.target} == {
+        "prod/web configmap/api-config",
+        *(f"prod/web configmap/cm-{i}" for i in range(bound - 1)),
+    }
+    assert "image api:1.41 → api:1.42, revision 3" in [c.what for c in cut.changes]  # the other lists are whole
+
+    found, failures = await gather(
+        [Source("kubernetes", "prod/web", partial(namespace_changes, client, NS))], ago(120), ago(-1)
+    )
+    text = timeline(found, failures, anchor=ago(0), now=ago(0))
+    assert text.splitlines()[-1] == f"kubernetes prod/web was cut: configmaps: read the first {bound}, 3 more not read"
+    assert "configmap/cm-6" in text and "configmap/cm-7" not in text
 
 
 async def test_a_namespace_outside_the_configured_ones_is_refused_before_any_request(
