@@ -4,7 +4,10 @@ The command (`SCRIPT`, run as `sh -c SCRIPT sh DPKG_LOG APT_LOG BYTES MARK LOW` 
 argument quoted) prints the host's UTC offset (`date +%z`), its boot time (`btime` in /proc/stat, read by the
 shell itself, else `uptime -s`), then the last BYTES bytes of dpkg.log, or of apt's history.log when there is
 no dpkg.log (`tail -c`; the other section says `unread`), each section opened by a line holding MARK, a random
-token per call, so no log line can forge a section. LOW (`remote_low`)
+token per call, so no log line can forge a section. When the log is longer than BYTES, its section's line
+says `present cut` and the start of the tail's first whole line (dpkg.log), or of its first `Start-Date:`
+(history.log), at most 40 bytes: the oldest stamp the tail holds. A window starting at or before it may have
+lost lines, and the answer is then a `Cut` saying so, not a silently short list. LOW (`remote_low`)
 is the window's start less the widest UTC offset, as dpkg.log stamp text: whatever the host's offset, a line
 stamped before it is older than the window, so the host leaves those lines of the dpkg.log tail out, and
 dpkg's status and configure lines (7 of 8 lines; only install, upgrade, remove and purge are changes) with them
@@ -29,10 +32,11 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from tools.api import ToolError
-from tools.changes.model import Change
+from tools.changes.model import Change, Cut, utc_minute
 
 if TYPE_CHECKING:
     from tools.remote.inventory import Host
@@ -59,12 +63,21 @@ _OFFSET = re.compile(r"([+-])(\d\d)(\d\d)")
 
 SCRIPT = r"""
 mark=$4
+present() {  # $1 a log, $2 the sed program printing the tail's first stamp line, when the log is longer than $3
+  n=$(wc -c < "$1" 2>/dev/null | tr -dc 0-9)
+  if [ "${n:-0}" -gt "$3" ]; then
+    f=$(tail -c "$(($3 + 1))" -- "$1" | sed -n "$2")
+    printf '%s present cut %.40s\n' "$mark" "$f"
+  else
+    echo "$mark present"
+  fi
+}
 date +%z
 b=
 if [ -r /proc/stat ]; then while read -r k v _; do if [ "$k" = btime ]; then b=$v; break; fi; done < /proc/stat; fi
 if [ -n "$b" ]; then echo "btime $b"; else echo "booted $(uptime -s 2>/dev/null)"; fi
 if [ -r "$1" ]; then
-  echo "$mark present"
+  present "$1" '2{p;q;}' "$3"
   if [ -n "$5" ] && command -v awk >/dev/null 2>&1; then
     tail -c "$3" -- "$1" | LC_ALL=C awk -v low="$5" '!/^[0-9]/ || (substr($0, 1, 19) >= low &&
       ($3 == "install" || $3 == "upgrade" || $3 == "remove" || $3 == "purge"))'
@@ -75,7 +88,13 @@ if [ -r "$1" ]; then
   echo "$mark unread"
 else
   echo "$mark missing"
-  if [ -r "$2" ]; then echo "$mark present"; tail -c "$3" -- "$2"; echo; else echo "$mark missing"; fi
+  if [ -r "$2" ]; then
+    present "$2" '1d;/^Start-Date: /{s///p;q;}' "$3"
+    tail -c "$3" -- "$2"
+    echo
+  else
+    echo "$mark missing"
+  fi
 fi
 """
 WIDEST_OFFSET = timedelta(hours=15)  # parse_offset takes up to ±14:59
@@ -83,12 +102,15 @@ WIDEST_OFFSET = timedelta(hours=15)  # parse_offset takes up to ±14:59
 
 @dataclass(frozen=True)
 class HostReport:
-    """What the command printed, split: the host's offset, its boot time, and the two logs (None: missing)."""
+    """What the command printed, split: the host's offset, its boot time, and the two logs (None: missing);
+    whether the log that was read is longer than its tail, and the tail's oldest stamp (None: none readable)."""
 
     offset: timezone
     booted: datetime | None
     dpkg: str | None
     apt: str | None
+    cut: bool = False
+    tail_from: datetime | None = None
 
 
 def parse_offset(text: str) -> timezone:
@@ -223,11 +245,16 @@ def parse_report(text: str, mark: str) -> HostReport:
     elif word == "booted":
         booted = _local(value.strip(), offset)
     logs: list[str | None] = []
+    cut, tail_from = False, None
     for section in sections[:2]:
         state, _, body = section.partition("\n")
-        logs.append(body if state.strip() == "present" else None)
+        word, cut_at, first = state.partition(" cut ")
+        present = word.strip() == "present"
+        logs.append(body if present else None)
+        if present and cut_at:  # only one log is present: dpkg.log, else history.log
+            cut, tail_from = True, _local(" ".join(first.split())[:_STAMP_CHARS], offset)
     logs += [None] * (2 - len(logs))
-    return HostReport(offset=offset, booted=booted, dpkg=logs[0], apt=logs[1])
+    return HostReport(offset=offset, booted=booted, dpkg=logs[0], apt=logs[1], cut=cut, tail_from=tail_from)
 
 
 def report_changes(report: HostReport, host: str, since: datetime, until: datetime) -> list[Change]:
@@ -279,8 +306,10 @@ async def host_changes(
     apt_history: str = APT_HISTORY,
     tail_bytes: int = TAIL_BYTES,
     timeout_s: float = TIMEOUT_S,
-) -> list[Change]:
-    """`host`'s package changes and boot in [since, until], over `pool`; ToolError (SshError) when it fails."""
+) -> list[Change] | Cut:
+    """`host`'s package changes and boot in [since, until], over `pool`, newest first; a Cut when the log is
+    longer than `tail_bytes` and the window starts at or before the tail's oldest stamp; ToolError (SshError)
+    when it fails."""
     mark = f"=opsloop-{secrets.token_hex(8)}"
     argv = host_argv(dpkg_log=dpkg_log, apt_history=apt_history, tail_bytes=tail_bytes, mark=mark, since=since)
     result = await pool.run(host, argv, timeout_s=timeout_s, max_bytes=2 * tail_bytes + 4096)
@@ -295,4 +324,13 @@ async def host_changes(
         raise ToolError(f"unexpected answer reading the package logs: {e}") from None
     if report.dpkg is None and report.apt is None:
         raise ToolError(f"no package log on the host ({dpkg_log}, {apt_history})")
-    return sorted(report_changes(report, host.name, since, until), key=lambda c: c.at, reverse=True)
+    changes = sorted(report_changes(report, host.name, since, until), key=lambda c: c.at, reverse=True)
+    # a line cut off is stamped at or before the tail's first: in the window unless that is before `since`
+    if not report.cut or (report.tail_from is not None and report.tail_from < since):
+        return changes
+    log = PurePosixPath(dpkg_log if report.dpkg is not None else apt_history).name
+    size = f"{tail_bytes // 1024} KiB" if tail_bytes % 1024 == 0 else f"{tail_bytes} bytes"
+    start = f"from {utc_minute(report.tail_from)}" if report.tail_from else "starting with no dated line"
+    return Cut(
+        changes, f"only the last {size} of {log} were read, {start}; earlier changes in the window are not shown"
+    )

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from tests.support.sshserver import SshServer
 from tests.tools.remote.test_host_tools_ssh import host_for
 from tools.api import ToolError
-from tools.changes.model import Change, timeline
+from tools.changes.gather import Source, gather
+from tools.changes.model import Change, Cut, timeline, utc_minute
 from tools.changes.packages import (
     HostReport,
     host_argv,
@@ -281,6 +283,7 @@ async def test_host_changes_reads_a_seeded_dpkg_log_over_ssh(pool: SshPool, tmp_
         dpkg_log=str(dpkg),
         apt_history=str(tmp_path / "none.log"),
     )
+    assert isinstance(changes, list)  # a log shorter than its tail is never cut
     assert [c for c in changes if c.what != "booted"] == [
         Change(
             at=now - timedelta(minutes=12),
@@ -344,6 +347,7 @@ async def test_the_host_leaves_out_dpkg_lines_older_than_any_offset_allows(pool:
     whole = (await pool.run(host, [*argv[:-1], ""], timeout_s=20)).stdout  # no bound: the whole tail, as before
     assert "old199" in whole
     changes = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(tmp_path / "x"))
+    assert isinstance(changes, list)  # a log shorter than its tail is never cut
     assert whats([c for c in changes if c.what != "booted"]) == ["gone removed (was 1)", "nginx 1.24.0-1 → 1.24.0-2"]
 
 
@@ -354,10 +358,11 @@ async def test_only_the_tail_of_a_big_log_is_read(pool: SshPool, tmp_path: Path)
     dpkg.write_text("".join(f"{stamp} upgrade p{i}:amd64 1 2\n" for i in range(5000)))  # ~200 KB
     host = pool.inventory.resolve("web-03")
     assert host is not None
-    changes = await host_changes(
+    answer = await host_changes(
         pool, host, now - timedelta(minutes=5), now + timedelta(minutes=5), dpkg_log=str(dpkg), tail_bytes=4096
     )
-    names = [c.what.split()[0] for c in changes if c.what != "booted"]
+    assert isinstance(answer, Cut)  # every line has the same stamp: the lines cut off are in the window
+    names = [c.what.split()[0] for c in answer.changes if c.what != "booted"]
     assert 50 < len(names) < 4096 // 30 and "p4999" in names and "p0" not in names
 
 
@@ -392,7 +397,81 @@ async def test_history_log_is_sent_and_read_only_when_the_host_has_no_dpkg_log(p
     sent = (await pool.run(host, argv, timeout_s=20)).stdout
     assert "nginx" in sent and "jq" not in sent and "=m unread" in sent  # dpkg.log is the source: history unsent
     both = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(history))
+    assert isinstance(both, list)  # a log shorter than its tail is never cut
     assert whats([c for c in both if c.what != "booted"]) == ["nginx 1.24.0-1 → 1.24.0-2"]
     dpkg.unlink()
     only_apt = await host_changes(pool, host, since, until, dpkg_log=str(dpkg), apt_history=str(history))
+    assert isinstance(only_apt, list)  # a log shorter than its tail is never cut
     assert whats([c for c in only_apt if c.what != "booted"]) == ["jq installed 1.6-2"]
+
+
+def first_whole_line(log: bytes, tail: int) -> str:
+    """The first line that starts inside the last `tail` bytes of `log`."""
+    return log[len(log) - tail - 1 :].split(b"\n", 1)[1].decode().split("\n", 1)[0]
+
+
+async def test_a_log_bigger_than_its_tail_says_it_was_cut_when_the_window_starts_before_the_tail(
+    pool: SshPool, tmp_path: Path
+) -> None:
+    tz = local_offset()
+    now = datetime.now(tz).replace(microsecond=0)
+    dpkg = tmp_path / "dpkg.log"
+    dpkg.write_text(dpkg_lines((now - timedelta(hours=5)).replace(tzinfo=None), 300, timedelta(minutes=1)))
+    assert dpkg.stat().st_size > 4096 * 4  # 300 changes with their status lines; the tail holds about 50 of them
+    first = datetime.fromisoformat(first_whole_line(dpkg.read_bytes(), 4096)[:19]).replace(tzinfo=tz)
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    read = partial(host_changes, pool, host, dpkg_log=str(dpkg), apt_history=str(tmp_path / "none.log"))
+
+    changes, failures = await gather(
+        [Source("host", "web-03", partial(read, tail_bytes=4096))], now - timedelta(hours=6), now
+    )
+    text = timeline(changes, failures, anchor=now, now=now)
+    assert text.splitlines()[-1] == (
+        f"host web-03 was cut: only the last 4 KiB of dpkg.log were read, from {utc_minute(first)}; "
+        "earlier changes in the window are not shown"
+    )
+    shown = [c for c in changes if c.what != "booted"]
+    assert shown and min(c.at for c in shown) == first and max(c.at for c in shown) < now
+
+    # the window starts after the tail's first line: all of it was read, nothing to say
+    fits = await read(first + timedelta(minutes=1), now, tail_bytes=4096)
+    assert not isinstance(fits, Cut) and [c for c in fits if c.what != "booted"]
+    # on the tail's first line exactly: a line of the same second may have been cut off
+    assert isinstance(await read(first, now, tail_bytes=4096), Cut)
+    # the whole log fits in the tail: never cut, however early the window starts
+    whole = await read(now - timedelta(days=30), now)
+    assert not isinstance(whole, Cut) and len([c for c in whole if c.what != "booted"]) == 300
+    # a tail holding no whole line: cut, with no date to give
+    dpkg.write_text(f"{now:%Y-%m-%d %H:%M:%S} upgrade big:amd64 1 {'2' * 5000}\n")
+    undated = await read(now - timedelta(hours=6), now, tail_bytes=4096)
+    assert isinstance(undated, Cut) and undated.why == (
+        "only the last 4 KiB of dpkg.log were read, starting with no dated line; "
+        "earlier changes in the window are not shown"
+    )
+
+
+async def test_a_history_log_bigger_than_its_tail_says_it_was_cut(pool: SshPool, tmp_path: Path) -> None:
+    tz = local_offset()
+    now = datetime.now(tz).replace(microsecond=0)
+    history = tmp_path / "history.log"
+    history.write_text(
+        "".join(
+            f"Start-Date: {(now - timedelta(minutes=200 - i)):%Y-%m-%d  %H:%M:%S}\n"
+            f"Commandline: apt-get install -y p{i}\nInstall: p{i}:amd64 (1.{i})\n\n"
+            for i in range(200)
+        )
+    )
+    tail = history.read_bytes()[-4096:].decode()
+    started = tail[tail.index("Start-Date: ") + 12 :].split("\n", 1)[0]
+    first = datetime.fromisoformat(" ".join(started.split())).replace(tzinfo=tz)
+    host = pool.inventory.resolve("web-03")
+    assert host is not None
+    read = partial(host_changes, pool, host, dpkg_log=str(tmp_path / "none.log"), apt_history=str(history))
+    cut = await read(now - timedelta(hours=6), now, tail_bytes=4096)
+    assert isinstance(cut, Cut) and cut.why == (
+        f"only the last 4 KiB of history.log were read, from {utc_minute(first)}; "
+        "earlier changes in the window are not shown"
+    )
+    assert min(c.at for c in cut.changes if c.what != "booted") == first
+    assert not isinstance(await read(first + timedelta(seconds=1), now, tail_bytes=4096), Cut)
