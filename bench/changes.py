@@ -52,7 +52,7 @@ import aiohttp
 
 from bench import product
 from bench.changes_git import COMMITS, make_repo
-from bot.store import Store, StoredChange
+from bot.store import Store
 from tests.support.fakes.kube import FakeKube, deployment, event, replicaset, statefulset
 from tests.support.fakes.slack import mention_event
 from tests.support.sshserver import SshServer, missing_reason
@@ -62,6 +62,7 @@ from tools.changes.k8s import namespace_changes, namespaces
 from tools.changes.model import Change
 from tools.changes.packages import host_changes
 from tools.changes.settings import ChangesConfig
+from tools.changes.store import TABLES, StoredChange, changes_between, record_changes
 from tools.changes.tool import event_change
 from tools.config import build_registry
 from tools.k8s.clusters import KubeClusters
@@ -258,7 +259,7 @@ async def _stored_events(store: Store, now: datetime) -> None:
         for i in range(EVENTS)
     ]
     for at in range(0, EVENTS, 100):
-        await store.record_changes(rows[at : at + 100])
+        await record_changes(store, rows[at : at + 100])
 
 
 def _config(repo: Path, kubeconfigs: list[Path], servers: list[SshServer]) -> dict[str, Any]:
@@ -307,7 +308,7 @@ def single_sources(t: Tool, store: Store) -> dict[str, Read]:
             reads[f"host {host.name}"] = functools.partial(host_changes, pool, host)
 
     async def stored(since: datetime, until: datetime) -> list[Change]:
-        rows = await store.changes_between(since.timestamp(), until.timestamp())
+        rows = await changes_between(store, since.timestamp(), until.timestamp())
         return [event_change(r) for r in rows]
 
     reads["webhook stored events"] = stored
@@ -387,7 +388,7 @@ async def measure_changes(repeats: int, delayed: dict[float, Changes] | None = N
         await asyncio.to_thread(make_repo, repo, now - timedelta(minutes=COMMITS))  # the last commit a minute ago
         servers = [] if m.hosts_skipped else [SshServer().start() for _ in range(HOSTS)]
         try:
-            store = await Store(str(work / "opsloop.db")).open()
+            store = await Store(str(work / "opsloop.db"), tables=[TABLES]).open()
             try:
                 await _stored_events(store, now)
                 async with kube_child(work) as kubeconfigs:

@@ -13,7 +13,7 @@ included):
 - host filter: `search_incidents(task, host="web-03")`, the tool's filtered search.
 - best 3 = plain: of 50 offers, how many got the same best three as the plain search that ranks every match.
   From 20,000 records on, the search considers the records holding the query's rare words first
-  (bot.store.incidents.search_plans), which is what makes it fast; this column says what that costs.
+  (tools.memory.incidents.search_plans), which is what makes it fast; this column says what that costs.
 The Postgres server is a throwaway one (Unix socket, fsync off).
 """
 
@@ -31,10 +31,10 @@ from typing import Any
 
 from bot.store import Ledger, Store
 from bot.store.backends import is_postgres
-from bot.store.incident_rows import COLUMNS, count_all, write_record
-from bot.store.incidents import IncidentChange, IncidentFeedback, IncidentRow, Targets, build_record
 from tools.api import RunScope
+from tools.memory.incidents import IncidentChange, IncidentFeedback, IncidentRow, Targets, build_record
 from tools.memory.offer import CANDIDATES, offer_for
+from tools.memory.store import TABLES, count_all, search_incidents, write_record
 
 SIZES = (10_000, 100_000)
 QUERIES = 300
@@ -129,10 +129,11 @@ def fill(location: str, n: int) -> float:
     if is_postgres(location):
         import psycopg
 
-        Ledger(location).close()  # migrated
-        insert = f"INSERT INTO incidents ({', '.join(COLUMNS)}) VALUES ({', '.join('%s' for _ in COLUMNS)})"
+        Ledger(location, [TABLES]).close()  # migrated
+        columns = list(rows[0].fields)
+        insert = f"INSERT INTO incidents ({', '.join(columns)}) VALUES ({', '.join('%s' for _ in columns)})"
         with psycopg.connect(location) as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(insert, [[r.fields[c] for c in COLUMNS] for r in rows])
+            cur.executemany(insert, [[r.fields[c] for c in columns] for r in rows])
             cur.executemany(
                 "INSERT INTO incident_facets (run_id, facet, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                 [(r.fields["run_id"], facet, value) for r in rows for facet, value in r.facets],
@@ -145,7 +146,7 @@ def fill(location: str, n: int) -> float:
 
             count_all(select, lambda sql, params: int(conn.execute(sql.replace("?", "%s"), params).rowcount))
         return time.perf_counter() - began
-    ledger = Ledger(location)
+    ledger = Ledger(location, [TABLES])
     try:
         for start in range(0, n, 5000):
             with ledger.sql.atomic():
@@ -165,7 +166,7 @@ async def timed(location: str, *, host: str | None = None) -> tuple[float, float
     """p50, p99 (ms) through the async Store (the writer-thread hop included), and the mean matches: with no
     host, the run-start offer itself (tools.memory.offer.offer_for: its one search and the similarity check);
     with one, the search_incidents tool's filtered search."""
-    store = await Store(location).open()
+    store = await Store(location, tables=[TABLES]).open()
     times, found = [], []
     try:
         for i in range(QUERIES):
@@ -176,7 +177,7 @@ async def timed(location: str, *, host: str | None = None) -> tuple[float, float
                 offer = await offer_for({Store: store}, scope)
                 n = int(offer.prompt.split(": ", 1)[1].split(" ", 1)[0]) if offer is not None else 0  # "…: 3 earlier"
             else:
-                n = len(await store.search_incidents(task, channel=channel, limit=5, host=host))
+                n = len(await search_incidents(store, task, channel=channel, limit=5, host=host))
             times.append((time.perf_counter() - began) * 1000)
             found.append(n)
     finally:
@@ -187,13 +188,13 @@ async def timed(location: str, *, host: str | None = None) -> tuple[float, float
 async def agreement(location: str) -> tuple[int, int]:
     """Of the bench's queries (each task in 10 channels), how many get the same best three from the focused
     search as from the plain one that ranks every match (focus_from past any size)."""
-    store = await Store(location).open()
+    store = await Store(location, tables=[TABLES]).open()
     same = total = 0
     try:
         for i in range(50):
             task, channel = TASKS[i % len(TASKS)], f"C{i % 50:03d}"
-            focused = await store.search_incidents(task, channel=channel, limit=CANDIDATES)
-            plain = await store.search_incidents(task, channel=channel, limit=CANDIDATES, focus_from=10**12)
+            focused = await search_incidents(store, task, channel=channel, limit=CANDIDATES)
+            plain = await search_incidents(store, task, channel=channel, limit=CANDIDATES, focus_from=10**12)
             same += [m.incident.run_id for m in focused[:3]] == [m.incident.run_id for m in plain[:3]]
             total += 1
     finally:

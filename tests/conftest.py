@@ -27,6 +27,7 @@ from bot.store import Store
 from tests.support import markers, pgserver, sshserver
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.support.fakes.slack import FakeSlack
+from tools.reaches import TABLES
 
 __all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
 
@@ -46,7 +47,7 @@ async def anthropic_client(fake_anthropic: FakeAnthropic) -> AsyncIterator[anthr
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store(tmp_path / "opsloop.db").open()
+    s = await Store(tmp_path / "opsloop.db", tables=TABLES).open()
     yield s
     await s.close()
 

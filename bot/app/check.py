@@ -72,13 +72,14 @@ async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
 def store_check(settings: Settings) -> list[str]:
     """Connect to the store and read its schema version (changing nothing); print it, or return the problem."""
     from bot.store.backends import describe, inspect_schema, is_postgres
+    from tools.reaches import TABLES
 
     where = describe(settings.db_path)
     if not is_postgres(settings.db_path) and settings.db_path != ":memory:" and not Path(settings.db_path).exists():
         print(f"store: ok, no database at {where} yet: `opsloop run` creates it")
         return []
     try:
-        version = inspect_schema(settings.db_path)
+        version = inspect_schema(settings.db_path, TABLES)
     except Exception as e:
         return [f"store: can't open {where}: {type(e).__name__}: {e}".strip()]
     if version.unknown:

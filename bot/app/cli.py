@@ -175,7 +175,10 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
     if (status := resolve_run(settings, args)) is not None:
         return status
-    if not Ledger(settings.db_path).forget(args.run_id):
+    from tools.memory.store import forget
+    from tools.reaches import TABLES
+
+    if not forget(Ledger(settings.db_path, TABLES), args.run_id):
         return _fail([f"run {args.run_id!r} is not in incident memory ({describe(settings.db_path)})"])
     print(f"forgot {args.run_id}: it is no longer searched or offered")
     return 0

@@ -45,6 +45,7 @@ from handlers.policy import ApprovalPolicy
 from handlers.socket_mode import SocketMode
 from handlers.supervisor import Supervisor
 from tools.config import build_registry
+from tools.reaches import TABLES
 
 log = structlog.get_logger("opsloop.app")
 
@@ -84,7 +85,7 @@ async def build(
     model_for: Callable[[str], ModelClient] | None = None,
 ) -> Opsloop:
     """`model_for` (model name -> a run's ModelClient) replaces Claude, e.g. the demo's scripted model."""
-    store = await Store(settings.db_path).open()
+    store = await Store(settings.db_path, tables=TABLES).open()
     log.info("store.opened", backend=store.backend, where=store.where)
     try:
         tools = await build_registry(settings.tools, reaches=settings.reaches, shared={Store: store})

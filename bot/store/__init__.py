@@ -5,7 +5,8 @@ writer thread per process.
 written once for both databases (bot/store/backends.py runs it, bot/store/migrations.py shapes the schema), one module
 per table group: runs and leases (runs.py), trace (trace.py: messages, tool results, steps), events
 (events.py), inbox and store-then-ack (inbox.py), approvals (approvals.py), outbox (outbox.py), feedback
-(feedback.py), incident memory (memory.py), living summaries (summaries.py), change events (changes.py). `Store` is
+(feedback.py), living summaries (summaries.py). A reach keeps its own tables in its folder (`Tables`: migrations
+and store functions, bot/store/migrations.py and lane.py), handed to the store by whoever opens it. `Store` is
 the async facade the bot uses, derived from Ledger (lane.py): every call runs on the store's own thread
 (writer.py), so a connection never crosses threads, and on Postgres each call is one serializable
 transaction, so replicas sharing the database get the same guarantees one process gets from SQLite's single
@@ -15,8 +16,8 @@ writer. The store persists and redacts (rows.py: what is written is redacted at 
 from __future__ import annotations
 
 from bot.store.alerts import AcceptedAlert, AlertGroup, AlertOutcome
-from bot.store.changes import StoredChange
 from bot.store.ledger import Ledger
+from bot.store.migrations import Tables
 from bot.store.rows import ACTIVE_STATES, new_id
 from bot.store.summaries import SummaryRow
 from bot.store.writer import StoreBase, StoreUnavailable
@@ -29,8 +30,8 @@ __all__ = [
     "Ledger",
     "Store",
     "StoreUnavailable",
-    "StoredChange",
     "SummaryRow",
+    "Tables",
     "new_id",
 ]
 
@@ -39,4 +40,5 @@ class Store(StoreBase, Ledger):  # type: ignore[misc]  # its close is async: it 
     """Async facade over Ledger: every call runs on one dedicated writer thread (see bot.store.writer); its
     methods are the Ledger's marked with a lane (see bot.store.lane), awaited.
 
-    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""
+    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news); `tables`
+    the reaches' tables, migrated after the core's."""

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import sqlite_utils
 import structlog
 
-from bot.store.migrations import SchemaVersion, migrate_pg, migrate_sqlite, pg_version, sqlite_version
+from bot.store.migrations import SchemaVersion, Tables, migrate_pg, migrate_sqlite, pg_version, sqlite_version
 
 T = TypeVar("T")
 log = structlog.get_logger("opsloop.store")
@@ -92,7 +92,7 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, tables: Sequence[Tables] = ()) -> None:
         self.location = str(path)
         self.db = sqlite_utils.Database(self.location)
         self._durable = False  # inside `durably`
@@ -103,7 +103,7 @@ class SqliteBackend:
             self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA busy_timeout = 5000")
         self.db.execute("PRAGMA foreign_keys = ON")
-        self.version = migrate_sqlite(self.db)
+        self.version = migrate_sqlite(self.db, tables)
 
     def close(self) -> None:
         self.db.close()
@@ -199,7 +199,7 @@ class PostgresBackend:
     name = "postgres"
     serialization_retries = 40
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, url: str, tables: Sequence[Tables] = (), *, connect_timeout: float = 5.0) -> None:
         import psycopg  # imported here: a SQLite-only install never loads libpq
 
         self._psycopg = psycopg
@@ -209,7 +209,7 @@ class PostgresBackend:
         self._in_call = False
         self.clock_offset = 0.0  # the server's clock minus ours, measured at each connect
         with self._connection() as conn:
-            self.version = migrate_pg(conn)
+            self.version = migrate_pg(conn, tables)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -319,27 +319,27 @@ class PostgresBackend:
         return None
 
 
-def inspect_schema(location: str | Path) -> SchemaVersion:
-    """Connect and read how far the database is migrated, changing nothing (`opsloop check`). Raises when it
-    can't connect."""
+def inspect_schema(location: str | Path, tables: Sequence[Tables] = ()) -> SchemaVersion:
+    """Connect and read how far the database is migrated (the core and `tables`), changing nothing (`opsloop
+    check`). Raises when it can't connect."""
     location = str(location)
     if is_postgres(location):
         import psycopg
 
         with psycopg.connect(location, connect_timeout=5, application_name="opsloop-check") as conn:
-            return pg_version(conn)
+            return pg_version(conn, tables)
     if location != ":memory:" and not Path(location).exists():
-        return sqlite_version(sqlite_utils.Database(memory=True))  # a new file: created at the first start
+        return sqlite_version(sqlite_utils.Database(memory=True), tables)  # a new file: created at the first start
     db = sqlite_utils.Database(location)
     try:
-        return sqlite_version(db)
+        return sqlite_version(db, tables)
     finally:
         db.close()
 
 
-def open_backend(location: str | Path) -> SqliteBackend | PostgresBackend:
+def open_backend(location: str | Path, tables: Sequence[Tables] = ()) -> SqliteBackend | PostgresBackend:
     location = str(location)
-    return PostgresBackend(location) if is_postgres(location) else SqliteBackend(location)
+    return PostgresBackend(location, tables) if is_postgres(location) else SqliteBackend(location, tables)
 
 
 class PgListener:

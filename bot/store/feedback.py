@@ -3,15 +3,10 @@ latest click replacing the earlier one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from bot.core.types import Feedback, FeedbackValue
 from bot.store.lane import lane
 from bot.store.rows import new_id
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    from bot.store.memory import MemoryRows
 
 
 class FeedbackRows(LedgerBase):
@@ -22,8 +17,9 @@ class FeedbackRows(LedgerBase):
         self, *, click: str, run_id: str, user: str, value: FeedbackValue, channel: str, message_ts: str
     ) -> bool:
         """Store one click as `user`'s say on the answer message (`channel`, `message_ts`): it replaces their earlier
-        click there (the latest counts, once). False when this click (`click`: Slack's id for it) is the one stored
-        already (a redelivery)."""
+        click there (the latest counts, once), and in the same transaction let each reach's tables take it
+        (`Tables.on_feedback`: incident memory's record takes the latest click). False when this click (`click`:
+        Slack's id for it) is the one stored already (a redelivery)."""
         with self._atomic():
             stored = (
                 self._write(
@@ -36,8 +32,9 @@ class FeedbackRows(LedgerBase):
                 )
                 == 1
             )
-            if stored:  # the run's incident record (if remembered) takes the latest click, in this transaction
-                cast("MemoryRows", self).note_incident_feedback(run_id)
+            for tables in self.tables if stored else ():
+                if tables.on_feedback is not None:
+                    tables.on_feedback(self, run_id)
         return stored
 
     @lane.normal

@@ -3,7 +3,11 @@ lane in the writer's queue: `@lane.urgent` (on the path of a Slack ack: events, 
 bookkeeping), `@lane.normal` (the runs' bookkeeping), `@lane.background` (nobody's run or ack waits on it: a
 POSTed change event, a retention sweep; after both). On a Ledger the method is itself; on the Store,
 `await store.name(...)` runs `ledger.name(...)` with the same signature through `Store._call` (one unit on the
-writer thread, transient errors retried)."""
+writer thread, transient errors retried).
+
+A reach's store functions (its own tables, in its folder) are marked the same way, on a function whose first
+parameter is the ledger: `name(ledger, ...)` is the call itself, `await name(store, ...)` runs it on the writer
+thread through the same `Store._call`, so the core never imports the reach."""
 
 from __future__ import annotations
 
@@ -32,7 +36,8 @@ def _settled(value: Any) -> Any:
 
 
 class Entry(Generic[L, P, T]):
-    """A Ledger method marked with its lane: on a Ledger, the method; on a Caller (the Store), its async call."""
+    """A Ledger method (or a reach's function of the ledger) marked with its lane: on a Ledger, the method; on a
+    Caller (the Store), its async call."""
 
     def __init__(self, method: Callable[Concatenate[L, P], T], *, urgent: bool = False, background: bool = False):
         self.method, self.urgent, self.background = method, urgent, background
@@ -47,8 +52,18 @@ class Entry(Generic[L, P, T]):
     def __get__(self, obj: Any, owner: type) -> Any:
         if obj is None:
             return self
-        if not isinstance(obj, Caller):
-            return types.MethodType(self.method, obj)
+        return self._on(obj) if isinstance(obj, Caller) else types.MethodType(self.method, obj)
+
+    @overload
+    def __call__(self, on: Caller, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]: ...
+    @overload
+    def __call__(self, on: L, /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    def __call__(self, on: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """A reach's function: `fn(ledger, ...)` runs it here; `fn(store, ...)` is its call on the writer thread."""
+        return self._on(on)(*args, **kwargs) if isinstance(on, Caller) else self.method(on, *args, **kwargs)
+
+    def _on(self, obj: Caller) -> Callable[P, Coroutine[Any, Any, T]]:
         method, urgent, background = self.method, self.urgent, self.background
 
         @functools.wraps(method)

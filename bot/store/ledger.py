@@ -27,12 +27,10 @@ from bot.run.prompts import ALERT_USER
 from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.backends import WAKE_RUNS
-from bot.store.changes import ChangeRows
 from bot.store.events import Events
 from bot.store.feedback import FeedbackRows
 from bot.store.inbox import Inbox
 from bot.store.lane import lane
-from bot.store.memory import MemoryRows
 from bot.store.outbox import Outbox
 from bot.store.rows import _decode_run, new_id
 from bot.store.runs import Runs
@@ -47,13 +45,22 @@ T = TypeVar("T")
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
 
-class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, MemoryRows, SummaryRows, ChangeRows):
+class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts, SummaryRows):
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
     that created it. Its SQL is written once for both (see bot.store.backends)."""
 
     def call(self, fn: Callable[[Ledger], T]) -> T:
         """`fn(self)` as one unit: on Postgres one SERIALIZABLE transaction, retried whole on a conflict."""
         return self.sql.call(lambda: fn(self))
+
+    @lane.normal
+    def note_kind(self, channel: str, kind: str | None) -> None:
+        """What Slack says `channel` is now (public/private/im/mpim; None: unknown), at a run's drive start: each
+        reach's tables take it (`Tables.on_kind`: incident memory narrows who its records are offered to)."""
+        with self._atomic():
+            for tables in self.tables:
+                if tables.on_kind is not None:
+                    tables.on_kind(self, channel, kind)
 
     # --- what spans table groups, in one transaction: a run with its first messages, a turn with the inbox
     # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)

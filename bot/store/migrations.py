@@ -1,15 +1,20 @@
-"""The store's schema, for SQLite and Postgres, in one place: migration N is written for both, side by side.
+"""The store's schema, for SQLite and Postgres: the core's migrations, then each reach's (`Tables`, declared in the
+reach's folder and handed to the store by whoever opens it), in a fixed order: the core's, then the reaches' in the
+order they are given. Every migration is written for both backends.
 
-SQLite keeps sqlite-utils' migration record (`_sqlite_migrations`, the names below); Postgres keeps its own
-(`opsloop_migrations`), applied under an advisory lock so replicas starting together migrate once. A database
-that has a migration this code doesn't know was migrated by a newer opsloop: opening it fails (`SchemaTooNew`)
-rather than writing rows an older schema reader would misread. Add a migration by writing both halves.
+Each set of migrations is recorded under its name: SQLite in sqlite-utils' record (`_sqlite_migrations`, the core's
+set is "opsloop"), Postgres in `opsloop_migrations`, applied under an advisory lock so replicas starting together
+migrate once. A reach's migration also counts as applied when the core's set records its name: the core ran it
+before the reach owned its tables. A store opened without a reach's tables leaves them alone. A database that
+has a migration this code doesn't know (in a set it was given) was migrated by a newer opsloop: opening it fails
+(`SchemaTooNew`) rather than writing rows an older schema reader would misread.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,23 +22,46 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from bot.core.errors import OpsloopError
-from bot.store.incident_rows import backfill, count_all
 from bot.store.migrations_pg import PG_MIGRATIONS as PG_MIGRATIONS  # re-exported: importers keep bot.store.migrations
 from bot.store.migrations_sql import (
     ALERT_OCCURRENCES,
     ALERT_PAYLOADS,
     CAUSE_FROM_REASON,
-    CHANGE_EVENTS,
     FEEDBACK_LATEST,
-    INCIDENT_FACETS,
-    INCIDENT_TERMS,
-    INCIDENTS_COLUMNS,
     SUMMARIES,
     alert_titles,
 )
 
+# A migration's half for one backend: SQL (SQLite: one statement, or a tuple of them), or a function given the
+# backend's connection (a sqlite_utils Database; a psycopg connection) for a step SQL alone can't write.
+Step = str | tuple[str, ...] | Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str  # unique across every set: m001_incidents
+    sqlite: Step
+    postgres: Step
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tables:
+    """What a reach keeps in the store: its migrations for both backends, recorded under its `name`, and what the
+    store writes for it inside the store's own transactions, each given the ledger: `on_feedback(ledger, run_id)`
+    where a feedback click is stored, `on_kind(ledger, channel, kind)` where a run's drive start notes what Slack
+    says its conversation is now (public/private/im/mpim; None: unknown)."""
+
+    name: str
+    migrations: tuple[Migration, ...]
+    on_feedback: Callable[[Any, str], object] | None = None
+    on_kind: Callable[[Any, str, str | None], object] | None = None
+
+
 sqlite_migrations = Migrations("opsloop")
 PG_LOCK = 0x6F70_736C_6F6F_70  # pg_advisory_xact_lock key for migrating ("opsloop")
+# The core's own migrations that their reaches own now (incident memory's, what changed's): still in the core's
+# record of an older database, neither unknown nor run again.
+FORMERLY_CORE = frozenset({"m015_incidents", "m016_change_events", "m018_incident_terms"})
 
 
 class SchemaTooNew(OpsloopError):
@@ -363,62 +391,11 @@ def m014_run_titles(db: sqlite_utils.Database) -> None:
     db.conn.executemany("UPDATE runs SET title = ? WHERE id = ?", alert_titles(rows))
 
 
-# SQLite: `id` is the rowid the FTS5 index points at, declared so VACUUM keeps it (an implicit rowid of a table
-# keyed by TEXT may be renumbered, silently detaching the index); `run_id` is the record's key everywhere else.
-_FTS_COLUMNS = "search_title, search_targets, search_body"
-_FTS_ADD = (
-    f"INSERT INTO incidents_fts (rowid, {_FTS_COLUMNS}) VALUES (new.id, new.search_title, "
-    "new.search_targets, new.search_body);"
-)
-_FTS_REMOVE = (
-    f"INSERT INTO incidents_fts (incidents_fts, rowid, {_FTS_COLUMNS}) VALUES ('delete', old.id, "
-    "old.search_title, old.search_targets, old.search_body);"
-)
-_SQLITE_INCIDENTS = (
-    f"CREATE TABLE incidents (id INTEGER PRIMARY KEY, {INCIDENTS_COLUMNS.format(key='UNIQUE', real='REAL')})",
-    *(s for s in INCIDENT_FACETS.split(";") if s.strip()),
-    f"CREATE VIRTUAL TABLE incidents_fts USING fts5({_FTS_COLUMNS}, content='incidents', content_rowid='id', "
-    "tokenize='unicode61 remove_diacritics 0')",
-    f"CREATE TRIGGER incidents_fts_insert AFTER INSERT ON incidents BEGIN {_FTS_ADD} END",
-    f"CREATE TRIGGER incidents_fts_delete AFTER DELETE ON incidents BEGIN {_FTS_REMOVE} END",
-    f"CREATE TRIGGER incidents_fts_update AFTER UPDATE OF {_FTS_COLUMNS} ON incidents "
-    f"BEGIN {_FTS_REMOVE} {_FTS_ADD} END",
-)
-
-
-@sqlite_migrations()
-def m015_incidents(db: sqlite_utils.Database) -> None:
-    """Incident memory (docs/context.md, Incident memory): one record per ended run, full-text indexed by FTS5 (kept in
-    step by triggers), with exact-match facets (host, service, alertname…); every finished run so far is backfilled, as
-    `private` (see bot.store.incident_rows.backfill). One transaction, like every migration."""
-    for statement in _SQLITE_INCIDENTS:
-        db.execute(statement)
-    backfill(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
-
-
-@sqlite_migrations()
-def m016_change_events(db: sqlite_utils.Database) -> None:
-    """Change events POSTed to `/changes` (docs/context.md, What changed): one row per event id (the first copy wins),
-    read by recent_changes by time, swept by the time they were received."""
-    for statement in CHANGE_EVENTS:
-        db.execute(statement)
-
-
 @sqlite_migrations()
 def m017_summaries(db: sqlite_utils.Database) -> None:
     """The living summary (docs/context.md): every accepted update_summary, with its run step and time (JSON)."""
     db.execute(SUMMARIES)
     db.execute("CREATE INDEX idx_summaries_run_id ON summaries (run_id)")
-
-
-@sqlite_migrations()
-def m018_incident_terms(db: sqlite_utils.Database) -> None:
-    """Incident memory's word counts (bot.store.incidents.search_plans reads them to search a large memory by its rare
-    words first), counted from every stored record; and an index holding what the search filters and orders
-    by, so ranking thousands of matches reads no record (a record's answer spans overflow pages)."""
-    db.execute(INCIDENT_TERMS)
-    db.execute("CREATE INDEX idx_incidents_ranked ON incidents (id, kind, channel, feedback, ended_at, run_id)")
-    count_all(_sqlite_select(db), lambda sql, params: int(db.execute(sql, params).rowcount))
 
 
 @sqlite_migrations()
@@ -433,24 +410,29 @@ def m019_alert_occurrences(db: sqlite_utils.Database) -> None:
     db.execute(ALERT_OCCURRENCES)
 
 
-def _sqlite_select(db: sqlite_utils.Database) -> Callable[[str, list[Any]], list[dict[str, Any]]]:
-    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        cur = db.execute(sql, params)
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-
-    return select
-
-
-KNOWN = [m.name for m in sqlite_migrations._migrations]
+CORE = Tables(
+    name=sqlite_migrations.name,
+    migrations=tuple(Migration(m.name, m.fn, PG_MIGRATIONS[m.name]) for m in sqlite_migrations._migrations),
+)
+KNOWN = [m.name for m in CORE.migrations]
 assert KNOWN == list(PG_MIGRATIONS), "every migration is written for both backends, in the same order"
 
 
-def _version(applied: set[str]) -> SchemaVersion:
-    current = 0
-    while current < len(KNOWN) and KNOWN[current] in applied:
-        current += 1
-    return SchemaVersion(current=current, known=len(KNOWN), unknown=tuple(sorted(applied - set(KNOWN))))
+def _plan(applied: set[tuple[str, str]], tables: Sequence[Tables]) -> tuple[SchemaVersion, list[tuple[str, Migration]]]:
+    """How far the database is (`applied`: its record's (set, name) pairs), and what is left to run, in order."""
+    core = {n for s, n in applied if s == CORE.name}
+    current = known = 0
+    unknown: list[str] = []
+    pending: list[tuple[str, Migration]] = []
+    for t in (CORE, *tables):
+        mine = {n for s, n in applied if s == t.name}
+        done = mine if t is CORE else mine | core
+        names = {m.name for m in t.migrations}
+        unknown += sorted(mine - names - (FORMERLY_CORE if t is CORE else set()))
+        known += len(names)
+        current += len(names & done)
+        pending += [(t.name, m) for m in t.migrations if m.name not in done]
+    return SchemaVersion(current=current, known=known, unknown=tuple(unknown)), pending
 
 
 def _refuse_newer(version: SchemaVersion) -> None:
@@ -461,33 +443,59 @@ def _refuse_newer(version: SchemaVersion) -> None:
         )
 
 
-def sqlite_version(db: sqlite_utils.Database) -> SchemaVersion:
+def _run(step: Step, execute: Callable[[str], Any], conn: Any) -> None:
+    if callable(step):
+        step(conn)
+    else:
+        for statement in (step,) if isinstance(step, str) else step:
+            execute(statement)
+
+
+def _sqlite_applied(db: sqlite_utils.Database) -> set[tuple[str, str]]:
     table = Migrations.migrations_table
     if not db[table].exists():
-        return _version(set())
-    rows = db.execute(f"SELECT name FROM {table} WHERE migration_set = ?", [sqlite_migrations.name]).fetchall()
-    return _version({r[0] for r in rows})
+        return set()
+    return {(s, n) for s, n in db.execute(f"SELECT migration_set, name FROM {table}").fetchall()}
 
 
-def migrate_sqlite(db: sqlite_utils.Database) -> SchemaVersion:
+def sqlite_version(db: sqlite_utils.Database, tables: Sequence[Tables] = ()) -> SchemaVersion:
+    return _plan(_sqlite_applied(db), tables)[0]
+
+
+def migrate_sqlite(db: sqlite_utils.Database, tables: Sequence[Tables] = ()) -> SchemaVersion:
     """Bring a SQLite database up to date (refusing one a newer opsloop migrated)."""
-    _refuse_newer(sqlite_version(db))
-    sqlite_migrations.apply(db)
-    return sqlite_version(db)
+    version, pending = _plan(_sqlite_applied(db), tables)
+    _refuse_newer(version)
+    sqlite_migrations.ensure_migrations_table(db)
+    for set_name, m in pending:
+        with db.atomic():
+            _run(m.sqlite, db.execute, db)
+            db.table(Migrations.migrations_table).insert(
+                {"migration_set": set_name, "name": m.name, "applied_at": str(datetime.datetime.now(datetime.UTC))}
+            )
+    return sqlite_version(db, tables)
 
 
-PG_RECORD = """CREATE TABLE IF NOT EXISTS opsloop_migrations (name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"""
+PG_RECORD = """CREATE TABLE IF NOT EXISTS opsloop_migrations (name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION);
+    ALTER TABLE opsloop_migrations ADD COLUMN IF NOT EXISTS migration_set TEXT NOT NULL DEFAULT 'opsloop'"""
 
 
-def pg_version(conn: Any) -> SchemaVersion:
+def pg_version(conn: Any, tables: Sequence[Tables] = ()) -> SchemaVersion:
     """Read-only: how far a Postgres database is migrated (a psycopg connection)."""
-    exists = conn.execute("SELECT to_regclass('opsloop_migrations') IS NOT NULL AS e").fetchone()
-    if not _first(exists):
-        return _version(set())
-    return _version({_first(r) for r in conn.execute("SELECT name FROM opsloop_migrations").fetchall()})
+    return _plan(_pg_applied(conn), tables)[0]
 
 
-def migrate_pg(conn: Any) -> SchemaVersion:
+def _pg_applied(conn: Any) -> set[tuple[str, str]]:
+    from psycopg.rows import dict_row
+
+    cur = conn.cursor(row_factory=dict_row)
+    if not cur.execute("SELECT to_regclass('opsloop_migrations') IS NOT NULL AS e").fetchone()["e"]:
+        return set()
+    # A record from before the reaches kept their own has no set column: all of it is the core's.
+    return {(r.get("migration_set", CORE.name), r["name"]) for r in cur.execute("SELECT * FROM opsloop_migrations")}
+
+
+def migrate_pg(conn: Any, tables: Sequence[Tables] = ()) -> SchemaVersion:
     """Bring a Postgres database up to date in one transaction, under an advisory lock: replicas starting at
     once wait for the first one's migration and then find nothing left to do."""
     # The lock is taken before the transaction begins: a serializable transaction's snapshot dates from its first
@@ -496,17 +504,33 @@ def migrate_pg(conn: Any) -> SchemaVersion:
     try:
         with conn.transaction():
             conn.execute(PG_RECORD)
-            version = pg_version(conn)
+            version, pending = _plan(_pg_applied(conn), tables)
             _refuse_newer(version)
-            for name in KNOWN[version.current :]:
-                step = PG_MIGRATIONS[name]
-                step(conn) if callable(step) else conn.execute(step)
-                conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, %s)", [name, time.time()])
+            for set_name, m in pending:
+                _run(m.postgres, conn.execute, conn)
+                conn.execute(
+                    "INSERT INTO opsloop_migrations (name, applied_at, migration_set) VALUES (%s, %s, %s)",
+                    [m.name, time.time(), set_name],
+                )
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", [PG_LOCK])
-    return pg_version(conn)
+    return pg_version(conn, tables)
 
 
-def _first(row: Any) -> Any:
-    """The first column of a row from either row factory (tuple or dict)."""
-    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+def sql_calls(conn: Any) -> tuple[Callable[[str, list[Any]], list[dict[str, Any]]], Callable[[str, list[Any]], int]]:
+    """`select` and `execute` in the `?` SQL both backends share, on a migration's connection (a sqlite_utils
+    Database or a psycopg connection): for a reach's migration that reads and writes rows."""
+    pg = not isinstance(conn, sqlite_utils.Database)
+
+    def run(sql: str, params: list[Any]) -> Any:
+        return conn.execute(sql.replace("%", "%%").replace("?", "%s") if pg else sql, params)
+
+    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = run(sql, params)
+        cols = [c[0] for c in cur.description]
+        return [r if isinstance(r, dict) else dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def execute(sql: str, params: list[Any]) -> int:
+        return int(run(sql, params).rowcount)
+
+    return select, execute

@@ -5,16 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bot.store.incident_rows import backfill, count_all
 from bot.store.migrations_sql import (
     ALERT_OCCURRENCES,
     ALERT_PAYLOADS,
     CAUSE_FROM_REASON,
-    CHANGE_EVENTS,
     FEEDBACK_LATEST,
-    INCIDENT_FACETS,
-    INCIDENT_TERMS,
-    INCIDENTS_COLUMNS,
     SUMMARIES,
     alert_titles,
 )
@@ -24,40 +19,6 @@ def _pg_m014_run_titles(conn: Any) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN title TEXT")
     for title, run_id in alert_titles(conn.execute(ALERT_PAYLOADS).fetchall()):
         conn.execute("UPDATE runs SET title = %s WHERE id = %s", [title, run_id])
-
-
-def _pg_incidents(conn: Any) -> None:
-    """m015 on Postgres: the table with a generated, weighted tsvector and its GIN index; then the backfill."""
-    conn.execute(f"""
-        CREATE TABLE incidents ({INCIDENTS_COLUMNS.format(key="PRIMARY KEY", real="DOUBLE PRECISION")},
-            search tsvector GENERATED ALWAYS AS (
-                setweight(to_tsvector('simple', coalesce(search_title, '')), 'A')
-                || setweight(to_tsvector('simple', coalesce(search_targets, '')), 'B')
-                || setweight(to_tsvector('simple', coalesce(search_body, '')), 'D')) STORED);
-        CREATE INDEX idx_incidents_search ON incidents USING GIN (search);
-        {INCIDENT_FACETS}""")
-
-    backfill(*_calls(conn))
-
-
-def _pg_incident_terms(conn: Any) -> None:
-    """m018 on Postgres: the word counts, counted from every stored record."""
-    conn.execute(INCIDENT_TERMS)
-    count_all(*_calls(conn))
-
-
-def _calls(conn: Any) -> tuple[Callable[[str, list[Any]], list[dict[str, Any]]], Callable[[str, list[Any]], int]]:
-    """`select` and `execute` in the `?` SQL both backends share (bot.store.incident_rows), on a psycopg connection."""
-
-    def select(sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        cur = conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
-        cols = [c.name for c in cur.description]
-        return [r if isinstance(r, dict) else dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-    def execute(sql: str, params: list[Any]) -> int:
-        return int(conn.execute(sql.replace("%", "%%").replace("?", "%s"), params).rowcount)
-
-    return select, execute
 
 
 # Postgres: the same steps in SQL, keyed by the SQLite migration's name. Timestamps are epoch seconds (double
@@ -164,10 +125,7 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
         CREATE UNIQUE INDEX idx_feedback_channel_message_ts_user ON feedback (channel, message_ts, "user");
     """,
     "m014_run_titles": _pg_m014_run_titles,
-    "m015_incidents": _pg_incidents,  # Python: the backfill redacts, which SQL can't
-    "m016_change_events": ";\n".join(CHANGE_EVENTS) + ";",
     "m017_summaries": SUMMARIES + "; CREATE INDEX idx_summaries_run_id ON summaries (run_id);",
-    "m018_incident_terms": _pg_incident_terms,  # Python: words are counted as the search splits them
     "m019_alert_occurrences": """
         ALTER TABLE alert_groups ADD COLUMN occurrence INTEGER, ADD COLUMN previous TEXT,
             ADD COLUMN seen_at DOUBLE PRECISION;

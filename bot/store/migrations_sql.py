@@ -50,32 +50,7 @@ FEEDBACK_LATEST = """DELETE FROM feedback WHERE EXISTS (
       AND (later.at > feedback.at OR (later.at = feedback.at AND later.id > feedback.id)))"""
 
 
-INCIDENTS_COLUMNS = """
-            run_id TEXT NOT NULL {key}, title TEXT NOT NULL, task TEXT, channel TEXT NOT NULL, kind TEXT NOT NULL,
-            thread_ts TEXT, permalink TEXT, team TEXT, started_at {real}, ended_at {real} NOT NULL, stop_reason TEXT,
-            targets TEXT NOT NULL DEFAULT '{{}}', targets_text TEXT, labels TEXT NOT NULL DEFAULT '{{}}',
-            changes TEXT NOT NULL DEFAULT '[]', answer TEXT, feedback TEXT NOT NULL DEFAULT 'none',
-            backfilled INTEGER NOT NULL DEFAULT 0, search_title TEXT, search_targets TEXT, search_body TEXT"""
-INCIDENT_FACETS = """
-        CREATE INDEX idx_incidents_ended_at ON incidents (ended_at);
-        CREATE INDEX idx_incidents_channel ON incidents (channel);
-        CREATE TABLE incident_facets (
-            run_id TEXT NOT NULL REFERENCES incidents (run_id), facet TEXT NOT NULL, value TEXT NOT NULL,
-            PRIMARY KEY (run_id, facet, value));
-        CREATE INDEX idx_incident_facets_facet_value ON incident_facets (facet, value);
-"""
-CHANGE_EVENTS = (
-    "CREATE TABLE change_events (id TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, source TEXT, service TEXT, "
-    "environment TEXT, summary TEXT NOT NULL, url TEXT, labels TEXT, received_at DOUBLE PRECISION NOT NULL)",
-    "CREATE INDEX idx_change_events_at ON change_events (at)",
-    "CREATE INDEX idx_change_events_received_at ON change_events (received_at)",
-)
-
-
 SUMMARIES = (
     "CREATE TABLE summaries (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, "
     "summary TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)"
 )
-# Incident memory's word counts: how many records hold each word (the row '' counts the records), kept in the
-# transaction that writes or deletes a record, read by the search to tell rare words from common ones.
-INCIDENT_TERMS = "CREATE TABLE incident_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL)"

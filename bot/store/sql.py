@@ -4,20 +4,24 @@ commit unless a transaction is open, transactions, durable writes and wake-ups f
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bot.store.backends import SqliteBackend, open_backend
 from bot.store.lane import lane
+from bot.store.migrations import Tables
 from bot.store.rows import _marks, _no_nul
 
 
 class LedgerBase:
     """Synchronous store on SQLite (a file path) or Postgres (a postgresql:// URL); use only from the thread
-    that created it. Its SQL is written once for both (see bot.store.backends)."""
+    that created it. Its SQL is written once for both (see bot.store.backends). `tables`: the reaches' tables,
+    migrated after the core's, whose hooks its own transactions call."""
 
-    def __init__(self, location: str | Path) -> None:
-        self.sql = open_backend(location)
+    def __init__(self, location: str | Path, tables: Sequence[Tables] = ()) -> None:
+        self.tables = tuple(tables)
+        self.sql = open_backend(location, self.tables)
         self.backend = self.sql.name
         self.schema = self.sql.version
         if isinstance(self.sql, SqliteBackend):

@@ -21,6 +21,7 @@ from bot.core.errors import OpsloopError
 from bot.store.backends import PgListener, PostgresBackend, SqliteBackend, describe, is_postgres
 from bot.store.lane import Caller
 from bot.store.ledger import Ledger
+from bot.store.migrations import Tables
 
 T = TypeVar("T")
 log = structlog.get_logger("opsloop.store")
@@ -133,10 +134,12 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 class StoreBase(Caller):
     """Async facade over Ledger: every call runs on one dedicated writer thread.
 
-    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news)."""
+    `path` is a SQLite file path or a postgresql:// URL (then also `listen` for other replicas' news); `tables`
+    the reaches' tables, migrated after the core's."""
 
-    def __init__(self, path: str | Path, *, retry_seconds: float = 10.0) -> None:
+    def __init__(self, path: str | Path, *, tables: Sequence[Tables] = (), retry_seconds: float = 10.0) -> None:
         self.path = str(path)
+        self.tables = tuple(tables)
         self.retry_seconds = retry_seconds
         self.backend = "postgres" if is_postgres(self.path) else "sqlite"
         self.where = describe(self.path)  # without a password: for logs
@@ -150,7 +153,7 @@ class StoreBase(Caller):
         for `retry_seconds`, then StoreUnavailable says where (without the password) and why."""
 
         def _open() -> None:
-            self._ledger = Ledger(self.path)
+            self._ledger = Ledger(self.path, self.tables)
 
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.1

@@ -270,7 +270,7 @@ class Supervisor:
         longer public, or that Slack can't place, has its records offered only in it from now on. A public answer
         changes nothing here (it may be cached): only a run's end, asking Slack afresh, widens."""
         if self.tools.at_end:
-            await self.store.narrow_incidents(channel, await self.membership.kind(channel))
+            await self.store.note_kind(channel, await self.membership.kind(channel))
 
     def _at_end(self, thread: IncidentThread) -> AtEndWrites | None:
         """The reaches' writes at this run's end (registry.at_end), bound to it and to what Slack says of its

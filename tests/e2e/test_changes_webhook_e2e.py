@@ -22,6 +22,7 @@ from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import CHANNEL, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
 from tests.tools.changes.test_changes_git import commit, git
 from tests.tools.changes.test_changes_k8s import NS, world
+from tools.changes.store import changes_between, sweep_changes
 from tools.changes.webhook import ChangeWebhook
 
 TOKEN = "changes-token-0123456789abcdef"
@@ -70,7 +71,7 @@ async def post(
 
 def stored(env: BotEnv) -> list[Any]:
     with env.ledger() as ledger:
-        return ledger.changes_between(0, 1e12)
+        return changes_between(ledger, 0, 1e12)
 
 
 async def test_auth_size_and_validation_refuse_and_store_nothing(
@@ -114,7 +115,7 @@ async def test_events_are_stored_once_per_id_the_first_copy_wins(
         assert rows["gha-2"].at == datetime(2026, 12, 2, 14, 0, tzinfo=UTC).timestamp()  # its zone applied
         assert await webhook(env).sweep() == 0  # within retention: kept
     with env.ledger() as ledger:  # 31 days on, the sweep drops them
-        assert ledger.sweep_changes(30, now=ledger.sql.now() + 31 * 86400) == 2
+        assert sweep_changes(ledger, 30, now=ledger.sql.now() + 31 * 86400) == 2
 
 
 @pytest.mark.processes  # the real git

@@ -15,6 +15,7 @@ from tests.e2e.test_slack_e2e import TASK, clean_logs_script
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, Message
 from tests.support.harness import CAROL, CHANNEL, PEOPLE, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
+from tools.memory import store as memory
 
 MEMORY = "[memory]\nenabled = true\n"
 FREED = "Freed 19.8 GB on web-03 (/var now 61%)."
@@ -82,8 +83,8 @@ async def test_a_private_channel_s_incident_reaches_no_other_channel(
         await run_a(env, PRIVATE)
         (a,) = env.runs()
         with env.ledger() as ledger:
-            assert ledger.incident(a.id) is not None  # A is remembered, as private
-            assert ledger.incident(a.id).kind == "private"  # type: ignore[union-attr]
+            assert memory.incident(ledger, a.id) is not None  # A is remembered, as private
+            assert memory.incident(ledger, a.id).kind == "private"  # type: ignore[union-attr]
         channel, ts = await env.mention(B_TASK)
         await answer(env, channel, ts, B_ANSWER)
 

@@ -27,12 +27,12 @@ import pytest
 import structlog
 
 from bot.core.log import configure_logging
-from bot.store.incidents import terms
 from tests.support import planted_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import BOB, bot_env
 from tests.support.incident_tools import hold, ran
+from tools.memory.incidents import terms
 
 
 def _kinds(tag: str) -> list[tuple[str, str]]:

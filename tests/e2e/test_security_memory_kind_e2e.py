@@ -21,6 +21,7 @@ from tests.support.harness import (
     tool_results,
     user_turn,
 )
+from tools.memory import store as memory
 
 MEMORY = "[memory]\nenabled = true\n"
 ROOM = "C0PAYROLL"  # public when the story starts
@@ -44,7 +45,7 @@ def kinds(env: BotEnv) -> dict[str, str]:
     with env.ledger() as ledger:
         out = {}
         for run in ledger.list_runs():
-            if (found := ledger.incident(run.id)) is not None:
+            if (found := memory.incident(ledger, run.id)) is not None:
                 out[run.task] = found.kind
         return out
 

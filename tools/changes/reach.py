@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.config.reader import Reader
+from bot.store import Tables
 from tools.api import Service
 from tools.changes.git import GitRepo
 from tools.changes.settings import (
@@ -24,6 +25,7 @@ from tools.changes.settings import (
     ChangesWebhook,
     HiddenToken,
 )
+from tools.changes.store import TABLES
 
 _KEYS = ("window_minutes", "retention_days", "git", "webhook")
 _GIT_KEYS = ("name", "path", "branch", "paths")
@@ -113,6 +115,7 @@ class ChangesReach:
     sections: tuple[str, ...] = ("changes",)
     hint: str = "[changes]"
     modules: tuple[str, ...] = ("tools.changes.tool",)
+    tables: Tables = TABLES  # the change events POSTed to /changes
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> ChangesConfig | None:

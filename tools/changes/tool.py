@@ -14,13 +14,14 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from bot.store import Store, StoredChange
+from bot.store import Store
 from tools.api import current_run
 from tools.changes.events import ChangeEvent
 from tools.changes.gather import Source, gather
 from tools.changes.git import git_changes
 from tools.changes.model import Change, Cut, SourceFailure, timeline
 from tools.changes.settings import ChangesConfig
+from tools.changes.store import StoredChange, changes_between
 from tools.registry import Category, ToolContext, ToolError, tool
 
 MAX_SINCE_MINUTES = 7 * 24 * 60
@@ -45,7 +46,7 @@ def event_change(row: StoredChange) -> Change:
 
 def _stored(store: Store, service: str | None, limit: int = STORED_MAX) -> Source:
     async def read(since: datetime, until: datetime) -> Sequence[Change] | Cut:
-        rows = await store.changes_between(since.timestamp(), until.timestamp(), service=service, limit=limit + 1)
+        rows = await changes_between(store, since.timestamp(), until.timestamp(), service=service, limit=limit + 1)
         changes = [event_change(r) for r in rows[:limit]]
         if len(rows) > limit:
             return Cut(changes, f"more than {limit} events in the window, the newest {limit} are listed")

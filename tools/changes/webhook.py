@@ -21,9 +21,10 @@ import structlog
 from aiohttp import web
 
 from bot.core.json_body import BadJson, read_json
-from bot.store import Store, StoredChange
+from bot.store import Store
 from tools.changes.events import ChangeEvent, parse_events
 from tools.changes.settings import ChangesConfig
+from tools.changes.store import SWEEP_BATCH, StoredChange, record_changes, sweep_changes
 
 log = structlog.get_logger("opsloop.changes")
 
@@ -87,7 +88,7 @@ class ChangeWebhook:
                 status=400,
             )
         try:
-            added = await self.store.record_changes([stored(e) for e in events])
+            added = await record_changes(self.store, [stored(e) for e in events])
         except Exception as e:  # not stored: no 200, so the sender tries again
             log.error("changes.store_failed", error=f"{type(e).__name__}: {e}")
             return web.json_response({"error": "not stored, try again"}, status=503)
@@ -98,9 +99,9 @@ class ChangeWebhook:
         """Drop the events received more than retention_days ago (0: keep them); how many went."""
         gone = 0
         while True:
-            batch = await self.store.sweep_changes(self.config.retention_days, now=self.store.now())
+            batch = await sweep_changes(self.store, self.config.retention_days, now=self.store.now())
             gone += batch
-            if batch < 1000:
+            if batch < SWEEP_BATCH:
                 return gone
 
     async def _sweep_forever(self) -> None:

@@ -4,7 +4,7 @@ The threshold. bm25 (SQLite, negative-and-unbounded, flipped) and ts_rank (Postg
 score on different scales, so no absolute number means "similar" on both. A match is offered when
   - it shares at least MIN_WORDS distinct query words with the record (all of them when the query has fewer):
     one common word ("disk", "error") is not similarity, and this count is the same on both backends, since
-    both index the same lexemes (bot.store.incidents.terms); and
+    both index the same lexemes (tools.memory.incidents.terms); and
   - its score is at least RELATIVE of the best match's: what ranks far below the best is noise next to it.
 At most OFFERED go to the model. The search is the only wait: one indexed query, no model call."""
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.store import Store
-from bot.store.incidents import Incident, IncidentMatch, index_text, query_tokens
 from tools.api import Offer, RunScope
+from tools.memory.incidents import Incident, IncidentMatch, index_text, query_tokens
 from tools.memory.render import offer_block, thread_line
+from tools.memory.store import search_incidents
 
 OFFERED, CANDIDATES = 3, 10
 MIN_WORDS = 2
@@ -74,7 +75,7 @@ async def offer_for(resources: Mapping[type, object], scope: RunScope) -> Offer 
     if not tokens:
         return None
     # Visibility is in the store's WHERE: this run's conversation sees its own incidents and public ones.
-    matches = await store.search_incidents(query, channel=scope.conversation, limit=CANDIDATES)
+    matches = await search_incidents(store, query, channel=scope.conversation, limit=CANDIDATES)
     found = [m for m in similar(matches, tokens) if not same_thread(m.incident, scope)]
     if not found:
         return None

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config.reader import Reader
+from bot.store import Tables
 from tools.api import AtEnd, Offer, RunFacts, RunScope, Service
+from tools.memory.store import TABLES, record_incident
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,6 +23,7 @@ class MemoryReach:
     sections: tuple[str, ...] = ("memory",)
     hint: str = "[memory] enabled = true"
     modules: tuple[str, ...] = ("tools.memory",)
+    tables: Tables = TABLES  # incidents, their facets and word counts
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> MemoryConfig | None:
@@ -58,7 +61,7 @@ class MemoryReach:
         """Every run that ends becomes an incident record, in its ending transaction (docs/context.md)."""
 
         def remember(ledger: Any, run_id: str, facts: RunFacts) -> None:
-            ledger.record_incident(run_id, kind=facts.kind, permalink=facts.permalink, labels=facts.labels)
+            record_incident(ledger, run_id, kind=facts.kind, permalink=facts.permalink, labels=facts.labels)
 
         return remember
 

@@ -10,8 +10,8 @@ import time
 from collections.abc import Sequence
 
 from bot.core.redact import redact
-from bot.store.incidents import Incident, IncidentMatch
 from tools.api import Link, truncate_output
+from tools.memory.incidents import Incident, IncidentMatch
 
 BLOCK_START = "[past incidents"
 BLOCK_END = "[end of past incidents]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.store import Store
 from tools.api import current_run
 from tools.memory.render import search_text
+from tools.memory.store import search_incidents as search
 from tools.registry import Category, ToolContext, ToolError, tool
 
 
@@ -33,8 +34,8 @@ async def search_incidents(
     # Outside a run nobody's conversation is known: only public channels' incidents.
     channel = scope.conversation if scope is not None else ""
     try:
-        matches = await store.search_incidents(
-            query, channel=channel, host=host, service=service, alertname=alertname, limit=limit
+        matches = await search(
+            store, query, channel=channel, host=host, service=service, alertname=alertname, limit=limit
         )
     except ValueError as e:
         raise ToolError(str(e)) from None

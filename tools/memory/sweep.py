@@ -2,7 +2,7 @@
 ago go, once when the app starts it (a service of the memory reach: tools/memory/reach.py `services`) and then every
 SWEEP_EVERY_S.
 
-Each pass asks the store for one batch at a time (bot.store.memory `sweep_incidents`: bounded, idempotent, its
+Each pass asks the store for one batch at a time (tools.memory.store `sweep_incidents`: bounded, idempotent, its
 own transaction, rows another replica is deleting skipped on Postgres) and asks again while a full batch came
 back, so a large backlog goes in one pass and replicas sweeping at once only share the work. `0` keeps forever.
 A failing pass (the store is down) is logged and tried again at the next one.
@@ -18,7 +18,7 @@ import structlog
 
 from bot.core.redact import redact
 from bot.store import Store
-from bot.store.memory import SWEEP_BATCH
+from tools.memory.store import SWEEP_BATCH, sweep_incidents
 
 log = structlog.get_logger("opsloop.memory")
 
@@ -50,7 +50,7 @@ class MemorySweep:
             return 0
         gone = 0
         while True:
-            went = await self.store.sweep_incidents(self.retention_days, now=self.now(), batch=self.batch)
+            went = await sweep_incidents(self.store, self.retention_days, now=self.now(), batch=self.batch)
             gone += went
             if went < self.batch:
                 return gone

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bot.store import Ledger, Store
-from bot.store.changes import StoredChange
 from handlers.approvals import supersede_by_reply
+from tools.changes.store import StoredChange, record_changes
+from tools.reaches import TABLES
 
 
 async def hold_the_writer(store: Store) -> tuple[threading.Event, asyncio.Future[None]]:
@@ -42,7 +43,7 @@ async def mention(store: Store, i: int):
 
 
 async def test_a_burst_of_accepts_shares_one_commit_and_each_gets_its_own_run(tmp_path: Path) -> None:
-    store = await Store(tmp_path / "opsloop.db").open()
+    store = await Store(tmp_path / "opsloop.db", tables=TABLES).open()
     try:
         release, busy = await hold_the_writer(store)
         burst = [asyncio.ensure_future(mention(store, i)) for i in range(5)]
@@ -63,7 +64,7 @@ async def test_a_burst_of_accepts_shares_one_commit_and_each_gets_its_own_run(tm
 
 
 async def test_a_call_that_fails_in_a_group_rolls_back_alone(tmp_path: Path) -> None:
-    store = await Store(tmp_path / "opsloop.db").open()
+    store = await Store(tmp_path / "opsloop.db", tables=TABLES).open()
     try:
         release, busy = await hold_the_writer(store)
 
@@ -98,7 +99,7 @@ async def test_background_writes_wait_behind_a_runs_writes(tmp_path: Path) -> No
 
         async def event(i: int) -> None:
             stored = StoredChange(id=f"ev{i}", at=1.0e9 + i, summary=f"deploy {i}", received_at=1.0e9 + i)
-            await store.record_changes([stored])
+            await record_changes(store, [stored])
             done.append(f"event {i}")
 
         async def run_write() -> None:

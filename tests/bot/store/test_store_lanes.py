@@ -1,5 +1,5 @@
 """The async Store is the Ledger's public methods, each marked once with its lane in the writer's queue
-(bot.store.lane), typed with the Ledger method's own signature."""
+(bot.store.lane), typed with the Ledger method's own signature; a reach's store functions are marked the same way."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from mypy import api
 from bot.core.types import StepEntry
 from bot.store import Ledger, Store
 from bot.store.lane import Entry
+from tools.changes import store as changes
+from tools.memory import store as memory
 
 ENTRIES = {name: v for c in Ledger.__mro__ for name, v in vars(c).items() if isinstance(v, Entry)}
+REACH_ENTRIES = {name: v for m in (memory, changes) for name, v in vars(m).items() if isinstance(v, Entry)}
 
 
 def test_every_public_ledger_method_is_a_store_call() -> None:
@@ -23,7 +26,8 @@ def test_every_public_ledger_method_is_a_store_call() -> None:
 
 
 def test_the_ack_path_is_urgent_and_what_nobody_waits_on_is_background() -> None:
-    assert {n for n, e in ENTRIES.items() if e.urgent} == {
+    every = ENTRIES | REACH_ENTRIES
+    assert {n for n, e in every.items() if e.urgent} == {
         "accept_mention",
         "accept_reply",
         "accept_slack_alert",
@@ -40,7 +44,7 @@ def test_the_ack_path_is_urgent_and_what_nobody_waits_on_is_background() -> None
         "set_card_ts",
         "stop_requested_among",
     }
-    assert {n for n, e in ENTRIES.items() if e.background} == {"record_changes", "sweep_changes", "sweep_incidents"}
+    assert {n for n, e in every.items() if e.background} == {"record_changes", "sweep_changes", "sweep_incidents"}
 
 
 async def test_a_store_call_runs_the_ledger_method_on_the_writer_thread_with_its_arguments_settled(
@@ -78,3 +82,16 @@ def test_mypy_holds_a_store_call_to_the_ledger_methods_signature(tmp_path: Path)
         'Missing named argument "now"  [call-arg]',
         '"Coroutine[Any, Any, Run | None]" has no attribute "id"  [attr-defined]',
     ]
+
+
+async def test_a_reach_function_is_a_store_call_on_the_store_and_the_call_itself_on_a_ledger(tmp_path: Path) -> None:
+    store = await Store(tmp_path / "s.db", tables=[changes.TABLES]).open()
+    try:
+        assert await changes.record_changes(store, [changes.StoredChange(id="e1", at=1.0, summary="deploy")]) == 1
+        ledger = Ledger(store.path, [changes.TABLES])
+        try:
+            assert changes.change_event(ledger, "e1") == await changes.change_event(store, "e1") is not None
+        finally:
+            ledger.close()
+    finally:
+        await store.close()

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 
 from bot.config.settings import ConfigError
-from bot.store import Store, StoredChange
+from bot.store import Store
 from tests.support.fakes.kube import FakeKube
 from tests.tools.changes.test_changes_git import commit, git
 from tests.tools.changes.test_changes_k8s import NS, world
 from tools.api import RunScope, ToolError, run_scope
 from tools.changes.reach import REACH, ChangesConfig
+from tools.changes.store import StoredChange, record_changes
 from tools.config import build_registry
-from tools.reaches import parse_reaches
+from tools.reaches import TABLES, parse_reaches
 from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.processes  # the real git
@@ -53,8 +54,9 @@ async def call(reg: ToolRegistry, args: dict[str, Any], run: RunScope | None = N
 
 @pytest.fixture
 async def stored(db_url: str) -> AsyncIterator[Store]:
-    s = await Store(db_url).open()
-    await s.record_changes(
+    s = await Store(db_url, tables=TABLES).open()
+    await record_changes(
+        s,
         [
             StoredChange(
                 id="gha-1",
@@ -75,7 +77,7 @@ async def stored(db_url: str) -> AsyncIterator[Store]:
                 service="search",
                 summary="flag new-ranker on <!channel>",
             ),
-        ]
+        ],
     )
     yield s
     await s.close()
@@ -208,10 +210,10 @@ async def test_an_inventory_host_the_task_names_is_read_over_ssh(repo: Path, tmp
 
 
 async def test_more_stored_events_than_a_read_takes_says_the_timeline_was_cut(db_url: str) -> None:
-    s = await Store(db_url).open()
+    s = await Store(db_url, tables=TABLES).open()
     try:
         at = (NOW - timedelta(minutes=5)).timestamp()
-        await s.record_changes([StoredChange(id=f"e{i}", at=at - i, summary=f"deploy {i}") for i in range(2001)])
+        await record_changes(s, [StoredChange(id=f"e{i}", at=at - i, summary=f"deploy {i}") for i in range(2001)])
         async with await registry({"changes": {}}, s) as reg:
             out = await call(reg, {}, scope(NOW))
     finally:

@@ -14,14 +14,16 @@ from tests.support.fakes.anthropic import FakeAnthropic
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import bot_env
 from tests.tools.memory.test_memory_wiring import end_run
+from tools.memory import store as memory
 from tools.memory.sweep import MemorySweep
+from tools.reaches import TABLES
 
 DAY = 86400.0
 
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store(db_url, retry_seconds=5).open()
+    s = await Store(db_url, tables=TABLES, retry_seconds=5).open()
     yield s
     await s.close()
 
@@ -36,21 +38,21 @@ async def test_one_pass_takes_every_batch_past_retention_and_keeps_the_rest(stor
     await seed(store, 7)
     now = store.now()
     assert await MemorySweep(store, 30, batch=3, now=lambda: now + 29 * DAY).sweep() == 0  # not old enough
-    assert await store.incident_count() == 7
+    assert await memory.incident_count(store) == 7
     assert await MemorySweep(store, 0, batch=3, now=lambda: now + 9999 * DAY).sweep() == 0  # 0: forever
-    assert await store.incident_count() == 7
+    assert await memory.incident_count(store) == 7
     assert await MemorySweep(store, 30, batch=3, now=lambda: now + 31 * DAY).sweep() == 7  # 3 + 3 + 1
-    assert await store.incident_count() == 0
+    assert await memory.incident_count(store) == 0
 
 
 async def test_replicas_sweeping_at_once_share_the_work(db_url: str, store: Store) -> None:
     await seed(store, 9)
     later = store.now() + 400 * DAY
-    other = await Store(db_url, retry_seconds=5).open()
+    other = await Store(db_url, tables=TABLES, retry_seconds=5).open()
     try:
         passes = [MemorySweep(s, 365, batch=2, now=lambda: later) for s in (store, other, store, other)]
         gone = await asyncio.gather(*(p.sweep() for p in passes))
-        assert sum(gone) == 9 and await other.incident_count() == 0
+        assert sum(gone) == 9 and await memory.incident_count(other) == 0
     finally:
         await other.close()
 
@@ -66,12 +68,12 @@ async def test_the_app_sweeps_old_incidents_once_as_it_opens(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     db = str(tmp_path / "opsloop.db")  # bot_env's OPSLOOP_DB
-    s = await Store(db).open()
+    s = await Store(db, tables=TABLES).open()
     try:
         old, recent = await seed(s, 2)
     finally:
         await s.close()
-    ledger = Ledger(db)
+    ledger = Ledger(db, TABLES)
     try:
         with ledger.sql.atomic():
             ledger.sql.execute("UPDATE incidents SET ended_at = ended_at - ? WHERE run_id = ?", [40 * DAY, old])
@@ -81,6 +83,6 @@ async def test_the_app_sweeps_old_incidents_once_as_it_opens(
         (sweep,) = [s for s in env.ops.tools.services if isinstance(s, MemorySweep)]
         assert sweep.retention_days == 30
         await asyncio.wait_for(sweep.swept.wait(), timeout=10)
-        assert await env.ops.store.incident(old) is None
-        assert await env.ops.store.incident(recent) is not None
+        assert await memory.incident(env.ops.store, old) is None
+        assert await memory.incident(env.ops.store, recent) is not None
     assert sweep._task is None  # closed with the app

@@ -14,7 +14,9 @@ from bot.core.types import ApprovalState, DecisionCause, FeedbackValue, StopReas
 from bot.store import Store
 from tools.api import Link, RunFacts, RunScope, run_scope
 from tools.config import build_registry
+from tools.memory import store as memory
 from tools.memory.reach import REACH, MemoryConfig
+from tools.reaches import TABLES
 from tools.registry import ToolRegistry
 
 SECRET = "sk-ant-api03-PLANTEDsecret0value0123456789"
@@ -22,7 +24,7 @@ SECRET = "sk-ant-api03-PLANTEDsecret0value0123456789"
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store(db_url, retry_seconds=5).open()
+    s = await Store(db_url, tables=TABLES, retry_seconds=5).open()
     yield s
     await s.close()
 
@@ -110,7 +112,7 @@ async def test_the_repeat_incident_is_recorded_at_its_end_and_offered_to_the_nex
     await end_run(
         store, "payments latency high", channel="C1", kind="public", output="scaled", host="db-01", change=None
     )
-    incident = await store.incident(a)  # written by finish_run itself: no separate call
+    incident = await memory.incident(store, a)  # written by finish_run itself: no separate call
     assert incident is not None and incident.kind == "public" and incident.changes[0].approver == "carol"
     assert SECRET not in repr(incident)
 
@@ -152,7 +154,7 @@ async def test_not_helpful_comes_last_and_says_so(store: Store, registry: ToolRe
     )
     text = await search(registry, "C1", query="web-03 disk full on /var")
     assert text.index("again") < text.index("rebooted") and "NOT HELPFUL" in text
-    await store.forget(bad)
+    await memory.forget(store, bad)
     assert "rebooted" not in await search(registry, "C1", query="web-03 disk full on /var")
 
 
@@ -161,7 +163,7 @@ async def test_memory_disabled_records_nothing_and_offers_nothing(store: Store) 
     assert REACH.parse(Reader({"memory": {"retention_days": 30}}), {}) == MemoryConfig(retention_days=30.0)
     run = await store.create_run(channel="C1", thread_ts="1.1", requester="U1", task="web-03 disk", model="m")
     await store.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="ok")
-    assert await store.incident(run.id) is None
+    assert await memory.incident(store, run.id) is None
     reg = await build_registry({"modules": []}, reaches={}, shared={Store: store})
     assert reg.get("search_incidents") is None and await reg.offers(scope("C1", "web-03 disk")) == []
     await reg.aclose()
@@ -174,7 +176,7 @@ def test_opsloop_forget_takes_a_run_out_of_memory(db_url: str, capsys: pytest.Ca
     from bot.app.cli import main
 
     async def seed() -> tuple[str, str]:
-        s = await Store(db_url).open()
+        s = await Store(db_url, tables=TABLES).open()
         try:
             return (
                 await end_run(s, "web-03 disk full", channel="C1", kind="public", output="cleaned"),
@@ -184,10 +186,10 @@ def test_opsloop_forget_takes_a_run_out_of_memory(db_url: str, capsys: pytest.Ca
             await s.close()
 
     async def left() -> tuple[bool, bool, list[str]]:
-        s = await Store(db_url).open()
+        s = await Store(db_url, tables=TABLES).open()
         try:
-            found = [m.incident.run_id for m in await s.search_incidents("web-03 disk", channel="C1")]
-            return await s.incident(run_id) is None, await s.incident(kept) is not None, found
+            found = [m.incident.run_id for m in await memory.search_incidents(s, "web-03 disk", channel="C1")]
+            return await memory.incident(s, run_id) is None, await memory.incident(s, kept) is not None, found
         finally:
             await s.close()
 

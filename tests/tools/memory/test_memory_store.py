@@ -15,10 +15,10 @@ import sqlite_utils
 from bot.core.types import ApprovalState, DecisionCause, FeedbackValue, Run, StopReason
 from bot.store import Ledger, Store
 from bot.store.backends import is_postgres
-from bot.store.incident_rows import record_terms
-from bot.store.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets, search_plans
-from bot.store.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, sqlite_migrations
 from tests.bot.store.test_store_conformance import stored_text
+from tools.memory import store as memory
+from tools.memory.incidents import IncidentChange, IncidentFeedback, SearchPlan, Targets, search_plans
+from tools.reaches import TABLES
 
 SECRET = "sk-ant-api03-PLANTEDsecret0value0123456789"
 DAY = 86400.0
@@ -26,7 +26,7 @@ DAY = 86400.0
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store(db_url, retry_seconds=5).open()
+    s = await Store(db_url, tables=TABLES, retry_seconds=5).open()
     yield s
     await s.close()
 
@@ -81,12 +81,12 @@ async def ended(
 
 async def remember(store: Store, task: str, *, kind: str | None = "public", **kw: object) -> Run:
     run = await ended(store, task, **kw)  # type: ignore[arg-type]
-    await store.record_incident(run.id, kind=kind)
+    await memory.record_incident(store, run.id, kind=kind)
     return run
 
 
 async def found(store: Store, query: str, *, channel: str = "C1", **kw: object) -> list[str]:
-    return [m.incident.run_id for m in await store.search_incidents(query, channel=channel, **kw)]  # type: ignore[arg-type]
+    return [m.incident.run_id for m in await memory.search_incidents(store, query, channel=channel, **kw)]  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the record
@@ -102,8 +102,8 @@ async def test_an_ended_run_is_recorded_with_its_changes_targets_and_answer(stor
         change="clean_logs",
         output="Cleaned the rotated nginx logs; /var is at 41%.",
     )
-    incident = await store.record_incident(
-        run.id, kind="public", permalink="https://slack.example/p7", targets=Targets(services=("nginx",))
+    incident = await memory.record_incident(
+        store, run.id, kind="public", permalink="https://slack.example/p7", targets=Targets(services=("nginx",))
     )
     assert (incident.title, incident.task, incident.channel, incident.kind, incident.thread_ts) == (
         "web-03 is paging: disk full on /var",
@@ -123,7 +123,7 @@ async def test_an_ended_run_is_recorded_with_its_changes_targets_and_answer(stor
         IncidentChange(tool="clean_logs", args="host=web-03, path=/var/log", confirmed_by="U0CAROL", approver="carol"),
     )
     assert incident.started_at is not None and incident.ended_at >= incident.started_at
-    assert await store.incident(run.id) == incident
+    assert await memory.incident(store, run.id) == incident
 
 
 async def test_a_handoff_is_recorded_with_what_the_model_last_said(store: Store) -> None:
@@ -147,7 +147,7 @@ async def test_a_handoff_is_recorded_with_what_the_model_last_said(store: Store)
         },
     )
     await store.finish_run(run.id, stop_reason=StopReason.ITERATION_LIMIT, stop_detail="20 steps")
-    incident = await store.record_incident(run.id, kind="public")
+    incident = await memory.record_incident(store, run.id, kind="public")
     assert (incident.stop_reason, incident.answer) == (
         "iteration_limit",
         "The pool is exhausted since the 14:08 deploy.",
@@ -157,7 +157,7 @@ async def test_a_handoff_is_recorded_with_what_the_model_last_said(store: Store)
 async def test_an_alert_run_is_titled_and_filtered_by_its_labels(store: Store) -> None:
     run = await ended(store, "Alert DiskFull firing")
     labels = {"alertname": "DiskFull", "instance": "web-07:9100", "severity": "page"}
-    incident = await store.record_incident(run.id, kind="public", title="DiskFull web-07", labels=labels)
+    incident = await memory.record_incident(store, run.id, kind="public", title="DiskFull web-07", labels=labels)
     assert (incident.title, incident.labels) == ("DiskFull web-07", labels)
     assert await found(store, "disk", alertname="DiskFull") == [run.id]
     assert await found(store, "disk", host="web-07") == [run.id]
@@ -166,10 +166,10 @@ async def test_an_alert_run_is_titled_and_filtered_by_its_labels(store: Store) -
 
 async def test_recording_again_replaces_the_record(store: Store) -> None:
     run = await ended(store, "queue backlog on worker-2")
-    await store.record_incident(run.id, kind="public", answer="first")
-    await store.record_incident(run.id, kind="public", answer="restarted the consumer")
-    assert (await store.incident(run.id)).answer == "restarted the consumer"  # type: ignore[union-attr]
-    assert await store.incident_count() == 1
+    await memory.record_incident(store, run.id, kind="public", answer="first")
+    await memory.record_incident(store, run.id, kind="public", answer="restarted the consumer")
+    assert (await memory.incident(store, run.id)).answer == "restarted the consumer"  # type: ignore[union-attr]
+    assert await memory.incident_count(store) == 1
     assert await found(store, "consumer") == [run.id]
     assert await found(store, "first") == []
 
@@ -194,7 +194,8 @@ async def test_secrets_planted_in_task_answer_and_args_reach_no_record(store: St
         decided_name="dana",
     )
     await store.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="")
-    incident = await store.record_incident(
+    incident = await memory.record_incident(
+        store,
         run.id,
         kind="public",
         answer=f"rotated {SECRET}",
@@ -210,13 +211,13 @@ async def test_secrets_planted_in_task_answer_and_args_reach_no_record(store: St
 async def test_only_an_ended_run_is_remembered_and_a_bad_kind_is_refused(store: Store) -> None:
     run = await store.create_run(channel="C1", thread_ts="1.1", requester="U1", task="still going", model="m")
     with pytest.raises(ValueError, match="has not ended"):
-        await store.record_incident(run.id, kind="public")
+        await memory.record_incident(store, run.id, kind="public")
     await store.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="ok")
     with pytest.raises(ValueError, match="conversation kind must be one of public, private, im, mpim"):
-        await store.record_incident(run.id, kind="channel")
+        await memory.record_incident(store, run.id, kind="channel")
     with pytest.raises(KeyError):
-        await store.record_incident("run_nope", kind="public")
-    assert await store.incident_count() == 0
+        await memory.record_incident(store, "run_nope", kind="public")
+    assert await memory.incident_count(store) == 0
 
 
 async def test_the_record_is_written_in_the_run_ends_transaction(store: Store) -> None:
@@ -225,18 +226,18 @@ async def test_the_record_is_written_in_the_run_ends_transaction(store: Store) -
     def end(db: Ledger) -> None:  # as a Ledger method that ends a run composes its writes
         with db.sql.atomic():
             db.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="raised maxmemory")
-            db.record_incident(run.id, kind="public")
+            memory.record_incident(db, run.id, kind="public")
             raise RuntimeError("the end fails after recording")
 
     with pytest.raises(RuntimeError):
         await store.atomically(end)
     assert (await store.get_run(run.id)).stop_reason is None
-    assert await store.incident(run.id) is None
+    assert await memory.incident(store, run.id) is None
 
     def end_ok(db: Ledger) -> None:
         with db.sql.atomic():
             db.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="raised maxmemory")
-            db.record_incident(run.id, kind="public")
+            memory.record_incident(db, run.id, kind="public")
 
     await store.atomically(end_ok)
     assert await found(store, "redis maxmemory") == [run.id]
@@ -350,7 +351,7 @@ async def test_a_private_record_is_offered_only_in_its_own_channel(store: Store)
 
 async def test_an_unknown_kind_is_private(store: Store) -> None:
     run = await remember(store, "vpn flapping", channel="C9", kind=None)
-    assert (await store.incident(run.id)).kind == "private"  # type: ignore[union-attr]
+    assert (await memory.incident(store, run.id)).kind == "private"  # type: ignore[union-attr]
     assert await found(store, "vpn", channel="C8") == []
     assert await found(store, "vpn", channel="C9") == [run.id]
 
@@ -370,16 +371,16 @@ async def test_not_helpful_records_come_last_and_say_so(store: Store) -> None:
     await store.record_feedback(
         click="k1", run_id=best.id, user="U2", value=FeedbackValue.NEGATIVE, channel="C1", message_ts="1.2"
     )
-    assert await store.note_incident_feedback(best.id) is True
-    matches = await store.search_incidents("disk full web-03", channel="C1")
+    assert await memory.note_incident_feedback(store, best.id) is True
+    matches = await memory.search_incidents(store, "disk full web-03", channel="C1")
     assert [(m.incident.run_id, m.not_helpful) for m in matches] == [(worse.id, False), (best.id, True)]
     assert matches[1].incident.feedback == IncidentFeedback.NOT_HELPFUL
     await store.record_feedback(
         click="k2", run_id=best.id, user="U3", value=FeedbackValue.POSITIVE, channel="C1", message_ts="1.2"
     )
-    await store.note_incident_feedback(best.id)
+    await memory.note_incident_feedback(store, best.id)
     assert await found(store, "disk full web-03") == [best.id, worse.id]
-    assert await store.note_incident_feedback("run_nope") is False
+    assert await memory.note_incident_feedback(store, "run_nope") is False
 
 
 async def test_feedback_given_before_the_record_is_carried_in(store: Store) -> None:
@@ -387,44 +388,47 @@ async def test_feedback_given_before_the_record_is_carried_in(store: Store) -> N
     await store.record_feedback(
         click="k1", run_id=run.id, user="U2", value=FeedbackValue.POSITIVE, channel="C1", message_ts="1.2"
     )
-    assert (await store.record_incident(run.id, kind="public")).feedback == IncidentFeedback.HELPFUL
+    assert (await memory.record_incident(store, run.id, kind="public")).feedback == IncidentFeedback.HELPFUL
 
 
 async def test_forget_takes_a_run_out_of_memory(store: Store) -> None:
     run = await remember(store, "disk full", host="web-03")
     keep = await remember(store, "disk full too")
-    assert await store.forget(run.id) is True
-    assert await store.incident(run.id) is None
+    assert await memory.forget(store, run.id) is True
+    assert await memory.incident(store, run.id) is None
     assert await found(store, "disk") == [keep.id]
     assert await found(store, "disk", host="web-03") == []
-    assert await store.forget(run.id) is False
+    assert await memory.forget(store, run.id) is False
 
 
 async def test_the_sweep_drops_records_past_retention_in_bounded_batches(store: Store) -> None:
     runs = [await remember(store, f"disk full {i}") for i in range(5)]
     now = store.now()
-    assert await store.sweep_incidents(0, now=now + 1000 * DAY) == 0  # 0 keeps forever
-    assert await store.sweep_incidents(30, now=now) == 0
-    assert await store.sweep_incidents(30, now=now + 31 * DAY, batch=2) == 2
-    assert await store.sweep_incidents(30, now=now + 31 * DAY, batch=2) == 2
-    assert await store.sweep_incidents(30, now=now + 31 * DAY, batch=2) == 1
-    assert await store.sweep_incidents(30, now=now + 31 * DAY, batch=2) == 0
-    assert await store.incident_count() == 0
+    assert await memory.sweep_incidents(store, 0, now=now + 1000 * DAY) == 0  # 0 keeps forever
+    assert await memory.sweep_incidents(store, 30, now=now) == 0
+    assert await memory.sweep_incidents(store, 30, now=now + 31 * DAY, batch=2) == 2
+    assert await memory.sweep_incidents(store, 30, now=now + 31 * DAY, batch=2) == 2
+    assert await memory.sweep_incidents(store, 30, now=now + 31 * DAY, batch=2) == 1
+    assert await memory.sweep_incidents(store, 30, now=now + 31 * DAY, batch=2) == 0
+    assert await memory.incident_count(store) == 0
     assert await found(store, "disk") == []
     assert len(runs) == 5
 
 
 async def test_two_replicas_sweeping_at_once_delete_each_record_once(db_url: str) -> None:
-    a, b = await Store(db_url, retry_seconds=5).open(), await Store(db_url, retry_seconds=5).open()
+    a, b = (
+        await Store(db_url, tables=TABLES, retry_seconds=5).open(),
+        await Store(db_url, tables=TABLES, retry_seconds=5).open(),
+    )
     try:
         for i in range(6):
             await remember(a, f"disk full {i}")
         later = a.now() + 400 * DAY
         import asyncio
 
-        swept = await asyncio.gather(*(s.sweep_incidents(365, now=later, batch=2) for s in (a, b, a, b, a, b)))
+        swept = await asyncio.gather(*(memory.sweep_incidents(s, 365, now=later, batch=2) for s in (a, b, a, b, a, b)))
         assert sum(swept) == 6
-        assert await b.incident_count() == 0
+        assert await memory.incident_count(b) == 0
     finally:
         await a.close()
         await b.close()
@@ -434,17 +438,8 @@ async def test_two_replicas_sweeping_at_once_delete_each_record_once(db_url: str
 
 
 def _migrate_to_before_incidents(location: str) -> None:
-    if is_postgres(location):
-        with psycopg.connect(location, autocommit=True) as conn:
-            conn.execute(PG_RECORD)
-            for name in KNOWN[: KNOWN.index("m015_incidents")]:
-                step = PG_MIGRATIONS[name]
-                conn.execute(step) if isinstance(step, str) else step(conn)
-                conn.execute("INSERT INTO opsloop_migrations (name, applied_at) VALUES (%s, 0)", [name])
-        return
-    db = sqlite_utils.Database(location)
-    sqlite_migrations.apply(db, stop_before="m015_incidents")
-    db.close()
+    """The core's tables without memory's: what an opsloop before memory left (a store opened without them)."""
+    Ledger(location).close()
 
 
 def _old_rows(location: str) -> None:
@@ -493,9 +488,9 @@ def _old_rows(location: str) -> None:
 async def test_the_migration_backfills_finished_runs_as_private(db_url: str) -> None:
     _migrate_to_before_incidents(db_url)
     _old_rows(db_url)
-    store = await Store(db_url, retry_seconds=5).open()
+    store = await Store(db_url, tables=TABLES, retry_seconds=5).open()
     try:
-        incident = await store.incident("run_old")
+        incident = await memory.incident(store, "run_old")
         assert incident is not None
         assert (incident.kind, incident.backfilled, incident.channel, incident.thread_ts, incident.stop_reason) == (
             "private",
@@ -514,7 +509,7 @@ async def test_the_migration_backfills_finished_runs_as_private(db_url: str) -> 
         assert incident.changes == (
             IncidentChange(tool="clean_logs", args="host=web-03", confirmed_by="U0CAROL", approver="carol"),
         )
-        assert await store.incident("run_going") is None
+        assert await memory.incident(store, "run_going") is None
         assert await found(store, "web-03 disk", channel="CPUB") == ["run_old"]
         assert await found(store, "web-03 disk", channel="COTHER") == []  # fail closed
         assert SECRET not in repr(incident)
@@ -545,7 +540,7 @@ def recounted(location: str) -> dict[str, int]:
     """incident_terms as it should be: every stored record's words counted afresh."""
     counts: dict[str, int] = {}
     for title, targets, body in _rows(location, "SELECT search_title, search_targets, search_body FROM incidents"):
-        for term in record_terms({"search_title": title, "search_targets": targets, "search_body": body}):
+        for term in memory.record_terms({"search_title": title, "search_targets": targets, "search_body": body}):
             counts[term] = counts.get(term, 0) + 1
     return counts
 
@@ -556,12 +551,12 @@ async def test_word_counts_follow_every_write_replace_forget_and_sweep(store: St
     await remember(store, "checkout-api p99 latency")
     assert stored_counts(db_url) == recounted(db_url)
     assert stored_counts(db_url)[""] == 3 and stored_counts(db_url)["disk"] == 2
-    await store.record_incident(a.id, kind="public", answer="rotated nginx logs instead")  # replaced, recounted
+    await memory.record_incident(store, a.id, kind="public", answer="rotated nginx logs instead")  # replaced, recounted
     assert stored_counts(db_url) == recounted(db_url)
     assert "cleaned" not in stored_counts(db_url) and stored_counts(db_url)["nginx"] == 1
-    assert await store.forget(b.id)
+    assert await memory.forget(store, b.id)
     assert stored_counts(db_url) == recounted(db_url) and "iops" not in stored_counts(db_url)
-    assert await store.sweep_incidents(1, now=store.now() + 2 * DAY) == 2
+    assert await memory.sweep_incidents(store, 1, now=store.now() + 2 * DAY) == 2
     assert stored_counts(db_url) == {}
     if not is_postgres(db_url):  # the words counted are the words FTS5 indexed, one record each
         await remember(store, "Ünïcode DiskFull naïve café-42 web_03 x²", output="ẞtraße ǅ ﬁx İstanbul")
@@ -583,8 +578,8 @@ async def test_a_large_memory_is_searched_by_its_rare_words_and_ranks_like_the_w
     rare = await remember(store, "web-40 disk inode exhaustion", output="cleaned logs")
     only_rare = await remember(store, "db iostat alert", output="nothing")
     query = "disk inode iostat"
-    plain = await store.search_incidents(query, channel="C1", limit=5, focus_from=10**9)
-    focused = await store.search_incidents(query, channel="C1", limit=5, focus_from=0)
+    plain = await memory.search_incidents(store, query, channel="C1", limit=5, focus_from=10**9)
+    focused = await memory.search_incidents(store, query, channel="C1", limit=5, focus_from=0)
     ids = [m.incident.run_id for m in focused]
     assert set(ids[:2]) == {rare.id, only_rare.id} and len(ids) == 5  # the rare words outrank the common one
     assert ids == [m.incident.run_id for m in plain]  # here the rare words' records and then the common word's
