@@ -27,9 +27,11 @@ from structlog.testing import capture_logs
 from bot.core.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.store.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
-from bot.store.migrations import KNOWN, PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
+from bot.store.migrations import KNOWN as CORE_KNOWN
+from bot.store.migrations import PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
 from handlers.approvals import add_approver, supersede_by_reply
 from tests.support import pgserver
+from tools.reaches import TABLES as REACH_TABLES
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = "web-03 is paging: disk full on /var, please fix"
@@ -37,6 +39,8 @@ NEVER = 2e9
 PASSWORD = "pw-PLANTED-s3cr3t-9f8e7d"
 REPLICAS = 4
 ROUNDS = 5
+# Every migration the app's store runs: the core's and the reaches'.
+KNOWN = sorted([*CORE_KNOWN, *(m.name for t in REACH_TABLES for m in t.migrations)])
 TABLES = {
     "runs",
     "messages",
@@ -133,7 +137,7 @@ def in_threads(n: int, fn: Callable[[], Any]) -> list[Any]:
 
 def open_and_close(url: str) -> SchemaVersion:
     """A replica starting: open the store (migrating it), on this thread, and close it."""
-    ledger = Ledger(url)
+    ledger = Ledger(url, REACH_TABLES)
     try:
         return ledger.schema
     finally:
@@ -418,7 +422,7 @@ def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(pg_url:
 
     with psycopg.connect(pg_url, autocommit=True) as conn:  # a database an opsloop before m014 migrated
         conn.execute(PG_RECORD)
-        for name in KNOWN[: KNOWN.index("m014_run_titles")]:
+        for name in CORE_KNOWN[: CORE_KNOWN.index("m014_run_titles")]:
             step = PG_MIGRATIONS[name]
             assert isinstance(step, str)
             conn.execute(step)
@@ -439,11 +443,11 @@ def test_m014_titles_the_alert_runs_stored_before_it_from_their_payloads(pg_url:
 
 
 def test_opening_a_migrated_database_again_changes_nothing(pg_url: str) -> None:
-    ledger = Ledger(pg_url)
+    ledger = Ledger(pg_url, REACH_TABLES)
     run = ledger.create_run(channel="C1", thread_ts="1.0", requester="U1", task=TASK, model="m")
     ledger.close()
     before = query(pg_url, "SELECT name, applied_at FROM opsloop_migrations ORDER BY name")
-    again = Ledger(pg_url)
+    again = Ledger(pg_url, REACH_TABLES)
     assert again.schema == SchemaVersion(current=len(KNOWN), known=len(KNOWN))
     assert again.get_run(run.id) == run
     again.close()
@@ -459,7 +463,10 @@ def test_replicas_starting_together_all_migrate_one_schema(pg_url: str) -> None:
 
 
 def test_processes_starting_together_all_migrate_one_schema(pg_url: str) -> None:
-    code = "import sys; from bot.store import Ledger; Ledger(sys.argv[1]).close()"
+    code = (
+        "import sys; from bot.store import Ledger; from tools.reaches import TABLES; "
+        "Ledger(sys.argv[1], TABLES).close()"
+    )
     procs = [
         subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stderr=subprocess.PIPE, text=True)
         for _ in range(3)
