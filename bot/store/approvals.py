@@ -10,7 +10,7 @@ from bot.core.redact import redact, redact_value
 from bot.core.types import Approval, ApprovalState, AuditEntry, DecisionCause
 from bot.store.backends import WAKE_RUNS
 from bot.store.lane import lane
-from bot.store.rows import _decode_approval, new_id
+from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Approvals(LedgerBase):
     @lane.urgent
     def find_approval(self, approval_id: str) -> Approval | None:
         rows = self._rows("approvals", "id = ?", [approval_id])
-        return _decode_approval(rows[0]) if rows else None
+        return _decode(Approval, rows[0]) if rows else None
 
     @lane.normal
     def approval_for_call(self, run_id: str, tool_use_id: str) -> Approval | None:
@@ -82,7 +82,7 @@ class Approvals(LedgerBase):
         rows = self._rows(
             "approvals", "run_id = ? AND tool_use_id = ?", [run_id, tool_use_id], order_by="created_at desc", limit=1
         )
-        return _decode_approval(rows[0]) if rows else None
+        return _decode(Approval, rows[0]) if rows else None
 
     @lane.normal
     def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
@@ -90,7 +90,7 @@ class Approvals(LedgerBase):
         if run_id is not None:
             where += " AND run_id = ?"
             params.append(run_id)
-        return [_decode_approval(r) for r in self._rows("approvals", where, params)]
+        return [_decode(Approval, r) for r in self._rows("approvals", where, params)]
 
     @lane.urgent
     def decide_approval(
@@ -202,7 +202,7 @@ class Approvals(LedgerBase):
         rows = self._select(sql, [])
         return [
             AuditEntry(
-                approval=_decode_approval(r),
+                approval=_decode(Approval, r),
                 result=r["result"],
                 result_is_error=bool(r["result_is_error"]) if r["result_is_error"] is not None else None,
             )
@@ -213,7 +213,7 @@ class Approvals(LedgerBase):
     def run_approvals(self, run_id: str) -> list[Approval]:
         """Every approval a run asked for, oldest first."""
         rows = self._select("SELECT * FROM approvals WHERE run_id = ? ORDER BY created_at", [run_id])
-        return [_decode_approval(r) for r in rows]
+        return [_decode(Approval, r) for r in rows]
 
     @lane.normal
     def pending_approval_count(self) -> int:
@@ -235,4 +235,4 @@ class Approvals(LedgerBase):
         rows = self._select(
             "SELECT * FROM approvals WHERE state = ? AND expires_at <= ?", [ApprovalState.PENDING.value, now]
         )
-        return [_decode_approval(r) for r in rows]
+        return [_decode(Approval, r) for r in rows]

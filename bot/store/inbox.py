@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from bot.core.redact import redact
 from bot.core.types import InboxItem, InboxState
 from bot.store.lane import lane
-from bot.store.rows import _decode_inbox, new_id
+from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ class Inbox(LedgerBase):
 
     @lane.normal
     def get_inbox(self, inbox_id: str) -> InboxItem:
-        return _decode_inbox(self._rows("inbox", "id = ?", [inbox_id])[0])
+        return _decode(InboxItem, self._rows("inbox", "id = ?", [inbox_id])[0])
 
     @lane.normal
     def add_inbox(self, *, run_id: str, channel: str, ts: str, user: str, text: str) -> str:
@@ -47,7 +47,7 @@ class Inbox(LedgerBase):
     @lane.normal
     def queued_inbox(self, run_id: str) -> list[InboxItem]:
         return [
-            _decode_inbox(r)
+            _decode(InboxItem, r)
             for r in self._rows("inbox", "run_id = ? AND state = 'queued'", [run_id], order_by="created_at")
         ]
 
@@ -55,5 +55,6 @@ class Inbox(LedgerBase):
     def inbox(self, run_id: str) -> list[InboxItem]:
         """Every thread reply stored for a run (queued, consumed or superseding), oldest first."""
         return [
-            _decode_inbox(r) for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
+            _decode(InboxItem, r)
+            for r in self._select("SELECT * FROM inbox WHERE run_id = ? ORDER BY created_at", [run_id])
         ]

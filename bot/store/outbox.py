@@ -21,7 +21,7 @@ from bot.core.types import (
 )
 from bot.store.backends import WAKE_OUTBOX
 from bot.store.lane import lane
-from bot.store.rows import _decode_outbox, _decode_run, _decode_stream, new_id
+from bot.store.rows import _decode, _decode_run, new_id
 from bot.store.sql import LedgerBase
 
 if TYPE_CHECKING:
@@ -141,18 +141,18 @@ class Outbox(LedgerBase):
     @lane.normal
     def outbox_item(self, item_id: str) -> OutboxItem | None:
         rows = self._select("SELECT * FROM outbox WHERE id = ?", [item_id])
-        return _decode_outbox(rows[0]) if rows else None
+        return _decode(OutboxItem, rows[0]) if rows else None
 
     @lane.normal
     def outbox_by_key(self, key: str) -> OutboxItem | None:
         rows = self._select("SELECT * FROM outbox WHERE key = ?", [key])
-        return _decode_outbox(rows[0]) if rows else None
+        return _decode(OutboxItem, rows[0]) if rows else None
 
     @lane.normal
     def outbox_items(self, run_id: str | None = None) -> list[OutboxItem]:
         """Every outbox item (of one run), in the order it was enqueued."""
         where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
-        return [_decode_outbox(r) for r in self._select(f"SELECT * FROM outbox {where} ORDER BY rowid", params)]
+        return [_decode(OutboxItem, r) for r in self._select(f"SELECT * FROM outbox {where} ORDER BY rowid", params)]
 
     @lane.normal
     def claim_outbox(self, owner: str, *, now: float, until: float) -> OutboxItem | None:
@@ -185,7 +185,7 @@ class Outbox(LedgerBase):
                 """,
                 [owner, until, now, now],
             )
-        return _decode_outbox(rows[0]) if rows else None
+        return _decode(OutboxItem, rows[0]) if rows else None
 
     @lane.normal
     def outbox_attempt(self, item_id: str, owner: str, *, until: float, unsure: bool) -> bool:
@@ -306,13 +306,13 @@ class Outbox(LedgerBase):
     def live_stream(self, run_id: str) -> Stream | None:
         """The run's stream that is not finished yet (at most one), if any."""
         rows = self._live_streams(run_id)
-        return _decode_stream(rows[0]) if rows else None
+        return _decode(Stream, rows[0]) if rows else None
 
     @lane.normal
     def streams(self, run_id: str) -> list[Stream]:
         """Every stream of a run, oldest first."""
         return [
-            _decode_stream(r)
+            _decode(Stream, r)
             for r in self._select("SELECT * FROM streams WHERE run_id = ? ORDER BY created_at", [run_id])
         ]
 

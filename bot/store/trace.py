@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from bot.core.redact import redact, redact_value
 from bot.core.types import CallResult, Step, StepEntry, ToolResultRow
 from bot.store.lane import lane
-from bot.store.rows import _decode_tool_result, _marks
+from bot.store.rows import _decode, _marks
 from bot.store.sql import LedgerBase
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class Trace(LedgerBase):
             where += f" AND tool_use_id IN ({_marks(ids)})"
             params += list(ids)
         rows = self._rows("tool_results", where, params)
-        return {r["tool_use_id"]: _decode_tool_result(r) for r in rows}
+        return {r["tool_use_id"]: _decode(ToolResultRow, r) for r in rows}
 
     @lane.normal
     def add_step(self, run_id: str, kind: str, data: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from bot.core.redact import redact
 from bot.store import Ledger
 from bot.store.lane import lane
 from bot.store.migrations import Migration, Tables
-from bot.store.rows import _marks, new_id
+from bot.store.rows import _decode, _marks, new_id
 
 SWEEP_BATCH = 1000
 _CHANGE_EVENTS = (
@@ -113,18 +113,7 @@ def sweep_changes(ledger: Ledger, retention_days: float, *, now: float, batch: i
 
 
 def _row(r: Mapping[str, Any]) -> StoredChange:
-    labels = json.loads(r["labels"]) if r.get("labels") else {}
-    return StoredChange(
-        id=str(r["id"]),
-        at=float(r["at"]),
-        summary=str(r["summary"]),
-        source=r.get("source"),
-        service=r.get("service"),
-        environment=r.get("environment"),
-        url=r.get("url"),
-        labels=labels if isinstance(labels, dict) else {},
-        received_at=float(r["received_at"]),
-    )
+    return _decode(StoredChange, r, labels=json.loads(r["labels"] or "{}"))
 
 
 TABLES = Tables(

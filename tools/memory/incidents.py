@@ -5,7 +5,7 @@ Both backends index the same lexemes: every searchable text is normalised here f
 dropped, split into runs of letters and digits, stopwords and over-long tokens left out), so SQLite's FTS5 and
 Postgres' `simple` configuration see identical words and a query matches the same records on either. The
 record is built by `build_record` from raw rows (a dict per row), which both the live run end
-(bot/store/memory.py) and the migration's backfill of older runs (bot/store/migrations.py) use.
+and the migration's backfill of older runs (tools/memory/store.py) use.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.core.redact import redact, redact_value
+from bot.store.rows import _decode
 
 KINDS = ("public", "private", "im", "mpim")  # conversations.info: is_channel/is_private/is_im/is_mpim
 DEFAULT_LIMIT, MAX_LIMIT = 5, 20
@@ -389,24 +390,11 @@ def build_record(
 
 
 def decode_incident(row: Mapping[str, Any]) -> Incident:
-    return Incident(
-        run_id=row["run_id"],
-        title=row["title"],
-        task=row["task"] or "",
-        channel=row["channel"],
-        kind=row["kind"],
-        thread_ts=row["thread_ts"],
-        permalink=row["permalink"],
-        team=row["team"],
-        started_at=row["started_at"],
-        ended_at=float(row["ended_at"]),
-        stop_reason=row["stop_reason"],
+    return _decode(
+        Incident,
+        row,
         targets=Targets.from_dict(_json(row["targets"], {})),
-        labels=_json(row["labels"], {}),
         changes=tuple(IncidentChange(**c) for c in _json(row["changes"], [])),
-        answer=row["answer"] or "",
-        feedback=IncidentFeedback(row["feedback"]),
-        backfilled=bool(row["backfilled"]),
     )
 
 
