@@ -91,7 +91,7 @@ async def test_a_call_that_fails_in_a_group_rolls_back_alone(tmp_path: Path) -> 
 async def test_background_writes_wait_behind_a_runs_writes(tmp_path: Path) -> None:
     """A flood of POSTed change events (background) queued before a run's own write: the run's goes first,
     right after the call already running, and every event is still stored."""
-    store = await Store(str(tmp_path / "s.db")).open()
+    store = await Store(str(tmp_path / "s.db"), tables=TABLES).open()
     try:
         run = await store.create_run(channel="C1", thread_ts="1.0", requester="U1", task="t", model="m")
         release, busy = await hold_the_writer(store)
