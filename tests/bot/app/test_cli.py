@@ -17,6 +17,7 @@ from bot.app.cli import main, parser
 from bot.core.types import StopReason
 from bot.store import Ledger
 from handlers.approvals import count_approval
+from tools.reaches import TABLES
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def db(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no ./opsloop.toml of the developer's is found
     for name in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "ANTHROPIC_API_KEY", "OPSLOOP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
-    ledger = Ledger(path)
+    ledger = Ledger(path, TABLES)  # as the app opens it: the reaches' tables too
     run = ledger.create_run(
         channel="C1",
         thread_ts="1.0",
