@@ -33,20 +33,20 @@ def load_old(location: str, *, drop: str = "") -> None:
             if drop:
                 conn.execute(drop.encode())
         return
-    conn = sqlite3.connect(location)
-    conn.executescript((DATA / "v19.sqlite.sql").read_text() + drop)
-    conn.close()
+    db = sqlite3.connect(location)
+    db.executescript((DATA / "v19.sqlite.sql").read_text() + drop)
+    db.close()
 
 
 def query(location: str, sql: str) -> list[tuple[Any, ...]]:
     if is_postgres(location):
         with psycopg.connect(location, autocommit=True) as conn:
             return [tuple(r) for r in conn.execute(sql.encode()).fetchall()]
-    conn = sqlite3.connect(location)
+    db = sqlite3.connect(location)
     try:
-        return [tuple(r) for r in conn.execute(sql).fetchall()]
+        return [tuple(r) for r in db.execute(sql).fetchall()]
     finally:
-        conn.close()
+        db.close()
 
 
 def schema(location: str) -> set[tuple[Any, ...]]:
