@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from handlers.alerts.threads import ThreadedAlerts
 from tests.e2e.test_alerts_webhook_e2e import CONFIG, ENV, TOKEN, groups, payload, root
 from tests.support.chaos import CHANNEL, Bots, poll, query, stop
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text
@@ -62,8 +63,9 @@ async def test_slack_refusing_the_root_post_for_good_is_tried_again_by_the_recov
     fake_anthropic.script(reply(text("Looked at the disk.")))
     fake_slack.fail_next("chat.postMessage", error="is_archived", times=1)  # not transient: the outbox gives up
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
+        assert env.ops.alerts is not None
         webhook = env.ops.alerts.sources["webhook"]
-        assert webhook is not None
+        assert isinstance(webhook, ThreadedAlerts)
         webhook.refused_backoff_s = 0.2  # instead of a minute
         assert (await env_post(webhook.port, payload()))[0] == 200
         ts = await root(env, timeout=20)
