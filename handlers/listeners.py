@@ -8,7 +8,7 @@ import structlog
 from slack_bolt.async_app import AsyncApp
 
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
-from handlers.alerts.slack import SlackAlerts
+from handlers.alerts.desk import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.inbound import Inbound
 from handlers.supervisor import Supervisor
@@ -20,7 +20,7 @@ ACTIONS = (APPROVE, DENY, STOP, FEEDBACK)
 SHORTCUTS = (INVESTIGATE,)  # message shortcuts (manifest.yml features.shortcuts callback_id)
 
 
-def register(app: AsyncApp, sup: Supervisor, alerts: SlackAlerts | None = None) -> None:
+def register(app: AsyncApp, sup: Supervisor, alerts: AlertDesk | None = None) -> None:
     """Thin listeners: dedupe, persist, then ack, and hand off. Model work never runs inside an ack.
 
     The app runs with process_before_response: Slack gets its ack when the listener returns, so a

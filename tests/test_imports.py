@@ -48,6 +48,9 @@ GROUND_LAYER, CORE_LAYER, REACH_LAYER, REACH_LIST_LAYER, HANDLERS_LAYER, ROOF_LA
 KNOWN_UPWARD: set[str] = {
     # The settings read every reach's section (read_reaches). To go: the roof passes the reaches to `load`.
     "bot.config.settings -> tools.reaches",
+    # The same for [alerts]: each alert source reads its own table (handlers.alerts.sources.read_alerts). To go
+    # with the reaches: the roof passes the sources to `load`.
+    "bot.config.settings -> handlers.alerts.sources",
     # `tools.build_registry` and friends, loaded on first use (a module __getattr__), so importing `tools` loads
     # the tool API only. To go: the callers (the app, check, replay) import them from tools.config.
     "tools -> tools.config",

@@ -164,12 +164,8 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
         refused, down = await slack_check(settings, timeout_s=timeout_s)
         stops += refused
         unusable += down
-    alerts = settings.alerts
-    if alerts.webhook is not None and alerts.webhook.token is not None:  # unset: bot.app.startup's tokens says it
-        print(
-            f"alerts: webhook on {alerts.webhook.host}:{alerts.webhook.port}/alertmanager, token from "
-            f"{alerts.webhook.token_env}"
-        )
+    for line in settings.alerts.check_lines():  # an unset token: bot.app.startup's tokens says it
+        print(line)
     for line in found.lines.get("channels", []):
         print(line)
     if settings.anthropic_api_key:

@@ -14,8 +14,6 @@ from bot.app.metrics import MetricsServer
 from bot.config.settings import Settings
 from bot.store import Store
 from handlers.alerts.desk import AlertDesk
-from handlers.alerts.slack import SlackAlerts
-from handlers.alerts.webhook import AlertmanagerWebhook
 from handlers.outbox import Outbox
 from handlers.socket_mode import SocketMode
 from handlers.supervisor import Supervisor
@@ -46,24 +44,20 @@ class Opsloop:
     down: dict[str, str] = field(default_factory=dict)
     llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
     watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
-    alerts: AlertDesk | None = None  # [[alerts.slack]] and [alerts.webhook]: alerts that start runs
-    slack_alerts: SlackAlerts | None = None  # [[alerts.slack]]: the message listener's first look
-    alertmanager: AlertmanagerWebhook | None = None  # [alerts.webhook]: Alertmanager's server
+    alerts: AlertDesk | None = None  # [alerts]: the alert sources, and what they share
 
     def use(self, settings: Settings) -> None:
         """The settings with the config's `#name` channels resolved to ids (start-up), for every listener."""
         self.settings = self.supervisor.settings = settings
-        if self.slack_alerts is not None:
-            self.slack_alerts.use(settings.alerts.slack)
-        if self.alertmanager is not None:
-            self.alertmanager.use(settings.alerts.webhook)
+        if self.alerts is not None:
+            settings.alerts.use(self.alerts)
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""
         if self.metrics is not None:
             await self.metrics.close()
-        if self.alertmanager is not None:
-            await self.alertmanager.close()  # no new alert deliveries (Alertmanager retries what gets no 200)
+        if self.alerts is not None:
+            await self.alerts.close()  # no new alert deliveries (a webhook's sender retries what gets no 200)
         for service in self.tools.services:  # the reaches' (POST /changes: no 200, the sender retries)
             await service.close()
         if self.watcher is not None:

@@ -113,8 +113,7 @@ def _addresses(settings: Settings, listen: Listen) -> list[tuple[str, str, int]]
     found = []
     if not settings.slack_app_token:
         found.append(("HTTP mode (--port)", listen.host, listen.port))
-    if settings.alerts.webhook is not None:
-        found.append(("alerts.webhook", settings.alerts.webhook.host, settings.alerts.webhook.port))
+    found += settings.alerts.listens()
     found += reach_addresses(settings)
     if listen.metrics_port is not None:
         found.append(("metrics (--metrics-port)", listen.metrics_host, listen.metrics_port))
@@ -272,21 +271,10 @@ async def resolve_channels(settings: Settings, client: Any) -> tuple[Settings, l
             warnings.append(f"slack.channels: the bot is not in {channel} yet; invite it (/invite @opsloop)")
         return str(found["id"])
 
-    alerts = settings.alerts
-    webhook = alerts.webhook
     settings = replace(
         settings,
         channels=tuple(resolved("slack.channels", c) for c in settings.channels),
-        alerts=replace(
-            alerts,
-            slack=tuple(
-                replace(s, channel=resolved(f"alerts.slack[{i}].channel", s.channel))
-                for i, s in enumerate(alerts.slack)
-            ),
-            webhook=None
-            if webhook is None
-            else replace(webhook, channel=resolved("alerts.webhook.channel", webhook.channel)),
-        ),
+        alerts=settings.alerts.with_channels(resolved),
     )
     for channel in dict.fromkeys(settings.alerts.channels()):
         if is_channel_name(channel):

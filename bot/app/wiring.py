@@ -36,8 +36,6 @@ from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
 from bot.store.backends import WAKE_OUTBOX
 from handlers.alerts.desk import AlertDesk
-from handlers.alerts.slack import SlackAlerts
-from handlers.alerts.webhook import AlertmanagerWebhook
 from handlers.http_mode import deliveries_in_hand, junk_timestamp_is_a_bad_signature, unreadable_payloads
 from handlers.listeners import register
 from handlers.outbox import Outbox
@@ -145,8 +143,8 @@ async def build(
         nudge=sup.nudge,
         model=settings.model.primary,
     )
-    slack_alerts = SlackAlerts(desk, settings.alerts.slack)
-    register(app, sup, slack_alerts)
+    settings.alerts.start(desk)
+    register(app, sup, desk)
     return Opsloop(
         settings=settings,
         store=store,
@@ -159,8 +157,6 @@ async def build(
         llm=llm,
         llm_reachable=None if llm is None else False,
         alerts=desk,
-        slack_alerts=slack_alerts,
-        alertmanager=AlertmanagerWebhook(desk, settings.alerts.webhook),
     )
 
 
@@ -210,13 +206,9 @@ async def start(
     resumed = await ops.supervisor.open()  # resumes what is runnable, then keeps looking (leases, decisions)
     if resumed:
         log.info("runs.resumed", runs=resumed)
-    if ops.alertmanager is not None:
-        where = (
-            f"alerts.webhook on {ops.settings.alerts.webhook.host}:{ops.settings.alerts.webhook.port}"
-            if ops.settings.alerts.webhook
-            else "alerts.webhook"
-        )
-        await _listening(where, ops.alertmanager.serve())  # Alertmanager's webhook, once runs can start
+    if ops.alerts is not None:  # the alert sources' servers (Alertmanager's webhook), once runs can start
+        for name, live in ops.alerts.sources.items():
+            await _listening(f"alerts.{name}", live.serve())
     for service in ops.tools.services:  # what the reaches run beside the runs: POST /changes, retention sweeps
         await _listening(service.name, service.start())
 

@@ -13,19 +13,17 @@ from bot.config.reader import Reader
 from bot.core.errors import ConfigError
 from bot.core.pricing import Price, model_problems
 from bot.run.guards import Limits
+from handlers.alerts.sources import AlertSettings, read_alerts
 from tools.reaches import REACHES, reach_sections, read_reaches
 
 __all__ = [
     "AlertSettings",
-    "AlertWebhookSettings",
     "ApprovalSettings",
     "ConfigError",
     "ModelSettings",
     "Secret",
     "Settings",
-    "SlackAlertSource",
     "alert_channel_problems",
-    "alert_regex",
     "is_channel_name",
     "load_settings",
     "missing_for_run",
@@ -88,51 +86,6 @@ class ApprovalSettings:
         return self.required_approvals
 
 
-ALERT_RUNS_PER_10_MIN = 5  # storm control's default, per channel
-# A group firing again this long after Alertmanager last sent it (once its run ended) opens a new thread:
-# longer than Alertmanager's default repeat_interval (4 h) and group_interval (5 min), so a group still firing
-# continues its thread.
-ALERT_REOPEN_AFTER_MINUTES = 300
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlackAlertSource:
-    """[[alerts.slack]]: alert messages an integration posts in a channel start runs (docs/alerts.md)."""
-
-    channel: str
-    senders: tuple[str, ...]  # bot_id (B…) or app_id (A…) of the integration
-    match: str = ""  # RE2 over the message text (attachments and blocks included); empty: every message
-    ignore: str = ""  # RE2; a match starts nothing; empty: nothing is ignored
-    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
-
-
-@dataclass(frozen=True, kw_only=True)
-class AlertWebhookSettings:
-    """[alerts.webhook]: Alertmanager's webhook receiver, on its own port."""
-
-    host: str = "0.0.0.0"
-    port: int = 9095
-    token_env: str = "OPSLOOP_ALERT_TOKEN"
-    token: Secret | None = None  # read from the variable token_env names; unset: every request is refused
-    channel: str = ""
-    max_runs_per_10_min: int = ALERT_RUNS_PER_10_MIN
-    reopen_after_s: float = ALERT_REOPEN_AFTER_MINUTES * 60.0  # reopen_after_minutes
-
-
-@dataclass(frozen=True, kw_only=True)
-class AlertSettings:
-    slack: tuple[SlackAlertSource, ...] = ()
-    webhook: AlertWebhookSettings | None = None
-
-    def channels(self) -> list[str]:
-        return [channel for _, channel in self.routes()]
-
-    def routes(self) -> list[tuple[str, str]]:
-        """(config key, channel) of every alert route, as problems name them: `alerts.slack[0].channel`."""
-        found = [(f"alerts.slack[{i}].channel", s.channel) for i, s in enumerate(self.slack)]
-        return found + ([("alerts.webhook.channel", self.webhook.channel)] if self.webhook else [])
-
-
 def is_channel_name(channel: str) -> bool:
     """`#incident`: a channel named in the config, resolved to its id at start-up (bot.app.startup)."""
     return channel.startswith("#")
@@ -156,21 +109,6 @@ def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> 
         for where, c in alerts.routes()
         if c and not is_channel_name(c) and c not in channels
     ]
-
-
-def alert_regex(pattern: str) -> Any:
-    """`pattern` compiled by RE2 (linear-time matching); raises ValueError naming the problem."""
-    import re2
-
-    options = re2.Options()
-    options.log_errors = False  # RE2's own C++ log (absl's "WARNING: All log messages before…") is not our line
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as e:
-        arg = e.args[0] if e.args else ""
-        raise ValueError(arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)) from None
-    except UnicodeError:
-        raise ValueError("not valid Unicode") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,21 +170,6 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
     "alerts": {},  # validated by _alerts
 }  # plus every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]): each reach reads its own
 
-_ALERT_SLACK_KEYS = {
-    "channel": (str,),
-    "senders": (list,),
-    "match": (str,),
-    "ignore": (str,),
-    "max_runs_per_10_min": (int,),
-}
-_ALERT_WEBHOOK_KEYS = {
-    "listen": (str,),
-    "token_env": (str,),
-    "channel": (str,),
-    "max_runs_per_10_min": (int,),
-    "reopen_after_minutes": (int, float),
-}
-
 
 def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
     """One key of a _SCHEMA-style table through the reader's accessor for its type (numbers never negative)."""
@@ -275,80 +198,13 @@ def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]
     return out
 
 
-def _alert_table(r: Reader, schema: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
-    if not r.is_table():
-        return {}
-    out = _checked(r, schema)  # max_runs_per_10_min: read again below, at least 1
-    if not out.get("channel"):
-        r.problem("required (the channel id, C…, or its #name)", "channel")
-    if out.get("max_runs_per_10_min") is not None and r.int("max_runs_per_10_min", low=1) is None:
-        del out["max_runs_per_10_min"]
-    return out
-
-
 def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -> AlertSettings:
-    """[[alerts.slack]] and [alerts.webhook] (docs/alerts.md): every problem named, regexes compiled with RE2."""
-    if not config.has("alerts"):
-        return AlertSettings()
-    problems = config.problems
-    alerts = config.at("alerts")
-    if not alerts.is_table(" ([[alerts.slack]], [alerts.webhook])"):
-        return AlertSettings()
-    alerts.only(("slack", "webhook"))
-    sources = []
-    for entry in alerts.items("slack"):
-        where = entry.location
-        t = _alert_table(entry, _ALERT_SLACK_KEYS)
-        if not t.get("senders"):
-            problems.append(f"{where}.senders: required (the bot_id B… or app_id A… that posts the alerts)")
-        for who in t.get("senders", []):
-            if who[:1] not in ("B", "A"):
-                problems.append(f"{where}.senders: {who!r} is neither a bot_id (B…) nor an app_id (A…)")
-        for key in ("match", "ignore"):
-            if t.get(key):
-                try:
-                    alert_regex(t[key])
-                except ValueError as e:
-                    problems.append(
-                        f"{where}.{key}: invalid regular expression {t[key]!r} (RE2 syntax, no "
-                        f"backreferences or lookaround): {e}"
-                    )
-        sources.append(
-            SlackAlertSource(
-                channel=t.get("channel", ""),
-                senders=tuple(t.get("senders", ())),
-                match=t.get("match", ""),
-                ignore=t.get("ignore", ""),
-                max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
-            )
-        )
-    webhook = None
-    if alerts.has("webhook"):
-        t = _alert_table(alerts.child(alerts.table["webhook"], "webhook"), _ALERT_WEBHOOK_KEYS)
-        default = AlertWebhookSettings()
-        host, port = default.host, default.port
-        if "listen" in t:
-            h, sep, p = str(t["listen"]).rpartition(":")
-            if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
-                problems.append(f'alerts.webhook.listen: expected "host:port", got {t["listen"]!r}')
-            else:
-                host, port = h.strip("[]") or default.host, int(p)
-        token_env = t.get("token_env", default.token_env)
-        token = env.get(token_env, "").strip()
-        webhook = AlertWebhookSettings(
-            host=host,
-            port=port,
-            token_env=token_env,
-            token=Secret(token) if token else None,
-            channel=t.get("channel", ""),
-            max_runs_per_10_min=t.get("max_runs_per_10_min", ALERT_RUNS_PER_10_MIN),
-            reopen_after_s=t.get("reopen_after_minutes", ALERT_REOPEN_AFTER_MINUTES) * 60.0,
-        )
-    found = AlertSettings(slack=tuple(sources), webhook=webhook)
+    """[alerts], read by each alert source (handlers/alerts/sources.py), and its channels checked."""
+    found = read_alerts(config, env)
     for where, channel in found.routes():
         if channel and (problem := _channel_problem(where, channel)):
-            problems.append(problem)
-    problems += alert_channel_problems(found, channels)
+            config.problems.append(problem)
+    config.problems.extend(alert_channel_problems(found, channels))
     return found
 
 
@@ -514,8 +370,6 @@ def missing_for_run(settings: Settings) -> list[str]:
         problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
     if not settings.anthropic_api_key:
         problems.append("ANTHROPIC_API_KEY is not set")
-    webhook = settings.alerts.webhook
-    if webhook is not None and webhook.token is None:
-        problems.append(f"{webhook.token_env} is not set (the bearer token [alerts.webhook] expects from Alertmanager)")
+    problems += settings.alerts.missing()
     problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident
     return problems

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,25 +70,17 @@ class AcceptedAlert:
 
 
 def _decode_group(row: dict[str, Any]) -> AlertGroup:
+    text = {k: str(row.get(k) or "") for k in ("key", "source", "channel", "state", "status", "summary", "payload")}
+    maybe: dict[str, Any] = {k: row.get(k) or None for k in ("thread_ts", "run_id", "root_item", "owner", "previous")}
     return AlertGroup(
-        key=str(row["key"]),
-        source=str(row["source"]),
-        channel=str(row["channel"]),
-        thread_ts=row["thread_ts"] or None,
-        run_id=row["run_id"] or None,
-        state=str(row["state"]),
-        status=str(row["status"] or ""),
+        **text,
+        **maybe,
         fingerprints=tuple(json.loads(row["fingerprints"] or "[]")),
-        summary=str(row["summary"] or ""),
         repeat_noted=bool(row["repeat_noted"]),
         created_at=float(row["created_at"] or 0.0),
-        payload=str(row.get("payload") or ""),
-        root_item=row.get("root_item") or None,
         attempts=int(row.get("attempts") or 0),
-        owner=row.get("owner") or None,
         claimed_until=float(row["claimed_until"]) if row.get("claimed_until") is not None else None,
         occurrence=int(row.get("occurrence") or 1),
-        previous=row.get("previous") or None,
         seen_at=float(row.get("seen_at") or row.get("updated_at") or row["created_at"] or 0.0),
     )
 
@@ -123,13 +114,13 @@ class Alerts(LedgerBase):
         return int(rows[0]["n"]) if rows else 0
 
     @lane.normal
-    def stuck_alert_groups(self, now: float) -> list[str]:
-        """The keys of webhook groups still `opening` whose opener's claim lapsed (it died, or Slack refused
+    def stuck_alert_groups(self, now: float, source: str = "webhook") -> list[str]:
+        """The keys of `source`'s groups still `opening` whose opener's claim lapsed (it died, or Slack refused
         the root post): a recovery pass claims and opens each."""
         rows = self._select(
-            "SELECT key FROM alert_groups WHERE source = ? AND state = ? AND "
+            "SELECT key FROM alert_groups WHERE source = ? AND state = 'opening' AND "
             "(claimed_until IS NULL OR claimed_until < ?) ORDER BY created_at",
-            ["webhook", "opening", now],
+            [source, now],
         )
         return [str(r["key"]) for r in rows]
 
@@ -152,47 +143,26 @@ class Alerts(LedgerBase):
             [until, key, owner],
         )
 
-    def _put_group(
-        self,
-        *,
-        key: str,
-        source: str,
-        channel: str,
-        state: str,
-        status: str = "firing",
-        fingerprints: Sequence[str] = (),
-        summary: str = "",
-        thread_ts: str | None = None,
-        run_id: str | None = None,
-        payload: str = "",
-        owner: str | None = None,
-        claimed_until: float | None = None,
-        occurrence: int = 1,
-        previous: str | None = None,
-        conflict: str = "",
-    ) -> int:
-        """Insert one group row (`conflict`: " ON CONFLICT DO NOTHING" for a claim); rows written (1 or 0)."""
+    def _put_group(self, *, key: str, source: str, channel: str, state: str, conflict: str = "", **given: Any) -> int:
+        """Insert one group row (`given`: its other columns, each else empty or 0; `conflict`: " ON CONFLICT DO
+        NOTHING" for a claim); rows written (1 or 0)."""
         now = self.sql.now()
         fields = {
             "key": key,
             "source": source,
             "channel": channel,
-            "thread_ts": thread_ts,
-            "run_id": run_id,
             "state": state,
-            "status": status,
-            "fingerprints": json.dumps(sorted(fingerprints)),
-            "summary": redact(summary),
+            "status": "firing",
+            "payload": "",
             "repeat_noted": 0,
+            "attempts": 0,
+            "occurrence": 1,
             "created_at": now,
             "updated_at": now,
-            "payload": payload,
-            "attempts": 0,
-            "owner": owner,
-            "claimed_until": claimed_until,
-            "occurrence": occurrence,
-            "previous": previous,
             "seen_at": now,
+            **given,
+            "fingerprints": json.dumps(sorted(given.get("fingerprints", ()))),
+            "summary": redact(given.get("summary", "")),
         }
         columns = ", ".join(f'"{k}"' for k in fields)
         return self._write(

@@ -310,8 +310,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
     @lane.normal
     def accept_alert_group(
         self,
-        group_key: str,
+        key: str,
         *,
+        source: str,
         channel: str,
         status: str,
         fingerprints: list[str],
@@ -323,17 +324,21 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         payload: dict[str, Any] | None = None,
         owner: str | None = None,
         claim_seconds: float = 0.0,
+        delivery: str | None = None,
     ) -> AcceptedAlert:
-        """One Alertmanager notification, stored before its 200. A new firing group: STARTED or DROPPED (storm).
+        """One notification of a thread-opening source (`key`: its alert's dedupe key, "am:<groupKey>"), stored
+        before its 200; `delivery`: the notification's own id, claimed once (DUPLICATE when seen). A new firing
+        group: STARTED or DROPPED (storm).
         STARTED stores what opens it (the payload, redacted) and enqueues its root post (`root_text(previous
         occurrence)`) in the outbox in the same transaction, claimed by `owner` for `claim_seconds`: the thread
         is opened after the ack (`open_alert_run` once the root is posted), and if this process dies first a
         recovery pass does it (`claim_alert_group`). A known group: REPEAT (same firing set), CHANGED or
         RESOLVED (`update` queued for the group's active run, like a reply); firing once its occurrence is over
         (`_occurrence_over`, `reopen_after` seconds): REOPENED, a new occurrence opened like a new group."""
-        key = f"am:{group_key}"
         firing = sorted(set(fingerprints))
         with self._durably(), self._atomic():
+            if delivery is not None and not self.claim_event(f"alert:{source}:{delivery}"):
+                return AcceptedAlert(AlertOutcome.DUPLICATE)
             group = self.alert_group(key)
             previous = None
             if group is not None and status == "firing" and firing and self._occurrence_over(group, reopen_after):
@@ -345,7 +350,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 if self._over_storm_limit(channel, limit):
                     self._put_group(
                         key=key,
-                        source="webhook",
+                        source=source,
                         channel=channel,
                         state="dropped",
                         fingerprints=firing,
@@ -357,7 +362,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 now = self.sql.now()
                 self._put_group(
                     key=key,
-                    source="webhook",
+                    source=source,
                     channel=channel,
                     state="opening",
                     fingerprints=firing,
@@ -428,10 +433,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         return item
 
     @lane.normal
-    def retry_alert_root(self, group_key: str, owner: str, *, text: str) -> str | None:
+    def retry_alert_root(self, key: str, owner: str, *, text: str) -> str | None:
         """Slack refused the group's root post for good: its claimant enqueues the next attempt (and only then,
         so two openers never make two roots). None: not `owner`'s to open."""
-        key = f"am:{group_key}"
         with self._atomic():
             group = self.alert_group(key)
             if group is None or group.state != "opening" or group.owner != owner:
@@ -444,7 +448,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
     @lane.normal
     def open_alert_run(
         self,
-        group_key: str,
+        key: str,
         *,
         thread_ts: str,
         task: str,
@@ -456,7 +460,6 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         """The group's root is posted: its run (no human requester) starts in that thread, once (compare-and-set
         on `opening`), and `pointer` is posted once in the previous occurrence's thread, if it had one. None:
         already opened."""
-        key = f"am:{group_key}"
         with self._durably(), self._atomic():
             group = self.alert_group(key)
             if group is None or group.state != "opening":

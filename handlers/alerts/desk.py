@@ -1,11 +1,12 @@
-"""The desk every alert source hands its alerts to: the counts /metrics reads, storm control, starting runs."""
+"""The desk every alert source hands its alerts to: the counts /metrics reads, storm control, starting runs, and
+the sources' live parts (handlers.alerts.sources lists them)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -20,6 +21,22 @@ log = structlog.get_logger("opsloop.alerts")
 
 TASK_MAX = 8000  # characters of an alert's text the model gets
 OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
+
+
+class Inbound(Protocol):
+    """A source's live part: a Slack message listener's first look, or a server of its own."""
+
+    def use(self, config: Any) -> None:
+        """Its config again, once start-up resolved the channel names."""
+        ...
+
+    async def on_message(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
+        """True when a Slack message event is this source's alert (handled); False: not for it."""
+        ...
+
+    async def serve(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class AlertDesk:
@@ -40,6 +57,32 @@ class AlertDesk:
         self.store, self.outbox, self.out, self.after_ack = store, outbox, out, after_ack
         self.start, self.nudge, self.model = start, nudge, model
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.sources: dict[str, Inbound] = {}  # each configured source's live part, by its name
+
+    async def on_message(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
+        """True when a Slack message is some source's alert (handled); False: for the reply listener."""
+        for source in self.sources.values():
+            if await source.on_message(body, event):
+                return True
+        return False
+
+    async def close(self) -> None:
+        for source in self.sources.values():
+            await source.close()
+
+    @staticmethod
+    def prompt(how: str, task: str) -> str:
+        """A run's first message for an alert (`how`: "from Alertmanager in <#C0…>")."""
+        return f"[alert {how}; no person asked yet] Investigate this alert:\n{task}"
+
+    def note(self, channel: str, thread_ts: str, text: str, key: str) -> None:
+        """A line in an alert's thread, after the ack."""
+        self.after_ack.spawn(
+            self.out.post(channel=channel, thread_ts=thread_ts, text=text, what="alert_note"), name=f"alert_note:{key}"
+        )
+
+    def storm_later(self, channel: str, key: str, summary: str, limit: int) -> None:
+        self.after_ack.spawn(self.storm(channel, key, summary, limit), name=f"storm:{key}")
 
     def count(self, source: str, outcome: str, **context: Any) -> None:
         """One alert counted (and logged: bot.app.metrics counts these log events for /metrics)."""

@@ -80,7 +80,7 @@ class IncidentThread:
         except Exception as e:
             log.warning("run.alert_facts_unread", error=f"{type(e).__name__}: {e}")
             group = None
-        self.alert = (alert_facts(group.payload) if group is not None else None) or AlertFacts()
+        self.alert = (alert_facts(group.source, group.payload) if group is not None else None) or AlertFacts()
 
     @property
     def scope(self) -> RunScope:

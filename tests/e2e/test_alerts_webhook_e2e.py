@@ -72,8 +72,8 @@ def payload(
 
 
 async def post(env: BotEnv, body: bytes | dict[str, Any], *, token: str | None = TOKEN) -> tuple[int, str]:
-    assert env.ops.alertmanager is not None and env.ops.alertmanager.port
-    url = f"http://127.0.0.1:{env.ops.alertmanager.port}/alertmanager"
+    assert env.ops.alerts.sources["webhook"] is not None and env.ops.alerts.sources["webhook"].port
+    url = f"http://127.0.0.1:{env.ops.alerts.sources['webhook'].port}/alertmanager"
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     async with aiohttp.ClientSession() as session, session.post(url, data=data, headers=headers) as r:
@@ -446,11 +446,11 @@ async def test_the_whole_path_a_real_rule_fires_through_real_alertmanager_once_r
     target = await promserver.Target(value=0.99).start()
     try:
         async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
-            assert env.ops.alerts is not None and env.ops.alertmanager is not None
+            assert env.ops.alerts is not None and env.ops.alerts.sources["webhook"] is not None
             desk = env.ops.alerts
             receivers = f"""- name: opsloop
   webhook_configs:
-  - url: http://127.0.0.1:{env.ops.alertmanager.port}/alertmanager
+  - url: http://127.0.0.1:{env.ops.alerts.sources["webhook"].port}/alertmanager
     send_resolved: true
     http_config:
       authorization: {{type: Bearer, credentials: {TOKEN}}}

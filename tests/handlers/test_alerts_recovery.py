@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from handlers.alerts.threads import ThreadedAlerts
 from tests.e2e.test_alerts_webhook_e2e import CONFIG, ENV, TOKEN, groups, payload, root
 from tests.support.chaos import CHANNEL, Bots, poll, query, stop
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text
@@ -47,7 +48,7 @@ async def test_slack_refusing_the_root_post_is_retried_and_opens_one_thread(
     fake_anthropic.script(reply(text("Looked at the disk.")))
     fake_slack.fail_next("chat.postMessage", error="internal_error", times=3)  # 500s: more than a client retries
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
-        assert (await env_post(env.ops.alertmanager.port, payload()))[0] == 200  # type: ignore[union-attr]
+        assert (await env_post(env.ops.alerts.sources["webhook"].port, payload()))[0] == 200  # type: ignore[union-attr]
         ts = await root(env, timeout=20)
         await env.wait_final(CHANNEL, ts, timeout=20)
         assert len(roots(fake_slack)) == 1 and len(env.runs()) == 1 and env.runs()[0].thread_ts == ts
@@ -62,8 +63,9 @@ async def test_slack_refusing_the_root_post_for_good_is_tried_again_by_the_recov
     fake_anthropic.script(reply(text("Looked at the disk.")))
     fake_slack.fail_next("chat.postMessage", error="is_archived", times=1)  # not transient: the outbox gives up
     async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=ENV) as env:
-        webhook = env.ops.alertmanager
-        assert webhook is not None
+        assert env.ops.alerts is not None
+        webhook = env.ops.alerts.sources["webhook"]
+        assert isinstance(webhook, ThreadedAlerts)
         webhook.refused_backoff_s = 0.2  # instead of a minute
         assert (await env_post(webhook.port, payload()))[0] == 200
         ts = await root(env, timeout=20)
@@ -187,7 +189,7 @@ async def test_two_replicas_on_one_store_in_one_storm_open_one_storm_thread(
         bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as one,
         bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG, env_extra=shared) as two,
     ):
-        ports = [one.ops.alertmanager.port, two.ops.alertmanager.port]  # type: ignore[union-attr]
+        ports = [one.ops.alerts.sources["webhook"].port, two.ops.alerts.sources["webhook"].port]  # type: ignore[union-attr]
         assert one.ops.store is not two.ops.store and one.settings.db_path == two.settings.db_path
         first = [
             env_post(ports[i % 2], payload(f"g-{i}", fingerprints=(f"f{i}",), name=f"Alert{i:02d}")) for i in range(3)

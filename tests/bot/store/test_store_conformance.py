@@ -1131,7 +1131,8 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
 
     async def accept(key: str, fps: list[str], status: str = "firing", limit: int = 2):
         return await store.accept_alert_group(
-            key,
+            f"am:{key}",
+            source="webhook",
             channel="C1",
             status=status,
             fingerprints=fps,
@@ -1144,9 +1145,9 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
 
     new, twin = await asyncio.gather(accept("g1", ["a"]), accept("g1", ["a"]))  # two deliveries racing
     assert sorted(x.outcome.value for x in (new, twin)) == ["repeat", "started"]
-    run = await store.open_alert_run("g1", thread_ts="9.0", task="t", prompt="p", model="m")
+    run = await store.open_alert_run("am:g1", thread_ts="9.0", task="t", prompt="p", model="m")
     assert run is not None and run.requester == "" and run.thread_ts == "9.0"
-    assert await store.open_alert_run("g1", thread_ts="9.1", task="t", prompt="p", model="m") is None
+    assert await store.open_alert_run("am:g1", thread_ts="9.1", task="t", prompt="p", model="m") is None
     first, again = await accept("g1", ["a"]), await accept("g1", ["a"])
     assert (first.outcome, first.note, again.outcome, again.note) == (
         AlertOutcome.REPEAT,
@@ -1182,6 +1183,34 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
     assert SECRET not in json.dumps([g.summary for g in await store.alert_groups()])
 
 
+async def test_an_alert_notifications_delivery_id_is_claimed_once_the_same_on_both_backends(store: Store) -> None:
+    """A source whose notifications carry their own id (a pager's event id): a second delivery of one id is a
+    DUPLICATE that changes nothing, whatever it says; another id of the same alert is an update."""
+    from bot.store import AlertOutcome
+
+    async def accept(delivery: str, status: str) -> Any:
+        return await store.accept_alert_group(
+            "pd:P1",
+            source="pager",
+            delivery=delivery,
+            channel="C1",
+            status=status,
+            fingerprints=["triggered"] if status == "firing" else [],
+            summary="s",
+            update="u",
+            limit=5,
+            reopen_after=3600,
+            root_text=lambda previous: "root",
+            payload={},
+        )
+
+    assert (await accept("e1", "firing")).outcome is AlertOutcome.STARTED
+    assert (await accept("e1", "resolved")).outcome is AlertOutcome.DUPLICATE
+    assert (await store.alert_group("pd:P1")).status == "firing"  # type: ignore[union-attr]
+    assert await store.stuck_alert_groups(store.now() + 1, source="pager") == ["pd:P1"]
+    assert (await accept("e2", "resolved")).outcome is AlertOutcome.RESOLVED
+
+
 async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_both_backends(store: Store) -> None:
     """A group stored `opening` with its payload (redacted) and root post; one claimant at a time, a lapsed
     claim is taken over, and only the claimant may enqueue a new root."""
@@ -1189,7 +1218,8 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
 
     body = {"alerts": [{"labels": {"alertname": "X"}, "annotations": {"summary": f"token {SECRET}"}}]}
     new = await store.accept_alert_group(
-        "g9",
+        "am:g9",
+        source="webhook",
         channel="C9",
         status="firing",
         fingerprints=["z"],
@@ -1210,14 +1240,14 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
     assert await store.stuck_alert_groups(now) == []  # A's claim is live
     racing = await asyncio.gather(*(store.claim_alert_group("am:g9", who, now=now, until=now + 5) for who in "BC"))
     assert racing == [None, None]
-    assert await store.retry_alert_root("g9", "B", text="root") is None  # not B's to open
+    assert await store.retry_alert_root("am:g9", "B", text="root") is None  # not B's to open
     later = now + 61
     assert await store.stuck_alert_groups(later) == ["am:g9"]
     taken = await asyncio.gather(*(store.claim_alert_group("am:g9", who, now=later, until=later + 5) for who in "BC"))
     assert [t is not None for t in taken].count(True) == 1
     holder = "B" if taken[0] is not None else "C"
-    assert await store.retry_alert_root("g9", holder, text="root") == root.id  # still pending: no second root
-    run = await store.open_alert_run("g9", thread_ts="3.0", task="t", prompt="p", model="m")
+    assert await store.retry_alert_root("am:g9", holder, text="root") == root.id  # still pending: no second root
+    run = await store.open_alert_run("am:g9", thread_ts="3.0", task="t", prompt="p", model="m")
     assert run is not None and (await store.alert_group("am:g9")).state == "started"  # type: ignore[union-attr]
     assert await store.claim_alert_group("am:g9", holder, now=later, until=later + 5) is None
 
@@ -1231,7 +1261,8 @@ async def test_an_alert_group_firing_again_once_its_occurrence_is_over_opens_ane
 
     async def accept(key: str, fps: list[str], status: str = "firing", *, limit: int = 5, reopen_after: float = 60):
         return await store.accept_alert_group(
-            key,
+            f"am:{key}",
+            source="webhook",
             channel="C1",
             status=status,
             fingerprints=fps,
@@ -1244,7 +1275,9 @@ async def test_an_alert_group_firing_again_once_its_occurrence_is_over_opens_ane
         )
 
     async def opened(key: str, ts: str) -> Run:
-        run = await store.open_alert_run(key, thread_ts=ts, task="t", prompt="p", model="m", pointer=f"see {ts}")
+        run = await store.open_alert_run(
+            f"am:{key}", thread_ts=ts, task="t", prompt="p", model="m", pointer=f"see {ts}"
+        )
         assert run is not None
         return run
 
@@ -1264,7 +1297,7 @@ async def test_an_alert_group_firing_again_once_its_occurrence_is_over_opens_ane
     root = await store.outbox_item(group.root_item or "")
     assert root is not None and root.text == "root after am:g1#1" and root.thread_ts is None
     second = await opened("g1", "2.0")
-    assert await store.open_alert_run("g1", thread_ts="2.1", task="t", prompt="p", model="m", pointer="x") is None
+    assert await store.open_alert_run("am:g1", thread_ts="2.1", task="t", prompt="p", model="m", pointer="x") is None
     pointers = [i for i in await store.outbox_items() if i.key.startswith("alert_pointer:")]
     assert [(i.thread_ts, i.text) for i in pointers] == [("1.0", "see 2.0")]
     assert (await store.alert_group_of_run(first.id)).key == "am:g1#1"  # type: ignore[union-attr]

@@ -1,4 +1,5 @@
-"""Alert messages posted in Slack: a configured integration's message at the top of a channel starts a run."""
+"""Alert messages posted in Slack: a configured integration's message at the top of a channel starts a run, in the
+message's own thread, claimed by its event id and its ts before Slack gets its ack."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from typing import Any
 
 import structlog
 
-from bot.config.settings import SlackAlertSource, alert_regex
 from bot.core.redact import redact
 from bot.run.prompts import quoted_markers
 from bot.store import AlertOutcome
-from handlers.alerts.desk import TASK_MAX, AlertDesk
+from handlers.alerts.desk import AlertDesk
+from handlers.alerts.slack.config import SlackAlertConfig, alert_regex
 
 log = structlog.get_logger("opsloop.alerts")
+
+TASK_MAX = 8000  # characters of an alert's text the model gets
 
 
 def _block_texts(obj: Any) -> Iterator[str]:
@@ -67,17 +70,22 @@ def alert_text(event: dict[str, Any]) -> str:
 class SlackAlerts:
     """The Slack listener's first look at every message: an alert from a configured sender goes to the desk."""
 
-    def __init__(self, desk: AlertDesk, sources: tuple[SlackAlertSource, ...]) -> None:
+    def __init__(self, desk: AlertDesk, config: tuple[SlackAlertConfig, ...]) -> None:
         self.desk = desk
-        self.use(sources)
+        self.use(config)
 
-    def use(self, sources: tuple[SlackAlertSource, ...]) -> None:
-        """The alert sources (start-up hands them again once the config's `#name` channels are resolved to ids)."""
+    def use(self, config: tuple[SlackAlertConfig, ...]) -> None:
         self.sources = [
-            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None) for s in sources
+            (s, alert_regex(s.match) if s.match else None, alert_regex(s.ignore) if s.ignore else None) for s in config
         ]
 
-    def _source(self, event: dict[str, Any]) -> tuple[SlackAlertSource, Any, Any] | None:
+    async def serve(self) -> None:
+        return None  # Slack delivers these with every other event
+
+    async def close(self) -> None:
+        return None
+
+    def _source(self, event: dict[str, Any]) -> tuple[SlackAlertConfig, Any, Any] | None:
         profile = event.get("bot_profile")
         given = [event.get("bot_id"), event.get("app_id"), profile.get("app_id") if isinstance(profile, dict) else None]
         senders = {s for s in given if isinstance(s, str) and s}  # payloads come from outside: any shape
@@ -105,17 +113,13 @@ class SlackAlerts:
             log.info("alert.ignored", source="slack", channel=channel, ts=ts)
             return True
         sender = event.get("bot_id") or event.get("app_id")
-        prompt = (
-            f"[alert posted in <#{channel}> by the integration {sender}; no person asked yet] "
-            f"Investigate this alert:\n{text}"
-        )
         summary = " ".join(text.split())[:300]
         accepted = await self.desk.store.accept_slack_alert(
             body.get("event_id") or f"alert:{channel}:{ts}",
             channel=channel,
             ts=ts,
             task=redact(text),
-            prompt=redact(prompt),
+            prompt=redact(self.desk.prompt(f"posted in <#{channel}> by the integration {sender}", text)),
             model=self.desk.model,
             summary=summary,
             limit=source.max_runs_per_10_min,
@@ -124,10 +128,7 @@ class SlackAlerts:
             self.desk.count("slack", "deduplicated", channel=channel, ts=ts)
         elif accepted.outcome is AlertOutcome.DROPPED:
             self.desk.count("slack", "dropped", channel=channel, ts=ts)
-            self.desk.after_ack.spawn(
-                self.desk.storm(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min),
-                name=f"storm:{ts}",
-            )
+            self.desk.storm_later(channel, f"slack:{channel}:{ts}", summary, source.max_runs_per_10_min)
         elif accepted.run is not None:
             self.desk.count("slack", "started", channel=channel, ts=ts, run_id=accepted.run.id)
             self.desk.after_ack.spawn(self.desk.out.react(channel=channel, ts=ts), name=f"eyes:{ts}")
