@@ -14,15 +14,15 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from bot import ModelClient, Toolbox
 from bot.config.settings import EFFORTS, ConfigError, Settings
-from bot.core.pricing import Price, model_problems, price_for, thinks_adaptively
+from bot.core.pricing import model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
-from bot.replay.suite import SuiteRow, records, run_suite, table
+from bot.replay.suite import records, run_suite, table
 from bot.store import Ledger
 from bot.store.backends import describe
 
@@ -82,34 +82,6 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-class _Models:
-    """Model clients for replays, closed at the end."""
-
-    def __init__(self, settings: Settings, name: str, scripted: Callable[[str], ModelClient] | None) -> None:
-        self.settings, self.name, self._scripted = settings, name, scripted
-        self.stack = AsyncExitStack()
-        self.scripted = settings.anthropic_api_key is None and scripted is not None
-        self._llm: Any = None
-
-    @property
-    def label(self) -> str:
-        return f"scripted model (priced as {self.name})" if self.scripted else self.name
-
-    def client(self) -> ModelClient:
-        if self.scripted and self._scripted is not None:
-            return self._scripted(self.name)
-        from bot.app.wiring import anthropic_client
-        from bot.run.model import AnthropicModel
-
-        if self._llm is None:
-            self._llm = anthropic_client(self.settings)
-            self.stack.push_async_callback(self._llm.close)
-        return AnthropicModel(self._llm, [self.name])
-
-    async def aclose(self) -> None:
-        await self.stack.aclose()
-
-
 async def _replays(
     settings: Settings,
     args: argparse.Namespace,
@@ -117,26 +89,31 @@ async def _replays(
     scripted: Callable[[str], ModelClient] | None,
     work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]],
 ) -> T:
-    """`work(replay_one, model_label)` with the model clients (and --live-readonly's registry) open."""
-    models = _Models(settings, args.model or settings.model.primary, scripted)
-    live: Toolbox | None = None
+    """`work(replay_one, model_label)` with the model client (and --live-readonly's registry) open."""
+    name = args.model or settings.model.primary
+    client: Callable[[], ModelClient]
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(models.aclose)
+        if settings.anthropic_api_key is None and scripted is not None:
+            label, client = f"scripted model (priced as {name})", lambda: scripted(name)
+        else:
+            from bot.app.wiring import anthropic_client
+            from bot.run.model import AnthropicModel
+
+            llm = anthropic_client(settings)
+            stack.push_async_callback(llm.close)
+            label, client = name, lambda: AnthropicModel(llm, [name])
+        live: Toolbox | None = None
         if args.live_readonly:
             from tools.config import build_registry
 
-            registry = await build_registry(settings.tools, reaches=settings.reaches)
+            live = registry = await build_registry(settings.tools, reaches=settings.reaches)
             stack.push_async_callback(registry.aclose)
-            live = registry
-
-        def priced(model: str) -> Price:
-            return price_for(model, settings.model.prices)[0]
 
         async def one(incident: Incident) -> Replayed:
             return await replay(
                 incident,
-                model=models.client(),
-                price_for=priced,
+                model=client(),
+                price_for=lambda model: price_for(model, settings.model.prices)[0],
                 system_prompt=prompt,
                 max_tokens=incident.max_tokens or settings.model.max_tokens,
                 effort=args.effort or incident.effort or settings.model.effort,
@@ -145,7 +122,7 @@ async def _replays(
                 context_budget_tokens=settings.model.context_budget_tokens,
             )
 
-        return await work(one, models.label)
+        return await work(one, label)
 
 
 def model_choice(settings: Settings, model: str, effort: str | None) -> str | None:
@@ -198,12 +175,12 @@ def cmd_replay(
         if not incidents:  # a gate that checks nothing must not pass
             return _fail(f"replay: no incident records (*.json) in {folder}")
 
-        async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
+        async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[Comparison]:
             return await run_suite(incidents, one, model_label=label)
 
         rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
-        print(_shown(table(rows, rows[0].comparison.model if rows else args.model or "")))
-        return exit_status([r.comparison for r in rows])
+        print(_shown(table(rows, rows[0].model if rows else args.model or "")))
+        return exit_status(rows)
     source = Path(args.run_id)
     try:
         incident = Incident.load(source) if source.is_file() else export_incident(settings, args.run_id)

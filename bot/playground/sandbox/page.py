@@ -228,18 +228,7 @@ function message(m) {
     if (marker) author.appendChild(el("span", "streaming", marker));
   }
   body.appendChild(author);
-  const holder = m.kind === "card" ? el("div", "card " + m.state) : body;
-  for (const p of m.parts) {
-    if (p.kind === "code") holder.appendChild(el("pre", null, p.text));
-    else if (p.kind === "tasks") holder.appendChild(plan(p));
-    else if (p.kind === "buttons" && p.buttons.length && p.buttons[0].action_id === "opsloop.feedback")
-      holder.appendChild(feedback(m, p));
-    else if (p.kind === "buttons") {
-      const actions = el("div", "actions");
-      p.buttons.forEach(b => actions.appendChild(button(m, b)));
-      holder.appendChild(actions);
-    } else holder.appendChild(inline(el("div", "part " + p.kind), p.text));
-  }
+  const holder = parts(m.kind === "card" ? el("div", "card " + m.state) : body, m.parts, m);
   if (confirming && confirming.ts === m.ts) holder.appendChild(confirmBox(m));
   if (holder !== body) body.appendChild(holder);
   if (m.reactions.length) {
@@ -253,11 +242,17 @@ function message(m) {
   return row;
 }
 
-function parts(holder, list) {  // a surface's parts (the Home tab's), drawn like a message's
+function parts(holder, list, m) {  // a message's parts, or a surface's (the Home tab's: no `m`, no buttons)
   for (const p of list) {
     if (p.kind === "code") holder.appendChild(el("pre", null, p.text));
     else if (p.kind === "tasks") holder.appendChild(plan(p));
     else if (p.kind !== "buttons") holder.appendChild(inline(el("div", "part " + p.kind), p.text));
+    else if (m && p.buttons.length && p.buttons[0].action_id === "opsloop.feedback") holder.appendChild(feedback(m, p));
+    else if (m) {
+      const actions = el("div", "actions");
+      p.buttons.forEach(b => actions.appendChild(button(m, b)));
+      holder.appendChild(actions);
+    }
   }
   return holder;
 }

@@ -245,32 +245,36 @@ class SlackServer(Workspace):
         The payload carries the message as currently stored, the button's block_id,
         text and (unless given) value, and a response_url served by this fake.
         """
-        msg = self.message(channel, message_ts)
-        if msg is None:
-            raise LookupError(f"no message {message_ts} in {channel}")
+        msg = self._stored(channel, message_ts)
         found = _find_action(msg.blocks or [], action_id)
         if found is None:
             raise LookupError(f"message {message_ts} has no element with action_id {action_id!r}")
-        _, element = found
+        payload = self._action_payload(user, msg, action_id, value if value is not None else found[1].get("value"))
+        return await self.send_interactive(payload, timeout=timeout)
+
+    def _stored(self, channel: str, message_ts: str) -> Message:
+        if (msg := self.message(channel, message_ts)) is None:
+            raise LookupError(f"no message {message_ts} in {channel}")
+        return msg
+
+    def _action_payload(self, user: str, msg: Message, action_id: str, value: str | None) -> dict[str, Any]:
+        """The block_actions payload of `user`'s click on `msg`, as this workspace sends it."""
         user_name = self.users.get(user, {}).get("name")
-        payload = block_action_payload(
+        return block_action_payload(
             user,
-            channel,
-            message_ts,
+            msg.channel,
+            msg.ts,
             action_id,
-            value if value is not None else element.get("value"),
+            value,
             team_id=self.team_id,
             message=msg.to_api(),
             user_name=user_name,
             api_app_id=self.app_id,
         )
-        return await self.send_interactive(payload, timeout=timeout)
 
     async def feedback(self, user: str, channel: str, message_ts: str, *, positive: bool, timeout: float = 5.0) -> str:
         """Click the thumbs-up (``positive``) or thumbs-down of the feedback_buttons on a stored message."""
-        msg = self.message(channel, message_ts)
-        if msg is None:
-            raise LookupError(f"no message {message_ts} in {channel}")
+        msg = self._stored(channel, message_ts)
         found = next(
             (
                 (b.get("block_id", ""), el)
@@ -285,17 +289,7 @@ class SlackServer(Workspace):
             raise LookupError(f"message {message_ts} has no feedback_buttons")
         block_id, element = found
         button = element["positive_button" if positive else "negative_button"]
-        payload = block_action_payload(
-            user,
-            channel,
-            message_ts,
-            element["action_id"],
-            button["value"],
-            team_id=self.team_id,
-            message=msg.to_api(),
-            user_name=self.users.get(user, {}).get("name"),
-            api_app_id=self.app_id,
-        )
+        payload = self._action_payload(user, msg, element["action_id"], button["value"])
         payload["actions"][0].update({"type": "feedback_buttons", "block_id": block_id, "text": button["text"]})
         return await self.send_interactive(payload, timeout=timeout)
 
@@ -303,9 +297,7 @@ class SlackServer(Workspace):
         self, user: str, channel: str, message_ts: str, callback_id: str, *, timeout: float = 5.0
     ) -> str:
         """Run the message shortcut ``callback_id`` on a stored message (a person's or a bot's)."""
-        msg = self.message(channel, message_ts)
-        if msg is None:
-            raise LookupError(f"no message {message_ts} in {channel}")
+        msg = self._stored(channel, message_ts)
         message = msg.to_api()
         if msg.bot_id and msg.user == self.bot_user_id:
             message.update(self._bot_message_dict(msg))
@@ -340,19 +332,8 @@ class SlackServer(Workspace):
         channel, ts = event.get("channel"), event.get("ts")
         if not channel or not ts or self.message(channel, ts) is not None:
             return  # an app_mention and its message twin, or a redelivery: stored once
-        self._add_message(
-            Message(
-                channel=channel,
-                ts=ts,
-                text=event.get("text", ""),
-                user=event.get("user"),
-                bot_id=event.get("bot_id"),
-                thread_ts=event.get("thread_ts"),
-                blocks=event.get("blocks"),
-                team=event.get("team"),
-                subtype=event.get("subtype"),
-            )
-        )
+        fields: dict[str, Any] = {k: event.get(k) for k in ("user", "bot_id", "thread_ts", "blocks", "team", "subtype")}
+        self._add_message(Message(channel=channel, ts=ts, text=event.get("text", ""), **fields))
 
     # ---- Socket Mode: the WebSocket ----------------------------------------------------------
 
@@ -489,15 +470,13 @@ class SlackServer(Workspace):
         return web.json_response(body, status=status, headers=headers)
 
     def _check_token(self, method: str, token: str | None) -> None:
+        """apps.connections.open takes the app token, every other method the bot token."""
         if not token:
             raise _SlackError("not_authed")
-        if method == "apps.connections.open":
-            if token == self.app_token:
-                return
-            raise _SlackError("not_allowed_token_type" if token == self.bot_token else "invalid_auth")
-        if token == self.bot_token:
-            return
-        raise _SlackError("not_allowed_token_type" if token == self.app_token else "invalid_auth")
+        connect = method == "apps.connections.open"
+        wanted, other = (self.app_token, self.bot_token) if connect else (self.bot_token, self.app_token)
+        if token != wanted:
+            raise _SlackError("not_allowed_token_type" if token == other else "invalid_auth")
 
     def _maybe_fail(self, method: str) -> None:
         queue = self._failures.get(method)

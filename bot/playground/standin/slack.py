@@ -43,19 +43,16 @@ Wire facts this fake relies on (slack_sdk 3.48, see ``slack_sdk/web/async_client
 Its modules, one concern each: ``records`` (ids, ``ApiCall``, ``Message``, ``ThreadStatus``, the Web API error),
 ``blockkit`` (``block_errors``), ``payloads`` (the event and interactivity builders), ``workspace`` (the state,
 seeding, lookups and waits), ``server`` (aiohttp: Web API dispatch, Socket Mode, response_url, incoming webhooks),
-``methods_chat`` / ``methods_surfaces`` / ``methods_read`` (the Web API methods); this module assembles ``FakeSlack``
-and its method table, and is the one to import.
+``methods`` (the Web API methods); this module assembles ``FakeSlack`` and its method table, and is the one to
+import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+import re
 
 from bot.playground.standin.blockkit import block_errors
-from bot.playground.standin.methods_chat import ChatMethods
-from bot.playground.standin.methods_read import ReadMethods
-from bot.playground.standin.methods_surfaces import SurfaceMethods
+from bot.playground.standin.methods import WebApiMethods
 from bot.playground.standin.payloads import (
     app_home_opened_event,
     block_action_payload,
@@ -81,29 +78,20 @@ __all__ = [
     "next_ts",
 ]
 
+# The Web API methods served; each is the method `_<its name in snake case>` ("chat.postMessage": _chat_post_message).
+API_METHODS = (
+    *("auth.test", "apps.connections.open", "reactions.add", "views.publish", "assistant.threads.setStatus"),
+    *("chat.postMessage", "chat.update", "chat.postEphemeral", "chat.startStream", "chat.appendStream"),
+    *("chat.stopStream", "conversations.replies", "conversations.history", "conversations.info"),
+    *("conversations.members", "conversations.list", "users.info", "users.conversations", "usergroups.list"),
+    "usergroups.users.list",
+)
 
-class FakeSlack(ChatMethods, SurfaceMethods, ReadMethods, SlackServer):
+
+class FakeSlack(WebApiMethods, SlackServer):
     """Fake Slack Web API + Socket Mode + response_url server (use as ``async with``)."""
 
-    _METHODS: ClassVar[dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]]] = {
-        "auth.test": SlackServer._auth_test,
-        "apps.connections.open": SlackServer._apps_connections_open,
-        "chat.postMessage": ChatMethods._chat_post_message,
-        "chat.update": ChatMethods._chat_update,
-        "chat.postEphemeral": ChatMethods._chat_post_ephemeral,
-        "chat.startStream": ChatMethods._chat_start_stream,
-        "chat.appendStream": ChatMethods._chat_append_stream,
-        "chat.stopStream": ChatMethods._chat_stop_stream,
-        "reactions.add": SurfaceMethods._reactions_add,
-        "conversations.replies": ReadMethods._conversations_replies,
-        "conversations.history": ReadMethods._conversations_history,
-        "usergroups.users.list": ReadMethods._usergroups_users_list,
-        "usergroups.list": ReadMethods._usergroups_list,
-        "users.info": ReadMethods._users_info,
-        "assistant.threads.setStatus": SurfaceMethods._assistant_threads_set_status,
-        "views.publish": SurfaceMethods._views_publish,
-        "conversations.info": ReadMethods._conversations_info,
-        "conversations.members": ReadMethods._conversations_members,
-        "conversations.list": ReadMethods._conversations_list,
-        "users.conversations": ReadMethods._users_conversations,
-    }
+
+FakeSlack._METHODS = {
+    name: getattr(FakeSlack, "_" + re.sub("([A-Z])", r"_\1", name.replace(".", "_")).lower()) for name in API_METHODS
+}
