@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.redact import redact_value
-from bot.core.types import Approval, ApprovalState, Step, ToolResultRow, Usage
+from bot.core.types import Approval, ApprovalState, Step, Usage
 from bot.run.guards import Limits, canonical
 from bot.run.history import final_text, tool_calls
 from bot.run.summary import Summary
@@ -205,8 +205,28 @@ def export_run(
         last = prefix[-1]
         prefix[-1] = {"role": last["role"], "content": list(last["content"])[:-step1_added] or last["content"]}
     calls: list[RecordedCall] = []
+
+    def add(step: int | None, call_id: str, tool: str, args: dict[str, Any]) -> None:
+        """The call as it ran: the stored result's arguments and outcome, when there is one, and its decision."""
+        row, a = results.get(call_id), decided.get(call_id)
+        calls.append(
+            RecordedCall(
+                index=len(calls),
+                step=step,
+                id=call_id,
+                tool=tool,
+                args=row.args if row is not None else args,
+                category=cats.get(tool, UNKNOWN_CATEGORY),
+                result=row.content if row is not None else None,
+                is_error=row is not None and row.is_error,
+                confirmed_by=row.confirmed_by if row is not None else None,
+                decision=None
+                if a is None
+                else RecordedDecision(outcome=a.state.value, by=a.decided_by, reason=a.reason or "", preview=a.preview),
+            )
+        )
+
     texts: list[str] = []
-    seen: set[str] = set()
     step = 0
     for message in history[prefix_len:]:
         if message["role"] != "assistant":
@@ -214,15 +234,11 @@ def export_run(
         step += 1
         texts.append(final_text(message["content"]) or "")
         for call in tool_calls(message["content"]):
-            seen.add(call.id)
-            calls.append(
-                _call(len(calls), step, call.id, call.name, call.args, results.get(call.id), decided.get(call.id), cats)
-            )
+            add(step, call.id, call.name, call.args)
+    seen = {c.id for c in calls}
     for row in sorted(results.values(), key=lambda r: r.created_at):  # calls whose turns were condensed away
         if row.tool_use_id not in seen:
-            calls.append(
-                _call(len(calls), None, row.tool_use_id, row.tool, row.args, row, decided.get(row.tool_use_id), cats)
-            )
+            add(None, row.tool_use_id, row.tool, row.args)
     replies = _replies(steps, calls, decided)
     return Incident(
         run_id=run.id,
@@ -267,35 +283,6 @@ def _last_approval_per_call(approvals: Sequence[Approval]) -> dict[str, Approval
         if a.state != ApprovalState.PENDING:
             out[a.tool_use_id] = a
     return out
-
-
-def _call(
-    index: int,
-    step: int | None,
-    id: str,
-    tool: str,
-    args: dict[str, Any],
-    row: ToolResultRow | None,
-    approval: Approval | None,
-    cats: Mapping[str, str],
-) -> RecordedCall:
-    decision = None
-    if approval is not None:
-        decision = RecordedDecision(
-            outcome=approval.state.value, by=approval.decided_by, reason=approval.reason or "", preview=approval.preview
-        )
-    return RecordedCall(
-        index=index,
-        step=step,
-        id=id,
-        tool=tool,
-        args=row.args if row is not None else args,
-        category=cats.get(tool, UNKNOWN_CATEGORY),
-        result=row.content if row is not None else None,
-        is_error=row.is_error if row is not None else False,
-        confirmed_by=row.confirmed_by if row is not None else None,
-        decision=decision,
-    )
 
 
 def _prefix(history: list[dict[str, Any]], steps: Sequence[Step]) -> tuple[int, int]:
