@@ -11,22 +11,19 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TypeVar
 
 from bot import ModelClient, Toolbox
 from bot.config.settings import EFFORTS, ConfigError, Settings
 from bot.core.pricing import model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
-from bot.replay.runner import Replayed, replay
-from bot.replay.suite import records, run_suite, table
+from bot.replay.runner import replay
+from bot.replay.suite import records, table
 from bot.store import Ledger
 from bot.store.backends import describe
-
-T = TypeVar("T")
 
 
 def _shown(value: str) -> str:
@@ -82,14 +79,15 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _replays(
+async def _compare(
     settings: Settings,
     args: argparse.Namespace,
     prompt: str | None,
     scripted: Callable[[str], ModelClient] | None,
-    work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]],
-) -> T:
-    """`work(replay_one, model_label)` with the model client (and --live-readonly's registry) open."""
+    incidents: Sequence[tuple[str, Incident]],
+) -> list[Comparison]:
+    """Each (name, incident) replayed in turn and compared, with the model client (and --live-readonly's
+    registry) open throughout."""
     name = args.model or settings.model.primary
     client: Callable[[], ModelClient]
     async with AsyncExitStack() as stack:
@@ -108,9 +106,9 @@ async def _replays(
 
             live = registry = await build_registry(settings.tools, reaches=settings.reaches)
             stack.push_async_callback(registry.aclose)
-
-        async def one(incident: Incident) -> Replayed:
-            return await replay(
+        comparisons = []
+        for incident_name, incident in incidents:
+            replayed = await replay(
                 incident,
                 model=client(),
                 price_for=lambda model: price_for(model, settings.model.prices)[0],
@@ -121,8 +119,8 @@ async def _replays(
                 live=live,
                 context_budget_tokens=settings.model.context_budget_tokens,
             )
-
-        return await work(one, label)
+            comparisons.append(compare(replayed, name=incident_name, model_label=label))
+        return comparisons
 
 
 def model_choice(settings: Settings, model: str, effort: str | None) -> str | None:
@@ -174,11 +172,7 @@ def cmd_replay(
             return _fail(f"replay: {folder}: {e}")
         if not incidents:  # a gate that checks nothing must not pass
             return _fail(f"replay: no incident records (*.json) in {folder}")
-
-        async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[Comparison]:
-            return await run_suite(incidents, one, model_label=label)
-
-        rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
+        rows = asyncio.run(_compare(settings, args, prompt, scripted, incidents))
         print(_shown(table(rows, rows[0].model if rows else args.model or "")))
         return exit_status(rows)
     source = Path(args.run_id)
@@ -189,11 +183,7 @@ def cmd_replay(
     if incident is None:
         return _fail(f"no run {args.run_id!r} in {describe(settings.db_path)}")
     name = source.stem if source.is_file() else incident.run_id
-
-    async def single(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> Comparison:
-        return compare(await one(incident), name=name, model_label=label)
-
-    comparison = asyncio.run(_replays(settings, args, prompt, scripted, single))
+    (comparison,) = asyncio.run(_compare(settings, args, prompt, scripted, [(name, incident)]))
     print(_shown(text(comparison)))
     if args.html:
         page = html_page(comparison, generated_at=time.time())

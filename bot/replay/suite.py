@@ -8,29 +8,18 @@ whose model call failed or was refused is no regression: without any regression,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from bot.core.redact import redact
-from bot.replay.compare import Comparison, compare
+from bot.replay.compare import Comparison
 from bot.replay.record import Incident
-from bot.replay.runner import Replayed
 from bot.replay.world import Source
 
 
 def records(folder: Path) -> list[tuple[str, Incident]]:
     """Every incident record (*.json) in `folder`, by name."""
     return [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
-
-
-async def run_suite(
-    incidents: Sequence[tuple[str, Incident]],
-    replay_one: Callable[[Incident], Awaitable[Replayed]],
-    *,
-    model_label: str = "",
-) -> list[Comparison]:
-    """One comparison per incident, named after its file, replayed in turn."""
-    return [compare(await replay_one(i), name=name, model_label=model_label) for name, i in incidents]
 
 
 def table(rows: Sequence[Comparison], model: str) -> str:

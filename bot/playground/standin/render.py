@@ -296,9 +296,5 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions:
 
 
 def stream_state(msg: Message) -> str:
-    """A streamed message's state from the stand-in's own `_stream` record ({"state", "started_at"}), kept on
-    the message by chat.startStream/appendStream/stopStream; "" for a message that was never streamed."""
-    record = getattr(msg, "_stream", None) or getattr(msg, "stream", None)
-    if isinstance(record, dict):
-        return str(record.get("state") or "")
-    return ""
+    """A streamed message's state ("streaming" | "stopped" | "expired"), "" for a message never streamed."""
+    return str((msg.stream or {}).get("state") or "")
