@@ -195,7 +195,8 @@ def export_run(
     history = ledger.history(run_id)
     steps = ledger.steps(run_id)
     results = ledger.tool_results(run_id)
-    decided = _last_approval_per_call(ledger.run_approvals(run_id))
+    # each call's deciding approval, oldest first: a changed call asks again, and the newest one decided it
+    decided = {a.tool_use_id: a for a in ledger.run_approvals(run_id) if a.state != ApprovalState.PENDING}
     cats = dict(categories)
     for a in decided.values():
         cats.setdefault(a.tool, a.category)
@@ -240,6 +241,7 @@ def export_run(
         if row.tool_use_id not in seen:
             add(None, row.tool_use_id, row.tool, row.args)
     replies = _replies(steps, calls, decided)
+    named = [str(s.get("name")) for s in run.tools or []]
     return Incident(
         run_id=run.id,
         task=run.task,
@@ -248,7 +250,7 @@ def export_run(
         created_at=run.created_at,
         system=run.system or "",
         tools=run.tools or [],
-        categories={n: cats.get(n, UNKNOWN_CATEGORY) for n in _tool_names(run.tools, calls)},
+        categories={n: cats.get(n, UNKNOWN_CATEGORY) for n in [*named, *sorted({c.tool for c in calls} - set(named))]},
         prefix=prefix,
         calls=tuple(calls),
         replies=tuple(replies),
@@ -269,20 +271,6 @@ def export_run(
             {"step": r.step, "at": r.at, "summary": r.summary.to_json()} for r in ledger.summaries(run_id)
         ],
     )
-
-
-def _tool_names(schemas: list[dict[str, Any]] | None, calls: Sequence[RecordedCall]) -> list[str]:
-    names = [str(s.get("name")) for s in schemas or []]
-    return [*names, *sorted({c.tool for c in calls} - set(names))]
-
-
-def _last_approval_per_call(approvals: Sequence[Approval]) -> dict[str, Approval]:
-    """Each call's deciding approval (a changed call asks again: the newest one decided it)."""
-    out: dict[str, Approval] = {}
-    for a in approvals:  # oldest first
-        if a.state != ApprovalState.PENDING:
-            out[a.tool_use_id] = a
-    return out
 
 
 def _prefix(history: list[dict[str, Any]], steps: Sequence[Step]) -> tuple[int, int]:

@@ -59,7 +59,7 @@ class Facts:
 
     @classmethod
     def read(cls, request: ModelRequest) -> Facts:
-        results: dict[str, tuple[str, bool]] = {}
+        results: dict[str, dict[str, Any]] = {}  # tool_use_id -> its Call fields result and is_error
         uses: list[dict[str, Any]] = []
         replies: list[tuple[str, str]] = []
         task = runbook = ""
@@ -70,7 +70,7 @@ class Facts:
                     uses.append(block)
                 elif kind == "tool_result":
                     text = _result_text(block)
-                    results[block["tool_use_id"]] = (text, bool(block.get("is_error")))
+                    results[block["tool_use_id"]] = {"result": text, "is_error": bool(block.get("is_error"))}
                     if m := _SUPERSEDED.search(text):
                         replies.append((m.group(2), m.group(3)))
                 elif kind == "text" and message["role"] == "user":
@@ -81,14 +81,7 @@ class Facts:
                     elif not task:
                         task = block["text"]
         calls = tuple(
-            Call(
-                id=u["id"],
-                name=u["name"],
-                args=u.get("input") or {},
-                result=results.get(u["id"], (None, False))[0],
-                is_error=results.get(u["id"], (None, False))[1],
-            )
-            for u in uses
+            Call(id=u["id"], name=u["name"], args=u.get("input") or {}, **results.get(u["id"], {})) for u in uses
         )
         return cls(
             task=task,
