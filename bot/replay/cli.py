@@ -11,22 +11,19 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TypeVar
 
 from bot import ModelClient, Toolbox
 from bot.config.settings import EFFORTS, ConfigError, Settings
-from bot.core.pricing import Price, model_problems, price_for, thinks_adaptively
+from bot.core.pricing import model_problems, price_for, thinks_adaptively
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
-from bot.replay.runner import Replayed, replay
-from bot.replay.suite import SuiteRow, records, run_suite, table
+from bot.replay.runner import replay
+from bot.replay.suite import records, table
 from bot.store import Ledger
 from bot.store.backends import describe
-
-T = TypeVar("T")
 
 
 def _shown(value: str) -> str:
@@ -82,61 +79,39 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-class _Models:
-    """Model clients for replays, closed at the end."""
-
-    def __init__(self, settings: Settings, name: str, scripted: Callable[[str], ModelClient] | None) -> None:
-        self.settings, self.name, self._scripted = settings, name, scripted
-        self.stack = AsyncExitStack()
-        self.scripted = settings.anthropic_api_key is None and scripted is not None
-        self._llm: Any = None
-
-    @property
-    def label(self) -> str:
-        return f"scripted model (priced as {self.name})" if self.scripted else self.name
-
-    def client(self) -> ModelClient:
-        if self.scripted and self._scripted is not None:
-            return self._scripted(self.name)
-        from bot.app.wiring import anthropic_client
-        from bot.run.model import AnthropicModel
-
-        if self._llm is None:
-            self._llm = anthropic_client(self.settings)
-            self.stack.push_async_callback(self._llm.close)
-        return AnthropicModel(self._llm, [self.name])
-
-    async def aclose(self) -> None:
-        await self.stack.aclose()
-
-
-async def _replays(
+async def _compare(
     settings: Settings,
     args: argparse.Namespace,
     prompt: str | None,
     scripted: Callable[[str], ModelClient] | None,
-    work: Callable[[Callable[[Incident], Awaitable[Replayed]], str], Awaitable[T]],
-) -> T:
-    """`work(replay_one, model_label)` with the model clients (and --live-readonly's registry) open."""
-    models = _Models(settings, args.model or settings.model.primary, scripted)
-    live: Toolbox | None = None
+    incidents: Sequence[tuple[str, Incident]],
+) -> list[Comparison]:
+    """Each (name, incident) replayed in turn and compared, with the model client (and --live-readonly's
+    registry) open throughout."""
+    name = args.model or settings.model.primary
+    client: Callable[[], ModelClient]
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(models.aclose)
+        if settings.anthropic_api_key is None and scripted is not None:
+            label, client = f"scripted model (priced as {name})", lambda: scripted(name)
+        else:
+            from bot.app.wiring import anthropic_client
+            from bot.run.model import AnthropicModel
+
+            llm = anthropic_client(settings)
+            stack.push_async_callback(llm.close)
+            label, client = name, lambda: AnthropicModel(llm, [name])
+        live: Toolbox | None = None
         if args.live_readonly:
             from tools.config import build_registry
 
-            registry = await build_registry(settings.tools, reaches=settings.reaches)
+            live = registry = await build_registry(settings.tools, reaches=settings.reaches)
             stack.push_async_callback(registry.aclose)
-            live = registry
-
-        def priced(model: str) -> Price:
-            return price_for(model, settings.model.prices)[0]
-
-        async def one(incident: Incident) -> Replayed:
-            return await replay(
+        comparisons = []
+        for incident_name, incident in incidents:
+            replayed = await replay(
                 incident,
-                model=models.client(),
-                price_for=priced,
+                model=client(),
+                price_for=lambda model: price_for(model, settings.model.prices)[0],
                 system_prompt=prompt,
                 max_tokens=incident.max_tokens or settings.model.max_tokens,
                 effort=args.effort or incident.effort or settings.model.effort,
@@ -144,8 +119,8 @@ async def _replays(
                 live=live,
                 context_budget_tokens=settings.model.context_budget_tokens,
             )
-
-        return await work(one, models.label)
+            comparisons.append(compare(replayed, name=incident_name, model_label=label))
+        return comparisons
 
 
 def model_choice(settings: Settings, model: str, effort: str | None) -> str | None:
@@ -197,13 +172,9 @@ def cmd_replay(
             return _fail(f"replay: {folder}: {e}")
         if not incidents:  # a gate that checks nothing must not pass
             return _fail(f"replay: no incident records (*.json) in {folder}")
-
-        async def suite(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> list[SuiteRow]:
-            return await run_suite(incidents, one, model_label=label)
-
-        rows = asyncio.run(_replays(settings, args, prompt, scripted, suite))
-        print(_shown(table(rows, rows[0].comparison.model if rows else args.model or "")))
-        return exit_status([r.comparison for r in rows])
+        rows = asyncio.run(_compare(settings, args, prompt, scripted, incidents))
+        print(_shown(table(rows, rows[0].model if rows else args.model or "")))
+        return exit_status(rows)
     source = Path(args.run_id)
     try:
         incident = Incident.load(source) if source.is_file() else export_incident(settings, args.run_id)
@@ -212,11 +183,7 @@ def cmd_replay(
     if incident is None:
         return _fail(f"no run {args.run_id!r} in {describe(settings.db_path)}")
     name = source.stem if source.is_file() else incident.run_id
-
-    async def single(one: Callable[[Incident], Awaitable[Replayed]], label: str) -> Comparison:
-        return compare(await one(incident), name=name, model_label=label)
-
-    comparison = asyncio.run(_replays(settings, args, prompt, scripted, single))
+    (comparison,) = asyncio.run(_compare(settings, args, prompt, scripted, [(name, incident)]))
     print(_shown(text(comparison)))
     if args.html:
         page = html_page(comparison, generated_at=time.time())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -233,11 +233,20 @@ def _approval_of(c: RecordedCall) -> Approval:
     return Approval(call=label(c.tool, c.args), outcome=f"{d.outcome} by {d.by or '-'}")
 
 
+# --- text -------------------------------------------------------------------------------------------------
+def _lines(row: StepRow, answer: Callable[[str], str]) -> Iterator[tuple[str, Pair, str, str]]:
+    """A step's lines: (the step on the first line only, the pair, original, replay); a step without calls shows
+    each run's answer as `answer` writes it."""
+    for j, p in enumerate(row.pairs or (Pair(mark="same", original=None, replay=None),)):
+        left = p.original or (answer(row.original_text) if not row.pairs and row.original_text else "-")
+        right = p.replay or (answer(row.replay_text) if not row.pairs and row.replay_text else "-")
+        yield (str(row.step) if j == 0 else ""), p, left, right
+
+
 def _replay_outcome(e: CallLog) -> str:
     return "would ask approval → denied (replay)" if e.source == Source.WOULD_ASK else f"recorded decision: {e.detail}"
 
 
-# --- text -------------------------------------------------------------------------------------------------
 def _money(v: float) -> str:
     return f"${v:.4f}"
 
@@ -282,10 +291,7 @@ def text(c: Comparison) -> str:
         f"{'step':<5} {'original':<{w}}   replay",
     ]
     for row in c.rows:
-        for j, p in enumerate(row.pairs or (Pair(mark="same", original=None, replay=None),)):
-            head = str(row.step) if j == 0 else ""
-            left = p.original or ("(answer)" if not row.pairs and row.original_text else "-")
-            right = p.replay or ("(answer)" if not row.pairs and row.replay_text else "-")
+        for head, p, left, right in _lines(row, lambda _: "(answer)"):
             src = f"  [{p.source}]" if p.source else ""
             out.append(f"{head:<5} {left:<{w}} {MARKS[p.mark]} {right}{src}")
     out.append("")
@@ -367,12 +373,9 @@ def _steps_table(rows: Sequence[StepRow]) -> str:
     out = ["<table><tr><th>step</th><th>original</th><th></th><th>replay</th><th>result</th></tr>"]
     for row in rows:
         cls = "" if row.same else ' class="diverged"'
-        pairs = row.pairs or (Pair(mark="same", original=None, replay=None),)
-        for j, p in enumerate(pairs):
-            left = p.original or (f"answer: {row.original_text[:300]}" if not row.pairs and row.original_text else "-")
-            right = p.replay or (f"answer: {row.replay_text[:300]}" if not row.pairs and row.replay_text else "-")
+        for head, p, left, right in _lines(row, lambda answer: f"answer: {answer[:300]}"):
             out.append(
-                f'<tr{cls}><td class="num">{row.step if j == 0 else ""}</td><td><code>{_t(left)}</code></td>'
+                f'<tr{cls}><td class="num">{head}</td><td><code>{_t(left)}</code></td>'
                 f'<td class="m-{p.mark}">{_t(MARKS[p.mark] + " " + p.mark)}</td><td><code>{_t(right)}</code>'
                 f'</td><td class="src">{_t(p.source)}</td></tr>'
             )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.redact import redact_value
-from bot.core.types import Approval, ApprovalState, Step, ToolResultRow, Usage
+from bot.core.types import Approval, ApprovalState, Step, Usage
 from bot.run.guards import Limits, canonical
 from bot.run.history import final_text, tool_calls
 from bot.run.summary import Summary
@@ -195,7 +195,8 @@ def export_run(
     history = ledger.history(run_id)
     steps = ledger.steps(run_id)
     results = ledger.tool_results(run_id)
-    decided = _last_approval_per_call(ledger.run_approvals(run_id))
+    # each call's deciding approval, oldest first: a changed call asks again, and the newest one decided it
+    decided = {a.tool_use_id: a for a in ledger.run_approvals(run_id) if a.state != ApprovalState.PENDING}
     cats = dict(categories)
     for a in decided.values():
         cats.setdefault(a.tool, a.category)
@@ -205,8 +206,28 @@ def export_run(
         last = prefix[-1]
         prefix[-1] = {"role": last["role"], "content": list(last["content"])[:-step1_added] or last["content"]}
     calls: list[RecordedCall] = []
+
+    def add(step: int | None, call_id: str, tool: str, args: dict[str, Any]) -> None:
+        """The call as it ran: the stored result's arguments and outcome, when there is one, and its decision."""
+        row, a = results.get(call_id), decided.get(call_id)
+        calls.append(
+            RecordedCall(
+                index=len(calls),
+                step=step,
+                id=call_id,
+                tool=tool,
+                args=row.args if row is not None else args,
+                category=cats.get(tool, UNKNOWN_CATEGORY),
+                result=row.content if row is not None else None,
+                is_error=row is not None and row.is_error,
+                confirmed_by=row.confirmed_by if row is not None else None,
+                decision=None
+                if a is None
+                else RecordedDecision(outcome=a.state.value, by=a.decided_by, reason=a.reason or "", preview=a.preview),
+            )
+        )
+
     texts: list[str] = []
-    seen: set[str] = set()
     step = 0
     for message in history[prefix_len:]:
         if message["role"] != "assistant":
@@ -214,16 +235,13 @@ def export_run(
         step += 1
         texts.append(final_text(message["content"]) or "")
         for call in tool_calls(message["content"]):
-            seen.add(call.id)
-            calls.append(
-                _call(len(calls), step, call.id, call.name, call.args, results.get(call.id), decided.get(call.id), cats)
-            )
+            add(step, call.id, call.name, call.args)
+    seen = {c.id for c in calls}
     for row in sorted(results.values(), key=lambda r: r.created_at):  # calls whose turns were condensed away
         if row.tool_use_id not in seen:
-            calls.append(
-                _call(len(calls), None, row.tool_use_id, row.tool, row.args, row, decided.get(row.tool_use_id), cats)
-            )
+            add(None, row.tool_use_id, row.tool, row.args)
     replies = _replies(steps, calls, decided)
+    named = [str(s.get("name")) for s in run.tools or []]
     return Incident(
         run_id=run.id,
         task=run.task,
@@ -232,7 +250,7 @@ def export_run(
         created_at=run.created_at,
         system=run.system or "",
         tools=run.tools or [],
-        categories={n: cats.get(n, UNKNOWN_CATEGORY) for n in _tool_names(run.tools, calls)},
+        categories={n: cats.get(n, UNKNOWN_CATEGORY) for n in [*named, *sorted({c.tool for c in calls} - set(named))]},
         prefix=prefix,
         calls=tuple(calls),
         replies=tuple(replies),
@@ -252,49 +270,6 @@ def export_run(
         summary_history=[
             {"step": r.step, "at": r.at, "summary": r.summary.to_json()} for r in ledger.summaries(run_id)
         ],
-    )
-
-
-def _tool_names(schemas: list[dict[str, Any]] | None, calls: Sequence[RecordedCall]) -> list[str]:
-    names = [str(s.get("name")) for s in schemas or []]
-    return [*names, *sorted({c.tool for c in calls} - set(names))]
-
-
-def _last_approval_per_call(approvals: Sequence[Approval]) -> dict[str, Approval]:
-    """Each call's deciding approval (a changed call asks again: the newest one decided it)."""
-    out: dict[str, Approval] = {}
-    for a in approvals:  # oldest first
-        if a.state != ApprovalState.PENDING:
-            out[a.tool_use_id] = a
-    return out
-
-
-def _call(
-    index: int,
-    step: int | None,
-    id: str,
-    tool: str,
-    args: dict[str, Any],
-    row: ToolResultRow | None,
-    approval: Approval | None,
-    cats: Mapping[str, str],
-) -> RecordedCall:
-    decision = None
-    if approval is not None:
-        decision = RecordedDecision(
-            outcome=approval.state.value, by=approval.decided_by, reason=approval.reason or "", preview=approval.preview
-        )
-    return RecordedCall(
-        index=index,
-        step=step,
-        id=id,
-        tool=tool,
-        args=row.args if row is not None else args,
-        category=cats.get(tool, UNKNOWN_CATEGORY),
-        result=row.content if row is not None else None,
-        is_error=row.is_error if row is not None else False,
-        confirmed_by=row.confirmed_by if row is not None else None,
-        decision=decision,
     )
 
 

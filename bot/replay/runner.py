@@ -68,7 +68,7 @@ async def replay(
             cfg = RunConfig(
                 model=model,
                 store=store,
-                tools=world.toolbox(),
+                tools=world,
                 price_for=price_for,
                 system_prompt=system_prompt if system_prompt is not None else incident.system,
                 limits=limits if limits is not None else incident.run_limits(Limits()),

@@ -8,25 +8,13 @@ whose model call failed or was refused is no regression: without any regression,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from bot.core.redact import redact
-from bot.replay.compare import Comparison, compare
+from bot.replay.compare import Comparison
 from bot.replay.record import Incident
-from bot.replay.runner import Replayed
 from bot.replay.world import Source
-
-
-@dataclass(frozen=True, kw_only=True)
-class SuiteRow:
-    name: str
-    comparison: Comparison
-
-    @property
-    def regression(self) -> bool:
-        return self.comparison.regression
 
 
 def records(folder: Path) -> list[tuple[str, Incident]]:
@@ -34,42 +22,28 @@ def records(folder: Path) -> list[tuple[str, Incident]]:
     return [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
 
 
-async def run_suite(
-    incidents: Sequence[tuple[str, Incident]],
-    replay_one: Callable[[Incident], Awaitable[Replayed]],
-    *,
-    model_label: str = "",
-) -> list[SuiteRow]:
-    rows = []
-    for name, incident in incidents:
-        result = await replay_one(incident)
-        rows.append(SuiteRow(name=name, comparison=compare(result, name=name, model_label=model_label)))
-    return rows
-
-
-def table(rows: Sequence[SuiteRow], model: str) -> str:
+def table(rows: Sequence[Comparison], model: str) -> str:
     head = (
         f"{'incident':<24} {'same change':<11} {'same stop':<20} {'steps':>9} {'cost Δ':>10} "
         f"{'time Δ':>9} {'results r/u/l':>13}  verdict"
     )
     out = [f"replay suite on {model}: {len(rows)} incident(s)", head]
-    for row in rows:
-        c = row.comparison
+    for c in rows:
         o, r = c.original, c.replay
         stop = "yes" if c.same_stop else f"no ({r.stop_reason})"
         verdict = (
             "REGRESSION"
-            if row.regression
+            if c.regression
             else "MODEL FAILED"
             if c.model_failed
             else ("identical" if c.identical else f"diverged at step {c.diverged_at}" if c.diverged_at else "ok")
         )
         out.append(
-            f"{row.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
+            f"{c.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
             f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
             f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}"
         )
-    bad, failed = sum(r.regression for r in rows), sum(r.comparison.model_failed for r in rows)
+    bad, failed = sum(c.regression for c in rows), sum(c.model_failed for c in rows)
     out.append(f"{bad} regression(s)" if bad else "no regression")
     if failed:
         out.append(f"{failed} replay(s) where the model call failed or was refused: neither passed nor regressed")

@@ -104,22 +104,6 @@ class RecordedTool:
         self.world.check(self.name, args)
 
 
-class RecordedToolbox:
-    """The Toolbox of a replay: the recorded schemas, exactly as the original run sent them."""
-
-    def __init__(self, tools: list[RecordedTool]) -> None:
-        self._tools = {t.name: t for t in tools}
-
-    def get(self, name: str) -> RecordedTool | None:
-        return self._tools.get(name)
-
-    def __iter__(self) -> Iterator[RecordedTool]:
-        return iter(list(self._tools.values()))
-
-    def api_schemas(self) -> list[dict[str, Any]]:
-        return [t.schema for t in self._tools.values()]
-
-
 @dataclass
 class RecordedWorld:
     incident: Incident
@@ -138,18 +122,24 @@ class RecordedWorld:
     def __post_init__(self) -> None:
         calls = self.incident.calls
         self._state_before = {c.index: tuple(p.index for p in calls if p.index < c.index and p.changed) for c in calls}
-
-    def toolbox(self) -> RecordedToolbox:
-        """The recorded tools; not update_summary, which the runtime adds and answers itself (a second copy in
-        the tools block is a 400, and the replay's summary belongs in the replay's own store)."""
+        # The replay's Toolbox is this world: the recorded schemas, exactly as the original run sent them; not
+        # update_summary, which the runtime adds and answers itself (a second copy in the tools block is a 400,
+        # and the replay's summary belongs in the replay's own store).
         cats = self.incident.categories
-        return RecordedToolbox(
-            [
-                RecordedTool(self, s, cats.get(str(s.get("name")), "destructive"))
-                for s in self.incident.tools
-                if s.get("name") != SUMMARY_TOOL
-            ]
-        )
+        self.tools = {
+            str(s["name"]): RecordedTool(self, s, cats.get(str(s["name"]), "destructive"))
+            for s in self.incident.tools
+            if s.get("name") != SUMMARY_TOOL
+        }
+
+    def get(self, name: str) -> RecordedTool | None:
+        return self.tools.get(name)
+
+    def __iter__(self) -> Iterator[RecordedTool]:
+        return iter(list(self.tools.values()))
+
+    def api_schemas(self) -> list[dict[str, Any]]:
+        return [t.schema for t in self.tools.values()]
 
     # --- what the replay did --------------------------------------------------------------------
     def proposed(self, tool: str, args: dict[str, Any]) -> None:
@@ -273,4 +263,4 @@ class RecordedWorld:
         return out
 
 
-__all__ = ["READ_ONLY", "CallLog", "Delivery", "RecordedTool", "RecordedToolbox", "RecordedWorld", "Source"]
+__all__ = ["READ_ONLY", "CallLog", "Delivery", "RecordedTool", "RecordedWorld", "Source"]

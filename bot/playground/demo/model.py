@@ -59,7 +59,7 @@ class Facts:
 
     @classmethod
     def read(cls, request: ModelRequest) -> Facts:
-        results: dict[str, tuple[str, bool]] = {}
+        results: dict[str, dict[str, Any]] = {}  # tool_use_id -> its Call fields result and is_error
         uses: list[dict[str, Any]] = []
         replies: list[tuple[str, str]] = []
         task = runbook = ""
@@ -70,7 +70,7 @@ class Facts:
                     uses.append(block)
                 elif kind == "tool_result":
                     text = _result_text(block)
-                    results[block["tool_use_id"]] = (text, bool(block.get("is_error")))
+                    results[block["tool_use_id"]] = {"result": text, "is_error": bool(block.get("is_error"))}
                     if m := _SUPERSEDED.search(text):
                         replies.append((m.group(2), m.group(3)))
                 elif kind == "text" and message["role"] == "user":
@@ -81,14 +81,7 @@ class Facts:
                     elif not task:
                         task = block["text"]
         calls = tuple(
-            Call(
-                id=u["id"],
-                name=u["name"],
-                args=u.get("input") or {},
-                result=results.get(u["id"], (None, False))[0],
-                is_error=results.get(u["id"], (None, False))[1],
-            )
-            for u in uses
+            Call(id=u["id"], name=u["name"], args=u.get("input") or {}, **results.get(u["id"], {})) for u in uses
         )
         return cls(
             task=task,
@@ -175,6 +168,13 @@ def _ids(*calls: Call | None) -> list[str]:
     return [c.id for c in calls if c is not None and c.ran]
 
 
+def _hypothesis(id: str, statement: str, status: str, confidence: str, evidence: list[str]) -> dict[str, Any]:
+    return {"id": id, "statement": statement, "status": status, "confidence": confidence, "evidence": evidence}
+
+
+NGINX_BROKEN = "nginx itself is broken, not just out of disk"
+
+
 def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     """After the first look: the disk is full, the cause not known yet."""
     disk = f.last("check_disk")
@@ -182,20 +182,8 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     return SUMMARY, {
         "situation": f"{HOST} /var is at {full}%; nginx may be failing to write its logs.",
         "hypotheses": [
-            {
-                "id": "logs",
-                "statement": "old nginx logs fill /var",
-                "status": "open",
-                "confidence": "medium",
-                "evidence": _ids(disk),
-            },
-            {
-                "id": "nginx",
-                "statement": "nginx itself is broken, not just out of disk",
-                "status": "open",
-                "confidence": "low",
-                "evidence": [],
-            },
+            _hypothesis("logs", "old nginx logs fill /var", "open", "medium", _ids(disk)),
+            _hypothesis("nginx", NGINX_BROKEN, "open", "low", []),
         ],
         "next_steps": ["find what fills /var", "check nginx's state"],
     }
@@ -204,26 +192,12 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
 def found_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     """After the approved cleanup: the cause confirmed by what ran, nginx ruled out."""
     looked = [c for c in (f.last("tail_log"), f.last("service_status")) if c is not None and c.ran]
-    nginx: dict[str, Any] = {
-        "id": "nginx",
-        "statement": "nginx itself is broken, not just out of disk",
-        "status": "refuted",
-        "confidence": "high",
-        "evidence": _ids(*looked),
-    }
-    if not looked:
-        nginx.update(status="open", confidence="low")
+    logs = "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var"
     return SUMMARY, {
         "situation": f"{HOST} /var filled up with rotated nginx logs; the old ones are deleted.",
         "hypotheses": [
-            {
-                "id": "logs",
-                "statement": "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var",
-                "status": "confirmed",
-                "confidence": "high",
-                "evidence": _ids(f.last("list_big_files"), f.last("clean_logs")),
-            },
-            nginx,
+            _hypothesis("logs", logs, "confirmed", "high", _ids(f.last("list_big_files"), f.last("clean_logs"))),
+            _hypothesis("nginx", NGINX_BROKEN, *(("refuted", "high") if looked else ("open", "low")), _ids(*looked)),
         ],
         "next_steps": ["verify /var has room again", "add maxage 14 to /etc/logrotate.d/nginx"],
     }

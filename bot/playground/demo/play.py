@@ -59,7 +59,8 @@ class Crew:
 
     async def decide(self, card: Message) -> None:
         tool = card_tool(card)
-        await self._pause()
+        if self.pace:
+            await asyncio.sleep(self.pace)  # reading pace for a person watching, not a wait for state
         if not self.redirected:
             self.redirected = True
             self.transcript.narrate(f"@bob reads the {tool} card and replies in the thread instead of clicking")
@@ -68,10 +69,6 @@ class Crew:
         approve = tool != "restart_service"  # bob said not to restart nginx
         self.transcript.narrate(f"@carol clicks [{'Approve' if approve else 'Deny'}] on {tool}")
         await self.stage.click(CAROL, card.ts, APPROVE if approve else DENY)
-
-    async def _pause(self) -> None:
-        if self.pace:
-            await asyncio.sleep(self.pace)  # reading pace for a person watching, not a wait for state
 
 
 @dataclass
@@ -179,31 +176,23 @@ class Prompt:
         return await slack.wait_for_message(self.stage.channel, undecided, timeout=24 * 3600)
 
 
-class Runs:
+async def last_drive(st: Stage, changed: asyncio.Event) -> RunResult | None:
     """The demo's run, followed across its drives: the supervisor ends a drive whenever the run waits for a
-    person (a stored pause) and starts a new one once someone decides, so the result comes from the last."""
-
-    def __init__(self, stage: Stage) -> None:
-        self.stage = stage
-        self.run_id: str | None = None
-        self.changed = asyncio.Event()
-
-    def on_change(self) -> None:
-        self.changed.set()
-
-    async def first(self) -> RunResult | None:
-        seen: set[asyncio.Task[RunResult | None]] = set()
-        while True:
-            for run_id, task in list(self.stage.ops.supervisor.tasks.items()):
-                if self.run_id in (None, run_id) and task not in seen:
-                    self.run_id = run_id
-                    seen.add(task)
-                    if (result := await asyncio.shield(task)) is not None:  # quitting leaves the drive be
-                        return result
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):  # a drive can start without a Slack change to announce it
-                async with asyncio.timeout(0.5):
-                    await self.changed.wait()
+    person (a stored pause) and starts a new one once someone decides, so the result comes from the last.
+    `changed` is set on every Slack change."""
+    run_id: str | None = None
+    seen: set[asyncio.Task[RunResult | None]] = set()
+    while True:
+        for rid, task in list(st.ops.supervisor.tasks.items()):
+            if run_id in (None, rid) and task not in seen:
+                run_id = rid
+                seen.add(task)
+                if (result := await asyncio.shield(task)) is not None:  # quitting leaves the drive be
+                    return result
+        changed.clear()
+        with contextlib.suppress(TimeoutError):  # a drive can start without a Slack change to announce it
+            async with asyncio.timeout(0.5):
+                await changed.wait()
 
 
 async def play(
@@ -219,18 +208,11 @@ async def play(
 ) -> int:
     """Play the incident; 0 when the run completed."""
     with tempfile.TemporaryDirectory(prefix="opsloop-demo-") as tmp:
-        db = db_path or Path(tmp) / "opsloop.db"
-        async with stage(base, db_path=db) as st:
+        async with stage(base, db_path=db_path or Path(tmp) / "opsloop.db") as st:
             transcript = Transcript(st.slack, st.channel, st.names, out, Style(color=color))
             limit_s = limit_s or (120.0 if st.scripted else 900.0)  # Claude thinks; the script does not
             return await _play(
-                st,
-                transcript,
-                interactive=interactive,
-                pace=pace,
-                limit_s=limit_s,
-                stdin=stdin,
-                db=db if db_path else None,
+                st, transcript, interactive=interactive, pace=pace, limit_s=limit_s, stdin=stdin, db=db_path
             )
 
 
@@ -247,10 +229,10 @@ async def _play(
         )
     )
     transcript.say()
-    runs = Runs(st)
+    changed = asyncio.Event()
     crew = Crew(st, transcript, pace=pace)
     prompt = Prompt(st, transcript)
-    unwatch = [st.slack.watch(transcript.update), st.slack.watch(runs.on_change)]
+    unwatch = [st.slack.watch(transcript.update), st.slack.watch(changed.set)]
     reader: asyncio.Task[None] | None = None
     try:
         task_text = TASK
@@ -264,7 +246,7 @@ async def _play(
         if interactive:
             reader = asyncio.create_task(prompt.serve())
         async with asyncio.timeout(None if interactive else limit_s):
-            result = await _until_quit(runs.first(), prompt.quit)
+            result = await _until_quit(last_drive(st, changed), prompt.quit)
             if result is None and prompt.quit.is_set():
                 transcript.say(s.bold("opsloop demo: quit before the incident finished"))
                 return 1

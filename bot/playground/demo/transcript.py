@@ -152,7 +152,7 @@ class Transcript:
                 continue
             msg = self._shown.get(ts)
             whose = f"{msg.author}'s message" if msg else "a message"
-            pad = "  │ " if msg and msg.thread_ts and msg.thread_ts != msg.ts else ""
+            pad = self._indent(msg) if msg else ""
             note = f":{name}: opsloop reacted to {whose} (stored; the agent will see it)"
             self.say(f"{pad}    {self.style.dim(note)}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 from bot.config.settings import load_settings
@@ -76,9 +77,8 @@ async def show_surfaces(browser: Browser, sandbox: Sandbox) -> None:
         f"return document.querySelector(\".thread[data-ts='{alert.ts}'] .task[data-status=in_progress]\")"
     )
     question = slack.add_message(channel, CAROL, "@opsloop why did /var fill up on web-03 in the first place?")
-    answer = slack.add_message(channel, slack.bot_user_id, STREAMED, thread_ts=question.ts)
-    answer.bot_id = slack.bot_id
-    answer._stream = {"state": "streaming", "started_at": 0.0}  # type: ignore[attr-defined]  # stand-in's record
+    answer = slack.add_message(channel, slack.bot_user_id, STREAMED, thread_ts=question.ts, bot_id=slack.bot_id)
+    answer.stream_state, answer.stream_started_at = "streaming", time.monotonic()
     sandbox.on_change()
     await browser.wait_for("return document.querySelector('.msg[data-stream=streaming]')")
     await browser.execute(SIDE_BY_SIDE)

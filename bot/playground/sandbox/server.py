@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import signal
 import sys
@@ -27,7 +28,7 @@ from bot.playground.demo.play import TASK
 from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
 from bot.playground.demo.tools import HOSTNAME
 from bot.playground.sandbox.page import PAGE
-from bot.playground.standin.render import blocks_parts, part_json, plain, view
+from bot.playground.standin.render import blocks_parts, plain, view
 from bot.playground.standin.slack import app_home_opened_event
 from handlers.blocks import APPROVE, DENY, INVESTIGATE, STOP
 
@@ -198,7 +199,7 @@ class Sandbox:
         ]
         home = {
             user: [
-                {**part_json(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
+                {**dataclasses.asdict(p), "text": _LINK_URL.sub("", p.text)}  # links by their words, as Slack shows
                 for p in blocks_parts(v.get("blocks") or [], names)
             ]
             for user, v in slack.home_views.items()

@@ -56,10 +56,8 @@ class WebDriverError(OpsloopError):
 
 def find_binaries() -> tuple[str | None, str | None]:
     """(chromium, chromedriver) paths, None where missing."""
-    found = []
-    for name in ("chromium", "chromedriver"):
-        found.append(next((p for c in CANDIDATES[name] if (p := shutil.which(c))), None))
-    return found[0], found[1]
+    browser, driver = (next((p for c in CANDIDATES[n] if (p := shutil.which(c))), None) for n in CANDIDATES)
+    return browser, driver
 
 
 def _free_port() -> int:

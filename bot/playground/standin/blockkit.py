@@ -3,23 +3,15 @@ strings (``must be ... [json-pointer:/blocks/0/...]``), empty when the blocks ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 ALLOWED_BLOCK_TYPES = frozenset(
-    {
-        "section",
-        "header",
-        "divider",
-        "context",
-        "actions",
-        "rich_text",
-        "image",
-        "context_actions",
-        "markdown",
-        "plan",
-        "task_card",
-    }
+    {"section", "header", "divider", "context", "actions", "rich_text", "image", "context_actions", "markdown"}
+    | {"plan", "task_card"}  # the work-object blocks of AI apps
 )
+_RICH_TEXT_PARTS = ("rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote")
+_RICH_TEXT_INLINE = ("link", "emoji", "channel", "usergroup", "date", "broadcast", "color", "rich_text_section")
 # Slack refuses a message whose blocks hold more text than this in all (`msg_blocks_too_long`), though each
 # block is within its own limit; reported near 12,000 characters. The stand-in counts every `text` string.
 BLOCKS_TEXT_MAX = 12_000
@@ -98,6 +90,22 @@ def _check_context_action(el: Any, ptr: str, errors: list[str], action_ids: dict
             errors.append(f"must be between 1 and 2000 characters [json-pointer:{ptr}/{side}/value]")
 
 
+def _check_context_element(el: Any, ptr: str, errors: list[str], action_ids: dict[str, str]) -> None:
+    """An element of a context block: a text object or an image."""
+    if isinstance(el, dict) and el.get("type") in _TEXT_TYPES:
+        _check_text_object(el, ptr, errors, max_len=3000)
+    elif not (isinstance(el, dict) and el.get("type") == "image"):
+        errors.append(f"must be a valid enum value [json-pointer:{ptr}/type]")
+
+
+# The blocks that hold a list of elements: type -> (the most it may hold, the check of each element).
+_ELEMENT_LISTS: dict[str, tuple[int, Callable[[Any, str, list[str], dict[str, str]], None]]] = {
+    "context": (10, _check_context_element),
+    "actions": (25, _check_element),
+    "context_actions": (5, _check_context_action),
+}
+
+
 def _check_title(block: dict[str, Any], ptr: str, errors: list[str]) -> None:
     title = block.get("title")
     if not isinstance(title, str):
@@ -119,12 +127,7 @@ def _check_rich_text(obj: Any, ptr: str, errors: list[str]) -> None:
         return
     for j, section in enumerate(elements):
         sp = f"{ptr}/elements/{j}"
-        if not isinstance(section, dict) or section.get("type") not in (
-            "rich_text_section",
-            "rich_text_list",
-            "rich_text_preformatted",
-            "rich_text_quote",
-        ):
+        if not isinstance(section, dict) or section.get("type") not in _RICH_TEXT_PARTS:
             errors.append(f"must be a valid enum value [json-pointer:{sp}/type]")
             continue
         for k, el in enumerate(section.get("elements") or []):
@@ -136,16 +139,7 @@ def _check_rich_text(obj: Any, ptr: str, errors: list[str]) -> None:
             elif etype == "user":
                 if not isinstance(el.get("user_id"), str) or not el["user_id"]:
                     errors.append(f"missing required field: user_id [json-pointer:{ep}]")
-            elif etype not in (
-                "link",
-                "emoji",
-                "channel",
-                "usergroup",
-                "date",
-                "broadcast",
-                "color",
-                "rich_text_section",
-            ):
+            elif etype not in _RICH_TEXT_INLINE:
                 errors.append(f"must be a valid enum value [json-pointer:{ep}/type]")
 
 
@@ -228,36 +222,16 @@ def block_errors(blocks: Any) -> list[str]:
                 _check_element(block["accessory"], f"{ptr}/accessory", errors, action_ids)
         elif btype == "header":
             _check_text_object(block.get("text"), f"{ptr}/text", errors, max_len=150, plain_only=True)
-        elif btype == "context":
+        elif btype in _ELEMENT_LISTS:
+            most, check = _ELEMENT_LISTS[btype]
             elements = block.get("elements")
             if not isinstance(elements, list) or not elements:
                 errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
-            elif len(elements) > 10:
-                errors.append(f"no more than 10 items allowed [json-pointer:{ptr}/elements]")
-            else:
-                for j, el in enumerate(elements):
-                    if isinstance(el, dict) and el.get("type") in _TEXT_TYPES:
-                        _check_text_object(el, f"{ptr}/elements/{j}", errors, max_len=3000)
-                    elif not (isinstance(el, dict) and el.get("type") == "image"):
-                        errors.append(f"must be a valid enum value [json-pointer:{ptr}/elements/{j}/type]")
-        elif btype == "actions":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
-            else:
-                if len(elements) > 25:
-                    errors.append(f"no more than 25 items allowed [json-pointer:{ptr}/elements]")
-                for j, el in enumerate(elements):
-                    _check_element(el, f"{ptr}/elements/{j}", errors, action_ids)
-        elif btype == "context_actions":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"must provide at least 1 item [json-pointer:{ptr}/elements]")
-            elif len(elements) > 5:
-                errors.append(f"no more than 5 items allowed [json-pointer:{ptr}/elements]")
-            else:
-                for j, el in enumerate(elements):
-                    _check_context_action(el, f"{ptr}/elements/{j}", errors, action_ids)
+                continue
+            if len(elements) > most:
+                errors.append(f"no more than {most} items allowed [json-pointer:{ptr}/elements]")
+            for j, el in enumerate(elements):
+                check(el, f"{ptr}/elements/{j}", errors, action_ids)
         elif btype == "markdown":
             text = block.get("text")
             if not isinstance(text, str) or not text:

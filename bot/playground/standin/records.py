@@ -10,10 +10,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# --------------------------------------------------------------------------------------
-# Identifiers and timestamps
-# --------------------------------------------------------------------------------------
-
 _TS_BASE_US = 1_700_000_000_000_000
 _ts_counter = itertools.count(1)
 _id_counter = itertools.count(1)
@@ -31,11 +27,6 @@ def next_ts() -> str:
 
 def _next_id(prefix: str, width: int = 9) -> str:
     return f"{prefix}{next(_id_counter):0{width}X}"
-
-
-# --------------------------------------------------------------------------------------
-# Records
-# --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -95,22 +86,9 @@ class Message:
     def to_api(self, *, include_metadata: bool = False) -> dict[str, Any]:
         """The message as Slack's API renders it (without thread bookkeeping); metadata only when asked for."""
         out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
-        if self.subtype:
-            out["subtype"] = self.subtype
-        if self.user:
-            out["user"] = self.user
-        if self.bot_id:
-            out["bot_id"] = self.bot_id
-        if self.team:
-            out["team"] = self.team
-        if self.thread_ts:
-            out["thread_ts"] = self.thread_ts
-        if self.blocks:
-            out["blocks"] = copy.deepcopy(self.blocks)
-        if self.attachments:
-            out["attachments"] = copy.deepcopy(self.attachments)
-        if self.edited:
-            out["edited"] = dict(self.edited)
+        for key in ("subtype", "user", "bot_id", "team", "thread_ts", "blocks", "attachments", "edited"):
+            if value := getattr(self, key):
+                out[key] = copy.deepcopy(value)
         if include_metadata and self.metadata:
             out["metadata"] = copy.deepcopy(self.metadata)
         if (stream := self.stream) is not None:
@@ -145,11 +123,6 @@ class _Failure:
     remaining: int
 
 
-# --------------------------------------------------------------------------------------
-# Errors and arguments
-# --------------------------------------------------------------------------------------
-
-
 class _SlackError(Exception):
     """Raised by method handlers; becomes ``{"ok": false, "error": ...}``."""
 
@@ -161,11 +134,23 @@ class _SlackError(Exception):
         self.extra = extra
 
 
+def _invalid(error: str, problems: list[str], **extra: Any) -> _SlackError:
+    """Slack's shape for a refusal with reasons: each also as an ``[ERROR]`` line in response_metadata."""
+    return _SlackError(error, **extra, response_metadata={"messages": [f"[ERROR] {p}" for p in problems]})
+
+
 def _invalid_arguments(*problems: str) -> _SlackError:
-    return _SlackError(
-        "invalid_arguments",
-        response_metadata={"messages": [f"[ERROR] {p}" for p in problems]},
-    )
+    return _invalid("invalid_arguments", list(problems))
+
+
+def _invalid_blocks(errors: list[str]) -> _SlackError:
+    return _invalid("invalid_blocks", errors, errors=errors)
+
+
+def _require(args: dict[str, Any], *keys: str) -> None:
+    """invalid_arguments naming every one of `keys` that `args` lacks (or holds empty)."""
+    if missing := [k for k in keys if not args.get(k)]:
+        raise _invalid_arguments(*(f"missing required field: {k}" for k in missing))
 
 
 def _json_array(args: dict[str, Any], key: str) -> list[Any] | None:

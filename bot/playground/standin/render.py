@@ -6,6 +6,7 @@ both show what opsloop posted without a Slack client. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Mapping
@@ -107,35 +108,8 @@ class MessageView:
         return "\n".join(p.text for p in self.parts if p.kind != PartKind.BUTTONS)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ts": self.ts,
-            "thread_ts": self.thread_ts,
-            "author": self.author,
-            "kind": self.kind.value,
-            "state": self.state,
-            "edited": self.edited,
-            "reactions": list(self.reactions),
-            "stream": self.stream,
-            "parts": [part_json(p) for p in self.parts],
-        }
-
-
-def part_json(p: Part) -> dict[str, Any]:
-    return {
-        "kind": p.kind.value,
-        "text": p.text,
-        "buttons": [
-            {
-                "text": b.text,
-                "action_id": b.action_id,
-                "style": b.style,
-                "value": b.value,
-                "confirm": list(b.confirm) if b.confirm else None,
-            }
-            for b in p.buttons
-        ],
-        "tasks": [{"task_id": t.task_id, "title": t.title, "status": t.status, "output": t.output} for t in p.tasks],
-    }
+        """As the sandbox page reads it (enums are strings, tuples lists once in JSON)."""
+        return dataclasses.asdict(self)
 
 
 def blocks_parts(blocks: list[dict[str, Any]], names: Mapping[str, str]) -> list[Part]:
@@ -275,43 +249,39 @@ def kind_of(msg: Message, bot_user_id: str) -> Kind:
     return Kind.ANSWER
 
 
+def _card_title(msg: Message) -> str:
+    header = next((b for b in msg.blocks or [] if b.get("block_id") == "approval_header"), None)
+    return str((header or {}).get("text", {}).get("text", ""))
+
+
 def card_state(msg: Message) -> str:
     """pending | approved | denied | expired | superseded, from the card's buttons and header."""
     if "approval_actions" in _block_ids(msg):
         return "pending"
-    header = next((b for b in msg.blocks or [] if b.get("block_id") == "approval_header"), None)
-    title = str((header or {}).get("text", {}).get("text", "")).lower()
-    for state in ("approved", "denied", "expired", "superseded"):
-        if title.startswith(state):
-            return state
-    return "decided"
+    title = _card_title(msg).lower()
+    return next((s for s in ("approved", "denied", "expired", "superseded") if title.startswith(s)), "decided")
 
 
 def card_tool(msg: Message) -> str:
     """The tool a card asks about (from its header, 'Approval needed: clean_logs')."""
-    header = next((b for b in msg.blocks or [] if b.get("block_id") == "approval_header"), None)
-    title = str((header or {}).get("text", {}).get("text", ""))
-    return title.rsplit(": ", 1)[-1].strip()
+    return _card_title(msg).rsplit(": ", 1)[-1].strip()
 
 
 def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions: tuple[str, ...] = ()) -> MessageView:
     """A stored message as a MessageView (names: user id -> display name, the bot included)."""
     kind = kind_of(msg, bot_user_id)
-    if kind == Kind.PERSON or not msg.blocks:
-        parts: list[Part] = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
+    said = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
+    stream = stream_state(msg)
+    if stream and msg.edited is None:  # a streamed answer: its text as it grows, then what stopStream added
+        parts = said + blocks_parts(msg.blocks or [], names)
     else:
-        parts = [p for b in msg.blocks for p in _block_parts(b, names)]
+        parts = said if kind == Kind.PERSON or not msg.blocks else blocks_parts(msg.blocks, names)
     state = ""
     if kind == Kind.CARD:
         state = card_state(msg)
     elif kind == Kind.STATUS:
         state = "running" if "status_actions" in _block_ids(msg) else "finished"
     author = names.get(msg.user or "", msg.user or msg.bot_id or "?")
-    stream = stream_state(msg)
-    if stream and msg.edited is None:  # a streamed answer: its text as it grows, then what stopStream added
-        parts = (_split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]) + [
-            p for b in msg.blocks or [] for p in _block_parts(b, names)
-        ]
     return MessageView(
         ts=msg.ts,
         thread_ts=msg.thread_ts,
@@ -326,9 +296,5 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions:
 
 
 def stream_state(msg: Message) -> str:
-    """A streamed message's state from the stand-in's own `_stream` record ({"state", "started_at"}), kept on
-    the message by chat.startStream/appendStream/stopStream; "" for a message that was never streamed."""
-    record = getattr(msg, "_stream", None) or getattr(msg, "stream", None)
-    if isinstance(record, dict):
-        return str(record.get("state") or "")
-    return ""
+    """A streamed message's state ("streaming" | "stopped" | "expired"), "" for a message never streamed."""
+    return str((msg.stream or {}).get("state") or "")

@@ -106,7 +106,7 @@ class Workspace:
         self._changed_event = asyncio.Event()
         self._watchers: list[Callable[[], None]] = []
         self._runner: web.AppRunner | None = None
-        self._base_url = ""
+        self.base_url = ""  # set once the server listens
         self.add_user(bot_user_id, name=bot_name, is_bot=True)
 
     # ---- directory ---------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class Workspace:
         post becomes a `bot_message` in the channel, delivered to the app as a `message` event."""
         hook = uuid.uuid4().hex
         self._incoming[hook] = (channel, bot_id, app_id or "A" + bot_id[1:])
-        return f"{self._base_url}/services/{hook}"
+        return f"{self.base_url}/services/{hook}"
 
     def add_usergroup(self, group_id: str, users: Iterable[str], *, handle: str | None = None) -> None:
         self.usergroups[group_id] = list(users)
