@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bot.app.cli import main
-from bot.config.settings import _SCHEMA, load_settings
+from bot.config.settings import _SCHEMA
+from tools.reaches import load_settings
 from tools import config as tools_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "opsloop.example.toml"

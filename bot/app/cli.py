@@ -18,12 +18,13 @@ from typing import Any
 import structlog
 
 from bot.app.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
-from bot.config.settings import ConfigError, Settings, load_settings
+from bot.config.settings import ConfigError, Settings
 from bot.core.log import configure_logging
 from bot.core.types import AuditEntry
 from bot.run.summary import render_text
 from bot.store import Ledger
 from bot.store.backends import describe, is_postgres, unparsable
+from tools.reaches import load_settings
 
 
 def _shown(text: object) -> str:

@@ -36,7 +36,8 @@ from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorH
 
 from bot.app.opsloop import Opsloop
 from bot.app.wiring import build, start
-from bot.config.settings import Settings, load_settings
+from bot.config.settings import Settings
+from tools.reaches import load_settings
 from bot.core.types import AuditEntry, Run
 from bot.store import Ledger
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP

@@ -12,12 +12,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bot.config.settings import load_settings
 from bot.core.log import configure_logging
 from bot.playground.demo.play import REDIRECT, TASK
 from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 from bot.playground.sandbox.webdriver import Browser, chromium
+from tools.reaches import load_settings
 
 ANSWER = "document.querySelector('.msg[data-kind=answer]')"
 

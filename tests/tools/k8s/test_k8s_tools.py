@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from bot.config.settings import ConfigError, load_settings
+from bot.config.settings import ConfigError
 from tests.support.fakes.kube import FakeKube, pod
 from tests.support.fakes.kube_scenes import NS, crashloop
 from tests.support.proxy import connect_proxy
-from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools import PermissionDenied, ToolError, ToolRegistry
+from tools.config import build_registry
 from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters
-from tools.reaches import parse_reaches
+from tools.reaches import load_settings, parse_reaches
 
 
 def clusters_table(kubeconfig: Path, **extra: Any) -> dict[str, Any]:
