@@ -34,7 +34,6 @@ from typing import Any
 
 from bot import ModelClient
 from bot.config.settings import Settings
-from tools.reaches import load_settings
 from bot.core.log import configure_logging
 from bot.core.pricing import price_for
 from bot.core.types import AnswerSink, ModelRequest, ModelResponse
@@ -42,6 +41,7 @@ from bot.replay.compare import compare
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import Replayed, replay
 from bot.store import Ledger
+from tools.reaches import load_settings
 
 ROUNDS = 5
 LATENCY_S = 0.05  # the simulated model's time per response in the second measurement

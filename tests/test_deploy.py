@@ -21,10 +21,10 @@ import yaml
 
 from bot.app.cli import parser
 from bot.config.settings import missing_for_run
-from tools.reaches import load_settings
 from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
 from handlers.supervisor import Supervisor
+from tools.reaches import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -302,9 +302,9 @@ def probed_example(tmp: Path) -> str:
 
 
 def readers_problems(tmp: Path) -> list[str]:
-    from tools.reaches import load_settings
     from bot.core.errors import ConfigError
     from tools.config import build_registry
+    from tools.reaches import load_settings
 
     path = tmp / "probed.toml"
     path.write_text(probed_example(tmp))

@@ -11,8 +11,8 @@ import pytest
 
 from bot.app.cli import main
 from bot.config.settings import _SCHEMA
-from tools.reaches import load_settings
 from tools import config as tools_config
+from tools.reaches import load_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "opsloop.example.toml"
 TEXT = EXAMPLE.read_text()

@@ -9,9 +9,9 @@ import pytest
 
 from bot.app.check import check
 from bot.config.settings import ConfigError
-from tools.reaches import load_settings
 from tests.bot.app.test_check import env_for
 from tests.support.fakes.anthropic import reply, text
+from tools.reaches import load_settings
 
 GOOD = """
 [[alerts.slack]]

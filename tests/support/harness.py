@@ -37,13 +37,13 @@ from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorH
 from bot.app.opsloop import Opsloop
 from bot.app.wiring import build, start
 from bot.config.settings import Settings
-from tools.reaches import load_settings
 from bot.core.types import AuditEntry, Run
 from bot.store import Ledger
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
 from tests.support.fakes.slack import FakeSlack, Message, mention_event, message_event
+from tools.reaches import load_settings
 
 CHANNEL = "C0INCIDENT"
 SIGNING_SECRET = "test-signing-secret-0123456789abcdef"

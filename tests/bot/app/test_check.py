@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.app.check import check
-from tools.reaches import load_settings
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import error, reply, text
+from tools.reaches import load_settings
 
 
 def env_for(fake_slack, fake_anthropic, **over):

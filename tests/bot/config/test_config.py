@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.config.settings import ConfigError, Settings, missing_for_run
-from tools.reaches import load_settings
 from bot.core.pricing import PRICES, Price, price_for
 from bot.core.types import Usage
+from tools.reaches import load_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -27,8 +27,8 @@ import aiohttp
 import pytest
 
 from bot.app.check import check
-from tools.reaches import load_settings
 from tests.conftest import API_KEY
+from tools.reaches import load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.reaches import load_settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.play import REDIRECT, play
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tools.reaches import load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 NO_SECRETS = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SLACK_", "OPSLOOP_"))}

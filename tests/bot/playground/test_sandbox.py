@@ -17,9 +17,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tools.reaches import load_settings
 from bot.playground.demo.model import what_i_do
 from bot.playground.sandbox.server import Sandbox, running_sandbox
+from tools.reaches import load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 NO_SECRETS = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SLACK_", "OPSLOOP_"))}

@@ -14,13 +14,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tools.reaches import load_settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.screenshot import ANSWER, card, play_incident
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 from bot.playground.sandbox.webdriver import Browser, chromium, find_binaries
 from handlers.blocks import SlackMessage, with_feedback
+from tools.reaches import load_settings
 
 APPROVE_BUTTON = ".msg[data-kind=card][data-state=pending] button[data-action='opsloop.approve']"
 

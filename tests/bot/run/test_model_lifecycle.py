@@ -15,8 +15,8 @@ import anthropic._data
 import pytest
 
 from bot.config.settings import missing_for_run
-from tools.reaches import load_settings
 from bot.core.pricing import LIFECYCLE, PRICES, Lifecycle, Status, lifecycle, model_problems, sdk_deprecations
+from tools.reaches import load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 DEC_1 = date(2026, 12, 1)
