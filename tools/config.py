@@ -9,16 +9,18 @@ import importlib
 import re
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 from tools.api import ToolConfigError
 from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
 from tools.process import BOT_SECRETS
 from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
+from tools.systemd_units import unit_names
 
 DEFAULT_MODULES = ("tools.builtin",)
 SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -29,6 +31,7 @@ _COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeou
 _PARAM_KEYS = ("pattern", "description")
 _MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
 _CATEGORIES = tuple(c.value for c in Category)
+S = TypeVar("S")
 
 
 # -- values of the [tools] table ------------------------------------------------------------------
@@ -67,56 +70,73 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
     return ctx
 
 
+def _dirs(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...]:
+    if not dirs:
+        r.problem("must name at least one directory", key)
+    for i, d in enumerate(dirs):
+        if not d.is_dir():
+            r.problem(f"{str(d)!r} is not a directory", f"{key}[{i}]")
+    return tuple(d.resolve() for d in dirs)
+
+
+def _file(path: Path, r: Reader, key: str) -> Path:
+    if not path.is_file():
+        r.problem(f"{str(path)!r} is not a file", key)
+    return path
+
+
+def _allowlist(patterns: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...] | None:
+    try:
+        parse_allowlist(list(patterns))
+    except AllowlistError as e:
+        r.problem(str(e), f"{key}[{e.index}]")
+        return None
+    return patterns
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogsSection:
+    dirs: tuple[Path, ...] | None = setting(None, "the directories the log tools read (default /var/log)", check=_dirs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServicesSection:
+    restart_allowlist: tuple[str, ...] | None = setting(None, "the units restart_service may restart", check=unit_names)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrometheusSection:
+    url: str | None = setting(None, "the Prometheus the query tools ask", kind="url")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpSection:
+    timeout_s: float | None = setting(None, "check_url's timeout", unit="s")
+    ca_file: Path | None = setting(None, "an extra CA bundle for check_url (an internal CA)", check=_file)
+    allow: tuple[str, ...] | None = setting(None, "hosts and networks opened beyond the public ones", check=_allowlist)
+
+
+def _section(config: Reader, cls: type[S], key: str) -> S:
+    return (read(cls, config.at(key)) if config.has(key) else None) or cls()
+
+
 def read_context(config: Reader) -> ToolContext:
     """tool_context over a reader of [tools]: every problem recorded on it."""
     if not config.is_table():
         return ToolContext()
-    kwargs: dict[str, Any] = {}
-    if config.has("logs"):
-        logs = config.at("logs")
-        logs.only(("dirs",))
-        if logs.has("dirs"):
-            dirs = []
-            raw = logs.str_list("dirs", [])
-            for i, d in enumerate(raw):
-                path = (config.base_dir / d).resolve()
-                if not path.is_dir():
-                    logs.problem(f"{d!r} is not a directory", f"dirs[{i}]")
-                dirs.append(path)
-            if not raw and isinstance(logs.table["dirs"], list):
-                logs.problem("must name at least one directory", "dirs")
-            kwargs["log_dirs"] = tuple(dirs)
-    if config.has("services"):
-        services = config.at("services")
-        services.only(("restart_allowlist",))
-        if services.has("restart_allowlist"):
-            from tools.systemd_units import UNIT_RE
-
-            units = services.str_list("restart_allowlist", [])
-            for i, unit in enumerate(units):
-                if not UNIT_RE.fullmatch(unit):
-                    services.problem(f"{unit!r} is not a unit name", f"restart_allowlist[{i}]")
-            kwargs["restart_allowlist"] = tuple(units)
-    if config.has("prometheus"):
-        prometheus = config.at("prometheus")
-        prometheus.only(("url",))
-        if (url := prometheus.url("url")) is not None:
-            kwargs["prometheus_url"] = url.rstrip("/")
-    if config.has("http"):
-        http = config.at("http")
-        http.only(("timeout_s", "ca_file", "allow"))
-        if (timeout_s := http.seconds("timeout_s")) is not None:
-            kwargs["http_timeout_s"] = timeout_s
-        if (ca := http.path("ca_file")) is not None:
-            if not ca.is_file():
-                http.problem(f"{str(ca)!r} is not a file", "ca_file")
-            kwargs["http_ca_file"] = ca
-        if (allow := http.str_list("allow")) is not None:
-            try:
-                kwargs["http_allow"] = parse_allowlist(allow)
-            except AllowlistError as e:
-                http.problem(str(e), f"allow[{e.index}]")
-    return ToolContext(**kwargs)
+    logs = _section(config, LogsSection, "logs")
+    services = _section(config, ServicesSection, "services")
+    prometheus = _section(config, PrometheusSection, "prometheus")
+    http = _section(config, HttpSection, "http")
+    values: dict[str, Any] = {
+        "log_dirs": logs.dirs,
+        "restart_allowlist": services.restart_allowlist,
+        "prometheus_url": prometheus.url.rstrip("/") if prometheus.url else None,
+        "http_timeout_s": http.timeout_s,
+        "http_ca_file": http.ca_file,
+        "http_allow": parse_allowlist(list(http.allow)) if http.allow is not None else None,
+    }
+    return ToolContext(**{k: v for k, v in values.items() if v is not None})
 
 
 # -- sources of tools ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
 from tools.api import ToolError
+from tools.systemd_units import unit_names
 
 LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
 LOCAL_ALIASES = (LOCALHOST, "127.0.0.1", "::1")
@@ -62,15 +63,6 @@ def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
 
 
-def _units(units: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    from tools.systemd_units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
-
-    for i, unit in enumerate(units):
-        if not UNIT_RE.fullmatch(unit):
-            r.problem(f"{unit!r} is not a unit name", f"{key}[{i}]")
-    return units
-
-
 @dataclass(frozen=True, kw_only=True)
 class SshSettings:
     """[ssh]: the defaults every [[hosts]] entry inherits, and the pool's own knobs."""
@@ -106,7 +98,9 @@ class Host:
     jump: str | None = setting(None, "the [[hosts]] entry to go through (ProxyJump)")
     groups: tuple[str, ...] = setting((), "labels to pick hosts by")
     log_dirs: tuple[str, ...] | None = setting(None, "absolute paths on that host", check=_log_dirs)
-    restart_allowlist: tuple[str, ...] | None = setting(None, "units restart_service may restart there", check=_units)
+    restart_allowlist: tuple[str, ...] | None = setting(
+        None, "units restart_service may restart there", check=unit_names
+    )
     passphrase_env: str | None = setting(None, "overrides [ssh] passphrase_env", kind="env_name")
 
     def __post_init__(self) -> None:
