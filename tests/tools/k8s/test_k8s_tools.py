@@ -469,7 +469,7 @@ async def test_a_409_on_the_write_is_the_same_refusal(tmp_path: Path, fake_kube:
         assert shown is not None
         from tools.k8s import writes
 
-        change = await writes.plan_restart(restart.ctx, "api", "deployment", NS, None)  # type: ignore[arg-type]
+        change = await writes.plan_restart(name="api", namespace=NS, ctx=restart.ctx)  # type: ignore[arg-type]
         fake_kube.touch("Deployment", NS, "api")  # after the check, before the write lands
         with pytest.raises(ToolError, match="changed since the card was shown \\(the API server answered 409"):
             await change.send(dry_run=False)
