@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import re
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,37 +15,19 @@ from typing import Any, TypeVar
 
 from bot.config.reader import Reader, read, setting
 from tools.api import ToolConfigError
-from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
+from tools.commands import RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
-from tools.process import BOT_SECRETS
-from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
+from tools.registry import Category, Tool, ToolContext, ToolRegistry
 from tools.systemd_units import unit_names
 
 DEFAULT_MODULES = ("tools.builtin",)
-SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
-PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
-_COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s", "env")
-_PARAM_KEYS = ("pattern", "description")
-_MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
 _CATEGORIES = tuple(c.value for c in Category)
 S = TypeVar("S")
 
 
 # -- values of the [tools] table ------------------------------------------------------------------
-
-
-def _env_names(r: Reader, key: str) -> tuple[str, ...]:
-    names = []
-    for i, name in enumerate(r.str_list(key, [])):
-        if not ENV_NAME_RE.fullmatch(name):
-            r.problem(f"{name!r} is not an environment variable name", f"{key}[{i}]")
-        elif name in BOT_SECRETS:
-            r.problem(f"{name} is the bot's own secret; runbook commands never get it", f"{key}[{i}]")
-        else:
-            names.append(name)
-    return tuple(names)
 
 
 def _category(r: Reader, key: str | None = None) -> Category | None:
@@ -180,62 +161,21 @@ def parse_command(entry: Any, where: str, *, base_dir: Path) -> RunbookCommand:
 
 
 def read_command(r: Reader) -> RunbookCommand | None:
-    r.only(_COMMAND_KEYS)
-    if not all([r.require(key) for key in ("name", "description", "command")]):
+    """One [[tools.commands]] entry; its {placeholders} checked against its params."""
+    command = read(RunbookCommand, r, cwd=r.base_dir)
+    if command is None:
         return None
-    name = r.str("name")
-    if name is not None and not TOOL_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$", "name")
-    argv = r.str_list("command", [])
-    if not argv and isinstance(r.table["command"], list):
-        r.problem("must not be empty", "command")
-    elif argv and placeholders(argv[0]):
-        r.problem("the program itself cannot be a parameter", "command[0]")
-    params: dict[str, CommandParam] = {}
-    declared: set[str] = set()  # a param with a problem is still declared: no second problem where it is used
-    for pname, spec in r.at("params").entries() if r.has("params") else ():
-        if not PARAM_NAME_RE.fullmatch(pname) or pname == "confirmed_by":
-            spec.problem(f"{pname!r} cannot be a parameter name")
-            continue
-        declared.add(pname)
-        if not spec.is_table():
-            continue
-        spec.only(_PARAM_KEYS)
-        if not spec.require("pattern", " (every value is checked against one)"):
-            continue
-        pattern = spec.str("pattern")
-        if pattern is None:
-            continue
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            spec.problem(f"invalid regex {pattern!r}: {e}", "pattern")
-            continue
-        params[pname] = CommandParam(pattern=pattern, description=spec.str("description", "", empty_ok=True))
+    raw = r.table.get("params")  # a param with a problem is still declared: no second problem where it is used
+    declared = set(raw) if isinstance(raw, Mapping) else set()
     used: set[str] = set()
-    for i, element in enumerate(argv):
+    for i, element in enumerate(command.argv):
         for pname in placeholders(element):
             if pname not in declared:
                 r.problem(f"{{{pname}}} is not declared in params", f"command[{i}]")
             used.add(pname)
-    for pname in declared if argv else ():
-        if pname not in used:
-            r.problem("declared but not used in command", f"params.{pname}")
-    description = r.str("description")
-    category = _category(r, "category") if r.has("category") else Category.MUTATING
-    timeout_s, env = r.seconds("timeout_s", DEFAULT_TIMEOUT_S), _env_names(r, "env")
-    if name is None or description is None or category is None:
-        return None
-    return RunbookCommand(
-        name=name,
-        description=description,
-        argv=tuple(argv),
-        params=params,
-        category=category,
-        timeout_s=timeout_s,
-        cwd=r.base_dir,
-        env=env,
-    )
+    for pname in sorted(declared - used) if command.argv else ():
+        r.problem("declared but not used in command", f"params.{pname}")
+    return command
 
 
 def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
@@ -249,38 +189,11 @@ def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
 def read_mcp_server(r: Reader) -> Any:
     from tools.mcp import MCPServerSpec  # the MCP SDK is imported only when a server is configured
 
-    r.only(_MCP_KEYS)
-    if not r.require("name"):
-        return None
-    name = r.str("name")
-    if name is not None and not SERVER_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must match ^[A-Za-z0-9_-]{{1,32}}$", "name")
-    if r.has("command") == r.has("url"):
+    spec = read(MCPServerSpec, r, cwd=r.base_dir)
+    if spec is not None and r.has("command") == r.has("url"):
         r.problem("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
         return None
-    command: tuple[str, ...] | None = None
-    url: str | None = None
-    if r.has("command"):
-        command = tuple(r.str_list("command", []))
-        if not command and isinstance(r.table["command"], list):
-            r.problem("must not be empty", "command")
-    else:
-        url = r.url("url")
-    env = {k: v.str(None, "", empty_ok=True) for k, v in (r.at("env").entries() if r.has("env") else ())}
-    include = r.str_list("include")
-    if name is None:
-        return None
-    return MCPServerSpec(
-        name=name,
-        command=command,
-        url=url,
-        env=env,
-        cwd=r.base_dir,
-        timeout_s=r.seconds("timeout_s", DEFAULT_TIMEOUT_S),
-        connect_timeout_s=r.seconds("connect_timeout_s", 30.0),
-        include=tuple(include) if include is not None else None,
-        trust_annotations=r.bool("trust_annotations", False),
-    )
+    return spec
 
 
 async def _connect_mcp(spec: Any, where: str, registry: ToolRegistry) -> list[Tool]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import enum
 import math
 import re
 import types
@@ -367,4 +368,13 @@ def _value(r: Reader, key: builtins.str, hint: Any, meta: Mapping[builtins.str, 
         return tuple(x for entry in entries if (x := read(args[0], entry)) is not None)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return read(hint, r.at(key))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        text, names = r.str(key), [m.value for m in hint]
+        if text is not None and text not in names:
+            r.problem(f"{text!r} is not a {hint.__name__.lower()} ({', '.join(names)})", key)
+        return hint(text) if text in names else None
+    if typing.get_origin(hint) is Mapping:  # a table of `name = value`, each read as the value's type
+        table = r.at(key)
+        values = {name: _value(table, name, args[1], meta) for name in table.table}
+        return {name: v for name, v in values.items() if v is not None}
     raise TypeError(f"{key}: no reader for {hint!r}")
