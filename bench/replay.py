@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bot import ModelClient
-from bot.config.settings import Settings, load_settings
+from bot.app.settings import load_settings
+from bot.config.settings import Settings
 from bot.core.log import configure_logging
 from bot.core.pricing import price_for
 from bot.core.types import AnswerSink, ModelRequest, ModelResponse

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from bot.app.cli import parser
-from bot.config.settings import load_settings, missing_for_run
+from bot.app.settings import load_settings
+from bot.config.settings import missing_for_run
 from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
 from handlers.supervisor import Supervisor

@@ -302,7 +302,7 @@ def probed_example(tmp: Path) -> str:
 
 
 def readers_problems(tmp: Path) -> list[str]:
-    from bot.config.settings import load_settings
+    from bot.app.settings import load_settings
     from bot.core.errors import ConfigError
     from tools.config import build_registry
 
@@ -378,7 +378,7 @@ def test_every_config_key_is_documented_once(config_keys):
 
 
 def test_the_readmes_minimal_config_loads(tmp_path):
-    from bot.config.settings import load_settings
+    from bot.app.settings import load_settings
 
     readme = (ROOT / "README.md").read_text()
     path = tmp_path / "opsloop.toml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
@@ -10,8 +11,11 @@ from typing import Any
 import pytest
 
 from bot.app.cli import main
-from bot.config.settings import _SCHEMA, load_settings
+from bot.app.settings import load_settings
+from bot.config.settings import _SCHEMA
 from tools import config as tools_config
+from tools.commands import CommandParam, RunbookCommand
+from tools.mcp import MCPServerSpec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "opsloop.example.toml"
 TEXT = EXAMPLE.read_text()
@@ -63,13 +67,17 @@ def test_every_settings_key_is_in_the_example(section):
     assert set(_SCHEMA[section]) - keys_named(TEXT) == set()
 
 
+def setting_keys(cls: type) -> set[str]:
+    return {f.metadata.get("key") or f.name for f in dataclasses.fields(cls) if f.metadata}
+
+
 def test_every_tools_key_is_in_the_example():
     keys = keys_named(TEXT)
     known = {
         *tools_config._TOP_KEYS,
-        *tools_config._COMMAND_KEYS,
-        *tools_config._PARAM_KEYS,
-        *tools_config._MCP_KEYS,
+        *setting_keys(RunbookCommand),
+        *setting_keys(CommandParam),
+        *setting_keys(MCPServerSpec),
         "dirs",
         "restart_allowlist",
         "url",

@@ -1,10 +1,8 @@
 """The tool API: declare tools with @tool, build a registry from config, run them with timeouts and limits.
 
 Light on purpose: importing `tools` loads the tool API (tools.api, tools.registry) only. `build_registry`,
-`tool_context` and `tool_table` (tools.config, which reads [tools] and the reaches) load when first asked for.
+`tool_context` and `tool_table` (which read [tools] and the reaches) are imported from tools.config.
 """
-
-from typing import Any
 
 from bot.core.errors import OpsloopError
 from tools.api import ToolConfigError
@@ -32,19 +30,6 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
-    "build_registry",
     "tool",
-    "tool_context",
-    "tool_table",
     "truncate_output",
 ]
-
-_FROM_CONFIG = ("build_registry", "tool_context", "tool_table")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_CONFIG:
-        import tools.config
-
-        return getattr(tools.config, name)
-    raise AttributeError(f"module 'tools' has no attribute {name!r}")

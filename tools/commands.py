@@ -10,39 +10,95 @@ import asyncio
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.process import child_env, kill_group
-from tools.registry import DEFAULT_TIMEOUT_S, Category, Implementation, Tool, ToolError, truncate_output
+from bot.config.reader import Reader, setting
+from tools.process import BOT_SECRETS, child_env, kill_group
+from tools.registry import (
+    DEFAULT_TIMEOUT_S,
+    TOOL_NAME_RE,
+    Category,
+    Implementation,
+    Tool,
+    ToolError,
+    truncate_output,
+)
 
 # `{name}` is a placeholder; `{{` and `}}` are literal braces.
 PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_STREAM_BYTES = 2 * 1024 * 1024  # per stream of a child's output: the first and last half are kept
+
+
+def _regex(pattern: str, r: Reader, key: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        r.problem(f"invalid regex {pattern!r}: {e}", key)
+        return None
+    return pattern
 
 
 @dataclass(frozen=True)
 class CommandParam:
     """One runbook parameter: always a required string that must fullmatch `pattern`."""
 
-    pattern: str
-    description: str = ""
+    pattern: str = setting(
+        doc="every value must fullmatch it", why=" (every value is checked against one)", check=_regex
+    )
+    description: str = setting("", "what the model reads about it", empty_ok=True)
+
+
+def _tool_name(name: str, r: Reader, key: str) -> str:
+    if not TOOL_NAME_RE.fullmatch(name):
+        r.problem(f"{name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$", key)
+    return name
+
+
+def _argv(argv: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    if not argv:
+        r.problem("must not be empty", key)
+    elif placeholders(argv[0]):
+        r.problem("the program itself cannot be a parameter", f"{key}[0]")
+    return argv
+
+
+def _params(params: Mapping[str, CommandParam], r: Reader, key: str) -> Mapping[str, CommandParam]:
+    for name in params:
+        if not PARAM_NAME_RE.fullmatch(name) or name == "confirmed_by":
+            r.problem(f"{name!r} cannot be a parameter name", f"{key}.{name}")
+    return params
+
+
+def _env_names(names: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    for i, name in enumerate(names):
+        if not ENV_NAME_RE.fullmatch(name):
+            r.problem(f"{name!r} is not an environment variable name", f"{key}[{i}]")
+        elif name in BOT_SECRETS:
+            r.problem(f"{name} is the bot's own secret; runbook commands never get it", f"{key}[{i}]")
+    return names
 
 
 @dataclass(frozen=True)
 class RunbookCommand:
-    """A declared command: `argv` is a template, each `{param}` fills part or all of one argv element."""
+    """A declared command ([[tools.commands]]): `argv` is a template, each `{param}` fills part or all of one
+    argv element."""
 
-    name: str
-    description: str
-    argv: tuple[str, ...]
-    params: Mapping[str, CommandParam] = field(default_factory=dict)
-    category: Category = Category.MUTATING
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    cwd: Path | None = None
-    env: tuple[str, ...] = ()  # names passed through from the bot's environment (e.g. KUBECONFIG)
+    name: str = setting(doc="the tool's name", check=_tool_name)
+    description: str = setting(doc="what the model reads about the tool")
+    argv: tuple[str, ...] = setting(
+        doc="the program and its arguments, run without a shell", key="command", check=_argv
+    )
+    params: Mapping[str, CommandParam] = setting(doc="the {placeholders} of command", factory=dict, check=_params)
+    category: Category = setting(Category.MUTATING, "read_only, mutating or destructive")
+    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "the command is killed after it", unit="s")
+    cwd: Path | None = None  # the config file's directory
+    env: tuple[str, ...] = setting(
+        (), "names passed through from the bot's environment (e.g. KUBECONFIG)", check=_env_names
+    )
 
 
 def allows_leading_dash(pattern: str) -> bool:

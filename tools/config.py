@@ -6,44 +6,28 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import re
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 from tools.api import ToolConfigError
-from tools.commands import ENV_NAME_RE, CommandParam, RunbookCommand, command_tool, placeholders
+from tools.commands import RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
-from tools.process import BOT_SECRETS
-from tools.registry import DEFAULT_TIMEOUT_S, TOOL_NAME_RE, Category, Tool, ToolContext, ToolRegistry
+from tools.registry import Category, Tool, ToolContext, ToolRegistry
+from tools.systemd_units import unit_names
 
 DEFAULT_MODULES = ("tools.builtin",)
-SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
-PARAM_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
-_COMMAND_KEYS = ("name", "description", "command", "params", "category", "timeout_s", "env")
-_PARAM_KEYS = ("pattern", "description")
-_MCP_KEYS = ("name", "command", "url", "env", "timeout_s", "connect_timeout_s", "include", "trust_annotations")
 _CATEGORIES = tuple(c.value for c in Category)
+S = TypeVar("S")
 
 
 # -- values of the [tools] table ------------------------------------------------------------------
-
-
-def _env_names(r: Reader, key: str) -> tuple[str, ...]:
-    names = []
-    for i, name in enumerate(r.str_list(key, [])):
-        if not ENV_NAME_RE.fullmatch(name):
-            r.problem(f"{name!r} is not an environment variable name", f"{key}[{i}]")
-        elif name in BOT_SECRETS:
-            r.problem(f"{name} is the bot's own secret; runbook commands never get it", f"{key}[{i}]")
-        else:
-            names.append(name)
-    return tuple(names)
 
 
 def _category(r: Reader, key: str | None = None) -> Category | None:
@@ -67,56 +51,73 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
     return ctx
 
 
+def _dirs(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...]:
+    if not dirs:
+        r.problem("must name at least one directory", key)
+    for i, d in enumerate(dirs):
+        if not d.is_dir():
+            r.problem(f"{str(d)!r} is not a directory", f"{key}[{i}]")
+    return tuple(d.resolve() for d in dirs)
+
+
+def _file(path: Path, r: Reader, key: str) -> Path:
+    if not path.is_file():
+        r.problem(f"{str(path)!r} is not a file", key)
+    return path
+
+
+def _allowlist(patterns: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...] | None:
+    try:
+        parse_allowlist(list(patterns))
+    except AllowlistError as e:
+        r.problem(str(e), f"{key}[{e.index}]")
+        return None
+    return patterns
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogsSection:
+    dirs: tuple[Path, ...] | None = setting(None, "the directories the log tools read (default /var/log)", check=_dirs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServicesSection:
+    restart_allowlist: tuple[str, ...] | None = setting(None, "the units restart_service may restart", check=unit_names)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrometheusSection:
+    url: str | None = setting(None, "the Prometheus the query tools ask", kind="url")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpSection:
+    timeout_s: float | None = setting(None, "check_url's timeout", unit="s")
+    ca_file: Path | None = setting(None, "an extra CA bundle for check_url (an internal CA)", check=_file)
+    allow: tuple[str, ...] | None = setting(None, "hosts and networks opened beyond the public ones", check=_allowlist)
+
+
+def _section(config: Reader, cls: type[S], key: str) -> S:
+    return (read(cls, config.at(key)) if config.has(key) else None) or cls()
+
+
 def read_context(config: Reader) -> ToolContext:
     """tool_context over a reader of [tools]: every problem recorded on it."""
     if not config.is_table():
         return ToolContext()
-    kwargs: dict[str, Any] = {}
-    if config.has("logs"):
-        logs = config.at("logs")
-        logs.only(("dirs",))
-        if logs.has("dirs"):
-            dirs = []
-            raw = logs.str_list("dirs", [])
-            for i, d in enumerate(raw):
-                path = (config.base_dir / d).resolve()
-                if not path.is_dir():
-                    logs.problem(f"{d!r} is not a directory", f"dirs[{i}]")
-                dirs.append(path)
-            if not raw and isinstance(logs.table["dirs"], list):
-                logs.problem("must name at least one directory", "dirs")
-            kwargs["log_dirs"] = tuple(dirs)
-    if config.has("services"):
-        services = config.at("services")
-        services.only(("restart_allowlist",))
-        if services.has("restart_allowlist"):
-            from tools.systemd_units import UNIT_RE
-
-            units = services.str_list("restart_allowlist", [])
-            for i, unit in enumerate(units):
-                if not UNIT_RE.fullmatch(unit):
-                    services.problem(f"{unit!r} is not a unit name", f"restart_allowlist[{i}]")
-            kwargs["restart_allowlist"] = tuple(units)
-    if config.has("prometheus"):
-        prometheus = config.at("prometheus")
-        prometheus.only(("url",))
-        if (url := prometheus.url("url")) is not None:
-            kwargs["prometheus_url"] = url.rstrip("/")
-    if config.has("http"):
-        http = config.at("http")
-        http.only(("timeout_s", "ca_file", "allow"))
-        if (timeout_s := http.seconds("timeout_s")) is not None:
-            kwargs["http_timeout_s"] = timeout_s
-        if (ca := http.path("ca_file")) is not None:
-            if not ca.is_file():
-                http.problem(f"{str(ca)!r} is not a file", "ca_file")
-            kwargs["http_ca_file"] = ca
-        if (allow := http.str_list("allow")) is not None:
-            try:
-                kwargs["http_allow"] = parse_allowlist(allow)
-            except AllowlistError as e:
-                http.problem(str(e), f"allow[{e.index}]")
-    return ToolContext(**kwargs)
+    logs = _section(config, LogsSection, "logs")
+    services = _section(config, ServicesSection, "services")
+    prometheus = _section(config, PrometheusSection, "prometheus")
+    http = _section(config, HttpSection, "http")
+    values: dict[str, Any] = {
+        "log_dirs": logs.dirs,
+        "restart_allowlist": services.restart_allowlist,
+        "prometheus_url": prometheus.url.rstrip("/") if prometheus.url else None,
+        "http_timeout_s": http.timeout_s,
+        "http_ca_file": http.ca_file,
+        "http_allow": parse_allowlist(list(http.allow)) if http.allow is not None else None,
+    }
+    return ToolContext(**{k: v for k, v in values.items() if v is not None})
 
 
 # -- sources of tools ----------------------------------------------------------------------------
@@ -160,62 +161,21 @@ def parse_command(entry: Any, where: str, *, base_dir: Path) -> RunbookCommand:
 
 
 def read_command(r: Reader) -> RunbookCommand | None:
-    r.only(_COMMAND_KEYS)
-    if not all([r.require(key) for key in ("name", "description", "command")]):
+    """One [[tools.commands]] entry; its {placeholders} checked against its params."""
+    command = read(RunbookCommand, r, cwd=r.base_dir)
+    if command is None:
         return None
-    name = r.str("name")
-    if name is not None and not TOOL_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$", "name")
-    argv = r.str_list("command", [])
-    if not argv and isinstance(r.table["command"], list):
-        r.problem("must not be empty", "command")
-    elif argv and placeholders(argv[0]):
-        r.problem("the program itself cannot be a parameter", "command[0]")
-    params: dict[str, CommandParam] = {}
-    declared: set[str] = set()  # a param with a problem is still declared: no second problem where it is used
-    for pname, spec in r.at("params").entries() if r.has("params") else ():
-        if not PARAM_NAME_RE.fullmatch(pname) or pname == "confirmed_by":
-            spec.problem(f"{pname!r} cannot be a parameter name")
-            continue
-        declared.add(pname)
-        if not spec.is_table():
-            continue
-        spec.only(_PARAM_KEYS)
-        if not spec.require("pattern", " (every value is checked against one)"):
-            continue
-        pattern = spec.str("pattern")
-        if pattern is None:
-            continue
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            spec.problem(f"invalid regex {pattern!r}: {e}", "pattern")
-            continue
-        params[pname] = CommandParam(pattern=pattern, description=spec.str("description", "", empty_ok=True))
+    raw = r.table.get("params")  # a param with a problem is still declared: no second problem where it is used
+    declared = set(raw) if isinstance(raw, Mapping) else set()
     used: set[str] = set()
-    for i, element in enumerate(argv):
+    for i, element in enumerate(command.argv):
         for pname in placeholders(element):
             if pname not in declared:
                 r.problem(f"{{{pname}}} is not declared in params", f"command[{i}]")
             used.add(pname)
-    for pname in declared if argv else ():
-        if pname not in used:
-            r.problem("declared but not used in command", f"params.{pname}")
-    description = r.str("description")
-    category = _category(r, "category") if r.has("category") else Category.MUTATING
-    timeout_s, env = r.seconds("timeout_s", DEFAULT_TIMEOUT_S), _env_names(r, "env")
-    if name is None or description is None or category is None:
-        return None
-    return RunbookCommand(
-        name=name,
-        description=description,
-        argv=tuple(argv),
-        params=params,
-        category=category,
-        timeout_s=timeout_s,
-        cwd=r.base_dir,
-        env=env,
-    )
+    for pname in sorted(declared - used) if command.argv else ():
+        r.problem("declared but not used in command", f"params.{pname}")
+    return command
 
 
 def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
@@ -229,38 +189,11 @@ def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
 def read_mcp_server(r: Reader) -> Any:
     from tools.mcp import MCPServerSpec  # the MCP SDK is imported only when a server is configured
 
-    r.only(_MCP_KEYS)
-    if not r.require("name"):
-        return None
-    name = r.str("name")
-    if name is not None and not SERVER_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must match ^[A-Za-z0-9_-]{{1,32}}$", "name")
-    if r.has("command") == r.has("url"):
+    spec = read(MCPServerSpec, r, cwd=r.base_dir)
+    if spec is not None and r.has("command") == r.has("url"):
         r.problem("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
         return None
-    command: tuple[str, ...] | None = None
-    url: str | None = None
-    if r.has("command"):
-        command = tuple(r.str_list("command", []))
-        if not command and isinstance(r.table["command"], list):
-            r.problem("must not be empty", "command")
-    else:
-        url = r.url("url")
-    env = {k: v.str(None, "", empty_ok=True) for k, v in (r.at("env").entries() if r.has("env") else ())}
-    include = r.str_list("include")
-    if name is None:
-        return None
-    return MCPServerSpec(
-        name=name,
-        command=command,
-        url=url,
-        env=env,
-        cwd=r.base_dir,
-        timeout_s=r.seconds("timeout_s", DEFAULT_TIMEOUT_S),
-        connect_timeout_s=r.seconds("connect_timeout_s", 30.0),
-        include=tuple(include) if include is not None else None,
-        trust_annotations=r.bool("trust_annotations", False),
-    )
+    return spec
 
 
 async def _connect_mcp(spec: Any, where: str, registry: ToolRegistry) -> list[Tool]:

@@ -8,7 +8,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +17,41 @@ import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from bot.config.reader import Reader, setting
 from tools.registry import DEFAULT_TIMEOUT_S, Category, Implementation, Tool, ToolError, argument_echo
 
 log = logging.getLogger(__name__)
 
+SERVER_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _MAX_PAGES = 100
 _CLOSE_TIMEOUT_S = 10.0
+
+
+def _server_name(name: str, r: Reader, key: str) -> str:
+    if not SERVER_NAME_RE.fullmatch(name):
+        r.problem(f"{name!r} must match ^[A-Za-z0-9_-]{{1,32}}$", key)
+    return name
+
+
+def _not_empty(command: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    if not command:
+        r.problem("must not be empty", key)
+    return command
 
 
 @dataclass(frozen=True)
 class MCPServerSpec:
     """One [[tools.mcp]] entry: a stdio `command` or a streamable-HTTP `url`."""
 
-    name: str
-    command: tuple[str, ...] | None = None
-    url: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: Path | None = None
-    timeout_s: float = DEFAULT_TIMEOUT_S  # per tool call
-    connect_timeout_s: float = 30.0
-    include: tuple[str, ...] | None = None  # only these of the server's tools; None = all
-    trust_annotations: bool = False  # may the server's readOnlyHint let a tool skip approval?
+    name: str = setting(doc="the prefix of its tools' names (<name>__<tool>)", check=_server_name)
+    command: tuple[str, ...] | None = setting(None, "the server program and its arguments (stdio)", check=_not_empty)
+    url: str | None = setting(None, "the server's streamable-HTTP endpoint", kind="url")
+    env: Mapping[str, str] = setting(doc="the stdio server's environment", factory=dict, empty_ok=True)
+    cwd: Path | None = None  # the config file's directory
+    timeout_s: float = setting(DEFAULT_TIMEOUT_S, "per tool call", unit="s")
+    connect_timeout_s: float = setting(30.0, "to connect and list the tools", unit="s")
+    include: tuple[str, ...] | None = setting(None, "only these of the server's tools; None = all")
+    trust_annotations: bool = setting(False, "may the server's readOnlyHint let a tool skip approval?")
 
 
 def tool_name(server: str, name: str) -> str:

@@ -51,3 +51,22 @@ async def kill_group(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
     await asyncio.shield(proc.wait())
     _KILLED.set(_KILLED.get() + 1)
+
+
+async def communicate(argv: list[str], stdin: bytes | None = None) -> tuple[int | None, bytes, bytes]:
+    """Run argv (no shell, child_env()) in its own process group with `stdin` (None: none), to its end: its exit
+    code, stdout and stderr. If the caller is cancelled (a timeout, Stop) the group is killed and reaped first."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env(),
+        start_new_session=True,
+    )
+    try:
+        out, err = await proc.communicate(stdin)
+    except BaseException:
+        await kill_group(proc)
+        raise
+    return proc.returncode, out, err

@@ -11,14 +11,13 @@ function (tools/worker_child.py) and writes one JSON object to its stdout: {"kin
 
 from __future__ import annotations
 
-import asyncio
 import json
 import pickle
 import sys
 from typing import Any
 
 from tools.api import PermissionDenied, ToolError, WorkerTarget
-from tools.process import child_env, kill_group
+from tools.process import communicate
 
 WORKER_MARK = "opsloop-tool-worker"  # in the child's command line, so ps (and tests) can tell it apart
 _BOOTSTRAP = (
@@ -36,22 +35,8 @@ async def run_in_worker(target: WorkerTarget, kwargs: dict[str, Any]) -> str:
     and reaped before the cancellation goes on.
     """
     payload = pickle.dumps([p for p in sys.path if isinstance(p, str)]) + pickle.dumps((target, kwargs))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _BOOTSTRAP,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(),
-        start_new_session=True,
-    )
-    try:
-        out, err = await proc.communicate(payload)
-    except BaseException:
-        await kill_group(proc)
-        raise
-    return _outcome(target, proc.returncode, out, err)
+    code, out, err = await communicate([sys.executable, "-c", _BOOTSTRAP], payload)
+    return _outcome(target, code, out, err)
 
 
 def _outcome(target: WorkerTarget, code: int | None, out: bytes, err: bytes) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 
 import structlog
 
+from bot.app.settings import load_settings
 from bot.app.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
-from bot.config.settings import ConfigError, Settings, load_settings
+from bot.config.settings import ConfigError, Settings
 from bot.core.log import configure_logging
 from bot.core.types import AuditEntry
 from bot.run.summary import render_text

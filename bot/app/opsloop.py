@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.metrics import MetricsServer
 from bot.config.settings import Settings
 from bot.store import Store
+from handlers.alerts import sources as alert_sources
 from handlers.alerts.desk import AlertDesk
 from handlers.outbox import Outbox
 from handlers.socket_mode import SocketMode
@@ -50,7 +51,7 @@ class Opsloop:
         """The settings with the config's `#name` channels resolved to ids (start-up), for every listener."""
         self.settings = self.supervisor.settings = settings
         if self.alerts is not None:
-            settings.alerts.use(self.alerts)
+            alert_sources.use(settings.alerts, self.alerts)
 
     async def close(self) -> None:
         """Stop taking deliveries, finish what listeners started, hand runs back, send what is due, close."""

@@ -35,6 +35,7 @@ from bot.core.pricing import model_problems, price_for
 from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
 from bot.store.backends import WAKE_OUTBOX
+from handlers.alerts import sources as alert_sources
 from handlers.alerts.desk import AlertDesk
 from handlers.http_mode import deliveries_in_hand, junk_timestamp_is_a_bad_signature, unreadable_payloads
 from handlers.listeners import register
@@ -143,7 +144,7 @@ async def build(
         nudge=sup.nudge,
         model=settings.model.primary,
     )
-    settings.alerts.start(desk)
+    alert_sources.start(settings.alerts, desk)
     register(app, sup, desk)
     return Opsloop(
         settings=settings,

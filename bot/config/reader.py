@@ -2,15 +2,22 @@
 (`kubernetes.clusters[1].namespaces[0]: expected a string, got an integer`) and return a default instead of
 raising; `raise_if_problems()` at the end raises one ConfigError listing them all.
 
+A section's config is a dataclass whose fields are declared with `setting(default, doc, unit=..., low=...,
+check=...)`: `read(cls, reader)` reads each field by its type and its checks, so the class is its documentation.
+
 Imports only bot.core.errors, so every layer (bot/, tools/, a reach's folder) reads its section with it.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
+import enum
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -258,3 +265,116 @@ class Reader:
             self.problem(f"{text!r} is not an environment variable name", key)
             return default
         return text
+
+
+# -- typed sections: a dataclass's fields read by their types ------------------------------------------------
+
+Check = Callable[[Any, Reader, builtins.str], Any]  # (value, its table, its key) -> the value, or None after a problem
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    doc: builtins.str = "",
+    *,
+    unit: builtins.str = "",
+    key: builtins.str | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    zero_ok: builtins.bool = False,
+    empty_ok: builtins.bool = False,
+    kind: builtins.str = "",
+    check: Check | None = None,
+    factory: Callable[[], Any] | None = None,
+    why: builtins.str = "",
+) -> Any:
+    """A config field: its default (none: required, `why` said when missing), a one-line doc, its unit ("s": a
+    number of seconds, `zero_ok`, at most `high`), its TOML `key` when not the field's name, a range (`low`, `high`),
+    `kind` when the type alone does not say ("url", "env_name"), and a `check` run on a well-typed value."""
+    meta = {
+        "doc": doc,
+        "unit": unit,
+        "key": key,
+        "low": low,
+        "high": high,
+        "zero_ok": zero_ok,
+        "empty_ok": empty_ok,
+        "kind": kind,
+        "check": check,
+        "why": why,
+    }
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def read(cls: type[T], r: Reader, **given: Any) -> T | None:
+    """The dataclass `cls` read from the table `r` (not a table: None, its parent said so): every field but `given`
+    by its type and its setting(); an unknown key, a missing required one and a bad value are problems on `r`, a
+    bad optional value keeps its default. None when a required field is missing or bad."""
+    if not isinstance(r.value, Mapping):
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.init and f.name not in given]  # type: ignore[arg-type]
+    r.only([f.metadata.get("key") or f.name for f in fields])
+    values = dict(given)
+    ok = True
+    for f in fields:
+        key = f.metadata.get("key") or f.name
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if not r.has(key):
+            ok = ok and not required
+            if required:
+                r.require(key, f.metadata.get("why", ""))
+            continue
+        value = _value(r, key, hints[f.name], f.metadata)
+        if value is not None and (check := f.metadata.get("check")) is not None:
+            value = check(value, r, key)
+        if value is not None:
+            values[f.name] = value
+        elif required:
+            ok = False
+    return cls(**values) if ok else None
+
+
+def _value(r: Reader, key: builtins.str, hint: Any, meta: Mapping[builtins.str, Any]) -> Any:
+    if isinstance(hint, types.UnionType):  # `X | None`: read as X
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    args = typing.get_args(hint)
+    if meta["kind"] == "url":
+        return r.url(key)
+    if meta["kind"] == "env_name":
+        return r.env_name(key)
+    if hint is builtins.str:
+        return r.str(key, empty_ok=meta["empty_ok"])
+    if typing.get_origin(hint) is tuple and args[0] is Path:  # each relative to the config file's directory
+        found = r.str_list(key)
+        return None if found is None else tuple(r.base_dir / Path(d).expanduser() for d in found)
+    if hint is builtins.bool:
+        return r.bool(key)
+    if hint is builtins.int:
+        return r.int(key, low=meta["low"], high=meta["high"])
+    if hint is float and meta["unit"] == "s":
+        return r.seconds(key, zero_ok=meta["zero_ok"], high=meta["high"])
+    if hint is float:
+        value = r.number(key, low=meta["low"])
+        return None if value is None else float(value)
+    if hint is Path:
+        return r.path(key)
+    if typing.get_origin(hint) is tuple and args[0] is builtins.str:
+        found = r.str_list(key)
+        return None if found is None else tuple(found)
+    if typing.get_origin(hint) is tuple and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        entries = r.items(key, header=r.where(key))
+        return tuple(x for entry in entries if (x := read(args[0], entry)) is not None)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return read(hint, r.at(key))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        text, names = r.str(key), [m.value for m in hint]
+        if text is not None and text not in names:
+            r.problem(f"{text!r} is not a {hint.__name__.lower()} ({', '.join(names)})", key)
+        return hint(text) if text in names else None
+    if typing.get_origin(hint) is Mapping:  # a table of `name = value`, each read as the value's type
+        table = r.at(key)
+        values = {name: _value(table, name, args[1], meta) for name in table.table}
+        return {name: v for name, v in values.items() if v is not None}
+    raise TypeError(f"{key}: no reader for {hint!r}")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.config.alerts import AlertSettings, SourceConfig, read_alerts
 from bot.config.reader import Reader
 from bot.core.errors import ConfigError
 from bot.core.pricing import Price, model_problems
 from bot.run.guards import Limits
-from handlers.alerts.sources import AlertSettings, read_alerts
-from tools.reaches import REACHES, reach_sections, read_reaches
 
 __all__ = [
     "AlertSettings",
@@ -198,9 +197,11 @@ def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]
     return out
 
 
-def _alerts(config: Reader, env: Mapping[str, str], channels: tuple[str, ...]) -> AlertSettings:
-    """[alerts], read by each alert source (handlers/alerts/sources.py), and its channels checked."""
-    found = read_alerts(config, env)
+def _alerts(
+    config: Reader, env: Mapping[str, str], channels: tuple[str, ...], sources: Sequence[SourceConfig]
+) -> AlertSettings:
+    """[alerts], read by each alert source, and its channels checked."""
+    found = read_alerts(config, env, sources)
     for where, channel in found.routes():
         if channel and (problem := _channel_problem(where, channel)):
             config.problems.append(problem)
@@ -245,8 +246,18 @@ def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
     return prices
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Read the TOML file (every key optional) and the environment; raise ConfigError listing every problem."""
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    reaches: Sequence[Any] = (),
+    alert_sources: Sequence[SourceConfig] = (),
+) -> Settings:
+    """Read the TOML file (every key optional) and the environment; raise ConfigError listing every problem.
+
+    `reaches` (tools.reaches.REACHES) each read their own sections (`reach.parse`); a section no reach owns is
+    unknown. `alert_sources` (handlers.alerts.sources.SOURCES) each read their key of [alerts]. The roof passes
+    both (bot.app.settings.load_settings)."""
     env = os.environ if env is None else env
     path = path or env.get("OPSLOOP_CONFIG")
     default = Settings()  # every default is the dataclass field's, written once
@@ -261,7 +272,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             raise ConfigError([f"{path}: invalid TOML: {e}"]) from None
     # Relative paths in the file (runbook dirs, a kubeconfig) are the config file's (Reader.path), not the cwd's.
     config = Reader(raw, base_dir=Path(path).resolve().parent if path else None, problems=problems)
-    owned = reach_sections()
+    owned = {section for reach in reaches for section in reach.sections}
     sections: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():
         if name not in _SCHEMA and name not in owned:
@@ -314,16 +325,16 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
             "destructive_required_approvals", default.approvals.destructive_required_approvals
         ),
     )
-    reaches = read_reaches(config, env)
+    parsed = {reach.name: found for reach in reaches if (found := reach.parse(config, env)) is not None}
     tools = sections.get("tools", default.tools)
-    for reach in REACHES:
+    for reach in reaches:
         for section in reach.sections:
             if section in tools:
                 problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
     for channel in sl.get("channels", default.channels):
         if problem := _channel_problem("slack.channels", channel):
             problems.append(problem)
-    alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)))
+    alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)), alert_sources)
     if problems:
         raise ConfigError(problems)
 
@@ -339,7 +350,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: Mapping[str, 
         stream_answers=bool(sl.get("stream_answers", default.stream_answers)),
         approvals=approvals,
         tools=tools,
-        reaches=reaches,
+        reaches=parsed,
         alerts=alerts,
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),

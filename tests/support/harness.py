@@ -35,8 +35,9 @@ import aiohttp
 from slack_bolt.listener.async_listener_error_handler import AsyncListenerErrorHandler
 
 from bot.app.opsloop import Opsloop
+from bot.app.settings import load_settings
 from bot.app.wiring import build, start
-from bot.config.settings import Settings, load_settings
+from bot.config.settings import Settings
 from bot.core.types import AuditEntry, Run
 from bot.store import Ledger
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP

@@ -12,7 +12,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tools import Category, PermissionDenied, Tool, ToolError, build_registry
+from tools import Category, PermissionDenied, Tool, ToolError
+from tools.config import build_registry
 
 PRINT_ARGV = [sys.executable, "-c", "import sys; print(sys.argv[1:])"]
 

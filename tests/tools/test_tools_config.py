@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tools import Category, ToolConfigError, ToolContext, build_registry, tool_context, tool_table
+from tools import Category, ToolConfigError, ToolContext
+from tools.config import build_registry, tool_context, tool_table
 
 BUILTINS = [
     "check_disk",

@@ -15,7 +15,8 @@ import pytest_asyncio
 from mcp.types import ToolAnnotations
 
 from tests.support import markers
-from tools import Category, ToolConfigError, ToolError, ToolRegistry, build_registry, tool_table
+from tools import Category, ToolConfigError, ToolError, ToolRegistry
+from tools.config import build_registry, tool_table
 from tools.mcp import category_of, tool_name
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,6 @@ from typing import Literal
 
 from tools.builtin import reach
 from tools.registry import Category, ToolContext, ToolError, tool
-from tools.remote.inventory import Host
 
 _TIMEOUT_S = 20.0  # a command's own limit, under the tools' 30 s
 # Filesystems df lists that have no device behind them: not shown (except the root filesystem)
@@ -73,10 +72,17 @@ def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) 
     )
 
 
-async def _check_disk_on(host: Host | None, ctx: ToolContext) -> str:
-    result = await reach.run(ctx, host, ["df", "-P", "-T", "-k"], timeout_s=_TIMEOUT_S)
+@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
+async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
+    """Disk usage per mounted filesystem (size, used, free, use%).
+
+    Args:
+        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+    """
+    found = reach.target(host, ctx)
+    result = await reach.run(ctx, found, ["df", "-P", "-T", "-k"], timeout_s=_TIMEOUT_S)
     if result.exit_status != 0 and not result.stdout.strip():  # df exits 1 when one mount is unreadable
-        raise reach.failed(host, "df", result)
+        raise reach.failed(found, "df", result)
     rows: list[list[str]] = []
     full: list[tuple[str, float]] = []
     seen: set[str] = set()
@@ -92,17 +98,7 @@ async def _check_disk_on(host: Host | None, ctx: ToolContext) -> str:
         pct = round(_percent(used, used + avail), 1)  # as df computes it: of what users can use
         rows.append([mount, fstype, human_bytes(size), human_bytes(used), human_bytes(avail), f"{pct:.1f}%"])
         full.append((mount, pct))
-    return _disk_text(reach.host_name(host), rows, full)
-
-
-@tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
-    """Disk usage per mounted filesystem (size, used, free, use%).
-
-    Args:
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
-    """
-    return await _check_disk_on(reach.target(host, ctx), ctx)
+    return _disk_text(reach.host_name(found), rows, full)
 
 
 # -- check_memory --------------------------------------------------------------------------------------
@@ -149,10 +145,7 @@ async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await _check_memory_on(reach.target(host, ctx), ctx)
-
-
-async def _check_memory_on(found: Host | None, ctx: ToolContext) -> str:
+    found = reach.target(host, ctx)
     result = await reach.run(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_TIMEOUT_S)
     if result.exit_status != 0:
         raise reach.failed(found, "cat /proc/meminfo", result)
@@ -213,10 +206,7 @@ async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
     Args:
         host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
     """
-    return await _check_cpu_on(reach.target(host, ctx), ctx)
-
-
-async def _check_cpu_on(found: Host | None, ctx: ToolContext) -> str:
+    found = reach.target(host, ctx)
     result = await reach.run(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_TIMEOUT_S)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4:
@@ -275,10 +265,6 @@ async def list_top_processes(
     """
     found = reach.target(host, ctx)  # an unknown host is named before a bad limit
     _check_limit(limit)
-    return await _list_top_processes_on(found, sort_by, limit, ctx)
-
-
-async def _list_top_processes_on(found: Host | None, sort_by: str, limit: int, ctx: ToolContext) -> str:
     result = await reach.run(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 4 or result.truncated:

@@ -12,7 +12,6 @@ names) before any connection exists.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import socket
 import time
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tools.api import ToolContext, ToolError
-from tools.process import child_env, kill_group
+from tools.process import communicate
 from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
 from tools.remote.inventory import LOCALHOST, Host, Inventory
 
@@ -57,22 +56,8 @@ async def run(
     except ValueError as e:
         raise ToolError(f"{host_name(None)}: {e}") from None
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        "sh",
-        "-c",
-        command,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(),
-        start_new_session=True,
-    )
-    try:
-        out, err = await proc.communicate()
-    except BaseException:
-        await kill_group(proc)
-        raise
-    code = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 255
+    returncode, out, err = await communicate(["sh", "-c", command])
+    code = returncode if returncode is not None and returncode >= 0 else 255
     if code == KILLED_BY_TIMEOUT and time.monotonic() - started >= timeout_s * 0.95:
         raise ToolError(f"{host_name(None)}: {argv[0]} ran past {timeout_s:g}s and was killed")
     return Result(

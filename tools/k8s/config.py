@@ -8,23 +8,57 @@ from pathlib import Path
 
 import yaml
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it
 DEFAULT_TIMEOUT_S = 20.0
-_KEYS = ("name", "kubeconfig", "context", "namespaces", "timeout_s")
+
+
+def _name(name: str, r: Reader, key: str) -> str | None:
+    if CLUSTER_NAME_RE.fullmatch(name):
+        return name
+    r.problem(f"{name!r} must be 1-63 letters, digits, '.', '_' or '-'", key)
+    return None
+
+
+def _kubeconfig(path: Path, r: Reader, key: str) -> Path:
+    path = path.resolve()
+    if not path.is_file():
+        r.problem(f"{str(path)!r} is not a file", key)
+    else:
+        context = r.table.get("context")
+        _check_kubeconfig(path, context if isinstance(context, str) else None, r)
+    return path
+
+
+def _namespaces(names: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    found: list[str] = []
+    for j, ns in enumerate(names):
+        if not NAMESPACE_RE.fullmatch(ns):
+            r.problem(f"{ns!r} is not a namespace name", f"{key}[{j}]")
+        elif ns in found:
+            r.problem("lists a namespace twice", key)
+        else:
+            found.append(ns)
+    return tuple(found)
 
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """One cluster opsloop may reach."""
+    """One cluster opsloop may reach ([[kubernetes.clusters]])."""
 
-    name: str
-    kubeconfig: Path | None = None  # None: the in-cluster service account when there is one, else ~/.kube/config
-    context: str | None = None  # None: the kubeconfig's current context
-    namespaces: tuple[str, ...] = ()  # the only namespaces opsloop touches; empty: what the credentials allow
-    timeout_s: float = DEFAULT_TIMEOUT_S  # per API request; a cluster that does not answer is "down" after it
+    name: str = setting(doc="how the tools' `cluster` argument names it", check=_name)
+    kubeconfig: Path | None = setting(
+        None, "None: the in-cluster service account when there is one, else ~/.kube/config", check=_kubeconfig
+    )
+    context: str | None = setting(None, "None: the kubeconfig's current context")
+    namespaces: tuple[str, ...] = setting(
+        (), "the only namespaces opsloop touches; empty: what the credentials allow", check=_namespaces
+    )
+    timeout_s: float = setting(
+        DEFAULT_TIMEOUT_S, "per API request; a cluster that does not answer is down after it", unit="s", high=300
+    )
 
     @property
     def source(self) -> str:
@@ -40,7 +74,7 @@ def parse_clusters(config: Reader) -> tuple[ClusterSpec, ...]:
     config.only(("clusters",))
     specs: list[ClusterSpec] = []
     for entry in config.items("clusters", header="kubernetes.clusters"):
-        spec = _cluster(entry)
+        spec = read(ClusterSpec, entry)
         if spec is None:
             continue
         if any(s.name == spec.name for s in specs):
@@ -48,38 +82,6 @@ def parse_clusters(config: Reader) -> tuple[ClusterSpec, ...]:
             continue
         specs.append(spec)
     return tuple(specs)
-
-
-def _cluster(entry: Reader) -> ClusterSpec | None:
-    entry.only(_KEYS)
-    if not entry.require("name"):
-        return None
-    name = entry.str("name")
-    if name is None:
-        return None
-    if not CLUSTER_NAME_RE.fullmatch(name):
-        entry.problem(f"{name!r} must be 1-63 letters, digits, '.', '_' or '-'", "name")
-        return None
-    kubeconfig = entry.path("kubeconfig")
-    context = entry.str("context")
-    if kubeconfig is not None:
-        kubeconfig = kubeconfig.resolve()
-        if not kubeconfig.is_file():
-            entry.problem(f"{str(kubeconfig)!r} is not a file", "kubeconfig")
-        else:
-            _check_kubeconfig(kubeconfig, context, entry)
-    namespaces: list[str] = []
-    for j, ns in enumerate(entry.str_list("namespaces", [])):
-        if not NAMESPACE_RE.fullmatch(ns):
-            entry.problem(f"{ns!r} is not a namespace name", f"namespaces[{j}]")
-        elif ns in namespaces:
-            entry.problem("lists a namespace twice", "namespaces")
-        else:
-            namespaces.append(ns)
-    timeout_s = entry.seconds("timeout_s", DEFAULT_TIMEOUT_S, high=300)
-    return ClusterSpec(
-        name=name, kubeconfig=kubeconfig, context=context, namespaces=tuple(namespaces), timeout_s=timeout_s
-    )
 
 
 def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:

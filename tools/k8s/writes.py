@@ -8,7 +8,11 @@ the tool says so: calling it again makes a fresh dry run, so a new card.
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -17,7 +21,7 @@ from bot.core.redact import redact
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.k8s.reads import get_object, owned_replicasets
-from tools.registry import Category, ToolContext, ToolError, tool
+from tools.registry import Category, Tool, ToolContext, ToolError, tool
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -147,10 +151,58 @@ def _rv(obj: dict[str, Any]) -> str:
     return str(render.meta(obj).get("resourceVersion") or "")
 
 
+Plan = Callable[..., Awaitable[Change]]
+
+
+def change_tool(
+    plan: Plan,
+    name: str,
+    category: Category = Category.MUTATING,
+    card: Callable[[Change], Awaitable[str]] = preview,
+    write: Callable[[Change, str, str], Awaitable[str]] = apply,
+) -> Tool:
+    """The tool `name` and its dry run, both taking `plan`'s arguments (its docstring is the description): the
+    dry run shows `card(change)`; the approved call is `write(change, approved_preview, confirmed_by)`."""
+
+    async def run(*, ctx: ToolContext, confirmed_by: str, approved_preview: str, **args: Any) -> str:
+        return await write(await plan(**args, ctx=ctx), approved_preview, confirmed_by)
+
+    async def dry_run(*, ctx: ToolContext, **args: Any) -> str:
+        return await card(await plan(**args, ctx=ctx))
+
+    signature = inspect.signature(plan).replace(return_annotation="str")
+    hidden = [
+        inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation="str")
+        for p in ("confirmed_by", "approved_preview")
+    ]
+    for fn, extra in ((run, hidden), (dry_run, [])):
+        functools.update_wrapper(fn, plan)
+        fn.__annotations__ = {**plan.__annotations__, **{p.name: "str" for p in extra}, "return": "str"}
+        fn.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *extra])  # type: ignore[union-attr]
+    made = tool(category=category, timeout_s=60, name=name)(run)
+    made.dry_run(dry_run)
+    return made
+
+
 # -- scale ---------------------------------------------------------------------------------------------
 async def plan_scale(
-    ctx: ToolContext, name: str, replicas: int, kind: str, namespace: str | None, cluster: str | None
+    name: str,
+    replicas: int,
+    kind: Literal["deployment", "statefulset", "replicaset"] = "deployment",
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
 ) -> Change:
+    """Set a Deployment's (StatefulSet's, ReplicaSet's) replicas; the card shows the server's dry run.
+
+    Args:
+        name: the object's name.
+        replicas: the new number of replicas (0-1000).
+        kind: deployment, statefulset or replicaset.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "ReplicaSet"))
     if not 0 <= replicas <= MAX_REPLICAS:
         raise ToolError(f"replicas must be between 0 and {MAX_REPLICAS}")
@@ -176,46 +228,27 @@ async def plan_scale(
     )
 
 
-@tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_scale(
-    name: str,
-    replicas: int,
-    kind: Literal["deployment", "statefulset", "replicaset"] = "deployment",
-    namespace: str | None = None,
-    cluster: str | None = None,
-    *,
-    ctx: ToolContext,
-    confirmed_by: str,
-    approved_preview: str,
-) -> str:
-    """Set a Deployment's (StatefulSet's, ReplicaSet's) replicas; the card shows the server's dry run.
-
-    Args:
-        name: the object's name.
-        replicas: the new number of replicas (0-1000).
-        kind: deployment, statefulset or replicaset.
-        namespace: the namespace (default: the cluster's only configured namespace).
-        cluster: the configured cluster name (optional when only one is configured).
-    """
-    change = await plan_scale(ctx, name, replicas, kind, namespace, cluster)
-    return await apply(change, approved_preview, confirmed_by)
-
-
-@k8s_scale.dry_run
-async def _scale_preview(
-    name: str,
-    replicas: int,
-    kind: str = "deployment",
-    namespace: str | None = None,
-    cluster: str | None = None,
-    *,
-    ctx: ToolContext,
-) -> str:
-    return await preview(await plan_scale(ctx, name, replicas, kind, namespace, cluster))
+k8s_scale = change_tool(plan_scale, "k8s_scale")
 
 
 # -- rollout restart -------------------------------------------------------------------------------------
-async def plan_restart(ctx: ToolContext, name: str, kind: str, namespace: str | None, cluster: str | None) -> Change:
+async def plan_restart(
+    name: str,
+    kind: Literal["deployment", "statefulset", "daemonset"] = "deployment",
+    namespace: str | None = None,
+    cluster: str | None = None,
+    *,
+    ctx: ToolContext,
+) -> Change:
+    """Restart a Deployment's (StatefulSet's, DaemonSet's) pods by a rolling replacement, as
+    `kubectl rollout restart` does; the card shows the server's dry run.
+
+    Args:
+        name: the object's name.
+        kind: deployment, statefulset or daemonset.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "DaemonSet"))
     obj = await get_object(client, k.kind, ns, name)
     rv = _rv(obj)
@@ -242,51 +275,27 @@ async def plan_restart(ctx: ToolContext, name: str, kind: str, namespace: str | 
     )
 
 
-@tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_rollout_restart(
+k8s_rollout_restart = change_tool(plan_restart, "k8s_rollout_restart")
+
+
+# -- rollout undo --------------------------------------------------------------------------------------
+async def plan_undo(
     name: str,
-    kind: Literal["deployment", "statefulset", "daemonset"] = "deployment",
+    revision: int | None = None,
     namespace: str | None = None,
     cluster: str | None = None,
     *,
     ctx: ToolContext,
-    confirmed_by: str,
-    approved_preview: str,
-) -> str:
-    """Restart a Deployment's (StatefulSet's, DaemonSet's) pods by a rolling replacement, as
-    `kubectl rollout restart` does; the card shows the server's dry run.
+) -> Change:
+    """Roll a Deployment back to an earlier revision's pod template (default: the previous revision), as
+    `kubectl rollout undo` does; the card shows the server's dry run (e.g. the image going back).
 
     Args:
-        name: the object's name.
-        kind: deployment, statefulset or daemonset.
+        name: the Deployment's name.
+        revision: the revision to go back to (see k8s_rollout_history); default: the one before the current.
         namespace: the namespace (default: the cluster's only configured namespace).
         cluster: the configured cluster name (optional when only one is configured).
     """
-    change = await plan_restart(ctx, name, kind, namespace, cluster)
-    return await apply(change, approved_preview, confirmed_by)
-
-
-@k8s_rollout_restart.dry_run
-async def _restart_preview(
-    name: str, kind: str = "deployment", namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
-) -> str:
-    return await preview(await plan_restart(ctx, name, kind, namespace, cluster))
-
-
-# -- rollout undo --------------------------------------------------------------------------------------
-def _template_of(rs: dict[str, Any]) -> dict[str, Any]:
-    import copy
-
-    template = copy.deepcopy((rs.get("spec") or {}).get("template") or {})
-    labels = (template.get("metadata") or {}).get("labels")
-    if isinstance(labels, dict):
-        labels.pop("pod-template-hash", None)
-    return template
-
-
-async def plan_undo(
-    ctx: ToolContext, name: str, revision: int | None, namespace: str | None, cluster: str | None
-) -> Change:
     client, _, ns, name = _target(ctx, cluster, namespace, "deployment", name, ("Deployment",))
     deployment = await get_object(client, "Deployment", ns, name)
     rv = _rv(deployment)
@@ -304,7 +313,10 @@ async def plan_undo(
             raise ToolError(f"deployment {ns}/{name} has no revision {revision} (revisions: {known})")
         target = found[0]
     to = render.revision_of(target)
-    template = _template_of(target)
+    template = copy.deepcopy((target.get("spec") or {}).get("template") or {})
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop("pod-template-hash", None)
     if template == (deployment.get("spec") or {}).get("template"):
         raise ToolError(f"deployment {ns}/{name} already runs revision {to}'s pod template; nothing to undo")
     body: dict[str, Any] = {
@@ -330,59 +342,37 @@ async def plan_undo(
     )
 
 
-@tool(category=Category.MUTATING, timeout_s=60)
-async def k8s_rollout_undo(
-    name: str,
-    revision: int | None = None,
-    namespace: str | None = None,
-    cluster: str | None = None,
-    *,
-    ctx: ToolContext,
-    confirmed_by: str,
-    approved_preview: str,
-) -> str:
-    """Roll a Deployment back to an earlier revision's pod template (default: the previous revision), as
-    `kubectl rollout undo` does; the card shows the server's dry run (e.g. the image going back).
-
-    Args:
-        name: the Deployment's name.
-        revision: the revision to go back to (see k8s_rollout_history); default: the one before the current.
-        namespace: the namespace (default: the cluster's only configured namespace).
-        cluster: the configured cluster name (optional when only one is configured).
-    """
-    change = await plan_undo(ctx, name, revision, namespace, cluster)
-    return await apply(change, approved_preview, confirmed_by)
-
-
-@k8s_rollout_undo.dry_run
-async def _undo_preview(
-    name: str,
-    revision: int | None = None,
-    namespace: str | None = None,
-    cluster: str | None = None,
-    *,
-    ctx: ToolContext,
-) -> str:
-    return await preview(await plan_undo(ctx, name, revision, namespace, cluster))
+k8s_rollout_undo = change_tool(plan_undo, "k8s_rollout_undo")
 
 
 # -- delete pod ----------------------------------------------------------------------------------------
-async def plan_delete(ctx: ToolContext, pod: str, namespace: str | None, cluster: str | None) -> Change:
+async def plan_delete(
+    pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
+) -> Change:
+    """Delete one pod (its controller, if any, creates a replacement); the card shows the server's dry run.
+
+    Args:
+        pod: the pod's name.
+        namespace: the namespace (default: the cluster's only configured namespace).
+        cluster: the configured cluster name (optional when only one is configured).
+    """
     client, k, ns, pod = _target(ctx, cluster, namespace, "pod", pod, ("Pod",))
     obj = await get_object(client, "Pod", ns, pod)
     rv, uid = _rv(obj), render.meta(obj).get("uid")
     refs = render.meta(obj).get("ownerReferences") or []
     owner = next((r for r in refs if r.get("controller")), None)
+    restarts = sum(int(c.get("restartCount") or 0) for c in (obj.get("status") or {}).get("containerStatuses") or [])
     notes = [
         f"uid: {uid}",
-        f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {_restarts(obj)}, "
+        f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {restarts}, "
         f"node {(obj.get('spec') or {}).get('nodeName') or render.NONE}",
         f"owner: {owner.get('kind')} {owner.get('name')}: it creates a replacement pod"
         if owner
         else "owner: none: the pod will NOT come back",
     ]
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv, "uid": uid}}
-    change = Change(
+    path = k.path(ns, pod)
+    return Change(
         client,
         k,
         ns,
@@ -391,47 +381,12 @@ async def plan_delete(ctx: ToolContext, pod: str, namespace: str | None, cluster
         rv,
         obj,
         "DELETE",
-        k.path(ns, pod),
+        path,
         body,
         verb="delete",
         resource="pods",
         notes=notes,
     )
-    return change
-
-
-def _restarts(pod: dict[str, Any]) -> int:
-    return sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
-
-
-@tool(category=Category.DESTRUCTIVE, timeout_s=60)
-async def k8s_delete_pod(
-    pod: str,
-    namespace: str | None = None,
-    cluster: str | None = None,
-    *,
-    ctx: ToolContext,
-    confirmed_by: str,
-    approved_preview: str,
-) -> str:
-    """Delete one pod (its controller, if any, creates a replacement); the card shows the server's dry run.
-
-    Args:
-        pod: the pod's name.
-        namespace: the namespace (default: the cluster's only configured namespace).
-        cluster: the configured cluster name (optional when only one is configured).
-    """
-    change = await plan_delete(ctx, pod, namespace, cluster)
-    rv = await still_as_approved(change, approved_preview, await _delete_card(change))
-    await change.send(dry_run=False)
-    return f"done: {change.header()}; approved by {confirmed_by}; it was at resourceVersion {rv}"
-
-
-@k8s_delete_pod.dry_run
-async def _delete_preview(
-    pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
-) -> str:
-    return await _delete_card(await plan_delete(ctx, pod, namespace, cluster))
 
 
 async def _delete_card(change: Change) -> str:
@@ -446,3 +401,12 @@ async def _delete_card(change: Change) -> str:
             *change.notes,
         ]
     )
+
+
+async def _delete(change: Change, approved_preview: str, confirmed_by: str) -> str:
+    rv = await still_as_approved(change, approved_preview, await _delete_card(change))
+    await change.send(dry_run=False)
+    return f"done: {change.header()}; approved by {confirmed_by}; it was at resourceVersion {rv}"
+
+
+k8s_delete_pod = change_tool(plan_delete, "k8s_delete_pod", Category.DESTRUCTIVE, _delete_card, _delete)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 from bot.store import Tables
 from tools.api import AtEnd, Offer, RunFacts, RunScope, Service
 from tools.memory.store import TABLES, record_incident
@@ -15,7 +15,10 @@ from tools.memory.store import TABLES, record_incident
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryConfig:
-    retention_days: float = 365.0  # 0: keep forever
+    """[memory]: incident records, kept `retention_days`."""
+
+    enabled: bool = setting(True, "false: nothing is recorded, offered or listed")
+    retention_days: float = setting(365.0, "0: keep forever", unit="days", low=0.0)
 
 
 class MemoryReach:
@@ -30,11 +33,8 @@ class MemoryReach:
         """None (nothing recorded, offered or listed) when [memory] is absent or `enabled = false`."""
         if not config.has("memory"):
             return None
-        section = config.at("memory")
-        section.only(("enabled", "retention_days"))
-        enabled = section.bool("enabled", True)
-        days = section.number("retention_days", 365.0, low=0.0)
-        return MemoryConfig(retention_days=float(days)) if enabled else None
+        found = read(MemoryConfig, config.at("memory"))
+        return found if found is not None and found.enabled else None
 
     def open(self, config: MemoryConfig) -> Mapping[type, object]:
         return {MemoryConfig: config}

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
 from tools.api import ToolError
+from tools.systemd_units import unit_names
 
 LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
 LOCAL_ALIASES = (LOCALHOST, "127.0.0.1", "::1")
@@ -27,48 +28,59 @@ DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
 
-_SSH_KEYS = (
-    "user",
-    "identity_file",
-    "known_hosts",
-    "connect_timeout_s",
-    "max_sessions_per_host",
-    "passphrase_env",
-    "idle_timeout_s",
-    "fail_fast_s",
-)
-_HOST_KEYS = (
-    "name",
-    "address",
-    "port",
-    "user",
-    "identity_file",
-    "known_hosts",
-    "connect_timeout_s",
-    "jump",
-    "groups",
-    "log_dirs",
-    "restart_allowlist",
-    "passphrase_env",
-)
-
 
 class HostsConfigError(ConfigError):
     """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
+
+
+def _user(text: str, r: Reader, key: str) -> str | None:
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
+        r.problem(f"{text!r} is not a user name", key)
+        return None
+    return text
+
+
+def _host_name(name: str, r: Reader, key: str) -> str | None:
+    if not HOST_NAME_RE.fullmatch(name):
+        r.problem(f"{name!r} must be letters, digits, '.', '_' or '-' (at most 63)", key)
+        return None
+    return name
+
+
+def _address(address: str, r: Reader, key: str) -> str | None:
+    if not _ADDRESS_RE.fullmatch(address):
+        r.problem(f"{address!r} is not a host name or IP address", key)
+        return None  # the host's name is its address
+    return address
+
+
+def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    if not dirs:
+        r.problem("must name at least one directory", key)
+    for i, d in enumerate(dirs):
+        if not d.startswith("/"):
+            r.problem(f"{d!r} must be an absolute path on that host", f"{key}[{i}]")
+    return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class SshSettings:
     """[ssh]: the defaults every [[hosts]] entry inherits, and the pool's own knobs."""
 
-    user: str | None = None  # None: the user opsloop runs as
-    identity_file: Path | None = None  # None: the ssh-agent (and ~/.ssh/id_*), as ssh does
-    known_hosts: Path = field(default_factory=lambda: Path("~/.ssh/known_hosts").expanduser())
-    connect_timeout_s: float = 10.0
-    max_sessions_per_host: int = 4
-    passphrase_env: str = DEFAULT_PASSPHRASE_ENV  # the identity's passphrase, read by bot/config/settings.py
-    idle_timeout_s: float = 300.0  # a connection nobody used this long is closed
-    fail_fast_s: float = 15.0  # after a failed connect, calls fail at once with that error for this long
+    user: str | None = setting(None, "None: the user opsloop runs as", check=_user)
+    identity_file: Path | None = setting(None, "None: the ssh-agent (and ~/.ssh/id_*), as ssh does")
+    known_hosts: Path = setting(
+        doc="the host keys opsloop trusts", factory=lambda: Path("~/.ssh/known_hosts").expanduser()
+    )
+    connect_timeout_s: float = setting(10.0, "a login that takes longer fails", unit="s")
+    max_sessions_per_host: int = setting(4, "commands at once on one connection", low=1, high=64)
+    passphrase_env: str = setting(
+        DEFAULT_PASSPHRASE_ENV, "the variable holding the identity's passphrase", kind="env_name"
+    )
+    idle_timeout_s: float = setting(300.0, "a connection nobody used this long is closed", unit="s")
+    fail_fast_s: float = setting(
+        15.0, "after a failed connect, calls fail at once with that error this long", unit="s", zero_ok=True
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,18 +88,24 @@ class Host:
     """One [[hosts]] entry. None in an override field means "as [ssh] says"; log_dirs/restart_allowlist None
     means "as [tools.logs] / [tools.services] say"."""
 
-    name: str
-    address: str
-    port: int = 22
-    user: str | None = None
-    identity_file: Path | None = None
-    known_hosts: Path | None = None
-    connect_timeout_s: float | None = None
-    jump: str | None = None
-    groups: tuple[str, ...] = ()
-    log_dirs: tuple[str, ...] | None = None  # absolute paths on that host
-    restart_allowlist: tuple[str, ...] | None = None
-    passphrase_env: str | None = None
+    name: str = setting(doc="the inventory name the model uses", check=_host_name)
+    address: str = setting("", "DNS name or IP address; empty: the name", check=_address)
+    port: int = setting(22, "the SSH port", low=1, high=65535)
+    user: str | None = setting(None, "overrides [ssh] user", check=_user)
+    identity_file: Path | None = setting(None, "overrides [ssh] identity_file")
+    known_hosts: Path | None = setting(None, "overrides [ssh] known_hosts")
+    connect_timeout_s: float | None = setting(None, "overrides [ssh] connect_timeout_s", unit="s")
+    jump: str | None = setting(None, "the [[hosts]] entry to go through (ProxyJump)")
+    groups: tuple[str, ...] = setting((), "labels to pick hosts by")
+    log_dirs: tuple[str, ...] | None = setting(None, "absolute paths on that host", check=_log_dirs)
+    restart_allowlist: tuple[str, ...] | None = setting(
+        None, "units restart_service may restart there", check=unit_names
+    )
+    passphrase_env: str | None = setting(None, "overrides [ssh] passphrase_env", kind="env_name")
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            object.__setattr__(self, "address", self.name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,92 +275,8 @@ def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple
 
 def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:
     """[ssh] and [[hosts]] read from the whole config, every problem recorded on `config`."""
-    ssh = _ssh(config.at("ssh")) if config.has("ssh") else SshSettings()
-    hosts: list[tuple[int, Host]] = []
-    if config.has("hosts"):
-        for entry in config.items("hosts"):
-            if (host := _host(entry)) is not None:
-                hosts.append((int(entry.key or 0), host))
-    for problem in _check_names_and_jumps(hosts):
-        config.problems.append(problem)
+    ssh = (read(SshSettings, config.at("ssh")) if config.has("ssh") else None) or SshSettings()
+    entries = config.items("hosts") if config.has("hosts") else ()
+    hosts = [(int(entry.key or 0), host) for entry in entries if (host := read(Host, entry)) is not None]
+    config.problems.extend(_check_names_and_jumps(hosts))
     return ssh, tuple(h for _, h in hosts)
-
-
-def _ssh(table: Reader) -> SshSettings:
-    table.only(_SSH_KEYS)
-    values: dict[str, Any] = {
-        "user": _user(table, "user"),
-        "identity_file": table.path("identity_file"),
-        "known_hosts": table.path("known_hosts"),
-        "connect_timeout_s": table.seconds("connect_timeout_s"),
-        "idle_timeout_s": table.seconds("idle_timeout_s"),
-        "fail_fast_s": table.seconds("fail_fast_s", zero_ok=True),
-        "max_sessions_per_host": table.int("max_sessions_per_host", low=1, high=64),
-        "passphrase_env": table.env_name("passphrase_env"),
-    }
-    return SshSettings(**{k: v for k, v in values.items() if v is not None})
-
-
-def _host(entry: Reader) -> Host | None:
-    entry.only(_HOST_KEYS)
-    if not entry.require("name"):
-        return None
-    name = entry.str("name")
-    if name is None:
-        return None
-    if not HOST_NAME_RE.fullmatch(name):
-        entry.problem(f"{name!r} must be letters, digits, '.', '_' or '-' (at most 63)", "name")
-        return None
-    address = entry.str("address", name)
-    if not _ADDRESS_RE.fullmatch(address):
-        entry.problem(f"{address!r} is not a host name or IP address", "address")
-        address = name
-    return Host(
-        name=name,
-        address=address,
-        port=entry.int("port", 22, low=1, high=65535),
-        user=_user(entry, "user"),
-        identity_file=entry.path("identity_file"),
-        known_hosts=entry.path("known_hosts"),
-        connect_timeout_s=entry.seconds("connect_timeout_s"),
-        jump=entry.str("jump"),
-        groups=tuple(entry.str_list("groups", [])),
-        log_dirs=_log_dirs(entry),
-        restart_allowlist=_units(entry),
-        passphrase_env=entry.env_name("passphrase_env"),
-    )
-
-
-def _user(table: Reader, key: str) -> str | None:
-    text = table.str(key)
-    if text is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
-        table.problem(f"{text!r} is not a user name", key)
-        return None
-    return text
-
-
-def _log_dirs(entry: Reader) -> tuple[str, ...] | None:
-    dirs = entry.str_list("log_dirs")
-    if dirs is None:
-        return None
-    out = []
-    for i, d in enumerate(dirs):
-        if not d.startswith("/"):
-            entry.problem(f"{d!r} must be an absolute path on that host", f"log_dirs[{i}]")
-            continue
-        out.append(posixpath.normpath(d))
-    if not dirs:
-        entry.problem("must name at least one directory", "log_dirs")
-    return tuple(out)
-
-
-def _units(entry: Reader) -> tuple[str, ...] | None:
-    from tools.systemd_units import UNIT_RE  # the unit grammar [tools.services] and the tools use too
-
-    units = entry.str_list("restart_allowlist")
-    if units is None:
-        return None
-    for i, unit in enumerate(units):
-        if not UNIT_RE.fullmatch(unit):
-            entry.problem(f"{unit!r} is not a unit name", f"restart_allowlist[{i}]")
-    return tuple(units)

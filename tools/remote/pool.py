@@ -244,26 +244,18 @@ class SshPool:
     async def probe(self, host: Host) -> ProbeResult:
         """Connect to `host` (or reuse its connection) and say how that went, for `opsloop check`."""
         start = time.monotonic()
-        via = self.inventory.via(host)
+        where: dict[str, Any] = {
+            "host": host.name,
+            "address": f"{host.address}:{host.port}",
+            "via": self.inventory.via(host),
+        }
         try:
             await self._connection(self._link(host))
         except SshError as e:
             return ProbeResult(
-                host=host.name,
-                address=f"{host.address}:{host.port}",
-                via=via,
-                failure=e.failure,
-                detail=e.detail,
-                fingerprint=e.fingerprint,
-                keyscan=e.keyscan,
+                **where, failure=e.failure, detail=e.detail, fingerprint=e.fingerprint, keyscan=e.keyscan
             )
-        return ProbeResult(
-            host=host.name,
-            address=f"{host.address}:{host.port}",
-            via=via,
-            failure=Failure.OK,
-            ms=(time.monotonic() - start) * 1000,
-        )
+        return ProbeResult(**where, failure=Failure.OK, ms=(time.monotonic() - start) * 1000)
 
     async def probe_all(self, hosts: Iterable[Host] | None = None, *, concurrency: int = 8) -> list[ProbeResult]:
         """`probe` every host (default: the whole inventory), at most `concurrency` at once, in inventory order."""

@@ -20,7 +20,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,19 +112,25 @@ class Runbooks:
         return None
 
 
-def count_steps(body: str) -> int:
-    """Top-level numbered list items (`1.` or `1)`) outside code fences; an item indented to the previous
-    item's text is a sub-item."""
-    steps, fence, content_col = 0, "", 0
+def _outside_fences(body: str) -> Iterator[str]:
+    """The lines of `body` outside fenced code blocks (the fence lines left out too)."""
+    fence = ""
     for line in body.splitlines():
         opened = _FENCE.match(line)
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = ""
-            continue
-        if opened:
+        elif opened:
             fence = opened.group(1)
-            continue
+        else:
+            yield line
+
+
+def count_steps(body: str) -> int:
+    """Top-level numbered list items (`1.` or `1)`) outside code fences; an item indented to the previous
+    item's text is a sub-item."""
+    steps, content_col = 0, 0
+    for line in _outside_fences(body):
         indent = len(line) - len(line.lstrip(" "))
         item = _STEP.match(line)
         if item and (content_col == 0 or indent < content_col):
@@ -138,16 +144,7 @@ def count_steps(body: str) -> int:
 def backticked_tools(runbook: Runbook) -> set[str]:
     """Tool-like names (`check_disk`, `clean_logs()`) written in backticks in the steps, outside code fences."""
     names: set[str] = set()
-    fence = ""
-    for line in runbook.body.splitlines():
-        opened = _FENCE.match(line)
-        if fence:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = ""
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for line in _outside_fences(runbook.body):
         for span in _INLINE_CODE.findall(line):
             word = span.strip().removesuffix("()")
             if _TOOL_NAME.match(word):

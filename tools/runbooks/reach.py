@@ -9,18 +9,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read, setting
 from tools.api import Offer, RunScope
 from tools.runbooks.library import Runbook, RunbookLibrary, backticked_tools
 from tools.runbooks.match import best
 from tools.runbooks.offer import offer_block, thread_line
 
 
+def _some(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...] | None:
+    if not dirs:
+        r.problem("must list at least one directory", key)
+    return dirs or None
+
+
 @dataclass(frozen=True)
 class RunbookDirs:
-    """What the reach read: the directories the runbooks are loaded from (absolute, or relative to the config)."""
+    """[runbooks]: what the reach read."""
 
-    dirs: tuple[Path, ...]
+    dirs: tuple[Path, ...] = setting(
+        doc="the directories the runbooks (*.md) are loaded from, absolute or relative to the config file",
+        why=" (the directories of the team's runbooks, *.md)",
+        check=_some,
+    )
 
 
 class RunbooksReach:
@@ -33,20 +43,7 @@ class RunbooksReach:
     def parse(self, config: Reader, env: Mapping[str, str]) -> RunbookDirs | None:
         if not config.has("runbooks"):
             return None
-        section = config.at("runbooks")
-        if not section.is_table():
-            return None
-        section.only(["dirs"])
-        if not section.require("dirs", " (the directories of the team's runbooks, *.md)"):
-            return None
-        problems = len(config.problems)
-        names = section.str_list("dirs", [])
-        if len(config.problems) > problems:
-            return None
-        if not names:
-            section.problem("must list at least one directory", "dirs")
-            return None
-        return RunbookDirs(tuple(config.base_dir / Path(d).expanduser() for d in names))
+        return read(RunbookDirs, config.at("runbooks"))
 
     def open(self, config: RunbookDirs) -> Mapping[type, object]:
         return {RunbookLibrary: RunbookLibrary(config.dirs)}

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from bot.core.log import configure_logging
 from bot.playground.demo.play import REDIRECT, TASK
 from bot.playground.demo.stage import ALICE, BOB, CAROL

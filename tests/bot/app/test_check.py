@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.app.check import check
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import error, reply, text
 

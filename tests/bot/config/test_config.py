@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config.settings import ConfigError, Settings, load_settings, missing_for_run
+from bot.app.settings import load_settings
+from bot.config.settings import ConfigError, Settings, missing_for_run
 from bot.core.pricing import PRICES, Price, price_for
 from bot.core.types import Usage
 

@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 
 from bot.app.check import check
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from tests.conftest import API_KEY
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.play import REDIRECT, play
 from tests.conftest import API_KEY

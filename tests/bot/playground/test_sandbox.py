@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from bot.playground.demo.model import what_i_do
 from bot.playground.sandbox.server import Sandbox, running_sandbox
 

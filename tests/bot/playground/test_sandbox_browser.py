@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.stage import ALICE, BOB, CAROL
 from bot.playground.sandbox.screenshot import ANSWER, card, play_incident

@@ -14,7 +14,8 @@ from pathlib import Path
 import anthropic._data
 import pytest
 
-from bot.config.settings import load_settings, missing_for_run
+from bot.app.settings import load_settings
+from bot.config.settings import missing_for_run
 from bot.core.pricing import LIFECYCLE, PRICES, Lifecycle, Status, lifecycle, model_problems, sdk_deprecations
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from bot.config.settings import ConfigError, load_settings
+from bot.app.settings import load_settings
+from bot.config.settings import ConfigError
 from tests.support.fakes.kube import FakeKube, pod
 from tests.support.fakes.kube_scenes import NS, crashloop
 from tests.support.proxy import connect_proxy
-from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools import PermissionDenied, ToolError, ToolRegistry
+from tools.config import build_registry
 from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters
 from tools.reaches import parse_reaches
@@ -468,7 +470,7 @@ async def test_a_409_on_the_write_is_the_same_refusal(tmp_path: Path, fake_kube:
         assert shown is not None
         from tools.k8s import writes
 
-        change = await writes.plan_restart(restart.ctx, "api", "deployment", NS, None)  # type: ignore[arg-type]
+        change = await writes.plan_restart(name="api", namespace=NS, ctx=restart.ctx)  # type: ignore[arg-type]
         fake_kube.touch("Deployment", NS, "api")  # after the check, before the write lands
         with pytest.raises(ToolError, match="changed since the card was shown \\(the API server answered 409"):
             await change.send(dry_run=False)

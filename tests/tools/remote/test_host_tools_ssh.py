@@ -27,8 +27,9 @@ from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
 from tests.support.sshserver import SshServer
 from tests.tools.test_tools_services import FAKE_SYSTEMCTL, UNITS
-from tools import PermissionDenied, ToolError, ToolRegistry, build_registry
+from tools import PermissionDenied, ToolError, ToolRegistry
 from tools.builtin.log_reads import compile_pattern
+from tools.config import build_registry
 from tools.remote import SshHosts
 from tools.remote.ere import translate
 from tools.remote.inventory import Host, Inventory, SshSettings
@@ -631,7 +632,7 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from bot.app.check import check
-    from bot.config.settings import load_settings
+    from bot.app.settings import load_settings
     from tests.conftest import API_KEY
 
     good, other = ssh_servers(), ssh_servers()

@@ -21,9 +21,11 @@ from typing import Any
 import psutil
 import pytest
 
-from bot.config.settings import ConfigError, load_settings
+from bot.app.settings import load_settings
+from bot.config.settings import ConfigError
 from tests.support.sshserver import SshServer, fingerprint, keygen
-from tools import ToolError, build_registry
+from tools import ToolError
+from tools.config import build_registry
 from tools.remote import SshHosts
 from tools.remote.command import remote_command
 from tools.remote.inventory import Host, HostsConfigError, Inventory, SshCredentials, SshSettings, load_hosts

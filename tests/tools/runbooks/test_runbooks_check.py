@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.app.check import check
-from bot.config.settings import load_settings
+from bot.app.settings import load_settings
 from bot.core.errors import ConfigError
 from tests.bot.app.test_check import env_for
 from tests.support.fakes.anthropic import reply, text
