@@ -17,12 +17,12 @@ from bot.core.json_body import BadJson, first_unstorable, read_json
 from bot.core.redact import redact
 from bot.core.titles import alert_title
 from bot.core.types import OutboxState
+from bot.run.liveness import owner_id
 from bot.run.prompts import quoted_markers
 from bot.store import AcceptedAlert, AlertGroup, AlertOutcome
 from handlers import messages, mrkdwn
 from handlers.alerts.desk import TASK_MAX, AlertDesk
 from handlers.links import permalink
-from handlers.liveness import owner_id
 
 log = structlog.get_logger("opsloop.alerts")
 

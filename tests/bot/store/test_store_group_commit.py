@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.run.approvals import supersede_by_reply
 from bot.store import Ledger, Store
 from bot.store.changes import StoredChange
-from handlers.approvals import supersede_by_reply
 
 
 async def hold_the_writer(store: Store) -> tuple[threading.Event, asyncio.Future[None]]:
