@@ -8,24 +8,17 @@ run layer never imports Slack, and only bot/run/model.py imports anthropic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.core.errors import OpsloopError
 from bot.core.types import (
     AnswerSink,
     Approval,
-    CallResult,
     ModelRequest,
     ModelResponse,
     Run,
-    RunNews,
     RunResult,
-    RunStatus,
-    StepEntry,
-    StopReason,
-    ToolResultRow,
-    Totals,
 )
 
 if TYPE_CHECKING:
