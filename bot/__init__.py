@@ -1,9 +1,9 @@
 """opsloop's agent runtime: the Protocols the run layer talks to.
 
 The loop (bot/run/loop.py) receives the model and the tools (and the store, bot.store.Store, whose API is declared
-once, by the Ledger's methods); the scheduler (bot/run/scheduler.py) and
-the approval lifecycle (bot/run/approvals.py) talk to Slack through `SlackSide`, which handlers/ implements. The
-run layer never imports Slack, and only bot/run/model.py imports anthropic.
+once, by the Ledger's methods); the scheduler (bot/run/scheduler.py) and the approval lifecycle
+(bot/run/approvals.py) talk to Slack through `SlackSide`, which handlers/ implements. The run layer never imports
+Slack, and only bot/run/model.py imports anthropic.
 """
 
 from __future__ import annotations
