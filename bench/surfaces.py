@@ -52,7 +52,7 @@ async def measure(*, streamed: bool, repeats: int) -> tuple[list[float], list[Co
             model.text_delta_chars = CHARS_PER_TOKEN
             model.text_delta_seconds = 1 / TOKENS_PER_SECOND
             async with bot_env(Path(tmp), slack, model) as env:
-                env.ops.supervisor.stream_answers = streamed
+                env.ops.slack.stream_answers = streamed
                 for n in range(repeats):
                     first_line = answer(n).splitlines()[0]
                     model.script(reply(text(answer(n))))

@@ -1,3 +1,3 @@
-"""The Slack side of opsloop: listeners (mentions, replies, Stop, approval clicks), the approval lifecycle and its
+"""The Slack side of opsloop: listeners (mentions, replies, Stop, approval clicks), the approval cards and their
 policy, Block Kit rendering and every human-facing text, the outbox and the one redacting way out to Slack, and
-the supervisor (handlers/supervisor/) that drives runs under leases and speaks for each in its thread."""
+what the run layer's Supervisor asks of Slack (handlers/supervisor/: each run's thread)."""

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.run.approvals import ApprovalDesk
 from bot.store import Store
 from handlers.after_ack import AfterAck
-from handlers.approvals import ApprovalDesk
 from handlers.membership import Membership
 from handlers.slack_out import SlackOut
 

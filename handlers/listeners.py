@@ -7,11 +7,12 @@ from typing import Any
 import structlog
 from slack_bolt.async_app import AsyncApp
 
+from bot.run.scheduler import Supervisor
 from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
 from handlers.alerts.desk import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.inbound import Inbound
-from handlers.supervisor import Supervisor
+from handlers.supervisor import Slack
 
 log = structlog.get_logger("opsloop.app")
 
@@ -20,24 +21,24 @@ ACTIONS = (APPROVE, DENY, STOP, FEEDBACK)
 SHORTCUTS = (INVESTIGATE,)  # message shortcuts (manifest.yml features.shortcuts callback_id)
 
 
-def register(app: AsyncApp, sup: Supervisor, alerts: AlertDesk | None = None) -> None:
+def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | None = None) -> None:
     """Thin listeners: dedupe, persist, then ack, and hand off. Model work never runs inside an ack.
 
     The app runs with process_before_response: Slack gets its ack when the listener returns, so a
     listener that raises (the store failed) sends no ack (Socket Mode) or a 500 (HTTP) and Slack
-    delivers the event again. Listeners keep Slack calls out of that path (`sup.after_ack`)."""
+    delivers the event again. Listeners keep Slack calls out of that path (`slack.after_ack`)."""
 
     inbound = Inbound(
         store=sup.store,
-        out=sup.out,
-        after_ack=sup.after_ack,
-        client=sup.client,
-        membership=sup.membership,
-        approvals=sup.approval_desk,
+        out=slack.out,
+        after_ack=slack.after_ack,
+        client=slack.client,
+        membership=slack.membership,
+        approvals=sup.approvals,
         channels=lambda: sup.settings.channels,  # ids once start-up resolved the config's `#name`s
         model=sup.settings.model.primary,
         start=lambda run_id: sup.start(run_id, after_deliveries=True),
-        bot_user=lambda: sup.bot_user_id,  # set once auth.test answered, after registration
+        bot_user=lambda: slack.bot_user_id,  # set once auth.test answered, after registration
     )
 
     async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -49,10 +50,10 @@ def register(app: AsyncApp, sup: Supervisor, alerts: AlertDesk | None = None) ->
 
     home_desk = home.HomeDesk(
         store=sup.store,
-        membership=sup.membership,
-        policy=sup.policy,
-        out=sup.out,
-        after_ack=sup.after_ack,
+        membership=slack.membership,
+        policy=slack.policy,
+        out=slack.out,
+        after_ack=slack.after_ack,
         max_steps=sup.settings.limits.max_iterations,
     )
 
@@ -64,18 +65,17 @@ def register(app: AsyncApp, sup: Supervisor, alerts: AlertDesk | None = None) ->
         app.event(name)(event_handlers[name])  # bolt acks once it returns
     stop_desk = stop.StopDesk(
         store=sup.store,
-        outbox=sup.outbox,
-        out=sup.out,
-        after_ack=sup.after_ack,
-        policy=sup.policy,
-        approvals=sup.approval_desk,
+        outbox=slack.outbox,
+        out=slack.out,
+        after_ack=slack.after_ack,
+        policy=slack.policy,
         stop=sup.stop,
     )
     action_handlers = {
-        APPROVE: lambda body: approvals.on_decision(sup.approval_desk, body, approve=True),
-        DENY: lambda body: approvals.on_decision(sup.approval_desk, body, approve=False),
+        APPROVE: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=True),
+        DENY: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=False),
         STOP: lambda body: stop.on_stop(stop_desk, body),
-        FEEDBACK: lambda body: feedback.on_feedback(sup.store, sup.outbox, body),
+        FEEDBACK: lambda body: feedback.on_feedback(sup.store, slack.outbox, body),
     }
     for action_id in ACTIONS:
         app.action(action_id)(_action_listener(action_handlers[action_id]))

@@ -11,7 +11,8 @@ import structlog
 from slack_sdk.errors import SlackApiError
 
 from bot.core.redact import redact
-from handlers import approvals, messages
+from bot.run import approvals
+from handlers import messages
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.inbound import Inbound
 from handlers.replies import after_reply

@@ -31,10 +31,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.core.errors import OpsloopError
 from bot.core.redact import redact_truncate
 from bot.core.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
+from bot.run.liveness import owner_id
 from bot.store import Store
 from handlers.after_ack import AfterAck
 from handlers.blocks import SlackMessage, approval_card
-from handlers.liveness import owner_id
 from handlers.slack_out import SlackOut
 from handlers.slack_pages import slack_pages
 

@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from bot.core.types import AcceptedReply
-from handlers import approvals
+from bot.run import approvals
 from handlers.event_filters import allowed_channel, is_from_a_bot, malformed, message_text
 from handlers.inbound import Inbound
 

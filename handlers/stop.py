@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from bot.core.types import Run, StopReason
+from bot.core.types import Run
 from bot.store import Store
 from handlers import approvals, messages
 from handlers.after_ack import AfterAck
-from handlers.approvals import ApprovalDesk
 from handlers.blocks import STOP
 from handlers.event_filters import dig
 from handlers.outbox import Failure, Outbox
@@ -24,17 +23,16 @@ log = structlog.get_logger("opsloop.stop")
 
 @dataclass(frozen=True)
 class StopDesk:
-    """What a Stop click needs, and nothing else: the run and its stop flag (store), what the bot posted (outbox:
-    the status message), who may stop (policy), the cards a stop supersedes, the refusals it sends after the ack,
-    and the Supervisor's `stop` (ends the run where it is driven)."""
+    """What a Stop click needs, and nothing else: the run (store), what the bot posted (outbox: the status
+    message), who may stop (policy), the refusals it sends after the ack, and the Supervisor's `stop` (records
+    the Stop, supersedes the run's cards, ends the run where it is driven)."""
 
     store: Store
     outbox: Outbox
     out: SlackOut
     after_ack: AfterAck
     policy: ApprovalPolicy
-    approvals: ApprovalDesk
-    stop: Callable[[str], None]
+    stop: Callable[[str, str], Awaitable[None]]
 
 
 async def on_stop(desk: StopDesk, body: dict[str, Any]) -> None:
@@ -56,10 +54,7 @@ async def on_stop(desk: StopDesk, body: dict[str, Any]) -> None:
     if user != run.requester and not await desk.policy.may_approve(user, "mutating"):
         desk.after_ack.spawn(ephemeral(desk.out, body, messages.not_allowed_to_stop()), name="stop_refused")
         return
-    if await desk.store.request_stop(run_id, user):
-        # Recorded before the ack: a paused run asks nobody anything any more, whichever process resumes it.
-        await approvals.supersede_for_stop(desk.approvals, run_id, by=user, why=StopReason.CANCELLED.value)
-        desk.stop(run_id)
+    await desk.stop(run_id, user)
 
 
 async def _off_its_status(desk: StopDesk, run: Run, where: approvals.Clicked) -> str | None:

@@ -22,9 +22,9 @@ import yaml
 from bot.app.cli import parser
 from bot.app.settings import load_settings
 from bot.config.settings import missing_for_run
+from bot.run.scheduler import Supervisor
 from handlers.after_ack import AfterAck
 from handlers.outbox import Outbox
-from handlers.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -2,8 +2,9 @@
 
 The layers, bottom first (a module imports only its own layer and the ones below it):
   0. the ground floor, bot/core/: types, errors, redaction, prices, wording; it imports nothing else of ours;
-  1. the core: bot/config/, bot/store/, bot/run/ (the run loop and what it drives), `bot` itself (the Protocols the
-     loop talks to), and the tool API: the modules directly in tools/ (tools.api, tools.registry, ...);
+  1. the core: bot/config/, bot/store/, bot/run/ (the run loop and what it drives, the scheduler and the approval
+     lifecycle), `bot` itself (the Protocols the run layer talks to, Slack's among them), and the tool API: the
+     modules directly in tools/ (tools.api, tools.registry, ...);
   2. the reaches: each folder in tools/ (tools/k8s/, tools/remote/, tools/builtin/, ...);
   3. the list of reaches: tools.reaches and tools.config, which load every reach by name;
   4. handlers/ (the Slack side);
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bot", "handlers", "tools")
 LAYERED = (*PACKAGES, "bench")
 RUNTIME = "bot.run.loop"
+SCHEDULER = "bot.run.scheduler"
 CLI = "bot.app.cli"
 
 # The layers by folder, bottom first (the docstring's numbers); a reach is any folder of tools/.
@@ -288,7 +290,7 @@ def test_a_reach_imports_no_other_reach() -> None:
 
 def test_the_layer_walk_sees_an_upward_import() -> None:
     """The layer test would notice one: the runtime (the core) importing handlers or a reach is upward."""
-    assert layer("bot.core.types") < layer(RUNTIME) == layer("tools.registry") == layer("bot.store.ledger")
+    assert layer("bot.core.types") < layer(RUNTIME) == layer(SCHEDULER) == layer("bot.store.ledger")
     assert layer(RUNTIME) < layer("tools.k8s.clusters") < layer("tools.reaches") < layer("handlers.approvals")
     assert layer("handlers.approvals") < layer("bot.app.wiring") < layer("bench.k8s") == layer("bot.replay.cli")
     assert reach("tools.builtin.http") == "tools.builtin" and reach("tools.api") is None
@@ -312,8 +314,9 @@ def test_the_tool_api_imports_only_its_whitelist() -> None:
 
 
 def test_the_runtime_imports_nothing_from_handlers() -> None:
+    """The loop, and the scheduler and approval lifecycle that drive it: Slack is a Protocol to them (bot.SlackSide)."""
     edges = graph()
-    runtime = reachable(edges, RUNTIME)
+    runtime = reachable(edges, RUNTIME) | reachable(edges, SCHEDULER) | reachable(edges, "bot.run.approvals")
     into_handlers = sorted(f"{m} -> {t}" for m in runtime for t in edges[m] if t.split(".")[0] == "handlers")
     assert into_handlers == []
 

@@ -12,12 +12,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.metrics import MetricsServer
 from bot.config.settings import Settings
+from bot.run.scheduler import Supervisor
 from bot.store import Store
 from handlers.alerts import sources as alert_sources
 from handlers.alerts.desk import AlertDesk
 from handlers.outbox import Outbox
 from handlers.socket_mode import SocketMode
-from handlers.supervisor import Supervisor
+from handlers.supervisor import Slack
 from tools import ToolRegistry
 
 
@@ -31,6 +32,7 @@ class Opsloop:
     client: AsyncWebClient
     app: AsyncApp
     supervisor: Supervisor
+    slack: Slack  # the Slack side of the runs: what the supervisor asks of Slack, and what the listeners share
     outbox: Outbox
     socket: SocketMode | None = None
     http: web.AppRunner | None = None
@@ -49,7 +51,7 @@ class Opsloop:
 
     def use(self, settings: Settings) -> None:
         """The settings with the config's `#name` channels resolved to ids (start-up), for every listener."""
-        self.settings = self.supervisor.settings = settings
+        self.settings = self.supervisor.settings = self.slack.settings = settings
         if self.alerts is not None:
             alert_sources.use(settings.alerts, self.alerts)
 
@@ -72,7 +74,7 @@ class Opsloop:
         if self.http is not None:
             await self.http.cleanup()
         await self.supervisor.close()
-        await self.supervisor.after_ack.close()  # after the runs: they spawn card-copy updates too
+        await self.slack.after_ack.close()  # after the runs: they spawn card-copy updates too
         await self.outbox.close()
         await self.tools.aclose()
         if self.owned_llm is not None:

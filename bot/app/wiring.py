@@ -33,6 +33,7 @@ from bot.config.settings import Settings
 from bot.core.errors import OpsloopError
 from bot.core.pricing import model_problems, price_for
 from bot.run.model import AnthropicModel, claude_client
+from bot.run.scheduler import Supervisor
 from bot.store import Store
 from bot.store.backends import WAKE_OUTBOX
 from handlers.alerts import sources as alert_sources
@@ -42,7 +43,7 @@ from handlers.listeners import register
 from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.socket_mode import SocketMode
-from handlers.supervisor import Supervisor
+from handlers.supervisor import Slack
 from tools.config import build_registry
 from tools.reaches import TABLES
 
@@ -125,27 +126,28 @@ async def build(
         process_before_response=True,  # store, then ack: see register()
     )
     outbox = Outbox(store=store, client=client)
+    slack = Slack(
+        settings=settings, store=store, client=client, policy=ApprovalPolicy(settings.approvals, client), outbox=outbox
+    )
     sup = Supervisor(
         settings=settings,
         store=store,
-        client=client,
         tools=tools,
         model_for=model_for or claude_for,
         price_for=lambda m: price_for(m, settings.model.prices)[0],
-        policy=ApprovalPolicy(settings.approvals, client),
-        outbox=outbox,
+        slack=slack,
     )
     desk = AlertDesk(
         store=sup.store,
-        outbox=sup.outbox,
-        out=sup.out,
-        after_ack=sup.after_ack,
+        outbox=slack.outbox,
+        out=slack.out,
+        after_ack=slack.after_ack,
         start=sup.start,
         nudge=sup.nudge,
         model=settings.model.primary,
     )
     alert_sources.start(settings.alerts, desk)
-    register(app, sup, desk)
+    register(app, sup, slack, desk)
     return Opsloop(
         settings=settings,
         store=store,
@@ -153,6 +155,7 @@ async def build(
         client=client,
         app=app,
         supervisor=sup,
+        slack=slack,
         outbox=outbox,
         owned_llm=None if model_client is not None else llm,
         llm=llm,
@@ -184,7 +187,7 @@ async def start(
     if has_channel_names(ops.settings):  # before any delivery: the listeners compare channel ids
         resolved, _, _ = await until_reachable(ops, "slack", url, lambda: resolve_channels(ops.settings, ops.client))
         ops.use(resolved)
-    ops.supervisor.bot_user_id = ops.outbox.bot_user_id = str(auth.get("user_id", ""))
+    ops.slack.bot_user_id = ops.outbox.bot_user_id = str(auth.get("user_id", ""))
     await ops.outbox.start()  # what an earlier process stored but never sent goes out now
     ops.store.listen(lambda news: _wake(ops, news))  # Postgres: other replicas' decisions, replies, stops
     await prune_events_once(ops.store)
@@ -192,12 +195,12 @@ async def start(
     if freeze_heap:
         freeze_startup_heap()
     if ops.settings.slack_app_token:
-        ops.socket = SocketMode(ops.app, ops.settings.slack_app_token, after_ack=ops.supervisor.after_ack)
+        ops.socket = SocketMode(ops.app, ops.settings.slack_app_token, after_ack=ops.slack.after_ack)
         await until_reachable(ops, "slack", url, ops.socket.connect_async)
         log.info("socket_mode.connected")
     else:
         web_app = ops.app.web_app(path="/slack/events", port=port)
-        web_app.middlewares.append(deliveries_in_hand(ops.supervisor.after_ack))
+        web_app.middlewares.append(deliveries_in_hand(ops.slack.after_ack))
         web_app.middlewares.append(junk_timestamp_is_a_bad_signature)
         web_app.middlewares.append(unreadable_payloads(ops.settings.slack_signing_secret or ""))
         ops.http = web.AppRunner(web_app)

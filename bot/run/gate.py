@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot import RunStore, Toolbox
+from bot import Toolbox
 from bot.core.redact import redact
 from bot.core.types import ConfirmRequest, Decision, RunNews, RunStatus, StopReason, ToolCall
 from bot.run import events, prompts
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
 
+    from bot.store import Store
+
 
 class GateConfig(Protocol):
     """What the gate reads of a RunConfig."""
@@ -31,7 +33,7 @@ class GateConfig(Protocol):
     @property
     def tools(self) -> Toolbox: ...
     @property
-    def store(self) -> RunStore: ...
+    def store(self) -> Store: ...
     @property
     def limits(self) -> Limits: ...
     @property
@@ -58,7 +60,7 @@ class ToolGate:
     paused: float
 
     # The run's own (bot.run.loop._Run defines them): its status events, its trace, its Stop check, its deadline.
-    async def emit(self, kind: type[events.RunEvent], **data: Any) -> None:
+    async def emit(self, kind: type[events.RunEvent], call: ToolCall | None = None, **data: Any) -> None:
         raise NotImplementedError
 
     async def trace(self, kind: str, **data: Any) -> None:
@@ -105,14 +107,7 @@ class ToolGate:
     async def call_and_tell(self, call: ToolCall) -> Outcome:
         """One call, then a status event with its outcome (as soon as it has one, before its batch ends)."""
         outcome = await self.call_tool(call)
-        await self.emit(
-            events.ToolDone,
-            step=self.iterations,
-            call_id=call.id,
-            tool=call.name,
-            is_error=outcome.is_error,
-            result=outcome.content,
-        )
+        await self.emit(events.ToolDone, call, is_error=outcome.is_error, result=outcome.content)
         return outcome
 
     async def call_tool(self, call: ToolCall) -> Outcome:
@@ -154,7 +149,7 @@ class ToolGate:
                     await self.check_stop_requested()  # refused because a Stop landed: the change is not made
                     raise Pause(f"another driver already started {call.name} ({call.id})")
                 marked = True
-            await self.emit(events.ToolStarted, step=self.iterations, call_id=call.id, tool=call.name, args=call.args)
+            await self.emit(events.ToolStarted, call, args=call.args)
             async with self.deadline(f"running {call.name}"):
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
@@ -192,9 +187,7 @@ class ToolGate:
             args_hash=digest(args),
             preview_hash=digest(preview) if preview is not None else None,
         )
-        await self.emit(
-            events.WaitingApproval, step=self.iterations, call_id=call.id, tool=call.name, category=tool.category.value
-        )
+        await self.emit(events.WaitingApproval, call, category=tool.category.value)
         await self.cfg.store.set_status(self.id, RunStatus.WAITING_APPROVAL)
         began = time.monotonic()
         try:
@@ -203,13 +196,7 @@ class ToolGate:
             self.paused += time.monotonic() - began
         await self.cfg.store.set_status(self.id, RunStatus.RUNNING)  # not on cancel: the run stays paused
         await self.emit(
-            events.ApprovalDecided,
-            step=self.iterations,
-            call_id=call.id,
-            tool=call.name,
-            approved=decision.approved,
-            by=decision.confirmed_by,
-            outcome=decision.outcome,
+            events.ApprovalDecided, call, approved=decision.approved, by=decision.confirmed_by, outcome=decision.outcome
         )
         await self.trace(
             "decision",

@@ -9,11 +9,13 @@ summary stays as it was.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot import RunStore
 from bot.core.types import CallResult, ToolCall, ToolResultRow
 from bot.run.summary import DESCRIPTION, INPUT_SCHEMA, TOOL_NAME, CallOutcome, CallStatus, Summary, refusal, validate
+
+if TYPE_CHECKING:
+    from bot.store import Store
 
 __all__ = ["ACCEPTED", "TOOL_NAME", "offered", "outcomes", "schema", "update"]
 
@@ -46,7 +48,7 @@ def outcomes(
 
 
 async def update(
-    store: RunStore,
+    store: Store,
     run_id: str,
     call: ToolCall,
     *,

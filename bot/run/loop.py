@@ -13,11 +13,11 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from bot import ModelClient, RunStore, Toolbox
+from bot import ModelClient, Toolbox
 from bot.core.pricing import Price
 from bot.core.redact import redact, redact_value
 from bot.core.types import (
@@ -54,6 +54,9 @@ from bot.run.history import (
 )
 from tools.api import RunScope, run_scope
 
+if TYPE_CHECKING:
+    from bot.store import Store
+
 log = structlog.get_logger("opsloop.run")
 
 MAX_OUTPUT_TOKENS = 128_000  # the current models' output ceiling
@@ -73,7 +76,7 @@ class RunConfig:
     """Everything one run needs; the loop imports none of it."""
 
     model: ModelClient
-    store: RunStore
+    store: Store
     tools: Toolbox
     price_for: Callable[[str], Price]  # each response is priced at the model that answered it
     system_prompt: str = prompts.SYSTEM_PROMPT  # a new run's; a stored run keeps the one it started with
@@ -246,7 +249,7 @@ class _Run(Condenser, ToolGate):
         if self.iterations >= self.cfg.limits.max_iterations:
             raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
         self.iterations += 1
-        await self.emit(events.Iteration, step=self.iterations)
+        await self.emit(events.Iteration)
         await self.inject(news.inbox if news else None)
         sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink else None
         try:
@@ -381,7 +384,7 @@ class _Run(Condenser, ToolGate):
         )
         await self.store_turn(tool_calls(content), totals=self.totals(model=response.model), steps=self.take_steps())
         if thought := reasoning(content):
-            await self.emit(events.Reasoning, step=self.iterations, text=thought)
+            await self.emit(events.Reasoning, text=thought)
         self.check_budgets()
         prompt = response.bills[-1][1].prompt_tokens  # this request's prompt, not the sum over retries
         if (budget := self.cfg.context_budget_tokens) and prompt > budget and tool_calls(content):
@@ -445,11 +448,8 @@ class _Run(Condenser, ToolGate):
         of a turn an earlier drive stored (`resumed`) can have stored results: this drive's fresh ones have none."""
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls]) if resumed else {}
         if fresh_calls := [c for c in calls if c.id not in done]:
-            await self.emit(
-                events.ToolsAnnounced,
-                step=self.iterations,
-                calls=tuple(events.Announced(id=c.id, tool=c.name, args=c.args) for c in fresh_calls),
-            )
+            announced = tuple(events.Announced(id=c.id, tool=c.name, args=c.args) for c in fresh_calls)
+            await self.emit(events.ToolsAnnounced, calls=announced)
         results: dict[str, tuple[str, bool]] = {}
         for group in self.batches(calls):
             for call in (c for c in group if c.id in done):  # answered before a restart
@@ -477,7 +477,7 @@ class _Run(Condenser, ToolGate):
             self.cfg.store, self.id, call, step=self.iterations, turn=self.pending_calls(), answered=self.unsaved
         )
         if summary is not None:
-            await self.emit(events.Summarized, step=self.iterations, summary=summary)
+            await self.emit(events.Summarized, summary=summary)
         return Outcome(text, is_error=summary is None, counts=False)
 
     async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
@@ -578,11 +578,16 @@ class _Run(Condenser, ToolGate):
         except Exception:  # streaming is a courtesy: the answer is still posted through the outbox
             log.exception("answer_sink_failed")
 
-    async def emit(self, kind: type[events.RunEvent], **data: Any) -> None:
+    async def emit(self, kind: type[events.RunEvent], call: ToolCall | None = None, **data: Any) -> None:
+        """Tell the watchers (`on_event`): an event of this step, with what the run spent so far; `call`: the call
+        it is about."""
         if self.cfg.on_event is None:
             return
+        if call is not None:
+            data.update(call_id=call.id, tool=call.name)
         try:
-            await self.cfg.on_event(kind(run_id=self.id, tokens=self.usage.paid_tokens, cost_usd=self.cost, **data))
+            tokens, cost = self.usage.paid_tokens, self.cost
+            await self.cfg.on_event(kind(run_id=self.id, step=self.iterations, tokens=tokens, cost_usd=cost, **data))
         except Exception:  # a status message must never break the run
             log.exception("event_callback_failed", kind=kind.__name__)
 
@@ -617,7 +622,7 @@ class _Run(Condenser, ToolGate):
             cost_usd=round(self.cost, 6),
         )
         result = self.result(reason, detail, output, by)
-        await self.emit(events.Finished, step=self.iterations, result=result)
+        await self.emit(events.Finished, result=result)
         return result
 
 

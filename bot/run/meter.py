@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot import ModelClient, RunStore
+from bot import ModelClient
 from bot.core.types import ModelResponse, RunResult, StopReason, Totals, Usage
 from bot.run.guards import Limits, Stop
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from bot.core.pricing import Price
+    from bot.store import Store
 
 
 class MeterConfig(Protocol):
@@ -27,7 +28,7 @@ class MeterConfig(Protocol):
     @property
     def model(self) -> ModelClient: ...
     @property
-    def store(self) -> RunStore: ...
+    def store(self) -> Store: ...
     @property
     def limits(self) -> Limits: ...
     @property

@@ -174,7 +174,7 @@ class Approvals(LedgerBase):
         decided_at: float | None = None,
     ) -> bool:
         """Store who has approved a pending approval so far (compare-and-set on pending, durably); with `decided_by`,
-        that click approves it. When a click is the last one required is decided in handlers/approvals.py."""
+        that click approves it. When a click is the last one required is decided in bot/run/approvals.py."""
         fields: dict[str, Any] = {"approvals": list(approvals)}
         if decided_by is not None:
             fields.update(

@@ -40,7 +40,7 @@ from bot.store.trace import Trace
 T = TypeVar("T")
 
 
-# The approval rule for a reply stored in a run's inbox (handlers/approvals.py `supersede_by_reply`): given the
+# The approval rule for a reply stored in a run's inbox (bot/run/approvals.py `supersede_by_reply`): given the
 # ledger inside the transaction that stores the reply, it returns the ids of the approvals the reply supersedes.
 ReplyRule = Callable[["Ledger", Run, InboxItem], tuple[str, ...]]
 
@@ -251,7 +251,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         on_reply: ReplyRule,
     ) -> AcceptedReply | None:
         """Claim a thread reply's event and put it in the active run's inbox in one transaction, with what
-        `on_reply` (the approval rule: handlers/approvals.py) decides about the run's pending approvals.
+        `on_reply` (the approval rule: bot/run/approvals.py) decides about the run's pending approvals.
         None: a duplicate, or no active run in the thread."""
         with self._durably(), self._atomic():
             if not self.claim_event(event_id):

@@ -219,7 +219,7 @@ class StoreBase(Caller):
 
     async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """`fn(ledger)` as one unit, like every call (see `_call`): for a rule that reads and writes through the
-        store's plain operations together, e.g. handlers/approvals.py's N-of-M count. `fn` may run more than
+        store's plain operations together, e.g. bot/run/approvals.py's N-of-M count. `fn` may run more than
         once (a retried conflict or transient error): it must only use the ledger."""
         return await self._call(fn, urgent=urgent)
 

@@ -12,12 +12,12 @@ from aiohttp import web
 
 from bot.core.redact import redact
 from bot.core.types import OutboxState
+from bot.run.liveness import owner_id
 from bot.store import AcceptedAlert, AlertOutcome
 from handlers import messages
 from handlers.alerts.desk import AlertDesk
 from handlers.alerts.source import BadPayload, HttpSource
 from handlers.links import permalink
-from handlers.liveness import owner_id
 
 log = structlog.get_logger("opsloop.alerts")
 

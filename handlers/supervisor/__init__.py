@@ -1,9 +1,7 @@
-"""One run per Slack thread: the Supervisor starts, resumes, wakes and stops runs under leases (scheduler.py);
-`IncidentThread` gives one run its Slack-side callbacks (thread.py), its status line (status.py) and posts its
-answer or report (answer.py)."""
+"""The Slack side of the runs the run layer's Supervisor (bot/run/scheduler.py) drives: `Slack` and one
+`IncidentThread` per drive (thread.py), its status line (status.py) and loading status (loading.py)."""
 
-from handlers.supervisor.scheduler import Supervisor
 from handlers.supervisor.status import StatusMessage
-from handlers.supervisor.thread import IncidentThread
+from handlers.supervisor.thread import IncidentThread, Slack
 
-__all__ = ["IncidentThread", "StatusMessage", "Supervisor"]
+__all__ = ["IncidentThread", "Slack", "StatusMessage"]

@@ -43,9 +43,9 @@ async def test_loading_status_is_refreshed_through_a_long_tool_call_and_cleared_
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         gate = incident_tools.hold("list_large_files")
-        env.ops.supervisor.loading_refresh_seconds = 0.15
-        env.ops.supervisor.loading_show_after_seconds = 0.0
-        env.ops.supervisor.loading_min_interval_seconds = 0.05
+        env.ops.slack.loading_refresh_seconds = 0.15
+        env.ops.slack.loading_show_after_seconds = 0.0
+        env.ops.slack.loading_min_interval_seconds = 0.05
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()
         began = time.monotonic()
@@ -81,7 +81,7 @@ async def test_a_fast_twenty_step_run_sends_far_fewer_loading_updates_than_steps
     steps = [reply(tool_use("list_large_files", {"host": f"web-{i:02}", "path": "/var/log"})) for i in range(19)]
     fake_anthropic.script(*steps, reply(text("Nothing large anywhere.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:  # the shipped coalescing settings
-        sup = env.ops.supervisor
+        sup = env.ops.slack
         began = time.monotonic()
         channel, ts = await env.mention(TASK)
         await env.wait_final(channel, ts)
@@ -102,7 +102,7 @@ async def test_a_slow_steps_loading_status_is_still_shown_once_it_has_stood(
         reply(text("212 rotated nginx logs fill /var.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
-        env.ops.supervisor.loading_show_after_seconds = 0.2
+        env.ops.slack.loading_show_after_seconds = 0.2
         gate = incident_tools.hold("list_large_files")
         channel, ts = await env.mention(TASK)
         await gate.wait_entered()

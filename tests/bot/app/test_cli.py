@@ -15,8 +15,8 @@ import pytest
 
 from bot.app.cli import main, parser
 from bot.core.types import StopReason
+from bot.run.approvals import count_approval
 from bot.store import Ledger
-from handlers.approvals import count_approval
 from tools.reaches import TABLES
 
 

@@ -7,9 +7,9 @@ import json
 import sqlite_utils
 
 from bot.core.types import ApprovalState, DecisionCause, InboxState, Run, RunStatus, StopReason, Totals, Usage
+from bot.run.approvals import count_approval
 from bot.store import Ledger
 from bot.store.migrations import sqlite_migrations as migrations
-from handlers.approvals import count_approval
 
 NEVER = 2e9
 

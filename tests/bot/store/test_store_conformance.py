@@ -30,9 +30,9 @@ from bot.core.types import (
     Totals,
     Usage,
 )
+from bot.run.approvals import add_approver, supersede_by_reply
 from bot.store import Store
 from bot.store.backends import is_postgres
-from handlers.approvals import add_approver, supersede_by_reply
 from handlers.policy import requesters
 
 TASK = "web-03 is paging: disk full on /var, please fix"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.run.approvals import supersede_by_reply
 from bot.store import Ledger, Store
-from handlers.approvals import supersede_by_reply
 from tools.changes.store import StoredChange, record_changes
 from tools.reaches import TABLES
 

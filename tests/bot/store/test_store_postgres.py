@@ -25,11 +25,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.core.types import ApprovalState, DecisionCause, OutboxKind, OutboxPost, Run
+from bot.run.approvals import add_approver, supersede_by_reply
 from bot.store import Ledger, Store, StoreUnavailable
 from bot.store.backends import WAKE_OUTBOX, WAKE_RUNS, PgListener
 from bot.store.migrations import KNOWN as CORE_KNOWN
 from bot.store.migrations import PG_MIGRATIONS, PG_RECORD, SchemaTooNew, SchemaVersion
-from handlers.approvals import add_approver, supersede_by_reply
 from tests.support import pgserver
 from tools.reaches import TABLES as REACH_TABLES
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from bot.core.types import ApprovalState, InboxState
+from bot.run.approvals import supersede_by_reply
 from bot.store import Ledger
-from handlers.approvals import supersede_by_reply
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event, message_event
 from tests.support.harness import ALICE, BOB, CHANNEL, BotEnv, bot_env, card_state, sign, text_of

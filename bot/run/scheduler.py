@@ -1,43 +1,32 @@
 """Drives this process's share of the runs: claims runnable ones with a lease, heartbeats it, resumes runs whose
 approval was decided or whose driver died, hands them back when they pause or the process stops.
 
-An approval is a row in the store: the waiting coroutine can die with the process and a resumed run finds the
-same row again. The run's Slack side is handlers/supervisor/thread.py (callbacks), status.py (status line)
-and answer.py (answer or report); which lease owners are dead is handlers/liveness.py.
+An approval is a row in the store (bot/run/approvals.py): the waiting coroutine can die with the process and a
+resumed run finds the same row again. What a run shows in Slack is the Slack side's (`bot.SlackSide`, one
+`bot.RunThread` per drive); which lease owners are dead is bot/run/liveness.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ModelClient
+from bot import ModelClient, RunThread, SlackSide
 from bot.config.settings import Settings
 from bot.core.pricing import Price
 from bot.core.redact import redact
 from bot.core.types import Run, RunResult, StopReason
+from bot.run import approvals
 from bot.run.guards import Pause
+from bot.run.liveness import dead_owners, owner_id
 from bot.run.loop import AtEndWrites, RunConfig, run
 from bot.store import Store, StoreUnavailable
-from handlers import approvals
-from handlers.after_ack import AfterAck
-from handlers.approvals import ApprovalDesk
-from handlers.links import permalink as thread_permalink
-from handlers.liveness import dead_owners, owner_id
-from handlers.membership import Membership
-from handlers.names import SlackNames
-from handlers.outbox import Cards, Outbox
-from handlers.policy import ApprovalPolicy
-from handlers.slack_out import SlackOut
-from handlers.supervisor.thread import IncidentThread
-from tools.api import AtEnd, RunFacts
+from tools.api import RunScope
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger("opsloop.supervisor")
@@ -45,36 +34,21 @@ log = structlog.get_logger("opsloop.supervisor")
 
 @dataclass
 class Supervisor:
-    """Drives this process's share of the runs: claims runnable ones with a lease, heartbeats it, hands them
-    back when they pause or the process stops. Any number of processes can share one store."""
+    """Drives this process's share of the runs (see the module docstring). Any number of processes can share one
+    store."""
 
     settings: Settings
     store: Store
-    client: AsyncWebClient
     tools: ToolRegistry
     model_for: Callable[[str], ModelClient]  # stored model name -> a fresh per-run client
     price_for: Callable[[str], Price]
-    policy: ApprovalPolicy
-    outbox: Outbox  # the approval card, its updates, the answer and the report: stored, then sent exactly once
-    bot_user_id: str = ""
+    slack: SlackSide  # the threads, the cards, the answers
     lease_seconds: float = 10.0  # another host's dead driver: its runs are taken over this long after its heartbeat
     poll_seconds: float = 1.0  # how often the store is asked for runnable runs (decisions made elsewhere)
-    # The loading status under a thread is set again this often during a long step (Slack drops it 2 min after
-    # it was set): under the expiry, with room for a slow call.
-    loading_refresh_seconds: float = 90.0
-    # … shown only once a step's text has stood this long (a fast step sends nothing), and at most one update
-    # per `loading_min_interval_seconds` (a 20-step run sent 42 calls, one per step and per tool).
-    loading_show_after_seconds: float = 1.0
-    loading_min_interval_seconds: float = 2.0
-    # False once Slack refused a status message for its plan block (an older workspace): every run's status is
-    # the one-line section from then on, after that one refused update.
-    plan_blocks: bool = True
-    stream_answers: bool = True  # stream answers as the model writes them (handlers/stream.py); False: post at the end
     grace_seconds: float = 8.0  # on shutdown, how long running runs get to reach a step boundary
-    after_ack: AfterAck = dataclasses.field(default_factory=AfterAck)  # listeners' Slack calls, off the ack path
 
     def __post_init__(self) -> None:
-        self.owner = owner_id()  # host:pid:pid-namespace:random (see handlers.liveness)
+        self.owner = owner_id()  # host:pid:pid-namespace:random (see bot.run.liveness)
         self.tasks: dict[str, asyncio.Task[RunResult | None]] = {}
         # Runs whose lease this process holds, each with the drive that took it (a task may not have claimed yet).
         self.driving: dict[str, object] = {}
@@ -83,16 +57,8 @@ class Supervisor:
         self._draining = False
         self._told_store_down: set[str] = set()  # runs whose thread heard that the store is down (once each)
         self.dead: list[str] = []  # lease owners known to be dead (crashed processes on this host)
-        self.membership = Membership(self.client)  # who is in which conversation (App Home, the shortcut)
-        self.names = SlackNames(self.client)  # display names and user-group handles (display only)
-        self.cards = Cards(outbox=self.outbox, out=self.out, after_ack=self.after_ack)
-        self.approval_desk = ApprovalDesk(
-            store=self.store,
-            settings=self.settings.approvals,
-            policy=self.policy,
-            cards=self.cards,
-            names=self.names,
-            nudge=self.nudge,
+        self.approvals = approvals.ApprovalDesk(
+            store=self.store, settings=self.settings.approvals, cards=self.slack, nudge=self.nudge
         )
 
     # --- run lifecycle ------------------------------------------------------
@@ -114,16 +80,15 @@ class Supervisor:
     def start(self, run_id: str, *, after_deliveries: bool = False) -> asyncio.Task[RunResult | None] | None:
         """Drive `run_id` here if its lease can be taken (a new run, a decided approval, a takeover); not while
         this process is shutting down (the run is stored: the next process takes it). `after_deliveries`: a run
-        a Slack delivery just stored starts once the deliveries in hand are acked (`AfterAck.quiet`)."""
+        a Slack delivery just stored starts once the deliveries in hand are acked (`SlackSide.quiet`)."""
         if self._draining:
             return None
         if (task := self.tasks.get(run_id)) and not task.done():
             return task
-        drive = self._drive(run_id, after_deliveries=after_deliveries)
-        return self._track(run_id, asyncio.create_task(drive, name=f"run:{run_id}"))
+        return self._track(run_id, self._drive(run_id, after_deliveries=after_deliveries), f"run:{run_id}")
 
-    def _track(self, run_id: str, task: asyncio.Task[RunResult | None]) -> asyncio.Task[RunResult | None]:
-        self.tasks[run_id] = task
+    def _track(self, run_id: str, drive: Any, name: str) -> asyncio.Task[RunResult | None]:
+        task = self.tasks[run_id] = asyncio.create_task(drive, name=name)
         task.add_done_callback(lambda _t: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is _t else None)
         return task
 
@@ -143,13 +108,15 @@ class Supervisor:
         for run_id in await self.store.stop_requested_among(list(held)):  # a Stop received by another process
             if (task := self.tasks.get(run_id)) and run_id in self.driving:
                 task.cancel()
-        await approvals.expire_due(self.approval_desk)
+        await approvals.expire_due(self.approvals)
         if self._draining:
             return []
         for row in await self.store.unreported_runs():  # a driver died between finishing and reporting
             if row.id not in self.tasks:
-                self._track(row.id, asyncio.create_task(self._report(row), name=f"report:{row.id}"))
-        self.dead = await self._dead_owners()
+                self._track(row.id, self._report(row), f"report:{row.id}")
+        # Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not wait
+        # for the lease to lapse. Another host's process can't be checked; its lease lapses instead.
+        self.dead = dead_owners(await self.store.lease_owners(), me=self.owner)
         started = []
         for row in await self.store.runnable_runs(now=now, dead=self.dead):
             if row.id not in self.tasks:
@@ -157,11 +124,6 @@ class Supervisor:
                 self.start(row.id)
                 started.append(row.id)
         return started
-
-    async def _dead_owners(self) -> list[str]:
-        """Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not
-        wait for the lease to lapse. Another host's process can't be checked; its lease lapses instead."""
-        return dead_owners(await self.store.lease_owners(), me=self.owner)
 
     async def _schedule(self) -> None:
         while True:
@@ -176,8 +138,12 @@ class Supervisor:
             except Exception:
                 log.exception("scheduler.tick_failed")
 
-    def stop(self, run_id: str) -> None:
-        """A Stop was recorded: end the run where it is driven here, or wake it if it waits for a decision."""
+    async def stop(self, run_id: str, user: str) -> None:
+        """A Stop click (vetted by the Slack side): recorded before the ack, so a paused run asks nobody anything
+        any more, whichever process resumes it; the run ends where it is driven here, or wakes if it waits."""
+        if not await self.store.request_stop(run_id, user):
+            return
+        await approvals.supersede_for_stop(self.approvals, run_id, by=user, why=StopReason.CANCELLED.value)
         if task := self.tasks.get(run_id):
             task.cancel()
         else:
@@ -199,7 +165,7 @@ class Supervisor:
 
     async def _drive(self, run_id: str, *, after_deliveries: bool = False) -> RunResult | None:
         if after_deliveries:
-            await self.after_ack.quiet()
+            await self.slack.quiet()
         now = self.store.now()
         if not await self.store.claim_run(run_id, self.owner, until=now + self.lease_seconds, now=now, dead=self.dead):
             return None  # another process drives it
@@ -216,31 +182,28 @@ class Supervisor:
         row = await self.store.get_run(run_id)
         if not row.active:
             return None
-        thread = IncidentThread(self, row)
+        thread = self.slack.thread(row)
         with structlog.contextvars.bound_contextvars(run_id=run_id, channel=row.channel, thread_ts=row.thread_ts):
+            scope = await thread.open()  # the status line (best effort), the scope's alert facts
+            cfg = self._config(row, thread, scope, at_end=self._at_end(run_id, thread))
             try:
-                await thread.status.open()
-            except Exception as e:  # a status line is best effort: a Slack outage must not end the run
-                log.warning("status_open_failed", error=f"{type(e).__name__}: {e}")
-            await thread.load_alert()  # the scope's alert facts: the offers and the memory record read them
-            cfg = self._config(row, thread, at_end=self._at_end(thread))
-            try:
-                await self._follow_kind(thread.channel)
+                if self.tools.at_end:  # some reach keeps what runs saw: follow the conversation's kind
+                    await thread.follow_kind()
                 result = await run(cfg, run_id)
             except Pause as pause:
-                thread.status.abandon()
                 await thread.end_drive(paused=True)
                 log.info("run.paused", why=str(pause))  # it waits in the store; a decision makes it runnable
                 return None
             except asyncio.CancelledError:
-                thread.status.abandon()
-                thread.loading.leave()
-                self.after_ack.spawn(thread.end_drive(paused=False), name=f"loading_clear:{run_id}")
+                thread.cancelled()
                 raise  # shutdown or a lost lease: the run stays active in the store for its next driver
             except StoreUnavailable as e:
-                thread.status.abandon()
+                # The database keeps failing: the run waits (never marked finished); the thread hears it once.
                 await thread.end_drive(paused=False)
-                await thread.store_unavailable(e)
+                log.error("run.store_unavailable", error=str(e), disk_full=e.disk_full)
+                if run_id not in self._told_store_down:
+                    self._told_store_down.add(run_id)
+                    await thread.store_unavailable(disk_full=e.disk_full)
                 return None
             except Exception as e:
                 log.exception("run.crashed")
@@ -253,80 +216,76 @@ class Supervisor:
                 )
                 log.info("stop", reason=StopReason.MODEL_ERROR.value, detail=detail)  # the run's own trace ended
                 result = await run(cfg, run_id)  # a finished run returns its stored result
-            await thread.finish(result)
+            await self._finish(thread, result)
             return result
 
     async def _report(self, row: Run) -> RunResult | None:
         """Post a finished run's answer or report that its driver never enqueued."""
-        thread = IncidentThread(self, row)
+        thread = self.slack.thread(row)
         with structlog.contextvars.bound_contextvars(run_id=row.id, channel=row.channel, thread_ts=row.thread_ts):
-            result = await run(self._config(row, thread), row.id)  # a finished run: its stored result, no request
+            # A finished run: its stored result, no request.
+            result = await run(self._config(row, thread, None), row.id)
             log.info("run.report_recovered")
-            await thread.finish(result)
+            await self._finish(thread, result)
             return result
 
-    async def _follow_kind(self, channel: str) -> None:
-        """At a drive's start, when some reach keeps what runs saw (incident memory): a conversation that is no
-        longer public, or that Slack can't place, has its records offered only in it from now on. A public answer
-        changes nothing here (it may be cached): only a run's end, asking Slack afresh, widens."""
-        if self.tools.at_end:
-            await self.store.note_kind(channel, await self.membership.kind(channel))
+    async def _finish(self, thread: RunThread, result: RunResult) -> None:
+        """A stopped run asks nobody anything any more; then its answer or report, once."""
+        why = result.stop_reason.value
+        await approvals.supersede_for_stop(self.approvals, result.run_id, by=result.stopped_by, why=why)
+        await thread.finish(result)
 
-    def _at_end(self, thread: IncidentThread) -> AtEndWrites | None:
+    def _at_end(self, run_id: str, thread: RunThread) -> AtEndWrites | None:
         """The reaches' writes at this run's end (registry.at_end), bound to it and to what Slack says of its
         conversation when it ends (asked then, afresh); None when no reach writes one (then Slack isn't asked)."""
         if not self.tools.at_end:
             return None
 
-        async def writes() -> tuple[Callable[[Any], None], ...]:
-            scope = thread.scope
-            facts = RunFacts(
-                kind=await self.membership.kind(thread.channel, fresh=True),
-                labels={**scope.labels, **({"alertname": scope.alertname} if scope.alertname else {})},
-                permalink=thread_permalink(thread.channel, thread.thread_ts),
-            )
-            return tuple(_bound(write, thread.run_id, facts) for write in self.tools.at_end)
+        async def writes() -> Sequence[Callable[[Any], None]]:
+            facts = await thread.facts()
+
+            def write_all(ledger: Any) -> None:
+                for write in self.tools.at_end:
+                    write(ledger, run_id, facts)
+
+            return [write_all]
 
         return writes
 
-    def _config(self, row: Run, thread: IncidentThread, *, at_end: AtEndWrites | None = None) -> RunConfig:
-        s = self.settings
+    def _config(
+        self, row: Run, thread: RunThread, scope: RunScope | None, *, at_end: AtEndWrites | None = None
+    ) -> RunConfig:
+        s, store, run_id = self.settings, self.store, row.id
+
+        async def confirm_in_thread(req: Any) -> Any:
+            return await approvals.ask(self.approvals, row, req)
+
         return RunConfig(
             model=self.model_for(row.model),
-            store=self.store,
+            store=store,
             tools=self.tools,
             price_for=self.price_for,
             limits=s.limits,
             max_tokens=s.model.max_tokens,
             effort=s.model.effort,
             thinking_display=s.model.thinking_display,
-            confirm=thread.confirm,
-            inject=thread.inject,
-            stop_requested=thread.stop_requested,
-            news=thread.news,
+            confirm=confirm_in_thread,
+            stop_requested=lambda: store.stop_requested_by(run_id),
+            news=lambda: store.run_news(run_id),  # the Stop flag and the queued replies, in one store call a step
             on_event=thread.on_event,
-            answer_sink=thread.streams.for_step,
+            answer_sink=thread.answer_sink,
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
-            scope=thread.scope,
-            prelude=thread.prelude,
+            scope=scope,
+            prelude=lambda: self._prelude(thread, scope),
             at_end=at_end,
         )
 
-    # --- Slack ----------------------------------------------------------------
-    def first_store_outage(self, run_id: str) -> bool:
-        """True the first time the store is found down for this run (its thread hears it once); False after."""
-        if run_id in self._told_store_down:
-            return False
-        self._told_store_down.add(run_id)
-        return True
-
-    @property
-    def out(self) -> SlackOut:
-        """Everything opsloop sends to Slack goes through this gateway, which redacts it."""
-        return SlackOut(self.client)
-
-
-def _bound(write: AtEnd, run_id: str, facts: RunFacts) -> Callable[[Any], None]:
-    """A reach's end-of-run write for one run: what the store calls with its ledger in the ending transaction."""
-    return lambda ledger: write(ledger, run_id, facts)
+    async def _prelude(self, thread: RunThread, scope: RunScope | None) -> list[str]:
+        """At the run's first drive: what the reaches offer (past incidents, the team's runbook). Their prompts go
+        to the model in the task's turn; each one's line goes in the thread once (keyed by run and source, so a
+        drive that dies and comes back posts nothing twice)."""
+        assert scope is not None  # a drive of an active run has its scope
+        offers = await self.tools.offers(scope)
+        await thread.offered(offers)
+        return [offer.prompt for offer in offers if offer.prompt]
