@@ -76,12 +76,11 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
-    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError) as e:
+    # ListenError: a listener's port, taken between the test bind and the real one
+    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError, ListenError) as e:
         return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
     except SlackApiError as e:  # Slack answered, and said no (a revoked token): retrying would not fix it
         return _fail([f"slack: {e.response.get('error') or e}: check SLACK_BOT_TOKEN and SLACK_APP_TOKEN"])
-    except ListenError as e:  # a listener's port, taken between the test bind and the real one
-        return _fail([str(e)])
     except Exception as e:  # the store could not be opened or migrated: one line, never a traceback
         if (problem := _store_problem(settings, e)) is None:
             raise
@@ -115,7 +114,8 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
 
 
 def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[[Settings, argparse.Namespace], int]:
-    """A read-only store command: never creates a database, and a database that can't be opened is one line."""
+    """A read-only store command: never creates a database, and a database that can't be opened is one line. A
+    command given a run id gets the one stored run id it starts (`resolve_run`)."""
 
     @functools.wraps(fn)
     def command(settings: Settings, args: argparse.Namespace) -> int:
@@ -123,6 +123,8 @@ def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[
         if not by_file and not is_postgres(settings.db_path) and not Path(settings.db_path).is_file():
             return _fail([no_database(settings.db_path)])
         try:
+            if not by_file and getattr(args, "run_id", None) and (status := resolve_run(settings, args)) is not None:
+                return status
             return fn(settings, args)
         except Exception as e:
             if (problem := _store_problem(settings, e)) is None:
@@ -173,8 +175,6 @@ def resolve_run(settings: Settings, args: argparse.Namespace) -> int | None:
 @_reads_store
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
-    if (status := resolve_run(settings, args)) is not None:
-        return status
     if not Ledger(settings.db_path).forget(args.run_id):
         return _fail([f"run {args.run_id!r} is not in incident memory ({describe(settings.db_path)})"])
     print(f"forgot {args.run_id}: it is no longer searched or offered")
@@ -183,8 +183,6 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 @_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    if (status := resolve_run(settings, args)) is not None:
-        return status
     ledger = Ledger(settings.db_path)
     if args.html:
         return write_timeline(settings, ledger, args.run_id, args.html)
@@ -260,23 +258,8 @@ def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -
 
 
 AUDIT_FIELDS = [
-    "id",
-    "run_id",
-    "created_at",
-    "decided_at",
-    "tool",
-    "category",
-    "state",
-    "decided_by",
-    "decided_name",
-    "approvals",
-    "requester",
-    "args",
-    "preview",
-    "reason",
-    "result",
-    "result_is_error",
-    "run_tokens",
+    *("id", "run_id", "created_at", "decided_at", "tool", "category", "state", "decided_by", "decided_name"),
+    *("approvals", "requester", "args", "preview", "reason", "result", "result_is_error", "run_tokens"),
     "run_cost_usd",
 ]
 
@@ -315,15 +298,7 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     fields = FEEDBACK_FIELDS if args.feedback else AUDIT_FIELDS
     if args.feedback:
         rows: list[dict[str, Any]] = [
-            {
-                "id": f.id,
-                "run_id": f.run_id,
-                "at": _when(f.at),
-                "user": f.user,
-                "value": f.value.value,
-                "channel": f.channel,
-                "message_ts": f.message_ts,
-            }
+            {k: getattr(f, k) for k in FEEDBACK_FIELDS} | {"at": _when(f.at), "value": f.value.value}
             for f in ledger.feedback()
         ]
     else:
@@ -393,8 +368,6 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from bot.replay.cli import cmd_export as export
 
-    if (status := resolve_run(settings, args)) is not None:
-        return status
     return export(settings, args)
 
 
@@ -403,9 +376,6 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
     from bot.replay.cli import cmd_replay as replay
 
-    by_id = args.run_id and not args.suite and not Path(args.run_id).is_file()
-    if by_id and (status := resolve_run(settings, args)) is not None:
-        return status
     return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
 
 

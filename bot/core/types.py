@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,13 +79,15 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    @classmethod
+    def of(cls, raw: Any) -> Usage | None:
+        """The usage a trace event or a stored row holds (a mapping of these fields), or None when it holds none."""
+        if not isinstance(raw, Mapping):
+            return None
+        return cls(**{k: int(v or 0) for k, v in raw.items() if k in cls.__dataclass_fields__})
+
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-        )
+        return Usage(**{k: n + getattr(other, k) for k, n in self.to_dict().items()})
 
     @property
     def paid_tokens(self) -> int:
@@ -94,12 +98,8 @@ class Usage:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
+        """The four counts, in the order of the fields (input, output, cache read, cache write)."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
