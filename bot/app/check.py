@@ -135,7 +135,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
     from tools.api import ToolConfigError
     from tools.config import build_registry, tool_table
 
-    found = await preflight(settings, listen or Listen(), strict=True)
+    found = await preflight(settings, listen or Listen())
     settings = found.settings or settings
     _, deprecated = model_problems(settings.model.chain)  # a retired model: missing_for_run says it
     stops: list[str] = list(found.problems)  # `run` refuses these too (exit 2)

@@ -58,7 +58,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         log.info("config.loaded", path=path, found_by=how)
     else:
         log.warning("config.missing", problem=NO_CONFIG)
-    found = asyncio.run(preflight(settings, _listen(args), strict=False))
+    found = asyncio.run(preflight(settings, _listen(args)))
     for line in found.warnings:
         log.warning("startup.warning", problem=line)
     if found.problems:
