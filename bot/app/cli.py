@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -24,6 +24,9 @@ from bot.core.types import AuditEntry
 from bot.run.summary import render_text
 from bot.store import Ledger
 from bot.store.backends import describe, is_postgres, unparsable
+
+if TYPE_CHECKING:
+    from bot.app.timeline import RunRecord
 
 
 def _shown(text: object) -> str:
@@ -183,17 +186,16 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 @_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    ledger = Ledger(settings.db_path)
-    if args.html:
-        return write_timeline(settings, ledger, args.run_id, args.html)
-    if args.json:
-        return show_json(ledger, args.run_id)
     from bot.app.timeline import TextTimeline, read_run
     from bot.run.report import STOP_WORDS
 
-    record = read_run(ledger, args.run_id)
-    if record is None:
+    ledger = Ledger(settings.db_path)
+    if args.json and not args.html:
+        return show_json(ledger, args.run_id)
+    if (record := read_run(ledger, args.run_id)) is None:
         return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
+    if args.html:
+        return write_timeline(settings, record, args.html)
     run, line = record.run, TextTimeline(record)
     u = run.usage
     stop = f"{run.stop_reason.value} ({STOP_WORDS.get(run.stop_reason.value, '')})" if run.stop_reason else "-"
@@ -236,16 +238,14 @@ def show_json(ledger: Ledger, run_id: str) -> int:
     return 0
 
 
-def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -> int:
+def write_timeline(settings: Settings, record: RunRecord, path: str) -> int:
     """The run as one self-contained HTML page (redacted), for a postmortem; `-` writes to stdout."""
     import time
 
-    from bot.app.timeline import timeline_html
+    from bot.app.timeline import render
     from bot.core.pricing import price_for
 
-    page = timeline_html(ledger, run_id, price_for=lambda m: price_for(m, settings.model.prices)[0], now=time.time())
-    if page is None:
-        return _fail([f"no run {run_id!r} in {describe(settings.db_path)}"])
+    page = render(record, price_for=lambda m: price_for(m, settings.model.prices)[0], generated_at=time.time())
     if path == "-":
         sys.stdout.write(page)
         return 0
@@ -253,7 +253,7 @@ def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -
         Path(path).write_text(page, encoding="utf-8")
     except OSError as e:
         return _fail([f"cannot write {path}: {e.strerror or e}"])
-    print(f"wrote the timeline of {run_id} to {path}")
+    print(f"wrote the timeline of {record.run.id} to {path}")
     return 0
 
 

@@ -457,12 +457,6 @@ def approvals_table(line: Timeline, approvals: Sequence[Approval]) -> str:
     return table(("tool", "asked", "decided", "waited", "outcome", "by", "arguments and preview"), rows)
 
 
-def timeline_html(ledger: Ledger, run_id: str, *, price_for: Callable[[str], Price], now: float) -> str | None:
-    """The page for `run_id`, or None when the store has no such run."""
-    record = read_run(ledger, run_id)
-    return None if record is None else render(record, price_for=price_for, generated_at=now)
-
-
 # --- the timeline as text: `opsloop show RUN_ID` ------------------------------------------------------------------
 
 QUOTE_CHARS = 80  # a quoted text or result is cut to this many characters, on one line

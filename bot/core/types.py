@@ -67,12 +67,8 @@ class InboxState(enum.StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:
-    """Token counts as the Messages API reports them.
-
-    `input_tokens` excludes cached tokens (API semantics), so the paid tokens of the
-    design ("input − cache_read + output", with input meaning the whole prompt) are
-    `input_tokens + cache_write_tokens + output_tokens`.
-    """
+    """Token counts as the Messages API reports them. `input_tokens` excludes cached tokens (API semantics), so the
+    design's paid tokens ("input − cache_read + output", input being the whole prompt) are `paid_tokens`."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -125,11 +121,8 @@ class ConfirmRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
-    """A human's answer to a ConfirmRequest.
-
-    outcome is one of approved, denied, expired, superseded; `reason` carries the
-    denial reason or, for superseded, the thread reply that superseded it.
-    """
+    """A human's answer to a ConfirmRequest. `outcome`: approved, denied, expired or superseded; `reason`: the
+    denial's reason or, for superseded, the thread reply that superseded it."""
 
     approved: bool
     confirmed_by: str | None = None
@@ -513,9 +506,9 @@ class Step:
 
 
 class ModelError(OpsloopError):
-    """The model cannot answer this run: auth failure, a rejected request, or every
-    retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
-    attempts still cost (a degenerate stream is billed for what it streamed)."""
+    """The model cannot answer this run: auth failure, a rejected request, or every retry and fallback exhausted.
+    Terminal (`model_error`). `usage`: what the failed attempts still cost (a degenerate stream is billed for what
+    it streamed)."""
 
     def __init__(
         self, message: str, *, usage: Usage | None = None, model: str = "", billed: tuple[tuple[str, Usage], ...] = ()
