@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bot.app.startup import Findings, Listen, preflight
 from bot.config.settings import Settings
-from bot.core.pricing import Status, lifecycle, model_problems, replacement_for
+from bot.core.pricing import Status, lifecycle, model_problems
 from bot.core.unreachable import is_unreachable, reason, unreachable
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
@@ -62,7 +62,7 @@ async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
             if problem is None:
                 print(f"model: ok, {model}")
                 continue
-            instead = replacement_for(model) if problem.startswith("not found") else None
+            instead = lifecycle(model).replacement if problem.startswith("not found") else None
             problems.append(f"model: {model}: {problem}" + (f"; replace it with {instead}" if instead else ""))
             if problem.startswith(("AuthenticationError", "PermissionDeniedError")):
                 break  # the key is wrong: every model would say the same
@@ -136,7 +136,7 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
     from tools.api import ToolConfigError
     from tools.config import build_registry, tool_table
 
-    found = await preflight(settings, listen or Listen(), strict=True)
+    found = await preflight(settings, listen or Listen())
     settings = found.settings or settings
     _, deprecated = model_problems(settings.model.chain)  # a retired model: missing_for_run says it
     stops: list[str] = list(found.problems)  # `run` refuses these too (exit 2)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -25,6 +25,9 @@ from bot.core.types import AuditEntry
 from bot.run.summary import render_text
 from bot.store import Ledger
 from bot.store.backends import describe, is_postgres, unparsable
+
+if TYPE_CHECKING:
+    from bot.app.timeline import RunRecord
 
 
 def _shown(text: object) -> str:
@@ -59,7 +62,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         log.info("config.loaded", path=path, found_by=how)
     else:
         log.warning("config.missing", problem=NO_CONFIG)
-    found = asyncio.run(preflight(settings, _listen(args), strict=False))
+    found = asyncio.run(preflight(settings, _listen(args)))
     for line in found.warnings:
         log.warning("startup.warning", problem=line)
     if found.problems:
@@ -77,12 +80,11 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
-    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError) as e:
+    # ListenError: a listener's port, taken between the test bind and the real one
+    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError, ListenError) as e:
         return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
     except SlackApiError as e:  # Slack answered, and said no (a revoked token): retrying would not fix it
         return _fail([f"slack: {e.response.get('error') or e}: check SLACK_BOT_TOKEN and SLACK_APP_TOKEN"])
-    except ListenError as e:  # a listener's port, taken between the test bind and the real one
-        return _fail([str(e)])
     except Exception as e:  # the store could not be opened or migrated: one line, never a traceback
         if (problem := _store_problem(settings, e)) is None:
             raise
@@ -116,7 +118,8 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
 
 
 def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[[Settings, argparse.Namespace], int]:
-    """A read-only store command: never creates a database, and a database that can't be opened is one line."""
+    """A read-only store command: never creates a database, and a database that can't be opened is one line. A
+    command given a run id gets the one stored run id it starts (`resolve_run`)."""
 
     @functools.wraps(fn)
     def command(settings: Settings, args: argparse.Namespace) -> int:
@@ -124,6 +127,8 @@ def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[
         if not by_file and not is_postgres(settings.db_path) and not Path(settings.db_path).is_file():
             return _fail([no_database(settings.db_path)])
         try:
+            if not by_file and getattr(args, "run_id", None) and (status := resolve_run(settings, args)) is not None:
+                return status
             return fn(settings, args)
         except Exception as e:
             if (problem := _store_problem(settings, e)) is None:
@@ -174,8 +179,6 @@ def resolve_run(settings: Settings, args: argparse.Namespace) -> int | None:
 @_reads_store
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     """Take one run out of incident memory (its record, facets and full-text entry); the run itself stays."""
-    if (status := resolve_run(settings, args)) is not None:
-        return status
     from tools.memory.store import forget
     from tools.reaches import TABLES
 
@@ -187,19 +190,16 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 @_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    if (status := resolve_run(settings, args)) is not None:
-        return status
-    ledger = Ledger(settings.db_path)
-    if args.html:
-        return write_timeline(settings, ledger, args.run_id, args.html)
-    if args.json:
-        return show_json(ledger, args.run_id)
     from bot.app.timeline import TextTimeline, read_run
     from bot.run.report import STOP_WORDS
 
-    record = read_run(ledger, args.run_id)
-    if record is None:
+    ledger = Ledger(settings.db_path)
+    if args.json and not args.html:
+        return show_json(ledger, args.run_id)
+    if (record := read_run(ledger, args.run_id)) is None:
         return _fail([f"no run {args.run_id!r} in {describe(settings.db_path)}"])
+    if args.html:
+        return write_timeline(settings, record, args.html)
     run, line = record.run, TextTimeline(record)
     u = run.usage
     stop = f"{run.stop_reason.value} ({STOP_WORDS.get(run.stop_reason.value, '')})" if run.stop_reason else "-"
@@ -242,16 +242,14 @@ def show_json(ledger: Ledger, run_id: str) -> int:
     return 0
 
 
-def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -> int:
+def write_timeline(settings: Settings, record: RunRecord, path: str) -> int:
     """The run as one self-contained HTML page (redacted), for a postmortem; `-` writes to stdout."""
     import time
 
-    from bot.app.timeline import timeline_html
+    from bot.app.timeline import render
     from bot.core.pricing import price_for
 
-    page = timeline_html(ledger, run_id, price_for=lambda m: price_for(m, settings.model.prices)[0], now=time.time())
-    if page is None:
-        return _fail([f"no run {run_id!r} in {describe(settings.db_path)}"])
+    page = render(record, price_for=lambda m: price_for(m, settings.model.prices)[0], generated_at=time.time())
     if path == "-":
         sys.stdout.write(page)
         return 0
@@ -259,28 +257,13 @@ def write_timeline(settings: Settings, ledger: Ledger, run_id: str, path: str) -
         Path(path).write_text(page, encoding="utf-8")
     except OSError as e:
         return _fail([f"cannot write {path}: {e.strerror or e}"])
-    print(f"wrote the timeline of {run_id} to {path}")
+    print(f"wrote the timeline of {record.run.id} to {path}")
     return 0
 
 
 AUDIT_FIELDS = [
-    "id",
-    "run_id",
-    "created_at",
-    "decided_at",
-    "tool",
-    "category",
-    "state",
-    "decided_by",
-    "decided_name",
-    "approvals",
-    "requester",
-    "args",
-    "preview",
-    "reason",
-    "result",
-    "result_is_error",
-    "run_tokens",
+    *("id", "run_id", "created_at", "decided_at", "tool", "category", "state", "decided_by", "decided_name"),
+    *("approvals", "requester", "args", "preview", "reason", "result", "result_is_error", "run_tokens"),
     "run_cost_usd",
 ]
 
@@ -319,15 +302,7 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     fields = FEEDBACK_FIELDS if args.feedback else AUDIT_FIELDS
     if args.feedback:
         rows: list[dict[str, Any]] = [
-            {
-                "id": f.id,
-                "run_id": f.run_id,
-                "at": _when(f.at),
-                "user": f.user,
-                "value": f.value.value,
-                "channel": f.channel,
-                "message_ts": f.message_ts,
-            }
+            {k: getattr(f, k) for k in FEEDBACK_FIELDS} | {"at": _when(f.at), "value": f.value.value}
             for f in ledger.feedback()
         ]
     else:
@@ -397,8 +372,6 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from bot.replay.cli import cmd_export as export
 
-    if (status := resolve_run(settings, args)) is not None:
-        return status
     return export(settings, args)
 
 
@@ -407,9 +380,6 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from bot.playground.demo.model import IncidentModel  # without an API key: the demo's scripted model
     from bot.replay.cli import cmd_replay as replay
 
-    by_id = args.run_id and not args.suite and not Path(args.run_id).is_file()
-    if by_id and (status := resolve_run(settings, args)) is not None:
-        return status
     return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
 
 

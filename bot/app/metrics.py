@@ -16,8 +16,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -52,39 +52,28 @@ TOOL_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 APPROVAL_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 3 * 3600.0, 24 * 3600.0)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StoreSnapshot:
-    """What the store says at scrape time."""
-
-    active_runs: Mapping[RunStatus, int] = field(default_factory=dict)  # status -> runs
-    pending_approvals: int = 0
-    approval_waits: tuple[tuple[ApprovalState, float], ...] = ()  # (outcome, seconds) per decided approval
-    feedback: Mapping[FeedbackValue, int] = field(default_factory=dict)  # feedback clicks so far, by value
-
-
-async def read_snapshot(store: Store) -> StoreSnapshot:
-    return StoreSnapshot(
-        active_runs=await store.active_run_counts(),
-        pending_approvals=await store.pending_approval_count(),
-        approval_waits=tuple(await store.approval_waits()),
-        feedback=await store.feedback_counts(),
-    )
-
-
 class StoreCollector(Collector):
-    """Gauges and the approval wait histogram from the latest store snapshot (refreshed per scrape)."""
+    """Gauges and the approval wait histogram from what the store said at the last scrape (`refresh`)."""
 
     def __init__(self) -> None:
-        self.snapshot = StoreSnapshot()
+        self.active_runs: Mapping[RunStatus, int] = {}  # status -> runs
+        self.pending_approvals = 0
+        self.approval_waits: Sequence[tuple[ApprovalState, float]] = ()  # (outcome, seconds) per decided approval
+        self.feedback: Mapping[FeedbackValue, int] = {}  # feedback clicks so far, by value
+
+    async def refresh(self, store: Store) -> None:
+        self.active_runs = await store.active_run_counts()
+        self.pending_approvals = await store.pending_approval_count()
+        self.approval_waits = tuple(await store.approval_waits())
+        self.feedback = await store.feedback_counts()
 
     def collect(self) -> Iterable[Metric]:
-        s = self.snapshot
         active = GaugeMetricFamily("opsloop_active_runs", "Runs not finished yet, by status.", labels=["status"])
         for status in ACTIVE_STATUSES:
-            active.add_metric([status.value], s.active_runs.get(status, 0))
+            active.add_metric([status.value], self.active_runs.get(status, 0))
         yield active
         yield GaugeMetricFamily(
-            "opsloop_pending_approvals", "Approval cards waiting for a click.", value=s.pending_approvals
+            "opsloop_pending_approvals", "Approval cards waiting for a click.", value=self.pending_approvals
         )
         waits = HistogramMetricFamily(
             "opsloop_approval_wait_seconds",
@@ -92,8 +81,8 @@ class StoreCollector(Collector):
             labels=["outcome"],
         )
         for outcome in APPROVAL_OUTCOMES:
-            seconds = [w for o, w in s.approval_waits if o == outcome]
-            buckets = [(_le(b), float(sum(1 for w in seconds if w <= b))) for b in APPROVAL_BUCKETS]
+            seconds = [w for o, w in self.approval_waits if o == outcome]
+            buckets = [(repr(float(b)), float(sum(1 for w in seconds if w <= b))) for b in APPROVAL_BUCKETS]
             waits.add_metric([outcome.value], [*buckets, ("+Inf", float(len(seconds)))], sum_value=sum(seconds))
         yield waits
         # Counted from the store (clicks are rows, never rewritten): every replica reports the same totals and a
@@ -102,12 +91,8 @@ class StoreCollector(Collector):
             "opsloop_answer_feedback", "Feedback clicks on answers and handoff reports, by value.", labels=["value"]
         )
         for value in FeedbackValue:
-            feedback.add_metric([value.value], s.feedback.get(value, 0))
+            feedback.add_metric([value.value], self.feedback.get(value, 0))
         yield feedback
-
-
-def _le(bound: float) -> str:
-    return repr(float(bound))
 
 
 class Metrics:
@@ -117,44 +102,29 @@ class Metrics:
         self.price_for = price_for
         self.registry = CollectorRegistry()
         r = self.registry
+
+        def histogram(name: str, doc: str, label: str, buckets: Sequence[float]) -> Histogram:
+            return Histogram(name, doc, [label], buckets=buckets, registry=r)
+
         self.runs = Counter("opsloop_runs", "Runs finished, by stop reason.", ["stop_reason"], registry=r)
-        self.tokens = Counter(
-            "opsloop_tokens",
-            "Tokens the model used, by model and kind (input is uncached input).",
-            ["model", "kind"],
-            registry=r,
-        )
+        tokens_doc = "Tokens the model used, by model and kind (input is uncached input)."
+        self.tokens = Counter("opsloop_tokens", tokens_doc, ["model", "kind"], registry=r)
         self.cost = Counter("opsloop_cost_usd", "Model cost in USD, by model.", ["model"], registry=r)
-        self.model_latency = Histogram(
-            "opsloop_model_latency_seconds",
-            "Time for one model response, by model.",
-            ["model"],
-            buckets=MODEL_BUCKETS,
-            registry=r,
+        self.model_latency = histogram(
+            "opsloop_model_latency_seconds", "Time for one model response, by model.", "model", MODEL_BUCKETS
         )
         self.tool_calls = Counter("opsloop_tool_calls", "Tool calls executed, by tool.", ["tool"], registry=r)
         self.tool_errors = Counter("opsloop_tool_errors", "Tool calls that failed, by tool.", ["tool"], registry=r)
-        self.tool_latency = Histogram(
-            "opsloop_tool_latency_seconds",
-            "Time a tool call took, by tool.",
-            ["tool"],
-            buckets=TOOL_BUCKETS,
-            registry=r,
+        self.tool_latency = histogram(
+            "opsloop_tool_latency_seconds", "Time a tool call took, by tool.", "tool", TOOL_BUCKETS
         )
-        self.event_ack = Histogram(
-            "opsloop_event_ack_seconds",
-            "Time from a Slack delivery reaching opsloop to its ack, by event type.",
-            ["type"],
-            buckets=ACK_BUCKETS,
-            registry=r,
-        )
-        self.alerts = Counter(
-            "opsloop_alerts",
+        ack_doc = "Time from a Slack delivery reaching opsloop to its ack, by event type."
+        self.event_ack = histogram("opsloop_event_ack_seconds", ack_doc, "type", ACK_BUCKETS)
+        alerts_doc = (
             "Alerts (Slack alert messages, Alertmanager notifications), by source "
-            "and outcome: received, deduplicated, started, dropped (storm control).",
-            ["source", "outcome"],
-            registry=r,
+            "and outcome: received, deduplicated, started, dropped (storm control)."
         )
+        self.alerts = Counter("opsloop_alerts", alerts_doc, ["source", "outcome"], registry=r)
         for source in ALERT_SOURCES:
             for outcome in ALERT_OUTCOMES:
                 self.alerts.labels(source=source, outcome=outcome)
@@ -191,12 +161,9 @@ class Metrics:
         self.charge(str(e.get("model") or self._run_models.get(run_id, "unknown")), e.get("usage"))
 
     def charge(self, model: str, usage: Any) -> None:
-        if not isinstance(usage, Mapping):
+        if (u := Usage.of(usage)) is None:
             return
-        u = Usage(**{k: int(v or 0) for k, v in usage.items() if k in Usage.__dataclass_fields__})
-        for kind, n in zip(
-            TOKEN_KINDS, (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens), strict=True
-        ):
+        for kind, n in zip(TOKEN_KINDS, u.to_dict().values(), strict=True):
             self.tokens.labels(model=model, kind=kind).inc(n)
         self.cost.labels(model=model).inc(self.price_for(model).cost(u))
 
@@ -294,7 +261,7 @@ def metrics_app(metrics: Metrics, *, store: Store, health: Health) -> web.Applic
 
     async def scrape(request: web.Request) -> web.StreamResponse:
         try:
-            metrics.store_view.snapshot = await read_snapshot(store)
+            await metrics.store_view.refresh(store)
         except Exception as e:  # the run metrics still count; the store's own gauges keep their last value
             log.warning("metrics.store_unavailable", error=f"{type(e).__name__}: {e}")
         return await render(request)

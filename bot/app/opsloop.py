@@ -63,12 +63,10 @@ class Opsloop:
             await self.alerts.close()  # no new alert deliveries (a webhook's sender retries what gets no 200)
         for service in self.tools.services:  # the reaches' (POST /changes: no 200, the sender retries)
             await service.close()
-        if self.watcher is not None:
-            self.watcher.cancel()
-            await asyncio.gather(self.watcher, return_exceptions=True)
-        if self.housekeeping is not None:
-            self.housekeeping.cancel()
-            await asyncio.gather(self.housekeeping, return_exceptions=True)
+        for task in (self.watcher, self.housekeeping):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.socket is not None:
             await self.socket.close_async()
         if self.http is not None:

@@ -68,10 +68,10 @@ class Findings:
     settings: Settings | None = None
 
 
-Check = Callable[[Settings, Listen, Findings, bool], Awaitable[None]]
+Check = Callable[[Settings, Listen, Findings], Awaitable[None]]
 
 
-async def tokens(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def tokens(settings: Settings, listen: Listen, out: Findings) -> None:
     """The tokens `run` needs, and a live apps.connections.open for an xapp- token (Socket Mode's first call)."""
     missing = missing_for_run(settings)
     out.problems += missing
@@ -97,30 +97,23 @@ async def tokens(settings: Settings, listen: Listen, out: Findings, strict: bool
             out.problems.append(f"slack: apps.connections.open failed: {type(e).__name__}: {reason(e)}")
 
 
-def reach_addresses(settings: Settings) -> list[tuple[str, str, int]]:
-    """What each configured reach serves (a reach's optional `listens(config)`: the changes webhook)."""
+def _addresses(settings: Settings, listen: Listen) -> list[tuple[str, str, int]]:
+    """What `run` listens on: HTTP mode, each alert source's port, what each configured reach serves (a reach's
+    optional `listens(config)`: the changes webhook) and the metrics."""
     from tools.reaches import REACHES
 
-    found: list[tuple[str, str, int]] = []
+    found = [("HTTP mode (--port)", listen.host, listen.port)] if not settings.slack_app_token else []
+    found += settings.alerts.listens()
     for reach in REACHES:
         config, listens = settings.reaches.get(reach.name), getattr(reach, "listens", None)
         if config is not None and listens is not None:
             found += listens(config)
-    return found
-
-
-def _addresses(settings: Settings, listen: Listen) -> list[tuple[str, str, int]]:
-    found = []
-    if not settings.slack_app_token:
-        found.append(("HTTP mode (--port)", listen.host, listen.port))
-    found += settings.alerts.listens()
-    found += reach_addresses(settings)
     if listen.metrics_port is not None:
         found.append(("metrics (--metrics-port)", listen.metrics_host, listen.metrics_port))
     return found
 
 
-async def addresses(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def addresses(settings: Settings, listen: Listen, out: Findings) -> None:
     """A test bind of every address `run` will listen on."""
     for what, host, port in _addresses(settings, listen):
         if not 0 <= port <= 65535:
@@ -143,13 +136,13 @@ def _missing_directory(location: str) -> Path | None:
     return None if parent.is_dir() else parent
 
 
-async def store(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def store(settings: Settings, listen: Listen, out: Findings) -> None:
     """A SQLite file's directory must exist (`run` creates the file, not its directory)."""
     if (parent := _missing_directory(settings.db_path)) is not None:
         out.problems.append(f"store: {describe(settings.db_path)}: the directory {parent} does not exist")
 
 
-async def prometheus(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def prometheus(settings: Settings, listen: Listen, out: Findings) -> None:
     """[tools.prometheus] url answers /-/ready (a warning: the tools say so again when asked)."""
     prom = settings.tools.get("prometheus")
     url = prom.get("url") if isinstance(prom, dict) else None
@@ -172,7 +165,7 @@ async def prometheus(settings: Settings, listen: Listen, out: Findings, strict: 
         out.warnings.append(f"prometheus: {ready} answered {status}")
 
 
-async def reaches(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def reaches(settings: Settings, listen: Listen, out: Findings) -> None:
     """Each configured reach whose check reads only the configuration and local files (`check_stops_run`: the
     runbook directories and their front matter, the change sources' repositories, the webhook's token): what the
     user configured and is broken stops `run` as it fails `check`. A reach that connects to a backend (SSH hosts,
@@ -188,7 +181,7 @@ async def reaches(settings: Settings, listen: Listen, out: Findings, strict: boo
         out.problems += problems
 
 
-async def channels(settings: Settings, listen: Listen, out: Findings, strict: bool) -> None:
+async def channels(settings: Settings, listen: Listen, out: Findings) -> None:
     """Every `#name` in the config ([slack] channels, the alert channels) resolved to its id, and every alert
     channel seen with the bot in it, through Slack: an unknown name, or an alert channel the bot can't read, is a
     problem. Slack out of reach: `run` resolves the names once it answers, `check` says it cannot reach Slack."""
@@ -295,9 +288,9 @@ async def resolve_channels(settings: Settings, client: Any) -> tuple[Settings, l
     return settings, lines, warnings
 
 
-async def preflight(settings: Settings, listen: Listen, *, strict: bool) -> Findings:
-    """Every start-up check, in order; `strict`: asked by `opsloop check` (else by `opsloop run`)."""
+async def preflight(settings: Settings, listen: Listen) -> Findings:
+    """Every start-up check, in order."""
     out = Findings()
     for check in CHECKS:
-        await check(settings, listen, out, strict)
+        await check(settings, listen, out)
     return out

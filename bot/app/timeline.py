@@ -12,7 +12,8 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,7 @@ from bot.store import Ledger, SummaryRow
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
 USAGE_STEPS = ("response", "condense", "thinking_only")  # steps that carry a model call's usage
+NOBODY = '<span class="muted">-</span>'
 
 CSS = """
 body{font:14px/1.45 -apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#1d1d1f;margin:2em auto;max-width:1200px;
@@ -59,7 +61,7 @@ def as_json(value: Any) -> str:
 
 def when(at: float | None) -> str:
     if not at:
-        return '<span class="muted">-</span>'
+        return NOBODY
     moment = datetime.fromtimestamp(at, UTC)
     exact = moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return f'<time datetime="{exact}">{moment.strftime("%Y-%m-%dT%H:%M:%SZ")}</time>'
@@ -69,13 +71,9 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = round(seconds)
-    return (
-        f"{s // 3600}h {s % 3600 // 60}m {s % 60}s"
-        if s >= 3600
-        else f"{s // 60}m {s % 60}s"
-        if s >= 60
-        else f"{seconds:.1f}s"
-    )
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m {s % 60}s"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{seconds:.1f}s"
 
 
 def block(text: Any, label: str) -> str:
@@ -88,13 +86,6 @@ def block(text: Any, label: str) -> str:
     return f"<details><summary>{t(label)} ({lines} lines, {len(body):,} chars)</summary>{pre}</details>"
 
 
-def usage_of(data: Mapping[str, Any]) -> Usage | None:
-    raw = data.get("usage")
-    if not isinstance(raw, Mapping):
-        return None
-    return Usage(**{k: int(v or 0) for k, v in raw.items() if k in Usage.__dataclass_fields__})
-
-
 def tokens(u: Usage | None) -> str:
     if u is None:
         return ""
@@ -104,9 +95,16 @@ def tokens(u: Usage | None) -> str:
     )
 
 
-# --------------------------------------------------------------------------------------
-# what the store holds about one run
-# --------------------------------------------------------------------------------------
+def stop_words(reason: str) -> str:
+    return f"<code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
+
+
+def outcome_of(data: Mapping[str, Any]) -> str:
+    """A decision step's outcome (older traces only say whether it was approved)."""
+    return str(data.get("outcome") or ("approved" if data.get("approved") else "denied"))
+
+
+# --- what the store holds about one run ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,27 +118,29 @@ class RunRecord:
     feedback: list[Feedback] = field(default_factory=list)
     summaries: list[SummaryRow] = field(default_factory=list)  # the living summary's accepted updates, oldest first
 
+    @property
+    def names(self) -> dict[str, str]:
+        """user id -> display name, for everyone whose name the store kept (an approver's, taken at the click)."""
+        return {a.decided_by: a.decided_name for a in self.approvals if a.decided_by and a.decided_name}
+
 
 def read_run(ledger: Ledger, run_id: str) -> RunRecord | None:
     run = ledger.find_run(run_id)
     if run is None:
         return None
-    results = sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0)
     return RunRecord(
         run=run,
         steps=ledger.steps(run_id),
         approvals=ledger.run_approvals(run_id),
         inbox=ledger.inbox(run_id),
-        results=results,
+        results=sorted(ledger.tool_results(run_id).values(), key=lambda r: r.created_at or 0),
         history=ledger.history(run_id),
         feedback=ledger.feedback(run_id),
         summaries=ledger.summaries(run_id),
     )
 
 
-# --------------------------------------------------------------------------------------
-# the timeline
-# --------------------------------------------------------------------------------------
+# --- the timeline -------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,29 +157,22 @@ class Entry:
     cost: float | None = None
 
 
-def known_names(approvals: Sequence[Approval]) -> dict[str, str]:
-    """user id -> display name, for everyone whose name the store kept (an approver's, taken at the click)."""
-    return {a.decided_by: a.decided_name for a in approvals if a.decided_by and a.decided_name}
-
-
 @dataclass
 class Timeline:
     """Builds the rows of one run, matching steps to the rows that hold their full detail."""
 
     record: RunRecord
     price_for: Callable[[str], Price]
-    names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.names.update(known_names(self.record.approvals))
+        self.names = self.record.names
         self._unused_approvals = list(self.record.approvals)
         self._unused_results = list(self.record.results)
-        self._answers = self._assistant_turns()
         self.model = self.record.run.model or ""
 
     def person(self, user: str | None) -> str:
         if not user:
-            return '<span class="muted">-</span>'
+            return NOBODY
         name = self.names.get(user)
         return f"{t(name)} ({t(user)})" if name else t(user)
 
@@ -192,56 +185,43 @@ class Timeline:
         ]
         return turns[-n:] if n and len(turns) >= n and not self.record.run.condensed else []
 
-    # --- rows ---------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         run = self.record.run
-        rows = [
-            Entry(
-                at=run.created_at,
-                order=-1,
-                kind="mention",
-                who=self.person(run.requester),
-                what=f"mentioned opsloop in <code>{t(run.channel)}</code>:{block(run.task, 'task')}",
-            )
-        ]
-        responses = iter(self._answers)
-        for i, step in enumerate(self.record.steps):
-            rows.append(self.step_entry(i, step, responses))
-        for i, a in enumerate(self.record.approvals):
-            rows.append(self.approval_requested(i, a))
-        for i, a in enumerate(self._unused_approvals):  # decided without a decision step (or still pending)
-            if a.decided_at:
-                rows.append(self.approval_closed(i, a))
-        for i, m in enumerate(self.record.inbox):
-            rows.append(self.reply(i, m))
-        for i, f in enumerate(self.record.feedback):
-            rows.append(self.feedback(i, f))
+        what = f"mentioned opsloop in <code>{t(run.channel)}</code>:{block(run.task, 'task')}"
+        rows = [Entry(at=run.created_at, order=-1, kind="mention", who=self.person(run.requester), what=what)]
+        responses = iter(self._assistant_turns())
+        rows += [self.step_entry(i, step, responses) for i, step in enumerate(self.record.steps)]
+        rows += [self.approval_requested(i, a) for i, a in enumerate(self.record.approvals)]
+        # decided without a decision step (or still pending)
+        rows += [self.approval_closed(i, a) for i, a in enumerate(self._unused_approvals) if a.decided_at]
+        rows += [self.reply(i, m) for i, m in enumerate(self.record.inbox)]
+        rows += [self.feedback(i, f) for i, f in enumerate(self.record.feedback)]
         return sorted(rows, key=lambda e: (e.at or 0, e.order))
 
-    def step_entry(self, i: int, step: Step, responses: Any) -> Entry:
+    def step_entry(self, i: int, step: Step, responses: Iterator[list[dict[str, Any]]]) -> Entry:
         data, kind = step.data if isinstance(step.data, dict) else {}, step.kind
         base: dict[str, Any] = {"at": step.at, "order": i, "kind": kind}
-        if kind == "request":
-            return Entry(
-                **base,
-                who="opsloop",
-                what=f"step {t(data.get('iteration'))}: request to the model with {t(data.get('messages'))} messages",
-            )
         if kind in USAGE_STEPS:
             model = str(data.get("model") or self.model)
-            usage = usage_of(data)
+            usage = Usage.of(data.get("usage"))
             cost = self.price_for(model).cost(usage) if usage is not None else None
             what = self.response(data, next(responses, None)) if kind == "response" else self.other_call(kind, data)
             return Entry(**base, who="model", what=what, model=model, usage=usage, cost=cost)
-        if kind == "tool":
-            return Entry(**base, who="opsloop", what=self.tool(data))
-        if kind == "decision":
+        if kind == "request":
+            what = f"step {t(data.get('iteration'))}: request to the model with {t(data.get('messages'))} messages"
+        elif kind == "tool":
+            what = self.tool(data)
+        elif kind == "decision":
             return Entry(**base, who=self.person(data.get("by")), what=self.decision(data))
-        if kind == "inject":
-            return Entry(**base, who="opsloop", what=self.inject(data))
-        if kind == "stop":
-            return Entry(**base, who=self.person(data.get("by")) if data.get("by") else "opsloop", what=self.stop(data))
-        return Entry(**base, who="opsloop", what=f"<code>{t(kind)}</code>{block(as_json(data), 'details')}")
+        elif kind == "inject":
+            what = self.inject(data)
+        elif kind == "stop":
+            what = f"stopped: {stop_words(str(data.get('reason') or ''))}"
+            what += f"<br>{t(data['detail'])}" if data.get("detail") else ""
+            return Entry(**base, who=self.person(data["by"]) if data.get("by") else "opsloop", what=what)
+        else:
+            what = f"<code>{t(kind)}</code>{block(as_json(data), 'details')}"
+        return Entry(**base, who="opsloop", what=what)
 
     def response(self, data: Mapping[str, Any], turn: list[dict[str, Any]] | None) -> str:
         said, thought = str(data.get("text") or ""), str(data.get("reasoning") or "")
@@ -267,50 +247,40 @@ class Timeline:
     def tool(self, data: Mapping[str, Any]) -> str:
         name, args = data.get("tool"), data.get("args") or {}
         shown = str(data.get("result") if data.get("result") is not None else data.get("error") or "")
-        full = self._take_result(str(name), args)
-        if full is not None and full.content and full.content.startswith(shown):
-            shown = full.content  # the whole output, not the trace's first 500 chars
-        failed = bool(data.get("is_error") or data.get("error"))
-        head = f"<code>{t(name)}</code>" + (' <span class="error">error</span>' if failed else "")
+        full = next(
+            (
+                r
+                for r in self._unused_results
+                if r.tool == str(name) and canonical(r.args) == canonical(redact_value(args))
+            ),
+            None,
+        )
+        if full is not None:
+            self._unused_results.remove(full)
+            if full.content and full.content.startswith(shown):
+                shown = full.content  # the whole output, not the trace's first 500 chars
+        head = f"<code>{t(name)}</code>" + (' <span class="error">error</span>' if failed(data) else "")
         if data.get("confirmed_by"):
             head += f" · confirmed by {self.person(data['confirmed_by'])}"
         if data.get("latency_ms") is not None:
             head += f" · {t(data['latency_ms'])} ms"
         return f"{head}{block(as_json(args), 'arguments')}{block(shown, 'result')}"
 
-    def _take_result(self, name: str, args: Any) -> ToolResultRow | None:
-        for row in self._unused_results:
-            if row.tool == name and canonical(row.args) == canonical(redact_value(args)):
-                self._unused_results.remove(row)
-                return row
-        return None
-
     def decision(self, data: Mapping[str, Any]) -> str:
-        outcome = str(data.get("outcome") or ("approved" if data.get("approved") else "denied"))
-        a = self._take_approval(str(data.get("tool")), outcome, data.get("by"))
+        outcome, by = outcome_of(data), data.get("by")
         what = f"<code>{t(data.get('tool'))}</code>: <b>{t(outcome)}</b>"
-        if a is not None:
-            what += self.outcome_detail(a)
-        elif data.get("reason"):
-            what += block(data["reason"], "reason")
-        return what
-
-    def _take_approval(self, tool: str, outcome: str, by: str | None) -> Approval | None:
-        candidates = [a for a in self._unused_approvals if a.tool == tool and a.state == outcome]
-        best = next((a for a in candidates if not by or a.decided_by == by), None)
-        if best is not None:
-            self._unused_approvals.remove(best)
-        return best
+        candidates = [a for a in self._unused_approvals if a.tool == str(data.get("tool")) and a.state == outcome]
+        if (a := next((a for a in candidates if not by or a.decided_by == by), None)) is not None:
+            self._unused_approvals.remove(a)
+            return what + self.outcome_detail(a)
+        return what + (block(data["reason"], "reason") if data.get("reason") else "")
 
     def outcome_detail(self, a: Approval) -> str:
         what = f" by {self.person(a.decided_by)} at {when(a.decided_at)} after {duration(a.waited)}"
         if a.required > 1:
-            what += f"; approvals {len(a.approvals)} of {t(a.required)}: " + ", ".join(
-                self.person(u) for u in a.approvals
-            )
-        if a.reason:
-            what += block(a.reason, "reason")
-        return what
+            who = ", ".join(self.person(u) for u in a.approvals)
+            what += f"; approvals {len(a.approvals)} of {t(a.required)}: {who}"
+        return what + (block(a.reason, "reason") if a.reason else "")
 
     def approval_requested(self, i: int, a: Approval) -> Entry:
         what = (
@@ -318,8 +288,7 @@ class Timeline:
             f"{t(a.required)} approval(s) needed, expires {when(a.expires_at)}; "
             f"card outcome: <b>{t(a.state)}</b>{block(as_json(a.args), 'arguments')}"
         )
-        if a.preview:
-            what += "dry run:" + block(a.preview, "dry-run preview")
+        what += "dry run:" + block(a.preview, "dry-run preview") if a.preview else ""
         return Entry(at=a.created_at, order=10_000 + i, kind="approval", who="opsloop", what=what)
 
     def approval_closed(self, i: int, a: Approval) -> Entry:
@@ -329,14 +298,8 @@ class Timeline:
         )
 
     def feedback(self, i: int, f: Feedback) -> Entry:
-        way = "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
-        return Entry(
-            at=f.at,
-            order=40_000 + i,
-            kind="feedback",
-            who=self.person(f.user),
-            what=f"rated the run's answer <b>{t(way)}</b> (message {t(f.message_ts)})",
-        )
+        what = f"rated the run's answer <b>{t(rating(f))}</b> (message {t(f.message_ts)})"
+        return Entry(at=f.at, order=40_000 + i, kind="feedback", who=self.person(f.user), what=what)
 
     def reply(self, i: int, m: InboxItem) -> Entry:
         fate = {
@@ -344,13 +307,8 @@ class Timeline:
             InboxState.SUPERSEDING: "answered a pending approval in its place",
             InboxState.QUEUED: "not seen by the model: the run ended first",
         }.get(m.state, str(m.state))
-        return Entry(
-            at=m.created_at,
-            order=30_000 + i,
-            kind="reply",
-            who=self.person(m.user),
-            what=f"replied in the thread ({t(fate)}):{block(m.text, 'reply')}",
-        )
+        what = f"replied in the thread ({t(fate)}):{block(m.text, 'reply')}"
+        return Entry(at=m.created_at, order=30_000 + i, kind="reply", who=self.person(m.user), what=what)
 
     def inject(self, data: Mapping[str, Any]) -> str:
         people = [self.person(m.get("user")) for m in data.get("messages") or [] if isinstance(m, Mapping)]
@@ -359,17 +317,17 @@ class Timeline:
             what += "opsloop note to the model:" + block(note, "note")
         return what or "entered the history"
 
-    def stop(self, data: Mapping[str, Any]) -> str:
-        reason = str(data.get("reason") or "")
-        what = f"stopped: <code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
-        if data.get("detail"):
-            what += f"<br>{t(data['detail'])}"
-        return what
+
+def failed(data: Mapping[str, Any]) -> bool:
+    """Whether a tool step's call failed."""
+    return bool(data.get("is_error") or data.get("error"))
 
 
-# --------------------------------------------------------------------------------------
-# the page
-# --------------------------------------------------------------------------------------
+def rating(f: Feedback) -> str:
+    return "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
+
+
+# --- the page -----------------------------------------------------------------------------------------------------
 
 
 def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at: float) -> str:
@@ -377,14 +335,14 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
     line = Timeline(record, price_for)
     entries = line.entries()
     run = record.run
-    title = f"opsloop run {run.id}"
+    title = t(f"opsloop run {run.id}")
     return "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en">',
-            f'<head><meta charset="utf-8"><title>{t(title)}</title><style>{CSS}</style></head>',
+            f'<head><meta charset="utf-8"><title>{title}</title><style>{CSS}</style></head>',
             "<body>",
-            f"<h1>{t(title)}</h1>",
+            f"<h1>{title}</h1>",
             summary(line, run),
             *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
             *([f"<h2>How the hypotheses changed</h2>{hypotheses_table(record.summaries)}"] if record.summaries else []),
@@ -404,17 +362,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
 
 def summary(line: Timeline, run: Run) -> str:
     reason = run.stop_reason.value if run.stop_reason else ""
-    stop = (
-        (
-            f"<code>{t(reason)}</code> — {t(STOP_WORDS.get(reason, reason))}"
-            + (f"<br>{t(run.stop_detail)}" if run.stop_detail else "")
-        )
-        if reason
-        else "still running"
-    )
-    counts: dict[str, int] = {}
-    for name in run.tools_called:
-        counts[name] = counts.get(name, 0) + 1
+    stop = stop_words(reason) + (f"<br>{t(run.stop_detail)}" if run.stop_detail else "") if reason else "still running"
     u = run.usage
     items = [
         ("task", block(run.task, "task")),
@@ -434,41 +382,44 @@ def summary(line: Timeline, run: Run) -> str:
             f"{u.cache_read_tokens:,} · cache write {u.cache_write_tokens:,}",
         ),
         ("cost", f"${run.cost_usd:.4f}"),
-        ("tools called", ", ".join(f"<code>{t(n)}</code> ×{c}" for n, c in counts.items()) or "none"),
+        (
+            "tools called",
+            ", ".join(f"<code>{t(n)}</code> ×{c}" for n, c in Counter(run.tools_called).items()) or "none",
+        ),
     ]
     return '<dl class="summary">' + "".join(f"<dt>{t(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
+def table(columns: Sequence[str], rows: Iterable[str]) -> str:
+    head = "".join(f"<th>{c}</th>" for c in columns)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
 def timeline_table(entries: Sequence[Entry]) -> str:
-    head = "<tr><th>time</th><th>step</th><th>who</th><th>what</th><th>model</th><th>tokens</th><th>cost</th></tr>"
-    rows = [
+    rows = (
         f'<tr class="row-{t(e.kind)}"><td class="when">{when(e.at)}</td>'
         f'<td><span class="kind k-{t(e.kind)}">{t(e.kind)}</span></td><td>{e.who}</td><td>{e.what}</td>'
         f'<td>{f"<code>{t(e.model)}</code>" if e.model else ""}</td><td class="num">{tokens(e.usage)}</td>'
         f'<td class="num">{"" if e.cost is None else f"${e.cost:.4f}"}</td></tr>'
         for e in entries
-    ]
-    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    return table(("time", "step", "who", "what", "model", "tokens", "cost"), rows)
 
 
 def hypotheses_table(rows: Sequence[SummaryRow]) -> str:
     """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order)."""
-    head = "<tr><th>time</th><th>step</th><th>what's going on</th><th>likely cause</th><th>next</th></tr>"
     body = []
     for r in rows:
-        causes = (
-            "<br>".join(
-                f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
-                for h in r.summary.ordered()
-            )
-            or "not known yet"
+        causes = "<br>".join(
+            f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
+            for h in r.summary.ordered()
         )
         steps = "<br>".join(t(s) for s in r.summary.next_steps)
         body.append(
             f'<tr class="row-summary"><td class="when">{when(r.at)}</td><td class="num">{r.step}</td>'
-            f"<td>{t(r.summary.situation)}</td><td>{causes}</td><td>{steps}</td></tr>"
+            f"<td>{t(r.summary.situation)}</td><td>{causes or 'not known yet'}</td><td>{steps}</td></tr>"
         )
-    return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+    return table(("time", "step", "what's going on", "likely cause", "next"), body)
 
 
 def totals_table(entries: Sequence[Entry], run: Run) -> str:
@@ -477,60 +428,36 @@ def totals_table(entries: Sequence[Entry], run: Run) -> str:
         if e.usage is not None:
             calls, usage, cost = by_model.get(e.model, (0, Usage(), 0.0))
             by_model[e.model] = (calls + 1, usage + e.usage, cost + (e.cost or 0.0))
-    head = (
-        "<tr><th>model</th><th>calls</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th>"
-        "<th>cost</th></tr>"
-    )
-    rows = [
-        f'<tr><td><code>{t(m)}</code></td><td class="num">{n}</td>{_usage_cells(u)}<td class="num">${c:.4f}</td></tr>'
-        for m, (n, u, c) in by_model.items()
-    ]
+
+    def row(opening: str, model: str, calls: int, u: Usage, cost: float) -> str:
+        cells = "".join(f'<td class="num">{n:,}</td>' for n in u.to_dict().values())
+        return f'{opening}<td>{model}</td><td class="num">{calls}</td>{cells}<td class="num">${cost:.4f}</td></tr>'
+
+    rows = [row("<tr>", f"<code>{t(m)}</code>", n, u, c) for m, (n, u, c) in by_model.items()]
     rows.append(
-        f'<tr class="total"><td>run total</td><td class="num">{sum(n for n, _, _ in by_model.values())}'
-        f'</td>{_usage_cells(run.usage)}<td class="num">${run.cost_usd:.4f}</td></tr>'
+        row('<tr class="total">', "run total", sum(n for n, _, _ in by_model.values()), run.usage, run.cost_usd)
     )
-    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _usage_cells(u: Usage) -> str:
-    return "".join(
-        f'<td class="num">{n:,}</td>'
-        for n in (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
-    )
+    return table(("model", "calls", "input", "output", "cache read", "cache write", "cost"), rows)
 
 
 def approvals_table(line: Timeline, approvals: Sequence[Approval]) -> str:
     if not approvals:
         return '<p class="muted">No approvals were asked for.</p>'
-    head = (
-        "<tr><th>tool</th><th>asked</th><th>decided</th><th>waited</th><th>outcome</th><th>by</th>"
-        "<th>arguments and preview</th></tr>"
-    )
     rows = []
     for a in approvals:
         detail = block(as_json(a.args), "arguments")
-        if a.preview:
-            detail += "dry run:" + block(a.preview, "dry-run preview")
-        if a.reason:
-            detail += "reason:" + block(a.reason, "reason")
+        detail += "dry run:" + block(a.preview, "dry-run preview") if a.preview else ""
+        detail += "reason:" + block(a.reason, "reason") if a.reason else ""
         rows.append(
             f'<tr><td><code>{t(a.tool)}</code> ({t(a.category)})</td><td class="when">'
             f'{when(a.created_at)}</td><td class="when">{when(a.decided_at)}</td>'
             f'<td class="num">{t(duration(a.waited))}</td><td><b>{t(a.state)}</b></td>'
             f"<td>{line.person(a.decided_by)}</td><td>{detail}</td></tr>"
         )
-    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    return table(("tool", "asked", "decided", "waited", "outcome", "by", "arguments and preview"), rows)
 
 
-def timeline_html(ledger: Ledger, run_id: str, *, price_for: Callable[[str], Price], now: float) -> str | None:
-    """The page for `run_id`, or None when the store has no such run."""
-    record = read_run(ledger, run_id)
-    return None if record is None else render(record, price_for=price_for, generated_at=now)
-
-
-# --------------------------------------------------------------------------------------
-# the timeline as text: `opsloop show RUN_ID`
-# --------------------------------------------------------------------------------------
+# --- the timeline as text: `opsloop show RUN_ID` ------------------------------------------------------------------
 
 QUOTE_CHARS = 80  # a quoted text or result is cut to this many characters, on one line
 _MENTION = re.compile(r"<@([UW][A-Z0-9]{2,40})>|\b([UW][A-Z0-9]{2,40})\b")
@@ -554,10 +481,9 @@ class TextTimeline:
     where the store knows them (else their user ids)."""
 
     record: RunRecord
-    names: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.names.update({uid: "@" + name.lstrip("@") for uid, name in known_names(self.record.approvals).items()})
+        self.names = {uid: "@" + name.lstrip("@") for uid, name in self.record.names.items()}
 
     def who(self, user: Any) -> str:
         return self.names.get(str(user), str(user)) if user else "someone"
@@ -579,8 +505,7 @@ class TextTimeline:
             asked = f"asks approval for {call_text(a.tool, a.args)} ({a.category}){preview}"
             events.append((a.created_at, 10_000 + i, asked))
         for i, f in enumerate(self.record.feedback):
-            way = "helpful" if f.value == FeedbackValue.POSITIVE else "not helpful"
-            events.append((f.at, 20_000 + i, f"{self.who(f.user)} rated the answer {way}"))
+            events.append((f.at, 20_000 + i, f"{self.who(f.user)} rated the answer {rating(f)}"))
         out, step, day = ["time (UTC)  step  what happened"], 0, _day(self.record.run.created_at)
         for at, _, what in sorted(events, key=lambda e: (e[0] or 0, e[1])):
             if isinstance(what, int):
@@ -613,14 +538,12 @@ class TextTimeline:
             return f"model answers{quote}" if ended == "end_turn" else f"model stops ({ended}){quote}"
         if kind == "tool":
             result = data.get("error") or data.get("result")
-            failed = "error: " if data.get("is_error") or data.get("error") else ""
             by = f" (approved by {self.who(data['confirmed_by'])})" if data.get("confirmed_by") else ""
-            outcome = "" if result is None else f" → {failed}{one_line(result)}"
+            outcome = "" if result is None else f" → {'error: ' if failed(data) else ''}{one_line(result)}"
             return f"{call_text(data.get('tool'), data.get('args'))}{by}{outcome}"
         if kind == "decision":
-            outcome = str(data.get("outcome") or ("approved" if data.get("approved") else "denied"))
             why = f': "{one_line(data["reason"])}"' if data.get("reason") else ""
-            return f"{data.get('tool')} {outcome} by {self.who(data.get('by'))}{why}"
+            return f"{data.get('tool')} {outcome_of(data)} by {self.who(data.get('by'))}{why}"
         if kind == "stop":
             reason = str(data.get("reason") or "")
             by = f" by {self.who(data['by'])}" if data.get("by") else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,6 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import ModelClient
 from bot.app.health import serve_metrics
-from bot.app.heap import freeze_startup_heap
 from bot.app.metrics import DEFAULT_HOST
 from bot.app.opsloop import Opsloop
 from bot.app.prune import prune_events, prune_events_once
@@ -174,7 +174,9 @@ async def start(
     freeze_heap: bool = False,
 ) -> None:
     """Connect (Socket Mode) or listen (HTTP mode), then resume every stored active run. `freeze_heap`: the
-    process's own start-up (`serve`), see `freeze_startup_heap`."""
+    process's own start-up (`serve`): every object start-up made moves to the collector's permanent generation
+    before Slack can deliver anything, so the full collections a burst of mentions triggers (every ack waits
+    behind one) walk only what the process made since."""
     if metrics_port is not None:  # first: probes and scrapes see the start-up too
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
     # Slack first: nothing works without it. An unreachable Slack is retried with backoff (one log line per
@@ -193,7 +195,9 @@ async def start(
     await prune_events_once(ops.store)
     ops.housekeeping = asyncio.create_task(prune_events(ops.store), name="opsloop-prune-events")
     if freeze_heap:
-        freeze_startup_heap()
+        gc.collect()
+        gc.freeze()
+        log.info("gc.frozen", objects=gc.get_freeze_count())
     if ops.settings.slack_app_token:
         ops.socket = SocketMode(ops.app, ops.settings.slack_app_token, after_ack=ops.slack.after_ack)
         await until_reachable(ops, "slack", url, ops.socket.connect_async)

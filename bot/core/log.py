@@ -1,9 +1,9 @@
 """structlog JSON logging: one stream for our events and bolt/slack_sdk's, redacted last.
 
-Our own events (structlog) are rendered by structlog and written straight to the stream, one line each: the
-stdlib path (a LogRecord, its formatter, the processors again) cost about three times as much, and a run logs
-three lines a step. Libraries' records (bolt, slack_sdk, aiohttp, asyncssh) still go through stdlib logging,
-formatted by the same processors; both write under the stdlib handler's lock, so their lines never interleave."""
+Our own events (structlog) are rendered by structlog and written straight to the stream, one line each, never
+through the stdlib path (a LogRecord, its formatter, the processors again). Libraries' records (bolt, slack_sdk,
+aiohttp, asyncssh) still go through stdlib logging, formatted by the same processors; both write under the stdlib
+handler's lock, so their lines never interleave."""
 
 from __future__ import annotations
 

@@ -157,10 +157,6 @@ def lifecycle(model: str, *, today: date | None = None, sdk_table: Mapping[str, 
     return known
 
 
-def replacement_for(model: str) -> str | None:
-    return lifecycle(model).replacement
-
-
 def sdk_deprecations() -> Mapping[str, str]:
     """The SDK's own table ({model: "January 22nd, 2027"}), or {} when it moved, vanished or changed shape:
     it is a private module, and nothing in opsloop depends on it being there."""

@@ -45,18 +45,23 @@ _VALUE = r"""(?<=["'])(?:[^"'\\\n]|\\[^"'\n])+|(?<!["'])[^\s"',;&\\]+"""
 # A header's value: inside quotes up to the closing quote, bare up to the end of the line (or a quote, a backslash).
 _HEADER_VALUE = r"""(?<=["'])(?:[^"'\\\n]|\\[^"'\n])+|(?<!["'])[^\s"'\\][^\r\n"'\\]*"""
 
-# Each pattern with its gates: the literals (named in _GATES) of which every match it makes holds at least one.
+# Each pattern with its gates: literals (lower case; a superset of what it starts from or holds: shorter, any case)
+# of which every match it makes holds at least one (test_redact checks it).
 _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str], frozenset[str]], ...] = tuple(
     (re.compile(p), fn, frozenset(gates.split()))
     for p, fn, gates in (
         (r"xox[abposr]-[A-Za-z0-9-]{6,}", _whole, "xox"),  # Slack bot/user/legacy tokens
         (r"xapp-[A-Za-z0-9-]{6,}", _whole, "xapp"),  # Slack app-level tokens
         (r"xoxe(?:\.xox[bp])?-[A-Za-z0-9-]{6,}", _whole, "xox"),  # Slack refresh tokens
-        (r"sk-ant-[A-Za-z0-9_-]{6,}", _whole, "skant"),  # Anthropic API keys
-        (r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])", _whole, "aws"),  # AWS access key ids
-        (r"gh[pousr]_[A-Za-z0-9]{20,}", _whole, "gh"),  # GitHub tokens: ghp_ gho_ ghs_ ghu_ ghr_
-        (r"github_pat_[A-Za-z0-9_]{20,}", _whole, "ghpat"),  # GitHub fine-grained tokens
-        (r"(https://hooks\.slack\.com/(?:services|workflows|triggers)/)([A-Za-z0-9_/-]+)", _keep_name, "hooks"),
+        (r"sk-ant-[A-Za-z0-9_-]{6,}", _whole, "sk-ant"),  # Anthropic API keys
+        (r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])", _whole, "akia asia"),  # AWS access key ids
+        (r"gh[pousr]_[A-Za-z0-9]{20,}", _whole, "ghp_ gho_ ghu_ ghs_ ghr_"),  # GitHub tokens: ghp_ gho_ ghs_ ghu_ ghr_
+        (r"github_pat_[A-Za-z0-9_]{20,}", _whole, "github_pat_"),  # GitHub fine-grained tokens
+        (
+            r"(https://hooks\.slack\.com/(?:services|workflows|triggers)/)([A-Za-z0-9_/-]+)",
+            _keep_name,
+            "hooks.slack.com",
+        ),
         # Authorization headers (any scheme), then a bare `Bearer …` anywhere
         (
             r"(?i)(authorization" + _SEP + r"(?:(?:basic|bearer|token|digest)[ \t]{1,5})?)([^\s\"',;\\]{4,})",
@@ -70,14 +75,18 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str], frozense
             r"(?i)((?<![A-Za-z0-9])(?:(?:x[-_]?)?api[-_]?key|(?:x[-_]?)?auth[-_]?token|x[-_]?amz[-_]?security[-_]?token"
             r"|(?:set[-_]?)?cookies?)" + _SEP + ")(" + _HEADER_VALUE + ")",
             _keep_name,
-            "apikey token cookie",
+            "apikey api-key api_key token cookie",
         ),
         # a password in a URL: scheme://user:PASSWORD@host keeps the user
-        (r"(?<=://)([^\s:/@\\]{1,256}:)([^\s@/\\]{1,256})(?=@)", _keep_name, "url"),
+        (r"(?<=://)([^\s:/@\\]{1,256}:)([^\s@/\\]{1,256})(?=@)", _keep_name, "://"),
         # --password=…, --password …, --passwd '…'
-        (r"""(?i)((?<![\w-])--?passw(?:or)?d(?:=|[ \t]{1,5})(?:\\{0,8}["'])?)(""" + _VALUE + ")", _keep_name, "pass"),
+        (
+            r"""(?i)((?<![\w-])--?passw(?:or)?d(?:=|[ \t]{1,5})(?:\\{0,8}["'])?)(""" + _VALUE + ")",
+            _keep_name,
+            "passw passp",
+        ),
         # password=…, passwd: …, DB_PASSWORD=…, "password": "…"
-        (r"(?i)((?:passw(?:or)?d|passphrase)" + _SEP + ")(" + _VALUE + ")", _keep_name, "pass"),
+        (r"(?i)((?:passw(?:or)?d|passphrase)" + _SEP + ")(" + _VALUE + ")", _keep_name, "passw passp"),
         # AWS secret keys and session tokens after their names (env, ini, JSON)
         (
             r"(?i)((?:aws_secret_access_key|aws_session_token|secret_?access_?key|session_?token)"
@@ -91,14 +100,14 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str], frozense
             r"""(?i)("(?:token|access_?token|refresh_?token|client_?secret|api_?key|secret)\\{0,8}"[ \t]{0,5}:"""
             r"""[ \t]{0,5}\\{0,8}")((?:[^"\\\n]|\\[^"\n])+)""",
             _keep_name,
-            "token secret apikey",
+            "token secret apikey api-key api_key",
         ),
         # a whole private key (or one cut short after its BEGIN line)
         (
             r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s]|\\{1,8}[nr])*"
             r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
             _whole,
-            "pem",
+            "-----",
         ),
     )
 )
@@ -108,43 +117,22 @@ _LINE_BREAK = re.compile(r"\r?\n|(?:\\{1,8}r)?\\{1,8}n")  # real newlines, or `\
 _BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]+[ \t]*")
 
 
-# The literals the patterns start from or hold (a superset: shorter, any case), each named. A pattern runs only when
-# the text holds one of its gates, and most text holds none, so then no pattern runs. The gates are substrings of
-# the text's lower case, after the four non-ASCII letters that (?i) also matches to an ASCII one are folded to it
-# (_FOLD; test_redact checks there are no others). Substring tests, not a regex alternation of these literals: an
-# order of magnitude cheaper on a short line. test_redact checks every pattern's matches hold one of its gates.
-_GATES: dict[str, tuple[str, ...]] = {
-    "xox": ("xox",),
-    "xapp": ("xapp",),
-    "skant": ("sk-ant",),
-    "aws": ("akia", "asia"),
-    "gh": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    "ghpat": ("github_pat_",),
-    "hooks": ("hooks.slack.com",),
-    "authorization": ("authorization",),
-    "bearer": ("bearer",),
-    "url": ("://",),
-    "pass": ("passw", "passp"),
-    "secret": ("secret",),
-    "session": ("session",),
-    "token": ("token",),
-    "apikey": ("apikey", "api-key", "api_key"),
-    "cookie": ("cookie",),
-    "pem": ("-----",),
-}
-_LITERALS = tuple((lit, name) for name, lits in _GATES.items() for lit in lits)
+# A pattern runs only when the text holds one of its gates, and most text holds none, so then no pattern runs. The
+# gates are substrings of the text's lower case, after the four non-ASCII letters that (?i) also matches to an ASCII
+# one are folded to it (_FOLD; test_redact checks there are no others). Substring tests, not a regex alternation of
+# these literals: cheaper on a short line (bench/RESULTS.md, "Redaction").
+_LITERALS = tuple(sorted(frozenset().union(*(gates for _, _, gates in _PATTERNS))))
 _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}  # İ ı ſ K: what (?i) matches to i, s and k
-_NO_GATE: frozenset[str] = frozenset()
 
 
 def _gates(text: str) -> frozenset[str]:
-    """The names of the _GATES `text` holds."""
+    """The gates `text` holds."""
     if not text.isascii():
-        for ch, ascii_letter in _FOLD.items():  # four substring scans: str.translate costs ~15 ns a character
+        for ch, ascii_letter in _FOLD.items():  # four substring scans, cheaper than str.translate
             if chr(ch) in text:
                 text = text.replace(chr(ch), ascii_letter)
     low = text.lower()
-    return frozenset([name for lit, name in _LITERALS if lit in low])
+    return frozenset([lit for lit in _LITERALS if lit in low])
 
 
 # Characters a reader can't see (zero-width, bidi controls, soft hyphen, word joiner, BOM, tag characters):
@@ -181,7 +169,7 @@ def redact(text: str) -> str:
 
 
 # Short texts seen to hold no gate, so no pattern: the names a log line repeats (its event, level and logger, a
-# model, a tool, a stop reason) cost a set lookup instead of the gates' 27 substring tests. Only text no pattern
+# model, a tool, a stop reason) cost a set lookup instead of the gates' substring tests. Only text no pattern
 # could touch is kept, so the set never holds anything redaction would have removed.
 _SHORT = 64
 _CLEAN_MAX = 4096
@@ -196,28 +184,13 @@ def _through_invisible(text: str) -> str:
     Invisible characters between two kept neighbours go back between them; those in or next to a secret go with it.
     """
     origin: list[int | None] = [i for i, ch in enumerate(text) if not _INVISIBLE.match(ch)]
-    current = "".join(text[i] for i in origin if i is not None)
-    seen = current
-    for pattern, replace, _ in _PATTERNS:
-        spans: list[tuple[int, int, str]] = []
-
-        def record(
-            m: re.Match[str],
-            replace: Callable[[re.Match[str]], str] = replace,
-            spans: list[tuple[int, int, str]] = spans,
-        ) -> str:
-            out = replace(m)
-            spans.append((m.start(), m.end(), out))
-            return out
-
-        replaced = pattern.sub(record, current)
-        if spans:
-            origin, current = _carry(origin, current, spans), replaced
-    if "-----END " in current:
-        spans = [(s, e, REDACTED) for s, e in _pem_tail_spans(current)]
-        origin, current = _carry(origin, current, spans), _replace_spans(current, [(s, e, 0) for s, e, _ in spans])
+    seen = "".join(text[i] for i in origin if i is not None)
+    passes: list[list[Span]] = []
+    current = _redact_visible(seen, passes)
     if current == seen:
         return text  # no secret, even read without them: the text is left exactly as it was
+    for spans in passes:
+        origin = _carry(origin, spans)
     out: list[str] = []
     previous = -1
     for ch, at in zip(current, origin, strict=True):
@@ -233,29 +206,47 @@ def _through_invisible(text: str) -> str:
     return "".join(out)
 
 
-def _carry(origin: list[int | None], text: str, spans: list[tuple[int, int, str]]) -> list[int | None]:
-    """`origin` once each (start, end, replacement) span of `text` was replaced."""
+def _carry(origin: list[int | None], spans: list[Span]) -> list[int | None]:
+    """`origin` once each span was replaced: the characters a replacement kept keep their origin, its others None."""
     carried: list[int | None] = []
     done = 0
-    for s, e, out in spans:
-        carried += origin[done:s]
-        kept = 0
-        while kept < min(len(out), e - s) and out[kept] == text[s + kept]:
-            kept += 1
-        carried += origin[s : s + kept] + [None] * (len(out) - kept)
+    for s, e, length, kept in spans:
+        carried += origin[done : s + kept] + [None] * (length - kept)
         done = e
     return carried + origin[done:]
 
 
-def _redact_visible(text: str) -> str:
+# A replaced part of a text: (start, end, the replacement's length, how many of its first characters it kept).
+Span = tuple[int, int, int, int]
+
+
+def _redact_visible(text: str, passes: list[list[Span]] | None = None) -> str:
+    """Every pattern whose gates `text` holds, in order, then the PEM bodies found from their END line.
+    `passes`, when given, gets the spans each pass replaced, in the text as that pass found it."""
     present = _gates(text)
     if not present:
         return text
     for pattern, replace, gates in _PATTERNS:
-        if gates & present:
-            text = pattern.sub(replace, text)
-    if "pem" in present and "-----END " in text:
-        text = _redact_pem_tails(text)
+        if not gates & present:
+            continue
+        spans: list[Span] = []
+
+        def record(
+            m: re.Match[str], replace: Callable[[re.Match[str]], str] = replace, spans: list[Span] = spans
+        ) -> str:
+            out = replace(m)
+            same = (i for i, (a, b) in enumerate(zip(out, m.group(), strict=False)) if a != b)
+            spans.append((m.start(), m.end(), len(out), next(same, min(len(out), m.end() - m.start()))))
+            return out
+
+        text = pattern.sub(record, text)
+        if spans and passes is not None:
+            passes.append(spans)
+    if "-----END " in text:
+        spans = _pem_tail_spans(text)
+        text = _replace_spans(text, spans)
+        if spans and passes is not None:
+            passes.append(spans)
     return text
 
 
@@ -312,40 +303,17 @@ def _redact_tracking(text: str, start: int, end: int) -> tuple[str, int, int]:
         scrubbed, first, last = _redact_tracking(seen, *shifted)
         if scrubbed != seen:
             return scrubbed, first, last
-    present = _gates(text) if text else _NO_GATE
-    if not present:
-        return text, start, end
-    for pattern, replace, gates in _PATTERNS:
-        if not gates & present:
-            continue
-        spans: list[tuple[int, int, int]] = []
-
-        def record(
-            m: re.Match[str],
-            replace: Callable[[re.Match[str]], str] = replace,
-            spans: list[tuple[int, int, int]] = spans,
-        ) -> str:
-            out = replace(m)
-            spans.append((m.start(), m.end(), len(out)))
-            return out
-
-        replaced = pattern.sub(record, text)
-        if spans:
-            text, start, end = replaced, _moved(start, spans, to_end=False), _moved(end, spans, to_end=True)
-    if "-----END " in text:
-        spans = [(s, e, len(REDACTED)) for s, e in _pem_tail_spans(text)]
-        text, start, end = (
-            _replace_spans(text, spans),
-            _moved(start, spans, to_end=False),
-            _moved(end, spans, to_end=True),
-        )
+    passes: list[list[Span]] = []
+    text = _redact_visible(text, passes)
+    for spans in passes:
+        start, end = _moved(start, spans, to_end=False), _moved(end, spans, to_end=True)
     return text, start, end
 
 
-def _moved(position: int, spans: list[tuple[int, int, int]], *, to_end: bool) -> int:
-    """Where `position` is once each (start, end, replacement length) span, in order, was replaced."""
+def _moved(position: int, spans: list[Span], *, to_end: bool) -> int:
+    """Where `position` is once each span, in order, was replaced."""
     shift = 0
-    for s, e, length in spans:
+    for s, e, length, _ in spans:
         if e <= position:
             shift += length - (e - s)
         elif s < position:  # inside this secret: to one side of its placeholder
@@ -355,28 +323,23 @@ def _moved(position: int, spans: list[tuple[int, int, int]], *, to_end: bool) ->
     return position + shift
 
 
-def _redact_pem_tails(text: str) -> str:
-    """A PEM body whose BEGIN line was cut off: the base64 lines right before `-----END … PRIVATE KEY-----`."""
-    return _replace_spans(text, [(s, e, len(REDACTED)) for s, e in _pem_tail_spans(text)])
-
-
-def _replace_spans(text: str, spans: list[tuple[int, int, int]]) -> str:
+def _replace_spans(text: str, spans: list[Span]) -> str:
     out: list[str] = []
     done = 0
-    for s, e, _ in spans:
-        out.append(text[done:s])
-        out.append(REDACTED)
+    for s, e, _, _ in spans:
+        out += (text[done:s], REDACTED)
         done = e
     out.append(text[done:])
     return "".join(out)
 
 
-def _pem_tail_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each PEM body found from its END line, END line included."""
-    spans: list[tuple[int, int]] = []
+def _pem_tail_spans(text: str) -> list[Span]:
+    """Each PEM body found from its END line, END line included: a body whose BEGIN line was cut off is the base64
+    lines right before `-----END … PRIVATE KEY-----`."""
+    spans: list[Span] = []
     done = 0
     for end in _PEM_END.finditer(text):
-        spans.append((_base64_lines_before(text, done, end.start()), end.end()))
+        spans.append((_base64_lines_before(text, done, end.start()), end.end(), len(REDACTED), 0))
         done = end.end()
     return spans
 
@@ -438,29 +401,10 @@ def settled(redacted: str) -> int:
 # and the names the text patterns know. Compared lower-cased without `-` and `_`, so `x_api_key` is `X-Api-Key`.
 SECRET_KEYS = frozenset(
     {
-        "authorization",
-        "proxyauthorization",
-        "xapikey",
-        "apikey",
-        "xauthtoken",
-        "authtoken",
-        "cookie",
-        "cookies",
-        "setcookie",
-        "xamzsecuritytoken",
-        "password",
-        "passwd",
-        "passphrase",
-        "token",
-        "accesstoken",
-        "refreshtoken",
-        "clientsecret",
-        "secret",
-        "secretaccesskey",
-        "awssecretaccesskey",
-        "sessiontoken",
-        "awssessiontoken",
-        "privatekey",
+        *("authorization", "proxyauthorization", "xapikey", "apikey", "xauthtoken", "authtoken", "cookie"),
+        *("cookies", "setcookie", "xamzsecuritytoken", "password", "passwd", "passphrase", "token", "accesstoken"),
+        *("refreshtoken", "clientsecret", "secret", "secretaccesskey", "awssecretaccesskey", "sessiontoken"),
+        *("awssessiontoken", "privatekey"),
     }
 )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,25 +67,23 @@ class InboxState(enum.StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:
-    """Token counts as the Messages API reports them.
-
-    `input_tokens` excludes cached tokens (API semantics), so the paid tokens of the
-    design ("input − cache_read + output", with input meaning the whole prompt) are
-    `input_tokens + cache_write_tokens + output_tokens`.
-    """
+    """Token counts as the Messages API reports them. `input_tokens` excludes cached tokens (API semantics), so the
+    design's paid tokens ("input − cache_read + output", input being the whole prompt) are `paid_tokens`."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    @classmethod
+    def of(cls, raw: Any) -> Usage | None:
+        """The usage a trace event or a stored row holds (a mapping of these fields), or None when it holds none."""
+        if not isinstance(raw, Mapping):
+            return None
+        return cls(**{k: int(v or 0) for k, v in raw.items() if k in cls.__dataclass_fields__})
+
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-        )
+        return Usage(**{k: n + getattr(other, k) for k, n in self.to_dict().items()})
 
     @property
     def paid_tokens(self) -> int:
@@ -94,12 +94,8 @@ class Usage:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
+        """The four counts, in the order of the fields (input, output, cache read, cache write)."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,11 +121,8 @@ class ConfirmRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
-    """A human's answer to a ConfirmRequest.
-
-    outcome is one of approved, denied, expired, superseded; `reason` carries the
-    denial reason or, for superseded, the thread reply that superseded it.
-    """
+    """A human's answer to a ConfirmRequest. `outcome`: approved, denied, expired or superseded; `reason`: the
+    denial's reason or, for superseded, the thread reply that superseded it."""
 
     approved: bool
     confirmed_by: str | None = None
@@ -513,9 +506,9 @@ class Step:
 
 
 class ModelError(OpsloopError):
-    """The model cannot answer this run: auth failure, a rejected request, or every
-    retry and fallback exhausted. Terminal (`model_error`). `usage`: what the failed
-    attempts still cost (a degenerate stream is billed for what it streamed)."""
+    """The model cannot answer this run: auth failure, a rejected request, or every retry and fallback exhausted.
+    Terminal (`model_error`). `usage`: what the failed attempts still cost (a degenerate stream is billed for what
+    it streamed)."""
 
     def __init__(
         self, message: str, *, usage: Usage | None = None, model: str = "", billed: tuple[tuple[str, Usage], ...] = ()

@@ -87,15 +87,9 @@ def reason(error: BaseException, *, timeout_s: float | None = None) -> str:
     return _first_line(chain[-1]) if chain else type(error).__name__
 
 
-_UNREACHABLE = (
-    aiohttp.ClientConnectionError,
-    aiohttp.ServerTimeoutError,
-    asyncio.TimeoutError,
-    TimeoutError,
-    ConnectionError,
-    socket.gaierror,
-    ssl.SSLError,
-)
+# asyncio.TimeoutError is TimeoutError
+_UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError)
+_UNREACHABLE += (TimeoutError, ConnectionError, socket.gaierror, ssl.SSLError)
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

@@ -21,8 +21,9 @@ from bot.core.redact import (
     MARGIN,
     REDACTED,
     _gates,
-    _redact_pem_tails,
+    _pem_tail_spans,
     _redact_visible,
+    _replace_spans,
     redact,
     redact_slice,
     redact_truncate,
@@ -429,7 +430,7 @@ def _every_pattern(text: str) -> str:
     """_redact_visible without its gates: every pattern run over the text, in order."""
     for pattern, replace, _ in _PATTERNS:
         text = pattern.sub(replace, text)
-    return _redact_pem_tails(text) if "-----END " in text else text
+    return _replace_spans(text, _pem_tail_spans(text)) if "-----END " in text else text
 
 
 # Pieces of secrets and of near misses, in any case, glued with separators and values: what the gates must not skip.
