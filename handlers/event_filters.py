@@ -8,8 +8,6 @@ from typing import Any
 
 import structlog
 
-from handlers import messages
-
 log = structlog.get_logger("opsloop.slack")
 
 
@@ -36,7 +34,7 @@ def message_text(event: dict[str, Any]) -> str:
     text = event.get("text")
     text = text if isinstance(text, str) else ""
     names = [str(f.get("name") or f.get("title") or "file") for f in event.get("files") or [] if isinstance(f, dict)]
-    return messages.with_attachments(text, names)
+    return f"{text} [attached: {', '.join(names)}]".strip() if names else text
 
 
 def malformed(event: dict[str, Any], *fields: str) -> bool:

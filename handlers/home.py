@@ -49,8 +49,9 @@ async def on_home_opened(desk: HomeDesk, body: dict[str, Any], event: dict[str, 
 
 
 async def publish_home(desk: HomeDesk, user: str) -> bool:
-    """Publish `user`'s Home tab from what the store says now."""
-    return await desk.out.publish_home(user=user, blocks=await home_blocks(desk, user))
+    """Publish `user`'s Home tab from what the store says now; False when Slack refused it."""
+    view = {"type": "home", "blocks": await home_blocks(desk, user)}
+    return await desk.out.attempt("views_publish", what="home_publish", user_id=user, view=view) is not None
 
 
 async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
@@ -61,61 +62,55 @@ async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
     active = [r for r in await desk.store.active_runs() if r.channel in seen]
     recent = [r for r in await desk.store.list_runs(limit=RECENT * 5) if not r.active and r.channel in seen][:RECENT]
     runs = {r.id: r for r in active}
-    decidable = []
-    for approval in await desk.store.pending_approvals():
-        if (approval.channel or getattr(runs.get(approval.run_id), "channel", None)) not in seen:
-            continue
-        if await desk.policy.may_approve(user, approval.category):  # the policy decides, as for a click
-            decidable.append(approval)
-    max_steps = desk.max_steps
+    approvals = []
+    for a in await desk.store.pending_approvals():
+        run = runs.get(a.run_id)
+        if (a.channel or (run.channel if run else None)) not in seen or not await desk.policy.may_approve(
+            user, a.category
+        ):
+            continue  # the policy decides, as for a click
+        on_card = a.channel and a.message_ts and permalink(a.channel, a.message_ts, a.thread_ts)
+        link = on_card or (_thread_link(run) if run else "")
+        approvals.append(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id))
+    failed = await desk.store.failed_tool_calls([r.id for r in recent])
+    lists = (
+        (
+            messages.HOME_ACTIVE,
+            [
+                messages.home_active_run(
+                    _thread_link(r),
+                    _task(r),
+                    status=r.status.value,
+                    step=r.iterations,
+                    max_steps=desk.max_steps,
+                    cost_usd=r.cost_usd,
+                )
+                for r in active[:SHOWN_MAX]
+            ],
+            messages.HOME_NO_ACTIVE,
+        ),
+        (messages.HOME_APPROVALS, approvals[:SHOWN_MAX], messages.HOME_NO_APPROVALS),
+        (
+            messages.HOME_RECENT,
+            [
+                messages.home_recent_run(
+                    _thread_link(r),
+                    _task(r),
+                    stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
+                    cost_usd=r.cost_usd,
+                    failed_tools=failed.get(r.id, 0),
+                )
+                for r in recent
+            ],
+            messages.HOME_NO_RECENT,
+        ),
+    )
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
     if member_of is None:
         blocks.append(_context(messages.HOME_NOT_CHECKED))
-
-    blocks.append(_section(messages.HOME_ACTIVE))
-    blocks += [
-        _section(
-            messages.home_active_run(
-                _thread_link(r),
-                _task(r),
-                status=r.status.value,
-                step=r.iterations,
-                max_steps=max_steps,
-                cost_usd=r.cost_usd,
-            )
-        )
-        for r in active[:SHOWN_MAX]
-    ] or [_context(messages.HOME_NO_ACTIVE)]
-    blocks.append({"type": "divider"})
-
-    blocks.append(_section(messages.HOME_APPROVALS))
-    lines = []
-    for a in decidable[:SHOWN_MAX]:
-        run = runs.get(a.run_id)
-        link = (
-            permalink(a.channel or "", a.message_ts, a.thread_ts)
-            if a.channel and a.message_ts
-            else (_thread_link(run) if run else "")
-        )
-        lines.append(_section(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id)))
-    blocks += lines or [_context(messages.HOME_NO_APPROVALS)]
-    blocks.append({"type": "divider"})
-
-    blocks.append(_section(messages.HOME_RECENT))
-    failed = await desk.store.failed_tool_calls([r.id for r in recent])
-    blocks += [
-        _section(
-            messages.home_recent_run(
-                _thread_link(r),
-                _task(r),
-                stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
-                cost_usd=r.cost_usd,
-                failed_tools=failed.get(r.id, 0),
-            )
-        )
-        for r in recent
-    ] or [_context(messages.HOME_NO_RECENT)]
-    return blocks
+    for title, lines, empty in lists:
+        blocks += [_section(title), *([_section(line) for line in lines] or [_context(empty)]), {"type": "divider"}]
+    return blocks[:-1]
 
 
 def _thread_link(run: Run) -> str:

@@ -311,7 +311,8 @@ class Outbox:
         while True:
             await self._attempt(item, unsure=True)
             try:
-                ts = await self.out.post_or_raise(
+                response = await self.out.call(
+                    "chat_postMessage",
                     channel=item.channel,
                     thread_ts=item.thread_ts,
                     text=_plain_text(item.text) if plain else item.text,
@@ -328,6 +329,7 @@ class Outbox:
                     continue
                 await self._failed(item, failure)
                 return
+            ts = str(response["ts"])
             await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
             log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=plain)
             return
@@ -340,7 +342,7 @@ class Outbox:
             return
         await self._attempt(item, unsure=False)
         try:
-            await self.out.update_or_raise(channel=item.channel, ts=target.ts, text=item.text, blocks=item.blocks)
+            await self.out.call("chat_update", channel=item.channel, ts=target.ts, text=item.text, blocks=item.blocks)
         except Exception as e:
             await self._failed(item, classify(e))
             return
@@ -370,11 +372,12 @@ class Outbox:
         rest = _stream_rest(item, stream, single=await self.store.outbox_by_key(answer_key(run_id, 1)) is None)
         if rest is not None:
             try:
-                await self.out.stop_stream_or_raise(
+                await self.out.call(
+                    "chat_stopStream",
                     channel=item.channel,
                     ts=ts,
-                    markdown_text=rest,
-                    blocks=[b for b in item.blocks or [] if b.get("type") == "context_actions"],
+                    markdown_text=rest or None,
+                    blocks=[b for b in item.blocks or [] if b.get("type") == "context_actions"] or None,
                     metadata=metadata(item.id),
                 )
             except Exception as e:  # closed by Slack, or unsure: chat.update sets the same content either way
@@ -384,7 +387,7 @@ class Outbox:
                 return True
         elif not stream.broken:
             with contextlib.suppress(Exception):  # end its streaming state first (best effort)
-                await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
+                await self.out.call("chat_stopStream", channel=item.channel, ts=ts)
         plain = item.plain
         while True:
             if not await self.store.renew_outbox_claim(
@@ -392,7 +395,8 @@ class Outbox:
             ):
                 raise ClaimLost
             try:
-                await self.out.update_or_raise(
+                await self.out.call(
+                    "chat_update",
                     channel=item.channel,
                     ts=ts,
                     metadata=metadata(item.id),
@@ -555,17 +559,10 @@ class Cards:
             )
             posted = await self.outbox.posted_ts(card)
         if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
-            self.after_ack.spawn(
-                self.out.update(
-                    channel=approval.channel,
-                    ts=approval.message_ts,
-                    text=msg.text,
-                    blocks=msg.blocks,
-                    what="card_update",
-                    approval_id=approval.id,
-                ),
-                name=f"card_copy:{approval.id}",
+            copy = self.out.attempt(
+                "chat_update", what="card_update", channel=approval.channel, ts=approval.message_ts, **vars(msg)
             )
+            self.after_ack.spawn(copy, name=f"card_copy:{approval.id}")
 
     async def post(self, channel: str, thread_ts: str, msg: SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""

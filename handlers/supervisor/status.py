@@ -168,7 +168,9 @@ class StatusMessage:
         if not self.ts:
             return
         try:
-            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks)
+            await self.sup.out.call(
+                "chat_update", channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
+            )
         except SlackApiError as e:
             error = e.response.get("error")
             log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)
