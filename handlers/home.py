@@ -5,20 +5,15 @@ incident channel's tasks and links stay in it. Read from the store when the tab 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from bot.core.types import Run
-from bot.store import Store
 from handlers import messages
-from handlers.after_ack import AfterAck
 from handlers.event_filters import dig
+from handlers.inbound import Inbound
 from handlers.links import permalink
-from handlers.membership import Membership
-from handlers.policy import ApprovalPolicy
-from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.home")
 
@@ -27,34 +22,20 @@ SHOWN_MAX = 20  # active runs and approvals each: a Home tab holds at most 100 b
 TASK_SHOWN = 80
 
 
-@dataclass(frozen=True)
-class HomeDesk:
-    """What the Home tab reads, and nothing else: the runs and approvals (store), who is in which conversation
-    (membership), who may decide an approval (policy), the step limit it shows, where it publishes (out) and the
-    after-ack task set it publishes from."""
-
-    store: Store
-    membership: Membership
-    policy: ApprovalPolicy
-    out: SlackOut
-    after_ack: AfterAck
-    max_steps: int
-
-
-async def on_home_opened(desk: HomeDesk, body: dict[str, Any], event: dict[str, Any]) -> None:
+async def on_home_opened(desk: Inbound, body: dict[str, Any], event: dict[str, Any]) -> None:
     user = dig(event, "user")
     if not user or event.get("tab", "home") != "home":
         return
     desk.after_ack.spawn(publish_home(desk, user), name=f"home:{user}")
 
 
-async def publish_home(desk: HomeDesk, user: str) -> bool:
+async def publish_home(desk: Inbound, user: str) -> bool:
     """Publish `user`'s Home tab from what the store says now; False when Slack refused it."""
     view = {"type": "home", "blocks": await home_blocks(desk, user)}
     return await desk.out.attempt("views_publish", what="home_publish", user_id=user, view=view) is not None
 
 
-async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
+async def home_blocks(desk: Inbound, user: str) -> list[dict[str, Any]]:
     """The viewer's tab: only runs and approvals of conversations they are in (Slack says which; when it can't,
     none at all, and a line saying so)."""
     member_of = await desk.membership.conversations(user)

@@ -1,8 +1,9 @@
-"""What the listeners for a person's message need (a mention, a thread reply, the message shortcut), and nothing
+"""What the listeners for a person (a mention, a thread reply, the message shortcut, App Home) need, and nothing
 else: the store that claims the event and keeps the run or inbox row, the Slack calls off the ack path, the
-conversation's history (a mid-thread mention reads it), who is in a channel, the cards a reply supersedes,
-which channels opsloop works in, the model a new run starts on, how a stored run starts, and the bot's own user
-id (read when asked: it is known only once auth.test answered, after the listeners are registered)."""
+conversation's history (a mid-thread mention reads it), who is in a channel, the cards a reply supersedes, who
+may decide an approval, which channels opsloop works in, the model a new run starts on and its step limit, how a
+stored run starts, and the bot's own user id (read when asked: it is known only once auth.test answered, after
+the listeners are registered)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bot.store import Store
 from handlers.after_ack import AfterAck
 from handlers.approvals import ApprovalDesk
 from handlers.membership import Membership
+from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut
 
 
@@ -26,8 +28,10 @@ class Inbound:
     client: AsyncWebClient
     membership: Membership
     approvals: ApprovalDesk
+    policy: ApprovalPolicy
     channels: Callable[[], Collection[str]]  # ids, read when asked: start-up resolves the config's `#name`s
     model: str
+    max_steps: int
     # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
     start: Callable[[str], object]
     bot_user: Callable[[], str]

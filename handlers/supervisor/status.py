@@ -99,14 +99,8 @@ class StatusMessage:
             log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
         if self.ts:
             return
-        msg = blocks.status_message(
-            state=RunStatus.RUNNING,
-            step=self.row.iterations,
-            activity="starting",
-            tokens=0,
-            cost_usd=self.row.cost_usd,
-            run_id=self.row.id,
-            max_iterations=self.sup.settings.limits.max_iterations,
+        msg = self._message(
+            state=RunStatus.RUNNING, step=self.row.iterations, activity="starting", tokens=0, cost_usd=self.row.cost_usd
         )
         self.ts = await self.sup.cards.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
@@ -119,7 +113,7 @@ class StatusMessage:
         self.summary = self.summary or await self.sup.store.last_summary(self.row.id)  # a restart shows it again
         self._loaded = True
         events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
-        events += [(r.created_at, 1, r) for r in results.values()]
+        events += [(r.created_at, 1, r) for r in results.values() if r.tool != SUMMARY_TOOL]
         for _, kind, item in sorted(events, key=lambda e: (e[0], e[1])):
             if kind == 0:
                 a = item
@@ -137,7 +131,7 @@ class StatusMessage:
                     output=output,
                     before=a.tool_use_id,
                 )
-            elif item.tool != SUMMARY_TOOL:
+            else:
                 r = item
                 if r.content is None:
                     status, output = "error", messages.TASK_UNKNOWN

@@ -28,7 +28,7 @@ from bot.run.summary import (
     validate,
 )
 from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message, text_messages
-from handlers.summary_blocks import BLOCK_IDS, summary_blocks
+from handlers.blocks import BLOCK_IDS, summary_blocks
 
 OK = CallStatus.SUCCEEDED
 CALLS = {
