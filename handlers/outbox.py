@@ -125,11 +125,9 @@ def classify(e: Exception) -> Failure:
 def _retry_after(e: SlackApiError) -> float | None:
     headers = getattr(e.response, "headers", None) or {}
     value: Any = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
-    if isinstance(value, list):
-        value = value[0] if value else None
     try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        return float(value[0] if isinstance(value, list) else value)
+    except (TypeError, ValueError, IndexError):
         return None
 
 
@@ -303,7 +301,7 @@ class Outbox:
     async def _post(self, item: OutboxItem) -> None:
         if await self._finish_stream(item):
             return
-        if item.unsure and (found := await self._find(item)):
+        if item.unsure and (found := await self._look(item, lambda m: posted_item(m) == item.id, unsure=True)):
             log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
             await self.store.outbox_sent(item.id, self.owner, ts=found, now=self.store.now())
             return
@@ -466,13 +464,8 @@ class Outbox:
         delay = min(self.max_backoff, 2.0 ** max(0, attempts - 1))
         return min(max(delay, retry_after or 0.0), 600.0)
 
-    async def _find(self, item: OutboxItem) -> str | None:
-        """The ts of this item's post if an earlier attempt reached Slack (found by its metadata in the thread).
-        Raises Deferred when Slack couldn't be asked now."""
-        return await self._look(item, lambda m: posted_item(m) == item.id, unsure=True, attempts=item.attempts)
-
     async def _look(
-        self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool, attempts: int
+        self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool, attempts: int | None = None
     ) -> str | None:
         """The ts of the first message `wanted` accepts in the item's thread (a root post's: the channel's newest
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
@@ -504,7 +497,8 @@ class Outbox:
                     self.owner,
                     error=failure.error,
                     unsure=unsure,
-                    next_at=self.store.now() + self._backoff(attempts, failure.retry_after),
+                    next_at=self.store.now()
+                    + self._backoff(item.attempts if attempts is None else attempts, failure.retry_after),
                 )
                 raise Deferred from e
 
