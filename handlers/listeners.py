@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 from slack_bolt.async_app import AsyncApp
 
-from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers import approvals, feedback, home, mentions, replies, stop
 from handlers.alerts.slack import SlackAlerts
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
 from handlers.inbound import Inbound
@@ -73,7 +73,7 @@ def register(app: AsyncApp, sup: Supervisor, alerts: SlackAlerts | None = None) 
     }
     for action_id in ACTIONS:
         app.action(action_id)(_acked(clicks[action_id]))
-    app.shortcut(INVESTIGATE)(_acked(lambda body: shortcut.on_investigate(inbound, body)))
+    app.shortcut(INVESTIGATE)(_acked(lambda body: mentions.on_investigate(inbound, body)))
 
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:

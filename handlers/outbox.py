@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,32 +305,45 @@ class Outbox:
             log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
             await self.store.outbox_sent(item.id, self.owner, ts=found, now=self.store.now())
             return
+        sent = await self._send(
+            item,
+            "chat_postMessage",
+            lambda: self._attempt(item, unsure=True),
+            channel=item.channel,
+            thread_ts=item.thread_ts,
+        )
+        if isinstance(sent, Failure):
+            await self._failed(item, sent)
+            return
+        ts = str(sent[0]["ts"])
+        await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
+        log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=sent[1])
+
+    async def _send(
+        self, item: OutboxItem, method: str, claim: Callable[[], Awaitable[None]], **where: Any
+    ) -> tuple[Any, bool] | Failure:
+        """`method` (a post, or the update that finishes a stream) with the item's content and metadata, each try
+        after `claim`: content Slack refuses gets one plain-text fallback (its notification text alone, no blocks),
+        stored with the item. (Slack's answer, whether plain), or how it failed."""
         plain = item.plain
         while True:
-            await self._attempt(item, unsure=True)
+            await claim()
             try:
-                response = await self.out.call(
-                    "chat_postMessage",
-                    channel=item.channel,
-                    thread_ts=item.thread_ts,
-                    text=_plain_text(item.text) if plain else item.text,
-                    blocks=None if plain else item.blocks,
-                    metadata=metadata(item.id),
+                # a plain update sends no blocks (`[]`: without any it would keep the message's)
+                text, blocks = (
+                    (_plain_text(item.text), [] if method == "chat_update" else None)
+                    if plain
+                    else (item.text, item.blocks)
                 )
+                return await self.out.call(method, text=text, blocks=blocks, metadata=metadata(item.id), **where), plain
             except Exception as e:
                 failure = classify(e)
-                if failure.content and not plain and _plain_text(item.text):
-                    log.warning("outbox.plain_fallback", error=failure.error)
-                    if not await self.store.outbox_plain(item.id, self.owner, error=failure.error):
-                        raise ClaimLost from None
-                    plain = True
-                    continue
-                await self._failed(item, failure)
-                return
-            ts = str(response["ts"])
-            await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
-            log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=plain)
-            return
+                if not failure.content or plain or not _plain_text(item.text):
+                    return failure
+            log.warning("outbox.plain_fallback", error=failure.error)
+            if not await self.store.outbox_plain(item.id, self.owner, error=failure.error):
+                raise ClaimLost
+            plain = True
 
     async def _update(self, item: OutboxItem) -> None:
         target = await self.store.outbox_item(item.target or "")
@@ -386,34 +399,16 @@ class Outbox:
         elif not stream.broken:
             with contextlib.suppress(Exception):  # end its streaming state first (best effort)
                 await self.out.call("chat_stopStream", channel=item.channel, ts=ts)
-        plain = item.plain
-        while True:
-            if not await self.store.renew_outbox_claim(
-                item.id, self.owner, until=self.store.now() + self.claim_seconds
-            ):
-                raise ClaimLost
-            try:
-                await self.out.call(
-                    "chat_update",
-                    channel=item.channel,
-                    ts=ts,
-                    metadata=metadata(item.id),
-                    text=_plain_text(item.text) if plain else item.text,
-                    blocks=[] if plain else item.blocks,
-                )
-            except Exception as e:
-                failure = classify(e)
-                if failure.transient:
-                    await self._failed(item, failure)
-                    return True
-                if failure.content and not plain and _plain_text(item.text):
-                    plain = True  # the same one plain-text fallback a post gets
-                    continue
-                log.warning("outbox.stream_update_failed", error=failure.error)  # gone or not ours: post instead
-                await self.store.stream_ended(stream.id, StreamState.ABANDONED)
-                return False
+        sent = await self._send(item, "chat_update", lambda: self._renew(item), channel=item.channel, ts=ts)
+        if isinstance(sent, Failure) and sent.transient:
+            await self._failed(item, sent)
+        elif isinstance(sent, Failure):
+            log.warning("outbox.stream_update_failed", error=sent.error)  # gone or not ours: post instead
+            await self.store.stream_ended(stream.id, StreamState.ABANDONED)
+            return False
+        else:
             await self._stream_sent(item, stream, ts, how="chat.update")
-            return True
+        return True
 
     async def _stream_sent(self, item: OutboxItem, stream: Stream, ts: str, *, how: str) -> None:
         if not await self.store.stream_finished(stream.id, item.id, self.owner, ts=ts, now=self.store.now()):
@@ -442,6 +437,10 @@ class Outbox:
         if not await self.store.outbox_attempt(
             item.id, self.owner, until=self.store.now() + self.claim_seconds, unsure=unsure
         ):
+            raise ClaimLost
+
+    async def _renew(self, item: OutboxItem) -> None:
+        if not await self.store.renew_outbox_claim(item.id, self.owner, until=self.store.now() + self.claim_seconds):
             raise ClaimLost
 
     async def _failed(self, item: OutboxItem, failure: Failure) -> None:
@@ -473,9 +472,7 @@ class Outbox:
         root = not item.thread_ts
 
         async def page(cursor: str | None) -> Any:
-            until = self.store.now() + self.claim_seconds
-            if not await self.store.renew_outbox_claim(item.id, self.owner, until=until):
-                raise ClaimLost
+            await self._renew(item)
             try:
                 if root:
                     return await self.client.conversations_history(
