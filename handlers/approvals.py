@@ -188,7 +188,7 @@ async def decide(desk: ApprovalDesk, approval_id: str, user: str, *, approve: bo
     if refusal:
         return refusal
     if approve and user in a.approvals:
-        return messages.already_approved_by_you()
+        return messages.ALREADY_APPROVED_BY_YOU
     name = await desk.names.user(user)
     if approve:  # one of `required` approvals; the last flips the state (a write of its own: it counts)
         changed = await add_approver(store, a.id, user, decided_name=name, now=store.now())
@@ -221,22 +221,22 @@ async def _off_its_card(desk: ApprovalDesk, a: Approval, where: Clicked) -> str 
     thread, posted by this bot, with metadata naming the card's outbox item. Only that rare case asks Slack.
     """
     if not where.channel or not where.ts or where.channel != a.channel:
-        return messages.click_not_on_its_card()
+        return messages.CLICK_NOT_ON_ITS_CARD
     if where.ts == a.message_ts:
         return None
     card = await desk.store.outbox_by_key(card_key(a.id))
     if card is None or card.channel != a.channel or not a.thread_ts:
-        return messages.click_not_on_its_card()
+        return messages.CLICK_NOT_ON_ITS_CARD
     if where.ts == card.ts:
         return None
     found = await bot_post_in_thread(desk.cards.outbox, channel=a.channel, thread_ts=a.thread_ts, ts=where.ts)
     if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
         log.warning("approval.card_check_failed", approval_id=a.id, error=found.error)
-        return messages.card_not_checked() if found.transient else messages.click_not_on_its_card()
+        return messages.CARD_NOT_CHECKED if found.transient else messages.CLICK_NOT_ON_ITS_CARD
     if found is not None and posted_item(found) == card.id:
         log.info("approval.card_copy", approval_id=a.id, ts=where.ts)
         return None
-    return messages.click_not_on_its_card()
+    return messages.CLICK_NOT_ON_ITS_CARD
 
 
 async def bot_post_in_thread(

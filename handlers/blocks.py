@@ -45,10 +45,8 @@ MESSAGE_TEXT_MAX = 40000
 # within its own limit (reported near 12,000 characters, containers counted too); ours stays well under it.
 BLOCKS_TEXT_MAX = 10_000
 FIELD_TEXT_MAX = 2000
-MAX_FIELDS = 10
 CONTEXT_TEXT_MAX = 3000
 MAX_CONTEXT_ELEMENTS = 10
-MAX_ACTION_ELEMENTS = 25
 ID_MAX = 255
 CONFIRM_TITLE_MAX = 100
 CONFIRM_TEXT_MAX = 300
@@ -64,6 +62,7 @@ RUN_STATES = tuple(RunStatus)
 _ELLIPSIS = "…"
 _ESCAPED_LEN = {"&": 5, "<": 4, ">": 4}
 _BROKEN_FENCE = "``\u200b`"  # zero-width space: shows as ``` but cannot close a code block
+_FRAME = len("\n```\n") + len("\n```")  # what a code block adds around its body (`_code`)
 
 
 @dataclass(frozen=True)
@@ -168,17 +167,20 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
     costs little. When the parts need more than `room` blocks or `budget` characters, the
     last block says how much is missing instead.
     """
-    parts = _code_parts(text.replace(FENCE, _BROKEN_FENCE))
-    if len(parts) == 1:
-        blocks = [_section(f"{m.ARGUMENTS_HEADING}\n```\n{m.escape(parts[0][0])}\n```", "approval_args")]
-    else:
-        blocks = [
-            _section(
-                f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
-                "approval_args" if i == 1 else f"approval_args_{i}",
-            )
-            for i, (chunk, same_line) in enumerate(parts, start=1)
-        ]
+    raw = text.replace(FENCE, _BROKEN_FENCE)
+    whole = _escape_fit(raw, SECTION_TEXT_MAX - len(m.arguments_heading()) - _FRAME)[1] == len(raw)
+    parts = (
+        [(raw, False)]
+        if whole
+        else _code_parts(raw, SECTION_TEXT_MAX - len(m.arguments_heading(MAX_BLOCKS, MAX_BLOCKS, True)) - _FRAME)
+    )
+    blocks = [
+        _section(
+            _code(m.arguments_heading(i, len(parts), same_line), m.escape(chunk)),
+            "approval_args" + (f"_{i}" if i > 1 else ""),
+        )
+        for i, (chunk, same_line) in enumerate(parts, start=1)
+    ]
     if len(blocks) <= room and blocks_text(blocks) <= budget:
         return blocks, True
     note = len(m.arguments_too_long(len(text), len(text)))  # the longest the last block's note can be
@@ -192,12 +194,9 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
     return [*blocks[:shown_parts], _section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
 
 
-def _code_parts(raw: str) -> list[tuple[str, bool]]:
-    """`raw` in chunks whose escaped form fits one section with a part heading: (chunk, continues a line)."""
-    fence = len("\n```\n") + len("\n```")
-    if _escape_fit(raw, SECTION_TEXT_MAX - len(m.ARGUMENTS_HEADING) - fence)[1] == len(raw):
-        return [(raw, False)]
-    budget = SECTION_TEXT_MAX - len(m.arguments_part(MAX_BLOCKS, MAX_BLOCKS, True)) - fence
+def _code_parts(raw: str, budget: int) -> list[tuple[str, bool]]:
+    """`raw` in chunks whose escaped form fits `budget`, each ending on a whole line when that costs little:
+    (chunk, continues a line)."""
     parts: list[tuple[str, bool]] = []
     pos, same_line = 0, False
     while pos < len(raw):
@@ -207,7 +206,7 @@ def _code_parts(raw: str) -> list[tuple[str, bool]]:
             parts.append((raw[pos:], same_line))
             break
         line_end = raw.rfind("\n", pos, end)
-        if line_end > pos + used * 4 // 5:  # end on a whole line when that costs little
+        if line_end > pos + used * 4 // 5:
             parts.append((raw[pos:line_end], same_line))
             pos, same_line = line_end + 1, False
         else:
@@ -601,20 +600,19 @@ def _confirm(title: str, text: str, confirm: str, deny: str, *, style: str) -> d
 def _code_section(heading: str, text: str, note: Callable[[int, int, int], str], block_id: str) -> dict[str, Any]:
     """A heading and a code block, cut to fit one section with a note saying how much was cut."""
     raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
-    frame = len(heading) + len("\n```\n") + len("\n```")
-    body, used = _escape_fit(raw, SECTION_TEXT_MAX - frame)
+    body, used = _escape_fit(raw, SECTION_TEXT_MAX - len(heading) - _FRAME)
     if used == len(raw):
-        return _section(f"{heading}\n```\n{body}\n```", block_id)
+        return _section(_code(heading, body), block_id)
     total = len(text)
     # The note for the worst case bounds the note we will actually write.
-    room = SECTION_TEXT_MAX - frame - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
-    body, used = _escape_fit(raw, room)
-    line_end = raw.rfind("\n", 0, used)
-    if line_end > used * 4 // 5:  # end on a whole line when that costs little
-        used = line_end
-        body = m.escape(raw[:used])
-    shown = used - raw[:used].count("\u200b")  # in characters of `text`, before the fences were broken
-    return _section(f"{heading}\n```\n{body}{_ELLIPSIS}\n```\n{note(shown, total, total - shown)}", block_id)
+    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
+    chunk = _code_parts(raw, room)[0][0]
+    shown = len(chunk) - chunk.count("\u200b")  # in characters of `text`, before the fences were broken
+    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{note(shown, total, total - shown)}", block_id)
+
+
+def _code(heading: str, body: str) -> str:
+    return f"{heading}\n```\n{body}\n```"
 
 
 def _pack(

@@ -18,15 +18,9 @@ PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
 
 def is_from_a_bot(event: dict[str, Any], bot_user_id: str) -> bool:
     """Our own messages, other bots', and edits/deletions/joins (other subtypes) are not for us."""
-    subtype = event.get("subtype")
+    subtype, user = event.get("subtype"), event.get("user")
     person = subtype is None or (isinstance(subtype, str) and subtype in PERSON_SUBTYPES)
-    return bool(
-        event.get("bot_id")
-        or not person
-        or not isinstance(event.get("user"), str)
-        or not event.get("user")
-        or event.get("user") == bot_user_id
-    )
+    return bool(event.get("bot_id")) or not person or not isinstance(user, str) or not user or user == bot_user_id
 
 
 def message_text(event: dict[str, Any]) -> str:

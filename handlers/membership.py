@@ -19,6 +19,14 @@ log = structlog.get_logger("opsloop.membership")
 TYPES = "public_channel,private_channel,mpim,im"
 PAGE = 200
 PAGES_MAX = 50  # 10,000 conversations: past that, what was read (a person is rarely in more)
+# conversations.info's flags, in the order they decide what a conversation is
+_KINDS = (
+    ("is_im", "im"),
+    ("is_mpim", "mpim"),
+    ("is_private", "private"),
+    ("is_group", "private"),
+    ("is_channel", "public"),
+)
 
 
 class Membership:
@@ -66,17 +74,8 @@ class Membership:
         if known and not fresh and time.monotonic() - known[0] < self.cache_seconds:
             return known[1]
         info = await self._info(channel)
-        if info is None:
-            return None
-        if info.get("is_im"):
-            found = "im"
-        elif info.get("is_mpim"):
-            found = "mpim"
-        elif info.get("is_private") or info.get("is_group"):
-            found = "private"
-        elif info.get("is_channel"):
-            found = "public"
-        else:
+        found = next((kind for flag, kind in _KINDS if info.get(flag)), None) if info is not None else None
+        if found is None:
             return None
         self._kinds[channel] = (time.monotonic(), found)
         return found

@@ -112,13 +112,14 @@ def approval_summary(*, tool: str, category: str, requester: str | None) -> str:
     return line
 
 
-ARGUMENTS_HEADING = "*Arguments*"
 PREVIEW_HEADING = "*Dry run* (what it would do)"
 EMPTY_PREVIEW = "(the dry run printed nothing)"
 
 
-def arguments_part(part: int, total: int, same_line: bool) -> str:
-    """Heading of one part of arguments too long for one section."""
+def arguments_heading(part: int = 1, total: int = 1, same_line: bool = False) -> str:
+    """Heading of the arguments, or of one part of arguments too long for one section."""
+    if total == 1:
+        return "*Arguments*"
     cont = ", continuing the line above" if same_line else ""
     return f"*Arguments* (part {part} of {total}{cont})"
 
@@ -350,45 +351,25 @@ def approval_expired(tool: str) -> str:
     )
 
 
-def already_approved_by_you() -> str:
-    return "You have already approved this. It is waiting for another approver."
-
-
-def not_allowed_to_stop() -> str:
-    return "You can't stop this run. Ask the person who started it or an approver. Nothing was changed."
-
-
+ALREADY_APPROVED_BY_YOU = "You have already approved this. It is waiting for another approver."
+NOT_ALLOWED_TO_STOP = "You can't stop this run. Ask the person who started it or an approver. Nothing was changed."
 UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click changed nothing."
-
-
-def click_not_on_its_card() -> str:
-    return (
-        "This button is not on the approval card it names, so your click changed nothing."
-        " Use the buttons on the card in the incident thread."
-    )
-
-
-def card_not_checked() -> str:
-    return (
-        "opsloop could not check with Slack that this is the approval card, so your click changed nothing."
-        " Try again in a moment."
-    )
-
-
-def stop_not_on_its_status() -> str:
-    return (
-        "This Stop button is not on the status message of the run it names, so nothing was stopped."
-        " Use the Stop button in that run's thread."
-    )
-
-
-def status_not_checked() -> str:
-    return (
-        "opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
-        " Try again in a moment."
-    )
-
-
+CLICK_NOT_ON_ITS_CARD = (
+    "This button is not on the approval card it names, so your click changed nothing."
+    " Use the buttons on the card in the incident thread."
+)
+CARD_NOT_CHECKED = (
+    "opsloop could not check with Slack that this is the approval card, so your click changed nothing."
+    " Try again in a moment."
+)
+STOP_NOT_ON_ITS_STATUS = (
+    "This Stop button is not on the status message of the run it names, so nothing was stopped."
+    " Use the Stop button in that run's thread."
+)
+STATUS_NOT_CHECKED = (
+    "opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
+    " Try again in a moment."
+)
 EMPTY_MENTION = (
     "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
 )
@@ -408,8 +389,7 @@ SELF_APPROVAL_ALLOWED = (
 )
 
 
-def run_already_finished() -> str:
-    return "This run has already finished; there is nothing to stop."
+RUN_ALREADY_FINISHED = "This run has already finished; there is nothing to stop."
 
 
 def store_unavailable(*, disk_full: bool) -> str:
@@ -452,11 +432,10 @@ def alert_root(
     return "\n".join(lines)
 
 
-def alert_repeat() -> str:
-    return (
-        "Alertmanager sent this group again with the same alerts firing: nothing new was started "
-        "(further repeats are not posted)."
-    )
+ALERT_REPEAT = (
+    "Alertmanager sent this group again with the same alerts firing: nothing new was started "
+    "(further repeats are not posted)."
+)
 
 
 def alert_changed(firing: Sequence[str]) -> str:

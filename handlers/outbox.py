@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -117,9 +116,8 @@ def classify(e: Exception) -> Failure:
         if status >= 500 or error in TRANSIENT_ERRORS:
             return Failure(error or f"http_{status}", transient=True, maybe_posted=True)
         return Failure(error or f"http_{status}", transient=False, content=error in CONTENT_ERRORS)
-    if isinstance(e, aiohttp.ClientError | TimeoutError | OSError):
-        return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)
-    return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)  # unknown: keep trying, safely
+    # a dropped connection, a timeout, anything unknown: it may have landed; keep trying, safely
+    return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)
 
 
 def _retry_after(e: SlackApiError) -> float | None:

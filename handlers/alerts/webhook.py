@@ -241,7 +241,7 @@ class AlertmanagerWebhook:
                     self.desk.out.post(
                         channel=group.channel,
                         thread_ts=group.thread_ts,
-                        text=messages.alert_repeat(),
+                        text=messages.ALERT_REPEAT,
                         what="alert_note",
                     ),
                     name=f"alert_repeat:{key}",
