@@ -12,8 +12,8 @@ import structlog
 from bot.core.types import Run
 from handlers import messages
 from handlers.event_filters import dig
-from handlers.inbound import Inbound
 from handlers.links import permalink
+from handlers.mentions import Inbound
 
 log = structlog.get_logger("opsloop.home")
 

@@ -8,10 +8,10 @@ from typing import Any
 import structlog
 from slack_bolt.async_app import AsyncApp
 
-from handlers import approvals, feedback, home, mentions, replies, stop
+from handlers import approvals, feedback, home, mentions, stop
 from handlers.alerts.slack import SlackAlerts
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
-from handlers.inbound import Inbound
+from handlers.mentions import Inbound
 from handlers.supervisor import Supervisor
 
 log = structlog.get_logger("opsloop.app")
@@ -58,7 +58,7 @@ def register(app: AsyncApp, sup: Supervisor, alerts: SlackAlerts | None = None) 
 
     async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
         if alerts is None or not await alerts.on_message(body, event):  # an alert starts a run; the rest as before
-            await replies.on_message(inbound, body, event)
+            await mentions.on_message(inbound, body, event)
 
     async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
         await home.on_home_opened(inbound, body, event)

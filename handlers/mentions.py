@@ -1,24 +1,56 @@
-"""A person asks for a run: `@opsloop <task>`, or the message shortcut on any message. The event claim and the run
-in one transaction, then the ack, :eyes: and the run."""
+"""What a person says to opsloop: `@opsloop <task>` or the message shortcut on any message asks for a run (the
+event claim and the run in one transaction, then the ack, :eyes: and the run); a thread reply during a run goes to
+its inbox, then :eyes:, then the model. While an approval is pending, a reply supersedes it: the card says so and
+the model gets the decline together with the person's message."""
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.core.redact import redact
+from bot.core.types import AcceptedReply
+from bot.store import Store
 from handlers import approvals, messages
+from handlers.after_ack import AfterAck
 from handlers.event_filters import allowed_channel, dig, is_from_a_bot, malformed, message_text
-from handlers.inbound import Inbound
-from handlers.replies import after_reply
-from handlers.slack_out import ephemeral
+from handlers.membership import Membership
+from handlers.policy import ApprovalPolicy
+from handlers.slack_out import SlackOut, ephemeral
 from handlers.slack_pages import next_cursor, slack_pages
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """What the listeners for a person (these and App Home) need: the store that claims the event and keeps the run
+    or inbox row, the Slack calls off the ack path, the conversation's history (a mid-thread mention reads it), who
+    is in a channel, the cards a reply supersedes, who may decide an approval."""
+
+    store: Store
+    out: SlackOut
+    after_ack: AfterAck
+    client: AsyncWebClient
+    membership: Membership
+    approvals: approvals.ApprovalDesk
+    policy: ApprovalPolicy
+    channels: Callable[[], Collection[str]]  # ids, read when asked: start-up resolves the config's `#name`s
+    model: str  # a new run's model
+    max_steps: int
+    # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
+    start: Callable[[str], object]
+    bot_user: Callable[[], str]  # read when asked: known once auth.test answered, after registration
+
+    @property
+    def bot_user_id(self) -> str:
+        return self.bot_user()
+
 
 log = structlog.get_logger("opsloop.mentions")
 
@@ -222,3 +254,40 @@ async def start_or_redirect(desk: Inbound, r: Request) -> None:
 async def _created(desk: Inbound, run_id: str, r: Request) -> None:
     log.info("run.created", run_id=run_id, channel=r.channel, thread_ts=r.thread_ts, requester=r.user, via=r.via)
     await desk.out.react(channel=r.channel, ts=r.ts)
+
+
+async def on_message(desk: Inbound, body: dict[str, Any], event: dict[str, Any]) -> None:
+    """A thread reply: the event claim, the inbox row and the supersede of pending approvals in one transaction,
+    before the ack."""
+    thread_ts = event.get("thread_ts")
+    if not thread_ts or is_from_a_bot(event, desk.bot_user_id) or malformed(event, "channel", "ts", "user"):
+        return
+    if desk.bot_user_id and f"<@{desk.bot_user_id}" in str(event.get("text") or ""):
+        return  # the app_mention listener takes it (Slack sends both)
+    if not allowed_channel(desk.channels(), event["channel"]):
+        return
+    text = message_text(event)
+    if not text.strip():
+        return
+    accepted = await desk.store.accept_reply(
+        body.get("event_id") or f"message:{event['channel']}:{event['ts']}",
+        channel=event["channel"],
+        thread_ts=thread_ts,
+        ts=event["ts"],
+        user=event["user"],
+        text=text,
+        on_reply=approvals.supersede_by_reply,
+    )
+    if accepted is not None:
+        await after_reply(desk, accepted)
+
+
+async def after_reply(desk: Inbound, accepted: AcceptedReply) -> None:
+    """A reply (or redirect mention) is stored: cards it superseded say so (enqueued: a store write), :eyes: off
+    the ack path (after the acks of the deliveries in hand), and the run hears about it."""
+    item = accepted.item
+    log.info("reply.stored", run_id=item.run_id, user=item.user, superseded=list(accepted.superseded))
+    await approvals.superseded_by_reply(desk.approvals, accepted.superseded)
+    desk.after_ack.spawn(
+        desk.out.react(channel=item.channel, ts=item.ts), name=f"eyes:{item.ts}", after_deliveries=True
+    )
