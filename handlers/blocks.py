@@ -496,49 +496,41 @@ def handoff_report(
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
     and why (its last living summary, when it has one)."""
-    stop_words, last_reasoning = reveal(redact(stop_words), prose=True), redact(last_reasoning or "")
-    tools = [(reveal(name), times, reveal(redact(excerpt or ""), prose=True)) for name, times, excerpt in tools]
-    pending = [reveal(redact(item), prose=True) for item in pending]
-    fields = [
-        f"{m.REPORT_ITERATIONS}\n{iterations}/{max_iterations}"
-        if max_iterations
-        else f"{m.REPORT_ITERATIONS}\n{iterations}",
-        f"{m.REPORT_TOKENS}\n"
-        + m.report_tokens(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read=cache_read_tokens,
-            cache_write=cache_write_tokens,
-        ),
-        f"{m.REPORT_COST}\n{m.usd(cost_usd)}",
-        f"{m.REPORT_WALL}\n{m.human_duration(wall_seconds)}",
-    ]
+    stop_words, reason = reveal(redact(stop_words), prose=True), _truncate(stop_reason, NAME_MAX)
+    steps = f"{iterations}/{max_iterations}" if max_iterations else f"{iterations}"
+    tokens = m.report_tokens(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read=cache_read_tokens,
+        cache_write=cache_write_tokens,
+    )
+    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(cost_usd))]
+    fields.append((m.REPORT_WALL, m.human_duration(wall_seconds)))
     tool_lines = [
-        m.report_tool_line(_truncate(name, NAME_MAX), times, _one_line(excerpt or "", EXCERPT_MAX))
+        m.report_tool_line(
+            _truncate(reveal(name), NAME_MAX), times, _one_line(reveal(redact(excerpt or ""), prose=True), EXCERPT_MAX)
+        )
         for name, times, excerpt in tools
     ]
-    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in pending if item.strip()]
-    findings = markdown_to_mrkdwn(last_reasoning)  # links shown as their URLs, hidden characters revealed
+    shown = [reveal(redact(item), prose=True) for item in pending]
+    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
+    findings = markdown_to_mrkdwn(redact(last_reasoning or ""))  # links shown as their URLs, hidden characters revealed
 
-    sections: list[dict[str, Any]] = []
-    for part in (
-        m.report_reason(_truncate(stop_reason, NAME_MAX), stop_words),
-        None,  # the fields section goes here
-        m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS),
-        m.FINDINGS_HEADING + "\n" + (findings or m.NO_FINDINGS),
-        m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING),
-    ):
-        if part is None:
-            sections.append({"type": "section", "fields": [_text(_fit(f, FIELD_TEXT_MAX)) for f in fields]})
-        else:
-            sections.extend(_section(chunk) for chunk in split_mrkdwn(part))
-    if summary is not None:  # right under the reason
-        sections[1:1] = summary_blocks(summary)
-    if stopped_by:
-        sections.append(_context([m.stopped_by(stopped_by)]))
-    header = _header(m.report_header(_truncate(stop_reason, NAME_MAX)), "report_header")
-    first = _fit(m.report_fallback(_truncate(stop_reason, NAME_MAX), stop_words), FALLBACK_MAX)
-    return _pack(sections, header=header, first_text=first, what="Handoff report")
+    def sections(text: str) -> list[dict[str, Any]]:
+        return [_section(chunk) for chunk in split_mrkdwn(text)]
+
+    blocks = [
+        *sections(m.report_reason(reason, stop_words)),
+        *(summary_blocks(summary) if summary is not None else []),  # what it believed, right under the reason
+        {"type": "section", "fields": [_text(_fit(f"{name}\n{value}", FIELD_TEXT_MAX)) for name, value in fields]},
+        *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
+        *sections(m.FINDINGS_HEADING + "\n" + (findings or m.NO_FINDINGS)),
+        *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
+        *([_context([m.stopped_by(stopped_by)])] if stopped_by else []),
+    ]
+    header = _header(m.report_header(reason), "report_header")
+    first = _fit(m.report_fallback(reason, stop_words), FALLBACK_MAX)
+    return _pack(blocks, header=header, first_text=first, what="Handoff report")
 
 
 # ---------------------------------------------------------------------------

@@ -204,16 +204,6 @@ class Outbox:
         self.wake()
         return item_id
 
-    async def posted_ts(self, item_id: str) -> str | None:
-        """The ts of the message an item posted, once sent."""
-        item = await self.store.outbox_item(item_id)
-        return item.ts if item is not None else None
-
-    async def item_id(self, key: str) -> str | None:
-        """The id of the item enqueued with `key`, if any."""
-        item = await self.store.outbox_by_key(key)
-        return item.id if item is not None else None
-
     async def message_in_thread(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | None:
         """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
         Slack could not say in time (`classify` tells whether to ask again): a click relies on the answer."""
@@ -540,14 +530,11 @@ class Cards:
         if not approval.channel:
             return
         msg = approval_card(approval)
-        card = await self.outbox.item_id(card_key(approval.id))
-        posted = None
+        card = await self.outbox.store.outbox_by_key(card_key(approval.id))
         if card is not None:
-            await self.outbox.update(
-                run_id=approval.run_id, channel=approval.channel, of=card, msg=msg, key=card_update_key(approval)
-            )
-            posted = await self.outbox.posted_ts(card)
-        if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
+            key = card_update_key(approval)
+            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card.id, msg=msg, key=key)
+        if approval.message_ts and (card is None or (card.ts is not None and card.ts != approval.message_ts)):
             copy = self.out.attempt(
                 "chat_update", what="card_update", channel=approval.channel, ts=approval.message_ts, **vars(msg)
             )
