@@ -355,26 +355,22 @@ def summary_blocks(summary: Summary) -> list[dict[str, Any]]:
     ]
 
 
-def _show_line(text: str) -> str:
-    """Model text as safe mrkdwn: redacted, escaped, hidden characters written out, on one line."""
-    return reveal(m.escape(" ".join(redact(text).split())), prose=True)
-
-
 def _summary_section(block_id: str, title: str, items: Sequence[tuple[str, str]], empty: str) -> dict[str, Any]:
     head = f"*{title}*"
-    items = [(prefix, raw) for prefix, raw in items if raw.strip()]
+    items = [(prefix, " ".join(redact(raw).split())) for prefix, raw in items if raw.strip()]
     if not items:
         return {"type": "section", "block_id": block_id, "text": _text(f"{head}\n{empty}")}
-    lines = [prefix + _show_line(raw) for prefix, raw in items]
+    lines = [prefix + _cut(raw, SECTION_TEXT_MAX) for prefix, raw in items]
     if len(head) + sum(1 + len(line) for line in lines) > SECTION_TEXT_MAX:
         share = (SECTION_TEXT_MAX - len(head)) // len(items) - 1
-        lines = [prefix + _cut(" ".join(redact(raw).split()), share - len(prefix)) for prefix, raw in items]
+        lines = [prefix + _cut(raw, share - len(prefix)) for prefix, raw in items]
     return {"type": "section", "block_id": block_id, "text": _text("\n".join([head, *lines]))}
 
 
 def _cut(raw: str, budget: int) -> str:
-    """The longest prefix of `raw` (already redacted) whose shown form, with an ellipsis, fits `budget`; the cut
-    falls on `raw`, before escaping, so it never splits an `&amp;` or a revealed `⟨U+…⟩`."""
+    """`raw` (already redacted) shown as safe mrkdwn (escaped, hidden characters written out), or its longest prefix
+    whose shown form, with an ellipsis, fits `budget`; the cut falls on `raw`, before escaping, so it never splits an
+    `&amp;` or a revealed `⟨U+…⟩`."""
     shown = reveal(m.escape(raw), prose=True)
     if len(shown) <= budget:
         return shown

@@ -46,50 +46,42 @@ async def home_blocks(desk: Inbound, user: str) -> list[dict[str, Any]]:
     approvals = []
     for a in await desk.store.pending_approvals():
         run = runs.get(a.run_id)
-        if (a.channel or (run.channel if run else None)) not in seen or not await desk.policy.may_approve(
-            user, a.category
-        ):
+        where = a.channel or (run.channel if run else None)
+        if where not in seen or not await desk.policy.may_approve(user, a.category):
             continue  # the policy decides, as for a click
         on_card = a.channel and a.message_ts and permalink(a.channel, a.message_ts, a.thread_ts)
         link = on_card or (_thread_link(run) if run else "")
         approvals.append(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id))
     failed = await desk.store.failed_tool_calls([r.id for r in recent])
-    lists = (
-        (
-            messages.HOME_ACTIVE,
-            [
-                messages.home_active_run(
-                    _thread_link(r),
-                    _task(r),
-                    status=r.status.value,
-                    step=r.iterations,
-                    max_steps=desk.max_steps,
-                    cost_usd=r.cost_usd,
-                )
-                for r in active[:SHOWN_MAX]
-            ],
-            messages.HOME_NO_ACTIVE,
-        ),
-        (messages.HOME_APPROVALS, approvals[:SHOWN_MAX], messages.HOME_NO_APPROVALS),
-        (
-            messages.HOME_RECENT,
-            [
-                messages.home_recent_run(
-                    _thread_link(r),
-                    _task(r),
-                    stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
-                    cost_usd=r.cost_usd,
-                    failed_tools=failed.get(r.id, 0),
-                )
-                for r in recent
-            ],
-            messages.HOME_NO_RECENT,
-        ),
-    )
+    active_lines = [
+        messages.home_active_run(
+            _thread_link(r),
+            _task(r),
+            status=r.status.value,
+            step=r.iterations,
+            max_steps=desk.max_steps,
+            cost_usd=r.cost_usd,
+        )
+        for r in active[:SHOWN_MAX]
+    ]
+    recent_lines = [
+        messages.home_recent_run(
+            _thread_link(r),
+            _task(r),
+            stop_reason=r.stop_reason.value if r.stop_reason else "unknown",
+            cost_usd=r.cost_usd,
+            failed_tools=failed.get(r.id, 0),
+        )
+        for r in recent
+    ]
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
     if member_of is None:
         blocks.append(_context(messages.HOME_NOT_CHECKED))
-    for title, lines, empty in lists:
+    for title, lines, empty in (
+        (messages.HOME_ACTIVE, active_lines, messages.HOME_NO_ACTIVE),
+        (messages.HOME_APPROVALS, approvals[:SHOWN_MAX], messages.HOME_NO_APPROVALS),
+        (messages.HOME_RECENT, recent_lines, messages.HOME_NO_RECENT),
+    ):
         blocks += [_section(title), *([_section(line) for line in lines] or [_context(empty)]), {"type": "divider"}]
     return blocks[:-1]
 
