@@ -31,7 +31,7 @@ from bot.core.errors import OpsloopError
 from bot.core.redact import redact_truncate
 from bot.core.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from bot.store import Store
-from handlers.after_ack import AfterAck
+from handlers.after_ack import AfterAck, finish
 from handlers.blocks import SlackMessage, approval_card
 from handlers.liveness import owner_id
 from handlers.slack_out import SlackOut
@@ -242,10 +242,7 @@ class Outbox:
         if task is not None:
             self._closing = True
             self.wake()
-            _, late = await asyncio.wait([task], timeout=self.close_grace)
-            for t in late:
-                t.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await finish([task], self.close_grace)
         with contextlib.suppress(Exception):
             await self.store.release_outbox(self.owner)
 
