@@ -66,10 +66,8 @@ class SlackNames:
     async def of(self, entities: Iterable[str]) -> dict[str, str]:
         """id -> name for every user (`U…`/`W…`) and user group (`S…`) id among `entities`; other entries are
         left out (they are shown as written)."""
-        names: dict[str, str] = {}
-        for entity in entities:
-            if USER_ID.match(entity):
-                names[entity] = await self.user(entity)
-            elif GROUP_ID.match(entity):
-                names[entity] = await self.group(entity)
-        return names
+        return {
+            e: await (self.user(e) if USER_ID.match(e) else self.group(e))
+            for e in entities
+            if USER_ID.match(e) or GROUP_ID.match(e)
+        }

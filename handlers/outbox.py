@@ -160,9 +160,7 @@ class Outbox:
         )
         self.out = SlackOut(self.client)  # the redacting gateway, in its raising form
         self.owner = owner or owner_id()
-        self.claim_seconds = claim_seconds
-        self.poll_seconds = poll_seconds
-        self.max_backoff = max_backoff
+        self.claim_seconds, self.poll_seconds, self.max_backoff = claim_seconds, poll_seconds, max_backoff
         self.close_grace = close_grace
         self._wakeup = asyncio.Event()
         self._delivered = asyncio.Event()  # set after every delivery attempt (settle() watches it)
@@ -183,24 +181,16 @@ class Outbox:
     ) -> str:
         """Enqueue a thread post (the same key returns the same item); `approval_id`: it is that approval's
         card, whose message_ts is recorded when it is sent. Returns the outbox item id."""
-        item_id = await self.store.enqueue(
-            kind=OutboxKind.POST,
-            key=key,
-            channel=channel,
-            thread_ts=thread_ts,
-            text=msg.text,
-            blocks=msg.blocks,
-            run_id=run_id,
-            approval_id=approval_id,
+        return await self._enqueue(
+            OutboxKind.POST, key, msg, run_id, channel=channel, thread_ts=thread_ts, approval_id=approval_id
         )
-        self.wake()
-        return item_id
 
     async def update(self, *, run_id: str | None, channel: str, of: str, msg: SlackMessage, key: str) -> str:
         """Enqueue a chat.update of the message outbox item `of` posts; sent after it, the newest update wins."""
-        item_id = await self.store.enqueue(
-            kind=OutboxKind.UPDATE, key=key, channel=channel, text=msg.text, blocks=msg.blocks, run_id=run_id, target=of
-        )
+        return await self._enqueue(OutboxKind.UPDATE, key, msg, run_id, channel=channel, target=of)
+
+    async def _enqueue(self, kind: OutboxKind, key: str, msg: SlackMessage, run_id: str | None, **where: Any) -> str:
+        item_id = await self.store.enqueue(kind=kind, key=key, text=msg.text, blocks=msg.blocks, run_id=run_id, **where)
         self.wake()
         return item_id
 
