@@ -78,10 +78,12 @@ class AfterAck:
             log.error("after_ack.failed", task=task.get_name(), error=f"{type(error).__name__}: {error}")
 
     async def close(self, grace: float = 5.0) -> None:
-        """Let running work finish for up to `grace` seconds, then cancel what is left."""
-        tasks = list(self._tasks)
-        if not tasks:
-            return
+        await finish(list(self._tasks), grace)
+
+
+async def finish(tasks: list[asyncio.Task[Any]], grace: float) -> None:
+    """Let running `tasks` finish for up to `grace` seconds, then cancel what is left."""
+    if tasks:
         _, late = await asyncio.wait(tasks, timeout=grace)
         for task in late:
             task.cancel()

@@ -71,7 +71,7 @@ def _words(refusal: approvals.Refusal) -> str:
     if refusal.why is Refused.EXPIRED:
         return messages.approval_expired(a.tool)
     if refusal.why is Refused.TWICE:
-        return messages.already_approved_by_you()
+        return messages.ALREADY_APPROVED_BY_YOU
     return messages.already_decided(a.state, a.decided_by)
 
 
@@ -119,22 +119,22 @@ class ApprovalSlack:
         recovery). Only that rare case asks Slack for the clicked message, which must be in the approval's thread,
         posted by this bot, with metadata naming the card's outbox item."""
         if not channel or not ts or channel != a.channel:
-            return messages.click_not_on_its_card()
+            return messages.CLICK_NOT_ON_ITS_CARD
         if ts == a.message_ts:
             return None
         card = await self.store.outbox_by_key(card_key(a.id))
         if card is None or card.channel != a.channel or not a.thread_ts:
-            return messages.click_not_on_its_card()
+            return messages.CLICK_NOT_ON_ITS_CARD
         if ts == card.ts:
             return None
         found = await bot_post_in_thread(self.cards.outbox, channel=a.channel, thread_ts=a.thread_ts, ts=ts)
         if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
             log.warning("approval.card_check_failed", approval_id=a.id, error=found.error)
-            return messages.card_not_checked() if found.transient else messages.click_not_on_its_card()
+            return messages.CARD_NOT_CHECKED if found.transient else messages.CLICK_NOT_ON_ITS_CARD
         if found is not None and posted_item(found) == card.id:
             log.info("approval.card_copy", approval_id=a.id, ts=ts)
             return None
-        return messages.click_not_on_its_card()
+        return messages.CLICK_NOT_ON_ITS_CARD
 
     async def refusal(self, a: Approval, user: str, *, approve: bool) -> str | None:
         policy = self.policy

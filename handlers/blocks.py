@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.core.redact import REDACTED, redact
 from bot.core.types import Approval, FeedbackValue, RunStatus
-from bot.run.summary import Summary
+from bot.run.summary import SECTION_TITLES, HypothesisStatus, Summary
 from handlers import messages as m
 from handlers.mrkdwn import (
     FENCE,
@@ -26,7 +26,6 @@ from handlers.mrkdwn import (
     reveal,
     split_mrkdwn,
 )
-from handlers.summary_blocks import summary_blocks
 from tools.api import Link
 
 APPROVE = "opsloop.approve"
@@ -46,10 +45,8 @@ MESSAGE_TEXT_MAX = 40000
 # within its own limit (reported near 12,000 characters, containers counted too); ours stays well under it.
 BLOCKS_TEXT_MAX = 10_000
 FIELD_TEXT_MAX = 2000
-MAX_FIELDS = 10
 CONTEXT_TEXT_MAX = 3000
 MAX_CONTEXT_ELEMENTS = 10
-MAX_ACTION_ELEMENTS = 25
 ID_MAX = 255
 CONFIRM_TITLE_MAX = 100
 CONFIRM_TEXT_MAX = 300
@@ -65,6 +62,7 @@ RUN_STATES = tuple(RunStatus)
 _ELLIPSIS = "…"
 _ESCAPED_LEN = {"&": 5, "<": 4, ">": 4}
 _BROKEN_FENCE = "``\u200b`"  # zero-width space: shows as ``` but cannot close a code block
+_FRAME = len("\n```\n") + len("\n```")  # what a code block adds around its body (`_code`)
 
 
 @dataclass(frozen=True)
@@ -169,17 +167,20 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
     costs little. When the parts need more than `room` blocks or `budget` characters, the
     last block says how much is missing instead.
     """
-    parts = _code_parts(text.replace(FENCE, _BROKEN_FENCE))
-    if len(parts) == 1:
-        blocks = [_section(f"{m.ARGUMENTS_HEADING}\n```\n{m.escape(parts[0][0])}\n```", "approval_args")]
-    else:
-        blocks = [
-            _section(
-                f"{m.arguments_part(i, len(parts), same_line)}\n```\n{m.escape(chunk)}\n```",
-                "approval_args" if i == 1 else f"approval_args_{i}",
-            )
-            for i, (chunk, same_line) in enumerate(parts, start=1)
-        ]
+    raw = text.replace(FENCE, _BROKEN_FENCE)
+    whole = _escape_fit(raw, SECTION_TEXT_MAX - len(m.arguments_heading()) - _FRAME)[1] == len(raw)
+    parts = (
+        [(raw, False)]
+        if whole
+        else _code_parts(raw, SECTION_TEXT_MAX - len(m.arguments_heading(MAX_BLOCKS, MAX_BLOCKS, True)) - _FRAME)
+    )
+    blocks = [
+        _section(
+            _code(m.arguments_heading(i, len(parts), same_line), m.escape(chunk)),
+            "approval_args" + (f"_{i}" if i > 1 else ""),
+        )
+        for i, (chunk, same_line) in enumerate(parts, start=1)
+    ]
     if len(blocks) <= room and blocks_text(blocks) <= budget:
         return blocks, True
     note = len(m.arguments_too_long(len(text), len(text)))  # the longest the last block's note can be
@@ -193,12 +194,9 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
     return [*blocks[:shown_parts], _section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
 
 
-def _code_parts(raw: str) -> list[tuple[str, bool]]:
-    """`raw` in chunks whose escaped form fits one section with a part heading: (chunk, continues a line)."""
-    fence = len("\n```\n") + len("\n```")
-    if _escape_fit(raw, SECTION_TEXT_MAX - len(m.ARGUMENTS_HEADING) - fence)[1] == len(raw):
-        return [(raw, False)]
-    budget = SECTION_TEXT_MAX - len(m.arguments_part(MAX_BLOCKS, MAX_BLOCKS, True)) - fence
+def _code_parts(raw: str, budget: int) -> list[tuple[str, bool]]:
+    """`raw` in chunks whose escaped form fits `budget`, each ending on a whole line when that costs little:
+    (chunk, continues a line)."""
     parts: list[tuple[str, bool]] = []
     pos, same_line = 0, False
     while pos < len(raw):
@@ -208,7 +206,7 @@ def _code_parts(raw: str) -> list[tuple[str, bool]]:
             parts.append((raw[pos:], same_line))
             break
         line_end = raw.rfind("\n", pos, end)
-        if line_end > pos + used * 4 // 5:  # end on a whole line when that costs little
+        if line_end > pos + used * 4 // 5:
             parts.append((raw[pos:line_end], same_line))
             pos, same_line = line_end + 1, False
         else:
@@ -328,6 +326,65 @@ def status_message(
 
 
 # ---------------------------------------------------------------------------
+# The living summary
+# ---------------------------------------------------------------------------
+
+BLOCK_IDS = ("summary_situation", "summary_cause", "summary_next")
+NOT_KNOWN_YET = "Not known yet."
+NOTHING_YET = "Nothing yet."
+_STATUS = {
+    HypothesisStatus.CONFIRMED: "*Confirmed*",
+    HypothesisStatus.SUPPORTED: "*Supported*",
+    HypothesisStatus.OPEN: "Open",
+    HypothesisStatus.REFUTED: "~Refuted~",
+}
+
+
+def summary_blocks(summary: Summary) -> list[dict[str, Any]]:
+    """The living summary's three sections (What's going on, Likely cause, Next), in the contract's order;
+    hypotheses confirmed, supported, open, refuted. Every text the model wrote is redacted, escaped, has its hidden
+    characters revealed, and goes in `verbatim` mrkdwn; each section stays within 3,000 characters whatever the
+    text: when escaping makes the items too long, each is cut to an equal share, with an ellipsis."""
+    going_on, cause, nxt = SECTION_TITLES
+    causes = [(f"• {_STATUS[h.status]}, {h.confidence} confidence: ", h.statement) for h in summary.ordered()]
+    steps = [("• ", step) for step in summary.next_steps]
+    return [
+        _summary_section(BLOCK_IDS[0], going_on, [("", summary.situation)], NOT_KNOWN_YET),
+        _summary_section(BLOCK_IDS[1], cause, causes, NOT_KNOWN_YET),
+        _summary_section(BLOCK_IDS[2], nxt, steps, NOTHING_YET),
+    ]
+
+
+def _summary_section(block_id: str, title: str, items: Sequence[tuple[str, str]], empty: str) -> dict[str, Any]:
+    head = f"*{title}*"
+    items = [(prefix, " ".join(redact(raw).split())) for prefix, raw in items if raw.strip()]
+    if not items:
+        return {"type": "section", "block_id": block_id, "text": _text(f"{head}\n{empty}")}
+    lines = [prefix + _cut(raw, SECTION_TEXT_MAX) for prefix, raw in items]
+    if len(head) + sum(1 + len(line) for line in lines) > SECTION_TEXT_MAX:
+        share = (SECTION_TEXT_MAX - len(head)) // len(items) - 1
+        lines = [prefix + _cut(raw, share - len(prefix)) for prefix, raw in items]
+    return {"type": "section", "block_id": block_id, "text": _text("\n".join([head, *lines]))}
+
+
+def _cut(raw: str, budget: int) -> str:
+    """`raw` (already redacted) shown as safe mrkdwn (escaped, hidden characters written out), or its longest prefix
+    whose shown form, with an ellipsis, fits `budget`; the cut falls on `raw`, before escaping, so it never splits an
+    `&amp;` or a revealed `⟨U+…⟩`."""
+    shown = reveal(m.escape(raw), prose=True)
+    if len(shown) <= budget:
+        return shown
+    lo, hi = 0, len(raw)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(reveal(m.escape(raw[:mid]), prose=True)) + len(_ELLIPSIS) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return reveal(m.escape(raw[:lo].rstrip()), prose=True) + _ELLIPSIS
+
+
+# ---------------------------------------------------------------------------
 # Long text: the final answer
 # ---------------------------------------------------------------------------
 
@@ -435,49 +492,41 @@ def handoff_report(
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
     and why (its last living summary, when it has one)."""
-    stop_words, last_reasoning = reveal(redact(stop_words), prose=True), redact(last_reasoning or "")
-    tools = [(reveal(name), times, reveal(redact(excerpt or ""), prose=True)) for name, times, excerpt in tools]
-    pending = [reveal(redact(item), prose=True) for item in pending]
-    fields = [
-        f"{m.REPORT_ITERATIONS}\n{iterations}/{max_iterations}"
-        if max_iterations
-        else f"{m.REPORT_ITERATIONS}\n{iterations}",
-        f"{m.REPORT_TOKENS}\n"
-        + m.report_tokens(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read=cache_read_tokens,
-            cache_write=cache_write_tokens,
-        ),
-        f"{m.REPORT_COST}\n{m.usd(cost_usd)}",
-        f"{m.REPORT_WALL}\n{m.human_duration(wall_seconds)}",
-    ]
+    stop_words, reason = reveal(redact(stop_words), prose=True), _truncate(stop_reason, NAME_MAX)
+    steps = f"{iterations}/{max_iterations}" if max_iterations else f"{iterations}"
+    tokens = m.report_tokens(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read=cache_read_tokens,
+        cache_write=cache_write_tokens,
+    )
+    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(cost_usd))]
+    fields.append((m.REPORT_WALL, m.human_duration(wall_seconds)))
     tool_lines = [
-        m.report_tool_line(_truncate(name, NAME_MAX), times, _one_line(excerpt or "", EXCERPT_MAX))
+        m.report_tool_line(
+            _truncate(reveal(name), NAME_MAX), times, _one_line(reveal(redact(excerpt or ""), prose=True), EXCERPT_MAX)
+        )
         for name, times, excerpt in tools
     ]
-    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in pending if item.strip()]
-    findings = markdown_to_mrkdwn(last_reasoning)  # links shown as their URLs, hidden characters revealed
+    shown = [reveal(redact(item), prose=True) for item in pending]
+    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
+    findings = markdown_to_mrkdwn(redact(last_reasoning or ""))  # links shown as their URLs, hidden characters revealed
 
-    sections: list[dict[str, Any]] = []
-    for part in (
-        m.report_reason(_truncate(stop_reason, NAME_MAX), stop_words),
-        None,  # the fields section goes here
-        m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS),
-        m.FINDINGS_HEADING + "\n" + (findings or m.NO_FINDINGS),
-        m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING),
-    ):
-        if part is None:
-            sections.append({"type": "section", "fields": [_text(_fit(f, FIELD_TEXT_MAX)) for f in fields]})
-        else:
-            sections.extend(_section(chunk) for chunk in split_mrkdwn(part))
-    if summary is not None:  # right under the reason
-        sections[1:1] = summary_blocks(summary)
-    if stopped_by:
-        sections.append(_context([m.stopped_by(stopped_by)]))
-    header = _header(m.report_header(_truncate(stop_reason, NAME_MAX)), "report_header")
-    first = _fit(m.report_fallback(_truncate(stop_reason, NAME_MAX), stop_words), FALLBACK_MAX)
-    return _pack(sections, header=header, first_text=first, what="Handoff report")
+    def sections(text: str) -> list[dict[str, Any]]:
+        return [_section(chunk) for chunk in split_mrkdwn(text)]
+
+    blocks = [
+        *sections(m.report_reason(reason, stop_words)),
+        *(summary_blocks(summary) if summary is not None else []),  # what it believed, right under the reason
+        {"type": "section", "fields": [_text(_fit(f"{name}\n{value}", FIELD_TEXT_MAX)) for name, value in fields]},
+        *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
+        *sections(m.FINDINGS_HEADING + "\n" + (findings or m.NO_FINDINGS)),
+        *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
+        *([_context([m.stopped_by(stopped_by)])] if stopped_by else []),
+    ]
+    header = _header(m.report_header(reason), "report_header")
+    first = _fit(m.report_fallback(reason, stop_words), FALLBACK_MAX)
+    return _pack(blocks, header=header, first_text=first, what="Handoff report")
 
 
 # ---------------------------------------------------------------------------
@@ -539,20 +588,19 @@ def _confirm(title: str, text: str, confirm: str, deny: str, *, style: str) -> d
 def _code_section(heading: str, text: str, note: Callable[[int, int, int], str], block_id: str) -> dict[str, Any]:
     """A heading and a code block, cut to fit one section with a note saying how much was cut."""
     raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
-    frame = len(heading) + len("\n```\n") + len("\n```")
-    body, used = _escape_fit(raw, SECTION_TEXT_MAX - frame)
+    body, used = _escape_fit(raw, SECTION_TEXT_MAX - len(heading) - _FRAME)
     if used == len(raw):
-        return _section(f"{heading}\n```\n{body}\n```", block_id)
+        return _section(_code(heading, body), block_id)
     total = len(text)
     # The note for the worst case bounds the note we will actually write.
-    room = SECTION_TEXT_MAX - frame - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
-    body, used = _escape_fit(raw, room)
-    line_end = raw.rfind("\n", 0, used)
-    if line_end > used * 4 // 5:  # end on a whole line when that costs little
-        used = line_end
-        body = m.escape(raw[:used])
-    shown = used - raw[:used].count("\u200b")  # in characters of `text`, before the fences were broken
-    return _section(f"{heading}\n```\n{body}{_ELLIPSIS}\n```\n{note(shown, total, total - shown)}", block_id)
+    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
+    chunk = _code_parts(raw, room)[0][0]
+    shown = len(chunk) - chunk.count("\u200b")  # in characters of `text`, before the fences were broken
+    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{note(shown, total, total - shown)}", block_id)
+
+
+def _code(heading: str, body: str) -> str:
+    return f"{heading}\n```\n{body}\n```"
 
 
 def _pack(

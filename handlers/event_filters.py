@@ -8,8 +8,6 @@ from typing import Any
 
 import structlog
 
-from handlers import messages
-
 log = structlog.get_logger("opsloop.slack")
 
 
@@ -20,15 +18,9 @@ PERSON_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
 
 def is_from_a_bot(event: dict[str, Any], bot_user_id: str) -> bool:
     """Our own messages, other bots', and edits/deletions/joins (other subtypes) are not for us."""
-    subtype = event.get("subtype")
+    subtype, user = event.get("subtype"), event.get("user")
     person = subtype is None or (isinstance(subtype, str) and subtype in PERSON_SUBTYPES)
-    return bool(
-        event.get("bot_id")
-        or not person
-        or not isinstance(event.get("user"), str)
-        or not event.get("user")
-        or event.get("user") == bot_user_id
-    )
+    return bool(event.get("bot_id")) or not person or not isinstance(user, str) or not user or user == bot_user_id
 
 
 def message_text(event: dict[str, Any]) -> str:
@@ -36,7 +28,7 @@ def message_text(event: dict[str, Any]) -> str:
     text = event.get("text")
     text = text if isinstance(text, str) else ""
     names = [str(f.get("name") or f.get("title") or "file") for f in event.get("files") or [] if isinstance(f, dict)]
-    return messages.with_attachments(text, names)
+    return f"{text} [attached: {', '.join(names)}]".strip() if names else text
 
 
 def malformed(event: dict[str, Any], *fields: str) -> bool:

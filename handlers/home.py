@@ -5,20 +5,15 @@ incident channel's tasks and links stay in it. Read from the store when the tab 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from bot.core.types import Run
-from bot.store import Store
 from handlers import messages
-from handlers.after_ack import AfterAck
 from handlers.event_filters import dig
 from handlers.links import permalink
-from handlers.membership import Membership
-from handlers.policy import ApprovalPolicy
-from handlers.slack_out import SlackOut
+from handlers.mentions import Inbound
 
 log = structlog.get_logger("opsloop.home")
 
@@ -27,33 +22,20 @@ SHOWN_MAX = 20  # active runs and approvals each: a Home tab holds at most 100 b
 TASK_SHOWN = 80
 
 
-@dataclass(frozen=True)
-class HomeDesk:
-    """What the Home tab reads, and nothing else: the runs and approvals (store), who is in which conversation
-    (membership), who may decide an approval (policy), the step limit it shows, where it publishes (out) and the
-    after-ack task set it publishes from."""
-
-    store: Store
-    membership: Membership
-    policy: ApprovalPolicy
-    out: SlackOut
-    after_ack: AfterAck
-    max_steps: int
-
-
-async def on_home_opened(desk: HomeDesk, body: dict[str, Any], event: dict[str, Any]) -> None:
+async def on_home_opened(desk: Inbound, body: dict[str, Any], event: dict[str, Any]) -> None:
     user = dig(event, "user")
     if not user or event.get("tab", "home") != "home":
         return
     desk.after_ack.spawn(publish_home(desk, user), name=f"home:{user}")
 
 
-async def publish_home(desk: HomeDesk, user: str) -> bool:
-    """Publish `user`'s Home tab from what the store says now."""
-    return await desk.out.publish_home(user=user, blocks=await home_blocks(desk, user))
+async def publish_home(desk: Inbound, user: str) -> bool:
+    """Publish `user`'s Home tab from what the store says now; False when Slack refused it."""
+    view = {"type": "home", "blocks": await home_blocks(desk, user)}
+    return await desk.out.attempt("views_publish", what="home_publish", user_id=user, view=view) is not None
 
 
-async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
+async def home_blocks(desk: Inbound, user: str) -> list[dict[str, Any]]:
     """The viewer's tab: only runs and approvals of conversations they are in (Slack says which; when it can't,
     none at all, and a line saying so)."""
     member_of = await desk.membership.conversations(user)
@@ -61,61 +43,47 @@ async def home_blocks(desk: HomeDesk, user: str) -> list[dict[str, Any]]:
     active = [r for r in await desk.store.active_runs() if r.channel in seen]
     recent = [r for r in await desk.store.list_runs(limit=RECENT * 5) if not r.active and r.channel in seen][:RECENT]
     runs = {r.id: r for r in active}
-    decidable = []
-    for approval in await desk.store.pending_approvals():
-        if (approval.channel or getattr(runs.get(approval.run_id), "channel", None)) not in seen:
-            continue
-        if await desk.policy.may_approve(user, approval.category):  # the policy decides, as for a click
-            decidable.append(approval)
-    max_steps = desk.max_steps
+    approvals = []
+    for a in await desk.store.pending_approvals():
+        run = runs.get(a.run_id)
+        where = a.channel or (run.channel if run else None)
+        if where not in seen or not await desk.policy.may_approve(user, a.category):
+            continue  # the policy decides, as for a click
+        on_card = a.channel and a.message_ts and permalink(a.channel, a.message_ts, a.thread_ts)
+        link = on_card or (_thread_link(run) if run else "")
+        approvals.append(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id))
+    failed = await desk.store.failed_tool_calls([r.id for r in recent])
+    active_lines = [
+        messages.home_active_run(
+            _thread_link(r),
+            _task(r),
+            status=r.status.value,
+            step=r.iterations,
+            max_steps=desk.max_steps,
+            cost_usd=r.cost_usd,
+        )
+        for r in active[:SHOWN_MAX]
+    ]
+    recent_lines = [
+        messages.home_recent_run(
+            _thread_link(r),
+            _task(r),
+            stop_reason=r.stop_reason.value if r.stop_reason else "unknown",
+            cost_usd=r.cost_usd,
+            failed_tools=failed.get(r.id, 0),
+        )
+        for r in recent
+    ]
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
     if member_of is None:
         blocks.append(_context(messages.HOME_NOT_CHECKED))
-
-    blocks.append(_section(messages.HOME_ACTIVE))
-    blocks += [
-        _section(
-            messages.home_active_run(
-                _thread_link(r),
-                _task(r),
-                status=r.status.value,
-                step=r.iterations,
-                max_steps=max_steps,
-                cost_usd=r.cost_usd,
-            )
-        )
-        for r in active[:SHOWN_MAX]
-    ] or [_context(messages.HOME_NO_ACTIVE)]
-    blocks.append({"type": "divider"})
-
-    blocks.append(_section(messages.HOME_APPROVALS))
-    lines = []
-    for a in decidable[:SHOWN_MAX]:
-        run = runs.get(a.run_id)
-        link = (
-            permalink(a.channel or "", a.message_ts, a.thread_ts)
-            if a.channel and a.message_ts
-            else (_thread_link(run) if run else "")
-        )
-        lines.append(_section(messages.home_approval(link, a.tool, a.category, _task(run) if run else a.run_id)))
-    blocks += lines or [_context(messages.HOME_NO_APPROVALS)]
-    blocks.append({"type": "divider"})
-
-    blocks.append(_section(messages.HOME_RECENT))
-    failed = await desk.store.failed_tool_calls([r.id for r in recent])
-    blocks += [
-        _section(
-            messages.home_recent_run(
-                _thread_link(r),
-                _task(r),
-                stop_reason=(r.stop_reason.value if r.stop_reason else "unknown"),
-                cost_usd=r.cost_usd,
-                failed_tools=failed.get(r.id, 0),
-            )
-        )
-        for r in recent
-    ] or [_context(messages.HOME_NO_RECENT)]
-    return blocks
+    for title, lines, empty in (
+        (messages.HOME_ACTIVE, active_lines, messages.HOME_NO_ACTIVE),
+        (messages.HOME_APPROVALS, approvals[:SHOWN_MAX], messages.HOME_NO_APPROVALS),
+        (messages.HOME_RECENT, recent_lines, messages.HOME_NO_RECENT),
+    ):
+        blocks += [_section(title), *([_section(line) for line in lines] or [_context(empty)]), {"type": "divider"}]
+    return blocks[:-1]
 
 
 def _thread_link(run: Run) -> str:

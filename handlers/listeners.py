@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from slack_bolt.async_app import AsyncApp
 
 from bot.run.scheduler import Supervisor
-from handlers import approvals, feedback, home, mentions, replies, shortcut, stop
+from handlers import approvals, feedback, home, mentions, stop
 from handlers.alerts.desk import AlertDesk
 from handlers.blocks import APPROVE, DENY, FEEDBACK, INVESTIGATE, STOP
-from handlers.inbound import Inbound
+from handlers.mentions import Inbound
 from handlers.supervisor import Slack
 
 log = structlog.get_logger("opsloop.app")
@@ -35,34 +36,13 @@ def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | N
         client=slack.client,
         membership=slack.membership,
         approvals=sup.approvals,
+        policy=slack.policy,
         channels=lambda: sup.settings.channels,  # ids once start-up resolved the config's `#name`s
         model=sup.settings.model.primary,
+        max_steps=sup.settings.limits.max_iterations,
         start=lambda run_id: sup.start(run_id, after_deliveries=True),
         bot_user=lambda: slack.bot_user_id,  # set once auth.test answered, after registration
     )
-
-    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
-        await mentions.on_mention(inbound, body, event)
-
-    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
-        if alerts is None or not await alerts.on_message(body, event):  # an alert starts a run; the rest as before
-            await replies.on_message(inbound, body, event)
-
-    home_desk = home.HomeDesk(
-        store=sup.store,
-        membership=slack.membership,
-        policy=slack.policy,
-        out=slack.out,
-        after_ack=slack.after_ack,
-        max_steps=sup.settings.limits.max_iterations,
-    )
-
-    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
-        await home.on_home_opened(home_desk, body, event)
-
-    event_handlers = {"app_mention": on_mention, "message": on_message, "app_home_opened": on_home_opened}
-    for name in EVENTS:
-        app.event(name)(event_handlers[name])  # bolt acks once it returns
     stop_desk = stop.StopDesk(
         store=sup.store,
         outbox=slack.outbox,
@@ -71,22 +51,36 @@ def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | N
         policy=slack.policy,
         stop=sup.stop,
     )
-    action_handlers = {
+
+    # bolt reads a listener's argument names (body, event) to know what to hand it: plain coroutines, no partials.
+    async def on_mention(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await mentions.on_mention(inbound, body, event)
+
+    async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+        if alerts is None or not await alerts.on_message(body, event):  # an alert starts a run; the rest as before
+            await mentions.on_message(inbound, body, event)
+
+    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
+        await home.on_home_opened(inbound, body, event)
+
+    for name, on_event in zip(EVENTS, (on_mention, on_message, on_home_opened), strict=True):
+        app.event(name)(on_event)  # bolt acks once it returns
+    clicks: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
         APPROVE: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=True),
         DENY: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=False),
         STOP: lambda body: stop.on_stop(stop_desk, body),
         FEEDBACK: lambda body: feedback.on_feedback(sup.store, slack.outbox, body),
     }
     for action_id in ACTIONS:
-        app.action(action_id)(_action_listener(action_handlers[action_id]))
-    app.shortcut(INVESTIGATE)(_action_listener(lambda body: shortcut.on_investigate(inbound, body)))
+        app.action(action_id)(_acked(clicks[action_id]))
+    app.shortcut(INVESTIGATE)(_acked(lambda body: mentions.on_investigate(inbound, body)))
 
     @app.error
     async def _error(error: Exception, body: dict[str, Any]) -> None:
         log.error("listener_failed", error=f"{type(error).__name__}: {error}", body_type=body.get("type"))
 
 
-def _action_listener(handler: Any) -> Any:
+def _acked(handler: Callable[[dict[str, Any]], Awaitable[None]]) -> Any:
     async def listener(ack: Any, body: dict[str, Any]) -> None:
         await ack()  # sent when this returns (process_before_response): the handler only decides and stores
         await handler(body)

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
+from handlers.slack_out import slack_error
 from handlers.slack_pages import slack_pages
 
 log = structlog.get_logger("opsloop.membership")
@@ -18,6 +19,14 @@ log = structlog.get_logger("opsloop.membership")
 TYPES = "public_channel,private_channel,mpim,im"
 PAGE = 200
 PAGES_MAX = 50  # 10,000 conversations: past that, what was read (a person is rarely in more)
+# conversations.info's flags, in the order they decide what a conversation is
+_KINDS = (
+    ("is_im", "im"),
+    ("is_mpim", "mpim"),
+    ("is_private", "private"),
+    ("is_group", "private"),
+    ("is_channel", "public"),
+)
 
 
 class Membership:
@@ -45,22 +54,17 @@ class Membership:
             async for response in slack_pages(page, most=PAGES_MAX):
                 found |= {str(c["id"]) for c in response.get("channels") or [] if isinstance(c, dict) and c.get("id")}
         except Exception as e:  # SlackApiError, a dropped connection, a timeout: no answer, so no access
-            log.warning("membership.lookup_failed", user=user, error=_error(e))
+            log.warning("membership.lookup_failed", user=user, error=slack_error(e))
             return None
         self._of[user] = (time.monotonic(), frozenset(found))
         return self._of[user][1]
 
     async def bot_is_in(self, channel: str) -> bool | None:
         """Whether the bot is in `channel` (a channel it joined, or a DM or group DM with it); None when Slack
-        could not say. A conversation the bot can't see (a DM between two people) is channel_not_found: False."""
-        try:
-            info: dict[str, Any] = (await self.client.conversations_info(channel=channel)).get("channel") or {}
-        except Exception as e:
-            if _error(e) == "channel_not_found":
-                return False
-            log.warning("membership.info_failed", channel=channel, error=_error(e))
-            return None
-        return bool(info.get("is_member") or info.get("is_im"))  # a DM the bot can read is a DM with the bot
+        could not say. A conversation the bot can't see (a DM between two people) is channel_not_found: False; a DM
+        the bot can read is a DM with the bot."""
+        info = await self._info(channel)
+        return None if info is None else bool(info.get("is_member") or info.get("is_im"))
 
     async def kind(self, channel: str, *, fresh: bool = False) -> str | None:
         """What conversations.info says `channel` is: public, private, im or mpim; None when Slack could not say
@@ -69,25 +73,20 @@ class Membership:
         known = self._kinds.get(channel)
         if known and not fresh and time.monotonic() - known[0] < self.cache_seconds:
             return known[1]
-        try:
-            info: dict[str, Any] = (await self.client.conversations_info(channel=channel)).get("channel") or {}
-        except Exception as e:
-            log.warning("membership.kind_failed", channel=channel, error=_error(e))
-            return None
-        if info.get("is_im"):
-            found = "im"
-        elif info.get("is_mpim"):
-            found = "mpim"
-        elif info.get("is_private") or info.get("is_group"):
-            found = "private"
-        elif info.get("is_channel"):
-            found = "public"
-        else:
+        info = await self._info(channel)
+        found = next((kind for flag, kind in _KINDS if info.get(flag)), None) if info is not None else None
+        if found is None:
             return None
         self._kinds[channel] = (time.monotonic(), found)
         return found
 
-
-def _error(e: Exception) -> str:
-    response = getattr(e, "response", None)
-    return str(response.get("error")) if response is not None and hasattr(response, "get") else type(e).__name__
+    async def _info(self, channel: str) -> dict[str, Any] | None:
+        """conversations.info's channel; {} when the bot can't see it (channel_not_found), None when Slack could
+        not say."""
+        try:
+            return (await self.client.conversations_info(channel=channel)).get("channel") or {}
+        except Exception as e:
+            if slack_error(e) == "channel_not_found":
+                return {}
+            log.warning("membership.info_failed", channel=channel, error=slack_error(e))
+            return None

@@ -2,68 +2,81 @@
 
 Values that come from users, tools or the model are escaped here (`escape`); mentions
 and dates opsloop builds itself (`mention`, `approver`, `slack_date`) are not.
-
-Split by concern, one voice: the formatting helpers live in `messages_format`, the agent surfaces'
-texts (loading status, task list, shortcut, App Home) in `messages_surfaces`; every name is
-re-exported here, so `messages.X` reaches every text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 from bot.core.types import DecisionCause
 from bot.run.report import STOP_WORDS
-from handlers.messages_format import approver as approver
-from handlers.messages_format import code as code
-from handlers.messages_format import escape as escape
-from handlers.messages_format import human_duration as human_duration
-from handlers.messages_format import join_or as join_or
-from handlers.messages_format import mention as mention
-from handlers.messages_format import slack_date as slack_date
-from handlers.messages_format import usd as usd
-from handlers.messages_format import with_attachments as with_attachments
-from handlers.messages_surfaces import FEEDBACK_NEGATIVE as FEEDBACK_NEGATIVE
-from handlers.messages_surfaces import FEEDBACK_POSITIVE as FEEDBACK_POSITIVE
-from handlers.messages_surfaces import FEEDBACK_PROMPT as FEEDBACK_PROMPT
-from handlers.messages_surfaces import FEEDBACK_THANKS as FEEDBACK_THANKS
-from handlers.messages_surfaces import HOME_ACTIVE as HOME_ACTIVE
-from handlers.messages_surfaces import HOME_APPROVALS as HOME_APPROVALS
-from handlers.messages_surfaces import HOME_NO_ACTIVE as HOME_NO_ACTIVE
-from handlers.messages_surfaces import HOME_NO_APPROVALS as HOME_NO_APPROVALS
-from handlers.messages_surfaces import HOME_NO_RECENT as HOME_NO_RECENT
-from handlers.messages_surfaces import HOME_NOT_CHECKED as HOME_NOT_CHECKED
-from handlers.messages_surfaces import HOME_RECENT as HOME_RECENT
-from handlers.messages_surfaces import HOME_TITLE as HOME_TITLE
-from handlers.messages_surfaces import LOADING_MESSAGES as LOADING_MESSAGES
-from handlers.messages_surfaces import LOADING_STARTING as LOADING_STARTING
-from handlers.messages_surfaces import LOADING_THINKING as LOADING_THINKING
-from handlers.messages_surfaces import SHORTCUT_EMPTY as SHORTCUT_EMPTY
-from handlers.messages_surfaces import SHORTCUT_NOT_CHECKED as SHORTCUT_NOT_CHECKED
-from handlers.messages_surfaces import SHORTCUT_NOT_HERE as SHORTCUT_NOT_HERE
-from handlers.messages_surfaces import TASK_NO_OUTPUT as TASK_NO_OUTPUT
-from handlers.messages_surfaces import TASK_NOT_RUN as TASK_NOT_RUN
-from handlers.messages_surfaces import TASK_UNKNOWN as TASK_UNKNOWN
-from handlers.messages_surfaces import TASKS_TITLE as TASKS_TITLE
-from handlers.messages_surfaces import home_active_run as home_active_run
-from handlers.messages_surfaces import home_approval as home_approval
-from handlers.messages_surfaces import home_recent_run as home_recent_run
-from handlers.messages_surfaces import loading_approval as loading_approval
-from handlers.messages_surfaces import loading_tool as loading_tool
-from handlers.messages_surfaces import shortcut_not_a_member as shortcut_not_a_member
-from handlers.messages_surfaces import shortcut_prompt as shortcut_prompt
-from handlers.messages_surfaces import task_approval_title as task_approval_title
-from handlers.messages_surfaces import task_decided as task_decided
-from handlers.messages_surfaces import task_title as task_title
-from handlers.messages_surfaces import task_waiting as task_waiting
-from handlers.messages_surfaces import tasks_earlier as tasks_earlier
 
-# ---------------------------------------------------------------------------
-# Stop reasons
-# ---------------------------------------------------------------------------
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
+GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
 
-# One source for the words: the handoff report is built in bot/ (no Slack there).
-STOP_REASON_WORDS: dict[str, str] = STOP_WORDS
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def mention(user_id: str | None) -> str:
+    """A `<@U…>` mention for a Slack user id; anything else is shown as escaped text."""
+    if not user_id:
+        return "someone"
+    if USER_ID.match(user_id):
+        return f"<@{user_id}>"
+    return escape(user_id)
+
+
+def approver(entity: str) -> str:
+    """A user (`U…`) or user group (`S…`) from the approvers config, as a mention."""
+    if GROUP_ID.match(entity):
+        return f"<!subteam^{entity}>"
+    return mention(entity)
+
+
+def code(text: str) -> str:
+    """Inline code for a short identifier such as a tool name (backticks cannot be escaped)."""
+    return "`" + escape(text.replace("`", "'")) + "`"
+
+
+def slack_date(epoch: float) -> str:
+    """A date Slack shows in the reader's own time zone, with a UTC fallback."""
+    seconds = int(epoch)
+    fallback = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{seconds}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def join_or(items: Sequence[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def human_duration(seconds: float) -> str:
+    """'42s', '4m 12s', '1h 3m' — wall time an SRE reads at a glance."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def usd(amount: float) -> str:
+    """'$0.04'; sub-cent amounts keep enough digits not to read as free."""
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"${amount:,.2f}"
+    return f"${amount:.4f}"
+
+
+STOP_REASON_WORDS: dict[str, str] = STOP_WORDS  # one source: the handoff report is built in bot/ (no Slack)
 
 
 # ---------------------------------------------------------------------------
@@ -92,24 +105,21 @@ def approval_heading(state: str, tool: str) -> str:
     return _CARD_HEADINGS.get(state, "Approval: {tool}").format(tool=tool)
 
 
-def category_label(category: str) -> str:
-    return _CATEGORY_LABELS.get(category, escape(category))
-
-
 def approval_summary(*, tool: str, category: str, requester: str | None) -> str:
-    line = f"*Tool:* {code(tool)}   *Category:* {category_label(category)}"
+    line = f"*Tool:* {code(tool)}   *Category:* {_CATEGORY_LABELS.get(category, escape(category))}"
     if requester:
         line += f"\n*Run started by:* {mention(requester)}"
     return line
 
 
-ARGUMENTS_HEADING = "*Arguments*"
 PREVIEW_HEADING = "*Dry run* (what it would do)"
 EMPTY_PREVIEW = "(the dry run printed nothing)"
 
 
-def arguments_part(part: int, total: int, same_line: bool) -> str:
-    """Heading of one part of arguments too long for one section."""
+def arguments_heading(part: int = 1, total: int = 1, same_line: bool = False) -> str:
+    """Heading of the arguments, or of one part of arguments too long for one section."""
+    if total == 1:
+        return "*Arguments*"
     cont = ", continuing the line above" if same_line else ""
     return f"*Arguments* (part {part} of {total}{cont})"
 
@@ -341,45 +351,25 @@ def approval_expired(tool: str) -> str:
     )
 
 
-def already_approved_by_you() -> str:
-    return "You have already approved this. It is waiting for another approver."
-
-
-def not_allowed_to_stop() -> str:
-    return "You can't stop this run. Ask the person who started it or an approver. Nothing was changed."
-
-
+ALREADY_APPROVED_BY_YOU = "You have already approved this. It is waiting for another approver."
+NOT_ALLOWED_TO_STOP = "You can't stop this run. Ask the person who started it or an approver. Nothing was changed."
 UNKNOWN_APPROVAL = "opsloop has no record of this approval, so your click changed nothing."
-
-
-def click_not_on_its_card() -> str:
-    return (
-        "This button is not on the approval card it names, so your click changed nothing."
-        " Use the buttons on the card in the incident thread."
-    )
-
-
-def card_not_checked() -> str:
-    return (
-        "opsloop could not check with Slack that this is the approval card, so your click changed nothing."
-        " Try again in a moment."
-    )
-
-
-def stop_not_on_its_status() -> str:
-    return (
-        "This Stop button is not on the status message of the run it names, so nothing was stopped."
-        " Use the Stop button in that run's thread."
-    )
-
-
-def status_not_checked() -> str:
-    return (
-        "opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
-        " Try again in a moment."
-    )
-
-
+CLICK_NOT_ON_ITS_CARD = (
+    "This button is not on the approval card it names, so your click changed nothing."
+    " Use the buttons on the card in the incident thread."
+)
+CARD_NOT_CHECKED = (
+    "opsloop could not check with Slack that this is the approval card, so your click changed nothing."
+    " Try again in a moment."
+)
+STOP_NOT_ON_ITS_STATUS = (
+    "This Stop button is not on the status message of the run it names, so nothing was stopped."
+    " Use the Stop button in that run's thread."
+)
+STATUS_NOT_CHECKED = (
+    "opsloop could not check with Slack that this is the run's status message, so nothing was stopped."
+    " Try again in a moment."
+)
 EMPTY_MENTION = (
     "What should I look into? Mention me with the task, for example `@opsloop web-1 is returning 502s since 14:00`."
 )
@@ -399,8 +389,7 @@ SELF_APPROVAL_ALLOWED = (
 )
 
 
-def run_already_finished() -> str:
-    return "This run has already finished; there is nothing to stop."
+RUN_ALREADY_FINISHED = "This run has already finished; there is nothing to stop."
 
 
 def store_unavailable(*, disk_full: bool) -> str:
@@ -443,11 +432,10 @@ def alert_root(
     return "\n".join(lines)
 
 
-def alert_repeat() -> str:
-    return (
-        "Alertmanager sent this group again with the same alerts firing: nothing new was started "
-        "(further repeats are not posted)."
-    )
+ALERT_REPEAT = (
+    "Alertmanager sent this group again with the same alerts firing: nothing new was started "
+    "(further repeats are not posted)."
+)
 
 
 def alert_changed(firing: Sequence[str]) -> str:
@@ -480,3 +468,164 @@ def alert_storm_root(limit: int) -> str:
 
 def alert_not_investigated(summary: str) -> str:
     return f"Not investigated: {escape(summary)}"
+
+
+# ---------------------------------------------------------------------------
+# Slack's agent surfaces: feedback, the loading status, the task list, the message shortcut, App Home
+# ---------------------------------------------------------------------------
+
+FEEDBACK_POSITIVE = "Helpful"
+FEEDBACK_NEGATIVE = "Not helpful"
+FEEDBACK_PROMPT = "Did this help?"
+
+LOADING_THINKING = "thinking…"
+# The rotating lines Slack shows under the thread while a status is set (at most 10).
+LOADING_MESSAGES = ("Reading the evidence…", "Checking what changed…", "Thinking it through…")
+_VERBS = {
+    "read": "reading",
+    "list": "listing",
+    "check": "checking",
+    "get": "getting",
+    "grep": "searching",
+    "tail": "reading",
+    "describe": "describing",
+    "query": "querying",
+    "fetch": "fetching",
+    "http": "requesting",
+    "clean": "cleaning",
+    "restart": "restarting",
+    "delete": "deleting",
+    "scale": "scaling",
+    "rollout": "rolling out",
+    "kubectl": "running kubectl on",
+}
+
+
+def _arg(args: dict[str, object], keys: Sequence[str], types: type | tuple[type, ...] = (str, int)) -> str:
+    """The first non-empty argument among `keys` of one of `types`, as text; "" when none."""
+    return next((str(args[k]) for k in keys if isinstance(args.get(k), types) and str(args[k])), "")
+
+
+def loading_tool(tool: str, args: dict[str, object]) -> str:
+    """What the status under the thread says while a tool runs: "reading /var/log/nginx on web-03…"."""
+    head, _, rest = tool.partition("_")
+    what = _arg(args, ("path", "unit", "service", "url", "pod", "deployment", "query", "name", "pattern"))
+    where = _arg(args, ("host", "cluster", "namespace"), str)
+    words = f"{_VERBS[head]} {what or rest.replace('_', ' ')}".strip() if head in _VERBS else f"running {tool}"
+    return _one_line(words + (f" on {where}" if where else "")) + "…"
+
+
+def _waiting(approvers: tuple[str, ...], shown: Sequence[str]) -> str:
+    if not approvers:
+        return "waiting for approval from anyone in the channel"
+    return _one_line("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
+
+
+def loading_approval(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
+    """ "waiting for approval from @carol, @oncall": plain text (the loading status renders no mentions), so people
+    by display name and user groups by handle, from `names` (id -> name; an id Slack couldn't name stays an id);
+    nobody named: anyone in the channel."""
+    named = (USER_ID.match, GROUP_ID.match)
+    return _waiting(approvers, [f"@{names.get(a) or a}" if any(f(a) for f in named) else a for a in approvers])
+
+
+def task_waiting(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
+    """An approval task's output while it waits: "waiting for approval from <@U0CAROL>, @oncall". The output is
+    rich text: a person is a user element (a mention Slack renders, in an edit that notifies nobody); a user group
+    has no such element that stays silent, so it is its handle as text (`names`: id -> handle)."""
+    return _waiting(
+        approvers,
+        [f"<@{a}>" if USER_ID.match(a) else f"@{names.get(a) or a}" if GROUP_ID.match(a) else a for a in approvers],
+    )
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- the live task list in the status message (a plan block of task cards) ---------------------------------
+TASKS_TITLE = "What opsloop is doing"
+TASK_NO_OUTPUT = "(no output)"
+TASK_NOT_RUN = "not run"
+TASK_UNKNOWN = "outcome unknown: opsloop restarted while it ran"
+
+
+def task_title(tool: str, args: dict[str, object]) -> str:
+    """A task's title: the tool and its target ("list_large_files /var/log/nginx on web-03", "http_get
+    status.example.com", "get_pod api-7f/prod"). Plain text: the card shows it as written."""
+    what = _arg(args, ("path", "unit", "service", "deployment", "name", "pattern"))
+    url, pod, namespace = _arg(args, ("url",), str), _arg(args, ("pod",), str), _arg(args, ("namespace",), str)
+    if not what and url:
+        what = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", url).split("/", 1)[0].rsplit("@", 1)[-1]
+    if not what and pod:
+        what, namespace = (f"{pod}/{namespace}" if namespace else pod), ""
+    where = _arg({**args, "namespace": namespace}, ("host", "cluster", "namespace"), str)
+    return " ".join(w for w in (tool, what, f"on {where}" if where else "") if w)
+
+
+def task_approval_title(tool: str) -> str:
+    return f"Approval for {tool}"
+
+
+def task_decided(*, approved: bool, outcome: str, by: str | None) -> str:
+    """An approval task's output once decided: "approved by <@U0CAROL>", "denied by …", "expired"."""
+    who = (f"<@{by}>" if USER_ID.match(by) else by) if by else None
+    if approved:
+        return f"approved by {who}" if who else "approved"
+    word = outcome if outcome in ("denied", "expired", "superseded", "unavailable") else "denied"
+    return f"{word} by {who}" if who and word in ("denied", "superseded") else word
+
+
+def tasks_earlier(n: int) -> str:
+    return f"{n} earlier step{'s' if n != 1 else ''} not shown"
+
+
+SHORTCUT_EMPTY = "That message has no text to investigate."
+SHORTCUT_NOT_HERE = "opsloop doesn't act in this channel (see `[slack] channels` in its config)."
+SHORTCUT_NOT_CHECKED = (
+    "opsloop couldn't check with Slack whether it is in this conversation, so it started "
+    "nothing. Try again in a minute."
+)
+
+
+def shortcut_not_a_member(channel: str) -> str:
+    """The bot isn't in the conversation: nothing it did there could be posted back."""
+    return (
+        f"opsloop isn't in <#{channel}>, so it can't work there: invite @opsloop to <#{channel}> first "
+        "(`/invite @opsloop`). It can't join a direct message between other people."
+    )
+
+
+def shortcut_prompt(user: str, channel: str, author: str, text: str) -> str:
+    """The task a message shortcut starts a run with: the message, who ran the shortcut, where."""
+    return f"[incident request from <@{user}> in <#{channel}>: investigate this message by {author}]\n{text}"
+
+
+HOME_TITLE = "opsloop"
+HOME_ACTIVE = "*Active runs*"
+HOME_NO_ACTIVE = "_No run is going right now._"
+HOME_APPROVALS = "*Waiting for your decision*"
+HOME_NO_APPROVALS = "_Nothing is waiting for a decision you may make._"
+HOME_RECENT = "*Last 10 runs*"
+HOME_NO_RECENT = "_No run has finished yet._"
+HOME_NOT_CHECKED = (
+    "_opsloop couldn't check with Slack which conversations you are in, so it shows no runs and "
+    "no approvals. Open the tab again in a minute._"
+)
+
+
+# A link's visible text is a fixed word ("thread", "card"), never the task or a tool name: a task can read like
+# a host name, and opsloop never posts a link whose text names another place than its target.
+def home_active_run(link: str, task: str, *, status: str, step: int, max_steps: int, cost_usd: float) -> str:
+    return f"{escape(task)} (<{link}|thread>) — {status}, step {step}/{max_steps}, ${cost_usd:.2f}"
+
+
+def home_approval(link: str, tool: str, category: str, task: str) -> str:
+    return f"{code(tool)} ({category}, <{link}|card>) for _{escape(task)}_"
+
+
+def home_recent_run(link: str, task: str, *, stop_reason: str, cost_usd: float, failed_tools: int = 0) -> str:
+    """A finished run: how it ended, and whether its answer came after tool calls that failed."""
+    after = f" after {failed_tools} failed tool call{'s' if failed_tools != 1 else ''}" if failed_tools else ""
+    return f"{escape(task)} (<{link}|thread>) — {code(stop_reason)}{after}, ${cost_usd:.2f}"

@@ -5,7 +5,6 @@ the next look-up after a short pause asks again."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -13,10 +12,10 @@ from typing import Any
 import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 
-log = structlog.get_logger("opsloop.names")
+from handlers.messages import GROUP_ID, USER_ID
+from handlers.slack_out import slack_error
 
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
-GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
+log = structlog.get_logger("opsloop.names")
 
 
 class SlackNames:
@@ -41,7 +40,7 @@ class SlackNames:
             name = str(profile.get("display_name") or u.get("real_name") or u.get("name") or user_id)
             ttl = self.cache_seconds
         except Exception as e:  # SlackApiError, a dropped connection, a timeout: show the id for now
-            log.warning("names.user_lookup_failed", user=user_id, error=_error(e))
+            log.warning("names.user_lookup_failed", user=user_id, error=slack_error(e))
             name, ttl = (cached[1] if cached else user_id), self.cache_seconds / 10
         self._users[user_id] = (time.monotonic() + ttl, name)
         return name
@@ -59,7 +58,7 @@ class SlackNames:
                 }
                 self._groups = (time.monotonic() + self.cache_seconds, handles)
             except Exception as e:
-                log.warning("names.usergroups_lookup_failed", error=_error(e))
+                log.warning("names.usergroups_lookup_failed", error=slack_error(e))
                 known = self._groups[1] if self._groups else {}
                 self._groups = (time.monotonic() + self.cache_seconds / 10, known)
         return self._groups[1].get(group_id, group_id)
@@ -67,15 +66,8 @@ class SlackNames:
     async def of(self, entities: Iterable[str]) -> dict[str, str]:
         """id -> name for every user (`U…`/`W…`) and user group (`S…`) id among `entities`; other entries are
         left out (they are shown as written)."""
-        names: dict[str, str] = {}
-        for entity in entities:
-            if USER_ID.match(entity):
-                names[entity] = await self.user(entity)
-            elif GROUP_ID.match(entity):
-                names[entity] = await self.group(entity)
-        return names
-
-
-def _error(e: Exception) -> str:
-    response = getattr(e, "response", None)
-    return str(response.get("error")) if response is not None and hasattr(response, "get") else type(e).__name__
+        return {
+            e: await (self.user(e) if USER_ID.match(e) else self.group(e))
+            for e in entities
+            if USER_ID.match(e) or GROUP_ID.match(e)
+        }

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -33,7 +32,7 @@ from bot.core.redact import redact_truncate
 from bot.core.types import Approval, OutboxItem, OutboxKind, OutboxState, Stream, StreamState
 from bot.run.liveness import owner_id
 from bot.store import Store
-from handlers.after_ack import AfterAck
+from handlers.after_ack import AfterAck, finish
 from handlers.blocks import SlackMessage, approval_card
 from handlers.slack_out import SlackOut
 from handlers.slack_pages import slack_pages
@@ -117,19 +116,16 @@ def classify(e: Exception) -> Failure:
         if status >= 500 or error in TRANSIENT_ERRORS:
             return Failure(error or f"http_{status}", transient=True, maybe_posted=True)
         return Failure(error or f"http_{status}", transient=False, content=error in CONTENT_ERRORS)
-    if isinstance(e, aiohttp.ClientError | TimeoutError | OSError):
-        return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)
-    return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)  # unknown: keep trying, safely
+    # a dropped connection, a timeout, anything unknown: it may have landed; keep trying, safely
+    return Failure(f"{type(e).__name__}: {e}", transient=True, maybe_posted=True)
 
 
 def _retry_after(e: SlackApiError) -> float | None:
     headers = getattr(e.response, "headers", None) or {}
     value: Any = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
-    if isinstance(value, list):
-        value = value[0] if value else None
     try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        return float(value[0] if isinstance(value, list) else value)
+    except (TypeError, ValueError, IndexError):
         return None
 
 
@@ -164,9 +160,7 @@ class Outbox:
         )
         self.out = SlackOut(self.client)  # the redacting gateway, in its raising form
         self.owner = owner or owner_id()
-        self.claim_seconds = claim_seconds
-        self.poll_seconds = poll_seconds
-        self.max_backoff = max_backoff
+        self.claim_seconds, self.poll_seconds, self.max_backoff = claim_seconds, poll_seconds, max_backoff
         self.close_grace = close_grace
         self._wakeup = asyncio.Event()
         self._delivered = asyncio.Event()  # set after every delivery attempt (settle() watches it)
@@ -187,36 +181,18 @@ class Outbox:
     ) -> str:
         """Enqueue a thread post (the same key returns the same item); `approval_id`: it is that approval's
         card, whose message_ts is recorded when it is sent. Returns the outbox item id."""
-        item_id = await self.store.enqueue(
-            kind=OutboxKind.POST,
-            key=key,
-            channel=channel,
-            thread_ts=thread_ts,
-            text=msg.text,
-            blocks=msg.blocks,
-            run_id=run_id,
-            approval_id=approval_id,
+        return await self._enqueue(
+            OutboxKind.POST, key, msg, run_id, channel=channel, thread_ts=thread_ts, approval_id=approval_id
         )
-        self.wake()
-        return item_id
 
     async def update(self, *, run_id: str | None, channel: str, of: str, msg: SlackMessage, key: str) -> str:
         """Enqueue a chat.update of the message outbox item `of` posts; sent after it, the newest update wins."""
-        item_id = await self.store.enqueue(
-            kind=OutboxKind.UPDATE, key=key, channel=channel, text=msg.text, blocks=msg.blocks, run_id=run_id, target=of
-        )
+        return await self._enqueue(OutboxKind.UPDATE, key, msg, run_id, channel=channel, target=of)
+
+    async def _enqueue(self, kind: OutboxKind, key: str, msg: SlackMessage, run_id: str | None, **where: Any) -> str:
+        item_id = await self.store.enqueue(kind=kind, key=key, text=msg.text, blocks=msg.blocks, run_id=run_id, **where)
         self.wake()
         return item_id
-
-    async def posted_ts(self, item_id: str) -> str | None:
-        """The ts of the message an item posted, once sent."""
-        item = await self.store.outbox_item(item_id)
-        return item.ts if item is not None else None
-
-    async def item_id(self, key: str) -> str | None:
-        """The id of the item enqueued with `key`, if any."""
-        item = await self.store.outbox_by_key(key)
-        return item.id if item is not None else None
 
     async def message_in_thread(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | None:
         """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
@@ -256,10 +232,7 @@ class Outbox:
         if task is not None:
             self._closing = True
             self.wake()
-            _, late = await asyncio.wait([task], timeout=self.close_grace)
-            for t in late:
-                t.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await finish([task], self.close_grace)
         with contextlib.suppress(Exception):
             await self.store.release_outbox(self.owner)
 
@@ -303,34 +276,49 @@ class Outbox:
     async def _post(self, item: OutboxItem) -> None:
         if await self._finish_stream(item):
             return
-        if item.unsure and (found := await self._find(item)):
+        if item.unsure and (found := await self._look(item, lambda m: posted_item(m) == item.id, unsure=True)):
             log.info("outbox.adopted", ts=found)  # an earlier attempt posted it: adopted, never posted twice
             await self.store.outbox_sent(item.id, self.owner, ts=found, now=self.store.now())
             return
+        sent = await self._send(
+            item,
+            "chat_postMessage",
+            lambda: self._attempt(item, unsure=True),
+            channel=item.channel,
+            thread_ts=item.thread_ts,
+        )
+        if isinstance(sent, Failure):
+            await self._failed(item, sent)
+            return
+        ts = str(sent[0]["ts"])
+        await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
+        log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=sent[1])
+
+    async def _send(
+        self, item: OutboxItem, method: str, claim: Callable[[], Awaitable[None]], **where: Any
+    ) -> tuple[Any, bool] | Failure:
+        """`method` (a post, or the update that finishes a stream) with the item's content and metadata, each try
+        after `claim`: content Slack refuses gets one plain-text fallback (its notification text alone, no blocks),
+        stored with the item. (Slack's answer, whether plain), or how it failed."""
         plain = item.plain
         while True:
-            await self._attempt(item, unsure=True)
+            await claim()
             try:
-                ts = await self.out.post_or_raise(
-                    channel=item.channel,
-                    thread_ts=item.thread_ts,
-                    text=_plain_text(item.text) if plain else item.text,
-                    blocks=None if plain else item.blocks,
-                    metadata=metadata(item.id),
+                # a plain update sends no blocks (`[]`: without any it would keep the message's)
+                text, blocks = (
+                    (_plain_text(item.text), [] if method == "chat_update" else None)
+                    if plain
+                    else (item.text, item.blocks)
                 )
+                return await self.out.call(method, text=text, blocks=blocks, metadata=metadata(item.id), **where), plain
             except Exception as e:
                 failure = classify(e)
-                if failure.content and not plain and _plain_text(item.text):
-                    log.warning("outbox.plain_fallback", error=failure.error)
-                    if not await self.store.outbox_plain(item.id, self.owner, error=failure.error):
-                        raise ClaimLost from None
-                    plain = True
-                    continue
-                await self._failed(item, failure)
-                return
-            await self.store.outbox_sent(item.id, self.owner, ts=ts, now=self.store.now())
-            log.info("outbox.posted", ts=ts, attempts=item.attempts + 1, plain=plain)
-            return
+                if not failure.content or plain or not _plain_text(item.text):
+                    return failure
+            log.warning("outbox.plain_fallback", error=failure.error)
+            if not await self.store.outbox_plain(item.id, self.owner, error=failure.error):
+                raise ClaimLost
+            plain = True
 
     async def _update(self, item: OutboxItem) -> None:
         target = await self.store.outbox_item(item.target or "")
@@ -340,7 +328,7 @@ class Outbox:
             return
         await self._attempt(item, unsure=False)
         try:
-            await self.out.update_or_raise(channel=item.channel, ts=target.ts, text=item.text, blocks=item.blocks)
+            await self.out.call("chat_update", channel=item.channel, ts=target.ts, text=item.text, blocks=item.blocks)
         except Exception as e:
             await self._failed(item, classify(e))
             return
@@ -370,11 +358,12 @@ class Outbox:
         rest = _stream_rest(item, stream, single=await self.store.outbox_by_key(answer_key(run_id, 1)) is None)
         if rest is not None:
             try:
-                await self.out.stop_stream_or_raise(
+                await self.out.call(
+                    "chat_stopStream",
                     channel=item.channel,
                     ts=ts,
-                    markdown_text=rest,
-                    blocks=[b for b in item.blocks or [] if b.get("type") == "context_actions"],
+                    markdown_text=rest or None,
+                    blocks=[b for b in item.blocks or [] if b.get("type") == "context_actions"] or None,
                     metadata=metadata(item.id),
                 )
             except Exception as e:  # closed by Slack, or unsure: chat.update sets the same content either way
@@ -384,34 +373,17 @@ class Outbox:
                 return True
         elif not stream.broken:
             with contextlib.suppress(Exception):  # end its streaming state first (best effort)
-                await self.out.stop_stream_or_raise(channel=item.channel, ts=ts)
-        plain = item.plain
-        while True:
-            if not await self.store.renew_outbox_claim(
-                item.id, self.owner, until=self.store.now() + self.claim_seconds
-            ):
-                raise ClaimLost
-            try:
-                await self.out.update_or_raise(
-                    channel=item.channel,
-                    ts=ts,
-                    metadata=metadata(item.id),
-                    text=_plain_text(item.text) if plain else item.text,
-                    blocks=[] if plain else item.blocks,
-                )
-            except Exception as e:
-                failure = classify(e)
-                if failure.transient:
-                    await self._failed(item, failure)
-                    return True
-                if failure.content and not plain and _plain_text(item.text):
-                    plain = True  # the same one plain-text fallback a post gets
-                    continue
-                log.warning("outbox.stream_update_failed", error=failure.error)  # gone or not ours: post instead
-                await self.store.stream_ended(stream.id, StreamState.ABANDONED)
-                return False
+                await self.out.call("chat_stopStream", channel=item.channel, ts=ts)
+        sent = await self._send(item, "chat_update", lambda: self._renew(item), channel=item.channel, ts=ts)
+        if isinstance(sent, Failure) and sent.transient:
+            await self._failed(item, sent)
+        elif isinstance(sent, Failure):
+            log.warning("outbox.stream_update_failed", error=sent.error)  # gone or not ours: post instead
+            await self.store.stream_ended(stream.id, StreamState.ABANDONED)
+            return False
+        else:
             await self._stream_sent(item, stream, ts, how="chat.update")
-            return True
+        return True
 
     async def _stream_sent(self, item: OutboxItem, stream: Stream, ts: str, *, how: str) -> None:
         if not await self.store.stream_finished(stream.id, item.id, self.owner, ts=ts, now=self.store.now()):
@@ -442,6 +414,10 @@ class Outbox:
         ):
             raise ClaimLost
 
+    async def _renew(self, item: OutboxItem) -> None:
+        if not await self.store.renew_outbox_claim(item.id, self.owner, until=self.store.now() + self.claim_seconds):
+            raise ClaimLost
+
     async def _failed(self, item: OutboxItem, failure: Failure) -> None:
         if failure.transient:
             delay = self._backoff(item.attempts + 1, failure.retry_after)
@@ -462,13 +438,8 @@ class Outbox:
         delay = min(self.max_backoff, 2.0 ** max(0, attempts - 1))
         return min(max(delay, retry_after or 0.0), 600.0)
 
-    async def _find(self, item: OutboxItem) -> str | None:
-        """The ts of this item's post if an earlier attempt reached Slack (found by its metadata in the thread).
-        Raises Deferred when Slack couldn't be asked now."""
-        return await self._look(item, lambda m: posted_item(m) == item.id, unsure=True, attempts=item.attempts)
-
     async def _look(
-        self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool, attempts: int
+        self, item: OutboxItem, wanted: Callable[[dict[str, Any]], bool], *, unsure: bool, attempts: int | None = None
     ) -> str | None:
         """The ts of the first message `wanted` accepts in the item's thread (a root post's: the channel's newest
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
@@ -476,9 +447,7 @@ class Outbox:
         root = not item.thread_ts
 
         async def page(cursor: str | None) -> Any:
-            until = self.store.now() + self.claim_seconds
-            if not await self.store.renew_outbox_claim(item.id, self.owner, until=until):
-                raise ClaimLost
+            await self._renew(item)
             try:
                 if root:
                     return await self.client.conversations_history(
@@ -500,7 +469,8 @@ class Outbox:
                     self.owner,
                     error=failure.error,
                     unsure=unsure,
-                    next_at=self.store.now() + self._backoff(attempts, failure.retry_after),
+                    next_at=self.store.now()
+                    + self._backoff(item.attempts if attempts is None else attempts, failure.retry_after),
                 )
                 raise Deferred from e
 
@@ -547,25 +517,15 @@ class Cards:
         if not approval.channel:
             return
         msg = approval_card(approval)
-        card = await self.outbox.item_id(card_key(approval.id))
-        posted = None
+        card = await self.outbox.store.outbox_by_key(card_key(approval.id))
         if card is not None:
-            await self.outbox.update(
-                run_id=approval.run_id, channel=approval.channel, of=card, msg=msg, key=card_update_key(approval)
+            key = card_update_key(approval)
+            await self.outbox.update(run_id=approval.run_id, channel=approval.channel, of=card.id, msg=msg, key=key)
+        if approval.message_ts and (card is None or (card.ts is not None and card.ts != approval.message_ts)):
+            copy = self.out.attempt(
+                "chat_update", what="card_update", channel=approval.channel, ts=approval.message_ts, **vars(msg)
             )
-            posted = await self.outbox.posted_ts(card)
-        if approval.message_ts and (card is None or (posted is not None and posted != approval.message_ts)):
-            self.after_ack.spawn(
-                self.out.update(
-                    channel=approval.channel,
-                    ts=approval.message_ts,
-                    text=msg.text,
-                    blocks=msg.blocks,
-                    what="card_update",
-                    approval_id=approval.id,
-                ),
-                name=f"card_copy:{approval.id}",
-            )
+            self.after_ack.spawn(copy, name=f"card_copy:{approval.id}")
 
     async def post(self, channel: str, thread_ts: str, msg: SlackMessage) -> str | None:
         """Post in a thread (redacted by the gateway); a final failure is logged, not raised."""

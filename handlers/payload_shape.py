@@ -21,15 +21,9 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from bot.core.errors import OpsloopError
 
 # What bolt builds for every middleware and listener, whether or not it is asked for (kwargs_injection).
-_READERS: tuple[Callable[[dict[str, Any]], Any], ...] = (
-    read.to_options,
-    read.to_shortcut,
-    read.to_action,
-    read.to_view,
-    read.to_command,
-    read.to_event,
-    read.to_message,
-    read.to_step,
+_READERS: tuple[Callable[[dict[str, Any]], Any], ...] = tuple(
+    getattr(read, f"to_{part}")
+    for part in ("options", "shortcut", "action", "view", "command", "event", "message", "step")
 )
 
 _CALLBACK_TYPES = frozenset({"shortcut", "message_action", "interactive_message", "dialog_submission"})

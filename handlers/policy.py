@@ -72,9 +72,7 @@ class ApprovalPolicy:
 
     def describe(self, category: str) -> str:
         allowed = self.settings.who_may_approve(category)
-        if not allowed:
-            return "anyone in the channel"
-        return messages.join_or([messages.approver(a) for a in allowed])
+        return messages.join_or([messages.approver(a) for a in allowed]) if allowed else "anyone in the channel"
 
     async def _members(self, group: str) -> frozenset[str]:
         cached = self._groups.get(group)
@@ -93,22 +91,17 @@ class ApprovalPolicy:
 def policy_lines(settings: ApprovalSettings) -> list[str]:
     """The effective approval policy, as `opsloop check` prints it: who may approve what, and who may not."""
 
-    def who(category: str) -> str:
-        allowed = settings.who_may_approve(category)
-        if not allowed:
-            return "anyone in the channel"
-        return ", ".join(f"{a} (user group)" if a.startswith("S") else a for a in allowed)
-
     lines = []
     for category in ("mutating", "destructive"):
-        n = settings.required(category)
+        n, allowed = settings.required(category), settings.who_may_approve(category)
+        who = ", ".join(f"{a} (user group)" if a.startswith("S") else a for a in allowed) or "anyone in the channel"
         asker = (
             "not by whoever asked for the call (the run's requester, or anyone who asked in the thread)"
             if settings.refuses_self_approval(category)
             else "including whoever asked for the call"
         )
         lines.append(
-            f"approvals: {category} calls: {n} approval{'s' if n > 1 else ''} from {who(category)}, "
+            f"approvals: {category} calls: {n} approval{'s' if n > 1 else ''} from {who}, "
             f"{asker}; anyone allowed may deny"
         )
     lines.append(

@@ -30,18 +30,15 @@ class SocketMode(AsyncSocketModeHandler):
         self.after_ack = after_ack
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        with self.after_ack.delivering(client.message_queue.qsize):
-            await self._handle(client, req)
-
-    async def _handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = time.time()
-        try:
-            bolt_req = bolt_request(req.payload, mode="socket_mode", headers=build_headers(req))
-        except Unreadable as e:
-            log.warning("slack.payload_unreadable", transport="socket_mode", envelope=req.type, problem=str(e))
-            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-            return
-        await send_async_response(client, req, await self.app.async_dispatch(bolt_req), start)
+        with self.after_ack.delivering(client.message_queue.qsize):
+            try:
+                bolt_req = bolt_request(req.payload, mode="socket_mode", headers=build_headers(req))
+            except Unreadable as e:
+                log.warning("slack.payload_unreadable", transport="socket_mode", envelope=req.type, problem=str(e))
+                await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+                return
+            await send_async_response(client, req, await self.app.async_dispatch(bolt_req), start)
 
     async def close_async(self) -> None:
         await super().close_async()  # type: ignore[no-untyped-call]  # bolt leaves it untyped

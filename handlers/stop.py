@@ -42,7 +42,7 @@ async def on_stop(desk: StopDesk, body: dict[str, Any]) -> None:
     run_id = dig(body, "actions", 0, "value") or ""
     run = await desk.store.find_run(run_id)
     if run is None or not run.active:
-        desk.after_ack.spawn(ephemeral(desk.out, body, messages.run_already_finished()), name="stop_refused")
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.RUN_ALREADY_FINISHED), name="stop_refused")
         return
     where = approvals.clicked(body)
     if off := await _off_its_status(desk, run, where):
@@ -52,7 +52,7 @@ async def on_stop(desk: StopDesk, body: dict[str, Any]) -> None:
     # Stopping is the safe direction: whoever may approve a change may also stop the run
     # (with no approvers configured, that is anyone in the channel).
     if user != run.requester and not await desk.policy.may_approve(user, "mutating"):
-        desk.after_ack.spawn(ephemeral(desk.out, body, messages.not_allowed_to_stop()), name="stop_refused")
+        desk.after_ack.spawn(ephemeral(desk.out, body, messages.NOT_ALLOWED_TO_STOP), name="stop_refused")
         return
     await desk.stop(run_id, user)
 
@@ -64,16 +64,16 @@ async def _off_its_status(desk: StopDesk, run: Run, where: approvals.Clicked) ->
     process died) a message Slack shows in the run's thread, posted by this bot, whose Stop button names the run.
     """
     if not where.channel or not where.ts or where.channel != run.channel:
-        return messages.stop_not_on_its_status()
+        return messages.STOP_NOT_ON_ITS_STATUS
     if where.ts == run.status_ts:
         return None
     found = await approvals.bot_post_in_thread(desk.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
         log.warning("stop.status_check_failed", run_id=run.id, error=found.error)
-        return messages.status_not_checked() if found.transient else messages.stop_not_on_its_status()
+        return messages.STATUS_NOT_CHECKED if found.transient else messages.STOP_NOT_ON_ITS_STATUS
     if found is not None and _stops(found) == run.id:
         return None
-    return messages.stop_not_on_its_status()
+    return messages.STOP_NOT_ON_ITS_STATUS
 
 
 def _stops(msg: dict[str, Any]) -> str | None:

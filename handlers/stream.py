@@ -153,8 +153,11 @@ class StepStream:
         rest = rest[len(self.sent) :] if rest.startswith(self.sent) and not self.void and not self.broken else ""
         if not self.broken:
             with contextlib.suppress(Exception):  # best effort: Slack closes it by itself after its lifetime
-                await self.streams.out.stop_stream_or_raise(
-                    channel=self.streams.channel, ts=self.ts, markdown_text=rest[:STREAM_CHARS_MAX] or None
+                await self.streams.out.call(
+                    "chat_stopStream",
+                    channel=self.streams.channel,
+                    ts=self.ts,
+                    markdown_text=rest[:STREAM_CHARS_MAX] or None,
                 )
         await store.stream_ended(self.stream_id, StreamState.INTERIM)
         log.info("stream.interim", ts=self.ts, why="a tool call followed the text" if self.tool else "no answer")
@@ -205,7 +208,8 @@ class StepStream:
         self.stream_id = stream_id
         s.last_call = time.monotonic()
         try:
-            ts = await s.out.start_stream_or_raise(
+            response = await s.out.call(
+                "chat_startStream",
                 channel=s.channel,
                 thread_ts=s.thread_ts,
                 markdown_text=text,
@@ -220,6 +224,7 @@ class StepStream:
             if not failure.maybe_posted:  # refused for sure: no message exists
                 await s.store.stream_ended(stream_id, StreamState.ABANDONED)
             return False
+        ts = str(response["ts"])
         self.ts, self.sent = ts, text
         await s.store.stream_started(stream_id, ts=ts, sent=text)
         log.info("stream.started", ts=ts, chars=len(text))
@@ -236,7 +241,7 @@ class StepStream:
             return
         s.last_call = time.monotonic()
         try:
-            await s.out.append_stream_or_raise(channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent) :])
+            await s.out.call("chat_appendStream", channel=s.channel, ts=self.ts, markdown_text=text[len(self.sent) :])
         except Exception as e:
             failure = classify(e)
             if failure.retry_after is not None or failure.error == "ratelimited":

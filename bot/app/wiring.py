@@ -38,7 +38,7 @@ from bot.store import Store
 from bot.store.backends import WAKE_OUTBOX
 from handlers.alerts import sources as alert_sources
 from handlers.alerts.desk import AlertDesk
-from handlers.http_mode import deliveries_in_hand, junk_timestamp_is_a_bad_signature, unreadable_payloads
+from handlers.http_mode import slack_doors
 from handlers.listeners import register
 from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
@@ -204,9 +204,7 @@ async def start(
         log.info("socket_mode.connected")
     else:
         web_app = ops.app.web_app(path="/slack/events", port=port)
-        web_app.middlewares.append(deliveries_in_hand(ops.slack.after_ack))
-        web_app.middlewares.append(junk_timestamp_is_a_bad_signature)
-        web_app.middlewares.append(unreadable_payloads(ops.settings.slack_signing_secret or ""))
+        web_app.middlewares.append(slack_doors(ops.slack.after_ack, ops.settings.slack_signing_secret or ""))
         ops.http = web.AppRunner(web_app)
         await ops.http.setup()
         await _listening(f"HTTP mode (--port) on {host}:{port}", web.TCPSite(ops.http, host, port).start())

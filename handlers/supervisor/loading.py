@@ -14,8 +14,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import structlog
+from slack_sdk.errors import SlackApiError
 
 from handlers import messages
+from handlers.slack_out import slack_error
 
 if TYPE_CHECKING:
     from handlers.slack_out import SlackOut
@@ -23,18 +25,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("opsloop.supervisor")
 
 # Slack's answers that mean "this workspace or token can't have a loading status": stop asking for this drive.
-UNSUPPORTED = frozenset(
-    {
-        "unknown_method",
-        "missing_scope",
-        "not_allowed_token_type",
-        "method_deprecated",
-        "feature_not_enabled",
-        "not_an_assistant_thread",
-        "thread_not_found",
-        "channel_not_found",
-    }
-)
+UNSUPPORTED = {"unknown_method", "missing_scope", "not_allowed_token_type", "method_deprecated"}
+UNSUPPORTED |= {"feature_not_enabled", "not_an_assistant_thread", "thread_not_found", "channel_not_found"}
 
 
 class LoadingStatus:
@@ -57,7 +49,7 @@ class LoadingStatus:
         self.shown: str | None = None  # what the last successful call set
         self.sent = maybe_shown  # a status may be up (this drive's, or an earlier one's): clearing it means a call
         self._changed = asyncio.Event()
-        self._sender: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[object] | None = None
         self._unsupported = False
 
     def show(self, text: str) -> None:
@@ -92,19 +84,24 @@ class LoadingStatus:
                 self._changed.clear()  # changed and changed back before it would have shown: nothing to send
 
     async def _set(self, text: str) -> bool:
-        """One call; False when this workspace can't have a loading status."""
-        error = await self.out.set_status(
-            channel=self.channel,
-            thread_ts=self.thread_ts,
-            status=text,
-            loading_messages=list(messages.LOADING_MESSAGES),
-        )
-        if error is None:
-            self.sent, self.shown = True, text
-        if error in UNSUPPORTED:
-            self._unsupported = True
-            log.info("loading_status.unsupported", error=error)
-            return False
+        """One call ("" clears it); False when this workspace can't have a loading status."""
+        try:
+            await self.out.call(
+                "assistant_threads_setStatus",
+                channel_id=self.channel,
+                thread_ts=self.thread_ts,
+                status=text,
+                loading_messages=list(messages.LOADING_MESSAGES) if text else None,
+            )
+        except SlackApiError as e:
+            error = slack_error(e)
+            log.warning("set_status_failed", channel=self.channel, thread_ts=self.thread_ts, error=error)
+            if error in UNSUPPORTED:
+                self._unsupported = True
+                log.info("loading_status.unsupported", error=error)
+                return False
+            return True
+        self.sent, self.shown = bool(text), text or None
         return True
 
     def _stop(self) -> None:
@@ -118,10 +115,7 @@ class LoadingStatus:
         self._stop()
         text, self.text = self.text, None
         if text is not None and text != self.shown and not self._unsupported:
-            self._sender = asyncio.create_task(self._flush(text), name=f"loading_last:{self.thread_ts}")
-
-    async def _flush(self, text: str) -> None:
-        await self._set(text)
+            self._sender = asyncio.create_task(self._set(text), name=f"loading_last:{self.thread_ts}")
 
     async def clear(self) -> None:
         """The drive answers or stops: the thread shows no loading status any more (no call if none was set)."""
@@ -130,6 +124,5 @@ class LoadingStatus:
         if self._sender is not None:
             await asyncio.gather(self._sender, return_exceptions=True)
         if self.sent and not self._unsupported:
-            await self.out.set_status(channel=self.channel, thread_ts=self.thread_ts, status="")
-            self.sent = False
-            self.shown = None
+            await self._set("")
+            self.sent, self.shown = False, None

@@ -76,50 +76,39 @@ class StatusMessage:
         self._left: dict[str, Any] | None = None  # what a drive that ended (a pause) had not shown yet
         self._loaded = False  # the tasks of earlier drives were read from the store
 
-    def _message(
-        self, *, state: RunStatus, step: int, activity: str, tokens: int, cost_usd: float
-    ) -> blocks.SlackMessage:
-        tasks = self.tasks.all() if self.sup.plan_blocks else ()
+    def _message(self, **fields: Any) -> blocks.SlackMessage:
+        """The status message for `fields` (state, step, activity, tokens, cost_usd)."""
         return blocks.status_message(
-            state=state,
-            step=step,
-            activity=activity,
-            tokens=tokens,
-            cost_usd=cost_usd,
+            **fields,
             run_id=self.row.id,
             max_iterations=self.sup.settings.limits.max_iterations,
-            tasks=tasks,
+            tasks=self.tasks.all() if self.sup.plan_blocks else (),
             summary=self.summary,
         )
 
     async def open(self) -> None:
-        try:  # a drive after a pause or a restart shows the tasks so far, from the store
-            await self._load_tasks()
-        except Exception as e:
-            log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
+        await self._load_tasks()  # a drive after a pause or a restart shows the tasks so far
         if self.ts:
             return
-        msg = blocks.status_message(
-            state=RunStatus.RUNNING,
-            step=self.row.iterations,
-            activity="starting",
-            tokens=0,
-            cost_usd=self.row.cost_usd,
-            run_id=self.row.id,
-            max_iterations=self.sup.settings.limits.max_iterations,
-        )
+        fields = {"step": self.row.iterations, "activity": "starting", "tokens": 0, "cost_usd": self.row.cost_usd}
+        msg = self._message(state=RunStatus.RUNNING, **fields)
         self.ts = await self.sup.cards.post(self.row.channel, self.row.thread_ts, msg)
         if self.ts:
             await self.sup.store.set_status_ts(self.row.id, self.ts)
 
     async def _load_tasks(self) -> None:
-        """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first."""
-        results = await self.sup.store.tool_results(self.row.id)
-        approvals = await self.sup.store.run_approvals(self.row.id)
-        self.summary = self.summary or await self.sup.store.last_summary(self.row.id)  # a restart shows it again
+        """The tasks of earlier drives: stored tool results (redacted) and approvals, oldest first (a store that
+        fails leaves them out)."""
+        try:
+            results = await self.sup.store.tool_results(self.row.id)
+            approvals = await self.sup.store.run_approvals(self.row.id)
+            self.summary = self.summary or await self.sup.store.last_summary(self.row.id)  # a restart shows it again
+        except Exception as e:
+            log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
+            return
         self._loaded = True
         events: list[tuple[float, int, Any]] = [(a.created_at, 0, a) for a in approvals]
-        events += [(r.created_at, 1, r) for r in results.values()]
+        events += [(r.created_at, 1, r) for r in results.values() if r.tool != SUMMARY_TOOL]
         for _, kind, item in sorted(events, key=lambda e: (e[0], e[1])):
             if kind == 0:
                 a = item
@@ -137,7 +126,7 @@ class StatusMessage:
                     output=output,
                     before=a.tool_use_id,
                 )
-            elif item.tool != SUMMARY_TOOL:
+            else:
                 r = item
                 if r.content is None:
                     status, output = "error", messages.TASK_UNKNOWN
@@ -159,30 +148,30 @@ class StatusMessage:
             if wait > 0:
                 await asyncio.sleep(wait)  # rate limit, not a wait for state
             fields, self._latest = self._latest, None
-            if fields is not None:
-                await self._push(self._message(**fields), fields)
-                self._shown = fields
+            await self._push(fields)
+            self._shown = fields
 
-    async def _push(self, msg: blocks.SlackMessage, fields: dict[str, Any] | None = None) -> None:
+    async def _push(self, fields: dict[str, Any]) -> None:
+        msg = self._message(**fields)
         self._last_push = time.monotonic()
         if not self.ts:
             return
         try:
-            await self.sup.out.update_or_raise(channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks)
+            await self.sup.out.call(
+                "chat_update", channel=self.row.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
+            )
         except SlackApiError as e:
             error = e.response.get("error")
             log.warning("status_update_failed", channel=self.row.channel, ts=self.ts, error=error)
             has_plan = any(b.get("type") == "plan" for b in msg.blocks)
-            if error == "invalid_blocks" and has_plan and fields is not None and self.sup.plan_blocks:
+            if error == "invalid_blocks" and has_plan and self.sup.plan_blocks:
                 self.sup.plan_blocks = False  # this workspace has no plan block: today's section status, once
                 log.info("status_tasks_unsupported")
-                await self._push(self._message(**fields))
+                await self._push(fields)
 
     def abandon(self) -> None:
         """This drive ends without finishing the run (a pause, a hand-back): stop pushing updates."""
-        if self._flusher and not self._flusher.done():
-            self._flusher.cancel()
-        self._latest = None
+        self._halt()
         self._left = self._wanted if self._wanted is not self._shown else None
 
     async def settle(self) -> None:
@@ -190,19 +179,18 @@ class StatusMessage:
         One update per pause, never per event."""
         fields, self._left = self._left, None
         if fields is not None:
-            await self._push(self._message(**fields), fields)
+            await self._push(fields)
 
-    async def close(self, **fields: Any) -> None:
+    def _halt(self) -> None:
         if self._flusher and not self._flusher.done():
             self._flusher.cancel()
         self._latest = None
+
+    async def close(self, **fields: Any) -> None:
+        self._halt()
         if not self._loaded:  # a run finished by another path (a Stop that ended it in the store): its tasks
-            try:
-                await self._load_tasks()
-            except Exception as e:
-                log.warning("status_tasks_load_failed", error=f"{type(e).__name__}: {e}")
+            await self._load_tasks()
         for task in self.tasks.all():  # what never ran (a Stop, a limit) does not stay "in progress"
             if task.status in ("pending", "in_progress"):
                 self.tasks.put(task.task_id, None, "error", output=messages.TASK_NOT_RUN)
-        fields = {"state": RunStatus.FINISHED, **fields}
-        await self._push(self._message(**fields), fields)
+        await self._push({"state": RunStatus.FINISHED, **fields})

@@ -106,7 +106,7 @@ async def test_a_click_on_another_threads_card_carrying_this_approvals_id_change
         (a, card_a), (_, card_b) = await two_pending_cards(env)
         with structlog.testing.capture_logs() as logs:
             await fake_slack.send_interactive(forged(BOB, CHANNEL, card_b, APPROVE, approval_id(env, a)))
-            assert (await env.wait_ephemeral(BOB))["text"] == messages.click_not_on_its_card()
+            assert (await env.wait_ephemeral(BOB))["text"] == messages.CLICK_NOT_ON_ITS_CARD
             await env.wait_idle()
         assert [card_state(card_a), card_state(card_b)] == ["pending", "pending"]
         assert (card_a.edited, card_b.edited) == (None, None)
@@ -134,7 +134,7 @@ async def test_a_deny_from_a_message_in_another_channel_changes_nothing(
         card = await env.card(channel, ts)
         elsewhere = fake_slack.add_message(OTHER_CHANNEL, CAROL, "lunch?", ts=card.ts)  # even under the same ts
         await fake_slack.send_interactive(forged(CAROL, OTHER_CHANNEL, elsewhere, DENY, approval_id(env, ts)))
-        assert (await env.wait_ephemeral(CAROL))["text"] == messages.click_not_on_its_card()
+        assert (await env.wait_ephemeral(CAROL))["text"] == messages.CLICK_NOT_ON_ITS_CARD
         await env.wait_idle()
         assert card_state(card) == "pending" and env.audit()[0].approval.state == "pending"
         assert fake_slack.message(OTHER_CHANNEL, elsewhere.ts) == elsewhere and elsewhere.edited is None
@@ -155,7 +155,7 @@ async def test_a_click_for_a_decided_approval_never_rewrites_another_card(
         await env.wait_idle()
 
         await fake_slack.send_interactive(forged(CAROL, CHANNEL, card_b, APPROVE, approval_id(env, a)))
-        assert (await env.wait_ephemeral(CAROL))["text"] == messages.click_not_on_its_card()
+        assert (await env.wait_ephemeral(CAROL))["text"] == messages.CLICK_NOT_ON_ITS_CARD
         await env.wait_idle()
         assert card_state(card_b) == "pending" and card_b.edited is None
         assert [c for c in fake_slack.calls_to("chat.update") if c.args["ts"] == card_b.ts] == []
@@ -179,7 +179,7 @@ async def test_a_click_on_another_message_of_the_same_thread_changes_nothing(
         card = await env.card(channel, ts)
         status = await env.status(channel, ts)  # the bot's own message, in the same thread: still not the card
         await fake_slack.send_interactive(forged(BOB, channel, status, APPROVE, approval_id(env, ts)))
-        assert (await env.wait_ephemeral(BOB))["text"] == messages.click_not_on_its_card()
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.CLICK_NOT_ON_ITS_CARD
         await env.wait_idle()
         assert card_state(card) == "pending" and ran("restart_service") == []
         assert "approval_header" not in str(fake_slack.message(channel, status.ts).blocks)  # type: ignore[union-attr]
@@ -197,7 +197,7 @@ async def test_a_copy_of_the_card_the_outbox_never_posted_changes_nothing(
         client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
         copy = (await client.chat_postMessage(channel=channel, thread_ts=ts, text=card.text, blocks=card.blocks))["ts"]
         await env.approve(fake_slack.message(channel, copy), BOB)  # type: ignore[arg-type]
-        assert (await env.wait_ephemeral(BOB))["text"] == messages.click_not_on_its_card()
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.CLICK_NOT_ON_ITS_CARD
         await env.wait_idle()
         assert card_state(card) == "pending" and ran("restart_service") == []
 
@@ -220,7 +220,7 @@ async def test_a_click_that_names_no_message_changes_nothing(
         with structlog.testing.capture_logs() as logs:
             await fake_slack.send_interactive(payload)
             if "channel" not in strip:  # somewhere to answer
-                assert (await env.wait_ephemeral(BOB))["text"] == messages.click_not_on_its_card()
+                assert (await env.wait_ephemeral(BOB))["text"] == messages.CLICK_NOT_ON_ITS_CARD
             await env.wait_idle()
         assert len(refusals(logs, "approval.click_refused")) == 1
         assert card_state(card) == "pending" and env.audit()[0].approval.state == "pending"
@@ -338,7 +338,7 @@ async def test_a_click_on_an_unrecorded_copy_slack_could_not_show_changes_nothin
         (copy,) = lost
         fake_slack.fail_next("conversations.replies", "internal_error")  # the check of the clicked copy fails
         await env.approve(copy, BOB)
-        assert (await env.wait_ephemeral(BOB))["text"] == messages.card_not_checked()
+        assert (await env.wait_ephemeral(BOB))["text"] == messages.CARD_NOT_CHECKED
         await env.wait_idle()
         assert env.audit()[0].approval.state == "pending" and ran("restart_service") == []
 
@@ -361,7 +361,7 @@ async def test_a_stop_from_another_threads_status_line_does_not_stop_this_run(
         status_a, status_b = await env.status(CHANNEL, a), await env.status(CHANNEL, b)
         with structlog.testing.capture_logs() as logs:
             await fake_slack.send_interactive(forged(ALICE, CHANNEL, status_b, STOP, run_id(env, a)))
-            assert (await env.wait_ephemeral(ALICE))["text"] == messages.stop_not_on_its_status()
+            assert (await env.wait_ephemeral(ALICE))["text"] == messages.STOP_NOT_ON_ITS_STATUS
             await env.wait_idle()
         assert [r.status for r in env.runs()] == ["waiting_approval", "waiting_approval"]
         assert [r.stop_requested_by for r in env.runs()] == [None, None] and card_state(card_a) == "pending"
@@ -389,7 +389,7 @@ async def test_a_stop_that_names_no_message_does_not_stop_the_run(
         payload = forged(ALICE, channel, await env.status(channel, ts), STOP, run_id(env, ts))
         del payload["container"], payload["message"]
         await fake_slack.send_interactive(payload)
-        assert (await env.wait_ephemeral(ALICE))["text"] == messages.stop_not_on_its_status()
+        assert (await env.wait_ephemeral(ALICE))["text"] == messages.STOP_NOT_ON_ITS_STATUS
         await env.wait_idle()
         assert [r.status for r in env.runs()] == ["waiting_approval"] and card_state(card) == "pending"
         assert sum(1 for m in env.thread(channel, ts) if is_card(m)) == 1
@@ -421,6 +421,6 @@ async def test_a_stop_carrying_the_run_id_on_another_message_of_its_thread_does_
         channel, ts = await env.mention(TASK)
         card = await env.card(channel, ts)  # the bot's, in the thread, but with no Stop button naming the run
         await fake_slack.send_interactive(forged(ALICE, channel, card, STOP, run_id(env, ts)))
-        assert (await env.wait_ephemeral(ALICE))["text"] == messages.stop_not_on_its_status()
+        assert (await env.wait_ephemeral(ALICE))["text"] == messages.STOP_NOT_ON_ITS_STATUS
         await env.wait_idle()
         assert [r.status for r in env.runs()] == ["waiting_approval"] and card_state(card) == "pending"

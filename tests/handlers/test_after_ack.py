@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers import after_ack
 from handlers.after_ack import AfterAck
-from handlers.http_mode import deliveries_in_hand
+from handlers.http_mode import slack_doors
 from handlers.socket_mode import SocketMode
 from tests.support.fakes.slack import FakeSlack, mention_event
 from tests.support.harness import sign
@@ -82,7 +82,7 @@ async def test_http_mode_counts_its_deliveries_the_same_way(fake_slack: FakeSlac
     gate = AfterAck()
     two = _TwoMentions(fake_slack, gate, signing_secret=SIGNING_SECRET)
     web_app = two.app.web_app(path="/slack/events")
-    web_app.middlewares.append(deliveries_in_hand(gate))
+    web_app.middlewares.append(slack_doors(gate, SIGNING_SECRET))
     async with TestServer(web_app, host="127.0.0.1") as server, TestClient(server) as http:
 
         async def post(text: str) -> int:

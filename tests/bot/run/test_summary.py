@@ -27,8 +27,7 @@ from bot.run.summary import (
     render_text,
     validate,
 )
-from handlers.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message, text_messages
-from handlers.summary_blocks import BLOCK_IDS, summary_blocks
+from handlers.blocks import BLOCK_IDS, MAX_BLOCKS, SECTION_TEXT_MAX, Task, status_message, summary_blocks, text_messages
 
 OK = CallStatus.SUCCEEDED
 CALLS = {
