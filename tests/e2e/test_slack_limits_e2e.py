@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import bot.config.settings
+import bot.app.settings
 import tools.reaches
 from bot.config.reader import Reader
 from bot.playground.standin.blockkit import BLOCKS_TEXT_MAX as SLACK_BLOCKS_TEXT_MAX
@@ -107,7 +107,7 @@ async def test_a_run_start_line_with_nothing_to_show_is_not_posted(
 ) -> None:
     reaches = (*tools.reaches.REACHES, _Blank())
     monkeypatch.setattr(tools.reaches, "REACHES", reaches)
-    monkeypatch.setattr(bot.config.settings, "REACHES", reaches)
+    monkeypatch.setattr(bot.app.settings, "REACHES", reaches)
     fake_anthropic.script(reply(text("All good.")))
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[blank]\n") as env:
         channel, ts = await env.mention(TASK)

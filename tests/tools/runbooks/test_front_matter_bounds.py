@@ -4,6 +4,7 @@ value's kind, never the value; the good runbooks beside it still load."""
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -100,7 +101,13 @@ def test_a_value_pyyaml_cannot_build_is_that_files_problem(tmp_path: Path, front
 def test_pure_python_pyyaml_deep_nesting_is_that_files_problem(tmp_path: Path, monkeypatch) -> None:
     """Without libyaml, PyYAML's composer recurses per level: a RecursionError is the file's problem too."""
     monkeypatch.setattr(library, "SAFE_LOADER", yaml.SafeLoader)
-    (line,) = books(tmp_path, deep=nested(1100))
+    # Python's default limit, whatever an earlier test in this worker (hypothesis raises it) left it at.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        (line,) = books(tmp_path, deep=nested(1100))
+    finally:
+        sys.setrecursionlimit(limit)
     assert line == f"{tmp_path / 'deep.md'}: bad front matter: nested deeper than {MAX_DEPTH} levels"
 
 
