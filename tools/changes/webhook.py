@@ -1,5 +1,5 @@
 """`POST /changes` (docs/context.md, What changed): change events pushed by CI/CD, flag services, Terraform runs,
-stored for recent_changes, on the same terms as Alertmanager's webhook (handlers/alerts/webhook.py). A service of
+stored for recent_changes, on the same terms as Alertmanager's webhook (handlers/alerts/threads.py). A service of
 the changes reach
 (tools/changes/reach.py `services`): the app starts it once runs can start.
 
