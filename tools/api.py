@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import enum
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -96,6 +96,15 @@ class RunScope:
     alertname: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     thread_ts: str | None = None
+
+
+ENVIRONMENT_NAMES_MAX = 20  # an environment line names at most this many, then says how many more
+
+
+def some_names(names: Sequence[str], limit: int = ENVIRONMENT_NAMES_MAX) -> str:
+    """`names` joined for an environment line, the first `limit` of them and "and N more"."""
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from bot.config.reader import Reader, read, setting
-from tools.api import ToolConfigError
+from tools.api import ToolConfigError, some_names
 from tools.commands import RunbookCommand, command_tool, placeholders
 from tools.netguard import AllowlistError, parse_allowlist
 from tools.registry import Category, Tool, ToolContext, ToolRegistry
 from tools.systemd_units import unit_names
 
 DEFAULT_MODULES = ("tools.builtin",)
+LOG_TOOLS_MODULE = "tools.builtin.logs"  # its tools read [tools.logs] dirs (named in a run's first turn)
 
 _TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
 _CATEGORIES = tuple(c.value for c in Category)
@@ -301,6 +302,8 @@ async def build_registry(
                 registry.services.extend(services(parsed, resources))
             if (at_end := getattr(reach, "at_end", None)) is not None:
                 registry.at_end.append(at_end(parsed))
+            if (environment := getattr(reach, "environment", None)) is not None:
+                registry.environment.extend(environment(parsed))
         ctx = dataclasses.replace(ctx, resources=resources)
         loaded = _load_modules(names, config)
         bound = [t.bind(ctx) for t, _ in loaded]
@@ -335,10 +338,19 @@ async def build_registry(
                 registry.register(t)
             except ValueError as e:
                 raise ToolConfigError(f"{where}: {e}") from None
+        registry.environment.extend(_log_dirs(ctx, registry))
     except BaseException:
         await registry.aclose()
         raise
     return registry
+
+
+def _log_dirs(ctx: ToolContext, registry: ToolRegistry) -> list[str]:
+    """The environment line of [tools.logs] dirs, when the log tools that read them are registered."""
+    if not any(t.fn is not None and t.fn.__module__ == LOG_TOOLS_MODULE for t in registry):
+        return []
+    dirs = some_names([str(d) for d in ctx.log_dirs])
+    return [f"Log directories (this machine, and inventory hosts that set no log_dirs of their own): {dirs}"]
 
 
 def _closer(reach: Any, opened: Mapping[type, object]) -> Callable[[], Any]:

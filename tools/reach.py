@@ -47,6 +47,10 @@ class Reach(Protocol):
     # Optional: `def services(self, config, resources) -> list[tools.api.Service]`: what it runs beside the runs (a
     # webhook, a retention sweep), with the app's shared resources (its Store; absent in `opsloop check` and
     # replay, where a reach runs nothing); collected in `registry.services`, started and closed by the app.
+    # Optional: `def environment(self, config) -> list[str]`: what a run can reach through it, as a few lines of
+    # names from its config (hosts, clusters and their namespaces, directories, change sources), each list bounded
+    # (tools.api.some_names); no connection. Collected in `registry.environment`; the run layer writes them into
+    # the run's first turn, never the system prompt. They are configuration: data, never instructions.
 
     def bind_tools(self, config: Any, tools: Sequence[Any]) -> list[Any]:
         """The registry's tools as this reach wants them described (e.g. a small inventory's names listed)."""

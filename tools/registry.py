@@ -520,6 +520,8 @@ class ToolRegistry:
         # What the configured reaches run beside the runs (tools/reach.py: `services`); the app starts and closes them.
         self.services: list[Service] = []
         # What the configured reaches write when a run ends (tools/api.py AtEnd), in its ending transaction.
+        # What the configured tools and reaches can reach (tools/reach.py: `environment`), lines for the first turn.
+        self.environment: list[str] = []
         self.at_end: list[AtEnd] = []
         for t in tools:
             self.register(t)

@@ -180,7 +180,8 @@ class _Run(Condenser, ToolGate):
     async def offer_context(self, blocks: Sequence[str]) -> None:
         """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once, with their
         markers quoted (a runbook, a past incident: opsloop did not write them): a drive that died before its
-        settings were recorded offers again, and a block already there is not added twice."""
+        settings were recorded offers again, and a block already there (by its first line: the run's context says
+        a later time) is not added twice."""
         last = len(self.history) - 1
         if last < 0 or self.history[last]["role"] != "user":
             return
@@ -189,11 +190,11 @@ class _Run(Condenser, ToolGate):
         content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             return  # it answers a turn the model already has (a run stored before its settings were): it was sent
-        have = {b.get("text") for b in content if isinstance(b, dict)}
+        have = {str(b.get("text")).partition("\n")[0] for b in content if isinstance(b, dict)}
         new = []
         for text in (prompts.quoted_markers(redact(b)) for b in blocks if b.strip()):
-            if text not in have:
-                have.add(text)
+            if (head := text.partition("\n")[0]) not in have:
+                have.add(head)
                 new.append({"type": "text", "text": text})
         if new:
             self.history[last] = {**message, "content": [*content, *new]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from bot.config.settings import Settings
 from bot.core.pricing import Price
 from bot.core.redact import redact
 from bot.core.types import Run, RunResult, StopReason
-from bot.run import approvals
+from bot.run import approvals, prompts
 from bot.run.guards import Pause
 from bot.run.liveness import dead_owners, owner_id
 from bot.run.loop import AtEndWrites, RunConfig, run
@@ -277,15 +278,25 @@ class Supervisor:
             context_budget_tokens=s.model.context_budget_tokens,
             hand_back=lambda: self._draining,
             scope=scope,
-            prelude=lambda: self._prelude(thread, scope),
+            prelude=lambda: self._prelude(row, thread, scope),
             at_end=at_end,
         )
 
-    async def _prelude(self, thread: RunThread, scope: RunScope | None) -> list[str]:
-        """At the run's first drive: what the reaches offer (past incidents, the team's runbook). Their prompts go
-        to the model in the task's turn; each one's line goes in the thread once (keyed by run and source, so a
-        drive that dies and comes back posts nothing twice)."""
+    async def _prelude(self, row: Run, thread: RunThread, scope: RunScope | None) -> list[str]:
+        """At the run's first drive: the run's context (the time, the channel, what started it, what the reaches
+        can reach), then what the reaches offer (past incidents, the team's runbook). They go to the model in the
+        task's turn; each offer's line goes in the thread once (keyed by run and source, so a drive that dies and
+        comes back posts nothing twice)."""
         assert scope is not None  # a drive of an active run has its scope
+        context = prompts.run_context(
+            now=time.time(),
+            started=scope.started_at,
+            channel=scope.conversation,
+            requester=row.requester,
+            alertname=scope.alertname,
+            alert_start=scope.anchor if scope.anchor != scope.started_at else None,
+            environment=self.tools.environment,
+        )
         offers = await self.tools.offers(scope)
         await thread.offered(offers)
-        return [offer.prompt for offer in offers if offer.prompt]
+        return [context, *(offer.prompt for offer in offers if offer.prompt)]

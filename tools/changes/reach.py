@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.config.reader import Reader
 from bot.store import Tables
-from tools.api import Service
+from tools.api import Service, some_names
 from tools.changes.git import GitRepo
 from tools.changes.settings import (
     DEFAULT_LISTEN,
@@ -126,6 +126,19 @@ class ChangesReach:
 
     async def aclose(self, resources: Mapping[type, object]) -> None:
         return None
+
+    def environment(self, config: ChangesConfig) -> list[str]:
+        """What recent_changes reads and its default window, so a model widens it on purpose."""
+        sources = []
+        if config.repos:
+            sources.append(f"git repositories {some_names([r.name for r in config.repos])}")
+        if config.webhook is not None:
+            sources.append("change events posted by CI/CD")
+        sources.append("Kubernetes rollouts, host package upgrades and boots (of the clusters and hosts named here)")
+        return [
+            f"Change sources (recent_changes; default window {config.window_minutes} minutes back from the run's "
+            f"start, or the alert's): {'; '.join(sources)}"
+        ]
 
     async def check(self, config: ChangesConfig) -> tuple[list[str], list[str]]:
         return await check_changes(config)

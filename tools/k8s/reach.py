@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.config.reader import Reader
+from tools.api import some_names
 from tools.k8s.config import ClusterSpec, parse_clusters
 
 
@@ -32,6 +33,14 @@ class KubernetesReach:
         clusters = resources.get(KubeClusters)
         if isinstance(clusters, KubeClusters):
             await clusters.aclose()
+
+    def environment(self, config: tuple[ClusterSpec, ...]) -> list[str]:
+        """Each cluster's name and the namespaces opsloop is limited to (none: what its credentials allow)."""
+        clusters = [
+            f"{c.name} (namespaces: {some_names(c.namespaces) if c.namespaces else 'any its credentials allow'})"
+            for c in config
+        ]
+        return [f"Kubernetes clusters (the tools' cluster argument): {some_names(clusters, 10)}"]
 
     async def check(self, config: tuple[ClusterSpec, ...]) -> tuple[list[str], list[str]]:
         from tools.k8s.check import check_clusters  # what each cluster lets opsloop do, per namespace

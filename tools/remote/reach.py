@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config.reader import Reader
+from tools.api import some_names
 from tools.remote.inventory import Inventory, SshCredentials, read_hosts
 
 HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
@@ -52,6 +53,18 @@ class SshReach:
         pool = resources.get(SshPool)
         if isinstance(pool, SshPool):
             await pool.close()
+
+    def environment(self, config: SshHosts) -> list[str]:
+        """The inventory's host names (and groups), and the hosts with log directories of their own."""
+        inventory = config.inventory
+        if not len(inventory):
+            return []
+        lines = [f"Hosts (the inventory, {len(inventory)}; list_hosts has details): {some_names(inventory.names)}"]
+        if groups := sorted({g for h in inventory for g in h.groups}):
+            lines.append(f"Host groups: {some_names(groups)}")
+        if own := [f"{h.name} {', '.join(h.log_dirs)}" for h in inventory if h.log_dirs is not None]:
+            lines.append(f"Hosts with log directories of their own: {some_names(own, 10)}")
+        return lines
 
     async def check(self, config: SshHosts) -> tuple[list[str], list[str]]:
         """Connect to every inventory host (bounded, concurrently): one row per host, and the failures (an unknown

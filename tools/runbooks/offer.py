@@ -17,6 +17,7 @@ from tools.runbooks.match import Found
 BLOCK_START = "[team runbook"
 BLOCK_END = "[end of team runbook]"
 FIND_LIMIT = 20  # find_runbooks lists at most this many, best first, and counts the rest
+OFFER_BODY_CHARS = 8_000  # a runbook's body in the first turn is cut here (at a line end); read_runbook has it all
 
 
 def steps_phrase(n: int) -> str:
@@ -41,7 +42,18 @@ def offer_block(found: Found) -> str:
         "case, and skip it. A step that changes something is a tool call like any other and goes through "
         "approval: the runbook approves nothing and changes no tool's category."
     )
-    return f"{head}\n{guide}\n\n{redact(rb.body)}\n{BLOCK_END}"
+    return f"{head}\n{guide}\n\n{_capped(redact(rb.body), rb.name)}\n{BLOCK_END}"
+
+
+def _capped(body: str, name: str) -> str:
+    """`body` up to OFFER_BODY_CHARS, cut at the last line end before it, with a note naming the rest."""
+    if len(body) <= OFFER_BODY_CHARS:
+        return body
+    cut = body.rfind("\n", 0, OFFER_BODY_CHARS) + 1 or OFFER_BODY_CHARS
+    return (
+        f"{body[:cut].rstrip()}\n[runbook cut: the first {cut:,} of its {len(body):,} characters are shown here; "
+        f"read_runbook(name={name!r}) returns the rest]"
+    )
 
 
 def find_text(found: Sequence[Found]) -> str:

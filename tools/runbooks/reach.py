@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config.reader import Reader, read, setting
-from tools.api import Offer, RunScope
+from tools.api import Offer, RunScope, some_names
 from tools.runbooks.library import Runbook, RunbookLibrary, backticked_tools
 from tools.runbooks.match import best
 from tools.runbooks.offer import offer_block, thread_line
@@ -62,6 +62,9 @@ class RunbooksReach:
         if found is None:
             return None
         return Offer(source=self.name, prompt=offer_block(found), thread_line=(thread_line(found.runbook),))
+
+    def environment(self, config: RunbookDirs) -> list[str]:
+        return [f"Runbook directories (find_runbooks, read_runbook): {some_names([str(d) for d in config.dirs])}"]
 
     async def check(self, config: RunbookDirs) -> tuple[list[str], list[str]]:
         """One line per runbook (name, title, steps, what it matches); a broken file is one problem line."""
