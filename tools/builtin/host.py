@@ -73,7 +73,7 @@ def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) 
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
+async def check_disk(host: str | None = None, *, ctx: ToolContext) -> str:
     """Disk usage per mounted filesystem (size, used, free, use%).
 
     Args:
@@ -139,7 +139,7 @@ def meminfo_usage(text: str) -> tuple[int, int, int, int, int]:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
+async def check_memory(host: str | None = None, *, ctx: ToolContext) -> str:
     """Memory and swap usage.
 
     Args:
@@ -200,7 +200,7 @@ def cpu_percents(before: str, after: str) -> list[float]:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
+async def check_cpu(host: str | None = None, *, ctx: ToolContext) -> str:
     """CPU use (overall and per core), load average and core count.
 
     Args:
@@ -254,7 +254,7 @@ def _ticks(sample: str) -> dict[int, int]:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
 async def list_top_processes(
-    sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost", *, ctx: ToolContext
+    sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str | None = None, *, ctx: ToolContext
 ) -> str:
     """The processes using the most CPU or memory.
 

@@ -8,7 +8,7 @@ from tools.registry import Category, ToolContext, tool
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def tail_log(path: str, lines: int = 100, host: str = "localhost", *, ctx: ToolContext) -> str:
+async def tail_log(path: str, lines: int = 100, host: str | None = None, *, ctx: ToolContext) -> str:
     """The last lines of a log file (.gz/.bz2/.xz are decompressed).
 
     Args:
@@ -21,7 +21,7 @@ async def tail_log(path: str, lines: int = 100, host: str = "localhost", *, ctx:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
 async def grep_log(
-    path: str, pattern: str, max_matches: int = 200, host: str = "localhost", *, ctx: ToolContext
+    path: str, pattern: str, max_matches: int = 200, host: str | None = None, *, ctx: ToolContext
 ) -> str:
     """Lines matching a regular expression in a log file, or in every file under a log directory.
 
@@ -39,7 +39,7 @@ async def grep_log(
 async def clean_logs(
     path: str,
     older_than_days: int = 7,
-    host: str = "localhost",
+    host: str | None = None,
     *,
     confirmed_by: str,
     approved_preview: str,
@@ -56,6 +56,6 @@ async def clean_logs(
 
 
 @clean_logs.dry_run
-async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str = "localhost", *, ctx: ToolContext) -> str:
+async def _clean_logs_preview(path: str, older_than_days: int = 7, host: str | None = None, *, ctx: ToolContext) -> str:
     """Every file the run may delete: named with a tag up to LISTED_FILES, all in the list digest."""
     return await log_files.clean_preview(reach.target(host, ctx), path, older_than_days, ctx)

@@ -85,7 +85,7 @@ def allowed_to_restart(unit: str, allowlist: tuple[str, ...]) -> bool:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def service_status(unit: str, host: str = "localhost", *, ctx: ToolContext) -> str:
+async def service_status(unit: str, host: str | None = None, *, ctx: ToolContext) -> str:
     """State of a systemd unit (active, sub-state, main PID, restarts) and its latest log lines.
 
     Args:
@@ -108,7 +108,7 @@ def restart_allowlist(on: Host | None, ctx: ToolContext) -> tuple[tuple[str, ...
 
 
 @tool(category=Category.MUTATING, timeout_s=120)
-async def restart_service(unit: str, host: str = "localhost", *, confirmed_by: str, ctx: ToolContext) -> str:
+async def restart_service(unit: str, host: str | None = None, *, confirmed_by: str, ctx: ToolContext) -> str:
     """Restart a systemd unit that is on the restart allowlist.
 
     Args:
@@ -127,7 +127,7 @@ async def restart_service(unit: str, host: str = "localhost", *, confirmed_by: s
 
 
 @restart_service.precheck
-async def _restart_allowed(unit: str, host: str = "localhost", *, ctx: ToolContext) -> None:
+async def _restart_allowed(unit: str, host: str | None = None, *, ctx: ToolContext) -> None:
     """Refuse a host outside the inventory and units off its allowlist before anyone is asked to approve them."""
     on = reach.target(host, ctx)
     check_unit(unit)
