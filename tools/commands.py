@@ -216,8 +216,9 @@ def command_description(cmd: RunbookCommand) -> str:
     """The config's description, then what opsloop knows of every command: how it runs, what it returns, limits."""
     params = "; each parameter must match its pattern" if cmd.params else ""
     approval = "" if cmd.category is Category.READ_ONLY else " and needs a person's approval"
+    template = " ".join(cmd.argv)  # the template as configured, {placeholders} and all
     return (
-        f"{cmd.description.strip()}\n\nRuns `{" ".join(cmd.argv)}` without a shell{params}. Returns the exit "
+        f"{cmd.description.strip()}\n\nRuns `{template}` without a shell{params}. Returns the exit "
         f"code, the command line and its stdout and stderr, each cut to {_STREAM_CHARS:,} characters (head and "
         f"tail kept). It is killed after {cmd.timeout_s:g} s{approval}."
     )
