@@ -131,10 +131,15 @@ async def recent_changes(
     *,
     ctx: ToolContext,
 ) -> str:
-    """What changed recently, newest first, one change per line: Kubernetes rollouts (with the revision number,
-    for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots, commits in the
-    configured git repositories, and change events from CI/CD. Times are relative to the run's start (an alert
-    run: the alert's start). A source that could not be read is one line saying why.
+    """What changed recently, read from every configured change source at once: Kubernetes rollouts (with the
+    revision number, for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots,
+    commits in the configured git repositories, and change events from CI/CD.
+
+    Returns a first line (how many changes, now, the start), a line naming the window and every source read,
+    then one change per line, newest first, with its time relative to the run's start (an alert run: the
+    alert's start); a source that could not be read is one line saying why. The window counts back
+    since_minutes (at most 10,080, one week) from the start up to now. Use it first in an investigation; a
+    problem that built up over days (a filling disk) needs since_minutes of days, not the default.
 
     Args:
         since_minutes: how far back from the start to look (default: the configured window).
