@@ -23,6 +23,7 @@ async def test_the_first_request_carries_each_tools_whole_docstring(
         channel, ts = await env.mention("is the status page up?")
         await env.wait_final(channel, ts)
         (first,) = await env.requests(1)
+    assert first.body is not None
     tools = {t["name"]: t for t in first.body["tools"]}
     check_url = tools["check_url"]["description"]
     assert "Reaches public addresses only (plus hosts the operator allowed)" in check_url
@@ -48,6 +49,7 @@ async def test_check_disk_without_a_host_is_refused_naming_the_inventory(
         channel, ts = await env.mention("is the disk full?")
         await env.wait_final(channel, ts)
         first, second = await env.requests(2)
+    assert first.body is not None
     host = {t["name"]: t for t in first.body["tools"]}["check_disk"]["input_schema"]["properties"]["host"]
     assert "default" not in host and host["description"].endswith("Hosts: web-03, db-01, self.")
     (result,) = tool_results(second)

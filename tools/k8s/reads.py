@@ -67,7 +67,8 @@ async def k8s_get(
     """List Kubernetes objects, or get one, on a configured cluster.
 
     Returns a `kubectl get -o wide` table (pods: ready, status, restarts, age, node, images), at most 500 objects
-    per call; an empty answer names the kind, selector, namespace and cluster that matched nothing. Secrets are never read.
+    per call; an empty answer names the kind, selector, namespace and cluster that matched nothing. Secrets are
+    never read.
     Use it to see which pods are not ready or restarting, e.g. k8s_get("pod", selector="app=api").
 
     Args:
@@ -163,8 +164,9 @@ async def k8s_events(
     """The events of a namespace, or of one object, on a configured cluster.
 
     Returns a table of events, warnings first then the newest: last seen, type, reason, object, count and
-    message, at most 50; with none it names the namespace asked. Kubernetes keeps events for about an hour, so older problems are not there. Use it to see what
-    the cluster did recently, e.g. scheduling failures, evictions or failed probes.
+    message, at most 50; with none it names the namespace asked. Kubernetes keeps events for about an hour, so
+    older problems are not there. Use it to see what the cluster did recently, e.g. scheduling failures,
+    evictions or failed probes.
 
     Args:
         namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
@@ -273,7 +275,8 @@ async def k8s_rollout_history(
     """The revisions of one Deployment on a configured cluster, read from its ReplicaSets.
 
     Returns the number of revisions and the current one, then one line per revision, oldest first, with its
-    images and change cause, the current one marked. Use it when a rollout is suspected, to find the revision to go back to with k8s_rollout_undo.
+    images and change cause, the current one marked. Use it when a rollout is suspected, to find the revision
+    to go back to with k8s_rollout_undo.
 
     Args:
         name: the Deployment's name.

@@ -28,8 +28,8 @@ from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, too
 from tests.support.sshserver import SshServer
 from tests.tools.test_tools_services import FAKE_SYSTEMCTL, UNITS
 from tools import PermissionDenied, ToolError, ToolRegistry
-from tools.builtin.reach import HOST_HELP
 from tools.builtin.log_reads import compile_pattern
+from tools.builtin.reach import HOST_HELP
 from tools.config import build_registry
 from tools.remote import SshHosts
 from tools.remote.ere import translate
