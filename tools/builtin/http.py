@@ -367,7 +367,7 @@ def _session(ctx: ToolContext, pins: PinnedResolver) -> aiohttp.ClientSession:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
 async def check_url(url: str, expect_status: int | None = None, *, ctx: ToolContext) -> str:
-    """Fetch a URL once with GET, as a user would, and say how it answered.
+    """Fetch a URL with GET, as a user would, and say how it answered.
 
     Returns the HTTP status, the latency in milliseconds, the TLS certificate's expiry (https), each redirect hop,
     and the first 500 characters of the body; a status other than expect_status is flagged. Reaches public
