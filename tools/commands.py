@@ -202,11 +202,26 @@ def format_result(argv: list[str], code: int, out: str, err: str, *, confirmed_b
     if confirmed_by:
         header += f" (approved by {confirmed_by})"
     parts = [header, f"$ {shlex.join(argv)}"]
-    half = 5_500  # each stream gets its share of the output budget
+    half = _STREAM_CHARS
     parts.append("stdout:\n" + (truncate_output(out.rstrip("\n"), half) if out.strip() else "(empty)"))
     if err.strip():
         parts.append("stderr:\n" + truncate_output(err.rstrip("\n"), half))
     return "\n".join(parts)
+
+
+_STREAM_CHARS = 5_500  # each of stdout and stderr keeps this much of the output budget
+
+
+def command_description(cmd: RunbookCommand) -> str:
+    """The config's description, then what opsloop knows of every command: how it runs, what it returns, limits."""
+    params = "; each parameter must match its pattern" if cmd.params else ""
+    approval = "" if cmd.category is Category.READ_ONLY else " and needs a person's approval"
+    template = " ".join(cmd.argv)  # the template as configured, {placeholders} and all
+    return (
+        f"{cmd.description.strip()}\n\nRuns `{template}` without a shell{params}. Returns the exit "
+        f"code, the command line and its stdout and stderr, each cut to {_STREAM_CHARS:,} characters (head and "
+        f"tail kept). It is killed after {cmd.timeout_s:g} s{approval}."
+    )
 
 
 def command_tool(cmd: RunbookCommand) -> Tool:
@@ -224,7 +239,7 @@ def command_tool(cmd: RunbookCommand) -> Tool:
 
     return Tool(
         name=cmd.name,
-        description=cmd.description,
+        description=command_description(cmd),
         input_schema=command_schema(cmd),
         category=cmd.category,
         parallel=False,

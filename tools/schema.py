@@ -36,14 +36,15 @@ class FunctionSchema:
     hidden: tuple[str, ...]  # parameters supplied by the runtime, never by the model
 
 
+_ARGS_HEADINGS = ("Args:", "Arguments:", "Parameters:")
+
+
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Return (first paragraph joined into one line, {parameter: description} from an `Args:` section)."""
+    """Return (the whole docstring but its `Args:` section, each paragraph joined into one line, paragraphs apart
+    by a blank line; {parameter: description} from the `Args:` section). Every other section (`Returns:`, …) stays
+    in the description: the model reads all of it."""
     lines = inspect.cleandoc(doc or "").splitlines()
-    summary: list[str] = []
-    for line in lines:
-        if not line.strip():
-            break
-        summary.append(line.strip())
+    paragraphs: list[list[str]] = [[]]
     args: dict[str, str] = {}
     in_args = False
     current: str | None = None
@@ -52,9 +53,17 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
         if indent == 0 and stripped:
-            in_args, current = stripped in ("Args:", "Arguments:", "Parameters:"), None
+            in_args, current = stripped in _ARGS_HEADINGS, None
+            if in_args:
+                paragraphs.append([])
+                continue
+        if not in_args:
+            if stripped:
+                paragraphs[-1].append(stripped)
+            elif paragraphs[-1]:
+                paragraphs.append([])
             continue
-        if not in_args or not stripped:
+        if not stripped:
             continue
         m = re.fullmatch(r"\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)", stripped)
         if m and (current is None or indent <= entry_indent):
@@ -62,7 +71,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             args[current] = m.group(2).strip()
         elif current is not None:  # a continuation line of the current entry
             args[current] = f"{args[current]} {stripped}".strip()
-    return " ".join(summary), args
+    return "\n\n".join(" ".join(p) for p in paragraphs if p), args
 
 
 def _is_optional(annotation: Any) -> tuple[bool, Any]:

@@ -180,7 +180,8 @@ INPUT_SCHEMA: dict[str, Any] = {
 DESCRIPTION = (
     "Keep the thread's summary of this investigation current: what is going on, the likely cause with "
     "honest confidence, and what comes next. Call it after each significant finding. Back high "
-    "confidence, confirmed and refuted with the tool_use ids of calls that succeeded."
+    "confidence, confirmed and refuted with the tool_use ids of calls that succeeded. Returns that the "
+    "summary was updated in the thread, or, when refused, every problem with the input, each naming its field."
 )
 
 

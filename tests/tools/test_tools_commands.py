@@ -48,7 +48,10 @@ async def test_command_becomes_a_tool_with_a_string_schema() -> None:
     )
     assert t.api_schema() == {
         "name": "restart_api",
-        "description": "Restart the API service on a host",
+        "description": "Restart the API service on a host\n\nRuns `ssh {host} sudo systemctl restart api` without a "
+        "shell; each parameter must match its pattern. Returns the exit code, the command line and its stdout and "
+        "stderr, each cut to 5,500 characters (head and tail kept). It is killed after 30 s and needs a person's "
+        "approval.",
         "input_schema": {
             "type": "object",
             "properties": {"host": {"type": "string", "pattern": "^web-[0-9]+$", "description": "host name"}},

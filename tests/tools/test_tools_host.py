@@ -61,7 +61,7 @@ async def test_another_host_is_refused(tool: object) -> None:
         await tool.run({"host": "db-7.prod"})  # type: ignore[attr-defined]
     assert str(e.value) == (
         "'db-7.prod' is not a host opsloop can reach: no [[hosts]] are configured, so only "
-        "'localhost' (the machine opsloop runs on) is available"
+        "'self' (the machine opsloop runs on) is available"
     )
 
 

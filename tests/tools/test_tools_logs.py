@@ -121,8 +121,23 @@ async def test_grep_log_searches_a_directory(logs: Path) -> None:
     out = await bound(grep_log, logs).run({"path": ".", "pattern": "(?i)UPSTREAM"})
     assert out.splitlines() == [
         f"2 matching lines for /(?i)UPSTREAM/ in 3 files under {logs}",
+        "searched in path order: app.log (0), nginx/error.log (1), nginx/error.log.1.gz (1)",
         "nginx/error.log:2: upstream timed out",
         "nginx/error.log.1.gz:1: upstream timed out (yesterday)",
+    ]
+
+
+@pytest.mark.processes
+async def test_grep_log_names_the_files_whose_matches_it_did_not_show(logs: Path) -> None:
+    (logs / "nginx").mkdir()
+    (logs / "nginx" / "error.log").write_text("upstream 1\nupstream 2\n")
+    (logs / "nginx" / "error.log.1").write_text("upstream 0\n")
+    out = await bound(grep_log, logs).run({"path": "nginx", "pattern": "upstream", "max_matches": 1})
+    assert out.splitlines() == [
+        f"3 matching lines for /upstream/ in 2 files under {logs / 'nginx'}, showing the first 1",
+        "searched in path order: error.log (2), error.log.1 (1)",
+        "error.log:1: upstream 1",
+        "matching lines not shown (raise max_matches or name one file): error.log (1), error.log.1 (1)",
     ]
 
 

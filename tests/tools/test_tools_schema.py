@@ -217,16 +217,17 @@ def test_schema_from_signature(fn: Any, expected: dict[str, Any]) -> None:
     assert tool(category=category)(fn).input_schema == expected
 
 
-def test_description_is_the_first_paragraph_joined() -> None:
+def test_description_is_the_whole_docstring_each_paragraph_joined() -> None:
     def f(x: str) -> str:
         """Tail a log
         file quickly.
 
-        More detail the model does not need.
+        Public addresses
+        only.
         """
         return x
 
-    assert tool(category=Category.READ_ONLY)(f).description == "Tail a log file quickly."
+    assert tool(category=Category.READ_ONLY)(f).description == "Tail a log file quickly.\n\nPublic addresses only."
 
 
 def test_api_schema_has_name_description_and_input_schema() -> None:
@@ -242,9 +243,9 @@ def test_api_schema_has_name_description_and_input_schema() -> None:
     }
 
 
-def test_parse_docstring_reads_args_section_and_stops_at_next_section() -> None:
+def test_parse_docstring_reads_args_section_and_keeps_every_other_section() -> None:
     assert parse_docstring(f_args_doc.__doc__) == (
-        "Tail a log file.",
+        "Tail a log file.\n\nReads from the end, so big files are cheap.\n\nReturns: the text.",
         {"path": "the log file, absolute or relative to the log directory.", "lines": "how many lines."},
     )
 

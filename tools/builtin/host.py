@@ -73,11 +73,18 @@ def _disk_text(name: str, rows: list[list[str]], full: list[tuple[str, float]]) 
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_disk(host: str = "localhost", *, ctx: ToolContext) -> str:
-    """Disk usage per mounted filesystem (size, used, free, use%).
+async def check_disk(host: str | None = None, *, ctx: ToolContext) -> str:
+    """Disk usage of every mounted filesystem on one host, from `df -P -T -k`.
+
+    Returns a table with one row per real filesystem (mount, fs type, size, used, avail, use%), sizes in binary
+    units (K, M, G: powers of 1024), use% of the space users can use as df computes it; pseudo filesystems
+    (tmpfs, proc, cgroup and the like) are left out, and a WARNING line follows for each mount 90% full or
+    more. The command is killed after 20 s. Use it when an alert or a log says "No space left on device", or
+    before clean_logs to see how full a disk is.
 
     Args:
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     found = reach.target(host, ctx)
     result = await reach.run(ctx, found, ["df", "-P", "-T", "-k"], timeout_s=_TIMEOUT_S)
@@ -139,11 +146,16 @@ def meminfo_usage(text: str) -> tuple[int, int, int, int, int]:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_memory(host: str = "localhost", *, ctx: ToolContext) -> str:
-    """Memory and swap usage.
+async def check_memory(host: str | None = None, *, ctx: ToolContext) -> str:
+    """Memory and swap use of one host, from /proc/meminfo, computed as free(1) does.
+
+    Returns the total, used and available memory with the percent in use (of total minus available), then swap
+    total and used with its percent; sizes in binary units (K, M, G). A WARNING line follows when 90% or more is
+    in use. Use it when a process was OOM-killed or a host is slow and swapping.
 
     Args:
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     found = reach.target(host, ctx)
     result = await reach.run(ctx, found, ["cat", "/proc/meminfo"], timeout_s=_TIMEOUT_S)
@@ -200,11 +212,17 @@ def cpu_percents(before: str, after: str) -> list[float]:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def check_cpu(host: str = "localhost", *, ctx: ToolContext) -> str:
-    """CPU use (overall and per core), load average and core count.
+async def check_cpu(host: str | None = None, *, ctx: ToolContext) -> str:
+    """CPU use of one host over a half-second sample of /proc/stat, with its load average and core count.
+
+    Returns the overall CPU percent and each core's (busy time, guest time included, as top counts it), the 1, 5
+    and 15 minute load averages, and the logical (and physical, when /proc/cpuinfo says) core count. A load
+    average above the core count means work is queueing. Use it when requests are slow and you need to know
+    whether the host is CPU-bound; list_top_processes then says which process.
 
     Args:
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     found = reach.target(host, ctx)
     result = await reach.run(ctx, found, ["sh", "-c", _CPU_SCRIPT], timeout_s=_TIMEOUT_S)
@@ -254,14 +272,20 @@ def _ticks(sample: str) -> dict[int, int]:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
 async def list_top_processes(
-    sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str = "localhost", *, ctx: ToolContext
+    sort_by: Literal["cpu", "memory"] = "cpu", limit: int = 10, host: str | None = None, *, ctx: ToolContext
 ) -> str:
-    """The processes using the most CPU or memory.
+    """The processes using the most CPU or memory on one host, sampled from /proc over half a second.
+
+    Returns a header ("top N of M processes on HOST by cpu") and a table of pid, user, cpu% (percent of one core:
+    a busy multi-threaded process can pass 100) and rss (resident memory, binary units), and the command line cut
+    to 120 characters. At most 100 processes are listed. Use it after check_cpu or check_memory shows a host
+    busy, to find which process it is.
 
     Args:
         sort_by: "cpu" (percent of one core, sampled over half a second) or "memory" (resident size).
         limit: how many processes to list, 1 to 100.
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     found = reach.target(host, ctx)  # an unknown host is named before a bad limit
     _check_limit(limit)

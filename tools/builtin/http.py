@@ -367,10 +367,13 @@ def _session(ctx: ToolContext, pins: PinnedResolver) -> aiohttp.ClientSession:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
 async def check_url(url: str, expect_status: int | None = None, *, ctx: ToolContext) -> str:
-    """Fetch a URL: HTTP status, latency, TLS certificate expiry and the first 500 characters of the body.
+    """Fetch a URL with GET, as a user would, and say how it answered.
 
-    Reaches public addresses only (plus hosts the operator allowed); redirects are followed up to 5 hops,
-    each checked the same way.
+    Returns the HTTP status, the latency in milliseconds, the TLS certificate's expiry (https), each redirect hop,
+    and the first 500 characters of the body; a status other than expect_status is flagged. Reaches public
+    addresses only (plus hosts the operator allowed); redirects are followed up to 5 hops, each checked the same
+    way, and the whole call is bounded by the configured HTTP timeout (10 s by default). Use it to confirm
+    whether an endpoint users report as down is really failing, and how.
 
     Args:
         url: an http:// or https:// URL.

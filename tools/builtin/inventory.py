@@ -13,10 +13,13 @@ def _table(rows: list[list[str]]) -> str:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=10, idempotent=True)
 async def list_hosts(group: str = "", *, ctx: ToolContext) -> str:
-    """The hosts the host tools can reach: inventory names with their groups, address and jump host.
+    """The hosts the host tools can reach: the inventory's names with their address, jump host and groups.
 
-    Every host tool's `host` argument must be one of these names, or "localhost" (the machine opsloop runs
-    on); no other host or address can be reached.
+    Returns how many hosts are listed, then a table of name, address (with the port when not 22), via (the jump
+    hosts) and groups; with no [[hosts]] configured it says that only "self" can be reached. Every host tool's
+    `host` argument must be one of these names, or "self" (the machine opsloop runs on); no other host or
+    address can be reached. Use it first when a task names a machine you cannot find, or to pick the hosts of a
+    group such as "web".
 
     Args:
         group: only the hosts in this group (empty: all of them).

@@ -20,6 +20,7 @@ from tools.builtin.log_cleanup import (
 )
 from tools.builtin.log_reads import (
     MAX_GREP_FILES,
+    FileMatches,
     check_lines,
     check_max_matches,
     clip,
@@ -136,15 +137,16 @@ async def tail(host: Host | None, path: str, lines: int, ctx: ToolContext) -> st
     return tail_text(str(file), text.splitlines()[-lines:], int(size))
 
 
-async def _files(host: Host | None, root: PurePosixPath, ctx: ToolContext) -> list[str]:
-    """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES."""
+async def _files(host: Host | None, root: PurePosixPath, ctx: ToolContext) -> tuple[list[str], int]:
+    """Regular files under `root` on the host (symlinks are not followed), sorted, at most MAX_GREP_FILES; and how
+    many there are in all."""
     result = await reach.run(
         ctx, host, ["find", str(root), "-type", "f", "-print0"], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024
     )
     if result.exit_status != 0 and not result.stdout:
         raise reach.failed(host, f"find {root}", result)
     entries = result.stdout.split("\0")[:-1]  # a cut-off last entry has no \0 after it
-    return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES]  # in the order the local walk takes
+    return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES], len(entries)  # in the order the local walk takes
 
 
 async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
@@ -154,9 +156,9 @@ async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx
     target, kind = await _allowed(host, path, ctx)
     if kind == "-":
         raise ToolError(f"no such file or directory: {path}")
-    files = [str(target)] if kind == "f" else await _files(host, target, ctx) if kind == "d" else []
+    files, found = ([str(target)], 1) if kind == "f" else await _files(host, target, ctx) if kind == "d" else ([], 0)
     if not files:
-        return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", 0, [])
+        return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", [], [])
     argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression.expression, str(max_matches), expression.locale, *files]
     budget = max_matches * (_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
     result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=budget)
@@ -174,17 +176,19 @@ async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx
             f"{expression.characters} cannot be matched one character at a time; rewrite the pattern without it"
         )
     shown: list[str] = []
-    total = 0
+    searched: list[FileMatches] = []
     for k in range(len(files)):
         file, count, matches = parts[3 * k : 3 * k + 3]
-        total += int(count) if count.isdigit() else 0
-        prefix = "" if kind == "f" else f"{PurePosixPath(file).relative_to(target)}:"
+        name = str(target) if kind == "f" else str(PurePosixPath(file).relative_to(target))
+        listed = 0
         for line in matches.split("\n"):  # only newlines end a line (str.splitlines also cuts at \v, \f…)
             lineno, _, text = line.partition(":")
             if len(shown) < max_matches and lineno.isdigit():
-                shown.append(f"{prefix}{lineno}: {clip(text)}")
+                shown.append(f"{'' if kind == 'f' else name + ':'}{lineno}: {clip(text)}")
+                listed += 1
+        searched.append(FileMatches(name, int(count) if count.isdigit() else 0, listed))
     where = str(target) if kind == "f" else f"{len(files)} files under {target}"
-    return grep_text(pattern, where, total, shown)
+    return grep_text(pattern, where, searched, shown, unsearched=found - len(files))
 
 
 # -- clean_logs ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ rotated log, RE2 compiling grep_log's pattern (what it accepts), and the texts o
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import re2
@@ -157,6 +158,34 @@ def check_max_matches(max_matches: int) -> None:
         raise ToolError(f"max_matches: must be between 1 and {MAX_TAIL_LINES}, got {max_matches}")
 
 
-def grep_text(pattern: str, where: str, total: int, shown: list[str]) -> str:
+NAMED_FILES = 20  # grep_log names up to this many of the files it searched, and of those whose matches it cut
+
+
+@dataclass(frozen=True)
+class FileMatches:
+    """One file grep_log searched: its name as shown, how many lines matched, how many of them are listed."""
+
+    name: str
+    matched: int
+    listed: int
+
+
+def _named(items: list[str]) -> str:
+    more = len(items) - NAMED_FILES
+    return ", ".join(items[:NAMED_FILES]) + (f", … and {more} more" if more > 0 else "")
+
+
+def grep_text(pattern: str, where: str, searched: list[FileMatches], shown: list[str], *, unsearched: int = 0) -> str:
+    """What grep_log found and what it covered: for a directory, the files searched in order with their counts,
+    those past MAX_GREP_FILES left unsearched, and the files whose matches were cut at max_matches."""
+    total = sum(f.matched for f in searched)
     more = f", showing the first {len(shown)}" if total > len(shown) else ""
-    return f"{total} matching lines for /{pattern}/ in {where}{more}\n" + "\n".join(shown)
+    lines = [f"{total} matching lines for /{pattern}/ in {where}{more}"]
+    if len(searched) > 1 or unsearched:
+        lines.append("searched in path order: " + _named([f"{f.name} ({f.matched})" for f in searched]))
+    if unsearched:
+        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
+    lines += shown
+    if cut := [f"{f.name} ({f.matched - f.listed})" for f in searched if f.matched > f.listed and len(searched) > 1]:
+        lines.append("matching lines not shown (raise max_matches or name one file): " + _named(cut))
+    return "\n".join(lines)

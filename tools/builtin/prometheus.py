@@ -141,7 +141,11 @@ async def _api(ctx: ToolContext, endpoint: str, form: dict[str, str]) -> str:
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
 async def prometheus_query(query: str, time: str | None = None, *, ctx: ToolContext) -> str:
-    """Evaluate a PromQL query at one instant (now by default).
+    """Evaluate a PromQL query at one instant (now by default) on the configured Prometheus.
+
+    Returns the result type, how many series, and one line per series (its labels and value), at most 100 series;
+    a query that matches nothing says "no series". Prometheus' own warnings follow. Use it for a current value,
+    e.g. the error rate right now, before a range query shows when it changed.
 
     Args:
         query: the PromQL expression, e.g. sum by (job) (rate(http_requests_total{code=~"5.."}[5m])).
@@ -157,7 +161,11 @@ async def prometheus_query(query: str, time: str | None = None, *, ctx: ToolCont
 async def prometheus_query_range(
     query: str, start: str, end: str = "now", step: str = "60s", *, ctx: ToolContext
 ) -> str:
-    """Evaluate a PromQL query over a time range; per series: points, min, max, last and the values.
+    """Evaluate a PromQL query over a time range on the configured Prometheus.
+
+    Returns, per series (at most 100): its labels, how many points, the min, max and last values, and the values
+    themselves (the last 120 when there are more). A query that matches nothing says "no series". Use it to
+    find when a metric changed, e.g. when the 5xx rate rose, to line it up with recent_changes.
 
     Args:
         query: the PromQL expression.

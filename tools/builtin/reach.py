@@ -1,4 +1,4 @@
-"""Where a host tool runs: `localhost` (this machine) or an inventory host. Shared by tools/builtin/host.py,
+"""Where a host tool runs: `self` (this machine) or an inventory host. Shared by tools/builtin/host.py,
 log_files.py and services.py.
 
 A host tool is written once, as fixed commands (`run`): on an inventory host they go over the SSH pool, on this
@@ -7,7 +7,7 @@ the command is bounded by tools.remote.command (every argument quoted, `timeout`
 
 `target(host, ctx)` is the only way a tool turns the model's `host` into something it can reach: an inventory
 Host, or None for this machine. Any other name is refused by Inventory.resolve (naming the closest inventory
-names) before any connection exists.
+names) before any connection exists; so is no name at all when an inventory is configured.
 """
 
 from __future__ import annotations
@@ -21,14 +21,18 @@ from typing import Any
 from tools.api import ToolContext, ToolError
 from tools.process import communicate
 from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
-from tools.remote.inventory import LOCALHOST, Host, Inventory
+from tools.remote.inventory import SELF, Host, Inventory
 
 DESCRIBED_HOSTS_MAX = 10  # up to this many inventory names are listed in the host tools' descriptions
-HOST_HELP = 'an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on)'
+HOST_HELP = (
+    'the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when '
+    '[[hosts]] are configured; without them it defaults to "self".'
+)
 
 
-def target(host: str, ctx: ToolContext) -> Host | None:
-    """The inventory host `host` names, or None for this machine; ToolError for any other name."""
+def target(host: str | None, ctx: ToolContext) -> Host | None:
+    """The inventory host `host` names, or None for this machine; ToolError for any other name, and for no name
+    when an inventory is configured."""
     inventory = ctx.resource(Inventory) or Inventory()
     found = inventory.resolve(host)
     if found is not None and _pool(ctx) is None:  # an inventory without a pool: a context built by hand
@@ -83,14 +87,17 @@ def failed(host: Host | None, what: str, result: Result) -> ToolError:
 
 
 def describe_hosts(schema: dict[str, Any], inventory: Inventory | None) -> dict[str, Any]:
-    """`schema` with its `host` description naming the inventory when it is small (≤ DESCRIBED_HOSTS_MAX hosts).
+    """`schema` with `host` without a default when an inventory is configured (target() refuses no host, naming
+    the inventory), its description naming the inventory when it is small (≤ DESCRIBED_HOSTS_MAX hosts).
 
     Done once per registry build, so the tool definitions (and the prompt cache) stay the same across runs."""
     props = schema.get("properties", {})
-    if "host" not in props or inventory is None or not 0 < len(inventory) <= DESCRIBED_HOSTS_MAX:
+    if "host" not in props or inventory is None or not inventory.hosts:
         return schema
-    names = ", ".join([*inventory.names, LOCALHOST])
-    host = {**props["host"], "description": f"{props['host'].get('description', HOST_HELP)} Hosts: {names}."}
+    host = {k: v for k, v in props["host"].items() if k != "default"}
+    if len(inventory) <= DESCRIBED_HOSTS_MAX:
+        names = ", ".join([*inventory.names, SELF])
+        host["description"] = f"{host.get('description', HOST_HELP)} Hosts: {names}."
     return {**schema, "properties": {**props, "host": host}}
 
 

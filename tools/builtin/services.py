@@ -85,12 +85,18 @@ def allowed_to_restart(unit: str, allowlist: tuple[str, ...]) -> bool:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def service_status(unit: str, host: str = "localhost", *, ctx: ToolContext) -> str:
-    """State of a systemd unit (active, sub-state, main PID, restarts) and its latest log lines.
+async def service_status(unit: str, host: str | None = None, *, ctx: ToolContext) -> str:
+    """The state of one systemd unit on one host, from `systemctl show` and `systemctl status`.
+
+    Returns key=value lines from systemctl show (ActiveState, SubState, MainPID, Result, NRestarts,
+    ActiveEnterTimestamp, MemoryCurrent in bytes, …) followed by the unit's status text with its last 20 journal
+    lines. A unit that is not found or a host without systemd is an error saying
+    so. Use it when a service is down or flapping, before deciding whether to restart it.
 
     Args:
         unit: the unit name, e.g. "nginx" or "api.service".
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     on = reach.target(host, ctx)
     check_unit(unit)
@@ -108,12 +114,18 @@ def restart_allowlist(on: Host | None, ctx: ToolContext) -> tuple[tuple[str, ...
 
 
 @tool(category=Category.MUTATING, timeout_s=120)
-async def restart_service(unit: str, host: str = "localhost", *, confirmed_by: str, ctx: ToolContext) -> str:
-    """Restart a systemd unit that is on the restart allowlist.
+async def restart_service(unit: str, host: str | None = None, *, confirmed_by: str, ctx: ToolContext) -> str:
+    """Restart one systemd unit on one host with `systemctl restart`; a person must approve it first.
+
+    Only units on the restart allowlist (the host's own in [[hosts]], else [tools.services]) can be restarted;
+    any other is refused before anyone is asked. Returns that the unit was restarted, who approved it, its state
+    now and its status summary; a failed restart is an error with systemctl's message. Use it when service_status
+    shows a unit stuck or failed and the evidence says a restart is the mitigation.
 
     Args:
         unit: the unit name, e.g. "nginx" or "api.service".
-        host: an inventory name (see list_hosts) or "localhost" (the machine opsloop runs on).
+        host: the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when
+            [[hosts]] are configured; without them it defaults to "self".
     """
     await _restart_allowed(unit, host, ctx=ctx)  # again at run time: defence in depth
     on = reach.target(host, ctx)
@@ -127,7 +139,7 @@ async def restart_service(unit: str, host: str = "localhost", *, confirmed_by: s
 
 
 @restart_service.precheck
-async def _restart_allowed(unit: str, host: str = "localhost", *, ctx: ToolContext) -> None:
+async def _restart_allowed(unit: str, host: str | None = None, *, ctx: ToolContext) -> None:
     """Refuse a host outside the inventory and units off its allowlist before anyone is asked to approve them."""
     on = reach.target(host, ctx)
     check_unit(unit)

@@ -112,9 +112,12 @@ def _note(changes_out: int, changes: int, failures_out: int, failures: int) -> s
     return f"\n… [truncated: {what} not shown] …\n"
 
 
-def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime, now: datetime) -> str:
+def timeline(
+    changes: Iterable[Change], failures: Iterable[SourceFailure], *, anchor: datetime, now: datetime, covered: str = ""
+) -> str:
     """The changes newest first, one line each (time, relative to `anchor`, source, target, what, reference),
-    then one line per source that failed or was cut; bounded like any tool output.
+    then one line per source that failed or was cut; bounded like any tool output. `covered` (the window and the
+    sources read) follows the first line, so an empty timeline says what it looked at.
 
     Within TIMELINE_MAX it is the whole text (redacted again as a whole, as any tool output). Over it, as
     truncate_output does, the head and the tail are kept, each half of the room, but in whole lines: the newest
@@ -128,7 +131,7 @@ def timeline(changes: Iterable[Change], failures: Iterable[SourceFailure], *, an
         f"{count}, newest first; now is {utc_minute(now)}, times relative to the start at {utc_minute(anchor)}"
         if ordered
         else f"no changes found; now is {utc_minute(now)}, the start was {utc_minute(anchor)}"
-    )
+    ) + (f"\n{covered}" if covered else "")
     total = 1 + len(ordered) + len(failed)
     shown: dict[int, str] = {}
 

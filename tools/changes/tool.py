@@ -19,7 +19,7 @@ from tools.api import current_run
 from tools.changes.events import ChangeEvent
 from tools.changes.gather import Source, gather
 from tools.changes.git import git_changes
-from tools.changes.model import Change, Cut, SourceFailure, timeline
+from tools.changes.model import Change, Cut, SourceFailure, timeline, utc_minute
 from tools.changes.settings import ChangesConfig
 from tools.changes.store import StoredChange, changes_between
 from tools.registry import Category, ToolContext, ToolError, tool
@@ -27,6 +27,7 @@ from tools.registry import Category, ToolContext, ToolError, tool
 MAX_SINCE_MINUTES = 7 * 24 * 60
 HOSTS_FROM_TASK = 4  # inventory hosts read because the task names them (a `host` argument is always read)
 STORED_MAX = 2000  # stored events read per call (newest first); a timeline shows far fewer
+NAMED_SOURCES = 12  # the covered line names up to this many sources
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -130,10 +131,15 @@ async def recent_changes(
     *,
     ctx: ToolContext,
 ) -> str:
-    """What changed recently, newest first, one change per line: Kubernetes rollouts (with the revision number,
-    for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots, commits in the
-    configured git repositories, and change events from CI/CD. Times are relative to the run's start (an alert
-    run: the alert's start). A source that could not be read is one line saying why.
+    """What changed recently, read from every configured change source at once: Kubernetes rollouts (with the
+    revision number, for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots,
+    commits in the configured git repositories, and change events from CI/CD.
+
+    Returns a first line (how many changes, now, the start), a line naming the window and every source read,
+    then one change per line, newest first, with its time relative to the run's start (an alert run: the
+    alert's start); a source that could not be read is one line saying why. The window counts back
+    since_minutes (at most 10,080, one week) from the start up to now. Use it first in an investigation; a
+    problem that built up over days (a filling disk) needs since_minutes of days, not the default.
 
     Args:
         since_minutes: how far back from the start to look (default: the configured window).
@@ -160,4 +166,17 @@ async def recent_changes(
     changes, failed = await gather(sources, since, until)
     if service:
         changes = [c for c in changes if _matches_service(c, service)]
-    return timeline(changes, [*failures, *failed], anchor=anchor, now=now)
+    covered = _covered(minutes, since, until, sources, service)
+    return timeline(changes, [*failures, *failed], anchor=anchor, now=now, covered=covered)
+
+
+def _covered(minutes: int, since: datetime, until: datetime, sources: Sequence[Source], service: str | None) -> str:
+    """What a timeline looked at, so an empty one can be trusted: the window and every source read (bounded)."""
+    names = [f"{s.source} {s.target}" for s in sources]
+    more = len(names) - NAMED_SOURCES
+    read = ", ".join(names[:NAMED_SOURCES]) + (f", … and {more} more" if more > 0 else "") if names else "none"
+    only = f"; only service {service!r}" if service else ""
+    return (
+        f"window: {utc_minute(since)} to {utc_minute(until)} ({minutes} min before the start, up to now){only}; "
+        f"sources read: {read}"
+    )

@@ -64,14 +64,20 @@ async def k8s_get(
     *,
     ctx: ToolContext,
 ) -> str:
-    """List Kubernetes objects as a `kubectl get -o wide` table (pods: ready, status, restarts, age, node, images).
+    """List Kubernetes objects, or get one, on a configured cluster.
+
+    Returns a `kubectl get -o wide` table (pods: ready, status, restarts, age, node, images), at most 500 objects
+    per call; an empty answer names the kind, selector, namespace and cluster that matched nothing. Secrets are
+    never read.
+    Use it to see which pods are not ready or restarting, e.g. k8s_get("pod", selector="app=api").
 
     Args:
         kind: pod, deployment, replicaset, statefulset, daemonset, service, configmap, job, cronjob, ingress,
             pvc, hpa, node, namespace (Secrets are never read).
         name: one object by name; omit to list.
         selector: a label selector when listing, e.g. app=api,tier!=cache.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -81,6 +87,10 @@ async def k8s_get(
         items, more = [await get_object(client, k.kind, ns, check_name(name))], False
     else:
         items, more = await list_objects(client, k.kind, ns, label_selector=selector or None)
+    if not items:  # name what was asked, so "nothing" can be trusted
+        scope = f" in namespace {ns}" if ns else ""
+        matching = f" matching {selector!r}" if selector else ""
+        return f"no {k.kind} objects{matching}{scope} on cluster {client.name}"
     if k.kind == "Event":
         return render.events_table(items)
     return render.get_table(k.kind, items, more=more)
@@ -117,13 +127,17 @@ async def object_events(client: KubeClient, namespace: str, kind: str | None, na
 async def k8s_describe(
     kind: str, name: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
 ) -> str:
-    """One object: spec summary (containers, images, resources, probes, env as references), status and
-    conditions, its owner chain (pod ← replicaset ← deployment) and its recent events.
+    """Describe one Kubernetes object on a configured cluster, as `kubectl describe` does.
+
+    Returns its spec summary (containers, images, resources, probes, env as references: never values), status
+    and conditions, its owner chain (pod ← replicaset ← deployment) and its recent events (at most 50). Secrets
+    are never read. Use it when k8s_get shows a pod failing, to see why (OOMKilled, probe failures, image pull).
 
     Args:
         kind: pod, deployment, replicaset, statefulset, daemonset, service, node, job, … (never Secret).
         name: the object's name.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -147,10 +161,16 @@ async def k8s_events(
     *,
     ctx: ToolContext,
 ) -> str:
-    """A namespace's events, or one object's, warnings first then the newest.
+    """The events of a namespace, or of one object, on a configured cluster.
+
+    Returns a table of events, warnings first then the newest: last seen, type, reason, object, count and
+    message, at most 50; with none it names the namespace asked. Kubernetes keeps events for about an hour, so
+    older problems are not there. Use it to see what the cluster did recently, e.g. scheduling failures,
+    evictions or failed probes.
 
     Args:
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         kind: with name: only this object's events (pod, deployment, …).
         name: only the events of the object with this name.
         warnings_only: only Warning events.
@@ -165,6 +185,10 @@ async def k8s_events(
         items, _ = await list_objects(client, "Event", ns)
     if warnings_only:
         items = [e for e in items if e.get("type") == "Warning"]
+    if not items:  # name what was asked, so "nothing" can be trusted
+        which = "Warning events" if warnings_only else "events"
+        of = f" of {name}" if name is not None else ""
+        return f"no {which}{of} in namespace {ns} on cluster {client.name} (Kubernetes keeps events about an hour)"
     return render.events_table(items)
 
 
@@ -180,7 +204,11 @@ async def k8s_logs(
     *,
     ctx: ToolContext,
 ) -> str:
-    """A pod container's recent log lines (bounded, secrets redacted); `previous` reads the crashed instance.
+    """The recent log lines of one container of a pod on a configured cluster.
+
+    Returns the last tail_lines lines (1 to 2,000), secrets redacted, bounded to about 10,000 characters (the
+    newest kept) and 512 KiB read; `previous` reads the terminated instance, e.g. the one that crashed. Use it
+    after k8s_get shows a pod in CrashLoopBackOff, with previous=true to see why it died.
 
     Args:
         pod: the pod's name.
@@ -188,7 +216,8 @@ async def k8s_logs(
         previous: the previous (terminated) instance's logs, e.g. after a CrashLoopBackOff.
         tail_lines: how many of the last lines (1-2000).
         since_seconds: only lines newer than this many seconds.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -243,11 +272,16 @@ async def k8s_logs(
 async def k8s_rollout_history(
     name: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
 ) -> str:
-    """A Deployment's revisions (from its ReplicaSets) with their images and change causes, oldest first.
+    """The revisions of one Deployment on a configured cluster, read from its ReplicaSets.
+
+    Returns the number of revisions and the current one, then one line per revision, oldest first, with its
+    images and change cause, the current one marked. Use it when a rollout is suspected, to find the revision
+    to go back to with k8s_rollout_undo.
 
     Args:
         name: the Deployment's name.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -280,12 +314,17 @@ async def k8s_top(
     *,
     ctx: ToolContext,
 ) -> str:
-    """CPU and memory use of pods (in a namespace) or nodes, from metrics.k8s.io, busiest first.
+    """CPU and memory use of pods (in one namespace) or of nodes, from metrics.k8s.io on a configured cluster.
+
+    Returns a table, busiest first: CPU in millicores (m) and memory in MiB (Mi), per pod (its containers
+    summed) or per node. A cluster without metrics-server is an error saying so. Use it when pods are
+    slow or OOM-killed, to see which use the most.
 
     Args:
         what: pods or nodes.
         selector: a label selector for pods, e.g. app=api.
-        namespace: the pods' namespace (default: the cluster's only configured namespace).
+        namespace: the pods' namespace; optional when the cluster lists one namespace (that one) or none
+            ("default"), required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)

@@ -194,13 +194,18 @@ async def plan_scale(
     *,
     ctx: ToolContext,
 ) -> Change:
-    """Set a Deployment's (StatefulSet's, ReplicaSet's) replicas; the card shows the server's dry run.
+    """Set the replicas of a Deployment, StatefulSet or ReplicaSet on a configured cluster.
+
+    A person approves it first: the card shows the server's dry run of the change. Returns that it was done,
+    who approved it, the resourceVersion before and after, and what changed; an object changed since the card
+    was shown is refused. Use it to add capacity during an overload, or to stop a misbehaving workload (0).
 
     Args:
         name: the object's name.
         replicas: the new number of replicas (0-1000).
         kind: deployment, statefulset or replicaset.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "ReplicaSet"))
@@ -240,13 +245,18 @@ async def plan_restart(
     *,
     ctx: ToolContext,
 ) -> Change:
-    """Restart a Deployment's (StatefulSet's, DaemonSet's) pods by a rolling replacement, as
-    `kubectl rollout restart` does; the card shows the server's dry run.
+    """Restart the pods of a Deployment, StatefulSet or DaemonSet by a rolling replacement, as
+    `kubectl rollout restart` does, on a configured cluster.
+
+    A person approves it first: the card shows the server's dry run. Returns that it was done, who approved it,
+    the resourceVersion before and after, and what changed. Use it when pods are stuck in a bad state that a
+    fresh start clears, e.g. a leaked connection pool.
 
     Args:
         name: the object's name.
         kind: deployment, statefulset or daemonset.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "DaemonSet"))
@@ -288,12 +298,17 @@ async def plan_undo(
     ctx: ToolContext,
 ) -> Change:
     """Roll a Deployment back to an earlier revision's pod template (default: the previous revision), as
-    `kubectl rollout undo` does; the card shows the server's dry run (e.g. the image going back).
+    `kubectl rollout undo` does, on a configured cluster.
+
+    A person approves it first: the card shows the server's dry run (e.g. the image going back). Returns that it
+    was done, who approved it, the resourceVersion before and after, and what changed. Use it when
+    recent_changes and k8s_rollout_history show a rollout started the problem.
 
     Args:
         name: the Deployment's name.
         revision: the revision to go back to (see k8s_rollout_history); default: the one before the current.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, _, ns, name = _target(ctx, cluster, namespace, "deployment", name, ("Deployment",))
@@ -349,11 +364,15 @@ k8s_rollout_undo = change_tool(plan_undo, "k8s_rollout_undo")
 async def plan_delete(
     pod: str, namespace: str | None = None, cluster: str | None = None, *, ctx: ToolContext
 ) -> Change:
-    """Delete one pod (its controller, if any, creates a replacement); the card shows the server's dry run.
+    """Delete one pod on a configured cluster; its controller, if any, creates a replacement.
+
+    A person approves it first: the card shows the server's dry run. Returns that it was done, who approved it
+    and the resourceVersion the pod was at. Use it to replace one stuck pod when the others are healthy.
 
     Args:
         pod: the pod's name.
-        namespace: the namespace (default: the cluster's only configured namespace).
+        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
+            required when it lists several.
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, pod = _target(ctx, cluster, namespace, "pod", pod, ("Pod",))

@@ -19,8 +19,12 @@ async def search_incidents(
     *,
     ctx: ToolContext,
 ) -> str:
-    """Past incidents opsloop handled that match the query, best first: when, what it was, how it ended, what
-    was changed and by whom, the start of the answer and the thread link. Answers marked not helpful come last.
+    """Search the past incidents opsloop handled (incident memory), only those this conversation may see.
+
+    Returns up to `limit` incidents, best first: when, what it was, how it ended, what was changed and by whom,
+    the start of the answer and the thread link; answers marked not helpful come last, and with none matching
+    it says what was asked. The output is bounded to about 12,000 characters. Use it when a problem looks
+    familiar, e.g. the same alert on the same host, to learn what fixed it last time.
 
     Args:
         query: words describing the problem (any of them may match).
@@ -39,4 +43,7 @@ async def search_incidents(
         )
     except ValueError as e:
         raise ToolError(str(e)) from None
+    if not matches:  # name what was asked, so "no match" can be trusted
+        filters = [f"{k} {v!r}" for k, v in (("host", host), ("service", service), ("alertname", alertname)) if v]
+        return f"{search_text(matches)} Asked: {', '.join([repr(query), *filters])}."
     return search_text(matches)

@@ -7,6 +7,7 @@ is the plug-in tools/reaches.py lists.
 
 from tools.remote.inventory import (
     LOCALHOST,
+    SELF,
     Host,
     HostsConfigError,
     Inventory,
@@ -20,6 +21,7 @@ from tools.remote.reach import REACH, SshHosts
 __all__ = [
     "LOCALHOST",
     "REACH",
+    "SELF",
     "Host",
     "HostsConfigError",
     "Inventory",

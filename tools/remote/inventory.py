@@ -2,7 +2,8 @@
 
 `load_hosts(raw)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), or raises
 HostsConfigError listing every problem with its location (`hosts[2].jump: …`). `Inventory` resolves the
-name a model gave to a Host (None: this machine), or raises a ToolError naming the closest inventory names.
+name a model gave to a Host (None: this machine, `self`), or raises a ToolError naming the closest inventory names;
+with hosts configured, no name at all is an error too, so a forgotten host never checks this machine silently.
 Nothing here opens a connection; nothing outside the inventory can become one.
 """
 
@@ -22,8 +23,10 @@ from bot.core.errors import ConfigError
 from tools.api import ToolError
 from tools.systemd_units import unit_names
 
-LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
-LOCAL_ALIASES = (LOCALHOST, "127.0.0.1", "::1")
+SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' default only without [[hosts]]
+LOCALHOST = "localhost"  # accepted for SELF, like the loopback addresses
+LOCAL_ALIASES = (SELF, LOCALHOST, "127.0.0.1", "::1")
+NAMED_HOSTS_MAX = 10  # an error names up to this many inventory hosts
 DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
@@ -157,29 +160,42 @@ class Inventory:
     def get(self, name: str) -> Host | None:
         return next((h for h in self.hosts if h.name == name), None)
 
-    def resolve(self, name: str) -> Host | None:
-        """The inventory host called `name`; None for this machine (`localhost`); ToolError for anything else."""
-        name = name.strip()
+    def resolve(self, name: str | None) -> Host | None:
+        """The inventory host called `name`; None for this machine (`self`, or no name when no [[hosts]] are
+        configured); ToolError for anything else, no name with [[hosts]] configured included."""
+        name = (name or "").strip()
+        if not name:
+            if self.hosts:
+                raise ToolError(f"host is required: {self.described()}")
+            return None
         if (host := self.get(name)) is not None:
             return host
         if name.lower() in LOCAL_ALIASES or name in _own_names():
             return None
         raise ToolError(self._unknown(name))
 
+    def described(self) -> str:
+        """The hosts a host tool can be given, in one bounded line (up to NAMED_HOSTS_MAX inventory names)."""
+        shown = ", ".join(self.names[:NAMED_HOSTS_MAX])
+        more = len(self) - NAMED_HOSTS_MAX
+        rest = f" and {more} more (list_hosts lists them)" if more > 0 else ""
+        own = f"{SELF!r} (the machine opsloop runs on)"
+        return f"one of the inventory's {len(self)} hosts ({shown}{rest}) or {own}" if self.hosts else own
+
     def _unknown(self, name: str) -> str:
         if not self.hosts:
             return (
                 f"{name!r} is not a host opsloop can reach: no [[hosts]] are configured, so only "
-                f"{LOCALHOST!r} (the machine opsloop runs on) is available"
+                f"{SELF!r} (the machine opsloop runs on) is available"
             )
         by_address = [h.name for h in self.hosts if h.address == name]
         if by_address:
             return (
                 f"{name!r} is not an inventory name; it is the address of {by_address[0]!r}: use host={by_address[0]!r}"
             )
-        candidates = [*self.names, LOCALHOST]
+        candidates = [*self.names, SELF]
         close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.7)
-        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(candidates[:10])}"
+        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(candidates[:NAMED_HOSTS_MAX])}"
         return (
             f"{name!r} is not in the host inventory ({hint}); opsloop connects only to inventory hosts, "
             "and list_hosts lists them"
@@ -225,7 +241,7 @@ def _own_names() -> tuple[str, ...]:
 
 
 def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
-    """Duplicate names, `localhost` taken, a jump to a missing host or in a cycle: one line each.
+    """Duplicate names, `self` or `localhost` taken, a jump to a missing host or in a cycle: one line each.
 
     `hosts` pairs each entry with its index in [[hosts]], for the locations in the messages."""
     problems: list[str] = []

@@ -24,6 +24,10 @@ async def find_runbooks(
 ) -> str:
     """Find the team's runbooks for a problem: by alert name, alert labels (all must equal) or words in the query.
 
+    Returns up to 20 runbooks, best first, each with its name, title, number of steps and why it matched; with
+    none matching it says what was asked. Runbooks are the team's advice, data to check against what you find.
+    Use it at the start of an alert run, then read_runbook for the steps.
+
     Args:
         query: words describing the problem, e.g. "disk full" (matched against each runbook's keywords).
         alertname: the alert's name, e.g. DiskFull.
@@ -31,13 +35,23 @@ async def find_runbooks(
     """
     library = ctx.require(RunbookLibrary, MISSING)
     runbooks = await asyncio.to_thread(library.current)
-    return truncate_output(find_text(find(runbooks, query=query, alertname=alertname, labels=labels)))
+    found = find(runbooks, query=query, alertname=alertname, labels=labels)
+    if not found:  # name what was asked, so "no runbook" can be trusted
+        asked = [f"query {query!r}"] if query else []
+        asked += [f"alertname {alertname!r}"] if alertname else []
+        asked += [f"labels {labels}"] if labels else []
+        asked_text = ", ".join(asked) or "nothing (no query, alertname or labels)"
+        return truncate_output(f"{find_text(found)} Asked: {asked_text}; {len(runbooks.runbooks)} runbooks loaded.")
+    return truncate_output(find_text(found))
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
 async def read_runbook(name: str, *, ctx: ToolContext) -> str:
-    """Read one runbook's steps (advice to check against what you find; a step that changes something still needs
-    approval).
+    """Read one team runbook: its name, title, number of steps and its whole text.
+
+    Returns the runbook's text, redacted and bounded to about 12,000 characters (head and tail kept). Its steps
+    are advice to check against what you find; a step that changes something still needs approval. Use it after
+    find_runbooks names a runbook for the problem at hand.
 
     Args:
         name: the runbook's name as find_runbooks lists it (its file name without .md), e.g. disk-full.

@@ -91,6 +91,8 @@ async def test_git_and_stored_events_merge_newest_first(repo: Path, stored: Stor
         out = await call(reg, {}, scope(NOW))
     lines = out.splitlines()
     assert lines[0].startswith("4 changes, newest first")
+    assert lines[1].endswith("sources read: git deploy-config (main), webhook stored events")
+    lines = [lines[0], *lines[2:]]
     assert "flag new-ranker on &lt;!channel&gt;" in lines[1] and "3 min before" in lines[1]
     assert "webhook · checkout-api (prod) · deploy checkout-api 1.43 (from github-actions)" in lines[2]
     assert "8 min before" in lines[2] and lines[2].endswith("https://ci.example.com/runs/1")

@@ -347,7 +347,7 @@ async def test_a_cluster_that_is_down_fails_clearly_then_fast(tmp_path: Path, fa
             await get.run({"kind": "pods", "namespace": NS})
         assert len(fake_kube.requests) == seen  # the next failure is immediate: nothing was sent
         pool(reg).get("prod")._down_until = 0  # the short breaker ran out
-        assert "no Pod objects found" in await get.run({"kind": "pods", "namespace": NS})
+        assert await get.run({"kind": "pods", "namespace": NS}) == f"no Pod objects in namespace {NS} on cluster prod"
 
 
 async def test_a_rotated_token_is_read_again_on_401(tmp_path: Path, fake_kube: FakeKube) -> None:
@@ -360,7 +360,7 @@ async def test_a_rotated_token_is_read_again_on_401(tmp_path: Path, fake_kube: F
         await get.run({"kind": "pods", "namespace": NS})
         fake_kube.token = "rotated-token"
         token.write_text("rotated-token")
-        assert "no Pod objects found" in await get.run({"kind": "pods", "namespace": NS})
+        assert await get.run({"kind": "pods", "namespace": NS}) == f"no Pod objects in namespace {NS} on cluster prod"
     assert [r.status for r in fake_kube.requests] == [200, 401, 200]
     assert fake_kube.requests[-1].headers["Authorization"] == "Bearer rotated-token"
 

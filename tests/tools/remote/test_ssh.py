@@ -604,7 +604,7 @@ def test_names_outside_the_inventory_are_refused_naming_the_closest() -> None:
         inv.resolve("10.0.3.7")
     with pytest.raises(ToolError, match=r"'evil.example' is not in the host inventory \(known: bastion, web-01"):
         inv.resolve("evil.example")
-    with pytest.raises(ToolError, match="no \\[\\[hosts\\]\\] are configured, so only 'localhost'"):
+    with pytest.raises(ToolError, match="no \\[\\[hosts\\]\\] are configured, so only 'self'"):
         Inventory().resolve("web-01")
 
 
