@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
-from tools.api import ToolError
+from tools.api import BadCall
 from tools.systemd_units import unit_names
 
 LOCALHOST = "localhost"  # this machine: no SSH; the default host of every host tool
@@ -164,7 +164,7 @@ class Inventory:
             return host
         if name.lower() in LOCAL_ALIASES or name in _own_names():
             return None
-        raise ToolError(self._unknown(name))
+        raise BadCall(self._unknown(name))
 
     def _unknown(self, name: str) -> str:
         if not self.hosts:
