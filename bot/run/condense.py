@@ -15,7 +15,7 @@ nothing of the loop.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from bot.core.redact import redact
@@ -48,11 +48,10 @@ class Condenser(Meter):
     history: list[dict[str, Any]]
     task: str
 
-    # The run's own (bot.run.loop._Run defines them): its trace, and the gate's read-only rule.
-    async def trace(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
+    read_only: Callable[[ToolCall], bool]  # the gate's rule (bot.run.gate), which the run has too
 
-    def read_only(self, call: ToolCall) -> bool:
+    # The run's own (bot.run.loop._Run defines it): its trace.
+    async def trace(self, kind: str, **data: Any) -> None:
         raise NotImplementedError
 
     async def condense(self, why: str) -> None:
