@@ -244,10 +244,12 @@ def keep_calling(n: int) -> list[Any]:
 
 
 async def test_iteration_limit_is_terminal(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(*keep_calling(2))
+    fake_anthropic.script(*keep_calling(2), reply(text("web-03 looks fine so far.")))
     cfg = config(store, anthropic_client, limits=Limits(max_iterations=2))
     result = await run(cfg, await start(store))
-    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (StopReason.ITERATION_LIMIT, 2, 2)
+    # the two steps, then the one wrap-up call (no tool allowed): never more
+    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (StopReason.ITERATION_LIMIT, 2, 3)
+    assert result.output == "web-03 looks fine so far."
 
 
 async def test_token_budget_is_terminal(store, fake_anthropic, anthropic_client):
