@@ -533,7 +533,7 @@ class _Run(Condenser, ToolGate):
             steps=self.take_steps(),
         )
         self.news_ahead = news if self.cfg.news is not None else None
-        if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
+        if self.pending_condense:  # a budget, not an overflow: condense if there is something to condense
             self.pending_condense = False
             if self.cfg.condense and split_for_condensing(self.history) is not None:
                 self.news_ahead = None  # condensing asks the model: read the news again after it
