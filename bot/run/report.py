@@ -21,6 +21,12 @@ STOP_WORDS = {
     "cancelled": "was stopped by a person",
     "model_error": "the model API kept failing or rejected the request, after retries and the fallback models",
 }
+CONCLUSION = "Conclusion (its wrap-up as the limit was reached)"  # how every export labels such an output
+
+
+def is_conclusion(stop_reason: StopReason | None) -> bool:
+    """A run's output is its wrap-up's conclusion, not an answer, when the run did not complete."""
+    return stop_reason is not None and stop_reason != StopReason.COMPLETED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +83,7 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
         ),
         last_reasoning=last_text,
         pending=tuple(unanswered),
-        conclusion=result.output if result.stop_reason != StopReason.COMPLETED and result.output else None,
+        conclusion=result.output if is_conclusion(result.stop_reason) and result.output else None,
     )
 
 

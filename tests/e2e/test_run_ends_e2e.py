@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.app.cli import main
 from bot.run.prompts import CONDENSE_SYSTEM
+from bot.run.report import CONCLUSION as WRAP_UP_LABEL
 from bot.run.summary import TOOL_NAME
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
@@ -29,8 +31,8 @@ def condensing(request: RecordedRequest) -> bool:
     return CONDENSE_SYSTEM[:40] in json.dumps((request.body or {}).get("system"))
 
 
-async def test_a_run_at_its_iteration_limit_wraps_up_and_the_report_carries_its_conclusion(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+async def test_a_run_at_its_iteration_limit_wraps_up_and_the_report_and_exports_carry_its_conclusion(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, monkeypatch: Any, capsys: Any
 ) -> None:
     fake_anthropic.script(
         reply(text("Checking web-01."), tool_use("check_disk", {"host": "web-01"})),
@@ -54,6 +56,21 @@ async def test_a_run_at_its_iteration_limit_wraps_up_and_the_report_carries_its_
         [run] = env.runs()
         assert run.stop_reason is not None and run.stop_reason.value == "iteration_limit"
         assert run.output == CONCLUSION
+        db = str(env.settings.db_path)
+    monkeypatch.setenv("OPSLOOP_DB", db)
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPSLOOP_CONFIG", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    labelled = f"\n{WRAP_UP_LABEL}\n{CONCLUSION}\n"
+    for args in (["show", run.id], ["show", run.id, "--json"]):
+        capsys.readouterr()
+        assert main(args) == 0
+        assert capsys.readouterr().out.endswith(labelled)
+    page = tmp_path / "run.html"
+    assert main(["show", run.id, "--html", str(page)]) == 0
+    html = page.read_text()
+    assert f"<h2>{WRAP_UP_LABEL}</h2>" in html and "<h2>Answer</h2>" not in html
+    assert html.index(WRAP_UP_LABEL) < html.index(CONCLUSION[:40])
 
 
 async def test_a_permission_denial_gets_no_wrap_up(
