@@ -252,12 +252,11 @@ async def test_iteration_limit_is_terminal(store, fake_anthropic, anthropic_clie
     assert result.output == "web-03 looks fine so far."
 
 
-def wrap_up_request(fake_anthropic: FakeAnthropic) -> dict[str, Any]:
-    """The last request: the wrap-up, which allows no tool call and says why."""
+def assert_wrapped_up(fake_anthropic: FakeAnthropic) -> None:
+    """The last request is the wrap-up: it allows no tool call and says why."""
     body = fake_anthropic.requests[-1].body
-    assert body["tool_choice"] == {"type": "none"}
+    assert body is not None and body["tool_choice"] == {"type": "none"}
     assert "has reached its limit" in last_content(fake_anthropic, len(fake_anthropic.requests) - 1)[-1]["text"]
-    return body
 
 
 async def test_token_budget_is_terminal(store, fake_anthropic, anthropic_client):
@@ -266,7 +265,7 @@ async def test_token_budget_is_terminal(store, fake_anthropic, anthropic_client)
     result = await run(config(store, anthropic_client, limits=Limits(token_budget=10)), await start(store))
     assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.TOKEN_BUDGET, 2)
     assert result.output == "web-00 is hot; not known why."
-    wrap_up_request(fake_anthropic)
+    assert_wrapped_up(fake_anthropic)
 
 
 async def test_cost_budget_is_terminal(store, fake_anthropic, anthropic_client):
@@ -274,7 +273,7 @@ async def test_cost_budget_is_terminal(store, fake_anthropic, anthropic_client):
     result = await run(config(store, anthropic_client, limits=Limits(cost_budget_usd=0.000001)), await start(store))
     assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.COST_BUDGET, 2)
     assert result.output == "web-00 is hot; not known why."
-    wrap_up_request(fake_anthropic)
+    assert_wrapped_up(fake_anthropic)
     assert result.cost_usd > 0
 
 
