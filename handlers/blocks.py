@@ -489,9 +489,11 @@ def handoff_report(
     pending: Sequence[str],
     stopped_by: str | None = None,
     summary: Summary | None = None,
+    conclusion: str | None = None,
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
-    and why (its last living summary, when it has one)."""
+    and why (its last living summary, when it has one), then its conclusion (the wrap-up turn a budget's stop
+    gives it), which stands in for its last findings."""
     stop_words, reason = reveal(redact(stop_words), prose=True), _truncate(stop_reason, NAME_MAX)
     steps = f"{iterations}/{max_iterations}" if max_iterations else f"{iterations}"
     tokens = m.report_tokens(
@@ -510,7 +512,9 @@ def handoff_report(
     ]
     shown = [reveal(redact(item), prose=True) for item in pending]
     pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
-    findings = markdown_to_mrkdwn(redact(last_reasoning or ""))  # links shown as their URLs, hidden characters revealed
+    # links shown as their URLs, hidden characters revealed
+    findings = markdown_to_mrkdwn(redact(conclusion or last_reasoning or ""))
+    findings_heading = m.CONCLUSION_HEADING if conclusion else m.FINDINGS_HEADING
 
     def sections(text: str) -> list[dict[str, Any]]:
         return [_section(chunk) for chunk in split_mrkdwn(text)]
@@ -520,7 +524,7 @@ def handoff_report(
         *(summary_blocks(summary) if summary is not None else []),  # what it believed, right under the reason
         {"type": "section", "fields": [_text(_fit(f"{name}\n{value}", FIELD_TEXT_MAX)) for name, value in fields]},
         *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
-        *sections(m.FINDINGS_HEADING + "\n" + (findings or m.NO_FINDINGS)),
+        *sections(findings_heading + "\n" + (findings or m.NO_FINDINGS)),
         *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
         *([_context([m.stopped_by(stopped_by)])] if stopped_by else []),
     ]

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from bot.core.types import DecisionCause
-from bot.run.report import STOP_WORDS
+from bot.run.report import CONCLUSION, STOP_WORDS
 
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
@@ -280,6 +280,7 @@ REPORT_WALL = "*Wall time*"
 TOOLS_HEADING = "*Tools called*"
 NO_TOOLS = "_No tools were called._"
 FINDINGS_HEADING = "*Last findings*"
+CONCLUSION_HEADING = f"*{CONCLUSION}*"
 NO_FINDINGS = "_No findings recorded._"
 PENDING_HEADING = "*Pending*"
 NOTHING_PENDING = "nothing pending"

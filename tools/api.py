@@ -45,6 +45,11 @@ class ToolError(OpsloopError):
     """A recoverable failure: it goes back to the model as an is_error tool_result."""
 
 
+class BadCall(ToolError):
+    """The call itself is wrong: what it names does not exist (a file, a unit, a host, an object) or an argument is
+    invalid. The model can fix the call from the message, so it does not count toward the consecutive-error stop."""
+
+
 class PermissionDenied(OpsloopError):
     """A policy refusal: fatal, the runtime stops the run rather than let the model work around it."""
 

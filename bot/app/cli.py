@@ -22,6 +22,7 @@ from bot.app.startup import NO_CONFIG, Listen, find_config, loaded_config, no_da
 from bot.config.settings import ConfigError, Settings
 from bot.core.log import configure_logging
 from bot.core.types import AuditEntry
+from bot.run.report import CONCLUSION, STOP_WORDS, is_conclusion
 from bot.run.summary import render_text
 from bot.store import Ledger
 from bot.store.backends import describe, is_postgres, unparsable
@@ -191,7 +192,6 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 @_reads_store
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from bot.app.timeline import TextTimeline, read_run
-    from bot.run.report import STOP_WORDS
 
     ledger = Ledger(settings.db_path)
     if args.json and not args.html:
@@ -217,7 +217,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     if (last := ledger.last_summary(args.run_id)) is not None:
         print(f"\nSummary\n{_shown(line.named(render_text(last)))}")
     if run.output:
-        print(f"\n{_shown(line.named(run.output))}")
+        print(f"\n{CONCLUSION}" if is_conclusion(run.stop_reason) else "")
+        print(_shown(line.named(run.output)))
     return 0
 
 
@@ -238,7 +239,8 @@ def show_json(ledger: Ledger, run_id: str) -> int:
     if (last := ledger.last_summary(run_id)) is not None:
         print(f"\nSummary\n{_shown(render_text(last))}")
     if run.output:
-        print(f"\n{_shown(run.output)}")
+        print(f"\n{CONCLUSION}" if is_conclusion(run.stop_reason) else "")
+        print(_shown(run.output))
     return 0
 
 

@@ -23,7 +23,7 @@ from bot.core.redact import redact, redact_value
 from bot.core.types import Approval, Feedback, FeedbackValue, InboxItem, InboxState, Run, Step, ToolResultRow, Usage
 from bot.run.guards import canonical
 from bot.run.history import final_text, reasoning
-from bot.run.report import STOP_WORDS
+from bot.run.report import CONCLUSION, STOP_WORDS, is_conclusion
 from bot.store import Ledger, SummaryRow
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
@@ -336,6 +336,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
     entries = line.entries()
     run = record.run
     title = t(f"opsloop run {run.id}")
+    heading = CONCLUSION if is_conclusion(run.stop_reason) else "Answer"
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -344,7 +345,7 @@ def render(record: RunRecord, *, price_for: Callable[[str], Price], generated_at
             "<body>",
             f"<h1>{title}</h1>",
             summary(line, run),
-            *([f"<h2>Answer</h2>{block(run.output, 'answer')}"] if run.output else []),
+            *([f"<h2>{t(heading)}</h2>{block(run.output, 'answer')}"] if run.output else []),
             *([f"<h2>How the hypotheses changed</h2>{hypotheses_table(record.summaries)}"] if record.summaries else []),
             "<h2>Timeline (UTC)</h2>",
             timeline_table(entries),

@@ -170,6 +170,7 @@ class ModelRequest:
     effort: str | None = None  # output_config.effort on models that think adaptively
     thinking_display: str | None = None  # "summarized" | "omitted"
     drop_block: bool = False  # ask the API to drop thinking blocks whose prefix no longer matches
+    tool_choice: dict[str, Any] | None = None  # {"type": "none"}: no tool call allowed (the tools are still sent)
 
 
 @dataclass(frozen=True, kw_only=True)

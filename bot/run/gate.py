@@ -18,6 +18,7 @@ from bot.core.redact import redact
 from bot.core.types import ConfirmRequest, Decision, RunNews, RunStatus, StopReason, ToolCall
 from bot.run import events, prompts
 from bot.run.guards import Limits, Pause, Stop, digest
+from tools.api import BadCall
 from tools.registry import Category, PermissionDenied, ToolError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class Outcome:
 
     content: str
     is_error: bool = False
-    counts: bool = True  # toward the consecutive-error breaker
+    counts: bool = True  # toward the consecutive-error breaker (not an error the model can fix from its message)
     confirmed_by: str | None = None
     marked: bool = False  # it claimed a started marker: its result is stored at once, over the marker
 
@@ -115,11 +116,11 @@ class ToolGate:
         tool = self.cfg.tools.get(call.name)
         if tool is None:
             known = ", ".join(t.name for t in self.cfg.tools)
-            return Outcome(f"unknown tool {call.name!r}; available tools: {known}", is_error=True)
+            return Outcome(f"unknown tool {call.name!r}; available tools: {known}", is_error=True, counts=False)
         try:
             args = tool.validate(call.args)
         except ToolError as e:
-            return Outcome(f"invalid arguments for {call.name}: {e}", is_error=True)
+            return Outcome(f"invalid arguments for {call.name}: {e}", is_error=True, counts=False)
         confirmed_by: str | None = None
         approved_preview: str | None = None
         marked = False
@@ -154,9 +155,10 @@ class ToolGate:
                 # A destructive tool executes what its approved preview listed (the card the human read),
                 # even when a later dry run would list more.
                 content = await tool.run(args, confirmed_by=confirmed_by, approved_preview=approved_preview)
-            is_error = False
+            is_error, counts = False, True
         except ToolError as e:
             content, is_error = str(e) or type(e).__name__, True
+            counts = not isinstance(e, BadCall)  # the model can fix the call from the message
         except PermissionDenied as e:
             await self.trace("tool", tool=call.name, args=call.args, error=f"PermissionDenied: {e}")
             raise Stop(StopReason.PERMISSION_DENIED, f"{call.name}: {e}") from None
@@ -169,7 +171,7 @@ class ToolGate:
             result=content[:500],
             latency_ms=round((time.monotonic() - began) * 1000),
         )
-        return Outcome(content, is_error=is_error, confirmed_by=confirmed_by, marked=marked)
+        return Outcome(content, is_error=is_error, counts=counts, confirmed_by=confirmed_by, marked=marked)
 
     async def confirm(self, call: ToolCall, tool: Any, args: dict[str, Any]) -> Decision:
         preview = None

@@ -1,6 +1,7 @@
 """The run's hard boundaries: limits, the loop detector and the error breaker.
 
-A boundary ends the run by raising `Stop`; it never asks the model for one more try.
+A boundary ends the run by raising `Stop`; it never asks the model for one more try. A budget's stop
+(`WRAP_UP`) gets one wrap-up turn first (bot.run.loop): the model concludes, with no tool allowed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ class Stop(OpsloopError):
 class Pause(OpsloopError):
     """Ends this driver's turn without ending the run: it waits in the store for a human decision, or is
     handed back to another process (shutdown). Whoever resumes it next continues from the store."""
+
+
+# The budgets: the run reached one, so the model gets one more call, with no tool allowed, to conclude. Not a
+# person's Stop or a policy's refusal, nor a loop or a breaker (the model's own turns went wrong).
+WRAP_UP = frozenset({StopReason.ITERATION_LIMIT, StopReason.TOKEN_BUDGET, StopReason.COST_BUDGET, StopReason.DEADLINE})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,12 +70,25 @@ class LoopDetector:
 
 
 class ErrorBreaker:
-    """Trips after N tool errors in a row; any success resets it."""
+    """Trips after N turns in a row whose counted calls all failed. A turn counts as one, however many calls it
+    made (parallel guesses at a log path are one error turn); a turn with any success resets it; a turn with no
+    counted call (a human's "no", an error the model can fix from its message) leaves the streak as it is."""
 
     def __init__(self, limit: int = 3) -> None:
         self.limit = limit
         self.streak = 0
+        self.last_error = ""
+        self._turn: list[bool] = []
 
-    def observe(self, is_error: bool) -> bool:
-        self.streak = self.streak + 1 if is_error else 0
+    def observe(self, is_error: bool, content: str = "") -> None:
+        """One counted call of the current turn."""
+        self._turn.append(is_error)
+        if is_error:
+            self.last_error = content
+
+    def end_turn(self) -> bool:
+        """Close the current turn; True when the breaker trips."""
+        turn, self._turn = self._turn, []
+        if turn:
+            self.streak = self.streak + 1 if all(turn) else 0
         return self.streak >= self.limit

@@ -162,8 +162,16 @@ def split_for_condensing(history: Sequence[Block], keep: int = 4) -> int | None:
     return None
 
 
+FIRST_LINE_MAX = 500  # a result's first line (its handle) kept whole up to this
+
+
+def first_line(text: str) -> str:
+    """A result's first line as condensation keeps it: verbatim, bounded (a one-line blob is not a handle)."""
+    return text if len(text) <= FIRST_LINE_MAX else text[:FIRST_LINE_MAX] + " …"
+
+
 def transcript(history: Sequence[Block], per_block: int = 2000) -> str:
-    """A plain-text rendering of turns for the condensation request."""
+    """A plain-text rendering of turns for the condensation request; a result's first line is never cut."""
     lines = []
     for message in history:
         content = message["content"]
@@ -176,7 +184,14 @@ def transcript(history: Sequence[Block], per_block: int = 2000) -> str:
             elif kind == "tool_use":
                 body = f"called {b['name']}({json.dumps(b.get('input') or {})})"
             elif kind == "tool_result":
-                body = f"result{' (error)' if b.get('is_error') else ''}: {b.get('content')}"
+                result = b.get("content")
+                if isinstance(result, list):
+                    result = "\n".join(c.get("text", "") for c in result if isinstance(c, dict))
+                head, _, rest = str(result or "").partition("\n")  # its first line (its handle) is never cut
+                lines.append(f"{message['role']}: result{' (error)' if b.get('is_error') else ''}: {first_line(head)}")
+                if not rest:
+                    continue
+                body = rest
             else:
                 continue
             if len(body) > per_block:

@@ -41,7 +41,7 @@ from bot.core.types import (
 from bot.run import events, living, prompts
 from bot.run.condense import Condenser
 from bot.run.gate import Outcome, ToolGate
-from bot.run.guards import ErrorBreaker, Limits, LoopDetector, Pause, Stop
+from bot.run.guards import WRAP_UP, ErrorBreaker, Limits, LoopDetector, Pause, Stop
 from bot.run.history import (
     closing_results,
     final_text,
@@ -228,7 +228,8 @@ class _Run(Condenser, ToolGate):
                     task.uncancel()
                 raise Stop(StopReason.CANCELLED, f"stopped by {by}", by=by) from None
         except Stop as stop:
-            return await self.finish(stop.reason, stop.detail, by=stop.by)
+            output = await self.wrap_up(stop) if stop.reason in WRAP_UP else None
+            return await self.finish(stop.reason, stop.detail, by=stop.by, output=output)
         except ModelError as e:
             model = e.model or self.cfg.model.model
             for billed_model, usage in e.billed or ((model, e.usage),):  # failed attempts are billed too
@@ -249,6 +250,8 @@ class _Run(Condenser, ToolGate):
             raise Pause("handing the run back: this process is stopping")
         if self.iterations >= self.cfg.limits.max_iterations:
             raise Stop(StopReason.ITERATION_LIMIT, f"{self.iterations} of {self.cfg.limits.max_iterations} steps used")
+        self.check_budgets()  # a run resumed after a budget stopped it, before its wrap-up ended it
+        self.check_deadline()
         self.iterations += 1
         await self.emit(events.Iteration)
         await self.inject(news.inbox if news else None)
@@ -463,6 +466,11 @@ class _Run(Condenser, ToolGate):
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
                 results[call.id] = await self.after_call(call, outcome)
+        if self.breaker.end_turn():
+            raise Stop(
+                StopReason.CONSECUTIVE_ERRORS,
+                f"{self.breaker.streak} turns of tool errors in a row; last: {self.breaker.last_error[:200]}",
+            )
         await self.answer(calls, results)
 
     async def call_tool(self, call: ToolCall) -> Outcome:
@@ -482,7 +490,7 @@ class _Run(Condenser, ToolGate):
         return Outcome(text, is_error=summary is None, counts=False)
 
     async def after_call(self, call: ToolCall, outcome: Outcome) -> tuple[str, bool]:
-        """Persist one result, then apply the loop detector and the error breaker, in call order."""
+        """Persist one result, then apply the loop detector, in call order, and tell the error breaker."""
         self.tools_called.append(call.name)  # here, not at the call: a paused call is counted once, when answered
         content, is_error, counts = outcome.content, outcome.is_error, outcome.counts
         seen = self.loops.observe(call.name, call.args, content)
@@ -504,10 +512,8 @@ class _Run(Condenser, ToolGate):
             self.unsaved.append(result)
         if seen >= limits.loop_stop_at:
             raise Stop(StopReason.LOOP_DETECTED, f"{call.name} returned the same result {seen} times")
-        if counts and self.breaker.observe(is_error):
-            raise Stop(
-                StopReason.CONSECUTIVE_ERRORS, f"{self.breaker.streak} tool errors in a row; last: {content[:200]}"
-            )
+        if counts:
+            self.breaker.observe(is_error, content)  # the turn is judged as a whole, in `execute`
         return content, is_error
 
     async def answer(self, calls: list[ToolCall], results: dict[str, tuple[str, bool]], missing: str = "") -> None:
@@ -528,9 +534,9 @@ class _Run(Condenser, ToolGate):
             steps=self.take_steps(),
         )
         self.news_ahead = news if self.cfg.news is not None else None
-        if self.pending_condense:  # a budget, not an overflow: condense once if there is something to condense
+        if self.pending_condense:  # a budget, not an overflow: condense if there is something to condense
             self.pending_condense = False
-            if not self.condensed and self.cfg.condense and split_for_condensing(self.history) is not None:
+            if self.cfg.condense and split_for_condensing(self.history) is not None:
                 self.news_ahead = None  # condensing asks the model: read the news again after it
                 await self.condense("context budget exceeded")
 
@@ -592,14 +598,14 @@ class _Run(Condenser, ToolGate):
         except Exception:  # a status message must never break the run
             log.exception("event_callback_failed", kind=kind.__name__)
 
-    async def finish(
-        self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
-    ) -> RunResult:
-        self.pending_condense = False  # a stopping run answers its pending calls; it never asks the model again
+    async def close_pending(self, reason: StopReason) -> None:
+        """Answer the calls the stop left without a result, so the stored history stays valid (a wrap-up turn,
+        a follow-up run). A stopping run never condenses."""
+        self.pending_condense = False
         await self.settle()
         if self.unsaved:  # results of calls that ran before the stop: stored, so the answer below has them
             await self.flush_steps()
-        if calls := self.pending_calls():  # keep the stored history valid for a follow-up run
+        if calls := self.pending_calls():
             done = await self.cfg.store.tool_results(self.id, [c.id for c in calls])
             why = f"the run stopped ({reason.value})"
             # A change that had started when the run stopped may or may not have happened: never "not run".
@@ -608,6 +614,63 @@ class _Run(Condenser, ToolGate):
                 for k, v in done.items()
             }
             await self.answer(calls, results, missing=reason.value)
+
+    async def wrap_up(self, stop: Stop) -> str | None:
+        """A budget ended the run (`WRAP_UP`): one more call, in opsloop's words, with no tool allowed (`tool_choice`
+        none; the tools are still sent, as the history holds calls), so the handoff report carries the model's
+        conclusion and not only the limit. The one call past the budget, never more, under its own deadline.
+        Returns the conclusion; None when there is none (the call failed, or a person stopped the run meanwhile)."""
+        last = self.history[-1] if self.history else None
+        if last is not None and last["role"] == "assistant" and not tool_calls(last["content"]):
+            return final_text(last["content"]) or None  # it had answered as the budget ran out
+        try:
+            await self.close_pending(stop.reason)
+            note = {"type": "text", "text": prompts.wrap_up(stop.detail or stop.reason.value)}
+            turn = self.history[-1]
+            content = (
+                [{"type": "text", "text": turn["content"]}] if isinstance(turn["content"], str) else turn["content"]
+            )
+            if content[-1:] != [note]:  # a drive that died during its wrap-up asks once, not twice
+                self.history[-1] = {"role": "user", "content": [*content, note]}
+                await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
+            request = ModelRequest(
+                system=self.system,
+                tools=self.tool_schemas,
+                tool_choice={"type": "none"},
+                messages=list(self.history),
+                max_tokens=self.cfg.max_tokens,
+                effort=self.cfg.effort,
+                thinking_display=self.cfg.thinking_display,
+                drop_block=self.drop_block,
+            )
+            async with self.grace(f"wrapping up ({stop.reason.value})"):
+                response = await self.cfg.model.complete(request)
+            self.charge_response(response)
+            kept = [
+                b for b in keep_complete_calls(response.content, response.stop_reason) if b.get("type") != "tool_use"
+            ]
+            if not only_thinking(kept):
+                self.history.append({"role": "assistant", "content": kept})
+                await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1], totals=self.totals())
+            await self.trace("wrap_up", reason=stop.reason.value, model=response.model, usage=response.usage.to_dict())
+            return final_text(kept) or None
+        except (Stop, ModelError) as e:
+            if isinstance(e, ModelError):  # failed attempts are billed too
+                for model, usage in e.billed or ((e.model or self.cfg.model.model, e.usage),):
+                    self.charge(usage, model)
+            await self.trace("wrap_up_failed", reason=stop.reason.value, error=str(e))
+            return None
+        except asyncio.CancelledError:
+            if not (self.cfg.stop_requested and await self.cfg.stop_requested()):
+                raise  # shutdown: the stored run resumes, and wraps up, on restart
+            if task := asyncio.current_task():
+                task.uncancel()
+            return None
+
+    async def finish(
+        self, reason: StopReason, detail: str = "", *, by: str | None = None, output: str | None = None
+    ) -> RunResult:
+        await self.close_pending(reason)
         at_end = await self.cfg.at_end() if self.cfg.at_end is not None else ()
         await self.cfg.store.finish_run(
             self.id, stop_reason=reason, stop_detail=detail, stopped_by=by, output=output, at_end=at_end

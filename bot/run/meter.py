@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from bot.store import Store
 
 
+WRAP_UP_SECONDS = 120.0  # the one wrap-up call a budget's stop allows (bot.run.loop), past the agent's deadline
+
+
 class MeterConfig(Protocol):
     """What the meters read of a RunConfig."""
 
@@ -87,6 +90,10 @@ class Meter:
 
     def deadline(self, doing: str) -> _Deadline:
         return _Deadline(self.cfg.limits.deadline_seconds - self.agent_seconds(), doing)
+
+    def grace(self, doing: str) -> _Deadline:
+        """The wrap-up's deadline: the agent time left, if any, and `WRAP_UP_SECONDS` past it, never more."""
+        return _Deadline(max(0.0, self.cfg.limits.deadline_seconds - self.agent_seconds()) + WRAP_UP_SECONDS, doing)
 
     def result(self, reason: StopReason, detail: str, output: str | None, by: str | None) -> RunResult:
         return RunResult(

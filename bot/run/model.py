@@ -339,6 +339,8 @@ class AnthropicModel:
         }
         if request.tools:
             kwargs["tools"] = request.tools
+        if request.tool_choice is not None:
+            kwargs["tool_choice"] = request.tool_choice
         drop_block = drop_block and "thinking" in kwargs
         # The events as the JSON the API sent (cast_to=object): `messages.create(stream=True)` builds a typed
         # object per event, which costs several times the JSON parsing, and the loop needs only

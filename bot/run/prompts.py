@@ -203,3 +203,12 @@ def tools_changed(gone: list[str], added: list[str]) -> str:
     if added:
         parts.append(f"these tools were added but cannot be offered in this run: {', '.join(added)}")
     return "[opsloop note] Since this run started, " + "; ".join(parts) + "."
+
+
+def wrap_up(limit: str) -> str:
+    """opsloop's last user turn when a budget ends the run (the request allows no tool call)."""
+    return (
+        f"[opsloop note] This run has reached its limit ({limit}). Conclude now, with no new tool calls: what you "
+        "found and on what evidence, how confident you are, what was changed and who approved it, and what is "
+        'still open, with what a person should check next. Say "not known" where it is not known.'
+    )

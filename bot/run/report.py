@@ -1,4 +1,5 @@
-"""The handoff report: why a run stopped and where it left off, built from history alone."""
+"""The handoff report: why a run stopped, what the model concluded in its wrap-up turn (a budget's stop), and where
+it left off, built from the result and the history alone."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.types import RunResult
+from bot.core.types import RunResult, StopReason
 
 STOP_WORDS = {
     "completed": "finished the task and gave an answer",
@@ -20,6 +21,12 @@ STOP_WORDS = {
     "cancelled": "was stopped by a person",
     "model_error": "the model API kept failing or rejected the request, after retries and the fallback models",
 }
+CONCLUSION = "Conclusion (its wrap-up as the limit was reached)"  # how every export labels such an output
+
+
+def is_conclusion(stop_reason: StopReason | None) -> bool:
+    """A run's output is its wrap-up's conclusion, not an answer, when the run did not complete."""
+    return stop_reason is not None and stop_reason != StopReason.COMPLETED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +44,7 @@ class HandoffReport:
     tools: tuple[ToolSummary, ...]
     last_reasoning: str | None
     pending: tuple[str, ...]
+    conclusion: str | None  # what the model concluded in its wrap-up turn, when a budget ended the run
 
 
 def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> HandoffReport:
@@ -75,6 +83,7 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
         ),
         last_reasoning=last_text,
         pending=tuple(unanswered),
+        conclusion=result.output if is_conclusion(result.stop_reason) and result.output else None,
     )
 
 

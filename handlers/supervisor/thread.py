@@ -295,6 +295,7 @@ class IncidentThread:
                     wall_seconds=result.wall_seconds,
                     tools=[(t.name, t.calls, t.last_result) for t in report.tools],
                     last_reasoning=report.last_reasoning,
+                    conclusion=report.conclusion,
                     pending=report.pending,
                     stopped_by=result.stopped_by,
                     summary=summary,

@@ -361,6 +361,7 @@ async def test_iteration_limit_posts_a_handoff_report(
     fake_anthropic.script(
         reply(text("Checking web-01."), tool_use("check_disk", {"host": "web-01"})),
         reply(text("Checking web-02."), tool_use("check_disk", {"host": "web-02"})),
+        reply(text("Both disks are healthy; web-03 is unchecked.")),  # the wrap-up turn
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[limits]\nmax_iterations = 2") as env:
         channel, ts = await env.mention(TASK)
@@ -368,7 +369,7 @@ async def test_iteration_limit_posts_a_handoff_report(
         assert "iteration_limit" in report
         assert STOP_WORDS["iteration_limit"] in report  # the reason in words, not only its name
         assert "2/2" in report and "check_disk" in report
-        assert len(fake_anthropic.requests) == 2
+        assert len(fake_anthropic.requests) == 3
         fake_anthropic.assert_complete()
         assert env.runs()[0].stop_reason == "iteration_limit"
 

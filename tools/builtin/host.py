@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tools.api import BadCall
 from tools.builtin import reach
 from tools.registry import Category, ToolContext, ToolError, tool
 
@@ -247,7 +248,7 @@ def _top_text(name: str, rows: list[tuple[float, int, list[str]]], sort_by: str,
 
 def _check_limit(limit: int) -> None:
     if not 1 <= limit <= 100:
-        raise ToolError(f"limit: must be between 1 and 100, got {limit}")
+        raise BadCall(f"limit: must be between 1 and 100, got {limit}")
 
 
 # Each process's CPU ticks twice, half a second apart (percent of one core over the sample), with the host's

@@ -27,6 +27,7 @@ from yarl import URL
 
 from bot.core.errors import OpsloopError
 from bot.core.redact import redact_slice
+from tools.api import BadCall
 from tools.netguard import IPAddress, Refused, check_host, normal_name, resolve_host
 from tools.registry import Category, ToolContext, ToolError, tool
 
@@ -169,9 +170,9 @@ def _http_url(url: str) -> URL:
     try:
         parsed = URL(url)
     except ValueError as e:
-        raise ToolError(f"url: {url!r} is not a valid URL ({e})") from None
+        raise BadCall(f"url: {url!r} is not a valid URL ({e})") from None
     if parsed.scheme not in ("http", "https") or not parsed.raw_host:
-        raise ToolError(f"url: expected an http:// or https:// URL, got {url!r}")
+        raise BadCall(f"url: expected an http:// or https:// URL, got {url!r}")
     return parsed
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from tools.api import BadCall
 from tools.builtin import reach
 from tools.builtin.log_cleanup import (
     Candidate,
@@ -101,7 +102,7 @@ async def _resolve_on(host: Host | None, ctx: ToolContext, paths: list[str]) -> 
 async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
     """`path` resolved on `host` and inside one of its log_dirs (resolved there too), with its type (d, f, o, -)."""
     if not path.strip():
-        raise ToolError("path: must not be empty")
+        raise BadCall("path: must not be empty")
     dirs = _host_log_dirs(host, ctx)
     raw = PurePosixPath(path)
     candidates = [str(raw)] if raw.is_absolute() else [str(PurePosixPath(d) / raw) for d in dirs]
@@ -121,7 +122,7 @@ async def tail(host: Host | None, path: str, lines: int, ctx: ToolContext) -> st
     check_lines(lines)
     file, kind = await _allowed(host, path, ctx)
     if kind == "-":
-        raise ToolError(f"no such file: {path}")
+        raise BadCall(f"no such file: {path}")
     if kind != "f":
         raise ToolError(f"not a regular file: {path}")
     result = await reach.run(
@@ -155,7 +156,7 @@ async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx
     expression = translate(pattern)
     target, kind = await _allowed(host, path, ctx)
     if kind == "-":
-        raise ToolError(f"no such file or directory: {path}")
+        raise BadCall(f"no such file or directory: {path}")
     files, found = ([str(target)], 1) if kind == "f" else await _files(host, target, ctx) if kind == "d" else ([], 0)
     if not files:
         return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", [], [])

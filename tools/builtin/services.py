@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+from tools.api import BadCall
 from tools.builtin import reach
 from tools.commands import run_argv
 from tools.registry import Category, PermissionDenied, ToolContext, ToolError, tool
@@ -33,7 +34,7 @@ _REMOTE_TIMEOUT_S = {"show": 20.0, "status": 20.0, "restart": 100.0}  # under th
 
 def check_unit(unit: str) -> str:
     if len(unit) > 256 or not UNIT_RE.fullmatch(unit):
-        raise ToolError(f"unit: {unit!r} is not a valid unit name (letters, digits, @ . _ -)")
+        raise BadCall(f"unit: {unit!r} is not a valid unit name (letters, digits, @ . _ -)")
     return unit
 
 
@@ -67,7 +68,7 @@ async def _show(unit: str, on: Host | None = None, ctx: ToolContext | None = Non
         raise ToolError(f"systemctl show {unit} failed (exit {code}): {err.strip() or out.strip()}")
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     if props.get("LoadState") == "not-found":
-        raise ToolError(f"no such unit: {unit}")
+        raise BadCall(f"no such unit: {unit}")
     return props
 
 

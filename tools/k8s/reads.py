@@ -7,6 +7,7 @@ import asyncio
 from typing import Any, Literal
 
 from bot.core.redact import redact
+from tools.api import BadCall
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.registry import Category, ToolContext, ToolError, tool
@@ -49,7 +50,7 @@ async def get_object(client: KubeClient, kind: str, namespace: str | None, name:
         obj = await client.request("GET", k.path(namespace, name), verb="get", kind=k, namespace=namespace)
     except NotFound:
         where = f" in namespace {namespace}" if namespace else ""
-        raise ToolError(f"{k.kind.lower()} {name!r} not found{where} on cluster {client.name}") from None
+        raise BadCall(f"{k.kind.lower()} {name!r} not found{where} on cluster {client.name}") from None
     obj.setdefault("kind", k.kind)
     return dict(obj)
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.core.redact import redact
+from tools.api import BadCall
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.k8s.reads import get_object, owned_replicasets
@@ -215,7 +216,7 @@ async def plan_scale(
     try:
         scale = await client.request("GET", path, verb="get", kind=f"{k.resource}/scale", namespace=ns)
     except NotFound:
-        raise ToolError(f"{k.kind.lower()} {name!r} not found in namespace {ns} on cluster {client.name}") from None
+        raise BadCall(f"{k.kind.lower()} {name!r} not found in namespace {ns} on cluster {client.name}") from None
     rv = _rv(scale)
     return Change(
         client,

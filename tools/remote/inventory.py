@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
-from tools.api import ToolError
+from tools.api import BadCall
 from tools.systemd_units import unit_names
 
 SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' default only without [[hosts]]
@@ -166,13 +166,13 @@ class Inventory:
         name = (name or "").strip()
         if not name:
             if self.hosts:
-                raise ToolError(f"host is required: {self.described()}")
+                raise BadCall(f"host is required: {self.described()}")
             return None
         if (host := self.get(name)) is not None:
             return host
         if name.lower() in LOCAL_ALIASES or name in _own_names():
             return None
-        raise ToolError(self._unknown(name))
+        raise BadCall(self._unknown(name))
 
     def described(self) -> str:
         """The hosts a host tool can be given, in one bounded line (up to NAMED_HOSTS_MAX inventory names)."""

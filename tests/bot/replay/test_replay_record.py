@@ -21,6 +21,7 @@ from tests.bot.replay.test_replay import CLEAN, DISK, LARGE, TASK, original_scri
 from tests.conftest import API_KEY
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
+from tests.support.fakes.anthropic import text as text_block
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import CAROL, bot_env
 
@@ -108,9 +109,11 @@ async def test_a_replay_applies_the_runs_own_limits_and_effort(
         reply(tool_use("check_disk", DISK)),
         reply(tool_use("list_large_files", LARGE)),
         *[reply(tool_use("check_disk", DISK)) for _ in range(3)],
+        reply(text_block("/var is full of rotated logs.")),  # the wrap-up at the limit, with no tool allowed
     ]  # recorded reads: no error breaker
     result, requests = await replay_on(incident, fake_anthropic, *looping, effort=None)
-    assert len(requests) == 5 and result.replay.stop_reason == "iteration_limit"
+    assert len(requests) == 6 and result.replay.stop_reason == "iteration_limit"
+    assert [(q.body or {}).get("tool_choice") for q in requests] == [None] * 5 + [{"type": "none"}]
     assert result.replay.limits_source == "run" and result.replay.limits["max_iterations"] == 5
     assert {json.dumps(q.body and q.body.get("output_config")) for q in requests} == {'{"effort": "high"}'}
     assert {q.body and q.body["max_tokens"] for q in requests} == {12_000}

@@ -244,22 +244,36 @@ def keep_calling(n: int) -> list[Any]:
 
 
 async def test_iteration_limit_is_terminal(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(*keep_calling(2))
+    fake_anthropic.script(*keep_calling(2), reply(text("web-03 looks fine so far.")))
     cfg = config(store, anthropic_client, limits=Limits(max_iterations=2))
     result = await run(cfg, await start(store))
-    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (StopReason.ITERATION_LIMIT, 2, 2)
+    # the two steps, then the one wrap-up call (no tool allowed): never more
+    assert (result.stop_reason, result.iterations, len(fake_anthropic.requests)) == (StopReason.ITERATION_LIMIT, 2, 3)
+    assert result.output == "web-03 looks fine so far."
+
+
+def assert_wrapped_up(fake_anthropic: FakeAnthropic) -> None:
+    """The last request is the wrap-up: it allows no tool call and says why."""
+    body = fake_anthropic.requests[-1].body
+    assert body is not None and body["tool_choice"] == {"type": "none"}
+    assert "has reached its limit" in last_content(fake_anthropic, len(fake_anthropic.requests) - 1)[-1]["text"]
 
 
 async def test_token_budget_is_terminal(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(*keep_calling(1))
+    # the step that spends the budget, then the one wrap-up call: never another step
+    fake_anthropic.script(*keep_calling(1), reply(text("web-00 is hot; not known why.")))
     result = await run(config(store, anthropic_client, limits=Limits(token_budget=10)), await start(store))
-    assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.TOKEN_BUDGET, 1)
+    assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.TOKEN_BUDGET, 2)
+    assert result.output == "web-00 is hot; not known why."
+    assert_wrapped_up(fake_anthropic)
 
 
 async def test_cost_budget_is_terminal(store, fake_anthropic, anthropic_client):
-    fake_anthropic.script(*keep_calling(1))
+    fake_anthropic.script(*keep_calling(1), reply(text("web-00 is hot; not known why.")))
     result = await run(config(store, anthropic_client, limits=Limits(cost_budget_usd=0.000001)), await start(store))
-    assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.COST_BUDGET, 1)
+    assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.COST_BUDGET, 2)
+    assert result.output == "web-00 is hot; not known why."
+    assert_wrapped_up(fake_anthropic)
     assert result.cost_usd > 0
 
 
@@ -268,28 +282,88 @@ def instant(*steps: Any, **kw: Any) -> RunConfig:
     return RunConfig(model=ScriptedModel(*steps), price_for=lambda m: price_for(m)[0], tools=REGISTRY, **kw)
 
 
+WRAPPED_UP = [{"type": "text", "text": "web-03 is hot; the cause is not known."}]
+
+
 async def test_deadline_covers_a_hung_tool(store):
-    cfg = instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store, limits=Limits(deadline_seconds=0.5))
+    cfg = instant(
+        call("hang", {"host": "web-03"}, "toolu_h"), WRAPPED_UP, store=store, limits=Limits(deadline_seconds=0.5)
+    )
     result = await run(cfg, await start(store))
     assert result.stop_reason == StopReason.DEADLINE
     assert "running hang" in result.stop_detail
+    # the deadline is a budget: one wrap-up call, with no tool allowed, gives the conclusion
+    assert isinstance(cfg.model, ScriptedModel) and [r.tool_choice for r in cfg.model.requests] == [
+        None,
+        {"type": "none"},
+    ]
+    assert result.output == "web-03 is hot; the cause is not known."
+
+
+NOT_RUN = "Not run: the run stopped ({}) before this call."
 
 
 async def test_stopped_run_leaves_a_valid_history(store):
+    """The hung call is answered, then the wrap-up note follows its result in the same user turn, and the
+    conclusion is the last turn: roles alternate and every tool_use has its tool_result."""
     run_id = await start(store)
     await run(
-        instant(call("hang", {"host": "web-03"}, "toolu_h"), store=store, limits=Limits(deadline_seconds=0.5)), run_id
+        instant(
+            call("hang", {"host": "web-03"}, "toolu_h"), WRAPPED_UP, store=store, limits=Limits(deadline_seconds=0.5)
+        ),
+        run_id,
+    )
+    history = await store.history(run_id)
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[-2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_h",
+        "is_error": True,
+        "content": NOT_RUN.format("deadline"),
+    }
+    [note] = history[-2]["content"][1:]
+    assert note["type"] == "text" and "has reached its limit" in note["text"]
+    assert history[-1] == {"role": "assistant", "content": WRAPPED_UP}
+
+
+async def test_a_stop_click_leaves_a_valid_history_and_gets_no_wrap_up(store):
+    """A person's Stop is not a budget: the hung call is answered and the run ends there, with no more requests."""
+    started = asyncio.Event()
+
+    @tool(category=Category.READ_ONLY)
+    async def hang_here(host: str) -> str:
+        """Never returns."""
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    async def stop_requested() -> str | None:
+        return "U9" if started.is_set() else None
+
+    run_id = await start(store)
+    model = ScriptedModel(call("hang_here", {"host": "web-03"}, "toolu_h"))
+    cfg = RunConfig(
+        model=model,
+        store=store,
+        tools=ToolRegistry([hang_here]),
+        price_for=lambda m: price_for(m)[0],
+        stop_requested=stop_requested,
+    )
+    task = asyncio.create_task(run(cfg, run_id))
+    await started.wait()
+    task.cancel()  # as the Stop button does
+    result = await task
+    assert (result.stop_reason, result.stopped_by, result.output, len(model.requests)) == (
+        StopReason.CANCELLED,
+        "U9",
+        None,
+        1,
     )
     history = await store.history(run_id)
     assert history[-1] == {
         "role": "user",
         "content": [
-            {
-                "type": "tool_result",
-                "tool_use_id": "toolu_h",
-                "is_error": True,
-                "content": "Not run: the run stopped (deadline) before this call.",
-            }
+            {"type": "tool_result", "tool_use_id": "toolu_h", "is_error": True, "content": NOT_RUN.format("cancelled")}
         ],
     }
 
@@ -492,18 +566,57 @@ async def test_context_overflow_condenses_once_then_continues(store, fake_anthro
     assert first.startswith("web-03 has high CPU\n\n[Summary of the work so far")
 
 
-async def test_second_overflow_is_terminal(store, fake_anthropic, anthropic_client):
-    too_long = error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+TOO_LONG = error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+
+
+async def test_a_second_overflow_condenses_again(store, fake_anthropic, anthropic_client):
     fake_anthropic.script(
         reply(tool_use("check_cpu", {"host": "web-01"})),
         reply(tool_use("check_cpu", {"host": "web-02"})),
-        too_long,
+        TOO_LONG,
+        reply(text("Summary: web-01 and web-02 at 97% cpu.")),
+        reply(tool_use("check_cpu", {"host": "web-03"})),
+        reply(tool_use("check_cpu", {"host": "web-04"})),
+        TOO_LONG,
+        reply(text("Summary: web-01 to web-04 at 97% cpu.")),
+        reply(text("All four hosts are hot.")),
+    )
+    run_id = await start(store)
+    result = await run(config(store, anthropic_client), run_id)
+    assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "All four hosts are hot.")
+    summarise = [r.body for r in fake_anthropic.requests if "tools" not in r.body]
+    assert len(summarise) == 2
+    # the second summary is asked of a history that holds the first one
+    assert "Summary: web-01 and web-02 at 97% cpu." in summarise[1]["messages"][0]["content"][0]["text"]
+    first = (await store.history(run_id))[0]["content"][0]["text"]
+    assert first.startswith("web-03 has high CPU\n\n[Summary of the work so far")
+    assert "Summary: web-01 to web-04 at 97% cpu." in first
+
+
+async def test_an_overflow_with_nothing_left_to_condense_is_terminal(store, fake_anthropic, anthropic_client):
+    # After the condensation only the newest call and its result are left: no older turn to summarise.
+    fake_anthropic.script(
+        reply(tool_use("check_cpu", {"host": "web-01"})),
+        reply(tool_use("check_cpu", {"host": "web-02"})),
+        TOO_LONG,
         reply(text("summary")),
-        too_long,
+        TOO_LONG,
     )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.stop_reason == StopReason.MODEL_ERROR
-    assert "already condensed once" in result.stop_detail
+    assert "nothing left to condense" in result.stop_detail
+    assert len(fake_anthropic.requests) == 5  # no wrap-up: the context is what failed
+
+
+async def test_an_overflow_with_condensation_off_is_terminal(store, fake_anthropic, anthropic_client):
+    fake_anthropic.script(
+        reply(tool_use("check_cpu", {"host": "web-01"})),
+        reply(tool_use("check_cpu", {"host": "web-02"})),
+        TOO_LONG,
+    )
+    result = await run(config(store, anthropic_client, condense=False), await start(store))
+    assert (result.stop_reason, len(fake_anthropic.requests)) == (StopReason.MODEL_ERROR, 3)
+    assert "condensation is off" in result.stop_detail
 
 
 # --- model quirks -------------------------------------------------------------------
@@ -684,23 +797,25 @@ async def test_a_run_that_died_after_its_answer_finishes_without_asking_again(st
     assert (result.stop_reason, result.output, fake_anthropic.requests) == (StopReason.COMPLETED, "all good", [])
 
 
-async def test_a_context_budget_condenses_once_when_there_is_history_to_condense(
+async def test_a_context_budget_condenses_each_time_there_is_history_to_condense(
     store, fake_anthropic, anthropic_client
 ):
-    # Step 1 has nothing older to condense; after step 2 there is, so the summary request comes next.
+    # Step 1 has nothing older to condense; after step 2 there is, so the summary request comes next; after
+    # step 3 there is again.
     fake_anthropic.script(
         *keep_calling(2),
         reply(text("summary of web-00, web-01")),
         reply(tool_use("check_cpu", {"host": "web-09"})),
+        reply(text("summary of web-00, web-01, web-09")),
         reply(text("done")),
     )
     run_id = await start(store)
     result = await run(config(store, anthropic_client, context_budget_tokens=50), run_id)
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
-    summarise = [r for r in fake_anthropic.requests if "tools" not in r.body]
-    assert len(summarise) == 1  # once per run, though every prompt is over the budget
+    assert ["tools" not in r.body for r in fake_anthropic.requests] == [False, False, True, False, True, False]
     history = await store.history(run_id)
     assert "[Summary of the work so far" in history[0]["content"][0]["text"]
+    assert "summary of web-00, web-01, web-09" in history[0]["content"][0]["text"]
 
 
 async def test_a_call_policy_forbids_stops_the_run_before_any_human_is_asked(store, fake_anthropic, anthropic_client):

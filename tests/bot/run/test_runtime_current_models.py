@@ -246,12 +246,14 @@ async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_tas
     def step(i: int) -> list[dict[str, Any]]:
         return [thinking(f"step {i}"), *call("check_disk", {"host": f"web-0{i}"}, f"toolu_{i}")]
 
-    # Step 2's answer makes the history condensable; the summary is the third request.
+    # Step 1's answer makes the history condensable, so the first summary is the third request; step 2's answer
+    # makes it condensable again, so the second summary is the fifth.
     model = ScriptedModel(
         step(0),
         step(1),
         [{"type": "text", "text": "Checked web-00 and web-01: full."}],
         step(2),
+        [{"type": "text", "text": "Checked web-00 to web-02: full."}],
         [{"type": "text", "text": "done"}],
         model=MODEL,
     )
@@ -264,14 +266,18 @@ async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_tas
         run_id,
     )
     assert result.stop_reason == StopReason.COMPLETED
-    summary_request, after = model.requests[2], model.requests[3]
-    assert summary_request.tools == []
-    head = after.messages[0]["content"][0]["text"]
-    assert "xoxb-" not in head and "Checked web-00 and web-01: full." in head
-    kept = after.messages[1:]
-    assert all(b["type"] != "thinking" for m in kept for b in m["content"])
-    assert [b["type"] for m in kept if m["role"] == "assistant" for b in m["content"]] == ["tool_use"]
-    assert (await store.history(run_id))[:3] == after.messages
+    model.assert_complete()
+    for summary_at, summary in ((2, "Checked web-00 and web-01: full."), (4, "Checked web-00 to web-02: full.")):
+        summary_request, after = model.requests[summary_at], model.requests[summary_at + 1]
+        assert summary_request.tools == []
+        head = after.messages[0]["content"]
+        assert [b["type"] for b in head] == ["text"] * len(head)  # the summary, then the record of the calls
+        assert head[0]["text"].startswith("web-03 is full; token ") and summary in head[0]["text"]
+        assert "xoxb-" not in "".join(b["text"] for b in head)
+        kept = after.messages[1:]
+        assert all(b["type"] != "thinking" for m in kept for b in m["content"])
+        assert [b["type"] for m in kept if m["role"] == "assistant" for b in m["content"]] == ["tool_use"]
+    assert (await store.history(run_id))[:3] == model.requests[-1].messages
 
 
 WIPED: list[str] = []
