@@ -407,11 +407,13 @@ def timeline_table(entries: Sequence[Entry]) -> str:
 
 
 def hypotheses_table(rows: Sequence[SummaryRow]) -> str:
-    """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order)."""
+    """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order) with
+    its evidence in full (handle and quote)."""
     body = []
     for r in rows:
         causes = "<br>".join(
             f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
+            + "".join(f'<br>&nbsp;&nbsp;<span class="evidence">{t(e.text())}</span>' for e in h.evidence)
             for h in r.summary.ordered()
         )
         steps = "<br>".join(t(s) for s in r.summary.next_steps)
