@@ -65,8 +65,8 @@ def handles(schemas: Sequence[dict[str, Any]], turn: Sequence[ToolCall], before:
 
 
 def behind(history: Sequence[dict[str, Any]]) -> bool:
-    """A call succeeded after the last accepted summary (or with none at all), in call order: the summary
-    doesn't cover everything the final answer could cite."""
+    """A call succeeded after the last accepted summary, in call order: the summary doesn't cover everything
+    the final answer could cite. A run that never summarised is not asked."""
     errors = {
         b["tool_use_id"]: bool(b.get("is_error"))
         for m in history
@@ -74,12 +74,13 @@ def behind(history: Sequence[dict[str, Any]]) -> bool:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
     }
-    stale = False
+    summarized = stale = False
     for m in history:
         for call in tool_calls(m["content"]) if m["role"] == "assistant" else ():
             if errors.get(call.id) is False:
+                summarized |= call.name == TOOL_NAME
                 stale = call.name != TOOL_NAME
-    return stale
+    return summarized and stale
 
 
 def outcomes(
@@ -95,9 +96,7 @@ def outcomes(
             r.content or "",
         )
     for a in answered:
-        calls[a.tool_use_id] = CallOutcome(
-            a.tool, CallStatus.FAILED if a.is_error else CallStatus.SUCCEEDED, a.content
-        )
+        calls[a.tool_use_id] = CallOutcome(a.tool, CallStatus.FAILED if a.is_error else CallStatus.SUCCEEDED, a.content)
     return calls
 
 

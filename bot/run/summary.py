@@ -130,8 +130,8 @@ class Evidence:
         return {"handle": self.handle, "quote": self.quote}
 
     @classmethod
-    def from_json(cls, data: object) -> Evidence:
-        return cls(handle=data) if isinstance(data, str) else cls(handle=data["handle"], quote=data.get("quote", ""))  # type: ignore[index]
+    def from_json(cls, data: str | Mapping[str, str]) -> Evidence:
+        return cls(handle=data) if isinstance(data, str) else cls(handle=data["handle"], quote=data.get("quote", ""))
 
     def text(self) -> str:
         """One line: the handle and the quote in full."""
@@ -345,7 +345,7 @@ def _evidence(
     for j, item in enumerate(_list(raw, f"{where}.evidence", EVIDENCE_MAX, problems)):
         at = f"{where}.evidence[{j}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("handle"), str):
-            problems.append(f'{at}: must be an object {{"handle": "#7", "quote": "..."}} (a call\'s handle and a quote)')
+            problems.append(f'{at}: must be an object {{"handle": "#7", "quote": "..."}}: a handle and a quote')
             continue
         quote = _text(item.get("quote"), f"{at}.quote", QUOTE_MAX, problems)
         number = handle_number(item["handle"])
