@@ -28,7 +28,7 @@ def update(status: str, confidence: str) -> dict[str, Any]:
                 "statement": "rotated nginx logs fill /var",
                 "status": status,
                 "confidence": confidence,
-                "evidence": ["toolu_disk"],
+                "evidence": [{"handle": "#1", "quote": "/var 50G 49.8G 0.2G 100%"}],
             },
             {
                 "id": "db",
