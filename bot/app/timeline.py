@@ -24,7 +24,7 @@ from bot.core.types import Approval, Feedback, FeedbackValue, InboxItem, InboxSt
 from bot.run.guards import canonical
 from bot.run.history import final_text, reasoning
 from bot.run.report import STOP_WORDS
-from bot.run.summary import handle_number
+from bot.run.summary import without_handle
 from bot.store import Ledger, SummaryRow
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
@@ -259,8 +259,9 @@ class Timeline:
         if full is not None:
             self._unused_results.remove(full)
             content = full.content or ""
-            body = content.partition("\n")[2] if handle_number(content) is not None else content
-            if content and body.startswith(shown):  # the trace has the output without its handle line
+            if content and without_handle(content).startswith(
+                shown
+            ):  # the trace has the output without its handle line
                 shown = content  # the whole output with its handle, not the trace's first 500 chars
         head = f"<code>{t(name)}</code>" + (' <span class="error">error</span>' if failed(data) else "")
         if data.get("confirmed_by"):

@@ -87,6 +87,11 @@ def handle_number(text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def without_handle(content: str) -> str:
+    """A stored result as the tool returned it: without the handle line the run put first."""
+    return content.partition("\n")[2] if handle_number(content) is not None else content
+
+
 def quoted_in(quote: str, body: str) -> bool:
     """`quote` appears in `body`, both redacted, whitespace runs collapsed, case ignored."""
 
@@ -111,7 +116,7 @@ class CallOutcome:
     @property
     def body(self) -> str:
         """The result without its handle line: what a quote must come from."""
-        return self.content.partition("\n")[2] if self.handle else self.content
+        return without_handle(self.content)
 
     @property
     def is_evidence(self) -> bool:
