@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.core.redact import REDACTED, redact
 from bot.core.types import Approval, FeedbackValue, RunStatus
-from bot.run.summary import SECTION_TITLES, HypothesisStatus, Summary
+from bot.run.summary import SECTION_TITLES, Evidence, HypothesisStatus, Summary
 from handlers import messages as m
 from handlers.mrkdwn import (
     FENCE,
@@ -340,31 +340,61 @@ _STATUS = {
 }
 
 
+EVIDENCE_SHOWN = 3  # per hypothesis; the exports show them all
+EVIDENCE_LINE_MAX = 100
+
+
 def summary_blocks(summary: Summary) -> list[dict[str, Any]]:
     """The living summary's three sections (What's going on, Likely cause, Next), in the contract's order;
-    hypotheses confirmed, supported, open, refuted. Every text the model wrote is redacted, escaped, has its hidden
-    characters revealed, and goes in `verbatim` mrkdwn; each section stays within 3,000 characters whatever the
-    text: when escaping makes the items too long, each is cut to an equal share, with an ellipsis."""
+    hypotheses confirmed, supported, open, refuted, each in its own section (the first under the title) with its
+    evidence as a context line under it: the handle, the tool and the quote, cut when long. Every text the model
+    wrote is redacted, escaped, has its hidden characters revealed, and goes in `verbatim` mrkdwn. Each section
+    stays within 3,000 characters whatever the text, and the hypotheses with their evidence within 3,000 in all
+    (so a status message keeps room for its tasks): when escaping makes the items too long, each is cut to an
+    equal share, with an ellipsis."""
     going_on, cause, nxt = SECTION_TITLES
-    causes = [(f"• {_STATUS[h.status]}, {h.confidence} confidence: ", h.statement) for h in summary.ordered()]
     steps = [("• ", step) for step in summary.next_steps]
+    ordered = summary.ordered()
+    evidence = {i: _evidence_context(h.evidence, f"summary_evidence_{i}") for i, h in enumerate(ordered) if h.evidence}
+    share = (SECTION_TEXT_MAX - len(cause) - 3 - blocks_text(list(evidence.values()))) // max(len(ordered), 1)
+    causes: list[dict[str, Any]] = []
+    for i, h in enumerate(ordered):
+        item = [(f"• {_STATUS[h.status]}, {h.confidence} confidence: ", h.statement)]
+        block_id = BLOCK_IDS[1] if i == 0 else f"{BLOCK_IDS[1]}_{i}"
+        title, budget = (cause, share + len(cause) + 3) if i == 0 else ("", share)
+        causes += [
+            _summary_section(block_id, title, item, NOT_KNOWN_YET, budget),
+            *([evidence[i]] if h.evidence else []),
+        ]
     return [
         _summary_section(BLOCK_IDS[0], going_on, [("", summary.situation)], NOT_KNOWN_YET),
-        _summary_section(BLOCK_IDS[1], cause, causes, NOT_KNOWN_YET),
+        *(causes or [_summary_section(BLOCK_IDS[1], cause, [], NOT_KNOWN_YET)]),
         _summary_section(BLOCK_IDS[2], nxt, steps, NOTHING_YET),
     ]
 
 
-def _summary_section(block_id: str, title: str, items: Sequence[tuple[str, str]], empty: str) -> dict[str, Any]:
-    head = f"*{title}*"
+def _evidence_context(evidence: Sequence[Evidence], block_id: str) -> dict[str, Any]:
+    """One hypothesis's evidence, one element each (the first `EVIDENCE_SHOWN`, then how many more)."""
+    lines = [_cut(" ".join(redact(e.text()).split()), EVIDENCE_LINE_MAX) for e in evidence[:EVIDENCE_SHOWN]]
+    if len(evidence) > EVIDENCE_SHOWN:
+        lines.append(f"and {len(evidence) - EVIDENCE_SHOWN} more")
+    return _context(lines, block_id)
+
+
+def _summary_section(
+    block_id: str, title: str, items: Sequence[tuple[str, str]], empty: str, budget: int = SECTION_TEXT_MAX
+) -> dict[str, Any]:
+    """At most `budget` characters of text. `title` empty: a section continuing the one above (a hypothesis
+    after the first)."""
+    head = f"*{title}*" if title else ""
     items = [(prefix, " ".join(redact(raw).split())) for prefix, raw in items if raw.strip()]
     if not items:
         return {"type": "section", "block_id": block_id, "text": _text(f"{head}\n{empty}")}
-    lines = [prefix + _cut(raw, SECTION_TEXT_MAX) for prefix, raw in items]
-    if len(head) + sum(1 + len(line) for line in lines) > SECTION_TEXT_MAX:
-        share = (SECTION_TEXT_MAX - len(head)) // len(items) - 1
+    lines = [prefix + _cut(raw, budget) for prefix, raw in items]
+    if len(head) + sum(1 + len(line) for line in lines) > budget:
+        share = (budget - len(head)) // len(items) - 1
         lines = [prefix + _cut(raw, share - len(prefix)) for prefix, raw in items]
-    return {"type": "section", "block_id": block_id, "text": _text("\n".join([head, *lines]))}
+    return {"type": "section", "block_id": block_id, "text": _text("\n".join([head, *lines] if head else lines))}
 
 
 def _cut(raw: str, budget: int) -> str:

@@ -24,6 +24,7 @@ from bot.core.types import Approval, Feedback, FeedbackValue, InboxItem, InboxSt
 from bot.run.guards import canonical
 from bot.run.history import final_text, reasoning
 from bot.run.report import CONCLUSION, STOP_WORDS, is_conclusion
+from bot.run.summary import without_handle
 from bot.store import Ledger, SummaryRow
 
 LONG_CHARS, LONG_LINES = 800, 15  # longer than this goes in a collapsed <details>
@@ -257,8 +258,11 @@ class Timeline:
         )
         if full is not None:
             self._unused_results.remove(full)
-            if full.content and full.content.startswith(shown):
-                shown = full.content  # the whole output, not the trace's first 500 chars
+            content = full.content or ""
+            if content and without_handle(content).startswith(
+                shown
+            ):  # the trace has the output without its handle line
+                shown = content  # the whole output with its handle, not the trace's first 500 chars
         head = f"<code>{t(name)}</code>" + (' <span class="error">error</span>' if failed(data) else "")
         if data.get("confirmed_by"):
             head += f" · confirmed by {self.person(data['confirmed_by'])}"
@@ -408,11 +412,13 @@ def timeline_table(entries: Sequence[Entry]) -> str:
 
 
 def hypotheses_table(rows: Sequence[SummaryRow]) -> str:
-    """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order)."""
+    """Each accepted update_summary: when, at which step, what was going on, each hypothesis (display order) with
+    its evidence in full (handle and quote)."""
     body = []
     for r in rows:
         causes = "<br>".join(
             f"<b>{t(h.status)}</b>, {t(h.confidence)}: {t(h.statement)} <code>{t(h.id)}</code>"
+            + "".join(f'<br>&nbsp;&nbsp;<span class="evidence">{t(e.text())}</span>' for e in h.evidence)
             for h in r.summary.ordered()
         )
         steps = "<br>".join(t(s) for s in r.summary.next_steps)

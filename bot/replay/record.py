@@ -23,7 +23,7 @@ from bot.core.redact import redact_value
 from bot.core.types import Approval, ApprovalState, Step, Usage
 from bot.run.guards import Limits, canonical
 from bot.run.history import final_text, tool_calls
-from bot.run.summary import Summary
+from bot.run.summary import Summary, without_handle
 from bot.store import Ledger
 
 FORMAT = "opsloop-incident/1"
@@ -53,7 +53,8 @@ class RecordedDecision:
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedCall:
-    """One tool call of the run, in call order. `result` None: started, outcome unknown (or never answered)."""
+    """One tool call of the run, in call order. `result`: what the tool returned, without the handle line the run
+    put first (a replay numbers its own calls); None: started, outcome unknown (or never answered)."""
 
     index: int
     step: int | None  # None: the turn was condensed away; the call is known from the tool_results table only
@@ -218,7 +219,7 @@ def export_run(
                 tool=tool,
                 args=row.args if row is not None else args,
                 category=cats.get(tool, UNKNOWN_CATEGORY),
-                result=row.content if row is not None else None,
+                result=without_handle(row.content) if row is not None and row.content is not None else None,
                 is_error=row is not None and row.is_error,
                 confirmed_by=row.confirmed_by if row is not None else None,
                 decision=None

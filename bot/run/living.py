@@ -12,12 +12,23 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.core.types import CallResult, ToolCall, ToolResultRow
-from bot.run.summary import DESCRIPTION, INPUT_SCHEMA, TOOL_NAME, CallOutcome, CallStatus, Summary, refusal, validate
+from bot.run.history import tool_calls
+from bot.run.summary import (
+    DESCRIPTION,
+    INPUT_SCHEMA,
+    TOOL_NAME,
+    CallOutcome,
+    CallStatus,
+    Summary,
+    handle,
+    refusal,
+    validate,
+)
 
 if TYPE_CHECKING:
     from bot.store import Store
 
-__all__ = ["ACCEPTED", "TOOL_NAME", "offered", "outcomes", "schema", "update"]
+__all__ = ["ACCEPTED", "TOOL_NAME", "behind", "handles", "numbered", "offered", "outcomes", "schema", "update"]
 
 ACCEPTED = "Summary updated; it is shown in the thread's status message."
 
@@ -32,18 +43,60 @@ def offered(schemas: Iterable[dict[str, Any]]) -> bool:
     return any(s.get("name") == TOOL_NAME for s in schemas)
 
 
+def numbered(results: dict[str, ToolResultRow], turn: Sequence[ToolCall]) -> int:
+    """How many calls of the run have a handle before `turn` (the turn being answered): every stored call but
+    update_summary's. Read from the store, so handles stay the same across restarts and condensation."""
+    pending = {c.id for c in turn}
+    return sum(1 for tid, r in results.items() if tid not in pending and r.tool != TOOL_NAME)
+
+
+def handles(schemas: Sequence[dict[str, Any]], turn: Sequence[ToolCall], before: int) -> dict[str, str]:
+    """Each call of `turn` by tool_use id with its handle (`#7 check_disk web-03`), numbered in call order after
+    the `before` earlier calls; its main argument is the first of its schema's parameters it was given.
+    update_summary has none: it is not evidence."""
+    params = {s["name"]: list(s.get("input_schema", {}).get("properties", {})) for s in schemas}
+    out: dict[str, str] = {}
+    for call in turn:
+        if call.name == TOOL_NAME:
+            continue
+        main = next((call.args[p] for p in params.get(call.name, list(call.args)) if p in call.args), None)
+        out[call.id] = handle(before + len(out) + 1, call.name, main)
+    return out
+
+
+def behind(history: Sequence[dict[str, Any]]) -> bool:
+    """A call succeeded after the last accepted summary, in call order: the summary doesn't cover everything
+    the final answer could cite. A run that never summarised is not asked."""
+    errors = {
+        b["tool_use_id"]: bool(b.get("is_error"))
+        for m in history
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+    summarized = stale = False
+    for m in history:
+        for call in tool_calls(m["content"]) if m["role"] == "assistant" else ():
+            if errors.get(call.id) is False:
+                summarized |= call.name == TOOL_NAME
+                stale = call.name != TOOL_NAME
+    return summarized and stale
+
+
 def outcomes(
     results: dict[str, ToolResultRow], turn: Sequence[ToolCall], answered: Sequence[CallResult] = ()
 ) -> dict[str, CallOutcome]:
-    """Every call of the run by tool_use id: stored results and this turn's `answered` ones (ran and not an
-    error: succeeded), and this turn's calls not answered yet (pending)."""
+    """Every call of the run by tool_use id, with its result's text: stored results and this turn's `answered`
+    ones (ran and not an error: succeeded), and this turn's calls not answered yet (pending)."""
     calls = {c.id: CallOutcome(c.name, CallStatus.PENDING) for c in turn}
     for tid, r in results.items():
         calls[tid] = CallOutcome(
-            r.tool, CallStatus.SUCCEEDED if r.content is not None and not r.is_error else CallStatus.FAILED
+            r.tool,
+            CallStatus.SUCCEEDED if r.content is not None and not r.is_error else CallStatus.FAILED,
+            r.content or "",
         )
     for a in answered:
-        calls[a.tool_use_id] = CallOutcome(a.tool, CallStatus.FAILED if a.is_error else CallStatus.SUCCEEDED)
+        calls[a.tool_use_id] = CallOutcome(a.tool, CallStatus.FAILED if a.is_error else CallStatus.SUCCEEDED, a.content)
     return calls
 
 

@@ -151,6 +151,8 @@ class _Run(Condenser, ToolGate):
         limits = cfg.limits
         self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
+        self.numbered = 0  # calls with a handle before the current turn (`living.numbered`, read at load)
+        self.handles: dict[str, str] = {}  # the current turn's handles by tool_use id
         self.steps: list[StepEntry] = []  # trace rows logged, waiting for the step's next store write
         self.unsaved: list[CallResult] = []  # this turn's results that claimed no marker: stored with its answer
         self.news_ahead: RunNews | None = None  # read by the last step's answer_turn, for the next step
@@ -168,6 +170,7 @@ class _Run(Condenser, ToolGate):
             return self.result(
                 row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by
             )
+        self.numbered = living.numbered(await cfg.store.tool_results(run_id), self.pending_calls())
         if self.fresh:
             await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
         if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
@@ -262,12 +265,27 @@ class _Run(Condenser, ToolGate):
             await self.end_stream(sink, answer=False)
             raise
         calls = tool_calls(response.content)
-        await self.end_stream(sink, answer=not calls)  # a step that calls tools never keeps a stream open
+        ask = not calls and self.summary_behind()
+        await self.end_stream(sink, answer=not calls and not ask)  # a step that calls tools never keeps a stream open
+        if ask:
+            self.history.append({"role": "user", "content": [{"type": "text", "text": prompts.SUMMARY_BEHIND}]})
+            await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
+            return None
         if not calls:
             return final_text(response.content)
         await self.execute(calls)
         self.check_deadline()
         return None  # the next step starts by checking for a Stop
+
+    def summary_behind(self) -> bool:
+        """The answer comes with a summary older than a successful call it could cite: ask once for the
+        update before posting (not when the iteration limit leaves no room for it)."""
+        return (
+            living.offered(self.tool_schemas)
+            and self.iterations < self.cfg.limits.max_iterations
+            and not any(prompts.SUMMARY_BEHIND in str(m["content"]) for m in self.history if m["role"] == "user")
+            and living.behind(self.history)
+        )
 
     # --- 1 inject -----------------------------------------------------------
     async def inject(self, items: list[Injected] | None = None) -> None:
@@ -451,6 +469,7 @@ class _Run(Condenser, ToolGate):
         """Run the calls (parallel-safe ones concurrently), then answer them all in one user turn. Only calls
         of a turn an earlier drive stored (`resumed`) can have stored results: this drive's fresh ones have none."""
         done = await self.cfg.store.tool_results(self.id, [c.id for c in calls]) if resumed else {}
+        self.handles = living.handles(self.tool_schemas, calls, self.numbered)
         if fresh_calls := [c for c in calls if c.id not in done]:
             announced = tuple(events.Announced(id=c.id, tool=c.name, args=c.args) for c in fresh_calls)
             await self.emit(events.ToolsAnnounced, calls=announced)
@@ -466,6 +485,7 @@ class _Run(Condenser, ToolGate):
             fresh = [c for c in group if c.id not in done]
             for call, outcome in zip(fresh, await self.run_group(fresh), strict=True):
                 results[call.id] = await self.after_call(call, outcome)
+        self.numbered += len(self.handles)
         if self.breaker.end_turn():
             raise Stop(
                 StopReason.CONSECUTIVE_ERRORS,
@@ -497,6 +517,8 @@ class _Run(Condenser, ToolGate):
         limits = self.cfg.limits
         if limits.loop_warn_at <= seen < limits.loop_stop_at:
             content, is_error, counts = prompts.loop_warning(call.name, seen), True, False
+        if call.id in self.handles:  # after the loop detector: the handle's number differs on every call
+            content = f"{self.handles[call.id]}\n{content}"
         result = CallResult(
             tool_use_id=call.id,
             tool=call.name,

@@ -1,11 +1,13 @@
 """The living summary (docs/context.md): what the run currently believes, checked by opsloop before it is shown.
 
 The model sends `update_summary` with a situation, up to five hypotheses and up to five next steps. opsloop,
-not the model, decides whether it stands: every evidence id must be a call of this run, and `high`
-confidence, `confirmed` and `refuted` need at least one successful call (one that ran and returned a result
-that is not an error; denied, expired or refused calls and `update_summary` calls are not evidence). A
-refused update names each problem, and the summary stays as it was. "We don't know yet" (no hypotheses, or
-only open ones) is a valid summary.
+not the model, decides whether it stands. Each piece of evidence is a call's handle (`#7`, the first line of
+every tool result: `handle`) and a short quote that must appear in that call's result: compared after
+redaction, with whitespace runs collapsed and case ignored (`quoted_in`). `high` confidence, `confirmed` and
+`refuted` need at least one such piece from a successful call (one that ran and returned a result that is not
+an error; denied, expired or refused calls and `update_summary` calls are not evidence). A refused update names
+each problem, and the summary stays as it was. "We don't know yet" (no hypotheses, or only open ones) is a valid
+summary.
 
 Pure: no Slack, no model client, no store. An accepted summary's text is redacted.
 """
@@ -13,6 +15,7 @@ Pure: no Slack, no model client, no store. An accepted summary's text is redacte
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +32,10 @@ HYPOTHESES_MAX = 5
 STEPS_MAX = 5
 EVIDENCE_MAX = 10  # the contract is silent; ten calls back any one claim
 ID_MAX = 40
+QUOTE_MIN = 4  # shorter quotes ("ok", "0") are found nearly anywhere and prove nothing
+QUOTE_MAX = 300
+HANDLE_MAIN_MAX = 40  # a handle's main argument, cut
+_HANDLE = re.compile(r"#(\d+)(?=\s|$)")
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 
@@ -67,16 +74,73 @@ class CallStatus(enum.StrEnum):
     PENDING = "pending"  # not finished yet (a call in the same turn as this update, or awaiting approval)
 
 
+def handle(number: int, tool: str, main: object = None) -> str:
+    """A call's handle, the first line of its result: its number in the run, the tool, its main argument."""
+    shown = " ".join(str(main).split()) if main is not None and not isinstance(main, (dict, list)) else ""
+    shown = shown if len(shown) <= HANDLE_MAIN_MAX else shown[: HANDLE_MAIN_MAX - 1] + "…"
+    return redact(" ".join(p for p in (f"#{number}", tool, shown) if p))
+
+
+def handle_number(text: str) -> int | None:
+    """The call number a handle or a result's first line starts with (`#7 check_disk web-03` -> 7)."""
+    found = _HANDLE.match(text.strip())
+    return int(found.group(1)) if found else None
+
+
+def without_handle(content: str) -> str:
+    """A stored result as the tool returned it: without the handle line the run put first."""
+    return content.partition("\n")[2] if handle_number(content) is not None else content
+
+
+def quoted_in(quote: str, body: str) -> bool:
+    """`quote` appears in `body`, both redacted, whitespace runs collapsed, case ignored."""
+
+    def norm(text: str) -> str:
+        return " ".join(redact(text).split()).casefold()
+
+    return norm(quote) in norm(body)
+
+
 @dataclass(frozen=True)
 class CallOutcome:
-    """One tool call of this run: which tool, and what became of it."""
+    """One tool call of this run: which tool, what became of it, and its result's text (its handle first)."""
 
     tool: str
     status: CallStatus
+    content: str = ""
+
+    @property
+    def handle(self) -> str:
+        return self.content.partition("\n")[0] if handle_number(self.content) is not None else ""
+
+    @property
+    def body(self) -> str:
+        """The result without its handle line: what a quote must come from."""
+        return without_handle(self.content)
 
     @property
     def is_evidence(self) -> bool:
         return self.status is CallStatus.SUCCEEDED and self.tool != TOOL_NAME
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A call's handle (`#7 check_disk web-03`, as its result starts) and a quote checked to be in its result.
+    A summary stored before quotes existed has a tool_use id as its handle and no quote."""
+
+    handle: str
+    quote: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"handle": self.handle, "quote": self.quote}
+
+    @classmethod
+    def from_json(cls, data: str | Mapping[str, str]) -> Evidence:
+        return cls(handle=data) if isinstance(data, str) else cls(handle=data["handle"], quote=data.get("quote", ""))
+
+    def text(self) -> str:
+        """One line: the handle and the quote in full."""
+        return f'{self.handle}: "{self.quote}"' if self.quote else self.handle
 
 
 @dataclass(frozen=True)
@@ -85,7 +149,7 @@ class Hypothesis:
     statement: str
     status: HypothesisStatus
     confidence: Confidence
-    evidence: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,7 +174,7 @@ class Summary:
                     "statement": h.statement,
                     "status": str(h.status),
                     "confidence": str(h.confidence),
-                    "evidence": list(h.evidence),
+                    "evidence": [e.to_json() for e in h.evidence],
                 }
                 for h in self.hypotheses
             ],
@@ -128,7 +192,7 @@ class Summary:
                     statement=h["statement"],
                     status=HypothesisStatus(h["status"]),
                     confidence=Confidence(h["confidence"]),
-                    evidence=tuple(h.get("evidence", ())),
+                    evidence=tuple(Evidence.from_json(e) for e in h.get("evidence", ())),
                 )
                 for h in data.get("hypotheses", ())
             ),
@@ -162,9 +226,18 @@ INPUT_SCHEMA: dict[str, Any] = {
                     "evidence": {
                         "type": "array",
                         "maxItems": EVIDENCE_MAX,
-                        "items": {"type": "string"},
-                        "description": "tool_use ids of this run's calls whose results back it. high "
-                        "confidence, confirmed and refuted need a successful call.",
+                        "description": "What backs it: a call's handle (the first line of its result, e.g. "
+                        '"#7") and a short quote copied from that result. high confidence, confirmed and refuted '
+                        "need at least one, from a call that succeeded.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "handle": {"type": "string", "maxLength": ID_MAX, "description": 'e.g. "#7"'},
+                                "quote": {"type": "string", "minLength": QUOTE_MIN, "maxLength": QUOTE_MAX},
+                            },
+                            "required": ["handle", "quote"],
+                            "additionalProperties": False,
+                        },
                     },
                 },
                 "required": ["id", "statement", "status", "confidence"],
@@ -179,8 +252,10 @@ INPUT_SCHEMA: dict[str, Any] = {
 
 DESCRIPTION = (
     "Keep the thread's summary of this investigation current: what is going on, the likely cause with "
-    "honest confidence, and what comes next. Call it after each significant finding. Back high "
-    "confidence, confirmed and refuted with the tool_use ids of calls that succeeded. Returns that the "
+    "honest confidence, and what comes next. Call it after each significant finding. Back each hypothesis "
+    "with evidence: a call's handle (the first line of its result, e.g. #7) and a short quote copied from that "
+    "result; opsloop checks the quote is there. high confidence, confirmed and refuted need such evidence "
+    "from a call that succeeded. The evidence is shown to people under each hypothesis. Returns that the "
     "summary was updated in the thread, or, when refused, every problem with the input, each naming its field."
 )
 
@@ -188,7 +263,8 @@ DESCRIPTION = (
 def validate(raw: object, *, calls: Mapping[str, CallOutcome]) -> Summary | list[str]:
     """The accepted summary (its text redacted), or every problem with `raw`, each naming its field.
 
-    `calls` holds this run's tool calls by tool_use id, the current update_summary call included.
+    `calls` holds this run's tool calls by tool_use id, the current update_summary call included, each with its
+    result's text (its handle first).
     """
     if not isinstance(raw, Mapping):
         return ["the input must be an object with situation, hypotheses and next_steps"]
@@ -217,8 +293,8 @@ def render_text(summary: Summary) -> str:
     lines = [f"{going_on}: {summary.situation or '-'}", f"{cause}:"]
     ordered = summary.ordered()
     for h in ordered:
-        backing = f"; evidence {', '.join(h.evidence)}" if h.evidence else ""
-        lines.append(f"  - {h.status}, {h.confidence} confidence: {h.statement} [{h.id}{backing}]")
+        lines.append(f"  - {h.status}, {h.confidence} confidence: {h.statement} [{h.id}]")
+        lines += [f"      evidence {e.text()}" for e in h.evidence]
     if not ordered:
         lines.append("  not known yet")
     lines.append(f"{nxt}:")
@@ -253,52 +329,78 @@ def _hypotheses(raw: object, calls: Mapping[str, CallOutcome], problems: list[st
         evidence = _evidence(item.get("evidence", []), where, calls, problems)
         if status is None or confidence is None or len(problems) > before:
             continue
-        _check_backing(where, status, confidence, evidence, calls, problems)
+        _check_backing(where, status, confidence, evidence, problems)
         out.append(
-            Hypothesis(id=hid, statement=redact(statement), status=status, confidence=confidence, evidence=evidence)
+            Hypothesis(
+                id=hid,
+                statement=redact(statement),
+                status=status,
+                confidence=confidence,
+                evidence=tuple(e for e, _ in evidence),
+            )
         )
     return tuple(out)
 
 
-def _evidence(raw: object, where: str, calls: Mapping[str, CallOutcome], problems: list[str]) -> tuple[str, ...]:
-    ids: list[str] = []
+def _evidence(
+    raw: object, where: str, calls: Mapping[str, CallOutcome], problems: list[str]
+) -> tuple[tuple[Evidence, CallOutcome], ...]:
+    """Each piece resolved to its call (by the handle's number) and its quote found in that call's result."""
+    by_number = {n: c for c in calls.values() if (n := handle_number(c.handle)) is not None}
+    out: list[tuple[Evidence, CallOutcome]] = []
     for j, item in enumerate(_list(raw, f"{where}.evidence", EVIDENCE_MAX, problems)):
-        if not isinstance(item, str):
-            problems.append(f"{where}.evidence[{j}]: must be a tool_use id (a string)")
-        elif item not in calls:
-            problems.append(f"{where}.evidence: {_shown(item)} is not a call of this run")
-        elif item not in ids:
-            ids.append(item)
-    return tuple(ids)
+        at = f"{where}.evidence[{j}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("handle"), str):
+            problems.append(f'{at}: must be an object {{"handle": "#7", "quote": "..."}}: a handle and a quote')
+            continue
+        quote = _text(item.get("quote"), f"{at}.quote", QUOTE_MAX, problems)
+        number = handle_number(item["handle"])
+        call = by_number.get(number) if number is not None else None
+        if call is None:
+            problems.append(
+                f"{at}.handle: {_shown(item['handle'])} is not a call of this run (cite the handle on the first "
+                'line of a tool result, e.g. "#7")'
+            )
+        elif quote and len(quote.strip()) < QUOTE_MIN:
+            problems.append(f"{at}.quote: too short, at least {QUOTE_MIN} characters")
+        elif quote and not quoted_in(quote, call.body):
+            problems.append(
+                f"{at}.quote: {_shown(quote)} is not in the result of {call.handle}; copy the words from that "
+                "result exactly (whitespace and case may differ)"
+            )
+        elif quote:
+            evidence = Evidence(handle=call.handle, quote=redact(" ".join(quote.split())))
+            if evidence not in (e for e, _ in out):
+                out.append((evidence, call))
+    return tuple(out)
 
 
 def _check_backing(
     where: str,
     status: HypothesisStatus,
     confidence: Confidence,
-    evidence: tuple[str, ...],
-    calls: Mapping[str, CallOutcome],
+    evidence: tuple[tuple[Evidence, CallOutcome], ...],
     problems: list[str],
 ) -> None:
-    """`high` confidence, `confirmed` and `refuted` need a successful call; say why each id given is not one."""
+    """`high` confidence, `confirmed` and `refuted` need quoted evidence from a successful call; say why each
+    piece given is not."""
     claims = ([f"confidence {confidence}"] if confidence is Confidence.HIGH else []) + (
         [f"status {status}"] if status in _NEEDS_EVIDENCE else []
     )
-    if not claims or any(calls[e].is_evidence for e in evidence):
+    if not claims or any(call.is_evidence for _, call in evidence):
         return
-    why = "; ".join(f"{e} {_not_evidence(calls[e])}" for e in evidence) or "no evidence given"
+    why = "; ".join(f"{e.handle} {_not_evidence(call)}" for e, call in evidence) or "no evidence given"
     problems.append(
-        f"{where}: {' and '.join(claims)} needs at least one successful call of this run as evidence ({why})"
+        f"{where}: {' and '.join(claims)} needs at least one quoted piece of evidence from a successful call of "
+        f"this run ({why})"
     )
 
 
 def _not_evidence(call: CallOutcome) -> str:
-    if call.tool == TOOL_NAME:
-        return "is an update_summary call"
     return {
-        CallStatus.FAILED: f"({call.tool}) returned an error",
-        CallStatus.NOT_RUN: f"({call.tool}) did not run: denied, expired or refused",
-        CallStatus.PENDING: f"({call.tool}) has not finished",
+        CallStatus.FAILED: "returned an error",
+        CallStatus.NOT_RUN: "did not run: denied, expired or refused",
+        CallStatus.PENDING: "has not finished",
     }.get(call.status, "is not evidence")
 
 

@@ -109,7 +109,8 @@ async def test_a_50_mb_tool_output_does_not_delay_the_ack_of_another_threads_men
         content = result_text(result)
         assert len(content) <= MAX_OUTPUT_CHARS
         assert f" chars of {FLOOD_LEN}] …" in content
-        assert content.startswith("db password=" + REDACTED) and content.rstrip().endswith(REDACTED)
+        assert content.startswith("#1 dump_access_log web-03\ndb password=" + REDACTED)  # the handle, then the output
+        assert content.rstrip().endswith(REDACTED)
         assert "Q" not in content  # no secret survives either cut, not even half of one
         fake_anthropic.assert_complete()
 

@@ -71,7 +71,8 @@ async def test_hostile_markup_from_every_source_reaches_slack_escaped_in_every_m
             tool_use("update_summary", situation),
             tool_use("list_large_files", {"host": "web-03", "path": f"var {HOSTILE}"}),
         ),
-        reply(tool_use("clean_logs", HOSTILE_ARGS)),
+        # the summary kept current with the change (after it in the turn), so the answer is not asked to update it
+        reply(tool_use("clean_logs", HOSTILE_ARGS), tool_use("update_summary", situation)),
         reply(text(LONG_ANSWER)),
         # run B: offered run A and the runbook; stopped at its card: the handoff report
         reply(text(f"Same again {HOSTILE}"), tool_use("clean_logs", HOSTILE_ARGS)),

@@ -50,10 +50,11 @@ async def test_clean_logs_deletes_only_the_files_its_approved_preview_listed(
         (result,) = tool_results((await env.requests(2))[1])
         content = result_text(result)
         assert not result.get("is_error")
-        assert content.splitlines()[0] == (
+        assert content.splitlines()[0].startswith("#1 clean_logs /")  # the handle, then what the tool said
+        assert content.splitlines()[1] == (
             f"deleted 1 rotated log files older than 7 days under {logs}, freed 1000B (1000 bytes); approved by {BOB}"
         )
-        assert content.splitlines()[2:] == [
+        assert content.splitlines()[3:] == [
             "not deleted, not in the approved preview (1 files, new or changed since it was made; call clean_logs "
             "again for a new preview and approval):",
             f"  {late}  4.9K  30d old",

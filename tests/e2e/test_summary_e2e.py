@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.app.cli import main
 from bot.playground.standin.blockkit import block_errors
-from bot.run.summary import TOOL_NAME
+from bot.run.summary import TOOL_NAME, Evidence
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, Message
 from tests.support.harness import ALICE, BOB, bot_env, is_status, result_text, text_of, tool_results
@@ -29,9 +29,17 @@ def summary(
     return {"situation": situation, "hypotheses": hypotheses or [], "next_steps": steps or []}
 
 
+def ev(handle: str, quote: str) -> dict[str, str]:
+    return {"handle": handle, "quote": quote}
+
+
+# check_disk web-03's result in the playground: /var is the full mount (whitespace collapsed, as quotes may be)
+DISK = ev("#1", "/var 50G 49.8G 0.2G 100%")
+
+
 def hyp(
     hid: str,
-    evidence: list[str],
+    evidence: list[dict[str, str]],
     *,
     status: str = "supported",
     confidence: str = "high",
@@ -68,8 +76,8 @@ async def test_an_accepted_update_is_shown_above_the_tasks_and_stored(
                 TOOL_NAME,
                 summary(
                     hypotheses=[
-                        hyp("logs", ["toolu_disk"]),
-                        hyp("db", ["toolu_disk"], status="refuted", statement="the database is slow"),
+                        hyp("logs", [DISK]),
+                        hyp("db", [DISK], status="refuted", statement="the database is slow"),
                     ],
                     steps=["delete rotated logs older than 7 days"],
                 ),
@@ -101,7 +109,9 @@ async def test_an_accepted_update_is_shown_above_the_tasks_and_stored(
         (run,) = env.runs()
         with env.ledger() as ledger:
             (row,) = ledger.summaries(run.id)
-        assert row.step == 2 and row.summary.hypotheses[0].evidence == ("toolu_disk",)
+        assert row.step == 2 and row.summary.hypotheses[0].evidence == (
+            Evidence("#1 check_disk web-03", "/var 50G 49.8G 0.2G 100%"),
+        )
         fake_anthropic.assert_complete()
 
 
@@ -109,8 +119,8 @@ async def test_each_bad_update_is_refused_naming_the_problem_and_never_trips_the
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     bad = [
-        summary(hypotheses=[hyp("x", ["toolu_nope"], confidence="low")]),
-        summary(hypotheses=[hyp("x", ["toolu_failed"])]),
+        summary(hypotheses=[hyp("x", [ev("#9", "/var/log")], confidence="low")]),
+        summary(hypotheses=[hyp("x", [ev("#1", "path must be absolute")])]),
         summary(hypotheses=[hyp(f"h{i}", [], status="open", confidence="low") for i in range(6)]),
         summary("x" * 301),
     ]
@@ -127,8 +137,9 @@ async def test_each_bad_update_is_refused_naming_the_problem_and_never_trips_the
         refusals = [tool_results(r)[0] for r in requests[3:7]]
         assert all(r.get("is_error") for r in refusals)
         said = [result_text(r) for r in refusals]
-        assert "toolu_nope is not a call of this run" in said[0]
-        assert "confidence high needs at least one successful call" in said[1] and "returned an error" in said[1]
+        assert "hypotheses[0].evidence[0].handle: #9 is not a call of this run" in said[0]
+        assert "confidence high needs at least one quoted piece of evidence from a successful call" in said[1]
+        assert "#1 list_large_files web-03 returned an error" in said[1]
         assert "hypotheses: 6 given, at most 5" in said[2]
         assert "situation: 301 characters, at most 300" in said[3]
         assert all("the summary is unchanged" in s for s in said)
@@ -145,7 +156,7 @@ async def test_high_confidence_on_a_denied_call_is_refused(
 ) -> None:
     fake_anthropic.script(
         reply(tool_use("clean_logs", CLEAN, id="toolu_clean")),
-        reply(tool_use(TOOL_NAME, summary(hypotheses=[hyp("logs", ["toolu_clean"], status="confirmed")]))),
+        reply(tool_use(TOOL_NAME, summary(hypotheses=[hyp("logs", [ev("#1", "denied")], status="confirmed")]))),
         reply(text("Denied; stopping here.")),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
@@ -192,7 +203,7 @@ async def test_a_restarted_run_shows_its_last_summary_again(
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
         reply(
-            tool_use(TOOL_NAME, summary("before the restart", hypotheses=[hyp("logs", ["toolu_disk"])])),
+            tool_use(TOOL_NAME, summary("before the restart", hypotheses=[hyp("logs", [DISK])])),
             tool_use("clean_logs", CLEAN),
         ),
         reply(text("Freed 19.8 GB after the restart.")),
@@ -213,8 +224,8 @@ async def test_a_run_cut_off_by_a_limit_reports_its_last_summary_and_show_export
 ) -> None:
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-        reply(tool_use(TOOL_NAME, summary("first belief", hypotheses=[hyp("logs", ["toolu_disk"], confidence="low")]))),
-        reply(tool_use(TOOL_NAME, summary("second belief", hypotheses=[hyp("logs", ["toolu_disk"])]))),
+        reply(tool_use(TOOL_NAME, summary("first belief", hypotheses=[hyp("logs", [DISK], confidence="low")]))),
+        reply(tool_use(TOOL_NAME, summary("second belief", hypotheses=[hyp("logs", [DISK])]))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[limits]\nmax_iterations = 3") as env:
         channel, ts = await env.mention(TASK, user=ALICE)
@@ -247,15 +258,13 @@ async def test_the_final_answer_starts_from_the_last_summary_redacted_and_escape
     token = "xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx"
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
-        reply(
-            tool_use(TOOL_NAME, summary("an older belief", hypotheses=[hyp("logs", ["toolu_disk"], confidence="low")]))
-        ),
+        reply(tool_use(TOOL_NAME, summary("an older belief", hypotheses=[hyp("logs", [DISK], confidence="low")]))),
         reply(
             tool_use(
                 TOOL_NAME,
                 summary(
                     f"<!channel> /var full, token {token}",
-                    hypotheses=[hyp("logs", ["toolu_disk"])],
+                    hypotheses=[hyp("logs", [DISK])],
                     steps=["ping <@U0BOB>"],
                 ),
             )
@@ -267,7 +276,9 @@ async def test_the_final_answer_starts_from_the_last_summary_redacted_and_escape
         answer = await env.wait_final(channel, ts)
         assert block_errors(answer.blocks) == [], block_errors(answer.blocks)
         ids = [b.get("block_id") for b in answer.blocks or []]
-        assert ids[:3] == ["summary_situation", "summary_cause", "summary_next"]  # the summary first
+        # the summary first, its hypothesis with its evidence under it
+        assert ids[:4] == ["summary_situation", "summary_cause", "summary_evidence_0", "summary_next"]
+        assert '#1 check_disk web-03: "/var 50G 49.8G 0.2G 100%"' in text_of(answer)
         assert answer.text == "Rotated nginx logs fill /var."  # the notification is the answer itself
         shown = text_of(answer)
         assert (

@@ -135,7 +135,10 @@ async def test_a_denied_approval_and_a_failing_call_are_error_tasks(
             "the denial as an error task",
         )
         shown = tasks_of(status)
-        assert shown["list_large_files var/log on web-03"] == ("error", "path must be absolute, got 'var/log'")
+        assert shown["list_large_files var/log on web-03"] == (
+            "error",
+            "#1 list_large_files web-03 path must be absolute, got 'var/log'",
+        )
         assert shown["Approval for clean_logs"] == ("error", f"denied by <@{CAROL}>")
         assert shown["clean_logs /var/log/nginx on web-03"] == ("error", "not run")
 

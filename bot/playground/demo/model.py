@@ -100,6 +100,11 @@ class Facts:
     def last(self, name: str) -> Call | None:
         return next((c for c in reversed(self.calls) if c.name == name), None)
 
+    def summary_behind(self) -> bool:
+        """A call succeeded after the last summary update (the answer would cite what the summary lacks)."""
+        last = max((i for i, c in enumerate(self.calls) if c.name == SUMMARY and c.ran), default=-1)
+        return any(c.ran and c.name != SUMMARY for c in self.calls[last + 1 :])
+
     def asked_for_logs(self) -> bool:
         return any("log" in text.lower() for _, text in self.replies)
 
@@ -156,19 +161,28 @@ def next_step(f: Facts) -> Step:
         )
     if f.ran("clean_logs") and len(f.ran("check_disk")) < 2:
         return Step(thinking="Logs deleted. Verify the disk.", calls=(("check_disk", host), found_summary(f)))
+    if f.summary_behind():
+        return Step(thinking="Bring the summary up to date before answering.", calls=(found_summary(f),))
     return Step(thinking="Done: summarise for the on-call engineer.", answer=final_answer(f))
 
 
-# The living summary (update_summary), kept current on two turns that also call read-only tools, so the run's
-# steps stay as they were. Evidence is the ids of calls that already succeeded.
+# The living summary (update_summary), kept current on turns that also call read-only tools. Evidence is each
+# call's handle (its result's first line) with a line quoted from its result, as a real model would copy it.
 SUMMARY = "update_summary"
+_QUOTE_MAX = 120
 
 
-def _ids(*calls: Call | None) -> list[str]:
-    return [c.id for c in calls if c is not None and c.ran]
+def _cite(call: Call | None, *words: str) -> list[dict[str, str]]:
+    """The call's handle and the first line of its result holding all `words` (any line when none do)."""
+    if call is None or not call.ran or not call.result or not call.result.startswith("#"):
+        return []
+    handle, _, body = call.result.partition("\n")
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    line = next((x for x in lines if all(w in x for w in words)), lines[0] if lines else "")
+    return [{"handle": handle.split()[0], "quote": line[:_QUOTE_MAX].strip()}] if len(line) >= 4 else []
 
 
-def _hypothesis(id: str, statement: str, status: str, confidence: str, evidence: list[str]) -> dict[str, Any]:
+def _hypothesis(id: str, statement: str, status: str, confidence: str, evidence: list[Any]) -> dict[str, Any]:
     return {"id": id, "statement": statement, "status": status, "confidence": confidence, "evidence": evidence}
 
 
@@ -182,7 +196,7 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     return SUMMARY, {
         "situation": f"{HOST} /var is at {full}%; nginx may be failing to write its logs.",
         "hypotheses": [
-            _hypothesis("logs", "old nginx logs fill /var", "open", "medium", _ids(disk)),
+            _hypothesis("logs", "old nginx logs fill /var", "open", "medium", _cite(disk, "/var")),
             _hypothesis("nginx", NGINX_BROKEN, "open", "low", []),
         ],
         "next_steps": ["find what fills /var", "check nginx's state"],
@@ -190,14 +204,18 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
 
 
 def found_summary(f: Facts) -> tuple[str, dict[str, Any]]:
-    """After the approved cleanup: the cause confirmed by what ran, nginx ruled out."""
-    looked = [c for c in (f.last("tail_log"), f.last("service_status")) if c is not None and c.ran]
+    """What the run found: the cause confirmed by what ran, nginx ruled out when its state or log was read."""
+    tail, status = f.last("tail_log"), f.last("service_status")
+    looked = _cite(tail, "No space left") + _cite(status, "active")
     logs = "212 rotated nginx logs (28 GB) that logrotate never deletes fill /var"
+    cleaned = bool(f.ran("clean_logs"))
+    backing = _cite(f.last("list_big_files")) + _cite(f.last("clean_logs"))
     return SUMMARY, {
-        "situation": f"{HOST} /var filled up with rotated nginx logs; the old ones are deleted.",
+        "situation": f"{HOST} /var filled up with rotated nginx logs; "
+        + ("the old ones are deleted." if cleaned else "nothing was deleted."),
         "hypotheses": [
-            _hypothesis("logs", logs, "confirmed", "high", _ids(f.last("list_big_files"), f.last("clean_logs"))),
-            _hypothesis("nginx", NGINX_BROKEN, *(("refuted", "high") if looked else ("open", "low")), _ids(*looked)),
+            _hypothesis("logs", logs, *(("confirmed", "high") if backing else ("supported", "medium")), backing),
+            _hypothesis("nginx", NGINX_BROKEN, *(("refuted", "high") if looked else ("open", "low")), looked),
         ],
         "next_steps": ["verify /var has room again", "add maxage 14 to /etc/logrotate.d/nginx"],
     }

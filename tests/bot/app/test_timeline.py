@@ -160,6 +160,7 @@ def test_the_page_tells_who_did_what_and_when(incident, tmp_path):
     assert f"approved by bob ({BOB}) at" in seen  # who approved, by display name, and when
     assert '"path": "/var/log/nginx"' in seen  # the call's arguments
     assert "END_OF_ENV" in "".join(parsed.collapsed)  # a long output whole, not the trace's 500 chars, collapsed
+    assert "#2 dump_env web-03\nSETTING_00=" in "".join(parsed.collapsed)  # with its handle, as the model read it
     assert "completed — finished the task and gave an answer" in seen
     assert f"${incident['cost_usd']:.4f}" in seen
     assert incident["model"] in seen

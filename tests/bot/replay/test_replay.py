@@ -165,7 +165,7 @@ async def test_a_different_destructive_call_is_marked_and_never_executed(
     (asked,) = c.approvals_replay
     assert "clean_logs" in asked.call and asked.outcome == "would ask approval → denied (replay)"
     (res,) = tool_results(requests[3])
-    assert res.get("is_error") and result_text(res).startswith("Denied: replay.")
+    assert res.get("is_error") and result_text(res).startswith("#3 clean_logs web-03\nDenied: replay.")
     assert result.replay.changes == [] and c.regression
     assert incident_tools.ran("clean_logs") == []
 

@@ -92,7 +92,7 @@ async def test_live_readonly_runs_an_unrecorded_read_for_real_and_never_a_change
     disk, restart = tool_results(requests[3])
     assert not disk.get("is_error") and "web-04:" in result_text(disk) and "/var   50G    21.0G" in result_text(disk)
     # the restart the original never decided: would ask, denied (replay), never run, even with --live-readonly
-    assert restart.get("is_error") and result_text(restart).startswith("Denied: replay.")
+    assert restart.get("is_error") and result_text(restart).startswith("#4 restart_service web-03\nDenied: replay.")
     assert incident_tools.ran("restart_service") == []
     assert 'check_disk(host="web-04")' in out and "[live]" in out
     assert "replayed 2 · unrecorded 0 · live 1 · recorded decision 0 · would ask approval 1" in out

@@ -28,7 +28,7 @@ def update(status: str, confidence: str) -> dict[str, Any]:
                 "statement": "rotated nginx logs fill /var",
                 "status": status,
                 "confidence": confidence,
-                "evidence": ["toolu_disk"],
+                "evidence": [{"handle": "#1", "quote": "/var 50G 49.8G 0.2G 100%"}],
             },
             {
                 "id": "db",
@@ -69,7 +69,10 @@ async def test_the_same_final_hypotheses_are_said_to_be_the_same(
 ) -> None:
     incident = await record(tmp_path, fake_slack, fake_anthropic)
     assert [h["summary"]["hypotheses"][0]["status"] for h in incident.summary_history] == ["supported"]
+    assert incident.calls[0].result is not None and incident.calls[0].result.startswith("web-03")  # no handle line
     result, requests = await replay_on(incident, fake_anthropic, *script("supported", "high"))
+    (disk,) = tool_results(requests[1])
+    assert result_text(disk).startswith("#1 check_disk web-03\nweb-03")  # the replay's own handle, once
     names = [t["name"] for t in requests[0].body["tools"]]
     assert names.count(TOOL_NAME) == 1  # the runtime's own tool, not a second copy from the record
     (res,) = tool_results(requests[2])

@@ -195,7 +195,16 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 {"type": "tool_use", "id": "toolu_a", "name": "check_cpu", "input": {"host": "web-03"}},
             ],
         ),
-        ("user", [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "web-03: cpu 97%, load 7.9"}]),
+        (
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_a",
+                    "content": "#1 check_cpu web-03\nweb-03: cpu 97%, load 7.9",
+                }
+            ],
+        ),
         (
             "assistant",
             [
@@ -203,7 +212,16 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 {"type": "tool_use", "id": "toolu_b", "name": "list_top_processes", "input": {"host": "web-03"}},
             ],
         ),
-        ("user", [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "PID 4242 java 310% cpu"}]),
+        (
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": "#2 list_top_processes web-03\nPID 4242 java 310% cpu",
+                }
+            ],
+        ),
         (
             "assistant",
             [
@@ -222,7 +240,7 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 {
                     "type": "tool_result",
                     "tool_use_id": "toolu_c",
-                    "content": "restarted java-app on web-03 (approved by U2)",
+                    "content": "#3 restart_service web-03\nrestarted java-app on web-03 (approved by U2)",
                 }
             ],
         ),
@@ -233,7 +251,16 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 {"type": "tool_use", "id": "toolu_d", "name": "check_cpu", "input": {"host": "web-03"}},
             ],
         ),
-        ("user", [{"type": "tool_result", "tool_use_id": "toolu_d", "content": "web-03: cpu 97%, load 7.9"}]),
+        (
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_d",
+                    "content": "#4 check_cpu web-03\nweb-03: cpu 97%, load 7.9",
+                }
+            ],
+        ),
     ]
     assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9]
 
@@ -439,7 +466,7 @@ async def test_third_identical_call_gets_a_change_approach_error(store, fake_ant
     assert result.stop_reason == StopReason.COMPLETED
     [third] = last_content(fake_anthropic, 3)
     assert third["is_error"] is True
-    assert third["content"].startswith("loop detected: you called check_cpu 3 times")
+    assert third["content"].startswith("#3 check_cpu web-03\nloop detected: you called check_cpu 3 times")
 
 
 async def test_sixth_identical_call_stops_the_run(store, fake_anthropic, anthropic_client):
@@ -468,9 +495,9 @@ async def test_read_only_parallel_tools_overlap_and_results_keep_call_order(stor
     result = await run(config(store, anthropic_client, tools=ToolRegistry([probe])), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     assert [(b["tool_use_id"], b["content"]) for b in last_content(fake_anthropic, 1)] == [
-        ("toolu_c", "c ok"),
-        ("toolu_a", "a ok"),
-        ("toolu_b", "b ok"),
+        ("toolu_c", "#1 probe c\nc ok"),  # handles numbered in call order, whatever finishes first
+        ("toolu_a", "#2 probe a\na ok"),
+        ("toolu_b", "#3 probe b\nb ok"),
     ]
 
 
@@ -514,7 +541,9 @@ async def test_denial_reason_goes_to_the_model_and_nothing_runs(store, fake_anth
     await run(config(store, anthropic_client, confirm=deny), await start(store))
     [block] = last_content(fake_anthropic, 1)
     assert block["is_error"] is True
-    assert block["content"].startswith("Denied by U2: not during peak traffic. restart_service was NOT run.")
+    assert block["content"].startswith(
+        "#1 restart_service web-03\nDenied by U2: not during peak traffic. restart_service was NOT run."
+    )
     assert EXECUTED == []
 
 
@@ -542,7 +571,7 @@ async def test_thread_reply_enters_after_tool_results_on_the_next_step(store, fa
     await run(config(store, anthropic_client, inject=inject), run_id)
     assert await store.queued_inbox(run_id) == []
     assert strip_cache(last_content(fake_anthropic, 1)) == [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "web-03: cpu 97%, load 7.9"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "#1 check_cpu web-03\nweb-03: cpu 97%, load 7.9"},
         {"type": "text", "text": "[thread reply from U7] don't restart nginx, show me the logs first"},
     ]
 
@@ -656,7 +685,10 @@ async def test_each_recovered_json_call_gets_its_own_id_and_runs(store, fake_ant
         for b in m["content"]
         if b["type"] == "tool_result"
     ]
-    assert [r["content"] for r in results] == ["web-01: cpu 97%, load 7.9", "web-02: cpu 97%, load 7.9"]
+    assert [r["content"] for r in results] == [
+        "#1 check_cpu web-01\nweb-01: cpu 97%, load 7.9",
+        "#2 check_cpu web-02\nweb-02: cpu 97%, load 7.9",
+    ]
 
 
 async def test_json_naming_an_unknown_tool_stays_text(store, fake_anthropic, anthropic_client):
