@@ -92,6 +92,6 @@ async def test_a_catastrophic_grep_that_overruns_its_timeout_is_killed_and_the_m
 
         (result,) = tool_results((await env.requests(2))[1])
         assert result["is_error"] is True
-        assert result_text(result) == "grep_log timed out after 1s (its process was killed)"
+        assert result_text(result) == "#1 grep_log huge.log.gz\ngrep_log timed out after 1s (its process was killed)"
         assert not alive(worker) and host_commands() == []
         fake_anthropic.assert_complete()

@@ -59,6 +59,7 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
         assert "panic: missing config key FEATURE_X" in results[2] and "s3cr3tpw" not in results[2]
         assert "api:1.41" in results[3] and "deploy api 1.41" in results[3]
         assert results[4].startswith(
+            "#5 k8s_rollout_undo api\n"  # its handle, then what the tool did
             "done: rollout undo deployment web/api to revision 1 (from 2) on cluster prod; "
             f"approved by {BOB}; resourceVersion {rv} → "
         )

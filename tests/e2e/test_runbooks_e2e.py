@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.run.summary import handle_number, without_handle
 from tests.e2e.test_alerts_webhook_e2e import CONFIG as WEBHOOK
 from tests.e2e.test_alerts_webhook_e2e import ENV, payload, post, root
 from tests.e2e.test_slack_e2e import CLEAN
@@ -172,9 +173,10 @@ async def test_the_tools_find_read_refuse_and_see_a_changed_file(
         channel, ts = await env.mention("what do the runbooks say?")
         await said(env, channel, ts, "Nothing for a full disk.")
         first = await env.requests(3)
-        found, escape, dns, dotdot = (result_text(b) for b in tool_results(first[1]))
+        results = [result_text(b) for b in tool_results(first[1]) + tool_results(first[2])]
+        assert [handle_number(r) for r in results] == [1, 2, 3, 4, 5]  # each result opens with its call's handle
+        found, escape, dns, dotdot, huge = (without_handle(r) for r in results)
         assert found.startswith("No runbook matches")
-        (huge,) = (result_text(b) for b in tool_results(first[2]))
         for out in (escape, dotdot, huge):
             assert "no runbook named" in out and "(known: dns)" in out
         assert dns.startswith("[team runbook dns: 'DNS is down', 2 steps]") and "`dig` the name" in dns
@@ -183,7 +185,7 @@ async def test_the_tools_find_read_refuse_and_see_a_changed_file(
         channel2, ts2 = await env.mention("and now?")
         await said(env, channel2, ts2, "Done.")
         later = await env.requests(5)
-        listed, steps = (result_text(b) for b in tool_results(later[4]))
+        listed, steps = (without_handle(result_text(b)) for b in tool_results(later[4]))
         assert "- disk-full: Disk, v2 (4 steps) — matched by keyword 'disk full'" in listed
         assert steps.startswith("[team runbook disk-full: 'Disk, v2', 4 steps]") and "`clean_logs`" in steps
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.run.summary import handle_number, without_handle
 from tests.conftest import API_KEY
 from tests.e2e.test_changes_webhook_e2e import CONFIG as CHANGES
 from tests.e2e.test_changes_webhook_e2e import ENV as CHANGES_ENV
@@ -46,9 +47,11 @@ async def test_hostile_runbooks_are_each_one_problem_and_the_good_one_is_still_o
         requests = await env.requests(3)
         assert "[team runbook disk-full:" in first_turn(requests[0])
         found, bomb = (result_text(b) for b in tool_results(requests[1]))
+        assert found.startswith("#1 find_runbooks disk full\n") and handle_number(bomb) == 2  # their handles
+        found, bomb = without_handle(found), without_handle(bomb)
         assert found.startswith("- disk-full: Disk full on a web host (4 steps)") and "bomb" not in found
         assert "no runbook named 'bomb' (known: disk-full)" in bomb
-        (steps,) = (result_text(b) for b in tool_results(requests[2]))
+        (steps,) = (without_handle(result_text(b)) for b in tool_results(requests[2]))
         assert steps.startswith("[team runbook disk-full: 'Disk full on a web host', 4 steps]")
 
 

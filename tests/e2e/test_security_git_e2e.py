@@ -117,9 +117,12 @@ async def test_a_cut_timeline_says_so_and_lists_every_commit_of_the_window(
     huge_commit(repo, now - timedelta(minutes=5), path="k8s/notes.yaml")  # a 600 KB subject
 
     shown = await timeline_of(tmp_path, fake_slack, fake_anthropic, git_sources({"deploy-config": repo}))
-    handle, head, *lines, cut = shown.splitlines()
+    handle, head, covered, *lines, cut = shown.splitlines()
     assert handle == "#1 recent_changes"  # no arguments: no main one
     assert head.startswith("3 changes, newest first")
+    assert covered.startswith("window: ") and covered.endswith(
+        "sources read: git deploy-config (main), webhook stored events"
+    ), covered
     assert [line.split(" · ")[2:5] for line in lines] == [
         ["git", "deploy-config (main)", f"commit by alice: {'x' * 282}…"],  # capped by git, then by the timeline
         ["git", "deploy-config (main)", "commit by alice: generate manifests (files not listed)"],

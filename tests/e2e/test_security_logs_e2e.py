@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.run.summary import handle_number
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
@@ -57,17 +58,20 @@ async def test_a_backtracking_pattern_is_answered_within_a_short_timeout_and_uns
         results = {r["tool_use_id"]: r for r in tool_results(requests[1])}
         assert not results["toolu_evil"].get("is_error")
         assert result_text(results["toolu_evil"]).splitlines() == [
+            "#1 grep_log api.log",  # its handle, then the tool's output
             f"2 matching lines for /(a+)+$/ in {logs / 'api.log'}",
             "2: aaaa",
             f"4: {'a' * 64}",
         ]
         assert results["toolu_backref"]["is_error"] is True
         assert result_text(results["toolu_backref"]) == (
+            "#2 grep_log api.log\n"
             r"grep_log: the pattern uses a backreference (\1), which this linear-time matcher does not support; "
             "rewrite it without"
         )
         assert results["toolu_lookahead"]["is_error"] is True
         assert result_text(results["toolu_lookahead"]) == (
+            "#3 grep_log api.log\n"
             "grep_log: the pattern uses a lookahead (?=…), which this linear-time matcher does not support; "
             "rewrite it without"
         )
@@ -119,7 +123,9 @@ async def test_clean_logs_reports_every_approved_file_it_did_not_delete_and_dele
 
         (result,) = tool_results((await env.requests(2))[1])
         assert not result.get("is_error")
-        assert result_text(result).splitlines() == [
+        handle, _, out = result_text(result).partition("\n")
+        assert handle.startswith("#1 clean_logs ") and handle_number(handle) == 1, handle
+        assert out.splitlines() == [
             f"deleted 1 rotated log files older than 7 days under {logs}, freed 1000B (1000 bytes); approved by {BOB}",
             f"  {kept}  1000B  30d old",
             "left alone: changed since the preview (3 files; call clean_logs again for a new preview and approval):",

@@ -55,6 +55,7 @@ async def test_check_disk_without_a_host_is_refused_naming_the_inventory(
     (result,) = tool_results(second)
     assert result.get("is_error") is True
     assert result_text(result) == (
+        "#1 check_disk\n"  # the handle: no host, no main argument
         "host is required: one of the inventory's 2 hosts (web-03, db-01) or 'self' (the machine opsloop runs on)"
     )
     fake_anthropic.assert_complete()
@@ -72,7 +73,8 @@ async def test_an_empty_recent_changes_names_its_window_and_sources(
         await env.wait_final(channel, ts)
         _, second = await env.requests(2)
     (result,) = tool_results(second)
-    first_line, covered = result_text(result).splitlines()
+    handle, first_line, covered = result_text(result).splitlines()
+    assert handle == "#1 recent_changes 2880"
     assert first_line.startswith("no changes found; now is ")
     minute = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
     assert re.fullmatch(

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from bot.run.summary import handle_number
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import ALICE, BOB, bot_env, result_text, text_of, tool_results
@@ -612,7 +613,8 @@ async def test_clean_logs_on_a_host_through_the_app_deletes_what_was_approved_an
         await env.approve(card, BOB)
         await env.wait_final(channel, ts, timeout=30)
         (result,) = tool_results((await env.requests(2))[1])
-        out = result_text(result)
+        handle, _, out = result_text(result).partition("\n")
+        assert handle.startswith("#1 clean_logs ") and handle_number(handle) == 1, handle
         assert out.splitlines()[:4] == [
             f"deleted 1 rotated log files older than 7 days under {logs}, freed 1000B (1000 bytes); approved by "
             f"{out.splitlines()[0].rsplit('approved by ', 1)[1]}",
