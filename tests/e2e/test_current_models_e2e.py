@@ -182,5 +182,7 @@ async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path
     confirmed = {r["tool"]: r["confirmed_by"] for r in db.execute("SELECT * FROM tool_results")}
     assert confirmed == {"check_disk": None, "list_large_files": None, "restart_service": None, "clean_logs": CAROL}
     restart = db.execute("SELECT content FROM tool_results WHERE tool = 'restart_service'").fetchone()["content"]
+    handle, _, restart = restart.partition("\n")
+    assert handle == "#3 restart_service web-03"  # the handle line, then what the run said instead of running it
     assert restart.startswith("Not run: while restart_service was waiting for approval, U0BOB replied")
     assert "don't restart nginx, show me the logs first" in restart

@@ -68,7 +68,8 @@ async def test_the_repeat_incident_is_offered_in_the_first_turn_and_the_thread_a
         assert "disk full on /var" in line
 
         (result,) = tool_results(requests[5])
-        found = result_text(result)
+        handle, _, found = result_text(result).partition("\n")
+        assert handle == "#1 search_incidents web-03 var full"  # the handle line, then what the tool found
         assert found.splitlines()[1].startswith("- ") and "web-03 is paging: disk full" in found.splitlines()[1]
         assert B_TASK not in found  # B itself is not ended yet: not a match
         fake_anthropic.assert_complete()

@@ -139,7 +139,7 @@ async def test_not_found_errors_alone_never_stop_the_run_but_the_same_failing_ca
         assert run.iterations == 9
 
 
-def living(situation: str, evidence: str) -> dict[str, Any]:
+def living(situation: str, evidence: dict[str, str]) -> dict[str, Any]:
     hypothesis = {
         "id": "logs",
         "statement": "rotated nginx logs fill /var",
@@ -154,10 +154,11 @@ async def test_a_condensed_run_keeps_its_handles_and_living_summary_and_condense
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     situation = "web-03 /var at 100% since the upgrade"
+    evidence = {"handle": "#1", "quote": "/var 50G 49.8G 0.2G 100%"}  # check_disk web-03's result, quoted
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
         reply(
-            tool_use(TOOL_NAME, living(situation, "toolu_disk"), id="toolu_sum"),
+            tool_use(TOOL_NAME, living(situation, evidence), id="toolu_sum"),
             tool_use("check_disk", {"host": "web-01"}, id="toolu_web01"),
         ),
         reply(text("Disks were checked.")),  # the first condensation's summary: it names no result

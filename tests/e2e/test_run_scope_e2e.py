@@ -21,7 +21,9 @@ TOOLS = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.scop
 async def scope_seen(env: BotEnv) -> dict[str, Any]:
     requests = await env.requests(2)
     (result,) = tool_results(requests[1])
-    seen: dict[str, Any] = json.loads(result_text(result))
+    handle, _, body = result_text(result).partition("\n")
+    assert handle == "#1 run_scope"  # the handle line, then the tool's JSON
+    seen: dict[str, Any] = json.loads(body)
     return seen
 
 

@@ -318,7 +318,7 @@ async def test_a_read_only_turn_never_waits_for_the_store(
     assert result.stop_reason == StopReason.COMPLETED
     assert await held[0] is True  # released by the call, not by the 10 s timeout: the call ran before the write
     assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
-    assert [r.content for r in (await store.tool_results(run_id)).values()] == ["a: 91% full"]
+    assert [r.content for r in (await store.tool_results(run_id)).values()] == ["#1 check_disk a\na: 91% full"]
 
 
 async def test_a_read_only_turn_whose_calls_take_a_while_is_stored_while_they_run(
