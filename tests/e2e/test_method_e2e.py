@@ -11,12 +11,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.run.summary import without_handle
 from tests.e2e.test_alerts_webhook_e2e import CONFIG as WEBHOOK
 from tests.e2e.test_alerts_webhook_e2e import ENV, payload, post, root
-from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, text
+from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, text, tool_use
 from tests.support.fakes.kube import FakeKube
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import ALICE, CHANNEL, bot_env, user_turn
+from tests.support.harness import ALICE, CHANNEL, bot_env, result_text, tool_results, user_turn
 
 HOSTS = 25  # more than an environment line names: the rest are counted
 
@@ -128,10 +129,16 @@ async def test_a_long_runbook_is_cut_in_the_first_turn_with_a_note_that_read_run
         f'---\ntitle: Disk full\nmatch:\n  keywords: ["disk full"]\n---\n{steps}'.replace("step 299 ", "LAST-STEP ")
     )
     assert len(steps) > 20_000
-    fake_anthropic.script(reply(text("Following the first steps.")))
+    fake_anthropic.script(
+        reply(
+            tool_use("read_runbook", {"name": "disk-full"}),
+            tool_use("read_runbook", {"name": "disk-full", "offset": 11_000}),
+        ),
+        reply(text("Following the runbook.")),
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, '[runbooks]\ndirs = ["runbooks"]\n') as env:
         await env.mention("disk full on web-03")
-        (request,) = await env.requests(1)
+        request, second = await env.requests(2)
     (block,) = [b["text"] for b in user_turn(request, 0) if b.get("text", "").startswith("[team runbook")]
     assert "1. Check step 1 of" in block and "LAST-STEP" not in block
     assert 8_000 < len(block) < 9_000
@@ -140,6 +147,14 @@ async def test_a_long_runbook_is_cut_in_the_first_turn_with_a_note_that_read_run
     note = block.split("\n")[-2]
     assert re.fullmatch(
         r"\[runbook cut: the first [\d,]+ of its [\d,]+ characters are shown here; "
-        r"read_runbook\(name='disk-full'\) returns the rest\]",
+        r"read_runbook\(name='disk-full'\) returns it whole, in parts\]",
         note,
     ), note
+    # ... and read_runbook does: in parts that each name the next, the last saying it is the end.
+    first, rest = (without_handle(result_text(b)) for b in tool_results(second))
+    size = len(first) + len(rest)  # bounds the whole text from above (each part adds a line of its own)
+    assert first.startswith("[characters 0 to 11,000 of ")
+    assert first.split("\n", 1)[0].endswith("; read_runbook(name='disk-full', offset=11000) returns the next part]")
+    assert rest.startswith("[characters 11,000 to ") and rest.split("\n", 1)[0].endswith("; the end]")
+    whole = first.split("\n", 1)[1] + rest.split("\n", 1)[1]
+    assert "LAST-STEP" in whole and "1. Check step 1 of" in whole and len(whole) < size

@@ -52,7 +52,7 @@ def _capped(body: str, name: str) -> str:
     cut = body.rfind("\n", 0, OFFER_BODY_CHARS) + 1 or OFFER_BODY_CHARS
     return (
         f"{body[:cut].rstrip()}\n[runbook cut: the first {cut:,} of its {len(body):,} characters are shown here; "
-        f"read_runbook(name={name!r}) returns the rest]"
+        f"read_runbook(name={name!r}) returns it whole, in parts]"
     )
 
 

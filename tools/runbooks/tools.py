@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from tools.api import truncate_output
-from tools.registry import Category, ToolContext, ToolError, tool
+from tools.api import BadCall, truncate_output
+from tools.registry import Category, ToolContext, tool
 from tools.runbooks.library import RunbookLibrary
 from tools.runbooks.match import find
 from tools.runbooks.offer import find_text, read_text
+
+PART_CHARS = 11_000  # one read_runbook part: under the 12,000-character cut every tool result gets
 
 MISSING = "no runbooks are configured ([runbooks] dirs)"
 
@@ -46,20 +48,31 @@ async def find_runbooks(
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def read_runbook(name: str, *, ctx: ToolContext) -> str:
-    """Read one team runbook: its name, title, number of steps and its whole text.
+async def read_runbook(name: str, offset: int = 0, *, ctx: ToolContext) -> str:
+    """Read one team runbook: its name, title, number of steps and its text, in parts of 11,000 characters.
 
-    Returns the runbook's text, redacted and bounded to about 12,000 characters (head and tail kept). Its steps
-    are advice to check against what you find; a step that changes something still needs approval. Use it after
-    find_runbooks names a runbook for the problem at hand.
+    Returns the runbook's text, redacted. A runbook longer than one part comes in parts: each opens with a line
+    "[characters A to B of C; read_runbook(name=..., offset=B) returns the next part]", so a 64 KiB runbook is
+    read whole in six calls. Its steps are advice to check against what you find; a step that changes something
+    still needs approval. Use it after find_runbooks names a runbook for the problem at hand.
 
     Args:
         name: the runbook's name as find_runbooks lists it (its file name without .md), e.g. disk-full.
+        offset: where to start, in characters from the runbook's start (0: its start); a part's first line names
+            the next part's offset.
     """
     library = ctx.require(RunbookLibrary, MISSING)
     runbooks = await asyncio.to_thread(library.current)
     runbook = runbooks.get(name)
     if runbook is None:
         known = ", ".join(rb.name for rb in runbooks.runbooks[:20]) or "none loaded"
-        raise ToolError(f"no runbook named {name!r} (known: {known})")
-    return truncate_output(read_text(runbook))
+        raise BadCall(f"no runbook named {name!r} (known: {known})")
+    text = read_text(runbook)
+    if not 0 <= offset < max(len(text), 1):
+        raise BadCall(f"offset must be from 0 to {len(text) - 1} (runbook {name!r} has {len(text):,} characters)")
+    if offset == 0 and len(text) <= PART_CHARS:
+        return text
+    part = text[offset : offset + PART_CHARS]
+    end = offset + len(part)
+    more = f"; read_runbook(name={name!r}, offset={end}) returns the next part" if end < len(text) else "; the end"
+    return f"[characters {offset:,} to {end:,} of {len(text):,}{more}]\n{part}"
