@@ -195,7 +195,12 @@ class _Run(Condenser, ToolGate):
             return  # it answers a turn the model already has (a run stored before its settings were): it was sent
         have = {str(b.get("text")).partition("\n")[0] for b in content if isinstance(b, dict)}
         new = []
-        for text in (prompts.quoted_markers(redact(b)) for b in blocks if b.strip()):
+        # opsloop's own context block quotes its data itself (prompts.run_context); every other block is quoted whole.
+        for text in (
+            redact(b) if b.startswith(prompts.CONTEXT_START) else prompts.quoted_markers(redact(b))
+            for b in blocks
+            if b.strip()
+        ):
             if (head := text.partition("\n")[0]) not in have:
                 have.add(head)
                 new.append({"type": "text", "text": text})

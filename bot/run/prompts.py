@@ -100,7 +100,7 @@ def run_context(
     if requester:
         trigger = f"a mention by <@{requester}>"
     else:
-        trigger = f"the alert {alertname}" if alertname else "an alert"
+        trigger = f"the alert {quoted_markers(alertname)}" if alertname else "an alert"
         if alert_start is not None:
             trigger += f", firing since {_utc(alert_start)} (its startsAt, {_ago(started - alert_start)})"
     more = len(environment) - ENVIRONMENT_LINES_MAX
@@ -110,7 +110,10 @@ def run_context(
         f"Now: {_utc(now)}. This run started: {_utc(started)}.",
         f"Channel: <#{channel}>.",
         f"Started by: {trigger}.",
-        *(environment[:ENVIRONMENT_LINES_MAX] or ["Reaches: none configured beyond the tools themselves."]),
+        *(
+            [quoted_markers(line) for line in environment[:ENVIRONMENT_LINES_MAX]]
+            or ["Reaches: none configured beyond the tools themselves."]
+        ),
         *([f"(and {more} more lines)"] if more > 0 else []),
         CONTEXT_END,
     ]
@@ -142,8 +145,9 @@ and who approved it, what was denied or refused, and what was about to be done n
 
 # Look-alikes of the markers above in text opsloop did not write: any bracket, any case, any spacing (zero-width too).
 _GAP = r"[\s\u200b-\u200d\u2060\ufeff]"
+_OPSLOOP = rf"(?:end{_GAP}+of{_GAP}+)?opsloop(?:{_GAP}+context)?{_GAP}*[\]］】〕⟧]"  # [opsloop context], [opsloop]
 _MARKER = re.compile(
-    rf"[\[［【〔⟦]{_GAP}*(?=(?:thread{_GAP}+reply{_GAP}+from|alert{_GAP}+update)(?![a-z]))", re.IGNORECASE
+    rf"[\[［【〔⟦]{_GAP}*(?=(?:thread{_GAP}+reply{_GAP}+from|alert{_GAP}+update|{_OPSLOOP})(?![a-z]))", re.IGNORECASE
 )
 
 
