@@ -145,7 +145,8 @@ and who approved it, what was denied or refused, and what was about to be done n
 
 # Look-alikes of the markers above in text opsloop did not write: any bracket, any case, any spacing (zero-width too).
 _GAP = r"[\s\u200b-\u200d\u2060\ufeff]"
-_OPSLOOP = rf"(?:end{_GAP}+of{_GAP}+)?opsloop(?:{_GAP}+context)?{_GAP}*[\]］】〕⟧]"  # [opsloop context], [opsloop]
+# [opsloop context], [end of opsloop context], [opsloop note], [opsloop]
+_OPSLOOP = rf"(?:end{_GAP}+of{_GAP}+)?opsloop(?:{_GAP}+(?:context|note))?{_GAP}*[\]］】〕⟧]"
 _MARKER = re.compile(
     rf"[\[［【〔⟦]{_GAP}*(?=(?:thread{_GAP}+reply{_GAP}+from|alert{_GAP}+update|{_OPSLOOP})(?![a-z]))", re.IGNORECASE
 )
