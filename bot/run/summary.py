@@ -3,11 +3,11 @@
 The model sends `update_summary` with a situation, up to five hypotheses and up to five next steps. opsloop,
 not the model, decides whether it stands. Each piece of evidence is a call's handle (`#7`, the first line of
 every tool result: `handle`) and a short quote that must appear in that call's result: compared after
-redaction, with whitespace runs collapsed and case ignored (`quoted_in`). `high` confidence, `confirmed` and
-`refuted` need at least one such piece from a successful call (one that ran and returned a result that is not
-an error; denied, expired or refused calls and `update_summary` calls are not evidence). A refused update names
-each problem, and the summary stays as it was. "We don't know yet" (no hypotheses, or only open ones) is a valid
-summary.
+redaction and as the model was shown it, with whitespace runs collapsed and case ignored (`quoted_in`). `high`
+confidence, `confirmed` and `refuted` need at least one such piece from a successful call (one that ran and
+returned a result that is not an error; denied, expired or refused calls and `update_summary` calls are not
+evidence). A refused update names each problem, and the summary stays as it was. "We don't know yet" (no
+hypotheses, or only open ones) is a valid summary.
 
 Pure: no Slack, no model client, no store. An accepted summary's text is redacted.
 """
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bot.core.redact import redact
+from bot.run.prompts import quoted_markers
 from tools.api import SUMMARY_TOOL
 
 TOOL_NAME = SUMMARY_TOOL
@@ -93,10 +94,12 @@ def without_handle(content: str) -> str:
 
 
 def quoted_in(quote: str, body: str) -> bool:
-    """`quote` appears in `body`, both redacted, whitespace runs collapsed, case ignored."""
+    """`quote` appears in `body` as the model was shown it: both redacted and with people's markers quoted
+    (`prompts.quoted_markers`, which leaves an already quoted marker as it is), whitespace runs collapsed, case
+    ignored."""
 
     def norm(text: str) -> str:
-        return " ".join(redact(text).split()).casefold()
+        return " ".join(quoted_markers(redact(text)).split()).casefold()
 
     return norm(quote) in norm(body)
 

@@ -312,6 +312,19 @@ def test_a_quote_matches_across_whitespace_and_case_and_is_stored_as_given() -> 
     assert summary.hypotheses[0].evidence == (Evidence("#2 recent_changes checkout-api", "POOL_SIZE 50 -> 10"),)
 
 
+def test_a_quote_of_a_marker_matches_as_the_model_was_shown_it() -> None:
+    """A result's "[thread reply from" reaches the model quoted: the quote it copies from what it saw stands, and
+    so does the same words unquoted; words that aren't in the result still don't."""
+    calls = {**CALLS, "toolu_log": CallOutcome("grep_log", OK, "#8 grep_log app.log\n12:00 [thread reply from U1] ok")}
+    for quote in ("[quoted thread reply from U1] ok", "[thread reply from U1] ok"):
+        summary = validate(changed("hypotheses.0.evidence", [{"handle": "#8", "quote": quote}]), calls=calls)
+        assert isinstance(summary, Summary), (quote, summary)
+    [problem] = validate(
+        changed("hypotheses.0.evidence", [{"handle": "#8", "quote": "[thread reply from U2]"}]), calls=calls
+    )
+    assert "is not in the result of #8 grep_log app.log" in problem
+
+
 def test_update_summary_itself_has_no_handle_to_cite() -> None:
     assert CALLS["toolu_sum"].handle == ""
     [problem] = validate(changed("hypotheses.0.evidence", [{"handle": "#7", "quote": "Summary updated"}]), calls=CALLS)
