@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
-from tools.api import BadCall
+from tools.api import BadCall, some_names
 from tools.systemd_units import unit_names
 
 SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' default only without [[hosts]]
@@ -176,9 +176,8 @@ class Inventory:
 
     def described(self) -> str:
         """The hosts a host tool can be given, in one bounded line (up to NAMED_HOSTS_MAX inventory names)."""
-        shown = ", ".join(self.names[:NAMED_HOSTS_MAX])
-        more = len(self) - NAMED_HOSTS_MAX
-        rest = f" and {more} more (list_hosts lists them)" if more > 0 else ""
+        shown = some_names(self.names, NAMED_HOSTS_MAX)
+        rest = " (list_hosts lists them)" if len(self) > NAMED_HOSTS_MAX else ""
         own = f"{SELF!r} (the machine opsloop runs on)"
         return f"one of the inventory's {len(self)} hosts ({shown}{rest}) or {own}" if self.hosts else own
 

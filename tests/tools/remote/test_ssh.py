@@ -774,3 +774,13 @@ async def test_an_argument_with_a_nul_byte_is_refused_before_any_connection(
     with pytest.raises(ToolError, match="web-03: remote_command: every argument must be a string without NUL"):
         await pool.run(host, ["cat", "/var/log/syslog\0/etc/shadow"], timeout_s=5)
     assert "Connection from" not in sshd.log_text()
+
+
+def test_a_missing_host_names_at_most_ten_of_a_large_inventory_and_where_the_rest_are() -> None:
+    inventory = Inventory(SshSettings(), tuple(Host(name=f"web-{i:02d}") for i in range(1, 13)))
+    assert inventory.described() == (
+        "one of the inventory's 12 hosts (web-01, web-02, web-03, web-04, web-05, web-06, web-07, web-08, web-09, "
+        "web-10 and 2 more (list_hosts lists them)) or 'self' (the machine opsloop runs on)"
+    )
+    small = Inventory(SshSettings(), (Host(name="web-01"), Host(name="db-01")))
+    assert small.described() == "one of the inventory's 2 hosts (web-01, db-01) or 'self' (the machine opsloop runs on)"
