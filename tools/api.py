@@ -60,6 +60,7 @@ class ToolContext:
 
     log_dirs: tuple[Path, ...] = (Path("/var/log"),)
     restart_allowlist: tuple[str, ...] = ()
+    journal_dir: Path | None = None  # [tools.journal] dir: journal files journalctl reads here; None: the system's
     prometheus_url: str | None = None
     http_timeout_s: float = 10.0
     http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)

@@ -23,7 +23,18 @@ from tools.systemd_units import unit_names
 DEFAULT_MODULES = ("tools.builtin",)
 LOG_TOOLS_MODULE = "tools.builtin.logs"  # its tools read [tools.logs] dirs (named in a run's first turn)
 
-_TOP_KEYS = ("modules", "categories", "timeouts", "logs", "services", "prometheus", "http", "commands", "mcp")
+_TOP_KEYS = (
+    "modules",
+    "categories",
+    "timeouts",
+    "logs",
+    "journal",
+    "services",
+    "prometheus",
+    "http",
+    "commands",
+    "mcp",
+)
 _CATEGORIES = tuple(c.value for c in Category)
 S = TypeVar("S")
 
@@ -45,7 +56,8 @@ def _category(r: Reader, key: str | None = None) -> Category | None:
 
 
 def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> ToolContext:
-    """The ToolContext the built-in tools get, from [tools.logs], [tools.services], [tools.prometheus], [tools.http]."""
+    """The ToolContext the built-in tools get, from [tools.logs], [tools.journal], [tools.services],
+    [tools.prometheus], [tools.http]."""
     config = Reader(table or {}, "tools", base_dir=base_dir)
     ctx = read_context(config)
     config.raise_if_problems(ToolConfigError)
@@ -81,6 +93,19 @@ class LogsSection:
     dirs: tuple[Path, ...] | None = setting(None, "the directories the log tools read (default /var/log)", check=_dirs)
 
 
+def _dir(path: Path, r: Reader, key: str) -> Path:
+    if not path.is_dir():
+        r.problem(f"{str(path)!r} is not a directory", key)
+    return path.resolve()
+
+
+@dataclass(frozen=True, kw_only=True)
+class JournalSection:
+    dir: Path | None = setting(
+        None, "journal files journal and kernel_events read (default: the system journal)", check=_dir
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServicesSection:
     restart_allowlist: tuple[str, ...] | None = setting(None, "the units restart_service may restart", check=unit_names)
@@ -107,11 +132,13 @@ def read_context(config: Reader) -> ToolContext:
     if not config.is_table():
         return ToolContext()
     logs = _section(config, LogsSection, "logs")
+    journal = _section(config, JournalSection, "journal")
     services = _section(config, ServicesSection, "services")
     prometheus = _section(config, PrometheusSection, "prometheus")
     http = _section(config, HttpSection, "http")
     values: dict[str, Any] = {
         "log_dirs": logs.dirs,
+        "journal_dir": journal.dir,
         "restart_allowlist": services.restart_allowlist,
         "prometheus_url": prometheus.url.rstrip("/") if prometheus.url else None,
         "http_timeout_s": http.timeout_s,

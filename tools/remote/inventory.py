@@ -66,6 +66,12 @@ def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
 
 
+def _absolute(path: str, r: Reader, key: str) -> str:
+    if not path.startswith("/"):
+        r.problem(f"{path!r} must be an absolute path on that host", key)
+    return posixpath.normpath(path)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SshSettings:
     """[ssh]: the defaults every [[hosts]] entry inherits, and the pool's own knobs."""
@@ -103,6 +109,9 @@ class Host:
     log_dirs: tuple[str, ...] | None = setting(None, "absolute paths on that host", check=_log_dirs)
     restart_allowlist: tuple[str, ...] | None = setting(
         None, "units restart_service may restart there", check=unit_names
+    )
+    journal_dir: str | None = setting(
+        None, "journal files journalctl reads there; None: its system journal", check=_absolute
     )
     passphrase_env: str | None = setting(None, "overrides [ssh] passphrase_env", kind="env_name")
 
