@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 
-.PHONY: test test-fast test-latest lock chaos lint demo sandbox screenshot apt-note browser postgres sshd prometheus run bench clean
+.PHONY: test test-fast test-latest lock chaos lint demo sandbox screenshot apt-note browser postgres sshd prometheus journal run bench clean
 
 # Every install comes from a committed lock with hashes (locks/): a fresh clone gets exactly what CI tested.
 # uv (itself pinned, with hashes, in locks/uv.txt) installs them; plain pip can install the same files
@@ -30,7 +30,7 @@ lock: $(STAMP)
 # The suite on the newest versions pyproject.toml's ranges allow, ignoring the lock, in a venv of its own:
 # drift found on purpose (then `make lock`), not by a red CI on a fresh clone.
 LATEST := .venv-latest
-test-latest: $(STAMP) apt-note browser postgres sshd prometheus
+test-latest: $(STAMP) apt-note browser postgres sshd prometheus journal
 	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
 	$(UV) pip install --quiet --python $(LATEST)/bin/python --upgrade --resolution highest -e '.[dev]'
 	$(LATEST)/bin/python -m pip list --format=freeze 2>/dev/null | grep -iE '^(anthropic|slack|aiohttp|sqlite-utils|structlog|asyncssh|google-re2|psycopg)' || true
@@ -43,7 +43,7 @@ test-latest: $(STAMP) apt-note browser postgres sshd prometheus
 # suite had 2,641 tests, on 2 cores: 478 s with 2 workers, 377 s with 4, 426 s with 6).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 PYTEST := -q -rfEs -n $(TEST_WORKERS) --dist worksteal
-test: $(STAMP) apt-note browser postgres sshd prometheus
+test: $(STAMP) apt-note browser postgres sshd prometheus journal
 	$(BIN)/python -m pytest $(PYTEST)
 
 # The loop to run every few minutes: no processes, no real servers (tests/support/markers.py marks those) and none of the
@@ -82,7 +82,7 @@ screenshot: $(STAMP) browser
 apt-note:
 	@.ci/apt-install note
 
-browser postgres sshd prometheus:
+browser postgres sshd prometheus journal:
 	@.ci/apt-install $@
 
 run: $(STAMP)
