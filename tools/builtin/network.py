@@ -118,7 +118,8 @@ async def _ask(resolver: dns.asyncresolver.Resolver, name: str, rdtype: str, ctx
     if not any(rrset.rdtype == dns.rdatatype.from_text(rdtype) for rrset, _ in records):
         head = f"{rdtype}: NO ANSWER: {name} exists but has no {rdtype} record ({took})"
     else:
-        head = f"{rdtype}: answered in {took} by {answer.nameserver}"
+        by = answer.nameserver if answer.port == 53 else f"{answer.nameserver}:{answer.port}"
+        head = f"{rdtype}: answered in {took} by {by}"
     lines = [head]
     lines += [
         f"  {rrset.name.to_text(omit_final_dot=True)}  TTL {rrset.ttl}s  {dns.rdatatype.to_text(rrset.rdtype)}  "
@@ -129,7 +130,13 @@ async def _ask(resolver: dns.asyncresolver.Resolver, name: str, rdtype: str, ctx
 
 
 def _servers(resolver: dns.asyncresolver.Resolver) -> str:
-    return ", ".join(str(n) for n in resolver.nameservers) or "no server"
+    return ", ".join(_server(n) for n in resolver.nameservers) or "no server"
+
+
+def _server(server: str | dns.nameserver.Nameserver) -> str:
+    if isinstance(server, dns.nameserver.Do53Nameserver) and server.port != 53:
+        return f"{server.address}:{server.port}"
+    return server.answer_nameserver() if isinstance(server, dns.nameserver.Nameserver) else server
 
 
 async def _lookup_here(name: str, types: Sequence[str], ctx: ToolContext) -> str:
@@ -330,7 +337,7 @@ def describe_chain(certs: Sequence[x509.Certificate], name: str, now: datetime |
         days = (until - now).total_seconds() / 86_400
         state = f"{days:.0f} days left" if days >= 0 else f"EXPIRED {-days:.0f} days ago"
         if 0 <= days < CERT_WARN_DAYS:
-            state += f" - EXPIRES SOON (under {CERT_WARN_DAYS} days)"
+            state += f"; EXPIRES SOON, under {CERT_WARN_DAYS} days"
         lines.append(f"{i}. subject {cert.subject.rfc4514_string()}; issuer {cert.issuer.rfc4514_string()}")
         lines.append(f"   valid until {until:%Y-%m-%d %H:%M} UTC ({state})")
         if sans := _sans(cert):
