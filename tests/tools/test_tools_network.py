@@ -28,7 +28,9 @@ async def test_tls_check_reports_a_certificate_about_to_expire_and_a_wrong_name(
     chain = make_chain(tmp_path, names=["other.example"], days_left=3.5)
     async with tls_server(chain) as port:
         out = await tls_check.bind(OPEN).run({"target_host": "127.0.0.1", "port": port, "server_name": "api.shop.test"})
-    assert re.search(rf"TLS 127\.0\.0\.1:{port} \(127\.0\.0\.1\) from the bot, server name api\.shop\.test: TLSv1\.3", out)
+    assert re.search(
+        rf"TLS 127\.0\.0\.1:{port} \(127\.0\.0\.1\) from the bot, server name api\.shop\.test: TLSv1\.3", out
+    )
     assert "verification: FAILED: self-signed certificate in certificate chain" in out
     assert "name api.shop.test: MISMATCH: the certificate names other.example" in out
     assert "chain (2 certificate(s), as the server sent them):" in out
