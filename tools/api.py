@@ -67,6 +67,7 @@ class ToolContext:
     http_allow: HostAllowlist = field(default_factory=HostAllowlist)  # [tools.http] allow: opened beyond public
     http_resolver: Resolver = field(default=system_resolver, compare=False)  # check_url's DNS; tests pass a stub
     http_trace_configs: tuple[aiohttp.TraceConfig, ...] = field(default=(), compare=False)  # watch check_url requests
+    dns_servers: tuple[tuple[str, int], ...] = ()  # [tools.http] dns_servers: (address, port); () = the system's
     # What the configured reaches opened (tools/reaches.py), keyed by type: an Inventory, an SshPool, KubeClusters.
     # A worker process gets the picklable ones only (the inventory, never a pool of live connections).
     resources: Mapping[type, object] = field(default_factory=dict, hash=False)

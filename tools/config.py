@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from bot.config.reader import Reader, read, setting
 from tools.api import ToolConfigError, some_names
 from tools.commands import RunbookCommand, command_tool, placeholders
-from tools.netguard import AllowlistError, parse_allowlist
+from tools.netguard import AllowlistError, parse_allowlist, server_address
 from tools.registry import Category, Tool, ToolContext, ToolRegistry
 from tools.systemd_units import unit_names
 
@@ -88,6 +88,16 @@ def _allowlist(patterns: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...
     return patterns
 
 
+def _dns_servers(servers: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...] | None:
+    for i, server in enumerate(servers):
+        try:
+            server_address(server)
+        except ValueError as e:
+            r.problem(str(e), f"{key}[{i}]")
+            return None
+    return servers
+
+
 @dataclass(frozen=True, kw_only=True)
 class LogsSection:
     dirs: tuple[Path, ...] | None = setting(None, "the directories the log tools read (default /var/log)", check=_dirs)
@@ -121,6 +131,9 @@ class HttpSection:
     timeout_s: float | None = setting(None, "check_url's timeout", unit="s")
     ca_file: Path | None = setting(None, "an extra CA bundle for check_url (an internal CA)", check=_file)
     allow: tuple[str, ...] | None = setting(None, "hosts and networks opened beyond the public ones", check=_allowlist)
+    dns_servers: tuple[str, ...] | None = setting(
+        None, "the DNS servers dns_lookup asks from the bot (default: the system's)", check=_dns_servers
+    )
 
 
 def _section(config: Reader, cls: type[S], key: str) -> S:
@@ -144,6 +157,7 @@ def read_context(config: Reader) -> ToolContext:
         "http_timeout_s": http.timeout_s,
         "http_ca_file": http.ca_file,
         "http_allow": parse_allowlist(list(http.allow)) if http.allow is not None else None,
+        "dns_servers": tuple(server_address(s) for s in http.dns_servers) if http.dns_servers else None,
     }
     return ToolContext(**{k: v for k, v in values.items() if v is not None})
 

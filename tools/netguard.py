@@ -384,9 +384,55 @@ async def resolve_host(host: str, port: int, allow: HostAllowlist, resolver: Res
     addresses = tuple(await resolver(host, port))
     if not addresses:
         raise OSError(f"{host} has no addresses")
+    check_answers(host, addresses, allow)
+    return addresses
+
+
+def check_answers(host: str, addresses: Iterable[IPAddress], allow: HostAllowlist) -> None:
+    """Refused if any address `host` resolved to is refused (the name itself may open them: allow.allows_name)."""
     trusted = allow.allows_name(host)
     for ip in addresses:
         refusal = address_refusal(ip, allow, trusted_name=trusted)
         if refusal is not None:
             raise Refused(f"{normal_name(host)} resolves to {refusal.noun()}")
-    return addresses
+
+
+# -- syntax ----------------------------------------------------------------------------------------
+
+
+def target_name(text: str) -> str:
+    """A hostname (IDNA-encoded, lower case) or an IP address in standard form, as a tool's target; ValueError
+    for anything else, so what reaches a command line or a resolver is only letters, digits, '.', '-', '_', ':'."""
+    raw = text.strip()
+    try:
+        ip = parse_ip(raw) if raw else None
+    except ValueError:
+        raise ValueError(f"{text!r} is not a valid IP address") from None
+    if ip is not None:
+        return str(ip)
+    try:
+        name = normal_name(raw).encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"{text!r} is not a valid hostname") from None
+    if not name or len(name) > 253 or not _HOSTNAME.fullmatch(name):
+        raise ValueError(f"{text!r} is not a hostname or an IP address")
+    return name
+
+
+def server_address(text: str) -> tuple[str, int]:
+    """'10.0.0.2', '10.0.0.2:5353', 'fd00::53' or '[fd00::53]:5353' as (address, port), default port 53."""
+    raw = text.strip()
+    host, port = raw, "53"
+    if raw.startswith("[") and "]" in raw:
+        host, _, rest = raw[1:].partition("]")
+        port = rest.removeprefix(":") or "53"
+    elif raw.count(":") == 1:
+        host, port = raw.split(":")
+    try:
+        ip = ipaddress.ip_address(host)
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IP address with an optional port (10.0.0.2, 10.0.0.2:5353)") from None
+    if not 0 < number < 65536:
+        raise ValueError(f"{text!r}: the port must be 1-65535")
+    return str(ip), number

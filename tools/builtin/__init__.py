@@ -1,16 +1,17 @@
 """The built-in ops tools: host health and inventory, logs, the journal and the kernel log, systemd services, HTTP
-checks, Prometheus queries."""
+and network checks, Prometheus queries."""
 
 from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_processes
 from tools.builtin.http import check_url
 from tools.builtin.inventory import list_hosts
 from tools.builtin.journal import journal, kernel_events
 from tools.builtin.logs import clean_logs, grep_log, tail_log
+from tools.builtin.network import dns_lookup, tcp_check, tls_check
 from tools.builtin.prometheus import prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
-# Registration order (and so the order the model sees): host (and the inventory), logs, journal, services, http,
-# prometheus.
+# Registration order (and so the order the model sees): host (and the inventory), logs, journal, services, http and
+# the network, prometheus.
 __all__ = [  # noqa: RUF022
     "check_disk",
     "check_memory",
@@ -25,6 +26,9 @@ __all__ = [  # noqa: RUF022
     "service_status",
     "restart_service",
     "check_url",
+    "dns_lookup",
+    "tcp_check",
+    "tls_check",
     "prometheus_query",
     "prometheus_query_range",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import socket
 import ssl
 import time
@@ -28,8 +29,10 @@ from yarl import URL
 from bot.core.errors import OpsloopError
 from bot.core.redact import redact_slice
 from tools.api import BadCall
+from tools.builtin import reach
 from tools.netguard import IPAddress, Refused, check_host, normal_name, resolve_host
 from tools.registry import Category, ToolContext, ToolError, tool
+from tools.remote.inventory import Host
 
 BODY_CHARS = 500
 READ_BYTES = 64 * 1024
@@ -80,7 +83,8 @@ class PinnedResolver(AbstractResolver):
 # -- TLS -------------------------------------------------------------------------------------------
 
 
-def _ssl_context(ctx: ToolContext) -> ssl.SSLContext:
+def verifying_context(ctx: ToolContext) -> ssl.SSLContext:
+    """The TLS context that verifies certificates: the system's CAs plus [tools.http] ca_file."""
     sslctx = ssl.create_default_context()
     if ctx.http_ca_file is not None:
         sslctx.load_verify_locations(cafile=str(ctx.http_ca_file))
@@ -237,7 +241,7 @@ async def _fetch(session: aiohttp.ClientSession, target: _Target, ctx: ToolConte
     if target.url.scheme != "https":
         return await _get(session, target, True, deadline)
     try:
-        return await _get(session, target, _ssl_context(ctx), deadline)
+        return await _get(session, target, verifying_context(ctx), deadline)
     except aiohttp.ClientConnectorCertificateError as e:
         hop = await _get(session, target, False, deadline)
         notes = (
@@ -308,7 +312,7 @@ async def _tls_line(hop: _Hop, ctx: ToolContext, deadline: float) -> str:
     if cert is None and url.raw_host:
         with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
             async with asyncio.timeout_at(deadline):
-                cert = await _fetch_cert(hop.target.addresses[0], url.raw_host, url.port or 443, _ssl_context(ctx))
+                cert = await _fetch_cert(hop.target.addresses[0], url.raw_host, url.port or 443, verifying_context(ctx))
     return "TLS: " + (describe_cert(cert) if cert else "no certificate details available")
 
 
@@ -356,6 +360,61 @@ async def _report(
     return "\n".join(lines)
 
 
+# -- from an inventory host -------------------------------------------------------------------------
+
+# curl writes this to stderr once it is done, even when the body was cut on the host (exit 23).
+_CURL_OUT = "%{stderr}\n# opsloop %{http_code} %{time_total} %{num_redirects} %{url_effective}\n"
+_CURL_CUT = 23  # curl could not write the body: the host's output bound (READ_BYTES) closed the pipe
+_CURL_TLS = 60  # the certificate did not verify
+
+
+async def _check_on(on: Host, url: URL, expect_status: int | None, ctx: ToolContext) -> str:
+    """check_url run on an inventory host with curl: the same redirect and protocol limits, bounded there."""
+    if url.raw_user is not None or url.raw_password is not None:
+        raise ToolError(
+            f"refused: {url.with_user(None)} carries credentials (user:password@), which check_url never sends"
+        )
+    argv = [
+        "curl", "--silent", "--show-error", "--location", "--max-redirs", str(MAX_REDIRECTS),
+        "--max-time", f"{ctx.http_timeout_s:g}", "--proto", "=http,https", "--proto-redir", "=http,https",
+        "--user-agent", "opsloop-check_url", "--write-out", _CURL_OUT,
+    ]  # fmt: skip
+    timeout_s = ctx.http_timeout_s + 5
+    result = await reach.run(ctx, on, [*argv, "--", str(url)], timeout_s=timeout_s, max_bytes=READ_BYTES)
+    notes: list[str] = []
+    if result.exit_status == _CURL_TLS:
+        notes = [f"TLS: certificate verification FAILED: {_curl_error(result.stderr)}",
+                 "(the response below was fetched without verifying the certificate)"]  # fmt: skip
+        insecure = [*argv, "--insecure", "--", str(url)]
+        result = await reach.run(ctx, on, insecure, timeout_s=timeout_s, max_bytes=READ_BYTES)
+    if result.exit_status == 127:
+        raise ToolError(f"{on.name}: curl is not available")
+    done = re.search(r"^# opsloop (\d{3}) ([\d.]+) (\d+) (\S*)$", result.stderr, re.M)
+    if done is None or done[1] == "000":
+        return f"DOWN {url} from {on.name} (via curl): {_curl_error(result.stderr) or f'exit {result.exit_status}'}"
+    status = int(done[1])
+    lines = [f"GET {url} -> {status} in {float(done[2]) * 1000:.0f} ms from {on.name} (via curl)"]
+    if int(done[3]):
+        lines.append(f"redirects: {done[3]}, ending at {done[4]}")
+    if result.exit_status not in (0, _CURL_CUT):
+        lines.append(f"stopped: {_curl_error(result.stderr)}")
+    if expect_status is not None:
+        lines.append(
+            f"expected status {expect_status}: {'OK' if status == expect_status else f'MISMATCH: got {status}'}"
+        )
+    lines += notes
+    body = result.stdout
+    if result.truncated or result.exit_status == _CURL_CUT:
+        lines.append(f"body cut: read stopped at {READ_BYTES // 1024} KiB")
+    snippet = body if len(body) <= BODY_CHARS else redact_slice(body, 0, BODY_CHARS) + " …"
+    lines.append(f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)")
+    return "\n".join(lines)
+
+
+def _curl_error(stderr: str) -> str:
+    return next((line.strip() for line in stderr.splitlines() if line.startswith("curl: ")), "")
+
+
 def _session(ctx: ToolContext, pins: PinnedResolver) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(resolver=pins, use_dns_cache=False)
     return aiohttp.ClientSession(
@@ -367,20 +426,28 @@ def _session(ctx: ToolContext, pins: PinnedResolver) -> aiohttp.ClientSession:
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
-async def check_url(url: str, expect_status: int | None = None, *, ctx: ToolContext) -> str:
+async def check_url(url: str, expect_status: int | None = None, host: str | None = None, *, ctx: ToolContext) -> str:
     """Fetch a URL with GET, as a user would, and say how it answered.
 
     Returns the HTTP status, the latency in milliseconds, the TLS certificate's expiry (https), each redirect hop,
     and the first 500 characters of the body; a status other than expect_status is flagged. Reaches public
     addresses only (plus hosts the operator allowed); redirects are followed up to 5 hops, each checked the same
-    way, and the whole call is bounded by the configured HTTP timeout (10 s by default). Use it to confirm
-    whether an endpoint users report as down is really failing, and how.
+    way, and the whole call is bounded by the configured HTTP timeout (10 s by default). From an inventory host
+    (host=...) it runs curl there, which reaches that host's own network and internal names (no certificate
+    details: use tls_check with the same host). Use it to confirm whether an endpoint users report as down is
+    really failing, and how.
 
     Args:
         url: an http:// or https:// URL.
         expect_status: the status code the endpoint should answer with; a different one is flagged.
+        host: where to check from: an inventory host (see list_hosts), to see its own network and internal names,
+            or "self" / nothing (the default) for the bot, which reaches public addresses only unless
+            [tools.http] allow opens more.
     """
     start = _http_url(url)
+    on = reach.target(host, ctx) if host else None
+    if on is not None:
+        return await _check_on(on, start, expect_status, ctx)
     deadline = asyncio.get_running_loop().time() + ctx.http_timeout_s
     pins = PinnedResolver()
     async with _session(ctx, pins) as session:

@@ -23,6 +23,8 @@ from tools.process import communicate
 from tools.remote.command import KILLED_BY_TIMEOUT, Result, remote_command
 from tools.remote.inventory import SELF, Host, Inventory
 
+# Tools whose `host` is where to check from, the bot by default: it stays optional when [[hosts]] are configured.
+FROM_THE_BOT = frozenset({"check_url", "dns_lookup", "tcp_check", "tls_check"})
 DESCRIBED_HOSTS_MAX = 10  # up to this many inventory names are listed in the host tools' descriptions
 HOST_HELP = (
     'the host: an inventory name (see list_hosts) or "self" (the machine opsloop runs on). Required when '
@@ -86,15 +88,16 @@ def failed(host: Host | None, what: str, result: Result) -> ToolError:
     )
 
 
-def describe_hosts(schema: dict[str, Any], inventory: Inventory | None) -> dict[str, Any]:
+def describe_hosts(schema: dict[str, Any], inventory: Inventory | None, *, required: bool = True) -> dict[str, Any]:
     """`schema` with `host` without a default when an inventory is configured (target() refuses no host, naming
-    the inventory), its description naming the inventory when it is small (≤ DESCRIBED_HOSTS_MAX hosts).
+    the inventory) unless not `required`, its description naming the inventory when it is small
+    (≤ DESCRIBED_HOSTS_MAX hosts).
 
     Done once per registry build, so the tool definitions (and the prompt cache) stay the same across runs."""
     props = schema.get("properties", {})
     if "host" not in props or inventory is None or not inventory.hosts:
         return schema
-    host = {k: v for k, v in props["host"].items() if k != "default"}
+    host = {k: v for k, v in props["host"].items() if k != "default" or not required}
     if len(inventory) <= DESCRIBED_HOSTS_MAX:
         names = ", ".join([*inventory.names, SELF])
         host["description"] = f"{host.get('description', HOST_HELP)} Hosts: {names}."
@@ -105,5 +108,5 @@ def with_hosts(tool: Any, inventory: Inventory | None) -> Any:
     """A built-in Tool whose `host` parameter description lists a small inventory (see describe_hosts)."""
     if tool.source != "builtin":  # another module's `host` may mean something else
         return tool
-    schema = describe_hosts(tool.input_schema, inventory)
+    schema = describe_hosts(tool.input_schema, inventory, required=tool.name not in FROM_THE_BOT)
     return tool if schema is tool.input_schema else dataclasses.replace(tool, input_schema=schema)
