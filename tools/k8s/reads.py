@@ -285,7 +285,7 @@ async def k8s_logs(
     characters (the newest kept) and 512 KiB read; `previous` reads the terminated instance, e.g. the one that
     crashed. With `pattern` (RE2, as grep_log: no backreferences or lookaround) it searches the last tail_lines
     lines (default 2,000), says how many matched in all, and shows the newest matches (at most 200 lines, about
-    10,000 characters). The first line gives the container's restart count and its last termination: reason
+    10,000 characters). The second line gives the container's restart count and its last termination: reason
     (OOMKilled, Error), exit code and when. Use it after k8s_get shows a pod in CrashLoopBackOff, with
     previous=true to see why it died, or with pattern="(?i)error|panic" to find the one error among many lines.
 
@@ -345,14 +345,14 @@ async def k8s_logs(
             f"match {pattern!r}"
         )
         if not lines:
-            return f"{restarts}\n{head}\n(no line matched)"
+            return f"{head}\n{restarts}\n(no line matched)"
         if len(lines) > MAX_MATCHES:
             head += f"; the oldest {len(lines) - MAX_MATCHES} matches not shown"
             lines = lines[-MAX_MATCHES:]
     else:
         head = f"logs of {which}pod {ns}/{pod} container {container}: last {len(lines)} lines"
         if not lines:
-            return f"{restarts}\n{head}\n(no log lines)"
+            return f"{head}\n{restarts}\n(no log lines)"
     body, cut = "\n".join(lines), 0
     while len(body) > LOG_CHARS and len(lines) > 1:  # keep the newest lines: the end of a log is what matters
         drop = max(1, len(lines) // 10)
@@ -362,7 +362,7 @@ async def k8s_logs(
         body = body[-LOG_CHARS:]
     if cut:
         head += f" (the oldest {cut} of them not shown: narrow with tail_lines, since_seconds or pattern)"
-    return f"{restarts}\n{head}\n{body}"
+    return f"{head}\n{restarts}\n{body}"
 
 
 def restart_line(pod: dict[str, Any], container: str) -> str:
