@@ -96,7 +96,7 @@ def oom_killed(kube: FakeKube) -> dict[str, Any]:
 
 
 def disk_pressure(kube: FakeKube) -> None:
-    """node-2 under DiskPressure: cache-0 in web evicted from it, cache-1 pending; node-1 healthy with api-ok."""
+    """node-2 under DiskPressure: cache-0 in web evicted from it; node-1 healthy with api-ok."""
     kube.add(node("node-1"))
     kube.add(node("node-2", pressure=("DiskPressure",)))
     kube.add(pod("api-ok", NS, node="node-1"))
@@ -105,9 +105,14 @@ def disk_pressure(kube: FakeKube) -> None:
         reason="Evicted",
         message="The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 512Mi.",
     )
+    evicted["status"]["containerStatuses"][0]["state"] = {  # what a 1.32 kubelet reports for an evicted pod
+        "terminated": {
+            "exitCode": 137,
+            "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated",
+        }
+    }
     kube.add(evicted)
-    pending = pod("cache-1", NS, node=None, phase="Pending", ready=False, ip=None)
-    kube.add(pending)
 
 
 ARGO_APP = "shop-api"
