@@ -67,9 +67,7 @@ def _refusal(pattern: str, error: str, tool: str) -> str:
     construct = _construct(pattern, error)
     if construct is None:
         return f"{tool}: the pattern is not supported by this linear-time matcher (RE2): {error}"
-    return (
-        f"{tool}: the pattern uses {construct}, which this linear-time matcher does not support; rewrite it without"
-    )
+    return f"{tool}: the pattern uses {construct}, which this linear-time matcher does not support; rewrite it without"
 
 
 def _construct(pattern: str, error: str) -> str | None:

@@ -746,7 +746,7 @@ def node(name: str, *, ready: bool = True, pressure: Iterable[str] = (), age_s: 
         }
         for kind, texts in _NODE_CONDITIONS.items()
     ]
-    node_obj = {
+    node_obj: Obj = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": _meta(name, None, {"kubernetes.io/hostname": name}, None, age_s, None),

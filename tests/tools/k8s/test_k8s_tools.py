@@ -319,7 +319,8 @@ async def test_a_namespace_outside_scope_and_secrets_are_refused_before_any_requ
             await reg.get("k8s_describe").run({"kind": "secret", "name": "db", "namespace": NS})  # type: ignore[union-attr]
         with pytest.raises(
             BadCall,
-            match="namespace is required: cluster prod allows several namespaces and sets no default_namespace; give one of: web, payments",
+            match="namespace is required: cluster prod allows several namespaces and sets no default_namespace; "
+            "give one of: web, payments",
         ):
             await get.run({"kind": "pods"})
         with pytest.raises(ToolError, match="no cluster 'staging' is configured; clusters: prod"):
@@ -551,7 +552,8 @@ def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
         )
     assert e.value.problems == [
         "kubernetes.clusters[0].namespaces[1]: expected a string, got an integer",
-        "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, default_namespace, timeout_s)",
+        "kubernetes.clusters[1].colour: unknown key "
+        "(known: name, kubeconfig, context, namespaces, default_namespace, timeout_s)",
         "kubernetes.clusters[1].timeout_s: must be at most 300 seconds, got 500",
     ]
 
