@@ -1,22 +1,19 @@
 """What the log tools decide before any command runs and how they word the answer: their limits, what counts as a
-rotated log, RE2 compiling grep_log's pattern (what it accepts), and the texts of tail_log and grep_log."""
+rotated log, and the texts of tail_log and grep_log."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import re2
 
 from tools.builtin.host import human_bytes
+from tools.patterns import compile_pattern as compile_pattern  # the log tools take this pattern (re-exported)
 from tools.registry import ToolError
 
 MAX_TAIL_LINES = 5_000
 MAX_LINE_CHARS = 500  # a line shown is cut here
 MAX_GREP_FILES = 1_000
 LISTED_FILES = 50  # clean_logs previews name this many files; the list digest covers all of them
-MAX_REGEX_MEM = 16 * 1024 * 1024  # what RE2 may use for one grep_log pattern (program plus DFA cache)
 
 _COMPRESSED_RE = re.compile(r"\.(?:gz|bz2|xz|zst)$")
 _DATE = r"(?:19|20)\d\d-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])"
@@ -69,88 +66,6 @@ def check_lines(lines: int) -> None:
 
 def tail_text(shown: str, lines: list[str], size: int) -> str:
     return f"{shown} (last {len(lines)} lines, {human_bytes(size)})\n" + "\n".join(clip(line) for line in lines)
-
-
-# -- grep_log: RE2, linear in the line's length whatever the pattern ----------------------------------------
-
-# What RE2 refuses that Python's re accepts, by the text of RE2's error ("<kind>: <fragment>").
-_PERL_OPERATORS = {
-    "(?=": "a lookahead (?=…)",
-    "(?!": "a negative lookahead (?!…)",
-    "(?<=": "a lookbehind (?<=…)",
-    "(?<!": "a negative lookbehind (?<!…)",
-    "(?>": "an atomic group (?>…)",
-    "(?(": "a conditional group (?(…)…|…)",
-    "(?#": "a comment group (?#…)",
-}
-_ESCAPES = {
-    "\\Z": "\\Z (write \\z or $ for the end of the line)",
-    "\\u": "a \\u escape (write \\x{…})",
-    "\\U": "a \\U escape (write \\x{…})",
-    "\\N": "a named character \\N{…} (write \\x{…})",
-}
-_BACKREF_RE = re.compile(r"\\[1-9]\d*")
-
-
-def _regex_options() -> Any:
-    options = re2.Options()
-    options.max_mem = MAX_REGEX_MEM  # a pattern needing more is refused at compile time
-    options.log_errors = False  # the error goes to the model, not to stderr
-    return options
-
-
-def compile_pattern(pattern: str) -> Any:
-    """`pattern` compiled by RE2: matching costs time linear in the text, never a backtracking blow-up.
-    Python's syntax minus what needs backtracking; a refusal is a ToolError naming the construct."""
-    try:
-        return re2.compile(pattern, _regex_options())
-    except re2.error as e:
-        raise ToolError(_refusal(pattern, _error_text(e))) from None
-    except UnicodeError:
-        raise ToolError("pattern: invalid regular expression: not valid Unicode (a lone surrogate)") from None
-
-
-def _error_text(e: Exception) -> str:
-    arg = e.args[0] if e.args else ""
-    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
-
-
-def _refusal(pattern: str, error: str) -> str:
-    try:
-        re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as e:
-        return f"pattern: invalid regular expression: {e}"  # Python's message: the syntax the model writes
-    if error.startswith("pattern too large"):
-        return (
-            f"grep_log: the pattern needs more than the {human_bytes(MAX_REGEX_MEM)} this linear-time matcher "
-            "allows a pattern; simplify it (fewer or smaller counted repetitions)"
-        )
-    construct = _construct(pattern, error)
-    if construct is None:
-        return f"grep_log: the pattern is not supported by this linear-time matcher (RE2): {error}"
-    return (
-        f"grep_log: the pattern uses {construct}, which this linear-time matcher does not support; rewrite it without"
-    )
-
-
-def _construct(pattern: str, error: str) -> str | None:
-    kind, _, fragment = error.partition(": ")
-    if kind == "invalid escape sequence":
-        if _BACKREF_RE.fullmatch(fragment):
-            return f"a backreference ({fragment})"
-        return _ESCAPES.get(fragment, f"the escape {fragment}")
-    if kind == "invalid perl operator":
-        if fragment in _PERL_OPERATORS:
-            return _PERL_OPERATORS[fragment]
-        if fragment == "(?P":
-            return "a named backreference (?P=…)" if "(?P=" in pattern else None
-        if fragment.startswith("(?"):
-            return f"the inline flag group {fragment}…) (RE2 has only the flags i, m, s and U)"
-    if kind == "bad repetition operator" and fragment.endswith("+"):
-        return f"a possessive quantifier ({fragment})"
-    if kind == "invalid repetition size":
-        return f"a repetition count of more than 1000 in all ({fragment}; nested counts multiply)"
-    return None
 
 
 def check_max_matches(max_matches: int) -> None:
