@@ -2,7 +2,9 @@
 from a temp dir, listening on 127.0.0.1 random ports only, with second-long scrape, evaluation and grouping
 intervals; stopped and removed however the test ends. `missing()` says why they can't run (the tests skip).
 
-A `Target` is the scraped side: a tiny aiohttp app on loopback serving /metrics with a gauge the test sets.
+A `Target` is the scraped side: a tiny aiohttp app on loopback serving /metrics with a gauge the test sets (and any
+`extra` exposition lines). `backfill` puts history into the TSDB before Prometheus starts (`promtool tsdb
+create-blocks-from openmetrics`): samples at the times the test chose, so a range query's answer is exact.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import aiohttp
 from aiohttp import web
 
 PROMETHEUS = ("prometheus",)
+PROMTOOL = ("promtool",)  # in Debian's prometheus package
 ALERTMANAGER = ("prometheus-alertmanager", "alertmanager")  # Debian's name, upstream's name
 START_TIMEOUT_S = 30.0
 
@@ -53,9 +56,10 @@ def free_port() -> int:
 
 @dataclass
 class Target:
-    """A scrape target: `value` is what /metrics says for test_disk_used_ratio right now."""
+    """A scrape target: `value` is what /metrics says for test_disk_used_ratio right now; `extra` follows it."""
 
     value: float = 0.0
+    extra: str = ""  # more metric families in the text exposition format, each line ending in a newline
     port: int = 0
     scrapes: int = 0
     _runner: web.AppRunner | None = None
@@ -66,6 +70,7 @@ class Target:
             body = (
                 "# HELP test_disk_used_ratio Used share of /var.\n# TYPE test_disk_used_ratio gauge\n"
                 f'test_disk_used_ratio{{host="web-03"}} {self.value}\n'
+                f"{self.extra}"
             )
             return web.Response(text=body, content_type="text/plain")
 
@@ -107,6 +112,7 @@ class PromStack:
     alertmanager: bool = True  # False: Prometheus alone (the query tool tests)
     rules: str = RULES
     jobs: tuple[str, ...] = ("target",)  # scrape jobs, each scraping the target (two: two series per metric)
+    backfill: str = ""  # OpenMetrics text (timestamps in seconds, ending in "# EOF") written as blocks before start
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="opsloop-prom-")))
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     prom_port: int = 0
@@ -140,6 +146,15 @@ receivers:
 """
             for job in self.jobs
         )
+        if self.backfill:
+            (self.dir / "backfill.om").write_text(self.backfill)
+            subprocess.run(
+                [_binary(PROMTOOL) or "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
+                + [str(self.dir / "backfill.om"), str(self.dir / "tsdb")],
+                check=True,
+                capture_output=True,
+                timeout=START_TIMEOUT_S,
+            )
         (self.dir / "prometheus.yml").write_text(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -235,11 +250,17 @@ async def prom_stack(target: Target, *, receivers: str, receiver: str, **kw: Any
 
 @contextlib.asynccontextmanager
 async def prometheus(
-    target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",)
+    target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",), backfill: str = ""
 ) -> AsyncIterator[PromStack]:
-    """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second."""
+    """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second, over `backfill`."""
     stack = PromStack(
-        target_port=target.port, receivers="", receiver="none", alertmanager=False, rules=rules, jobs=jobs
+        target_port=target.port,
+        receivers="",
+        receiver="none",
+        alertmanager=False,
+        rules=rules,
+        jobs=jobs,
+        backfill=backfill,
     )
     try:
         await stack.start()

@@ -4,7 +4,7 @@ from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_pro
 from tools.builtin.http import check_url
 from tools.builtin.inventory import list_hosts
 from tools.builtin.logs import clean_logs, grep_log, tail_log
-from tools.builtin.prometheus import prometheus_query, prometheus_query_range
+from tools.builtin.prometheus import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
 # Registration order (and so the order the model sees): host (and the inventory), logs, services, http, prometheus.
@@ -22,4 +22,6 @@ __all__ = [  # noqa: RUF022
     "check_url",
     "prometheus_query",
     "prometheus_query_range",
+    "prometheus_metrics",
+    "prometheus_alerts",
 ]
