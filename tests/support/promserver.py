@@ -87,6 +87,31 @@ class Target:
             await self._runner.cleanup()
 
 
+HOUR = 3600
+ONSET_AFTER_S = 37 * 60  # in onset_history, the checkout error ratio jumps from 1% to 40% this long after its start
+
+
+def history_start() -> int:
+    """Three hours back, on the hour: inside the default 15-day retention, before anything scraped."""
+    return (int(time.time()) // HOUR - 3) * HOUR
+
+
+def onset_history(start: int) -> str:
+    """One hour from `start` of samples a minute apart, as OpenMetrics for `backfill`: test_errors_ratio of
+    service checkout (0.01, then 0.4 from ONSET_AFTER_S on), of fourteen calm services svc-00..svc-13 (0.001 to
+    0.014, steady), and test_heap_bytes of checkout (1.5 GiB)."""
+    times = range(start, start + HOUR + 1, 60)
+    lines = ["# HELP test_errors_ratio Share of requests that failed.", "# TYPE test_errors_ratio gauge"]
+    lines += [
+        f'test_errors_ratio{{service="checkout"}} {0.4 if t >= start + ONSET_AFTER_S else 0.01} {t}' for t in times
+    ]
+    for i in range(14):
+        lines += [f'test_errors_ratio{{service="svc-{i:02}"}} {(i + 1) / 1000} {t}' for t in times]
+    lines += ["# HELP test_heap_bytes Heap in use.", "# TYPE test_heap_bytes gauge"]
+    lines += [f'test_heap_bytes{{service="checkout"}} {1.5 * 2**30:.0f} {t}' for t in times]
+    return "\n".join([*lines, "# EOF", ""])
+
+
 RULES = """groups:
 - name: opsloop-test
   interval: 1s
@@ -148,9 +173,9 @@ receivers:
         )
         if self.backfill:
             (self.dir / "backfill.om").write_text(self.backfill)
+            blocks = (str(self.dir / "backfill.om"), str(self.dir / "tsdb"))
             subprocess.run(
-                [_binary(PROMTOOL) or "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
-                + [str(self.dir / "backfill.om"), str(self.dir / "tsdb")],
+                [_binary(PROMTOOL) or "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", *blocks],
                 check=True,
                 capture_output=True,
                 timeout=START_TIMEOUT_S,

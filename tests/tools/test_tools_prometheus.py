@@ -18,6 +18,7 @@ from tools import ToolContext, ToolError
 from tools.api import MAX_OUTPUT_CHARS, BadCall
 from tools.builtin import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
 from tools.builtin.prometheus import parse_time, series_name
+from tools.builtin.prometheus_units import unit_of, with_unit
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -333,25 +334,9 @@ async def test_real_error_shapes_are_tool_errors_with_the_servers_words(
 
 
 # --- the real Prometheus with history: an onset, many series, metadata, alerts ------------------------------------
-HOUR = 3600
-W0 = (int(time.time()) // HOUR - 3) * HOUR  # three hours back, on the hour: inside the 15-day retention
-ONSET = W0 + 37 * 60  # the checkout error ratio jumps from 1% to 40% at minute 37
-CALM = [f"svc-{i:02}" for i in range(14)]  # fourteen more services, each steady at a low error ratio
-
-
-def _history() -> str:
-    """One hour of samples a minute apart: the checkout error ratio with its onset, fourteen calm services, and
-    checkout's heap in bytes."""
-    lines = ["# HELP test_errors_ratio Share of requests that failed.", "# TYPE test_errors_ratio gauge"]
-    for t in range(W0, W0 + HOUR + 1, 60):
-        lines.append(f'test_errors_ratio{{service="checkout"}} {0.4 if t >= ONSET else 0.01} {t}')
-    for i, service in enumerate(CALM):
-        lines += [
-            f'test_errors_ratio{{service="{service}"}} {(i + 1) / 1000} {t}' for t in range(W0, W0 + HOUR + 1, 60)
-        ]
-    lines += ["# HELP test_heap_bytes Heap in use.", "# TYPE test_heap_bytes gauge"]
-    lines += [f'test_heap_bytes{{service="checkout"}} {1.5 * 2**30:.0f} {t}' for t in range(W0, W0 + HOUR + 1, 60)]
-    return "\n".join([*lines, "# EOF", ""])
+HOUR = promserver.HOUR
+W0 = promserver.history_start()
+ONSET = W0 + promserver.ONSET_AFTER_S
 
 
 SCRAPED = """# HELP test_requests_total Requests served, by code.
@@ -378,11 +363,14 @@ ALERTING = """groups:
 
 @pytest.fixture
 async def history_prometheus() -> AsyncIterator[tuple[promserver.Target, ToolContext]]:
-    """A real Prometheus over an hour of backfilled history (_history), scraping a target with a counter, with one
-    alert firing (DiskFull) and one pending (DiskFillingSlowly, for 1h); yielded once both alerts are active."""
+    """A real Prometheus over an hour of backfilled history (promserver.onset_history), scraping a target with a
+    counter, with one alert firing (DiskFull) and one pending (DiskFillingSlowly, for 1h);
+    yielded once both alerts are active."""
     target = await promserver.Target(value=0.97, extra=SCRAPED).start()
     try:
-        async with promserver.prometheus(target, rules=ALERTING, jobs=("node",), backfill=_history()) as prom:
+        async with promserver.prometheus(
+            target, rules=ALERTING, jobs=("node",), backfill=promserver.onset_history(W0)
+        ) as prom:
             async with asyncio.timeout(30):
                 while len((await prom.query("ALERTS"))["data"]["result"]) < 2:  # noqa: ASYNC110
                     await asyncio.sleep(0.1)  # another process's rule evaluations: nothing to wait on
@@ -406,7 +394,8 @@ async def test_real_range_query_gives_the_onset_stats_and_points_over_the_whole_
     assert head == f"matrix: 1 series, {_at(W0)} .. {_at(W0 + HOUR)}, point times HH:MM:SS UTC"
     assert name == f'test_errors_ratio{{service="checkout"}}: 61 points {_at(W0)} .. {_at(W0 + HOUR)}'
     assert stats == (
-        f"  first=0.01 (1%) last=0.4 (40%) min=0.01 (1%) at {_at(W0)} max=0.4 (40%) at {_at(ONSET)} mean=0.163443 (16.3%)"
+        f"  first=0.01 (1%) last=0.4 (40%) min=0.01 (1%) at {_at(W0)} max=0.4 (40%) at {_at(ONSET)} "
+        "mean=0.163443 (16.3%)"
     )
     assert onset == f"  first above 0.1 at {_at(ONSET)} (value 0.4 (40%))"
     assert points.startswith("  points (all): ")
@@ -523,7 +512,7 @@ async def test_real_metrics_lists_names_with_type_and_help_and_label_values(
     ]
     with pytest.raises(BadCall, match="label: 'a/b' is not a label name"):
         await run({"metric": "up", "label": "a/b"})
-    with pytest.raises(ToolError, match="Prometheus bad_data: .*error parsing regexp"):
+    with pytest.raises(ToolError, match=r"Prometheus bad_data: .*error parsing regexp"):
         await run({"pattern": "(unclosed"})
 
 
@@ -552,3 +541,25 @@ async def test_real_alerts_says_when_none_are_active(
 ) -> None:
     _, _, ctx = real_prometheus
     assert await prometheus_alerts.bind(ctx).run({}) == "no alerts firing or pending (0 alerting rules loaded)"
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "shown"),
+    [
+        ("node_memory_MemAvailable_bytes", "3221225472", "3221225472 (3 GiB)"),
+        ("container_network_receive_bytes_total", "1536", "1536 (1.5 KiB)"),
+        ("http_request_duration_seconds", "0.25", "0.25 (250 ms)"),
+        ("http_request_duration_seconds_sum", "42", "42 (42 s)"),
+        ("http_request_duration_seconds_count", "42", "42"),
+        ("http_request_duration_seconds_bucket", "42", "42"),
+        ("process_start_time_seconds", "1700000000", "1700000000 (2023-11-14T22:13:20Z)"),
+        ("job:test_disk_used_ratio:max", "0.97", "0.97 (97%)"),
+        ("instance:node_network_receive_bytes:rate5m", "2097152", "2097152 (2 MiB/s)"),
+        ("node_filesystem_used_percent", "91.5", "91.5 (91.5%)"),
+        ("up", "1", "1"),
+        ("", "0.5", "0.5"),  # a computed result: no name, no unit
+        ("test_disk_used_ratio", "NaN", "NaN"),
+    ],
+)
+def test_units_come_from_the_metric_name_only(name: str, raw: str, shown: str) -> None:
+    assert with_unit(raw, unit_of(name)) == shown
