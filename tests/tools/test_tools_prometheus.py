@@ -17,7 +17,8 @@ from tests.support import promserver
 from tools import ToolContext, ToolError
 from tools.api import MAX_OUTPUT_CHARS, BadCall
 from tools.builtin import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
-from tools.builtin.prometheus import parse_time, series_name
+from tools.builtin.prometheus import parse_time
+from tools.builtin.prometheus_series import series_name
 from tools.builtin.prometheus_units import unit_of, with_unit
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z

@@ -47,9 +47,13 @@ async def _api(
         raise ToolError("no Prometheus URL is configured (set url in [tools.prometheus])")
     url = f"{ctx.prometheus_url.rstrip('/')}/api/v1/{endpoint}"
     timeout = aiohttp.ClientTimeout(total=ctx.http_timeout_s)
-    send = {"data": form} if method == "POST" else {"params": form}
     try:
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.request(method, url, **send) as resp:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.request(
+                method, url, data=form if method == "POST" else None, params=form if method == "GET" else None
+            ) as resp,
+        ):
             raw = bytearray()
             async for chunk in resp.content.iter_chunked(1 << 16):
                 raw += chunk

@@ -73,14 +73,12 @@ class Series:
         values = [v for _, v in self.finite]
         if not values:
             return None
-        return {
-            "max": max,
-            "min": min,
-            "mean": lambda xs: sum(xs) / len(xs),
-            "first": lambda xs: xs[0],
-            "last": lambda xs: xs[-1],
-            "increase": lambda xs: xs[-1] - xs[0],
-        }[by](values)
+        if by in ("max", "min"):
+            return max(values) if by == "max" else min(values)
+        if by == "mean":
+            return sum(values) / len(values)
+        first, last = values[0], values[-1]
+        return first if by == "first" else last if by == "last" else last - first
 
     def onset(self, threshold: Threshold) -> tuple[float, float] | None:
         """The first point beyond the threshold (time, value), or None."""
