@@ -7,7 +7,7 @@ from tools.builtin.inventory import list_hosts
 from tools.builtin.journal import journal, kernel_events
 from tools.builtin.logs import clean_logs, grep_log, tail_log
 from tools.builtin.network import dns_lookup, tcp_check, tls_check
-from tools.builtin.prometheus import prometheus_query, prometheus_query_range
+from tools.builtin.prometheus import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
 # Registration order (and so the order the model sees): host (and the inventory), logs, journal, services, http and
@@ -31,4 +31,6 @@ __all__ = [  # noqa: RUF022
     "tls_check",
     "prometheus_query",
     "prometheus_query_range",
+    "prometheus_metrics",
+    "prometheus_alerts",
 ]
