@@ -3,7 +3,7 @@
 from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_processes
 from tools.builtin.http import check_url
 from tools.builtin.inventory import list_hosts
-from tools.builtin.logs import clean_logs, grep_log, tail_log
+from tools.builtin.logs import clean_logs, grep_log, list_logs, log_histogram, tail_log
 from tools.builtin.prometheus import prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
@@ -14,8 +14,10 @@ __all__ = [  # noqa: RUF022
     "check_cpu",
     "list_top_processes",
     "list_hosts",
+    "list_logs",
     "tail_log",
     "grep_log",
+    "log_histogram",
     "clean_logs",
     "service_status",
     "restart_service",
