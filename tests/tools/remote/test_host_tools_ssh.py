@@ -679,3 +679,38 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     assert (
         f"opsloop: error: host web-02: to verify its key, run: ssh-keyscan -p {other.port} -t ed25519 127.0.0.1" in err
     )
+
+
+WINDOWED = [
+    ("grep_log", {"path": "timed.log", "pattern": "ERROR", "since": "2026-12-05T13:55:00Z", "newest_first": True}),
+    ("grep_log", {"path": ".", "pattern": "(?i)error", "until": "2026-12-05T13:00:00Z", "max_matches": 3}),
+    ("grep_log", {"path": "app.log", "pattern": "ERROR", "newest_first": True, "max_matches": 3}),
+    ("tail_log", {"path": "timed.log", "lines": 5, "since": "2026-12-05T13:00:00Z", "until": "2026-12-05T13:52:00Z"}),
+    ("tail_log", {"path": "app.log", "since": "2026-12-05T00:00:00Z"}),
+    (
+        "log_histogram",
+        {
+            "path": "timed.log",
+            "pattern": "ERROR",
+            "since": "2026-12-05T13:00:00Z",
+            "until": "2026-12-05T14:00:00Z",
+            "bucket": "2m",
+        },
+    ),
+    ("log_histogram", {"path": "timed.log", "pattern": "x", "since": "soon"}),
+    ("list_logs", {}),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), WINDOWED)
+async def test_windowed_log_reads_answer_the_same_here_and_on_a_host(
+    tools: ToolRegistry, logs: Path, name: str, args: dict[str, Any]
+) -> None:
+    lines = []
+    for i in range(60):
+        t = f"2026-12-05T13:{i:02d}:00Z"
+        lines += [f"{t} INFO {i}"] + ([f"{t} ERROR timed out {i}", "  at frame ERROR"] if i >= 50 else [])
+    (logs / "timed.log").write_text("\n".join(lines) + "\n")
+    here = await _answer(tools, name, args, "self", socket.gethostname())
+    assert here.strip()  # an answer, never an empty string
+    assert await _answer(tools, name, args, "web-03", "web-03") == here
