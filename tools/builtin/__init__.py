@@ -5,7 +5,7 @@ from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_pro
 from tools.builtin.http import check_url
 from tools.builtin.inventory import list_hosts
 from tools.builtin.journal import journal, kernel_events
-from tools.builtin.logs import clean_logs, grep_log, tail_log
+from tools.builtin.logs import clean_logs, grep_log, list_logs, log_histogram, tail_log
 from tools.builtin.network import dns_lookup, tcp_check, tls_check
 from tools.builtin.prometheus import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
@@ -18,8 +18,10 @@ __all__ = [  # noqa: RUF022
     "check_cpu",
     "list_top_processes",
     "list_hosts",
+    "list_logs",
     "tail_log",
     "grep_log",
+    "log_histogram",
     "clean_logs",
     "journal",
     "kernel_events",
