@@ -15,7 +15,7 @@ from tools.registry import Category, ToolContext, ToolError, tool
 
 _TIMEOUT_S = 20.0  # a command's own limit, under the tools' 30 s
 # Filesystems df lists that have no device behind them: not shown (except the root filesystem)
-_PSEUDO_FS = frozenset(
+PSEUDO_FS = frozenset(
     {
         "tmpfs",
         "devtmpfs",
@@ -108,7 +108,7 @@ def parse_df(space: str, inodes: str) -> list[Mount]:
             continue
         _dev, fstype, size_k, used_k, avail_k, _cap, mount = fields
         size, used, avail = (int(v) * 1024 for v in (size_k, used_k, avail_k))
-        if mount in seen or size == 0 or (fstype in _PSEUDO_FS and mount != "/"):
+        if mount in seen or size == 0 or (fstype in PSEUDO_FS and mount != "/"):
             continue
         seen.add(mount)
         mounts.append(Mount(mount, fstype, size, used, avail, *counts.get(mount, (0, 0))))
@@ -307,7 +307,7 @@ def _check_limit(limit: int) -> None:
 # (a local run and each SSH channel start one of their own), which is how the tool leaves itself out.
 _TOP_SCRIPT = (
     "cd /proc || exit 1; printf '%s\\0' \"$$\"; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; "
-    "sleep 0.5; t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; '
+    "sleep 0.5; t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; "
     "printf '\\0%s %s %s\\0' \"$t0\" \"$t1\" \"$(getconf CLK_TCK)\"; "
     "ps -e -ww -o pid=,user:32=,rss=,args= | cut -b 1-400; printf '\\0'; "
     "grep -H -E '^(0::|[0-9]+:name=systemd:)' [0-9]*/cgroup 2>/dev/null"
