@@ -18,6 +18,8 @@ BUILTINS = [
     "check_memory",
     "check_cpu",
     "list_top_processes",
+    "disk_usage",
+    "read_file",
     "list_hosts",
     "tail_log",
     "grep_log",
@@ -129,7 +131,7 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     (
         {"modul": []},
-        "tools.modul: unknown key (known: modules, categories, timeouts, logs, services, prometheus, http, "
+        "tools.modul: unknown key (known: modules, categories, timeouts, logs, services, files, prometheus, http, "
         "commands, mcp)",
     ),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),

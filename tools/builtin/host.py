@@ -366,8 +366,8 @@ def _top_text(name: str, rows: list[_Row], what: str, sort_by: str, limit: int, 
     rows.sort(key=lambda r: (r.cpu, r.rss) if sort_by == "cpu" else (r.rss, r.cpu), reverse=True)
     head = ["unit", "processes", "cpu%", "rss", "busiest command"] if what == "units" else []
     table = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
-    mine = f" (this tool's own {hidden} processes left out)" if hidden else ""
-    return f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}{mine}\n" + _table(table)
+    mine = [f"this tool's own {hidden} sampling processes are left out"] if hidden else []
+    return "\n".join([f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", _table(table), *mine])
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -387,7 +387,7 @@ async def list_top_processes(
     to 120 characters. With group_by="unit", one row per systemd unit (from /proc/PID/cgroup; "-" for processes
     in none): its process count, cpu% summed over its processes including the CPU of their children that ended
     during the sample (so a unit whose work runs in short-lived children is still named), rss summed, and its
-    busiest command. The tool's own sampling commands are left out (the header says how many). At most 100 rows.
+    busiest command. The tool's own sampling commands are left out (a last line says how many). At most 100 rows.
     Use it after check_cpu or check_memory shows a host busy, to find which process or unit it is.
 
     Args:

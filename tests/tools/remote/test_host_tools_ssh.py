@@ -104,7 +104,7 @@ async def call(registry: ToolRegistry, name: str, args: dict[str, Any], **kw: An
 
 
 SHAPES = {
-    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%"]),
+    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%\s+inodes\s+iused\s+iuse%"]),
     "check_memory": (
         {},
         [
