@@ -97,11 +97,15 @@ def _host_paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class FilesSection:
-    read_dirs: tuple[str, ...] | None = setting(None, "the directories read_file reads (default /etc)", check=_host_paths)
+    read_dirs: tuple[str, ...] | None = setting(
+        None, "the directories read_file reads (default /etc)", check=_host_paths
+    )
     usage_dirs: tuple[str, ...] | None = setting(
         None, "the directories disk_usage lists (default: the host's mount points)", check=_host_paths
     )
-    deny: tuple[str, ...] | None = setting(None, "paths both refuse, beyond their built-in deny-list", check=_host_paths)
+    deny: tuple[str, ...] | None = setting(
+        None, "paths both refuse, beyond their built-in deny-list", check=_host_paths
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,8 @@ from tools.builtin.logs import clean_logs, grep_log, tail_log
 from tools.builtin.prometheus import prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
-# Registration order (and so the order the model sees): host (and the inventory, disk_usage, read_file), logs, services, http, prometheus.
+# Registration order (and so the order the model sees): host (disk_usage, read_file and the inventory), logs,
+# services, http, prometheus.
 __all__ = [  # noqa: RUF022
     "check_disk",
     "check_memory",

@@ -60,7 +60,13 @@ def _age(seconds: float) -> str:
 
 
 def _usage_text(
-    name: str, root: PurePosixPath, depth: int, limit: int, now: float, entries: list[tuple[int, int, str]], notes: list[str]
+    name: str,
+    root: PurePosixPath,
+    depth: int,
+    limit: int,
+    now: float,
+    entries: list[tuple[int, int, str]],
+    notes: list[str],
 ) -> str:
     total = next((size for size, _, p in entries if p == str(root)), None)
     rest = sorted((e for e in entries if e[2] != str(root)), reverse=True)
@@ -141,4 +147,3 @@ async def disk_usage(path: str, host: str | None = None, depth: int = 2, limit: 
     if not entries and not notes:
         raise reach.failed(found, f"du {root}", result)
     return _usage_text(name, root, depth, limit, float(clock), entries, notes)
-

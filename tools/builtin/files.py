@@ -124,7 +124,9 @@ def _read_text(name: str, path: PurePosixPath, size: int, total: int, start: int
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
-async def read_file(path: str, host: str | None = None, start_line: int = 1, lines: int = 200, *, ctx: ToolContext) -> str:
+async def read_file(
+    path: str, host: str | None = None, start_line: int = 1, lines: int = 200, *, ctx: ToolContext
+) -> str:
     """One text file on one host, under the configured directories (default /etc), numbered, bounded and redacted.
 
     Returns a header with the file's size in bytes, its line count and which lines are shown, then the lines as

@@ -308,7 +308,7 @@ def _check_limit(limit: int) -> None:
 _TOP_SCRIPT = (
     "cd /proc || exit 1; printf '%s\\0' \"$$\"; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; "
     "sleep 0.5; t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; "
-    "printf '\\0%s %s %s\\0' \"$t0\" \"$t1\" \"$(getconf CLK_TCK)\"; "
+    'printf \'\\0%s %s %s\\0\' "$t0" "$t1" "$(getconf CLK_TCK)"; '
     "ps -e -ww -o pid=,user:32=,rss=,args= | cut -b 1-400; printf '\\0'; "
     "grep -H -E '^(0::|[0-9]+:name=systemd:)' [0-9]*/cgroup 2>/dev/null"
 )
@@ -367,7 +367,9 @@ def _top_text(name: str, rows: list[_Row], what: str, sort_by: str, limit: int, 
     head = ["unit", "processes", "cpu%", "rss", "busiest command"] if what == "units" else []
     table = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
     mine = [f"this tool's own {hidden} sampling processes are left out"] if hidden else []
-    return "\n".join([f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", _table(table), *mine])
+    return "\n".join(
+        [f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", _table(table), *mine]
+    )
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -435,4 +437,6 @@ async def list_top_processes(
             cpu, rss = sum(r.cpu for r in members), sum(r.rss for r in members)
             busiest = max(members, key=lambda r: (r.cpu, r.rss)).cells[4]
             rows.append(_Row(cpu, rss, [unit, str(len(members)), f"{cpu:.1f}", human_bytes(rss), busiest]))
-    return _top_text(reach.host_name(found), rows, "units" if group_by == "unit" else "processes", sort_by, limit, hidden)
+    return _top_text(
+        reach.host_name(found), rows, "units" if group_by == "unit" else "processes", sort_by, limit, hidden
+    )
