@@ -303,14 +303,15 @@ def _check_limit(limit: int) -> None:
 
 # The sampling shell's own pid, then each process's /proc/PID/stat twice, half a second apart, with the host's
 # clock and tick rate; then pid, user, rss and command line from ps; then every process's systemd cgroup line
-# ("PID/cgroup:0::/system.slice/x.service"). \0 between. Everything this script starts is in the shell's session
+# ("PID/cgroup:0::/system.slice/x.service"; grep fails when no line matches or a process ended: ignored). \0
+# between. Everything this script starts is in the shell's session
 # (a local run and each SSH channel start one of their own), which is how the tool leaves itself out.
 _TOP_SCRIPT = (
     "cd /proc || exit 1; printf '%s\\0' \"$$\"; t0=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; printf '\\0'; "
     "sleep 0.5; t1=$(date +%s%N); cat [0-9]*/stat 2>/dev/null; "
     'printf \'\\0%s %s %s\\0\' "$t0" "$t1" "$(getconf CLK_TCK)"; '
     "ps -e -ww -o pid=,user:32=,rss=,args= | cut -b 1-400; printf '\\0'; "
-    "grep -H -E '^(0::|[0-9]+:name=systemd:)' [0-9]*/cgroup 2>/dev/null"
+    "grep -H -E '^(0::|[0-9]+:name=systemd:)' [0-9]*/cgroup 2>/dev/null; exit 0"
 )
 _UNIT_SUFFIXES = (".service", ".scope", ".socket", ".mount", ".timer", ".swap", ".slice")
 
@@ -403,8 +404,8 @@ async def list_top_processes(
     _check_limit(limit)
     result = await reach.run(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")
-    if result.exit_status not in (0, 1) or len(parts) != 6 or result.truncated or not parts[0].isdigit():
-        raise reach.failed(found, "reading /proc", result)  # grep exits 1 when no process is in a cgroup
+    if result.exit_status != 0 or len(parts) != 6 or result.truncated or not parts[0].isdigit():
+        raise reach.failed(found, "reading /proc", result)
     before, after, clock = _stats(parts[1]), _stats(parts[2]), parts[3].split()
     elapsed_s = max((int(clock[1]) - int(clock[0])) / 1e9, 1e-3)
     hz = int(clock[2]) or 100
