@@ -1,6 +1,8 @@
-"""The built-in ops tools: host health and inventory, logs, the journal and the kernel log, systemd services, HTTP
-and network checks, Prometheus queries."""
+"""The built-in ops tools: host health, disk usage and files, the inventory, logs, the journal and the kernel log,
+systemd services, HTTP and network checks, Prometheus queries."""
 
+from tools.builtin.disk_usage import disk_usage
+from tools.builtin.files import read_file
 from tools.builtin.host import check_cpu, check_disk, check_memory, list_top_processes
 from tools.builtin.http import check_url
 from tools.builtin.inventory import list_hosts
@@ -10,13 +12,15 @@ from tools.builtin.network import dns_lookup, tcp_check, tls_check
 from tools.builtin.prometheus import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
 from tools.builtin.services import restart_service, service_status
 
-# Registration order (and so the order the model sees): host (and the inventory), logs, journal, services, http and
-# the network, prometheus.
+# Registration order (and so the order the model sees): host (disk_usage, read_file and the inventory), logs,
+# journal, services, http and the network, prometheus.
 __all__ = [  # noqa: RUF022
     "check_disk",
     "check_memory",
     "check_cpu",
     "list_top_processes",
+    "disk_usage",
+    "read_file",
     "list_hosts",
     "list_logs",
     "tail_log",

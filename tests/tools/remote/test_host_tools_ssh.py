@@ -104,7 +104,7 @@ async def call(registry: ToolRegistry, name: str, args: dict[str, Any], **kw: An
 
 
 SHAPES = {
-    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%"]),
+    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%\s+inodes\s+iused\s+iuse%"]),
     "check_memory": (
         {},
         [
@@ -147,7 +147,7 @@ async def test_a_health_tool_on_a_host_has_the_local_shape(tools: ToolRegistry, 
         assert remote[3].split()[1] == local[3].split()[1]  # logical cores
         assert remote[1].count("%") == local[1].count("%")
     if name == "list_top_processes":
-        rows = [line.split(None, 4) for line in remote[2:]]
+        rows = [line.split(None, 4) for line in remote[2:7]]  # then the line naming its own processes
         assert len(rows) == 5 and all(r[0].isdigit() and re.fullmatch(r"\d+\.\d", r[2]) for r in rows)
 
 
