@@ -70,6 +70,8 @@ def _absolute(path: str, r: Reader, key: str) -> str:
     if not path.startswith("/"):
         r.problem(f"{path!r} must be an absolute path on that host", key)
     return posixpath.normpath(path)
+
+
 def _paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     for i, p in enumerate(paths):
         if not p.startswith("/"):
