@@ -140,8 +140,8 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     (
         {"modul": []},
-        "tools.modul: unknown key (known: modules, categories, timeouts, logs, services, files, prometheus, http, "
-        "commands, mcp)",
+        "tools.modul: unknown key (known: modules, categories, timeouts, logs, journal, services, files, prometheus, "
+        "http, commands, mcp)",
     ),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),
     (
