@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.store import Store
+from tools.api import ToolError
 from tools.changes.model import Change, Cut, utc_minute
 from tools.changes.store import KeyDiff, KeySnapshot, configmap_snapshots, save_configmap_snapshots
 from tools.k8s import render
@@ -299,7 +300,7 @@ def configmap_changes(
                 at=at,
                 source="kubernetes",
                 target=f"{where} configmap/{name}",
-                what=f"configmap {verb}{by}" + (f" ({operation})" if operation else "") + (f": {keyed}" if keyed else ""),
+                what=f"configmap {verb}{by}{f' ({operation})' if operation else ''}{f': {keyed}' if keyed else ''}",
                 ref="managedFields",
             )
         )
@@ -371,3 +372,92 @@ def namespaces(client: KubeClient, namespace: str | None = None) -> list[str]:
     if namespace:
         return [client.namespace(namespace)]
     return list(client.spec.namespaces) or [client.namespace(None)]
+
+
+DIFF_LINES = 120  # a revision's template diff lines shown; the rest are counted
+KEYS_LISTED = 50  # a ConfigMap's keys named in change_diff, per list; the rest are counted
+
+
+def _template(obj: Mapping[str, Any]) -> Any:
+    """A ReplicaSet's or ControllerRevision's pod template, without the labels its controller adds."""
+    spec = obj.get("spec") if obj.get("kind") == "ReplicaSet" else (obj.get("data") or {}).get("spec")
+    template = dict((spec or {}).get("template") or {})
+    template.pop("$patch", None)
+    meta = dict(template.get("metadata") or {})
+    meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k != "pod-template-hash"}
+    template["metadata"] = meta
+    return template
+
+
+async def revision_diff(client: KubeClient, namespace: str | None, workload: str, ref: str) -> str:
+    """The pod template of the revision `ref` names (`replicaset/NAME` for a Deployment,
+    `controllerrevision/NAME` for a StatefulSet or DaemonSet) against its workload's revision before it, one
+    changed field a line (tools.k8s.diff), at most DIFF_LINES."""
+    from tools.k8s.diff import field_diff
+
+    ns = client.namespace(namespace)
+    kind_name, _, name = ref.partition("/")
+    kinds = {"replicaset": REPLICASETS, "controllerrevision": CONTROLLER_REVISIONS}
+    if kind_name not in kinds or not name:
+        raise ToolError(f"ref {ref!r} names no revision: give replicaset/NAME or controllerrevision/NAME")
+    items, _ = await _list(client, kinds[kind_name], ns)
+    rows = []
+    for obj in items:
+        meta = render.meta(obj)
+        number = _number(
+            (meta.get("annotations") or {}).get(render.REVISION) if kind_name == "replicaset" else obj.get("revision")
+        )
+        owner = _owner(obj)
+        if owner is not None and number is not None:
+            rows.append((owner, number, str(meta.get("name")), obj))
+    found = next((r for r in rows if r[2] == name), None)
+    if found is None:
+        raise ToolError(f"no {kind_name} {name} owned by a workload in {client.name}/{ns}")
+    owner, number, _, obj = found
+    if f"{_WORKLOADS[owner[0]]}/{owner[1]}" != workload:
+        raise ToolError(f"{ref} is a revision of {_WORKLOADS[owner[0]]}/{owner[1]}, not of {workload}")
+    earlier = sorted((r for r in rows if r[0] == owner and r[1] < number), key=lambda r: r[1])
+    what = f"{client.name}/{ns} {_WORKLOADS[owner[0]]}/{owner[1]} revision {number} ({ref})"
+    if not earlier:
+        return f"{what}: no earlier revision is kept to compare with; its images: {_images(_template(obj))}"
+    _, before_number, before_name, before = earlier[-1]
+    lines = field_diff(_template(before), _template(obj), ".spec.template")
+    head = f"{what} against revision {before_number} ({kind_name}/{before_name}):"
+    if not lines:
+        return f"{head} the pod templates are the same"
+    shown = lines[:DIFF_LINES]
+    more = f"\n… [{len(lines) - DIFF_LINES} more changed fields not shown]" if len(lines) > DIFF_LINES else ""
+    return "\n".join([head, *shown]) + more
+
+
+async def configmap_detail(client: KubeClient, namespace: str | None, name: str, memory: KeyMemory | None) -> str:
+    """One ConfigMap's data keys (names only), its key changes since opsloop last read it (with `memory`), and
+    each managedFields write: who, when, which keys."""
+    ns = client.namespace(namespace)
+    items, _ = await _list(
+        client, CONFIGMAPS, ns, field_selector=f"metadata.name={name}", accept=None if memory else METADATA_ONLY
+    )
+    cm = next((i for i in items if render.meta(i).get("name") == name), None)
+    if cm is None:
+        raise ToolError(f"no configmap {name} in {client.name}/{ns}")
+    meta = render.meta(cm)
+    lines = [f"{client.name}/{ns} configmap/{name} (resourceVersion {meta.get('resourceVersion')}); values never shown"]
+    if memory is not None:
+        snapshot = (await remember_keys(memory, client.name, ns, [cm]))[name]
+        keys = sorted(snapshot.hashes)
+        lines.append(f"data keys now ({len(keys)}): {_some(keys, KEYS_LISTED) or 'none'}")
+        lines.append(f"key changes: {key_changes(snapshot, [], limit=KEYS_LISTED)}")
+    else:
+        lines.append("key changes: not known (opsloop keeps earlier reads in its store, and none is open)")
+    writes = []
+    for entry in meta.get("managedFields") or []:
+        if isinstance(entry, Mapping):
+            keys = data_keys(entry)
+            at = render.parse_time(entry.get("time"))
+            writes.append(
+                f"- {entry.get('manager') or 'unknown'} {entry.get('operation') or ''} at "
+                f"{utc_minute(at) if at else 'an unknown time'}: "
+                + (f"keys {_some(keys, KEYS_LISTED)}" if keys else "no data keys")
+            )
+    lines += ["writes (managedFields; the keys each writer last set):", *(writes or ["- none recorded"])]
+    return "\n".join(lines)

@@ -122,7 +122,7 @@ class ChangesReach:
     name: str = "changes"
     sections: tuple[str, ...] = ("changes",)
     hint: str = "[changes]"
-    modules: tuple[str, ...] = ("tools.changes.tool",)
+    modules: tuple[str, ...] = ("tools.changes.tool", "tools.changes.detail")
     tables: Tables = TABLES  # the change events POSTed to /changes
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 

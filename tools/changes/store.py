@@ -152,7 +152,8 @@ def configmap_snapshots(ledger: Ledger, cluster: str, namespace: str) -> dict[st
         diff = None
         if d is not None:
             changed = d["changed"]
-            diff = KeyDiff(d["since"], tuple(d["added"]), tuple(d["removed"]), None if changed is None else tuple(changed))
+            changed = None if changed is None else tuple(changed)
+            diff = KeyDiff(d["since"], tuple(d["added"]), tuple(d["removed"]), changed)
         out[r["name"]] = KeySnapshot(
             r["name"], r["resource_version"], r["key_id"], json.loads(r["hashes"]), float(r["seen_at"]), diff
         )
@@ -170,8 +171,8 @@ def save_configmap_snapshots(ledger: Ledger, cluster: str, namespace: str, snaps
                 changed = None if d.changed is None else list(d.changed)
                 diff = json.dumps({"since": d.since, "added": d.added, "removed": d.removed, "changed": changed})
             ledger._write(
-                "INSERT INTO configmap_keys (cluster, namespace, name, resource_version, key_id, hashes, diff, seen_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (cluster, namespace, name) DO UPDATE SET "
+                "INSERT INTO configmap_keys (cluster, namespace, name, resource_version, key_id, hashes, diff, "
+                "seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (cluster, namespace, name) DO UPDATE SET "
                 "resource_version = excluded.resource_version, key_id = excluded.key_id, hashes = excluded.hashes, "
                 "diff = excluded.diff, seen_at = excluded.seen_at",
                 [cluster, namespace, s.name, s.resource_version, s.key_id, json.dumps(dict(s.hashes)), diff, s.seen_at],
