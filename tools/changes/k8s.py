@@ -380,7 +380,7 @@ KEYS_LISTED = 50  # a ConfigMap's keys named in change_diff, per list; the rest 
 
 def _template(obj: Mapping[str, Any]) -> Any:
     """A ReplicaSet's or ControllerRevision's pod template, without the labels its controller adds."""
-    spec = obj.get("spec") if obj.get("kind") == "ReplicaSet" else (obj.get("data") or {}).get("spec")
+    spec = obj.get("spec") or (obj.get("data") or {}).get("spec")  # list items carry no kind
     template = dict((spec or {}).get("template") or {})
     template.pop("$patch", None)
     meta = dict(template.get("metadata") or {})
