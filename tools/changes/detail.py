@@ -19,8 +19,8 @@ _KUBE = re.compile(
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
 async def change_diff(target: str, ref: str = "", *, ctx: ToolContext) -> str:
-    """The detail of one change that recent_changes listed: give that line's target and its reference (the last
-    field). A git commit (target `deploy-config (main)`, ref the commit id): its author, date and message, `git
+    """Returns the detail of one change that recent_changes listed: give that line's target and its reference
+    (the last field). A git commit (target `deploy-config (main)`, ref the commit id): its author, date and message, `git
     show --stat`, then its patch within the repository's configured paths, cut at 10,000 characters saying how
     much was left out. A Deployment revision (target `prod/web deployment/api`, ref `replicaset/NAME`; a
     StatefulSet or DaemonSet: `controllerrevision/NAME`): each pod template field that differs from the revision
