@@ -19,14 +19,14 @@ _KUBE = re.compile(
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
 async def change_diff(target: str, ref: str = "", *, ctx: ToolContext) -> str:
-    """Returns the detail of one change that recent_changes listed: give that line's target and its reference
-    (the last field). A git commit (target `deploy-config (main)`, ref the commit id): its author, date and message, `git
-    show --stat`, then its patch within the repository's configured paths, cut at 10,000 characters saying how
-    much was left out. A Deployment revision (target `prod/web deployment/api`, ref `replicaset/NAME`; a
-    StatefulSet or DaemonSet: `controllerrevision/NAME`): each pod template field that differs from the revision
-    before, `field: before → after`, at most 120 lines. A ConfigMap (target `prod/web configmap/NAME`, no ref):
-    its data keys, the keys added, removed and changed since opsloop last read it, and who wrote which keys when
-    (managedFields); never a value.
+    """Returns the detail of one change that recent_changes listed: give that line's target and its reference (the last
+    field). A git commit (target `deploy-config (main)`, ref the commit id): its author, date and message, `git show
+    --stat`, then its patch within the repository's configured paths, cut at 10,000 characters saying how much was
+    left out. A Deployment revision (target `prod/web deployment/api`, ref `replicaset/NAME`; a StatefulSet or
+    DaemonSet: `controllerrevision/NAME`): each pod template field that differs from the revision before, `field:
+    before → after`, at most 120 lines. A ConfigMap (target `prod/web configmap/NAME`, no ref): its data keys, the
+    keys added, removed and changed since opsloop last read it, and who wrote which keys when (managedFields); never
+    a value.
 
     Use it after recent_changes, to see what a suspect change actually did before proposing a rollback.
     Read-only: it never fetches, and reads commits on the configured branch only.
