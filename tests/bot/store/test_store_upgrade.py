@@ -23,6 +23,7 @@ from tools.reaches import TABLES
 
 DATA = Path(__file__).parent / "data"
 RECORD = ("_sqlite_migrations", "opsloop_migrations")
+NEWER = ["m020_configmap_keys"]  # migrations newer than the v19 data: these, and only these, run on it
 
 
 def load_old(location: str, *, drop: str = "") -> None:
@@ -94,7 +95,8 @@ def test_an_older_database_opens_with_nothing_run_again_and_the_fresh_schema(db_
     ledger = Ledger(db_url, TABLES)
     try:
         assert ledger.schema.ok and ledger.schema.unknown == ()
-        assert record(db_url) == before_record  # every migration was recognized: none ran again
+        after = record(db_url)  # every migration was recognized: none ran again, the newer ones ran once
+        assert set(before_record) <= set(after) and [n for n, t in after if (n, t) not in before_record] == NEWER
         assert query(db_url, "SELECT run_id, kind, feedback, backfilled FROM incidents") == incident
         assert sorted(query(db_url, "SELECT term, docs FROM incident_terms")) == terms
         assert [m.incident.run_id for m in memory.search_incidents(ledger, "web-03 disk", channel="C9")] == [
@@ -108,7 +110,7 @@ def test_an_older_database_opens_with_nothing_run_again_and_the_fresh_schema(db_
     finally:
         ledger.close()
     Ledger(fresh, TABLES).close()
-    assert schema(fresh) == before_schema == schema(db_url)
+    assert schema(fresh) == schema(db_url) >= before_schema
 
 
 def test_an_older_database_without_the_word_counts_gets_only_them(db_url: str) -> None:
@@ -123,7 +125,7 @@ def test_an_older_database_without_the_word_counts_gets_only_them(db_url: str) -
     before = record(db_url)
     Ledger(db_url, TABLES).close()
     after = record(db_url)
-    assert [name for name, _ in after if (name, _) not in before] == ["m018_incident_terms"]
+    assert [name for name, _ in after if (name, _) not in before] == ["m018_incident_terms", *NEWER]
     assert ("disk", 1) in query(db_url, "SELECT term, docs FROM incident_terms")
 
 
