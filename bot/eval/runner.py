@@ -24,6 +24,7 @@ from bot.eval.case import Case
 from bot.eval.world import Call, FixtureWorld
 from bot.run import prompts
 from bot.run.guards import Limits, Pause
+from bot.run.history import continue_history
 from bot.run.loop import RunConfig, run
 from bot.run.summary import Summary, handle_number
 from bot.store import Ledger, Store
@@ -69,7 +70,12 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
         try:
             world = FixtureWorld(case, registry)
             row = await store.create_run(
-                channel=case.channel, thread_ts=case.name, requester=case.requester, task=case.task, model=model.model
+                channel=case.channel,
+                thread_ts=case.name,
+                requester=case.requester,
+                task=case.task,
+                model=model.model,
+                history=continue_history([], case.task),  # the first user turn, as a mention or an alert makes it
             )
             scope = RunScope(
                 run_id=row.id,
