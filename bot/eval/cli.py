@@ -123,7 +123,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     if args.paths and args.paths[0] == "add":
         from bot.eval.add import cmd_add
 
-        return cmd_add(settings, args.paths[1:])
+        return cmd_add(settings, args.paths[1:], (getattr(args, "found_config", None) or (None, None))[0])
     if args.repeat < 1 or args.concurrency < 1:
         return _fail("--repeat and --concurrency must be 1 or more")
     model_name = args.model or settings.model.primary

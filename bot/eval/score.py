@@ -174,7 +174,8 @@ async def judge(model: ModelClient, ran: Ran) -> float | None:
     """The rubric score of `ran`'s answer by `model` (one request), or None when the reply holds no score."""
     e = ran.case.expect
     known = (
-        f"Incident: {ran.case.title}\nTrue cause (patterns it must match): {', '.join(e.root_cause) or 'not knowable'}\n"
+        f"Incident: {ran.case.title}\n"
+        f"True cause (patterns it must match): {', '.join(e.root_cause) or 'not knowable'}\n"
         f"Tempting wrong cause: {', '.join(e.tempting) or 'none'}\n"
         f"'Not known' is an acceptable answer: {'yes' if e.unknown_ok else 'no'}\n\nThe agent's final answer:\n"
     )

@@ -83,6 +83,7 @@ class FixtureWorld:
     log: list[Call] = field(default_factory=list)
     step: int = 0
     delivered: set[int] = field(default_factory=set)
+    answered: dict[int, int] = field(default_factory=dict)  # a fixture group's first index -> calls it answered
 
     def __post_init__(self) -> None:
         self.tools = {t.name: FixtureTool(self, t) for t in self.registry}
@@ -98,8 +99,24 @@ class FixtureWorld:
         return [t.api_schema() for t in self.tools.values()]
 
     # --- answers ---------------------------------------------------------------------------------
-    def fixture(self, tool: str, args: dict[str, Any]) -> tuple[int, Any] | None:
-        return next(((i, f) for i, f in enumerate(self.case.fixtures) if f.matches(tool, args)), None)
+    def fixture(self, tool: str, args: dict[str, Any], *, answering: bool = False) -> tuple[int, Any] | None:
+        """The fixture that answers this call: the first that matches, or, when several fixtures have the same
+        tool, args and match, the next of them in turn (the last one repeats). `answering`: count this call."""
+        first = next((i for i, f in enumerate(self.case.fixtures) if f.matches(tool, args)), None)
+        if first is None:
+            return None
+        head = self.case.fixtures[first]
+        same = [
+            i
+            for i, f in enumerate(self.case.fixtures)
+            if (f.tool, canonical(f.args), canonical(f.match))
+            == (head.tool, canonical(head.args), canonical(head.match))
+        ]
+        n = self.answered.get(first, 0)
+        if answering:
+            self.answered[first] = n + 1
+        i = same[min(n, len(same) - 1)]
+        return i, self.case.fixtures[i]
 
     def _last(self, tool: str, args: dict[str, Any]) -> Call | None:
         key = canonical(args)
@@ -107,7 +124,7 @@ class FixtureWorld:
 
     def answer(self, tool: str, args: dict[str, Any]) -> str:
         call = self._last(tool, args)
-        found = self.fixture(tool, args)
+        found = self.fixture(tool, args, answering=True)
         if call is not None:
             call.ran = True
             call.fixture = found[0] if found else None
