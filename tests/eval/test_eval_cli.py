@@ -74,3 +74,19 @@ async def test_baseline_passes_when_nothing_got_worse(env: Path, capsys: pytest.
     assert await opsloop("eval", "evals", "--script", "golden", "--model", MODEL, "--json", "base.json") == 0
     assert await opsloop("eval", "evals", "--script", "golden", "--model", MODEL, "--baseline", "base.json") == 0
     assert "no case worse than base.json" in capsys.readouterr().out
+
+
+async def test_the_judge_scores_each_answer_apart_from_the_checks(
+    env: Path, fake_anthropic: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_anthropic.script(reply(text("SCORE: 0.8 the cause and its evidence are right; impact is thin.")))
+    status = await opsloop(
+        "eval", "evals", "--script", "golden", "--model", MODEL, "--judge", "claude-haiku-5-5", "--json", "out.json"
+    )
+    assert status == 0, capsys.readouterr().out
+    fake_anthropic.assert_complete()
+    (judged,) = [r for r in fake_anthropic.requests if r.body["model"] == "claude-haiku-5-5"]
+    assert "PAYMENTS_API_URL" in json.dumps(judged.body["messages"])  # the answer reaches the judge
+    run = json.loads((env / "out.json").read_text())["runs"][0]
+    assert (run["judge"], run["passed"]) == (0.8, True)
+    assert " 0.80" in capsys.readouterr().out.splitlines()[1]
