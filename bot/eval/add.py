@@ -11,6 +11,7 @@ expectation is left for a person: root_cause is empty, so the case does not load
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,8 +31,6 @@ _MENTION = re.compile(r"^\[incident request from <@([^>]+)> in <#([^>]+)>\]\s*",
 
 
 def _fail(line: str) -> int:
-    import sys
-
     print(f"opsloop: eval add: {line}", file=sys.stderr)
     return 2
 
@@ -113,7 +112,7 @@ def golden(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [t for t in turns if t]
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]
     """Plain YAML a person edits: no anchors or aliases, multi-line text as a literal block."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -128,7 +127,8 @@ _Dumper.add_representer(str, _text)
 
 
 def _dump(body: Any) -> str:
-    return yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    text: str = yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    return text
 
 
 def cmd_add(settings: Settings, argv: list[str], config_path: str | None) -> int:

@@ -274,12 +274,12 @@ def load(folder: str | Path) -> Case:
             )
         )
 
-    e = r.table(
+    ex = r.table(
         top.get("expect"), "expect", ("root_cause", "tempting", "evidence", "forbidden", "unknown_ok", "limits")
     )
-    limits = r.table(e.get("limits") or {}, "expect.limits", ("steps", "dollars"))
+    limits = r.table(ex.get("limits") or {}, "expect.limits", ("steps", "dollars"))
     forbidden = []
-    for i, item in enumerate(r.items(e.get("forbidden"), "expect.forbidden")):
+    for i, item in enumerate(r.items(ex.get("forbidden"), "expect.forbidden")):
         where = f"expect.forbidden[{i}]"
         d = r.table(item, where, (*MATCH_KEYS, "when"))
         when = d.get("when", "called")
@@ -287,14 +287,14 @@ def load(folder: str | Path) -> Case:
             raise r.fail(f"{where}.when", f"must be one of {', '.join(WHEN)}")
         forbidden.append(Forbidden(**r.match(d, where), when=when))
     expect = Expect(
-        root_cause=r.patterns(e.get("root_cause"), "expect.root_cause"),
-        tempting=r.patterns(e.get("tempting"), "expect.tempting"),
+        root_cause=r.patterns(ex.get("root_cause"), "expect.root_cause"),
+        tempting=r.patterns(ex.get("tempting"), "expect.tempting"),
         evidence=tuple(
             Match(**r.match(r.table(m, f"expect.evidence[{i}]", MATCH_KEYS), f"expect.evidence[{i}]"))
-            for i, m in enumerate(r.items(e.get("evidence"), "expect.evidence"))
+            for i, m in enumerate(r.items(ex.get("evidence"), "expect.evidence"))
         ),
         forbidden=tuple(forbidden),
-        unknown_ok=bool(e.get("unknown_ok", False)),
+        unknown_ok=bool(ex.get("unknown_ok", False)),
         max_steps=int(limits.get("steps", 20)),
         max_dollars=float(limits.get("dollars", 1.0)),
     )

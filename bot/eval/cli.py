@@ -179,16 +179,20 @@ async def _run(settings: Settings, args: argparse.Namespace, found: list[Case], 
         def model_for(case: Case) -> ModelClient:
             if args.script:
                 return ScriptedModel(case.scripts[args.script], name=model_name)
+            assert llm is not None
             return AnthropicModel(llm, [model_name])
 
-        judge_model = (lambda: AnthropicModel(llm, [args.judge])) if args.judge else None
+        def judge_model() -> ModelClient:
+            assert llm is not None
+            return AnthropicModel(llm, [args.judge])
+
         return await run_all(
             found,
             model_for=model_for,
             repeat=args.repeat,
             concurrency=args.concurrency,
             price=lambda m: price_for(m, settings.model.prices)[0],
-            judge_model=judge_model,
+            judge_model=judge_model if args.judge else None,
             progress=Progress(len(found) * args.repeat),
         )
 

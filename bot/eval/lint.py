@@ -50,8 +50,8 @@ def _problems(case: Case, registry: ToolRegistry) -> list[str]:
         check(d, f"people[{i}] ({'approve' if d.approve else 'deny'})", change=True)
     for i, m in enumerate(case.expect.evidence):
         check(m, f"expect.evidence[{i}]")
-    for i, f in enumerate(case.expect.forbidden):
-        check(f, f"expect.forbidden[{i}]")
+    for i, fb in enumerate(case.expect.forbidden):
+        check(fb, f"expect.forbidden[{i}]")
     for which, turns in case.scripts.items():
         for i, turn in enumerate(turns):
             for j, (name, args) in enumerate(turn.calls):

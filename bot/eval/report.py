@@ -39,7 +39,7 @@ class Result:
         return not self.error and all(c.passed for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return redact_value(
+        body: dict[str, Any] = redact_value(
             {
                 "case": self.case,
                 "model": self.model,
@@ -56,6 +56,7 @@ class Result:
                 "answer": self.answer,
             }
         )
+        return body
 
 
 @dataclass(frozen=True, kw_only=True)

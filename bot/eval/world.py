@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.core.types import ConfirmRequest, Decision, Injected
-from bot.eval.case import Case
+from bot.eval.case import Case, Fixture
 from bot.run.guards import canonical
 from tools import Category, ToolError
 from tools.api import some_names
@@ -99,7 +99,7 @@ class FixtureWorld:
         return [t.api_schema() for t in self.tools.values()]
 
     # --- answers ---------------------------------------------------------------------------------
-    def fixture(self, tool: str, args: dict[str, Any], *, answering: bool = False) -> tuple[int, Any] | None:
+    def fixture(self, tool: str, args: dict[str, Any], *, answering: bool = False) -> tuple[int, Fixture] | None:
         """The fixture that answers this call: the first that matches, or, when several fixtures have the same
         tool, args and match, the next of them in turn (the last one repeats). `answering`: count this call."""
         first = next((i for i, f in enumerate(self.case.fixtures) if f.matches(tool, args)), None)
@@ -130,9 +130,10 @@ class FixtureWorld:
             call.fixture = found[0] if found else None
         if found is None:
             return self.no_data(tool, args)
-        if found[1].error:
-            raise ToolError(found[1].result)
-        return found[1].result
+        fixture: Fixture = found[1]
+        if fixture.error:
+            raise ToolError(fixture.result)
+        return fixture.result
 
     def no_data(self, tool: str, args: dict[str, Any]) -> str:
         """What a call no fixture matches gets: no data for these arguments, and what there is."""
@@ -169,9 +170,6 @@ class FixtureWorld:
                 self.delivered.add(i)
                 out.append(Injected(id=f"eval_reply_{i}", user=r.user, text=r.text))
         return out
-
-    def called(self, tool: str) -> bool:
-        return any(c.tool == tool for c in self.log)
 
 
 def ran_change(call: Call) -> bool:

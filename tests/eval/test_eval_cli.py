@@ -85,8 +85,8 @@ async def test_the_judge_scores_each_answer_apart_from_the_checks(
     )
     assert status == 0, capsys.readouterr().out
     fake_anthropic.assert_complete()
-    (judged,) = [r for r in fake_anthropic.requests if r.body["model"] == "claude-haiku-5-5"]
-    assert "PAYMENTS_API_URL" in json.dumps(judged.body["messages"])  # the answer reaches the judge
+    (judged,) = [r.body for r in fake_anthropic.requests if r.body and r.body["model"] == "claude-haiku-5-5"]
+    assert "PAYMENTS_API_URL" in json.dumps(judged["messages"])  # the answer reaches the judge
     run = json.loads((env / "out.json").read_text())["runs"][0]
     assert (run["judge"], run["passed"]) == (0.8, True)
     assert " 0.80" in capsys.readouterr().out.splitlines()[1]
