@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from tools import times
 from tools.api import BadCall
 from tools.builtin import reach
 from tools.builtin.log_reads import clip, compile_pattern
@@ -32,8 +33,6 @@ _TIMEOUT_S = 40.0  # journalctl's own limit, under the tools' 60 s
 PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 _PRIORITY_ALIASES = {"emergency": 0, "critical": 2, "error": 3, "warn": 4}
 _FIELDS = "MESSAGE,PRIORITY,_SYSTEMD_UNIT,SYSLOG_IDENTIFIER,_PID,_COMM,_BOOT_ID"
-_SPAN_RE = re.compile(r"(\d{1,6})\s*(s|m|h|d|w)")
-_SPAN_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _IDENTIFIER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9@._:/+-]{0,127}")
 _NO_PERMISSION = "insufficient permissions"
 
@@ -42,19 +41,8 @@ _NO_PERMISSION = "insufficient permissions"
 
 
 def when(text: str, now: float, name: str) -> float:
-    """`text` as epoch seconds: a span before `now` ("30m", "2h", "1d") or an ISO 8601 time (UTC when it has no
-    offset); BadCall otherwise."""
-    text = text.strip()
-    if m := _SPAN_RE.fullmatch(text):
-        return now - int(m.group(1)) * _SPAN_S[m.group(2)]
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadCall(
-            f'{name}: {text!r} is neither a span before now ("30m", "2h", "1d") nor an ISO 8601 time '
-            '("2026-11-30T14:05:00Z")'
-        ) from None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    """`text` as epoch seconds: a span before `now` or an ISO 8601 time (UTC when it has no offset)."""
+    return times.when(text, name, datetime.fromtimestamp(now, UTC)).timestamp()
 
 
 def window(since: str, until: str | None) -> tuple[float, float]:

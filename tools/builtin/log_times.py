@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 from tools.api import BadCall
+from tools.times import UNITS as _UNITS
+from tools.times import span
+from tools.times import when as _when
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_RELATIVE_RE = re.compile(r"(\d{1,6})\s*([smhdw])")
 _MONTHS = {
     m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
 }
@@ -55,19 +56,9 @@ def _zone(text: str | None) -> timezone | None:
 
 
 def when(value: str, name: str, clock: Clock) -> datetime:
-    """`since`/`until` as an aware time: an ISO 8601 time (no zone: the host's) or a duration before the host's now
-    ("30m", "2h", "3d"; s, m, h, d, w); a one-line BadCall for anything else."""
-    text = value.strip()
-    if m := _RELATIVE_RE.fullmatch(text):
-        return clock.now - timedelta(seconds=int(m[1]) * _UNITS[m[2]])
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadCall(
-            f"{name}: expected an ISO 8601 time (e.g. 2026-12-05T14:03:00Z) or a duration before now "
-            f'(e.g. "30m", "2h", "3d"), got {value!r}'
-        ) from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=clock.zone)
+    """`since`/`until` read against the host's clock: a duration before its now, or an ISO 8601 time (no zone: the
+    host's); a one-line BadCall for anything else."""
+    return _when(value, name, clock.now, clock.zone)
 
 
 def line_time(line: str, clock: Clock) -> datetime | None:
@@ -129,10 +120,10 @@ class Window:
 
 def duration(value: str, name: str) -> timedelta:
     """A duration such as "1m", "15m", "1h" (s, m, h, d, w); a one-line BadCall for anything else."""
-    m = _RELATIVE_RE.fullmatch(value.strip())
-    if m is None or int(m[1]) == 0:
+    length = span(value)
+    if not length:
         raise BadCall(f'{name}: expected a duration such as "1m", "5m", "1h" or "1d", got {value!r}')
-    return timedelta(seconds=int(m[1]) * _UNITS[m[2]])
+    return length
 
 
 def show_duration(span: timedelta) -> str:

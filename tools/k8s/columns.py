@@ -3,12 +3,11 @@ columns. Pure functions of dicts (wire format); render, describe and diff build 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from tools.api import BadCall
+from tools import times
 
 MAX_ROWS = 200
 ARROW = "→"
@@ -28,20 +27,9 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
-_SINCE_RE = re.compile(r"(\d+)\s*(s|m|h|d)")
-_SINCE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-
-
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """'30m', '2h', '90s', '1d' before now, or an ISO 8601 time ('2024-05-01T10:00:00Z'; no zone: UTC)."""
-    now = now or datetime.now(UTC)
-    raw = text.strip()
-    if m := _SINCE_RE.fullmatch(raw):
-        return now - timedelta(seconds=int(m.group(1)) * _SINCE_UNITS[m.group(2)])
-    t = parse_time(raw)
-    if t is None:
-        raise BadCall(f"since: {text!r} is neither a duration before now (30m, 2h, 1d) nor an ISO 8601 time")
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    """'30m', '2h', '1d' before now, or an ISO 8601 time ('2024-05-01T10:00:00Z'; no zone: UTC)."""
+    return times.when(text, "since", now or datetime.now(UTC))
 
 
 def when_text(t: datetime, now: datetime | None = None) -> str:
