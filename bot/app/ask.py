@@ -316,7 +316,17 @@ async def ask(
     from tools.config import build_registry
     from tools.reaches import TABLES
 
+    from bot.app.wiring import anthropic_client
+    from bot.run.model import AnthropicModel
+
     store = await Store(settings.db_path, tables=TABLES).open()
+    llm = anthropic_client(settings)
+
+    def claude_for(model: str) -> AnthropicModel:
+        m = AnthropicModel(llm, settings.model.chain)
+        m.start_at(model)
+        return m
+
     try:
         tools = await build_registry(settings.tools, reaches=settings.reaches, shared={Store: store})
         screen = Screen(stdout, json_lines=json_lines)
@@ -325,7 +335,7 @@ async def ask(
             settings=settings,
             store=store,
             tools=tools,
-            model_for=_claude(settings),
+            model_for=claude_for,
             price_for=lambda m: price_for(m, settings.model.prices)[0],
             slack=term,
         )
@@ -341,9 +351,13 @@ async def ask(
             mention_ts="",
         )
         await store.note_kind(channel, KIND)
-        result = await _drive(sup, row.id, user, screen)
+        try:
+            result = await _drive(sup, row.id, user, screen)
+        finally:
+            await tools.aclose()
         return 0 if result is not None and result.stop_reason == StopReason.COMPLETED else 1
     finally:
+        await llm.close()
         await store.close()
 
 
@@ -379,17 +393,3 @@ async def _heartbeat(sup: Supervisor, run_id: str) -> None:
     while True:
         await asyncio.sleep(HEARTBEAT_SECONDS)
         await sup.store.renew_leases(sup.owner, [run_id], until=sup.store.now() + sup.lease_seconds)
-
-
-def _claude(settings: Settings) -> Any:
-    from bot.app.wiring import anthropic_client
-    from bot.run.model import AnthropicModel
-
-    llm = anthropic_client(settings)
-
-    def claude_for(model: str) -> AnthropicModel:
-        m = AnthropicModel(llm, settings.model.chain)
-        m.start_at(model)
-        return m
-
-    return claude_for

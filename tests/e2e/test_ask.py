@@ -51,17 +51,17 @@ def _cli(env: dict[str, str], *args: str) -> str:
 
 
 async def test_ask_runs_the_demo_incident_with_approvals_on_stdin(tmp_path: Path, fake_anthropic: FakeAnthropic):
-    config = DEMO + '[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\n'
+    config = DEMO + '[memory]\nenabled = true\n[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\n'
     fake_anthropic.script(
         reply(text("Looking at the disk."), tool_use("check_disk", HOST)),
-        SUMMARY,
         reply(tool_use("clean_logs", LOGS)),
         reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
+        SUMMARY,
         reply(text("web-03: deleted the rotated nginx logs; /var has room again.")),
     )
     env = _env(tmp_path, fake_anthropic, config)
     status, out, err = await _ask(env, "why is web-03 out of disk?", stdin="y\nn\n")
-    assert status == 0, err
+    assert status == 0, err + out
     # The card's content: tool, category, arguments, dry run; then who decided.
     assert "clean_logs" in out and "destructive" in out and '"path": "/var/log/nginx"' in out
     assert "would delete 212 files under /var/log/nginx" in out
