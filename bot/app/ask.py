@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from tools.api import Offer, RunFacts, RunScope
 
 KIND = "im"  # incident memory's kind for a terminal run: offered only in its own conversation (its person's)
 NO_TERMINAL_USER = (
-    "nobody may approve from this terminal: set [approvals] terminal_user = \"U…\" (your Slack user id) in the "
+    'nobody may approve from this terminal: set [approvals] terminal_user = "U…" (your Slack user id) in the '
     "config, or pass --as U…"
 )
 HEARTBEAT_SECONDS = 3.0  # the run's lease is renewed this often (the Supervisor's lease is 10 s)
@@ -313,11 +312,10 @@ async def ask(
     settings: Settings, question: str, *, user: str | None, json_lines: bool, stdin: TextIO, stdout: TextIO
 ) -> int:
     """Run one investigation of `question` here; 0 when it answered, 1 when it stopped without an answer."""
-    from tools.config import build_registry
-    from tools.reaches import TABLES
-
     from bot.app.wiring import anthropic_client
     from bot.run.model import AnthropicModel
+    from tools.config import build_registry
+    from tools.reaches import TABLES
 
     store = await Store(settings.db_path, tables=TABLES).open()
     llm = anthropic_client(settings)

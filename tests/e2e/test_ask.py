@@ -39,13 +39,15 @@ async def _ask(env: dict[str, str], *args: str, stdin: str = "") -> tuple[int, s
         sys.executable, "-m", "bot.app.cli", "ask", *args, cwd=ROOT, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
 def _cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "bot.app.cli", *args], cwd=ROOT, env=env, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.app.cli", *args], check=False, cwd=ROOT, env=env, capture_output=True
+    )
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode()
 
@@ -66,7 +68,9 @@ async def test_ask_runs_the_demo_incident_with_approvals_on_stdin(tmp_path: Path
     assert "clean_logs" in out and "destructive" in out and '"path": "/var/log/nginx"' in out
     assert "would delete 212 files under /var/log/nginx" in out
     assert "approve clean_logs as U0ALICE? [y/N]" in out
-    assert "[complete] check_disk" in out and "summary: What's going on: web-03 /var is full of rotated nginx logs" in out
+    assert (
+        "[complete] check_disk" in out and "summary: What's going on: web-03 /var is full of rotated nginx logs" in out
+    )
     assert "Approved by U0ALICE" in out and "Denied by U0ALICE" in out and "[error] restart_service" in out
     assert "web-03: deleted the rotated nginx logs; /var has room again." in out
     run_id = out.rsplit("opsloop show ", 1)[1].split()[0]
@@ -90,7 +94,8 @@ async def test_a_destructive_call_needing_two_people_is_refused_in_the_terminal(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
     config = (
-        DEMO + '[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\ndestructive_required_approvals = 2\n'
+        DEMO
+        + '[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\ndestructive_required_approvals = 2\n'
     )
     fake_anthropic.script(reply(tool_use("clean_logs", LOGS)), SUMMARY, reply(text("I could not clean the logs.")))
     status, out, err = await _ask(_env(tmp_path, fake_anthropic, config), "clean web-03", stdin="y\n")
@@ -117,9 +122,7 @@ async def test_the_default_policy_refuses_self_approval_of_a_destructive_call(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
     fake_anthropic.script(reply(tool_use("clean_logs", LOGS)), SUMMARY, reply(text("Someone else must approve.")))
-    status, out, err = await _ask(
-        _env(tmp_path, fake_anthropic, DEMO), "clean web-03", "--as", "U0ALICE", stdin="y\n"
-    )
+    status, out, err = await _ask(_env(tmp_path, fake_anthropic, DEMO), "clean web-03", "--as", "U0ALICE", stdin="y\n")
     assert status == 0, err
     assert "can't approve:" in out and "[y/N]" not in out
 
@@ -127,7 +130,8 @@ async def test_the_default_policy_refuses_self_approval_of_a_destructive_call(
 async def test_ctrl_c_stops_the_run_with_its_handoff_report(tmp_path: Path, fake_anthropic: FakeAnthropic):
     config = DEMO + '[approvals]\nterminal_user = "U0ALICE"\n'
     fake_anthropic.script(
-        reply(text("Looking."), tool_use("check_disk", HOST)), reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"}))
+        reply(text("Looking."), tool_use("check_disk", HOST)),
+        reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot.app.cli", "ask", "web-03 is out of disk", cwd=ROOT,
