@@ -1,4 +1,4 @@
-"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox, export, replay, eval."""
+"""The `opsloop` command: run, check, ask, runs, show, audit, demo, sandbox, export, replay, eval."""
 
 from __future__ import annotations
 
@@ -322,6 +322,27 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.app.ask import ask
+    from bot.config.settings import is_user_id
+    from tools.api import ToolConfigError
+
+    configure_logging("error")  # the terminal shows the run; warnings would interleave with it
+    user = args.as_user or settings.approvals.terminal_user
+    if args.as_user is not None and not is_user_id(args.as_user):
+        return _fail([f"--as: {args.as_user!r} is not a Slack user id (U…/W…)"])
+    try:
+        return asyncio.run(
+            ask(settings, args.question, user=user, json_lines=args.json, stdin=sys.stdin, stdout=sys.stdout)
+        )
+    except (ToolConfigError, ConfigError) as e:
+        return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
+    except Exception as e:
+        if (problem := _store_problem(settings, e)) is None:
+            raise
+        return _fail([problem])
+
+
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from bot.playground.demo.play import play  # imported late: it starts Slack and the app
 
@@ -400,6 +421,7 @@ def parser() -> argparse.ArgumentParser:
     for name, fn, help_ in [
         ("run", cmd_run, "start the bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)"),
         ("check", cmd_check, "validate config and tokens; list tools with their category"),
+        ("ask", cmd_ask, "one investigation in this terminal, with approvals at its prompt (no Slack needed)"),
         ("runs", cmd_runs, "list runs"),
         ("show", cmd_show, "one run as a readable timeline (--json: its raw step trace; --html: a page)"),
         ("forget", cmd_forget, "take one run out of incident memory"),
@@ -423,6 +445,10 @@ def parser() -> argparse.ArgumentParser:
             )
         if name in STORE_COMMANDS:
             s.add_argument("--db", help="the SQLite file or postgresql:// URL (default: $OPSLOOP_DB, else opsloop.db)")
+        if name == "ask":
+            s.add_argument("question", help='what to investigate ("why is web-03 out of disk?")')
+            s.add_argument("--as", dest="as_user", metavar="U…", help="answer approvals as this Slack user")
+            s.add_argument("--json", action="store_true", help="the run's events as JSON lines, for scripts")
         if name == "runs":
             s.add_argument("--limit", type=int, default=50, help="how many runs, newest first (default 50)")
         if name in ("show", "forget"):
@@ -462,7 +488,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 RUN_ID_HELP = "a run's id, or the start of one that no other run's id starts with (run_45a3)"
-STORE_COMMANDS = ("run", "check", "runs", "show", "forget", "audit", "export", "replay")
+STORE_COMMANDS = ("run", "check", "ask", "runs", "show", "forget", "audit", "export", "replay")
 
 
 def _version() -> str:

@@ -65,6 +65,7 @@ class ApprovalSettings:
     expire_minutes: float = 30.0
     required_approvals: int = 1
     destructive_required_approvals: int | None = None  # None: same as required_approvals
+    terminal_user: str | None = None  # who answers `opsloop ask`'s approvals, as a Slack user id (U…/W…)
 
     def who_may_approve(self, category: str) -> tuple[str, ...]:
         """Approver ids for a category; an empty destructive list falls back to `approvers` (fails closed)."""
@@ -83,6 +84,11 @@ class ApprovalSettings:
         if category == "destructive" and self.destructive_required_approvals is not None:
             return self.destructive_required_approvals
         return self.required_approvals
+
+
+def is_user_id(who: str) -> bool:
+    """A Slack user id as the config names people: U… or W…, upper-case letters and digits."""
+    return who[:1] in ("U", "W") and len(who) > 1 and who.isalnum() and who.upper() == who
 
 
 def is_channel_name(channel: str) -> bool:
@@ -162,6 +168,7 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
         "expire_minutes": (int, float),
         "required_approvals": (int,),
         "destructive_required_approvals": (int,),
+        "terminal_user": (str,),
     },
     "tools": {},  # validated by tools.config.build_registry, which knows its own keys
     "log": {"level": (str,)},
@@ -309,6 +316,8 @@ def load_settings(
         for who in ap.get(key, []):
             if who[:1] not in ("U", "W", "S"):
                 problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
+    if (who := ap.get("terminal_user")) is not None and not is_user_id(who):
+        problems.append(f"approvals.terminal_user: {who!r} is not a Slack user id (U…/W…)")
     if ap.get("four_eyes_on_mutating") and ap.get("allow_self_approval"):
         problems.append(
             "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
@@ -324,6 +333,7 @@ def load_settings(
         destructive_required_approvals=ap.get(
             "destructive_required_approvals", default.approvals.destructive_required_approvals
         ),
+        terminal_user=ap.get("terminal_user"),
     )
     parsed = {reach.name: found for reach in reaches if (found := reach.parse(config, env)) is not None}
     tools = sections.get("tools", default.tools)

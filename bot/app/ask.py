@@ -1,0 +1,393 @@
+"""`opsloop ask "…"`: one investigation in the terminal, on the same runtime, tools, reaches, context, budgets and
+store as a Slack run. The terminal stands in for Slack (`bot.SlackSide`): `Terminal` shows the approval cards
+(the card's own text) and answers them at a prompt as the configured person, through the same approval
+lifecycle and policy as a click; `TerminalThread` (`bot.RunThread`) shows the task list and the living summary
+(redrawn in place on a terminal, plain lines otherwise, or the run's events as JSON lines), then the answer or
+the handoff report. Ctrl-C is the Stop button; a second one exits at once.
+
+A terminal run lives in the conversation `terminal:<person>`, which incident memory keeps as a DM (`im`): its
+record is offered only to that person's later `opsloop ask` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from bot.config.settings import Settings
+from bot.core.pricing import price_for
+from bot.core.types import Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
+from bot.run import approvals
+from bot.run.events import ApprovalDecided, Iteration, RunEvent, Summarized, ToolDone, ToolsAnnounced, ToolStarted
+from bot.run.report import handoff_report
+from bot.run.scheduler import Supervisor
+from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
+from bot.run.summary import Summary, render_text
+from bot.store import Store
+from handlers import blocks, messages
+from handlers.approvals import ApprovalSlack
+from handlers.mrkdwn import reveal
+from handlers.policy import ApprovalPolicy
+from handlers.supervisor.status import TaskList
+from tools.api import Offer, RunFacts, RunScope
+
+KIND = "im"  # incident memory's kind for a terminal run: offered only in its own conversation (its person's)
+NO_TERMINAL_USER = (
+    'nobody may approve from this terminal: set [approvals] terminal_user = "U…" (your Slack user id) in the '
+    "config, or pass --as U…"
+)
+HEARTBEAT_SECONDS = 3.0  # the run's lease is renewed this often (the Supervisor's lease is 10 s)
+
+
+def conversation(user: str | None) -> str:
+    return f"terminal:{user or 'nobody'}"
+
+
+_LINK = re.compile(r"<[@#!]?(?:[^|>]*\|)?([^>]*)>")  # <@U0ALICE>, <!date^…|fallback>, <url|label>: their text
+
+
+def card_text(msg: blocks.SlackMessage) -> str:
+    """A Slack message's blocks as terminal lines (headers, sections, fields, context), without its buttons."""
+    lines: list[str] = []
+    for b in msg.blocks:
+        if b.get("type") in ("header", "section") and b.get("text"):
+            lines.append(b["text"]["text"])
+        lines += [f["text"] for f in b.get("fields") or []]
+        if b.get("type") == "context":
+            lines += [e["text"] for e in b.get("elements") or [] if e.get("text")]
+    return html.unescape(_LINK.sub(r"\1", "\n".join(lines)))
+
+
+class Screen:
+    """What the terminal shows: a live view redrawn in place (a TTY), plain lines (a pipe), or JSON lines."""
+
+    def __init__(self, out: TextIO, *, json_lines: bool) -> None:
+        self.out, self.json = out, json_lines
+        self.live = out.isatty() and not json_lines
+        self.tasks = TaskList()
+        self.summary: Summary | None = None
+        self.step = 0
+        self._drawn = 0  # lines of the live view on screen, redrawn on the next change
+
+    def say(self, text: str) -> None:
+        """Text that stays (a card, the answer): below the live view, which is drawn afresh under it later."""
+        if self.json:
+            self.event({"type": "Message", "text": text})
+            return
+        self._erase()
+        print(reveal(text, prose=True), file=self.out, flush=True)
+
+    def event(self, data: dict[str, Any]) -> None:
+        print(json.dumps(data, ensure_ascii=False, default=str), file=self.out, flush=True)
+
+    def show(self, event: RunEvent) -> None:
+        if self.json:
+            self.event({"type": type(event).__name__, **dataclasses.asdict(event)})
+            return
+        self.step = event.step
+        changed = self._track(event)
+        if not changed:
+            return
+        if self.live:
+            self._erase()
+            lines = self._view()
+            print("\n".join(lines), file=self.out, flush=True)
+            self._drawn = len(lines)
+        elif isinstance(event, Summarized):
+            print(reveal(f"summary: {render_text(event.summary)}", prose=True), file=self.out, flush=True)
+        elif isinstance(event, ToolDone) and (task := self.tasks.items.get(event.call_id)):
+            print(reveal(f"[{task.status}] {task.title}: {task.output}"), file=self.out, flush=True)
+
+    def _track(self, event: RunEvent) -> bool:
+        """The task list follows the runtime's events, as the Slack thread's does (the summary is not a task)."""
+        if isinstance(event, Summarized):
+            self.summary = event.summary
+        elif getattr(event, "tool", None) == SUMMARY_TOOL:
+            return False
+        elif isinstance(event, ToolsAnnounced):
+            for call in event.calls:
+                if call.tool != SUMMARY_TOOL and not self.tasks.has(call.id):
+                    self.tasks.put(call.id, messages.task_title(call.tool, call.args), "pending")
+        elif isinstance(event, ToolStarted):
+            self.tasks.put(event.call_id, messages.task_title(event.tool, event.args), "in_progress")
+        elif isinstance(event, ToolDone):
+            done = self.tasks.items.get(event.call_id)
+            output = messages.TASK_NOT_RUN if done and done.status == "error" else blocks.task_output(event.result)
+            self.tasks.put(event.call_id, None, "error" if event.is_error else "complete", output=output)
+        elif isinstance(event, ApprovalDecided) and not event.approved:
+            self.tasks.put(event.call_id, None, "error", output=messages.TASK_NOT_RUN)
+        else:
+            return isinstance(event, Iteration) and self.live
+        return True
+
+    def _view(self) -> list[str]:
+        marks = {"pending": "·", "in_progress": "…", "complete": "✓", "error": "✗"}
+        lines = [f"step {self.step}"]
+        for t in self.tasks.all():
+            lines.append(reveal(f" {marks.get(t.status, '?')} {t.title}" + (f": {t.output}" if t.output else "")))
+        if self.summary is not None:
+            lines += ["", reveal(render_text(self.summary), prose=True)]
+        width = shutil.get_terminal_size().columns
+        return [line[: width - 1] for one in lines for line in one.splitlines() or [""]]
+
+    def _erase(self) -> None:
+        if self.live and self._drawn:
+            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
+        self._drawn = 0
+
+
+class Answers:
+    """Lines typed on standard input, read by a daemon thread (a pending read never keeps the process alive)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            for line in stream:
+                loop.call_soon_threadsafe(self.lines.put_nowait, line)
+            loop.call_soon_threadsafe(self.lines.put_nowait, None)
+
+        threading.Thread(target=read, name="opsloop-ask-stdin", daemon=True).start()
+
+    async def yes(self) -> bool:
+        """The next answer: y/yes approves; anything else, or the end of input, declines."""
+        line = await self.lines.get()
+        if line is None:
+            self.lines.put_nowait(None)  # every later question reads the end of input too
+        return (line or "").strip().lower() in ("y", "yes")
+
+
+class Terminal(ApprovalSlack):
+    """The terminal as the runs' Slack side (`bot.SlackSide`): the cards are asked at the prompt, as `user`."""
+
+    def __init__(self, settings: Settings, store: Store, screen: Screen, answers: Answers, user: str | None) -> None:
+        from bot.app.wiring import slack_client  # user groups among the approvers are resolved through Slack
+
+        self.settings, self.store, self.screen, self.answers, self.user = settings, store, screen, answers, user
+        self.policy = ApprovalPolicy(settings.approvals, slack_client(settings, retries=False))
+        self.desk: approvals.ApprovalDesk | None = None  # the Supervisor's, set once it exists
+
+    def thread(self, row: Run) -> TerminalThread:
+        return TerminalThread(self, row)
+
+    async def quiet(self) -> None:
+        return None
+
+    async def post_card(self, approval: Approval) -> None:
+        """The card, then the question: a click's checks decide (`approvals.decide`). What the terminal can't
+        approve (no person set, a policy refusal, two approvals needed) ends the approval as denied with why:
+        nobody else can answer this prompt, so waiting would only run out the approval's time."""
+        assert self.desk is not None
+        self.screen.say("\n" + card_text(blocks.approval_card(approval)))
+        why = NO_TERMINAL_USER if self.user is None else await self.refusal(approval, self.user, approve=True)
+        if why is None and approval.required > 1:
+            why = (
+                f"{approval.tool} needs {approval.required} approvals from different people: it can't be approved "
+                "from one terminal; approve it in Slack, or ask again there"
+            )
+        if why is None:
+            assert self.user is not None
+            self.screen.say(f"approve {approval.tool} as {self.user}? [y/N] ")
+            approve = await self.answers.yes()
+            refused = await approvals.decide(
+                self.desk, approval.id, self.user, approve=approve, channel=approval.channel, ts=None
+            )
+            if refused is None or not (await self.store.get_approval(approval.id)).pending:
+                return
+            why = refused.words or refused.why.value
+        self.screen.say(f"can't approve: {why}")
+        if await self.store.decide_approval(
+            approval.id,
+            state=ApprovalState.DENIED,
+            cause=DecisionCause.CLICK,
+            decided_by=None,
+            reason=why,
+            decided_at=self.store.now(),
+        ):
+            await self.show_card(await self.store.get_approval(approval.id))
+
+    async def show_card(self, approval: Approval, *, ts: str | None = None) -> None:
+        if not approval.pending:
+            self.screen.say(card_text(blocks.approval_card(approval)).splitlines()[-1])
+
+    async def off_its_card(self, approval: Approval, *, channel: str | None, ts: str | None) -> str | None:
+        return None  # the prompt is the card: only this terminal's person answers it
+
+    async def name(self, user: str) -> str:
+        return user
+
+
+class TerminalThread:
+    """One drive of a run, as the terminal shows it (`bot.RunThread`)."""
+
+    def __init__(self, term: Terminal, row: Run) -> None:
+        self.term, self.row = term, row
+
+    async def open(self) -> RunScope:
+        row = self.row
+        return RunScope(
+            run_id=row.id,
+            conversation=row.channel,
+            thread_ts=row.thread_ts,
+            started_at=row.created_at,
+            anchor=row.created_at,
+            task=row.task,
+        )
+
+    async def follow_kind(self) -> None:
+        await self.term.store.note_kind(self.row.channel, KIND)
+
+    async def offered(self, offers: Sequence[Offer]) -> None:
+        for offer in offers:
+            if (line := blocks.offer_line(offer.thread_line)) is not None:
+                self.term.screen.say(card_text(line) or line.text)
+
+    async def on_event(self, event: RunEvent) -> None:
+        self.term.screen.show(event)
+
+    def answer_sink(self, step: int) -> None:
+        return None  # the answer is shown whole at the end
+
+    async def facts(self) -> RunFacts:
+        return RunFacts(kind=KIND)
+
+    async def end_drive(self, *, paused: bool) -> None:
+        return None
+
+    def cancelled(self) -> None:
+        return None
+
+    async def store_unavailable(self, *, disk_full: bool) -> None:
+        self.term.screen.say(messages.store_unavailable(disk_full=disk_full))
+
+    async def finish(self, result: RunResult) -> None:
+        """The answer, or the handoff report (the Slack report's own text); the run is marked reported (no Slack
+        process ever posts it)."""
+        store, screen = self.term.store, self.term.screen
+        await store.report(self.row.id, [])
+        summary = screen.summary or await store.last_summary(self.row.id)
+        if screen.json:
+            screen.event({"type": "Finished", "run_id": result.run_id, "result": dataclasses.asdict(result)})
+            return
+        if result.stop_reason == StopReason.COMPLETED and result.output:
+            screen.say("\n" + "\n".join(card_text(m) for m in blocks.text_messages(result.output, summary=summary)))
+        else:
+            report = handoff_report(result, await store.history(self.row.id))
+            u = result.usage
+            msgs = blocks.handoff_report(
+                stop_reason=result.stop_reason.value,
+                stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
+                iterations=result.iterations,
+                max_iterations=self.term.settings.limits.max_iterations,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens,
+                cost_usd=result.cost_usd,
+                wall_seconds=result.wall_seconds,
+                tools=[(t.name, t.calls, t.last_result) for t in report.tools],
+                last_reasoning=report.last_reasoning,
+                conclusion=report.conclusion,
+                pending=report.pending,
+                stopped_by=result.stopped_by,
+                summary=summary,
+            )
+            screen.say("\n" + "\n".join(card_text(m) for m in msgs))
+        screen.say(f"\nrun {result.run_id}: opsloop show {result.run_id}")
+
+
+async def ask(
+    settings: Settings, question: str, *, user: str | None, json_lines: bool, stdin: TextIO, stdout: TextIO
+) -> int:
+    """Run one investigation of `question` here; 0 when it answered, 1 when it stopped without an answer."""
+    from bot.app.wiring import anthropic_client
+    from bot.run.model import AnthropicModel
+    from tools.config import build_registry
+    from tools.reaches import TABLES
+
+    store = await Store(settings.db_path, tables=TABLES).open()
+    llm = anthropic_client(settings)
+
+    def claude_for(model: str) -> AnthropicModel:
+        m = AnthropicModel(llm, settings.model.chain)
+        m.start_at(model)
+        return m
+
+    try:
+        tools = await build_registry(settings.tools, reaches=settings.reaches, shared={Store: store})
+        screen = Screen(stdout, json_lines=json_lines)
+        term = Terminal(settings, store, screen, Answers(stdin), user)
+        sup = Supervisor(
+            settings=settings,
+            store=store,
+            tools=tools,
+            model_for=claude_for,
+            price_for=lambda m: price_for(m, settings.model.prices)[0],
+            slack=term,
+        )
+        term.desk = sup.approvals
+        channel = conversation(user)
+        row, _ = await store.open_run(
+            channel=channel,
+            thread_ts=f"{time.time():.6f}",
+            requester=user or "",
+            task=question,
+            prompt=f"[incident request from {f'<@{user}>' if user else 'someone'} in a terminal] {question}",
+            model=settings.model.primary,
+            mention_ts="",
+        )
+        await store.note_kind(channel, KIND)
+        try:
+            result = await _drive(sup, row.id, user, screen)
+        finally:
+            await tools.aclose()
+        return 0 if result is not None and result.stop_reason == StopReason.COMPLETED else 1
+    finally:
+        await llm.close()
+        await store.close()
+
+
+async def _drive(sup: Supervisor, run_id: str, user: str | None, screen: Screen) -> RunResult | None:
+    """Drive the run here until it ends, its lease renewed meanwhile; Ctrl-C is a Stop click (the run ends with
+    its handoff report, driven again if the Stop cut a drive short), and a second one exits at once."""
+    loop = asyncio.get_running_loop()
+    stops: list[asyncio.Task[None]] = []
+
+    def interrupted() -> None:
+        if stops:
+            os._exit(130)
+        screen.say("stopping: the run ends with its handoff report (Ctrl-C again to exit at once)")
+        stops.append(asyncio.ensure_future(sup.stop(run_id, user or "the terminal")))
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    beat = asyncio.ensure_future(_heartbeat(sup, run_id))
+    try:
+        while True:
+            task = sup.start(run_id)
+            with contextlib.suppress(asyncio.CancelledError):
+                if task is not None and (result := await task) is not None:
+                    return result
+            await asyncio.gather(*stops)
+            if not (await sup.store.get_run(run_id)).active:
+                return None
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        beat.cancel()
+
+
+async def _heartbeat(sup: Supervisor, run_id: str) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await sup.store.renew_leases(sup.owner, [run_id], until=sup.store.now() + sup.lease_seconds)
