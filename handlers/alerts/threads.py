@@ -28,7 +28,7 @@ REFUSED_BACKOFF_S = 60.0  # Slack refused a root post for good: the next attempt
 
 class ThreadedAlerts:
     """One thread-opening source's way in: its own server on its `listen`, each alert opened once. `config`
-    (typed, the source's): host, port, channel, max_runs_per_10_min, reopen_after_s."""
+    (typed, the source's): host, port, max_runs_per_10_min, reopen_after_s (the channel: `source.channel`)."""
 
     def __init__(self, desk: AlertDesk, source: HttpSource, config: Any) -> None:
         self.desk, self.source, self.config = desk, source, config
@@ -65,13 +65,17 @@ class ThreadedAlerts:
             log.info("alert.webhook_bad_payload", source=self.source.name, problem=str(e))
             return web.json_response({"error": str(e)}, status=400)
         alert, c = self.source.alert(payload), self.config
+        channel = self.source.channel(c, payload)
+        if channel is None:
+            log.info("alert.not_routed", source=self.source.name, group=alert.key, delivery=alert.delivery)
+            return web.json_response({"status": "ignored"})
         self.count("received", group=alert.key, status=alert.status, firing=len(alert.firing))
         try:
             accepted = await self.desk.store.accept_alert_group(
                 alert.key,
                 source=self.source.name,
                 delivery=alert.delivery,
-                channel=c.channel,
+                channel=channel,
                 status=alert.status,
                 fingerprints=list(alert.firing),
                 summary=alert.summary,
