@@ -72,7 +72,8 @@ class HttpSource(Protocol):
         ...
 
     def channel(self, config: Any, payload: dict[str, Any]) -> str | None:
-        """Where this notification's thread opens; None: no channel takes it (answered 200, nothing stored)."""
+        """Where this notification's thread opens; None: no channel takes it, or it is nothing the source reads
+        (answered 200, nothing stored, `alert` not asked)."""
         ...
 
     def parse(self, body: bytes) -> dict[str, Any]:

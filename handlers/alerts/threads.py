@@ -64,11 +64,11 @@ class ThreadedAlerts:
         except BadPayload as e:
             log.info("alert.webhook_bad_payload", source=self.source.name, problem=str(e))
             return web.json_response({"error": str(e)}, status=400)
-        alert, c = self.source.alert(payload), self.config
-        channel = self.source.channel(c, payload)
+        channel = self.source.channel(self.config, payload)
         if channel is None:
-            log.info("alert.not_routed", source=self.source.name, group=alert.key, delivery=alert.delivery)
+            log.info("alert.not_routed", source=self.source.name)
             return web.json_response({"status": "ignored"})
+        alert, c = self.source.alert(payload), self.config
         self.count("received", group=alert.key, status=alert.status, firing=len(alert.firing))
         try:
             accepted = await self.desk.store.accept_alert_group(
