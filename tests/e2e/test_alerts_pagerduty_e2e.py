@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from handlers.alerts.threads import ThreadedAlerts
 from tests.handlers.alerts import pagerduty_events as pd
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
@@ -27,11 +28,14 @@ routes = {{ {pd.SERVICE} = "{CHANNEL}", "*" = "{OTHER}" }}
 ENV = {"OPSLOOP_PAGERDUTY_WEBHOOK_SECRET": pd.SECRET}
 
 
-async def post(env: BotEnv, payload: dict[str, Any], *secrets: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+async def post(
+    env: BotEnv, payload: dict[str, Any], *secrets: str, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    assert env.ops.alerts is not None
     live = env.ops.alerts.sources["pagerduty"]
-    assert live is not None and live.port  # type: ignore[attr-defined]
+    assert isinstance(live, ThreadedAlerts) and live.port
     body, signed = pd.signed(payload, *secrets)
-    url = f"http://127.0.0.1:{live.port}/pagerduty"  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{live.port}/pagerduty"
     async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers or signed) as r:
         return r.status, await r.text()
 

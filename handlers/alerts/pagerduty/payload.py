@@ -78,7 +78,7 @@ def _ref(data: Mapping[str, Any], key: str, field: str = "summary") -> str:
 
 def incident(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The event's incident (a note's `incident` reference for `incident.annotated`)."""
-    data = payload["event"]["data"]
+    data: dict[str, Any] = payload["event"]["data"]
     return data["incident"] if data.get("type") == "incident_note" else data
 
 
@@ -159,7 +159,8 @@ def alert(payload: dict[str, Any]) -> Alert:
     labels |= {"pagerduty_escalation_policy_id": policy} if policy else {}
     if kind == TRIGGERED:
         status, firing = "firing", ("triggered",)
-        line = f"PagerDuty {_number(data)} {_ref(data, 'priority')} {_text(data.get('title'))} ({_ref(data, 'service')})"
+        priority, service = _ref(data, "priority"), _ref(data, "service")
+        line = f"PagerDuty {_number(data)} {priority} {_text(data.get('title'))} ({service})"
         text = task(payload)
     else:
         status = {"incident.resolved": "resolved", "incident.reopened": "firing"}.get(kind, "updated")

@@ -129,8 +129,12 @@ def test_a_payload_that_is_not_a_v3_event_is_refused_field_by_field() -> None:
         (b'{"event": {"id": "", "event_type": "incident.triggered"}}', "event.id: expected a non-empty string"),
         (b'{"event": {"id": "e", "event_type": "incident.triggered"}}', "event.data: expected an object"),
         (b'{"event": {"id": "e", "event_type": "incident.triggered", "data": {"title": "t"}}}', "non-empty id"),
-        (json.dumps(pd.event("incident.triggered", event_id="e") | {}).encode().replace(b'"urgency": "high"',
-         b'"urgency": 3'), "event.data.urgency: expected a string"),
+        (
+            json.dumps(pd.event("incident.triggered", event_id="e") | {})
+            .encode()
+            .replace(b'"urgency": "high"', b'"urgency": 3'),
+            "event.data.urgency: expected a string",
+        ),
     ):
         with pytest.raises(BadPayload, match=problem):
             validate(body)
