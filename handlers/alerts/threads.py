@@ -119,6 +119,8 @@ class ThreadedAlerts:
             self.desk.note(group.channel, group.thread_ts, text, key)
             if accepted.run is not None:
                 self.desk.nudge()
+                if outcome is AlertOutcome.RESOLVED:
+                    self.desk.flag_cards(accepted.run.id, f"{self.source.sender} said this alert is resolved", key)
 
     def _spawn_open(self, key: str, *, claimed: bool = False) -> None:
         if key in self._opening:

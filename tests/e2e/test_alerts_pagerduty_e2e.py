@@ -16,7 +16,7 @@ from handlers.alerts.threads import ThreadedAlerts
 from tests.handlers.alerts import pagerduty_events as pd
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import BOB, CHANNEL, PEOPLE, BotEnv, bot_env, text_of, user_turn
+from tests.support.harness import BOB, CHANNEL, PEOPLE, BotEnv, block_ids, bot_env, card_state, text_of, user_turn
 
 OTHER = "C0PAYMENTS"
 CONFIG = f"""
@@ -88,12 +88,19 @@ async def test_a_page_starts_a_run_in_its_services_channel_and_its_acknowledge_a
             "resolved"
         )
         await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "#1234 resolved" in m.text)
+        # the card waiting when it resolved says so, and its approval stays possible
+        flagged = await fake_slack.wait_for_message(
+            CHANNEL, lambda m: m.ts == card.ts and "approval_alert" in block_ids(m) and card_state(m) == "pending"
+        )
+        assert "PagerDuty said this alert is resolved while this waited" in text_of(flagged)
         await env.approve(card, BOB)
         await env.wait_final(CHANNEL, ts)
         said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
         assert "PagerDuty #1234 acknowledged by Tenex Engineer" in said
         assert "PagerDuty #1234 resolved by Tenex Engineer" in said
         assert len(env.runs()) == 1
+        decided = fake_slack.message(CHANNEL, card.ts)
+        assert decided is not None and card_state(decided) == "approved" and "approval_alert" in block_ids(decided)
 
         # another service's page goes to the "*" route's channel
         other = triggered("ev-trigger-2", id_="PXYZ123", service="PSOMETHING")
