@@ -23,6 +23,13 @@ from tools.reaches import TABLES
 
 DATA = Path(__file__).parent / "data"
 RECORD = ("_sqlite_migrations", "opsloop_migrations")
+NEWER = ["m020_approval_alert_notes"]  # the core's migrations newer than the v19 snapshot: they run on it, once
+
+
+def ran(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[str]:
+    """The migrations recorded in `after` and not in `before` (every one of `before` kept as it was)."""
+    assert set(before) <= set(after)
+    return [name for name, at in after if (name, at) not in before]
 
 
 def load_old(location: str, *, drop: str = "") -> None:
@@ -94,7 +101,7 @@ def test_an_older_database_opens_with_nothing_run_again_and_the_fresh_schema(db_
     ledger = Ledger(db_url, TABLES)
     try:
         assert ledger.schema.ok and ledger.schema.unknown == ()
-        assert record(db_url) == before_record  # every migration was recognized: none ran again
+        assert ran(before_record, record(db_url)) == NEWER  # every migration was recognized: none ran again
         assert query(db_url, "SELECT run_id, kind, feedback, backfilled FROM incidents") == incident
         assert sorted(query(db_url, "SELECT term, docs FROM incident_terms")) == terms
         assert [m.incident.run_id for m in memory.search_incidents(ledger, "web-03 disk", channel="C9")] == [
@@ -108,7 +115,8 @@ def test_an_older_database_opens_with_nothing_run_again_and_the_fresh_schema(db_
     finally:
         ledger.close()
     Ledger(fresh, TABLES).close()
-    assert schema(fresh) == before_schema == schema(db_url)
+    assert schema(fresh) == schema(db_url)
+    assert all("approvals" in map(str, r[:2]) for r in before_schema - schema(db_url))  # only what m020 widened
 
 
 def test_an_older_database_without_the_word_counts_gets_only_them(db_url: str) -> None:
@@ -123,7 +131,7 @@ def test_an_older_database_without_the_word_counts_gets_only_them(db_url: str) -
     before = record(db_url)
     Ledger(db_url, TABLES).close()
     after = record(db_url)
-    assert [name for name, _ in after if (name, _) not in before] == ["m018_incident_terms"]
+    assert ran(before, after) == ["m018_incident_terms", *NEWER]
     assert ("disk", 1) in query(db_url, "SELECT term, docs FROM incident_terms")
 
 
@@ -135,4 +143,4 @@ def test_a_store_opened_without_the_reaches_tables_leaves_them_alone(db_url: str
         assert ledger.schema.ok  # the reaches' migrations in the core's record are not "unknown"
     finally:
         ledger.close()
-    assert record(db_url) == before
+    assert ran(before, record(db_url)) == NEWER
