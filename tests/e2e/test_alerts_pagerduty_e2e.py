@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from handlers.alerts.threads import ThreadedAlerts
+from handlers.supervisor.alert_facts import alert_facts
 from tests.handlers.alerts import pagerduty_events as pd
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
@@ -75,6 +76,11 @@ async def test_a_page_starts_a_run_in_its_services_channel_and_its_acknowledge_a
         card = await env.card(CHANNEL, ts)  # the run started in the incident's thread
         [run] = env.runs()
         assert (run.channel, run.thread_ts, run.title) == (CHANNEL, ts, "[P1] checkout 5xx (#1234)")
+        with env.ledger() as ledger:  # how the run's code finds its incident: its alert group's stored payload
+            group = ledger.alert_group_of_run(run.id)
+        assert group is not None and group.key == f"pd:{pd.INCIDENT}"
+        facts = alert_facts(group.source, group.payload)
+        assert facts is not None and facts.labels["pagerduty_incident_id"] == pd.INCIDENT
         first = " ".join(b.get("text", "") for b in user_turn((await env.requests(1))[0], 0))
         assert "[alert from PagerDuty in <#" in first
         assert "Started by: the alert PagerDuty page #1234: checkout 5xx, firing since 2026-12-01 10:00:00" in first
