@@ -9,11 +9,11 @@ The layers, bottom first (a module imports only its own layer and the ones below
   3. the list of reaches: tools.reaches and tools.config, which load every reach by name;
   4. handlers/ (the Slack side);
   5. the roof, bot/app/: the app's wiring, the CLI, `opsloop check`, start-up, metrics, the exported timelines;
-  6. playground, replay and bench: bot/playground/, bot/replay/, bench/.
+  6. playground, replay, eval and bench: bot/playground/, bot/replay/, bot/eval/, bench/.
 So the core imports no reach and no Slack code, a reach imports only the tool API and the core (and no other reach,
 test below), and handlers/ imports no reach. bot/ holds only folders (and its `__init__`): a newcomer sees the
 layers in `ls`. One exception, by rule: bot.app.cli, the command line, starts the layer-6 commands (demo, sandbox,
-replay), and imports them only inside the function that runs each one (never at module level).
+replay, eval), and imports them only inside the function that runs each one (never at module level).
 
 The imports are read with ast, not by importing: every `import` and `from … import` statement counts, at
 module level, inside a function (a late import still ties two modules together) or under `if TYPE_CHECKING:`
@@ -43,7 +43,7 @@ GROUND = ("bot.core",)
 CORE = ("bot.config", "bot.store", "bot.run")
 REACH_LIST = ("tools.reaches", "tools.config")
 ROOF = ("bot.app",)
-TOP = ("bot.playground", "bot.replay", "bench")
+TOP = ("bot.playground", "bot.replay", "bot.eval", "bench")
 GROUND_LAYER, CORE_LAYER, REACH_LAYER, REACH_LIST_LAYER, HANDLERS_LAYER, ROOF_LAYER, TOP_LAYER = range(7)
 
 # Upward imports still to go, each with why it is left: the list only shrinks.

@@ -61,6 +61,9 @@ class ToolContext:
     log_dirs: tuple[Path, ...] = (Path("/var/log"),)
     restart_allowlist: tuple[str, ...] = ()
     journal_dir: Path | None = None  # [tools.journal] dir: journal files journalctl reads here; None: the system's
+    read_dirs: tuple[str, ...] = ("/etc",)  # [tools.files]: where read_file reads (a host's read_dirs overrides it)
+    usage_dirs: tuple[str, ...] | None = None  # where disk_usage lists; None: every mount point of the host
+    denied_paths: tuple[str, ...] = ()  # refused by read_file and disk_usage beyond their built-in deny-lists
     prometheus_url: str | None = None
     http_timeout_s: float = 10.0
     http_ca_file: Path | None = None  # extra CA bundle for check_url (an internal CA)

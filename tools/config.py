@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import posixpath
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ _TOP_KEYS = (
     "logs",
     "journal",
     "services",
+    "files",
     "prometheus",
     "http",
     "commands",
@@ -121,6 +123,27 @@ class ServicesSection:
     restart_allowlist: tuple[str, ...] | None = setting(None, "the units restart_service may restart", check=unit_names)
 
 
+def _host_paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    """Absolute paths on a host (this machine or an inventory host), normalised; none need exist here."""
+    for i, p in enumerate(paths):
+        if not p.startswith("/"):
+            r.problem(f"{p!r} must be an absolute path", f"{key}[{i}]")
+    return tuple(posixpath.normpath(p) for p in paths if p.startswith("/"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FilesSection:
+    read_dirs: tuple[str, ...] | None = setting(
+        None, "the directories read_file reads (default /etc)", check=_host_paths
+    )
+    usage_dirs: tuple[str, ...] | None = setting(
+        None, "the directories disk_usage lists (default: the host's mount points)", check=_host_paths
+    )
+    deny: tuple[str, ...] | None = setting(
+        None, "paths both refuse, beyond their built-in deny-list", check=_host_paths
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrometheusSection:
     url: str | None = setting(None, "the Prometheus the query tools ask", kind="url")
@@ -147,12 +170,16 @@ def read_context(config: Reader) -> ToolContext:
     logs = _section(config, LogsSection, "logs")
     journal = _section(config, JournalSection, "journal")
     services = _section(config, ServicesSection, "services")
+    files = _section(config, FilesSection, "files")
     prometheus = _section(config, PrometheusSection, "prometheus")
     http = _section(config, HttpSection, "http")
     values: dict[str, Any] = {
         "log_dirs": logs.dirs,
         "journal_dir": journal.dir,
         "restart_allowlist": services.restart_allowlist,
+        "read_dirs": files.read_dirs,
+        "usage_dirs": files.usage_dirs,
+        "denied_paths": files.deny,
         "prometheus_url": prometheus.url.rstrip("/") if prometheus.url else None,
         "http_timeout_s": http.timeout_s,
         "http_ca_file": http.ca_file,

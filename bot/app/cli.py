@@ -1,4 +1,4 @@
-"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox, export, replay."""
+"""The `opsloop` command: run, check, runs, show, audit, demo, sandbox, export, replay, eval."""
 
 from __future__ import annotations
 
@@ -385,6 +385,14 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return replay(settings, args, scripted=lambda name: IncidentModel(name=name))
 
 
+def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.eval.cli import cmd_eval as evaluate
+
+    if args.db:
+        settings = dataclasses.replace(settings, db_path=args.db)
+    return evaluate(settings, args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsloop", description="Slack incident bot with approval-gated tools.")
     p.add_argument("--version", action="version", version=f"opsloop {_version()}", help="print the version and exit")
@@ -400,6 +408,7 @@ def parser() -> argparse.ArgumentParser:
         ("sandbox", cmd_sandbox, "the Slack stand-in and the app in your browser, with your config and tools"),
         ("export", cmd_export, "write one run as a self-contained, redacted incident record (JSON)"),
         ("replay", cmd_replay, "rerun a stored incident on another model or prompt, against the recorded world"),
+        ("eval", cmd_eval, "run the incident cases in evals/ on a model and score what it found"),
     ]:
         s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--config", help="TOML config file (default: $OPSLOOP_CONFIG, else ./opsloop.toml)")
@@ -445,6 +454,10 @@ def parser() -> argparse.ArgumentParser:
             from bot.replay.cli import add_arguments
 
             add_arguments(name, s)
+        if name == "eval":
+            from bot.eval.cli import add_arguments as eval_arguments
+
+            eval_arguments(s)
     return p
 
 

@@ -411,7 +411,7 @@ def m019_alert_occurrences(db: sqlite_utils.Database) -> None:
 
 
 @sqlite_migrations()
-def m020_approval_alert_notes(db: sqlite_utils.Database) -> None:
+def m021_approval_alert_notes(db: sqlite_utils.Database) -> None:
     """What the alert that started a run said while one of its cards waited (it resolved), shown on the card."""
     db.table("approvals").add_column("alert_note", str)
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.kube import FakeKube
+from tests.support.fakes.kube_scenes import argo_managed
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import BOB, bot_env, card_state, result_text, text_of, tool_results
 from tests.tools.k8s.test_k8s_tools import NS, crashloop
@@ -200,3 +201,23 @@ async def test_an_undo_whose_target_revision_changed_after_the_card_writes_nothi
     assert len(fake_kube.writes()) == 1  # what the second card showed, and only that
     after = fake_kube.get("Deployment", NS, "api")
     assert after["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+async def test_a_write_on_an_argo_managed_deployment_warns_on_its_card_that_argo_may_revert_it(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_kube: FakeKube
+) -> None:
+    argo_managed(fake_kube)
+    fake_anthropic.script(
+        reply(text("Restarting api."), tool_use("k8s_rollout_restart", {"name": "api", "namespace": NS})),
+        reply(text("Denied; leaving it.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
+        channel, ts = await env.mention("restart api")
+        card = await env.card(channel, ts, timeout=30)
+        shown = text_of(card)
+        assert "GitOps manages this object: Argo CD application shop-api" in shown
+        assert "repo https://git.example.com/ops/deploy, path apps/api/deployment.yaml" in shown
+        assert "Its controller may revert this change at its next sync" in shown
+        await env.deny(card, BOB)
+        await env.wait_final(channel, ts, timeout=30)
+    assert fake_kube.writes() == []

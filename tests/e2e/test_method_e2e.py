@@ -92,7 +92,10 @@ async def test_the_method_is_in_a_system_prompt_every_run_shares_and_the_place_i
     names = ", ".join(f"web-{i:02d}" for i in range(1, 21))
     assert f"Hosts (the inventory, {HOSTS + 1}; list_hosts has details): {names} and 6 more" in lines
     assert "Hosts with log directories of their own: db-01 /srv/pg/log" in lines
-    assert "Kubernetes clusters (the tools' cluster argument): prod (namespaces: web, payments)" in lines
+    assert (
+        "Kubernetes clusters (the tools' cluster argument): "
+        "prod (namespaces: web, payments; no default, give namespace)" in lines
+    )
     assert f"Runbook directories (find_runbooks, read_runbook): {tmp_path / 'runbooks'}" in lines
     assert any(line.startswith("Change sources (recent_changes; default window 90 minutes") for line in lines)
     assert any(line.startswith("Log directories (this machine") and str(tmp_path / "logs") in line for line in lines)

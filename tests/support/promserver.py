@@ -2,7 +2,9 @@
 from a temp dir, listening on 127.0.0.1 random ports only, with second-long scrape, evaluation and grouping
 intervals; stopped and removed however the test ends. `missing()` says why they can't run (the tests skip).
 
-A `Target` is the scraped side: a tiny aiohttp app on loopback serving /metrics with a gauge the test sets.
+A `Target` is the scraped side: a tiny aiohttp app on loopback serving /metrics with a gauge the test sets (and any
+`extra` exposition lines). `backfill` puts history into the TSDB before Prometheus starts (`promtool tsdb
+create-blocks-from openmetrics`): samples at the times the test chose, so a range query's answer is exact.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import aiohttp
 from aiohttp import web
 
 PROMETHEUS = ("prometheus",)
+PROMTOOL = ("promtool",)  # in Debian's prometheus package
 ALERTMANAGER = ("prometheus-alertmanager", "alertmanager")  # Debian's name, upstream's name
 START_TIMEOUT_S = 30.0
 
@@ -53,9 +56,10 @@ def free_port() -> int:
 
 @dataclass
 class Target:
-    """A scrape target: `value` is what /metrics says for test_disk_used_ratio right now."""
+    """A scrape target: `value` is what /metrics says for test_disk_used_ratio right now; `extra` follows it."""
 
     value: float = 0.0
+    extra: str = ""  # more metric families in the text exposition format, each line ending in a newline
     port: int = 0
     scrapes: int = 0
     _runner: web.AppRunner | None = None
@@ -66,6 +70,7 @@ class Target:
             body = (
                 "# HELP test_disk_used_ratio Used share of /var.\n# TYPE test_disk_used_ratio gauge\n"
                 f'test_disk_used_ratio{{host="web-03"}} {self.value}\n'
+                f"{self.extra}"
             )
             return web.Response(text=body, content_type="text/plain")
 
@@ -80,6 +85,31 @@ class Target:
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+HOUR = 3600
+ONSET_AFTER_S = 37 * 60  # in onset_history, the checkout error ratio jumps from 1% to 40% this long after its start
+
+
+def history_start() -> int:
+    """Three hours back, on the hour: inside the default 15-day retention, before anything scraped."""
+    return (int(time.time()) // HOUR - 3) * HOUR
+
+
+def onset_history(start: int) -> str:
+    """One hour from `start` of samples a minute apart, as OpenMetrics for `backfill`: test_errors_ratio of
+    service checkout (0.01, then 0.4 from ONSET_AFTER_S on), of fourteen calm services svc-00..svc-13 (0.001 to
+    0.014, steady), and test_heap_bytes of checkout (1.5 GiB)."""
+    times = range(start, start + HOUR + 1, 60)
+    lines = ["# HELP test_errors_ratio Share of requests that failed.", "# TYPE test_errors_ratio gauge"]
+    lines += [
+        f'test_errors_ratio{{service="checkout"}} {0.4 if t >= start + ONSET_AFTER_S else 0.01} {t}' for t in times
+    ]
+    for i in range(14):
+        lines += [f'test_errors_ratio{{service="svc-{i:02}"}} {(i + 1) / 1000} {t}' for t in times]
+    lines += ["# HELP test_heap_bytes Heap in use.", "# TYPE test_heap_bytes gauge"]
+    lines += [f'test_heap_bytes{{service="checkout"}} {1.5 * 2**30:.0f} {t}' for t in times]
+    return "\n".join([*lines, "# EOF", ""])
 
 
 RULES = """groups:
@@ -107,6 +137,7 @@ class PromStack:
     alertmanager: bool = True  # False: Prometheus alone (the query tool tests)
     rules: str = RULES
     jobs: tuple[str, ...] = ("target",)  # scrape jobs, each scraping the target (two: two series per metric)
+    backfill: str = ""  # OpenMetrics text (timestamps in seconds, ending in "# EOF") written as blocks before start
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="opsloop-prom-")))
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     prom_port: int = 0
@@ -140,6 +171,15 @@ receivers:
 """
             for job in self.jobs
         )
+        if self.backfill:
+            (self.dir / "backfill.om").write_text(self.backfill)
+            blocks = (str(self.dir / "backfill.om"), str(self.dir / "tsdb"))
+            subprocess.run(
+                [_binary(PROMTOOL) or "promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", *blocks],
+                check=True,
+                capture_output=True,
+                timeout=START_TIMEOUT_S,
+            )
         (self.dir / "prometheus.yml").write_text(f"""global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -235,11 +275,17 @@ async def prom_stack(target: Target, *, receivers: str, receiver: str, **kw: Any
 
 @contextlib.asynccontextmanager
 async def prometheus(
-    target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",)
+    target: Target, *, rules: str = RULES, jobs: tuple[str, ...] = ("target",), backfill: str = ""
 ) -> AsyncIterator[PromStack]:
-    """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second."""
+    """Prometheus alone, scraping `target` (once per job) and evaluating `rules`, every second, over `backfill`."""
     stack = PromStack(
-        target_port=target.port, receivers="", receiver="none", alertmanager=False, rules=rules, jobs=jobs
+        target_port=target.port,
+        receivers="",
+        receiver="none",
+        alertmanager=False,
+        rules=rules,
+        jobs=jobs,
+        backfill=backfill,
     )
     try:
         await stack.start()

@@ -18,15 +18,26 @@ BUILTINS = [
     "check_memory",
     "check_cpu",
     "list_top_processes",
+    "disk_usage",
+    "read_file",
     "list_hosts",
+    "list_logs",
     "tail_log",
     "grep_log",
+    "log_histogram",
     "clean_logs",
+    "journal",
+    "kernel_events",
     "service_status",
     "restart_service",
     "check_url",
+    "dns_lookup",
+    "tcp_check",
+    "tls_check",
     "prometheus_query",
     "prometheus_query_range",
+    "prometheus_metrics",
+    "prometheus_alerts",
 ]
 
 
@@ -129,8 +140,8 @@ def cmd(**overrides: Any) -> dict[str, Any]:
 BAD_CONFIGS: list[tuple[dict[str, Any], str]] = [
     (
         {"modul": []},
-        "tools.modul: unknown key (known: modules, categories, timeouts, logs, services, prometheus, http, "
-        "commands, mcp)",
+        "tools.modul: unknown key (known: modules, categories, timeouts, logs, journal, services, files, prometheus, "
+        "http, commands, mcp)",
     ),
     ({"modules": "tools.builtin"}, "tools.modules: expected a list of strings, got a string"),
     (

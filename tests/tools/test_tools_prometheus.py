@@ -5,6 +5,7 @@ for what a real server can't be made to do on demand (see FakePrometheus)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,8 +15,11 @@ from aiohttp import web
 
 from tests.support import promserver
 from tools import ToolContext, ToolError
-from tools.builtin import prometheus_query, prometheus_query_range
-from tools.builtin.prometheus import parse_time, series_name
+from tools.api import MAX_OUTPUT_CHARS, BadCall
+from tools.builtin import prometheus_alerts, prometheus_metrics, prometheus_query, prometheus_query_range
+from tools.builtin.prometheus import parse_time
+from tools.builtin.prometheus_series import series_name
+from tools.builtin.prometheus_units import unit_of, with_unit
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -103,9 +107,10 @@ async def test_range_query_summarizes_each_series_and_shows_warnings(
         {"query": "rate(errors[5m])", "start": "2023-11-14T22:13:20Z", "end": "1700000120", "step": "60s"}
     )
     assert out == (
-        "matrix: 1 series\n"
-        '{job="api"}: 3 points 2023-11-14T22:13:20Z .. 2023-11-14T22:15:20Z min=0.25 max=1.33333 last=0.5\n'
-        "  0.25 1.33333 0.5\n"
+        "matrix: 1 series, 2023-11-14T22:13:20Z .. 2023-11-14T22:15:20Z, point times HH:MM:SS UTC\n"
+        '{job="api"}: 3 points 2023-11-14T22:13:20Z .. 2023-11-14T22:15:20Z\n'
+        "  first=0.25 last=0.5 min=0.25 at 2023-11-14T22:13:20Z max=1.33333 at 2023-11-14T22:14:20Z mean=0.694444\n"
+        "  points (all): 22:13:20 0.25, 22:14:20 1.33333, 22:15:20 0.5\n"
         "warning: query touched 3 blocks"
     )
     assert fake.requests == [
@@ -220,12 +225,13 @@ async def test_real_instant_query_of_a_scraped_metric_and_of_a_recording_rule(
     head, *series = _lines(out)
     assert head.startswith("vector: 2 series at 20")  # one evaluation time for the whole vector
     assert sorted(series) == [
-        f'test_disk_used_ratio{{host="web-03",instance="{instance}",job="{job}"}} 0.97' for job in ("node", "node2")
+        f'test_disk_used_ratio{{host="web-03",instance="{instance}",job="{job}"}} 0.97 (97%)'
+        for job in ("node", "node2")
     ]
     recorded = await prometheus_query.bind(ctx).run({"query": "sort(job:test_disk_used_ratio:max)", "time": "now"})
     assert _lines(recorded)[1:] == [
-        'job:test_disk_used_ratio:max{job="node"} 0.97',
-        'job:test_disk_used_ratio:max{job="node2"} 0.97',
+        'job:test_disk_used_ratio:max{job="node"} 0.97 (97%)',
+        'job:test_disk_used_ratio:max{job="node2"} 0.97 (97%)',
     ]
     summed = _lines(await prometheus_query.bind(ctx).run({"query": "sum(test_disk_used_ratio)"}))
     assert summed[0].startswith("vector: 1 series at ") and summed[1] == "{} 1.94"
@@ -270,13 +276,15 @@ async def test_real_range_query_of_a_scraped_metric(
     out = await prometheus_query_range.bind(ctx).run(
         {"query": 'job:test_disk_used_ratio:max{job="node"}', "start": "now-30s", "step": "1s"}
     )
-    head, summary, values = _lines(out)
-    assert head == "matrix: 1 series"
+    head, summary, stats, values = _lines(out)
+    assert head.startswith("matrix: 1 series, 20")
     assert summary.startswith('job:test_disk_used_ratio:max{job="node"}: ') and " points 20" in summary
-    assert summary.endswith(" min=0.97 max=0.97 last=0.97")
-    assert set(values.split()) == {"0.97"}
+    assert stats.startswith("  first=0.97 (97%) last=0.97 (97%) min=0.97 (97%) at 20")
+    assert {point.split()[1] for point in values.split(": ", 1)[1].split(", ")} == {"0.97"}
     matrix = _lines(await prometheus_query.bind(ctx).run({"query": 'test_disk_used_ratio{job="node2"}[5s]'}))
-    assert matrix[0] == "matrix: 1 series" and matrix[1].endswith(" last=0.97")  # a range selector, instantly
+    assert (
+        matrix[0].startswith("matrix: 1 series, 20") and " last=0.97 (97%) " in matrix[2]
+    )  # a range selector, instantly
     assert target.scrapes > 0
 
 
@@ -324,3 +332,235 @@ async def test_real_error_shapes_are_tool_errors_with_the_servers_words(
     with pytest.raises(ToolError) as e:
         await tool.bind(ctx).run(args)
     assert str(e.value).startswith(error)
+
+
+# --- the real Prometheus with history: an onset, many series, metadata, alerts ------------------------------------
+HOUR = promserver.HOUR
+W0 = promserver.history_start()
+ONSET = W0 + promserver.ONSET_AFTER_S
+
+
+SCRAPED = """# HELP test_requests_total Requests served, by code.
+# TYPE test_requests_total counter
+test_requests_total{code="200"} 1027
+test_requests_total{code="500"} 3
+"""
+ALERTING = """groups:
+- name: opsloop-alerts
+  interval: 1s
+  rules:
+  - alert: DiskFull
+    expr: test_disk_used_ratio > 0.95
+    for: 0s
+    labels: {severity: critical}
+    annotations: {summary: "/var on {{ $labels.host }} is full"}
+  - alert: DiskFillingSlowly
+    expr: test_disk_used_ratio > 0.9
+    for: 1h
+  - alert: NeverFires
+    expr: test_disk_used_ratio > 2
+"""
+
+
+@pytest.fixture
+async def history_prometheus() -> AsyncIterator[tuple[promserver.Target, ToolContext]]:
+    """A real Prometheus over an hour of backfilled history (promserver.onset_history), scraping a target with a
+    counter, with one alert firing (DiskFull) and one pending (DiskFillingSlowly, for 1h);
+    yielded once both alerts are active."""
+    target = await promserver.Target(value=0.97, extra=SCRAPED).start()
+    try:
+        async with promserver.prometheus(
+            target, rules=ALERTING, jobs=("node",), backfill=promserver.onset_history(W0)
+        ) as prom:
+            async with asyncio.timeout(30):
+                while len((await prom.query("ALERTS"))["data"]["result"]) < 2:  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)  # another process's rule evaluations: nothing to wait on
+            yield target, ToolContext(prometheus_url=prom.url)
+    finally:
+        await target.close()
+
+
+def _at(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@real
+async def test_real_range_query_gives_the_onset_stats_and_points_over_the_whole_window(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    _, ctx = history_prometheus
+    args = {"query": 'test_errors_ratio{service="checkout"}', "start": str(W0), "end": str(W0 + HOUR)}
+    out = await prometheus_query_range.bind(ctx).run({**args, "threshold": 0.1})
+    head, name, stats, onset, points = _lines(out)
+    assert head == f"matrix: 1 series, {_at(W0)} .. {_at(W0 + HOUR)}, point times HH:MM:SS UTC"
+    assert name == f'test_errors_ratio{{service="checkout"}}: 61 points {_at(W0)} .. {_at(W0 + HOUR)}'
+    assert stats == (
+        f"  first=0.01 (1%) last=0.4 (40%) min=0.01 (1%) at {_at(W0)} max=0.4 (40%) at {_at(ONSET)} "
+        "mean=0.163443 (16.3%)"
+    )
+    assert onset == f"  first above 0.1 at {_at(ONSET)} (value 0.4 (40%))"
+    assert points.startswith("  points (all): ")
+    shown = points.split(": ", 1)[1].split(", ")
+    assert len(shown) == 61 and shown[0] == f"{_at(W0)[11:19]} 0.01" and shown[-1] == f"{_at(W0 + HOUR)[11:19]} 0.4"
+    below = _lines(await prometheus_query_range.bind(ctx).run({**args, "threshold": 0.1, "above": False}))
+    assert below[3] == f"  already below 0.1 at the first point, {_at(W0)}"
+    never = _lines(await prometheus_query_range.bind(ctx).run({**args, "threshold": 0.5}))
+    assert never[3] == "  never above 0.5"
+
+
+@real
+async def test_real_range_query_samples_a_long_window_evenly_to_its_end(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    """The old tool kept the last 120 points, so an onset early in a long window was cut off."""
+    _, ctx = history_prometheus
+    args = {"query": 'test_errors_ratio{service="checkout"}', "start": str(W0), "end": str(W0 + HOUR), "step": "10s"}
+    points = _lines(await prometheus_query_range.bind(ctx).run(args))[-1]
+    assert points.startswith("  points (61 of 361, evenly spaced): ")
+    shown = points.split(": ", 1)[1].split(", ")
+    assert shown[0] == f"{_at(W0)[11:19]} 0.01" and shown[-1] == f"{_at(W0 + HOUR)[11:19]} 0.4"
+    assert shown[30].startswith(_at(W0 + 30 * 60)[11:16])  # the middle of the window, not its last minutes
+
+
+@real
+async def test_real_many_series_show_the_top_n_and_count_the_rest(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    _, ctx = history_prometheus
+    args = {"query": "test_errors_ratio", "start": str(W0), "end": str(W0 + HOUR), "threshold": 0.01}
+    out = _lines(await prometheus_query_range.bind(ctx).run({**args, "top": 3}))
+    assert out[0].startswith(f"matrix: 15 series, {_at(W0)} .. {_at(W0 + HOUR)}; by max, highest first")
+    names = [line.split(":")[0] for line in out if line.startswith("test_errors_ratio")]
+    assert names == [f'test_errors_ratio{{service="{s}"}}' for s in ("checkout", "svc-13", "svc-12")]
+    assert out[-1] == (
+        "… 12 more series not shown, their max from 0.001 to 0.012; 2 of them above 0.01 "
+        f"(first at {_at(W0)}); raise top or narrow the query to see them"
+    )
+    lowest = _lines(await prometheus_query_range.bind(ctx).run({**args, "top": 2, "sort_by": "min"}))
+    names = [line.split(":")[0] for line in lowest if line.startswith("test_errors_ratio")]
+    assert names == ['test_errors_ratio{service="svc-00"}', 'test_errors_ratio{service="svc-01"}']
+    rising = _lines(await prometheus_query_range.bind(ctx).run({**args, "top": 1, "sort_by": "increase"}))
+    assert rising[1].startswith('test_errors_ratio{service="checkout"}')
+    assert rising[-1].startswith("… 14 more series not shown, their increase from 0 to 0;")
+
+
+@real
+async def test_real_range_output_stays_within_the_limit_and_says_what_it_left_out(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    _, ctx = history_prometheus
+    args = {"query": "test_errors_ratio", "start": str(W0), "end": str(W0 + HOUR), "step": "10s", "top": 30}
+    out = await prometheus_query_range.bind(ctx).run(args)
+    assert len(out) <= MAX_OUTPUT_CHARS - 1_000
+    assert out.count("\n  points (16 of 361, evenly spaced): ") == 15  # 31 a series would not fit
+
+
+@real
+async def test_real_values_carry_the_unit_their_name_says(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    _, ctx = history_prometheus
+    out = _lines(
+        await prometheus_query_range.bind(ctx).run(
+            {"query": "test_heap_bytes", "start": str(W0), "end": str(W0 + HOUR)}
+        )
+    )
+    assert out[2].startswith("  first=1610612736 (1.5 GiB) last=1610612736 (1.5 GiB) ")
+    computed = _lines(
+        await prometheus_query_range.bind(ctx).run(
+            {"query": "test_heap_bytes / 2", "start": str(W0), "end": str(W0 + HOUR)}
+        )
+    )
+    assert computed[2].startswith("  first=805306368 last=805306368 ")  # no name, no unit: never guessed
+    now = _lines(await prometheus_query.bind(ctx).run({"query": "test_disk_used_ratio"}))
+    assert now[1].endswith(" 0.97 (97%)")
+
+
+@real
+async def test_real_metrics_lists_names_with_type_and_help_and_label_values(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    target, ctx = history_prometheus
+    run = prometheus_metrics.bind(ctx).run
+    assert _lines(await run({"pattern": "TEST_.*total|disk"})) == [
+        "2 metric names matching 'TEST_.*total|disk'",
+        "test_disk_used_ratio (gauge): Used share of /var.",
+        "test_requests_total (counter): Requests served, by code.",
+    ]
+    assert _lines(await run({"pattern": "errors_ratio"})) == [
+        "1 metric names matching 'errors_ratio'",
+        "test_errors_ratio (no type)",
+    ]
+    few = _lines(await run({"pattern": "test_", "limit": 2}))
+    assert few[0] == "4 metric names matching 'test_', the first 2 shown"
+    assert few[-1] == "… 2 more not shown; a narrower pattern finds them"
+    assert (
+        await run({"pattern": "no_such_metric_x"}) == "no metric names matching 'no_such_metric_x' on this Prometheus"
+    )
+    assert _lines(await run({"metric": "test_requests_total"})) == [
+        "test_requests_total: 2 series; test_requests_total (counter): Requests served, by code.",
+        "code (2 values): 200, 500",
+        f"instance (1 values): 127.0.0.1:{target.port}",
+        "job (1 values): node",
+    ]
+    services = _lines(await run({"metric": "test_errors_ratio", "label": "service", "limit": 3}))
+    assert services == [
+        "15 values of service on test_errors_ratio, the first 3 shown",
+        "checkout",
+        "svc-00",
+        "svc-01",
+        "… 12 more not shown",
+    ]
+    with pytest.raises(BadCall, match="label: 'a/b' is not a label name"):
+        await run({"metric": "up", "label": "a/b"})
+    with pytest.raises(ToolError, match=r"Prometheus bad_data: .*error parsing regexp"):
+        await run({"pattern": "(unclosed"})
+
+
+@real
+async def test_real_alerts_firing_and_pending_with_their_rules(
+    history_prometheus: tuple[promserver.Target, ToolContext],
+) -> None:
+    target, ctx = history_prometheus
+    out = _lines(await prometheus_alerts.bind(ctx).run({}))
+    instance = f'host="web-03",instance="127.0.0.1:{target.port}",job="node"'
+    assert out[0] == "1 alerts firing, 1 pending, from 2 of 3 alerting rules"
+    assert out[1] == "rule DiskFull (group opsloop-alerts, for 0s): test_disk_used_ratio > 0.95"
+    assert re.fullmatch(
+        rf'  firing \{{{instance},severity="critical"\}} active since 20\S+ \(0 min\) value 0.97; '
+        r"summary: /var on web-03 is full",
+        out[2],
+    ), out[2]
+    assert out[3] == "rule DiskFillingSlowly (group opsloop-alerts, for 3600s): test_disk_used_ratio > 0.9"
+    assert out[4].startswith(f"  pending {{{instance}}} active since 20") and out[4].endswith(" value 0.97")
+    assert len(out) == 5
+
+
+@real
+async def test_real_alerts_says_when_none_are_active(
+    real_prometheus: tuple[promserver.PromStack, promserver.Target, ToolContext],
+) -> None:
+    _, _, ctx = real_prometheus
+    assert await prometheus_alerts.bind(ctx).run({}) == "no alerts firing or pending (0 alerting rules loaded)"
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "shown"),
+    [
+        ("node_memory_MemAvailable_bytes", "3221225472", "3221225472 (3 GiB)"),
+        ("container_network_receive_bytes_total", "1536", "1536 (1.5 KiB)"),
+        ("http_request_duration_seconds", "0.25", "0.25 (250 ms)"),
+        ("http_request_duration_seconds_sum", "42", "42 (42 s)"),
+        ("http_request_duration_seconds_count", "42", "42"),
+        ("http_request_duration_seconds_bucket", "42", "42"),
+        ("process_start_time_seconds", "1700000000", "1700000000 (2023-11-14T22:13:20Z)"),
+        ("job:test_disk_used_ratio:max", "0.97", "0.97 (97%)"),
+        ("instance:node_network_receive_bytes:rate5m", "2097152", "2097152 (2 MiB/s)"),
+        ("node_filesystem_used_percent", "91.5", "91.5 (91.5%)"),
+        ("up", "1", "1"),
+        ("", "0.5", "0.5"),  # a computed result: no name, no unit
+        ("test_disk_used_ratio", "NaN", "NaN"),
+    ],
+)
+def test_units_come_from_the_metric_name_only(name: str, raw: str, shown: str) -> None:
+    assert with_unit(raw, unit_of(name)) == shown

@@ -4,7 +4,9 @@ confined on the host itself."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from tools.api import BadCall
@@ -22,16 +24,25 @@ from tools.builtin.log_cleanup import (
 from tools.builtin.log_reads import (
     MAX_GREP_FILES,
     FileMatches,
+    FileRing,
+    LogFile,
+    Match,
     check_lines,
     check_max_matches,
     clip,
     compile_pattern,
     grep_text,
+    histogram_text,
     is_rotated,
+    list_logs_text,
     tail_text,
+    tail_window_text,
+    window_grep_text,
 )
+from tools.builtin.log_times import Clock, Window, duration, line_time
 from tools.registry import ToolContext, ToolError
-from tools.remote.ere import translate
+from tools.remote.command import Result
+from tools.remote.ere import Ere, translate
 from tools.remote.inventory import Host
 
 # Paths are resolved on the host (realpath) and checked here against its log_dirs (this machine's: [tools.logs]
@@ -74,6 +85,36 @@ _GREP_SCRIPT = (
     f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_LINE_BYTES}; '
     "left=$((left - n)); fi; printf '\\0'; done"
 )
+# Windowed and newest-first reads. Each starts with the host's clock (`date +'%s %z'`, then \0): "30m" and a time
+# without a zone are the host's. tail_log streams the file from its end (`tac`), up to _WINDOW_READ_BYTES; grep_log
+# streams, per file, its count of matching lines and the newest bytes (`tail -c`, a ring on the host) of
+# `grep -n -B _CONTEXT`: each match with the lines before it, context lines cut to their first _CONTEXT_BYTES (where
+# a time is), so a continuation line (a stack trace's) takes the time of the line that starts its entry.
+_CLOCK = "date '+%s %z'; printf '\\0'; "
+_WINDOW_READ_BYTES = 32 * 1024 * 1024
+_CONTEXT = 30
+_CONTEXT_BYTES = 200
+_RING_BYTES = 16 * 1024 * 1024  # grep's ring, shared by the files searched (at least _MIN_RING each)
+_MIN_RING = 64 * 1024
+_TAC_SCRIPT = (
+    _DECOMPRESS + _CLOCK + "stat -L -c %s -- \"$1\" || exit 1; printf '\\0'; "
+    f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tac;; *) tac -- "$1";; esac | cut -b 1-{_LINE_BYTES}'
+)
+# $1 ERE, $2 locale (as _GREP_SCRIPT), $3 ring bytes per file; then the files. Per file: its path, its number of
+# matching lines (or "not-utf8"), and the ring, each ending in \0.
+_RING_SCRIPT = (
+    _DECOMPRESS + _CLOCK + "pat=$1; LC_ALL=$2; export LC_ALL; ring=$3; shift 3; "
+    'if [ "$LC_ALL" != C ] && [ "$(printf \'\\303\\251\\n\' | grep -c -x -e .)" != 1 ]; then '
+    "printf 'no-utf8\\0'; exit 0; fi; for f do "
+    'if [ "$LC_ALL" != C ] && dec "$f" 2>/dev/null | grep -I -q -v -x -e ".*"; then '
+    "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
+    'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
+    'if [ "$n" -gt 0 ]; then '
+    f'dec "$f" 2>/dev/null | grep -E -I -n -B {_CONTEXT} -e "$pat" | cut -b 1-{_LINE_BYTES} '
+    f"| sed -E 's/^([0-9]+-.{{0,{_CONTEXT_BYTES}}}).*/\\1/' | tail -c \"$ring\"; fi; printf '\\0'; done"
+)
+# The host's clock, then the regular files under the directories given: mtime, size, path.
+_LIST_SCRIPT = _CLOCK + "find \"$@\" -type f -printf '%T@\\t%s\\t%p\\0'"
 # The host's clock, then every entry under $1 on its filesystem: type, inode, size, mtime, path.
 _SCAN_SCRIPT = "date +%s.%N; printf '\\0'; find \"$1\" -xdev -mindepth 1 -printf '%y\\t%i\\t%s\\t%T@\\t%p\\0'"
 # Arguments in fours (path, inode, size, mtime as find printed it): each is removed only if it is still that
@@ -150,32 +191,66 @@ async def _files(host: Host | None, root: PurePosixPath, ctx: ToolContext) -> tu
     return sorted(entries, key=PurePosixPath)[:MAX_GREP_FILES], len(entries)  # in the order the local walk takes
 
 
-async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
-    check_max_matches(max_matches)
+@dataclass(frozen=True)
+class GrepTargets:
+    """What a grep searches: the pattern as an ERE, the path resolved (its type) and its files (`found` in all)."""
+
+    expression: Ere
+    target: PurePosixPath
+    kind: str
+    files: list[str]
+    found: int
+
+    @property
+    def where(self) -> str:
+        return str(self.target) if self.kind == "f" else f"{len(self.files)} files under {self.target}"
+
+    def name(self, file: str) -> str:
+        """How a match of `file` is shown: bare for one file, its path under the directory otherwise."""
+        return "" if self.kind == "f" else str(PurePosixPath(file).relative_to(self.target))
+
+
+async def _grep_targets(host: Host | None, path: str, pattern: str, ctx: ToolContext) -> GrepTargets:
     compile_pattern(pattern)  # RE2 decides what is accepted, exactly as locally
     expression = translate(pattern)
     target, kind = await _allowed(host, path, ctx)
     if kind == "-":
         raise BadCall(f"no such file or directory: {path}")
     files, found = ([str(target)], 1) if kind == "f" else await _files(host, target, ctx) if kind == "d" else ([], 0)
+    return GrepTargets(expression, target, kind, files, found)
+
+
+def _grep_parts(host: Host | None, targets: GrepTargets, result: Result, head: int) -> list[str]:
+    """The grep script's output after its first `head` parts, three per file; the refusals it reports raised."""
+    parts = result.stdout.split("\0")
+    expression = targets.expression
+    if result.exit_status == 0 and parts[head] == "no-utf8":
+        raise ToolError(
+            f"grep_log: {reach.host_name(host)} has no working C.UTF-8 locale, which this pattern needs for "
+            f"{expression.characters} (one character, not one byte); rewrite it without"
+        )
+    parts = parts[head:]
+    if result.exit_status != 0 or len(parts) != 3 * len(targets.files) + 1:
+        raise reach.failed(host, "grep", result)
+    if bad := [parts[3 * k] for k in range(len(targets.files)) if parts[3 * k + 1] == "not-utf8"]:
+        raise ToolError(
+            f"grep_log: on {reach.host_name(host)}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
+            f"{expression.characters} cannot be matched one character at a time; rewrite the pattern without it"
+        )
+    return parts
+
+
+async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
+    """grep_log without a window, oldest first: the first max_matches matching lines, every match counted."""
+    check_max_matches(max_matches)
+    targets = await _grep_targets(host, path, pattern, ctx)
+    files, target, kind, expression = targets.files, targets.target, targets.kind, targets.expression
     if not files:
         return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", [], [])
     argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression.expression, str(max_matches), expression.locale, *files]
     budget = max_matches * (_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
     result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=budget)
-    parts = result.stdout.split("\0")
-    if result.exit_status == 0 and parts[0] == "no-utf8":
-        raise ToolError(
-            f"grep_log: {reach.host_name(host)} has no working C.UTF-8 locale, which this pattern needs for "
-            f"{expression.characters} (one character, not one byte); rewrite it without"
-        )
-    if result.exit_status != 0 or len(parts) != 3 * len(files) + 1:
-        raise reach.failed(host, "grep", result)
-    if bad := [parts[3 * k] for k in range(len(files)) if parts[3 * k + 1] == "not-utf8"]:
-        raise ToolError(
-            f"grep_log: on {reach.host_name(host)}, {printable_path(Path(bad[0]))} is not valid UTF-8 text, where "
-            f"{expression.characters} cannot be matched one character at a time; rewrite the pattern without it"
-        )
+    parts = _grep_parts(host, targets, result, 0)
     shown: list[str] = []
     searched: list[FileMatches] = []
     for k in range(len(files)):
@@ -188,8 +263,151 @@ async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx
                 shown.append(f"{'' if kind == 'f' else name + ':'}{lineno}: {clip(text)}")
                 listed += 1
         searched.append(FileMatches(name, int(count) if count.isdigit() else 0, listed))
-    where = str(target) if kind == "f" else f"{len(files)} files under {target}"
-    return grep_text(pattern, where, searched, shown, unsearched=found - len(files))
+    return grep_text(pattern, targets.where, searched, shown, unsearched=targets.found - len(files))
+
+
+# -- windowed and newest-first reads ---------------------------------------------------------------------------
+
+_NUMBERED_RE = re.compile(r"(\d+)([:-])(.*)", re.S)  # grep -n: "N:" a match, "N-" a line before one
+
+
+def _ring_matches(file: str, ring: str, full: bool, clock: Clock) -> list[Match]:
+    """The matches in one file's ring, each with its time: its own, or that of the line before it that has one
+    (within the context grep printed; none across a gap in the line numbers). A full ring's first line is cut."""
+    lines = ring.split("\n")[1 if full else 0 :]
+    found: list[Match] = []
+    current: datetime | None = None
+    previous = -1
+    for line in lines:  # only newlines end a line (str.splitlines also cuts at \v, \f…)
+        numbered = _NUMBERED_RE.match(line)
+        if numbered is None:
+            continue  # grep's "--" between groups, a cut line
+        number, text = int(numbered[1]), numbered[3]
+        if number != previous + 1:
+            current = None
+        previous = number
+        current = line_time(text, clock) or current
+        if numbered[2] == ":":
+            found.append(Match(file, number, current, text))
+    return found
+
+
+async def _ring(host: Host | None, targets: GrepTargets, ctx: ToolContext) -> tuple[Clock, list[FileRing]]:
+    """Every file's count of matching lines and its newest matches (those the ring kept), with their times."""
+    files, expression = targets.files, targets.expression
+    ring = max(_MIN_RING, _RING_BYTES // max(len(files), 1))
+    argv = ["sh", "-c", _RING_SCRIPT, "sh", expression.expression, expression.locale, str(ring), *files]
+    budget = len(files) * (ring + 64) + sum(len(f) for f in files) + 1024
+    result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=budget)
+    clock_text, _, _ = result.stdout.partition("\0")
+    parts = _grep_parts(host, targets, result, 1)
+    clock = Clock.parse(clock_text)
+    rings = []
+    for k, file in enumerate(files):
+        count, text = parts[3 * k + 1], parts[3 * k + 2]
+        full = len(text.encode()) >= ring
+        rings.append(
+            FileRing(targets.name(file), int(count or 0), _ring_matches(targets.name(file), text, full, clock))
+        )
+    return clock, rings
+
+
+async def grep_window(
+    host: Host | None,
+    path: str,
+    pattern: str,
+    max_matches: int,
+    window: tuple[str | None, str | None],
+    newest_first: bool,
+    ctx: ToolContext,
+) -> str:
+    """grep_log with since/until or newest_first: the files' newest matches, windowed by their times."""
+    check_max_matches(max_matches)
+    Window.check(*window)
+    targets = await _grep_targets(host, path, pattern, ctx)
+    if not targets.files:
+        return grep_text(pattern, targets.where, [], [])
+    clock, rings = await _ring(host, targets, ctx)
+    return window_grep_text(
+        pattern,
+        targets.where,
+        rings,
+        Window.of(*window, clock),
+        clock,
+        max_matches,
+        newest_first,
+        unsearched=targets.found - len(targets.files),
+    )
+
+
+async def histogram(
+    host: Host | None, path: str, pattern: str, window: tuple[str, str | None], bucket: str, ctx: ToolContext
+) -> str:
+    """log_histogram: the matching lines in the window (until: the host's now), counted per bucket."""
+    width = duration(bucket, "bucket")
+    Window.check(*window)
+    targets = await _grep_targets(host, path, pattern, ctx)
+    if not targets.files:
+        return f"no files under {targets.target} to count /{pattern}/ in"
+    clock, rings = await _ring(host, targets, ctx)
+    since, until = window
+    window_ = Window.of(since, until or clock.now.isoformat(), clock)
+    return histogram_text(pattern, targets.where, rings, window_, clock, width)
+
+
+async def tail_window(
+    host: Host | None, path: str, lines: int, window: tuple[str | None, str | None], ctx: ToolContext
+) -> str:
+    """tail_log with since/until: the file read from its end, the last `lines` lines whose time is in the window
+    (a line with no time takes that of the line that starts its entry)."""
+    check_lines(lines)
+    Window.check(*window)
+    file, kind = await _allowed(host, path, ctx)
+    if kind == "-":
+        raise BadCall(f"no such file: {path}")
+    if kind != "f":
+        raise ToolError(f"not a regular file: {path}")
+    argv = ["sh", "-c", _TAC_SCRIPT, "sh", str(file)]
+    result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=_WINDOW_READ_BYTES)
+    clock_text, _, rest = result.stdout.partition("\0")
+    size, sep, text = rest.partition("\0")
+    if (result.exit_status != 0 and not result.truncated) or not sep or not size.strip().isdigit():
+        raise reach.failed(host, f"tail {file}", result)
+    clock = Clock.parse(clock_text)
+    newest_first = text.split("\n")
+    newest_first = newest_first[:-1]  # after the last \n: nothing, or a line the read cut
+    return tail_window_text(
+        str(file),
+        newest_first,
+        lines,
+        Window.of(*window, clock),
+        clock,
+        int(size),
+        cut_at=_WINDOW_READ_BYTES if result.truncated else None,
+    )
+
+
+async def list_files(host: Host | None, ctx: ToolContext) -> str:
+    """list_logs: the regular files under the host's log directories, newest write first."""
+    dirs = _host_log_dirs(host, ctx)
+    resolved = await _resolve_on(host, ctx, dirs)
+    roots = sorted({r for kind, r in resolved if kind == "d" and r.startswith("/")})
+    missing = [d for d, (kind, _) in zip(dirs, resolved, strict=True) if kind != "d"]
+    entries: list[LogFile] = []
+    clock = None
+    if roots:
+        argv = ["sh", "-c", _LIST_SCRIPT, "sh", *roots]
+        result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
+        clock_text, sep, listing = result.stdout.partition("\0")
+        if not sep or (result.exit_status != 0 and not listing):
+            raise reach.failed(host, "find", result)
+        clock = Clock.parse(clock_text)
+        for entry in listing.split("\0")[:-1]:
+            mtime, _, rest = entry.partition("\t")
+            size, _, name = rest.partition("\t")
+            if size.isdigit() and name:
+                entries.append(LogFile(printable_path(Path(name)), int(size), float(mtime)))
+    return list_logs_text(reach.host_name(host), dirs, missing, entries, clock)
 
 
 # -- clean_logs ------------------------------------------------------------------------------------

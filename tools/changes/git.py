@@ -156,20 +156,20 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _git(repo: GitRepo) -> list[str]:
+    """git and its options for reading `repo`, before the subcommand."""
+    path = str(repo.path.resolve())  # safe.directory compares the real path
+    config = [arg for setting in (f"safe.directory={path}", *_CONFIG) for arg in ("-c", setting)]
+    return [GIT, "--no-pager", "--literal-pathspecs", "-C", path, *config]
+
+
 def log_argv(
     repo: GitRepo, since: datetime, until: datetime, *, max_commits: int = MAX_COMMITS, files: bool = True
 ) -> list[str]:
     """The `git log` command line (argv) for `repo`'s branch in [since, until]; with `paths`, each commit's
     files too unless `files` is False."""
-    path = str(repo.path.resolve())  # safe.directory compares the real path
-    config = [arg for setting in (f"safe.directory={path}", *_CONFIG) for arg in ("-c", setting)]
     argv = [
-        GIT,
-        "--no-pager",
-        "--literal-pathspecs",
-        "-C",
-        path,
-        *config,
+        *_git(repo),
         "log",
         f"--since={_iso(since)}",
         f"--until={_iso(until)}",
@@ -186,7 +186,8 @@ def log_argv(
 
 
 async def _run(argv: list[str], *, timeout_s: float, max_bytes: int) -> tuple[int, bytes, bytes, bool]:
-    """Run argv; (exit status, stdout up to max_bytes, stderr head, cut). Killed at the timeout or past max_bytes."""
+    """Run argv (git); (exit status, stdout up to max_bytes, stderr head, cut). Killed at the timeout or past
+    max_bytes."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -214,7 +215,7 @@ async def _run(argv: list[str], *, timeout_s: float, max_bytes: int) -> tuple[in
         err = await asyncio.wait_for(read(), timeout_s)
         status = await asyncio.wait_for(proc.wait(), timeout_s)
     except TimeoutError:
-        raise GitError(f"git log gave no answer within {timeout_s:g}s") from None
+        raise GitError(f"git gave no answer within {timeout_s:g}s") from None
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -317,3 +318,72 @@ async def git_changes(
         )
     changes.sort(key=lambda c: c.at, reverse=True)  # git lists by the graph; a timeline reads by date
     return Cut(changes, "; ".join(missing)) if missing else changes
+
+
+SHOW_BYTES = 256 * 1024  # git show's output read; the answer is cut far shorter (DIFF_CHARS)
+DIFF_CHARS = 10_000  # the patch shown after the header and the --stat
+STAT_WIDTH = "--stat=160,120,200"  # the --stat lines' width, names' width, and at most 200 files listed
+
+
+async def git_show(repo: GitRepo, sha: str, *, timeout_s: float = TIMEOUT_S, limit: int = DIFF_CHARS) -> str:
+    """One commit on `repo.branch`: its header, `git show --stat` and its patch, within `repo.paths` when set,
+    the patch cut at `limit` characters saying how much was left out. GitError if the commit is not on the
+    branch or the repository cannot be read; as git_changes, never a fetch."""
+    if not _SHA.fullmatch(sha):
+        raise GitError(f"{sha!r} is not a commit id (4 to 40 hexadecimal digits, as recent_changes lists it)")
+    if not repo.path.exists():
+        raise GitError(f"no repository at {repo.path}")
+    branch = check_branch(repo.branch)
+    try:
+        status, out, err, _ = await _run(
+            [*_git(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
+            timeout_s=timeout_s,
+            max_bytes=4096,
+        )
+        full = out.decode().strip()
+        if status != 0 or not full:
+            raise GitError(f"no commit {sha} in {repo.name}")
+        status, _, err, _ = await _run(
+            [*_git(repo), "merge-base", "--is-ancestor", "--end-of-options", full, branch],
+            timeout_s=timeout_s,
+            max_bytes=4096,
+        )
+        if status == 1:
+            raise GitError(f"commit {sha} is not on {repo.target}: change_diff reads the configured branch only")
+        if status != 0:
+            raise GitError(_why(status, err, repo))
+        argv = [
+            *_git(repo),
+            "show",
+            "--format=commit %H%nauthor %an%ncommitted %cI%n%n%B",
+            STAT_WIDTH,
+            "--patch",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-mailmap",
+            "--end-of-options",
+            full,
+            "--",
+            *repo.paths,
+        ]
+        status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=SHOW_BYTES)
+    except FileNotFoundError:
+        raise GitError("the git command is not installed") from None
+    if status != 0 and not cut:
+        raise GitError(_why(status, err, repo))
+    text = out.decode("utf-8", "replace")
+    head, sep, patch = text.partition("\ndiff --git ")
+    within = f" within {', '.join(repo.paths)}" if repo.paths else ""
+    if not sep:
+        return f"{head.rstrip()}\n\n(no changes{within} in this commit)"
+    patch = "diff --git " + patch
+    over = len(patch) - limit
+    if over <= 0 and not cut:
+        return f"{head.rstrip()}\n\n{patch.rstrip()}"
+    kept = patch[:limit].rsplit("\n", 1)[0] if over > 0 else patch
+    left = f"{over:,} more characters" if not cut else f"the rest past {SHOW_BYTES // 1024} KiB of git's output"
+    return (
+        f"{head.rstrip()}\n\n{kept.rstrip()}\n… [patch cut at {limit:,} characters: {left} not shown; the --stat "
+        "above lists every file]"
+    )

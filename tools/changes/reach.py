@@ -19,6 +19,7 @@ from tools.changes.git import GitRepo
 from tools.changes.settings import (
     DEFAULT_LISTEN,
     DEFAULT_TOKEN_ENV,
+    HASH_KEY_ENV,
     RETENTION_DAYS,
     WINDOW_MINUTES,
     ChangesConfig,
@@ -84,7 +85,14 @@ def read_changes(config: Reader, env: Mapping[str, str]) -> ChangesConfig | None
         token_env = w.env_name("token_env", DEFAULT_TOKEN_ENV)
         token = env.get(token_env, "").strip()
         webhook = ChangesWebhook(host=host, port=port, token_env=token_env, token=HiddenToken(token) if token else None)
-    return ChangesConfig(window_minutes=window, retention_days=retention, repos=repos, webhook=webhook)
+    hash_key = env.get(HASH_KEY_ENV, "").strip()
+    return ChangesConfig(
+        window_minutes=window,
+        retention_days=retention,
+        repos=repos,
+        webhook=webhook,
+        hash_key=HiddenToken(hash_key) if hash_key else None,
+    )
 
 
 async def check_changes(config: ChangesConfig) -> tuple[list[str], list[str]]:
@@ -114,7 +122,7 @@ class ChangesReach:
     name: str = "changes"
     sections: tuple[str, ...] = ("changes",)
     hint: str = "[changes]"
-    modules: tuple[str, ...] = ("tools.changes.tool",)
+    modules: tuple[str, ...] = ("tools.changes.tool", "tools.changes.detail")
     tables: Tables = TABLES  # the change events POSTed to /changes
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 

@@ -11,6 +11,7 @@ WINDOW_MINUTES = 120
 RETENTION_DAYS = 30
 DEFAULT_LISTEN = ("0.0.0.0", 9096)
 DEFAULT_TOKEN_ENV = "OPSLOOP_CHANGES_TOKEN"
+HASH_KEY_ENV = "OPSLOOP_CHANGES_HASH_KEY"  # the secret ConfigMap values are hashed with (tools/changes/k8s.py)
 
 
 class HiddenToken(str):
@@ -40,3 +41,4 @@ class ChangesConfig:
     retention_days: int = RETENTION_DAYS
     repos: tuple[GitRepo, ...] = ()
     webhook: ChangesWebhook | None = None
+    hash_key: str | None = None  # from HASH_KEY_ENV; None: a random key per process

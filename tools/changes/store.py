@@ -26,6 +26,13 @@ _CHANGE_EVENTS = (
     "CREATE INDEX idx_change_events_at ON change_events (at)",
     "CREATE INDEX idx_change_events_received_at ON change_events (received_at)",
 )
+# One row per ConfigMap opsloop has read: its resourceVersion, each data key's keyed hash (never a value), the
+# hash key's id, and the key changes against the row it replaced (JSON; NULL on the first read).
+_CONFIGMAP_KEYS = (
+    "CREATE TABLE configmap_keys (cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, "
+    "resource_version TEXT NOT NULL, key_id TEXT NOT NULL, hashes TEXT NOT NULL, diff TEXT, "
+    "seen_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (cluster, namespace, name))",
+)
 READ_LIMIT = 2000  # events one read returns (newest first): a timeline shows far fewer
 
 
@@ -112,11 +119,74 @@ def sweep_changes(ledger: Ledger, retention_days: float, *, now: float, batch: i
         return ledger._write(f"DELETE FROM change_events WHERE id IN ({_marks(ids)})", ids)
 
 
+@dataclass(frozen=True)
+class KeyDiff:
+    """A ConfigMap's data keys added, removed and changed since `since` (epoch seconds, opsloop's earlier read);
+    `changed` None when the values could not be compared (the earlier read used another hash key)."""
+
+    since: float
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] | None = ()
+
+
+@dataclass(frozen=True)
+class KeySnapshot:
+    """One ConfigMap as opsloop last read it: key → keyed hash of the value, and its key changes before that."""
+
+    name: str
+    resource_version: str
+    key_id: str
+    hashes: Mapping[str, str]
+    seen_at: float
+    diff: KeyDiff | None = None  # None: the first read, nothing to compare with
+
+
+@lane.normal
+def configmap_snapshots(ledger: Ledger, cluster: str, namespace: str) -> dict[str, KeySnapshot]:
+    """The stored snapshots of one namespace's ConfigMaps, by name."""
+    rows = ledger._rows("configmap_keys", "cluster = ? AND namespace = ?", [cluster, namespace])
+    out = {}
+    for r in rows:
+        d = json.loads(r["diff"]) if r["diff"] else None
+        diff = None
+        if d is not None:
+            changed = d["changed"]
+            changed = None if changed is None else tuple(changed)
+            diff = KeyDiff(d["since"], tuple(d["added"]), tuple(d["removed"]), changed)
+        out[r["name"]] = KeySnapshot(
+            r["name"], r["resource_version"], r["key_id"], json.loads(r["hashes"]), float(r["seen_at"]), diff
+        )
+    return out
+
+
+@lane.background
+def save_configmap_snapshots(ledger: Ledger, cluster: str, namespace: str, snapshots: Sequence[KeySnapshot]) -> None:
+    """Store (replace) each snapshot, in one transaction."""
+    with ledger._atomic():
+        for s in snapshots:
+            diff = None
+            if s.diff is not None:
+                d = s.diff
+                changed = None if d.changed is None else list(d.changed)
+                diff = json.dumps({"since": d.since, "added": d.added, "removed": d.removed, "changed": changed})
+            ledger._write(
+                "INSERT INTO configmap_keys (cluster, namespace, name, resource_version, key_id, hashes, diff, "
+                "seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (cluster, namespace, name) DO UPDATE SET "
+                "resource_version = excluded.resource_version, key_id = excluded.key_id, hashes = excluded.hashes, "
+                "diff = excluded.diff, seen_at = excluded.seen_at",
+                [cluster, namespace, s.name, s.resource_version, s.key_id, json.dumps(dict(s.hashes)), diff, s.seen_at],
+            )
+
+
 def _row(r: Mapping[str, Any]) -> StoredChange:
     return _decode(StoredChange, r, labels=json.loads(r["labels"] or "{}"))
 
 
 TABLES = Tables(
     name="changes",
-    migrations=(Migration("m016_change_events", sqlite=_CHANGE_EVENTS, postgres=_CHANGE_EVENTS),),
+    migrations=(
+        Migration("m016_change_events", sqlite=_CHANGE_EVENTS, postgres=_CHANGE_EVENTS),
+        Migration("m020_configmap_keys", sqlite=_CONFIGMAP_KEYS, postgres=_CONFIGMAP_KEYS),
+    ),
 )

@@ -13,6 +13,7 @@ import functools
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from bot.store import Store
 from tools.api import current_run
@@ -28,6 +29,9 @@ MAX_SINCE_MINUTES = 7 * 24 * 60
 HOSTS_FROM_TASK = 4  # inventory hosts read because the task names them (a `host` argument is always read)
 STORED_MAX = 2000  # stored events read per call (newest first); a timeline shows far fewer
 NAMED_SOURCES = 12  # the covered line names up to this many sources
+if TYPE_CHECKING:
+    from tools.changes.k8s import KeyMemory
+
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -96,6 +100,18 @@ def _host_sources(ctx: ToolContext, host: str | None) -> tuple[list[Source], lis
     return sources, failures
 
 
+def key_memory(ctx: ToolContext) -> KeyMemory | None:
+    """Where ConfigMap key snapshots are kept (the store), hashed under the install's key; None without a store."""
+    from tools.changes.k8s import KeyMemory
+
+    store = ctx.resource(Store)
+    if store is None:
+        return None
+    config = ctx.resource(ChangesConfig)
+    key = config.hash_key if config is not None else None
+    return KeyMemory(store, key.encode()) if key else KeyMemory(store)
+
+
 def _kube_sources(ctx: ToolContext, cluster: str | None, namespace: str | None) -> list[Source]:
     from tools.k8s.clusters import KubeClusters
 
@@ -107,8 +123,9 @@ def _kube_sources(ctx: ToolContext, cluster: str | None, namespace: str | None) 
     from tools.changes.k8s import namespace_changes, namespaces
 
     clients = [clusters.get(cluster)] if cluster else [clusters.get(name) for name in clusters.names()]
+    memory = key_memory(ctx)
     return [
-        Source("kubernetes", f"{client.name}/{ns}", functools.partial(namespace_changes, client, ns))
+        Source("kubernetes", f"{client.name}/{ns}", functools.partial(namespace_changes, client, ns, memory=memory))
         for client in clients
         for ns in namespaces(client, namespace)
     ]
@@ -132,12 +149,14 @@ async def recent_changes(
     ctx: ToolContext,
 ) -> str:
     """What changed recently, read from every configured change source at once: Kubernetes rollouts (with the
-    revision number, for k8s_rollout_undo), ConfigMap and scale changes, host package upgrades and reboots,
+    revision number, for k8s_rollout_undo), ConfigMap changes (the data keys added, removed and changed, never
+    a value) and scale changes, host package upgrades and reboots,
     commits in the configured git repositories, and change events from CI/CD.
 
     Returns a first line (how many changes, now, the start), a line naming the window and every source read,
     then one change per line, newest first, with its time relative to the run's start (an alert run: the
-    alert's start); a source that could not be read is one line saying why. The window counts back
+    alert's start), its target and its reference last (a commit, a ReplicaSet): change_diff takes the two for the
+    detail; a source that could not be read is one line saying why. The window counts back
     since_minutes (at most 10,080, one week) from the start up to now. Use it first in an investigation; a
     problem that built up over days (a filling disk) needs since_minutes of days, not the default.
 

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import aiohttp
 
 from bot.core.unreachable import is_unreachable, reason
+from tools.api import BadCall
 from tools.k8s.config import NAMESPACE_RE, ClusterSpec
 from tools.registry import PermissionDenied, ToolContext, ToolError
 
@@ -166,13 +167,20 @@ class KubeClient:
 
     # -- scope, before any request --------------------------------------------------------------
     def namespace(self, namespace: str | None) -> str:
-        """The namespace a call may touch: the only configured one by default; outside the list → ToolError."""
+        """The namespace a call may touch. Without one: the cluster's default_namespace, else its only allowed
+        namespace, else "default" when it allows any; with several allowed and no default, a BadCall listing them.
+        One outside the list → ToolError."""
         allowed = self.spec.namespaces
         if namespace is None or namespace == "":
+            if self.spec.default_namespace:
+                return self.spec.default_namespace
             if len(allowed) == 1:
                 return allowed[0]
             if allowed:
-                raise ToolError(f"give a namespace: cluster {self.name} allows {', '.join(allowed)}")
+                raise BadCall(
+                    f"namespace is required: cluster {self.name} allows several namespaces and sets no "
+                    f"default_namespace; give one of: {', '.join(allowed)}"
+                )
             return "default"
         if not NAMESPACE_RE.fullmatch(namespace):
             raise ToolError(f"{namespace!r} is not a namespace name")

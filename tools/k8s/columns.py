@@ -3,9 +3,12 @@ columns. Pure functions of dicts (wire format); render, describe and diff build 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from tools.api import BadCall
 
 MAX_ROWS = 200
 ARROW = "→"
@@ -23,6 +26,27 @@ def parse_time(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+_SINCE_RE = re.compile(r"(\d+)\s*(s|m|h|d)")
+_SINCE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """'30m', '2h', '90s', '1d' before now, or an ISO 8601 time ('2024-05-01T10:00:00Z'; no zone: UTC)."""
+    now = now or datetime.now(UTC)
+    raw = text.strip()
+    if m := _SINCE_RE.fullmatch(raw):
+        return now - timedelta(seconds=int(m.group(1)) * _SINCE_UNITS[m.group(2)])
+    t = parse_time(raw)
+    if t is None:
+        raise BadCall(f"since: {text!r} is neither a duration before now (30m, 2h, 1d) nor an ISO 8601 time")
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def when_text(t: datetime, now: datetime | None = None) -> str:
+    """'2024-05-01T10:00:00Z (25m ago)'."""
+    return f"{t.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} ({age(t.isoformat(), now)} ago)"
 
 
 def age(text: str | None, now: datetime | None = None) -> str:
@@ -135,3 +159,26 @@ def selector_text(obj: Mapping[str, Any]) -> str:
 def one_line(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- nodes -----------------------------------------------------------------------------------------------------
+PRESSURES = ("DiskPressure", "MemoryPressure", "PIDPressure", "NetworkUnavailable")
+
+
+def node_problems(node: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a node by its conditions: `NotReady (NodeStatusUnknown)`, `DiskPressure
+    (KubeletHasDiskPressure: …)`; empty for a healthy node."""
+    out = []
+    for c in (node.get("status") or {}).get("conditions") or []:
+        kind, status = c.get("type"), c.get("status")
+        if (kind == "Ready" and status != "True") or (kind in PRESSURES and status == "True"):
+            name = "NotReady" if kind == "Ready" else str(kind)
+            why = ": ".join(one_line(str(x), 100) for x in (c.get("reason"), c.get("message")) if x)
+            out.append(f"{name} ({why})" if why else name)
+    return out
+
+
+def pod_unhealthy(pod: Mapping[str, Any]) -> bool:
+    """Pending, evicted, failed or unknown: a pod whose node may explain its state."""
+    status = pod.get("status") or {}
+    return status.get("phase") not in ("Running", "Succeeded") or status.get("reason") == "Evicted"

@@ -44,6 +44,17 @@ def _namespaces(names: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _default_namespace(ns: str, r: Reader, key: str) -> str | None:
+    if not NAMESPACE_RE.fullmatch(ns):
+        r.problem(f"{ns!r} is not a namespace name", key)
+        return None
+    allowed = r.table.get("namespaces")
+    if isinstance(allowed, list) and allowed and ns not in allowed:
+        r.problem(f"{ns!r} is not one of the cluster's namespaces ({', '.join(map(str, allowed))})", key)
+        return None
+    return ns
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """One cluster opsloop may reach ([[kubernetes.clusters]])."""
@@ -55,6 +66,12 @@ class ClusterSpec:
     context: str | None = setting(None, "None: the kubeconfig's current context")
     namespaces: tuple[str, ...] = setting(
         (), "the only namespaces opsloop touches; empty: what the credentials allow", check=_namespaces
+    )
+    default_namespace: str | None = setting(
+        None,
+        'the namespace a tool call without one touches; unset: the only one of `namespaces`, else "default" '
+        "when `namespaces` is empty (with several and no default, the tools ask for one)",
+        check=_default_namespace,
     )
     timeout_s: float = setting(
         DEFAULT_TIMEOUT_S, "per API request; a cluster that does not answer is down after it", unit="s", high=300

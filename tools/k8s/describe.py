@@ -191,9 +191,15 @@ def conditions_table(conditions: Sequence[Mapping[str, Any]] | None, now: dateti
 
 
 def describe(
-    obj: Mapping[str, Any], *, owners: list[str], events: Sequence[Mapping[str, Any]], now: datetime | None = None
+    obj: Mapping[str, Any],
+    *,
+    owners: list[str],
+    events: Sequence[Mapping[str, Any]],
+    now: datetime | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """One object: identity, owner chain, spec summary, status and conditions, recent events."""
+    """One object: identity, owner chain, `extra` (GitOps, node problems), spec summary, status and conditions,
+    recent events."""
     m = meta(obj)
     kind = str(obj.get("kind", "?"))
     where = f"{m.get('namespace')}/" if m.get("namespace") else ""
@@ -211,6 +217,7 @@ def describe(
     if notes:
         lines.append("annotations: " + "; ".join(f"{k}={one_line(str(v), 120)}" for k, v in sorted(notes.items())))
     lines.append("owner chain: " + (" ← ".join([f"{kind} {m.get('name')}", *owners]) if owners else "(no owner)"))
+    lines += extra
     if kind == "Pod":
         lines.append(
             f"status: {pod_status(obj)}  ready {pod_ready(obj)}  restarts {pod_restarts(obj, now)}  "

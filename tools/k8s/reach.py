@@ -35,11 +35,9 @@ class KubernetesReach:
             await clusters.aclose()
 
     def environment(self, config: tuple[ClusterSpec, ...]) -> list[str]:
-        """Each cluster's name and the namespaces opsloop is limited to (none: what its credentials allow)."""
-        clusters = [
-            f"{c.name} (namespaces: {some_names(c.namespaces) if c.namespaces else 'any its credentials allow'})"
-            for c in config
-        ]
+        """Each cluster's name, the namespaces opsloop is limited to (none: what its credentials allow) and the
+        namespace a call without one touches (none with several allowed and no default: the call must name one)."""
+        clusters = [f"{c.name} (namespaces: {_namespaces(c)})" for c in config]
         return [f"Kubernetes clusters (the tools' cluster argument): {some_names(clusters, 10)}"]
 
     async def check(self, config: tuple[ClusterSpec, ...]) -> tuple[list[str], list[str]]:
@@ -49,6 +47,14 @@ class KubernetesReach:
 
     def bind_tools(self, config: tuple[ClusterSpec, ...], tools: Sequence[Any]) -> list[Any]:
         return list(tools)
+
+
+def _namespaces(c: ClusterSpec) -> str:
+    allowed = some_names(c.namespaces) if c.namespaces else "any its credentials allow"
+    default = c.default_namespace or (
+        c.namespaces[0] if len(c.namespaces) == 1 else None if c.namespaces else "default"
+    )
+    return f"{allowed}; default {default}" if default else f"{allowed}; no default, give namespace"
 
 
 REACH = KubernetesReach()

@@ -4,18 +4,25 @@ namespace and kind before any request, and answers compact text (never the raw J
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.core.redact import redact
-from tools.api import BadCall
+from tools.api import BadCall, PermissionDenied
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
+from tools.k8s.columns import node_problems, parse_since, pod_unhealthy, when_text
+from tools.k8s.gitops import managed_line, source_of_truth
+from tools.patterns import compile_pattern
 from tools.registry import Category, ToolContext, ToolError, tool
 
 LIST_LIMIT = 500
 MAX_LOG_BYTES = 512 * 1024
 LOG_CHARS = 10_000
 MAX_TAIL_LINES = 2_000
+PATTERN_TAIL_LINES = 2_000  # a pattern searches this many of the last lines unless tail_lines says otherwise
+MAX_MATCHES = 200
+MAX_NODES = 10  # the nodes whose conditions one read looks up
 METRICS = "/apis/metrics.k8s.io/v1beta1"
 
 
@@ -77,8 +84,9 @@ async def k8s_get(
             pvc, hpa, node, namespace (Secrets are never read).
         name: one object by name; omit to list.
         selector: a label selector when listing, e.g. app=api,tier!=cache.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -94,7 +102,44 @@ async def k8s_get(
         return f"no {k.kind} objects{matching}{scope} on cluster {client.name}"
     if k.kind == "Event":
         return render.events_table(items)
-    return render.get_table(k.kind, items, more=more)
+    nodes, unread = await pod_nodes(client, items) if k.kind == "Pod" else ({}, "")
+    out = render.get_table(k.kind, items, more=more, nodes=nodes)
+    notes = [*node_notes(nodes), *([unread] if unread else []), *gitops_notes(items)]
+    return "\n".join([out, *notes])
+
+
+async def pod_nodes(client: KubeClient, pods: list[dict[str, Any]]) -> tuple[dict[str, list[str]], str]:
+    """The problems (DiskPressure, NotReady, …) of the nodes that pending, evicted or failed pods are on, at most
+    ten nodes; and a note when the nodes could not be read (credentials limited to namespaces)."""
+    names = sorted({str((p.get("spec") or {}).get("nodeName")) for p in pods if pod_unhealthy(p)} - {"None", ""})
+    names = names[:MAX_NODES]
+
+    async def one(name: str) -> list[str]:
+        return node_problems(await get_object(client, "Node", None, name))
+
+    try:
+        found = await asyncio.gather(*(one(n) for n in names))
+    except (ToolError, PermissionDenied) as e:
+        return {}, f"(the conditions of node(s) {', '.join(names)} could not be read: {str(e)[:200]})"
+    return {n: problems for n, problems in zip(names, found, strict=True) if problems}, ""
+
+
+def node_notes(nodes: dict[str, list[str]]) -> list[str]:
+    return [f"node {name}: {'; '.join(problems)}" for name, problems in sorted(nodes.items())]
+
+
+def gitops_notes(items: list[dict[str, Any]], limit: int = 10) -> list[str]:
+    """'managed by GitOps (Argo CD application shop): api, web': the objects a controller may put back."""
+    by_source: dict[str, list[str]] = {}
+    for o in items:
+        if source := source_of_truth(o):
+            by_source.setdefault(source, []).append(str(render.meta(o).get("name")))
+    return [
+        f"managed by GitOps ({source}; a change made by hand may be reverted at its next sync): "
+        + ", ".join(names[:limit])
+        + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        for source, names in by_source.items()
+    ]
 
 
 async def owner_chain(client: KubeClient, obj: dict[str, Any], namespace: str | None) -> list[str]:
@@ -137,8 +182,9 @@ async def k8s_describe(
     Args:
         kind: pod, deployment, replicaset, statefulset, daemonset, service, node, job, … (never Secret).
         name: the object's name.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -149,7 +195,13 @@ async def k8s_describe(
         owners, events = await asyncio.gather(owner_chain(client, obj, ns), object_events(client, ns, k.kind, name))
     else:
         owners, events = await owner_chain(client, obj, ns), []
-    return render.describe(obj, owners=owners, events=events)
+    extra = [line] if (line := managed_line(obj)) else []
+    if k.kind == "Node" and (problems := node_problems(obj)):
+        extra.append(f"node problems: {'; '.join(problems)}")
+    elif k.kind == "Pod":
+        nodes, unread = await pod_nodes(client, [obj])
+        extra += [*node_notes(nodes), *([unread] if unread else [])]
+    return render.describe(obj, owners=owners, events=events, extra=extra)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -158,39 +210,59 @@ async def k8s_events(
     kind: str | None = None,
     name: str | None = None,
     warnings_only: bool = False,
+    since: str | None = None,
     cluster: str | None = None,
     *,
     ctx: ToolContext,
 ) -> str:
-    """The events of a namespace, or of one object, on a configured cluster.
+    """The events of a namespace, or of one object, on a configured cluster, optionally over a time window.
 
     Returns a table of events, warnings first then the newest: last seen, type, reason, object, count and
-    message, at most 50; with none it names the namespace asked. Kubernetes keeps events for about an hour, so
-    older problems are not there. Use it to see what the cluster did recently, e.g. scheduling failures,
-    evictions or failed probes.
+    message, at most 50; with `since` only the events last seen in the window (by lastTimestamp, else eventTime),
+    and the result names the window and how many events it left out. With none it names the namespace and window
+    asked. Kubernetes keeps events for about an hour, so older problems are not there. Use it to see what the
+    cluster did recently, e.g. scheduling failures, evictions or failed probes; since="30m" for the incident's
+    window.
 
     Args:
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         kind: with name: only this object's events (pod, deployment, …).
         name: only the events of the object with this name.
         warnings_only: only Warning events.
+        since: only events last seen in this window: a duration before now ("30m", "2h", "1d") or an ISO 8601
+            time ("2024-05-01T10:00:00Z"; no zone: UTC).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
     ns = client.namespace(namespace)
     k = kind_of(kind) if kind else None
+    now = datetime.now(UTC)
+    start = parse_since(since, now) if since is not None else None
     if name is not None:
         items = await object_events(client, ns, k.kind if k else None, check_name(name))
     else:
         items, _ = await list_objects(client, "Event", ns)
     if warnings_only:
         items = [e for e in items if e.get("type") == "Warning"]
+    window, older = "", 0
+    if start is not None:
+        window = f" since {when_text(start, now)}"
+        kept = [e for e in items if (t := render.parse_time(render.event_time(e))) is None or t >= start]
+        items, older = kept, len(items) - len(kept)
     if not items:  # name what was asked, so "nothing" can be trusted
         which = "Warning events" if warnings_only else "events"
         of = f" of {name}" if name is not None else ""
-        return f"no {which}{of} in namespace {ns} on cluster {client.name} (Kubernetes keeps events about an hour)"
-    return render.events_table(items)
+        left = f" ({older} older events left out)" if older else ""
+        return (
+            f"no {which}{of} in namespace {ns} on cluster {client.name}{window}{left} "
+            "(Kubernetes keeps events about an hour)"
+        )
+    out = render.events_table(items, now=now)
+    if start is not None:
+        out = f"events{window}; {older} older events left out\n" + out
+    return out
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -198,32 +270,43 @@ async def k8s_logs(
     pod: str,
     container: str | None = None,
     previous: bool = False,
-    tail_lines: int = 200,
+    tail_lines: int | None = None,
     since_seconds: int | None = None,
+    pattern: str | None = None,
     namespace: str | None = None,
     cluster: str | None = None,
     *,
     ctx: ToolContext,
 ) -> str:
-    """The recent log lines of one container of a pod on a configured cluster.
+    """The recent log lines of one container of a pod on a configured cluster, or the lines matching a pattern,
+    and when and why the container last restarted.
 
-    Returns the last tail_lines lines (1 to 2,000), secrets redacted, bounded to about 10,000 characters (the
-    newest kept) and 512 KiB read; `previous` reads the terminated instance, e.g. the one that crashed. Use it
-    after k8s_get shows a pod in CrashLoopBackOff, with previous=true to see why it died.
+    Returns the last tail_lines lines (1 to 2,000; default 200), secrets redacted, bounded to about 10,000
+    characters (the newest kept) and 512 KiB read; `previous` reads the terminated instance, e.g. the one that
+    crashed. With `pattern` (RE2, as grep_log: no backreferences or lookaround) it searches the last tail_lines
+    lines (default 2,000), says how many matched in all, and shows the newest matches (at most 200 lines, about
+    10,000 characters). The second line gives the container's restart count and its last termination: reason
+    (OOMKilled, Error), exit code and when. Use it after k8s_get shows a pod in CrashLoopBackOff, with
+    previous=true to see why it died, or with pattern="(?i)error|panic" to find the one error among many lines.
 
     Args:
         pod: the pod's name.
         container: the container; required when the pod has more than one.
         previous: the previous (terminated) instance's logs, e.g. after a CrashLoopBackOff.
-        tail_lines: how many of the last lines (1-2000).
+        tail_lines: how many of the last lines to read (1-2000); default 200, or 2000 with a pattern.
         since_seconds: only lines newer than this many seconds.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        pattern: only the lines this regular expression (RE2 syntax) matches, all of them counted.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
     ns = client.namespace(namespace)
     check_name(pod, "pod")
+    regex = compile_pattern(pattern, "k8s_logs") if pattern is not None else None
+    if tail_lines is None:
+        tail_lines = PATTERN_TAIL_LINES if regex is not None else 200
     if not 1 <= tail_lines <= MAX_TAIL_LINES:
         raise ToolError(f"tail_lines must be between 1 and {MAX_TAIL_LINES}")
     if since_seconds is not None and since_seconds < 1:
@@ -251,12 +334,25 @@ async def k8s_logs(
     text = await client.request(
         "GET", KINDS["Pod"].path(ns, pod, "log"), verb="get", kind="pods/log", namespace=ns, query=query, text=True
     )
-    text = redact(str(text))
-    lines = text.splitlines()
+    lines = redact(str(text)).splitlines()
     which = "previous instance of " if previous else ""
-    head = f"logs of {which}pod {ns}/{pod} container {container}: last {len(lines)} lines"
-    if not lines:
-        return head + "\n(no log lines)"
+    restarts = restart_line(obj, container)
+    if regex is not None:
+        read = len(lines)
+        lines = [line for line in lines if regex.search(line)]
+        head = (
+            f"logs of {which}pod {ns}/{pod} container {container}: {len(lines)} of the last {read} lines "
+            f"match {pattern!r}"
+        )
+        if not lines:
+            return f"{head}\n{restarts}\n(no line matched)"
+        if len(lines) > MAX_MATCHES:
+            head += f"; the oldest {len(lines) - MAX_MATCHES} matches not shown"
+            lines = lines[-MAX_MATCHES:]
+    else:
+        head = f"logs of {which}pod {ns}/{pod} container {container}: last {len(lines)} lines"
+        if not lines:
+            return f"{head}\n{restarts}\n(no log lines)"
     body, cut = "\n".join(lines), 0
     while len(body) > LOG_CHARS and len(lines) > 1:  # keep the newest lines: the end of a log is what matters
         drop = max(1, len(lines) // 10)
@@ -265,8 +361,32 @@ async def k8s_logs(
     if len(body) > LOG_CHARS:
         body = body[-LOG_CHARS:]
     if cut:
-        head += f" (the oldest {cut} of them not shown: narrow with tail_lines or since_seconds)"
-    return head + "\n" + body
+        head += f" (the oldest {cut} of them not shown: narrow with tail_lines, since_seconds or pattern)"
+    return f"{head}\n{restarts}\n{body}"
+
+
+def restart_line(pod: dict[str, Any], container: str) -> str:
+    """'container api: 7 restarts; last terminated OOMKilled, exit code 137, at 2024-…Z (5m ago)'."""
+    status = pod.get("status") or {}
+    found = [
+        s
+        for s in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]
+        if s.get("name") == container
+    ]
+    if not found:
+        return f"container {container}: no status reported yet"
+    count = int(found[0].get("restartCount") or 0)
+    last = (found[0].get("lastState") or {}).get("terminated") or {}
+    line = f"container {container}: {count} restart{'s' if count != 1 else ''}"
+    if not last:
+        return line + ("; no earlier instance's end is recorded" if count else "; never restarted")
+    parts = [str(last.get("reason") or "terminated"), f"exit code {last.get('exitCode', '?')}"]
+    finished = render.parse_time(last.get("finishedAt"))
+    if finished is not None:
+        parts.append(f"at {when_text(finished)}")
+    if last.get("message"):
+        parts.append(render.one_line(str(last["message"]), 160))
+    return f"{line}; last terminated {', '.join(parts)}"
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -281,8 +401,9 @@ async def k8s_rollout_history(
 
     Args:
         name: the Deployment's name.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)
@@ -324,8 +445,9 @@ async def k8s_top(
     Args:
         what: pods or nodes.
         selector: a label selector for pods, e.g. app=api.
-        namespace: the pods' namespace; optional when the cluster lists one namespace (that one) or none
-            ("default"), required when it lists several.
+        namespace: the pods' namespace; default: the cluster's default_namespace, else its only allowed
+            namespace, else "default" when it allows any; required when it allows several and sets no default
+            (the error lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client = clusters_of(ctx).get(cluster)

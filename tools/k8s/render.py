@@ -27,6 +27,7 @@ from tools.k8s.columns import (
     pod_ready,
     pod_restarts,
     pod_status,
+    pod_unhealthy,
     selector_text,
     table,
     template_spec,
@@ -80,13 +81,22 @@ __all__ = [
 ]
 
 
-def _rows_pods(items: Sequence[Mapping[str, Any]], now: datetime | None) -> tuple[list[str], list[list[Any]]]:
+def _rows_pods(
+    items: Sequence[Mapping[str, Any]], now: datetime | None, nodes: Mapping[str, Sequence[str]]
+) -> tuple[list[str], list[list[Any]]]:
+    """`nodes`: node name → its problems; a pending, evicted or failed pod on such a node names them."""
+
+    def status(p: Mapping[str, Any]) -> str:
+        problems = nodes.get(str((p.get("spec") or {}).get("nodeName"))) if pod_unhealthy(p) else None
+        names = ",".join(x.split(" (", 1)[0] for x in problems or [])
+        return f"{pod_status(p)} (node {names})" if names else pod_status(p)
+
     header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "IMAGES"]
     rows = [
         [
             meta(p).get("name"),
             pod_ready(p),
-            pod_status(p),
+            status(p),
             pod_restarts(p, now),
             age(meta(p).get("creationTimestamp"), now),
             (p.get("status") or {}).get("podIP"),
@@ -98,7 +108,9 @@ def _rows_pods(items: Sequence[Mapping[str, Any]], now: datetime | None) -> tupl
     return header, rows
 
 
-def _rows(kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None) -> tuple[list[str], list[list[Any]]]:
+def _rows(
+    kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None, nodes: Mapping[str, Sequence[str]]
+) -> tuple[list[str], list[list[Any]]]:
     def created(o: Mapping[str, Any]) -> str:
         return age(meta(o).get("creationTimestamp"), now)
 
@@ -109,7 +121,7 @@ def _rows(kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None) -
         return o.get("spec") or {}
 
     if kind == "Pod":
-        return _rows_pods(items, now)
+        return _rows_pods(items, now, nodes)
     if kind == "Deployment":
         return (
             ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
@@ -277,11 +289,18 @@ def _job_status(job: Mapping[str, Any]) -> str:
     return "Running"
 
 
-def get_table(kind: str, items: Sequence[Mapping[str, Any]], *, now: datetime | None = None, more: bool = False) -> str:
+def get_table(
+    kind: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
+    more: bool = False,
+    nodes: Mapping[str, Sequence[str]] | None = None,
+) -> str:
     """A list of one kind as `kubectl get -o wide` would print it."""
     if not items:
         return f"no {kind} objects found"
-    header, rows = _rows(kind, items, now)
+    header, rows = _rows(kind, items, now, nodes or {})
     out = table(header, rows, what=f"{kind} objects")
     if more:
         out += "\n… the API has more objects than were listed; narrow with a selector"

@@ -1,7 +1,8 @@
 """The Kubernetes tools that change something, each previewed by a server-side dry run (dryRun=All).
 
 A card's preview is the cluster's own answer: the fields that would change (`spec.replicas: 3 → 6`) and the
-object's `resourceVersion`. The approval is bound to that preview's hash, so to that resourceVersion; the
+object's `resourceVersion`, and, for an object Argo CD or Flux manages, that its controller may revert the change
+and where its source of truth is. The approval is bound to that preview's hash, so to that resourceVersion; the
 approved write carries it as a precondition. If the object changed since the card, nothing is written and
 the tool says so: calling it again makes a fresh dry run, so a new card.
 """
@@ -21,6 +22,7 @@ from bot.core.redact import redact
 from tools.api import BadCall
 from tools.k8s import render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
+from tools.k8s.gitops import revert_warning
 from tools.k8s.reads import get_object, owned_replicasets
 from tools.registry import Category, Tool, ToolContext, ToolError, tool
 
@@ -205,8 +207,9 @@ async def plan_scale(
         name: the object's name.
         replicas: the new number of replicas (0-1000).
         kind: deployment, statefulset or replicaset.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "ReplicaSet"))
@@ -218,6 +221,7 @@ async def plan_scale(
     except NotFound:
         raise BadCall(f"{k.kind.lower()} {name!r} not found in namespace {ns} on cluster {client.name}") from None
     rv = _rv(scale)
+    obj = await get_object(client, k.kind, ns, name)  # the scale subresource carries no labels or annotations
     return Change(
         client,
         k,
@@ -231,6 +235,7 @@ async def plan_scale(
         {"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}},
         MERGE,
         resource=f"{k.plural}/scale",
+        notes=revert_warning(obj),
     )
 
 
@@ -256,8 +261,9 @@ async def plan_restart(
     Args:
         name: the object's name.
         kind: deployment, statefulset or daemonset.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, name = _target(ctx, cluster, namespace, kind, name, ("Deployment", "StatefulSet", "DaemonSet"))
@@ -282,7 +288,7 @@ async def plan_restart(
         STRATEGIC,
         resource=k.plural,
         stamped=True,
-        notes=["every pod is replaced, following the rollout strategy"],
+        notes=["every pod is replaced, following the rollout strategy", *revert_warning(obj)],
     )
 
 
@@ -308,8 +314,9 @@ async def plan_undo(
     Args:
         name: the Deployment's name.
         revision: the revision to go back to (see k8s_rollout_history); default: the one before the current.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, _, ns, name = _target(ctx, cluster, namespace, "deployment", name, ("Deployment",))
@@ -355,6 +362,7 @@ async def plan_undo(
         body,
         MERGE,
         resource="deployments",
+        notes=revert_warning(deployment),
     )
 
 
@@ -372,8 +380,9 @@ async def plan_delete(
 
     Args:
         pod: the pod's name.
-        namespace: the namespace; optional when the cluster lists one namespace (that one) or none ("default"),
-            required when it lists several.
+        namespace: the namespace; default: the cluster's default_namespace, else its only allowed namespace,
+            else "default" when it allows any; required when it allows several and sets no default (the error
+            lists them).
         cluster: the configured cluster name (optional when only one is configured).
     """
     client, k, ns, pod = _target(ctx, cluster, namespace, "pod", pod, ("Pod",))

@@ -72,6 +72,13 @@ def _absolute(path: str, r: Reader, key: str) -> str:
     return posixpath.normpath(path)
 
 
+def _paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    for i, p in enumerate(paths):
+        if not p.startswith("/"):
+            r.problem(f"{p!r} must be an absolute path on that host", f"{key}[{i}]")
+    return tuple(posixpath.normpath(p) for p in paths if p.startswith("/"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SshSettings:
     """[ssh]: the defaults every [[hosts]] entry inherits, and the pool's own knobs."""
@@ -95,7 +102,7 @@ class SshSettings:
 @dataclass(frozen=True, kw_only=True)
 class Host:
     """One [[hosts]] entry. None in an override field means "as [ssh] says"; log_dirs/restart_allowlist None
-    means "as [tools.logs] / [tools.services] say"."""
+    means "as [tools.logs] / [tools.services] say", read_dirs/usage_dirs None "as [tools.files] says"."""
 
     name: str = setting(doc="the inventory name the model uses", check=_host_name)
     address: str = setting("", "DNS name or IP address; empty: the name", check=_address)
@@ -114,6 +121,8 @@ class Host:
         None, "journal files journalctl reads there; None: its system journal", check=_absolute
     )
     passphrase_env: str | None = setting(None, "overrides [ssh] passphrase_env", kind="env_name")
+    read_dirs: tuple[str, ...] | None = setting(None, "overrides [tools.files] read_dirs", check=_paths)
+    usage_dirs: tuple[str, ...] | None = setting(None, "overrides [tools.files] usage_dirs", check=_paths)
 
     def __post_init__(self) -> None:
         if not self.address:

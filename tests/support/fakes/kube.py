@@ -714,22 +714,53 @@ def secret(name: str, namespace: str = "default", data: dict[str, str] | None = 
     }
 
 
-def node(name: str, *, ready: bool = True, age_s: float = 86400 * 30) -> Obj:
-    """A worker Node with one InternalIP."""
-    return {
+# The kubelet's words for each pressure condition: (reason, message) when False, then when True.
+_NODE_CONDITIONS = {
+    "MemoryPressure": (
+        ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+    ),
+    "DiskPressure": (
+        ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+    ),
+    "PIDPressure": (
+        ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+    ),
+}
+
+
+def node(name: str, *, ready: bool = True, pressure: Iterable[str] = (), age_s: float = 86400 * 30) -> Obj:
+    """A worker Node with one InternalIP; ``pressure`` names the conditions that are True, as the kubelet sets
+    them (``"DiskPressure"``, ``"MemoryPressure"``, ``"PIDPressure"``), the others False."""
+    pressed = set(pressure)
+    conditions = [
+        {
+            "type": kind,
+            "status": "True" if kind in pressed else "False",
+            "reason": texts[kind in pressed][0],
+            "message": texts[kind in pressed][1],
+            "lastHeartbeatTime": _ago(10),
+            "lastTransitionTime": _ago(300 if kind in pressed else age_s),
+        }
+        for kind, texts in _NODE_CONDITIONS.items()
+    ]
+    node_obj: Obj = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": _meta(name, None, {"kubernetes.io/hostname": name}, None, age_s, None),
         "spec": {},
         "status": {
             "conditions": [
+                *conditions,
                 {
                     "type": "Ready",
                     "status": "True" if ready else "Unknown",
                     "reason": "KubeletReady" if ready else "NodeStatusUnknown",
                     "lastHeartbeatTime": _ago(10),
                     "lastTransitionTime": _ago(age_s),
-                }
+                },
             ],
             "addresses": [{"type": "InternalIP", "address": "192.168.49.2"}, {"type": "Hostname", "address": name}],
             "nodeInfo": {
@@ -744,6 +775,9 @@ def node(name: str, *, ready: bool = True, age_s: float = 86400 * 30) -> Obj:
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
         },
     }
+    if "DiskPressure" in pressed:  # the taint the node lifecycle controller adds
+        node_obj["spec"]["taints"] = [{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]
+    return node_obj
 
 
 # --------------------------------------------------------------------------- selectors

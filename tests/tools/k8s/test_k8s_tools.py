@@ -18,6 +18,7 @@ from tests.support.fakes.kube import FakeKube, pod
 from tests.support.fakes.kube_scenes import NS, crashloop
 from tests.support.proxy import connect_proxy
 from tools import PermissionDenied, ToolError, ToolRegistry
+from tools.api import BadCall
 from tools.config import build_registry
 from tools.k8s import REACH, render
 from tools.k8s.clusters import KubeClusters
@@ -252,7 +253,7 @@ async def test_logs_previous_tail_and_redaction(tmp_path: Path, fake_kube: FakeK
         assert out.splitlines()[0] == "logs of previous instance of pod web/api-7d9f-x2k4q container api: last 2 lines"
         assert "panic: missing config key FEATURE_X" in out and "s3cr3tpw" not in out
         current = await logs.run({"pod": "api-7d9f-x2k4q", "namespace": NS})
-        assert current.splitlines()[1:] == ["booting"]
+        assert current.splitlines()[2:] == ["booting"]
         sent = [r for r in fake_kube.requests if r.path.endswith("/log")]
         assert sent[0].query["previous"] == "true" and sent[0].query["tailLines"] == "2"
         assert "previous" not in sent[1].query and sent[1].query["limitBytes"] == str(512 * 1024)
@@ -316,7 +317,11 @@ async def test_a_namespace_outside_scope_and_secrets_are_refused_before_any_requ
                 await get.run({"kind": kind, "namespace": NS})
         with pytest.raises(ToolError, match="kind Secret is never read"):
             await reg.get("k8s_describe").run({"kind": "secret", "name": "db", "namespace": NS})  # type: ignore[union-attr]
-        with pytest.raises(ToolError, match="give a namespace: cluster prod allows web, payments"):
+        with pytest.raises(
+            BadCall,
+            match="namespace is required: cluster prod allows several namespaces and sets no default_namespace; "
+            "give one of: web, payments",
+        ):
             await get.run({"kind": "pods"})
         with pytest.raises(ToolError, match="no cluster 'staging' is configured; clusters: prod"):
             await get.run({"kind": "pods", "namespace": NS, "cluster": "staging"})
@@ -547,7 +552,8 @@ def test_every_cluster_problem_is_named_with_its_path(tmp_path: Path) -> None:
         )
     assert e.value.problems == [
         "kubernetes.clusters[0].namespaces[1]: expected a string, got an integer",
-        "kubernetes.clusters[1].colour: unknown key (known: name, kubeconfig, context, namespaces, timeout_s)",
+        "kubernetes.clusters[1].colour: unknown key "
+        "(known: name, kubeconfig, context, namespaces, default_namespace, timeout_s)",
         "kubernetes.clusters[1].timeout_s: must be at most 300 seconds, got 500",
     ]
 

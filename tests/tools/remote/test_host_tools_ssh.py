@@ -104,7 +104,7 @@ async def call(registry: ToolRegistry, name: str, args: dict[str, Any], **kw: An
 
 
 SHAPES = {
-    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%"]),
+    "check_disk": ({}, [r"disk usage on {host}", r"mount\s+fs\s+size\s+used\s+avail\s+use%\s+inodes\s+iused\s+iuse%"]),
     "check_memory": (
         {},
         [
@@ -147,7 +147,7 @@ async def test_a_health_tool_on_a_host_has_the_local_shape(tools: ToolRegistry, 
         assert remote[3].split()[1] == local[3].split()[1]  # logical cores
         assert remote[1].count("%") == local[1].count("%")
     if name == "list_top_processes":
-        rows = [line.split(None, 4) for line in remote[2:]]
+        rows = [line.split(None, 4) for line in remote[2:7]]  # then the line naming its own processes
         assert len(rows) == 5 and all(r[0].isdigit() and re.fullmatch(r"\d+\.\d", r[2]) for r in rows)
 
 
@@ -679,3 +679,51 @@ async def test_opsloop_check_probes_every_host_and_fails_naming_the_unknown_key(
     assert (
         f"opsloop: error: host web-02: to verify its key, run: ssh-keyscan -p {other.port} -t ed25519 127.0.0.1" in err
     )
+
+
+WINDOWED = [  # each with what its answer's first line holds (a window, newest first) on top of being the same
+    (
+        "grep_log",
+        {"path": "timed.log", "pattern": "ERROR", "since": "2026-12-05T13:55:00Z", "newest_first": True},
+        "10 matching lines for /ERROR/ in ",
+    ),
+    (
+        "grep_log",
+        {"path": ".", "pattern": "(?i)error", "until": "2026-12-05T13:00:00Z", "max_matches": 3},
+        " between the start and 2026-12-05T13:00:00+00:00 (",
+    ),
+    ("grep_log", {"path": "app.log", "pattern": "ERROR", "newest_first": True, "max_matches": 3}, "the newest 3"),
+    (
+        "tail_log",
+        {"path": "timed.log", "lines": 5, "since": "2026-12-05T13:00:00Z", "until": "2026-12-05T13:52:00Z"},
+        "(last 5 lines between 2026-12-05T13:00:00+00:00 and 2026-12-05T13:52:00+00:00",
+    ),
+    ("tail_log", {"path": "app.log", "since": "2026-12-05T00:00:00Z"}, "no timestamps recognised"),
+    (
+        "log_histogram",
+        {
+            "path": "timed.log",
+            "pattern": "ERROR",
+            "since": "2026-12-05T13:00:00Z",
+            "until": "2026-12-05T14:00:00Z",
+            "bucket": "2m",
+        },
+        "per 2m",
+    ),
+    ("log_histogram", {"path": "timed.log", "pattern": "x", "since": "soon"}, "error: since: expected an ISO 8601"),
+    ("list_logs", {}, "log files under "),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "holds"), WINDOWED)
+async def test_windowed_log_reads_answer_the_same_here_and_on_a_host(
+    tools: ToolRegistry, logs: Path, name: str, args: dict[str, Any], holds: str
+) -> None:
+    lines = []
+    for i in range(60):
+        t = f"2026-12-05T13:{i:02d}:00Z"
+        lines += [f"{t} INFO {i}"] + ([f"{t} ERROR timed out {i}", "  at frame ERROR"] if i >= 50 else [])
+    (logs / "timed.log").write_text("\n".join(lines) + "\n")
+    here = await _answer(tools, name, args, "self", socket.gethostname())
+    assert holds in here.splitlines()[0]
+    assert await _answer(tools, name, args, "web-03", "web-03") == here

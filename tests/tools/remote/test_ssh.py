@@ -704,7 +704,8 @@ def test_load_hosts_names_every_problem() -> None:
         "passphrase_env, idle_timeout_s, fail_fast_s)",
         "ssh.max_sessions_per_host: expected an integer from 1 to 64, got 0",
         "hosts[2].colour: unknown key (known: name, address, port, user, identity_file, known_hosts, "
-        "connect_timeout_s, jump, groups, log_dirs, restart_allowlist, passphrase_env)",
+        "connect_timeout_s, jump, groups, log_dirs, restart_allowlist, journal_dir, passphrase_env, read_dirs, "
+        "usage_dirs)",
         "hosts[2].port: expected an integer from 1 to 65535, got 70000",
         "hosts[5]: missing required key 'name'",
         "hosts[6].address: '-oProxyCommand=evil' is not a host name or IP address",
