@@ -95,7 +95,8 @@ class Approvals(LedgerBase):
     @lane.normal
     def note_pending_approvals(self, run_id: str, note: str) -> list[Approval]:
         """Mark each of run `run_id`'s waiting approvals with what its alert said (`note`); those marked."""
-        self._write("UPDATE approvals SET alert_note = ? WHERE run_id = ? AND state = 'pending'", [redact(note), run_id])
+        sql = "UPDATE approvals SET alert_note = ? WHERE run_id = ? AND state = 'pending'"
+        self._write(sql, [redact(note), run_id])
         return [a for a in self.pending_approvals(run_id) if a.alert_note]
 
     @lane.urgent
