@@ -116,6 +116,8 @@ def approval_card(approval: Approval) -> SlackMessage:
         tail.append(_context([m.hidden_on_card(hidden)], "approval_hidden"))
     if REDACTED in args_text or (preview and REDACTED in preview):
         tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
+    if a.alert_note:
+        tail.append(_context([m.approval_alert_note(reveal(a.alert_note))], "approval_alert"))
     if pending:
         notes = []
         if a.required > 1:

@@ -160,6 +160,11 @@ def approval_progress(approvals: Sequence[str], required: int) -> str:
     return f"{len(approvals)} of {required} approvals: {who}"
 
 
+def approval_alert_note(note: str) -> str:
+    """On a card whose run's alert changed while it waited: approving still runs the call, so check it is needed."""
+    return f":warning: {escape(note)} while this waited: approving still runs the call, so check it is still needed."
+
+
 def approval_expires(expires_at: float) -> str:
     return f"Expires {slack_date(expires_at)} — if no one approves by then, it is not run."
 

@@ -70,8 +70,9 @@ def card_key(approval_id: str) -> str:
 
 
 def card_update_key(approval: Approval) -> str:
-    """One update per state; while pending, one per approval recorded (`required_approvals` progress)."""
-    key = f"card:{approval.id}:{approval.state.value}"
+    """One update per state; while pending, one per approval recorded (`required_approvals` progress), and one
+    more once the run's alert changed (`alert_note`)."""
+    key = f"card:{approval.id}:{approval.state.value}" + (":alert" if approval.alert_note else "")
     return f"{key}:{len(approval.approvals)}" if approval.pending else key
 
 

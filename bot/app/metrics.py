@@ -43,7 +43,7 @@ DEFAULT_HOST = "0.0.0.0"  # kubelet probes and Prometheus reach a pod on its IP,
 HEALTH_TIMEOUT_S = 2.0  # under a typical probe timeout; a store that needs longer is not healthy
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 APPROVAL_OUTCOMES = tuple(s for s in ApprovalState if s != ApprovalState.PENDING)
-ALERT_SOURCES = ("slack", "webhook")
+ALERT_SOURCES = ("slack", "webhook", "pagerduty")
 ALERT_OUTCOMES = ("received", "deduplicated", "started", "dropped")  # handlers.alerts.desk logs alert.<outcome>
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)  # Slack wants an ack in 3 s

@@ -285,6 +285,7 @@ class Approval:
     decided_at: float | None = None
     run_tokens: int | None = None  # the run's paid tokens when it asked
     run_cost_usd: float | None = None
+    alert_note: str | None = None  # what the alert that started the run said while this waited (it resolved)
 
     @property
     def pending(self) -> bool:

@@ -92,6 +92,13 @@ class Approvals(LedgerBase):
             params.append(run_id)
         return [_decode(Approval, r) for r in self._rows("approvals", where, params)]
 
+    @lane.normal
+    def note_pending_approvals(self, run_id: str, note: str) -> list[Approval]:
+        """Mark each of run `run_id`'s waiting approvals with what its alert said (`note`); those marked."""
+        sql = "UPDATE approvals SET alert_note = ? WHERE run_id = ? AND state = 'pending'"
+        self._write(sql, [redact(note), run_id])
+        return [a for a in self.pending_approvals(run_id) if a.alert_note]
+
     @lane.urgent
     def decide_approval(
         self,

@@ -410,6 +410,12 @@ def m019_alert_occurrences(db: sqlite_utils.Database) -> None:
     db.execute(ALERT_OCCURRENCES)
 
 
+@sqlite_migrations()
+def m021_approval_alert_notes(db: sqlite_utils.Database) -> None:
+    """What the alert that started a run said while one of its cards waited (it resolved), shown on the card."""
+    db.table("approvals").add_column("alert_note", str)
+
+
 CORE = Tables(
     name=sqlite_migrations.name,
     migrations=tuple(Migration(m.name, m.fn, PG_MIGRATIONS[m.name]) for m in sqlite_migrations._migrations),

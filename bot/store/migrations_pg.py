@@ -132,4 +132,5 @@ PG_MIGRATIONS: dict[str, str | Callable[[Any], None]] = {  # a callable: a step 
     """
     + ALERT_OCCURRENCES
     + ";",
+    "m021_approval_alert_notes": "ALTER TABLE approvals ADD COLUMN alert_note TEXT;",
 }

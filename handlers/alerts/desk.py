@@ -14,7 +14,7 @@ from bot.core.types import OutboxKind, OutboxState
 from bot.store import Store
 from handlers import messages
 from handlers.after_ack import AfterAck
-from handlers.outbox import Outbox
+from handlers.outbox import Cards, Outbox
 from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.alerts")
@@ -80,6 +80,16 @@ class AlertDesk:
         self.after_ack.spawn(
             self.out.post(channel=channel, thread_ts=thread_ts, text=text, what="alert_note"), name=f"alert_note:{key}"
         )
+
+    def flag_cards(self, run_id: str, note: str, key: str) -> None:
+        """Each card run `run_id` waits on says `note` (its alert resolved), after the ack; approving stays possible."""
+
+        async def flag() -> None:
+            cards = Cards(outbox=self.outbox, out=self.out, after_ack=self.after_ack)
+            for approval in await self.store.note_pending_approvals(run_id, note):
+                await cards.update_card(approval)
+
+        self.after_ack.spawn(flag(), name=f"alert_cards:{key}")
 
     def storm_later(self, channel: str, key: str, summary: str, limit: int) -> None:
         self.after_ack.spawn(self.storm(channel, key, summary, limit), name=f"storm:{key}")

@@ -23,7 +23,7 @@ class Alert:
     """One notification, as every thread-opening source says it."""
 
     key: str  # the alert's dedupe key across notifications ("am:<groupKey>"), the store's group key
-    status: str  # "firing" or "resolved"
+    status: str  # "firing", "resolved", or "updated" (a change to tell the run that never opens a thread)
     firing: tuple[str, ...]  # what fires now: the same again is a repeat, another set an update for the run
     name: str  # as people say it: "DiskFull" ("" when it has none)
     title: str  # the run's title: "DiskFull web-03 (firing)"
@@ -71,6 +71,11 @@ class HttpSource(Protocol):
         """Is this request the sender's (a bearer token, a signature over the exact body)?"""
         ...
 
+    def channel(self, config: Any, payload: dict[str, Any]) -> str | None:
+        """Where this notification's thread opens; None: no channel takes it, or it is nothing the source reads
+        (answered 200, nothing stored, `alert` not asked)."""
+        ...
+
     def parse(self, body: bytes) -> dict[str, Any]:
         """The payload, checked field by field; raises BadPayload. It is stored (redacted) for recovery."""
         ...
@@ -87,6 +92,18 @@ class HttpSource(Protocol):
 
 
 RUNS_PER_10_MIN = 5  # storm control's default, per channel
+
+
+def read_listen(r: Reader, host: str, port: int) -> tuple[str, int]:
+    """A source's `listen = "host:port"` (absent: `host`, `port`; port 0: any free port)."""
+    listen = r.str("listen", empty_ok=True)
+    if listen is None:
+        return host, port
+    h, sep, p = listen.rpartition(":")
+    if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
+        r.problem(f'expected "host:port", got {listen!r}', "listen")
+        return host, port
+    return h.strip("[]") or host, int(p)
 
 
 def read_route(r: Reader, keys: tuple[str, ...]) -> tuple[str, int]:

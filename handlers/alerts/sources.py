@@ -4,11 +4,11 @@ the settings, which read [alerts] through them (bot.config.alerts), and starts e
 from __future__ import annotations
 
 from bot.config.alerts import AlertSettings
-from handlers.alerts import alertmanager, slack
+from handlers.alerts import alertmanager, pagerduty, slack
 from handlers.alerts.desk import AlertDesk
 from handlers.alerts.source import AlertSource
 
-SOURCES: tuple[AlertSource, ...] = (slack.SOURCE, alertmanager.SOURCE)
+SOURCES: tuple[AlertSource, ...] = (slack.SOURCE, alertmanager.SOURCE, pagerduty.SOURCE)
 
 
 def start(alerts: AlertSettings, desk: AlertDesk) -> AlertDesk:

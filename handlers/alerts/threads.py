@@ -28,7 +28,7 @@ REFUSED_BACKOFF_S = 60.0  # Slack refused a root post for good: the next attempt
 
 class ThreadedAlerts:
     """One thread-opening source's way in: its own server on its `listen`, each alert opened once. `config`
-    (typed, the source's): host, port, channel, max_runs_per_10_min, reopen_after_s."""
+    (typed, the source's): host, port, max_runs_per_10_min, reopen_after_s (the channel: `source.channel`)."""
 
     def __init__(self, desk: AlertDesk, source: HttpSource, config: Any) -> None:
         self.desk, self.source, self.config = desk, source, config
@@ -64,6 +64,10 @@ class ThreadedAlerts:
         except BadPayload as e:
             log.info("alert.webhook_bad_payload", source=self.source.name, problem=str(e))
             return web.json_response({"error": str(e)}, status=400)
+        channel = self.source.channel(self.config, payload)
+        if channel is None:
+            log.info("alert.not_routed", source=self.source.name)
+            return web.json_response({"status": "ignored"})
         alert, c = self.source.alert(payload), self.config
         self.count("received", group=alert.key, status=alert.status, firing=len(alert.firing))
         try:
@@ -71,7 +75,7 @@ class ThreadedAlerts:
                 alert.key,
                 source=self.source.name,
                 delivery=alert.delivery,
-                channel=c.channel,
+                channel=channel,
                 status=alert.status,
                 fingerprints=list(alert.firing),
                 summary=alert.summary,
@@ -115,6 +119,8 @@ class ThreadedAlerts:
             self.desk.note(group.channel, group.thread_ts, text, key)
             if accepted.run is not None:
                 self.desk.nudge()
+                if outcome is AlertOutcome.RESOLVED:
+                    self.desk.flag_cards(accepted.run.id, f"{self.source.sender} said this alert is resolved", key)
 
     def _spawn_open(self, key: str, *, claimed: bool = False) -> None:
         if key in self._opening:

@@ -85,6 +85,11 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _toml_key(key: str) -> str:
+    """A key as TOML writes it: bare when it may be, else quoted (a route's `"*"`)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -95,7 +100,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # an inline table: how a list of tables ([[kubernetes.clusters]]) is written here
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -104,11 +109,13 @@ def _is_tables(value: Any) -> bool:
 
 
 def _toml(table: dict[str, Any], prefix: str = "", *, array: bool = False) -> str:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)]
+    lines = [
+        f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)
+    ]
     header = f"[[{prefix}]]" if array else f"[{prefix}]"
     out = ([header] if prefix and (lines or array) else []) + lines
     for k, v in table.items():
-        name = f"{prefix}.{k}" if prefix else k
+        name = f"{prefix}.{_toml_key(k)}" if prefix else _toml_key(k)
         if isinstance(v, dict):
             out.append(_toml(v, name))
         elif _is_tables(v):  # an array of tables ([[hosts]]); written last, so no key of this table follows it

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bot.config.reader import Reader
 from handlers.alerts.alertmanager import payload
 from handlers.alerts.desk import AlertDesk
-from handlers.alerts.source import RUNS_PER_10_MIN, read_route
+from handlers.alerts.source import RUNS_PER_10_MIN, read_listen, read_route
 from handlers.alerts.threads import ThreadedAlerts
 
 # A group firing again this long after Alertmanager last sent it (once its run ended) opens a new thread: longer
@@ -34,13 +35,7 @@ class WebhookConfig:
     def read(cls, r: Reader, env: Mapping[str, str]) -> WebhookConfig:
         keys = ("listen", "token_env", "channel", "max_runs_per_10_min", "reopen_after_minutes")
         channel, limit = read_route(r, keys)
-        host, port, listen = cls.host, cls.port, r.str("listen", empty_ok=True)
-        if listen is not None:
-            h, sep, p = listen.rpartition(":")
-            if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
-                r.problem(f'expected "host:port", got {listen!r}', "listen")
-            else:
-                host, port = h.strip("[]") or cls.host, int(p)
+        host, port = read_listen(r, cls.host, cls.port)
         token_env = r.str("token_env", cls.token_env)
         return cls(
             channel=channel,
@@ -87,6 +82,9 @@ class Alertmanager:
             return False  # no token configured: nobody is let in
         given = headers.get("Authorization", "").encode("utf-8", "replace")
         return hmac.compare_digest(given, f"Bearer {config.token}".encode())
+
+    def channel(self, config: WebhookConfig, payload: dict[str, Any]) -> str:
+        return config.channel
 
     parse = staticmethod(payload.validate)
     alert = staticmethod(payload.alert)

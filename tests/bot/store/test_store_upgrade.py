@@ -23,7 +23,9 @@ from tools.reaches import TABLES
 
 DATA = Path(__file__).parent / "data"
 RECORD = ("_sqlite_migrations", "opsloop_migrations")
-NEWER = ["m020_configmap_keys"]  # migrations newer than the v19 data: these, and only these, run on it
+NEWER = ["m020_configmap_keys", "m021_approval_alert_notes"]  # newer than the v19 data: these, and only these, run
+CORE_NEWER = ["m021_approval_alert_notes"]  # those of them the core's (a store opened without the reaches runs them)
+WIDENED = {"approvals"}  # tables a newer migration added a column to (SQLite rewrites their CREATE statement)
 
 
 def load_old(location: str, *, drop: str = "") -> None:
@@ -110,7 +112,7 @@ def test_an_older_database_opens_with_nothing_run_again_and_the_fresh_schema(db_
     finally:
         ledger.close()
     Ledger(fresh, TABLES).close()
-    assert schema(fresh) == schema(db_url) >= before_schema
+    assert schema(fresh) == schema(db_url) >= {r for r in before_schema if not WIDENED & set(map(str, r[:2]))}
 
 
 def test_an_older_database_without_the_word_counts_gets_only_them(db_url: str) -> None:
@@ -137,4 +139,4 @@ def test_a_store_opened_without_the_reaches_tables_leaves_them_alone(db_url: str
         assert ledger.schema.ok  # the reaches' migrations in the core's record are not "unknown"
     finally:
         ledger.close()
-    assert record(db_url) == before
+    assert [n for n, t in record(db_url) if (n, t) not in before] == CORE_NEWER
