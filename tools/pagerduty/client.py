@@ -151,8 +151,8 @@ class PagerDuty:
         offset = 0
         while True:
             params = {
-                "since": since.astimezone(UTC).isoformat(),
-                "until": until.astimezone(UTC).isoformat(),
+                "since": since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),  # the form PagerDuty's API documents
+                "until": until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "limit": str(PAGE),
                 "offset": str(offset),
             }
