@@ -12,7 +12,7 @@ change/enqueue, on one loopback port, every request and every answer checked aga
         assert pd.problems == []  # every request and answer matched the OpenAPI documents
 
 Incidents keep their status and notes; a write's `From` must be a known user's email (else a 400 with
-PagerDuty's "Requester User Not Found"); a bad token is a 401; a routing key maps a change event to its
+PagerDuty's "Requester User Not Found"; a 404 on PUT /incidents/{id}, whose documents list no 400); a bad token is a 401; a routing key maps a change event to its
 service. `requests` records every call (method, path, query, headers, body).
 """
 
@@ -245,8 +245,9 @@ class FakePagerDuty:
             return 401, self._error(api, 401, "Authentication failed")
         writes = req.method in ("POST", "PUT")
         who = self.users.get(req.headers.get("From", ""))
-        if writes and who is None:
-            return 400, self._error(api, 400, "Invalid Input Provided", ("Requester User Not Found",))
+        if writes and who is None:  # a 400 where the operation's documents list one (notes), else their 404
+            status = 400 if req.path.endswith("/notes") else 404
+            return status, self._error(api, status, "Invalid Input Provided", ("Requester User Not Found",))
         parts = req.path.strip("/").split("/")
         if req.path == "/users/me":
             return 200, {"user": self._user(self.users.get(self.me) or {"id": "PBOT001", "name": "opsloop", "email": self.me})}
