@@ -41,7 +41,9 @@ async def pd() -> AsyncIterator[FakePagerDuty]:
 
 
 def config(pd: FakePagerDuty) -> str:
-    return ALERT_CONFIG + f"""
+    return (
+        ALERT_CONFIG
+        + f"""
 [changes]
 window_minutes = 120
 
@@ -56,6 +58,7 @@ events_url = "{pd.events_url}"
 {BOB} = "bob@example.com"
 {CAROL} = "carol@nowhere.example"
 """
+    )
 
 
 ENV = {**ALERT_ENV, "PD_TOKEN": TOKEN, "PD_ROUTING_KEY": "R0UTINGKEY"}
@@ -69,10 +72,10 @@ def paged() -> dict[str, Any]:
     return body
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+async def until(check: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
     """Wait for the note sender (it polls the store each second), failing with `what`."""
     loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
+    end = loop.time() + seconds
     while not check():
         assert loop.time() < end, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
@@ -87,8 +90,13 @@ DISK = {"handle": "#1", "quote": "/var 50G 49.8G 0.2G 100%"}
 LIKELY = {
     "situation": "checkout answers 5xx; web-03 /var is full",
     "hypotheses": [
-        {"id": "disk", "statement": "a full /var stops nginx", "status": "supported", "confidence": "high",
-         "evidence": [DISK]},
+        {
+            "id": "disk",
+            "statement": "a full /var stops nginx",
+            "status": "supported",
+            "confidence": "high",
+            "evidence": [DISK],
+        },
     ],
     "next_steps": ["free /var"],
 }
@@ -166,6 +174,8 @@ async def test_an_approver_pagerduty_does_not_know_is_one_refusal_and_nothing_ch
         await env.wait_final(CHANNEL, ts)
         (res,) = [r for r in tool_results((await env.requests(2))[1]) if r["tool_use_id"] == "toolu_res"]
         assert res.get("is_error")
-        assert "\nnot resolved: PagerDuty does not accept carol@nowhere.example (approver U0CAROL): " in result_text(res)
+        assert "\nnot resolved: PagerDuty does not accept carol@nowhere.example (approver U0CAROL): " in result_text(
+            res
+        )
         assert len([r for r in pd.requests if r.method == "PUT"]) == 1  # asked once, refused once
         assert pd.incidents["PINC001"].status == "triggered"

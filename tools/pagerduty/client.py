@@ -91,7 +91,10 @@ class PagerDuty:
         url = (self.config.events_url if events else self.config.base_url).rstrip("/") + path
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if not events:
-            headers |= {"Accept": "application/vnd.pagerduty+json;version=2", "Authorization": f"Token token={self.config.token}"}
+            headers |= {
+                "Accept": "application/vnd.pagerduty+json;version=2",
+                "Authorization": f"Token token={self.config.token}",
+            }
         if from_email:
             headers["From"] = from_email
         data = json.dumps(body).encode() if body is not None else None
@@ -160,12 +163,16 @@ class PagerDuty:
             for e in page.get("change_events", []):
                 at = datetime.fromisoformat(str(e.get("timestamp", "")).replace("Z", "+00:00"))
                 services = tuple(str(s.get("id", "")) for s in e.get("services", []) if isinstance(s, dict))
-                found.append(PagerChange(at, str(e.get("summary", "")), services, str(e.get("id", "")), str(e.get("source", ""))))
+                found.append(
+                    PagerChange(at, str(e.get("summary", "")), services, str(e.get("id", "")), str(e.get("source", "")))
+                )
             offset += PAGE
             if not page.get("more") or len(found) >= MAX_CHANGE_EVENTS:
                 return found[:MAX_CHANGE_EVENTS], bool(page.get("more")) or len(found) > MAX_CHANGE_EVENTS
 
-    async def send_change(self, summary: str, *, source: str, at: datetime, details: Mapping[str, str], link: str) -> None:
+    async def send_change(
+        self, summary: str, *, source: str, at: datetime, details: Mapping[str, str], link: str
+    ) -> None:
         """POST /v2/change/enqueue on the routing key's service (the Events API answers 202)."""
         if not self.config.routing_key:
             raise PagerDutyError(f"{self.config.events_routing_key_env} is not set: no change events are sent")

@@ -41,7 +41,7 @@ def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | 
     if t.has("from"):
         f = t.at("from")
         if f.is_table():
-            for user in f.keys():
+            for user in list(f.table):
                 email = f.str(user)
                 if email is not None and not _EMAIL.fullmatch(email):
                     f.problem(f"expected an email address, got {email!r}", user)
@@ -94,8 +94,9 @@ async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]
             lines.append(f"pagerduty.services {service}: {e}")
             problems.append(f"pagerduty.services {service}: {e}")
     lines.append(
-        "pagerduty: change events on, by routing key" if config.routing_key else
-        f"pagerduty: change events off ({config.events_routing_key_env} is not set)"
+        "pagerduty: change events on, by routing key"
+        if config.routing_key
+        else f"pagerduty: change events off ({config.events_routing_key_env} is not set)"
     )
     if not config.notes_from:
         lines.append("pagerduty: notes_from is not set: an account-level token can't write notes without it")
@@ -141,7 +142,9 @@ class PagerDutyReach:
         if not isinstance(store, Store) or found is None:
             return None
         await link_run(store, scope.run_id, *found)
-        return Offer(source="pagerduty", thread_line=(f"PagerDuty incident {found[0]}: opsloop's findings go to its notes",))
+        return Offer(
+            source="pagerduty", thread_line=(f"PagerDuty incident {found[0]}: opsloop's findings go to its notes",)
+        )
 
     def at_end(self, config: PagerDutyConfig) -> AtEnd:
         """The answer or handoff report becomes a note, in the run's ending transaction."""

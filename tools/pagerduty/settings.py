@@ -15,6 +15,7 @@ class HiddenToken(str):
     def __repr__(self) -> str:
         return "Secret('***')"
 
+
 DEFAULT_TOKEN_ENV = "OPSLOOP_PAGERDUTY_TOKEN"
 DEFAULT_ROUTING_KEY_ENV = "OPSLOOP_PAGERDUTY_ROUTING_KEY"
 BASE_URL = "https://api.pagerduty.com"
@@ -28,7 +29,8 @@ SERVICE_LABEL = "pagerduty_service_id"
 class PagerDutyConfig:
     """`[pagerduty]`: the REST token (None: unset), who each Slack approver is to PagerDuty (`from`: Slack user id
     → email), the Events v2 routing key for change events (None: none sent), the services named for `opsloop
-    check` and `recent_changes`, the email notes are written as, and where the two APIs are (another region's, or a test's fake)."""
+    check` and `recent_changes`, the email notes are written as, and where the two APIs are (another region's,
+    or a test's fake)."""
 
     token_env: str = DEFAULT_TOKEN_ENV
     token: HiddenToken | None = None

@@ -60,7 +60,11 @@ class PagerItem:
 
 def thread_link(channel: str, ts: str | None) -> str:
     """The thread's link, as Slack resolves it in the reader's workspace."""
-    return f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}" if ts else f"https://slack.com/archives/{channel}"
+    return (
+        f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        if ts
+        else f"https://slack.com/archives/{channel}"
+    )
 
 
 def marker(run_id: str, what: str) -> str:
@@ -116,7 +120,9 @@ def pager_run(ledger: Ledger, run_id: str) -> PagerRun | None:
     if not rows:
         return None
     r = rows[0]
-    return PagerRun(run_id, str(r["incident_id"]), str(r["service_id"] or ""), thread_link(str(r["channel"] or ""), r["thread_ts"]))
+    return PagerRun(
+        run_id, str(r["incident_id"]), str(r["service_id"] or ""), thread_link(str(r["channel"] or ""), r["thread_ts"])
+    )
 
 
 def summary_noted(ledger: Ledger, run_id: str, summary: Summary) -> None:
@@ -125,7 +131,9 @@ def summary_noted(ledger: Ledger, run_id: str, summary: Summary) -> None:
     run = pager_run(ledger, run_id)
     if run is None or not likely_cause(summary):
         return
-    content = note_text("opsloop's investigation found a likely cause.\n\n" + render_text(summary), run.link, run_id, "summary")
+    content = note_text(
+        "opsloop's investigation found a likely cause.\n\n" + render_text(summary), run.link, run_id, "summary"
+    )
     _enqueue(ledger, key=f"note:{run_id}:summary", kind="note", run=run, content=content, details={})
 
 
@@ -173,7 +181,9 @@ def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
         "incident": run.incident_id,
         "slack_thread": run.link,
     }
-    _enqueue(ledger, key=f"change:{run_id}:{result.tool_use_id}", kind="change", run=run, content=summary, details=details)
+    _enqueue(
+        ledger, key=f"change:{run_id}:{result.tool_use_id}", kind="change", run=run, content=summary, details=details
+    )
 
 
 def _item(r: Mapping[str, Any]) -> PagerItem:
@@ -229,7 +239,9 @@ def item_attempt(ledger: Ledger, key: str, owner: str) -> bool:
 
 
 @lane.normal
-def item_done(ledger: Ledger, key: str, owner: str, *, state: str, ref: str | None = None, error: str | None = None) -> None:
+def item_done(
+    ledger: Ledger, key: str, owner: str, *, state: str, ref: str | None = None, error: str | None = None
+) -> None:
     """Sent (`ref`: PagerDuty's note id) or failed for good (`error`): the claim goes."""
     ledger._write(
         "UPDATE pagerduty_outbox SET state = ?, ref = ?, error = ?, sent_at = ?, owner = NULL, claimed_until = NULL "
@@ -251,7 +263,9 @@ def item_retry(ledger: Ledger, key: str, owner: str, *, next_at: float, error: s
 def pager_items(ledger: Ledger, run_id: str | None = None) -> list[PagerItem]:
     """Every outbox item (of one run), oldest first."""
     where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
-    return [_item(r) for r in ledger._select(f"SELECT * FROM pagerduty_outbox {where} ORDER BY created_at, key", params)]
+    return [
+        _item(r) for r in ledger._select(f"SELECT * FROM pagerduty_outbox {where} ORDER BY created_at, key", params)
+    ]
 
 
 TABLES = Tables(

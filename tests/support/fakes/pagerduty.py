@@ -12,8 +12,9 @@ change/enqueue, on one loopback port, every request and every answer checked aga
         assert pd.problems == []  # every request and answer matched the OpenAPI documents
 
 Incidents keep their status and notes; a write's `From` must be a known user's email (else a 400 with
-PagerDuty's "Requester User Not Found"; a 404 on PUT /incidents/{id}, whose documents list no 400); a bad token is a 401; a routing key maps a change event to its
-service. `requests` records every call (method, path, query, headers, body).
+PagerDuty's "Requester User Not Found"; a 404 on PUT /incidents/{id}, whose documents list no 400); a bad token
+is a 401; a routing key maps a change event to its service. `requests` records every call (method, path, query,
+headers, body).
 """
 
 from __future__ import annotations
@@ -121,7 +122,11 @@ def check_response(api: str, method: str, path: str, status: int, body: Any) -> 
     responses = found[0]["responses"]
     resp = responses.get(str(status)) or responses.get(f"{str(status)[0]}XX") or responses.get("default")
     if resp is None:  # an outage's 5xx, and a bad token's 401, are in not every operation's list: not checked
-        return [] if status >= 500 or status == 401 else [f"{method} {path}: status {status} is not one PagerDuty's OpenAPI lists"]
+        return (
+            []
+            if status >= 500 or status == 401
+            else [f"{method} {path}: status {status} is not one PagerDuty's OpenAPI lists"]
+        )
     schema = _resolve(api, resp).get("content", {}).get("application/json", {}).get("schema")
     return [] if schema is None else [f"{method} {path} answer {status}: {e}" for e in _errors(api, schema, body)]
 
@@ -239,7 +244,9 @@ class FakePagerDuty:
                 return 400, self._error(api, 400, "Event object is invalid", ("Invalid routing key",))
             p = req.body["payload"]
             at = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
-            self.change_events.append(self._change(p["summary"], at, [self.routing_keys[key]], p.get("custom_details", {})))
+            self.change_events.append(
+                self._change(p["summary"], at, [self.routing_keys[key]], p.get("custom_details", {}))
+            )
             return 202, {"status": "success", "message": "Change event processed"}
         if req.headers.get("Authorization") != f"Token token={self.token}":
             return 401, self._error(api, 401, "Authentication failed")
@@ -250,7 +257,9 @@ class FakePagerDuty:
             return status, self._error(api, status, "Invalid Input Provided", ("Requester User Not Found",))
         parts = req.path.strip("/").split("/")
         if req.path == "/users/me":
-            return 200, {"user": self._user(self.users.get(self.me) or {"id": "PBOT001", "name": "opsloop", "email": self.me})}
+            return 200, {
+                "user": self._user(self.users.get(self.me) or {"id": "PBOT001", "name": "opsloop", "email": self.me})
+            }
         if parts[0] == "services" and len(parts) == 2:
             if parts[1] not in self.services:
                 return 404, self._error(api, 404, "Not Found")
@@ -259,7 +268,11 @@ class FakePagerDuty:
             return 200, {"service": {"id": parts[1], "type": "service", "name": name, "escalation_policy": policy}}
         if req.path == "/change_events":
             since, until = (datetime.fromisoformat(req.query[k].replace("Z", "+00:00")) for k in ("since", "until"))
-            found = [e for e in self.change_events if since <= datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= until]
+            found = [
+                e
+                for e in self.change_events
+                if since <= datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= until
+            ]
             offset, limit = int(req.query.get("offset", 0)), int(req.query.get("limit", 25))
             page = found[offset : offset + limit]
             return 200, {"change_events": page, "offset": offset, "limit": limit, "more": offset + limit < len(found)}

@@ -195,7 +195,11 @@ async def test_an_approved_change_is_a_change_event_on_the_service_and_a_run_wit
     run = await store.create_run(channel="C0INC", thread_ts="1700000000.000300", requester="U1", task="t", model="m")
     await pd_store.link_run(store, run.id, "PINC001", "PSVC001")
     done = CallResult(
-        tool_use_id="toolu_r", tool="restart_service", args={"unit": "nginx"}, content="restarted", is_error=False,
+        tool_use_id="toolu_r",
+        tool="restart_service",
+        args={"unit": "nginx"},
+        content="restarted",
+        is_error=False,
         confirmed_by="U0BOB",
     )
     own = dataclasses.replace(done, tool_use_id="toolu_a", tool="pagerduty_acknowledge")
@@ -226,7 +230,7 @@ async def test_check_says_the_token_each_service_and_the_change_events_on_one_li
     assert any(line.startswith("pagerduty.services PNOPE01: ") and "404" in line for line in lines)
     assert problems == [next(p for p in problems if "PNOPE01" in p)]
     assert "pagerduty: change events on, by routing key" in lines
-    lines, problems = await check_pagerduty(config(pd, token="wrong"))  # type: ignore[arg-type]
+    lines, problems = await check_pagerduty(config(pd, token="wrong"))
     assert "401" in lines[0] and problems
     lines, problems = await check_pagerduty(config(pd, token=None))
     assert problems == ["pagerduty: OPSLOOP_PAGERDUTY_TOKEN is not set: no notes, no acknowledge or resolve"]
