@@ -84,6 +84,7 @@ REACH_PAGES = {
     "changes": "docs/context.md",
     "memory": "docs/context.md",
     "runbooks": "docs/context.md",
+    "pagerduty": "docs/pagerduty.md",
 }
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")  # a code span: a run of backticks, closed by a run as long

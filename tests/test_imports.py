@@ -54,9 +54,10 @@ KNOWN_ACROSS: set[str] = {
     # tools on it (the users' `[tools] modules = ["tools.builtin"]`), and each names the other.
     "tools.builtin -> tools.remote",
     "tools.remote -> tools.builtin",
-    # The change feed gathers recent changes from the clusters and the hosts: it reads their clients.
+    # The change feed gathers recent changes from the clusters, the hosts and PagerDuty: it reads their clients.
     "tools.changes -> tools.k8s",
     "tools.changes -> tools.remote",
+    "tools.changes -> tools.pagerduty",
 }
 
 # The core tool API and the registry import only these of ours, TYPE_CHECKING imports included (as

@@ -8,10 +8,10 @@ from typing import Any
 
 from bot.config.reader import Reader
 from bot.store.migrations import Tables
-from tools import changes, k8s, memory, remote, runbooks  # one line per reach (see CONTRIBUTING.md)
+from tools import changes, k8s, memory, pagerduty, remote, runbooks  # one line per reach (see CONTRIBUTING.md)
 from tools.reach import Reach
 
-REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH, changes.REACH, memory.REACH, runbooks.REACH)
+REACHES: tuple[Reach, ...] = (remote.REACH, k8s.REACH, changes.REACH, memory.REACH, runbooks.REACH, pagerduty.REACH)
 # The reaches' own tables (a reach's optional `tables`), in the list's order: what every store the app opens migrates.
 TABLES: tuple[Tables, ...] = tuple(t for r in REACHES if (t := getattr(r, "tables", None)) is not None)
 

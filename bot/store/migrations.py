@@ -49,12 +49,16 @@ class Tables:
     """What a reach keeps in the store: its migrations for both backends, recorded under its `name`, and what the
     store writes for it inside the store's own transactions, each given the ledger: `on_feedback(ledger, run_id)`
     where a feedback click is stored, `on_kind(ledger, channel, kind)` where a run's drive start notes what Slack
-    says its conversation is now (public/private/im/mpim; None: unknown)."""
+    says its conversation is now (public/private/im/mpim; None: unknown), `on_summary(ledger, run_id, summary)` where
+    a run's living summary update is accepted (a `bot.run.summary.Summary`), `on_approved(ledger, run_id, result)`
+    where the outcome of a call a person approved is stored (a `bot.core.types.CallResult` with `confirmed_by`)."""
 
     name: str
     migrations: tuple[Migration, ...]
     on_feedback: Callable[[Any, str], object] | None = None
     on_kind: Callable[[Any, str, str | None], object] | None = None
+    on_summary: Callable[[Any, str, Any], object] | None = None
+    on_approved: Callable[[Any, str, Any], object] | None = None
 
 
 sqlite_migrations = Migrations("opsloop")

@@ -27,10 +27,15 @@ class SummaryRows(LedgerBase):
 
     @lane.normal
     def add_summary(self, run_id: str, *, step: int, summary: Summary) -> None:
-        self._write(
-            "INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
-            [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()],
-        )
+        """Store an accepted update; in the same transaction each reach's tables take it (`Tables.on_summary`)."""
+        with self._atomic():
+            self._write(
+                "INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
+                [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()],
+            )
+            for tables in self.tables:
+                if tables.on_summary is not None:
+                    tables.on_summary(self, run_id, summary)
 
     @lane.normal
     def summaries(self, run_id: str) -> list[SummaryRow]:

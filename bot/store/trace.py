@@ -100,7 +100,7 @@ class Trace(LedgerBase):
     @lane.normal
     def save_tool_results(self, run_id: str, results: Iterable[CallResult], *, steps: Iterable[StepEntry] = ()) -> None:
         """Finished calls' results (each replacing its started marker, if it had one) and trace rows, in one
-        transaction."""
+        transaction; an approved call's result is also given to each reach's `Tables.on_approved` in it."""
         with self._atomic():
             self._add_steps(run_id, steps)
             for r in results:
@@ -111,6 +111,10 @@ class Trace(LedgerBase):
                     "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at",
                     self._result_row(run_id, r.tool_use_id, r.tool, r.args, r.content, r.is_error, r.confirmed_by),
                 )
+                if r.confirmed_by:  # an approved call's outcome: each reach's tables take it (`Tables.on_approved`)
+                    for tables in self.tables:
+                        if tables.on_approved is not None:
+                            tables.on_approved(self, run_id, r)
 
     def _result_row(
         self,

@@ -17,7 +17,7 @@ from bot.core.redact import redact
 from bot.core.reveal import reveal
 from tools.api import truncate_output
 
-SOURCES = ("kubernetes", "host", "git", "webhook")
+SOURCES = ("kubernetes", "host", "git", "webhook", "pagerduty")
 FIELD_MAX = 300  # one field of one line; a 5 KB commit subject would crowd out every other change
 TIMELINE_MAX = 12_000  # the whole answer, as any tool output (tools.api.MAX_OUTPUT_CHARS)
 _LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")

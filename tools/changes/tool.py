@@ -131,6 +131,31 @@ def _kube_sources(ctx: ToolContext, cluster: str | None, namespace: str | None) 
     ]
 
 
+def _pagerduty_sources(ctx: ToolContext) -> list[Source]:
+    """PagerDuty's change events on the run's incident's service and the services [pagerduty] names (all of the
+    account's when neither names one), when the PagerDuty reach is configured with a token."""
+    from tools.pagerduty.client import PagerDuty
+    from tools.pagerduty.settings import PagerDutyConfig, incident_of
+
+    config = ctx.resource(PagerDutyConfig)
+    if config is None or config.token is None:
+        return []
+    run = current_run()
+    paged = incident_of(run.labels) if run is not None else None
+    services = {*config.services, *([paged[1]] if paged and paged[1] else [])}
+
+    async def read(since: datetime, until: datetime) -> Sequence[Change] | Cut:
+        found, more = await PagerDuty(config).change_events(since, until)
+        changes = [
+            Change(at=e.at, source="pagerduty", target=", ".join(e.services) or "account", what=e.summary, ref=e.id)
+            for e in found
+            if not services or services.intersection(e.services)
+        ]
+        return Cut(changes, "more change events than one read lists; the newest are missing") if more else changes
+
+    return [Source("pagerduty", ", ".join(sorted(services)) or "every service", read)]
+
+
 def _matches_service(change: Change, service: str) -> bool:
     if change.source != "kubernetes":
         return True
@@ -150,8 +175,8 @@ async def recent_changes(
 ) -> str:
     """What changed recently, read from every configured change source at once: Kubernetes rollouts (with the
     revision number, for k8s_rollout_undo), ConfigMap changes (the data keys added, removed and changed, never
-    a value) and scale changes, host package upgrades and reboots,
-    commits in the configured git repositories, and change events from CI/CD.
+    a value) and scale changes, host package upgrades and reboots, commits in the configured git repositories,
+    change events from CI/CD, and PagerDuty's change events on the paged service.
 
     Returns a first line (how many changes, now, the start), a line naming the window and every source read,
     then one change per line, newest first, with its time relative to the run's start (an alert run: the
@@ -182,6 +207,7 @@ async def recent_changes(
     sources += hosts
     if (store := ctx.resource(Store)) is not None:
         sources.append(_stored(store, service))
+    sources += _pagerduty_sources(ctx)
     changes, failed = await gather(sources, since, until)
     if service:
         changes = [c for c in changes if _matches_service(c, service)]

@@ -1,0 +1,161 @@
+"""The PagerDuty reach (README, PagerDuty): `[pagerduty]` read, the acknowledge and resolve tools offered, the note
+sender run beside the runs, its `opsloop check` (the token, each named service), and at each run's start the
+link between the run and the incident its alert names (the `pagerduty_incident_id` label)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.config.reader import Reader
+from bot.store import Tables
+from tools.api import AtEnd, Offer, RunFacts, RunScope, Service, some_names
+from tools.pagerduty.settings import (
+    BASE_URL,
+    DEFAULT_ROUTING_KEY_ENV,
+    DEFAULT_TOKEN_ENV,
+    EVENTS_URL,
+    HiddenToken,
+    PagerDutyConfig,
+    incident_of,
+)
+from tools.pagerduty.store import TABLES, final_noted, link_run
+
+_KEYS = ("token_env", "from", "notes_from", "events_routing_key_env", "services", "base_url", "events_url")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_ID = re.compile(r"[A-Z0-9]{1,20}")
+
+
+def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
+    """The `[pagerduty]` table, every problem recorded on `config`; None when absent."""
+    if not config.has("pagerduty"):
+        return None
+    t = config.at("pagerduty")
+    if not t.is_table():
+        return None
+    t.only(_KEYS)
+    token_env = t.env_name("token_env", DEFAULT_TOKEN_ENV)
+    key_env = t.env_name("events_routing_key_env", DEFAULT_ROUTING_KEY_ENV)
+    emails: dict[str, str] = {}
+    if t.has("from"):
+        f = t.at("from")
+        if f.is_table():
+            for user in list(f.table):
+                email = f.str(user)
+                if email is not None and not _EMAIL.fullmatch(email):
+                    f.problem(f"expected an email address, got {email!r}", user)
+                elif email is not None:
+                    emails[user] = email
+    notes_from = t.str("notes_from", "")
+    if notes_from and not _EMAIL.fullmatch(notes_from):
+        t.problem(f"expected an email address, got {notes_from!r}", "notes_from")
+    services = t.str_list("services", [])
+    for s in services:
+        if not _ID.fullmatch(s):
+            t.problem(f"expected PagerDuty service ids like PIJ90N7, got {s!r}", "services")
+    token, key = env.get(token_env, "").strip(), env.get(key_env, "").strip()
+    return PagerDutyConfig(
+        token_env=token_env,
+        token=HiddenToken(token) if token else None,
+        from_emails=emails,
+        notes_from=notes_from or "",
+        events_routing_key_env=key_env,
+        routing_key=HiddenToken(key) if key else None,
+        services=tuple(services),
+        base_url=t.url("base_url", BASE_URL),
+        events_url=t.url("events_url", EVENTS_URL),
+    )
+
+
+async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]]:
+    """One line for the token (GET /users/me), one per named service (GET /services/{id}), one for the change
+    events' routing key; the problems found."""
+    from tools.pagerduty.client import PagerDuty, PagerDutyError
+
+    if config.token is None:
+        problem = f"pagerduty: {config.token_env} is not set: no notes, no acknowledge or resolve"
+        return [problem], [problem]
+    client = PagerDuty(config, attempts=1)
+    lines: list[str] = []
+    problems: list[str] = []
+    try:
+        lines.append(f"pagerduty: token ok ({await client.me()}) at {config.base_url}")
+    except PagerDutyError as e:
+        if e.status == 400:  # an account-level token has no user: /users/me is a 400 for it, and it still works
+            lines.append(f"pagerduty: account token at {config.base_url} (no user of its own)")
+        else:
+            lines.append(f"pagerduty: token: {e}")
+            problems.append(f"pagerduty: token: {e}")
+    for service in config.services:
+        try:
+            lines.append(f"pagerduty.services {service}: {await client.service(service)}: ok")
+        except PagerDutyError as e:
+            lines.append(f"pagerduty.services {service}: {e}")
+            problems.append(f"pagerduty.services {service}: {e}")
+    lines.append(
+        "pagerduty: change events on, by routing key"
+        if config.routing_key
+        else f"pagerduty: change events off ({config.events_routing_key_env} is not set)"
+    )
+    if not config.notes_from:
+        lines.append("pagerduty: notes_from is not set: an account-level token can't write notes without it")
+    return lines, problems
+
+
+class PagerDutyReach:
+    name: str = "pagerduty"
+    sections: tuple[str, ...] = ("pagerduty",)
+    hint: str = "[pagerduty]"
+    modules: tuple[str, ...] = ("tools.pagerduty.tools",)
+    tables: Tables = TABLES
+
+    def parse(self, config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
+        return read_pagerduty(config, env)
+
+    def open(self, config: PagerDutyConfig) -> Mapping[type, object]:
+        return {PagerDutyConfig: config}
+
+    async def aclose(self, resources: Mapping[type, object]) -> None:
+        return None
+
+    def environment(self, config: PagerDutyConfig) -> list[str]:
+        line = "PagerDuty: a paged run's incident gets opsloop's notes; pagerduty_acknowledge and pagerduty_resolve"
+        return [line + (f"; services {some_names(list(config.services))}" if config.services else "")]
+
+    async def check(self, config: PagerDutyConfig) -> tuple[list[str], list[str]]:
+        return await check_pagerduty(config)
+
+    def services(self, config: PagerDutyConfig, resources: Mapping[type, object]) -> list[Service]:
+        """The note sender, when the app shares its store (not in `opsloop check` or replay)."""
+        from bot.store import Store
+        from tools.pagerduty.sender import NoteSender
+
+        store = resources.get(Store)
+        return [NoteSender(store, config)] if isinstance(store, Store) and config.token is not None else []
+
+    async def offer(self, config: PagerDutyConfig, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
+        """A paged run is linked to its incident at its start (so its summary's note finds it) and says so."""
+        from bot.store import Store
+
+        store, found = resources.get(Store), incident_of(scope.labels)
+        if not isinstance(store, Store) or found is None:
+            return None
+        await link_run(store, scope.run_id, *found)
+        return Offer(
+            source="pagerduty", thread_line=(f"PagerDuty incident {found[0]}: opsloop's findings go to its notes",)
+        )
+
+    def at_end(self, config: PagerDutyConfig) -> AtEnd:
+        """The answer or handoff report becomes a note, in the run's ending transaction."""
+
+        def note(ledger: Any, run_id: str, facts: RunFacts) -> None:
+            final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
+
+        return note
+
+    def bind_tools(self, config: PagerDutyConfig, tools: Sequence[Any]) -> list[Any]:
+        return list(tools)
+
+
+REACH = PagerDutyReach()
