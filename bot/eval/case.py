@@ -6,6 +6,7 @@ Read with `yaml.safe_load` only, and checked key by key: a problem names its cas
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from bot.config.settings import ApprovalSettings
 from bot.run.guards import canonical
 
 CASE_FILE = "case.yaml"
@@ -118,6 +120,7 @@ class Case:
     alertname: str | None
     alert_start: float | None
     config: dict[str, Any]
+    approvals: ApprovalSettings  # config.approvals: the policy the people's clicks go through
     offers: tuple[str, ...]
     fixtures: tuple[Fixture, ...]
     decisions: tuple[Decision, ...]
@@ -235,6 +238,10 @@ def load(folder: str | Path) -> Case:
 
     config = top.get("config") or {}
     r.table(config, "config", tuple(config) if isinstance(config, dict) else ())
+    approval_keys = tuple(f.name for f in dataclasses.fields(ApprovalSettings))
+    approval_table = r.table(config.get("approvals") or {}, "config.approvals", approval_keys)
+    approval_values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in approval_table.items()}
+    approvals = ApprovalSettings(**approval_values)
     fixtures = []
     for i, item in enumerate(r.items(top.get("fixtures"), "fixtures")):
         where = f"fixtures[{i}]"
@@ -323,6 +330,7 @@ def load(folder: str | Path) -> Case:
         alertname=alertname,
         alert_start=alert_start,
         config=dict(config),
+        approvals=approvals,
         offers=offers,
         fixtures=tuple(fixtures),
         decisions=tuple(decisions),

@@ -69,6 +69,7 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
         )
         try:
             world = FixtureWorld(case, registry)
+            world.attach(store)
             row = await store.create_run(
                 channel=case.channel,
                 thread_ts=case.name,

@@ -9,8 +9,11 @@ host, a cluster or a person:
   `error`); a call no fixture matches gets a plain result, not an error (it counts toward no stop), saying there
   is no data for those arguments and what there is: the hosts, clusters and namespaces of the config and the
   arguments this tool has data for;
-- a mutating or destructive call is decided by the case's people: the first decision that matches it (approved
-  by, or denied by with a reason); a change nobody decides expires, which is "no consent";
+- a mutating or destructive call goes through the real approval lifecycle (bot.run.approvals: a stored approval,
+  N of M) and the real policy of who may decide (handlers.approvals: approvers, no self-approval, four eyes),
+  configured by the case's `config.approvals`: each of the case's people's decisions that matches it is a click
+  on its card, in order; a click the policy refuses changes nothing, as in Slack, and a change nobody (allowed)
+  decides expires, which is "no consent";
 - replies arrive after the model's N-th step.
 
 Every call is logged (`Call`) for the scoring.
@@ -22,9 +25,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.core.types import ConfirmRequest, Decision, Injected
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config.settings import ApprovalSettings
+from bot.core.types import Approval, ConfirmRequest, Decision, Injected
 from bot.eval.case import Case, Fixture
-from bot.run.guards import canonical
+from bot.run import approvals
+from bot.run.guards import Pause, canonical
+from bot.store import Store
+from handlers.approvals import ApprovalSlack
+from handlers.policy import ApprovalPolicy
 from tools import Category, ToolError
 from tools.api import some_names
 from tools.registry import Tool, ToolRegistry
@@ -43,6 +53,7 @@ class Call:
     fixture: int | None = None  # index of the fixture that answered it
     decided_by: str | None = None
     approved: bool | None = None  # None: read-only, or never reached a decision
+    refused: list[str] = field(default_factory=list)  # clicks the approval policy refused, and why
     ran: bool = False  # it returned a result (a fixture, or "no data")
 
 
@@ -84,9 +95,15 @@ class FixtureWorld:
     step: int = 0
     delivered: set[int] = field(default_factory=set)
     answered: dict[int, int] = field(default_factory=dict)  # a fixture group's first index -> calls it answered
+    desk: approvals.ApprovalDesk | None = None  # the approval lifecycle on the run's store (`attach`)
 
     def __post_init__(self) -> None:
         self.tools = {t.name: FixtureTool(self, t) for t in self.registry}
+
+    def attach(self, store: Store) -> None:
+        """The approval lifecycle on the run's store, with the case's policy."""
+        cards = Cards(store, Policy(self.case.approvals))
+        self.desk = approvals.ApprovalDesk(store=store, settings=self.case.approvals, cards=cards, nudge=lambda: None)
 
     # --- Toolbox ---------------------------------------------------------------------------------
     def get(self, name: str) -> FixtureTool | None:
@@ -147,18 +164,30 @@ class FixtureWorld:
 
     # --- people ----------------------------------------------------------------------------------
     async def confirm(self, request: ConfirmRequest) -> Decision:
-        tool, args = request.call.name, request.call.args
+        """The real lifecycle: ask (a stored approval and its card), the people's clicks through the real policy,
+        then ask again for the decision; still pending after every click: it expires (no consent)."""
+        assert self.desk is not None, "the runner attaches the approval desk before the run"
+        desk, tool, args = self.desk, request.call.name, request.call.args
+        run = await desk.store.get_run(request.run_id)
         call = self._last(tool, args)
-        d = next((d for d in self.case.decisions if d.matches(tool, args)), None)
-        if d is None:
-            if call is not None:
-                call.approved = False
-            return Decision(approved=False, outcome="expired", preview=request.preview)
+        try:
+            return await approvals.ask(desk, run, request)  # decided already: a resumed call
+        except Pause:
+            pass
+        approval = await desk.store.approval_for_call(request.run_id, request.call.id)
+        assert approval is not None
+        for d in (d for d in self.case.decisions if d.matches(tool, args)):
+            refusal = await approvals.decide(desk, approval.id, d.by, approve=d.approve, channel=None, ts=None)
+            if refusal is not None and call is not None:
+                call.refused.append(f"{d.by}: {refusal.words or refusal.why.value}")
+        try:
+            decision = await approvals.ask(desk, run, request)
+        except Pause:
+            await approvals.expire(desk, await desk.store.get_approval(approval.id))
+            decision = await approvals.ask(desk, run, request)
         if call is not None:
-            call.approved, call.decided_by = d.approve, d.by
-        if d.approve:
-            return Decision(approved=True, confirmed_by=d.by, preview=request.preview)
-        return Decision(approved=False, confirmed_by=d.by, reason=d.reason, preview=request.preview)
+            call.approved, call.decided_by = decision.approved, decision.confirmed_by
+        return decision
 
     async def inject(self) -> list[Injected]:
         """Called at the start of every step: the replies due after the steps done so far."""
@@ -170,6 +199,36 @@ class FixtureWorld:
                 self.delivered.add(i)
                 out.append(Injected(id=f"eval_reply_{i}", user=r.user, text=r.text))
         return out
+
+
+class Policy(ApprovalPolicy):
+    """Slack's approval policy; with no Slack to ask, a user group has no members (fails closed)."""
+
+    def __init__(self, settings: ApprovalSettings) -> None:
+        super().__init__(settings, AsyncWebClient())
+
+    async def _members(self, group: str) -> frozenset[str]:
+        return frozenset()
+
+
+class Cards(ApprovalSlack):
+    """Slack's side of the approvals with Slack's own check of who may decide (`refusal`), and no Slack: a card
+    is posted nowhere, and every click is on its card."""
+
+    def __init__(self, store: Store, policy: ApprovalPolicy) -> None:
+        self.store, self.policy = store, policy
+
+    async def post_card(self, approval: Approval) -> None:
+        pass
+
+    async def show_card(self, approval: Approval, *, ts: str | None = None) -> None:
+        pass
+
+    async def off_its_card(self, a: Approval, *, channel: str | None, ts: str | None) -> str | None:
+        return None
+
+    async def name(self, user: str) -> str:
+        return user
 
 
 def ran_change(call: Call) -> bool:
