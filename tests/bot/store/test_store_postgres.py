@@ -58,6 +58,9 @@ TABLES = {
     "incident_terms",
     "summaries",
     "change_events",
+    "configmap_keys",
+    "pagerduty_runs",
+    "pagerduty_outbox",
     "opsloop_migrations",
 }
 
