@@ -26,10 +26,13 @@ async def test_an_unmatched_call_gets_no_data_and_what_there_is_not_an_error() -
     assert result.splitlines()[1:] == [
         'No data for k8s_logs with namespace="other", pod="payments-api-0": nothing matched these arguments.',
         "k8s_logs has data for: k8s_logs(pod~/checkout-.*/).",
-        "There is: Kubernetes clusters (the tools' cluster argument): prod (namespaces: shop)",
+        "There is: Kubernetes clusters (the tools' cluster argument): prod (namespaces: shop; default shop)",
         "There is: Change sources (recent_changes; default window 120 minutes back from the run's start, or the "
         "alert's): Kubernetes rollouts, host package upgrades and boots (of the clusters and hosts named here)",
         "There is: Log directories (this machine, and inventory hosts that set no log_dirs of their own): /var/log",
+        "There is: read_file reads under (this machine, and inventory hosts that set no read_dirs of their own): /etc",
+        "There is: disk_usage lists under (this machine, and inventory hosts that set no usage_dirs of their own): "
+        "every mount point",
     ]
     assert ran.stop_reason == "completed" and ran.calls[0].ran
 
