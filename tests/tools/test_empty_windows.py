@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.processes, p
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR = 3_600
-OLD = NOW - timedelta(days=2)  # every line of app.log, every journal entry, the kube event: long before the window
+OLD = NOW - timedelta(days=2)  # every line of app.log and every journal entry: long before any window asked
 NS = "web"
 
 journal_missing = journal_fixture.missing_reason()
