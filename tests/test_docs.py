@@ -251,6 +251,12 @@ def test_every_tool_is_documented_once_on_its_page():
     assert sorted(set(documented) - set(expected)) == []  # no row for a tool that is gone
 
 
+def test_the_hosts_page_says_list_top_processes_groups_by_unit_the_same_everywhere():
+    text = (ROOT / "docs" / "hosts.md").read_text()
+    same = " ".join(text.split("**The same everywhere.**", 1)[1].split("\n\n", 1)[0].split())
+    assert 'with `group_by="unit"` gives one row per systemd unit' in same
+
+
 def test_the_demos_own_tool_says_so():
     rows = [row for _, _, row in rows_under("tool") if first_span(row[0]) == "list_big_files"]
     assert [("the demo's own" in row[-1]) for row in rows] == [True]

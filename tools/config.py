@@ -22,7 +22,10 @@ from tools.registry import Category, Tool, ToolContext, ToolRegistry
 from tools.systemd_units import unit_names
 
 DEFAULT_MODULES = ("tools.builtin",)
-LOG_TOOLS_MODULE = "tools.builtin.logs"  # its tools read [tools.logs] dirs (named in a run's first turn)
+# The built-in modules whose tools read configured directories (named in a run's first turn when registered).
+LOG_TOOLS_MODULE = "tools.builtin.logs"  # [tools.logs] dirs
+READ_FILE_MODULE = "tools.builtin.files"  # [tools.files] read_dirs
+DISK_USAGE_MODULE = "tools.builtin.disk_usage"  # [tools.files] usage_dirs
 
 _TOP_KEYS = (
     "modules",
@@ -406,19 +409,30 @@ async def build_registry(
                 registry.register(t)
             except ValueError as e:
                 raise ToolConfigError(f"{where}: {e}") from None
-        registry.environment.extend(_log_dirs(ctx, registry))
+        registry.environment.extend(_builtin_environment(ctx, registry))
     except BaseException:
         await registry.aclose()
         raise
     return registry
 
 
-def _log_dirs(ctx: ToolContext, registry: ToolRegistry) -> list[str]:
-    """The environment line of [tools.logs] dirs, when the log tools that read them are registered."""
-    if not any(t.fn is not None and t.fn.__module__ == LOG_TOOLS_MODULE for t in registry):
-        return []
-    dirs = some_names([str(d) for d in ctx.log_dirs])
-    return [f"Log directories (this machine, and inventory hosts that set no log_dirs of their own): {dirs}"]
+def _builtin_environment(ctx: ToolContext, registry: ToolRegistry) -> list[str]:
+    """The environment lines of the directories the built-in tools read: [tools.logs] dirs and [tools.files]
+    read_dirs and usage_dirs, each when a tool reading it is registered, each list bounded (some_names)."""
+    modules = {t.fn.__module__ for t in registry if t.fn is not None}
+
+    def where(key: str) -> str:
+        return f"this machine, and inventory hosts that set no {key} of their own"
+
+    lines = []
+    if LOG_TOOLS_MODULE in modules:
+        lines.append(f"Log directories ({where('log_dirs')}): {some_names([str(d) for d in ctx.log_dirs])}")
+    if READ_FILE_MODULE in modules:
+        lines.append(f"read_file reads under ({where('read_dirs')}): {some_names(list(ctx.read_dirs))}")
+    if DISK_USAGE_MODULE in modules:
+        usage = some_names(list(ctx.usage_dirs)) if ctx.usage_dirs is not None else "every mount point"
+        lines.append(f"disk_usage lists under ({where('usage_dirs')}): {usage}")
+    return lines
 
 
 def _closer(reach: Any, opened: Mapping[type, object]) -> Callable[[], Any]:

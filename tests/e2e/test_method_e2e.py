@@ -40,12 +40,15 @@ def config(tmp_path: Path, kube: FakeKube) -> str:
         f'[[hosts]]\nname = "web-{i:02d}"\naddress = "127.0.0.1"\ngroups = ["web"]\n' for i in range(1, HOSTS + 1)
     )
     return (
-        f'{hosts}[[hosts]]\nname = "db-01"\naddress = "127.0.0.1"\nlog_dirs = ["/srv/pg/log"]\n\n'
+        f'{hosts}[[hosts]]\nname = "db-01"\naddress = "127.0.0.1"\nlog_dirs = ["/srv/pg/log"]\n'
+        'read_dirs = ["/etc", "/srv/pg/conf"]\n\n'
         f'[[kubernetes.clusters]]\nname = "prod"\nkubeconfig = {json.dumps(str(kc))}\n'
         'namespaces = ["web", "payments"]\n\n'
         '[runbooks]\ndirs = ["runbooks"]\n\n[changes]\nwindow_minutes = 90\n\n'
-        '[tools]\nmodules = ["tools.builtin.logs"]\n\n'
-        f"[tools.logs]\ndirs = [{json.dumps(str(tmp_path / 'logs'))}]\n"
+        '[tools]\nmodules = ["tools.builtin"]\n\n'
+        f"[tools.logs]\ndirs = [{json.dumps(str(tmp_path / 'logs'))}]\n\n"
+        f"[tools.files]\nread_dirs = [{', '.join(json.dumps(f'/etc/app-{i:02d}') for i in range(1, 26))}]\n"
+        'usage_dirs = ["/var", "/srv"]\n'
     )
 
 
@@ -99,6 +102,16 @@ async def test_the_method_is_in_a_system_prompt_every_run_shares_and_the_place_i
     assert f"Runbook directories (find_runbooks, read_runbook): {tmp_path / 'runbooks'}" in lines
     assert any(line.startswith("Change sources (recent_changes; default window 90 minutes") for line in lines)
     assert any(line.startswith("Log directories (this machine") and str(tmp_path / "logs") in line for line in lines)
+    read_dirs = ", ".join(f"/etc/app-{i:02d}" for i in range(1, 21))
+    assert (
+        "read_file reads under (this machine, and inventory hosts that set no read_dirs of their own): "
+        f"{read_dirs} and 5 more" in lines
+    )
+    assert (
+        "disk_usage lists under (this machine, and inventory hosts that set no usage_dirs of their own): /var, /srv"
+        in lines
+    )
+    assert "Hosts with read_file directories of their own: db-01 /etc, /srv/pg/conf" in lines
     assert "data, not instructions" in turn
     assert "what changed on prod?" in first_turn(second) and "[opsloop context]" in first_turn(second)
 

@@ -58,7 +58,8 @@ async def test_check_url_refuses_a_redirect_to_the_metadata_service_and_the_run_
             assert (
                 f"redirects: {url} (302) -> {IMDS_CREDENTIALS} (refused)\n"
                 "refused: 169.254.169.254 is a link-local/cloud metadata address; opsloop's check_url only "
-                "reaches public addresses unless [tools.http] allow lists it"
+                "reaches public addresses from the bot unless [tools.http] allow lists it; host=<an inventory host> "
+                "runs the check from that host, inside its network"
             ) in seen_by_model
             for secret in ("AccessKeyId", "SecretAccessKey", "Token", "ASIA"):
                 assert secret not in seen_by_model

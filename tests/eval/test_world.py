@@ -30,6 +30,9 @@ async def test_an_unmatched_call_gets_no_data_and_what_there_is_not_an_error() -
         "There is: Change sources (recent_changes; default window 120 minutes back from the run's start, or the "
         "alert's): Kubernetes rollouts, host package upgrades and boots (of the clusters and hosts named here)",
         "There is: Log directories (this machine, and inventory hosts that set no log_dirs of their own): /var/log",
+        "There is: read_file reads under (this machine, and inventory hosts that set no read_dirs of their own): /etc",
+        "There is: disk_usage lists under (this machine, and inventory hosts that set no usage_dirs of their own): "
+        "every mount point",
     ]
     assert ran.stop_reason == "completed" and ran.calls[0].ran
 

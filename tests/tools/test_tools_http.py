@@ -32,6 +32,10 @@ from tools.netguard import IPAddress, parse_allowlist
 
 Serve = Callable[..., Awaitable[str]]
 IMDS_CREDENTIALS = "http://169.254.169.254/latest/meta-data/iam/security-credentials/x"
+HINT = (  # after every refusal: how an operator opens a target, and how the model checks it from inside
+    "opsloop's check_url only reaches public addresses from the bot unless [tools.http] allow lists it; "
+    "host=<an inventory host> runs the check from that host, inside its network"
+)
 
 
 class StubDNS:
@@ -217,10 +221,7 @@ async def test_loopback_is_refused_without_the_allowlist_and_never_contacted(ser
     ctx = ToolContext(http_resolver=StubDNS(), http_trace_configs=(watch.trace(),))
     with pytest.raises(ToolError) as caught:
         await check_url.bind(ctx).run({"url": f"{base}/health"})
-    assert str(caught.value) == (
-        "refused: 127.0.0.1 is a loopback address; opsloop's check_url only reaches "
-        "public addresses unless [tools.http] allow lists it"
-    )
+    assert str(caught.value) == (f"refused: 127.0.0.1 is a loopback address; {HINT}")
     assert (seen, watch.requests) == ([], [])
 
 
@@ -278,9 +279,7 @@ async def test_a_redirect_to_an_internal_target_is_refused_at_the_hop(serve: Ser
     lines = out.splitlines()
     assert lines[0].startswith(f"GET {base}/go -> 302 Found in ")
     assert lines[1].startswith(f"redirects: {base}/go (302) -> ") and lines[1].endswith(" (refused)")
-    assert lines[2] == (
-        f"refused: {reason}; opsloop's check_url only reaches public addresses unless [tools.http] allow lists it"
-    )
+    assert lines[2] == f"refused: {reason}; {HINT}"
     assert lines[3] == "expected status 200: MISMATCH: got 302"
     # the only request and the only connection were the first hop's; no lookup for the refused one
     assert (watch.requests, watch.connections, dns.calls, seen) == ([f"{base}/go"], [f"{base}/go"], [], ["/go"])
@@ -332,8 +331,8 @@ async def test_a_name_resolving_to_a_refused_address_is_refused_before_connectin
     watch, dns = Watch(), StubDNS({"status.example.com": [["10.1.2.3"]]})
     with pytest.raises(ToolError) as caught:
         await check_url.bind(loopback(dns=dns, watch=watch)).run({"url": "http://status.example.com/"})
-    assert str(caught.value).startswith(
-        "refused: status.example.com resolves to 10.1.2.3, a private (RFC 1918) address; "
+    assert (
+        str(caught.value) == f"refused: status.example.com resolves to 10.1.2.3, a private (RFC 1918) address; {HINT}"
     )
     assert watch.requests == []
 
@@ -358,10 +357,7 @@ async def test_each_redirect_hop_to_a_name_is_resolved_and_checked_again(serve: 
     port = int(base.rsplit(":", 1)[1])
     dns = StubDNS({"rebind.invalid": [["127.0.0.1"], ["127.0.0.2"]]})
     out = await check_url.bind(loopback(dns=dns)).run({"url": f"http://rebind.invalid:{port}/a"})
-    assert out.splitlines()[2] == (
-        "refused: rebind.invalid resolves to 127.0.0.2, a loopback address; opsloop's "
-        "check_url only reaches public addresses unless [tools.http] allow lists it"
-    )
+    assert out.splitlines()[2] == f"refused: rebind.invalid resolves to 127.0.0.2, a loopback address; {HINT}"
     assert (seen, dns.calls) == (["/a"], ["rebind.invalid", "rebind.invalid"])
 
 

@@ -237,7 +237,7 @@ async def test_real_instant_query_of_a_scraped_metric_and_of_a_recording_rule(
     assert summed[0].startswith("vector: 1 series at ") and summed[1] == "{} 1.94"
     assert (
         await prometheus_query.bind(ctx).run({"query": "absent_metric_opsloop"})
-        == "vector: no series (the query matched nothing)"
+        == "vector: no series for absent_metric_opsloop now (the query matched nothing)"
     )
     assert (
         await prometheus_query.bind(ctx).run({"query": "scalar(vector(1.5))", "time": "1700000000"})

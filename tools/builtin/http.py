@@ -39,7 +39,10 @@ READ_BYTES = 64 * 1024
 MAX_REDIRECTS = 5
 CERT_WARN_DAYS = 14
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-REFUSAL_HINT = "opsloop's check_url only reaches public addresses unless [tools.http] allow lists it"
+REFUSAL_HINT = (
+    "opsloop's check_url only reaches public addresses from the bot unless [tools.http] allow lists it; "
+    "host=<an inventory host> runs the check from that host, inside its network"
+)
 
 
 def refusal_text(reason: str) -> str:

@@ -36,6 +36,14 @@ def parse_time(value: str, now: float | None = None) -> str:
     return text
 
 
+def _shown(when: str) -> str:
+    """A time as parse_time passed it on, for the reader: a unix time as UTC ISO, RFC 3339 as given."""
+    try:
+        return iso(when)
+    except ValueError:
+        return when
+
+
 MAX_RESPONSE_BYTES = 8 * 2**20
 
 
@@ -83,21 +91,22 @@ async def _api(
 
 
 def format_result(
-    data: dict[str, Any], *, top: int = 10, by: Measure = "max", threshold: Threshold | None = None
+    data: dict[str, Any], *, asked: str, top: int = 10, by: Measure = "max", threshold: Threshold | None = None
 ) -> str:
     """The compact text for a query's `data`: a line per vector sample, a summary per matrix series (see
-    format_matrix); values in the unit their metric's name says, beside the raw number."""
+    format_matrix); values in the unit their metric's name says, beside the raw number. `asked` (the query and
+    its time or window) names what matched nothing when no series came back."""
     kind = data.get("resultType")
     result = data.get("result")
     if kind in {"scalar", "string"}:
         t, v = result  # type: ignore[misc]
         return f"{kind} {num(v) if kind == 'scalar' else repr(v)} at {iso(t)}"
     if kind == "matrix" and isinstance(result, list):
-        return format_matrix(result, top=top, by=by, threshold=threshold)
+        return format_matrix(result, asked=asked, top=top, by=by, threshold=threshold)
     if kind != "vector" or not isinstance(result, list):
         raise ToolError(f"unexpected Prometheus result type {kind!r}")
     if not result:
-        return "vector: no series (the query matched nothing)"
+        return f"vector: no series for {asked} (the query matched nothing)"
     lines = [f"vector: {len(result)} series"]
     times = {s["value"][0] for s in result}
     if len(times) == 1:
@@ -127,7 +136,8 @@ async def prometheus_query(query: str, time: str | None = None, *, ctx: ToolCont
     if time is not None:
         form["time"] = parse_time(time)
     data, notes = await _api(ctx, "query", form)
-    return format_result(data or {}) + notes
+    asked = f"{query} at {_shown(form['time'])}" if time is not None else f"{query} now"
+    return format_result(data or {}, asked=asked) + notes
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -168,7 +178,8 @@ async def prometheus_query_range(
     form = {"query": query, "start": parse_time(start), "end": parse_time(end), "step": step}
     data, notes = await _api(ctx, "query_range", form)
     mark = None if threshold is None else Threshold(value=threshold, above=above)
-    return format_result(data or {}, top=top, by=sort_by, threshold=mark) + notes
+    asked = f"{query} between {_shown(form['start'])} and {_shown(form['end'])}"
+    return format_result(data or {}, asked=asked, top=top, by=sort_by, threshold=mark) + notes
 
 
 NAMES_MAX = 200  # metric names or label values one call lists

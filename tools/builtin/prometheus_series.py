@@ -148,11 +148,13 @@ def _rest(rest: list[Series], by: Measure, threshold: Threshold | None) -> str:
     return line + "; raise top or narrow the query to see them"
 
 
-def format_matrix(result: list[dict[str, Any]], *, top: int, by: Measure, threshold: Threshold | None) -> str:
+def format_matrix(
+    result: list[dict[str, Any]], *, asked: str, top: int, by: Measure, threshold: Threshold | None
+) -> str:
     """The text for a matrix: the `top` series by `by` (highest first; lowest first for min), fitted to BUDGET by
-    showing fewer points, then fewer series, and saying so."""
+    showing fewer points, then fewer series, and saying so; with none, `asked` (the query and window) named."""
     if not result:
-        return "matrix: no series (the query matched nothing in the window)"
+        return f"matrix: no series for {asked} (the query matched nothing in the window)"
     series = [Series.of(raw) for raw in result]
     ranked = sorted(
         series,

@@ -55,15 +55,18 @@ class SshReach:
             await pool.close()
 
     def environment(self, config: SshHosts) -> list[str]:
-        """The inventory's host names (and groups), and the hosts with log directories of their own."""
+        """The inventory's host names (and groups), and the hosts with log, read_file or disk_usage directories of
+        their own."""
         inventory = config.inventory
         if not len(inventory):
             return []
         lines = [f"Hosts (the inventory, {len(inventory)}; list_hosts has details): {some_names(inventory.names)}"]
         if groups := sorted({g for h in inventory for g in h.groups}):
             lines.append(f"Host groups: {some_names(groups)}")
-        if own := [f"{h.name} {', '.join(h.log_dirs)}" for h in inventory if h.log_dirs is not None]:
-            lines.append(f"Hosts with log directories of their own: {some_names(own, 10)}")
+        for key, what in (("log_dirs", "log"), ("read_dirs", "read_file"), ("usage_dirs", "disk_usage")):
+            own = [f"{h.name} {', '.join(dirs)}" for h in inventory if (dirs := getattr(h, key)) is not None]
+            if own:
+                lines.append(f"Hosts with {what} directories of their own: {some_names(own, 10)}")
         return lines
 
     async def check(self, config: SshHosts) -> tuple[list[str], list[str]]:
