@@ -23,7 +23,11 @@ from tools.reaches import TABLES
 
 DATA = Path(__file__).parent / "data"
 RECORD = ("_sqlite_migrations", "opsloop_migrations")
-NEWER = ["m020_configmap_keys", "m021_approval_alert_notes", "pagerduty_m001_runs_outbox"]  # newer than the v19 data: these, and only these, run
+NEWER = [
+    "m020_configmap_keys",
+    "m021_approval_alert_notes",
+    "pagerduty_m001_runs_outbox",
+]  # newer than the v19 data: these, and only these, run
 CORE_NEWER = ["m021_approval_alert_notes"]  # those of them the core's (a store opened without the reaches runs them)
 WIDENED = {"approvals"}  # tables a newer migration added a column to (SQLite rewrites their CREATE statement)
 
