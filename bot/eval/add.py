@@ -1,7 +1,8 @@
 """`opsloop eval add RUN_ID DIR`: a stored run as a case skeleton in DIR.
 
-From the run's record (bot.replay.record, redacted): the trigger (the mention's author and text), its start as the
-case's "now", the tool and reach tables of the config in use (what the run could reach), every tool call that
+From the run's record (bot.replay.record, redacted): the trigger (the mention's author and text; for a run an
+Alertmanager alert started, the alert's stored payload, redacted; any other alert's text as a mention), its start
+as the case's "now", the tool and reach tables of the config in use (what the run could reach), every tool call that
 returned a result as a fixture (in call order: the same call twice answers in turn), the people's decisions and
 replies, and the golden script: the run's own model replies, tool calls and summaries included. The
 expectation is left for a person: root_cause is empty, so the case does not load until it is filled in;
@@ -10,6 +11,7 @@ expectation is left for a person: root_cause is empty, so the case does not load
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tomllib
@@ -24,9 +26,10 @@ from bot.eval.case import CASE_FILE
 from bot.replay.record import Incident, export_run
 from bot.run.history import tool_calls
 from bot.run.summary import handle_number
-from bot.store import Ledger
+from bot.store import AlertGroup, Ledger
 from tools.reaches import REACHES
 
+ALERTMANAGER = "webhook"  # the alert source whose stored payload a case's `trigger.alert` reads
 _MENTION = re.compile(r"^\[incident request from <@([^>]+)> in <#([^>]+)>\]\s*", re.S)
 
 
@@ -44,11 +47,29 @@ def world_config(path: str | None) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if k in keep}
 
 
-def skeleton(incident: Incident, history: list[dict[str, Any]], config: dict[str, Any]) -> tuple[str, str]:
-    """(case.yaml, golden.yaml) for the run."""
+def trigger(incident: Incident, alert: AlertGroup | None) -> tuple[dict[str, Any], str]:
+    """The case's trigger, and a note for the case's head when it could not be the run's own: an Alertmanager
+    alert's stored payload as `alert`; otherwise a mention with the run's first message (a PagerDuty or Slack
+    alert included: a case's alert trigger reads Alertmanager payloads only)."""
+    if alert is not None and alert.source == ALERTMANAGER and alert.payload:
+        return {"alert": json.loads(alert.payload)}, ""
     m = _MENTION.match(incident.task)
     user = incident.requester or (m.group(1) if m else "U0ALERT")
     text = _MENTION.sub("", incident.task, count=1) if m else incident.task
+    note = ""
+    if alert is not None:
+        note = (
+            f"# The run was started by a {alert.source} alert; an alert trigger takes Alertmanager payloads only,\n"
+            "# so the trigger below is a mention holding the alert's text as the run got it.\n"
+        )
+    return {"mention": {"user": user, "text": text.strip() or "(empty)"}}, note
+
+
+def skeleton(
+    incident: Incident, history: list[dict[str, Any]], config: dict[str, Any], alert: AlertGroup | None = None
+) -> tuple[str, str]:
+    """(case.yaml, golden.yaml) for the run; `alert`: the alert group that started it."""
+    started_by, note = trigger(incident, alert)
     fixtures = [
         {"tool": c.tool, "args": c.args, "result": c.result, **({"error": True} if c.is_error else {})}
         for c in incident.calls
@@ -78,7 +99,7 @@ def skeleton(incident: Incident, history: list[dict[str, Any]], config: dict[str
     body = {
         "title": f"FILL IN: what happened (from run {incident.run_id})",
         "now": datetime.fromtimestamp(incident.created_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "trigger": {"mention": {"user": user, "text": text.strip() or "(empty)"}},
+        "trigger": started_by,
         "config": config,
         "fixtures": fixtures,
         "people": {k: v for k, v in (("approve", approve), ("deny", deny), ("replies", replies)) if v},
@@ -95,6 +116,7 @@ def skeleton(incident: Incident, history: list[dict[str, Any]], config: dict[str
         "# root_cause (patterns the answer and the top hypothesis must match), tempting, forbidden; check the\n"
         "# fixtures (trim what the case doesn't need, add the calls a different path would make), then write\n"
         "# bad.yaml: a script that states the tempting cause or makes the forbidden call.\n"
+        f"{note}"
     )
     return head + _dump(body), _dump(golden(history))
 
@@ -143,11 +165,12 @@ def cmd_add(settings: Settings, argv: list[str], config_path: str | None) -> int
         found = ledger.find_run(run_id) or (starting[0] if len(starting) == 1 else None)
         incident = export_run(ledger, found.id) if found is not None else None
         history = ledger.history(found.id) if found is not None else []
+        alert = ledger.alert_group_of_run(found.id) if found is not None else None
     finally:
         ledger.close()
     if incident is None:
         return _fail(f"no run {run_id!r} in {settings.db_path}")
-    case_text, golden_text = skeleton(incident, history, world_config(config_path))
+    case_text, golden_text = skeleton(incident, history, world_config(config_path), alert)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CASE_FILE).write_text(case_text, encoding="utf-8")
     (folder / "golden.yaml").write_text(golden_text, encoding="utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from bot.eval.runner import run_case
 from bot.eval.score import judge, score
 from bot.eval.script import ScriptedModel
 
+CLEAR_LINE = "\x1b[K"  # erase to the end of the line: a shorter redraw leaves nothing of the longer one before
+
 
 def _fail(line: str) -> int:
     print(f"opsloop: eval: {line}", file=sys.stderr)
@@ -35,25 +38,44 @@ def _fail(line: str) -> int:
 
 
 class Progress:
-    """One line while it runs: redrawn in place on a terminal, a plain line per finished run otherwise."""
+    """One line while it runs: on a terminal, a bar redrawn in place, cut to the terminal's width (a wrapped line
+    could not be redrawn) and ended by a newline when the last run finishes or the command stops early (`close`);
+    otherwise a plain line per finished run."""
 
     def __init__(self, total: int, out: TextIO | None = None) -> None:
         self.total, self.done, self.failed, self.out = total, 0, 0, out or sys.stderr
         self.tty = self.out.isatty()
+        self.drawn = False  # a bar is on the terminal's current line
 
     def finished(self, r: Result) -> None:
         self.done += 1
         self.failed += not r.passed
-        line = f"[{self.done}/{self.total}] {r.case} on {r.model}: {'pass' if r.passed else 'FAIL'}"
-        if self.tty:
-            width = 30
-            bar = "#" * (width * self.done // self.total)
-            self.out.write(f"\r[{bar:<{width}}] {self.done}/{self.total} · {self.failed} failed · {r.case[:40]:<40}")
-            if self.done == self.total:
-                self.out.write("\n")
-        else:
-            self.out.write(line + "\n")
+        if not self.tty:
+            self.out.write(f"[{self.done}/{self.total}] {r.case} on {r.model}: {'pass' if r.passed else 'FAIL'}\n")
+            self.out.flush()
+            return
+        columns = self.columns()
+        width = max(min(30, columns // 4), 5)
+        bar = "#" * (width * self.done // self.total)
+        line = f"[{bar:<{width}}] {self.done}/{self.total} · {self.failed} failed · {r.case}"
+        self.out.write("\r" + line[: columns - 1] + CLEAR_LINE)
+        self.drawn = True
+        if self.done == self.total:
+            self.close()
         self.out.flush()
+
+    def close(self) -> None:
+        """End the bar's line, so what follows (the table, an error) starts on a line of its own."""
+        if self.drawn:
+            self.out.write("\n")
+            self.out.flush()
+            self.drawn = False
+
+    def columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.out.fileno()).columns or 80
+        except (OSError, ValueError):  # not a real terminal (a stream that only says it is one)
+            return 80
 
 
 async def run_all(
@@ -148,7 +170,11 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         return _fail(f"no {args.script} script in {', '.join(missing)}")
     if not args.script and settings.anthropic_api_key is None:
         return _fail("needs ANTHROPIC_API_KEY to ask --model (or --script golden to play each case's own script)")
-    results = asyncio.run(_run(settings, args, found, model_name))
+    try:
+        results = asyncio.run(_run(settings, args, found, model_name))
+    except KeyboardInterrupt:
+        print("opsloop: eval: interrupted; no table or file written", file=sys.stderr)
+        return 130
     now = time.time()
     print(report.table(results))
     for path, text in (
@@ -186,6 +212,8 @@ async def _run(settings: Settings, args: argparse.Namespace, found: list[Case], 
             assert llm is not None
             return AnthropicModel(llm, [args.judge])
 
+        progress = Progress(len(found) * args.repeat)
+        stack.callback(progress.close)  # also when interrupted: the shell's prompt or the error on its own line
         return await run_all(
             found,
             model_for=model_for,
@@ -193,7 +221,7 @@ async def _run(settings: Settings, args: argparse.Namespace, found: list[Case], 
             concurrency=args.concurrency,
             price=lambda m: price_for(m, settings.model.prices)[0],
             judge_model=judge_model if args.judge else None,
-            progress=Progress(len(found) * args.repeat),
+            progress=progress,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from bot.core.redact import redact, redact_value
 from bot.eval.score import CHECKS, Check
 
 FORMAT = "opsloop-eval/1"
+FAILING_MAX = 1500  # characters of a failing case's first reason in the table (the JSON has it whole)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +122,8 @@ def table(results: Sequence[Result]) -> str:
             f"{r.case[:30]:<30} {r.model[:20]:<20} {r.pass_rate:>6.0%} {r.steps:>6.1f} {r.tokens:>8.0f} "
             f"{r.cost_usd:>8.4f} {r.seconds:>6.1f} {judge:>5}"
         )
-        if r.failing:
-            lines.append(f"    {r.failing[:150]}")
+        if r.failing:  # wrapped under the row, whole up to a bound: a summary's refusals make it long
+            lines += [f"    {part}" for part in textwrap.wrap(r.failing[:FAILING_MAX], 110)]
     passed = sum(r.passed for r in results)
     total = sum(r.cost_usd for r in results)
     lines.append(f"{passed}/{len(results)} runs passed every check · ${total:.4f} in all")

@@ -28,7 +28,7 @@ from bot.run.history import continue_history
 from bot.run.loop import RunConfig, run
 from bot.run.summary import Summary, handle_number
 from bot.store import Ledger, Store
-from tools.api import RunScope
+from tools.api import SUMMARY_TOOL, RunScope
 from tools.config import build_registry
 from tools.reaches import TABLES, parse_reaches
 
@@ -49,6 +49,7 @@ class Ran:
     calls: tuple[Call, ...]
     handles: dict[int, Call]  # a result's handle number -> the call it answered
     results: tuple[str, ...]  # every stored result's text, as the model read it
+    refusals: tuple[str, ...] = ()  # each refused update_summary call's reason, one line (its first problem)
 
 
 def limits_for(case: Case) -> Limits:
@@ -143,4 +144,19 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
         calls=tuple(world.log),
         handles=handles,
         results=tuple(r.content or "" for r in results.values()),
+        refusals=tuple(
+            refusal_line(r.content or "") for r in results.values() if r.tool == SUMMARY_TOOL and r.is_error
+        ),
     )
+
+
+def refusal_line(text: str) -> str:
+    """A refused update_summary's result in one line: the first line that says why (its first problem, after
+    the refusal's heading), and how many more problems it listed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith(f"{SUMMARY_TOOL} refused"):
+        lines = lines[1:]
+    if not lines:
+        return "(no reason given)"
+    more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+    return lines[0].removeprefix("- ") + more
