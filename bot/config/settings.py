@@ -55,7 +55,7 @@ class ModelSettings:
     # Credentials come from each provider's own environment and files, never from this file.
     provider: str = "anthropic"
     bedrock_region: str | None = None  # [model.bedrock] region; else AWS_REGION / the AWS profile's
-    vertex_project: str | None = None  # [model.vertex] project; else ANTHROPIC_VERTEX_PROJECT_ID / the credentials'
+    vertex_project: str | None = None  # [model.vertex] project; else ANTHROPIC_VERTEX_PROJECT_ID
     vertex_region: str | None = None  # [model.vertex] region; else CLOUD_ML_REGION
     ids: Mapping[str, str] = field(default_factory=dict)  # [model.ids] label -> the provider's model id
 

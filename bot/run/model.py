@@ -152,9 +152,9 @@ def vertex_client(
     project: str | None, region: str | None, base_url: str | None, *, timeout_s: float = 600.0
 ) -> anthropic.AsyncAnthropicVertex:
     """Claude on Google Vertex AI (rawPredict, a bearer token): credentials from Application Default Credentials
-    (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`, the metadata server), the project
-    from `project`, else ANTHROPIC_VERTEX_PROJECT_ID, else the credentials'; the region from `region`, else
-    CLOUD_ML_REGION. Same transport and retry policy as claude_client."""
+    (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`, the metadata server); the project
+    from `project`, else ANTHROPIC_VERTEX_PROJECT_ID (the SDK needs it before it reads the credentials); the
+    region from `region`, else CLOUD_ML_REGION. Same transport and retry policy as claude_client."""
     optional: dict[str, Any] = {k: v for k, v in (("project_id", project), ("region", region)) if v}
     return anthropic.AsyncAnthropicVertex(
         **optional,
