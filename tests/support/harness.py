@@ -95,8 +95,13 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # an inline table: how a list of tables ([[kubernetes.clusters]]) is written here
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _key(key: str) -> str:
+    """A TOML key: bare when it can be, else quoted ("bedrock:claude-x")."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
 def _is_tables(value: Any) -> bool:
@@ -104,11 +109,11 @@ def _is_tables(value: Any) -> bool:
 
 
 def _toml(table: dict[str, Any], prefix: str = "", *, array: bool = False) -> str:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)]
+    lines = [f"{_key(k)} = {_toml_value(v)}" for k, v in table.items() if not isinstance(v, dict) and not _is_tables(v)]
     header = f"[[{prefix}]]" if array else f"[{prefix}]"
     out = ([header] if prefix and (lines or array) else []) + lines
     for k, v in table.items():
-        name = f"{prefix}.{k}" if prefix else k
+        name = f"{prefix}.{_key(k)}" if prefix else _key(k)
         if isinstance(v, dict):
             out.append(_toml(v, name))
         elif _is_tables(v):  # an array of tables ([[hosts]]); written last, so no key of this table follows it

@@ -57,6 +57,8 @@ def claude_name(model_id: str) -> str:
 
 
 class FakeBedrock(CloudFake):
+    name = "bedrock"
+
     def __init__(self, anthropic: FakeAnthropic, *, region: str = "us-east-1") -> None:
         super().__init__(anthropic)
         self.region = region

@@ -28,7 +28,10 @@ class CloudRequest:
 
 
 class CloudFake:
-    """The loopback server and the relay; a subclass routes its provider's paths to `handle`."""
+    """The loopback server and the relay; a subclass routes its provider's paths. The requests it relays reach
+    the FakeAnthropic with an `x-relayed-by` header naming the provider (a direct one has none)."""
+
+    name = ""
 
     def __init__(self, anthropic: FakeAnthropic) -> None:
         self.anthropic = anthropic
@@ -63,7 +66,7 @@ class CloudFake:
         """Send `body` for `model` to the FakeAnthropic: (status, the error's or the message's JSON), or when
         `stream` (200, the SSE events as dicts, an async iterator)."""
         assert self._session is not None
-        headers = {"x-api-key": self.anthropic.api_key, "anthropic-version": "2023-06-01"}
+        headers = {"x-api-key": self.anthropic.api_key, "anthropic-version": "2023-06-01", "x-relayed-by": self.name}
         if betas:
             headers["anthropic-beta"] = ",".join(betas)
         response = await self._session.post(

@@ -25,6 +25,8 @@ _PATH = "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{
 
 
 class FakeVertex(CloudFake):
+    name = "vertex"
+
     def __init__(self, anthropic: FakeAnthropic, *, project: str = "opsloop-test", region: str = "us-east5") -> None:
         super().__init__(anthropic)
         self.project, self.region = project, region
