@@ -200,7 +200,9 @@ async def ping(clients: Any, model: str, ids: Mapping[str, str] | None = None) -
     except anthropic.APIConnectionError:
         raise
     except anthropic.NotFoundError:
-        return "not found: retired, misspelt or not available to these credentials"
+        return "not found: retired, misspelt or not available to " + (
+            "this API key" if route.provider == "anthropic" else "these credentials"
+        )
     except anthropic.APIError as e:
         return f"{type(e).__name__}: {getattr(e, 'message', e)}"
     return None

@@ -4,7 +4,6 @@ and an approval; and a fallback from Vertex AI, overloaded, to Anthropic's API."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,32 +11,13 @@ import pytest
 from bot.core.pricing import Price
 from tests.e2e.test_slack_e2e import CLEAN, TASK, clean_logs_script
 from tests.support.fakes.anthropic import FakeAnthropic
-from tests.support.fakes.bedrock import CREDENTIALS, FakeBedrock
+from tests.support.fakes.bedrock import FakeBedrock
 from tests.support.fakes.slack import FakeSlack
 from tests.support.fakes.vertex import FakeVertex
 from tests.support.harness import ALICE, BOB, bot_env, text_of
 from tests.support.incident_tools import Execution, ran
 
 PROFILE = "us.anthropic.claude-sonnet-5-5-v1:0"  # a cross-region inference profile, named in [model.ids]
-
-
-@pytest.fixture
-async def bedrock(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeBedrock]:
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    async with FakeBedrock(fake_anthropic) as fake:
-        yield fake
-
-
-@pytest.fixture
-async def vertex(
-    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> AsyncIterator[FakeVertex]:
-    async with FakeVertex(fake_anthropic) as fake:
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(fake.service_account_file(tmp_path)))
-        yield fake
 
 
 async def approved_incident(env, fake_anthropic: FakeAnthropic) -> None:  # type: ignore[no-untyped-def]
@@ -51,7 +31,7 @@ async def approved_incident(env, fake_anthropic: FakeAnthropic) -> None:  # type
 
 
 async def test_incident_on_bedrock_signed_streamed_and_priced_at_bedrock_s_price(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, bedrock: FakeBedrock
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_bedrock: FakeBedrock
 ) -> None:
     fake_anthropic.script(*clean_logs_script())
     config = f"""
@@ -67,13 +47,13 @@ region = "us-east-1"
 input = 2.2
 output = 11.0
 """
-    env_extra = {"ANTHROPIC_BEDROCK_BASE_URL": bedrock.base_url, "ANTHROPIC_API_KEY": ""}
+    env_extra = {"ANTHROPIC_BEDROCK_BASE_URL": fake_bedrock.base_url, "ANTHROPIC_API_KEY": ""}
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra=env_extra) as env:
         await approved_incident(env, fake_anthropic)
         await env.wait_idle()
         (run,) = env.runs()
-    assert len(bedrock.requests) == 4
-    for rec in bedrock.requests:
+    assert len(fake_bedrock.requests) == 4
+    for rec in fake_bedrock.requests:
         assert rec.path == f"/model/{PROFILE}/invoke-with-response-stream"
         assert (rec.status, rec.problems) == (200, [])
         assert rec.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAFAKEOPSLOOP00001/")
@@ -87,7 +67,7 @@ output = 11.0
 
 
 async def test_incident_on_vertex_with_application_default_credentials(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, vertex: FakeVertex
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_vertex: FakeVertex
 ) -> None:
     fake_anthropic.script(*clean_logs_script())
     config = """
@@ -99,21 +79,21 @@ fallbacks = []
 project = "opsloop-test"
 region = "us-east5"
 """
-    env_extra = {"ANTHROPIC_VERTEX_BASE_URL": f"{vertex.base_url}/v1", "ANTHROPIC_API_KEY": ""}
+    env_extra = {"ANTHROPIC_VERTEX_BASE_URL": f"{fake_vertex.base_url}/v1", "ANTHROPIC_API_KEY": ""}
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra=env_extra) as env:
         await approved_incident(env, fake_anthropic)
-    assert vertex.tokens_minted == 1
-    assert [(r.status, r.problems) for r in vertex.requests] == [(200, [])] * 4
-    assert vertex.requests[0].path == (
+    assert fake_vertex.tokens_minted == 1
+    assert [(r.status, r.problems) for r in fake_vertex.requests] == [(200, [])] * 4
+    assert fake_vertex.requests[0].path == (
         "/v1/projects/opsloop-test/locations/us-east5/publishers/anthropic/models/claude-sonnet-5-5:streamRawPredict"
     )
 
 
 async def test_vertex_overloaded_falls_back_to_anthropic_s_api(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, vertex: FakeVertex
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_vertex: FakeVertex
 ) -> None:
     fake_anthropic.script(*clean_logs_script())
-    vertex.overloaded = 3  # every attempt opsloop makes on Vertex
+    fake_vertex.overloaded = 3  # every attempt opsloop makes on Vertex
     config = """
 [model]
 primary = "vertex:claude-sonnet-5-5"
@@ -122,12 +102,12 @@ fallbacks = ["anthropic:claude-sonnet-5-5"]
 project = "opsloop-test"
 region = "us-east5"
 """
-    env_extra = {"ANTHROPIC_VERTEX_BASE_URL": f"{vertex.base_url}/v1"}
+    env_extra = {"ANTHROPIC_VERTEX_BASE_URL": f"{fake_vertex.base_url}/v1"}
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra=env_extra) as env:
         await approved_incident(env, fake_anthropic)
         await env.wait_idle()
         (run,) = env.runs()
-    assert [r.status for r in vertex.requests] == [529, 529, 529]
+    assert [r.status for r in fake_vertex.requests] == [529, 529, 529]
     assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == [None] * 4  # all direct
     assert run.model == "claude-sonnet-5-5"
 

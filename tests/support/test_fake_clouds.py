@@ -4,9 +4,6 @@ bearer token Application Default Credentials minted)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import anthropic
 import pytest
 
@@ -17,72 +14,53 @@ from tests.support.fakes.vertex import FakeVertex
 ASK = {"max_tokens": 256, "messages": [{"role": "user", "content": "is web-03 full?"}]}
 
 
-@pytest.fixture
-async def bedrock(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeBedrock]:
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    async with FakeBedrock(fake_anthropic) as fake:
-        yield fake
-
-
-@pytest.fixture
-async def vertex(
-    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> AsyncIterator[FakeVertex]:
-    async with FakeVertex(fake_anthropic) as fake:
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(fake.service_account_file(tmp_path)))
-        yield fake
-
-
 async def test_bedrock_streams_an_event_stream_the_sdk_decodes(
-    bedrock: FakeBedrock, fake_anthropic: FakeAnthropic
+    fake_bedrock: FakeBedrock, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_anthropic.script(reply(text("Disk is "), tool_use("check_disk", {"host": "web-03"})))
-    client = anthropic.AsyncAnthropicBedrock(aws_region="us-east-1", base_url=bedrock.base_url, max_retries=0)
+    client = anthropic.AsyncAnthropicBedrock(aws_region="us-east-1", base_url=fake_bedrock.base_url, max_retries=0)
     async with client.messages.stream(model="anthropic.claude-sonnet-4-5-20250929-v1:0", **ASK) as stream:
         message = await stream.get_final_message()
     assert [b.type for b in message.content] == ["text", "tool_use"]
     assert message.content[1].input == {"host": "web-03"}  # type: ignore[union-attr]
-    (rec,) = bedrock.requests
+    (rec,) = fake_bedrock.requests
     assert rec.path == "/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream"
     assert rec.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAFAKEOPSLOOP00001/")
     assert fake_anthropic.requests[0].body["model"] == "claude-sonnet-4-5-20250929"
 
 
 async def test_bedrock_refuses_a_request_signed_with_other_credentials(
-    bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
+    fake_bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = anthropic.AsyncAnthropicBedrock(
         aws_region="us-east-1",
-        base_url=bedrock.base_url,
+        base_url=fake_bedrock.base_url,
         max_retries=0,
         aws_access_key=CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_key="not-the-secret",
     )
     with pytest.raises(anthropic.PermissionDeniedError):
         await client.messages.create(model="anthropic.claude-sonnet-4-5-20250929-v1:0", **ASK)
-    assert bedrock.requests[0].problems == ["signature does not match"]
+    assert fake_bedrock.requests[0].problems == ["signature does not match"]
 
 
-async def test_vertex_takes_the_token_adc_minted(vertex: FakeVertex, fake_anthropic: FakeAnthropic) -> None:
+async def test_vertex_takes_the_token_adc_minted(fake_vertex: FakeVertex, fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.script(reply(text("ok")))
     client = anthropic.AsyncAnthropicVertex(
-        project_id="opsloop-test", region="us-east5", base_url=f"{vertex.base_url}/v1", max_retries=0
+        project_id="opsloop-test", region="us-east5", base_url=f"{fake_vertex.base_url}/v1", max_retries=0
     )
     async with client.messages.stream(model="claude-sonnet-4-5@20250929", **ASK) as stream:
         message = await stream.get_final_message()
     assert message.content[0].text == "ok"  # type: ignore[union-attr]
-    assert vertex.tokens_minted == 1
-    (rec,) = vertex.requests
+    assert fake_vertex.tokens_minted == 1
+    (rec,) = fake_vertex.requests
     assert rec.path.endswith("/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict")
     assert rec.status == 200
 
 
-async def test_vertex_refuses_another_token(vertex: FakeVertex) -> None:
+async def test_vertex_refuses_another_token(fake_vertex: FakeVertex) -> None:
     client = anthropic.AsyncAnthropicVertex(
-        project_id="opsloop-test", region="us-east5", base_url=f"{vertex.base_url}/v1", access_token="ya29.stolen"
+        project_id="opsloop-test", region="us-east5", base_url=f"{fake_vertex.base_url}/v1", access_token="ya29.stolen"
     )
     with pytest.raises(anthropic.AuthenticationError):
         await client.messages.create(model="claude-sonnet-4-5@20250929", **ASK)
