@@ -266,10 +266,7 @@ def _provider_keys(m: Mapping[str, Any], provider: str, keys: tuple[str, ...], p
     table = m.get(provider, {})
     for key, value in table.items():
         if key not in keys:
-            problems.append(
-                f"model.{provider}.{key}: unknown key (known: {', '.join(keys)}); credentials come "
-                "from the provider's own environment and files, never from this file"
-            )
+            problems.append(f"model.{provider}.{key}: unknown key (known: {', '.join(keys)})")  # no credentials
         elif not isinstance(value, str) or not value:
             problems.append(f"model.{provider}.{key}: expected a non-empty string")
     return {k: v for k, v in table.items() if k in keys and isinstance(v, str)}
