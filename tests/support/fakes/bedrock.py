@@ -90,7 +90,9 @@ class FakeBedrock(CloudFake):
         raw = await request.read()
         body = json.loads(raw)
         model_id = urllib.parse.unquote(request.match_info["model_id"])
-        rec = CloudRequest(path=request.raw_path, headers={k.lower(): v for k, v in request.headers.items()}, body=body)
+        rec = CloudRequest(
+            path=request.raw_path, headers={k.lower(): v for k, v in request.headers.items()}, body=dict(body)
+        )
         self.requests.append(rec)
         if (problem := self.signature_problem(request, raw)) is not None:
             rec.problems.append(problem)
@@ -109,9 +111,11 @@ class FakeBedrock(CloudFake):
                 status=529,
                 headers={"x-amzn-ErrorType": "ServiceUnavailableException", "retry-after": "0"},
             )
-        status, answer = await self.relay(
-            body, model=claude_name(model_id), betas=body.pop("anthropic_beta", []), stream=stream
-        )
+        betas = body.pop("anthropic_beta", [])
+        if betas and self.refuse_betas:
+            rec.status = 400
+            return web.json_response({"message": f"invalid beta flag: {betas}"}, status=400)
+        status, answer = await self.relay(body, model=claude_name(model_id), betas=betas, stream=stream)
         rec.status = status
         if status != 200 or not stream:
             return web.json_response(answer, status=status, headers={"retry-after": "0"})

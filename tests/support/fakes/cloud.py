@@ -22,7 +22,7 @@ class CloudRequest:
 
     path: str
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: dict[str, Any]  # as received (the fake's own copy is what it pops the provider's fields from)
     status: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -37,6 +37,7 @@ class CloudFake:
         self.anthropic = anthropic
         self.requests: list[CloudRequest] = []
         self.overloaded = 0  # the next N model requests get the provider's 529 overloaded, Retry-After 0
+        self.refuse_betas = False  # a request with any anthropic-beta gets the provider's 400
         self.base_url = ""
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None

@@ -72,7 +72,9 @@ class FakeVertex(CloudFake):
 
     async def _predict(self, request: web.Request) -> web.StreamResponse:
         body = json.loads(await request.read())
-        rec = CloudRequest(path=request.raw_path, headers={k.lower(): v for k, v in request.headers.items()}, body=body)
+        rec = CloudRequest(
+            path=request.raw_path, headers={k.lower(): v for k, v in request.headers.items()}, body=dict(body)
+        )
         self.requests.append(rec)
         model, _, specifier = request.match_info["model"].partition(":")
         where = (request.match_info["project"], request.match_info["region"])
@@ -96,6 +98,9 @@ class FakeVertex(CloudFake):
                 headers={"retry-after": "0"},
             )
         betas = [b for b in request.headers.get("anthropic-beta", "").split(",") if b]
+        if betas and self.refuse_betas:
+            rec.status = 400
+            return web.json_response({"error": {"code": 400, "message": f"unsupported beta: {betas}"}}, status=400)
         name = re.sub(r"@(\d{8})$", r"-\1", model)
         status, answer = await self.relay(body, model=name, betas=betas, stream=stream)
         rec.status = status
