@@ -20,7 +20,7 @@ from tests.support.incident_tools import Execution, ran
 PROFILE = "us.anthropic.claude-sonnet-5-5-v1:0"  # a cross-region inference profile, named in [model.ids]
 
 
-async def approved_incident(env, fake_anthropic: FakeAnthropic) -> None:  # type: ignore[no-untyped-def]
+async def approved_incident(env, fake_anthropic: FakeAnthropic) -> None:
     channel, ts = await env.mention(TASK, user=ALICE)
     card = await env.card(channel, ts)
     assert "clean_logs" in text_of(card)
@@ -59,8 +59,9 @@ output = 11.0
         assert rec.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAFAKEOPSLOOP00001/")
     assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == ["bedrock"] * 4
     # thinking and the cache breakpoints went through Bedrock as they go to Anthropic's API
-    assert any(b["type"] == "thinking" for b in fake_anthropic.requests[1].body["messages"][1]["content"])
-    assert fake_anthropic.requests[0].body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    first, second = (r.body or {} for r in fake_anthropic.requests[:2])
+    assert any(b["type"] == "thinking" for b in second["messages"][1]["content"])
+    assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert run.model == "bedrock:claude-sonnet-5-5"
     price = Price(input=2.2, output=11.0)
     assert run.cost_usd == pytest.approx(sum(price.cost(_usage(r.usage)) for r in fake_anthropic.requests))
@@ -112,7 +113,7 @@ region = "us-east5"
     assert run.model == "claude-sonnet-5-5"
 
 
-def _usage(u: dict[str, int] | None):  # type: ignore[no-untyped-def]
+def _usage(u: dict[str, int] | None):
     from bot.core.types import Usage
 
     u = u or {}

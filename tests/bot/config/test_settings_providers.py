@@ -12,7 +12,7 @@ from bot.core.errors import ConfigError
 SLACK = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
 
 
-def load(tmp_path: Path, toml: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def load(tmp_path: Path, toml: str, env: dict[str, str] | None = None):
     path = tmp_path / "opsloop.toml"
     path.write_text(toml)
     return load_settings(path, env=env or {})
