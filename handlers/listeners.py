@@ -38,7 +38,7 @@ def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | N
         approvals=sup.approvals,
         policy=slack.policy,
         channels=lambda: sup.settings.channels,  # ids once start-up resolved the config's `#name`s
-        model=sup.settings.model.primary,
+        model=sup.settings.model.chain[0],
         max_steps=sup.settings.limits.max_iterations,
         start=lambda run_id: sup.start(run_id, after_deliveries=True),
         bot_user=lambda: slack.bot_user_id,  # set once auth.test answered, after registration

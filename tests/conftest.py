@@ -1,4 +1,5 @@
-"""Shared fixtures: a temp store, the fake Messages API and the fake Slack, all on loopback; a throwaway Postgres.
+"""Shared fixtures: a temp store, the fake Messages API (also as Bedrock and Vertex AI) and the fake Slack, all on
+loopback; a throwaway Postgres.
 
 Postgres: `pg_server` is one server for the session (the one CI started, named by OPSLOOP_TEST_PG, else our
 own tests.support.pgserver.PgServer; the tests skip only when no Postgres 15+ is installed), `pg_url` a fresh empty
@@ -21,12 +22,15 @@ from typing import Any
 
 import anthropic
 import pytest
+from anthropic.lib.aws._auth import _get_session
 
 from bot.run.model import claude_client
 from bot.store import Store
 from tests.support import markers, pgserver, sshserver
 from tests.support.fakes.anthropic import API_KEY, FakeAnthropic
+from tests.support.fakes.bedrock import CREDENTIALS, FakeBedrock
 from tests.support.fakes.slack import FakeSlack
+from tests.support.fakes.vertex import FakeVertex
 from tools.reaches import TABLES
 
 __all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
@@ -35,6 +39,28 @@ __all__ = ["API_KEY"]  # the fakes' key, for the tests that import it from here
 @pytest.fixture
 async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic(api_key=API_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_bedrock(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeBedrock]:
+    """A FakeBedrock in us-east-1, with CREDENTIALS as the only AWS credentials boto3 finds."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    _get_session.cache_clear()  # the SDK keeps a boto3 session per process: each test's credentials are its own
+    async with FakeBedrock(fake_anthropic) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_vertex(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> AsyncIterator[FakeVertex]:
+    """A FakeVertex (project opsloop-test, us-east5) whose service account GOOGLE_APPLICATION_CREDENTIALS names."""
+    async with FakeVertex(fake_anthropic) as fake:
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(fake.service_account_file(tmp_path)))
         yield fake
 
 

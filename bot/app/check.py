@@ -11,7 +11,9 @@ from pathlib import Path
 
 from bot.app.startup import Findings, Listen, preflight
 from bot.config.settings import Settings
+from bot.core.errors import OpsloopError
 from bot.core.pricing import Status, lifecycle, model_problems
+from bot.core.providers import LACKS, provider_id, split
 from bot.core.unreachable import is_unreachable, reason, unreachable
 
 CHECK_TIMEOUT_S = 10.0  # per service: a firewall that drops packets costs this, not the SDKs' 30-600 s
@@ -38,34 +40,62 @@ async def slack_check(settings: Settings, *, timeout_s: float) -> tuple[list[str
     return [], []
 
 
+def model_lines(settings: Settings) -> list[str]:
+    """Which id each model of the chain is called by, where, and what each provider used lacks (how runs cope)."""
+    lines = []
+    for label in settings.model.chain:
+        provider = split(label)[0]
+        model_id, listed = provider_id(label, settings.model.ids)
+        how = "" if listed else f' (by rule: set [model.ids] "{label}" if yours differs)'
+        lines.append(f"model: {label}: {provider} calls {model_id}{how}")
+    for provider in dict.fromkeys(split(label)[0] for label in settings.model.chain):
+        lines += [f"model: {provider}: {lack}" for lack in LACKS[provider]]
+    return lines
+
+
 async def model_check(settings: Settings, *, timeout_s: float) -> list[str]:
-    """One tiny request per model of the chain (retired ones are already an error and are not asked)."""
+    """One tiny request per model of the chain, each to its provider (retired ones are already an error and are
+    not asked; Anthropic's models only with ANTHROPIC_API_KEY set)."""
     import anthropic
 
-    from bot.app.wiring import anthropic_client
-    from bot.run.model import ping
+    from bot.app.wiring import model_clients
+    from bot.run.model import CREDENTIALS_HINT, ping
 
     problems: list[str] = []
     retired = {m for m in settings.model.chain if lifecycle(m).status is Status.RETIRED}
-    url = settings.anthropic_base_url or "https://api.anthropic.com"
-    async with anthropic_client(settings, timeout_s=timeout_s) as llm:
+    try:
+        clients = model_clients(settings, timeout_s=timeout_s)
+    except OpsloopError as e:
+        return [str(e)]
+    given_up: set[str] = set()  # providers out of reach, or refusing the credentials: every model says the same
+    try:
         for model in settings.model.chain:
-            if model in retired:
+            provider = split(model)[0]
+            if model in retired or provider in given_up or (provider == "anthropic" and not settings.anthropic_api_key):
                 continue
             with warnings.catch_warnings():  # the SDK warns about deprecated models; the lifecycle table says it
                 warnings.simplefilter("ignore", DeprecationWarning)
                 try:
-                    problem = await ping(llm, model)
+                    problem = await ping(clients, model, settings.model.ids)
                 except anthropic.APIConnectionError as e:  # APITimeoutError is one too
-                    problems.append(f"anthropic: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}")
-                    break  # every model is behind the same unreachable endpoint
+                    url = str(clients[provider].base_url)
+                    problems.append(f"{provider}: {unreachable(e, url, proxy=settings.proxy, timeout_s=timeout_s)}")
+                    given_up.add(provider)
+                    continue
+                except Exception as e:  # the provider's credentials could not be found or used
+                    problems.append(f"model: {model}: {type(e).__name__}: {e} ({CREDENTIALS_HINT[provider]})")
+                    given_up.add(provider)
+                    continue
             if problem is None:
                 print(f"model: ok, {model}")
                 continue
             instead = lifecycle(model).replacement if problem.startswith("not found") else None
             problems.append(f"model: {model}: {problem}" + (f"; replace it with {instead}" if instead else ""))
             if problem.startswith(("AuthenticationError", "PermissionDeniedError")):
-                break  # the key is wrong: every model would say the same
+                given_up.add(provider)
+    finally:
+        for client in clients.values():
+            await client.close()
     return problems
 
 
@@ -168,7 +198,9 @@ async def check(settings: Settings, *, timeout_s: float = CHECK_TIMEOUT_S, liste
         print(line)
     for line in found.lines.get("channels", []):
         print(line)
-    if settings.anthropic_api_key:
+    for line in model_lines(settings):
+        print(line)
+    if settings.anthropic_api_key or any(split(m)[0] != "anthropic" for m in settings.model.chain):
         unusable += await model_check(settings, timeout_s=timeout_s)
     return report(stops=stops, unusable=unusable, notes=notes)
 

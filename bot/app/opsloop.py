@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 import anthropic
 from aiohttp import web
@@ -36,10 +37,11 @@ class Opsloop:
     outbox: Outbox
     socket: SocketMode | None = None
     http: web.AppRunner | None = None
-    # The Anthropic client build() created (None when the caller passed its own): closed with the bot,
-    # or its connection pool is left for the garbage collector to close on a loop that may be gone.
-    owned_llm: anthropic.AsyncAnthropic | None = None
-    llm: anthropic.AsyncAnthropic | None = None  # the client runs use (None: a scripted model)
+    # The model clients build() created (not one the caller passed): closed with the bot, or their
+    # connection pools are left for the garbage collector to close on a loop that may be gone.
+    owned_llms: tuple[Any, ...] = ()
+    # The Anthropic client runs use (None: a scripted model, or a chain on Bedrock/Vertex AI only)
+    llm: anthropic.AsyncAnthropic | None = None
     metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
     housekeeping: asyncio.Task[None] | None = None  # prunes the events dedupe table
     # Dependencies out of reach right now ({"slack": "cannot connect to slack.com:443 (…); retrying (attempt 3)"}):
@@ -75,8 +77,8 @@ class Opsloop:
         await self.slack.after_ack.close()  # after the runs: they spawn card-copy updates too
         await self.outbox.close()
         await self.tools.aclose()
-        if self.owned_llm is not None:
-            await self.owned_llm.close()
+        for llm in self.owned_llms:
+            await llm.close()
         if self.client.session is not None:
             await self.client.session.close()
         await self.store.close()

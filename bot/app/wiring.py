@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import anthropic
@@ -32,7 +33,8 @@ from bot.app.startup import has_channel_names, resolve_channels
 from bot.config.settings import Settings
 from bot.core.errors import OpsloopError
 from bot.core.pricing import model_problems, price_for
-from bot.run.model import AnthropicModel, claude_client
+from bot.core.providers import split
+from bot.run.model import AnthropicModel, bedrock_client, claude_client, vertex_client
 from bot.run.scheduler import Supervisor
 from bot.store import Store
 from bot.store.backends import WAKE_OUTBOX
@@ -78,6 +80,23 @@ def anthropic_client(settings: Settings, *, timeout_s: float = 600.0) -> anthrop
     )
 
 
+def model_clients(settings: Settings, *, timeout_s: float = 600.0) -> dict[str, Any]:
+    """The SDK client of each provider the model chain names (each reads its own credentials when first used)."""
+    providers = {split(label)[0] for label in settings.model.chain}
+    m = settings.model
+    makers: dict[str, Callable[[], Any]] = {
+        "anthropic": lambda: anthropic_client(settings, timeout_s=timeout_s),
+        "bedrock": lambda: bedrock_client(m.bedrock_region, settings.bedrock_base_url, timeout_s=timeout_s),
+        "vertex": lambda: vertex_client(
+            m.vertex_project, m.vertex_region, settings.vertex_base_url, timeout_s=timeout_s
+        ),
+    }
+    try:
+        return {provider: make() for provider, make in makers.items() if provider in providers}
+    except ValueError as e:  # the SDK's: no region or project where one is needed
+        raise OpsloopError(f"[model]: {e}") from e
+
+
 async def build(
     settings: Settings,
     *,
@@ -93,7 +112,11 @@ async def build(
         await store.close()
         raise
     client = slack_client(settings, session=aiohttp.ClientSession())  # bolt's per-request clients share it
-    llm = None if model_for is not None else model_client or anthropic_client(settings)
+    owned = {} if model_for is not None else model_clients(settings)
+    if model_client is not None:
+        owned.pop("anthropic", None)
+    clients = {**owned, **({"anthropic": model_client} if model_client is not None else {})}
+    llm = clients.get("anthropic")
     for line in model_problems(settings.model.chain)[1]:
         log.warning("model.deprecated", problem=line)
     for model in settings.model.chain:
@@ -105,8 +128,7 @@ async def build(
             )
 
     def claude_for(model: str) -> AnthropicModel:
-        assert llm is not None
-        m = AnthropicModel(llm, settings.model.chain)
+        m = AnthropicModel(clients, settings.model.chain, ids=settings.model.ids)
         m.start_at(model)
         return m
 
@@ -144,7 +166,7 @@ async def build(
         after_ack=slack.after_ack,
         start=sup.start,
         nudge=sup.nudge,
-        model=settings.model.primary,
+        model=settings.model.chain[0],
     )
     alert_sources.start(settings.alerts, desk)
     register(app, sup, slack, desk)
@@ -157,7 +179,7 @@ async def build(
         supervisor=sup,
         slack=slack,
         outbox=outbox,
-        owned_llm=None if model_client is not None else llm,
+        owned_llms=tuple(owned.values()),
         llm=llm,
         llm_reachable=None if llm is None else False,
         alerts=desk,

@@ -13,6 +13,7 @@ from bot.config.alerts import AlertSettings, SourceConfig, read_alerts
 from bot.config.reader import Reader
 from bot.core.errors import ConfigError
 from bot.core.pricing import Price, model_problems
+from bot.core.providers import PROVIDERS, label, split
 from bot.run.guards import Limits
 
 __all__ = [
@@ -50,10 +51,19 @@ class ModelSettings:
     thinking_display: str = "summarized"  # the status line and the handoff report show the agent's reasoning
     context_budget_tokens: int | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
+    # Where Claude is called (bot.core.providers): a chain entry "vertex:claude-x" names its own provider.
+    # Credentials come from each provider's own environment and files, never from this file.
+    provider: str = "anthropic"
+    bedrock_region: str | None = None  # [model.bedrock] region; else AWS_REGION / the AWS profile's
+    vertex_project: str | None = None  # [model.vertex] project; else ANTHROPIC_VERTEX_PROJECT_ID
+    vertex_region: str | None = None  # [model.vertex] region; else CLOUD_ML_REGION
+    ids: Mapping[str, str] = field(default_factory=dict)  # [model.ids] label -> the provider's model id
 
     @property
     def chain(self) -> list[str]:
-        return [self.primary, *(m for m in self.fallbacks if m != self.primary)]
+        """The labels of the primary model and its fallbacks, in order, each once."""
+        entries = [label(e, self.provider) for e in (self.primary, *self.fallbacks)]
+        return list(dict.fromkeys(entries))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +144,8 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     anthropic_api_key: Secret | None = None
     anthropic_base_url: str | None = None
+    bedrock_base_url: str | None = None  # ANTHROPIC_BEDROCK_BASE_URL (the SDK's): a VPC endpoint, a test's fake
+    vertex_base_url: str | None = None  # ANTHROPIC_VERTEX_BASE_URL (the SDK's): a private endpoint, a test's fake
     proxy: Secret | None = None  # HTTPS_PROXY & co., as slack_sdk and httpx read them: named when a connection fails
     db_path: str = "opsloop.db"  # a SQLite file, or a postgresql:// URL (several replicas share it)
     config_path: str | None = None
@@ -150,6 +162,10 @@ _SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
         "prices": (dict,),
         "effort": (str,),
         "thinking_display": (str,),
+        "provider": (str,),
+        "bedrock": (dict,),
+        "vertex": (dict,),
+        "ids": (dict,),
     },
     "limits": {
         "max_iterations": (int,),
@@ -253,6 +269,29 @@ def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
     return prices
 
 
+def _provider_keys(m: Mapping[str, Any], provider: str, keys: tuple[str, ...], problems: list[str]) -> dict[str, str]:
+    table = m.get(provider, {})
+    for key, value in table.items():
+        if key not in keys:
+            problems.append(f"model.{provider}.{key}: unknown key (known: {', '.join(keys)})")  # no credentials
+        elif not isinstance(value, str) or not value:
+            problems.append(f"model.{provider}.{key}: expected a non-empty string")
+    return {k: v for k, v in table.items() if k in keys and isinstance(v, str)}
+
+
+def _ids(table: Mapping[str, Any], problems: list[str]) -> dict[str, str]:
+    ids = {}
+    for key, value in table.items():
+        provider, _ = split(key)
+        if provider == "anthropic" or not isinstance(value, str) or not value:
+            problems.append(
+                f'model.ids."{key}": expected "bedrock:<claude model>" or "vertex:<claude model>" = "<its id there>"'
+            )
+            continue
+        ids[key] = value
+    return ids
+
+
 def load_settings(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -299,7 +338,17 @@ def load_settings(
         thinking_display=m.get("thinking_display", default.model.thinking_display),
         context_budget_tokens=m.get("context_budget_tokens", default.model.context_budget_tokens),
         prices=_prices(m.get("prices", {}), problems),
+        provider=m.get("provider", default.model.provider),
+        bedrock_region=_provider_keys(m, "bedrock", ("region",), problems).get("region"),
+        vertex_project=_provider_keys(m, "vertex", ("project", "region"), problems).get("project"),
+        vertex_region=m.get("vertex", {}).get("region"),
+        ids=_ids(m.get("ids", {}), problems),
     )
+    if model.provider not in PROVIDERS:
+        problems.append(f"model.provider: {model.provider!r} is not one of {', '.join(PROVIDERS)}")
+    for entry in (model.primary, *model.fallbacks):
+        if ":" in entry and entry.partition(":")[0] not in PROVIDERS:
+            problems.append(f"model: {entry!r}: the part before ':' must be a provider, one of {', '.join(PROVIDERS)}")
     if model.max_tokens < 1:
         problems.append("model.max_tokens: must be at least 1")
     if model.effort not in EFFORTS:
@@ -368,6 +417,8 @@ def load_settings(
         slack_api_url=env.get("SLACK_API_URL") or default.slack_api_url,
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        bedrock_base_url=env.get("ANTHROPIC_BEDROCK_BASE_URL") or None,
+        vertex_base_url=env.get("ANTHROPIC_VERTEX_BASE_URL") or None,
         proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
         db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or default.db_path,
         config_path=str(path) if path else None,
@@ -389,7 +440,7 @@ def missing_for_run(settings: Settings) -> list[str]:
         problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp- (Socket Mode)")
     if not settings.slack_app_token and not settings.slack_signing_secret:
         problems.append("set SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode)")
-    if not settings.anthropic_api_key:
+    if not settings.anthropic_api_key and any(split(m)[0] == "anthropic" for m in settings.model.chain):
         problems.append("ANTHROPIC_API_KEY is not set")
     problems += settings.alerts.missing()
     problems += model_problems(settings.model.chain)[0]  # a retired model would 404 in the middle of an incident

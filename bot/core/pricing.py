@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from bot.core.providers import claude_name
 from bot.core.types import Usage
 
 
@@ -72,12 +73,16 @@ PRICES: dict[str, Price] = {
 
 
 def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> tuple[Price, bool]:
-    """The price of `model` and whether it is known. An unknown model is priced like the
-    most expensive known one — never as free."""
+    """The price of `model` (a label: "claude-x" or "bedrock:claude-x") and whether it is known. An unknown
+    model is priced like the most expensive known one — never as free.
+
+    Bedrock and Vertex list Anthropic's per-token prices for most models; where a provider's price differs
+    (a regional endpoint's premium), `[model.prices."bedrock:claude-x"]` says so, and wins over Anthropic's."""
     table = {**PRICES, **(overrides or {})}
-    for prefix in sorted(table, key=len, reverse=True):
-        if model.startswith(prefix):
-            return table[prefix], True
+    for name in dict.fromkeys((model, claude_name(model))):
+        for prefix in sorted(table, key=len, reverse=True):
+            if name.startswith(prefix):
+                return table[prefix], True
     return max(table.values(), key=lambda p: (p.output, p.input)), False
 
 
@@ -134,8 +139,8 @@ _SNAPSHOT = re.compile(r"(?:-|@)(?:\d{8}|latest)$")  # claude-sonnet-4-5-2025092
 
 
 def base_model(model: str) -> str:
-    """The model's id without its snapshot date: the key of the lifecycle table."""
-    return _SNAPSHOT.sub("", model)
+    """The Claude model a label names, without its snapshot date: the key of the lifecycle table."""
+    return _SNAPSHOT.sub("", claude_name(model))
 
 
 def lifecycle(model: str, *, today: date | None = None, sdk_table: Mapping[str, str] | None = None) -> Lifecycle:
@@ -150,7 +155,7 @@ def lifecycle(model: str, *, today: date | None = None, sdk_table: Mapping[str, 
         end = _sdk_end_of_life(model, sdk_deprecations() if sdk_table is None else sdk_table)
         if end is None:
             return Lifecycle(status=Status.CURRENT)
-        family = next((r for prefix, r in _FAMILY_REPLACEMENT if model.startswith(prefix)), None)
+        family = next((r for prefix, r in _FAMILY_REPLACEMENT if claude_name(model).startswith(prefix)), None)
         known = Lifecycle(status=Status.DEPRECATED, end_of_life=end, replacement=family)
     if known.status is Status.DEPRECATED and known.end_of_life is not None and known.end_of_life <= today:
         return dataclasses.replace(known, status=Status.RETIRED)
@@ -170,7 +175,7 @@ def sdk_deprecations() -> Mapping[str, str]:
 
 
 def _sdk_end_of_life(model: str, table: Mapping[str, str]) -> date | None:
-    text = table.get(model, table.get(base_model(model)))
+    text = table.get(claude_name(model), table.get(base_model(model)))
     if text is None:
         return None
     cleaned = re.sub(r"(\d+)(?:st|nd|rd|th)\b", r"\1", text.strip())
@@ -204,4 +209,4 @@ ADAPTIVE_PREFIXES = ("claude-fable-5", "claude-mythos-5", "claude-opus-5", "clau
 
 
 def thinks_adaptively(model: str) -> bool:
-    return model.startswith(ADAPTIVE_PREFIXES)
+    return claude_name(model).startswith(ADAPTIVE_PREFIXES)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,8 @@ from pathlib import Path
 from bot import ModelClient, Toolbox
 from bot.config.settings import EFFORTS, ConfigError, Settings
 from bot.core.pricing import model_problems, price_for, thinks_adaptively
+from bot.core.providers import label as provider_label
+from bot.core.providers import split
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import replay
@@ -91,15 +94,19 @@ async def _compare(
     name = args.model or settings.model.primary
     client: Callable[[], ModelClient]
     async with AsyncExitStack() as stack:
-        if settings.anthropic_api_key is None and scripted is not None:
+        route = provider_label(name, settings.model.provider)  # "bedrock:claude-x" when [model] provider says so
+        if settings.anthropic_api_key is None and scripted is not None and split(route)[0] == "anthropic":
             label, client = f"scripted model (priced as {name})", lambda: scripted(name)
         else:
-            from bot.app.wiring import anthropic_client
+            from bot.app.wiring import model_clients
             from bot.run.model import AnthropicModel
 
-            llm = anthropic_client(settings)
-            stack.push_async_callback(llm.close)
-            label, client = name, lambda: AnthropicModel(llm, [name])
+            clients = model_clients(
+                dataclasses.replace(settings, model=dataclasses.replace(settings.model, primary=route, fallbacks=()))
+            )
+            for llm in clients.values():
+                stack.push_async_callback(llm.close)
+            label, client = route, lambda: AnthropicModel(clients, [route], ids=settings.model.ids)
         live: Toolbox | None = None
         if args.live_readonly:
             from tools.config import build_registry

@@ -2,7 +2,8 @@
 
 Streams every request (large max_tokens require it, and it lets us cut off
 degenerate output), places the cache breakpoints, retries transient failures with
-capped backoff, walks the fallback chain, and prices usage.
+capped backoff, walks the fallback chain (which may cross providers: Anthropic, Bedrock,
+Vertex AI, each through the SDK's own client), and prices usage.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anthropic
@@ -22,6 +23,7 @@ import structlog
 
 from bot.core.errors import OpsloopError
 from bot.core.pricing import thinks_adaptively
+from bot.core.providers import provider_id, split
 from bot.core.types import AnswerSink, ContextOverflow, ModelError, ModelRequest, ModelResponse, Usage
 from bot.run.history import only_thinking
 
@@ -131,16 +133,76 @@ def claude_client(api_key: str | None, base_url: str, *, timeout_s: float = 600.
     )
 
 
+def bedrock_client(
+    region: str | None, base_url: str | None, *, timeout_s: float = 600.0
+) -> anthropic.AsyncAnthropicBedrock:
+    """Claude on Amazon Bedrock (InvokeModel, SigV4-signed): credentials, and the region when `region` is None,
+    come from boto3's usual places (AWS_* variables, ~/.aws, an instance role); AWS_BEARER_TOKEN_BEDROCK is
+    Bedrock's API key. Same transport and retry policy as claude_client."""
+    return anthropic.AsyncAnthropicBedrock(
+        aws_region=region,
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout_s,
+        http_client=anthropic.DefaultAioHttpClient(timeout=timeout_s),
+    )
+
+
+def vertex_client(
+    project: str | None, region: str | None, base_url: str | None, *, timeout_s: float = 600.0
+) -> anthropic.AsyncAnthropicVertex:
+    """Claude on Google Vertex AI (rawPredict, a bearer token): credentials from Application Default Credentials
+    (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`, the metadata server); the project
+    from `project`, else ANTHROPIC_VERTEX_PROJECT_ID (the SDK needs it before it reads the credentials); the
+    region from `region`, else CLOUD_ML_REGION. Same transport and retry policy as claude_client."""
+    optional: dict[str, Any] = {k: v for k, v in (("project_id", project), ("region", region)) if v}
+    return anthropic.AsyncAnthropicVertex(
+        **optional,
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout_s,
+        http_client=anthropic.DefaultAioHttpClient(timeout=timeout_s),
+    )
+
+
+# The `anthropic_version` each provider's InvokeModel / rawPredict takes in the body (the SDK would send the
+# first-party API's version date, which a provider may refuse with a 400).
+BODY_VERSION = {"bedrock": "bedrock-2023-05-31", "vertex": "vertex-2023-10-16"}
+CREDENTIALS_HINT = {
+    "anthropic": "check ANTHROPIC_API_KEY",
+    "bedrock": "check the AWS credentials: AWS_* variables, ~/.aws, the instance role",
+    "vertex": "check the Google credentials: GOOGLE_APPLICATION_CREDENTIALS or application-default login",
+}
+
+
+class Route:
+    """Where one label of the chain is sent: its provider's client, the provider's model id, the body's extras."""
+
+    def __init__(self, clients: Any, label: str, ids: Mapping[str, str] | None) -> None:
+        self.provider, self.name = split(label)
+        self.client = clients[self.provider] if isinstance(clients, Mapping) else clients
+        self.model_id = provider_id(label, ids)[0]
+        self.extra = {"anthropic_version": BODY_VERSION[self.provider]} if self.provider in BODY_VERSION else {}
+
+
 # --- reachability ----------------------------------------------------------
-async def ping(client: anthropic.AsyncAnthropic, model: str) -> str | None:
-    """One tiny request to `model`: None when it answers, else a one-line problem (404: retired or unknown).
-    Raises APIConnectionError (and APITimeoutError) when the API can't be reached at all."""
+async def ping(clients: Any, model: str, ids: Mapping[str, str] | None = None) -> str | None:
+    """One tiny request to `model` (a label): None when it answers, else a one-line problem (404: retired or
+    unknown). Raises APIConnectionError (and APITimeoutError) when the API can't be reached at all."""
+    route = Route(clients, model, ids)
     try:
-        await client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "ping"}])
+        await route.client.messages.create(
+            model=route.model_id,
+            max_tokens=1,
+            messages=[{"role": "user", "content": "ping"}],
+            extra_body=route.extra or None,
+        )
     except anthropic.APIConnectionError:
         raise
     except anthropic.NotFoundError:
-        return "not found: retired, misspelt or not available to this API key"
+        return "not found: retired, misspelt or not available to " + (
+            "this API key" if route.provider == "anthropic" else "these credentials"
+        )
     except anthropic.APIError as e:
         return f"{type(e).__name__}: {getattr(e, 'message', e)}"
     return None
@@ -200,9 +262,10 @@ class AnthropicModel:
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic,
+        client: anthropic.AsyncAnthropic | Mapping[str, Any],
         chain: Sequence[str],
         *,
+        ids: Mapping[str, str] | None = None,
         attempts_per_model: int = 3,
         empty_retries: int = 2,
         backoff_base: float = 1.0,
@@ -212,7 +275,8 @@ class AnthropicModel:
     ) -> None:
         if not chain:
             raise ValueError("the model chain is empty")
-        self._client = client
+        self._client = client  # one client, or one per provider the chain names
+        self._ids = ids
         self._chain = list(chain)
         self._index = 0
         self.attempts_per_model = attempts_per_model
@@ -275,6 +339,10 @@ class AnthropicModel:
                     return await self._stream_once(self.model, request, drop_block=drop_block, sink=sink)
                 except anthropic.BadRequestError as e:
                     message = str(e).lower()
+                    if drop_block and split(self.model)[0] != "anthropic":
+                        # A cloud provider refusing the beta that heals thinking: the next model, not a 400.
+                        last = e
+                        break
                     if PREFIX_MISMATCH in message and not drop_block and thinks_adaptively(self.model):
                         # Self-heal: a thinking block no longer matches its prefix. Ask the API to drop such
                         # blocks for the rest of this run (the loop records it) instead of ending the run.
@@ -290,7 +358,8 @@ class AnthropicModel:
                         raise ContextOverflow(str(e)) from e
                     raise ModelError(f"request rejected by the API: {e.api_message or e}") from e
                 except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as e:
-                    raise ModelError(f"{type(e).__name__}: {e.api_message or e} (check ANTHROPIC_API_KEY)") from e
+                    hint = CREDENTIALS_HINT[split(self.model)[0]]
+                    raise ModelError(f"{type(e).__name__}: {e.api_message or e} ({hint})") from e
                 except anthropic.NotFoundError as e:
                     last = e
                     break  # this model does not exist for this key: try the next one
@@ -329,8 +398,10 @@ class AnthropicModel:
     async def _stream_once(
         self, model: str, request: ModelRequest, *, drop_block: bool, sink: AnswerSink | None = None
     ) -> ModelResponse:
+        route = Route(self._client, model, self._ids)
         kwargs: dict[str, Any] = {
-            "model": model,
+            **route.extra,
+            "model": route.model_id,
             "max_tokens": request.max_tokens,
             "system": [{"type": "text", "text": request.system, "cache_control": dict(EPHEMERAL)}],
             "messages": with_cache_breakpoints(request.messages),
@@ -346,7 +417,7 @@ class AnthropicModel:
         # object per event, which costs several times the JSON parsing, and the loop needs only
         # dicts. `post` is the SDK's own: the same retries, errors and `event: error` handling.
         # The beta header only when needed: block_binding exists only on the beta thinking types.
-        events: Any = await self._client.post(
+        events: Any = await route.client.post(
             "/v1/messages",
             body=kwargs,
             cast_to=object,
@@ -354,7 +425,7 @@ class AnthropicModel:
             stream_cls=anthropic.AsyncStream[object],
             options={"headers": {"anthropic-beta": BINDING_BETA}} if drop_block else {},
         )
-        turn = _Turn(model)
+        turn = _Turn(model, named_by_api=route.provider == "anthropic")
         feed = _Feed(sink)
         await feed.attempt()
         async with events:
@@ -420,8 +491,9 @@ class _Turn:
     JSON), nothing dropped or reordered — current models bind thinking to the exact turn.
     """
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, named_by_api: bool = True) -> None:
         self.model = model
+        self.named_by_api = named_by_api  # else the label stays: a provider's id is not what prices are keyed by
         self.blocks: list[dict[str, Any]] = []
         self.json: dict[int, list[str]] = {}
         self.stop_reason: str | None = None
@@ -467,7 +539,8 @@ class _Turn:
                     self.open.add(index)
         elif kind == "message_start":
             message = event["message"]
-            self.model = message.get("model") or self.model
+            if self.named_by_api:
+                self.model = message.get("model") or self.model
             self._usage = dict(message.get("usage") or {})
             self.output_tokens = self._usage.get("output_tokens") or 0
             self.dropped = [f"{t.get('path')} ({t.get('reason')})" for t in message.get("input_transformations") or ()]
