@@ -6,7 +6,9 @@ lifecycle and policy as a click; `TerminalThread` (`bot.RunThread`) shows the ta
 the handoff report. Ctrl-C is the Stop button; a second one exits at once.
 
 A terminal run lives in the conversation `terminal:<person>`, which incident memory keeps as a DM (`im`): its
-record is offered only to that person's later `opsloop ask` runs.
+record is offered only to that person's later `opsloop ask` runs. Only this process drives its run (a Slack
+process's scheduler never takes a terminal run over): if it is killed (a second Ctrl-C, SIGKILL), the run stays
+interrupted, as `opsloop show` and `opsloop runs` say, and nobody finishes it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, TextIO
 
 from bot.config.settings import Settings
 from bot.core.pricing import price_for
-from bot.core.types import Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
+from bot.core.types import TERMINAL, Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
 from bot.run import approvals
 from bot.run.events import ApprovalDecided, Iteration, RunEvent, Summarized, ToolDone, ToolsAnnounced, ToolStarted
 from bot.run.report import handoff_report
@@ -51,7 +53,7 @@ HEARTBEAT_SECONDS = 3.0  # the run's lease is renewed this often (the Supervisor
 
 
 def conversation(user: str | None) -> str:
-    return f"terminal:{user or 'nobody'}"
+    return f"{TERMINAL}{user or 'nobody'}"
 
 
 _LINK = re.compile(r"<[@#!]?(?:[^|>]*\|)?([^>]*)>")  # <@U0ALICE>, <!date^…|fallback>, <url|label>: their text

@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bot.config.settings import ModelSettings
+from bot.store import Ledger
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
-from tests.support.harness import result_text, tool_results
+from tests.support.fakes.slack import FakeSlack
+from tests.support.harness import ALICE, CHANNEL, bot_env, result_text, text_of, tool_results
 from tests.support.sshserver import SshServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +185,38 @@ async def test_ask_reads_a_real_host_over_ssh(tmp_path: Path, sshd: SshServer, f
     assert result.get("is_error") is not True, result_text(result)
     assert "/" in result_text(result) and "[complete] check_disk" in out
     assert sshd.accepted_logins() >= 1 and "Checked web-03." in out
+
+
+async def test_a_slack_process_never_drives_a_killed_terminal_run(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+):
+    """Two runs whose drivers died (their leases lapsed): `opsloop run` on the same store takes the Slack one over
+    and answers it in its thread, but never the terminal one (a killed `opsloop ask`'s): nothing reaches
+    `terminal:U0ALICE`, the run stays as it was, and `opsloop show` and `opsloop runs` say it was interrupted."""
+    ledger = Ledger(tmp_path / "opsloop.db")
+    runs = {}
+    for channel in ("terminal:U0ALICE", CHANNEL):  # the terminal run first: the older one is taken over first
+        row, _ = ledger.open_run(
+            channel=channel, thread_ts="1760000000.000100", requester=ALICE, task="why is web-03 out of disk?",
+            prompt="why is web-03 out of disk?", model=ModelSettings().primary, mention_ts="",
+        )  # fmt: skip
+        assert ledger.claim_run(row.id, "gone-host:4242:1:x", until=ledger.sql.now() - 1, now=ledger.sql.now())
+        runs[channel] = row.id
+    ledger.close()
+    fake_anthropic.script(reply(text("The Slack run's answer.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        assert "The Slack run's answer." in text_of(await env.wait_final(CHANNEL, "1760000000.000100"))
+        await env.ops.supervisor.tick()  # one more look for runnable runs: still not the terminal one
+        await env.wait_idle()
+        assert [c.method for c in fake_slack.calls if str(c.args.get("channel", "")).startswith("terminal:")] == []
+        assert len(fake_anthropic.requests) == 1
+        with env.ledger() as after:
+            terminal = after.get_run(runs["terminal:U0ALICE"])
+    assert terminal.active and terminal.iterations == 0 and terminal.owner == "gone-host:4242:1:x"
+    env_vars = {**os.environ, "OPSLOOP_DB": str(tmp_path / "opsloop.db"), "OPSLOOP_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "none.toml").write_text("")
+    shown = _cli(env_vars, "show", runs["terminal:U0ALICE"])
+    assert "interrupted: its `opsloop ask` was killed before the run ended" in shown
+    assert "interrupted" not in _cli(env_vars, "show", runs[CHANNEL])
+    listed = {line.split()[0]: line.split()[3] for line in _cli(env_vars, "runs").splitlines()[1:]}
+    assert listed[runs["terminal:U0ALICE"]] == "interrupted" and listed[runs[CHANNEL]] == "finished"
