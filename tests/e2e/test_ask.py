@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config.settings import ModelSettings
@@ -74,7 +75,7 @@ async def test_ask_runs_the_demo_incident_with_approvals_on_stdin(tmp_path: Path
     assert (
         "[complete] check_disk" in out and "summary: What's going on: web-03 /var is full of rotated nginx logs" in out
     )
-    assert "Approved by U0ALICE" in out and "Denied by U0ALICE" in out and "[error] restart_service" in out
+    assert "Approved by @U0ALICE" in out and "Denied by @U0ALICE" in out and "[error] restart_service" in out
     assert "web-03: deleted the rotated nginx logs; /var has room again." in out
     run_id = out.rsplit("opsloop show ", 1)[1].split()[0]
     shown = _cli(env, "show", run_id)
@@ -220,3 +221,89 @@ async def test_a_slack_process_never_drives_a_killed_terminal_run(
     assert "interrupted" not in _cli(env_vars, "show", runs[CHANNEL])
     listed = {line.split()[0]: line.split()[3] for line in _cli(env_vars, "runs").splitlines()[1:]}
     assert listed[runs["terminal:U0ALICE"]] == "interrupted" and listed[runs[CHANNEL]] == "finished"
+
+
+ANSWER_MARKUP = (
+    "**Cause:** rotated nginx logs filled /var. See [the runbook](https://runbooks.example.com/disk) and ask "
+    "<@U0BOB>.\n```\ndf -h /var\n```\nDone."
+)
+
+
+async def test_the_terminal_shows_slack_markup_rendered(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    """A pipe gets plain text: no `*bold*`, emoji codes, `<url|text>` links or code fences, and no ANSI codes."""
+    config = DEMO + '[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\n'
+    fake_anthropic.script(reply(tool_use("clean_logs", LOGS)), SUMMARY, reply(text(ANSWER_MARKUP)))
+    status, out, err = await _ask(_env(tmp_path, fake_anthropic, config), "clean web-03", stdin="y\n")
+    assert status == 0, err
+    assert "Cause: rotated nginx logs filled /var." in out
+    assert "the runbook (https://runbooks.example.com/disk)" in out and "ask @U0BOB." in out
+    assert "\n    df -h /var\nDone." in out
+    assert "Approved by @U0ALICE" in out and "destructive" in out
+    assert "Tool: `clean_logs`" in out
+    for markup in ("```", ":rotating_light:", ":white_check_mark:", "*Cause:*", "*Tool:*", "<https://", "&lt;", "\x1b["):
+        assert markup not in out, markup
+
+
+class Pty:
+    """A pseudo-terminal for a child's standard output: what it wrote, read by a thread until it closes."""
+
+    def __init__(self) -> None:
+        import pty
+        import threading
+
+        self.master, self.slave = pty.openpty()
+        self.seen = b""
+        self.changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def read() -> None:
+            while True:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # the child closed its end
+                    chunk = b""
+                loop.call_soon_threadsafe(self._add, chunk)
+                if not chunk:
+                    return
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def _add(self, chunk: bytes) -> None:
+        self.seen += chunk
+        self.closed = not chunk
+        self.changed.set()
+
+    async def until(self, found: Callable[[str], bool]) -> str:
+        async with asyncio.timeout(60):
+            while not found(text := self.seen.decode(errors="replace")):
+                self.changed.clear()
+                await self.changed.wait()
+        return text
+
+
+async def test_on_a_terminal_the_answer_shows_as_the_model_writes_it(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    """On a TTY the long answer appears while the model is still writing it (the fake holds its reply at a
+    marker), once, and the cards' *bold* is ANSI bold."""
+    config = DEMO + '[approvals]\nterminal_user = "U0ALICE"\nallow_self_approval = true\n'
+    first = "web-03's /var filled up with rotated nginx logs that logrotate never compressed. " * 5
+    answer = first + "HOLD and then the rest: the cleanup freed 19.8 GB, so /var is at 60% now."
+    fake_anthropic.script(reply(tool_use("clean_logs", LOGS)), SUMMARY, reply(text(answer)))
+    fake_anthropic.text_delta_chars = 20
+    fake_anthropic.pause_after = {"HOLD": 10.0}  # what came before it must be on screen while the model waits
+    pty = Pty()
+    env = {**_env(tmp_path, fake_anthropic, config), "COLUMNS": "200", "TERM": "xterm"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.app.cli", "ask", "clean web-03", cwd=ROOT, env=env,
+        stdin=subprocess.PIPE, stdout=pty.slave, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(pty.slave)
+    assert proc.stdin is not None
+    proc.stdin.write(b"y\n")
+    await proc.stdin.drain()
+    shown = await pty.until(lambda t: first.strip()[-40:] in t)
+    assert not fake_anthropic.requests[-1].finished.is_set()  # the model hasn't finished its answer yet
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    shown = await pty.until(lambda t: pty.closed)
+    assert proc.returncode == 0, err.decode() + shown
+    assert shown.count("the cleanup freed 19.8 GB") == 1 and shown.count("never compressed") == 5
+    assert "\x1b[1mTool:\x1b[22m" in shown and "*Tool:*" not in shown
