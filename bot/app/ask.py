@@ -39,8 +39,8 @@ from bot.store import Store
 from handlers import blocks, messages
 from handlers.approvals import ApprovalSlack
 from handlers.mrkdwn import FENCE, plain, reveal, unescape
-from handlers.stream import HOLDBACK_CHARS, shown, stable_prefix
 from handlers.policy import ApprovalPolicy
+from handlers.stream import HOLDBACK_CHARS, shown, stable_prefix
 from handlers.supervisor.status import TaskList
 from tools.api import Offer, RunFacts, RunScope
 

@@ -72,8 +72,10 @@ class Supervisor:
         started = await self.tick()
         now = self.store.now()
         for row in await self.store.active_runs():
-            if row.id not in self.tasks and not row.in_terminal and (
-                row.owner is None or row.owner in self.dead or (row.lease_until or 0.0) < now
+            if (
+                row.id not in self.tasks
+                and not row.in_terminal
+                and (row.owner is None or row.owner in self.dead or (row.lease_until or 0.0) < now)
             ):
                 self.start(row.id)
                 started.append(row.id)
