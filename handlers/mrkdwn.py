@@ -1,4 +1,5 @@
-"""Model Markdown to Slack mrkdwn, and the splitter that cuts long mrkdwn into section-sized chunks.
+"""Model Markdown to Slack mrkdwn, the splitter that cuts long mrkdwn into section-sized chunks, and mrkdwn back
+to what a person reads where Slack doesn't render it (`plain`: a terminal, the demo's transcript).
 
 Pure functions, no Slack imports. A cut never falls inside an `&amp;` entity, a `<…>`
 link or mention, or leaves a code fence open: a cut inside a fence closes it and the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable, Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from bot.core.reveal import count_hidden as count_hidden  # the text rules live in the core layer (bot.core.reveal)
@@ -39,6 +41,16 @@ _LANG = re.compile(r"^[\w+#.-]*$")
 _ADDRESS_LIKE = re.compile(r"://|^www\.|^\S*[^\W_]\.[^\W\d_]{2,}\S*$", re.IGNORECASE)
 # What stays as is in a URL we link: letters, digits and punctuation, but Slack's link syntax (`<`, `>`, `|`)
 # and what RFC 3986 never allows unencoded.
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_GROUP = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^>]*))?>")
+_DATE = re.compile(r"<!date\^\d+\^[^|>]*\|([^>]*)>")
+_SLACK_LINK = re.compile(r"<(https?://[^|>]+)\|([^>]+)>")
+_BARE_LINK = re.compile(r"<(https?://[^|>]+)>")
+_EMOJI = re.compile(r":([a-z0-9_+-]+):( ?)")
+_STRONG = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
+_STRIKE_MRKDWN = re.compile(r"(?<![\w~])~(?=\S)([^~\n]+?)(?<=\S)~(?![\w~])")
+_BARE_ID = re.compile(r"\b([UW]0[A-Z0-9]{2,})\b")
 _URL_SAFE = "".join(c for c in string.punctuation if c not in '<>|"`\\^{}') + string.ascii_letters + string.digits
 
 
@@ -223,3 +235,38 @@ def plain_link(url: str) -> str:
     ASCII for http(s) URLs without user info, otherwise escaped text that is not a link."""
     target = _ascii_url(url) if url.lower().startswith(("http://", "https://")) else None
     return f"<{m.escape(target)}>" if target else m.escape(reveal(url, prose=True))
+
+
+def plain(
+    mrkdwn: str,
+    names: Mapping[str, str],
+    *,
+    emoji: Mapping[str, str],
+    bare_ids: bool = True,
+    bold: Callable[[str], str] = str,
+) -> str:
+    """mrkdwn -> what a person reads: mentions as @name (else @id), dates by their fallback, `<url|text>` as
+    "text (url)", each `:code:` in `emoji` as its value (an empty one takes the space after it along; codes not in
+    `emoji` stay as written), no markup; `*bold*` as `bold(text)` (ANSI bold on a terminal). Code fences and
+    backticks are kept: a caller that shows code apart splits it out first."""
+    text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), mrkdwn)
+    text = _GROUP.sub(lambda m: "@" + (m.group(2) or m.group(1)), text)
+    text = _DATE.sub(lambda m: m.group(1), text)
+    text = _SLACK_LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
+    text = _BARE_LINK.sub(lambda m: m.group(1), text)
+
+    def shown(m: re.Match[str]) -> str:
+        code, space = m.group(1), m.group(2)
+        if code not in emoji:
+            return m.group(0)
+        return emoji[code] + space if emoji[code] else ""
+
+    text = _EMOJI.sub(shown, text)
+    text = _STRONG.sub(lambda m: bold(m.group(1)), text)
+    text = _ITALIC.sub(r"\1", text)
+    text = _STRIKE_MRKDWN.sub(r"\1", text)  # the living summary's ~Refuted~
+    text = unescape(text).replace("\u200b", "")
+    if bare_ids:  # a model that only knows user ids writes them bare, or as an escaped <@U…>
+        text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), text)
+        text = _BARE_ID.sub(lambda m: "@" + names[m.group(1)] if m.group(1) in names else m.group(1), text)
+    return text

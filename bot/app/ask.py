@@ -6,7 +6,9 @@ lifecycle and policy as a click; `TerminalThread` (`bot.RunThread`) shows the ta
 the handoff report. Ctrl-C is the Stop button; a second one exits at once.
 
 A terminal run lives in the conversation `terminal:<person>`, which incident memory keeps as a DM (`im`): its
-record is offered only to that person's later `opsloop ask` runs.
+record is offered only to that person's later `opsloop ask` runs. Only this process drives its run (a Slack
+process's scheduler never takes a terminal run over): if it is killed (a second Ctrl-C, SIGKILL), the run stays
+interrupted, as `opsloop show` and `opsloop runs` say, and nobody finishes it.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import html
 import json
 import os
-import re
 import shutil
 import signal
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any, TextIO
 
 from bot.config.settings import Settings
 from bot.core.pricing import price_for
-from bot.core.types import Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
+from bot.core.types import TERMINAL, Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
 from bot.run import approvals
 from bot.run.events import ApprovalDecided, Iteration, RunEvent, Summarized, ToolDone, ToolsAnnounced, ToolStarted
 from bot.run.report import handoff_report
@@ -37,8 +38,9 @@ from bot.run.summary import Summary, render_text
 from bot.store import Store
 from handlers import blocks, messages
 from handlers.approvals import ApprovalSlack
-from handlers.mrkdwn import reveal
+from handlers.mrkdwn import FENCE, plain, reveal, unescape
 from handlers.policy import ApprovalPolicy
+from handlers.stream import HOLDBACK_CHARS, shown, stable_prefix
 from handlers.supervisor.status import TaskList
 from tools.api import Offer, RunFacts, RunScope
 
@@ -51,14 +53,37 @@ HEARTBEAT_SECONDS = 3.0  # the run's lease is renewed this often (the Supervisor
 
 
 def conversation(user: str | None) -> str:
-    return f"terminal:{user or 'nobody'}"
+    return f"{TERMINAL}{user or 'nobody'}"
 
 
-_LINK = re.compile(r"<[@#!]?(?:[^|>]*\|)?([^>]*)>")  # <@U0ALICE>, <!date^…|fallback>, <url|label>: their text
+# The emoji codes opsloop's own messages use: the words beside each say it, so the terminal shows nothing for them.
+EMOJI = dict.fromkeys(
+    (
+        *("warning", "rotating_light", "no_entry", "no_entry_sign", "lock", "white_check_mark", "hourglass"),
+        *("hourglass_flowing_sand", "raised_hand", "octagonal_sign", "leftwards_arrow_with_hook", "eyes", "pager"),
+        *("bell", "repeat"),
+    ),
+    "",
+)
+CODE_INDENT = "    "  # a code fence's lines, shown apart from the prose
+
+
+def terminal_text(mrkdwn: str, *, bold: bool = False) -> str:
+    """Slack mrkdwn as a terminal shows it (`mrkdwn.plain`): `*bold*` in ANSI bold when `bold` (a TTY), else
+    plain; `<url|text>` as "text (url)"; mentions as @U…; opsloop's emoji codes dropped; a fenced block's lines
+    indented, as written. Hidden characters (escape sequences included) are revealed first, so the only escape
+    codes shown are the bold's own."""
+    strong = (lambda t: f"\x1b[1m{t}\x1b[22m") if bold else str
+    pieces = reveal(mrkdwn, prose=True).split(FENCE)
+    shown = [
+        textwrap.indent(piece.strip("\n"), CODE_INDENT) if i % 2 else plain(piece, {}, emoji=EMOJI, bold=strong)
+        for i, piece in enumerate(pieces)
+    ]
+    return "\n".join(p.strip("\n") for p in shown if p.strip())
 
 
 def card_text(msg: blocks.SlackMessage) -> str:
-    """A Slack message's blocks as terminal lines (headers, sections, fields, context), without its buttons."""
+    """A Slack message's blocks as mrkdwn lines (headers, sections, fields, context), without its buttons."""
     lines: list[str] = []
     for b in msg.blocks:
         if b.get("type") in ("header", "section") and b.get("text"):
@@ -66,7 +91,7 @@ def card_text(msg: blocks.SlackMessage) -> str:
         lines += [f["text"] for f in b.get("fields") or []]
         if b.get("type") == "context":
             lines += [e["text"] for e in b.get("elements") or [] if e.get("text")]
-    return html.unescape(_LINK.sub(r"\1", "\n".join(lines)))
+    return "\n".join(lines)
 
 
 class Screen:
@@ -80,13 +105,20 @@ class Screen:
         self.step = 0
         self._drawn = 0  # lines of the live view on screen, redrawn on the next change
 
-    def say(self, text: str) -> None:
-        """Text that stays (a card, the answer): below the live view, which is drawn afresh under it later."""
+    def say(self, mrkdwn: str) -> None:
+        """Text that stays (a card, the answer), rendered for the terminal (`terminal_text`): below the live view,
+        which is drawn afresh under it later."""
         if self.json:
-            self.event({"type": "Message", "text": text})
+            self.event({"type": "Message", "text": terminal_text(mrkdwn)})
             return
         self._erase()
-        print(reveal(text, prose=True), file=self.out, flush=True)
+        print(terminal_text(mrkdwn, bold=self.live), file=self.out, flush=True)
+
+    def write(self, text: str) -> None:
+        """Streamed text, as it comes, after what is on screen: the live view stays above it as it was."""
+        self._drawn = 0
+        self.out.write(text)
+        self.out.flush()
 
     def event(self, data: dict[str, Any]) -> None:
         print(json.dumps(data, ensure_ascii=False, default=str), file=self.out, flush=True)
@@ -145,6 +177,43 @@ class Screen:
         if self.live and self._drawn:
             self.out.write(f"\x1b[{self._drawn}F\x1b[J")
         self._drawn = 0
+
+
+class Streamed:
+    """One step's text shown on a TTY as the model writes it (`bot.AnswerSink`), by the Slack stream's rules
+    (handlers/stream.py): once it is `HOLDBACK_CHARS` long with no tool call started, redacted, only what no later
+    delta can change; a tool call or a retry stops it where it is. The answer's stream is completed at `end`
+    (then `TerminalThread.finish` doesn't print it again); what is shown is the model's Markdown, as written."""
+
+    def __init__(self, thread: TerminalThread) -> None:
+        self.thread, self.screen = thread, thread.term.screen
+        self.buffer, self.printed = "", ""
+        self.tool = self.void = False
+
+    async def attempt(self) -> None:
+        self.void = self.void or bool(self.printed)  # a retry writes another text: this stream shows no more
+        self.buffer, self.tool = "", False
+
+    async def text(self, delta: str) -> None:
+        self.buffer += delta
+        if not (self.tool or self.void) and (self.printed or len(self.buffer) >= HOLDBACK_CHARS):
+            self._show(stable_prefix(self.buffer))
+
+    async def tool_use(self) -> None:
+        self.tool = True
+
+    async def end(self, *, answer: bool) -> None:
+        if not self.printed:
+            return
+        if answer and not (self.tool or self.void):
+            self._show(shown(self.buffer))
+            self.thread.streamed = True
+        self.screen.write("\n")
+
+    def _show(self, safe: str) -> None:
+        if safe.startswith(self.printed) and len(safe) > len(self.printed):
+            self.screen.write(unescape(safe[len(self.printed) :]))
+            self.printed = safe
 
 
 class Answers:
@@ -234,6 +303,7 @@ class TerminalThread:
 
     def __init__(self, term: Terminal, row: Run) -> None:
         self.term, self.row = term, row
+        self.streamed = False  # the answer was shown as the model wrote it (`Streamed`)
 
     async def open(self) -> RunScope:
         row = self.row
@@ -257,8 +327,9 @@ class TerminalThread:
     async def on_event(self, event: RunEvent) -> None:
         self.term.screen.show(event)
 
-    def answer_sink(self, step: int) -> None:
-        return None  # the answer is shown whole at the end
+    def answer_sink(self, step: int) -> Streamed | None:
+        """On a TTY the answer shows as the model writes it; a pipe and --json get it whole at the end."""
+        return Streamed(self) if self.term.screen.live else None
 
     async def facts(self) -> RunFacts:
         return RunFacts(kind=KIND)
@@ -282,7 +353,9 @@ class TerminalThread:
             screen.event({"type": "Finished", "run_id": result.run_id, "result": dataclasses.asdict(result)})
             return
         if result.stop_reason == StopReason.COMPLETED and result.output:
-            screen.say("\n" + "\n".join(card_text(m) for m in blocks.text_messages(result.output, summary=summary)))
+            if not self.streamed:  # a streamed answer is on screen already, under the live view's summary
+                answer = blocks.text_messages(result.output, summary=summary)
+                screen.say("\n" + "\n".join(card_text(m) for m in answer))
         else:
             report = handoff_report(result, await store.history(self.row.id))
             u = result.usage

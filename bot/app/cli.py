@@ -142,16 +142,22 @@ def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[
 @_reads_store
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     ledger = Ledger(settings.db_path)
-    rows = ledger.list_runs(limit=args.limit)
+    rows, now = ledger.list_runs(limit=args.limit), ledger.sql.now()
     print(f"{'run':<22} {'created':<20} {'status':<17} {'stop reason':<19} {'iter':>4} {'cost':>8}  task")
     for r in rows:
+        status = INTERRUPTED if r.interrupted(now) else r.status
         print(
-            f"{r.id:<22} {_when(r.created_at):<20} {r.status:<17} {r.stop_reason or '-':<19} "
+            f"{r.id:<22} {_when(r.created_at):<20} {status:<17} {r.stop_reason or '-':<19} "
             f"{r.iterations:>4} {r.cost_usd:>8.4f}  {_shown((r.headline or '')[:60])}"
         )
     return 0
 
 
+INTERRUPTED = "interrupted"  # `runs`' status of a terminal run whose `opsloop ask` died before the run ended
+INTERRUPTED_WORDS = (
+    "interrupted: its `opsloop ask` was killed before the run ended, and nothing drives it any more "
+    "(a Slack process never takes a terminal run over); what it did is below"
+)
 AMBIGUOUS_SHOWN = 10  # candidates listed for an ambiguous run id prefix
 
 
@@ -204,6 +210,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     u = run.usage
     stop = f"{run.stop_reason.value} ({STOP_WORDS.get(run.stop_reason.value, '')})" if run.stop_reason else "-"
     print(_shown(f"run {run.id} · {run.status} · {stop}"))
+    if run.interrupted(ledger.sql.now()):
+        print(f"  {INTERRUPTED_WORDS}")
     if run.stop_detail:
         print(_shown(f"  {run.stop_detail}"))
     print(f"task: {_shown(run.task)}")

@@ -35,6 +35,7 @@ class RunStatus(enum.StrEnum):
 
 
 ACTIVE_STATUSES = (RunStatus.RUNNING, RunStatus.WAITING_APPROVAL)
+TERMINAL = "terminal:"  # an `opsloop ask` run's conversation is `terminal:<person>`: never a Slack channel id
 
 
 class ApprovalState(enum.StrEnum):
@@ -245,6 +246,16 @@ class Run:
     @property
     def active(self) -> bool:
         return self.status != RunStatus.FINISHED
+
+    @property
+    def in_terminal(self) -> bool:
+        """An `opsloop ask` run: only its own process drives it, never a Slack process's scheduler."""
+        return self.channel.startswith(TERMINAL)
+
+    def interrupted(self, now: float) -> bool:
+        """A terminal run whose `opsloop ask` died (a second Ctrl-C, SIGKILL) before it ended: active, and its
+        lease lapsed, so nothing drives it any more (`opsloop show` and `opsloop runs` say so)."""
+        return self.in_terminal and self.active and (self.lease_until or 0.0) < now
 
     @property
     def paid_tokens(self) -> int:

@@ -1,5 +1,7 @@
 """Drives this process's share of the runs: claims runnable ones with a lease, heartbeats it, resumes runs whose
-approval was decided or whose driver died, hands them back when they pause or the process stops.
+approval was decided or whose driver died, hands them back when they pause or the process stops. A terminal run
+(`opsloop ask`) is driven only by its own process, started there with `start`: the scheduler never takes one
+over (its conversation is no Slack channel), so a killed `opsloop ask` leaves its run interrupted, never posted.
 
 An approval is a row in the store (bot/run/approvals.py): the waiting coroutine can die with the process and a
 resumed run finds the same row again. What a run shows in Slack is the Slack side's (`bot.SlackSide`, one
@@ -70,8 +72,10 @@ class Supervisor:
         started = await self.tick()
         now = self.store.now()
         for row in await self.store.active_runs():
-            if row.id not in self.tasks and (
-                row.owner is None or row.owner in self.dead or (row.lease_until or 0.0) < now
+            if (
+                row.id not in self.tasks
+                and not row.in_terminal
+                and (row.owner is None or row.owner in self.dead or (row.lease_until or 0.0) < now)
             ):
                 self.start(row.id)
                 started.append(row.id)
@@ -113,14 +117,14 @@ class Supervisor:
         if self._draining:
             return []
         for row in await self.store.unreported_runs():  # a driver died between finishing and reporting
-            if row.id not in self.tasks:
+            if row.id not in self.tasks and not row.in_terminal:
                 self._track(row.id, self._report(row), f"report:{row.id}")
         # Lease holders that were processes on this host and are gone (SIGKILL, OOM): their runs need not wait
         # for the lease to lapse. Another host's process can't be checked; its lease lapses instead.
         self.dead = dead_owners(await self.store.lease_owners(), me=self.owner)
         started = []
         for row in await self.store.runnable_runs(now=now, dead=self.dead):
-            if row.id not in self.tasks:
+            if row.id not in self.tasks and not row.in_terminal:
                 log.info("run.resume", run_id=row.id, status=row.status.value)
                 self.start(row.id)
                 started.append(row.id)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.playground.standin.slack import Message
+from handlers.mrkdwn import plain as mrkdwn_plain
 
 EMOJI = {
     "eyes": "👀",
@@ -27,17 +27,6 @@ EMOJI = {
     "octagonal_sign": "🛑",
     "leftwards_arrow_with_hook": "↩️",
 }
-
-_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
-_GROUP = re.compile(r"<!subteam\^([A-Z0-9]+)(?:\|([^>]*))?>")
-_DATE = re.compile(r"<!date\^\d+\^[^|>]*\|([^>]*)>")
-_LINK = re.compile(r"<(https?://[^|>]+)\|([^>]+)>")
-_BARE_LINK = re.compile(r"<(https?://[^|>]+)>")
-_EMOJI = re.compile(r":([a-z0-9_+-]+):")
-_BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
-_ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
-_STRIKE = re.compile(r"(?<![\w~])~(?=\S)([^~\n]+?)(?<=\S)~(?![\w~])")
-_BARE_ID = re.compile(r"\b([UW]0[A-Z0-9]{2,})\b")
 
 
 class Kind(enum.StrEnum):
@@ -119,20 +108,7 @@ def blocks_parts(blocks: list[dict[str, Any]], names: Mapping[str, str]) -> list
 
 def plain(mrkdwn: str, names: Mapping[str, str], *, bare_ids: bool = True) -> str:
     """mrkdwn -> what a person reads: mentions by name, dates by their fallback, emoji, no markup."""
-    text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), mrkdwn)
-    text = _GROUP.sub(lambda m: "@" + (m.group(2) or m.group(1)), text)
-    text = _DATE.sub(lambda m: m.group(1), text)
-    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
-    text = _BARE_LINK.sub(lambda m: m.group(1), text)
-    text = _EMOJI.sub(lambda m: EMOJI.get(m.group(1), m.group(0)), text)
-    text = _BOLD.sub(r"\1", text)
-    text = _ITALIC.sub(r"\1", text)
-    text = _STRIKE.sub(r"\1", text)  # the living summary's ~Refuted~
-    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u200b", "")
-    if bare_ids:  # a model that only knows user ids writes them bare, or as an escaped <@U…>
-        text = _USER.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), text)
-        text = _BARE_ID.sub(lambda m: "@" + names[m.group(1)] if m.group(1) in names else m.group(1), text)
-    return text
+    return mrkdwn_plain(mrkdwn, names, emoji=EMOJI, bare_ids=bare_ids)
 
 
 def _split_code(text: str) -> list[Part]:
