@@ -5,6 +5,7 @@ change/enqueue, on one loopback port, every request and every answer checked aga
     async with FakePagerDuty(token="pd-token") as pd:
         pd.add_user("alice@example.com", "Alice")
         pd.add_service("PSVC001", "checkout", routing_key="R0UTING")
+        pd.add_escalation_policy("PPOL001", "web on-call")
         pd.add_incident("PINC001", service="PSVC001")
         pd.fail("POST", "/incidents/PINC001/notes", 429, times=1, retry_after=0)
         pd.drop_after_accept("POST", "/incidents/PINC001/notes")  # stored, then the connection is cut
@@ -136,6 +137,7 @@ class FakePagerDuty:
         self.token = token
         self.users: dict[str, dict[str, str]] = {}  # email -> user
         self.services: dict[str, str] = {}  # id -> name
+        self.policies: dict[str, str] = {}  # escalation policy id -> name
         self.routing_keys: dict[str, str] = {}  # routing key -> service id
         self.incidents: dict[str, Incident] = {}
         self.change_events: list[dict[str, Any]] = []
@@ -156,6 +158,9 @@ class FakePagerDuty:
         self.services[service_id] = name
         if routing_key:
             self.routing_keys[routing_key] = service_id
+
+    def add_escalation_policy(self, policy_id: str, name: str) -> None:
+        self.policies[policy_id] = name
 
     def add_incident(self, incident_id: str, *, service: str) -> Incident:
         self.incidents[incident_id] = Incident(incident_id, 1000 + len(self.incidents), service)
@@ -266,6 +271,11 @@ class FakePagerDuty:
             name = self.services[parts[1]]
             policy = {"id": "PPOL001", "type": "escalation_policy_reference"}
             return 200, {"service": {"id": parts[1], "type": "service", "name": name, "escalation_policy": policy}}
+        if parts[0] == "escalation_policies" and len(parts) == 2:
+            if parts[1] not in self.policies:
+                return 404, self._error(api, 404, "Not Found")
+            policy = {"id": parts[1], "type": "escalation_policy", "name": self.policies[parts[1]]}
+            return 200, {"escalation_policy": {**policy, "escalation_rules": []}}
         if req.path == "/change_events":
             since, until = (datetime.fromisoformat(req.query[k].replace("Z", "+00:00")) for k in ("since", "until"))
             found = [
