@@ -2,15 +2,16 @@
 first, in the transaction that decides them, then delivered by the sender: tools/pagerduty/sender.py).
 
 An item is enqueued once by its key (`note:<run>:summary`, `note:<run>:final`, `change:<run>:<call>`), claimed by
-one sender at a time (compare-and-set on owner and claimed_until, as the Slack outbox does), counted before each
-attempt so a later sender knows an earlier one may have reached PagerDuty, and recorded once PagerDuty accepted
-it. Store functions (bot.store.lane): `fn(ledger, ...)` on the store's thread, `await fn(store, ...)` from the bot.
+one sender at a time (compare-and-set on owner and claimed_until, as the Slack outbox does; a dead process's claim
+is taken at once), counted before each attempt so a later sender knows an earlier one may have reached PagerDuty,
+and recorded once PagerDuty accepted it. Store functions (bot.store.lane): `fn(ledger, ...)` on the store's thread,
+`await fn(store, ...)` from the bot.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,22 +203,33 @@ def _item(r: Mapping[str, Any]) -> PagerItem:
 
 
 @lane.normal
-def claim_item(ledger: Ledger, owner: str, *, now: float, until: float) -> PagerItem | None:
-    """Take the next item due, compare-and-set: two senders never hold one item at once."""
+def claim_owners(ledger: Ledger) -> list[str]:
+    """Who holds claims on pending items (to spot a process on this host that died holding one)."""
+    rows = ledger._select(
+        "SELECT DISTINCT owner FROM pagerduty_outbox WHERE state = 'pending' AND owner IS NOT NULL", []
+    )
+    return [str(r["owner"]) for r in rows]
+
+
+@lane.normal
+def claim_item(ledger: Ledger, owner: str, *, now: float, until: float, dead: Sequence[str] = ()) -> PagerItem | None:
+    """Take the next item due, compare-and-set: two senders never hold one item at once. A claim lapses at its
+    `claimed_until`, or at once when its owner is in `dead` (a process on this host that is gone)."""
+    free = f"(owner IS NULL OR claimed_until < ? OR owner IN ({', '.join('?' * len(dead)) or 'NULL'}))"
     with ledger._atomic():
         rows = ledger._select(
-            "SELECT key FROM pagerduty_outbox WHERE state = 'pending' AND next_at <= ? "
-            f"AND (owner IS NULL OR claimed_until < ?) ORDER BY next_at, created_at LIMIT 1{ledger._skip_locked()}",
-            [now, now],
+            f"SELECT key FROM pagerduty_outbox WHERE state = 'pending' AND next_at <= ? AND {free} "
+            f"ORDER BY next_at, created_at LIMIT 1{ledger._skip_locked()}",
+            [now, now, *dead],
         )
         if not rows:
             return None
         key = rows[0]["key"]
         if (
             ledger._write(
-                "UPDATE pagerduty_outbox SET owner = ?, claimed_until = ? WHERE key = ? AND state = 'pending' "
-                "AND (owner IS NULL OR claimed_until < ?)",
-                [owner, until, key, now],
+                "UPDATE pagerduty_outbox SET owner = ?, claimed_until = ? "
+                f"WHERE key = ? AND state = 'pending' AND {free}",
+                [owner, until, key, now, *dead],
             )
             != 1
         ):

@@ -9,6 +9,7 @@ change/enqueue, on one loopback port, every request and every answer checked aga
         pd.add_incident("PINC001", service="PSVC001")
         pd.fail("POST", "/incidents/PINC001/notes", 429, times=1, retry_after=0)
         pd.drop_after_accept("POST", "/incidents/PINC001/notes")  # stored, then the connection is cut
+        pd.on_note = kill_opsloop  # (incident id, note) once stored, before the answer (awaited when async)
         ... pd.url (REST), pd.events_url (Events v2: POST {events_url}/v2/change/enqueue) ...
         assert pd.problems == []  # every request and answer matched the OpenAPI documents
 
@@ -20,9 +21,11 @@ headers, body).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,8 +136,11 @@ def check_response(api: str, method: str, path: str, status: int, body: Any) -> 
 
 
 class FakePagerDuty:
-    def __init__(self, *, token: str = "pd-test-token") -> None:
+    def __init__(
+        self, *, token: str = "pd-test-token", on_note: Callable[[str, dict[str, Any]], Any] | None = None
+    ) -> None:
         self.token = token
+        self.on_note = on_note  # (incident id, note) of each note accepted, after it is stored, before the answer
         self.users: dict[str, dict[str, str]] = {}  # email -> user
         self.services: dict[str, str] = {}  # id -> name
         self.policies: dict[str, str] = {}  # escalation policy id -> name
@@ -224,6 +230,10 @@ class FakePagerDuty:
                 headers = {"Retry-After": str(f[4])} if f[4] is not None else {}
                 return self._answer(api, req, f[2], self._error(api, f[2], "Injected failure"), headers)
         status, answer = self._route(api, req)
+        if self.on_note is not None and status == 200 and req.method == "POST" and req.path.endswith("/notes"):
+            done = self.on_note(req.path.split("/")[2], answer["note"])
+            if inspect.isawaitable(done):
+                await done  # e.g. kill the caller and wait for it to die: it never reads this answer
         drop = next((d for d in self._drops if d[:2] == (req.method, req.path) and d[2] in raw), None)
         if drop is not None and status < 300:
             self._drops.remove(drop)

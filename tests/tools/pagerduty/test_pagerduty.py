@@ -257,9 +257,7 @@ routes = {{ PSVC001 = "C0INCIDENT", PPOL001 = "C0INCIDENT", PNOPE02 = "C0INCIDEN
 notes_from = "opsloop@example.com"
 base_url = "{pd.url}"
 """)
-    env = env_for(
-        fake_slack, fake_anthropic, OPSLOOP_PAGERDUTY_TOKEN=TOKEN, OPSLOOP_PAGERDUTY_WEBHOOK_SECRET="whsec"
-    )
+    env = env_for(fake_slack, fake_anthropic, OPSLOOP_PAGERDUTY_TOKEN=TOKEN, OPSLOOP_PAGERDUTY_WEBHOOK_SECRET="whsec")
     fake_anthropic.script(reply(text("pong")), reply(text("pong")))
     assert await check(load_settings(config, env=env)) == 1  # `run` starts; the route to nothing is a problem
     captured = capsys.readouterr()
