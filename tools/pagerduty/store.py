@@ -166,14 +166,17 @@ def final_noted(ledger: Ledger, run_id: str, labels: Mapping[str, str], incident
 
 def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
     """`Tables.on_approved`: an approved change of an incident's run becomes a change event (PagerDuty's own
-    acknowledge and resolve excepted)."""
+    acknowledge and resolve excepted), at least once: PagerDuty's change events take no dedupe key and are listed
+    only once processed, so an attempt whose answer was lost is sent again; both copies carry its `opsloop_key`."""
     run = pager_run(ledger, run_id)
     if run is None or result.tool in OWN_TOOLS:
         return
     outcome = "failed" if result.is_error else "done"
     args = ", ".join(f"{k}={v}" for k, v in sorted(result.args.items()))
     summary = redact(f"opsloop: {result.tool}({args}) {outcome}, approved by {result.confirmed_by}")
+    key = f"change:{run_id}:{result.tool_use_id}"
     details = {
+        "opsloop_key": key,  # the same in a resend: change events take no dedupe key (sent at least once)
         "tool": result.tool,
         "arguments": redact(json.dumps(result.args, sort_keys=True)),
         "approved_by": str(result.confirmed_by),
@@ -182,9 +185,7 @@ def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
         "incident": run.incident_id,
         "slack_thread": run.link,
     }
-    _enqueue(
-        ledger, key=f"change:{run_id}:{result.tool_use_id}", kind="change", run=run, content=summary, details=details
-    )
+    _enqueue(ledger, key=key, kind="change", run=run, content=summary, details=details)
 
 
 def _item(r: Mapping[str, Any]) -> PagerItem:

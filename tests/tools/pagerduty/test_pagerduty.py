@@ -220,6 +220,27 @@ async def test_an_approved_change_is_a_change_event_on_the_service_and_a_run_wit
     assert pd.notes("PINC001") == []
 
 
+async def test_a_change_event_whose_answer_was_lost_is_sent_again_and_both_copies_say_they_are_one_change(
+    pd: FakePagerDuty, store: Store
+) -> None:
+    """At least once: Events v2 takes no dedupe key for change events (docs/pagerduty.md says so)."""
+    pd.drop_after_accept("POST", "/v2/change/enqueue")
+    run = await store.create_run(channel="C0INC", thread_ts="1700000000.000500", requester="U1", task="t", model="m")
+    await pd_store.link_run(store, run.id, "PINC001", "PSVC001")
+    done = CallResult(
+        tool_use_id="toolu_r", tool="restart_service", args={}, content="ok", is_error=False, confirmed_by="U0BOB"
+    )
+    await store.save_tool_results(run.id, [done])
+    await drain(NoteSender(store, config(pd)), store)
+    first, again = pd.change_events
+    assert first["summary"] == again["summary"]
+    assert (
+        first["custom_details"]["opsloop_key"] == again["custom_details"]["opsloop_key"] == f"change:{run.id}:toolu_r"
+    )
+    (item,) = await pd_store.pager_items(store, run.id)
+    assert item.state == "sent" and item.attempts == 2
+
+
 async def test_pagerduty_change_events_are_read_in_the_window(pd: FakePagerDuty) -> None:
     now = datetime.now(UTC)
     pd.add_change_event("deploy checkout 2.1", now - timedelta(minutes=5), ["PSVC001"])
