@@ -438,10 +438,9 @@ def alert_root(
     return "\n".join(lines)
 
 
-ALERT_REPEAT = (
-    "Alertmanager sent this group again with the same alerts firing: nothing new was started "
-    "(further repeats are not posted)."
-)
+def alert_repeat(sender: str) -> str:
+    """In an alert's thread: `sender` ("Alertmanager", "PagerDuty") sent the alert again with nothing new."""
+    return f"{sender} sent this alert again with nothing new: nothing new was started (further repeats are not posted)."
 
 
 def alert_changed(firing: Sequence[str]) -> str:

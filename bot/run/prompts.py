@@ -8,7 +8,10 @@ from datetime import UTC, datetime
 
 from bot.core.types import Decision
 
-ALERT_USER = "Alertmanager"  # who an alert update "says" it in a run's inbox (never a Slack user id)
+# An alert update's `user` in a run's inbox: "alert:" and its source's sender ("alert:PagerDuty"), never a Slack
+# user id; stores written before the prefix hold Alertmanager's as "Alertmanager".
+ALERT_USER_PREFIX = "alert:"
+_LEGACY_ALERT_USER = "Alertmanager"
 
 SYSTEM_PROMPT = """\
 You are opsloop, an incident-response agent working in a Slack incident thread with on-call engineers.
@@ -169,9 +172,17 @@ def alert_update(source: str, text: str) -> str:
     return f"[alert update from {source}] {quoted_markers(text)}"
 
 
+def alert_user(sender: str) -> str:
+    """The inbox `user` of an update from the alert source whose sender is `sender` ("PagerDuty")."""
+    return ALERT_USER_PREFIX + sender
+
+
 def inbox_message(user: str, text: str) -> str:
-    """What a run's inbox item says in the history: an alert update under its own marker, else a person's reply."""
-    return alert_update(user, text) if user == ALERT_USER else thread_reply(user, text)
+    """What a run's inbox item says in the history: an alert update under its own marker, naming its sender, else
+    a person's reply."""
+    if user.startswith(ALERT_USER_PREFIX):
+        return alert_update(user.removeprefix(ALERT_USER_PREFIX), text)
+    return alert_update(user, text) if user == _LEGACY_ALERT_USER else thread_reply(user, text)
 
 
 def decision_result(decision: Decision, tool: str) -> str:

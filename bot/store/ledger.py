@@ -23,7 +23,7 @@ from bot.core.types import (
     Totals,
 )
 from bot.run.history import continue_history
-from bot.run.prompts import ALERT_USER
+from bot.run.prompts import alert_user
 from bot.store.alerts import STORM_WINDOW_S, AcceptedAlert, AlertGroup, AlertOutcome, Alerts
 from bot.store.approvals import Approvals
 from bot.store.backends import WAKE_RUNS
@@ -313,6 +313,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         key: str,
         *,
         source: str,
+        sender: str,
         channel: str,
         status: str,
         fingerprints: list[str],
@@ -333,8 +334,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         occurrence)`) in the outbox in the same transaction, claimed by `owner` for `claim_seconds`: the thread
         is opened after the ack (`open_alert_run` once the root is posted), and if this process dies first a
         recovery pass does it (`claim_alert_group`). A known group: REPEAT (same firing set), CHANGED or
-        RESOLVED (`update` queued for the group's active run, like a reply); firing once its occurrence is over
-        (`_occurrence_over`, `reopen_after` seconds): REOPENED, a new occurrence opened like a new group."""
+        RESOLVED (`update` queued for the group's active run, like a reply, said by `sender`: "PagerDuty"); firing
+        once its occurrence is over (`_occurrence_over`, `reopen_after` seconds): REOPENED, a new occurrence opened
+        like a new group."""
         firing = sorted(set(fingerprints))
         with self._durably(), self._atomic():
             if delivery is not None and not self.claim_event(f"alert:{source}:{delivery}"):
@@ -396,7 +398,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             run = self.find_run(group.run_id) if group.run_id else None
             if run is not None and run.active:
                 self.add_inbox(
-                    run_id=run.id, channel=run.channel, ts=group.thread_ts or "", user=ALERT_USER, text=update
+                    run_id=run.id, channel=run.channel, ts=group.thread_ts or "", user=alert_user(sender), text=update
                 )
                 self._wake(WAKE_RUNS)
             return AcceptedAlert(outcome, group=group, run=run if run is not None and run.active else None)

@@ -74,6 +74,7 @@ class ThreadedAlerts:
             accepted = await self.desk.store.accept_alert_group(
                 alert.key,
                 source=self.source.name,
+                sender=self.source.sender,
                 delivery=alert.delivery,
                 channel=channel,
                 status=alert.status,
@@ -113,7 +114,7 @@ class ThreadedAlerts:
             if group is not None and group.state == "opening" and (group.claimed_until or 0.0) < self.desk.store.now():
                 self._spawn_open(key)  # stuck opening past its claim (its opener died): recovered now, once
             if accepted.note and group is not None and group.thread_ts:
-                self.desk.note(group.channel, group.thread_ts, messages.ALERT_REPEAT, key)
+                self.desk.note(group.channel, group.thread_ts, messages.alert_repeat(self.source.sender), key)
         elif group is not None and group.thread_ts:
             text = self.source.note(alert, told_run=accepted.run is not None)
             self.desk.note(group.channel, group.thread_ts, text, key)

@@ -102,8 +102,10 @@ async def test_a_page_starts_a_run_in_its_services_channel_and_its_acknowledge_a
         await env.approve(card, BOB)
         await env.wait_final(CHANNEL, ts)
         said = " ".join(b.get("text", "") for b in user_turn((await env.requests(2))[1]))
-        assert "PagerDuty #1234 acknowledged by Tenex Engineer" in said
-        assert "PagerDuty #1234 resolved by Tenex Engineer" in said
+        # each under opsloop's own marker, naming its sender
+        assert "[alert update from PagerDuty] PagerDuty #1234 acknowledged by Tenex Engineer" in said
+        assert "[alert update from PagerDuty] PagerDuty #1234 resolved by Tenex Engineer" in said
+        assert "Alertmanager" not in said
         assert len(env.runs()) == 1
         decided = fake_slack.message(CHANNEL, card.ts)
         assert decided is not None and card_state(decided) == "approved" and "approval_alert" in block_ids(decided)
@@ -137,6 +139,9 @@ async def test_a_redelivered_page_starts_nothing_new_and_an_unknown_incidents_up
         assert outcome(await post(env, triggered("ev-trigger-again"))) == "repeat"  # the same incident
         ts = await root(env)
         await env.wait_final(CHANNEL, ts)
+        assert outcome(await post(env, triggered("ev-trigger-third"))) == "repeat"  # said once in its thread
+        said = await fake_slack.wait_for_message(CHANNEL, lambda m: m.thread_ts == ts and "again" in m.text)
+        assert said.text.startswith("PagerDuty sent this alert again with nothing new: nothing new was started")
         ack = pd.event("incident.acknowledged", event_id="ev-ack-unknown", id_="PUNSEEN")
         assert outcome(await post(env, ack)) == "ignored"
         service = {"event": {"id": "ev-svc", "event_type": "service.updated", "data": {"id": pd.SERVICE}}}

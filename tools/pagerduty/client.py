@@ -131,6 +131,11 @@ class PagerDuty:
         """The service's name (GET /services/{id}); a PagerDutyError (404) when there is none."""
         return str((await self.request("GET", f"/services/{service_id}")).get("service", {}).get("name", service_id))
 
+    async def escalation_policy(self, policy_id: str) -> str:
+        """The escalation policy's name (GET /escalation_policies/{id}); a PagerDutyError (404) when there is none."""
+        found = (await self.request("GET", f"/escalation_policies/{policy_id}")).get("escalation_policy", {})
+        return str(found.get("name", policy_id))
+
     async def notes(self, incident_id: str) -> list[Note]:
         """The incident's notes (GET /incidents/{id}/notes: PagerDuty lists them all, unpaged)."""
         found = (await self.request("GET", f"/incidents/{incident_id}/notes")).get("notes", [])

@@ -1,12 +1,13 @@
 """The PagerDuty reach (README, PagerDuty): `[pagerduty]` read, the acknowledge and resolve tools offered, the note
-sender run beside the runs, its `opsloop check` (the token, each named service), and at each run's start the
-link between the run and the incident its alert names (the `pagerduty_incident_id` label)."""
+sender run beside the runs, its `opsloop check` (the token, each named service, each id `[alerts.pagerduty] routes`
+names), and at each run's start the link between the run and the incident its alert names (the
+`pagerduty_incident_id` label)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config.reader import Reader
 from bot.store import Tables
@@ -21,6 +22,9 @@ from tools.pagerduty.settings import (
     incident_of,
 )
 from tools.pagerduty.store import TABLES, final_noted, link_run
+
+if TYPE_CHECKING:
+    from tools.pagerduty.client import PagerDuty
 
 _KEYS = ("token_env", "from", "notes_from", "events_routing_key_env", "services", "base_url", "events_url")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -54,6 +58,9 @@ def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | 
     for s in services:
         if not _ID.fullmatch(s):
             t.problem(f"expected PagerDuty service ids like PIJ90N7, got {s!r}", "services")
+    alerts = config.table.get("alerts")  # the PagerDuty alert source's table: read (and its problems said) there
+    source = alerts.get("pagerduty") if isinstance(alerts, Mapping) else None
+    routes = source.get("routes") if isinstance(source, Mapping) else None
     token, key = env.get(token_env, "").strip(), env.get(key_env, "").strip()
     return PagerDutyConfig(
         token_env=token_env,
@@ -63,14 +70,16 @@ def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | 
         events_routing_key_env=key_env,
         routing_key=HiddenToken(key) if key else None,
         services=tuple(services),
+        routes=tuple(str(k) for k in routes if k != "*") if isinstance(routes, Mapping) else (),
         base_url=t.url("base_url", BASE_URL),
         events_url=t.url("events_url", EVENTS_URL),
     )
 
 
 async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]]:
-    """One line for the token (GET /users/me), one per named service (GET /services/{id}), one for the change
-    events' routing key; the problems found."""
+    """One line for the token (GET /users/me), one per named service (GET /services/{id}), one per id the PagerDuty
+    alert source routes by (a service, or an escalation policy), one for the change events' routing key; the
+    problems found."""
     from tools.pagerduty.client import PagerDuty, PagerDutyError
 
     if config.token is None:
@@ -93,6 +102,11 @@ async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]
         except PagerDutyError as e:
             lines.append(f"pagerduty.services {service}: {e}")
             problems.append(f"pagerduty.services {service}: {e}")
+    for route in config.routes:
+        line = await _route_line(client, route)
+        lines.append(line)
+        if not line.endswith(": ok"):
+            problems.append(line)
     lines.append(
         "pagerduty: change events on, by routing key"
         if config.routing_key
@@ -101,6 +115,23 @@ async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]
     if not config.notes_from:
         lines.append("pagerduty: notes_from is not set: an account-level token can't write notes without it")
     return lines, problems
+
+
+async def _route_line(client: PagerDuty, route: str) -> str:
+    """What a route's id is in PagerDuty: a service (GET /services/{id}), else an escalation policy (GET
+    /escalation_policies/{id}), else a problem."""
+    from tools.pagerduty.client import PagerDutyError
+
+    where = f"pagerduty: alerts.pagerduty.routes {route}"
+    try:
+        return f"{where}: service {await client.service(route)}: ok"
+    except PagerDutyError as e:
+        if e.status != 404:
+            return f"{where}: {e}"
+    try:
+        return f"{where}: escalation policy {await client.escalation_policy(route)}: ok"
+    except PagerDutyError as e:
+        return f"{where}: no service or escalation policy has this id" if e.status == 404 else f"{where}: {e}"
 
 
 class PagerDutyReach:

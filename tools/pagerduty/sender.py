@@ -1,12 +1,16 @@
-"""The PagerDuty outbox's sender (a service of the reach): delivers each stored note and change event once.
+"""The PagerDuty outbox's sender (a service of the reach): delivers each stored note exactly once, and each change
+event at least once.
 
-Every POLL_S it claims the next item due (one sender per item across replicas: tools/pagerduty/store.py). A note
+Every POLL_S it claims the next item due (one sender per item across replicas: tools/pagerduty/store.py; the claim
+of a process on this host that died holding it is taken at once, another host's lapses after CLAIM_S). A note
 whose earlier attempt may have reached PagerDuty (its attempts counter is above zero: a call that died, a
 process killed before it recorded the answer) is first looked for on the incident (GET notes, its marker line),
 and adopted when found: PagerDuty's notes take no idempotency key, so this read-back is what keeps a note from
-being written twice. The attempt is counted before the call. A 429, a 5xx or no answer puts the item back with
-capped backoff (Retry-After wins when longer), forever; another refusal (a 400, a 404, a bad token) is logged
-and the item is marked failed.
+being written twice. A change event has neither (Events v2 `change/enqueue` takes no dedupe key, and `GET
+/change_events` lists an event only once PagerDuty processed it, and needs the REST token change events don't):
+one whose answer was lost is sent again. The attempt is counted before the call. A 429, a 5xx or no answer puts
+the item back with capped backoff (Retry-After wins when longer), forever; another refusal (a 400, a 404, a bad
+token) is logged and the item is marked failed.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ from datetime import UTC, datetime
 import structlog
 
 from bot.core.redact import redact
-from bot.run.liveness import owner_id
+from bot.run.liveness import dead_owners, owner_id
 from bot.store import Store
 from tools.pagerduty.client import PagerDuty, PagerDutyError
 from tools.pagerduty.settings import PagerDutyConfig
-from tools.pagerduty.store import PagerItem, claim_item, item_attempt, item_done, item_retry, marker
+from tools.pagerduty.store import PagerItem, claim_item, claim_owners, item_attempt, item_done, item_retry, marker
 
 log = structlog.get_logger("opsloop.pagerduty")
 
@@ -64,8 +68,8 @@ class NoteSender:
 
     async def send_one(self) -> bool:
         """Claim and deliver one item due; False when none is."""
-        now = self.store.now()
-        item = await claim_item(self.store, self.owner, now=now, until=now + CLAIM_S)
+        now, dead = self.store.now(), dead_owners(await claim_owners(self.store), me=self.owner)
+        item = await claim_item(self.store, self.owner, now=now, until=now + CLAIM_S, dead=dead)
         if item is None:
             return False
         try:

@@ -29,8 +29,8 @@ SERVICE_LABEL = "pagerduty_service_id"
 class PagerDutyConfig:
     """`[pagerduty]`: the REST token (None: unset), who each Slack approver is to PagerDuty (`from`: Slack user id
     → email), the Events v2 routing key for change events (None: none sent), the services named for `opsloop
-    check` and `recent_changes`, the email notes are written as, and where the two APIs are (another region's,
-    or a test's fake)."""
+    check` and `recent_changes`, the ids `[alerts.pagerduty] routes` names (`opsloop check` reads each), the email
+    notes are written as, and where the two APIs are (another region's, or a test's fake)."""
 
     token_env: str = DEFAULT_TOKEN_ENV
     token: HiddenToken | None = None
@@ -39,6 +39,7 @@ class PagerDutyConfig:
     events_routing_key_env: str = DEFAULT_ROUTING_KEY_ENV
     routing_key: HiddenToken | None = None
     services: tuple[str, ...] = ()
+    routes: tuple[str, ...] = ()  # the service or escalation policy ids [alerts.pagerduty] routes pages by
     base_url: str = BASE_URL
     events_url: str = EVENTS_URL
 

@@ -2,15 +2,16 @@
 first, in the transaction that decides them, then delivered by the sender: tools/pagerduty/sender.py).
 
 An item is enqueued once by its key (`note:<run>:summary`, `note:<run>:final`, `change:<run>:<call>`), claimed by
-one sender at a time (compare-and-set on owner and claimed_until, as the Slack outbox does), counted before each
-attempt so a later sender knows an earlier one may have reached PagerDuty, and recorded once PagerDuty accepted
-it. Store functions (bot.store.lane): `fn(ledger, ...)` on the store's thread, `await fn(store, ...)` from the bot.
+one sender at a time (compare-and-set on owner and claimed_until, as the Slack outbox does; a dead process's claim
+is taken at once), counted before each attempt so a later sender knows an earlier one may have reached PagerDuty,
+and recorded once PagerDuty accepted it. Store functions (bot.store.lane): `fn(ledger, ...)` on the store's thread,
+`await fn(store, ...)` from the bot.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,14 +166,17 @@ def final_noted(ledger: Ledger, run_id: str, labels: Mapping[str, str], incident
 
 def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
     """`Tables.on_approved`: an approved change of an incident's run becomes a change event (PagerDuty's own
-    acknowledge and resolve excepted)."""
+    acknowledge and resolve excepted), at least once: PagerDuty's change events take no dedupe key and are listed
+    only once processed, so an attempt whose answer was lost is sent again; both copies carry its `opsloop_key`."""
     run = pager_run(ledger, run_id)
     if run is None or result.tool in OWN_TOOLS:
         return
     outcome = "failed" if result.is_error else "done"
     args = ", ".join(f"{k}={v}" for k, v in sorted(result.args.items()))
     summary = redact(f"opsloop: {result.tool}({args}) {outcome}, approved by {result.confirmed_by}")
+    key = f"change:{run_id}:{result.tool_use_id}"
     details = {
+        "opsloop_key": key,  # the same in a resend: change events take no dedupe key (sent at least once)
         "tool": result.tool,
         "arguments": redact(json.dumps(result.args, sort_keys=True)),
         "approved_by": str(result.confirmed_by),
@@ -181,9 +185,7 @@ def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
         "incident": run.incident_id,
         "slack_thread": run.link,
     }
-    _enqueue(
-        ledger, key=f"change:{run_id}:{result.tool_use_id}", kind="change", run=run, content=summary, details=details
-    )
+    _enqueue(ledger, key=key, kind="change", run=run, content=summary, details=details)
 
 
 def _item(r: Mapping[str, Any]) -> PagerItem:
@@ -202,22 +204,33 @@ def _item(r: Mapping[str, Any]) -> PagerItem:
 
 
 @lane.normal
-def claim_item(ledger: Ledger, owner: str, *, now: float, until: float) -> PagerItem | None:
-    """Take the next item due, compare-and-set: two senders never hold one item at once."""
+def claim_owners(ledger: Ledger) -> list[str]:
+    """Who holds claims on pending items (to spot a process on this host that died holding one)."""
+    rows = ledger._select(
+        "SELECT DISTINCT owner FROM pagerduty_outbox WHERE state = 'pending' AND owner IS NOT NULL", []
+    )
+    return [str(r["owner"]) for r in rows]
+
+
+@lane.normal
+def claim_item(ledger: Ledger, owner: str, *, now: float, until: float, dead: Sequence[str] = ()) -> PagerItem | None:
+    """Take the next item due, compare-and-set: two senders never hold one item at once. A claim lapses at its
+    `claimed_until`, or at once when its owner is in `dead` (a process on this host that is gone)."""
+    free = f"(owner IS NULL OR claimed_until < ? OR owner IN ({', '.join('?' * len(dead)) or 'NULL'}))"
     with ledger._atomic():
         rows = ledger._select(
-            "SELECT key FROM pagerduty_outbox WHERE state = 'pending' AND next_at <= ? "
-            f"AND (owner IS NULL OR claimed_until < ?) ORDER BY next_at, created_at LIMIT 1{ledger._skip_locked()}",
-            [now, now],
+            f"SELECT key FROM pagerduty_outbox WHERE state = 'pending' AND next_at <= ? AND {free} "
+            f"ORDER BY next_at, created_at LIMIT 1{ledger._skip_locked()}",
+            [now, now, *dead],
         )
         if not rows:
             return None
         key = rows[0]["key"]
         if (
             ledger._write(
-                "UPDATE pagerduty_outbox SET owner = ?, claimed_until = ? WHERE key = ? AND state = 'pending' "
-                "AND (owner IS NULL OR claimed_until < ?)",
-                [owner, until, key, now],
+                "UPDATE pagerduty_outbox SET owner = ?, claimed_until = ? "
+                f"WHERE key = ? AND state = 'pending' AND {free}",
+                [owner, until, key, now, *dead],
             )
             != 1
         ):

@@ -1133,6 +1133,7 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
         return await store.accept_alert_group(
             f"am:{key}",
             source="webhook",
+            sender="Alertmanager",
             channel="C1",
             status=status,
             fingerprints=fps,
@@ -1159,7 +1160,7 @@ async def test_alert_groups_dedupe_repeats_storm_and_resolve_the_same_on_both_ba
     assert changed.outcome is AlertOutcome.CHANGED and changed.run is not None and changed.run.id == run.id
     resolved = await accept("g1", [], status="resolved")
     assert resolved.outcome is AlertOutcome.RESOLVED
-    assert [i.user for i in await store.queued_inbox(run.id)] == ["Alertmanager", "Alertmanager"]
+    assert [i.user for i in await store.queued_inbox(run.id)] == ["alert:Alertmanager", "alert:Alertmanager"]
     assert (await accept("g2", ["c"])).outcome is AlertOutcome.STARTED
     assert (await accept("g3", ["d"])).outcome is AlertOutcome.DROPPED  # the third in ten minutes, limit 2
     assert (await accept("g4", [], status="resolved")).outcome is AlertOutcome.IGNORED
@@ -1192,6 +1193,7 @@ async def test_an_alert_notifications_delivery_id_is_claimed_once_the_same_on_bo
         return await store.accept_alert_group(
             "pd:P1",
             source="pager",
+            sender="PagerDuty",
             delivery=delivery,
             channel="C1",
             status=status,
@@ -1220,6 +1222,7 @@ async def test_an_opening_alert_group_is_claimed_by_compare_and_set_the_same_on_
     new = await store.accept_alert_group(
         "am:g9",
         source="webhook",
+        sender="Alertmanager",
         channel="C9",
         status="firing",
         fingerprints=["z"],
@@ -1263,6 +1266,7 @@ async def test_an_alert_group_firing_again_once_its_occurrence_is_over_opens_ane
         return await store.accept_alert_group(
             f"am:{key}",
             source="webhook",
+            sender="Alertmanager",
             channel="C1",
             status=status,
             fingerprints=fps,

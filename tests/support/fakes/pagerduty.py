@@ -5,9 +5,11 @@ change/enqueue, on one loopback port, every request and every answer checked aga
     async with FakePagerDuty(token="pd-token") as pd:
         pd.add_user("alice@example.com", "Alice")
         pd.add_service("PSVC001", "checkout", routing_key="R0UTING")
+        pd.add_escalation_policy("PPOL001", "web on-call")
         pd.add_incident("PINC001", service="PSVC001")
         pd.fail("POST", "/incidents/PINC001/notes", 429, times=1, retry_after=0)
         pd.drop_after_accept("POST", "/incidents/PINC001/notes")  # stored, then the connection is cut
+        pd.on_note = kill_opsloop  # (incident id, note) once stored, before the answer (awaited when async)
         ... pd.url (REST), pd.events_url (Events v2: POST {events_url}/v2/change/enqueue) ...
         assert pd.problems == []  # every request and answer matched the OpenAPI documents
 
@@ -19,9 +21,11 @@ headers, body).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,10 +136,14 @@ def check_response(api: str, method: str, path: str, status: int, body: Any) -> 
 
 
 class FakePagerDuty:
-    def __init__(self, *, token: str = "pd-test-token") -> None:
+    def __init__(
+        self, *, token: str = "pd-test-token", on_note: Callable[[str, dict[str, Any]], Any] | None = None
+    ) -> None:
         self.token = token
+        self.on_note = on_note  # (incident id, note) of each note accepted, after it is stored, before the answer
         self.users: dict[str, dict[str, str]] = {}  # email -> user
         self.services: dict[str, str] = {}  # id -> name
+        self.policies: dict[str, str] = {}  # escalation policy id -> name
         self.routing_keys: dict[str, str] = {}  # routing key -> service id
         self.incidents: dict[str, Incident] = {}
         self.change_events: list[dict[str, Any]] = []
@@ -156,6 +164,9 @@ class FakePagerDuty:
         self.services[service_id] = name
         if routing_key:
             self.routing_keys[routing_key] = service_id
+
+    def add_escalation_policy(self, policy_id: str, name: str) -> None:
+        self.policies[policy_id] = name
 
     def add_incident(self, incident_id: str, *, service: str) -> Incident:
         self.incidents[incident_id] = Incident(incident_id, 1000 + len(self.incidents), service)
@@ -219,6 +230,10 @@ class FakePagerDuty:
                 headers = {"Retry-After": str(f[4])} if f[4] is not None else {}
                 return self._answer(api, req, f[2], self._error(api, f[2], "Injected failure"), headers)
         status, answer = self._route(api, req)
+        if self.on_note is not None and status == 200 and req.method == "POST" and req.path.endswith("/notes"):
+            done = self.on_note(req.path.split("/")[2], answer["note"])
+            if inspect.isawaitable(done):
+                await done  # e.g. kill the caller and wait for it to die: it never reads this answer
         drop = next((d for d in self._drops if d[:2] == (req.method, req.path) and d[2] in raw), None)
         if drop is not None and status < 300:
             self._drops.remove(drop)
@@ -266,6 +281,11 @@ class FakePagerDuty:
             name = self.services[parts[1]]
             policy = {"id": "PPOL001", "type": "escalation_policy_reference"}
             return 200, {"service": {"id": parts[1], "type": "service", "name": name, "escalation_policy": policy}}
+        if parts[0] == "escalation_policies" and len(parts) == 2:
+            if parts[1] not in self.policies:
+                return 404, self._error(api, 404, "Not Found")
+            policy = {"id": parts[1], "type": "escalation_policy", "name": self.policies[parts[1]]}
+            return 200, {"escalation_policy": {**policy, "escalation_rules": []}}
         if req.path == "/change_events":
             since, until = (datetime.fromisoformat(req.query[k].replace("Z", "+00:00")) for k in ("since", "until"))
             found = [

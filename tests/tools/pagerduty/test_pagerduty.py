@@ -8,14 +8,19 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from bot.app.check import check
+from bot.app.settings import load_settings
 from bot.config.reader import Reader
 from bot.core.errors import ConfigError
 from bot.core.types import CallResult, StopReason
 from bot.run.summary import Summary
 from bot.store import Store
+from tests.bot.app.test_check import env_for
+from tests.support.fakes.anthropic import reply, text
 from tests.support.fakes.pagerduty import FakePagerDuty
 from tools.pagerduty import store as pd_store
 from tools.pagerduty.client import PagerDuty
@@ -215,6 +220,27 @@ async def test_an_approved_change_is_a_change_event_on_the_service_and_a_run_wit
     assert pd.notes("PINC001") == []
 
 
+async def test_a_change_event_whose_answer_was_lost_is_sent_again_and_both_copies_say_they_are_one_change(
+    pd: FakePagerDuty, store: Store
+) -> None:
+    """At least once: Events v2 takes no dedupe key for change events (docs/pagerduty.md says so)."""
+    pd.drop_after_accept("POST", "/v2/change/enqueue")
+    run = await store.create_run(channel="C0INC", thread_ts="1700000000.000500", requester="U1", task="t", model="m")
+    await pd_store.link_run(store, run.id, "PINC001", "PSVC001")
+    done = CallResult(
+        tool_use_id="toolu_r", tool="restart_service", args={}, content="ok", is_error=False, confirmed_by="U0BOB"
+    )
+    await store.save_tool_results(run.id, [done])
+    await drain(NoteSender(store, config(pd)), store)
+    first, again = pd.change_events
+    assert first["summary"] == again["summary"]
+    assert (
+        first["custom_details"]["opsloop_key"] == again["custom_details"]["opsloop_key"] == f"change:{run.id}:toolu_r"
+    )
+    (item,) = await pd_store.pager_items(store, run.id)
+    assert item.state == "sent" and item.attempts == 2
+
+
 async def test_pagerduty_change_events_are_read_in_the_window(pd: FakePagerDuty) -> None:
     now = datetime.now(UTC)
     pd.add_change_event("deploy checkout 2.1", now - timedelta(minutes=5), ["PSVC001"])
@@ -234,3 +260,32 @@ async def test_check_says_the_token_each_service_and_the_change_events_on_one_li
     assert "401" in lines[0] and problems
     lines, problems = await check_pagerduty(config(pd, token=None))
     assert problems == ["pagerduty: OPSLOOP_PAGERDUTY_TOKEN is not set: no notes, no acknowledge or resolve"]
+
+
+async def test_check_reads_each_route_of_the_alert_source_as_a_service_or_an_escalation_policy(
+    pd: FakePagerDuty, fake_slack, fake_anthropic, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pd.add_escalation_policy("PPOL001", "web on-call")
+    fake_slack.add_channel("C0INCIDENT", "incident")
+    config = tmp_path / "opsloop.toml"
+    config.write_text(f"""
+[approvals]
+approvers = ["U1"]
+[alerts.pagerduty]
+listen = "127.0.0.1:0"
+routes = {{ PSVC001 = "C0INCIDENT", PPOL001 = "C0INCIDENT", PNOPE02 = "C0INCIDENT", "*" = "C0INCIDENT" }}
+[pagerduty]
+notes_from = "opsloop@example.com"
+base_url = "{pd.url}"
+""")
+    env = env_for(fake_slack, fake_anthropic, OPSLOOP_PAGERDUTY_TOKEN=TOKEN, OPSLOOP_PAGERDUTY_WEBHOOK_SECRET="whsec")
+    fake_anthropic.script(reply(text("pong")), reply(text("pong")))
+    assert await check(load_settings(config, env=env)) == 1  # `run` starts; the route to nothing is a problem
+    captured = capsys.readouterr()
+    out, err = captured.out.splitlines(), captured.err.splitlines()
+    assert "pagerduty: alerts.pagerduty.routes PSVC001: service checkout: ok" in out
+    assert "pagerduty: alerts.pagerduty.routes PPOL001: escalation policy web on-call: ok" in out
+    line = "pagerduty: alerts.pagerduty.routes PNOPE02: no service or escalation policy has this id"
+    assert line in out and f"opsloop: error: {line}" in err
+    assert not any("routes *" in x for x in out)
+    assert [r.path for r in pd.requests if "PNOPE02" in r.path] == ["/services/PNOPE02", "/escalation_policies/PNOPE02"]
