@@ -15,6 +15,7 @@ from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
 from bot.store import Store
 from tests.support.fakes.anthropic import repeating_text, reply, text, tool_use
+from tests.support.harness import answered
 from tools import Category, ToolRegistry, tool
 
 SONNET, HAIKU = "claude-sonnet-5-5", "claude-haiku-5-5"
@@ -95,7 +96,7 @@ async def test_an_edited_stored_turn_heals_with_drop_block_for_the_rest_of_the_r
     fake_anthropic.script(
         reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("check_disk", {"host": "web-04"})),
-        reply(text("both full")),
+        *answered(reply(text("both full"))),
     )
     run_id = await start(store)
     stop_after_first: list[int] = []

@@ -31,6 +31,7 @@ from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
 from bot.store import Store
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, error, reply, text, tool_use
+from tests.support.harness import answered
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"
@@ -313,7 +314,7 @@ async def test_a_read_only_turn_never_waits_for_the_store(
         held.append(asyncio.ensure_future(store.atomically(lambda _ledger: released.wait(10))))
         return reply(tool_use("check_disk", {"host": "a"}))
 
-    fake_anthropic.script(hold_the_writer, reply(text("fine")))
+    fake_anthropic.script(hold_the_writer, *answered(reply(text("fine"))))
     result = await run(config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk])), run_id)
     assert result.stop_reason == StopReason.COMPLETED
     assert await held[0] is True  # released by the call, not by the 10 s timeout: the call ran before the write
