@@ -15,7 +15,7 @@ import pytest
 
 from bot.core.pricing import price_for
 from bot.core.types import ConfirmRequest, Decision, Injected, StopReason
-from bot.run import events
+from bot.run import events, prompts
 from bot.run.guards import Limits
 from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
@@ -179,7 +179,7 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
 
     assert result.stop_reason == StopReason.COMPLETED
     assert result.output == "CPU is back to normal after restarting java-app (approved by U2)."
-    assert result.iterations == 5
+    assert result.iterations == 6  # the answer, asked once for the summary it never wrote, comes again
     assert result.tools_called == ("check_cpu", "list_top_processes", "restart_service", "check_cpu")
     assert [r.name for r in [s.call for s in seen]] == ["restart_service"]
     assert ("restart_service", {"host": "web-03", "unit": "java-app"}, "U2") in EXECUTED
@@ -262,8 +262,16 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 }
             ],
         ),
+        (
+            "assistant",
+            [
+                thought("Considering the next step."),
+                {"type": "text", "text": "CPU is back to normal after restarting java-app (approved by U2)."},
+            ],
+        ),
+        ("user", [{"type": "text", "text": prompts.SUMMARY_BEHIND}]),
     ]
-    assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9]
+    assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9, 11]
 
 
 # --- budgets --------------------------------------------------------------------------
@@ -812,12 +820,14 @@ async def test_stop_requested_cancels_the_run(store, fake_anthropic, anthropic_c
 async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_anthropic, anthropic_client):
     import structlog
 
-    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-03"})), reply(text("fine")))
+    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-03"})), *answered(reply(text("fine"))))
     run_id = await start(store)
     with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
         await run(config(store, anthropic_client), run_id)
     steps = [(e["event"], e["run_id"]) for e in logs if e.get("run_id")]
-    assert steps == [(kind, run_id) for kind in ("request", "response", "tool", "request", "response", "stop")]
+    # the answer, asked once for the summary, comes again: one more request and response
+    kinds = ("request", "response", "tool", "request", "response", "request", "response", "stop")
+    assert steps == [(kind, run_id) for kind in kinds]
     [tool_event] = [e for e in logs if e["event"] == "tool"]
     assert (tool_event["args"], tool_event["result"]) == ({"host": "web-03"}, "web-03: cpu 97%, load 7.9")
     assert [s.kind for s in await store.steps(run_id)] == [e for e, _ in steps]
@@ -845,7 +855,8 @@ async def test_a_context_budget_condenses_each_time_there_is_history_to_condense
     run_id = await start(store)
     result = await run(config(store, anthropic_client, context_budget_tokens=50), run_id)
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
-    assert ["tools" not in r.body for r in fake_anthropic.requests] == [False, False, True, False, True, False]
+    # ... and the answer comes twice (asked once for the summary), neither time condensing
+    assert ["tools" not in r.body for r in fake_anthropic.requests] == [False, False, True, False, True, False, False]
     history = await store.history(run_id)
     assert "[Summary of the work so far" in history[0]["content"][0]["text"]
     assert "summary of web-00, web-01, web-09" in history[0]["content"][0]["text"]
@@ -916,6 +927,8 @@ async def test_the_run_tells_its_watchers_in_typed_events(store, fake_anthropic,
         "ToolStarted",
         "ToolDone",
         "Iteration",
+        "Reasoning",
+        "Iteration",  # asked once for the summary, the model answers again
         "Reasoning",
         "Finished",
     ]
