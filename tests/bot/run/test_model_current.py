@@ -58,7 +58,9 @@ async def start(store: Store, task: str = "web-03 is out of disk") -> str:
 async def test_requests_use_adaptive_thinking_and_effort_and_nothing_the_models_reject(
     store, fake_anthropic, anthropic_client
 ):
-    fake_anthropic.script(reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})), *answered(reply(text("full"))))
+    fake_anthropic.script(
+        reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})), *answered(reply(text("full")))
+    )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     for request in fake_anthropic.requests:
