@@ -65,8 +65,9 @@ def handles(schemas: Sequence[dict[str, Any]], turn: Sequence[ToolCall], before:
 
 
 def behind(history: Sequence[dict[str, Any]]) -> bool:
-    """A call succeeded after the last accepted summary, in call order: the summary doesn't cover everything
-    the final answer could cite. A run that never summarised is not asked."""
+    """A call succeeded after the last accepted summary, in call order, or the run never summarised after a
+    successful call: the summary doesn't cover everything the final answer could cite. A run with no successful
+    call (a question answered without tools) is not behind."""
     errors = {
         b["tool_use_id"]: bool(b.get("is_error"))
         for m in history
@@ -74,13 +75,12 @@ def behind(history: Sequence[dict[str, Any]]) -> bool:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_result"
     }
-    summarized = stale = False
+    stale = False
     for m in history:
         for call in tool_calls(m["content"]) if m["role"] == "assistant" else ():
             if errors.get(call.id) is False:
-                summarized |= call.name == TOOL_NAME
                 stale = call.name != TOOL_NAME
-    return summarized and stale
+    return stale
 
 
 def outcomes(

@@ -283,7 +283,7 @@ class _Run(Condenser, ToolGate):
         return None  # the next step starts by checking for a Stop
 
     def summary_behind(self) -> bool:
-        """The answer comes with a summary older than a successful call it could cite: ask once for the
+        """The answer comes with no summary, or one older than a successful call it could cite: ask once for the
         update before posting (not when the iteration limit leaves no room for it)."""
         return (
             living.offered(self.tool_schemas)

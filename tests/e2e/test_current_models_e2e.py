@@ -21,6 +21,7 @@ from typing import Any
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import error, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event, message_event
+from tests.support.harness import answered
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANNEL, ALICE, BOB, CAROL = "C0INCIDENT", "U0ALICE", "U0BOB", "U0CAROL"
@@ -130,10 +131,12 @@ async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path
     fake_anthropic.script(
         reply(text("Cleaned. Checking the disk again."), tool_use("check_disk", {"host": "web-03"})),
         reply(text("Summary: web-03 /var was full of rotated nginx logs; carol approved clean_logs; 19.8 GB freed.")),
-        reply(
-            text(
-                "web-03: rotated nginx logs cleaned (approved by carol), /var back to 61%. Nginx not restarted, "
-                "as bob asked."
+        *answered(
+            reply(
+                text(
+                    "web-03: rotated nginx logs cleaned (approved by carol), /var back to 61%. Nginx not restarted, "
+                    "as bob asked."
+                )
             )
         ),
     )
@@ -160,10 +163,10 @@ async def test_a_long_incident_on_the_current_models_survives_a_sigkill(tmp_path
     assert 400 not in statuses, [r.error for r in fake_anthropic.requests if r.status == 400]
     assert statuses.count(529) == 3
     models = [r.body["model"] for r in fake_anthropic.requests if r.status == 200]
-    assert models == ["claude-sonnet-5-5", *["claude-haiku-5-5"] * 5]
-    summary_request = fake_anthropic.requests[-2].body
+    assert models == ["claude-sonnet-5-5", *["claude-haiku-5-5"] * 6]  # the answer twice: asked for the summary
+    summary_request = fake_anthropic.requests[-3].body
     assert "tools" not in summary_request
-    final_request = fake_anthropic.requests[-1].body
+    final_request = fake_anthropic.requests[-2].body
     thinking_kept = [
         b
         for m in final_request["messages"][:-2]

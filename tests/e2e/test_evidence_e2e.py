@@ -1,6 +1,7 @@
 """End to end: evidence anyone can check. Each tool result opens with a handle (`#1 check_disk web-03`); an
 update_summary's evidence is a handle and a quote opsloop finds in that call's result, shown in Slack under its
-hypothesis and in `opsloop show`; a final answer whose summary is behind gets one request for the update."""
+hypothesis and in `opsloop show`; a final answer with no summary, or one behind its calls, gets one request for
+the update."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bot.run.prompts import SUMMARY_BEHIND
 from bot.run.summary import TOOL_NAME
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import ALICE, bot_env, is_status, result_text, text_of, tool_results
+from tests.support.harness import ALICE, answered, bot_env, is_status, result_text, text_of, tool_results
 
 TASK = "web-03 is paging: disk full on /var"
 TRUE_QUOTE = "/var 50G 49.8G  0.2G 100%"  # check_disk's line, its whitespace changed
@@ -35,7 +36,7 @@ async def test_a_quote_not_in_its_result_is_refused_and_the_model_sees_why(
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
         reply(tool_use(TOOL_NAME, update("confirmed", [{"handle": "#1", "quote": "/var 20% used"}]), id="toolu_s")),
-        reply(text("Not sure yet.")),
+        *answered(reply(text("Not sure yet."))),  # refused: no summary yet, so asked once
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK, user=ALICE)
@@ -57,7 +58,7 @@ async def test_confirmed_without_evidence_is_refused(
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
         reply(tool_use(TOOL_NAME, update("confirmed", [], confidence="medium"), id="toolu_s")),
-        reply(text("Not sure yet.")),
+        *answered(reply(text("Not sure yet."))),  # refused: no summary yet, so asked once
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK, user=ALICE)
@@ -122,4 +123,54 @@ async def test_a_final_answer_with_a_stale_summary_gets_one_request_for_the_upda
         assert "Still the answer." in text_of(final)
         requests = await env.requests(5)
         assert user_texts(requests[4]) == [SUMMARY_BEHIND]  # asked once, after the first answer
+        fake_anthropic.assert_complete()
+
+
+async def test_a_final_answer_with_no_summary_after_reads_gets_one_request_for_the_update(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
+        reply(text("First answer.")),  # read with a tool, never summarised
+        reply(tool_use(TOOL_NAME, update("confirmed", [{"handle": "#1", "quote": TRUE_QUOTE}]), id="toolu_s")),
+        reply(text("The answer, summarised.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        final = await env.wait_final(channel, ts)
+        assert "The answer, summarised." in text_of(final) and "First answer." not in text_of(final)
+        requests = await env.requests(4)
+        assert user_texts(requests[2]) == [SUMMARY_BEHIND]  # asked once, after the first answer
+        (accepted,) = tool_results(requests[3])
+        assert not accepted.get("is_error"), result_text(accepted)
+        fake_anthropic.assert_complete()
+
+
+async def test_a_reply_to_the_request_that_is_again_just_text_is_posted_and_not_asked_again(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(
+        reply(tool_use("check_disk", {"host": "web-03"}, id="toolu_disk")),
+        reply(text("First answer.")),
+        reply(text("Still the answer.")),
+    )
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        final = await env.wait_final(channel, ts)
+        assert "Still the answer." in text_of(final)
+        requests = await env.requests(3)
+        assert user_texts(requests[2]) == [SUMMARY_BEHIND]
+        assert len(fake_anthropic.requests) == 3  # asked only once
+        fake_anthropic.assert_complete()
+
+
+async def test_an_answer_with_no_tool_call_is_not_asked_for_a_summary(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.script(reply(text("Disk full on /var usually means logs; ask me to look.")))
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        channel, ts = await env.mention(TASK, user=ALICE)
+        final = await env.wait_final(channel, ts)
+        assert "usually means logs" in text_of(final)
+        assert len(fake_anthropic.requests) == 1
         fake_anthropic.assert_complete()

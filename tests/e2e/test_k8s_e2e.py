@@ -13,7 +13,7 @@ from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.kube import FakeKube
 from tests.support.fakes.kube_scenes import argo_managed
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import BOB, bot_env, card_state, result_text, text_of, tool_results
+from tests.support.harness import BOB, answered, bot_env, card_state, result_text, text_of, tool_results
 from tests.tools.k8s.test_k8s_tools import NS, crashloop
 
 POD = "api-7d9f-x2k4q"
@@ -42,7 +42,7 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
             text("api:1.42 panics on a missing config key; rolling back to revision 1."),
             tool_use("k8s_rollout_undo", {"name": "api", "namespace": NS}),
         ),
-        reply(text("Rolled api back to api:1.41.")),
+        *answered(reply(text("Rolled api back to api:1.41."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config(fake_kube, tmp_path)) as env:
         channel, ts = await env.mention("api is crash looping since the deploy, investigate")
@@ -54,7 +54,8 @@ async def test_a_crash_loop_after_a_deploy_is_investigated_and_rolled_back_on_an
         await env.approve(card, BOB)
         await env.wait_final(channel, ts, timeout=30)
 
-        results = [result_text(tool_results(r)[0]) for r in fake_anthropic.requests[1:]]
+        # each call's result; the last request is the answer's second telling, asked once for the summary
+        results = [result_text(tool_results(r)[0]) for r in fake_anthropic.requests[1:-1]]
         assert "CrashLoopBackOff" in results[0]
         assert "owner chain: Pod api-7d9f-x2k4q ← ReplicaSet" in results[1] and "BackOff" in results[1]
         assert "panic: missing config key FEATURE_X" in results[2] and "s3cr3tpw" not in results[2]

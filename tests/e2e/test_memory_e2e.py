@@ -14,7 +14,18 @@ from pathlib import Path
 from tests.e2e.test_slack_e2e import TASK, clean_logs_script
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, Message
-from tests.support.harness import CAROL, CHANNEL, PEOPLE, BotEnv, bot_env, result_text, text_of, tool_results, user_turn
+from tests.support.harness import (
+    CAROL,
+    CHANNEL,
+    PEOPLE,
+    BotEnv,
+    answered,
+    bot_env,
+    result_text,
+    text_of,
+    tool_results,
+    user_turn,
+)
 from tools.memory import store as memory
 
 MEMORY = "[memory]\nenabled = true\n"
@@ -25,7 +36,7 @@ PRIVATE = "G0PRIVATE"
 
 
 def b_script() -> list[object]:
-    return [reply(tool_use("search_incidents", {"query": "web-03 var full"})), reply(text(B_ANSWER))]
+    return [reply(tool_use("search_incidents", {"query": "web-03 var full"})), *answered(reply(text(B_ANSWER)))]
 
 
 async def answer(env: BotEnv, channel: str, ts: str, said: str) -> Message:
@@ -56,18 +67,18 @@ async def test_the_repeat_incident_is_offered_in_the_first_turn_and_the_thread_a
         channel, ts = await env.mention(B_TASK)
         await answer(env, channel, ts, B_ANSWER)
 
-        requests = await env.requests(6)
-        first = json.dumps(user_turn(requests[4], 0))
+        requests = await env.requests(7)  # A's five (its answer twice: asked once for the summary), then B's
+        first = json.dumps(user_turn(requests[5], 0))
         assert "[past incidents" in first and "web-03 is paging: disk full on /var" in first
         assert "clean_logs" in first and "approved by carol" in first
-        assert "[past incidents" not in json.dumps(requests[4].body["system"])  # the cached prefix is untouched
+        assert "[past incidents" not in json.dumps(requests[5].body["system"])  # the cached prefix is untouched
 
         (line,) = offer_lines(env, channel, ts)
         assert "approved by carol" in line and "<@" not in line and CAROL not in line
         assert f"/archives/{CHANNEL}/p{a.thread_ts.replace('.', '')}" in line  # A's permalink
         assert "disk full on /var" in line
 
-        (result,) = tool_results(requests[5])
+        (result,) = tool_results(requests[6])
         handle, _, found = result_text(result).partition("\n")
         assert handle == "#1 search_incidents web-03 var full"  # the handle line, then what the tool found
         assert found.splitlines()[1].startswith("- ") and "web-03 is paging: disk full" in found.splitlines()[1]
@@ -89,10 +100,10 @@ async def test_a_private_channel_s_incident_reaches_no_other_channel(
         channel, ts = await env.mention(B_TASK)
         await answer(env, channel, ts, B_ANSWER)
 
-        requests = await env.requests(6)
-        seen = json.dumps(requests[4].body) + json.dumps(requests[5].body)
+        requests = await env.requests(8)  # A's five (its answer twice: asked once for the summary), then B's
+        seen = "".join(json.dumps(r.body) for r in requests[5:])
         assert "[past incidents" not in seen and "disk full on /var" not in seen and PRIVATE not in seen
-        assert "No past incident matches" in result_text(tool_results(requests[5])[0])
+        assert "No past incident matches" in result_text(tool_results(requests[6])[0])
         assert offer_lines(env, channel, ts) == []
         assert not any(
             "disk full on /var" in text_of(m) or PRIVATE in text_of(m) for m in env.thread(channel, ts) if m.ts != ts

@@ -421,8 +421,8 @@ async def test_a_replica_killed_mid_run_is_taken_over_by_another(
         await replicas.stop_all()
 
     assert crash_tools.executions(replicas.bots.exec_log) == Counter({change("R1", 1): 1, change("R1", 2): 1})
-    asked = [len(requests_at(fake_anthropic, "R1", step)) for step in range(4)]
-    assert asked == ([1, 1, 1, 1] if where == "inside_a_change" else [1, 1, 2, 1])  # the killed request, again
+    asked = [len(requests_at(fake_anthropic, "R1", step)) for step in range(5)]  # 4: the answer, asked once
+    assert asked == ([1, 1, 1, 1, 1] if where == "inside_a_change" else [1, 1, 2, 1, 1])  # the killed request, again
     assert_invariants(replicas, asks)
 
 

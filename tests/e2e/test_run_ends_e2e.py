@@ -16,7 +16,7 @@ from bot.run.report import CONCLUSION as WRAP_UP_LABEL
 from bot.run.summary import TOOL_NAME
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import bot_env, result_text, text_of, tool_results, user_turn
+from tests.support.harness import answered, bot_env, result_text, text_of, tool_results, user_turn
 
 TASK = "web-03 is paging: disk full on /var"
 CONCLUSION = "Most likely rotated nginx logs fill /var on web-03 (medium confidence); web-03 itself is unchecked"
@@ -90,7 +90,7 @@ async def test_three_failed_parallel_calls_are_one_error_turn(
     fake_anthropic.script(
         reply(*(tool_use("check_disk", {"host": h}) for h in ("db-01", "db-02", "db-03"))),
         reply(tool_use("check_disk", {"host": "web-03"})),
-        reply(text("web-03 /var is full; the db hosts refuse ssh.")),
+        *answered(reply(text("web-03 /var is full; the db hosts refuse ssh."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
@@ -164,7 +164,7 @@ async def test_a_condensed_run_keeps_its_handles_and_living_summary_and_condense
         reply(text("Disks were checked.")),  # the first condensation's summary: it names no result
         reply(tool_use("check_disk", {"host": "web-02"}, id="toolu_web02")),
         reply(text("More disks were checked.")),  # the second condensation's
-        reply(text("Rotated nginx logs fill /var on web-03.")),
+        *answered(reply(text("Rotated nginx logs fill /var on web-03."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[model]\ncontext_budget_tokens = 1") as env:
         channel, ts = await env.mention(TASK)
@@ -172,7 +172,8 @@ async def test_a_condensed_run_keeps_its_handles_and_living_summary_and_condense
         assert "Rotated nginx logs" in final
         fake_anthropic.assert_complete()
         requests = fake_anthropic.requests
-        assert [condensing(r) for r in requests] == [False, False, True, False, True, False]
+        # ... then the answer, asked once for the summary, again
+        assert [condensing(r) for r in requests] == [False, False, True, False, True, False, False]
         [disk] = tool_results(requests[1])
         handle = result_text(disk).splitlines()[0]  # the result's first line: its handle
         for after in (requests[3], requests[5]):  # after each condensation

@@ -13,7 +13,7 @@ from tests.e2e.test_alerts_webhook_e2e import CONFIG as WEBHOOK
 from tests.e2e.test_alerts_webhook_e2e import ENV, payload, post, root
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import CHANNEL, BotEnv, bot_env, result_text, tool_results
+from tests.support.harness import CHANNEL, BotEnv, answered, bot_env, result_text, tool_results
 
 TOOLS = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.scope_tools"]\n'
 
@@ -34,7 +34,7 @@ async def test_an_alert_runs_anchor_is_its_earliest_starts_at(
     body["alerts"][1]["startsAt"] = "2026-12-01T09:30:00.5Z"  # the earliest, neither first nor last
     body["alerts"][2]["startsAt"] = "2026-12-01T11:00:00Z"
     body["commonLabels"] = {"alertname": "DiskFull", "severity": "critical", "job": "node"}
-    fake_anthropic.script(reply(tool_use("run_scope", {})), reply(text("Anchored.")))
+    fake_anthropic.script(reply(tool_use("run_scope", {})), *answered(reply(text("Anchored."))))
     async with bot_env(tmp_path, fake_slack, fake_anthropic, WEBHOOK + TOOLS, env_extra=ENV) as env:
         assert (await post(env, body))[0] == 200
         ts = await root(env)
@@ -50,7 +50,7 @@ async def test_an_alert_runs_anchor_is_its_earliest_starts_at(
 async def test_a_mentions_anchor_is_its_own_start(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
-    fake_anthropic.script(reply(tool_use("run_scope", {})), reply(text("Anchored.")))
+    fake_anthropic.script(reply(tool_use("run_scope", {})), *answered(reply(text("Anchored."))))
     async with bot_env(tmp_path, fake_slack, fake_anthropic, TOOLS) as env:
         channel, _ = await env.mention("when did this start?")
         seen = await scope_seen(env)

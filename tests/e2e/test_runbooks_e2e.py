@@ -20,6 +20,7 @@ from tests.support.harness import (
     BOB,
     CHANNEL,
     BotEnv,
+    answered,
     bot_env,
     card_state,
     result_text,
@@ -160,12 +161,12 @@ async def test_the_tools_find_read_refuse_and_see_a_changed_file(
             tool_use("read_runbook", {"name": "../secret"}),
         ),
         reply(tool_use("read_runbook", {"name": "huge"})),
-        reply(text("Nothing for a full disk.")),
+        *answered(reply(text("Nothing for a full disk."))),
         reply(
             tool_use("find_runbooks", {"query": "disk full here", "labels": {"team": "web"}}),
             tool_use("read_runbook", {"name": "disk-full"}),
         ),
-        reply(text("Done.")),
+        *answered(reply(text("Done."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, RUNBOOKS) as env:
         schema = next(t for t in env.ops.supervisor.tools.api_schemas() if t["name"] == "find_runbooks")
@@ -184,8 +185,8 @@ async def test_the_tools_find_read_refuse_and_see_a_changed_file(
         (d / "disk-full.md").write_text(DISK_FULL.replace("title: Disk full on a web host", "title: Disk, v2"))
         channel2, ts2 = await env.mention("and now?")
         await said(env, channel2, ts2, "Done.")
-        later = await env.requests(5)
-        listed, steps = (without_handle(result_text(b)) for b in tool_results(later[4]))
+        later = await env.requests(7)  # the first run's four (its answer twice: asked once for the summary), then
+        listed, steps = (without_handle(result_text(b)) for b in tool_results(later[5]))
         assert "- disk-full: Disk, v2 (4 steps) — matched by keyword 'disk full'" in listed
         assert steps.startswith("[team runbook disk-full: 'Disk, v2', 4 steps]") and "`clean_logs`" in steps
 
@@ -194,7 +195,9 @@ async def test_the_runbooks_destructive_step_still_waits_for_a_card_the_requeste
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     books(tmp_path, disk_full=DISK_FULL)
-    fake_anthropic.script(reply(text("Step 3 of the runbook."), tool_use("clean_logs", CLEAN)), reply(text("Cleaned.")))
+    fake_anthropic.script(
+        reply(text("Step 3 of the runbook."), tool_use("clean_logs", CLEAN)), *answered(reply(text("Cleaned.")))
+    )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, RUNBOOKS) as env:
         channel, ts = await env.mention("disk full on web-03 /var", user=ALICE)
         await thread_line(env, ts, "Disk full on a web host")

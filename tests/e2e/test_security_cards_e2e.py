@@ -19,7 +19,7 @@ from handlers.blocks import APPROVE, DENY, status_message
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, thinking, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import BOB, action_ids, bot_env, card_state, is_status, text_of
+from tests.support.harness import BOB, action_ids, answered, bot_env, card_state, is_status, text_of
 from tests.support.incident_tools import Execution, ran
 
 TASK = "web-03 is paging: disk full on /var, please fix"
@@ -188,7 +188,7 @@ async def test_hidden_characters_in_arguments_and_dry_run_are_shown_and_the_tool
     # Reads as /var/log/nginx/… on a careless card; U+202E reverses what follows it.
     args = {"host": "web-03", "path": "/var/\u202exnign/gol/\u202c" + HIDDEN, "older_than_days": 7}
     preview = "would delete 212 files under /var/\u202exnign/gol\u202c, 19.8 GB\u200b\ufeff"
-    fake_anthropic.script(reply(tool_use("clean_logs", args)), reply(text("Cleaned.")))
+    fake_anthropic.script(reply(tool_use("clean_logs", args)), *answered(reply(text("Cleaned."))))
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         incident_tools.PREVIEW["clean_logs"] = preview
         channel, ts = await env.mention(TASK)

@@ -20,7 +20,7 @@ from tests.e2e.test_changes_webhook_e2e import EVENT, post, stored
 from tests.e2e.test_runbooks_e2e import DISK_FULL, RUNBOOKS, books, first_turn, said, thread_line
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import bot_env, result_text, tool_results
+from tests.support.harness import answered, bot_env, result_text, tool_results
 from tests.tools.runbooks.test_front_matter_bounds import alias_bomb, nested
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ async def test_hostile_runbooks_are_each_one_problem_and_the_good_one_is_still_o
     fake_anthropic.script(
         reply(tool_use("find_runbooks", {"query": "disk full"}), tool_use("read_runbook", {"name": "bomb"})),
         reply(tool_use("read_runbook", {"name": "disk-full"})),
-        reply(text("Following disk-full.")),
+        *answered(reply(text("Following disk-full."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, RUNBOOKS) as env:
         channel, ts = await env.mention("web-03: disk full on /var")

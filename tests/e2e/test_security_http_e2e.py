@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import bot_env, result_text, text_of, tool_results
+from tests.support.harness import answered, bot_env, result_text, text_of, tool_results
 
 IMDS_CREDENTIALS = "http://169.254.169.254/latest/meta-data/iam/security-credentials/opsloop-role"
 CONFIG = """
@@ -44,7 +44,9 @@ async def test_check_url_refuses_a_redirect_to_the_metadata_service_and_the_run_
     url = f"http://127.0.0.1:{runner.addresses[0][1]}/status"
     fake_anthropic.script(
         reply(text("Checking the status page linked in the alert."), tool_use("check_url", {"url": url})),
-        reply(text("The status page redirects to the cloud metadata service; opsloop refused to follow it.")),
+        *answered(
+            reply(text("The status page redirects to the cloud metadata service; opsloop refused to follow it."))
+        ),
     )
     try:
         async with bot_env(tmp_path, fake_slack, fake_anthropic, CONFIG) as env:

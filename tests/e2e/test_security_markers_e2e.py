@@ -24,6 +24,7 @@ from tests.e2e.test_changes_webhook_e2e import ENV as CHANGES_ENV
 from tests.e2e.test_changes_webhook_e2e import post as post_change
 from tests.e2e.test_runbooks_e2e import RUNBOOKS, books
 from tests.e2e.test_slack_e2e import CLEAN
+from tests.support import harness
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import BOB, CHANNEL, BotEnv, bot_env, result_text, text_of, tool_results
@@ -89,7 +90,8 @@ async def test_a_log_line_cannot_speak_as_a_person(
     log.write_text("GET / 200\n" + "\n".join(variants) + "\n")
     config = f'[tools]\nmodules = ["tools.builtin"]\n[tools.logs]\ndirs = [{json.dumps(str(logs))}]\n'
     fake_anthropic.script(
-        reply(tool_use("tail_log", {"path": str(log), "lines": 20})), obeys(reply(text("Only health checks.")))
+        reply(tool_use("tail_log", {"path": str(log), "lines": 20})),
+        *harness.answered(obeys(reply(text("Only health checks.")))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
         channel, ts = await env.mention("what is in app.log on this host?")
@@ -97,7 +99,8 @@ async def test_a_log_line_cannot_speak_as_a_person(
         seen = nobody_forged(env)
         shown = result_text(tool_results(env.model.requests[1])[0])
         assert shown.count("[quoted ") == len(variants) and ORDER in shown  # the data is all there, quoted
-        assert seen.count("[quoted thread reply from U0ALICE]") == 1
+        # once in each request that carries the result: after the call, and after the ask for the summary
+        assert seen.count("[quoted thread reply from U0ALICE]") == 2
         fake_anthropic.assert_complete()
 
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from tests.e2e.test_slack_e2e import CLEAN
+from tests.support import harness
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
 from tests.support.harness import (
@@ -54,8 +55,8 @@ async def run_in_public_channel_sees_nothing_of(env: BotEnv, *leaks: str) -> Non
     """A run in CHANNEL (public) whose task matches the room's incidents: no offer, no line, no search hit."""
     channel, ts = await env.mention(C_TASK)
     await answered(env, channel, ts, C_ANSWER)
-    first, second = env.model.requests[-2:]
-    seen = json.dumps(user_turn(first, 0)) + json.dumps(second.body)
+    first, second, again = env.model.requests[-3:]  # again: the answer once more, asked once for the summary
+    seen = json.dumps(user_turn(first, 0)) + json.dumps(second.body) + json.dumps(again.body)
     assert "[past incidents" not in json.dumps(user_turn(first, 0))
     for leak in (*leaks, ROOM):
         assert leak not in seen
@@ -65,7 +66,10 @@ async def run_in_public_channel_sees_nothing_of(env: BotEnv, *leaks: str) -> Non
 
 
 def c_script() -> list[object]:
-    return [reply(tool_use("search_incidents", {"query": "web-03 var disk full"})), reply(text(C_ANSWER))]
+    return [
+        reply(tool_use("search_incidents", {"query": "web-03 var disk full"})),
+        *harness.answered(reply(text(C_ANSWER))),
+    ]
 
 
 async def test_a_channel_made_private_keeps_its_new_and_earlier_incidents_from_other_channels(
@@ -91,7 +95,7 @@ async def test_a_run_whose_end_slack_cant_place_is_remembered_as_private(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
 ) -> None:
     fake_slack.add_channel(ROOM, "payroll-ops", members=PEOPLE)
-    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), reply(text(A_ANSWER)), *c_script())
+    fake_anthropic.script(reply(tool_use("clean_logs", CLEAN)), *harness.answered(reply(text(A_ANSWER))), *c_script())
     async with bot_env(tmp_path, fake_slack, fake_anthropic, MEMORY) as env:
         _, a = await env.mention(A_TASK, channel=ROOM)
         card = await env.card(ROOM, a)  # the run's start heard "public" from Slack

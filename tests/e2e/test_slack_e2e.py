@@ -25,6 +25,7 @@ from tests.support.harness import (
     CHANNEL,
     SIGNING_SECRET,
     action_ids,
+    answered,
     bot_env,
     card_state,
     is_status,
@@ -49,7 +50,7 @@ def clean_logs_script(final: str = "Freed 19.8 GB on web-03 (/var now 61%).") ->
             text("212 rotated nginx logs fill /var. Deleting the ones older than 7 days."),
             tool_use("clean_logs", CLEAN),
         ),
-        reply(text(final)),
+        *answered(reply(text(final))),
     ]
 
 
@@ -463,7 +464,7 @@ async def test_a_pending_approval_survives_a_restart(
 ) -> None:
     fake_anthropic.script(
         reply(text("Cleaning rotated nginx logs."), tool_use("clean_logs", CLEAN)),
-        reply(text("Freed 19.8 GB after the restart.")),
+        *answered(reply(text("Freed 19.8 GB after the restart."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
@@ -481,7 +482,7 @@ async def test_a_pending_approval_survives_a_restart(
         assert {card_state(c) for c in env.cards(channel, ts)} == {"approved"}  # no card left asking
         assert [action_ids(c) for c in env.cards(channel, ts)] == [[]] * len(env.cards(channel, ts))
         assert len([m for m in env.thread(channel, ts) if is_status(m)]) == 1  # the resumed run kept its status
-        assert len(fake_anthropic.requests) == 2
+        assert len(fake_anthropic.requests) == 3  # the call, the answer, the answer again when asked for the summary
         fake_anthropic.assert_complete()
 
 

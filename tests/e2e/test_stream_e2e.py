@@ -29,7 +29,7 @@ from tests.support import incident_tools
 from tests.support.chaos import Bots, poll, query, stop
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import ApiCall, FakeSlack, Message, mention_event, message_event
-from tests.support.harness import CAROL, CHANNEL, bot_env, is_card, is_status
+from tests.support.harness import CAROL, CHANNEL, answered, bot_env, is_card, is_status
 from tools.config import build_registry
 
 TASK = "web-03 is paging: disk full on /var, please look"
@@ -347,7 +347,9 @@ async def test_text_before_a_tool_call_stops_its_stream_before_the_approval_card
 ) -> None:
     preamble = long_answer(600, tag="P")
     pace(fake_anthropic, chars=20, seconds=0.002)
-    fake_anthropic.script(reply(text(preamble), tool_use("clean_logs", CLEAN)), reply(text(long_answer(700))))
+    fake_anthropic.script(
+        reply(text(preamble), tool_use("clean_logs", CLEAN)), *answered(reply(text(long_answer(700))))
+    )
     # An older model: its turns keep text before a tool call (current ones write it as thinking).
     config = f'[model]\nprimary = "claude-opus-4-5"\nfallbacks = []\n[approvals]\napprovers = ["{CAROL}"]'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
@@ -367,9 +369,11 @@ async def test_text_before_a_tool_call_stops_its_stream_before_the_approval_card
         await settled(env)
         run = env.runs()[0]
         with env.ledger() as ledger:
-            assert [s.state for s in ledger.streams(run.id)] == [StreamState.INTERIM, StreamState.FINISHED]
+            # the answer asked once for the summary is stopped as interim too; its second telling is the answer
+            states = [s.state for s in ledger.streams(run.id)]
+            assert states == [StreamState.INTERIM, StreamState.INTERIM, StreamState.FINISHED]
     assert final.ts != interim.ts and has_feedback(final)
-    assert len(answers(fake_slack, channel, ts)) == 2  # the interim text and the answer
+    assert len(answers(fake_slack, channel, ts)) == 3  # the interim text, the answer asked about, the answer
 
 
 @pytest.mark.slow
@@ -463,7 +467,7 @@ async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_
     fake_anthropic.text_delta_chars = 5
     fake_anthropic.script(
         reply(text("Checking the disk first."), tool_use("check_disk", {"host": "web-03"})),
-        reply(text("212 rotated logs fill /var.")),
+        *answered(reply(text("212 rotated logs fill /var."))),
     )
     log: list[tuple[Any, ...]] = []
     client = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake_anthropic.base_url, max_retries=0)
@@ -490,15 +494,17 @@ async def test_the_loop_gives_each_step_a_sink_fed_by_the_model_stream_and_ends_
         await registry.aclose()
         await client.close()
     assert result.output == "212 rotated logs fill /var."
-    texts = {step: "".join(e[2] for e in log if e[0] == step and e[1] == "text") for step in (1, 2)}
-    assert texts == {1: "Checking the disk first.", 2: "212 rotated logs fill /var."}
+    texts = {step: "".join(e[2] for e in log if e[0] == step and e[1] == "text") for step in (1, 2, 3)}
+    assert texts == {1: "Checking the disk first.", 2: "212 rotated logs fill /var.", 3: "212 rotated logs fill /var."}
     assert len([e for e in log if e[1] == "text"]) > 5  # in several deltas
     assert [e for e in log if e[1] != "text"] == [
         (1, "attempt"),
         (1, "tool_use"),
         (1, "end", False),
         (2, "attempt"),
-        (2, "end", True),
+        (2, "end", False),  # asked once for the summary: not the answer yet
+        (3, "attempt"),
+        (3, "end", True),
     ]
 
 

@@ -15,7 +15,7 @@ from handlers.blocks import STOP, TASKS_SHOWN
 from tests.support import incident_tools, planted_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, Message
-from tests.support.harness import CAROL, BotEnv, bot_env, is_status, text_of
+from tests.support.harness import CAROL, BotEnv, answered, bot_env, is_status, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 APPROVERS = f'[approvals]\napprovers = ["{CAROL}"]'
@@ -231,7 +231,7 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("check_disk", {"host": "web-04"})),
-        reply(text("Both fine.")),
+        *answered(reply(text("Both fine."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         channel, ts = await env.mention(TASK)
@@ -247,7 +247,7 @@ async def test_a_slack_without_plan_blocks_gets_the_section_status_after_one_ref
         later = updates[updates.index(refused[0]) + 1 :]
         assert later and all(c.ok and not any(b["type"] == "plan" for b in c.args["blocks"]) for c in later)
         # The workspace has no plan block: the next run's status is the section from its first update.
-        fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-05"})), reply(text("Fine too.")))
+        fake_anthropic.script(reply(tool_use("check_disk", {"host": "web-05"})), *answered(reply(text("Fine too."))))
         channel2, ts2 = await env.mention(TASK)
         await env.wait_final(channel2, ts2)
         assert [c for c in fake_slack.calls if c.error == "invalid_blocks"] == refused

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import bot_env, result_text, tool_results
+from tests.support.harness import answered, bot_env, result_text, tool_results
 from tests.support.sshserver import SshServer
 
 BUILTIN = '[tools]\nmodules = ["tools.builtin"]\n'
@@ -66,12 +66,12 @@ async def test_an_empty_recent_changes_names_its_window_and_sources(
 ) -> None:
     fake_anthropic.script(
         reply(text("What changed?"), tool_use("recent_changes", {"since_minutes": 2880})),
-        reply(text("Nothing changed in two days.")),
+        *answered(reply(text("Nothing changed in two days."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic, "[changes]\nwindow_minutes = 60\n") as env:
         channel, ts = await env.mention("checkout is slow since yesterday")
         await env.wait_final(channel, ts)
-        _, second = await env.requests(2)
+        _, second, _ = await env.requests(3)  # the third: the answer again, asked once for the summary
     (result,) = tool_results(second)
     handle, first_line, covered = result_text(result).splitlines()
     assert handle == "#1 recent_changes 2880"

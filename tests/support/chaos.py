@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bot.run.prompts import SUMMARY_BEHIND
 from handlers.blocks import APPROVE, DENY
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, tool_use
@@ -69,14 +70,15 @@ def _content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def tag_and_step(body: dict[str, Any]) -> tuple[str | None, int]:
-    """The run's tag (from its first user message) and how many tool results it has seen."""
+    """The run's tag (from its first user message) and its step: how many tool results it has seen, plus one
+    once opsloop asked for the summary before posting the answer (the answer, told again, is a step of its own)."""
     messages = body.get("messages") or []
     first = next((m for m in messages if m.get("role") == "user"), None)
     found = TAG.search(json.dumps(_content_blocks(first))) if first else None
-    results = sum(
-        1 for m in messages if m.get("role") == "user" for b in _content_blocks(m) if b.get("type") == "tool_result"
-    )
-    return (found.group(1) if found else None), results
+    blocks = [b for m in messages if m.get("role") == "user" for b in _content_blocks(m)]
+    results = sum(1 for b in blocks if b.get("type") == "tool_result")
+    asked = any(b.get("type") == "text" and b.get("text") == SUMMARY_BEHIND for b in blocks)
+    return (found.group(1) if found else None), results + asked
 
 
 class ScenarioModel:

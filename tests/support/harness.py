@@ -42,7 +42,7 @@ from bot.core.types import AuditEntry, Run
 from bot.store import Ledger
 from handlers.blocks import APPROVE, DENY, OFFER_BLOCK, STOP
 from tests.support import incident_tools
-from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest
+from tests.support.fakes.anthropic import API_KEY, FakeAnthropic, RecordedRequest, Reply
 from tests.support.fakes.slack import FakeSlack, Message, mention_event, message_event
 
 CHANNEL = "C0INCIDENT"
@@ -240,6 +240,12 @@ def user_turn(request: RecordedRequest, index: int = -1) -> list[dict[str, Any]]
 
 def tool_results(request: RecordedRequest) -> list[dict[str, Any]]:
     return [b for b in user_turn(request) if b.get("type") == "tool_result"]
+
+
+def answered(final: Reply) -> tuple[Reply, Reply]:
+    """A final answer given without update_summary after successful calls, and the same answer again when opsloop
+    asks once for the summary (prompts.SUMMARY_BEHIND): the second is the one posted."""
+    return final, final
 
 
 def result_text(block: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from bot.app.metrics import MetricsPortError, MetricsServer
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack, mention_event
-from tests.support.harness import BOB, BotEnv, bot_env
+from tests.support.harness import BOB, BotEnv, answered, bot_env
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = "web-03 is paging: disk full on /var, please fix"
@@ -76,7 +76,7 @@ def incident_script() -> list[Any]:
         reply(text("Checking disk usage on web-03."), tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("list_large_files", {"host": "web-03", "path": "var"})),  # not absolute: a tool error
         reply(text("212 rotated nginx logs fill /var."), tool_use("clean_logs", CLEAN)),
-        reply(text("Freed 19.8 GB on web-03.")),
+        *answered(reply(text("Freed 19.8 GB on web-03."))),
     ]
 
 
@@ -110,7 +110,7 @@ async def test_an_incident_is_counted(tmp_path: Path, fake_slack: FakeSlack, fak
     assert sum(prompt) > 0  # every prompt token is counted under one of the three (cached prefixes: not as input)
     assert value(done, "opsloop_tokens_total", model=model, kind="output") > 0
     assert value(done, "opsloop_cost_usd_total", model=model) > 0
-    assert value(done, "opsloop_model_latency_seconds_count", model=model) == 4
+    assert value(done, "opsloop_model_latency_seconds_count", model=model) == 5  # the answer comes twice (the ask)
     assert value(done, "opsloop_tool_latency_seconds_count", tool="clean_logs") == 1
     assert value(done, "opsloop_pending_approvals") == 0
     assert total(done, "opsloop_active_runs") == 0

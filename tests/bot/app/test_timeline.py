@@ -18,7 +18,7 @@ from bot.store import Ledger
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import ALICE, BOB, bot_env
+from tests.support.harness import ALICE, BOB, answered, bot_env
 from tools import Category, tool
 
 SLACK_SECRET = "xoxb-2222222222-PLANTEDSLACKTOKEN"
@@ -99,7 +99,7 @@ async def incident(
         reply(text("Checking disk usage on web-03."), tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("dump_env", {"host": "web-03", "grep": AWS_SECRET})),
         reply(text("212 rotated nginx logs fill /var."), tool_use("clean_logs", CLEAN)),
-        reply(text(f"{FINAL} ({ANTHROPIC_SECRET}): rotate it.")),
+        *answered(reply(text(f"{FINAL} ({ANTHROPIC_SECRET}): rotate it."))),
     )
     config = '[tools]\nmodules = ["tests.support.incident_tools", "tests.bot.app.test_timeline"]'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:

@@ -20,6 +20,7 @@ from bot.playground.demo import tools as demo_tools
 from bot.playground.demo.play import REDIRECT, play
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.harness import answered
 
 ROOT = Path(__file__).resolve().parents[3]
 NO_SECRETS = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "SLACK_", "OPSLOOP_"))}
@@ -132,7 +133,7 @@ async def test_demo_with_an_api_key_plays_against_claude_and_the_crew_follows_it
         reply(tool_use("clean_logs", clean)),  # bob redirects the first card, whatever it is
         reply(tool_use("tail_log", {"host": "web-03", "path": "/var/log/nginx/error.log"})),
         reply(tool_use("clean_logs", clean)),  # carol approves
-        reply(text("Freed 28 GB on web-03; /var is at 41%.")),
+        *answered(reply(text("Freed 28 GB on web-03; /var is at 41%."))),
     )
     settings = load_settings(None, env={"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.base_url})
     out = io.StringIO()

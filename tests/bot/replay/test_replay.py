@@ -26,7 +26,7 @@ from tests.support import incident_tools, planted_tools
 from tests.support.fakes.anthropic import FakeAnthropic, RecordedRequest, error, reply, thinking, tool_use
 from tests.support.fakes.anthropic import text as said
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import BOB, CAROL, bot_env, result_text, tool_results, user_turn
+from tests.support.harness import BOB, CAROL, answered, bot_env, result_text, tool_results, user_turn
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = "web-03 is paging: disk full on /var, please fix"
@@ -42,7 +42,7 @@ def original_script() -> list[Any]:
         reply(said("Checking disk usage on web-03."), tool_use("check_disk", DISK)),
         reply(tool_use("list_large_files", LARGE)),
         reply(said("Deleting the rotated nginx logs older than 7 days."), tool_use("clean_logs", CLEAN)),
-        reply(said("Freed 19.8 GB on web-03.")),
+        *answered(reply(said("Freed 19.8 GB on web-03."))),
     ]
 
 
@@ -101,7 +101,8 @@ async def test_the_same_path_replays_identically_and_runs_nothing(
 ) -> None:
     incident = await record_incident(tmp_path, fake_slack, fake_anthropic)
     assert [c.tool for c in incident.calls] == ["check_disk", "list_large_files", "clean_logs"]
-    assert incident.changes and incident.succeeded and incident.steps == 4
+    # four steps to the answer, and its answer again when asked once for the summary
+    assert incident.changes and incident.succeeded and incident.steps == 5
     (r,) = incident.replies
     assert (r.user, r.text, r.after_step, r.after_call) == (BOB, REPLY, 2, 1)
 
@@ -135,7 +136,7 @@ async def test_a_divergence_at_step_3_is_marked_and_unrecorded_calls_get_errors(
         fake_anthropic,
         *original_script()[:2],
         reply(tool_use("check_disk", {"host": "web-04"})),
-        reply(said("web-04 unknown; stopping here.")),
+        *answered(reply(said("web-04 unknown; stopping here."))),
     )
     c = compare(result)
     assert c.diverged_at == 3 and not c.identical
@@ -157,7 +158,7 @@ async def test_a_different_destructive_call_is_marked_and_never_executed(
         fake_anthropic,
         *original_script()[:2],
         reply(said("Deleting everything older than a day."), tool_use("clean_logs", wider)),
-        reply(said("Not approved in this replay.")),
+        *answered(reply(said("Not approved in this replay."))),
     )
     c = compare(result)
     assert c.diverged_at == 3 and c.rows[2].pairs[0].mark == "different"
@@ -179,7 +180,7 @@ async def test_after_a_divergence_a_reply_follows_the_call_it_followed(
         fake_anthropic,
         reply(tool_use("list_large_files", LARGE)),  # step 1 already differs
         reply(tool_use("check_disk", DISK)),
-        reply(said("Done looking.")),
+        *answered(reply(said("Done looking."))),
     )
     c = compare(result)
     assert c.diverged_at == 1
@@ -194,7 +195,7 @@ async def test_the_export_carries_no_planted_secret(
     planted_tools.OUTPUT["text"] = _blob("OUTP")
     fake_anthropic.script(
         reply(thinking(_blob("THNK")), tool_use("read_config", {"service": "nginx", "note": _blob("ARGS")})),
-        reply(said("Config read.")),
+        *answered(reply(said("Config read."))),
     )
     config = '[tools]\nmodules = ["tests.support.incident_tools", "tests.support.planted_tools"]\n'
     try:
@@ -246,7 +247,7 @@ async def test_export_and_the_suite_exit_status_on_a_regression(
     fake_anthropic.script(
         *original_script()[:2],
         reply(tool_use("clean_logs", {**CLEAN, "older_than_days": 1})),
-        reply(said("Could not clean.")),
+        *answered(reply(said("Could not clean."))),
     )
     assert await _cli("replay", "--suite", str(suite), "--model", REPLAY_MODEL) == 1
     out = capsys.readouterr().out

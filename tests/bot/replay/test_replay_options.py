@@ -26,7 +26,7 @@ from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, tool_use
 from tests.support.fakes.anthropic import text as said
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import result_text, tool_results
+from tests.support.harness import answered, result_text, tool_results
 
 SUNNY = {"host": "web-04"}  # not in the record: check_disk on web-04 is unrecorded
 
@@ -73,7 +73,7 @@ def _diverging_script() -> list[object]:
     return [
         *original_script()[:2],
         reply(tool_use("check_disk", SUNNY), tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-        reply(said("web-04 is fine; I did not restart anything.")),
+        *answered(reply(said("web-04 is fine; I did not restart anything."))),
     ]
 
 
@@ -108,7 +108,7 @@ async def test_live_readonly_never_runs_a_change_the_record_calls_read_only(
     fake_anthropic.script(
         *original_script()[:2],
         reply(tool_use("restart_service", {"host": "web-03", "unit": "nginx"})),
-        reply(said("Could not restart.")),
+        *answered(reply(said("Could not restart."))),
     )
     capsys.readouterr()
     assert await _cli("replay", str(recorded), "--model", REPLAY_MODEL, "--live-readonly") == 1
@@ -141,7 +141,7 @@ async def test_prompt_file_is_the_system_prompt_of_every_replay_request(
     fake_anthropic.script(*original_script())
     assert await _cli("replay", str(recorded), "--model", REPLAY_MODEL, "--prompt", str(prompt)) == 0
     requests = fake_anthropic.requests[before:]
-    assert len(requests) == 4
+    assert len(requests) == 5  # every step of the original script, its answer twice
     for q in requests:
         assert q.body is not None
         system = "".join(b["text"] for b in q.body["system"])
@@ -158,7 +158,7 @@ async def test_effort_reaches_every_request_and_an_invalid_one_is_refused(
     fake_anthropic.script(*original_script())
     assert await _cli("replay", str(recorded), "--model", REPLAY_MODEL, "--effort", "xhigh") == 0
     requests = fake_anthropic.requests[before:]
-    assert [q.body and q.body["output_config"] for q in requests] == [{"effort": "xhigh"}] * 4
+    assert [q.body and q.body["output_config"] for q in requests] == [{"effort": "xhigh"}] * 5
     assert all(q.body and q.body["thinking"]["type"] == "adaptive" for q in requests)
 
     capsys.readouterr()

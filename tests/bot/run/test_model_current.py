@@ -15,6 +15,7 @@ from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
 from bot.store import Store
 from tests.support.fakes.anthropic import repeating_text, reply, text, tool_use
+from tests.support.harness import answered
 from tools import Category, ToolRegistry, tool
 
 SONNET, HAIKU = "claude-sonnet-5-5", "claude-haiku-5-5"
@@ -57,7 +58,9 @@ async def start(store: Store, task: str = "web-03 is out of disk") -> str:
 async def test_requests_use_adaptive_thinking_and_effort_and_nothing_the_models_reject(
     store, fake_anthropic, anthropic_client
 ):
-    fake_anthropic.script(reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})), reply(text("full")))
+    fake_anthropic.script(
+        reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})), *answered(reply(text("full")))
+    )
     result = await run(config(store, anthropic_client), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     for request in fake_anthropic.requests:
@@ -95,7 +98,7 @@ async def test_an_edited_stored_turn_heals_with_drop_block_for_the_rest_of_the_r
     fake_anthropic.script(
         reply(text("Checking."), tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("check_disk", {"host": "web-04"})),
-        reply(text("both full")),
+        *answered(reply(text("both full"))),
     )
     run_id = await start(store)
     stop_after_first: list[int] = []
@@ -120,9 +123,10 @@ async def test_an_edited_stored_turn_heals_with_drop_block_for_the_rest_of_the_r
     result = await run(config(store, anthropic_client), follow.id)
 
     assert result.stop_reason == StopReason.COMPLETED, result.stop_detail
-    rejected, healed, later = fake_anthropic.requests[1:]
+    # `again`: the answer once more, asked once for the summary
+    rejected, healed, later, again = fake_anthropic.requests[1:]
     assert rejected.status == 400 and "bound to a different conversation" in rejected.error["message"]
-    for request in (healed, later):
+    for request in (healed, later, again):
         assert request.status == 200
         assert "thinking-binding-controls-2026-08-01" in request.headers["anthropic-beta"]
         assert request.body["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}

@@ -15,12 +15,13 @@ import pytest
 
 from bot.core.pricing import price_for
 from bot.core.types import ConfirmRequest, Decision, Injected, StopReason
-from bot.run import events
+from bot.run import events, prompts
 from bot.run.guards import Limits
 from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
 from bot.store import Store
 from tests.support.fakes.anthropic import FakeAnthropic, error, repeating_text, reply, text, tool_use
+from tests.support.harness import answered
 from tests.support.scripted import ScriptedModel, call
 from tools import Category, PermissionDenied, ToolError, ToolRegistry, tool
 
@@ -171,14 +172,14 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
             tool_use("restart_service", {"host": "web-03", "unit": "java-app"}, id="toolu_c"),
         ),
         reply(tool_use("check_cpu", {"host": "web-03"}, id="toolu_d")),
-        reply(text("CPU is back to normal after restarting java-app (approved by U2).")),
+        *answered(reply(text("CPU is back to normal after restarting java-app (approved by U2)."))),
     )
     confirm, seen = await approve_as("U2")
     result = await run(config(store, anthropic_client, confirm=confirm), await start(store))
 
     assert result.stop_reason == StopReason.COMPLETED
     assert result.output == "CPU is back to normal after restarting java-app (approved by U2)."
-    assert result.iterations == 5
+    assert result.iterations == 6  # the answer, asked once for the summary it never wrote, comes again
     assert result.tools_called == ("check_cpu", "list_top_processes", "restart_service", "check_cpu")
     assert [r.name for r in [s.call for s in seen]] == ["restart_service"]
     assert ("restart_service", {"host": "web-03", "unit": "java-app"}, "U2") in EXECUTED
@@ -261,8 +262,16 @@ async def test_high_cpu_incident_end_to_end(store, fake_anthropic, anthropic_cli
                 }
             ],
         ),
+        (
+            "assistant",
+            [
+                thought("Considering the next step."),
+                {"type": "text", "text": "CPU is back to normal after restarting java-app (approved by U2)."},
+            ],
+        ),
+        ("user", [{"type": "text", "text": prompts.SUMMARY_BEHIND}]),
     ]
-    assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9]
+    assert [len(r.body["messages"]) for r in fake_anthropic.requests] == [1, 3, 5, 7, 9, 11]
 
 
 # --- budgets --------------------------------------------------------------------------
@@ -461,7 +470,7 @@ async def test_every_model_unavailable_is_model_error(store, fake_anthropic, ant
 # --- loop detection ------------------------------------------------------------------
 async def test_third_identical_call_gets_a_change_approach_error(store, fake_anthropic, anthropic_client):
     same = [reply(tool_use("check_cpu", {"host": "web-03"})) for _ in range(3)]
-    fake_anthropic.script(*same, reply(text("I will stop repeating myself.")))
+    fake_anthropic.script(*same, *answered(reply(text("I will stop repeating myself."))))
     result = await run(config(store, anthropic_client), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     [third] = last_content(fake_anthropic, 3)
@@ -491,7 +500,7 @@ async def test_read_only_parallel_tools_overlap_and_results_keep_call_order(stor
         return f"{host} ok"
 
     calls = [tool_use("probe", {"host": h}, id=f"toolu_{h}") for h in ("c", "a", "b")]
-    fake_anthropic.script(reply(*calls), reply(text("all fine")))
+    fake_anthropic.script(reply(*calls), *answered(reply(text("all fine"))))
     result = await run(config(store, anthropic_client, tools=ToolRegistry([probe])), await start(store))
     assert result.stop_reason == StopReason.COMPLETED
     assert [(b["tool_use_id"], b["content"]) for b in last_content(fake_anthropic, 1)] == [
@@ -583,7 +592,7 @@ async def test_context_overflow_condenses_once_then_continues(store, fake_anthro
         reply(tool_use("check_cpu", {"host": "web-02"})),
         error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
         reply(text("Summary: web-01 and web-02 at 97% cpu.")),
-        reply(text("Both hosts are hot.")),
+        *answered(reply(text("Both hosts are hot."))),
     )
     run_id = await start(store)
     result = await run(config(store, anthropic_client), run_id)
@@ -608,7 +617,7 @@ async def test_a_second_overflow_condenses_again(store, fake_anthropic, anthropi
         reply(tool_use("check_cpu", {"host": "web-04"})),
         TOO_LONG,
         reply(text("Summary: web-01 to web-04 at 97% cpu.")),
-        reply(text("All four hosts are hot.")),
+        *answered(reply(text("All four hosts are hot."))),
     )
     run_id = await start(store)
     result = await run(config(store, anthropic_client), run_id)
@@ -673,7 +682,7 @@ async def test_each_recovered_json_call_gets_its_own_id_and_runs(store, fake_ant
     fake_anthropic.script(
         reply(text('{"name": "check_cpu", "input": {"host": "web-01"}}')),
         reply(text('{"name": "check_cpu", "input": {"host": "web-02"}}')),
-        reply(text("both checked")),
+        *answered(reply(text("both checked"))),
     )
     result = await run(config(store, anthropic_client), await start(store))
     assert (result.stop_reason, result.tools_called) == (StopReason.COMPLETED, ("check_cpu", "check_cpu"))
@@ -735,7 +744,7 @@ async def test_secrets_in_tool_output_never_reach_the_model_or_the_store(store, 
 # --- prompt cache ---------------------------------------------------------------------
 async def test_each_request_reads_the_previous_prefix_from_cache(store, fake_anthropic, anthropic_client):
     runbook = "Runbook: " + "check disks, then logs, then services. " * 200  # > 1024 tokens
-    fake_anthropic.script(*keep_calling(3), reply(text("done")))
+    fake_anthropic.script(*keep_calling(3), *answered(reply(text("done"))))
     result = await run(config(store, anthropic_client, system_prompt=runbook), await start(store))
     usages = [r.response["usage"] for r in fake_anthropic.requests]
     assert usages[0]["cache_read_input_tokens"] == 0 and usages[0]["cache_creation_input_tokens"] > 0
@@ -756,7 +765,7 @@ async def test_run_resumes_from_the_store_after_the_process_dies(store, fake_ant
             tool_use("check_cpu", {"host": "web-03"}, id="toolu_1"),
             tool_use("restart_service", {"host": "web-03", "unit": "nginx"}, id="toolu_2"),
         ),
-        reply(text("restarted nginx")),
+        *answered(reply(text("restarted nginx"))),
     )
     asked = asyncio.Event()
 
@@ -811,12 +820,14 @@ async def test_stop_requested_cancels_the_run(store, fake_anthropic, anthropic_c
 async def test_every_step_is_one_structlog_event_keyed_by_run_id(store, fake_anthropic, anthropic_client):
     import structlog
 
-    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-03"})), reply(text("fine")))
+    fake_anthropic.script(reply(tool_use("check_cpu", {"host": "web-03"})), *answered(reply(text("fine"))))
     run_id = await start(store)
     with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
         await run(config(store, anthropic_client), run_id)
     steps = [(e["event"], e["run_id"]) for e in logs if e.get("run_id")]
-    assert steps == [(kind, run_id) for kind in ("request", "response", "tool", "request", "response", "stop")]
+    # the answer, asked once for the summary, comes again: one more request and response
+    kinds = ("request", "response", "tool", "request", "response", "request", "response", "stop")
+    assert steps == [(kind, run_id) for kind in kinds]
     [tool_event] = [e for e in logs if e["event"] == "tool"]
     assert (tool_event["args"], tool_event["result"]) == ({"host": "web-03"}, "web-03: cpu 97%, load 7.9")
     assert [s.kind for s in await store.steps(run_id)] == [e for e, _ in steps]
@@ -839,12 +850,13 @@ async def test_a_context_budget_condenses_each_time_there_is_history_to_condense
         reply(text("summary of web-00, web-01")),
         reply(tool_use("check_cpu", {"host": "web-09"})),
         reply(text("summary of web-00, web-01, web-09")),
-        reply(text("done")),
+        *answered(reply(text("done"))),
     )
     run_id = await start(store)
     result = await run(config(store, anthropic_client, context_budget_tokens=50), run_id)
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
-    assert ["tools" not in r.body for r in fake_anthropic.requests] == [False, False, True, False, True, False]
+    # ... and the answer comes twice (asked once for the summary), neither time condensing
+    assert ["tools" not in r.body for r in fake_anthropic.requests] == [False, False, True, False, True, False, False]
     history = await store.history(run_id)
     assert "[Summary of the work so far" in history[0]["content"][0]["text"]
     assert "summary of web-00, web-01, web-09" in history[0]["content"][0]["text"]
@@ -887,7 +899,7 @@ async def test_the_run_tells_its_watchers_in_typed_events(store, fake_anthropic,
     fake_anthropic.script(
         reply(tool_use("check_cpu", {"host": "web-03"}, id="toolu_a")),
         reply(tool_use("restart_service", {"host": "web-03", "unit": "java-app"}, id="toolu_b")),
-        reply(text("Restarted java-app.")),
+        *answered(reply(text("Restarted java-app."))),
     )
     seen: list[events.RunEvent] = []
 
@@ -915,6 +927,8 @@ async def test_the_run_tells_its_watchers_in_typed_events(store, fake_anthropic,
         "ToolStarted",
         "ToolDone",
         "Iteration",
+        "Reasoning",
+        "Iteration",  # asked once for the summary, the model answers again
         "Reasoning",
         "Finished",
     ]

@@ -16,7 +16,7 @@ from bot.run.guards import Limits
 from bot.run.loop import RunConfig, run
 from bot.run.report import handoff_report
 from bot.store import Store
-from tests.support.scripted import ScriptedModel, call
+from tests.support.scripted import ScriptedModel, answered, call
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"
@@ -119,7 +119,7 @@ async def test_a_resumed_run_sends_the_system_and_tools_it_started_with(store):
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
-    resumed = ScriptedModel([{"type": "text", "text": "done"}], model=MODEL)
+    resumed = ScriptedModel(*answered([{"type": "text", "text": "done"}]), model=MODEL)
     result = await run(
         RunConfig(
             model=resumed,
@@ -181,10 +181,11 @@ async def test_a_drop_block_self_heal_is_kept_for_the_rest_of_the_run(store):
     model = Replies(
         answer(thinking(), *call("check_disk", {"host": "web-03"}, "toolu_1"), stop="tool_use", drop_block=True),
         answer({"type": "text", "text": "done"}, drop_block=True),
+        answer({"type": "text", "text": "done"}, drop_block=True),  # asked once for the summary, it answers again
     )
     run_id = await start(store)
     await run(RunConfig(model=model, store=store, tools=ToolRegistry([check_disk]), price_for=price), run_id)
-    assert [r.drop_block for r in model.requests] == [False, True]
+    assert [r.drop_block for r in model.requests] == [False, True, True]
     assert (await store.get_run(run_id)).drop_block
     assert [s.kind for s in await store.steps(run_id)].count("thinking_prefix_mismatch") == 1
 
@@ -254,7 +255,7 @@ async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_tas
         [{"type": "text", "text": "Checked web-00 and web-01: full."}],
         step(2),
         [{"type": "text", "text": "Checked web-00 to web-02: full."}],
-        [{"type": "text", "text": "done"}],
+        *answered([{"type": "text", "text": "done"}]),
         model=MODEL,
     )
     task = "web-03 is full; token xoxb-1234-5678-abcdefghijkl"
@@ -277,7 +278,7 @@ async def test_condensing_drops_thinking_from_the_kept_turns_and_redacts_the_tas
         kept = after.messages[1:]
         assert all(b["type"] != "thinking" for m in kept for b in m["content"])
         assert [b["type"] for m in kept if m["role"] == "assistant" for b in m["content"]] == ["tool_use"]
-    assert (await store.history(run_id))[:3] == model.requests[-1].messages
+    assert (await store.history(run_id))[:-1] == model.requests[-1].messages  # stored as sent, then the answer
 
 
 WIPED: list[str] = []
@@ -317,8 +318,8 @@ async def test_a_stop_recorded_after_the_approval_wins_over_the_change(store):
     )
     result = await run(cfg, run_id)
     assert (result.stop_reason, result.stopped_by, WIPED) == (StopReason.CANCELLED, "U_STOPPER", [])
-    (answered,) = (await store.history(run_id))[-1]["content"]
-    assert answered["content"] == "Not run: the run stopped (cancelled) before this call."
+    (result_block,) = (await store.history(run_id))[-1]["content"]
+    assert result_block["content"] == "Not run: the run stopped (cancelled) before this call."
 
 
 async def test_context_offered_at_the_first_drive_joins_the_task_turn_once_redacted(store):
@@ -352,7 +353,7 @@ async def test_context_is_never_added_to_a_turn_the_model_already_has(store):
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
         ],
     )
-    model = ScriptedModel([{"type": "text", "text": "done"}], model=MODEL)
+    model = ScriptedModel(*answered([{"type": "text", "text": "done"}]), model=MODEL)
 
     async def prelude() -> list[str]:
         return ["[team runbook: data] step 1"]

@@ -31,6 +31,7 @@ from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel
 from bot.store import Store
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, error, reply, text, tool_use
+from tests.support.harness import answered
 from tools import Category, ToolRegistry, tool
 
 MODEL = "claude-sonnet-5-5"
@@ -186,10 +187,11 @@ async def test_a_turn_of_calls_is_stored_with_the_turn_that_answers_it(any_store
 async def drive(
     store: Store, fake: FakeAnthropic, client: anthropic.AsyncAnthropic, tool_steps: int
 ) -> tuple[int, str]:
-    """A run of `tool_steps` tool steps and an answer: (the store round trips it took, its id)."""
+    """A run of `tool_steps` tool steps and an answer, given twice (asked once for the summary): (the store
+    round trips it took, its id)."""
     fake.script(
         *[reply(tool_use("check_cpu", {"host": f"web-{i}"}, id=f"toolu_{i}")) for i in range(tool_steps)],
-        reply(text("fine")),
+        *answered(reply(text("fine"))),
     )
     run_id = await new_run(store)
     before = store.round_trips
@@ -247,7 +249,8 @@ async def test_every_trace_row_is_stored_in_order(
     store: Store, fake_anthropic: FakeAnthropic, anthropic_client: anthropic.AsyncAnthropic
 ) -> None:
     _, run_id = await drive(store, fake_anthropic, anthropic_client, 1)
-    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response", "stop"]
+    kinds = ["request", "response", "tool", "request", "response", "request", "response", "stop"]
+    assert [s.kind for s in await store.steps(run_id)] == kinds
 
 
 async def test_a_stop_read_with_the_news_ends_the_run_before_any_request(
@@ -313,11 +316,13 @@ async def test_a_read_only_turn_never_waits_for_the_store(
         held.append(asyncio.ensure_future(store.atomically(lambda _ledger: released.wait(10))))
         return reply(tool_use("check_disk", {"host": "a"}))
 
-    fake_anthropic.script(hold_the_writer, reply(text("fine")))
+    fake_anthropic.script(hold_the_writer, *answered(reply(text("fine"))))
     result = await run(config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk])), run_id)
     assert result.stop_reason == StopReason.COMPLETED
     assert await held[0] is True  # released by the call, not by the 10 s timeout: the call ran before the write
-    assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
+    # ... then the answer, the ask for the summary, and the answer again
+    roles = ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in await store.history(run_id)] == roles
     assert [r.content for r in (await store.tool_results(run_id)).values()] == ["#1 check_disk a\na: 91% full"]
 
 
@@ -340,12 +345,14 @@ async def test_a_read_only_turn_whose_calls_take_a_while_is_stored_while_they_ru
         seen.append(roles)
         return f"{host}: 91% full"
 
-    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), reply(text("fine")))
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), *answered(reply(text("fine"))))
     config_ = config(store, anthropic_client, run_id, tools=ToolRegistry([check_disk]))
     result = await asyncio.wait_for(run(config_, run_id), 30)
     assert (result.stop_reason, seen) == (StopReason.COMPLETED, [["user", "assistant"]])
-    assert [m["role"] for m in await store.history(run_id)] == ["user", "assistant", "user", "assistant"]
-    assert [s.kind for s in await store.steps(run_id)] == ["request", "response", "tool", "request", "response", "stop"]
+    roles = ["user", "assistant", "user", "assistant", "user", "assistant"]  # the answer comes twice (the ask)
+    assert [m["role"] for m in await store.history(run_id)] == roles
+    kinds = ["request", "response", "tool", "request", "response", "request", "response", "stop"]
+    assert [s.kind for s in await store.steps(run_id)] == kinds
 
 
 async def test_a_shutdown_while_read_only_calls_run_stores_their_turn_and_the_next_drive_runs_them(
@@ -365,7 +372,7 @@ async def test_a_shutdown_while_read_only_calls_run_stores_their_turn_and_the_ne
             await asyncio.Event().wait()  # the first drive never gets past this
         return f"{host}: 91% full"
 
-    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), reply(text("fine")))
+    fake_anthropic.script(reply(tool_use("check_disk", {"host": "a"})), *answered(reply(text("fine"))))
     tools = ToolRegistry([check_disk])
     drive_ = asyncio.ensure_future(run(config(store, anthropic_client, run_id, tools=tools), run_id))
     await asyncio.wait_for(started.wait(), 30)
@@ -378,7 +385,7 @@ async def test_a_shutdown_while_read_only_calls_run_stores_their_turn_and_the_ne
         StopReason.COMPLETED,
         "fine",
         ["a", "a"],
-        2,
+        3,  # the calls' turn, the answer, and the answer again when asked once for the summary
     )
 
 
@@ -398,7 +405,8 @@ async def test_a_turn_with_a_change_is_stored_before_the_change_runs(
         return Decision(approved=True, confirmed_by="U1")
 
     fake_anthropic.script(
-        reply(tool_use("check_cpu", {"host": "a"}), tool_use("restart", {"service": "nginx"})), reply(text("done"))
+        reply(tool_use("check_cpu", {"host": "a"}), tool_use("restart", {"service": "nginx"})),
+        *answered(reply(text("done"))),
     )
     tools = ToolRegistry([check_cpu, restart])
     result = await run(config(store, anthropic_client, run_id, tools=tools, confirm=confirm), run_id)

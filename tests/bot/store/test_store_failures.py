@@ -19,7 +19,7 @@ from bot.store import Store, StoreUnavailable
 from tests.support import incident_tools
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.slack import FakeSlack
-from tests.support.harness import bot_env, text_of
+from tests.support.harness import answered, bot_env, text_of
 
 TASK = "web-03 is paging: disk full on /var, please fix"
 
@@ -76,7 +76,7 @@ async def test_a_store_that_keeps_failing_pauses_the_run_tells_the_thread_once_a
     fake_anthropic.script(
         reply(tool_use("check_disk", {"host": "web-03"})),
         reply(tool_use("check_disk", {"host": "web-03"})),
-        reply(text("/var is full of rotated nginx logs.")),
+        *answered(reply(text("/var is full of rotated nginx logs."))),
     )
     async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
         store = env.ops.store
