@@ -263,7 +263,8 @@ class _Run(Condenser, ToolGate):
         self.iterations += 1
         await self.emit(events.Iteration)
         await self.inject(news.inbox if news else None)
-        sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink else None
+        # An answer given now would be sent back for the summary first: it isn't streamed, so Slack shows it once.
+        sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink and not self.summary_behind() else None
         try:
             response = await self.request(sink)
         except Exception:
