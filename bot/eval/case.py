@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from bot.config.settings import ApprovalSettings
+from bot.core.errors import OpsloopError
 from bot.run.guards import canonical
 
 CASE_FILE = "case.yaml"
@@ -24,7 +25,7 @@ SCRIPTS = ("golden", "bad")
 WHEN = ("called", "ran")  # a forbidden call: proposed at all, or approved and run
 
 
-class CaseError(ValueError):
+class CaseError(OpsloopError):
     """A case that cannot be read: the case, where in it, and what is wrong."""
 
 

@@ -52,12 +52,14 @@ output = 11.0
         await approved_incident(env, fake_anthropic)
         await env.wait_idle()
         (run,) = env.runs()
-    assert len(fake_bedrock.requests) == 4
+    assert (
+        len(fake_bedrock.requests) == 5
+    )  # the incident's four steps and its answer given again when asked once for the summary
     for rec in fake_bedrock.requests:
         assert rec.path == f"/model/{PROFILE}/invoke-with-response-stream"
         assert (rec.status, rec.problems) == (200, [])
         assert rec.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAFAKEOPSLOOP00001/")
-    assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == ["bedrock"] * 4
+    assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == ["bedrock"] * 5
     # thinking and the cache breakpoints went through Bedrock as they go to Anthropic's API
     first, second = (r.body or {} for r in fake_anthropic.requests[:2])
     assert any(b["type"] == "thinking" for b in second["messages"][1]["content"])
@@ -84,7 +86,7 @@ region = "us-east5"
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config, env_extra=env_extra) as env:
         await approved_incident(env, fake_anthropic)
     assert fake_vertex.tokens_minted == 1
-    assert [(r.status, r.problems) for r in fake_vertex.requests] == [(200, [])] * 4
+    assert [(r.status, r.problems) for r in fake_vertex.requests] == [(200, [])] * 5
     assert fake_vertex.requests[0].path == (
         "/v1/projects/opsloop-test/locations/us-east5/publishers/anthropic/models/claude-sonnet-5-5:streamRawPredict"
     )
@@ -109,7 +111,7 @@ region = "us-east5"
         await env.wait_idle()
         (run,) = env.runs()
     assert [r.status for r in fake_vertex.requests] == [529, 529, 529]
-    assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == [None] * 4  # all direct
+    assert [r.headers.get("x-relayed-by") for r in fake_anthropic.requests] == [None] * 5  # all direct
     assert run.model == "claude-sonnet-5-5"
 
 

@@ -17,7 +17,7 @@ CASE = Path(__file__).resolve().parents[2] / "evals" / "crashloop-configmap-env"
 
 def _broken_golden(folder: Path) -> None:
     """The case's golden script with its summary refused twice: a quote not in the cited result, then a statement
-    over the 200-character limit."""
+    over the 200-character limit; the answer said again when opsloop asks once for the missing summary."""
     turns = yaml.safe_load((folder / "golden.yaml").read_text())
     summary = turns[1]["calls"][0]["args"]
     bad_quote = json.loads(json.dumps(summary))
@@ -26,6 +26,7 @@ def _broken_golden(folder: Path) -> None:
     too_long["hypotheses"][0]["statement"] = "The ConfigMap edit removed PAYMENTS_API_URL. " * 6
     turns[1]["calls"] = [{"tool": "update_summary", "args": bad_quote}]
     turns.insert(2, {"calls": [{"tool": "update_summary", "args": too_long}]})
+    turns.append(turns[-1])  # asked once for the summary it never got, the model gives its answer again
     (folder / "golden.yaml").write_text(yaml.safe_dump(turns, sort_keys=False))
 
 

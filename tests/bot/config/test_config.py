@@ -103,7 +103,7 @@ x = 1
         "max_iterations, parallelism, token_budget)",
         "approvals.allow_self_approval: expected true or false, got a string",
         "oops: unknown section (known: alerts, approvals, changes, hosts, kubernetes, limits, log, memory, model, "
-        "runbooks, slack, ssh, store, tools)",
+        "pagerduty, runbooks, slack, ssh, store, tools)",
         "approvals.approvers: 'bob' is neither a user id (U…/W…) nor a user group (S…)",
     ]
 

@@ -44,7 +44,12 @@ def test_the_ack_path_is_urgent_and_what_nobody_waits_on_is_background() -> None
         "set_card_ts",
         "stop_requested_among",
     }
-    assert {n for n, e in every.items() if e.background} == {"record_changes", "sweep_changes", "sweep_incidents"}
+    assert {n for n, e in every.items() if e.background} == {
+        "record_changes",
+        "save_configmap_snapshots",
+        "sweep_changes",
+        "sweep_incidents",
+    }
 
 
 async def test_a_store_call_runs_the_ledger_method_on_the_writer_thread_with_its_arguments_settled(
