@@ -280,11 +280,15 @@ and an instant tool. Each contender is its own process talking to the same fake 
 measured at the fake: the mean gap between consecutive requests of one run, i.e. receive the reply,
 run the tool, persist, build and send the next request. Median over {repeats} interleaved repeats.
 opsloop runs with its shipped defaults: status message in the thread (updates at most every 2 s),
-SQLite persistence, JSON trace at info level to a file.
+SQLite persistence, JSON trace at info level to a file. opsloop alone sends the answer back once for
+`update_summary` (the peers have no such ask) and the script gives the same answer again: that extra request
+is left out of the gaps, so every contender is timed over the same {steps} requests and {steps - 1} tool calls;
+the end-to-end time below includes it.
 
 {table(["contender", "median ms/iteration", "best ms/iteration", "vs bare", "cache read share"], rows)}
 
-opsloop end to end (mention sent -> answer posted, {steps} requests): median {med(e2e) * 1000:.0f} ms.
+opsloop end to end (mention sent -> answer posted, {steps} requests and the summary ask's one): median
+{med(e2e) * 1000:.0f} ms.
 Cache read share = cache-read tokens / all prompt tokens over the run. pydantic-ai and the tool
 runner ship with caching off (`anthropic_cache*` settings, `cache_control`); the last row turns it
 on for the tool runner, whose server-side thread uploads only the new turn.
@@ -299,7 +303,7 @@ async def concurrency(threads: int, steps: int, latency: float, report: Report) 
     async with running() as p:
         p.model.latency_seconds = latency
         _, single = await p.incident(steps)
-        p.model.script(*[incident(steps) for _ in range(threads * steps)])
+        p.model.script(*[incident(steps) for _ in range(threads * product.requests(steps))])
         before = len(p._final_calls())
         began = time.monotonic()
         sent = await asyncio.gather(*(p.mention(f"host web-{i:03d} is out of disk") for i in range(threads)))
@@ -349,9 +353,9 @@ async def prompt_cache(p: product.Product, steps: int, report: Report) -> None:
     report.section(
         "4. Prompt cache",
         f"""
-A {steps}-request run through `opsloop run` (shipped cache breakpoints: system prompt, the previous
-request's newest user turn, the newest message). The fake's accounting: min 1,024 tokens per
-cached prefix, 20-block look-back. Cost at the fake's prices for `{MODEL}`:
+A {steps}-request run through `opsloop run`, plus the summary ask's request after the answer (shipped cache
+breakpoints: system prompt, the previous request's newest user turn, the newest message). The fake's
+accounting: min 1,024 tokens per cached prefix, 20-block look-back. Cost at the fake's prices for `{MODEL}`:
 ${cost:.4f} with caching vs ${plain:.4f} for the same requests without (every prompt token at the
 input price) = {cost / plain:.0%}.
 
@@ -406,7 +410,7 @@ async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any,
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store(Path(tmp) / "bench.db").open()
         client = claude_client(API_KEY, fake.base_url)  # the product's client
-        fake.script(*[script for _ in range(steps + 1)])
+        fake.script(*[script for _ in range(steps + 2)])  # a condensation request and the summary ask
         row = await store.create_run(
             channel="C",
             thread_ts="1",
@@ -440,17 +444,17 @@ async def growth(steps: int, budget: int, report: Report, out_png: Path) -> None
             calls["n"] += 1
             if calls["n"] < steps:
                 return reply(tool_use("error_log_tail", {"host": f"web-{calls['n']:02d}"}))
-            return reply(text(product.ANSWER))
+            return reply(text(product.ANSWER))  # again when asked for update_summary: the run's request steps + 1
 
         async with FakeAnthropic(api_key=API_KEY) as fake:
             result = await _runtime_run(fake, {"limits": Limits(max_iterations=steps + 5), **kw}, answer, steps)
             tools_requests = [r for r in fake.requests if r.status == 200 and r.body and r.body.get("tools")]
             curves[label] = [
                 r.usage["input_tokens"] + r.usage["cache_read_input_tokens"] + r.usage["cache_creation_input_tokens"]
-                for r in tools_requests
+                for r in tools_requests[:steps]  # the summary ask's request after the answer is left out
             ]
             costs[label] = fake.cost_usd()
-        assert result.iterations == steps, result
+        assert result.iterations == steps + 1, result  # the answer, sent back once for the summary
     plain, condensed = curves["without condensation"], curves["with condensation"]
     _plot(curves, out_png, budget)
     rows = [
@@ -471,7 +475,8 @@ async def growth(steps: int, budget: int, report: Report, out_png: Path) -> None
         f"""
 A {steps}-iteration run (the real runtime and SQLite store, the SDK client, the fake), each tool
 result ~1,000 tokens of log lines (`error_log_tail`). Prompt tokens per request (input + cache read +
-cache write), without condensation and with `context_budget_tokens = {budget}` (opsloop condenses
+cache write) of its {steps} requests (the summary ask's one more after the answer left out), without condensation
+and with `context_budget_tokens = {budget}` (opsloop condenses
 at most once per run). Cost of the whole run at the fake's prices, cache included:
 ${costs["without condensation"]:.4f} without, ${costs["with condensation"]:.4f} with condensation.
 Sum of prompt tokens over the run: {sum(plain):,} without, {sum(condensed):,} with.
@@ -534,7 +539,8 @@ async def thinking_cost(steps: int, report: Report) -> None:
     report.section(
         "8. Thinking on the current models",
         f"""
-A {steps}-request incident through the real runtime on `{MODEL}` at each `output_config.effort`.
+A {steps}-request incident (plus the summary ask's request, which the answer repeats) through the real runtime
+on `{MODEL}` at each `output_config.effort`.
 The fake's assumption for reasoning per reply (not measured from the real API):
 {", ".join(f"{k} {v:,}" for k, v in EFFORT_THINKING_TOKENS.items())} thinking tokens. Thinking tokens are
 output tokens ($10/MTok on Sonnet 5.5). Cost per step includes the prompt (cache reads and writes).

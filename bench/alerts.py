@@ -4,7 +4,8 @@
 
 `opsloop run` as a child process (bench/product.py) with [alerts.webhook] on a loopback port, against the fake
 Slack and the fake Messages API in this process. The scripted model answers from each request: one tool call
-(disk_usage), then the answer, so every alert run makes two model requests and posts its root, its status and
+(disk_usage), then the answer, given again when opsloop asks for update_summary, so every alert run makes three
+model requests and posts its root, its status and
 its answer while the other notifications of the burst arrive.
 
 - idle: one new group at a time (the previous one's run finished), `--repeats` times;
@@ -84,7 +85,8 @@ class Bench:
         self.serial = 0
 
     def answer(self, body: dict[str, Any]) -> Reply:
-        """The scripted model: one tool call, then the answer; stamps each run's first request."""
+        """The scripted model: one tool call, then the answer (again when asked for the summary); stamps each run's
+        first request."""
         arrived = time.perf_counter()
         done = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if done == 0:
@@ -110,7 +112,8 @@ class Bench:
         groups = [f"g{self.serial + i:05d}" for i in range(n)]
         self.serial += n
         answered = len(self.p._final_calls())
-        self.p.model.script(*[self.answer for _ in range(2 * n)])
+        # a tool call, the answer, and the same answer again when opsloop asks for update_summary
+        self.p.model.script(*[self.answer for _ in range(3 * n)])
         results = await asyncio.gather(*(self.post(session, g) for g in groups))
         await self.p.wait_answers(answered + n)
         sent = dict(zip(groups, (s for s, _ in results), strict=True))

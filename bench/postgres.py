@@ -30,7 +30,7 @@ import psutil
 import psycopg
 
 from bench import product
-from bench.product import ROOT, Product, bot_env, incident, running, write_config
+from bench.product import ROOT, Product, bot_env, incident, requests, running, write_config
 from bench.tools import DF_OUTPUT
 from bot.core.types import StopReason, Totals, Usage
 from bot.store import Store
@@ -385,7 +385,7 @@ class Burst:
 
 async def burst(f: Fleet, incidents: int, steps: int) -> Burst:
     p = f.product
-    p.model.script(*[incident(steps) for _ in range(incidents * steps)])
+    p.model.script(*[incident(steps) for _ in range(incidents * requests(steps))])
     before_answers = len(p._final_calls())
     commits: list[float] = []
     async with _probe(f.probe_url, commits):  # the probe's start-up stays outside the measured window

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.run import prompts
 from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
 from tests.support.fakes.slack import ApiCall, FakeSlack, mention_event
 
@@ -36,19 +37,38 @@ TIMEOUT = 120.0
 def incident(
     steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage", calls: int = 1, think: bool = False
 ) -> Callable[[dict[str, Any]], Reply]:
-    """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer."""
+    """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer.
+    A run that called tools is sent back once for update_summary (opsloop's summary ask) and the script answers
+    again, unchanged: script `requests(steps)` items per run. That extra request is not stamped, so `stamps` are
+    the same `steps` requests a peer loop (which has no such ask) makes for the same incident."""
 
     lead = [thinking("Checking the disks first.")] if think else []
 
     def answer(body: dict[str, Any]) -> Reply:
-        if stamps is not None:
+        asked = prompts.SUMMARY_BEHIND in json.dumps(body["messages"][-1]["content"])
+        if stamps is not None and not asked:
             stamps.append(time.perf_counter())
-        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        done = tool_steps(body)
         if done < steps - 1:
             return reply(*lead, *[tool_use(tool, {"host": f"web-{done:02d}-{k}"}) for k in range(calls)])
         return reply(*lead, text(f"{ANSWER} (after {done} tool steps)."))
 
     return answer
+
+
+def tool_steps(body: dict[str, Any]) -> int:
+    """The request's assistant turns that called tools."""
+    return sum(
+        1
+        for m in body["messages"]
+        if m["role"] == "assistant" and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+    )
+
+
+def requests(steps: int) -> int:
+    """The model requests of an opsloop run of a `steps`-request incident: the summary ask adds one when it called
+    tools (`steps` > 1)."""
+    return steps + 1 if steps > 1 else steps
 
 
 @dataclass
@@ -90,9 +110,10 @@ class Product:
         return {str(c.args.get("thread_ts")): c.at for c in self._final_calls()}
 
     async def incident(self, steps: int, **kw: Any) -> tuple[list[float], float]:
-        """One run of `steps` model requests; (request arrival stamps, mention -> answer seconds)."""
+        """One run of `steps` model requests (one more for the summary ask); (request arrival stamps, the ask's
+        not among them, mention -> answer seconds)."""
         stamps: list[float] = []
-        self.model.script(*[incident(steps, stamps, **kw) for _ in range(steps)])
+        self.model.script(*[incident(steps, stamps, **kw) for _ in range(requests(steps))])
         ts, sent = await self.mention()
         answer = await self.slack._wait(
             lambda: next((c for c in self._final_calls() if c.args.get("thread_ts") == ts), None),

@@ -37,7 +37,7 @@ from bot.run import prompts
 from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
-from tests.support.fakes.anthropic import FakeAnthropic, Reply, reply, text, thinking, tool_use
+from tests.support.fakes.anthropic import FakeAnthropic, Reply
 from tools import ToolRegistry
 from tools.config import build_registry
 
@@ -49,17 +49,10 @@ med = statistics.median
 
 
 def script(steps: int, stamps: list[float], *, think: bool) -> Callable[[dict[str, Any]], Reply]:
-    """Tool calls until the run's `steps`-th request, then the answer; each request's arrival is stamped."""
-    lead = [thinking("Checking the disks first.")] if think else []
-
-    def answer(body: dict[str, Any]) -> Reply:
-        stamps.append(time.perf_counter())
-        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if done < steps - 1:
-            return reply(*lead, tool_use(CALLED, {"host": f"web-{done:02d}"}))
-        return reply(*lead, text(f"{product.ANSWER} (after {done} tool steps)."))
-
-    return answer
+    """Tool calls until the run's `steps`-th request, then the answer; each request's arrival is stamped but the
+    summary ask's (product.incident: opsloop alone sends the answer back once for update_summary, and gets the same
+    answer), so every contender is timed over the same `steps` requests."""
+    return product.incident(steps, stamps, tool=CALLED, think=think)
 
 
 def per_iteration_ms(stamps: list[float]) -> float:
@@ -99,7 +92,8 @@ class Contenders:
 
     async def run(self, name: str, workload: str, steps: int) -> float:
         stamps: list[float] = []
-        self.fake.script(*[script(steps, stamps, think=workload == "thinking") for _ in range(steps)])
+        n = product.requests(steps) if name == "opsloop" else steps  # the peers have no summary ask
+        self.fake.script(*[script(steps, stamps, think=workload == "thinking") for _ in range(n)])
         schemas = self.tools[workload].api_schemas()
         await RUNNERS[name](self, workload, schemas)
         assert len(stamps) == steps, (name, workload, len(stamps))
