@@ -273,7 +273,7 @@ async def overhead_and_peers(p: product.Product, steps: int, repeats: int, repor
     report.section(
         "2 and 6. Loop overhead per iteration, and peers",
         f"""
-The same {steps}-request incident ({steps - 1} `disk_usage` calls, then the answer) with zero model latency
+The same {steps}-request incident ({steps - 1} `df` calls, then the answer) with zero model latency
 and an instant tool. Each contender is its own process talking to the same fake Messages API
 (model `{MODEL}`, the fake's thinking blocks included), with the same system prompt and the same
 {n_tools} tool schemas (opsloop's built-ins plus the bench tools). Time per iteration is
@@ -406,7 +406,7 @@ async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any,
     from bench import tools as bench_tools
     from tools import ToolRegistry
 
-    registry = ToolRegistry([bench_tools.disk_usage, bench_tools.error_log_tail])
+    registry = ToolRegistry([bench_tools.df, bench_tools.error_log_tail])
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store(Path(tmp) / "bench.db").open()
         client = claude_client(API_KEY, fake.base_url)  # the product's client

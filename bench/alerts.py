@@ -4,7 +4,7 @@
 
 `opsloop run` as a child process (bench/product.py) with [alerts.webhook] on a loopback port, against the fake
 Slack and the fake Messages API in this process. The scripted model answers from each request: one tool call
-(disk_usage), then the answer, given again when opsloop asks for update_summary, so every alert run makes three
+(df), then the answer, given again when opsloop asks for update_summary, so every alert run makes three
 model requests and posts its root, its status and
 its answer while the other notifications of the burst arrive.
 
@@ -94,7 +94,7 @@ class Bench:
             said = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
             if m := GROUP_RE.search(said):
                 self.first_request.setdefault(m.group(1), arrived)
-            return reply(tool_use("disk_usage", {"host": "web-03"}))
+            return reply(tool_use("df", {"host": "web-03"}))
         return reply(text(f"{product.ANSWER}: the alert's disk."))
 
     async def post(self, session: aiohttp.ClientSession, group: str) -> tuple[float, float]:

@@ -4,7 +4,7 @@
 
 SPEC.json holds base_url, api_key, model, system, tools (the API schemas opsloop sends),
 task, max_tokens, effort. The fake Messages API scripts the answers; every loop runs the
-one tool the script calls (`disk_usage`) and offers the others without running them.
+one tool the script calls (`df`) and offers the others without running them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.tools import DF_OUTPUT
 
-CALLED = "disk_usage"
+CALLED = "df"  # bench.tools.df: the built-in disk_usage is another tool
 
 
 def disk(host: str) -> str:

@@ -625,7 +625,7 @@ def report_replicas(
         f"10. Replicas: {incidents} concurrent incidents on 1 vs {many} replicas",
         f"""
 {incidents} mentions sent at once through the fake Slack (`delivery = "round_robin"`: each envelope to the next
-open Socket Mode connection), each a {steps}-request incident ({steps - 1} read-only `disk_usage` calls, then the
+open Socket Mode connection), each a {steps}-request incident ({steps - 1} read-only `df` calls, then the
 answer); the fake model answers every request after {latency * 1000:.0f} ms, so one incident alone needs at least
 {steps * latency:.1f} s. `opsloop run` replicas with the shipped defaults on one Postgres server with fsync on
 (production) and on one with fsync off; each fleet has its own database and its own fakes, all fleets are up at

@@ -35,7 +35,7 @@ TIMEOUT = 120.0
 
 
 def incident(
-    steps: int, stamps: list[float] | None = None, *, tool: str = "disk_usage", calls: int = 1, think: bool = False
+    steps: int, stamps: list[float] | None = None, *, tool: str = "df", calls: int = 1, think: bool = False
 ) -> Callable[[dict[str, Any]], Reply]:
     """A script item answering from the request: tool calls until the run's `steps`-th request, then the answer.
     A run that called tools is sent back once for update_summary (opsloop's summary ask) and the script answers

@@ -11,8 +11,9 @@ SLOW_CALL_SECONDS = 0.3
 
 
 @tool(category=Category.READ_ONLY, parallel=True)
-async def disk_usage(host: str) -> str:
-    """Disk usage per mount on a host (instant: the bench measures the loop, not the tool)."""
+async def df(host: str) -> str:
+    """Disk usage per mount on a host (instant: the bench measures the loop, not the tool). Named `df`: the
+    built-in `disk_usage` is another tool."""
     return f"{host}:\n{DF_OUTPUT}"
 
 

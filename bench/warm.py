@@ -1,7 +1,7 @@
 """Warm peers: every contender in ONE process, built once and reused across runs (as a long-lived bot reuses
 its clients), interleaved, on two workloads against the same fake Messages API:
 
-- minimal: one tool (`disk_usage`), no thinking blocks in the replies;
+- minimal: one tool (`df`), no thinking blocks in the replies;
 - thinking: claude-sonnet-5-5 with thinking blocks in every reply, every shipped tool and the bench's offered.
 
 Every row of a workload offers the same tools (`MODULES`): `opsloop run` is started once per workload with them
