@@ -179,6 +179,7 @@ async def running(
             FakeAnthropic(api_key=API_KEY, **(model_kw or {})) as model,
         ):
             slack.add_user(ALICE, "alice")
+            slack.add_channel(CHANNEL, "incidents", members={ALICE})  # the bot is in it (startup checks)
             env = bot_env(slack, model, db or str(work / "opsloop.db"))
             cmd = [
                 "-m",
