@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.redact import REDACTED, redact
-from bot.core.types import Approval, FeedbackValue, RunStatus
+from bot.core.types import Approval, FeedbackValue, RunResult, RunStatus
+from bot.run.report import handoff_report as report_of
 from bot.run.summary import SECTION_TITLES, Evidence, HypothesisStatus, Summary
 from handlers import messages as m
 from handlers.mrkdwn import (
@@ -502,6 +503,31 @@ def feedback_of(value: str) -> tuple[FeedbackValue, str] | None:
 # ---------------------------------------------------------------------------
 # Handoff report
 # ---------------------------------------------------------------------------
+
+
+def stopped_run_report(
+    result: RunResult, history: Sequence[dict[str, Any]], *, max_iterations: int | None, summary: Summary | None
+) -> list[SlackMessage]:
+    """The handoff report of a run that stopped without its answer, as Slack and the terminal both show it."""
+    report, u = report_of(result, history), result.usage
+    return handoff_report(
+        stop_reason=result.stop_reason.value,
+        stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
+        iterations=result.iterations,
+        max_iterations=max_iterations,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read_tokens=u.cache_read_tokens,
+        cache_write_tokens=u.cache_write_tokens,
+        cost_usd=result.cost_usd,
+        wall_seconds=result.wall_seconds,
+        tools=[(t.name, t.calls, t.last_result) for t in report.tools],
+        last_reasoning=report.last_reasoning,
+        conclusion=report.conclusion,
+        pending=report.pending,
+        stopped_by=result.stopped_by,
+        summary=summary,
+    )
 
 
 def handoff_report(

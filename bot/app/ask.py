@@ -31,7 +31,6 @@ from bot.core.pricing import price_for
 from bot.core.types import TERMINAL, Approval, ApprovalState, DecisionCause, Run, RunResult, StopReason
 from bot.run import approvals
 from bot.run.events import ApprovalDecided, Iteration, RunEvent, Summarized, ToolDone, ToolsAnnounced, ToolStarted
-from bot.run.report import handoff_report
 from bot.run.scheduler import Supervisor
 from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
 from bot.run.summary import Summary, render_text
@@ -357,26 +356,9 @@ class TerminalThread:
                 answer = blocks.text_messages(result.output, summary=summary)
                 screen.say("\n" + "\n".join(card_text(m) for m in answer))
         else:
-            report = handoff_report(result, await store.history(self.row.id))
-            u = result.usage
-            msgs = blocks.handoff_report(
-                stop_reason=result.stop_reason.value,
-                stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
-                iterations=result.iterations,
-                max_iterations=self.term.settings.limits.max_iterations,
-                input_tokens=u.input_tokens,
-                output_tokens=u.output_tokens,
-                cache_read_tokens=u.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens,
-                cost_usd=result.cost_usd,
-                wall_seconds=result.wall_seconds,
-                tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-                last_reasoning=report.last_reasoning,
-                conclusion=report.conclusion,
-                pending=report.pending,
-                stopped_by=result.stopped_by,
-                summary=summary,
-            )
+            history = await store.history(self.row.id)
+            limit = self.term.settings.limits.max_iterations
+            msgs = blocks.stopped_run_report(result, history, max_iterations=limit, summary=summary)
             screen.say("\n" + "\n".join(card_text(m) for m in msgs))
         screen.say(f"\nrun {result.run_id}: opsloop show {result.run_id}")
 

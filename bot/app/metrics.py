@@ -31,6 +31,7 @@ from bot.core.errors import OpsloopError
 from bot.core.pricing import Price, price_for
 from bot.core.types import ACTIVE_STATUSES, ApprovalState, FeedbackValue, RunStatus, StopReason, Usage
 from bot.store import Store
+from handlers.alerts.sources import SOURCES
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -43,7 +44,7 @@ DEFAULT_HOST = "0.0.0.0"  # kubelet probes and Prometheus reach a pod on its IP,
 HEALTH_TIMEOUT_S = 2.0  # under a typical probe timeout; a store that needs longer is not healthy
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 APPROVAL_OUTCOMES = tuple(s for s in ApprovalState if s != ApprovalState.PENDING)
-ALERT_SOURCES = ("slack", "webhook", "pagerduty")
+ALERT_SOURCES = tuple(source.name for source in SOURCES)  # each plug-in, counted from zero
 ALERT_OUTCOMES = ("received", "deduplicated", "started", "dropped")  # handlers.alerts.desk logs alert.<outcome>
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)  # Slack wants an ack in 3 s
@@ -121,7 +122,7 @@ class Metrics:
         ack_doc = "Time from a Slack delivery reaching opsloop to its ack, by event type."
         self.event_ack = histogram("opsloop_event_ack_seconds", ack_doc, "type", ACK_BUCKETS)
         alerts_doc = (
-            "Alerts (Slack alert messages, Alertmanager notifications), by source "
+            "Alerts (each alert source: Slack alert messages, Alertmanager, PagerDuty), by source "
             "and outcome: received, deduplicated, started, dropped (storm control)."
         )
         self.alerts = Counter("opsloop_alerts", alerts_doc, ["source", "outcome"], registry=r)

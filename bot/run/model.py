@@ -116,6 +116,12 @@ class RepetitionDetector:
 
 
 # --- the client ---------------------------------------------------------------
+def _transport(timeout_s: float) -> dict[str, Any]:
+    """What every provider's client shares: no SDK retries (AnthropicModel retries itself), the timeout, and the
+    SDK's aiohttp transport (claude_client says why)."""
+    return {"max_retries": 0, "timeout": timeout_s, "http_client": anthropic.DefaultAioHttpClient(timeout=timeout_s)}
+
+
 def claude_client(api_key: str | None, base_url: str, *, timeout_s: float = 600.0) -> anthropic.AsyncAnthropic:
     """The client every request to Claude goes through. max_retries=0: AnthropicModel retries itself, with a cap on
     Retry-After and the fallback chain. On the SDK's aiohttp transport (`DefaultAioHttpClient`, the HTTP library the
@@ -127,9 +133,7 @@ def claude_client(api_key: str | None, base_url: str, *, timeout_s: float = 600.
     return anthropic.AsyncAnthropic(
         api_key=api_key,
         base_url=base_url,
-        max_retries=0,
-        timeout=timeout_s,
-        http_client=anthropic.DefaultAioHttpClient(timeout=timeout_s),
+        **_transport(timeout_s),
     )
 
 
@@ -142,9 +146,7 @@ def bedrock_client(
     return anthropic.AsyncAnthropicBedrock(
         aws_region=region,
         base_url=base_url,
-        max_retries=0,
-        timeout=timeout_s,
-        http_client=anthropic.DefaultAioHttpClient(timeout=timeout_s),
+        **_transport(timeout_s),
     )
 
 
@@ -159,9 +161,7 @@ def vertex_client(
     return anthropic.AsyncAnthropicVertex(
         **optional,
         base_url=base_url,
-        max_retries=0,
-        timeout=timeout_s,
-        http_client=anthropic.DefaultAioHttpClient(timeout=timeout_s),
+        **_transport(timeout_s),
     )
 
 

@@ -25,7 +25,6 @@ from bot.run.events import (
     ToolStarted,
     WaitingApproval,
 )
-from bot.run.report import handoff_report
 from bot.run.summary import TOOL_NAME as SUMMARY_TOOL
 from bot.store import Store
 from handlers import blocks, messages
@@ -279,29 +278,10 @@ class IncidentThread:
         if result.stop_reason == StopReason.COMPLETED and result.output:
             msgs, key = blocks.text_messages(result.output, summary=summary), answer_key
         else:
-            report = handoff_report(result, await store.history(row.id))
-            u = result.usage
-            msgs, key = (
-                blocks.handoff_report(
-                    stop_reason=result.stop_reason.value,
-                    stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
-                    iterations=result.iterations,
-                    max_iterations=self.slack.settings.limits.max_iterations,
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                    cache_read_tokens=u.cache_read_tokens,
-                    cache_write_tokens=u.cache_write_tokens,
-                    cost_usd=result.cost_usd,
-                    wall_seconds=result.wall_seconds,
-                    tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-                    last_reasoning=report.last_reasoning,
-                    conclusion=report.conclusion,
-                    pending=report.pending,
-                    stopped_by=result.stopped_by,
-                    summary=summary,
-                ),
-                report_key,
-            )
+            history = await store.history(row.id)
+            limit = self.slack.settings.limits.max_iterations
+            msgs = blocks.stopped_run_report(result, history, max_iterations=limit, summary=summary)
+            key = report_key
         posts = [
             OutboxPost(
                 key=key(row.id, i),
