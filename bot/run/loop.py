@@ -264,14 +264,16 @@ class _Run(Condenser, ToolGate):
         await self.emit(events.Iteration)
         await self.inject(news.inbox if news else None)
         # An answer given now would be sent back for the summary first: it isn't streamed, so Slack shows it once.
-        sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink and not self.summary_behind() else None
+        # (An answer adds no call, so what this says before the request still holds after it.)
+        due = self.summary_behind()
+        sink = self.cfg.answer_sink(self.iterations) if self.cfg.answer_sink and not due else None
         try:
             response = await self.request(sink)
         except Exception:
             await self.end_stream(sink, answer=False)
             raise
         calls = tool_calls(response.content)
-        ask = not calls and self.summary_behind()
+        ask = not calls and due
         await self.end_stream(sink, answer=not calls and not ask)  # a step that calls tools never keeps a stream open
         if ask:
             self.history.append({"role": "user", "content": [{"type": "text", "text": prompts.SUMMARY_BEHIND}]})
@@ -289,7 +291,11 @@ class _Run(Condenser, ToolGate):
         return (
             living.offered(self.tool_schemas)
             and self.iterations < self.cfg.limits.max_iterations
-            and not any(prompts.SUMMARY_BEHIND in str(m["content"]) for m in self.history if m["role"] == "user")
+            and not any(
+                isinstance(m["content"], list) and {"type": "text", "text": prompts.SUMMARY_BEHIND} in m["content"]
+                for m in self.history
+                if m["role"] == "user"
+            )
             and living.behind(self.history)
         )
 
