@@ -19,6 +19,7 @@ from typing import Any
 from bot.core.redact import redact
 from bot.core.types import Run
 from bot.store.lane import lane
+from bot.store.rows import _decode
 from bot.store.sql import LedgerBase
 
 STORM_WINDOW_S = 600.0  # max_runs_per_10_min counts the runs alerts started in this window, per channel
@@ -70,19 +71,9 @@ class AcceptedAlert:
 
 
 def _decode_group(row: dict[str, Any]) -> AlertGroup:
-    text = {k: str(row.get(k) or "") for k in ("key", "source", "channel", "state", "status", "summary", "payload")}
     maybe: dict[str, Any] = {k: row.get(k) or None for k in ("thread_ts", "run_id", "root_item", "owner", "previous")}
-    return AlertGroup(
-        **text,
-        **maybe,
-        fingerprints=tuple(json.loads(row["fingerprints"] or "[]")),
-        repeat_noted=bool(row["repeat_noted"]),
-        created_at=float(row["created_at"] or 0.0),
-        attempts=int(row.get("attempts") or 0),
-        claimed_until=float(row["claimed_until"]) if row.get("claimed_until") is not None else None,
-        occurrence=int(row.get("occurrence") or 1),
-        seen_at=float(row.get("seen_at") or row.get("updated_at") or row["created_at"] or 0.0),
-    )
+    seen_at = float(row.get("seen_at") or row.get("updated_at") or row["created_at"] or 0.0)
+    return _decode(AlertGroup, row, **maybe, seen_at=seen_at)
 
 
 class Alerts(LedgerBase):
@@ -103,15 +94,6 @@ class Alerts(LedgerBase):
     def alert_groups(self, channel: str | None = None) -> list[AlertGroup]:
         where, params = ("channel = ?", [channel]) if channel else ("1 = 1", [])
         return [_decode_group(r) for r in self._rows("alert_groups", where, params, order_by="created_at")]
-
-    @lane.normal
-    def alert_runs_since(self, channel: str, since: float) -> int:
-        """How many alert runs started (or are opening) in `channel` since `since` (storm control)."""
-        rows = self._select(
-            "SELECT COUNT(*) AS n FROM alert_groups WHERE channel = ? AND state IN (?, ?) AND created_at >= ?",
-            [channel, "opening", "started", since],
-        )
-        return int(rows[0]["n"]) if rows else 0
 
     @lane.normal
     def stuck_alert_groups(self, now: float, source: str = "webhook") -> list[str]:
@@ -187,4 +169,9 @@ class Alerts(LedgerBase):
         return kept
 
     def _over_storm_limit(self, channel: str, limit: int) -> bool:
-        return self.alert_runs_since(channel, self.sql.now() - STORM_WINDOW_S) >= limit
+        """Have `limit` alert runs started (or are opening) in `channel` in the storm window?"""
+        rows = self._select(
+            "SELECT COUNT(*) AS n FROM alert_groups WHERE channel = ? AND state IN (?, ?) AND created_at >= ?",
+            [channel, "opening", "started", self.sql.now() - STORM_WINDOW_S],
+        )
+        return int(rows[0]["n"]) >= limit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.core.redact import redact, redact_value
 from bot.core.types import Approval, ApprovalState, AuditEntry, DecisionCause
@@ -12,9 +12,6 @@ from bot.store.backends import WAKE_RUNS
 from bot.store.lane import lane
 from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    pass
 
 
 class Approvals(LedgerBase):
@@ -112,17 +109,15 @@ class Approvals(LedgerBase):
         reason: str | None = None,
     ) -> bool:
         """End a pending approval; False when it was no longer pending (a second click, one after expiry)."""
-        fields: dict[str, Any] = {
-            "state": state.value,
-            "cause": cause.value,
-            "decided_at": decided_at,
-            "decided_by": decided_by,
-            "decided_name": decided_name,
-            "reason": reason,
-        }
         with self._durably():
-            decided = self._transition_approval(
-                approval_id, expect=ApprovalState.PENDING, **{k: v for k, v in fields.items() if v is not None}
+            decided = self.end_pending(
+                approval_id,
+                state=state,
+                cause=cause,
+                decided_at=decided_at,
+                decided_by=decided_by,
+                decided_name=decided_name,
+                reason=reason,
             )
         if decided:
             self._wake(WAKE_RUNS)  # the paused run is runnable: any replica picks it up at once
@@ -137,19 +132,20 @@ class Approvals(LedgerBase):
         cause: DecisionCause,
         decided_at: float,
         decided_by: str | None = None,
+        decided_name: str | None = None,
         reason: str | None = None,
     ) -> bool:
         """The compare-and-set of `decide_approval`, inside the caller's transaction (which is already durable):
         for a rule that ends approvals as part of a larger write, e.g. a reply superseding them."""
-        fields: dict[str, Any] = {
-            "state": state.value,
-            "cause": cause.value,
-            "decided_at": decided_at,
-            "decided_by": decided_by,
-            "reason": reason,
-        }
         return self._transition_approval(
-            approval_id, expect=ApprovalState.PENDING, **{k: v for k, v in fields.items() if v is not None}
+            approval_id,
+            expect=ApprovalState.PENDING,
+            state=state.value,
+            cause=cause.value,
+            decided_at=decided_at,
+            decided_by=decided_by,
+            decided_name=decided_name,
+            reason=reason,
         )
 
     @lane.urgent
@@ -158,10 +154,11 @@ class Approvals(LedgerBase):
         return self._transition_approval(approval_id, expect=expect, message_ts=message_ts)
 
     def _transition_approval(self, approval_id: str, *, expect: ApprovalState, **fields: Any) -> bool:
-        """Compare-and-set on state: a second click, or one after expiry, changes nothing."""
+        """Compare-and-set on state: a second click, or one after expiry, changes nothing. A field given as None
+        is left as it is."""
         if "approvals" in fields:
             fields["approvals"] = json.dumps(fields["approvals"])
-        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()}
+        fields = {k: redact(v) if isinstance(v, str) else v for k, v in fields.items() if v is not None}
         sets = ", ".join(f"{k} = ?" for k in fields)
         return (
             self._write(

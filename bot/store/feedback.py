@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bot.core.types import Feedback, FeedbackValue
 from bot.store.lane import lane
-from bot.store.rows import new_id
+from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
 
 
@@ -41,25 +41,11 @@ class FeedbackRows(LedgerBase):
     def feedback(self, run_id: str | None = None) -> list[Feedback]:
         """Each person's say on each answer, oldest first (one run's, with `run_id`)."""
         where, params = ("run_id = ?", [run_id]) if run_id is not None else ("1 = 1", [])
-        return [
-            Feedback(
-                id=r["id"],
-                run_id=r["run_id"],
-                user=r["user"],
-                value=FeedbackValue(r["value"]),
-                channel=r["channel"],
-                message_ts=r["message_ts"],
-                at=float(r["at"]),
-            )
-            for r in self._rows("feedback", where, params, order_by="at, id")
-        ]
+        return [_decode(Feedback, r) for r in self._rows("feedback", where, params, order_by="at, id")]
 
     @lane.normal
     def feedback_counts(self) -> dict[FeedbackValue, int]:
         """People's says so far by value, once per person per answer (every value present, 0 when none)."""
         rows = self._select("SELECT value, COUNT(*) AS n FROM feedback GROUP BY value", [])
-        counts = {v: 0 for v in FeedbackValue}
-        for r in rows:
-            if r["value"] in counts:
-                counts[FeedbackValue(r["value"])] = int(r["n"])
-        return counts
+        counts = dict.fromkeys(FeedbackValue, 0)
+        return counts | {FeedbackValue(r["value"]): int(r["n"]) for r in rows if r["value"] in counts}

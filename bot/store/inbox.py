@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bot.core.redact import redact
 from bot.core.types import InboxItem, InboxState
 from bot.store.lane import lane
 from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    pass
 
 
 class Inbox(LedgerBase):

@@ -287,10 +287,9 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             if not self.claim_event(event_id) or not self.claim_event(f"alert:{channel}:{ts}"):
                 return AcceptedAlert(AlertOutcome.DUPLICATE)
             key = f"slack:{channel}:{ts}"
+            row: dict[str, Any] = dict(key=key, source="slack", channel=channel, summary=summary, thread_ts=ts)
             if self._over_storm_limit(channel, limit):
-                self._put_group(
-                    key=key, source="slack", channel=channel, state="dropped", summary=summary, thread_ts=ts
-                )
+                self._put_group(**row, state="dropped")
                 return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key))
             run = self.create_run(
                 channel=channel,
@@ -301,9 +300,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 mention_ts=ts,
                 history=continue_history([], prompt),
             )
-            self._put_group(
-                key=key, source="slack", channel=channel, state="started", summary=summary, thread_ts=ts, run_id=run.id
-            )
+            self._put_group(**row, state="started", run_id=run.id)
             self._wake(WAKE_RUNS)
             return AcceptedAlert(AlertOutcome.STARTED, group=self.alert_group(key), run=run)
 
@@ -349,31 +346,19 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 if status != "firing" or not firing:
                     return AcceptedAlert(AlertOutcome.IGNORED)
                 occurrence, before = (previous.occurrence + 1, previous.key) if previous else (1, None)
+                row: dict[str, Any] = dict(
+                    key=key, source=source, channel=channel, fingerprints=firing, summary=summary
+                )
+                row |= dict(occurrence=occurrence, previous=before)
                 if self._over_storm_limit(channel, limit):
-                    self._put_group(
-                        key=key,
-                        source=source,
-                        channel=channel,
-                        state="dropped",
-                        fingerprints=firing,
-                        summary=summary,
-                        occurrence=occurrence,
-                        previous=before,
-                    )
+                    self._put_group(**row, state="dropped")
                     return AcceptedAlert(AlertOutcome.DROPPED, group=self.alert_group(key), previous=previous)
-                now = self.sql.now()
                 self._put_group(
-                    key=key,
-                    source=source,
-                    channel=channel,
+                    **row,
                     state="opening",
-                    fingerprints=firing,
-                    summary=summary,
                     payload=json.dumps(redact_value(payload or {})),
                     owner=owner,
-                    claimed_until=now + claim_seconds if owner else None,
-                    occurrence=occurrence,
-                    previous=before,
+                    claimed_until=self.sql.now() + claim_seconds if owner else None,
                 )
                 self._enqueue_alert_root(key, root_text(previous))
                 outcome = AlertOutcome.REOPENED if previous else AlertOutcome.STARTED
@@ -420,16 +405,11 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         group = self.alert_group(key)
         assert group is not None
         attempt = group.attempts + 1
-        item = self._enqueue(
+        item = self.enqueue(
             kind=OutboxKind.POST,
             key=f"alert_root:{key}#{group.occurrence}:{attempt}",
             channel=group.channel,
             text=text,
-            blocks=None,
-            run_id=None,
-            thread_ts=None,
-            target=None,
-            approval_id=None,
         )
         self._update_group(key, root_item=item, attempts=attempt)
         return item
@@ -468,16 +448,12 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
                 return None
             before = self.alert_group(group.previous) if group.previous else None
             if pointer and before is not None and before.thread_ts:
-                self._enqueue(
+                self.enqueue(
                     kind=OutboxKind.POST,
                     key=f"alert_pointer:{key}#{group.occurrence}",
                     channel=before.channel,
                     text=pointer,
-                    blocks=None,
-                    run_id=None,
                     thread_ts=before.thread_ts,
-                    target=None,
-                    approval_id=None,
                 )
             run = self.create_run(
                 channel=group.channel,
@@ -510,32 +486,13 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
             group = self.alert_group(key)
             assert group is not None
             if group.root_item is None and group.thread_ts is None:
-                item = self._enqueue(
+                item = self.enqueue(
                     kind=OutboxKind.POST,
                     key=f"alert_{key}",
                     channel=channel,
                     text=text,
-                    blocks=None,
-                    run_id=None,
-                    thread_ts=None,
-                    target=None,
-                    approval_id=None,
                 )
                 self._update_group(key, root_item=item)
                 group = self.alert_group(key)
                 assert group is not None
             return group
-
-    @lane.normal
-    def storm_thread(self, channel: str) -> str | None:
-        """The ts of `channel`'s live alert-storm thread, once its root is posted."""
-        rows = self._select(
-            "SELECT key FROM alert_groups WHERE source = ? AND channel = ? AND created_at >= ? "
-            "ORDER BY created_at DESC LIMIT 1",
-            ["storm", channel, self.sql.now() - STORM_WINDOW_S],
-        )
-        group = self.alert_group(str(rows[0]["key"])) if rows else None
-        if group is None:
-            return None
-        item = self.outbox_item(group.root_item) if group.root_item else None
-        return group.thread_ts or (item.ts if item is not None else None)

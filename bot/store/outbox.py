@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.core.redact import redact, redact_value
 from bot.core.types import (
@@ -23,9 +23,6 @@ from bot.store.backends import WAKE_OUTBOX
 from bot.store.lane import lane
 from bot.store.rows import _decode, _decode_run, new_id
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    pass
 
 
 class Outbox(LedgerBase):
@@ -45,29 +42,45 @@ class Outbox(LedgerBase):
         target: str | None = None,
         approval_id: str | None = None,
     ) -> str:
-        """Store a post or update for the sender; the same `key` again returns the first item's id.
+        """Store a post or update for the sender; the same `key` again returns the first item's id. Redacted (the
+        store is a boundary too).
 
         Joins the caller's transaction when one is open (sqlite-utils nests it as a savepoint), so a
         state change and the message saying so commit together."""
         with self._atomic():
-            return self._enqueue(
-                kind=kind,
-                key=key,
-                channel=channel,
-                text=text,
-                blocks=blocks,
-                run_id=run_id,
-                thread_ts=thread_ts,
-                target=target,
-                approval_id=approval_id,
+            item_id = new_id("out")
+            now = self.sql.now()
+            inserted = self._write(
+                "INSERT INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
+                "blocks, state, attempts, unsure, plain, next_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?) ON CONFLICT DO NOTHING",
+                [
+                    item_id,
+                    key,
+                    kind.value,
+                    run_id,
+                    channel,
+                    thread_ts,
+                    target,
+                    approval_id,
+                    redact(text),
+                    json.dumps(redact_value(blocks)) if blocks is not None else None,
+                    OutboxState.PENDING.value,
+                    now,
+                    now,
+                ],
             )
+            if inserted:
+                self._wake(WAKE_OUTBOX)
+                return item_id
+            return str(self._select("SELECT id FROM outbox WHERE key = ?", [key])[0]["id"])
 
     @lane.normal
     def enqueue_posts(self, posts: Sequence[OutboxPost]) -> list[str]:
         """Several thread posts (one answer in parts) in one transaction, in order; their item ids."""
         with self._atomic():
             return [
-                self._enqueue(
+                self.enqueue(
                     kind=OutboxKind.POST,
                     key=p.key,
                     channel=p.channel,
@@ -75,52 +88,10 @@ class Outbox(LedgerBase):
                     blocks=p.blocks,
                     run_id=p.run_id,
                     thread_ts=p.thread_ts,
-                    target=None,
                     approval_id=p.approval_id,
                 )
                 for p in posts
             ]
-
-    def _enqueue(
-        self,
-        *,
-        kind: OutboxKind,
-        key: str,
-        channel: str,
-        text: str,
-        blocks: list[dict[str, Any]] | None,
-        run_id: str | None,
-        thread_ts: str | None,
-        target: str | None,
-        approval_id: str | None,
-    ) -> str:
-        """One insert-or-nothing by key, redacted (the store is a boundary too); no transaction of its own."""
-        item_id = new_id("out")
-        now = self.sql.now()
-        inserted = self._write(
-            "INSERT INTO outbox (id, key, kind, run_id, channel, thread_ts, target, approval_id, text, "
-            "blocks, state, attempts, unsure, plain, next_at, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?) ON CONFLICT DO NOTHING",
-            [
-                item_id,
-                key,
-                kind.value,
-                run_id,
-                channel,
-                thread_ts,
-                target,
-                approval_id,
-                redact(text),
-                json.dumps(redact_value(blocks)) if blocks is not None else None,
-                OutboxState.PENDING.value,
-                now,
-                now,
-            ],
-        )
-        if inserted:
-            self._wake(WAKE_OUTBOX)
-            return item_id
-        return str(self._select("SELECT id FROM outbox WHERE key = ?", [key])[0]["id"])
 
     @lane.normal
     def report(self, run_id: str, posts: Sequence[OutboxPost]) -> None:
@@ -319,42 +290,36 @@ class Outbox(LedgerBase):
     @lane.normal
     def stream_started(self, stream_id: str, *, ts: str, sent: str) -> None:
         """startStream answered (or its message was found again): its ts, and what it shows."""
-        self._write(
-            "UPDATE streams SET ts = ?, sent = ?, state = ?, updated_at = ? WHERE id = ? AND state IN (?, ?)",
-            [
-                ts,
-                redact(sent),
-                StreamState.STREAMING.value,
-                self.sql.now(),
-                stream_id,
-                *(s.value for s in LIVE_STREAM_STATES),
-            ],
-        )
+        live = [s.value for s in LIVE_STREAM_STATES]
+        self._update_stream(stream_id, "AND state IN (?, ?)", live, ts=ts, sent=sent, state=StreamState.STREAMING.value)
 
     @lane.normal
     def stream_sent(self, stream_id: str, *, sent: str) -> None:
         """An append reached Slack: what the message shows now."""
-        self._write(
-            "UPDATE streams SET sent = ?, updated_at = ? WHERE id = ?", [redact(sent), self.sql.now(), stream_id]
-        )
+        self._update_stream(stream_id, sent=sent)
 
     @lane.normal
     def stream_broken(self, stream_id: str) -> None:
         """Slack refused an append (its lifetime, an error): no more appends; chat.update finishes it."""
-        self._write("UPDATE streams SET broken = 1, updated_at = ? WHERE id = ?", [self.sql.now(), stream_id])
+        self._update_stream(stream_id, broken=1)
 
     @lane.normal
     def stream_answered(self, stream_id: str, *, final: str) -> None:
         """The step it streamed ended as the answer: the whole answer, for the outbox to finish the message."""
-        self._write(
-            "UPDATE streams SET final = ?, updated_at = ? WHERE id = ?", [redact(final), self.sql.now(), stream_id]
-        )
+        self._update_stream(stream_id, final=final)
 
     @lane.normal
     def stream_ended(self, stream_id: str, state: StreamState) -> None:
         """Interim (stopped as it was), abandoned (no message) or finished."""
+        self._update_stream(stream_id, state=state.value)
+
+    def _update_stream(self, stream_id: str, where: str = "", params: Sequence[str] = (), **fields: Any) -> None:
+        """Set `fields` (what the message shows redacted) and the update time, on the row `where` also holds."""
+        values = [redact(v) if k in ("sent", "final") else v for k, v in fields.items()]
+        sets = "".join(f"{k} = ?, " for k in fields)
         self._write(
-            "UPDATE streams SET state = ?, updated_at = ? WHERE id = ?", [state.value, self.sql.now(), stream_id]
+            f"UPDATE streams SET {sets}updated_at = ? WHERE id = ? {where}",
+            [*values, self.sql.now(), stream_id, *params],
         )
 
     @lane.normal

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.core.redact import redact, redact_value
 from bot.core.types import ApprovalState, Run, RunStatus, StopReason, Totals
@@ -12,9 +12,6 @@ from bot.store.backends import WAKE_RUNS
 from bot.store.lane import lane
 from bot.store.rows import _EXACT_RUN_FIELDS, ACTIVE_STATES, _decode_run, _marks
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    pass
 
 
 class Runs(LedgerBase):

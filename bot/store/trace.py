@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.core.redact import redact, redact_value
 from bot.core.types import CallResult, Step, StepEntry, ToolResultRow
 from bot.store.lane import lane
 from bot.store.rows import _decode, _marks
 from bot.store.sql import LedgerBase
-
-if TYPE_CHECKING:
-    pass
-
 
 _STEPS_A_STATEMENT = 200  # well under both backends' limits on a statement's parameters
 _RESULT_COLUMNS = "(run_id, tool_use_id, tool, args, content, is_error, confirmed_by, created_at)"

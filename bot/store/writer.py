@@ -159,14 +159,14 @@ class StoreBase(Caller):
         delay = 0.1
         while True:
             try:
-                await self._submit(_open)
+                await self._writer.submit(_open)
                 return self
             except Exception as e:
                 backend = PostgresBackend if self.backend == "postgres" else SqliteBackend
                 transient = backend.transient(e)
-                if transient is None or time.monotonic() + delay > deadline:
-                    if transient is None:
-                        raise
+                if transient is None:
+                    raise
+                if time.monotonic() + delay > deadline:
                     raise StoreUnavailable(
                         f"can't open the store at {self.where}: {type(e).__name__}: {e}".strip(),
                         disk_full=transient.disk_full,
@@ -202,20 +202,9 @@ class StoreBase(Caller):
             await self._listener.close()
             self._listener = None
         if self._ledger is not None:
-            await self._submit(self._ledger.close)
+            await self._writer.submit(self._ledger.close)
             self._ledger = None
         await asyncio.to_thread(self._writer.close)
-
-    async def _submit(
-        self,
-        fn: Callable[[], T],
-        *,
-        urgent: bool = False,
-        background: bool = False,
-        group: Group | None = None,
-        part: Callable[[], T] | None = None,
-    ) -> T:
-        return await self._writer.submit(fn, urgent=urgent, background=background, group=group, part=part)
 
     async def atomically(self, fn: Callable[[Ledger], T], *, urgent: bool = False) -> T:
         """`fn(ledger)` as one unit, like every call (see `_call`): for a rule that reads and writes through the
@@ -237,7 +226,7 @@ class StoreBase(Caller):
         group: Group | None = getattr(ledger.sql, "call_group", None)  # SQLite: urgent calls share a commit
         while True:
             try:
-                return await self._submit(
+                return await self._writer.submit(
                     lambda: ledger.call(fn), urgent=urgent, background=background, group=group, part=lambda: fn(ledger)
                 )
             except Exception as e:

@@ -8,6 +8,7 @@ writes them durably: the webhook answers 200 only once this call returned. Each 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,11 +150,8 @@ def configmap_snapshots(ledger: Ledger, cluster: str, namespace: str) -> dict[st
     out = {}
     for r in rows:
         d = json.loads(r["diff"]) if r["diff"] else None
-        diff = None
-        if d is not None:
-            changed = d["changed"]
-            changed = None if changed is None else tuple(changed)
-            diff = KeyDiff(d["since"], tuple(d["added"]), tuple(d["removed"]), changed)
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in (d or {}).items()}
+        diff = KeyDiff(**fields) if d else None
         out[r["name"]] = KeySnapshot(
             r["name"], r["resource_version"], r["key_id"], json.loads(r["hashes"]), float(r["seen_at"]), diff
         )
@@ -165,11 +163,7 @@ def save_configmap_snapshots(ledger: Ledger, cluster: str, namespace: str, snaps
     """Store (replace) each snapshot, in one transaction."""
     with ledger._atomic():
         for s in snapshots:
-            diff = None
-            if s.diff is not None:
-                d = s.diff
-                changed = None if d.changed is None else list(d.changed)
-                diff = json.dumps({"since": d.since, "added": d.added, "removed": d.removed, "changed": changed})
+            diff = json.dumps(dataclasses.asdict(s.diff)) if s.diff is not None else None
             ledger._write(
                 "INSERT INTO configmap_keys (cluster, namespace, name, resource_version, key_id, hashes, diff, "
                 "seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (cluster, namespace, name) DO UPDATE SET "

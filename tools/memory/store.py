@@ -14,6 +14,7 @@ backfills older runs, which runs before any Ledger exists and so gets plain `sel
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,9 +65,8 @@ def write_record(select: Select, execute: Execute, row: IncidentRow, *, count: b
     run_id = row.fields["run_id"]
     if count:
         before = select(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM incidents WHERE run_id = ?", [run_id])
-        delta = dict.fromkeys(record_terms(before[0]), -1) if before else {}
-        for term in record_terms(row.fields):
-            delta[term] = delta.get(term, 0) + 1
+        delta = Counter(record_terms(row.fields))
+        delta.subtract(record_terms(before[0]) if before else ())
         count_terms(execute, delta)
     execute(_upsert(list(row.fields)), list(row.fields.values()))
     execute("DELETE FROM incident_facets WHERE run_id = ?", [run_id])
@@ -90,6 +90,11 @@ def record_terms(fields: Mapping[str, Any]) -> set[str]:
     return {RECORDS, *" ".join(str(fields.get(c) or "") for c in SEARCH_COLUMNS).split()}
 
 
+def _tally(records: Sequence[Mapping[str, Any]]) -> Counter[str]:
+    """How many of `records` each word is in."""
+    return Counter(term for r in records for term in record_terms(r))
+
+
 def count_terms(execute: Execute, delta: Mapping[str, int]) -> None:
     """Add `delta` to each word's record count, in word order (two replicas' run ends lock the rows they share
     in the same order, so they never deadlock); words whose count reaches 0 are deleted."""
@@ -111,21 +116,13 @@ def uncount_records(select: Select, execute: Execute, run_ids: Sequence[str]) ->
         return
     columns = ", ".join(SEARCH_COLUMNS)
     rows = select(f"SELECT {columns} FROM incidents WHERE run_id IN ({_marks(run_ids)})", list(run_ids))
-    delta: dict[str, int] = {}
-    for r in rows:
-        for term in record_terms(r):
-            delta[term] = delta.get(term, 0) - 1
-    count_terms(execute, delta)
+    count_terms(execute, {t: -n for t, n in _tally(rows).items()})
 
 
 def count_all(select: Select, execute: Execute) -> int:
     """incident_terms from every stored record (m018, once): how many records were counted."""
-    delta: dict[str, int] = {}
     rows = select(f"SELECT {', '.join(SEARCH_COLUMNS)} FROM incidents", [])
-    for r in rows:
-        for term in record_terms(r):
-            delta[term] = delta.get(term, 0) + 1
-    count_terms(execute, delta)
+    count_terms(execute, _tally(rows))
     return len(rows)
 
 

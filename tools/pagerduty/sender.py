@@ -43,7 +43,6 @@ class NoteSender:
         self.client = PagerDuty(config, attempts=1)  # retries are the outbox's, item by item
         self.owner = owner_id()
         self.name = "pagerduty.notes"
-        self.sent = 0  # items recorded as sent by this process (tests wait on it)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -86,7 +85,6 @@ class NoteSender:
             return True
         if ref is not None:
             await item_done(self.store, item.key, self.owner, state="sent", ref=ref)
-            self.sent += 1
         return True
 
     async def _deliver(self, item: PagerItem) -> str | None:

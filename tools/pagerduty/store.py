@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.core.redact import redact
 from bot.core.types import CallResult, StopReason
@@ -22,6 +21,7 @@ from bot.run.summary import Confidence, HypothesisStatus, Summary, render_text
 from bot.store import Ledger
 from bot.store.lane import lane
 from bot.store.migrations import Migration, Tables
+from bot.store.rows import _decode
 
 NOTE_MAX = 20_000  # a note's content, its marker line included: PagerDuty keeps notes short; the thread has it all
 # The tools whose approved calls are PagerDuty's own actions, never also sent to it as changes.
@@ -52,7 +52,7 @@ class PagerItem:
     run_id: str
     incident_id: str
     content: str
-    details: Mapping[str, str]
+    details: dict[str, str]
     state: str
     attempts: int
     ref: str | None = None
@@ -188,21 +188,6 @@ def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
     _enqueue(ledger, key=key, kind="change", run=run, content=summary, details=details)
 
 
-def _item(r: Mapping[str, Any]) -> PagerItem:
-    return PagerItem(
-        key=str(r["key"]),
-        kind=str(r["kind"]),
-        run_id=str(r["run_id"]),
-        incident_id=str(r["incident_id"]),
-        content=str(r["content"]),
-        details=json.loads(r["details"] or "{}"),
-        state=str(r["state"]),
-        attempts=int(r["attempts"]),
-        ref=r["ref"],
-        error=r["error"],
-    )
-
-
 @lane.normal
 def claim_owners(ledger: Ledger) -> list[str]:
     """Who holds claims on pending items (to spot a process on this host that died holding one)."""
@@ -235,7 +220,7 @@ def claim_item(ledger: Ledger, owner: str, *, now: float, until: float, dead: Se
             != 1
         ):
             return None
-        return _item(ledger._select("SELECT * FROM pagerduty_outbox WHERE key = ?", [key])[0])
+        return _decode(PagerItem, ledger._select("SELECT * FROM pagerduty_outbox WHERE key = ?", [key])[0])
 
 
 @lane.normal
@@ -277,7 +262,8 @@ def pager_items(ledger: Ledger, run_id: str | None = None) -> list[PagerItem]:
     """Every outbox item (of one run), oldest first."""
     where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
     return [
-        _item(r) for r in ledger._select(f"SELECT * FROM pagerduty_outbox {where} ORDER BY created_at, key", params)
+        _decode(PagerItem, r)
+        for r in ledger._select(f"SELECT * FROM pagerduty_outbox {where} ORDER BY created_at, key", params)
     ]
 
 
