@@ -83,10 +83,9 @@ class Approvals(LedgerBase):
 
     @lane.normal
     def pending_approvals(self, run_id: str | None = None) -> list[Approval]:
-        where, params = "state = 'pending'", []
-        if run_id is not None:
-            where += " AND run_id = ?"
-            params.append(run_id)
+        where, params = (
+            ("state = 'pending' AND run_id = ?", [run_id]) if run_id is not None else ("state = 'pending'", [])
+        )
         return [_decode(Approval, r) for r in self._rows("approvals", where, params)]
 
     @lane.normal

@@ -32,9 +32,8 @@ class FeedbackRows(LedgerBase):
                 )
                 == 1
             )
-            for tables in self.tables if stored else ():
-                if tables.on_feedback is not None:
-                    tables.on_feedback(self, run_id)
+            if stored:
+                self._hooks("on_feedback", run_id)
         return stored
 
     @lane.normal

@@ -58,9 +58,7 @@ class Ledger(Runs, Trace, Events, Inbox, Approvals, Outbox, FeedbackRows, Alerts
         """What Slack says `channel` is now (public/private/im/mpim; None: unknown), at a run's drive start: each
         reach's tables take it (`Tables.on_kind`: incident memory narrows who its records are offered to)."""
         with self._atomic():
-            for tables in self.tables:
-                if tables.on_kind is not None:
-                    tables.on_kind(self, channel, kind)
+            self._hooks("on_kind", channel, kind)
 
     # --- what spans table groups, in one transaction: a run with its first messages, a turn with the inbox
     # items it consumed and the run's totals, and store-then-ack (a mention or a reply claimed and stored)

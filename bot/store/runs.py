@@ -211,11 +211,8 @@ class Runs(LedgerBase):
     @lane.urgent
     def renew_leases(self, owner: str, run_ids: Sequence[str], *, until: float) -> list[str]:
         """Extend this owner's leases on `run_ids` (the heartbeat); returns the ids it still holds."""
-        held = []
-        for run_id in run_ids:
-            if self._write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ?", [until, run_id, owner]):
-                held.append(run_id)
-        return held
+        sql = "UPDATE runs SET lease_until = ? WHERE id = ? AND owner = ?"
+        return [run_id for run_id in run_ids if self._write(sql, [until, run_id, owner])]
 
     @lane.urgent
     def stop_requested_among(self, run_ids: Sequence[str]) -> list[str]:

@@ -58,6 +58,12 @@ class LedgerBase:
         """Postgres: a row another replica is claiming right now is skipped, not waited for (and retried)."""
         return f" FOR UPDATE{f' OF {of}' if of else ''} SKIP LOCKED" if self.backend == "postgres" else ""
 
+    def _hooks(self, name: str, *args: Any) -> None:
+        """Call each reach's `Tables.<name>` hook that is set (`on_feedback`, ...) with this ledger and `args`."""
+        for tables in self.tables:
+            if (hook := getattr(tables, name)) is not None:
+                hook(self, *args)
+
     def _wake(self, payload: str) -> None:
         """Tell the other replicas, when this transaction commits (Postgres NOTIFY; SQLite: they poll)."""
         self.sql.notify(payload)

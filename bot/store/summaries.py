@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from bot.core.redact import redact_value
 from bot.run.summary import Summary
 from bot.store.lane import lane
-from bot.store.rows import new_id
+from bot.store.rows import _decode, new_id
 from bot.store.sql import LedgerBase
 
 
@@ -33,22 +33,13 @@ class SummaryRows(LedgerBase):
                 "INSERT INTO summaries (id, run_id, step, summary, at) VALUES (?, ?, ?, ?, ?)",
                 [new_id("sum"), run_id, step, json.dumps(redact_value(summary.to_json())), self.sql.now()],
             )
-            for tables in self.tables:
-                if tables.on_summary is not None:
-                    tables.on_summary(self, run_id, summary)
+            self._hooks("on_summary", run_id, summary)
 
     @lane.normal
     def summaries(self, run_id: str) -> list[SummaryRow]:
         """The run's accepted updates, oldest first."""
-        return [
-            SummaryRow(
-                run_id=r["run_id"],
-                step=int(r["step"]),
-                at=float(r["at"]),
-                summary=Summary.from_json(json.loads(r["summary"])),
-            )
-            for r in self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")
-        ]
+        rows = self._rows("summaries", "run_id = ?", [run_id], order_by="at, step, id")
+        return [_decode(SummaryRow, r, summary=Summary.from_json(json.loads(r["summary"]))) for r in rows]
 
     @lane.normal
     def last_summary(self, run_id: str) -> Summary | None:

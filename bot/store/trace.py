@@ -75,21 +75,25 @@ class Trace(LedgerBase):
         True only for the one caller that inserted it, the only one that may run the call, and never once a
         Stop was recorded for the run (a Stop wins over an approval not yet acted on, in any process).
         `steps`: trace rows written in the same transaction (a claim takes none: it commits alone, durably)."""
+        result = CallResult(
+            tool_use_id=tool_use_id,
+            tool=tool,
+            args=args,
+            content=content or "",
+            is_error=is_error,
+            confirmed_by=confirmed_by,
+        )
         if content is None:
-            row = self._result_row(run_id, tool_use_id, tool, args, None, is_error, confirmed_by)
             with self._durably():
                 return (
                     self._write(
                         f"INSERT INTO tool_results {_RESULT_COLUMNS} SELECT ?, ?, ?, ?, ?, ?, ?, ? "
                         "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND stop_requested_by IS NOT NULL) "
                         "ON CONFLICT DO NOTHING",
-                        [*row, run_id],
+                        [*self._result_row(run_id, result, started=True), run_id],
                     )
                     == 1
                 )
-        result = CallResult(
-            tool_use_id=tool_use_id, tool=tool, args=args, content=content, is_error=is_error, confirmed_by=confirmed_by
-        )
         self.save_tool_results(run_id, [result], steps=steps)
         return True
 
@@ -105,31 +109,22 @@ class Trace(LedgerBase):
                     "ON CONFLICT (run_id, tool_use_id) DO UPDATE SET tool = excluded.tool, args = excluded.args, "
                     "content = excluded.content, is_error = excluded.is_error, "
                     "confirmed_by = excluded.confirmed_by, created_at = excluded.created_at",
-                    self._result_row(run_id, r.tool_use_id, r.tool, r.args, r.content, r.is_error, r.confirmed_by),
+                    self._result_row(run_id, r),
                 )
                 if r.confirmed_by:  # an approved call's outcome: each reach's tables take it (`Tables.on_approved`)
-                    for tables in self.tables:
-                        if tables.on_approved is not None:
-                            tables.on_approved(self, run_id, r)
+                    self._hooks("on_approved", run_id, r)
 
-    def _result_row(
-        self,
-        run_id: str,
-        tool_use_id: str,
-        tool: str,
-        args: dict[str, Any],
-        content: str | None,
-        is_error: bool,
-        confirmed_by: str | None,
-    ) -> list[Any]:
+    def _result_row(self, run_id: str, r: CallResult, *, started: bool = False) -> list[Any]:
+        """The row of `r` (`started`: its started marker, no content yet), redacted."""
+        content = None if started else redact(r.content)
         return [
             run_id,
-            tool_use_id,
-            tool,
-            json.dumps(redact_value(args)),
-            redact(content) if content is not None else None,
-            int(is_error),
-            confirmed_by,
+            r.tool_use_id,
+            r.tool,
+            json.dumps(redact_value(r.args)),
+            content,
+            int(r.is_error),
+            r.confirmed_by,
             self.sql.now(),
         ]
 
@@ -166,7 +161,4 @@ class Trace(LedgerBase):
 
     @lane.normal
     def steps(self, run_id: str) -> list[Step]:
-        return [
-            Step(id=r["id"], run_id=r["run_id"], kind=r["kind"], data=json.loads(r["data"]), at=r["at"])
-            for r in self._rows("steps", "run_id = ?", [run_id], order_by="id")
-        ]
+        return [_decode(Step, r) for r in self._rows("steps", "run_id = ?", [run_id], order_by="id")]

@@ -90,16 +90,27 @@ def likely_cause(summary: Summary) -> bool:
     )
 
 
-def _enqueue(ledger: Ledger, *, key: str, kind: str, run: PagerRun, content: str, details: Mapping[str, str]) -> bool:
+def _enqueue(
+    ledger: Ledger,
+    run: PagerRun,
+    key: str,
+    content: str,
+    *,
+    kind: str = "note",
+    details: Mapping[str, str] | None = None,
+) -> None:
+    """An item of `run` (a note, or a change event with its `details`), enqueued once by its key."""
     now = ledger.sql.now()
-    return (
-        ledger._write(
-            "INSERT INTO pagerduty_outbox (key, kind, run_id, incident_id, content, details, state, attempts, "
-            "next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING",
-            [key, kind, run.run_id, run.incident_id, content, json.dumps(dict(details)), now, now],
-        )
-        == 1
+    ledger._write(
+        "INSERT INTO pagerduty_outbox (key, kind, run_id, incident_id, content, details, state, attempts, "
+        "next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?) ON CONFLICT (key) DO NOTHING",
+        [key, kind, run.run_id, run.incident_id, content, json.dumps(dict(details or {})), now, now],
     )
+
+
+def _note(ledger: Ledger, run: PagerRun, what: str, body: str) -> None:
+    """The run's note `what` (summary | final), enqueued once by its key."""
+    _enqueue(ledger, run, f"note:{run.run_id}:{what}", note_text(body, run.link, run.run_id, what))
 
 
 @lane.normal
@@ -132,10 +143,7 @@ def summary_noted(ledger: Ledger, run_id: str, summary: Summary) -> None:
     run = pager_run(ledger, run_id)
     if run is None or not likely_cause(summary):
         return
-    content = note_text(
-        "opsloop's investigation found a likely cause.\n\n" + render_text(summary), run.link, run_id, "summary"
-    )
-    _enqueue(ledger, key=f"note:{run_id}:summary", kind="note", run=run, content=content, details={})
+    _note(ledger, run, "summary", "opsloop's investigation found a likely cause.\n\n" + render_text(summary))
 
 
 def final_noted(ledger: Ledger, run_id: str, labels: Mapping[str, str], incident: tuple[str, str] | None) -> None:
@@ -160,8 +168,7 @@ def final_noted(ledger: Ledger, run_id: str, labels: Mapping[str, str], incident
         last = ledger.last_summary(run_id)
         if last is not None:
             body += "\n\nWhere it left off:\n" + render_text(last)
-    content = note_text(body, run.link, run_id, "final")
-    _enqueue(ledger, key=f"note:{run_id}:final", kind="note", run=run, content=content, details={})
+    _note(ledger, run, "final", body)
 
 
 def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
@@ -185,7 +192,7 @@ def change_noted(ledger: Ledger, run_id: str, result: CallResult) -> None:
         "incident": run.incident_id,
         "slack_thread": run.link,
     }
-    _enqueue(ledger, key=key, kind="change", run=run, content=summary, details=details)
+    _enqueue(ledger, run, key, summary, kind="change", details=details)
 
 
 @lane.normal
