@@ -71,10 +71,7 @@ def describe(location: str) -> str:
     parts = urlsplit(location)
     if unparsable(location):
         return f"{parts.scheme}://(the URL, hidden: it does not parse as user@host/database)"
-    port = parts.port
-    host = parts.hostname or ""
-    if port:
-        host += f":{port}"
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     user = f"{parts.username}@" if parts.username else ""
     query = f"?{parts.query}" if parts.query and "password" not in parts.query.lower() else ""
     return f"{parts.scheme}://{user}{host}{parts.path}{query}"
@@ -301,9 +298,8 @@ class PostgresBackend:
 
     def probe_write(self) -> None:
         """Raises when this database takes no writes (down, or a read-only standby after a failover)."""
-        row = self.select("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS ro", [])[
-            0
-        ]
+        sql = "SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS ro"
+        row = self.select(sql, [])[0]
         if row["standby"] or row["ro"] == "on":
             raise self._psycopg.errors.ReadOnlySqlTransaction("the database is read-only (a standby?)")
 
