@@ -96,18 +96,7 @@ async def run_all(
             try:
                 ran = await run_case(case, model=model, price_for=price)
             except Exception as e:  # one broken run is that case's failure, not the suite's end
-                r = Result(
-                    case=case.name,
-                    model=model.model,
-                    repeat=i,
-                    checks=(),
-                    steps=0,
-                    tokens=0,
-                    cost_usd=0.0,
-                    seconds=0.0,
-                    stop_reason="error",
-                    error=f"{type(e).__name__}: {e}",
-                )
+                r = Result(case=case.name, model=model.model, repeat=i, error=f"{type(e).__name__}: {e}")
             else:
                 score_of = await judge(judge_model(), ran) if judge_model is not None else None
                 r = Result(
