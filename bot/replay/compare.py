@@ -160,7 +160,7 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
             if e.source in (Source.DECISION, Source.WOULD_ASK)
         ),
         replies=tuple(replies),
-        sources={s.value: world.counts.get(s.value, 0) for s in Source},
+        sources={s.value: sum(e.source == s for e in world.log) for s in Source},
         replay_wall_seconds=result.wall_seconds,
         model_failure=result.model_failure,
     )
@@ -177,11 +177,6 @@ def hypotheses(i: Incident) -> str:
     if s is None:
         return "no summary"
     return "; ".join(f"{h.id} {h.status}/{h.confidence}" for h in s.ordered()) or "not known yet"
-
-
-def hypotheses_line(c: Comparison) -> str:
-    o, r = hypotheses(c.original), hypotheses(c.replay)
-    return f"final hypotheses: same ({o})" if c.same_hypotheses else f"final hypotheses: different ({o} → {r})"
 
 
 def _last_step(i: Incident) -> int:
@@ -245,10 +240,6 @@ def _replay_outcome(e: CallLog) -> str:
     return "would ask approval → denied (replay)" if e.source == Source.WOULD_ASK else f"recorded decision: {e.detail}"
 
 
-def _money(v: float) -> str:
-    return f"${v:.4f}"
-
-
 def figures(c: Comparison) -> list[tuple[str, str, str]]:
     o, r = c.original, c.replay
     return [
@@ -265,7 +256,7 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
             f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
             f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}",
         ),
-        ("cost", _money(o.cost_usd), _money(r.cost_usd)),
+        ("cost", f"${o.cost_usd:.4f}", f"${r.cost_usd:.4f}"),
         ("agent time", f"{o.agent_seconds:.2f}s", f"{r.agent_seconds:.2f}s"),
     ]
 
@@ -302,7 +293,8 @@ def text(c: Comparison) -> str:
         + (" · REGRESSION (the original succeeded)" if c.regression else "")
         + (f" · MODEL FAILED ({c.model_failure}), not a regression" if c.model_failed else "")
     )
-    out.append(hypotheses_line(c))
+    ho, hr = hypotheses(o), hypotheses(c.replay)
+    out.append(f"final hypotheses: same ({ho})" if c.same_hypotheses else f"final hypotheses: different ({ho} → {hr})")
     out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
     out.append("results: " + " · ".join(f"{k} {v}" for k, v in c.sources.items()))
     out += [f"reply from {x.user} {x.text!r}: original {x.original}; replay {x.replay}" for x in c.replies]

@@ -150,10 +150,6 @@ class RecordedWorld:
         self.log.append(CallLog(step=self.step, tool=tool, args=dict(args), category=cat, source=source, detail=detail))
         self._answered.add(call_key(tool, args))
 
-    @property
-    def counts(self) -> Counter[str]:
-        return Counter(entry.source.value for entry in self.log)
-
     # --- read-only calls ------------------------------------------------------------------------
     async def run(self, tool: RecordedTool, args: dict[str, Any]) -> str:
         key = call_key(tool.name, args)
