@@ -3,7 +3,6 @@ tokens, dollars, seconds, the judge's score apart), the JSON file, the HTML page
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -194,7 +193,3 @@ def html_page(results: Sequence[Result], *, generated_at: float) -> str:
 
 def _rate(value: float) -> str:
     return f'<span class="{"pass" if value >= 1 else "fail"}">{value:.0%}</span>'
-
-
-def dumps(body: Mapping[str, Any]) -> str:
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
