@@ -142,9 +142,7 @@ def regressions(results: Sequence[Result], baseline: Mapping[str, Any]) -> list[
     its checks' did. A case the baseline does not have is new, never a regression."""
     if baseline.get("format") != FORMAT:
         raise ValueError(f"not an opsloop eval result (format {baseline.get('format')!r}, expected {FORMAT!r})")
-    before: dict[str, dict[str, Any]] = {}
-    for c in baseline.get("cases", []):
-        before.setdefault(c["case"], c)
+    before = {c["case"]: c for c in reversed(baseline.get("cases", []))}  # each case by its first row
     out = []
     for r in rows(results):
         b = before.get(r.case)
