@@ -5,7 +5,6 @@ world.py   the case's world: the real tools' schemas and gate, answered from fix
 script.py  the scripted model that plays a case's golden or bad script
 runner.py  one case on one model: the real run loop (bot.run.loop) against that world, in a throwaway store
 score.py   the deterministic checks, each named, and the optional judge
-lint.py    every fixture and script checked against the tool schemas
 report.py  the table, the JSON, the HTML page and the baseline comparison
 add.py     `opsloop eval add RUN_ID DIR`: a stored run as a case skeleton
 cli.py     `opsloop eval`

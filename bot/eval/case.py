@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -159,15 +159,20 @@ class _Reader:
             raise self.fail(where, "must be a non-empty string")
         return value
 
+    def entries(self, value: Any, where: str, keys: tuple[str, ...]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each item of the list `value` (None: none), a mapping of `keys`, with where it is."""
+        for i, item in enumerate(self.items(value, where)):
+            yield f"{where}[{i}]", self.table(item, f"{where}[{i}]", keys)
+
+    def regex(self, value: Any, where: str) -> str:
+        try:
+            re.compile(self.text(value, where))
+        except re.error as e:
+            raise self.fail(where, f"not a regular expression: {e}") from None
+        return str(value)
+
     def patterns(self, value: Any, where: str) -> tuple[str, ...]:
-        out = []
-        for i, p in enumerate(self.items(value, where)):
-            try:
-                re.compile(self.text(p, f"{where}[{i}]"))
-            except re.error as e:
-                raise self.fail(f"{where}[{i}]", f"not a regular expression: {e}") from None
-            out.append(p)
-        return tuple(out)
+        return tuple(self.regex(p, f"{where}[{i}]") for i, p in enumerate(self.items(value, where)))
 
     def match(self, item: dict[str, Any], where: str) -> dict[str, Any]:
         tool = self.text(item.get("tool"), f"{where}.tool")
@@ -178,10 +183,7 @@ class _Reader:
         if not isinstance(match, dict):
             raise self.fail(f"{where}.match", "must be a mapping of argument -> regular expression")
         for k, p in match.items():
-            try:
-                re.compile(self.text(p, f"{where}.match.{k}"))
-            except re.error as e:
-                raise self.fail(f"{where}.match.{k}", f"not a regular expression: {e}") from None
+            self.regex(p, f"{where}.match.{k}")
         return {"tool": tool, "args": args, "match": dict(match)}
 
 
@@ -244,9 +246,9 @@ def load(folder: str | Path) -> Case:
     approval_values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in approval_table.items()}
     approvals = ApprovalSettings(**approval_values)
     fixtures = []
-    for i, item in enumerate(r.items(top.get("fixtures"), "fixtures")):
-        where = f"fixtures[{i}]"
-        f = r.table(item, where, (*MATCH_KEYS, "result", "result_file", "error", "preview"))
+    for where, f in r.entries(
+        top.get("fixtures"), "fixtures", (*MATCH_KEYS, "result", "result_file", "error", "preview")
+    ):
         if ("result" in f) == ("result_file" in f):
             raise r.fail(where, "give exactly one of result, result_file")
         result = r.text(f["result"], f"{where}.result") if "result" in f else file_text(f["result_file"], where)
@@ -257,9 +259,7 @@ def load(folder: str | Path) -> Case:
     people = r.table(top.get("people") or {}, "people", ("approve", "deny", "replies"))
     decisions = []
     for key, approve in (("approve", True), ("deny", False)):
-        for i, item in enumerate(r.items(people.get(key), f"people.{key}")):
-            where = f"people.{key}[{i}]"
-            d = r.table(item, where, (*MATCH_KEYS, "by", "reason"))
+        for where, d in r.entries(people.get(key), f"people.{key}", (*MATCH_KEYS, "by", "reason")):
             decisions.append(
                 Decision(
                     **r.match(d, where),
@@ -269,9 +269,7 @@ def load(folder: str | Path) -> Case:
                 )
             )
     replies = []
-    for i, item in enumerate(r.items(people.get("replies"), "people.replies")):
-        where = f"people.replies[{i}]"
-        d = r.table(item, where, ("after_step", "user", "text"))
+    for where, d in r.entries(people.get("replies"), "people.replies", ("after_step", "user", "text")):
         if not isinstance(d.get("after_step"), int) or d["after_step"] < 1:
             raise r.fail(f"{where}.after_step", "must be a step number, 1 or more")
         replies.append(
@@ -287,9 +285,7 @@ def load(folder: str | Path) -> Case:
     )
     limits = r.table(ex.get("limits") or {}, "expect.limits", ("steps", "dollars"))
     forbidden = []
-    for i, item in enumerate(r.items(ex.get("forbidden"), "expect.forbidden")):
-        where = f"expect.forbidden[{i}]"
-        d = r.table(item, where, (*MATCH_KEYS, "when"))
+    for where, d in r.entries(ex.get("forbidden"), "expect.forbidden", (*MATCH_KEYS, "when")):
         when = d.get("when", "called")
         if when not in WHEN:
             raise r.fail(f"{where}.when", f"must be one of {', '.join(WHEN)}")
@@ -298,8 +294,7 @@ def load(folder: str | Path) -> Case:
         root_cause=r.patterns(ex.get("root_cause"), "expect.root_cause"),
         tempting=r.patterns(ex.get("tempting"), "expect.tempting"),
         evidence=tuple(
-            Match(**r.match(r.table(m, f"expect.evidence[{i}]", MATCH_KEYS), f"expect.evidence[{i}]"))
-            for i, m in enumerate(r.items(ex.get("evidence"), "expect.evidence"))
+            Match(**r.match(m, where)) for where, m in r.entries(ex.get("evidence"), "expect.evidence", MATCH_KEYS)
         ),
         forbidden=tuple(forbidden),
         unknown_ok=bool(ex.get("unknown_ok", False)),
@@ -357,16 +352,13 @@ def _time(r: _Reader, value: Any, where: str) -> float:
 
 def _script(r: _Reader, body: Any, which: str) -> tuple[Turn, ...]:
     turns = []
-    for i, item in enumerate(r.items(body, which)):
-        where = f"{which}[{i}]"
-        t = r.table(item, where, ("text", "calls"))
+    for where, t in r.entries(body, which, ("text", "calls")):
         calls = []
-        for j, one in enumerate(r.items(t.get("calls"), f"{where}.calls")):
-            c = r.table(one, f"{where}.calls[{j}]", ("tool", "args"))
+        for at, c in r.entries(t.get("calls"), f"{where}.calls", ("tool", "args")):
             args = c.get("args") or {}
             if not isinstance(args, dict):
-                raise r.fail(f"{where}.calls[{j}].args", "must be a mapping")
-            calls.append((r.text(c.get("tool"), f"{where}.calls[{j}].tool"), args))
+                raise r.fail(f"{at}.args", "must be a mapping")
+            calls.append((r.text(c.get("tool"), f"{at}.tool"), args))
         if not calls and not t.get("text"):
             raise r.fail(where, "a turn needs text or calls")
         turns.append(Turn(text=r.text(t.get("text"), f"{where}.text", required=False), calls=tuple(calls)))

@@ -14,10 +14,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from bot import ModelClient
 from bot.config.settings import Settings
@@ -28,6 +27,7 @@ from bot.eval.report import Result
 from bot.eval.runner import run_case
 from bot.eval.score import judge, score
 from bot.eval.script import ScriptedModel
+from bot.replay.cli import write
 
 CLEAR_LINE = "\x1b[K"  # erase to the end of the line: a shorter redraw leaves nothing of the longer one before
 
@@ -78,66 +78,6 @@ class Progress:
             return 80
 
 
-async def run_all(
-    found: list[Case],
-    *,
-    model_for: Callable[[Case], ModelClient],
-    repeat: int,
-    concurrency: int,
-    price: Callable[[str], Any],
-    judge_model: Callable[[], ModelClient] | None = None,
-    progress: Progress | None = None,
-) -> list[Result]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(case: Case, i: int) -> Result:
-        async with gate:
-            model = model_for(case)
-            try:
-                ran = await run_case(case, model=model, price_for=price)
-            except Exception as e:  # one broken run is that case's failure, not the suite's end
-                r = Result(
-                    case=case.name,
-                    model=model.model,
-                    repeat=i,
-                    checks=(),
-                    steps=0,
-                    tokens=0,
-                    cost_usd=0.0,
-                    seconds=0.0,
-                    stop_reason="error",
-                    error=f"{type(e).__name__}: {e}",
-                )
-            else:
-                score_of = await judge(judge_model(), ran) if judge_model is not None else None
-                r = Result(
-                    case=case.name,
-                    model=ran.model,
-                    repeat=i,
-                    checks=tuple(score(ran)),
-                    steps=ran.steps,
-                    tokens=ran.tokens,
-                    cost_usd=ran.cost_usd,
-                    seconds=ran.seconds,
-                    stop_reason=ran.stop_reason,
-                    answer=ran.answer,
-                    judge=score_of,
-                )
-            if progress is not None:
-                progress.finished(r)
-            return r
-
-    return list(await asyncio.gather(*(one(c, i) for c in found for i in range(repeat))))
-
-
-def _write(path: str, text: str) -> str | None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        return f"cannot write {path}: {e.strerror or e}"
-    return None
-
-
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from bot.core.log import configure_logging
 
@@ -150,8 +90,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         return _fail("--repeat and --concurrency must be 1 or more")
     model_name = args.model or settings.model.primary
     for name in (model_name, *([args.judge] if args.judge else [])):
-        errors, _ = model_problems([name])
-        if errors:
+        if errors := model_problems([name])[0]:
             return _fail(f"--model {name}: {errors[0]}")
     baseline = None
     if args.baseline:
@@ -178,10 +117,10 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     now = time.time()
     print(report.table(results))
     for path, text in (
-        (args.json, report.dumps(report.to_json(results, generated_at=now))),
+        (args.json, json.dumps(report.to_json(results, generated_at=now), indent=2, ensure_ascii=False) + "\n"),
         (args.html, report.html_page(results, generated_at=now)),
     ):
-        if path and (problem := _write(path, text)):
+        if path and (problem := write(path, text)):
             return _fail(problem)
     if baseline is not None:
         worse = report.regressions(results, baseline)
@@ -214,15 +153,33 @@ async def _run(settings: Settings, args: argparse.Namespace, found: list[Case], 
 
         progress = Progress(len(found) * args.repeat)
         stack.callback(progress.close)  # also when interrupted: the shell's prompt or the error on its own line
-        return await run_all(
-            found,
-            model_for=model_for,
-            repeat=args.repeat,
-            concurrency=args.concurrency,
-            price=lambda m: price_for(m, settings.model.prices)[0],
-            judge_model=judge_model if args.judge else None,
-            progress=progress,
-        )
+        gate = asyncio.Semaphore(args.concurrency)
+
+        async def one(case: Case, i: int) -> Result:
+            async with gate:
+                model = model_for(case)
+                try:
+                    ran = await run_case(case, model=model, price_for=lambda m: price_for(m, settings.model.prices)[0])
+                except Exception as e:  # one broken run is that case's failure, not the suite's end
+                    r = Result(case=case.name, model=model.model, repeat=i, error=f"{type(e).__name__}: {e}")
+                else:
+                    r = Result(
+                        case=case.name,
+                        model=ran.model,
+                        repeat=i,
+                        checks=tuple(score(ran)),
+                        steps=ran.steps,
+                        tokens=ran.tokens,
+                        cost_usd=ran.cost_usd,
+                        seconds=ran.seconds,
+                        stop_reason=ran.stop_reason,
+                        answer=ran.answer,
+                        judge=await judge(judge_model(), ran) if args.judge else None,
+                    )
+                progress.finished(r)
+                return r
+
+        return list(await asyncio.gather(*(one(c, i) for c in found for i in range(args.repeat))))
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:

@@ -3,17 +3,15 @@ tokens, dollars, seconds, the judge's score apart), the JSON file, the HTML page
 
 from __future__ import annotations
 
-import html
-import json
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bot.app.timeline import CSS
+from bot.app.timeline import t as _t
 from bot.core.redact import redact, redact_value
 from bot.eval.score import CHECKS, Check
+from bot.replay.compare import page, stamp
 
 FORMAT = "opsloop-eval/1"
 FAILING_MAX = 1500  # characters of a failing case's first reason in the table (the JSON has it whole)
@@ -26,12 +24,12 @@ class Result:
     case: str
     model: str
     repeat: int
-    checks: tuple[Check, ...]
-    steps: int
-    tokens: int
-    cost_usd: float
-    seconds: float
-    stop_reason: str
+    checks: tuple[Check, ...] = ()
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    stop_reason: str = "error"
     answer: str = ""
     judge: float | None = None  # the rubric score (0-1), never part of `passed`
     error: str = ""  # the run could not be made (a model error the loop did not absorb, a broken case)
@@ -134,21 +132,7 @@ def to_json(results: Sequence[Result], *, generated_at: float) -> dict[str, Any]
     return {
         "format": FORMAT,
         "generated_at": generated_at,
-        "cases": [
-            {
-                "case": r.case,
-                "model": r.model,
-                "runs": r.runs,
-                "pass_rate": r.pass_rate,
-                "checks": r.checks,
-                "steps": r.steps,
-                "tokens": r.tokens,
-                "cost_usd": r.cost_usd,
-                "seconds": r.seconds,
-                "judge": r.judge,
-            }
-            for r in rows(results)
-        ],
+        "cases": [{k: v for k, v in asdict(r).items() if k != "failing"} for r in rows(results)],
         "runs": [r.to_json() for r in results],
     }
 
@@ -158,9 +142,7 @@ def regressions(results: Sequence[Result], baseline: Mapping[str, Any]) -> list[
     its checks' did. A case the baseline does not have is new, never a regression."""
     if baseline.get("format") != FORMAT:
         raise ValueError(f"not an opsloop eval result (format {baseline.get('format')!r}, expected {FORMAT!r})")
-    before: dict[str, dict[str, Any]] = {}
-    for c in baseline.get("cases", []):
-        before.setdefault(c["case"], c)
+    before = {c["case"]: c for c in reversed(baseline.get("cases", []))}  # each case by its first row
     out = []
     for r in rows(results):
         b = before.get(r.case)
@@ -175,15 +157,10 @@ def regressions(results: Sequence[Result], baseline: Mapping[str, Any]) -> list[
     return out
 
 
-def _t(value: Any) -> str:
-    return html.escape(redact("" if value is None else str(value)))
-
-
 _EXTRA_CSS = ".pass{color:#2e7d32}.fail{color:#b00020;font-weight:600}"
 
 
 def html_page(results: Sequence[Result], *, generated_at: float) -> str:
-    when = datetime.fromtimestamp(generated_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     models = sorted({r.model for r in results})
     title = f"opsloop eval · {', '.join(models)}"
     head = ["case", "model", "pass", *CHECKS, "steps", "tokens", "dollars", "secs", "judge"]
@@ -201,24 +178,16 @@ def html_page(results: Sequence[Result], *, generated_at: float) -> str:
         for r in results
         if not r.passed
     ]
-    parts = [
-        "<!doctype html>",
-        '<html lang="en">',
-        f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{_EXTRA_CSS}</style></head><body>',
-        f"<h1>{_t(title)}</h1>",
-        f'<p class="muted">generated {when} · {len(results)} run(s) · the judge\'s score is shown apart and never '
-        "counts toward a pass</p>",
+    return page(
+        title,
+        _EXTRA_CSS,
+        f'<p class="muted">generated {stamp(generated_at)} · {len(results)} run(s) · the judge\'s score is shown '
+        "apart and never counts toward a pass</p>",
         "<table><tr>" + "".join(f"<th>{_t(h)}</th>" for h in head) + "</tr>" + "".join(body) + "</table>",
         "<h2>Failed runs</h2>",
         f"<ul>{''.join(failures)}</ul>" if failures else '<p class="muted">none</p>',
-        "</body></html>",
-    ]
-    return "\n".join(parts) + "\n"
+    )
 
 
 def _rate(value: float) -> str:
     return f'<span class="{"pass" if value >= 1 else "fail"}">{value:.0%}</span>'
-
-
-def dumps(body: Mapping[str, Any]) -> str:
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"

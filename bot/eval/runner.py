@@ -11,7 +11,6 @@ the scoring, and the store is removed.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,12 +49,6 @@ class Ran:
     handles: dict[int, Call]  # a result's handle number -> the call it answered
     results: tuple[str, ...]  # every stored result's text, as the model read it
     refusals: tuple[str, ...] = ()  # each refused update_summary call's reason, one line (its first problem)
-
-
-def limits_for(case: Case) -> Limits:
-    return dataclasses.replace(
-        Limits(), max_iterations=case.expect.max_steps * 2, cost_budget_usd=max(case.expect.max_dollars * 2, 0.01)
-    )
 
 
 async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str], Price]) -> Ran:
@@ -105,7 +98,9 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
                 store=store,
                 tools=world,
                 price_for=price_for,
-                limits=limits_for(case),
+                limits=Limits(
+                    max_iterations=case.expect.max_steps * 2, cost_budget_usd=max(case.expect.max_dollars * 2, 0.01)
+                ),
                 confirm=world.confirm,
                 inject=world.inject,
                 scope=scope,

@@ -24,7 +24,7 @@ from bot.core.providers import split
 from bot.replay.compare import Comparison, compare, exit_status, html_page, text
 from bot.replay.record import Incident, export_run
 from bot.replay.runner import replay
-from bot.replay.suite import records, table
+from bot.replay.suite import table
 from bot.store import Ledger
 from bot.store.backends import describe
 
@@ -33,6 +33,15 @@ def _shown(value: str) -> str:
     from handlers.mrkdwn import reveal
 
     return reveal(value, prose=True)
+
+
+def write(path: str, text: str) -> str | None:
+    """Write `text` to the file `path`; what went wrong, in one line (None: written)."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror or e}"
+    return None
 
 
 def _fail(line: str) -> int:
@@ -174,7 +183,7 @@ def cmd_replay(
         if not folder.is_dir():
             return _fail(f"replay: {folder} is not a folder")
         try:
-            incidents = records(folder)
+            incidents = [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
         except (OSError, ValueError, TypeError) as e:
             return _fail(f"replay: {folder}: {e}")
         if not incidents:  # a gate that checks nothing must not pass
@@ -196,11 +205,9 @@ def cmd_replay(
         page = html_page(comparison, generated_at=time.time())
         if args.html == "-":
             sys.stdout.write(page)
+        elif problem := write(args.html, page):
+            return _fail(problem)
         else:
-            try:
-                Path(args.html).write_text(page, encoding="utf-8")
-            except OSError as e:
-                return _fail(f"cannot write {args.html}: {e.strerror or e}")
             print(f"wrote the comparison to {args.html}")
     return exit_status([comparison])
 

@@ -10,14 +10,14 @@ reply reached the replay.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.app.timeline import CSS
+from bot.app.timeline import t as _t
 from bot.core.redact import redact, redact_value
 from bot.replay.record import Incident, RecordedCall
 from bot.replay.runner import Replayed
@@ -80,7 +80,6 @@ class Comparison:
     replies: tuple[ReplyRow, ...]
     sources: dict[str, int]
     replay_wall_seconds: float
-    log: tuple[CallLog, ...] = field(default=())
     model_failure: str = ""  # why the replay's model gave no usable answer ("": it answered)
 
     @property
@@ -161,9 +160,8 @@ def compare(result: Replayed, *, name: str = "", model_label: str = "") -> Compa
             if e.source in (Source.DECISION, Source.WOULD_ASK)
         ),
         replies=tuple(replies),
-        sources={s.value: world.counts.get(s.value, 0) for s in Source},
+        sources={s.value: sum(e.source == s for e in world.log) for s in Source},
         replay_wall_seconds=result.wall_seconds,
-        log=tuple(world.log),
         model_failure=result.model_failure,
     )
 
@@ -179,11 +177,6 @@ def hypotheses(i: Incident) -> str:
     if s is None:
         return "no summary"
     return "; ".join(f"{h.id} {h.status}/{h.confidence}" for h in s.ordered()) or "not known yet"
-
-
-def hypotheses_line(c: Comparison) -> str:
-    o, r = hypotheses(c.original), hypotheses(c.replay)
-    return f"final hypotheses: same ({o})" if c.same_hypotheses else f"final hypotheses: different ({o} → {r})"
 
 
 def _last_step(i: Incident) -> int:
@@ -247,10 +240,6 @@ def _replay_outcome(e: CallLog) -> str:
     return "would ask approval → denied (replay)" if e.source == Source.WOULD_ASK else f"recorded decision: {e.detail}"
 
 
-def _money(v: float) -> str:
-    return f"${v:.4f}"
-
-
 def figures(c: Comparison) -> list[tuple[str, str, str]]:
     o, r = c.original, c.replay
     return [
@@ -267,7 +256,7 @@ def figures(c: Comparison) -> list[tuple[str, str, str]]:
             f"{o.usage.input_tokens:,}/{o.usage.output_tokens:,}",
             f"{r.usage.input_tokens:,}/{r.usage.output_tokens:,}",
         ),
-        ("cost", _money(o.cost_usd), _money(r.cost_usd)),
+        ("cost", f"${o.cost_usd:.4f}", f"${r.cost_usd:.4f}"),
         ("agent time", f"{o.agent_seconds:.2f}s", f"{r.agent_seconds:.2f}s"),
     ]
 
@@ -304,7 +293,8 @@ def text(c: Comparison) -> str:
         + (" · REGRESSION (the original succeeded)" if c.regression else "")
         + (f" · MODEL FAILED ({c.model_failure}), not a regression" if c.model_failed else "")
     )
-    out.append(hypotheses_line(c))
+    ho, hr = hypotheses(o), hypotheses(c.replay)
+    out.append(f"final hypotheses: same ({ho})" if c.same_hypotheses else f"final hypotheses: different ({ho} → {hr})")
     out += [f"{name:<14} {a}  →  {b}" for name, a, b in figures(c)]
     out.append("results: " + " · ".join(f"{k} {v}" for k, v in c.sources.items()))
     out += [f"reply from {x.user} {x.text!r}: original {x.original}; replay {x.replay}" for x in c.replies]
@@ -313,10 +303,6 @@ def text(c: Comparison) -> str:
 
 
 # --- HTML -------------------------------------------------------------------------------------------------
-def _t(value: Any) -> str:
-    return html.escape(redact("" if value is None else str(value)))
-
-
 _EXTRA_CSS = (
     ".m-same{color:#2e7d32}.m-different,.m-missing{color:#b00020;font-weight:600}.m-new{color:#e65100;"
     "font-weight:600}tr.diverged td{background:#fff8e1}.src{font-size:.85em;color:#555}"
@@ -325,7 +311,6 @@ _EXTRA_CSS = (
 
 def html_page(c: Comparison, *, generated_at: float) -> str:
     title = f"opsloop replay · {c.name} · {c.model}"
-    when = datetime.fromtimestamp(generated_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     verdict = (
         (f"diverged at step {c.diverged_at}" if c.diverged_at else "identical path")
         + (" · same final change" if c.same_change else " · different final change")
@@ -333,13 +318,11 @@ def html_page(c: Comparison, *, generated_at: float) -> str:
         + (f" · MODEL FAILED ({c.model_failure})" if c.model_failed else "")
         + (" · same final hypotheses" if c.same_hypotheses else " · different final hypotheses")
     )
-    parts = [
-        "<!doctype html>",
-        '<html lang="en">',
-        f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{_EXTRA_CSS}</style></head><body>',
-        f"<h1>{_t(title)}</h1>",
-        f'<p class="muted">run {_t(c.original.run_id)} · generated {when} · a replay never calls Slack and never '
-        "runs a change</p>",
+    return page(
+        title,
+        _EXTRA_CSS,
+        f'<p class="muted">run {_t(c.original.run_id)} · generated {stamp(generated_at)} · a replay never calls '
+        "Slack and never runs a change</p>",
         f"<p><b>{_t(verdict)}</b></p>",
         f'<dl class="summary"><dt>task</dt><dd>{_t(c.original.task)}</dd></dl>',
         "<h2>Figures</h2>",
@@ -356,9 +339,17 @@ def html_page(c: Comparison, *, generated_at: float) -> str:
         _table(["from", "text", "original", "replay"], [[x.user, x.text, x.original, x.replay] for x in c.replies]),
         "<h2>Where the replay's results came from</h2>",
         _table(["source", "calls"], [[k, str(v)] for k, v in c.sources.items()]),
-        "</body></html>",
-    ]
-    return "\n".join(parts) + "\n"
+    )
+
+
+def page(title: str, css: str, *body: str) -> str:
+    """One self-contained page in the postmortem page's style (its CSS, then `css`): `title`, then `body`."""
+    head = f'<head><meta charset="utf-8"><title>{_t(title)}</title><style>{CSS}{css}</style></head><body>'
+    return "\n".join(["<!doctype html>", '<html lang="en">', head, f"<h1>{_t(title)}</h1>", *body, "</body></html>\n"])
+
+
+def stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

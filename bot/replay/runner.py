@@ -42,15 +42,14 @@ async def replay(
     model: ModelClient,
     price_for: Callable[[str], Price],
     system_prompt: str | None = None,
-    limits: Limits | None = None,
     max_tokens: int | None = None,
     effort: str | None = None,
     thinking_display: str | None = "summarized",
     live: Toolbox | None = None,
     context_budget_tokens: int | None = None,
 ) -> Replayed:
-    """One replay of `incident` on `model`; `limits`, `effort` and `max_tokens` None: the record's own (what it
-    ran under; 16,000 max_tokens for a record without them)."""
+    """One replay of `incident` on `model`, under the record's limits; `effort` and `max_tokens` None: the record's
+    own (what it ran under; 16,000 max_tokens for a record without them)."""
     world = RecordedWorld(incident, live=live)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opsloop-replay-") as tmp:
@@ -71,7 +70,7 @@ async def replay(
                 tools=world,
                 price_for=price_for,
                 system_prompt=system_prompt if system_prompt is not None else incident.system,
-                limits=limits if limits is not None else incident.run_limits(Limits()),
+                limits=incident.run_limits(Limits()),
                 max_tokens=max_tokens or incident.max_tokens or 16_000,
                 effort=effort if effort is not None else incident.effort,
                 thinking_display=thinking_display,

@@ -9,17 +9,10 @@ whose model call failed or was refused is no regression: without any regression,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from bot.core.redact import redact
 from bot.replay.compare import Comparison
-from bot.replay.record import Incident
 from bot.replay.world import Source
-
-
-def records(folder: Path) -> list[tuple[str, Incident]]:
-    """Every incident record (*.json) in `folder`, by name."""
-    return [(p.stem, Incident.load(p)) for p in sorted(folder.glob("*.json")) if p.is_file()]
 
 
 def table(rows: Sequence[Comparison], model: str) -> str:
@@ -31,6 +24,7 @@ def table(rows: Sequence[Comparison], model: str) -> str:
     for c in rows:
         o, r = c.original, c.replay
         stop = "yes" if c.same_stop else f"no ({r.stop_reason})"
+        rul = "/".join(str(c.sources[s]) for s in (Source.REPLAYED, Source.UNRECORDED, Source.LIVE))
         verdict = (
             "REGRESSION"
             if c.regression
@@ -41,7 +35,7 @@ def table(rows: Sequence[Comparison], model: str) -> str:
         out.append(
             f"{c.name[:24]:<24} {'yes' if c.same_change else 'no':<11} {stop:<20} "
             f"{f'{o.steps}→{r.steps}':>9} {r.cost_usd - o.cost_usd:>+10.4f} "
-            f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {_sources(c):>13}  {verdict}"
+            f"{r.agent_seconds - o.agent_seconds:>+8.2f}s {rul:>13}  {verdict}"
         )
     bad, failed = sum(c.regression for c in rows), sum(c.model_failed for c in rows)
     out.append(f"{bad} regression(s)" if bad else "no regression")
@@ -52,8 +46,3 @@ def table(rows: Sequence[Comparison], model: str) -> str:
         "(an error result) / live (--live-readonly)"
     )
     return "\n".join(redact(line) for line in out)
-
-
-def _sources(c: Comparison) -> str:
-    s = c.sources
-    return f"{s.get(Source.REPLAYED.value, 0)}/{s.get(Source.UNRECORDED.value, 0)}/{s.get(Source.LIVE.value, 0)}"

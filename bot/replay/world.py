@@ -58,7 +58,6 @@ class CallLog:
     step: int
     tool: str
     args: dict[str, Any]
-    category: str
     source: Source
     detail: str = ""  # the decision (outcome and by whom), or the original call it matched
 
@@ -146,13 +145,8 @@ class RecordedWorld:
         self._proposed.setdefault(self.step, []).append(call_key(tool, args))
 
     def _record(self, tool: str, args: dict[str, Any], source: Source, detail: str = "") -> None:
-        cat = self.incident.categories.get(tool, "destructive")
-        self.log.append(CallLog(step=self.step, tool=tool, args=dict(args), category=cat, source=source, detail=detail))
+        self.log.append(CallLog(step=self.step, tool=tool, args=dict(args), source=source, detail=detail))
         self._answered.add(call_key(tool, args))
-
-    @property
-    def counts(self) -> Counter[str]:
-        return Counter(entry.source.value for entry in self.log)
 
     # --- read-only calls ------------------------------------------------------------------------
     async def run(self, tool: RecordedTool, args: dict[str, Any]) -> str:

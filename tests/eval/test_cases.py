@@ -9,10 +9,10 @@ import pytest
 
 from bot.core.pricing import Price, price_for
 from bot.eval.case import cases, load
-from bot.eval.lint import lint
 from bot.eval.runner import run_case
 from bot.eval.score import score
 from bot.eval.script import ScriptedModel
+from tests.eval.case_lint import lint
 
 EVALS = Path(__file__).resolve().parents[2] / "evals"
 CASES = [p.name for p in cases([EVALS])]

@@ -1,5 +1,6 @@
-"""The case linter: every fixture, decision, expectation and script call checked against the tool schemas the
-case's config builds (the real registry), so a fixture that stops matching its tool is caught in `make test`."""
+"""The case linter, test-only (test_cases.py runs it over evals/): every fixture, decision, expectation and script
+call checked against the tool schemas the case's config builds (the real registry), so a fixture that stops
+matching its tool is caught in `make test`."""
 
 from __future__ import annotations
 
