@@ -72,10 +72,7 @@ def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | Non
 def _dirs(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...]:
     if not dirs:
         r.problem("must name at least one directory", key)
-    for i, d in enumerate(dirs):
-        if not d.is_dir():
-            r.problem(f"{str(d)!r} is not a directory", f"{key}[{i}]")
-    return tuple(d.resolve() for d in dirs)
+    return tuple(_dir(d, r, f"{key}[{i}]") for i, d in enumerate(dirs))
 
 
 def _file(path: Path, r: Reader, key: str) -> Path:
@@ -250,14 +247,6 @@ def read_command(r: Reader) -> RunbookCommand | None:
     return command
 
 
-def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
-    """One [[tools.mcp]] entry as an MCPServerSpec."""
-    r = Reader(entry, where, base_dir=base_dir)
-    found = read_mcp_server(r) if r.is_table() else None
-    r.raise_if_problems(ToolConfigError)
-    return found
-
-
 def read_mcp_server(r: Reader) -> Any:
     from tools.mcp import MCPServerSpec  # the MCP SDK is imported only when a server is configured
 
@@ -365,7 +354,7 @@ async def build_registry(
         resources: dict[type, object] = dict(shared or {})  # what the app shares with every reach (its Store)
         for reach, parsed in configured.values():
             opened = reach.open(parsed)
-            registry.push_async_callback(_closer(reach, opened))
+            registry.push_async_callback(functools.partial(reach.aclose, opened))
             resources.update(opened)
             if (offer := getattr(reach, "offer", None)) is not None:
                 registry.offerers.append(functools.partial(offer, parsed, resources))
@@ -433,13 +422,6 @@ def _builtin_environment(ctx: ToolContext, registry: ToolRegistry) -> list[str]:
         usage = some_names(list(ctx.usage_dirs)) if ctx.usage_dirs is not None else "every mount point"
         lines.append(f"disk_usage lists under ({where('usage_dirs')}): {usage}")
     return lines
-
-
-def _closer(reach: Any, opened: Mapping[type, object]) -> Callable[[], Any]:
-    async def close() -> None:
-        await reach.aclose(opened)
-
-    return close
 
 
 def tool_table(registry: ToolRegistry) -> list[dict[str, Any]]:

@@ -55,7 +55,7 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _table(rows: list[list[str]]) -> str:
+def table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -138,7 +138,7 @@ def _disk_text(name: str, mounts: list[Mount]) -> str:
             warnings.append(f"WARNING {m.mount} is {m.space_pct:.1f}% full")
         if ipct is not None and ipct >= 90:
             warnings.append(f"WARNING {m.mount} has used {ipct:.1f}% of its inodes (new files fail when none are left)")
-    return "\n".join([f"disk usage on {name}", _table(rows), *warnings, nearest_to_full(mounts)])
+    return "\n".join([f"disk usage on {name}", table(rows), *warnings, nearest_to_full(mounts)])
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -366,11 +366,9 @@ class _Row:
 def _top_text(name: str, rows: list[_Row], what: str, sort_by: str, limit: int, hidden: int) -> str:
     rows.sort(key=lambda r: (r.cpu, r.rss) if sort_by == "cpu" else (r.rss, r.cpu), reverse=True)
     head = ["unit", "processes", "cpu%", "rss", "busiest command"] if what == "units" else []
-    table = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
+    grid = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
     mine = [f"this tool's own {hidden} sampling processes are left out"] if hidden else []
-    return "\n".join(
-        [f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", _table(table), *mine]
-    )
+    return "\n".join([f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", table(grid), *mine])
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)

@@ -22,9 +22,9 @@ from tools import times
 from tools.api import BadCall
 from tools.builtin import reach
 from tools.builtin.log_reads import clip, compile_pattern
+from tools.builtin.services import check_unit
 from tools.registry import Category, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
-from tools.systemd_units import UNIT_RE
 
 MAX_LINES = 1_000
 SCAN_MAX_BYTES = 8 * 1024 * 1024  # journalctl's JSON read per call: the window's newest (or oldest) part
@@ -67,12 +67,6 @@ def priority_level(priority: str | int) -> int:
     if text in _PRIORITY_ALIASES:
         return _PRIORITY_ALIASES[text]
     raise BadCall(f"priority: {priority!r} is not 0-7 or one of {', '.join(PRIORITIES)}")
-
-
-def _check_unit(unit: str) -> str:
-    if len(unit) > 256 or not UNIT_RE.fullmatch(unit):
-        raise BadCall(f"unit: {unit!r} is not a valid unit name (letters, digits, @ . _ -)")
-    return unit
 
 
 def _check_identifier(identifier: str) -> str:
@@ -229,7 +223,7 @@ async def journal(
     matches: list[str] = []
     filters: list[str] = []
     if unit is not None:
-        matches.append(f"--unit={_check_unit(unit)}")
+        matches.append(f"--unit={check_unit(unit)}")
         filters.append(f"unit {unit}")
     if identifier is not None:
         matches.append(f"--identifier={_check_identifier(identifier)}")

@@ -61,18 +61,14 @@ def clip(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"
 
 
-def check_lines(lines: int) -> None:
-    if not 1 <= lines <= MAX_TAIL_LINES:
-        raise ToolError(f"lines: must be between 1 and {MAX_TAIL_LINES}, got {lines}")
+def check_count(name: str, value: int) -> None:
+    """tail_log's lines and grep_log's max_matches: 1 to MAX_TAIL_LINES."""
+    if not 1 <= value <= MAX_TAIL_LINES:
+        raise ToolError(f"{name}: must be between 1 and {MAX_TAIL_LINES}, got {value}")
 
 
 def tail_text(shown: str, lines: list[str], size: int) -> str:
     return f"{shown} (last {len(lines)} lines, {human_bytes(size)})\n" + "\n".join(clip(line) for line in lines)
-
-
-def check_max_matches(max_matches: int) -> None:
-    if not 1 <= max_matches <= MAX_TAIL_LINES:
-        raise ToolError(f"max_matches: must be between 1 and {MAX_TAIL_LINES}, got {max_matches}")
 
 
 NAMED_FILES = 20  # grep_log names up to this many of the files it searched, and of those whose matches it cut

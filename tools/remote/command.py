@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 STDERR_MAX_BYTES = 16_000
 KILLED_BY_TIMEOUT = 137  # 128 + SIGKILL: what the script exits with when `timeout` fired
-SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the program was cut off because its output passed max_bytes
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,7 @@ def _address(address: str, r: Reader, key: str) -> str | None:
 def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     if not dirs:
         r.problem("must name at least one directory", key)
-    for i, d in enumerate(dirs):
-        if not d.startswith("/"):
-            r.problem(f"{d!r} must be an absolute path on that host", f"{key}[{i}]")
-    return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
+    return _paths(dirs, r, key)
 
 
 def _absolute(path: str, r: Reader, key: str) -> str:
@@ -235,15 +232,12 @@ class Inventory:
 
     def login(self, host: Host) -> Login:
         """`host`'s login with the [ssh] defaults filled in."""
-        ssh = self.ssh
+        inherited = ("user", "identity_file", "known_hosts", "connect_timeout_s", "passphrase_env")
+        own = {f: getattr(host, f) for f in inherited}
         return Login(
             address=host.address,
             port=host.port,
-            user=host.user if host.user is not None else ssh.user,
-            identity_file=host.identity_file if host.identity_file is not None else ssh.identity_file,
-            known_hosts=host.known_hosts if host.known_hosts is not None else ssh.known_hosts,
-            connect_timeout_s=host.connect_timeout_s if host.connect_timeout_s is not None else ssh.connect_timeout_s,
-            passphrase_env=host.passphrase_env if host.passphrase_env is not None else ssh.passphrase_env,
+            **{f: getattr(self.ssh, f) if value is None else value for f, value in own.items()},
         )
 
     def passphrase_envs(self) -> tuple[str, ...]:

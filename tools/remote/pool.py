@@ -146,6 +146,9 @@ class _Link:
 
     def hold(self) -> None:
         self.users += 1
+        self.stop_idle_timer()
+
+    def stop_idle_timer(self) -> None:
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
@@ -167,9 +170,7 @@ class _Link:
             return
         self.conn = None
         self.client = None
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
-            self.idle_timer = None
+        self.stop_idle_timer()
         if self.via is not None:
             via, self.via = self.via, None
             via.release()
@@ -277,8 +278,7 @@ class SshPool:
         self._closed = True
         conns = [link.conn for link in self._links.values() if link.conn is not None]
         for link in self._links.values():
-            if link.idle_timer is not None:
-                link.idle_timer.cancel()
+            link.stop_idle_timer()
         for conn in conns:
             conn.close()
         for conn in conns:
@@ -504,9 +504,7 @@ def _read_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
     """The host's known_hosts, read now (a missing file trusts nothing). Never None: that disables checking."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        text = ""
-    except OSError:
+    except OSError:  # missing or unreadable
         text = ""
     return asyncssh.import_known_hosts(text)
 
