@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from tools.api import BadCall
 from tools.builtin import reach
+from tools.builtin.files import resolve
 from tools.builtin.log_cleanup import (
     Candidate,
     Outcome,
@@ -53,12 +54,6 @@ _TIMEOUT_S = 45.0  # one command, under the tools' own 60 s (clean_logs: 120 s, 
 _LINE_BYTES = 2_000  # a line is cut here on the host (then to MAX_LINE_CHARS here)
 _DELETE_BATCH = 100  # files checked and deleted per remote command
 
-# For each argument: its type (d directory, f regular file, o other, - missing; symlinks followed) and its
-# resolved path, each ending in \0.
-_RESOLVE_SCRIPT = (
-    'for p do if [ -d "$p" ]; then t=d; elif [ -f "$p" ]; then t=f; elif [ -e "$p" ]; then t=o; else t=-; fi; '
-    "printf '%s\\0' \"$t\"; realpath -m -z -- \"$p\" 2>/dev/null || printf '\\0'; done"
-)
 _DECOMPRESS = (
     'dec() { case $1 in *.gz) gzip -dc -- "$1";; *.bz2) bzip2 -dc -- "$1";; *.xz) xz -dc -- "$1";; '
     '*.zst) zstd -dc -- "$1";; *) cat -- "$1";; esac; }; '
@@ -132,15 +127,6 @@ def _host_log_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
     return list(host.log_dirs) if host is not None and host.log_dirs is not None else [str(d) for d in ctx.log_dirs]
 
 
-async def _resolve_on(host: Host | None, ctx: ToolContext, paths: list[str]) -> list[tuple[str, str]]:
-    """(type, resolved path) for each of `paths`, as the host sees them."""
-    result = await reach.run(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_TIMEOUT_S)
-    parts = result.stdout.split("\0")
-    if result.exit_status != 0 or len(parts) != 2 * len(paths) + 1:
-        raise reach.failed(host, "realpath", result)
-    return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(paths))]
-
-
 async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
     """`path` resolved on `host` and inside one of its log_dirs (resolved there too), with its type (d, f, o, -)."""
     if not path.strip():
@@ -148,13 +134,9 @@ async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[Pure
     dirs = _host_log_dirs(host, ctx)
     raw = PurePosixPath(path)
     candidates = [str(raw)] if raw.is_absolute() else [str(PurePosixPath(d) / raw) for d in dirs]
-    resolved = await _resolve_on(host, ctx, [*dirs, *candidates])
-    roots = [PurePosixPath(r) for kind, r in resolved[: len(dirs)] if kind == "d" and r.startswith("/")]
-    inside = [
-        (PurePosixPath(r), kind)
-        for kind, r in resolved[len(dirs) :]
-        if r.startswith("/") and any(PurePosixPath(r).is_relative_to(root) for root in roots)
-    ]
+    resolved = await resolve(host, ctx, [*dirs, *candidates])  # realpath: absolute paths
+    roots = [r for kind, r in resolved[: len(dirs)] if kind == "d"]
+    inside = [(r, kind) for kind, r in resolved[len(dirs) :] if any(r.is_relative_to(root) for root in roots)]
     if inside:
         return next((c for c in inside if c[1] != "-"), inside[0])
     raise ToolError(f"{reach.host_name(host)}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
@@ -392,8 +374,8 @@ async def tail_window(
 async def list_files(host: Host | None, ctx: ToolContext) -> str:
     """list_logs: the regular files under the host's log directories, newest write first."""
     dirs = _host_log_dirs(host, ctx)
-    resolved = await _resolve_on(host, ctx, dirs)
-    roots = sorted({r for kind, r in resolved if kind == "d" and r.startswith("/")})
+    resolved = await resolve(host, ctx, dirs)
+    roots = sorted({str(r) for kind, r in resolved if kind == "d"})
     missing = [d for d, (kind, _) in zip(dirs, resolved, strict=True) if kind != "d"]
     entries: list[LogFile] = []
     clock = None
