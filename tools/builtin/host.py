@@ -262,10 +262,8 @@ def _core_times(stat: str) -> list[tuple[int, int]]:
 
 def cpu_percents(before: str, after: str) -> list[float]:
     """Per-core CPU use between two /proc/stat readings."""
-    out = []
-    for (b0, t0), (b1, t1) in zip(_core_times(before), _core_times(after), strict=False):
-        out.append(min(max(_percent(b1 - b0, t1 - t0), 0.0), 100.0))
-    return out
+    pairs = zip(_core_times(before), _core_times(after), strict=False)
+    return [min(max(_percent(b1 - b0, t1 - t0), 0.0), 100.0) for (b0, t0), (b1, t1) in pairs]
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -294,11 +292,6 @@ async def check_cpu(host: str | None = None, *, ctx: ToolContext) -> str:
 
 
 # -- list_top_processes --------------------------------------------------------------------------------
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= 100:
-        raise BadCall(f"limit: must be between 1 and 100, got {limit}")
 
 
 # The sampling shell's own pid, then each process's /proc/PID/stat twice, half a second apart, with the host's
@@ -399,7 +392,8 @@ async def list_top_processes(
         group_by: "process" (one row per process) or "unit" (one row per systemd unit).
     """
     found = reach.target(host, ctx)  # an unknown host is named before a bad limit
-    _check_limit(limit)
+    if not 1 <= limit <= 100:
+        raise BadCall(f"limit: must be between 1 and 100, got {limit}")
     result = await reach.run(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 6 or result.truncated or not parts[0].isdigit():

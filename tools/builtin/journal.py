@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,14 +39,11 @@ _NO_PERMISSION = "insufficient permissions"
 # -- arguments ----------------------------------------------------------------------------------------------
 
 
-def when(text: str, now: float, name: str) -> float:
-    """`text` as epoch seconds: a span before `now` or an ISO 8601 time (UTC when it has no offset)."""
-    return times.when(text, name, datetime.fromtimestamp(now, UTC)).timestamp()
-
-
 def window(since: str, until: str | None) -> tuple[float, float]:
-    now = time.time()
-    start, end = when(since, now, "since"), (now if until is None else when(until, now, "until"))
+    """since/until as epoch seconds: a span before now or an ISO 8601 time (UTC when it has no offset)."""
+    now = datetime.now(UTC)
+    start = times.when(since, "since", now).timestamp()
+    end = now.timestamp() if until is None else times.when(until, "until", now).timestamp()
     if start >= end:
         raise BadCall(f"since ({iso(start)}) must be before until ({iso(end)})")
     return start, end

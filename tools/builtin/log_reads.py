@@ -88,16 +88,21 @@ def _named(items: list[str]) -> str:
     return ", ".join(items[:NAMED_FILES]) + (f", … and {more} more" if more > 0 else "")
 
 
+def _coverage(per_file: list[str], unsearched: int) -> list[str]:
+    """For a directory: the files searched in path order, each with its count, and those left unsearched."""
+    lines = ["searched in path order: " + _named(per_file)] if len(per_file) > 1 or unsearched else []
+    if unsearched:
+        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
+    return lines
+
+
 def grep_text(pattern: str, where: str, searched: list[FileMatches], shown: list[str], *, unsearched: int = 0) -> str:
     """What grep_log found and what it covered: for a directory, the files searched in order with their counts,
     those past MAX_GREP_FILES left unsearched, and the files whose matches were cut at max_matches."""
     total = sum(f.matched for f in searched)
     more = f", showing the first {len(shown)}" if total > len(shown) else ""
     lines = [f"{total} matching lines for /{pattern}/ in {where}{more}"]
-    if len(searched) > 1 or unsearched:
-        lines.append("searched in path order: " + _named([f"{f.name} ({f.matched})" for f in searched]))
-    if unsearched:
-        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
+    lines += _coverage([f"{f.name} ({f.matched})" for f in searched], unsearched)
     lines += shown
     if cut := [f"{f.name} ({f.matched - f.listed})" for f in searched if f.matched > f.listed and len(searched) > 1]:
         lines.append("matching lines not shown (raise max_matches or name one file): " + _named(cut))
@@ -210,18 +215,13 @@ def window_grep_text(
         head += f" {window.describe(clock)} ({total} in all)"
     if len(shown) < in_window:
         head += f", showing the {'newest' if newest_first else 'first'} {len(shown)}"
-    lines = [head]
-    if len(rings) > 1 or unsearched:
-        per_file = [
-            f"{r.name} ({r.count})"
-            if window.open
-            else f"{r.name} ({sum(m.file == r.name for m in counted.matches)} of {r.count})"
-            for r in rings
-        ]
-        lines.append("searched in path order: " + _named(per_file))
-    if unsearched:
-        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
-    lines += counted.notes
+    per_file = [
+        f"{r.name} ({r.count})"
+        if window.open
+        else f"{r.name} ({sum(m.file == r.name for m in counted.matches)} of {r.count})"
+        for r in rings
+    ]
+    lines = [head, *_coverage(per_file, unsearched), *counted.notes]
     if not counted.matches and counted.newest is not None and total:
         lines.append(f"the newest matching line is at {_clock_time(counted.newest, clock)}")
     return "\n".join(lines + [m.shown() for m in shown])

@@ -13,7 +13,7 @@ import difflib
 import posixpath
 import re
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,25 +36,21 @@ class HostsConfigError(ConfigError):
     """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
 
 
-def _user(text: str, r: Reader, key: str) -> str | None:
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
-        r.problem(f"{text!r} is not a user name", key)
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str, Reader, str], str | None]:
+    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
+
+    def check(text: str, r: Reader, key: str) -> str | None:
+        if pattern.fullmatch(text):
+            return text
+        r.problem(f"{text!r} {what}", key)
         return None
-    return text
+
+    return check
 
 
-def _host_name(name: str, r: Reader, key: str) -> str | None:
-    if not HOST_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must be letters, digits, '.', '_' or '-' (at most 63)", key)
-        return None
-    return name
-
-
-def _address(address: str, r: Reader, key: str) -> str | None:
-    if not _ADDRESS_RE.fullmatch(address):
-        r.problem(f"{address!r} is not a host name or IP address", key)
-        return None  # the host's name is its address
-    return address
+_user = _matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
+_host_name = _matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
+_address = _matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
 
 
 def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
