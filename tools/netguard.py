@@ -285,16 +285,12 @@ def _allow_entry(entry: str) -> tuple[str, str]:
     text = entry.strip().lower()
     if "://" in text:
         raise ValueError(f"{entry!r} is a URL; give a hostname, an IP address or a CIDR (e.g. status.example.com)")
-    if "/" in text:
+    if "/" in text or text.startswith("[") or text.count(":") > 1:
         try:
             return "network", str(ipaddress.ip_network(text.strip("[]")))
         except ValueError as e:
-            raise ValueError(f"{entry!r} is not a valid CIDR: {e}") from None
-    if text.startswith("[") or text.count(":") > 1:
-        try:
-            return "network", str(ipaddress.ip_network(text.strip("[]")))
-        except ValueError as e:
-            raise ValueError(f"{entry!r} is not a valid IPv6 address: {e}") from None
+            what = "CIDR" if "/" in text else "IPv6 address"
+            raise ValueError(f"{entry!r} is not a valid {what}: {e}") from None
     if ":" in text:
         raise ValueError(f"{entry!r}: a port is not part of an allow entry; give the host alone")
     try:

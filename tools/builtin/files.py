@@ -67,10 +67,6 @@ def denied_by(path: PurePosixPath, denied: list[PurePosixPath]) -> str | None:
     return next((n for n in DENIED_NAMES if fnmatch.fnmatchcase(path.name, n)), None)
 
 
-def denied_paths(ctx: ToolContext) -> list[str]:
-    return [*DENIED_PATHS, *ctx.denied_paths]
-
-
 async def resolve(host: Host | None, ctx: ToolContext, paths: list[str]) -> list[tuple[str, PurePosixPath]]:
     """(type, resolved path) for each of `paths`, as the host sees them."""
     result = await reach.run(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_TIMEOUT_S)
@@ -87,7 +83,7 @@ async def confine(
     (d, f, o, -) and the resolved deny-list (for what a listing under it may show). ToolError otherwise."""
     if not path.startswith("/"):
         raise BadCall(f"path: must be an absolute path, got {path!r}")
-    deny = denied_paths(ctx)
+    deny = [*DENIED_PATHS, *ctx.denied_paths]
     found = await resolve(host, ctx, [path, *roots, *deny])
     (kind, resolved), resolved_roots = found[0], [r for k, r in found[1 : len(roots) + 1] if k == "d"]
     denied = [*(PurePosixPath(d) for d in deny), *(r for _, r in found[len(roots) + 1 :])]

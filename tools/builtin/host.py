@@ -48,11 +48,11 @@ PSEUDO_FS = frozenset(
 
 def human_bytes(n: float) -> str:
     """1536 -> '1.5K' (binary units, like df -h)."""
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024:
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024
-    raise AssertionError("unreachable")
+    return f"{n:.1f}P"
 
 
 def table(rows: list[list[str]]) -> str:
@@ -329,10 +329,7 @@ def _stats(sample: str) -> dict[int, _Stat]:
 
 def unit_of(cgroup: str) -> str:
     """The systemd unit a cgroup path names ("/system.slice/nginx.service" -> "nginx.service"), or "-" for none."""
-    for part in reversed(cgroup.strip().split("/")):
-        if part.endswith(_UNIT_SUFFIXES):
-            return part
-    return "-"
+    return next((part for part in reversed(cgroup.strip().split("/")) if part.endswith(_UNIT_SUFFIXES)), "-")
 
 
 def _units(listing: str) -> dict[int, str]:

@@ -65,12 +65,6 @@ def priority_level(priority: str | int) -> int:
     raise BadCall(f"priority: {priority!r} is not 0-7 or one of {', '.join(PRIORITIES)}")
 
 
-def _check_identifier(identifier: str) -> str:
-    if not _IDENTIFIER_RE.fullmatch(identifier):
-        raise BadCall(f"identifier: {identifier!r} is not a syslog identifier (letters, digits, @ . _ : / + -)")
-    return identifier
-
-
 # -- reading the journal ------------------------------------------------------------------------------------
 
 
@@ -222,7 +216,9 @@ async def journal(
         matches.append(f"--unit={check_unit(unit)}")
         filters.append(f"unit {unit}")
     if identifier is not None:
-        matches.append(f"--identifier={_check_identifier(identifier)}")
+        if not _IDENTIFIER_RE.fullmatch(identifier):
+            raise BadCall(f"identifier: {identifier!r} is not a syslog identifier (letters, digits, @ . _ : / + -)")
+        matches.append(f"--identifier={identifier}")
         filters.append(f"identifier {identifier}")
     if priority is not None:
         level = priority_level(priority)

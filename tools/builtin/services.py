@@ -78,11 +78,7 @@ def _summary(props: dict[str, str]) -> str:
 
 def allowed_to_restart(unit: str, allowlist: tuple[str, ...]) -> bool:
     """`nginx` on the allowlist allows `nginx` and `nginx.service`, and the reverse."""
-
-    def base(name: str) -> str:
-        return name.removesuffix(".service")
-
-    return any(base(unit) == base(entry) for entry in allowlist)
+    return any(unit.removesuffix(".service") == entry.removesuffix(".service") for entry in allowlist)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)

@@ -35,6 +35,12 @@ class Result:
     stderr: str
     truncated: bool = False
 
+    @classmethod
+    def of(cls, exit_status: int, out: bytes, err: bytes, max_bytes: int) -> Result:
+        """The command's raw output decoded (invalid UTF-8 replaced), stdout cut at max_bytes."""
+        decoded = out[:max_bytes].decode("utf-8", errors="replace")
+        return cls(exit_status, decoded, err.decode("utf-8", errors="replace"), truncated=len(out) > max_bytes)
+
 
 def remote_command(
     argv: Sequence[str], *, timeout_s: float, max_bytes: int, stderr_max_bytes: int = STDERR_MAX_BYTES

@@ -478,13 +478,7 @@ class SshPool:
             raise SshError(name, Failure.PROTOCOL, f"{argv[0]} ended without an exit status ({signal})")
         if done.exit_status == KILLED_BY_TIMEOUT and elapsed >= timeout_s * 0.95:
             raise SshError(name, Failure.TIMEOUT, f"{argv[0]} ran past {timeout_s:g}s and was killed on the host")
-        out = _as_bytes(done.stdout)
-        return Result(
-            exit_status=done.exit_status,
-            stdout=out[:max_bytes].decode("utf-8", errors="replace"),
-            stderr=_as_bytes(done.stderr).decode("utf-8", errors="replace"),
-            truncated=len(out) > max_bytes,
-        )
+        return Result.of(done.exit_status, _as_bytes(done.stdout), _as_bytes(done.stderr), max_bytes)
 
 
 # -- helpers ------------------------------------------------------------------------------------
