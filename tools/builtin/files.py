@@ -97,10 +97,6 @@ async def confine(
     return resolved, kind, denied
 
 
-def _read_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
-    return list(host.read_dirs if host is not None and host.read_dirs is not None else ctx.read_dirs)
-
-
 def _read_text(name: str, path: PurePosixPath, size: int, total: int, start: int, text: str, limit: int) -> str:
     lines = text.split("\n")
     if lines and lines[-1] == "" and text.endswith("\n"):
@@ -145,7 +141,8 @@ async def read_file(
         raise BadCall(f"lines: must be between 1 and {MAX_LINES}, got {lines}")
     if start_line < 1:
         raise BadCall(f"start_line: must be 1 or more, got {start_line}")
-    file, kind, _ = await confine(found, ctx, path, _read_dirs(found, ctx), "read_file")
+    read_dirs = found.read_dirs if found is not None and found.read_dirs is not None else ctx.read_dirs
+    file, kind, _ = await confine(found, ctx, path, list(read_dirs), "read_file")
     if kind == "-":
         raise BadCall(f"{reach.host_name(found)}: no such file: {path}")
     if kind != "f":

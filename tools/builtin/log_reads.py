@@ -48,12 +48,7 @@ def is_rotated(name: str) -> bool:
     never an archive or dump (backup-2026-11-30.tar.gz, db-2026.sql.gz)."""
     stem, compressed = _COMPRESSED_RE.subn("", name)
     stem, rotated = _ROTATION_RE.subn("", stem)
-    return bool(compressed or rotated) and _log_stem(stem)
-
-
-def _log_stem(stem: str) -> bool:
-    lower = stem.lower()
-    return lower.endswith("log") or lower in _LOG_NAMES
+    return bool(compressed or rotated) and (stem.lower().endswith("log") or stem.lower() in _LOG_NAMES)
 
 
 def clip(line: str) -> str:
@@ -324,8 +319,9 @@ def list_logs_text(host: str, dirs: list[str], missing: list[str], files: list[L
     if not files or clock is None:
         return "\n".join([f"no log files under {where} on {host}", *notes])
     files = sorted(files, key=lambda f: (-f.mtime, f.path))
+    offset = clock.now.strftime("%z")
     more = len(files) - LISTED_LOGS
-    head = f"{len(files)} log files under {where} on {host}, newest write first (times UTC{_offset(clock)})"
+    head = f"{len(files)} log files under {where} on {host}, newest write first (times UTC{offset[:3]}:{offset[3:]})"
     if more > 0:
         head += f", showing {LISTED_LOGS}; {more} more, older"
     rows = [
@@ -333,8 +329,3 @@ def list_logs_text(host: str, dirs: list[str], missing: list[str], files: list[L
         for f in files[:LISTED_LOGS]
     ]
     return "\n".join([head, *notes, *rows])
-
-
-def _offset(clock: Clock) -> str:
-    text = clock.now.strftime("%z")
-    return f"{text[:3]}:{text[3:]}"

@@ -73,10 +73,6 @@ def _where(host: str | None, ctx: ToolContext) -> Host | None:
     return reach.target(host, ctx) if host else None
 
 
-def _origin(on: Host | None) -> str:
-    return f"from {on.name}" if on is not None else "from the bot"
-
-
 async def _admit(target: str, port: int, ctx: ToolContext) -> tuple[IPAddress, ...]:
     """The addresses the bot may connect to for `target` (ToolError saying why not)."""
     try:

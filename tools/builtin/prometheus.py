@@ -184,7 +184,6 @@ async def prometheus_query_range(
 
 NAMES_MAX = 200  # metric names or label values one call lists
 _LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 async def _metadata(ctx: ToolContext, name: str | None = None) -> dict[str, list[dict[str, str]]]:

@@ -181,7 +181,7 @@ class Inventory:
             return None
         if (host := self.get(name)) is not None:
             return host
-        if name.lower() in LOCAL_ALIASES or name in _own_names():
+        if name.lower() in LOCAL_ALIASES or name in (own := socket.gethostname(), own.split(".")[0]):
             return None
         raise BadCall(self._unknown(name))
 
@@ -240,11 +240,6 @@ class Inventory:
         """Every environment variable a host's identity passphrase may come from (config reads them)."""
         names = [self.ssh.passphrase_env, *(h.passphrase_env for h in self.hosts if h.passphrase_env)]
         return tuple(dict.fromkeys(names))
-
-
-def _own_names() -> tuple[str, ...]:
-    hostname = socket.gethostname()
-    return (hostname, hostname.split(".")[0])
 
 
 def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
