@@ -109,19 +109,11 @@ class Implementation:
 def _portable(ctx: ToolContext) -> ToolContext:
     """`ctx` for a worker process: a field that cannot be pickled (a test's stub resolver, say) gets its default,
     and of the resources only the picklable ones go (the inventory, never a pool of live connections)."""
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(ctx):
-        value = getattr(ctx, f.name)
-        if f.name == "resources":
-            kept = {k: v for k, v in value.items() if _picklable(v)}
-            if len(kept) != len(value):
-                changes[f.name] = kept
-        elif not _picklable(value):
-            if f.default is not dataclasses.MISSING:
-                changes[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                changes[f.name] = f.default_factory()
-    return dataclasses.replace(ctx, **changes) if changes else ctx
+    defaults = ToolContext()
+    fields = (f.name for f in dataclasses.fields(ctx) if f.name != "resources")
+    changes = {name: getattr(defaults, name) for name in fields if not _picklable(getattr(ctx, name))}
+    resources = {k: v for k, v in ctx.resources.items() if _picklable(v)}
+    return dataclasses.replace(ctx, resources=resources, **changes)
 
 
 def _picklable(value: Any) -> bool:
