@@ -44,19 +44,6 @@ _CATEGORIES = tuple(c.value for c in Category)
 S = TypeVar("S")
 
 
-# -- values of the [tools] table ------------------------------------------------------------------
-
-
-def _category(r: Reader, key: str | None = None) -> Category | None:
-    text = r.str(key)
-    if text is None:
-        return None
-    if text not in _CATEGORIES:
-        r.problem(f"{text!r} is not a category ({', '.join(_CATEGORIES)})", key)
-        return None
-    return Category(text)
-
-
 # -- the context for built-in tools --------------------------------------------------------------
 
 
@@ -300,9 +287,13 @@ def _per_tool(
 
 def _set_category(current: Tool, value: Reader) -> Tool | None:
     """[tools.categories]: raise a tool's category; an MCP tool's is set exactly (its hints are only a guess)."""
-    category = _category(value)
-    if category is None:
+    text = value.str()
+    if text is None:
         return None
+    if text not in _CATEGORIES:
+        value.problem(f"{text!r} is not a category ({', '.join(_CATEGORIES)})")
+        return None
+    category = Category(text)
     if current.source.startswith("mcp:"):
         from tools.mcp import with_operator_category
 

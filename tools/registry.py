@@ -198,19 +198,14 @@ class Tool:
         if self.impl.takes_confirmed_by and not confirmed_by:
             raise PermissionDenied(f"{self.name} requires an approver: it was called without confirmed_by")
         if self.impl.takes_preview and approved_preview is None:
-            approved_preview = self._shown_preview(valid)
-            if approved_preview is None:
+            shown = _SHOWN_PREVIEW.get()
+            if shown is None or shown[:2] != (self.name, _args_digest(valid)):
                 raise PermissionDenied(
                     f"{self.name} runs only what an approved dry-run preview listed, and no preview was shown "
                     "for this call"
                 )
+            approved_preview = shown[2]
         return await self._execute(self.impl, valid, confirmed_by, approved_preview)
-
-    def _shown_preview(self, valid: Mapping[str, Any]) -> str | None:
-        shown = _SHOWN_PREVIEW.get()
-        if shown is None or shown[:2] != (self.name, _args_digest(valid)):
-            return None
-        return shown[2]
 
     @overload
     def dry_run(self, fn_or_args: F) -> F: ...

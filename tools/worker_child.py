@@ -45,4 +45,3 @@ def _call(target: WorkerTarget, kwargs: dict[str, Any]) -> dict[str, str]:
     except Exception as e:
         return {"kind": "exception", "text": bounded_text(exception_text(e))}
     return {"kind": "ok", "text": truncate_output(render_result(result))}
-

@@ -33,11 +33,10 @@ _DU_SCRIPT = (
 
 def _mount_points(mounts: str) -> list[str]:
     """The mount points of the real filesystems in /proc/self/mounts (octal escapes decoded)."""
-    points = []
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and (fields[2] not in PSEUDO_FS or fields[1] == "/"):
-            points.append(fields[1].encode().decode("unicode_escape"))
+    rows = [line.split() for line in mounts.splitlines()]
+    points = [
+        f[1].encode().decode("unicode_escape") for f in rows if len(f) >= 3 and (f[2] not in PSEUDO_FS or f[1] == "/")
+    ]
     return list(dict.fromkeys(points))
 
 

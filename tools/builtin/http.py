@@ -61,15 +61,12 @@ class PinnedResolver(AbstractResolver):
         pinned = self._pins.get(normal_name(host))
         if pinned is None:
             raise OSError(f"{host} was not checked before connecting")
-        results: list[ResolveResult] = []
-        for ip in pinned:
-            ip_family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
-            if family in (socket.AF_UNSPEC, ip_family):
-                results.append(
-                    ResolveResult(
-                        hostname=host, host=str(ip), port=port, family=ip_family, proto=0, flags=socket.AI_NUMERICHOST
-                    )
-                )
+        families = [(ip, socket.AF_INET if ip.version == 4 else socket.AF_INET6) for ip in pinned]
+        results = [
+            ResolveResult(hostname=host, host=str(ip), port=port, family=fam, proto=0, flags=socket.AI_NUMERICHOST)
+            for ip, fam in families
+            if family in (socket.AF_UNSPEC, fam)
+        ]
         if not results:
             raise OSError(f"{host} has no checked address of the requested family")
         return results

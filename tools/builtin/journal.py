@@ -339,9 +339,7 @@ async def kernel_events(
     if not counts:
         looked = ", ".join(k.name for k in KINDS)
         lines.append(f"no kernel events ({looked}) in the journal of {name} {span}")
-    for kind in KINDS:
-        if kind.name in counts:
-            lines.append(f"{kind.name}: {counts[kind.name]}, latest: {latest[kind.name].line()}")
+    lines += [f"{k.name}: {counts[k.name]}, latest: {latest[k.name].line()}" for k in KINDS if k.name in counts]
     ordered = sorted(boots.items(), key=lambda b: b[1][0])
     lines.append(f"boot IDs in the window ({len(ordered)}, oldest first):")
     lines += [f"  {boot} first {iso(first)} last {iso(last)}" for boot, (first, last) in ordered[-20:]]
