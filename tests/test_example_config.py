@@ -14,6 +14,7 @@ from bot.app.cli import main
 from bot.app.settings import load_settings
 from bot.config.reader import Reader
 from bot.config.settings import _SCHEMA
+from tests.support.config_readers import tool_context
 from tools import config as tools_config
 from tools.commands import CommandParam, RunbookCommand
 from tools.mcp import MCPServerSpec
@@ -108,5 +109,5 @@ def test_the_commented_examples_are_valid(no_secrets, tmp_path):
     assert entry.problems == []
     assert spec.trust_annotations is False
     http = {k: v for k, v in tools["http"].items() if k != "ca_file"}  # the example's CA file is not here
-    ctx = tools_config.tool_context({"http": http, "prometheus": tools["prometheus"]}, base_dir=tmp_path)
+    ctx = tool_context({"http": http, "prometheus": tools["prometheus"]}, base_dir=tmp_path)
     assert ctx.prometheus_url == "http://prometheus.monitoring:9090"

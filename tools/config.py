@@ -47,15 +47,6 @@ S = TypeVar("S")
 # -- the context for built-in tools --------------------------------------------------------------
 
 
-def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> ToolContext:
-    """The ToolContext the built-in tools get, from [tools.logs], [tools.journal], [tools.services],
-    [tools.prometheus], [tools.http]."""
-    config = Reader(table or {}, "tools", base_dir=base_dir)
-    ctx = read_context(config)
-    config.raise_if_problems(ToolConfigError)
-    return ctx
-
-
 def _dirs(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...]:
     if not dirs:
         r.problem("must name at least one directory", key)
@@ -151,7 +142,8 @@ def _section(config: Reader, cls: type[S], key: str) -> S:
 
 
 def read_context(config: Reader) -> ToolContext:
-    """tool_context over a reader of [tools]: every problem recorded on it."""
+    """The ToolContext the built-in tools get, from [tools.logs], [tools.journal], [tools.services], [tools.files],
+    [tools.prometheus], [tools.http] of a reader of [tools]: every problem recorded on it."""
     if not config.is_table():
         return ToolContext()
     logs = _section(config, LogsSection, "logs")

@@ -1,7 +1,7 @@
 """The host inventory: [ssh] defaults and [[hosts]] entries, checked, and the only names opsloop may connect to.
 
-`load_hosts(raw)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), or raises
-HostsConfigError listing every problem with its location (`hosts[2].jump: …`). `Inventory` resolves the
+`read_hosts(config)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), every problem
+recorded on the reader with its location (`hosts[2].jump: …`). `Inventory` resolves the
 name a model gave to a Host (None: this machine, `self`), or raises a ToolError naming the closest inventory names;
 with hosts configured, no name at all is an error too, so a forgotten host never checks this machine silently.
 Nothing here opens a connection; nothing outside the inventory can become one.
@@ -16,7 +16,6 @@ import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
@@ -278,17 +277,6 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
 
 
 # -- loading from the parsed TOML ----------------------------------------------------------------
-
-
-def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple[SshSettings, tuple[Host, ...]]:
-    """[ssh] and [[hosts]] from a parsed config file (other tables are ignored); HostsConfigError on problems.
-
-    Relative key and known_hosts paths are relative to `base_dir` (default: the working directory); `~` works.
-    """
-    config = Reader(raw, base_dir=base_dir)
-    found = read_hosts(config)
-    config.raise_if_problems(HostsConfigError)
-    return found
 
 
 def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:
