@@ -52,10 +52,8 @@ async def _usage_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
 
 
 def _age(seconds: float) -> str:
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit} ago"
-    return "just now"
+    units = (("d", 86_400), ("h", 3_600), ("m", 60))
+    return next((f"{seconds / size:.0f}{unit} ago" for unit, size in units if seconds >= size), "just now")
 
 
 def _usage_text(

@@ -319,10 +319,10 @@ def _sans(cert: x509.Certificate) -> list[str]:
 def name_matches(name: str, sans: Sequence[str]) -> bool:
     """Does `name` match one of the certificate's SANs (a leftmost `*.` matches one label, as browsers do)?"""
     name = name.lower().rstrip(".")
-    for san in (s.lower().rstrip(".") for s in sans):
-        if san == name or (san.startswith("*.") and "." in name and name.split(".", 1)[1] == san[2:]):
-            return True
-    return False
+    parent = name.split(".", 1)[1] if "." in name else None
+    return any(
+        san == name or (san.startswith("*.") and parent == san[2:]) for san in (s.lower().rstrip(".") for s in sans)
+    )
 
 
 def describe_chain(certs: Sequence[x509.Certificate], name: str, now: datetime | None = None) -> list[str]:

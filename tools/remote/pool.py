@@ -18,6 +18,7 @@ that `opsloop check` prints. Messages are ours: no key material or passphrase ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import os
@@ -463,11 +464,9 @@ class SshPool:
             process.close()
             # The server frees the session slot only once the close is done: wait (bounded) before the
             # semaphore lets the next session open, or sshd's MaxSessions can refuse it.
-            try:
+            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
                 async with asyncio.timeout(self.grace_s if self.grace_s > 0 else 1.0):
                     await process.wait_closed()
-            except (TimeoutError, asyncssh.Error, OSError):
-                pass
         elapsed = time.monotonic() - started
         if done.exit_status is None or done.exit_status < 0:
             if conn.is_closed() or link.live() is None:
@@ -513,16 +512,14 @@ def _known_key_types(path: Path, login: Login) -> list[str]:
 
 def _keyscan_type(key: asyncssh.SSHKey) -> str:
     algorithm = key.get_algorithm()
-    for prefix, kind in (
+    kinds = (
         ("ssh-ed25519", "ed25519"),
         ("ssh-rsa", "rsa"),
         ("rsa-", "rsa"),
         ("ecdsa-", "ecdsa"),
         ("ssh-dss", "dsa"),
-    ):
-        if algorithm.startswith(prefix):
-            return kind
-    return algorithm
+    )
+    return next((kind for prefix, kind in kinds if algorithm.startswith(prefix)), algorithm)
 
 
 def _reason(e: BaseException) -> str:
