@@ -65,10 +65,8 @@ def _absolute(path: str, r: Reader, key: str) -> str:
 
 
 def _paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    for i, p in enumerate(paths):
-        if not p.startswith("/"):
-            r.problem(f"{p!r} must be an absolute path on that host", f"{key}[{i}]")
-    return tuple(posixpath.normpath(p) for p in paths if p.startswith("/"))
+    checked = (_absolute(p, r, f"{key}[{i}]") for i, p in enumerate(paths))
+    return tuple(p for p in checked if p.startswith("/"))
 
 
 @dataclass(frozen=True, kw_only=True)
