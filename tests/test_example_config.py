@@ -12,7 +12,9 @@ import pytest
 
 from bot.app.cli import main
 from bot.app.settings import load_settings
+from bot.config.reader import Reader
 from bot.config.settings import _SCHEMA
+from tests.support.config_readers import tool_context
 from tools import config as tools_config
 from tools.commands import CommandParam, RunbookCommand
 from tools.mcp import MCPServerSpec
@@ -102,8 +104,10 @@ def test_the_commented_examples_are_valid(no_secrets, tmp_path):
     parsed = tools_config.parse_command(command, "tools.commands[0]", base_dir=tmp_path)
     assert parsed.env == ("KUBECONFIG",)
     (server,) = tools["mcp"]
-    spec = tools_config.parse_mcp_server(server, "tools.mcp[0]", base_dir=tmp_path)
+    entry = Reader(server, "tools.mcp[0]", base_dir=tmp_path)
+    spec = tools_config.read_mcp_server(entry)
+    assert entry.problems == []
     assert spec.trust_annotations is False
     http = {k: v for k, v in tools["http"].items() if k != "ca_file"}  # the example's CA file is not here
-    ctx = tools_config.tool_context({"http": http, "prometheus": tools["prometheus"]}, base_dir=tmp_path)
+    ctx = tool_context({"http": http, "prometheus": tools["prometheus"]}, base_dir=tmp_path)
     assert ctx.prometheus_url == "http://prometheus.monitoring:9090"

@@ -1,7 +1,7 @@
 """The tool API: declare tools with @tool, build a registry from config, run them with timeouts and limits.
 
-Light on purpose: importing `tools` loads the tool API (tools.api, tools.registry) only. `build_registry`,
-`tool_context` and `tool_table` (which read [tools] and the reaches) are imported from tools.config.
+Light on purpose: importing `tools` loads the tool API (tools.api, tools.registry) only. `build_registry`
+and `tool_table` (which read [tools] and the reaches) are imported from tools.config.
 """
 
 from bot.core.errors import OpsloopError

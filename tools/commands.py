@@ -202,10 +202,9 @@ def format_result(argv: list[str], code: int, out: str, err: str, *, confirmed_b
     if confirmed_by:
         header += f" (approved by {confirmed_by})"
     parts = [header, f"$ {shlex.join(argv)}"]
-    half = _STREAM_CHARS
-    parts.append("stdout:\n" + (truncate_output(out.rstrip("\n"), half) if out.strip() else "(empty)"))
+    parts.append("stdout:\n" + (truncate_output(out.rstrip("\n"), _STREAM_CHARS) if out.strip() else "(empty)"))
     if err.strip():
-        parts.append("stderr:\n" + truncate_output(err.rstrip("\n"), half))
+        parts.append("stderr:\n" + truncate_output(err.rstrip("\n"), _STREAM_CHARS))
     return "\n".join(parts)
 
 

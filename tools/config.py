@@ -44,38 +44,13 @@ _CATEGORIES = tuple(c.value for c in Category)
 S = TypeVar("S")
 
 
-# -- values of the [tools] table ------------------------------------------------------------------
-
-
-def _category(r: Reader, key: str | None = None) -> Category | None:
-    text = r.str(key)
-    if text is None:
-        return None
-    if text not in _CATEGORIES:
-        r.problem(f"{text!r} is not a category ({', '.join(_CATEGORIES)})", key)
-        return None
-    return Category(text)
-
-
 # -- the context for built-in tools --------------------------------------------------------------
-
-
-def tool_context(table: Mapping[str, Any] | None = None, *, base_dir: Path | None = None) -> ToolContext:
-    """The ToolContext the built-in tools get, from [tools.logs], [tools.journal], [tools.services],
-    [tools.prometheus], [tools.http]."""
-    config = Reader(table or {}, "tools", base_dir=base_dir)
-    ctx = read_context(config)
-    config.raise_if_problems(ToolConfigError)
-    return ctx
 
 
 def _dirs(dirs: tuple[Path, ...], r: Reader, key: str) -> tuple[Path, ...]:
     if not dirs:
         r.problem("must name at least one directory", key)
-    for i, d in enumerate(dirs):
-        if not d.is_dir():
-            r.problem(f"{str(d)!r} is not a directory", f"{key}[{i}]")
-    return tuple(d.resolve() for d in dirs)
+    return tuple(_dir(d, r, f"{key}[{i}]") for i, d in enumerate(dirs))
 
 
 def _file(path: Path, r: Reader, key: str) -> Path:
@@ -167,7 +142,8 @@ def _section(config: Reader, cls: type[S], key: str) -> S:
 
 
 def read_context(config: Reader) -> ToolContext:
-    """tool_context over a reader of [tools]: every problem recorded on it."""
+    """The ToolContext the built-in tools get, from [tools.logs], [tools.journal], [tools.services], [tools.files],
+    [tools.prometheus], [tools.http] of a reader of [tools]: every problem recorded on it."""
     if not config.is_table():
         return ToolContext()
     logs = _section(config, LogsSection, "logs")
@@ -250,14 +226,6 @@ def read_command(r: Reader) -> RunbookCommand | None:
     return command
 
 
-def parse_mcp_server(entry: Any, where: str, *, base_dir: Path) -> Any:
-    """One [[tools.mcp]] entry as an MCPServerSpec."""
-    r = Reader(entry, where, base_dir=base_dir)
-    found = read_mcp_server(r) if r.is_table() else None
-    r.raise_if_problems(ToolConfigError)
-    return found
-
-
 def read_mcp_server(r: Reader) -> Any:
     from tools.mcp import MCPServerSpec  # the MCP SDK is imported only when a server is configured
 
@@ -311,9 +279,13 @@ def _per_tool(
 
 def _set_category(current: Tool, value: Reader) -> Tool | None:
     """[tools.categories]: raise a tool's category; an MCP tool's is set exactly (its hints are only a guess)."""
-    category = _category(value)
-    if category is None:
+    text = value.str()
+    if text is None:
         return None
+    if text not in _CATEGORIES:
+        value.problem(f"{text!r} is not a category ({', '.join(_CATEGORIES)})")
+        return None
+    category = Category(text)
     if current.source.startswith("mcp:"):
         from tools.mcp import with_operator_category
 
@@ -365,7 +337,7 @@ async def build_registry(
         resources: dict[type, object] = dict(shared or {})  # what the app shares with every reach (its Store)
         for reach, parsed in configured.values():
             opened = reach.open(parsed)
-            registry.push_async_callback(_closer(reach, opened))
+            registry.push_async_callback(functools.partial(reach.aclose, opened))
             resources.update(opened)
             if (offer := getattr(reach, "offer", None)) is not None:
                 registry.offerers.append(functools.partial(offer, parsed, resources))
@@ -433,13 +405,6 @@ def _builtin_environment(ctx: ToolContext, registry: ToolRegistry) -> list[str]:
         usage = some_names(list(ctx.usage_dirs)) if ctx.usage_dirs is not None else "every mount point"
         lines.append(f"disk_usage lists under ({where('usage_dirs')}): {usage}")
     return lines
-
-
-def _closer(reach: Any, opened: Mapping[type, object]) -> Callable[[], Any]:
-    async def close() -> None:
-        await reach.aclose(opened)
-
-    return close
 
 
 def tool_table(registry: ToolRegistry) -> list[dict[str, Any]]:

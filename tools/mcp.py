@@ -18,7 +18,15 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from bot.config.reader import Reader, setting
-from tools.registry import DEFAULT_TIMEOUT_S, Category, Implementation, Tool, ToolError, argument_echo
+from tools.registry import (
+    DEFAULT_TIMEOUT_S,
+    Category,
+    Implementation,
+    Tool,
+    ToolError,
+    argument_echo,
+    exception_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +165,7 @@ class MCPConnection:
             if not ready.done():
                 ready.set_exception(e)
             else:
-                self._failure = _describe(e)
+                self._failure = describe_error(e)
                 log.warning("MCP server %s disconnected: %s", self.spec.name, self._failure)
         finally:
             self._client = None
@@ -172,7 +180,7 @@ class MCPConnection:
         except MCPError as e:
             raise ToolError(f"MCP server {self.spec.name!r}: {e.error.message}") from e
         except Exception as e:  # a broken pipe or closed stream: the server went away mid-call
-            raise ToolError(f"MCP server {self.spec.name!r}: {_describe(e)}") from e
+            raise ToolError(f"MCP server {self.spec.name!r}: {describe_error(e)}") from e
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or f"{name} failed on MCP server {self.spec.name!r}")
@@ -191,16 +199,11 @@ class MCPConnection:
             pass
 
 
-def _describe(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup) and e.exceptions:
-        return _describe(e.exceptions[0])
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 def describe_error(e: BaseException) -> str:
-    """A one-line reason for a failed connection (unwraps anyio's exception groups)."""
-    return _describe(e)
+    """A one-line reason for a failed connection or call (unwraps anyio's exception groups)."""
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return describe_error(e.exceptions[0])
+    return exception_text(e)
 
 
 def _input_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

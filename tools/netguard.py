@@ -210,10 +210,7 @@ def parse_ip(host: str) -> IPAddress | None:
     last_max = 256 ** (5 - len(parts))
     if any(n > 255 for n in numbers[:-1]) or numbers[-1] >= last_max:
         raise ValueError(f"{host!r} is not a valid IPv4 address")
-    value = numbers[-1]
-    for i, n in enumerate(numbers[:-1]):
-        value += n << (8 * (3 - i))
-    return ipaddress.IPv4Address(value)
+    return ipaddress.IPv4Address(numbers[-1] + sum(n << (8 * (3 - i)) for i, n in enumerate(numbers[:-1])))
 
 
 def _number(part: str) -> int:
@@ -285,16 +282,12 @@ def _allow_entry(entry: str) -> tuple[str, str]:
     text = entry.strip().lower()
     if "://" in text:
         raise ValueError(f"{entry!r} is a URL; give a hostname, an IP address or a CIDR (e.g. status.example.com)")
-    if "/" in text:
+    if "/" in text or text.startswith("[") or text.count(":") > 1:
         try:
             return "network", str(ipaddress.ip_network(text.strip("[]")))
         except ValueError as e:
-            raise ValueError(f"{entry!r} is not a valid CIDR: {e}") from None
-    if text.startswith("[") or text.count(":") > 1:
-        try:
-            return "network", str(ipaddress.ip_network(text.strip("[]")))
-        except ValueError as e:
-            raise ValueError(f"{entry!r} is not a valid IPv6 address: {e}") from None
+            what = "CIDR" if "/" in text else "IPv6 address"
+            raise ValueError(f"{entry!r} is not a valid {what}: {e}") from None
     if ":" in text:
         raise ValueError(f"{entry!r}: a port is not part of an allow entry; give the host alone")
     try:
@@ -370,12 +363,7 @@ async def system_resolver(host: str, port: int) -> list[IPAddress]:
     infos = await asyncio.get_running_loop().getaddrinfo(
         host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_ADDRCONFIG
     )
-    found: list[IPAddress] = []
-    for *_, sockaddr in infos:
-        ip = ipaddress.ip_address(str(sockaddr[0]))
-        if ip not in found:
-            found.append(ip)
-    return found
+    return list(dict.fromkeys(ipaddress.ip_address(str(sockaddr[0])) for *_, sockaddr in infos))
 
 
 async def resolve_host(host: str, port: int, allow: HostAllowlist, resolver: Resolver) -> tuple[IPAddress, ...]:

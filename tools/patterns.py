@@ -31,27 +31,20 @@ _ESCAPES = {
 _BACKREF_RE = re.compile(r"\\[1-9]\d*")
 
 
-def _regex_options() -> Any:
-    options = re2.Options()
-    options.max_mem = MAX_REGEX_MEM  # a pattern needing more is refused at compile time
-    options.log_errors = False  # the error goes to the model, not to stderr
-    return options
-
-
 def compile_pattern(pattern: str, tool: str = "grep_log") -> Any:
     """`pattern` compiled by RE2: matching costs time linear in the text, never a backtracking blow-up.
     Python's syntax minus what needs backtracking; a refusal is a ToolError naming the construct."""
+    options = re2.Options()
+    options.max_mem = MAX_REGEX_MEM  # a pattern needing more is refused at compile time
+    options.log_errors = False  # the error goes to the model, not to stderr
     try:
-        return re2.compile(pattern, _regex_options())
+        return re2.compile(pattern, options)
     except re2.error as e:
-        raise ToolError(_refusal(pattern, _error_text(e), tool)) from None
+        arg = e.args[0] if e.args else ""
+        error = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+        raise ToolError(_refusal(pattern, error, tool)) from None
     except UnicodeError:
         raise ToolError("pattern: invalid regular expression: not valid Unicode (a lone surrogate)") from None
-
-
-def _error_text(e: Exception) -> str:
-    arg = e.args[0] if e.args else ""
-    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
 def _refusal(pattern: str, error: str, tool: str) -> str:

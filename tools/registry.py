@@ -109,19 +109,11 @@ class Implementation:
 def _portable(ctx: ToolContext) -> ToolContext:
     """`ctx` for a worker process: a field that cannot be pickled (a test's stub resolver, say) gets its default,
     and of the resources only the picklable ones go (the inventory, never a pool of live connections)."""
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(ctx):
-        value = getattr(ctx, f.name)
-        if f.name == "resources":
-            kept = {k: v for k, v in value.items() if _picklable(v)}
-            if len(kept) != len(value):
-                changes[f.name] = kept
-        elif not _picklable(value):
-            if f.default is not dataclasses.MISSING:
-                changes[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                changes[f.name] = f.default_factory()
-    return dataclasses.replace(ctx, **changes) if changes else ctx
+    defaults = ToolContext()
+    fields = (f.name for f in dataclasses.fields(ctx) if f.name != "resources")
+    changes = {name: getattr(defaults, name) for name in fields if not _picklable(getattr(ctx, name))}
+    resources = {k: v for k, v in ctx.resources.items() if _picklable(v)}
+    return dataclasses.replace(ctx, resources=resources, **changes)
 
 
 def _picklable(value: Any) -> bool:
@@ -206,19 +198,14 @@ class Tool:
         if self.impl.takes_confirmed_by and not confirmed_by:
             raise PermissionDenied(f"{self.name} requires an approver: it was called without confirmed_by")
         if self.impl.takes_preview and approved_preview is None:
-            approved_preview = self._shown_preview(valid)
-            if approved_preview is None:
+            shown = _SHOWN_PREVIEW.get()
+            if shown is None or shown[:2] != (self.name, _args_digest(valid)):
                 raise PermissionDenied(
                     f"{self.name} runs only what an approved dry-run preview listed, and no preview was shown "
                     "for this call"
                 )
+            approved_preview = shown[2]
         return await self._execute(self.impl, valid, confirmed_by, approved_preview)
-
-    def _shown_preview(self, valid: Mapping[str, Any]) -> str | None:
-        shown = _SHOWN_PREVIEW.get()
-        if shown is None or shown[:2] != (self.name, _args_digest(valid)):
-            return None
-        return shown[2]
 
     @overload
     def dry_run(self, fn_or_args: F) -> F: ...
@@ -235,27 +222,14 @@ class Tool:
     def precheck(self, fn: F) -> F:
         """`@my_tool.precheck` attaches a policy check that runs before anyone is asked to approve:
         it raises PermissionDenied (or ToolError) for calls no approval could make acceptable."""
-        schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.precheck")
-        for name in HIDDEN_PARAMS:
-            if name in schema.hidden:
-                raise TypeError(f"{self.name}.precheck: a precheck happens before approval, it cannot take {name}")
-        self.guard = Implementation(
-            fn=fn,
-            parameters=schema.parameters,
-            ctx_param=_ctx_param(fn, schema.hidden),
-            worker=self._worker_for(fn, "guard"),
-        )
+        self.guard = self._before_approval(fn, "precheck", "a precheck", "guard")
         return fn
 
     async def check(self, args: Mapping[str, Any]) -> None:
         """Run the precheck, if any, on validated arguments (before the confirm gate)."""
         if self.guard is None:
             return
-        valid = self.validate(args)
-        if self.guard.parameters is not None:
-            wanted = {p.name for p in self.guard.parameters}
-            valid = {k: v for k, v in valid.items() if k in wanted}
-        await self._execute(self.guard, valid, None)
+        await self._execute(self.guard, _taken(self.guard, self.validate(args)), None)
 
     def bind(self, ctx: ToolContext) -> Tool:
         """A copy of this tool that receives `ctx` (tools with no ToolContext parameter ignore it)."""
@@ -283,37 +257,34 @@ class Tool:
     def _attach_preview(self, fn: Callable[..., Any]) -> None:
         if self.category is Category.READ_ONLY:
             raise ValueError(f"{self.name}: dry_run is for mutating and destructive tools (this one is read-only)")
-        schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.dry_run")
-        for name in HIDDEN_PARAMS:
-            if name in schema.hidden:
-                raise TypeError(f"{self.name}.dry_run: a dry run happens before approval, it cannot take {name}")
-        if self.impl is not None and self.impl.parameters is not None:
+        self.preview = self._before_approval(fn, "dry_run", "a dry run", "preview")
+        if self.impl is not None and self.impl.parameters is not None and self.preview.parameters is not None:
             known = {p.name for p in self.impl.parameters}
-            unknown = [p.name for p in schema.parameters if p.name not in known]
+            unknown = [p.name for p in self.preview.parameters if p.name not in known]
             if unknown:
                 raise TypeError(f"{self.name}.dry_run: parameters {unknown} are not parameters of {self.name}")
-        self.preview = Implementation(
+        self.has_dry_run = True
+
+    def _before_approval(self, fn: Callable[..., Any], label: str, what: str, role: str) -> Implementation:
+        """A dry run's or precheck's Implementation: it runs before approval, so it takes no HIDDEN_PARAMS; an
+        isolated tool's sync one runs in a worker process too."""
+        schema = function_schema(fn, hide=_is_hidden, tool_name=f"{self.name}.{label}")
+        for name in HIDDEN_PARAMS:
+            if name in schema.hidden:
+                raise TypeError(f"{self.name}.{label}: {what} happens before approval, it cannot take {name}")
+        worker = self.impl.worker if self.impl is not None and not inspect.iscoroutinefunction(fn) else None
+        return Implementation(
             fn=fn,
             parameters=schema.parameters,
             ctx_param=_ctx_param(fn, schema.hidden),
-            worker=self._worker_for(fn, "preview"),
+            worker=dataclasses.replace(worker, role=role) if worker is not None else None,
         )
-        self.has_dry_run = True
-
-    def _worker_for(self, fn: Callable[..., Any], role: str) -> WorkerTarget | None:
-        """An isolated tool's sync preview and precheck run in a worker process too."""
-        if self.impl is None or self.impl.worker is None or inspect.iscoroutinefunction(fn):
-            return None
-        return dataclasses.replace(self.impl.worker, role=role)
 
     async def _run_preview(self, args: Mapping[str, Any]) -> str | None:
         if self.preview is None:
             return None
-        full = valid = self.validate(args)
-        if self.preview.parameters is not None:
-            wanted = {p.name for p in self.preview.parameters}
-            valid = {k: v for k, v in valid.items() if k in wanted}
-        text = await self._execute(self.preview, valid, None)
+        full = self.validate(args)
+        text = await self._execute(self.preview, _taken(self.preview, full), None)
         _SHOWN_PREVIEW.set((self.name, _args_digest(full), text))
         return text
 
@@ -341,24 +312,26 @@ class Tool:
         return truncate_output(render_result(result))
 
 
+def _taken(impl: Implementation, valid: dict[str, Any]) -> dict[str, Any]:
+    """The validated arguments `impl` takes (all of them when it declares none)."""
+    if impl.parameters is None:
+        return valid
+    wanted = {p.name for p in impl.parameters}
+    return {k: v for k, v in valid.items() if k in wanted}
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    prefix = f"{where}: " if where else ""
     if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
         known = set(error.schema.get("properties", {}))
         extra = sorted(k for k in error.instance if k not in known)
-        where = _path(error)
-        prefix = f"{where}: " if where else ""
         expected = ", ".join(sorted(known)) or "none"
         return f"{prefix}unexpected argument {', '.join(map(repr, extra))} (expected: {expected})"
     if error.validator == "required" and isinstance(error.instance, Mapping):
         missing = [r for r in error.validator_value if r not in error.instance]
-        where = _path(error)
-        prefix = f"{where}: " if where else ""
         return f"{prefix}missing required argument {', '.join(map(repr, missing))}"
-    return f"{_path(error) or '(arguments)'}: {error.message}"
-
-
-def _path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in error.absolute_path)
+    return f"{where or '(arguments)'}: {error.message}"
 
 
 def argument_echo(tool_name: str) -> Callable[..., Awaitable[str]]:
@@ -410,20 +383,15 @@ def _make_tool(
     for p in signature.parameters.values():
         if p.kind is p.POSITIONAL_ONLY:
             raise TypeError(f"{tool_name}: parameter {p.name!r} is positional-only; tools are called by keyword")
-    takes_confirmed_by = "confirmed_by" in schema.hidden
-    if takes_confirmed_by:
-        if signature.parameters["confirmed_by"].kind is not inspect.Parameter.KEYWORD_ONLY:
-            raise TypeError(f"{tool_name}: confirmed_by must be keyword-only (put it after `*`)")
-        if category is Category.READ_ONLY:
-            raise TypeError(f"{tool_name}: read-only tools are never approved, so they cannot take confirmed_by")
-    takes_preview = "approved_preview" in schema.hidden
-    if takes_preview:
-        if signature.parameters["approved_preview"].kind is not inspect.Parameter.KEYWORD_ONLY:
-            raise TypeError(f"{tool_name}: approved_preview must be keyword-only (put it after `*`)")
-        if category is Category.READ_ONLY:
-            raise TypeError(
-                f"{tool_name}: only mutating and destructive tools have an approved dry-run preview to receive"
-            )
+    read_only_refusals = {
+        "confirmed_by": "read-only tools are never approved, so they cannot take confirmed_by",
+        "approved_preview": "only mutating and destructive tools have an approved dry-run preview to receive",
+    }
+    for hidden, refusal in read_only_refusals.items():
+        if hidden in schema.hidden and signature.parameters[hidden].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{tool_name}: {hidden} must be keyword-only (put it after `*`)")
+        if hidden in schema.hidden and category is Category.READ_ONLY:
+            raise TypeError(f"{tool_name}: {refusal}")
     if not schema.description:
         raise TypeError(f"{tool_name}: a tool needs a docstring; its first paragraph is what the model reads")
     module = getattr(fn, "__module__", "") or ""
@@ -447,13 +415,13 @@ def _make_tool(
         parallel=parallel,
         timeout_s=float(timeout_s),
         idempotent=idempotent,
-        source="builtin" if module.startswith("tools.builtin") else f"module:{module}",
+        source="builtin" if builtin else f"module:{module}",
         impl=Implementation(
             fn=fn,
             parameters=schema.parameters,
             ctx_param=_ctx_param(fn, schema.hidden),
-            takes_confirmed_by=takes_confirmed_by,
-            takes_preview=takes_preview,
+            takes_confirmed_by="confirmed_by" in schema.hidden,
+            takes_preview="approved_preview" in schema.hidden,
             worker=WorkerTarget(module, fn.__name__, "impl") if isolated else None,
         ),
     )

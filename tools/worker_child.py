@@ -32,9 +32,12 @@ def serve() -> None:
 
 
 def _call(target: WorkerTarget, kwargs: dict[str, Any]) -> dict[str, str]:
-    try:
-        fn = resolve(target)
-        result = fn(**kwargs)
+    try:  # module attribute `tool_attr` is the Tool, `role` picks its impl, preview or guard
+        found = getattr(importlib.import_module(target.module), target.tool_attr, None)
+        impl = getattr(found, target.role, None) if isinstance(found, Tool) else None
+        if impl is None:
+            raise RuntimeError(f"{target.module}.{target.tool_attr} has no {target.role} to run in a worker")
+        result = impl.fn(**kwargs)
     except ToolError as e:  # every text is bounded here, in the child: the parent reads it on the event loop
         return {"kind": "tool_error", "text": bounded_text(str(e))}
     except PermissionDenied as e:
@@ -42,13 +45,3 @@ def _call(target: WorkerTarget, kwargs: dict[str, Any]) -> dict[str, str]:
     except Exception as e:
         return {"kind": "exception", "text": bounded_text(exception_text(e))}
     return {"kind": "ok", "text": truncate_output(render_result(result))}
-
-
-def resolve(target: WorkerTarget) -> Any:
-    """The function behind `target`: module attribute `tool_attr` is the Tool, `role` picks impl, preview or guard."""
-    module = importlib.import_module(target.module)
-    found = getattr(module, target.tool_attr, None)
-    impl = getattr(found, target.role, None) if isinstance(found, Tool) else None
-    if impl is None:
-        raise RuntimeError(f"{target.module}.{target.tool_attr} has no {target.role} to run in a worker")
-    return impl.fn

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from tests.support.config_readers import tool_context
 from tools import ToolConfigError, ToolContext
-from tools.config import tool_context
 from tools.netguard import (
     AddressKind,
     HostAllowlist,

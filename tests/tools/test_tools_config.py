@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.config_readers import tool_context
 from tools import Category, ToolConfigError, ToolContext
-from tools.config import build_registry, tool_context, tool_table
+from tools.config import build_registry, tool_table
 
 BUILTINS = [
     "check_disk",

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from tests.support import journal as fixture
+from tests.support.config_readers import load_hosts, tool_context
 from tests.support.sshserver import SshServer
 from tools import Tool, ToolContext, ToolError, ToolRegistry
 from tools.builtin import journal, kernel_events
 from tools.builtin.journal import iso
-from tools.config import build_registry, tool_context
+from tools.config import build_registry
 from tools.remote import SshHosts
-from tools.remote.inventory import Host, HostsConfigError, Inventory, SshSettings, load_hosts
+from tools.remote.inventory import Host, HostsConfigError, Inventory, SshSettings
 
 NOW = int(time.time())
 HOUR = 3_600

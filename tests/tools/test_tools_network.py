@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.config_readers import tool_context
 from tests.support.netservers import Record, closed_port, dns_server, make_chain, tls_server
 from tools import ToolContext, ToolError
 from tools.api import BadCall
 from tools.builtin import dns_lookup, tcp_check, tls_check
-from tools.config import tool_context
 from tools.netguard import parse_allowlist
 
 OPEN = ToolContext(http_allow=parse_allowlist(["127.0.0.0/8"]))

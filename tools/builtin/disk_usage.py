@@ -33,11 +33,10 @@ _DU_SCRIPT = (
 
 def _mount_points(mounts: str) -> list[str]:
     """The mount points of the real filesystems in /proc/self/mounts (octal escapes decoded)."""
-    points = []
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and (fields[2] not in PSEUDO_FS or fields[1] == "/"):
-            points.append(fields[1].encode().decode("unicode_escape"))
+    rows = [line.split() for line in mounts.splitlines()]
+    points = [
+        f[1].encode().decode("unicode_escape") for f in rows if len(f) >= 3 and (f[2] not in PSEUDO_FS or f[1] == "/")
+    ]
     return list(dict.fromkeys(points))
 
 
@@ -53,10 +52,8 @@ async def _usage_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
 
 
 def _age(seconds: float) -> str:
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit} ago"
-    return "just now"
+    units = (("d", 86_400), ("h", 3_600), ("m", 60))
+    return next((f"{seconds / size:.0f}{unit} ago" for unit, size in units if seconds >= size), "just now")
 
 
 def _usage_text(

@@ -67,10 +67,6 @@ def denied_by(path: PurePosixPath, denied: list[PurePosixPath]) -> str | None:
     return next((n for n in DENIED_NAMES if fnmatch.fnmatchcase(path.name, n)), None)
 
 
-def denied_paths(ctx: ToolContext) -> list[str]:
-    return [*DENIED_PATHS, *ctx.denied_paths]
-
-
 async def resolve(host: Host | None, ctx: ToolContext, paths: list[str]) -> list[tuple[str, PurePosixPath]]:
     """(type, resolved path) for each of `paths`, as the host sees them."""
     result = await reach.run(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_TIMEOUT_S)
@@ -87,7 +83,7 @@ async def confine(
     (d, f, o, -) and the resolved deny-list (for what a listing under it may show). ToolError otherwise."""
     if not path.startswith("/"):
         raise BadCall(f"path: must be an absolute path, got {path!r}")
-    deny = denied_paths(ctx)
+    deny = [*DENIED_PATHS, *ctx.denied_paths]
     found = await resolve(host, ctx, [path, *roots, *deny])
     (kind, resolved), resolved_roots = found[0], [r for k, r in found[1 : len(roots) + 1] if k == "d"]
     denied = [*(PurePosixPath(d) for d in deny), *(r for _, r in found[len(roots) + 1 :])]
@@ -99,10 +95,6 @@ async def confine(
             f"{reach.host_name(host)}: {path} is outside the directories {what} may read ({', '.join(roots) or 'none'})"
         )
     return resolved, kind, denied
-
-
-def _read_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
-    return list(host.read_dirs if host is not None and host.read_dirs is not None else ctx.read_dirs)
 
 
 def _read_text(name: str, path: PurePosixPath, size: int, total: int, start: int, text: str, limit: int) -> str:
@@ -149,7 +141,8 @@ async def read_file(
         raise BadCall(f"lines: must be between 1 and {MAX_LINES}, got {lines}")
     if start_line < 1:
         raise BadCall(f"start_line: must be 1 or more, got {start_line}")
-    file, kind, _ = await confine(found, ctx, path, _read_dirs(found, ctx), "read_file")
+    read_dirs = found.read_dirs if found is not None and found.read_dirs is not None else ctx.read_dirs
+    file, kind, _ = await confine(found, ctx, path, list(read_dirs), "read_file")
     if kind == "-":
         raise BadCall(f"{reach.host_name(found)}: no such file: {path}")
     if kind != "f":

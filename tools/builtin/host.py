@@ -48,14 +48,14 @@ PSEUDO_FS = frozenset(
 
 def human_bytes(n: float) -> str:
     """1536 -> '1.5K' (binary units, like df -h)."""
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024:
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024
-    raise AssertionError("unreachable")
+    return f"{n:.1f}P"
 
 
-def _table(rows: list[list[str]]) -> str:
+def table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -138,7 +138,7 @@ def _disk_text(name: str, mounts: list[Mount]) -> str:
             warnings.append(f"WARNING {m.mount} is {m.space_pct:.1f}% full")
         if ipct is not None and ipct >= 90:
             warnings.append(f"WARNING {m.mount} has used {ipct:.1f}% of its inodes (new files fail when none are left)")
-    return "\n".join([f"disk usage on {name}", _table(rows), *warnings, nearest_to_full(mounts)])
+    return "\n".join([f"disk usage on {name}", table(rows), *warnings, nearest_to_full(mounts)])
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -262,10 +262,8 @@ def _core_times(stat: str) -> list[tuple[int, int]]:
 
 def cpu_percents(before: str, after: str) -> list[float]:
     """Per-core CPU use between two /proc/stat readings."""
-    out = []
-    for (b0, t0), (b1, t1) in zip(_core_times(before), _core_times(after), strict=False):
-        out.append(min(max(_percent(b1 - b0, t1 - t0), 0.0), 100.0))
-    return out
+    pairs = zip(_core_times(before), _core_times(after), strict=False)
+    return [min(max(_percent(b1 - b0, t1 - t0), 0.0), 100.0) for (b0, t0), (b1, t1) in pairs]
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -294,11 +292,6 @@ async def check_cpu(host: str | None = None, *, ctx: ToolContext) -> str:
 
 
 # -- list_top_processes --------------------------------------------------------------------------------
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= 100:
-        raise BadCall(f"limit: must be between 1 and 100, got {limit}")
 
 
 # The sampling shell's own pid, then each process's /proc/PID/stat twice, half a second apart, with the host's
@@ -336,10 +329,7 @@ def _stats(sample: str) -> dict[int, _Stat]:
 
 def unit_of(cgroup: str) -> str:
     """The systemd unit a cgroup path names ("/system.slice/nginx.service" -> "nginx.service"), or "-" for none."""
-    for part in reversed(cgroup.strip().split("/")):
-        if part.endswith(_UNIT_SUFFIXES):
-            return part
-    return "-"
+    return next((part for part in reversed(cgroup.strip().split("/")) if part.endswith(_UNIT_SUFFIXES)), "-")
 
 
 def _units(listing: str) -> dict[int, str]:
@@ -366,11 +356,9 @@ class _Row:
 def _top_text(name: str, rows: list[_Row], what: str, sort_by: str, limit: int, hidden: int) -> str:
     rows.sort(key=lambda r: (r.cpu, r.rss) if sort_by == "cpu" else (r.rss, r.cpu), reverse=True)
     head = ["unit", "processes", "cpu%", "rss", "busiest command"] if what == "units" else []
-    table = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
+    grid = [head or ["pid", "user", "cpu%", "rss", "command"]] + [r.cells for r in rows[:limit]]
     mine = [f"this tool's own {hidden} sampling processes are left out"] if hidden else []
-    return "\n".join(
-        [f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", _table(table), *mine]
-    )
+    return "\n".join([f"top {min(limit, len(rows))} of {len(rows)} {what} on {name} by {sort_by}", table(grid), *mine])
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)
@@ -401,7 +389,8 @@ async def list_top_processes(
         group_by: "process" (one row per process) or "unit" (one row per systemd unit).
     """
     found = reach.target(host, ctx)  # an unknown host is named before a bad limit
-    _check_limit(limit)
+    if not 1 <= limit <= 100:
+        raise BadCall(f"limit: must be between 1 and 100, got {limit}")
     result = await reach.run(ctx, found, ["sh", "-c", _TOP_SCRIPT], timeout_s=_TIMEOUT_S, max_bytes=8 * 1024 * 1024)
     parts = result.stdout.split("\0")
     if result.exit_status != 0 or len(parts) != 6 or result.truncated or not parts[0].isdigit():

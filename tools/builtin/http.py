@@ -45,11 +45,6 @@ REFUSAL_HINT = (
 )
 
 
-def refusal_text(reason: str) -> str:
-    """What the model reads for a refused target: why, and how an operator opens it."""
-    return f"refused: {reason}; {REFUSAL_HINT}"
-
-
 class PinnedResolver(AbstractResolver):
     """aiohttp's resolver for check_url: it answers only with the addresses checked for a name before
     the request, so a second DNS answer (rebinding) can never pick the target; unchecked names fail."""
@@ -66,15 +61,12 @@ class PinnedResolver(AbstractResolver):
         pinned = self._pins.get(normal_name(host))
         if pinned is None:
             raise OSError(f"{host} was not checked before connecting")
-        results: list[ResolveResult] = []
-        for ip in pinned:
-            ip_family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
-            if family in (socket.AF_UNSPEC, ip_family):
-                results.append(
-                    ResolveResult(
-                        hostname=host, host=str(ip), port=port, family=ip_family, proto=0, flags=socket.AI_NUMERICHOST
-                    )
-                )
+        families = [(ip, socket.AF_INET if ip.version == 4 else socket.AF_INET6) for ip in pinned]
+        results = [
+            ResolveResult(hostname=host, host=str(ip), port=port, family=fam, proto=0, flags=socket.AI_NUMERICHOST)
+            for ip, fam in families
+            if family in (socket.AF_UNSPEC, fam)
+        ]
         if not results:
             raise OSError(f"{host} has no checked address of the requested family")
         return results
@@ -289,7 +281,7 @@ async def _walk(
             async with asyncio.timeout_at(deadline):
                 target = await _admit(url, ctx, pins)
         except Refused as e:
-            text = f"refused: {e}" if isinstance(e, _NotFetched) else refusal_text(str(e))
+            text = f"refused: {e}" if isinstance(e, _NotFetched) else f"refused: {e}; {REFUSAL_HINT}"  # how to open it
             if not hops:
                 raise ToolError(text) from None
             return hops, _Stop(str(url), "refused", text)
@@ -333,10 +325,17 @@ def _body_lines(hop: _Hop, ctx: ToolContext) -> list[str]:
             f"body cut: still arriving when the {ctx.http_timeout_s:g}s limit ([tools.http] timeout_s) "
             f"ran out; {len(hop.raw)} bytes read"
         )
+    return [*lines, _body_line(body)]
+
+
+def _body_line(body: str) -> str:
     # redact_slice: a secret crossing the cut goes whole (a raw cut could leave `Bearer eyJ` for nobody to spot)
     snippet = body if len(body) <= BODY_CHARS else redact_slice(body, 0, BODY_CHARS) + " …"
-    lines.append(f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)")
-    return lines
+    return f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)"
+
+
+def _expected(expect_status: int, status: int) -> str:
+    return f"expected status {expect_status}: {'OK' if status == expect_status else f'MISMATCH: got {status}'}"
 
 
 async def _report(
@@ -354,8 +353,7 @@ async def _report(
     if stop is not None:
         lines.append(stop.why)
     if expect_status is not None:
-        verdict = "OK" if last.status == expect_status else f"MISMATCH: got {last.status}"
-        lines.append(f"expected status {expect_status}: {verdict}")
+        lines.append(_expected(expect_status, last.status))
     lines.extend(note for h in hops for note in h.notes)
     if last.verified:
         lines.append(await _tls_line(last, ctx, deadline))
@@ -402,16 +400,11 @@ async def _check_on(on: Host, url: URL, expect_status: int | None, ctx: ToolCont
     if result.exit_status not in (0, _CURL_CUT):
         lines.append(f"stopped: {_curl_error(result.stderr)}")
     if expect_status is not None:
-        lines.append(
-            f"expected status {expect_status}: {'OK' if status == expect_status else f'MISMATCH: got {status}'}"
-        )
+        lines.append(_expected(expect_status, status))
     lines += notes
-    body = result.stdout
     if result.truncated or result.exit_status == _CURL_CUT:
         lines.append(f"body cut: read stopped at {READ_BYTES // 1024} KiB")
-    snippet = body if len(body) <= BODY_CHARS else redact_slice(body, 0, BODY_CHARS) + " …"
-    lines.append(f"body (first {BODY_CHARS} chars):\n{snippet}" if snippet.strip() else "body: (empty)")
-    return "\n".join(lines)
+    return "\n".join([*lines, _body_line(result.stdout)])
 
 
 def _curl_error(stderr: str) -> str:

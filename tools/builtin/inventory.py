@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
+from tools.builtin.host import table
 from tools.registry import Category, ToolContext, tool
 from tools.remote.inventory import LOCALHOST, Inventory
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=10, idempotent=True)
@@ -37,4 +33,4 @@ async def list_hosts(group: str = "", *, ctx: ToolContext) -> str:
         address = h.address if h.port == 22 else f"{h.address}:{h.port}"
         rows.append([h.name, address, inventory.via(h) or "-", ", ".join(h.groups) or "-"])
     scope = f" in group {group!r}" if group else ""
-    return f"{len(hosts)} of {len(inventory)} inventory hosts{scope}; {local}\n" + _table(rows)
+    return f"{len(hosts)} of {len(inventory)} inventory hosts{scope}; {local}\n" + table(rows)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,9 +21,9 @@ from tools import times
 from tools.api import BadCall
 from tools.builtin import reach
 from tools.builtin.log_reads import clip, compile_pattern
+from tools.builtin.services import check_unit
 from tools.registry import Category, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
-from tools.systemd_units import UNIT_RE
 
 MAX_LINES = 1_000
 SCAN_MAX_BYTES = 8 * 1024 * 1024  # journalctl's JSON read per call: the window's newest (or oldest) part
@@ -40,14 +39,11 @@ _NO_PERMISSION = "insufficient permissions"
 # -- arguments ----------------------------------------------------------------------------------------------
 
 
-def when(text: str, now: float, name: str) -> float:
-    """`text` as epoch seconds: a span before `now` or an ISO 8601 time (UTC when it has no offset)."""
-    return times.when(text, name, datetime.fromtimestamp(now, UTC)).timestamp()
-
-
 def window(since: str, until: str | None) -> tuple[float, float]:
-    now = time.time()
-    start, end = when(since, now, "since"), (now if until is None else when(until, now, "until"))
+    """since/until as epoch seconds: a span before now or an ISO 8601 time (UTC when it has no offset)."""
+    now = datetime.now(UTC)
+    start = times.when(since, "since", now).timestamp()
+    end = now.timestamp() if until is None else times.when(until, "until", now).timestamp()
     if start >= end:
         raise BadCall(f"since ({iso(start)}) must be before until ({iso(end)})")
     return start, end
@@ -67,18 +63,6 @@ def priority_level(priority: str | int) -> int:
     if text in _PRIORITY_ALIASES:
         return _PRIORITY_ALIASES[text]
     raise BadCall(f"priority: {priority!r} is not 0-7 or one of {', '.join(PRIORITIES)}")
-
-
-def _check_unit(unit: str) -> str:
-    if len(unit) > 256 or not UNIT_RE.fullmatch(unit):
-        raise BadCall(f"unit: {unit!r} is not a valid unit name (letters, digits, @ . _ -)")
-    return unit
-
-
-def _check_identifier(identifier: str) -> str:
-    if not _IDENTIFIER_RE.fullmatch(identifier):
-        raise BadCall(f"identifier: {identifier!r} is not a syslog identifier (letters, digits, @ . _ : / + -)")
-    return identifier
 
 
 # -- reading the journal ------------------------------------------------------------------------------------
@@ -229,10 +213,12 @@ async def journal(
     matches: list[str] = []
     filters: list[str] = []
     if unit is not None:
-        matches.append(f"--unit={_check_unit(unit)}")
+        matches.append(f"--unit={check_unit(unit)}")
         filters.append(f"unit {unit}")
     if identifier is not None:
-        matches.append(f"--identifier={_check_identifier(identifier)}")
+        if not _IDENTIFIER_RE.fullmatch(identifier):
+            raise BadCall(f"identifier: {identifier!r} is not a syslog identifier (letters, digits, @ . _ : / + -)")
+        matches.append(f"--identifier={identifier}")
         filters.append(f"identifier {identifier}")
     if priority is not None:
         level = priority_level(priority)
@@ -353,9 +339,7 @@ async def kernel_events(
     if not counts:
         looked = ", ".join(k.name for k in KINDS)
         lines.append(f"no kernel events ({looked}) in the journal of {name} {span}")
-    for kind in KINDS:
-        if kind.name in counts:
-            lines.append(f"{kind.name}: {counts[kind.name]}, latest: {latest[kind.name].line()}")
+    lines += [f"{k.name}: {counts[k.name]}, latest: {latest[k.name].line()}" for k in KINDS if k.name in counts]
     ordered = sorted(boots.items(), key=lambda b: b[1][0])
     lines.append(f"boot IDs in the window ({len(ordered)}, oldest first):")
     lines += [f"  {boot} first {iso(first)} last {iso(last)}" for boot, (first, last) in ordered[-20:]]

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from tools.api import BadCall
 from tools.builtin import reach
+from tools.builtin.files import resolve
 from tools.builtin.log_cleanup import (
     Candidate,
     Outcome,
@@ -27,9 +28,7 @@ from tools.builtin.log_reads import (
     FileRing,
     LogFile,
     Match,
-    check_lines,
-    check_max_matches,
-    clip,
+    check_count,
     compile_pattern,
     grep_text,
     histogram_text,
@@ -55,12 +54,6 @@ _TIMEOUT_S = 45.0  # one command, under the tools' own 60 s (clean_logs: 120 s, 
 _LINE_BYTES = 2_000  # a line is cut here on the host (then to MAX_LINE_CHARS here)
 _DELETE_BATCH = 100  # files checked and deleted per remote command
 
-# For each argument: its type (d directory, f regular file, o other, - missing; symlinks followed) and its
-# resolved path, each ending in \0.
-_RESOLVE_SCRIPT = (
-    'for p do if [ -d "$p" ]; then t=d; elif [ -f "$p" ]; then t=f; elif [ -e "$p" ]; then t=o; else t=-; fi; '
-    "printf '%s\\0' \"$t\"; realpath -m -z -- \"$p\" 2>/dev/null || printf '\\0'; done"
-)
 _DECOMPRESS = (
     'dec() { case $1 in *.gz) gzip -dc -- "$1";; *.bz2) bzip2 -dc -- "$1";; *.xz) xz -dc -- "$1";; '
     '*.zst) zstd -dc -- "$1";; *) cat -- "$1";; esac; }; '
@@ -70,18 +63,24 @@ _TAIL_SCRIPT = (
     f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tail -n "$2";; *) tail -n "$2" -- "$1";; esac '
     f"| cut -b 1-{_LINE_BYTES}"
 )
-# $1 pattern (an ERE), $2 how many lines may still be listed, $3 the locale it matches in (C: bytes; C.UTF-8:
-# characters, checked to work, else "no-utf8"); then the files. Per file: its path, its number of matching lines
-# (or "not-utf8": C.UTF-8 and a line that is not valid UTF-8) and the matches still listable (NUMBER:LINE), each
-# ending in \0. The locale is never the host's own: the ERE names every class explicitly (tools/remote/ere.py).
-_GREP_SCRIPT = (
-    _DECOMPRESS + "pat=$1; left=$2; LC_ALL=$3; export LC_ALL; shift 3; "
+# Both grep scripts, once $pat (an ERE) and $LC_ALL (the locale it matches in: C: bytes; C.UTF-8: characters,
+# checked to work, else "no-utf8") are set and the files are "$@": per file, its path and its number of matching
+# lines (or "not-utf8": C.UTF-8 and a line that is not valid UTF-8), each ending in \0; then $n is that number.
+# The locale is never the host's own: the ERE names every class explicitly (tools/remote/ere.py).
+_COUNT_EACH = (
     'if [ "$LC_ALL" != C ] && [ "$(printf \'\\303\\251\\n\' | grep -c -x -e .)" != 1 ]; then '
     "printf 'no-utf8\\0'; exit 0; fi; for f do "
     'if [ "$LC_ALL" != C ] && dec "$f" 2>/dev/null | grep -I -q -v -x -e ".*"; then '
     "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
     'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
-    'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
+)
+# $1 pattern, $2 how many lines may still be listed, $3 the locale; then the files. Per file (_COUNT_EACH), then the
+# matches still listable (NUMBER:LINE), ending in \0.
+_GREP_SCRIPT = (
+    _DECOMPRESS
+    + "pat=$1; left=$2; LC_ALL=$3; export LC_ALL; shift 3; "
+    + _COUNT_EACH
+    + 'if [ "$n" -gt 0 ] && [ "$left" -gt 0 ]; then '
     f'dec "$f" 2>/dev/null | grep -E -I -n -m "$left" -e "$pat" | cut -b 1-{_LINE_BYTES}; '
     "left=$((left - n)); fi; printf '\\0'; done"
 )
@@ -100,16 +99,13 @@ _TAC_SCRIPT = (
     _DECOMPRESS + _CLOCK + "stat -L -c %s -- \"$1\" || exit 1; printf '\\0'; "
     f'case $1 in *.gz|*.bz2|*.xz|*.zst) dec "$1" | tac;; *) tac -- "$1";; esac | cut -b 1-{_LINE_BYTES}'
 )
-# $1 ERE, $2 locale (as _GREP_SCRIPT), $3 ring bytes per file; then the files. Per file: its path, its number of
-# matching lines (or "not-utf8"), and the ring, each ending in \0.
+# $1 ERE, $2 locale, $3 ring bytes per file; then the files. Per file (_COUNT_EACH), then the ring, ending in \0.
 _RING_SCRIPT = (
-    _DECOMPRESS + _CLOCK + "pat=$1; LC_ALL=$2; export LC_ALL; ring=$3; shift 3; "
-    'if [ "$LC_ALL" != C ] && [ "$(printf \'\\303\\251\\n\' | grep -c -x -e .)" != 1 ]; then '
-    "printf 'no-utf8\\0'; exit 0; fi; for f do "
-    'if [ "$LC_ALL" != C ] && dec "$f" 2>/dev/null | grep -I -q -v -x -e ".*"; then '
-    "printf '%s\\0not-utf8\\0\\0' \"$f\"; continue; fi; "
-    'n=$(dec "$f" 2>/dev/null | grep -E -I -c -e "$pat"); n=${n:-0}; printf \'%s\\0%s\\0\' "$f" "$n"; '
-    'if [ "$n" -gt 0 ]; then '
+    _DECOMPRESS
+    + _CLOCK
+    + "pat=$1; LC_ALL=$2; export LC_ALL; ring=$3; shift 3; "
+    + _COUNT_EACH
+    + 'if [ "$n" -gt 0 ]; then '
     f'dec "$f" 2>/dev/null | grep -E -I -n -B {_CONTEXT} -e "$pat" | cut -b 1-{_LINE_BYTES} '
     f"| sed -E 's/^([0-9]+-.{{0,{_CONTEXT_BYTES}}}).*/\\1/' | tail -c \"$ring\"; fi; printf '\\0'; done"
 )
@@ -131,15 +127,6 @@ def _host_log_dirs(host: Host | None, ctx: ToolContext) -> list[str]:
     return list(host.log_dirs) if host is not None and host.log_dirs is not None else [str(d) for d in ctx.log_dirs]
 
 
-async def _resolve_on(host: Host | None, ctx: ToolContext, paths: list[str]) -> list[tuple[str, str]]:
-    """(type, resolved path) for each of `paths`, as the host sees them."""
-    result = await reach.run(ctx, host, ["sh", "-c", _RESOLVE_SCRIPT, "sh", *paths], timeout_s=_TIMEOUT_S)
-    parts = result.stdout.split("\0")
-    if result.exit_status != 0 or len(parts) != 2 * len(paths) + 1:
-        raise reach.failed(host, "realpath", result)
-    return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(paths))]
-
-
 async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[PurePosixPath, str]:
     """`path` resolved on `host` and inside one of its log_dirs (resolved there too), with its type (d, f, o, -)."""
     if not path.strip():
@@ -147,25 +134,26 @@ async def _allowed(host: Host | None, path: str, ctx: ToolContext) -> tuple[Pure
     dirs = _host_log_dirs(host, ctx)
     raw = PurePosixPath(path)
     candidates = [str(raw)] if raw.is_absolute() else [str(PurePosixPath(d) / raw) for d in dirs]
-    resolved = await _resolve_on(host, ctx, [*dirs, *candidates])
-    roots = [PurePosixPath(r) for kind, r in resolved[: len(dirs)] if kind == "d" and r.startswith("/")]
-    inside = [
-        (PurePosixPath(r), kind)
-        for kind, r in resolved[len(dirs) :]
-        if r.startswith("/") and any(PurePosixPath(r).is_relative_to(root) for root in roots)
-    ]
+    resolved = await resolve(host, ctx, [*dirs, *candidates])  # realpath: absolute paths
+    roots = [r for kind, r in resolved[: len(dirs)] if kind == "d"]
+    inside = [(r, kind) for kind, r in resolved[len(dirs) :] if any(r.is_relative_to(root) for root in roots)]
     if inside:
         return next((c for c in inside if c[1] != "-"), inside[0])
     raise ToolError(f"{reach.host_name(host)}: path is outside the allowed log directories ({', '.join(dirs)}): {path}")
 
 
-async def tail(host: Host | None, path: str, lines: int, ctx: ToolContext) -> str:
-    check_lines(lines)
+async def _regular_file(host: Host | None, path: str, ctx: ToolContext) -> PurePosixPath:
     file, kind = await _allowed(host, path, ctx)
     if kind == "-":
         raise BadCall(f"no such file: {path}")
     if kind != "f":
         raise ToolError(f"not a regular file: {path}")
+    return file
+
+
+async def tail(host: Host | None, path: str, lines: int, ctx: ToolContext) -> str:
+    check_count("lines", lines)
+    file = await _regular_file(host, path, ctx)
     result = await reach.run(
         ctx,
         host,
@@ -242,11 +230,11 @@ def _grep_parts(host: Host | None, targets: GrepTargets, result: Result, head: i
 
 async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx: ToolContext) -> str:
     """grep_log without a window, oldest first: the first max_matches matching lines, every match counted."""
-    check_max_matches(max_matches)
+    check_count("max_matches", max_matches)
     targets = await _grep_targets(host, path, pattern, ctx)
-    files, target, kind, expression = targets.files, targets.target, targets.kind, targets.expression
+    files, expression = targets.files, targets.expression
     if not files:
-        return grep_text(pattern, str(target) if kind == "f" else f"0 files under {target}", [], [])
+        return grep_text(pattern, targets.where, [], [])
     argv = ["sh", "-c", _GREP_SCRIPT, "sh", expression.expression, str(max_matches), expression.locale, *files]
     budget = max_matches * (_LINE_BYTES + 16) + sum(len(f) + 16 for f in files) + 1024
     result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=budget)
@@ -255,14 +243,14 @@ async def grep(host: Host | None, path: str, pattern: str, max_matches: int, ctx
     searched: list[FileMatches] = []
     for k in range(len(files)):
         file, count, matches = parts[3 * k : 3 * k + 3]
-        name = str(target) if kind == "f" else str(PurePosixPath(file).relative_to(target))
+        name = targets.name(file)
         listed = 0
         for line in matches.split("\n"):  # only newlines end a line (str.splitlines also cuts at \v, \f…)
             lineno, _, text = line.partition(":")
             if len(shown) < max_matches and lineno.isdigit():
-                shown.append(f"{'' if kind == 'f' else name + ':'}{lineno}: {clip(text)}")
+                shown.append(Match(name, int(lineno), None, text).shown())
                 listed += 1
-        searched.append(FileMatches(name, int(count) if count.isdigit() else 0, listed))
+        searched.append(FileMatches(name or str(targets.target), int(count) if count.isdigit() else 0, listed))
     return grep_text(pattern, targets.where, searched, shown, unsearched=targets.found - len(files))
 
 
@@ -322,7 +310,7 @@ async def grep_window(
     ctx: ToolContext,
 ) -> str:
     """grep_log with since/until or newest_first: the files' newest matches, windowed by their times."""
-    check_max_matches(max_matches)
+    check_count("max_matches", max_matches)
     Window.check(*window)
     targets = await _grep_targets(host, path, pattern, ctx)
     if not targets.files:
@@ -360,13 +348,9 @@ async def tail_window(
 ) -> str:
     """tail_log with since/until: the file read from its end, the last `lines` lines whose time is in the window
     (a line with no time takes that of the line that starts its entry)."""
-    check_lines(lines)
+    check_count("lines", lines)
     Window.check(*window)
-    file, kind = await _allowed(host, path, ctx)
-    if kind == "-":
-        raise BadCall(f"no such file: {path}")
-    if kind != "f":
-        raise ToolError(f"not a regular file: {path}")
+    file = await _regular_file(host, path, ctx)
     argv = ["sh", "-c", _TAC_SCRIPT, "sh", str(file)]
     result = await reach.run(ctx, host, argv, timeout_s=_TIMEOUT_S, max_bytes=_WINDOW_READ_BYTES)
     clock_text, _, rest = result.stdout.partition("\0")
@@ -390,8 +374,8 @@ async def tail_window(
 async def list_files(host: Host | None, ctx: ToolContext) -> str:
     """list_logs: the regular files under the host's log directories, newest write first."""
     dirs = _host_log_dirs(host, ctx)
-    resolved = await _resolve_on(host, ctx, dirs)
-    roots = sorted({r for kind, r in resolved if kind == "d" and r.startswith("/")})
+    resolved = await resolve(host, ctx, dirs)
+    roots = sorted({str(r) for kind, r in resolved if kind == "d"})
     missing = [d for d, (kind, _) in zip(dirs, resolved, strict=True) if kind != "d"]
     entries: list[LogFile] = []
     clock = None

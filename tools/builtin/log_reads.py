@@ -48,12 +48,7 @@ def is_rotated(name: str) -> bool:
     never an archive or dump (backup-2026-11-30.tar.gz, db-2026.sql.gz)."""
     stem, compressed = _COMPRESSED_RE.subn("", name)
     stem, rotated = _ROTATION_RE.subn("", stem)
-    return bool(compressed or rotated) and _log_stem(stem)
-
-
-def _log_stem(stem: str) -> bool:
-    lower = stem.lower()
-    return lower.endswith("log") or lower in _LOG_NAMES
+    return bool(compressed or rotated) and (stem.lower().endswith("log") or stem.lower() in _LOG_NAMES)
 
 
 def clip(line: str) -> str:
@@ -61,18 +56,14 @@ def clip(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " …"
 
 
-def check_lines(lines: int) -> None:
-    if not 1 <= lines <= MAX_TAIL_LINES:
-        raise ToolError(f"lines: must be between 1 and {MAX_TAIL_LINES}, got {lines}")
+def check_count(name: str, value: int) -> None:
+    """tail_log's lines and grep_log's max_matches: 1 to MAX_TAIL_LINES."""
+    if not 1 <= value <= MAX_TAIL_LINES:
+        raise ToolError(f"{name}: must be between 1 and {MAX_TAIL_LINES}, got {value}")
 
 
 def tail_text(shown: str, lines: list[str], size: int) -> str:
     return f"{shown} (last {len(lines)} lines, {human_bytes(size)})\n" + "\n".join(clip(line) for line in lines)
-
-
-def check_max_matches(max_matches: int) -> None:
-    if not 1 <= max_matches <= MAX_TAIL_LINES:
-        raise ToolError(f"max_matches: must be between 1 and {MAX_TAIL_LINES}, got {max_matches}")
 
 
 NAMED_FILES = 20  # grep_log names up to this many of the files it searched, and of those whose matches it cut
@@ -92,16 +83,21 @@ def _named(items: list[str]) -> str:
     return ", ".join(items[:NAMED_FILES]) + (f", … and {more} more" if more > 0 else "")
 
 
+def _coverage(per_file: list[str], unsearched: int) -> list[str]:
+    """For a directory: the files searched in path order, each with its count, and those left unsearched."""
+    lines = ["searched in path order: " + _named(per_file)] if len(per_file) > 1 or unsearched else []
+    if unsearched:
+        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
+    return lines
+
+
 def grep_text(pattern: str, where: str, searched: list[FileMatches], shown: list[str], *, unsearched: int = 0) -> str:
     """What grep_log found and what it covered: for a directory, the files searched in order with their counts,
     those past MAX_GREP_FILES left unsearched, and the files whose matches were cut at max_matches."""
     total = sum(f.matched for f in searched)
     more = f", showing the first {len(shown)}" if total > len(shown) else ""
     lines = [f"{total} matching lines for /{pattern}/ in {where}{more}"]
-    if len(searched) > 1 or unsearched:
-        lines.append("searched in path order: " + _named([f"{f.name} ({f.matched})" for f in searched]))
-    if unsearched:
-        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
+    lines += _coverage([f"{f.name} ({f.matched})" for f in searched], unsearched)
     lines += shown
     if cut := [f"{f.name} ({f.matched - f.listed})" for f in searched if f.matched > f.listed and len(searched) > 1]:
         lines.append("matching lines not shown (raise max_matches or name one file): " + _named(cut))
@@ -214,18 +210,13 @@ def window_grep_text(
         head += f" {window.describe(clock)} ({total} in all)"
     if len(shown) < in_window:
         head += f", showing the {'newest' if newest_first else 'first'} {len(shown)}"
-    lines = [head]
-    if len(rings) > 1 or unsearched:
-        per_file = [
-            f"{r.name} ({r.count})"
-            if window.open
-            else f"{r.name} ({sum(m.file == r.name for m in counted.matches)} of {r.count})"
-            for r in rings
-        ]
-        lines.append("searched in path order: " + _named(per_file))
-    if unsearched:
-        lines.append(f"not searched: {unsearched} files past the first {MAX_GREP_FILES} (name a subdirectory)")
-    lines += counted.notes
+    per_file = [
+        f"{r.name} ({r.count})"
+        if window.open
+        else f"{r.name} ({sum(m.file == r.name for m in counted.matches)} of {r.count})"
+        for r in rings
+    ]
+    lines = [head, *_coverage(per_file, unsearched), *counted.notes]
     if not counted.matches and counted.newest is not None and total:
         lines.append(f"the newest matching line is at {_clock_time(counted.newest, clock)}")
     return "\n".join(lines + [m.shown() for m in shown])
@@ -328,8 +319,9 @@ def list_logs_text(host: str, dirs: list[str], missing: list[str], files: list[L
     if not files or clock is None:
         return "\n".join([f"no log files under {where} on {host}", *notes])
     files = sorted(files, key=lambda f: (-f.mtime, f.path))
+    offset = clock.now.strftime("%z")
     more = len(files) - LISTED_LOGS
-    head = f"{len(files)} log files under {where} on {host}, newest write first (times UTC{_offset(clock)})"
+    head = f"{len(files)} log files under {where} on {host}, newest write first (times UTC{offset[:3]}:{offset[3:]})"
     if more > 0:
         head += f", showing {LISTED_LOGS}; {more} more, older"
     rows = [
@@ -337,8 +329,3 @@ def list_logs_text(host: str, dirs: list[str], missing: list[str], files: list[L
         for f in files[:LISTED_LOGS]
     ]
     return "\n".join([head, *notes, *rows])
-
-
-def _offset(clock: Clock) -> str:
-    text = clock.now.strftime("%z")
-    return f"{text[:3]}:{text[3:]}"

@@ -128,7 +128,5 @@ def duration(value: str, name: str) -> timedelta:
 
 def show_duration(span: timedelta) -> str:
     seconds = int(span.total_seconds())
-    for unit in "wdhm":
-        if seconds % _UNITS[unit] == 0 and seconds >= _UNITS[unit]:
-            return f"{seconds // _UNITS[unit]}{unit}"
-    return f"{seconds}s"
+    whole = (f"{seconds // _UNITS[u]}{u}" for u in "wdhm" if seconds % _UNITS[u] == 0 and seconds >= _UNITS[u])
+    return next(whole, f"{seconds}s")

@@ -29,7 +29,16 @@ from cryptography import x509
 from tools.api import BadCall
 from tools.builtin import reach
 from tools.builtin.http import CERT_WARN_DAYS, verifying_context
-from tools.netguard import IPAddress, Refused, check_answers, check_host, check_name, resolve_host, target_name
+from tools.netguard import (
+    IPAddress,
+    Refused,
+    check_answers,
+    check_host,
+    check_name,
+    parse_ip,
+    resolve_host,
+    target_name,
+)
 from tools.registry import Category, ToolContext, ToolError, tool
 from tools.remote.inventory import Host
 
@@ -62,10 +71,6 @@ def _port(port: int) -> int:
 def _where(host: str | None, ctx: ToolContext) -> Host | None:
     """The inventory host to check from, or None for the bot."""
     return reach.target(host, ctx) if host else None
-
-
-def _origin(on: Host | None) -> str:
-    return f"from {on.name}" if on is not None else "from the bot"
 
 
 async def _admit(target: str, port: int, ctx: ToolContext) -> tuple[IPAddress, ...]:
@@ -314,10 +319,10 @@ def _sans(cert: x509.Certificate) -> list[str]:
 def name_matches(name: str, sans: Sequence[str]) -> bool:
     """Does `name` match one of the certificate's SANs (a leftmost `*.` matches one label, as browsers do)?"""
     name = name.lower().rstrip(".")
-    for san in (s.lower().rstrip(".") for s in sans):
-        if san == name or (san.startswith("*.") and "." in name and name.split(".", 1)[1] == san[2:]):
-            return True
-    return False
+    parent = name.split(".", 1)[1] if "." in name else None
+    return any(
+        san == name or (san.startswith("*.") and parent == san[2:]) for san in (s.lower().rstrip(".") for s in sans)
+    )
 
 
 def describe_chain(certs: Sequence[x509.Certificate], name: str, now: datetime | None = None) -> list[str]:
@@ -373,7 +378,7 @@ async def _handshake(address: IPAddress, port: int, sni: str | None, sslctx: ssl
 
 async def _tls_here(target: str, port: int, name: str, ctx: ToolContext) -> str:
     addresses = await _admit(target, port, ctx)
-    sni = None if _is_ip(name) else name
+    sni = None if parse_ip(name) else name  # name: target_name's, a standard IP or a name
     unverified = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
     started = time.perf_counter()
@@ -401,14 +406,6 @@ async def _tls_here(target: str, port: int, name: str, ctx: ToolContext) -> str:
     return "\n".join(lines + describe_chain(certs, name))
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 # openssl prints the chain (-showcerts) and the session; stdin is closed so it ends after the handshake.
 _S_CLIENT = 'exec openssl s_client -connect "$1" ${2:+-servername "$2"} -showcerts </dev/null 2>&1'
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
@@ -416,7 +413,7 @@ _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", r
 
 async def _tls_on(on: Host, target: str, port: int, name: str, ctx: ToolContext) -> str:
     connect = f"[{target}]:{port}" if ":" in target else f"{target}:{port}"
-    sni = "" if _is_ip(name) else name
+    sni = "" if parse_ip(name) else name
     argv = ["sh", "-c", _S_CLIENT, "tls_check", connect, sni]
     result = await reach.run(ctx, on, argv, timeout_s=REMOTE_TIMEOUT_S, max_bytes=256 * 1024)
     if result.exit_status == 127:

@@ -3,6 +3,7 @@ the alerts firing and pending now."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -184,7 +185,6 @@ async def prometheus_query_range(
 
 NAMES_MAX = 200  # metric names or label values one call lists
 _LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 async def _metadata(ctx: ToolContext, name: str | None = None) -> dict[str, list[dict[str, str]]]:
@@ -292,11 +292,8 @@ def _alert_line(alert: dict[str, Any], now: float) -> str:
     active = str(alert.get("activeAt") or "")
     if active:
         line += f" active since {active}"
-        try:
-            since = now - time_of(active)
-            line += f" ({since / 60:.0f} min)"
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):  # a time Prometheus did not write in RFC 3339: shown as it is
+            line += f" ({(now - time_of(active)) / 60:.0f} min)"
     line += f" value {num(str(alert.get('value', '')))}"
     summary = " ".join(str((alert.get("annotations") or {}).get("summary", "")).split())
     return line + (f"; summary: {summary[:200]}" if summary else "")

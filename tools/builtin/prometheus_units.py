@@ -62,15 +62,8 @@ def unit_of(name: str) -> Callable[[float], str] | None:
         base = base.removesuffix(suffix)
     if base.endswith(("_timestamp_seconds", "_time_seconds")) and not per_second:
         return _time
-    formatter = None
-    if base.endswith("_bytes"):
-        formatter = _bytes
-    elif base.endswith("_seconds"):
-        formatter = _seconds
-    elif base.endswith("_ratio"):
-        formatter = _ratio
-    elif base.endswith("_percent"):
-        formatter = _percent
+    by_suffix = (("_bytes", _bytes), ("_seconds", _seconds), ("_ratio", _ratio), ("_percent", _percent))
+    formatter = next((f for suffix, f in by_suffix if base.endswith(suffix)), None)
     if formatter is None or not per_second:
         return formatter
     return lambda v: f"{formatter(v)}/s"

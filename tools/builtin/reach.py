@@ -66,12 +66,7 @@ async def run(
     code = returncode if returncode is not None and returncode >= 0 else 255
     if code == KILLED_BY_TIMEOUT and time.monotonic() - started >= timeout_s * 0.95:
         raise ToolError(f"{host_name(None)}: {argv[0]} ran past {timeout_s:g}s and was killed")
-    return Result(
-        exit_status=code,
-        stdout=out[:max_bytes].decode("utf-8", errors="replace"),
-        stderr=err.decode("utf-8", errors="replace"),
-        truncated=len(out) > max_bytes,
-    )
+    return Result.of(code, out, err, max_bytes)
 
 
 def _pool(ctx: ToolContext) -> Any:
@@ -88,25 +83,18 @@ def failed(host: Host | None, what: str, result: Result) -> ToolError:
     )
 
 
-def describe_hosts(schema: dict[str, Any], inventory: Inventory | None, *, required: bool = True) -> dict[str, Any]:
-    """`schema` with `host` without a default when an inventory is configured (target() refuses no host, naming
-    the inventory) unless not `required`, its description naming the inventory when it is small
-    (≤ DESCRIBED_HOSTS_MAX hosts).
+def with_hosts(tool: Any, inventory: Inventory | None) -> Any:
+    """A built-in Tool whose `host` has no default when an inventory is configured (target() refuses no host,
+    naming the inventory), unless the tool checks from the bot (FROM_THE_BOT), and whose description names the
+    inventory when it is small (≤ DESCRIBED_HOSTS_MAX hosts). Another module's `host` may mean something else.
 
     Done once per registry build, so the tool definitions (and the prompt cache) stay the same across runs."""
-    props = schema.get("properties", {})
-    if "host" not in props or inventory is None or not inventory.hosts:
-        return schema
-    host = {k: v for k, v in props["host"].items() if k != "default" or not required}
+    props = tool.input_schema.get("properties", {})
+    if tool.source != "builtin" or "host" not in props or inventory is None or not inventory.hosts:
+        return tool
+    host = {k: v for k, v in props["host"].items() if k != "default" or tool.name in FROM_THE_BOT}
     if len(inventory) <= DESCRIBED_HOSTS_MAX:
         names = ", ".join([*inventory.names, SELF])
         host["description"] = f"{host.get('description', HOST_HELP)} Hosts: {names}."
-    return {**schema, "properties": {**props, "host": host}}
-
-
-def with_hosts(tool: Any, inventory: Inventory | None) -> Any:
-    """A built-in Tool whose `host` parameter description lists a small inventory (see describe_hosts)."""
-    if tool.source != "builtin":  # another module's `host` may mean something else
-        return tool
-    schema = describe_hosts(tool.input_schema, inventory, required=tool.name not in FROM_THE_BOT)
-    return tool if schema is tool.input_schema else dataclasses.replace(tool, input_schema=schema)
+    schema = {**tool.input_schema, "properties": {**props, "host": host}}
+    return dataclasses.replace(tool, input_schema=schema)

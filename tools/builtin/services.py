@@ -38,24 +38,18 @@ def check_unit(unit: str) -> str:
     return unit
 
 
-def _systemctl() -> str:
-    path = shutil.which("systemctl")
-    if path is None:
-        raise ToolError("systemctl is not available on this host")
-    return path
-
-
 async def _run_systemctl(on: Host | None, ctx: ToolContext, *args: str) -> tuple[int, str, str]:
     """`systemctl --no-pager ARGS` here (on None) or on the inventory host `on`: (exit status, stdout, stderr)."""
+    where = "this host" if on is None else on.name
     if on is None:
-        code, out, err = await run_argv([_systemctl(), "--no-pager", *args])
+        path = shutil.which("systemctl")
+        code, out, err = await run_argv([path, "--no-pager", *args]) if path else (127, "", "")
     else:
         result = await reach.run(ctx, on, ["systemctl", "--no-pager", *args], timeout_s=_REMOTE_TIMEOUT_S[args[0]])
         code, out, err = result.exit_status, result.stdout, result.stderr
-        if code == 127:
-            raise ToolError(f"systemctl is not available on {on.name}")
+    if code == 127:  # the shell's "command not found"
+        raise ToolError(f"systemctl is not available on {where}")
     if code != 0 and any(marker in err for marker in _NO_SYSTEMD):
-        where = "this host" if on is None else on.name
         raise ToolError(f"systemd is not running on {where} ({err.strip().splitlines()[0]})")
     return code, out, err
 
@@ -78,11 +72,7 @@ def _summary(props: dict[str, str]) -> str:
 
 def allowed_to_restart(unit: str, allowlist: tuple[str, ...]) -> bool:
     """`nginx` on the allowlist allows `nginx` and `nginx.service`, and the reverse."""
-
-    def base(name: str) -> str:
-        return name.removesuffix(".service")
-
-    return any(base(unit) == base(entry) for entry in allowlist)
+    return any(unit.removesuffix(".service") == entry.removesuffix(".service") for entry in allowlist)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=30, idempotent=True)

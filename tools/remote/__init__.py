@@ -5,29 +5,6 @@
 is the plug-in tools/reaches.py lists.
 """
 
-from tools.remote.inventory import (
-    LOCALHOST,
-    SELF,
-    Host,
-    HostsConfigError,
-    Inventory,
-    Login,
-    SshCredentials,
-    SshSettings,
-    load_hosts,
-)
 from tools.remote.reach import REACH, SshHosts
 
-__all__ = [
-    "LOCALHOST",
-    "REACH",
-    "SELF",
-    "Host",
-    "HostsConfigError",
-    "Inventory",
-    "Login",
-    "SshCredentials",
-    "SshHosts",
-    "SshSettings",
-    "load_hosts",
-]
+__all__ = ["REACH", "SshHosts"]

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 STDERR_MAX_BYTES = 16_000
 KILLED_BY_TIMEOUT = 137  # 128 + SIGKILL: what the script exits with when `timeout` fired
-SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the program was cut off because its output passed max_bytes
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,12 @@ class Result:
     stdout: str
     stderr: str
     truncated: bool = False
+
+    @classmethod
+    def of(cls, exit_status: int, out: bytes, err: bytes, max_bytes: int) -> Result:
+        """The command's raw output decoded (invalid UTF-8 replaced), stdout cut at max_bytes."""
+        decoded = out[:max_bytes].decode("utf-8", errors="replace")
+        return cls(exit_status, decoded, err.decode("utf-8", errors="replace"), truncated=len(out) > max_bytes)
 
 
 def remote_command(

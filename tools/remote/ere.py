@@ -349,12 +349,8 @@ class _Translator:
 
 def _without_nl_nul(lo: int, hi: int) -> Ranges:
     """A line never holds a newline, and a file with a NUL is skipped (grep -I): neither is written in an ERE."""
-    out: Ranges = []
-    for start, b in ((lo, min(hi, 9)), (max(lo, 11), hi)):
-        a = max(start, 1)
-        if a <= b:
-            out.append((a, b))
-    return out
+    parts = ((max(lo, 1), min(hi, 9)), (max(lo, 11), hi))
+    return [(a, b) for a, b in parts if a <= b]
 
 
 def _without_surrogates(ranges: Ranges) -> Ranges:

@@ -1,7 +1,7 @@
 """The host inventory: [ssh] defaults and [[hosts]] entries, checked, and the only names opsloop may connect to.
 
-`load_hosts(raw)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), or raises
-HostsConfigError listing every problem with its location (`hosts[2].jump: …`). `Inventory` resolves the
+`read_hosts(config)` reads the two tables out of the parsed TOML and returns (SshSettings, hosts), every problem
+recorded on the reader with its location (`hosts[2].jump: …`). `Inventory` resolves the
 name a model gave to a Host (None: this machine, `self`), or raises a ToolError naming the closest inventory names;
 with hosts configured, no name at all is an error too, so a forgotten host never checks this machine silently.
 Nothing here opens a connection; nothing outside the inventory can become one.
@@ -13,10 +13,9 @@ import difflib
 import posixpath
 import re
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
@@ -36,34 +35,27 @@ class HostsConfigError(ConfigError):
     """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
 
 
-def _user(text: str, r: Reader, key: str) -> str | None:
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?", text):
-        r.problem(f"{text!r} is not a user name", key)
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str, Reader, str], str | None]:
+    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
+
+    def check(text: str, r: Reader, key: str) -> str | None:
+        if pattern.fullmatch(text):
+            return text
+        r.problem(f"{text!r} {what}", key)
         return None
-    return text
+
+    return check
 
 
-def _host_name(name: str, r: Reader, key: str) -> str | None:
-    if not HOST_NAME_RE.fullmatch(name):
-        r.problem(f"{name!r} must be letters, digits, '.', '_' or '-' (at most 63)", key)
-        return None
-    return name
-
-
-def _address(address: str, r: Reader, key: str) -> str | None:
-    if not _ADDRESS_RE.fullmatch(address):
-        r.problem(f"{address!r} is not a host name or IP address", key)
-        return None  # the host's name is its address
-    return address
+_user = _matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
+_host_name = _matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
+_address = _matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
 
 
 def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
     if not dirs:
         r.problem("must name at least one directory", key)
-    for i, d in enumerate(dirs):
-        if not d.startswith("/"):
-            r.problem(f"{d!r} must be an absolute path on that host", f"{key}[{i}]")
-    return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
+    return _paths(dirs, r, key)
 
 
 def _absolute(path: str, r: Reader, key: str) -> str:
@@ -73,10 +65,8 @@ def _absolute(path: str, r: Reader, key: str) -> str:
 
 
 def _paths(paths: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    for i, p in enumerate(paths):
-        if not p.startswith("/"):
-            r.problem(f"{p!r} must be an absolute path on that host", f"{key}[{i}]")
-    return tuple(posixpath.normpath(p) for p in paths if p.startswith("/"))
+    checked = (_absolute(p, r, f"{key}[{i}]") for i, p in enumerate(paths))
+    return tuple(p for p in checked if p.startswith("/"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,7 +178,7 @@ class Inventory:
             return None
         if (host := self.get(name)) is not None:
             return host
-        if name.lower() in LOCAL_ALIASES or name in _own_names():
+        if name.lower() in LOCAL_ALIASES or name in (own := socket.gethostname(), own.split(".")[0]):
             return None
         raise BadCall(self._unknown(name))
 
@@ -235,26 +225,18 @@ class Inventory:
 
     def login(self, host: Host) -> Login:
         """`host`'s login with the [ssh] defaults filled in."""
-        ssh = self.ssh
+        inherited = ("user", "identity_file", "known_hosts", "connect_timeout_s", "passphrase_env")
+        own = {f: getattr(host, f) for f in inherited}
         return Login(
             address=host.address,
             port=host.port,
-            user=host.user if host.user is not None else ssh.user,
-            identity_file=host.identity_file if host.identity_file is not None else ssh.identity_file,
-            known_hosts=host.known_hosts if host.known_hosts is not None else ssh.known_hosts,
-            connect_timeout_s=host.connect_timeout_s if host.connect_timeout_s is not None else ssh.connect_timeout_s,
-            passphrase_env=host.passphrase_env if host.passphrase_env is not None else ssh.passphrase_env,
+            **{f: getattr(self.ssh, f) if value is None else value for f, value in own.items()},
         )
 
     def passphrase_envs(self) -> tuple[str, ...]:
         """Every environment variable a host's identity passphrase may come from (config reads them)."""
         names = [self.ssh.passphrase_env, *(h.passphrase_env for h in self.hosts if h.passphrase_env)]
         return tuple(dict.fromkeys(names))
-
-
-def _own_names() -> tuple[str, ...]:
-    hostname = socket.gethostname()
-    return (hostname, hostname.split(".")[0])
 
 
 def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
@@ -293,17 +275,6 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
 
 
 # -- loading from the parsed TOML ----------------------------------------------------------------
-
-
-def load_hosts(raw: Mapping[str, Any], *, base_dir: Path | None = None) -> tuple[SshSettings, tuple[Host, ...]]:
-    """[ssh] and [[hosts]] from a parsed config file (other tables are ignored); HostsConfigError on problems.
-
-    Relative key and known_hosts paths are relative to `base_dir` (default: the working directory); `~` works.
-    """
-    config = Reader(raw, base_dir=base_dir)
-    found = read_hosts(config)
-    config.raise_if_problems(HostsConfigError)
-    return found
 
 
 def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:

@@ -18,6 +18,7 @@ that `opsloop check` prints. Messages are ours: no key material or passphrase ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import os
@@ -146,6 +147,9 @@ class _Link:
 
     def hold(self) -> None:
         self.users += 1
+        self.stop_idle_timer()
+
+    def stop_idle_timer(self) -> None:
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
@@ -167,9 +171,7 @@ class _Link:
             return
         self.conn = None
         self.client = None
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
-            self.idle_timer = None
+        self.stop_idle_timer()
         if self.via is not None:
             via, self.via = self.via, None
             via.release()
@@ -277,8 +279,7 @@ class SshPool:
         self._closed = True
         conns = [link.conn for link in self._links.values() if link.conn is not None]
         for link in self._links.values():
-            if link.idle_timer is not None:
-                link.idle_timer.cancel()
+            link.stop_idle_timer()
         for conn in conns:
             conn.close()
         for conn in conns:
@@ -463,11 +464,9 @@ class SshPool:
             process.close()
             # The server frees the session slot only once the close is done: wait (bounded) before the
             # semaphore lets the next session open, or sshd's MaxSessions can refuse it.
-            try:
+            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
                 async with asyncio.timeout(self.grace_s if self.grace_s > 0 else 1.0):
                     await process.wait_closed()
-            except (TimeoutError, asyncssh.Error, OSError):
-                pass
         elapsed = time.monotonic() - started
         if done.exit_status is None or done.exit_status < 0:
             if conn.is_closed() or link.live() is None:
@@ -478,13 +477,7 @@ class SshPool:
             raise SshError(name, Failure.PROTOCOL, f"{argv[0]} ended without an exit status ({signal})")
         if done.exit_status == KILLED_BY_TIMEOUT and elapsed >= timeout_s * 0.95:
             raise SshError(name, Failure.TIMEOUT, f"{argv[0]} ran past {timeout_s:g}s and was killed on the host")
-        out = _as_bytes(done.stdout)
-        return Result(
-            exit_status=done.exit_status,
-            stdout=out[:max_bytes].decode("utf-8", errors="replace"),
-            stderr=_as_bytes(done.stderr).decode("utf-8", errors="replace"),
-            truncated=len(out) > max_bytes,
-        )
+        return Result.of(done.exit_status, _as_bytes(done.stdout), _as_bytes(done.stderr), max_bytes)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -504,9 +497,7 @@ def _read_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
     """The host's known_hosts, read now (a missing file trusts nothing). Never None: that disables checking."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        text = ""
-    except OSError:
+    except OSError:  # missing or unreadable
         text = ""
     return asyncssh.import_known_hosts(text)
 
@@ -521,16 +512,14 @@ def _known_key_types(path: Path, login: Login) -> list[str]:
 
 def _keyscan_type(key: asyncssh.SSHKey) -> str:
     algorithm = key.get_algorithm()
-    for prefix, kind in (
+    kinds = (
         ("ssh-ed25519", "ed25519"),
         ("ssh-rsa", "rsa"),
         ("rsa-", "rsa"),
         ("ecdsa-", "ecdsa"),
         ("ssh-dss", "dsa"),
-    ):
-        if algorithm.startswith(prefix):
-            return kind
-    return algorithm
+    )
+    return next((kind for prefix, kind in kinds if algorithm.startswith(prefix)), algorithm)
 
 
 def _reason(e: BaseException) -> str:

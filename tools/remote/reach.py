@@ -74,6 +74,7 @@ class SshReach:
         key with the ssh-keyscan line to verify it)."""
         if not len(config.inventory):
             return [], []
+        from tools.builtin.host import table
         from tools.remote.pool import SshPool
 
         pool = SshPool(config.inventory, config.credentials)
@@ -81,22 +82,18 @@ class SshReach:
             results = await pool.probe_all(concurrency=HOST_PROBES_AT_ONCE)
         finally:
             await pool.close()
-        rows = [("host", "address", "via", "result")]
+        rows = [["host", "address", "via", "result"]]
         problems: list[str] = []
         for r in results:
             result = f"ok ({r.ms:.0f} ms)" if r.ok and r.ms is not None else r.failure.value
             if r.fingerprint:
                 result += f" {r.fingerprint}"
-            rows.append((r.host, r.address, r.via or "-", result))
+            rows.append([r.host, r.address, r.via or "-", result])
             if not r.ok:
                 problems.append(f"host {r.host}: {r.failure.value}: {r.detail}")
                 if r.keyscan:
                     problems.append(f"host {r.host}: to verify its key, run: {r.keyscan}")
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines = [
-            "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in rows
-        ]
-        return lines, problems
+        return table(rows).split("\n"), problems
 
     def bind_tools(self, config: SshHosts, tools: Sequence[Any]) -> list[Any]:
         """The built-in host tools' `host` description lists a small inventory, once per registry build."""

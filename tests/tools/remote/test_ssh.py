@@ -23,12 +23,13 @@ import pytest
 
 from bot.app.settings import load_settings
 from bot.config.settings import ConfigError
+from tests.support.config_readers import load_hosts
 from tests.support.sshserver import SshServer, fingerprint, keygen
 from tools import ToolError
 from tools.config import build_registry
 from tools.remote import SshHosts
 from tools.remote.command import remote_command
-from tools.remote.inventory import Host, HostsConfigError, Inventory, SshCredentials, SshSettings, load_hosts
+from tools.remote.inventory import Host, HostsConfigError, Inventory, SshCredentials, SshSettings
 from tools.remote.pool import Failure, Result, SshError, SshPool, _classify
 
 Servers = Callable[..., SshServer]
