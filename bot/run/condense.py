@@ -15,7 +15,7 @@ nothing of the loop.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from bot.core.redact import redact
@@ -49,10 +49,7 @@ class Condenser(Meter):
     task: str
 
     read_only: Callable[[ToolCall], bool]  # the gate's rule (bot.run.gate), which the run has too
-
-    # The run's own (bot.run.loop._Run defines it): its trace.
-    async def trace(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
+    trace: Callable[..., Awaitable[None]]  # the run's own (bot.run.loop._Run defines it)
 
     async def condense(self, why: str) -> None:
         if not self.cfg.condense:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bot import Toolbox
 from bot.core.redact import redact
-from bot.core.types import ConfirmRequest, Decision, RunNews, RunStatus, StopReason, ToolCall
+from bot.core.types import ConfirmRequest, Decision, RunStatus, StopReason, ToolCall
 from bot.run import events, prompts
 from bot.run.guards import Limits, Pause, Stop, digest
 from tools.api import BadCall
@@ -61,20 +61,11 @@ class ToolGate:
     paused: float
 
     # The run's own (bot.run.loop._Run defines them): its status events, its trace, its Stop check, its deadline.
-    async def emit(self, kind: type[events.RunEvent], call: ToolCall | None = None, **data: Any) -> None:
-        raise NotImplementedError
-
-    async def trace(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
-
-    def trace_later(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
-
-    async def check_stop_requested(self, news: RunNews | None = None) -> None:
-        raise NotImplementedError
-
-    def deadline(self, doing: str) -> AbstractAsyncContextManager[None]:
-        raise NotImplementedError
+    emit: Callable[..., Awaitable[None]]
+    trace: Callable[..., Awaitable[None]]
+    trace_later: Callable[..., None]
+    check_stop_requested: Callable[[], Awaitable[None]]
+    deadline: Callable[[str], AbstractAsyncContextManager[None]]
 
     def batches(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
         """Consecutive read-only, parallel-safe calls form one batch; every other call is alone."""
