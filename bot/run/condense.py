@@ -22,7 +22,7 @@ from bot.core.redact import redact
 from bot.core.types import ModelRequest, StopReason, ToolCall
 from bot.run import prompts
 from bot.run.guards import Stop
-from bot.run.history import final_text, first_line, split_for_condensing, transcript, without_thinking
+from bot.run.history import final_text, first_line, result_text, split_for_condensing, transcript, without_thinking
 from bot.run.meter import Meter, MeterConfig
 from bot.run.summary import render_text
 
@@ -109,9 +109,7 @@ class Condenser(Meter):
                     answered.append((call, b))
         stored = await self.cfg.store.tool_results(self.id, [c.id for c, _ in answered]) if answered else {}
         for call, b in answered:
-            result = b.get("content")
-            result = "\n".join(c.get("text", "") for c in result) if isinstance(result, list) else str(result or "")
-            head, _, rest = result.strip().partition("\n")
+            head, _, rest = result_text(b.get("content")).strip().partition("\n")
             line = f"- {first_line(head)} | {call.name} {json.dumps(call.args, sort_keys=True)[:200]} [{call.id}]"
             if b.get("is_error"):
                 line += " (error)"

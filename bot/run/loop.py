@@ -329,15 +329,7 @@ class _Run(Condenser, ToolGate):
     async def request(self, sink: AnswerSink | None = None) -> ModelResponse:
         max_tokens = self.cfg.max_tokens
         while True:
-            request = ModelRequest(
-                system=self.system,
-                tools=self.tool_schemas,
-                messages=list(self.history),
-                max_tokens=max_tokens,
-                effort=self.cfg.effort,
-                thinking_display=self.cfg.thinking_display,
-                drop_block=self.drop_block,
-            )
+            request = self.model_request(max_tokens)
             self.trace_later("request", iteration=self.iterations, messages=len(self.history), max_tokens=max_tokens)
             began = time.monotonic()
             try:
@@ -361,6 +353,19 @@ class _Run(Condenser, ToolGate):
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
             return dataclasses.replace(response, content=content)
+
+    def model_request(self, max_tokens: int, tool_choice: dict[str, Any] | None = None) -> ModelRequest:
+        """The next request: the history as it stands, under the run's fixed system, tools and thinking settings."""
+        return ModelRequest(
+            system=self.system,
+            tools=self.tool_schemas,
+            messages=list(self.history),
+            max_tokens=max_tokens,
+            effort=self.cfg.effort,
+            thinking_display=self.cfg.thinking_display,
+            drop_block=self.drop_block,
+            tool_choice=tool_choice,
+        )
 
     async def more_room_to_think(self, response: ModelResponse, max_tokens: int) -> int:
         """The model spent all of max_tokens thinking: retry once with more room, within the token budget."""
@@ -667,16 +672,7 @@ class _Run(Condenser, ToolGate):
             if content[-1:] != [note]:  # a drive that died during its wrap-up asks once, not twice
                 self.history[-1] = {"role": "user", "content": [*content, note]}
                 await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
-            request = ModelRequest(
-                system=self.system,
-                tools=self.tool_schemas,
-                tool_choice={"type": "none"},
-                messages=list(self.history),
-                max_tokens=self.cfg.max_tokens,
-                effort=self.cfg.effort,
-                thinking_display=self.cfg.thinking_display,
-                drop_block=self.drop_block,
-            )
+            request = self.model_request(self.cfg.max_tokens, tool_choice={"type": "none"})
             async with self.grace(f"wrapping up ({stop.reason.value})"):
                 response = await self.cfg.model.complete(request)
             self.charge_response(response)
