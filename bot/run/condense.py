@@ -8,7 +8,7 @@ a change's outcome), carried over from the previous head; and the living summary
 store), re-attached after the condensed history.
 
 `Condenser` is a mixin of the run (bot.run.loop._Run), on top of its meters (bot.run.meter): it reads the run's
-config through `CondenseConfig` and uses the run's trace and gate rule, declared below, so this module imports
+config through `RunView` and uses the run's trace and gate rule, declared below, so this module imports
 nothing of the loop.
 """
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from bot.core.redact import redact
 from bot.core.types import ModelRequest, StopReason, ToolCall
 from bot.run import prompts
 from bot.run.guards import Stop
 from bot.run.history import final_text, first_line, result_text, split_for_condensing, transcript, without_thinking
-from bot.run.meter import Meter, MeterConfig
+from bot.run.meter import Meter
 from bot.run.summary import render_text
 
 RECORD = "[Calls so far: each result's first line, then the call (cite results by that first line)]"
@@ -32,19 +32,9 @@ CONDENSED = "[Summary of the work so far, condensed to fit the context window]"
 OUTCOME_CHARS = 300  # of a change's result, after its first line: what it did, or why it was not run
 
 
-class CondenseConfig(MeterConfig, Protocol):
-    """What condensation reads of a RunConfig."""
-
-    @property
-    def condense(self) -> bool: ...
-    @property
-    def max_tokens(self) -> int: ...
-
-
 class Condenser(Meter):
     """The run's history, condensed (see the module docstring)."""
 
-    cfg: CondenseConfig
     history: list[dict[str, Any]]
     task: str
 
