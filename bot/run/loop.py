@@ -109,7 +109,19 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
 
     Raises `Pause` when the run waits for a human decision (`confirm` raised it) or hands back to another
     process: the run is not over, and everything needed to resume it is in the store."""
-    return await _Run.load(cfg, run_id)
+    row = await cfg.store.get_run(run_id)
+    r = _Run(cfg, row, await cfg.store.history(run_id))
+    if not row.active:
+        return r.result(row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by)
+    r.numbered = living.numbered(await cfg.store.tool_results(run_id), r.pending_calls())
+    if r.fresh:
+        await cfg.store.fix_prompt(run_id, system=r.system, tools=r.tool_schemas)
+    if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
+        if cfg.prelude is not None:
+            await r.offer_context(await cfg.prelude())
+        await cfg.store.record_settings(run_id, run_settings(cfg))
+    with structlog.contextvars.bound_contextvars(run_id=run_id), run_scope(cfg.scope):
+        return await r.loop()
 
 
 def run_settings(cfg: RunConfig) -> dict[str, Any]:
@@ -161,24 +173,6 @@ class _Run(Condenser, ToolGate):
         self.unstored: int | None = None
         self.turn_timer: asyncio.TimerHandle | None = None
         self.behind: asyncio.Future[None] | None = None
-
-    @classmethod
-    async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
-        row = await cfg.store.get_run(run_id)
-        self = cls(cfg, row, await cfg.store.history(run_id))
-        if not row.active:
-            return self.result(
-                row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by
-            )
-        self.numbered = living.numbered(await cfg.store.tool_results(run_id), self.pending_calls())
-        if self.fresh:
-            await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
-        if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
-            if cfg.prelude is not None:
-                await self.offer_context(await cfg.prelude())
-            await cfg.store.record_settings(run_id, run_settings(cfg))
-        with structlog.contextvars.bound_contextvars(run_id=run_id), run_scope(cfg.scope):
-            return await self.loop()
 
     async def offer_context(self, blocks: Sequence[str]) -> None:
         """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once, with their
