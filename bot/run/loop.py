@@ -161,7 +161,7 @@ class _Run(Condenser, ToolGate):
         self.pending_condense = False
         self.paused = 0.0  # seconds spent waiting for humans: not the agent's deadline
         limits = cfg.limits
-        self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
+        self.loops = LoopDetector(window=limits.loop_window)  # the loop applies warn_at and stop_at
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
         self.numbered = 0  # calls with a handle before the current turn (`living.numbered`, read at load)
         self.handles: dict[str, str] = {}  # the current turn's handles by tool_use id
