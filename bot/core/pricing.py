@@ -108,22 +108,17 @@ class Lifecycle:
 # is current unless the SDK's own table gives it a date. A date in the past makes a deprecated model
 # retired without an edit: `opsloop run` refuses it at start-up, naming the replacement.
 LIFECYCLE: dict[str, Lifecycle] = {
-    "claude-opus-4-5": Lifecycle(
-        status=Status.DEPRECATED, end_of_life=date(2027, 1, 22), replacement="claude-opus-5-5"
-    ),
-    "claude-sonnet-4-5": Lifecycle(
-        status=Status.DEPRECATED, end_of_life=date(2026, 11, 30), replacement="claude-sonnet-5-5"
-    ),
-    "claude-opus-4-1": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 8, 5), replacement="claude-opus-5-5"),
-    "claude-opus-4": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 15), replacement="claude-opus-5-5"),
-    "claude-sonnet-4": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 6, 15), replacement="claude-sonnet-5-5"),
-    "claude-mythos-preview": Lifecycle(
-        status=Status.RETIRED, end_of_life=date(2026, 6, 30), replacement="claude-fable-5-2"
-    ),
-    "claude-3-7-sonnet": Lifecycle(
-        status=Status.RETIRED, end_of_life=date(2026, 2, 19), replacement="claude-sonnet-5-5"
-    ),
-    "claude-3-5-haiku": Lifecycle(status=Status.RETIRED, end_of_life=date(2026, 2, 19), replacement="claude-haiku-5-5"),
+    name: Lifecycle(status=status, end_of_life=date(*end), replacement=replacement)
+    for name, status, end, replacement in (
+        ("claude-opus-4-5", Status.DEPRECATED, (2027, 1, 22), "claude-opus-5-5"),
+        ("claude-sonnet-4-5", Status.DEPRECATED, (2026, 11, 30), "claude-sonnet-5-5"),
+        ("claude-opus-4-1", Status.RETIRED, (2026, 8, 5), "claude-opus-5-5"),
+        ("claude-opus-4", Status.RETIRED, (2026, 6, 15), "claude-opus-5-5"),
+        ("claude-sonnet-4", Status.RETIRED, (2026, 6, 15), "claude-sonnet-5-5"),
+        ("claude-mythos-preview", Status.RETIRED, (2026, 6, 30), "claude-fable-5-2"),
+        ("claude-3-7-sonnet", Status.RETIRED, (2026, 2, 19), "claude-sonnet-5-5"),
+        ("claude-3-5-haiku", Status.RETIRED, (2026, 2, 19), "claude-haiku-5-5"),
+    )
 }
 
 # What a model without an entry of its own is replaced by, when the SDK says it is going (by family).

@@ -258,10 +258,6 @@ class Run:
         return self.in_terminal and self.active and (self.lease_until or 0.0) < now
 
     @property
-    def paid_tokens(self) -> int:
-        return self.usage.paid_tokens
-
-    @property
     def headline(self) -> str:
         """What a list of runs names it by: its title, else its task."""
         return self.title or self.task

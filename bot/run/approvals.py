@@ -71,7 +71,7 @@ async def ask(desk: ApprovalDesk, run: Run, req: ConfirmRequest) -> Decision:
             thread_ts=run.thread_ts,
             required=settings.required(req.category),
             expires_at=store.now() + settings.expire_minutes * 60,
-            run_tokens=run_now.paid_tokens,
+            run_tokens=run_now.usage.paid_tokens,
             run_cost_usd=run_now.cost_usd,
         )
     if approval.pending and not approval.message_ts:

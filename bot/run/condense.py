@@ -8,22 +8,22 @@ a change's outcome), carried over from the previous head; and the living summary
 store), re-attached after the condensed history.
 
 `Condenser` is a mixin of the run (bot.run.loop._Run), on top of its meters (bot.run.meter): it reads the run's
-config through `CondenseConfig` and uses the run's trace and gate rule, declared below, so this module imports
+config through `RunView` and uses the run's trace and gate rule, declared below, so this module imports
 nothing of the loop.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from bot.core.redact import redact
 from bot.core.types import ModelRequest, StopReason, ToolCall
 from bot.run import prompts
 from bot.run.guards import Stop
-from bot.run.history import final_text, first_line, split_for_condensing, transcript, without_thinking
-from bot.run.meter import Meter, MeterConfig
+from bot.run.history import final_text, first_line, result_text, split_for_condensing, transcript, without_thinking
+from bot.run.meter import Meter
 from bot.run.summary import render_text
 
 RECORD = "[Calls so far: each result's first line, then the call (cite results by that first line)]"
@@ -32,27 +32,14 @@ CONDENSED = "[Summary of the work so far, condensed to fit the context window]"
 OUTCOME_CHARS = 300  # of a change's result, after its first line: what it did, or why it was not run
 
 
-class CondenseConfig(MeterConfig, Protocol):
-    """What condensation reads of a RunConfig."""
-
-    @property
-    def condense(self) -> bool: ...
-    @property
-    def max_tokens(self) -> int: ...
-
-
 class Condenser(Meter):
     """The run's history, condensed (see the module docstring)."""
 
-    cfg: CondenseConfig
     history: list[dict[str, Any]]
     task: str
 
     read_only: Callable[[ToolCall], bool]  # the gate's rule (bot.run.gate), which the run has too
-
-    # The run's own (bot.run.loop._Run defines it): its trace.
-    async def trace(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
+    trace: Callable[..., Awaitable[None]]  # the run's own (bot.run.loop._Run defines it)
 
     async def condense(self, why: str) -> None:
         if not self.cfg.condense:
@@ -112,9 +99,7 @@ class Condenser(Meter):
                     answered.append((call, b))
         stored = await self.cfg.store.tool_results(self.id, [c.id for c, _ in answered]) if answered else {}
         for call, b in answered:
-            result = b.get("content")
-            result = "\n".join(c.get("text", "") for c in result) if isinstance(result, list) else str(result or "")
-            head, _, rest = result.strip().partition("\n")
+            head, _, rest = result_text(b.get("content")).strip().partition("\n")
             line = f"- {first_line(head)} | {call.name} {json.dumps(call.args, sort_keys=True)[:200]} [{call.id}]"
             if b.get("is_error"):
                 line += " (error)"

@@ -2,8 +2,8 @@
 (dry run, a stored approval) and the call itself, parallel-safe reads concurrently and everything else one at
 a time. The loop (bot/run/loop.py) persists the outcomes and applies the loop detector and the error breaker.
 
-`ToolGate` is a mixin of the run (bot.run.loop._Run): it uses the run's config, its trace and events, its Stop
-check and its deadline, declared below so this module imports nothing of the loop.
+`ToolGate` is a mixin of the run (bot.run.loop._Run): it uses the run's config (bot.run.meter.RunView), its trace
+and events, its Stop check and its deadline, declared below so this module imports nothing of the loop.
 """
 
 from __future__ import annotations
@@ -11,34 +11,19 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from bot import Toolbox
 from bot.core.redact import redact
-from bot.core.types import ConfirmRequest, Decision, RunNews, RunStatus, StopReason, ToolCall
+from bot.core.types import ConfirmRequest, Decision, RunStatus, StopReason, ToolCall
 from bot.run import events, prompts
-from bot.run.guards import Limits, Pause, Stop, digest
+from bot.run.guards import Pause, Stop, digest
+from bot.run.meter import RunView
 from tools.api import BadCall
 from tools.registry import Category, PermissionDenied, ToolError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
-
-    from bot.store import Store
-
-
-class GateConfig(Protocol):
-    """What the gate reads of a RunConfig."""
-
-    @property
-    def tools(self) -> Toolbox: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def limits(self) -> Limits: ...
-    @property
-    def confirm(self) -> Callable[[ConfirmRequest], Awaitable[Decision]] | None: ...
 
 
 @dataclass
@@ -55,26 +40,17 @@ class Outcome:
 class ToolGate:
     """The run's calls through the gate (see the module docstring)."""
 
-    cfg: GateConfig
+    cfg: RunView
     id: str
     iterations: int
     paused: float
 
     # The run's own (bot.run.loop._Run defines them): its status events, its trace, its Stop check, its deadline.
-    async def emit(self, kind: type[events.RunEvent], call: ToolCall | None = None, **data: Any) -> None:
-        raise NotImplementedError
-
-    async def trace(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
-
-    def trace_later(self, kind: str, **data: Any) -> None:
-        raise NotImplementedError
-
-    async def check_stop_requested(self, news: RunNews | None = None) -> None:
-        raise NotImplementedError
-
-    def deadline(self, doing: str) -> AbstractAsyncContextManager[None]:
-        raise NotImplementedError
+    emit: Callable[..., Awaitable[None]]
+    trace: Callable[..., Awaitable[None]]
+    trace_later: Callable[..., None]
+    check_stop_requested: Callable[[], Awaitable[None]]
+    deadline: Callable[[str], AbstractAsyncContextManager[None]]
 
     def batches(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
         """Consecutive read-only, parallel-safe calls form one batch; every other call is alone."""

@@ -58,8 +58,7 @@ def digest(value: Any) -> str:
 class LoopDetector:
     """Counts identical (tool, args, output) signatures in a sliding window."""
 
-    def __init__(self, *, window: int = 10, warn_at: int = 3, stop_at: int = 6) -> None:
-        self.warn_at, self.stop_at = warn_at, stop_at
+    def __init__(self, *, window: int = 10) -> None:
         self._recent: deque[str] = deque(maxlen=window)
 
     def observe(self, name: str, args: Any, output: str) -> int:

@@ -170,6 +170,13 @@ def first_line(text: str) -> str:
     return text if len(text) <= FIRST_LINE_MAX else text[:FIRST_LINE_MAX] + " …"
 
 
+def result_text(content: Any) -> str:
+    """A tool_result's content as text: a string as it is, a list of blocks by their text."""
+    if isinstance(content, list):
+        return "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return str(content or "")
+
+
 def transcript(history: Sequence[Block], per_block: int = 2000) -> str:
     """A plain-text rendering of turns for the condensation request; a result's first line is never cut."""
     lines = []
@@ -184,10 +191,7 @@ def transcript(history: Sequence[Block], per_block: int = 2000) -> str:
             elif kind == "tool_use":
                 body = f"called {b['name']}({json.dumps(b.get('input') or {})})"
             elif kind == "tool_result":
-                result = b.get("content")
-                if isinstance(result, list):
-                    result = "\n".join(c.get("text", "") for c in result if isinstance(c, dict))
-                head, _, rest = str(result or "").partition("\n")  # its first line (its handle) is never cut
+                head, _, rest = result_text(b.get("content")).partition("\n")  # its first line: never cut
                 lines.append(f"{message['role']}: result{' (error)' if b.get('is_error') else ''}: {first_line(head)}")
                 if not rest:
                     continue

@@ -109,7 +109,19 @@ async def run(cfg: RunConfig, run_id: str) -> RunResult:
 
     Raises `Pause` when the run waits for a human decision (`confirm` raised it) or hands back to another
     process: the run is not over, and everything needed to resume it is in the store."""
-    return await _Run.load(cfg, run_id)
+    row = await cfg.store.get_run(run_id)
+    r = _Run(cfg, row, await cfg.store.history(run_id))
+    if not row.active:
+        return r.result(row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by)
+    r.numbered = living.numbered(await cfg.store.tool_results(run_id), r.pending_calls())
+    if r.fresh:
+        await cfg.store.fix_prompt(run_id, system=r.system, tools=r.tool_schemas)
+    if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
+        if cfg.prelude is not None:
+            await r.offer_context(await cfg.prelude())
+        await cfg.store.record_settings(run_id, run_settings(cfg))
+    with structlog.contextvars.bound_contextvars(run_id=run_id), run_scope(cfg.scope):
+        return await r.loop()
 
 
 def run_settings(cfg: RunConfig) -> dict[str, Any]:
@@ -149,7 +161,7 @@ class _Run(Condenser, ToolGate):
         self.pending_condense = False
         self.paused = 0.0  # seconds spent waiting for humans: not the agent's deadline
         limits = cfg.limits
-        self.loops = LoopDetector(window=limits.loop_window, warn_at=limits.loop_warn_at, stop_at=limits.loop_stop_at)
+        self.loops = LoopDetector(window=limits.loop_window)  # the loop applies warn_at and stop_at
         self.breaker = ErrorBreaker(limits.max_consecutive_errors)
         self.numbered = 0  # calls with a handle before the current turn (`living.numbered`, read at load)
         self.handles: dict[str, str] = {}  # the current turn's handles by tool_use id
@@ -161,24 +173,6 @@ class _Run(Condenser, ToolGate):
         self.unstored: int | None = None
         self.turn_timer: asyncio.TimerHandle | None = None
         self.behind: asyncio.Future[None] | None = None
-
-    @classmethod
-    async def load(cls, cfg: RunConfig, run_id: str) -> RunResult:
-        row = await cfg.store.get_run(run_id)
-        self = cls(cfg, row, await cfg.store.history(run_id))
-        if not row.active:
-            return self.result(
-                row.stop_reason or StopReason.MODEL_ERROR, row.stop_detail or "", row.output, row.stopped_by
-            )
-        self.numbered = living.numbered(await cfg.store.tool_results(run_id), self.pending_calls())
-        if self.fresh:
-            await cfg.store.fix_prompt(run_id, system=self.system, tools=self.tool_schemas)
-        if row.settings is None:  # a follow-up run inherits the prompt, not these: recorded at its first drive
-            if cfg.prelude is not None:
-                await self.offer_context(await cfg.prelude())
-            await cfg.store.record_settings(run_id, run_settings(cfg))
-        with structlog.contextvars.bound_contextvars(run_id=run_id), run_scope(cfg.scope):
-            return await self.loop()
 
     async def offer_context(self, blocks: Sequence[str]) -> None:
         """Append `blocks` to the task's user turn (not sent yet: history stays append-only), once, with their
@@ -329,15 +323,7 @@ class _Run(Condenser, ToolGate):
     async def request(self, sink: AnswerSink | None = None) -> ModelResponse:
         max_tokens = self.cfg.max_tokens
         while True:
-            request = ModelRequest(
-                system=self.system,
-                tools=self.tool_schemas,
-                messages=list(self.history),
-                max_tokens=max_tokens,
-                effort=self.cfg.effort,
-                thinking_display=self.cfg.thinking_display,
-                drop_block=self.drop_block,
-            )
+            request = self.model_request(max_tokens)
             self.trace_later("request", iteration=self.iterations, messages=len(self.history), max_tokens=max_tokens)
             began = time.monotonic()
             try:
@@ -361,6 +347,19 @@ class _Run(Condenser, ToolGate):
                 continue
             content = await self.record(response, latency=time.monotonic() - began)
             return dataclasses.replace(response, content=content)
+
+    def model_request(self, max_tokens: int, tool_choice: dict[str, Any] | None = None) -> ModelRequest:
+        """The next request: the history as it stands, under the run's fixed system, tools and thinking settings."""
+        return ModelRequest(
+            system=self.system,
+            tools=self.tool_schemas,
+            messages=list(self.history),
+            max_tokens=max_tokens,
+            effort=self.cfg.effort,
+            thinking_display=self.cfg.thinking_display,
+            drop_block=self.drop_block,
+            tool_choice=tool_choice,
+        )
 
     async def more_room_to_think(self, response: ModelResponse, max_tokens: int) -> int:
         """The model spent all of max_tokens thinking: retry once with more room, within the token budget."""
@@ -667,16 +666,7 @@ class _Run(Condenser, ToolGate):
             if content[-1:] != [note]:  # a drive that died during its wrap-up asks once, not twice
                 self.history[-1] = {"role": "user", "content": [*content, note]}
                 await self.cfg.store.put_message(self.id, len(self.history) - 1, self.history[-1])
-            request = ModelRequest(
-                system=self.system,
-                tools=self.tool_schemas,
-                tool_choice={"type": "none"},
-                messages=list(self.history),
-                max_tokens=self.cfg.max_tokens,
-                effort=self.cfg.effort,
-                thinking_display=self.cfg.thinking_display,
-                drop_block=self.drop_block,
-            )
+            request = self.model_request(self.cfg.max_tokens, tool_choice={"type": "none"})
             async with self.grace(f"wrapping up ({stop.reason.value})"):
                 response = await self.cfg.model.complete(request)
             self.charge_response(response)

@@ -1,8 +1,8 @@
 """The run's meters: tokens and cost charged per response, agent time, the budgets and the deadline on them,
 the totals stored with each write and the result a drive returns.
 
-`Meter` is a mixin of the run (bot.run.loop._Run): it reads the run's config through `MeterConfig`, declared
-below, so this module imports nothing of the loop.
+`Meter` is a mixin of the run (bot.run.loop._Run), as are condensation (bot.run.condense) and the gate
+(bot.run.gate): they read the run's config through `RunView`, declared below, so they import nothing of the loop.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot import ModelClient
-from bot.core.types import ModelResponse, RunResult, StopReason, Totals, Usage
+from bot import ModelClient, Toolbox
+from bot.core.types import ConfirmRequest, Decision, ModelResponse, RunResult, StopReason, Totals, Usage
 from bot.run.guards import Limits, Stop
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from bot.core.pricing import Price
     from bot.store import Store
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 WRAP_UP_SECONDS = 120.0  # the one wrap-up call a budget's stop allows (bot.run.loop), past the agent's deadline
 
 
-class MeterConfig(Protocol):
-    """What the meters read of a RunConfig."""
+class RunView(Protocol):
+    """What the run's mixins (the meters, condensation, the gate) read of a RunConfig."""
 
     @property
     def model(self) -> ModelClient: ...
@@ -36,12 +36,20 @@ class MeterConfig(Protocol):
     def limits(self) -> Limits: ...
     @property
     def price_for(self) -> Callable[[str], Price]: ...
+    @property
+    def tools(self) -> Toolbox: ...
+    @property
+    def confirm(self) -> Callable[[ConfirmRequest], Awaitable[Decision]] | None: ...
+    @property
+    def condense(self) -> bool: ...
+    @property
+    def max_tokens(self) -> int: ...
 
 
 class Meter:
     """The run's usage, cost and agent time (see the module docstring)."""
 
-    cfg: MeterConfig
+    cfg: RunView
     id: str
     iterations: int
     usage: Usage

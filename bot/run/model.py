@@ -54,17 +54,6 @@ def with_cache_breakpoints(messages: Sequence[dict[str, Any]]) -> list[dict[str,
     return out
 
 
-def _usage(u: dict[str, Any] | None) -> Usage:
-    if u is None:
-        return Usage()
-    return Usage(
-        input_tokens=u.get("input_tokens") or 0,
-        output_tokens=u.get("output_tokens") or 0,
-        cache_read_tokens=u.get("cache_read_input_tokens") or 0,
-        cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
-    )
-
-
 def _no_none(value: Any) -> Any:
     """A block as the SDK's `model_dump(exclude_none=True)` gave it: fields the API sent as null are left out."""
     if isinstance(value, dict):
@@ -427,7 +416,7 @@ class AnthropicModel:
         )
         turn = _Turn(model, named_by_api=route.provider == "anthropic")
         feed = _Feed(sink)
-        await feed.attempt()
+        await feed.call("attempt")
         async with events:
             async for event in events:
                 await feed.event(event)
@@ -460,19 +449,16 @@ class _Feed:
     def __init__(self, sink: AnswerSink | None) -> None:
         self.sink = sink
 
-    async def attempt(self) -> None:
-        await self._call("attempt")
-
     async def event(self, event: dict[str, Any]) -> None:
         if self.sink is None:
             return
         kind = event["type"]
         if kind == "content_block_delta" and event["delta"]["type"] == "text_delta":
-            await self._call("text", event["delta"]["text"])
+            await self.call("text", event["delta"]["text"])
         elif kind == "content_block_start" and event["content_block"]["type"] == "tool_use":
-            await self._call("tool_use")
+            await self.call("tool_use")
 
-    async def _call(self, name: str, *args: Any) -> None:
+    async def call(self, name: str, *args: Any) -> None:
         if self.sink is None:
             return
         try:
@@ -561,7 +547,13 @@ class _Turn:
         return [b for i, b in enumerate(self.blocks) if not (i in self.open and b.get("type") == "tool_use")]
 
     def usage(self, *, billed_text: bool = False) -> Usage:
-        usage = dataclasses.replace(_usage(self._usage), output_tokens=self.output_tokens)
+        u = self._usage or {}
+        usage = Usage(
+            input_tokens=u.get("input_tokens") or 0,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+            cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+        )
         if billed_text:  # a stream we hung up on: the count lags behind what was generated (thinking included)
             generated = -(-(self.streamed + self.streamed_thinking) // 4)
             usage = dataclasses.replace(usage, output_tokens=max(usage.output_tokens, generated))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.types import RunResult, StopReason
+from bot.run.history import result_text
 
 STOP_WORDS = {
     "completed": "finished the task and gave an answer",
@@ -63,7 +64,7 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
                 s["calls"] += 1
             elif kind == "tool_result" and block["tool_use_id"] in names:
                 s = summaries[names[block["tool_use_id"]]]
-                s["last"] = _text_of(block.get("content"))
+                s["last"] = result_text(block.get("content"))
                 s["error"] = bool(block.get("is_error"))
                 if s["last"].startswith(("Not run: the run stopped", "No result: the run stopped")):
                     unanswered.append(f"{names[block['tool_use_id']]} was not run before the stop")
@@ -85,11 +86,3 @@ def handoff_report(result: RunResult, history: Sequence[dict[str, Any]]) -> Hand
         pending=tuple(unanswered),
         conclusion=result.output if is_conclusion(result.stop_reason) and result.output else None,
     )
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""

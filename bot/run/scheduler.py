@@ -261,10 +261,6 @@ class Supervisor:
         self, row: Run, thread: RunThread, scope: RunScope | None, *, at_end: AtEndWrites | None = None
     ) -> RunConfig:
         s, store, run_id = self.settings, self.store, row.id
-
-        async def confirm_in_thread(req: Any) -> Any:
-            return await approvals.ask(self.approvals, row, req)
-
         return RunConfig(
             model=self.model_for(row.model),
             store=store,
@@ -274,7 +270,7 @@ class Supervisor:
             max_tokens=s.model.max_tokens,
             effort=s.model.effort,
             thinking_display=s.model.thinking_display,
-            confirm=confirm_in_thread,
+            confirm=lambda req: approvals.ask(self.approvals, row, req),
             stop_requested=lambda: store.stop_requested_by(run_id),
             news=lambda: store.run_news(run_id),  # the Stop flag and the queued replies, in one store call a step
             on_event=thread.on_event,

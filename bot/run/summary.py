@@ -271,11 +271,7 @@ def validate(raw: object, *, calls: Mapping[str, CallOutcome]) -> Summary | list
     """
     if not isinstance(raw, Mapping):
         return ["the input must be an object with situation, hypotheses and next_steps"]
-    problems = [
-        f"{k}: unknown field (allowed: situation, hypotheses, next_steps)"
-        for k in raw
-        if k not in ("situation", "hypotheses", "next_steps")
-    ]
+    problems = _unknown(raw, "", ("situation", "hypotheses", "next_steps"))
     situation = _text(raw.get("situation"), "situation", SITUATION_MAX, problems)
     hypotheses = _hypotheses(raw.get("hypotheses", []), calls, problems)
     steps = _list(raw.get("next_steps", []), "next_steps", STEPS_MAX, problems)
@@ -317,11 +313,7 @@ def _hypotheses(raw: object, calls: Mapping[str, CallOutcome], problems: list[st
             problems.append(f"{where}: must be an object with id, statement, status, confidence, evidence")
             continue
         before = len(problems)
-        problems += [
-            f"{where}.{k}: unknown field (allowed: id, statement, status, confidence, evidence)"
-            for k in item
-            if k not in ("id", "statement", "status", "confidence", "evidence")
-        ]
+        problems += _unknown(item, f"{where}.", ("id", "statement", "status", "confidence", "evidence"))
         hid = _text(item.get("id"), f"{where}.id", ID_MAX, problems)
         if hid in seen:
             problems.append(f"{where}.id: {hid!r} is used by an earlier hypothesis")
@@ -405,6 +397,10 @@ def _not_evidence(call: CallOutcome) -> str:
         CallStatus.NOT_RUN: "did not run: denied, expired or refused",
         CallStatus.PENDING: "has not finished",
     }.get(call.status, "is not evidence")
+
+
+def _unknown(raw: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> list[str]:
+    return [f"{where}{k}: unknown field (allowed: {', '.join(allowed)})" for k in raw if k not in allowed]
 
 
 def _text(value: object, where: str, limit: int, problems: list[str]) -> str:

@@ -57,7 +57,7 @@ def test_a_new_run_comes_back_as_a_typed_record(db_url) -> None:
     )
     ledger.finish_run(run.id, stop_reason=StopReason.COMPLETED, stop_detail="", output="done")
     done = ledger.get_run(run.id)
-    assert (done.status, done.active, done.stop_reason, done.paid_tokens, done.tools_called, done.model) == (
+    assert (done.status, done.active, done.stop_reason, done.usage.paid_tokens, done.tools_called, done.model) == (
         RunStatus.FINISHED,
         False,
         StopReason.COMPLETED,
