@@ -33,7 +33,7 @@ from bot.store import Store
 from tools.api import ToolError
 from tools.changes.model import Change, Cut, utc_minute
 from tools.changes.store import KeyDiff, KeySnapshot, configmap_snapshots, save_configmap_snapshots
-from tools.k8s import render
+from tools.k8s import columns
 from tools.k8s.clusters import METADATA_ONLY, Kind, KubeClient
 
 LIST_LIMIT = 500
@@ -100,7 +100,7 @@ async def _list(
 
 def _owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """The controlling Deployment/StatefulSet/DaemonSet: (kind, name)."""
-    for ref in render.meta(obj).get("ownerReferences") or []:
+    for ref in columns.meta(obj).get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("kind") in _WORKLOADS and ref.get("controller", True):
             return str(ref["kind"]), str(ref.get("name"))
     return None
@@ -108,7 +108,7 @@ def _owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def _images(template: Any) -> str:
     spec = template.get("spec") if isinstance(template, Mapping) else None
-    return render.images(spec if isinstance(spec, Mapping) else None)
+    return columns.images(spec if isinstance(spec, Mapping) else None)
 
 
 def _revision_changes(
@@ -129,7 +129,7 @@ def _revision_changes(
             if before is None:
                 what = f"image {images}, revision {number} (first)"
             elif before != images:
-                what = f"image {before} {render.ARROW} {images}, revision {number}"
+                what = f"image {before} {columns.ARROW} {images}, revision {number}"
             else:
                 what = f"pod template changed (image {images}), revision {number}"
             changes.append(
@@ -150,9 +150,9 @@ def replicaset_changes(
 ) -> list[Change]:
     rows = []
     for rs in items:
-        meta = render.meta(rs)
+        meta = columns.meta(rs)
         owner = _owner(rs)
-        number = _number((meta.get("annotations") or {}).get(render.REVISION))
+        number = _number((meta.get("annotations") or {}).get(columns.REVISION))
         if owner is None or owner[0] != "Deployment" or number is None:
             continue
         rows.append(
@@ -160,7 +160,7 @@ def replicaset_changes(
                 owner[0],
                 owner[1],
                 number,
-                render.parse_time(meta.get("creationTimestamp")),
+                columns.parse_time(meta.get("creationTimestamp")),
                 _images((rs.get("spec") or {}).get("template")),
                 f"replicaset/{meta.get('name')}",
             )
@@ -173,7 +173,7 @@ def controller_revision_changes(
 ) -> list[Change]:
     rows = []
     for cr in items:
-        meta = render.meta(cr)
+        meta = columns.meta(cr)
         owner = _owner(cr)
         number = _number(cr.get("revision"))
         if owner is None or owner[0] == "Deployment" or number is None:
@@ -186,7 +186,7 @@ def controller_revision_changes(
                 owner[0],
                 owner[1],
                 number,
-                render.parse_time(meta.get("creationTimestamp")),
+                columns.parse_time(meta.get("creationTimestamp")),
                 _images(template),
                 f"controllerrevision/{meta.get('name')}",
             )
@@ -228,7 +228,7 @@ async def remember_keys(
     new: list[KeySnapshot] = []
     for cm in items:
         values = {**(cm.pop("binaryData", None) or {}), **(cm.pop("data", None) or {})}
-        meta = render.meta(cm)
+        meta = columns.meta(cm)
         name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
         before = old.get(name)
         if before is not None and before.resource_version == rv:
@@ -278,12 +278,12 @@ def configmap_changes(
     """Each ConfigMap written in the window, at its latest write there, with its key changes (names only)."""
     changes = []
     for cm in items:
-        meta = render.meta(cm)
+        meta = columns.meta(cm)
         name = meta.get("name")
-        created = render.parse_time(meta.get("creationTimestamp"))
+        created = columns.parse_time(meta.get("creationTimestamp"))
         writes = []
         for entry in meta.get("managedFields") or []:
-            at = render.parse_time(entry.get("time")) if isinstance(entry, Mapping) else None
+            at = columns.parse_time(entry.get("time")) if isinstance(entry, Mapping) else None
             if at is not None and since <= at <= until:
                 manager, operation = str(entry.get("manager") or "unknown"), str(entry.get("operation") or "")
                 writes.append((at, manager, operation, data_keys(entry)))
@@ -313,9 +313,9 @@ def scale_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetim
         if ev.get("reason") not in SCALE_REASONS:
             continue
         at = (
-            render.parse_time(ev.get("lastTimestamp"))
-            or render.parse_time(ev.get("eventTime"))
-            or render.parse_time(ev.get("firstTimestamp"))
+            columns.parse_time(ev.get("lastTimestamp"))
+            or columns.parse_time(ev.get("eventTime"))
+            or columns.parse_time(ev.get("firstTimestamp"))
         )
         if at is None or not since <= at <= until:
             continue
@@ -403,9 +403,9 @@ async def revision_diff(client: KubeClient, namespace: str | None, workload: str
     items, _ = await _list(client, kinds[kind_name], ns)
     rows = []
     for obj in items:
-        meta = render.meta(obj)
+        meta = columns.meta(obj)
         number = _number(
-            (meta.get("annotations") or {}).get(render.REVISION) if kind_name == "replicaset" else obj.get("revision")
+            (meta.get("annotations") or {}).get(columns.REVISION) if kind_name == "replicaset" else obj.get("revision")
         )
         owner = _owner(obj)
         if owner is not None and number is not None:
@@ -437,10 +437,10 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
     items, _ = await _list(
         client, CONFIGMAPS, ns, field_selector=f"metadata.name={name}", accept=None if memory else METADATA_ONLY
     )
-    cm = next((i for i in items if render.meta(i).get("name") == name), None)
+    cm = next((i for i in items if columns.meta(i).get("name") == name), None)
     if cm is None:
         raise ToolError(f"no configmap {name} in {client.name}/{ns}")
-    meta = render.meta(cm)
+    meta = columns.meta(cm)
     lines = [f"{client.name}/{ns} configmap/{name} (resourceVersion {meta.get('resourceVersion')}); values never shown"]
     if memory is not None:
         snapshot = (await remember_keys(memory, client.name, ns, [cm]))[name]
@@ -453,7 +453,7 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
     for entry in meta.get("managedFields") or []:
         if isinstance(entry, Mapping):
             keys = data_keys(entry)
-            at = render.parse_time(entry.get("time"))
+            at = columns.parse_time(entry.get("time"))
             writes.append(
                 f"- {entry.get('manager') or 'unknown'} {entry.get('operation') or ''} at "
                 f"{utc_minute(at) if at else 'an unknown time'}: "

@@ -1,7 +1,6 @@
-"""Kubernetes objects as the compact text an SRE reads: `kubectl get -o wide`-like tables, describe summaries,
-events, rollout history, and the field diff a dry run's card shows. Pure functions of dicts (wire format).
-The shared cells live in tools.k8s.columns, describe and events in tools.k8s.describe, the dry-run diff in
-tools.k8s.diff; their names are re-exported here, so `render.x` keeps working for every caller."""
+"""Kubernetes objects as the compact text an SRE reads: `kubectl get -o wide`-like tables,
+rollout history and top. Pure functions of dicts (wire format). The shared cells live in tools.k8s.columns,
+describe and events in tools.k8s.describe, the dry-run diff in tools.k8s.diff."""
 
 from __future__ import annotations
 
@@ -11,19 +10,14 @@ from datetime import datetime
 from typing import Any
 
 from tools.k8s.columns import (
-    ARROW,
     CHANGE_CAUSE,
-    MAX_ROWS,
     NONE,
-    RESTARTED_AT,
     REVISION,
     age,
     container_names,
     images,
     labels_text,
     meta,
-    one_line,
-    parse_time,
     pod_ready,
     pod_restarts,
     pod_status,
@@ -32,53 +26,6 @@ from tools.k8s.columns import (
     table,
     template_spec,
 )
-from tools.k8s.describe import (
-    conditions_table,
-    container_lines,
-    describe,
-    env_lines,
-    event_time,
-    events_table,
-    sort_events,
-)
-from tools.k8s.diff import field_diff, merge_patch
-
-__all__ = [
-    "ARROW",
-    "CHANGE_CAUSE",
-    "MAX_ROWS",
-    "NONE",
-    "RESTARTED_AT",
-    "REVISION",
-    "age",
-    "conditions_table",
-    "container_lines",
-    "container_names",
-    "cpu_cores",
-    "describe",
-    "env_lines",
-    "event_time",
-    "events_table",
-    "field_diff",
-    "get_table",
-    "history_table",
-    "images",
-    "labels_text",
-    "mem_bytes",
-    "merge_patch",
-    "meta",
-    "one_line",
-    "parse_time",
-    "pod_ready",
-    "pod_restarts",
-    "pod_status",
-    "revision_of",
-    "selector_text",
-    "sort_events",
-    "table",
-    "template_spec",
-    "top_table",
-]
 
 
 def _rows_pods(
