@@ -106,36 +106,8 @@ def _owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _images(template: Any) -> str:
-    spec = template.get("spec") if isinstance(template, Mapping) else None
-    return columns.images(spec if isinstance(spec, Mapping) else None)
-
-
-def _revision_changes(
-    revisions: Sequence[tuple[str, str, int, datetime | None, str, str]], where: str, since: datetime, until: datetime
-) -> list[Change]:
-    """(owner kind, owner name, revision, created, images, object ref) rows as Changes: each revision created
-    in the window, with the images of the owner's revision before it."""
-    by_owner: dict[tuple[str, str], list[tuple[int, datetime | None, str, str]]] = {}
-    for kind, name, number, created, images, ref in revisions:
-        by_owner.setdefault((kind, name), []).append((number, created, images, ref))
-    changes = []
-    for (kind, name), rows in by_owner.items():
-        rows.sort(key=lambda r: r[0])
-        for i, (number, created, images, ref) in enumerate(rows):
-            if created is None or not since <= created <= until:
-                continue
-            before = rows[i - 1][2] if i else None
-            if before is None:
-                what = f"image {images}, revision {number} (first)"
-            elif before != images:
-                what = f"image {before} {columns.ARROW} {images}, revision {number}"
-            else:
-                what = f"pod template changed (image {images}), revision {number}"
-            changes.append(
-                Change(at=created, source="kubernetes", target=f"{where} {_WORKLOADS[kind]}/{name}", what=what, ref=ref)
-            )
-    return changes
+def _images(revision: Mapping[str, Any]) -> str:
+    return columns.images(_template(revision).get("spec"))
 
 
 def _number(text: Any) -> int | None:
@@ -145,53 +117,41 @@ def _number(text: Any) -> int | None:
         return None
 
 
-def replicaset_changes(
-    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
-) -> list[Change]:
+def _revisions(items: Sequence[Mapping[str, Any]], kind_name: str) -> list[tuple[tuple[str, str], int, str, Any]]:
+    """(owner kind and name, revision, name, object) of each revision a workload owns, oldest first: a Deployment's
+    ReplicaSets (`kind_name` "replicaset"), else a StatefulSet's or DaemonSet's ControllerRevisions."""
+    replicasets = kind_name == "replicaset"
     rows = []
-    for rs in items:
-        meta = columns.meta(rs)
-        owner = _owner(rs)
-        number = _number((meta.get("annotations") or {}).get(columns.REVISION))
-        if owner is None or owner[0] != "Deployment" or number is None:
-            continue
-        rows.append(
-            (
-                owner[0],
-                owner[1],
-                number,
-                columns.parse_time(meta.get("creationTimestamp")),
-                _images((rs.get("spec") or {}).get("template")),
-                f"replicaset/{meta.get('name')}",
-            )
-        )
-    return _revision_changes(rows, where, since, until)
+    for obj in items:
+        meta = columns.meta(obj)
+        number = _number((meta.get("annotations") or {}).get(columns.REVISION) if replicasets else obj.get("revision"))
+        owner = _owner(obj)
+        if owner is not None and number is not None and (owner[0] == "Deployment") == replicasets:
+            rows.append((owner, number, str(meta.get("name")), obj))
+    return sorted(rows, key=lambda r: r[1])
 
 
-def controller_revision_changes(
-    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
+def revision_changes(
+    items: Sequence[Mapping[str, Any]], kind_name: str, where: str, since: datetime, until: datetime
 ) -> list[Change]:
-    rows = []
-    for cr in items:
-        meta = columns.meta(cr)
-        owner = _owner(cr)
-        number = _number(cr.get("revision"))
-        if owner is None or owner[0] == "Deployment" or number is None:
-            continue
-        data = cr.get("data")
-        spec = data.get("spec") if isinstance(data, Mapping) else None
-        template = spec.get("template") if isinstance(spec, Mapping) else None
-        rows.append(
-            (
-                owner[0],
-                owner[1],
-                number,
-                columns.parse_time(meta.get("creationTimestamp")),
-                _images(template),
-                f"controllerrevision/{meta.get('name')}",
-            )
-        )
-    return _revision_changes(rows, where, since, until)
+    """Each revision created in the window, with the images of its workload's revision before it."""
+    before: dict[tuple[str, str], str] = {}
+    changes = []
+    for (kind, name), number, ref, obj in _revisions(items, kind_name):
+        images = _images(obj)
+        created = columns.parse_time(columns.meta(obj).get("creationTimestamp"))
+        if created is not None and since <= created <= until:
+            old = before.get((kind, name))
+            if old is None:
+                what = f"image {images}, revision {number} (first)"
+            elif old != images:
+                what = f"image {old} {columns.ARROW} {images}, revision {number}"
+            else:
+                what = f"pod template changed (image {images}), revision {number}"
+            target = f"{where} {_WORKLOADS[kind]}/{name}"
+            changes.append(Change(at=created, source="kubernetes", target=target, what=what, ref=f"{kind_name}/{ref}"))
+        before[(kind, name)] = images
+    return changes
 
 
 def data_keys(entry: Mapping[str, Any]) -> list[str]:
@@ -355,8 +315,8 @@ async def namespace_changes(
     snapshots = await remember_keys(memory, client.name, ns, configmaps) if memory else None
     changes = sorted(
         [
-            *replicaset_changes(replicasets, where, since, until),
-            *controller_revision_changes(revisions, where, since, until),
+            *revision_changes(replicasets, "replicaset", where, since, until),
+            *revision_changes(revisions, "controllerrevision", where, since, until),
             *configmap_changes(configmaps, where, since, until, snapshots),
             *scale_changes([e for batch, _ in scaled for e in batch], where, since, until),
         ],
@@ -401,25 +361,17 @@ async def revision_diff(client: KubeClient, namespace: str | None, workload: str
     if kind_name not in kinds or not name:
         raise ToolError(f"ref {ref!r} names no revision: give replicaset/NAME or controllerrevision/NAME")
     items, _ = await _list(client, kinds[kind_name], ns)
-    rows = []
-    for obj in items:
-        meta = columns.meta(obj)
-        number = _number(
-            (meta.get("annotations") or {}).get(columns.REVISION) if kind_name == "replicaset" else obj.get("revision")
-        )
-        owner = _owner(obj)
-        if owner is not None and number is not None:
-            rows.append((owner, number, str(meta.get("name")), obj))
+    rows = _revisions(items, kind_name)
     found = next((r for r in rows if r[2] == name), None)
     if found is None:
         raise ToolError(f"no {kind_name} {name} owned by a workload in {client.name}/{ns}")
     owner, number, _, obj = found
     if f"{_WORKLOADS[owner[0]]}/{owner[1]}" != workload:
         raise ToolError(f"{ref} is a revision of {_WORKLOADS[owner[0]]}/{owner[1]}, not of {workload}")
-    earlier = sorted((r for r in rows if r[0] == owner and r[1] < number), key=lambda r: r[1])
+    earlier = [r for r in rows if r[0] == owner and r[1] < number]
     what = f"{client.name}/{ns} {_WORKLOADS[owner[0]]}/{owner[1]} revision {number} ({ref})"
     if not earlier:
-        return f"{what}: no earlier revision is kept to compare with; its images: {_images(_template(obj))}"
+        return f"{what}: no earlier revision is kept to compare with; its images: {_images(obj)}"
     _, before_number, before_name, before = earlier[-1]
     lines = field_diff(_template(before), _template(obj), ".spec.template")
     head = f"{what} against revision {before_number} ({kind_name}/{before_name}):"
