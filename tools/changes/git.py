@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.api import ToolError
+from tools.api import ToolError, some_names
 from tools.changes.model import FIELD_MAX, Change, Cut
 
 GIT = "git"
@@ -248,10 +248,7 @@ def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change
         what = f"commit by {author}: {subject}"
         if repo.paths:
             files = [f for f in rest.splitlines() if f.strip()]
-            shown = ", ".join(files[:FILES_SHOWN]) + (
-                f" and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
-            )
-            what += f" (files: {shown})" if files else ""
+            what += f" (files: {some_names(files, FILES_SHOWN)})" if files else ""
         changes.append(Change(at=at, source="git", target=repo.target, what=what, ref=sha))
     return changes
 

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.store import Store
-from tools.api import ToolError
+from tools.api import ToolError, some_names
 from tools.changes.model import Change, Cut, utc_minute
 from tools.changes.store import KeyDiff, KeySnapshot, configmap_snapshots, save_configmap_snapshots
 from tools.k8s import columns
@@ -204,16 +204,12 @@ async def remember_keys(
     return found
 
 
-def _some(names: Sequence[str], limit: int) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def key_changes(snapshot: KeySnapshot | None, writer_keys: Sequence[str], *, limit: int = KEYS_NAMED) -> str:
     """`key DB_URL removed, key DATABASE_URL added since opsloop read it at …`; never a value. Without an earlier
     read to compare with, the keys the last writer set (managedFields); "" when nothing is known."""
     diff = snapshot.diff if snapshot is not None else None
     if diff is None:
-        keys = [f"keys it set: {_some(writer_keys, limit)}"] if writer_keys else []
+        keys = [f"keys it set: {some_names(writer_keys, limit)}"] if writer_keys else []
         if snapshot is not None:
             keys.append("earlier keys unknown (opsloop had not read it before)")
         return "; ".join(keys)
@@ -222,7 +218,7 @@ def key_changes(snapshot: KeySnapshot | None, writer_keys: Sequence[str], *, lim
         *(f"key {k} added" for k in diff.added),
         *(f"key {k} changed" for k in diff.changed or ()),
     ]
-    text = _some(parts, limit) if parts else "no data key added, removed or changed"
+    text = some_names(parts, limit) if parts else "no data key added, removed or changed"
     if diff.changed is None:
         text += " (values not compared: the hash key changed since)"
     return f"{text} since opsloop read it at {utc_minute(datetime.fromtimestamp(diff.since, UTC))}"
@@ -397,7 +393,7 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
     if memory is not None:
         snapshot = (await remember_keys(memory, client.name, ns, [cm]))[name]
         keys = sorted(snapshot.hashes)
-        lines.append(f"data keys now ({len(keys)}): {_some(keys, KEYS_LISTED) or 'none'}")
+        lines.append(f"data keys now ({len(keys)}): {some_names(keys, KEYS_LISTED) or 'none'}")
         lines.append(f"key changes: {key_changes(snapshot, [], limit=KEYS_LISTED)}")
     else:
         lines.append("key changes: not known (opsloop keeps earlier reads in its store, and none is open)")
@@ -409,7 +405,7 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
             writes.append(
                 f"- {entry.get('manager') or 'unknown'} {entry.get('operation') or ''} at "
                 f"{utc_minute(at) if at else 'an unknown time'}: "
-                + (f"keys {_some(keys, KEYS_LISTED)}" if keys else "no data keys")
+                + (f"keys {some_names(keys, KEYS_LISTED)}" if keys else "no data keys")
             )
     lines += ["writes (managedFields; the keys each writer last set):", *(writes or ["- none recorded"])]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.core.redact import redact
-from tools.api import BadCall, PermissionDenied
+from tools.api import BadCall, PermissionDenied, some_names
 from tools.k8s import describe, render
 from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
 from tools.k8s.columns import meta, node_problems, one_line, parse_since, parse_time, pod_unhealthy, when_text
@@ -136,8 +136,7 @@ def gitops_notes(items: list[dict[str, Any]], limit: int = 10) -> list[str]:
             by_source.setdefault(source, []).append(str(meta(o).get("name")))
     return [
         f"managed by GitOps ({source}; a change made by hand may be reverted at its next sync): "
-        + ", ".join(names[:limit])
-        + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        + some_names(names, limit)
         for source, names in by_source.items()
     ]
 

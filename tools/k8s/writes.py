@@ -13,7 +13,7 @@ import copy
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -81,6 +81,11 @@ class Change:
     def header(self) -> str:
         return f"{self.what} on cluster {self.client.name}"
 
+    def card(self, changes: Iterable[str]) -> str:
+        """The preview a card shows: the dry run accepted, the resourceVersion it is bound to, `changes`, notes."""
+        accepted = f"{self.header()}: server-side dry run (dryRun=All) accepted"
+        return "\n".join([accepted, f"resourceVersion: {self.resource_version}", "changes:", *changes, *self.notes])
+
 
 def changed(change: Change, why: str) -> ToolError:
     return ToolError(
@@ -95,21 +100,14 @@ async def preview(change: Change) -> str:
     diff = field_diff(change.before, after)
     if not diff and change.method != "DELETE":
         raise ToolError(f"{change.header()}: the dry run changes nothing (the object already is that way)")
-    lines = [
-        f"{change.header()}: server-side dry run (dryRun=All) accepted",
-        f"resourceVersion: {change.resource_version}",
-        "changes:",
-    ]
     # The restart stamp is the time of the write: shown as such, the preview (so the card) stays the same while
     # the object does, whenever the dry run is repeated.
-    lines += [
+    return change.card(
         f"  {d.rpartition(columns.ARROW)[0]}{columns.ARROW} {WHEN_WRITTEN}"
         if change.stamped and columns.RESTARTED_AT in d
         else f"  {d}"
         for d in diff
-    ]
-    lines += change.notes
-    return "\n".join(lines)
+    )
 
 
 def approved_version(change: Change, approved_preview: str) -> str:
@@ -422,15 +420,7 @@ async def plan_delete(
 async def _delete_card(change: Change) -> str:
     """The delete's dry run, described: what the card shows, and what the approved delete is checked against."""
     await change.send(dry_run=True)
-    return "\n".join(
-        [
-            f"{change.header()}: server-side dry run (dryRun=All) accepted",
-            f"resourceVersion: {change.resource_version}",
-            "changes:",
-            f"  pod {change.namespace}/{change.name}: exists {columns.ARROW} deleted",
-            *change.notes,
-        ]
-    )
+    return change.card([f"  pod {change.namespace}/{change.name}: exists {columns.ARROW} deleted"])
 
 
 async def _delete(change: Change, approved_preview: str, confirmed_by: str) -> str:
