@@ -57,6 +57,7 @@ class Kind:
     plural: str  # "deployments"
     group_version: str  # "v1", "apps/v1"
     namespaced: bool = True
+    short: str = ""  # kubectl's short name: "deploy"
 
     @property
     def group(self) -> str:
@@ -82,46 +83,29 @@ class Kind:
 
 
 _KINDS = (
-    Kind("Pod", "pods", "v1"),
-    Kind("Deployment", "deployments", "apps/v1"),
-    Kind("ReplicaSet", "replicasets", "apps/v1"),
-    Kind("StatefulSet", "statefulsets", "apps/v1"),
-    Kind("DaemonSet", "daemonsets", "apps/v1"),
-    Kind("Service", "services", "v1"),
-    Kind("Endpoints", "endpoints", "v1"),
-    Kind("ConfigMap", "configmaps", "v1"),
-    Kind("PersistentVolumeClaim", "persistentvolumeclaims", "v1"),
+    Kind("Pod", "pods", "v1", short="po"),
+    Kind("Deployment", "deployments", "apps/v1", short="deploy"),
+    Kind("ReplicaSet", "replicasets", "apps/v1", short="rs"),
+    Kind("StatefulSet", "statefulsets", "apps/v1", short="sts"),
+    Kind("DaemonSet", "daemonsets", "apps/v1", short="ds"),
+    Kind("Service", "services", "v1", short="svc"),
+    Kind("Endpoints", "endpoints", "v1", short="ep"),
+    Kind("ConfigMap", "configmaps", "v1", short="cm"),
+    Kind("PersistentVolumeClaim", "persistentvolumeclaims", "v1", short="pvc"),
     Kind("Job", "jobs", "batch/v1"),
-    Kind("CronJob", "cronjobs", "batch/v1"),
-    Kind("Ingress", "ingresses", "networking.k8s.io/v1"),
-    Kind("HorizontalPodAutoscaler", "horizontalpodautoscalers", "autoscaling/v2"),
-    Kind("Event", "events", "v1"),
-    Kind("Node", "nodes", "v1", namespaced=False),
-    Kind("Namespace", "namespaces", "v1", namespaced=False),
+    Kind("CronJob", "cronjobs", "batch/v1", short="cj"),
+    Kind("Ingress", "ingresses", "networking.k8s.io/v1", short="ing"),
+    Kind("HorizontalPodAutoscaler", "horizontalpodautoscalers", "autoscaling/v2", short="hpa"),
+    Kind("Event", "events", "v1", short="ev"),
+    Kind("Node", "nodes", "v1", namespaced=False, short="no"),
+    Kind("Namespace", "namespaces", "v1", namespaced=False, short="ns"),
 )
 KINDS = {k.kind: k for k in _KINDS}
-_ALIASES = {
-    "po": "Pod",
-    "deploy": "Deployment",
-    "rs": "ReplicaSet",
-    "sts": "StatefulSet",
-    "ds": "DaemonSet",
-    "svc": "Service",
-    "ep": "Endpoints",
-    "cm": "ConfigMap",
-    "pvc": "PersistentVolumeClaim",
-    "cj": "CronJob",
-    "ing": "Ingress",
-    "hpa": "HorizontalPodAutoscaler",
-    "ev": "Event",
-    "no": "Node",
-    "ns": "Namespace",
-}
 _LOOKUP = {
     **{k.kind.lower(): k.kind for k in _KINDS},
     **{k.plural: k.kind for k in _KINDS},
     **{k.kind.lower() + "s": k.kind for k in _KINDS},
-    **_ALIASES,
+    **{k.short: k.kind for k in _KINDS if k.short},
 }
 _SECRET_NAMES = {"secret", "secrets", "v1/secret"}
 SECRET_REFUSAL = (
