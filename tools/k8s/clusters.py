@@ -253,8 +253,16 @@ class KubeClient:
                 f"{self._down_until - now:.0f}s"
             )
         api = await self.api()
+        call = {
+            "query_params": [(k, v) for k, v in (query or {}).items() if v is not None],
+            "header_params": {
+                "Accept": accept or ("text/plain, */*" if text else "application/json"),
+                "Content-Type": content_type or "application/json",
+            },
+            "body": body,
+        }
         for attempt in (1, 2):
-            status, raw = await self._send(api, method, path, query, body, content_type, text, write, accept)
+            status, raw = await self._send(api, method, path, call, write)
             if status == 401 and attempt == 1:  # an expired or rotated token: read the credentials again, once
                 try:
                     await self._load(api.configuration)
@@ -274,30 +282,14 @@ class KubeClient:
                 raise ToolError(f"cluster {self.name}: the API answered {status} with a non-JSON body") from None
         raise self._error(status, raw, verb=verb, kind=kind, namespace=namespace)
 
-    async def _send(
-        self,
-        api: Any,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None,
-        body: Any,
-        content_type: str | None,
-        text: bool,
-        write: bool,
-        accept: str | None = None,
-    ) -> tuple[int, bytes]:
-        headers = {
-            "Accept": accept or ("text/plain, */*" if text else "application/json"),
-            "Content-Type": content_type or "application/json",
-        }
+    async def _send(self, api: Any, method: str, path: str, call: Mapping[str, Any], write: bool) -> tuple[int, bytes]:
+        """One call_api with `call`'s query_params, header_params and body; the status and the bounded body."""
         timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s, sock_connect=CONNECT_TIMEOUT_S)
         try:
             resp = await api.call_api(
                 path,
                 method,
-                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
-                header_params=headers,
-                body=body,
+                **call,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _request_timeout=timeout,

@@ -110,25 +110,19 @@ async def preview(change: Change) -> str:
     )
 
 
-def approved_version(change: Change, approved_preview: str) -> str:
-    """The resourceVersion the approved card showed; the object must still be at it."""
-    m = RV_LINE.search(approved_preview)
-    if m is None:
-        raise ToolError("the approved preview names no resourceVersion; nothing was changed")
-    if m.group(1) != change.resource_version:
-        raise changed(change, f"resourceVersion {m.group(1)} on the card, {change.resource_version} now")
-    return m.group(1)
-
-
 async def still_as_approved(change: Change, approved_preview: str, fresh: str) -> str:
     """The resourceVersion the card showed, once the dry run made again now (`fresh`) says what the card said.
 
     The resourceVersion alone is not enough: a plan may read other objects (undo picks a ReplicaSet's template),
     and those can change while the Deployment doesn't. Any difference: nothing is written, and a new card."""
-    rv = approved_version(change, approved_preview)
+    m = RV_LINE.search(approved_preview)
+    if m is None:
+        raise ToolError("the approved preview names no resourceVersion; nothing was changed")
+    if m.group(1) != change.resource_version:  # the object must still be at the card's resourceVersion
+        raise changed(change, f"resourceVersion {m.group(1)} on the card, {change.resource_version} now")
     if redact(fresh).strip() != redact(approved_preview).strip():
         raise changed(change, "the dry run made again now differs from the one on the card")
-    return rv
+    return m.group(1)
 
 
 async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str:
