@@ -136,9 +136,8 @@ def check_name(name: str, what: str = "name") -> str:
 class KubeClient:
     """One cluster: its ApiClient (made on first use, then kept open), scope and failure memory."""
 
-    def __init__(self, spec: ClusterSpec, *, down_s: float = DOWN_S) -> None:
+    def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
-        self.down_s = down_s
         self._api: Any = None  # kubernetes_asyncio.client.ApiClient
         self._lock = asyncio.Lock()
         self._down_until = 0.0
@@ -315,7 +314,7 @@ class KubeClient:
                 if is_unreachable(e)
                 else f"{type(e).__name__}: {str(e)[:160]}"
             )
-            self._down_until = time.monotonic() + self.down_s
+            self._down_until = time.monotonic() + DOWN_S
             self._down_why = why
             if write:
                 raise Unknown(
@@ -350,9 +349,8 @@ class KubeClient:
 class KubeClusters:
     """The configured clusters, each with its client (kept open; closed when the registry closes)."""
 
-    def __init__(self, specs: tuple[ClusterSpec, ...], *, down_s: float = DOWN_S) -> None:
-        self.specs = specs
-        self._clients = {s.name: KubeClient(s, down_s=down_s) for s in specs}
+    def __init__(self, specs: tuple[ClusterSpec, ...]) -> None:
+        self._clients = {s.name: KubeClient(s) for s in specs}
 
     def names(self) -> list[str]:
         return list(self._clients)
