@@ -57,13 +57,13 @@ from tests.support.fakes.kube import FakeKube, deployment, event, replicaset, st
 from tests.support.fakes.slack import mention_event
 from tests.support.sshserver import SshServer, missing_reason
 from tools.api import RunScope, run_scope
+from tools.changes.events import event_change
 from tools.changes.git import git_changes
 from tools.changes.k8s import namespace_changes, namespaces
 from tools.changes.model import Change
 from tools.changes.packages import host_changes
 from tools.changes.settings import ChangesConfig
 from tools.changes.store import TABLES, StoredChange, changes_between, record_changes
-from tools.changes.tool import event_change
 from tools.config import build_registry
 from tools.k8s.clusters import KubeClusters
 from tools.reaches import parse_reaches

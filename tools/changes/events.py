@@ -1,7 +1,7 @@
 """Change events as CI/CD, flag services or Terraform runs POST them to `/changes` (docs/context.md, What changed): the
-checks, with every problem named by its field (`[2].at` in a list, `at` for one object), and the typed event.
+checks, with every problem named by its field (`[2].at` in a list, `at` for one object), and the row the store keeps.
 
-Pure: no HTTP, no store. One object or a non-empty list; a list is all or nothing (any problem refuses it
+Pure: no HTTP, no store call. One object or a non-empty list; a list is all or nothing (any problem refuses it
 whole). `at` and `summary` are required and `at` carries a zone and is a date in UTC (years 1 to 9999); unknown
 fields are refused (a typo'd `sumary` would otherwise store an event without its summary). Every string (label
 names and values too) is valid Unicode without NUL: a lone UTF-16 surrogate (`"\\ud800"` in JSON) can't be
@@ -12,13 +12,13 @@ event cannot crowd a timeline or the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from bot.core.json_body import unstorable
 from tools.changes.model import Change
+from tools.changes.store import StoredChange
 
 MAX_EVENTS = 1000  # in one POST
 TEXT_MAX = {"at": 64, "id": 200, "source": 100, "service": 200, "environment": 100, "summary": 1000, "url": 2000}
@@ -28,26 +28,14 @@ LABEL_VALUE_MAX = 200
 FIELDS = ("id", "at", "source", "service", "environment", "summary", "url", "labels")
 
 
-@dataclass(frozen=True)
-class ChangeEvent:
-    """One accepted change event; `at` in UTC."""
-
-    at: datetime
-    summary: str
-    id: str | None = None
-    source: str | None = None
-    service: str | None = None
-    environment: str | None = None
-    url: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-    def change(self) -> Change:
-        """As a timeline entry: the service (and environment) as target, the summary and who sent it."""
-        target = self.service or self.source or "change event"
-        if self.environment:
-            target += f" ({self.environment})"
-        what = self.summary + (f" (from {self.source})" if self.source and self.service else "")
-        return Change(at=self.at, source="webhook", target=target, what=what, ref=self.url or self.id or "")
+def event_change(event: StoredChange) -> Change:
+    """A change event as a timeline entry: the service (and environment) as target, the summary and who sent it."""
+    target = event.service or event.source or "change event"
+    if event.environment:
+        target += f" ({event.environment})"
+    what = event.summary + (f" (from {event.source})" if event.source and event.service else "")
+    at = datetime.fromtimestamp(event.at, UTC)
+    return Change(at=at, source="webhook", target=target, what=what, ref=event.url or event.id or "")
 
 
 def _where(prefix: str, name: str) -> str:
@@ -137,8 +125,9 @@ def _labels(raw: Mapping[str, Any], prefix: str, problems: list[str]) -> dict[st
     return labels
 
 
-def parse_event(raw: Any, prefix: str = "") -> tuple[ChangeEvent | None, list[str]]:
-    """One event object: (the event, []) or (None, its problems, each naming its field under `prefix`)."""
+def parse_event(raw: Any, prefix: str = "") -> tuple[StoredChange | None, list[str]]:
+    """One event object: (the event as the store keeps it, `at` in epoch seconds and "" for no id, []) or (None,
+    its problems, each naming its field under `prefix`)."""
     if not isinstance(raw, Mapping):
         return None, [f"{prefix or 'event'}: expected an object, got {type(raw).__name__}"]
     problems = [
@@ -146,17 +135,19 @@ def parse_event(raw: Any, prefix: str = "") -> tuple[ChangeEvent | None, list[st
     ]
     at = _at(raw, prefix, problems)
     summary = _text(raw, "summary", prefix, problems, required=True)
-    texts = {name: _text(raw, name, prefix, problems) for name in ("id", "source", "service", "environment")}
-    if texts["id"] is not None and not texts["id"].strip():
+    event_id = _text(raw, "id", prefix, problems)
+    source, service, environment = (_text(raw, name, prefix, problems) for name in ("source", "service", "environment"))
+    if event_id is not None and not event_id.strip():
         problems.append(f"{_where(prefix, 'id')}: must not be empty")
     url = _url(_text(raw, "url", prefix, problems), prefix, problems)
     labels = _labels(raw, prefix, problems)
     if problems or at is None or summary is None:
         return None, problems
-    return ChangeEvent(at=at, summary=summary, url=url, labels=labels, **texts), []
+    event = StoredChange(event_id or "", at.timestamp(), summary, source, service, environment, url, labels)
+    return event, []
 
 
-def parse_events(payload: Any) -> tuple[list[ChangeEvent], list[str]]:
+def parse_events(payload: Any) -> tuple[list[StoredChange], list[str]]:
     """A POSTed body (already JSON-decoded): one object or a list. (events, []) or ([], every problem)."""
     if isinstance(payload, Mapping):
         event, problems = parse_event(payload)

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.api import ToolError
+from tools.api import ToolError, some_names
 from tools.changes.model import FIELD_MAX, Change, Cut
 
 GIT = "git"
@@ -187,15 +187,18 @@ def log_argv(
 
 async def _run(argv: list[str], *, timeout_s: float, max_bytes: int) -> tuple[int, bytes, bytes, bool]:
     """Run argv (git); (exit status, stdout up to max_bytes, stderr head, cut). Killed at the timeout or past
-    max_bytes."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=git_env(),
-        cwd=_home(),
-    )
+    max_bytes; GitError when git is not installed."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=git_env(),
+            cwd=_home(),
+        )
+    except FileNotFoundError:
+        raise GitError("the git command is not installed") from None
     assert proc.stdout is not None and proc.stderr is not None
     out = bytearray()
     cut = False
@@ -248,10 +251,7 @@ def parse_log(text: str, repo: GitRepo, *, complete: bool = True) -> list[Change
         what = f"commit by {author}: {subject}"
         if repo.paths:
             files = [f for f in rest.splitlines() if f.strip()]
-            shown = ", ".join(files[:FILES_SHOWN]) + (
-                f" and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
-            )
-            what += f" (files: {shown})" if files else ""
+            what += f" (files: {some_names(files, FILES_SHOWN)})" if files else ""
         changes.append(Change(at=at, source="git", target=repo.target, what=what, ref=sha))
     return changes
 
@@ -275,10 +275,7 @@ async def _log(
     """One `git log`: its commits in git's order, and whether its output passed max_bytes (then its last,
     perhaps partial, commit is dropped)."""
     argv = log_argv(repo, since, until, max_commits=max_commits, files=files)
-    try:
-        status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
-    except FileNotFoundError:
-        raise GitError("the git command is not installed") from None
+    status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
     if status != 0 and not cut:
         raise GitError(_why(status, err, repo))
     return parse_log(out.decode("utf-8", "replace"), repo, complete=not cut), cut
@@ -334,42 +331,39 @@ async def git_show(repo: GitRepo, sha: str, *, timeout_s: float = TIMEOUT_S, lim
     if not repo.path.exists():
         raise GitError(f"no repository at {repo.path}")
     branch = check_branch(repo.branch)
-    try:
-        status, out, err, _ = await _run(
-            [*_git(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
-            timeout_s=timeout_s,
-            max_bytes=4096,
-        )
-        full = out.decode().strip()
-        if status != 0 or not full:
-            raise GitError(f"no commit {sha} in {repo.name}")
-        status, _, err, _ = await _run(
-            [*_git(repo), "merge-base", "--is-ancestor", "--end-of-options", full, branch],
-            timeout_s=timeout_s,
-            max_bytes=4096,
-        )
-        if status == 1:
-            raise GitError(f"commit {sha} is not on {repo.target}: change_diff reads the configured branch only")
-        if status != 0:
-            raise GitError(_why(status, err, repo))
-        argv = [
-            *_git(repo),
-            "show",
-            "--format=commit %H%nauthor %an%ncommitted %cI%n%n%B",
-            STAT_WIDTH,
-            "--patch",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-mailmap",
-            "--end-of-options",
-            full,
-            "--",
-            *repo.paths,
-        ]
-        status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=SHOW_BYTES)
-    except FileNotFoundError:
-        raise GitError("the git command is not installed") from None
+    status, out, err, _ = await _run(
+        [*_git(repo), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
+        timeout_s=timeout_s,
+        max_bytes=4096,
+    )
+    full = out.decode().strip()
+    if status != 0 or not full:
+        raise GitError(f"no commit {sha} in {repo.name}")
+    status, _, err, _ = await _run(
+        [*_git(repo), "merge-base", "--is-ancestor", "--end-of-options", full, branch],
+        timeout_s=timeout_s,
+        max_bytes=4096,
+    )
+    if status == 1:
+        raise GitError(f"commit {sha} is not on {repo.target}: change_diff reads the configured branch only")
+    if status != 0:
+        raise GitError(_why(status, err, repo))
+    argv = [
+        *_git(repo),
+        "show",
+        "--format=commit %H%nauthor %an%ncommitted %cI%n%n%B",
+        STAT_WIDTH,
+        "--patch",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-mailmap",
+        "--end-of-options",
+        full,
+        "--",
+        *repo.paths,
+    ]
+    status, out, err, cut = await _run(argv, timeout_s=timeout_s, max_bytes=SHOW_BYTES)
     if status != 0 and not cut:
         raise GitError(_why(status, err, repo))
     text = out.decode("utf-8", "replace")

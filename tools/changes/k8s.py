@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.store import Store
-from tools.api import ToolError
+from tools.api import ToolError, some_names
 from tools.changes.model import Change, Cut, utc_minute
 from tools.changes.store import KeyDiff, KeySnapshot, configmap_snapshots, save_configmap_snapshots
-from tools.k8s import render
+from tools.k8s import columns
 from tools.k8s.clusters import METADATA_ONLY, Kind, KubeClient
 
 LIST_LIMIT = 500
@@ -100,42 +100,14 @@ async def _list(
 
 def _owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """The controlling Deployment/StatefulSet/DaemonSet: (kind, name)."""
-    for ref in render.meta(obj).get("ownerReferences") or []:
+    for ref in columns.meta(obj).get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("kind") in _WORKLOADS and ref.get("controller", True):
             return str(ref["kind"]), str(ref.get("name"))
     return None
 
 
-def _images(template: Any) -> str:
-    spec = template.get("spec") if isinstance(template, Mapping) else None
-    return render.images(spec if isinstance(spec, Mapping) else None)
-
-
-def _revision_changes(
-    revisions: Sequence[tuple[str, str, int, datetime | None, str, str]], where: str, since: datetime, until: datetime
-) -> list[Change]:
-    """(owner kind, owner name, revision, created, images, object ref) rows as Changes: each revision created
-    in the window, with the images of the owner's revision before it."""
-    by_owner: dict[tuple[str, str], list[tuple[int, datetime | None, str, str]]] = {}
-    for kind, name, number, created, images, ref in revisions:
-        by_owner.setdefault((kind, name), []).append((number, created, images, ref))
-    changes = []
-    for (kind, name), rows in by_owner.items():
-        rows.sort(key=lambda r: r[0])
-        for i, (number, created, images, ref) in enumerate(rows):
-            if created is None or not since <= created <= until:
-                continue
-            before = rows[i - 1][2] if i else None
-            if before is None:
-                what = f"image {images}, revision {number} (first)"
-            elif before != images:
-                what = f"image {before} {render.ARROW} {images}, revision {number}"
-            else:
-                what = f"pod template changed (image {images}), revision {number}"
-            changes.append(
-                Change(at=created, source="kubernetes", target=f"{where} {_WORKLOADS[kind]}/{name}", what=what, ref=ref)
-            )
-    return changes
+def _images(revision: Mapping[str, Any]) -> str:
+    return columns.images(_template(revision).get("spec"))
 
 
 def _number(text: Any) -> int | None:
@@ -145,53 +117,41 @@ def _number(text: Any) -> int | None:
         return None
 
 
-def replicaset_changes(
-    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
-) -> list[Change]:
+def _revisions(items: Sequence[Mapping[str, Any]], kind_name: str) -> list[tuple[tuple[str, str], int, str, Any]]:
+    """(owner kind and name, revision, name, object) of each revision a workload owns, oldest first: a Deployment's
+    ReplicaSets (`kind_name` "replicaset"), else a StatefulSet's or DaemonSet's ControllerRevisions."""
+    replicasets = kind_name == "replicaset"
     rows = []
-    for rs in items:
-        meta = render.meta(rs)
-        owner = _owner(rs)
-        number = _number((meta.get("annotations") or {}).get(render.REVISION))
-        if owner is None or owner[0] != "Deployment" or number is None:
-            continue
-        rows.append(
-            (
-                owner[0],
-                owner[1],
-                number,
-                render.parse_time(meta.get("creationTimestamp")),
-                _images((rs.get("spec") or {}).get("template")),
-                f"replicaset/{meta.get('name')}",
-            )
-        )
-    return _revision_changes(rows, where, since, until)
+    for obj in items:
+        meta = columns.meta(obj)
+        number = _number((meta.get("annotations") or {}).get(columns.REVISION) if replicasets else obj.get("revision"))
+        owner = _owner(obj)
+        if owner is not None and number is not None and (owner[0] == "Deployment") == replicasets:
+            rows.append((owner, number, str(meta.get("name")), obj))
+    return sorted(rows, key=lambda r: r[1])
 
 
-def controller_revision_changes(
-    items: Sequence[Mapping[str, Any]], where: str, since: datetime, until: datetime
+def revision_changes(
+    items: Sequence[Mapping[str, Any]], kind_name: str, where: str, since: datetime, until: datetime
 ) -> list[Change]:
-    rows = []
-    for cr in items:
-        meta = render.meta(cr)
-        owner = _owner(cr)
-        number = _number(cr.get("revision"))
-        if owner is None or owner[0] == "Deployment" or number is None:
-            continue
-        data = cr.get("data")
-        spec = data.get("spec") if isinstance(data, Mapping) else None
-        template = spec.get("template") if isinstance(spec, Mapping) else None
-        rows.append(
-            (
-                owner[0],
-                owner[1],
-                number,
-                render.parse_time(meta.get("creationTimestamp")),
-                _images(template),
-                f"controllerrevision/{meta.get('name')}",
-            )
-        )
-    return _revision_changes(rows, where, since, until)
+    """Each revision created in the window, with the images of its workload's revision before it."""
+    before: dict[tuple[str, str], str] = {}
+    changes = []
+    for (kind, name), number, ref, obj in _revisions(items, kind_name):
+        images = _images(obj)
+        created = columns.parse_time(columns.meta(obj).get("creationTimestamp"))
+        if created is not None and since <= created <= until:
+            old = before.get((kind, name))
+            if old is None:
+                what = f"image {images}, revision {number} (first)"
+            elif old != images:
+                what = f"image {old} {columns.ARROW} {images}, revision {number}"
+            else:
+                what = f"pod template changed (image {images}), revision {number}"
+            target = f"{where} {_WORKLOADS[kind]}/{name}"
+            changes.append(Change(at=created, source="kubernetes", target=target, what=what, ref=f"{kind_name}/{ref}"))
+        before[(kind, name)] = images
+    return changes
 
 
 def data_keys(entry: Mapping[str, Any]) -> list[str]:
@@ -228,7 +188,7 @@ async def remember_keys(
     new: list[KeySnapshot] = []
     for cm in items:
         values = {**(cm.pop("binaryData", None) or {}), **(cm.pop("data", None) or {})}
-        meta = render.meta(cm)
+        meta = columns.meta(cm)
         name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
         before = old.get(name)
         if before is not None and before.resource_version == rv:
@@ -244,16 +204,12 @@ async def remember_keys(
     return found
 
 
-def _some(names: Sequence[str], limit: int) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def key_changes(snapshot: KeySnapshot | None, writer_keys: Sequence[str], *, limit: int = KEYS_NAMED) -> str:
     """`key DB_URL removed, key DATABASE_URL added since opsloop read it at …`; never a value. Without an earlier
     read to compare with, the keys the last writer set (managedFields); "" when nothing is known."""
     diff = snapshot.diff if snapshot is not None else None
     if diff is None:
-        keys = [f"keys it set: {_some(writer_keys, limit)}"] if writer_keys else []
+        keys = [f"keys it set: {some_names(writer_keys, limit)}"] if writer_keys else []
         if snapshot is not None:
             keys.append("earlier keys unknown (opsloop had not read it before)")
         return "; ".join(keys)
@@ -262,7 +218,7 @@ def key_changes(snapshot: KeySnapshot | None, writer_keys: Sequence[str], *, lim
         *(f"key {k} added" for k in diff.added),
         *(f"key {k} changed" for k in diff.changed or ()),
     ]
-    text = _some(parts, limit) if parts else "no data key added, removed or changed"
+    text = some_names(parts, limit) if parts else "no data key added, removed or changed"
     if diff.changed is None:
         text += " (values not compared: the hash key changed since)"
     return f"{text} since opsloop read it at {utc_minute(datetime.fromtimestamp(diff.since, UTC))}"
@@ -278,12 +234,12 @@ def configmap_changes(
     """Each ConfigMap written in the window, at its latest write there, with its key changes (names only)."""
     changes = []
     for cm in items:
-        meta = render.meta(cm)
+        meta = columns.meta(cm)
         name = meta.get("name")
-        created = render.parse_time(meta.get("creationTimestamp"))
+        created = columns.parse_time(meta.get("creationTimestamp"))
         writes = []
         for entry in meta.get("managedFields") or []:
-            at = render.parse_time(entry.get("time")) if isinstance(entry, Mapping) else None
+            at = columns.parse_time(entry.get("time")) if isinstance(entry, Mapping) else None
             if at is not None and since <= at <= until:
                 manager, operation = str(entry.get("manager") or "unknown"), str(entry.get("operation") or "")
                 writes.append((at, manager, operation, data_keys(entry)))
@@ -313,9 +269,9 @@ def scale_changes(items: Sequence[Mapping[str, Any]], where: str, since: datetim
         if ev.get("reason") not in SCALE_REASONS:
             continue
         at = (
-            render.parse_time(ev.get("lastTimestamp"))
-            or render.parse_time(ev.get("eventTime"))
-            or render.parse_time(ev.get("firstTimestamp"))
+            columns.parse_time(ev.get("lastTimestamp"))
+            or columns.parse_time(ev.get("eventTime"))
+            or columns.parse_time(ev.get("firstTimestamp"))
         )
         if at is None or not since <= at <= until:
             continue
@@ -355,8 +311,8 @@ async def namespace_changes(
     snapshots = await remember_keys(memory, client.name, ns, configmaps) if memory else None
     changes = sorted(
         [
-            *replicaset_changes(replicasets, where, since, until),
-            *controller_revision_changes(revisions, where, since, until),
+            *revision_changes(replicasets, "replicaset", where, since, until),
+            *revision_changes(revisions, "controllerrevision", where, since, until),
             *configmap_changes(configmaps, where, since, until, snapshots),
             *scale_changes([e for batch, _ in scaled for e in batch], where, since, until),
         ],
@@ -401,25 +357,17 @@ async def revision_diff(client: KubeClient, namespace: str | None, workload: str
     if kind_name not in kinds or not name:
         raise ToolError(f"ref {ref!r} names no revision: give replicaset/NAME or controllerrevision/NAME")
     items, _ = await _list(client, kinds[kind_name], ns)
-    rows = []
-    for obj in items:
-        meta = render.meta(obj)
-        number = _number(
-            (meta.get("annotations") or {}).get(render.REVISION) if kind_name == "replicaset" else obj.get("revision")
-        )
-        owner = _owner(obj)
-        if owner is not None and number is not None:
-            rows.append((owner, number, str(meta.get("name")), obj))
+    rows = _revisions(items, kind_name)
     found = next((r for r in rows if r[2] == name), None)
     if found is None:
         raise ToolError(f"no {kind_name} {name} owned by a workload in {client.name}/{ns}")
     owner, number, _, obj = found
     if f"{_WORKLOADS[owner[0]]}/{owner[1]}" != workload:
         raise ToolError(f"{ref} is a revision of {_WORKLOADS[owner[0]]}/{owner[1]}, not of {workload}")
-    earlier = sorted((r for r in rows if r[0] == owner and r[1] < number), key=lambda r: r[1])
+    earlier = [r for r in rows if r[0] == owner and r[1] < number]
     what = f"{client.name}/{ns} {_WORKLOADS[owner[0]]}/{owner[1]} revision {number} ({ref})"
     if not earlier:
-        return f"{what}: no earlier revision is kept to compare with; its images: {_images(_template(obj))}"
+        return f"{what}: no earlier revision is kept to compare with; its images: {_images(obj)}"
     _, before_number, before_name, before = earlier[-1]
     lines = field_diff(_template(before), _template(obj), ".spec.template")
     head = f"{what} against revision {before_number} ({kind_name}/{before_name}):"
@@ -437,15 +385,15 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
     items, _ = await _list(
         client, CONFIGMAPS, ns, field_selector=f"metadata.name={name}", accept=None if memory else METADATA_ONLY
     )
-    cm = next((i for i in items if render.meta(i).get("name") == name), None)
+    cm = next((i for i in items if columns.meta(i).get("name") == name), None)
     if cm is None:
         raise ToolError(f"no configmap {name} in {client.name}/{ns}")
-    meta = render.meta(cm)
+    meta = columns.meta(cm)
     lines = [f"{client.name}/{ns} configmap/{name} (resourceVersion {meta.get('resourceVersion')}); values never shown"]
     if memory is not None:
         snapshot = (await remember_keys(memory, client.name, ns, [cm]))[name]
         keys = sorted(snapshot.hashes)
-        lines.append(f"data keys now ({len(keys)}): {_some(keys, KEYS_LISTED) or 'none'}")
+        lines.append(f"data keys now ({len(keys)}): {some_names(keys, KEYS_LISTED) or 'none'}")
         lines.append(f"key changes: {key_changes(snapshot, [], limit=KEYS_LISTED)}")
     else:
         lines.append("key changes: not known (opsloop keeps earlier reads in its store, and none is open)")
@@ -453,11 +401,11 @@ async def configmap_detail(client: KubeClient, namespace: str | None, name: str,
     for entry in meta.get("managedFields") or []:
         if isinstance(entry, Mapping):
             keys = data_keys(entry)
-            at = render.parse_time(entry.get("time"))
+            at = columns.parse_time(entry.get("time"))
             writes.append(
                 f"- {entry.get('manager') or 'unknown'} {entry.get('operation') or ''} at "
                 f"{utc_minute(at) if at else 'an unknown time'}: "
-                + (f"keys {_some(keys, KEYS_LISTED)}" if keys else "no data keys")
+                + (f"keys {some_names(keys, KEYS_LISTED)}" if keys else "no data keys")
             )
     lines += ["writes (managedFields; the keys each writer last set):", *(writes or ["- none recorded"])]
     return "\n".join(lines)

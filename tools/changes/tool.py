@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from bot.store import Store
 from tools.api import current_run
-from tools.changes.events import ChangeEvent
+from tools.changes.events import event_change
 from tools.changes.gather import Source, gather
 from tools.changes.git import git_changes
 from tools.changes.model import Change, Cut, SourceFailure, timeline, utc_minute
 from tools.changes.settings import ChangesConfig
-from tools.changes.store import StoredChange, changes_between
+from tools.changes.store import changes_between
 from tools.registry import Category, ToolContext, ToolError, tool
 
 MAX_SINCE_MINUTES = 7 * 24 * 60
@@ -33,20 +33,6 @@ if TYPE_CHECKING:
     from tools.changes.k8s import KeyMemory
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def event_change(row: StoredChange) -> Change:
-    """A stored change event as a timeline line's change."""
-    return ChangeEvent(
-        at=datetime.fromtimestamp(row.at, UTC),
-        summary=row.summary,
-        id=row.id,
-        source=row.source,
-        service=row.service,
-        environment=row.environment,
-        url=row.url,
-        labels=dict(row.labels),
-    ).change()
 
 
 def _stored(store: Store, service: str | None, limit: int = STORED_MAX) -> Source:

@@ -22,28 +22,15 @@ from aiohttp import web
 
 from bot.core.json_body import BadJson, read_json
 from bot.store import Store
-from tools.changes.events import ChangeEvent, parse_events
+from tools.changes.events import parse_events
 from tools.changes.settings import ChangesConfig
-from tools.changes.store import SWEEP_BATCH, StoredChange, record_changes, sweep_changes
+from tools.changes.store import SWEEP_BATCH, record_changes, sweep_changes
 
 log = structlog.get_logger("opsloop.changes")
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a deploy's event is a few hundred bytes
 SWEEP_EVERY_S = 3600.0
 PROBLEMS_SHOWN = 20  # of a refused list's problems, in the answer (every one is logged)
-
-
-def stored(event: ChangeEvent) -> StoredChange:
-    return StoredChange(
-        id=event.id or "",
-        at=event.at.timestamp(),
-        summary=event.summary,
-        source=event.source,
-        service=event.service,
-        environment=event.environment,
-        url=event.url,
-        labels=dict(event.labels),
-    )
 
 
 class ChangeWebhook:
@@ -88,7 +75,7 @@ class ChangeWebhook:
                 status=400,
             )
         try:
-            added = await record_changes(self.store, [stored(e) for e in events])
+            added = await record_changes(self.store, events)
         except Exception as e:  # not stored: no 200, so the sender tries again
             log.error("changes.store_failed", error=f"{type(e).__name__}: {e}")
             return web.json_response({"error": "not stored, try again"}, status=503)

@@ -10,19 +10,6 @@ from typing import Any
 
 from tools.k8s.reach import REACH
 
-_TOOLS = {
-    "k8s_get": "reads",
-    "k8s_describe": "reads",
-    "k8s_events": "reads",
-    "k8s_logs": "reads",
-    "k8s_rollout_history": "reads",
-    "k8s_top": "reads",
-    "k8s_rollout_restart": "writes",
-    "k8s_scale": "writes",
-    "k8s_rollout_undo": "writes",
-    "k8s_delete_pod": "writes",
-}
-
 __all__ = [  # noqa: RUF022  (the order the model sees them)
     "k8s_get",
     "k8s_describe",
@@ -36,11 +23,10 @@ __all__ = [  # noqa: RUF022  (the order the model sees them)
     "k8s_delete_pod",
     "REACH",
 ]
+_WRITES = ("k8s_rollout_restart", "k8s_scale", "k8s_rollout_undo", "k8s_delete_pod")  # the rest are in reads
 
 
 def __getattr__(name: str) -> Any:
-    if name in _TOOLS:
-        return getattr(import_module(f"tools.k8s.{_TOOLS[name]}"), name)
-    if name == "check_clusters":
-        return import_module("tools.k8s.check").check_clusters
+    if name in __all__:  # a tool (REACH is imported above)
+        return getattr(import_module(f"tools.k8s.{'writes' if name in _WRITES else 'reads'}"), name)
     raise AttributeError(f"module 'tools.k8s' has no attribute {name!r}")

@@ -57,6 +57,7 @@ class Kind:
     plural: str  # "deployments"
     group_version: str  # "v1", "apps/v1"
     namespaced: bool = True
+    short: str = ""  # kubectl's short name: "deploy"
 
     @property
     def group(self) -> str:
@@ -82,46 +83,29 @@ class Kind:
 
 
 _KINDS = (
-    Kind("Pod", "pods", "v1"),
-    Kind("Deployment", "deployments", "apps/v1"),
-    Kind("ReplicaSet", "replicasets", "apps/v1"),
-    Kind("StatefulSet", "statefulsets", "apps/v1"),
-    Kind("DaemonSet", "daemonsets", "apps/v1"),
-    Kind("Service", "services", "v1"),
-    Kind("Endpoints", "endpoints", "v1"),
-    Kind("ConfigMap", "configmaps", "v1"),
-    Kind("PersistentVolumeClaim", "persistentvolumeclaims", "v1"),
+    Kind("Pod", "pods", "v1", short="po"),
+    Kind("Deployment", "deployments", "apps/v1", short="deploy"),
+    Kind("ReplicaSet", "replicasets", "apps/v1", short="rs"),
+    Kind("StatefulSet", "statefulsets", "apps/v1", short="sts"),
+    Kind("DaemonSet", "daemonsets", "apps/v1", short="ds"),
+    Kind("Service", "services", "v1", short="svc"),
+    Kind("Endpoints", "endpoints", "v1", short="ep"),
+    Kind("ConfigMap", "configmaps", "v1", short="cm"),
+    Kind("PersistentVolumeClaim", "persistentvolumeclaims", "v1", short="pvc"),
     Kind("Job", "jobs", "batch/v1"),
-    Kind("CronJob", "cronjobs", "batch/v1"),
-    Kind("Ingress", "ingresses", "networking.k8s.io/v1"),
-    Kind("HorizontalPodAutoscaler", "horizontalpodautoscalers", "autoscaling/v2"),
-    Kind("Event", "events", "v1"),
-    Kind("Node", "nodes", "v1", namespaced=False),
-    Kind("Namespace", "namespaces", "v1", namespaced=False),
+    Kind("CronJob", "cronjobs", "batch/v1", short="cj"),
+    Kind("Ingress", "ingresses", "networking.k8s.io/v1", short="ing"),
+    Kind("HorizontalPodAutoscaler", "horizontalpodautoscalers", "autoscaling/v2", short="hpa"),
+    Kind("Event", "events", "v1", short="ev"),
+    Kind("Node", "nodes", "v1", namespaced=False, short="no"),
+    Kind("Namespace", "namespaces", "v1", namespaced=False, short="ns"),
 )
 KINDS = {k.kind: k for k in _KINDS}
-_ALIASES = {
-    "po": "Pod",
-    "deploy": "Deployment",
-    "rs": "ReplicaSet",
-    "sts": "StatefulSet",
-    "ds": "DaemonSet",
-    "svc": "Service",
-    "ep": "Endpoints",
-    "cm": "ConfigMap",
-    "pvc": "PersistentVolumeClaim",
-    "cj": "CronJob",
-    "ing": "Ingress",
-    "hpa": "HorizontalPodAutoscaler",
-    "ev": "Event",
-    "no": "Node",
-    "ns": "Namespace",
-}
 _LOOKUP = {
     **{k.kind.lower(): k.kind for k in _KINDS},
     **{k.plural: k.kind for k in _KINDS},
     **{k.kind.lower() + "s": k.kind for k in _KINDS},
-    **_ALIASES,
+    **{k.short: k.kind for k in _KINDS if k.short},
 }
 _SECRET_NAMES = {"secret", "secrets", "v1/secret"}
 SECRET_REFUSAL = (
@@ -152,9 +136,8 @@ def check_name(name: str, what: str = "name") -> str:
 class KubeClient:
     """One cluster: its ApiClient (made on first use, then kept open), scope and failure memory."""
 
-    def __init__(self, spec: ClusterSpec, *, down_s: float = DOWN_S) -> None:
+    def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
-        self.down_s = down_s
         self._api: Any = None  # kubernetes_asyncio.client.ApiClient
         self._lock = asyncio.Lock()
         self._down_until = 0.0
@@ -269,8 +252,16 @@ class KubeClient:
                 f"{self._down_until - now:.0f}s"
             )
         api = await self.api()
+        call = {
+            "query_params": [(k, v) for k, v in (query or {}).items() if v is not None],
+            "header_params": {
+                "Accept": accept or ("text/plain, */*" if text else "application/json"),
+                "Content-Type": content_type or "application/json",
+            },
+            "body": body,
+        }
         for attempt in (1, 2):
-            status, raw = await self._send(api, method, path, query, body, content_type, text, write, accept)
+            status, raw = await self._send(api, method, path, call, write)
             if status == 401 and attempt == 1:  # an expired or rotated token: read the credentials again, once
                 try:
                     await self._load(api.configuration)
@@ -290,30 +281,14 @@ class KubeClient:
                 raise ToolError(f"cluster {self.name}: the API answered {status} with a non-JSON body") from None
         raise self._error(status, raw, verb=verb, kind=kind, namespace=namespace)
 
-    async def _send(
-        self,
-        api: Any,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None,
-        body: Any,
-        content_type: str | None,
-        text: bool,
-        write: bool,
-        accept: str | None = None,
-    ) -> tuple[int, bytes]:
-        headers = {
-            "Accept": accept or ("text/plain, */*" if text else "application/json"),
-            "Content-Type": content_type or "application/json",
-        }
+    async def _send(self, api: Any, method: str, path: str, call: Mapping[str, Any], write: bool) -> tuple[int, bytes]:
+        """One call_api with `call`'s query_params, header_params and body; the status and the bounded body."""
         timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s, sock_connect=CONNECT_TIMEOUT_S)
         try:
             resp = await api.call_api(
                 path,
                 method,
-                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
-                header_params=headers,
-                body=body,
+                **call,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _request_timeout=timeout,
@@ -339,7 +314,7 @@ class KubeClient:
                 if is_unreachable(e)
                 else f"{type(e).__name__}: {str(e)[:160]}"
             )
-            self._down_until = time.monotonic() + self.down_s
+            self._down_until = time.monotonic() + DOWN_S
             self._down_why = why
             if write:
                 raise Unknown(
@@ -374,9 +349,8 @@ class KubeClient:
 class KubeClusters:
     """The configured clusters, each with its client (kept open; closed when the registry closes)."""
 
-    def __init__(self, specs: tuple[ClusterSpec, ...], *, down_s: float = DOWN_S) -> None:
-        self.specs = specs
-        self._clients = {s.name: KubeClient(s, down_s=down_s) for s in specs}
+    def __init__(self, specs: tuple[ClusterSpec, ...]) -> None:
+        self._clients = {s.name: KubeClient(s) for s in specs}
 
     def names(self) -> list[str]:
         return list(self._clients)

@@ -87,10 +87,9 @@ def env_lines(container: Mapping[str, Any]) -> list[str]:
             out.append(f"{name}={one_line(str(e.get('value', '')), 120)}")
     for ref in container.get("envFrom") or []:
         prefix = f" (prefix {ref['prefix']})" if ref.get("prefix") else ""
-        if "secretRef" in ref:
-            out.append(f"(all keys of secret {ref['secretRef'].get('name')}){prefix}")
-        elif "configMapRef" in ref:
-            out.append(f"(all keys of configmap {ref['configMapRef'].get('name')}){prefix}")
+        for key, what in (("secretRef", "secret"), ("configMapRef", "configmap")):
+            if key in ref:
+                out.append(f"(all keys of {what} {ref[key].get('name')}){prefix}")
     return out
 
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.core.redact import redact
-from tools.api import BadCall, PermissionDenied
-from tools.k8s import render
+from tools.api import BadCall, PermissionDenied, some_names
+from tools.k8s import describe, render
 from tools.k8s.clusters import KINDS, KubeClient, NotFound, check_name, clusters_of, kind_of
-from tools.k8s.columns import node_problems, parse_since, pod_unhealthy, when_text
+from tools.k8s.columns import meta, node_problems, one_line, parse_since, parse_time, pod_unhealthy, when_text
 from tools.k8s.gitops import managed_line, source_of_truth
 from tools.patterns import compile_pattern
 from tools.registry import Category, ToolContext, ToolError, tool
@@ -101,7 +101,7 @@ async def k8s_get(
         matching = f" matching {selector!r}" if selector else ""
         return f"no {k.kind} objects{matching}{scope} on cluster {client.name}"
     if k.kind == "Event":
-        return render.events_table(items)
+        return describe.events_table(items)
     nodes, unread = await pod_nodes(client, items) if k.kind == "Pod" else ({}, "")
     out = render.get_table(k.kind, items, more=more, nodes=nodes)
     notes = [*node_notes(nodes), *([unread] if unread else []), *gitops_notes(items)]
@@ -133,11 +133,10 @@ def gitops_notes(items: list[dict[str, Any]], limit: int = 10) -> list[str]:
     by_source: dict[str, list[str]] = {}
     for o in items:
         if source := source_of_truth(o):
-            by_source.setdefault(source, []).append(str(render.meta(o).get("name")))
+            by_source.setdefault(source, []).append(str(meta(o).get("name")))
     return [
         f"managed by GitOps ({source}; a change made by hand may be reverted at its next sync): "
-        + ", ".join(names[:limit])
-        + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        + some_names(names, limit)
         for source, names in by_source.items()
     ]
 
@@ -147,7 +146,7 @@ async def owner_chain(client: KubeClient, obj: dict[str, Any], namespace: str | 
     chain: list[str] = []
     current = obj
     for _ in range(3):
-        refs = render.meta(current).get("ownerReferences") or []
+        refs = meta(current).get("ownerReferences") or []
         ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
         if ref is None:
             break
@@ -201,7 +200,7 @@ async def k8s_describe(
     elif k.kind == "Pod":
         nodes, unread = await pod_nodes(client, [obj])
         extra += [*node_notes(nodes), *([unread] if unread else [])]
-    return render.describe(obj, owners=owners, events=events, extra=extra)
+    return describe.describe(obj, owners=owners, events=events, extra=extra)
 
 
 @tool(category=Category.READ_ONLY, parallel=True, timeout_s=60, idempotent=True)
@@ -249,7 +248,7 @@ async def k8s_events(
     window, older = "", 0
     if start is not None:
         window = f" since {when_text(start, now)}"
-        kept = [e for e in items if (t := render.parse_time(render.event_time(e))) is None or t >= start]
+        kept = [e for e in items if (t := parse_time(describe.event_time(e))) is None or t >= start]
         items, older = kept, len(items) - len(kept)
     if not items:  # name what was asked, so "nothing" can be trusted
         which = "Warning events" if warnings_only else "events"
@@ -259,7 +258,7 @@ async def k8s_events(
             f"no {which}{of} in namespace {ns} on cluster {client.name}{window}{left} "
             "(Kubernetes keeps events about an hour)"
         )
-    out = render.events_table(items, now=now)
+    out = describe.events_table(items, now=now)
     if start is not None:
         out = f"events{window}; {older} older events left out\n" + out
     return out
@@ -381,11 +380,11 @@ def restart_line(pod: dict[str, Any], container: str) -> str:
     if not last:
         return line + ("; no earlier instance's end is recorded" if count else "; never restarted")
     parts = [str(last.get("reason") or "terminated"), f"exit code {last.get('exitCode', '?')}"]
-    finished = render.parse_time(last.get("finishedAt"))
+    finished = parse_time(last.get("finishedAt"))
     if finished is not None:
         parts.append(f"at {when_text(finished)}")
     if last.get("message"):
-        parts.append(render.one_line(str(last["message"]), 160))
+        parts.append(one_line(str(last["message"]), 160))
     return f"{line}; last terminated {', '.join(parts)}"
 
 
@@ -416,13 +415,13 @@ async def owned_replicasets(client: KubeClient, namespace: str, deployment: dict
     match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(match.items())) or None
     items, _ = await list_objects(client, "ReplicaSet", namespace, label_selector=selector)
-    uid = render.meta(deployment).get("uid")
+    uid = meta(deployment).get("uid")
     return [
         rs
         for rs in items
         if any(
-            r.get("uid") == uid or (uid is None and r.get("name") == render.meta(deployment).get("name"))
-            for r in render.meta(rs).get("ownerReferences") or []
+            r.get("uid") == uid or (uid is None and r.get("name") == meta(deployment).get("name"))
+            for r in meta(rs).get("ownerReferences") or []
         )
     ]
 

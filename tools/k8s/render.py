@@ -1,29 +1,23 @@
-"""Kubernetes objects as the compact text an SRE reads: `kubectl get -o wide`-like tables, describe summaries,
-events, rollout history, and the field diff a dry run's card shows. Pure functions of dicts (wire format).
-The shared cells live in tools.k8s.columns, describe and events in tools.k8s.describe, the dry-run diff in
-tools.k8s.diff; their names are re-exported here, so `render.x` keeps working for every caller."""
+"""Kubernetes objects as the compact text an SRE reads: `kubectl get -o wide`-like tables,
+rollout history and top. Pure functions of dicts (wire format). The shared cells live in tools.k8s.columns,
+describe and events in tools.k8s.describe, the dry-run diff in tools.k8s.diff."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from tools.k8s.columns import (
-    ARROW,
     CHANGE_CAUSE,
-    MAX_ROWS,
     NONE,
-    RESTARTED_AT,
     REVISION,
     age,
     container_names,
     images,
     labels_text,
     meta,
-    one_line,
-    parse_time,
     pod_ready,
     pod_restarts,
     pod_status,
@@ -32,85 +26,13 @@ from tools.k8s.columns import (
     table,
     template_spec,
 )
-from tools.k8s.describe import (
-    conditions_table,
-    container_lines,
-    describe,
-    env_lines,
-    event_time,
-    events_table,
-    sort_events,
-)
-from tools.k8s.diff import field_diff, merge_patch
-
-__all__ = [
-    "ARROW",
-    "CHANGE_CAUSE",
-    "MAX_ROWS",
-    "NONE",
-    "RESTARTED_AT",
-    "REVISION",
-    "age",
-    "conditions_table",
-    "container_lines",
-    "container_names",
-    "cpu_cores",
-    "describe",
-    "env_lines",
-    "event_time",
-    "events_table",
-    "field_diff",
-    "get_table",
-    "history_table",
-    "images",
-    "labels_text",
-    "mem_bytes",
-    "merge_patch",
-    "meta",
-    "one_line",
-    "parse_time",
-    "pod_ready",
-    "pod_restarts",
-    "pod_status",
-    "revision_of",
-    "selector_text",
-    "sort_events",
-    "table",
-    "template_spec",
-    "top_table",
-]
 
 
-def _rows_pods(
-    items: Sequence[Mapping[str, Any]], now: datetime | None, nodes: Mapping[str, Sequence[str]]
-) -> tuple[list[str], list[list[Any]]]:
-    """`nodes`: node name → its problems; a pending, evicted or failed pod on such a node names them."""
+def _columns(
+    kind: str, now: datetime | None, nodes: Mapping[str, Sequence[str]]
+) -> tuple[list[str], Callable[[Mapping[str, Any]], list[Any]]]:
+    """The header of a kind's table and the function making one object's row."""
 
-    def status(p: Mapping[str, Any]) -> str:
-        problems = nodes.get(str((p.get("spec") or {}).get("nodeName"))) if pod_unhealthy(p) else None
-        names = ",".join(x.split(" (", 1)[0] for x in problems or [])
-        return f"{pod_status(p)} (node {names})" if names else pod_status(p)
-
-    header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "IMAGES"]
-    rows = [
-        [
-            meta(p).get("name"),
-            pod_ready(p),
-            status(p),
-            pod_restarts(p, now),
-            age(meta(p).get("creationTimestamp"), now),
-            (p.get("status") or {}).get("podIP"),
-            (p.get("spec") or {}).get("nodeName"),
-            images(p.get("spec")),
-        ]
-        for p in items
-    ]
-    return header, rows
-
-
-def _rows(
-    kind: str, items: Sequence[Mapping[str, Any]], now: datetime | None, nodes: Mapping[str, Sequence[str]]
-) -> tuple[list[str], list[list[Any]]]:
     def created(o: Mapping[str, Any]) -> str:
         return age(meta(o).get("creationTimestamp"), now)
 
@@ -121,71 +43,63 @@ def _rows(
         return o.get("spec") or {}
 
     if kind == "Pod":
-        return _rows_pods(items, now, nodes)
+
+        def status(p: Mapping[str, Any]) -> str:
+            """A pending, evicted or failed pod on a node with problems (`nodes`: name → problems) names them."""
+            problems = nodes.get(str(sp(p).get("nodeName"))) if pod_unhealthy(p) else None
+            names = ",".join(x.split(" (", 1)[0] for x in problems or [])
+            return f"{pod_status(p)} (node {names})" if names else pod_status(p)
+
+        return ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "IMAGES"], lambda p: [
+            meta(p).get("name"),
+            pod_ready(p),
+            status(p),
+            pod_restarts(p, now),
+            created(p),
+            st(p).get("podIP"),
+            sp(p).get("nodeName"),
+            images(p.get("spec")),
+        ]
     if kind == "Deployment":
-        return (
-            ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
-            [
-                [
-                    meta(o).get("name"),
-                    f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
-                    st(o).get("updatedReplicas", 0),
-                    st(o).get("availableReplicas", 0),
-                    created(o),
-                    container_names(template_spec(o)),
-                    images(template_spec(o)),
-                    selector_text(o),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"], lambda o: [
+            meta(o).get("name"),
+            f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
+            st(o).get("updatedReplicas", 0),
+            st(o).get("availableReplicas", 0),
+            created(o),
+            container_names(template_spec(o)),
+            images(template_spec(o)),
+            selector_text(o),
+        ]
     if kind == "ReplicaSet":
-        return (
-            ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "IMAGES"],
-            [
-                [
-                    meta(o).get("name"),
-                    sp(o).get("replicas", 0),
-                    st(o).get("replicas", 0),
-                    st(o).get("readyReplicas", 0),
-                    created(o),
-                    (meta(o).get("annotations") or {}).get(REVISION),
-                    images(template_spec(o)),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "REVISION", "IMAGES"], lambda o: [
+            meta(o).get("name"),
+            sp(o).get("replicas", 0),
+            st(o).get("replicas", 0),
+            st(o).get("readyReplicas", 0),
+            created(o),
+            (meta(o).get("annotations") or {}).get(REVISION),
+            images(template_spec(o)),
+        ]
     if kind == "StatefulSet":
-        return (
-            ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"],
-            [
-                [
-                    meta(o).get("name"),
-                    f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
-                    created(o),
-                    container_names(template_spec(o)),
-                    images(template_spec(o)),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"], lambda o: [
+            meta(o).get("name"),
+            f"{st(o).get('readyReplicas', 0)}/{sp(o).get('replicas', 1)}",
+            created(o),
+            container_names(template_spec(o)),
+            images(template_spec(o)),
+        ]
     if kind == "DaemonSet":
-        return (
-            ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "IMAGES"],
-            [
-                [
-                    meta(o).get("name"),
-                    st(o).get("desiredNumberScheduled", 0),
-                    st(o).get("currentNumberScheduled", 0),
-                    st(o).get("numberReady", 0),
-                    st(o).get("updatedNumberScheduled", 0),
-                    st(o).get("numberAvailable", 0),
-                    created(o),
-                    images(template_spec(o)),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "IMAGES"], lambda o: [
+            meta(o).get("name"),
+            st(o).get("desiredNumberScheduled", 0),
+            st(o).get("currentNumberScheduled", 0),
+            st(o).get("numberReady", 0),
+            st(o).get("updatedNumberScheduled", 0),
+            st(o).get("numberAvailable", 0),
+            created(o),
+            images(template_spec(o)),
+        ]
     if kind == "Service":
 
         def ports(o: Mapping[str, Any]) -> str:
@@ -205,21 +119,15 @@ def _rows(
                 or NONE
             )
 
-        return (
-            ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "AGE", "SELECTOR"],
-            [
-                [
-                    meta(o).get("name"),
-                    sp(o).get("type", "ClusterIP"),
-                    sp(o).get("clusterIP"),
-                    external(o),
-                    ports(o),
-                    created(o),
-                    labels_text(sp(o).get("selector")),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORTS", "AGE", "SELECTOR"], lambda o: [
+            meta(o).get("name"),
+            sp(o).get("type", "ClusterIP"),
+            sp(o).get("clusterIP"),
+            external(o),
+            ports(o),
+            created(o),
+            labels_text(sp(o).get("selector")),
+        ]
     if kind == "Node":
 
         def node_status(o: Mapping[str, Any]) -> str:
@@ -236,50 +144,32 @@ def _rows(
                 (a.get("address", "") for a in st(o).get("addresses") or [] if a.get("type") == "InternalIP"), NONE
             )
 
-        return (
-            ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"],
-            [
-                [
-                    meta(o).get("name"),
-                    node_status(o),
-                    roles(o),
-                    created(o),
-                    (st(o).get("nodeInfo") or {}).get("kubeletVersion"),
-                    internal_ip(o),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"], lambda o: [
+            meta(o).get("name"),
+            node_status(o),
+            roles(o),
+            created(o),
+            (st(o).get("nodeInfo") or {}).get("kubeletVersion"),
+            internal_ip(o),
+        ]
     if kind == "ConfigMap":  # keys only: values may be config a person would not paste into a chat
-        return (
-            ["NAME", "DATA", "KEYS", "AGE"],
-            [
-                [
-                    meta(o).get("name"),
-                    len(o.get("data") or {}) + len(o.get("binaryData") or {}),
-                    ",".join(sorted([*(o.get("data") or {}), *(o.get("binaryData") or {})])) or NONE,
-                    created(o),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "DATA", "KEYS", "AGE"], lambda o: [
+            meta(o).get("name"),
+            len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            ",".join(sorted([*(o.get("data") or {}), *(o.get("binaryData") or {})])) or NONE,
+            created(o),
+        ]
     if kind == "Job":
-        return (
-            ["NAME", "STATUS", "COMPLETIONS", "AGE", "IMAGES"],
-            [
-                [
-                    meta(o).get("name"),
-                    _job_status(o),
-                    f"{st(o).get('succeeded', 0)}/{sp(o).get('completions', 1)}",
-                    created(o),
-                    images(template_spec(o)),
-                ]
-                for o in items
-            ],
-        )
+        return ["NAME", "STATUS", "COMPLETIONS", "AGE", "IMAGES"], lambda o: [
+            meta(o).get("name"),
+            _job_status(o),
+            f"{st(o).get('succeeded', 0)}/{sp(o).get('completions', 1)}",
+            created(o),
+            images(template_spec(o)),
+        ]
     if kind == "Namespace":
-        return (["NAME", "STATUS", "AGE"], [[meta(o).get("name"), st(o).get("phase"), created(o)] for o in items])
-    return (["NAME", "AGE"], [[meta(o).get("name"), created(o)] for o in items])
+        return ["NAME", "STATUS", "AGE"], lambda o: [meta(o).get("name"), st(o).get("phase"), created(o)]
+    return ["NAME", "AGE"], lambda o: [meta(o).get("name"), created(o)]
 
 
 def _job_status(job: Mapping[str, Any]) -> str:
@@ -300,8 +190,8 @@ def get_table(
     """A list of one kind as `kubectl get -o wide` would print it."""
     if not items:
         return f"no {kind} objects found"
-    header, rows = _rows(kind, items, now, nodes or {})
-    out = table(header, rows, what=f"{kind} objects")
+    header, row = _columns(kind, now, nodes or {})
+    out = table(header, [row(o) for o in items], what=f"{kind} objects")
     if more:
         out += "\n… the API has more objects than were listed; narrow with a selector"
     return out

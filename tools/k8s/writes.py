@@ -13,15 +13,16 @@ import copy
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.core.redact import redact
 from tools.api import BadCall
-from tools.k8s import render
+from tools.k8s import columns, render
 from tools.k8s.clusters import KINDS, Conflict, Kind, KubeClient, NotFound, check_name, clusters_of, kind_of
+from tools.k8s.diff import field_diff, merge_patch
 from tools.k8s.gitops import revert_warning
 from tools.k8s.reads import get_object, owned_replicasets
 from tools.registry import Category, Tool, ToolContext, ToolError, tool
@@ -80,6 +81,11 @@ class Change:
     def header(self) -> str:
         return f"{self.what} on cluster {self.client.name}"
 
+    def card(self, changes: Iterable[str]) -> str:
+        """The preview a card shows: the dry run accepted, the resourceVersion it is bound to, `changes`, notes."""
+        accepted = f"{self.header()}: server-side dry run (dryRun=All) accepted"
+        return "\n".join([accepted, f"resourceVersion: {self.resource_version}", "changes:", *changes, *self.notes])
+
 
 def changed(change: Change, why: str) -> ToolError:
     return ToolError(
@@ -91,34 +97,17 @@ def changed(change: Change, why: str) -> ToolError:
 async def preview(change: Change) -> str:
     """Dry-run `change` and describe it: the cluster's answer, field by field, bound to the resourceVersion."""
     after = await change.send(dry_run=True)
-    diff = render.field_diff(change.before, after)
+    diff = field_diff(change.before, after)
     if not diff and change.method != "DELETE":
         raise ToolError(f"{change.header()}: the dry run changes nothing (the object already is that way)")
-    lines = [
-        f"{change.header()}: server-side dry run (dryRun=All) accepted",
-        f"resourceVersion: {change.resource_version}",
-        "changes:",
-    ]
     # The restart stamp is the time of the write: shown as such, the preview (so the card) stays the same while
     # the object does, whenever the dry run is repeated.
-    lines += [
-        f"  {d.rpartition(render.ARROW)[0]}{render.ARROW} {WHEN_WRITTEN}"
-        if change.stamped and render.RESTARTED_AT in d
+    return change.card(
+        f"  {d.rpartition(columns.ARROW)[0]}{columns.ARROW} {WHEN_WRITTEN}"
+        if change.stamped and columns.RESTARTED_AT in d
         else f"  {d}"
         for d in diff
-    ]
-    lines += change.notes
-    return "\n".join(lines)
-
-
-def approved_version(change: Change, approved_preview: str) -> str:
-    """The resourceVersion the approved card showed; the object must still be at it."""
-    m = RV_LINE.search(approved_preview)
-    if m is None:
-        raise ToolError("the approved preview names no resourceVersion; nothing was changed")
-    if m.group(1) != change.resource_version:
-        raise changed(change, f"resourceVersion {m.group(1)} on the card, {change.resource_version} now")
-    return m.group(1)
+    )
 
 
 async def still_as_approved(change: Change, approved_preview: str, fresh: str) -> str:
@@ -126,17 +115,21 @@ async def still_as_approved(change: Change, approved_preview: str, fresh: str) -
 
     The resourceVersion alone is not enough: a plan may read other objects (undo picks a ReplicaSet's template),
     and those can change while the Deployment doesn't. Any difference: nothing is written, and a new card."""
-    rv = approved_version(change, approved_preview)
+    m = RV_LINE.search(approved_preview)
+    if m is None:
+        raise ToolError("the approved preview names no resourceVersion; nothing was changed")
+    if m.group(1) != change.resource_version:  # the object must still be at the card's resourceVersion
+        raise changed(change, f"resourceVersion {m.group(1)} on the card, {change.resource_version} now")
     if redact(fresh).strip() != redact(approved_preview).strip():
         raise changed(change, "the dry run made again now differs from the one on the card")
-    return rv
+    return m.group(1)
 
 
 async def apply(change: Change, approved_preview: str, confirmed_by: str) -> str:
     rv = await still_as_approved(change, approved_preview, await preview(change))
     after = await change.send(dry_run=False)
-    diff = render.field_diff(change.before, after)
-    new_rv = render.meta(after).get("resourceVersion", "?")
+    diff = field_diff(change.before, after)
+    new_rv = columns.meta(after).get("resourceVersion", "?")
     lines = [f"done: {change.header()}; approved by {confirmed_by}; resourceVersion {rv} → {new_rv}"]
     lines += [f"  {d}" for d in diff if not d.startswith("metadata.annotations[deployment.kubernetes.io")]
     return "\n".join(lines)
@@ -151,7 +144,7 @@ def _target(
 
 
 def _rv(obj: dict[str, Any]) -> str:
-    return str(render.meta(obj).get("resourceVersion") or "")
+    return str(columns.meta(obj).get("resourceVersion") or "")
 
 
 Plan = Callable[..., Awaitable[Change]]
@@ -272,7 +265,7 @@ async def plan_restart(
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {
         "metadata": {"resourceVersion": rv},
-        "spec": {"template": {"metadata": {"annotations": {render.RESTARTED_AT: at}}}},
+        "spec": {"template": {"metadata": {"annotations": {columns.RESTARTED_AT: at}}}},
     }
     return Change(
         client,
@@ -344,11 +337,11 @@ async def plan_undo(
         raise ToolError(f"deployment {ns}/{name} already runs revision {to}'s pod template; nothing to undo")
     body: dict[str, Any] = {
         "metadata": {"resourceVersion": rv},
-        "spec": {"template": render.merge_patch(deployment["spec"].get("template") or {}, template)},
+        "spec": {"template": merge_patch(deployment["spec"].get("template") or {}, template)},
     }
-    cause = (render.meta(target).get("annotations") or {}).get(render.CHANGE_CAUSE)
+    cause = (columns.meta(target).get("annotations") or {}).get(columns.CHANGE_CAUSE)
     if cause:
-        body["metadata"]["annotations"] = {render.CHANGE_CAUSE: cause}
+        body["metadata"]["annotations"] = {columns.CHANGE_CAUSE: cause}
     return Change(
         client,
         KINDS["Deployment"],
@@ -387,14 +380,14 @@ async def plan_delete(
     """
     client, k, ns, pod = _target(ctx, cluster, namespace, "pod", pod, ("Pod",))
     obj = await get_object(client, "Pod", ns, pod)
-    rv, uid = _rv(obj), render.meta(obj).get("uid")
-    refs = render.meta(obj).get("ownerReferences") or []
+    rv, uid = _rv(obj), columns.meta(obj).get("uid")
+    refs = columns.meta(obj).get("ownerReferences") or []
     owner = next((r for r in refs if r.get("controller")), None)
     restarts = sum(int(c.get("restartCount") or 0) for c in (obj.get("status") or {}).get("containerStatuses") or [])
     notes = [
         f"uid: {uid}",
-        f"now: {render.pod_status(obj)}, ready {render.pod_ready(obj)}, restarts {restarts}, "
-        f"node {(obj.get('spec') or {}).get('nodeName') or render.NONE}",
+        f"now: {columns.pod_status(obj)}, ready {columns.pod_ready(obj)}, restarts {restarts}, "
+        f"node {(obj.get('spec') or {}).get('nodeName') or columns.NONE}",
         f"owner: {owner.get('kind')} {owner.get('name')}: it creates a replacement pod"
         if owner
         else "owner: none: the pod will NOT come back",
@@ -421,15 +414,7 @@ async def plan_delete(
 async def _delete_card(change: Change) -> str:
     """The delete's dry run, described: what the card shows, and what the approved delete is checked against."""
     await change.send(dry_run=True)
-    return "\n".join(
-        [
-            f"{change.header()}: server-side dry run (dryRun=All) accepted",
-            f"resourceVersion: {change.resource_version}",
-            "changes:",
-            f"  pod {change.namespace}/{change.name}: exists {render.ARROW} deleted",
-            *change.notes,
-        ]
-    )
+    return change.card([f"  pod {change.namespace}/{change.name}: exists {columns.ARROW} deleted"])
 
 
 async def _delete(change: Change, approved_preview: str, confirmed_by: str) -> str:

@@ -35,9 +35,14 @@ STOPWORDS = frozenset(
 )
 _TOKEN = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # DiskFull -> Disk, Full; HTTPError -> HTTP, Error
-# Tool arguments that name what a run touched (bot's tools: host, cluster, namespace, unit/service; the
-# Kubernetes tools name their workload `name`).
-_HOST_KEYS, _SERVICE_KEYS = ("host", "hosts", "hostname"), ("service", "unit")
+# Tool arguments that name what a run touched, by Targets field (bot's tools: host, cluster, namespace,
+# unit/service; the Kubernetes tools name their workload `name`).
+_TARGET_KEYS = {
+    "hosts": ("host", "hosts", "hostname"),
+    "clusters": ("cluster",),
+    "namespaces": ("namespace",),
+    "services": ("service", "unit"),
+}
 
 
 class IncidentFeedback(enum.StrEnum):
@@ -71,10 +76,10 @@ class Targets:
         return cls(**{k: tuple(str(v) for v in data.get(k) or ()) for k in _TARGET_FIELDS})
 
     def text(self) -> str:
-        return " ".join((*self.hosts, *self.clusters, *self.namespaces, *self.services))
+        return " ".join(value for k in _TARGET_FIELDS for value in getattr(self, k))
 
 
-_TARGET_FIELDS = ("hosts", "clusters", "namespaces", "services")
+_TARGET_FIELDS = tuple(_TARGET_KEYS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,25 +264,16 @@ def check_kind(kind: str | None) -> str:
 
 def targets_of_calls(tool_results: Iterable[Mapping[str, Any]]) -> Targets:
     """The hosts, clusters, namespaces and services a run's tool calls named in their arguments."""
-    hosts: list[str] = []
-    clusters: list[str] = []
-    namespaces: list[str] = []
-    services: list[str] = []
+    found: dict[str, list[str]] = {name: [] for name in _TARGET_FIELDS}
     for row in tool_results:
         args = _json(row.get("args"), {})
         if not isinstance(args, dict):
             continue
-        for key in _HOST_KEYS:
-            hosts.extend(_strings(args.get(key)))
-        clusters.extend(_strings(args.get("cluster")))
-        namespaces.extend(_strings(args.get("namespace")))
-        for key in _SERVICE_KEYS:
-            services.extend(_strings(args.get(key)))
+        for name, keys in _TARGET_KEYS.items():
+            found[name] += [value for key in keys for value in _strings(args.get(key))]
         if str(row.get("tool") or "").startswith("k8s_"):
-            services.extend(_strings(args.get("name")))
-    return Targets(
-        hosts=_unique(hosts), clusters=_unique(clusters), namespaces=_unique(namespaces), services=_unique(services)
-    )
+            found["services"] += _strings(args.get("name"))
+    return Targets(**{name: _unique(values) for name, values in found.items()})
 
 
 def changes_of_approvals(approvals: Iterable[Mapping[str, Any]]) -> tuple[IncidentChange, ...]:
@@ -379,11 +375,8 @@ def build_record(
         "search_targets": index_text(target_text),
         "search_body": index_text(" ".join((task, changes_text, answer))),
     }
-    facets = {("host", h) for h in targets.hosts} | {("service", s) for s in targets.services}
-    facets |= {("cluster", c) for c in targets.clusters} | {("namespace", n) for n in targets.namespaces}
-    for key, facet in (("alertname", "alertname"), ("host", "host"), ("service", "service")):
-        if labels.get(key):
-            facets.add((facet, labels[key]))
+    facets = {(name.removesuffix("s"), v) for name in _TARGET_FIELDS for v in getattr(targets, name)}  # ("host", …)
+    facets |= {(key, labels[key]) for key in ("alertname", "host", "service") if labels.get(key)}
     if instance := labels.get("instance"):
         facets.add(("host", instance.rsplit(":", 1)[0]))
     return IncidentRow(fields=fields, facets=tuple(sorted(facets)))

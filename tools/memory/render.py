@@ -29,14 +29,13 @@ def who(name: str | None, user: str | None) -> str:
     return (name or user or "someone").replace("<", "").replace(">", "").lstrip("@")
 
 
-def changes_phrase(incident: Incident) -> str:
-    """`clean_logs (host=web-03), approved by carol`; "no change made" when nothing was approved."""
+def changes_phrase(incident: Incident, *, args: bool = True) -> str:
+    """`clean_logs (host=web-03), approved by carol` (without `args`: `clean_logs, approved by carol`); "no change
+    made" when nothing was approved."""
     if not incident.changes:
         return "no change made"
     return "; ".join(
-        f"{c.tool} ({c.args}), approved by {who(c.approver, c.confirmed_by)}"
-        if c.args
-        else f"{c.tool}, approved by {who(c.approver, c.confirmed_by)}"
+        f"{c.tool}{f' ({c.args})' if args and c.args else ''}, approved by {who(c.approver, c.confirmed_by)}"
         for c in incident.changes
     )
 
@@ -89,12 +88,6 @@ def thread_line(matches: Sequence[IncidentMatch]) -> tuple[str | Link, ...]:
         label = redact(f"{day(i)} {i.title}")[:LABEL_CHARS]
         parts.append("\n• ")
         parts.append(Link(i.permalink, label) if i.permalink else label)
-        parts.append(redact(f" — {changes_named(i)}" + (" (marked not helpful)" if m.not_helpful else "")))
+        named = changes_phrase(i, args=False)[:LINE_CHARS]  # the tools' names only
+        parts.append(redact(f" — {named}" + (" (marked not helpful)" if m.not_helpful else "")))
     return tuple(parts)
-
-
-def changes_named(incident: Incident) -> str:
-    """`clean_logs, approved by carol`; "no change made" when nothing was approved."""
-    if not incident.changes:
-        return "no change made"
-    return "; ".join(f"{c.tool}, approved by {who(c.approver, c.confirmed_by)}" for c in incident.changes)[:LINE_CHARS]

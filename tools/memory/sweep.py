@@ -33,11 +33,10 @@ class MemorySweep:
         store: Store,
         retention_days: float,
         *,
-        every_s: float = SWEEP_EVERY_S,
         batch: int = SWEEP_BATCH,
         now: Callable[[], float] | None = None,
     ) -> None:
-        self.store, self.retention_days, self.every_s, self.batch = store, retention_days, every_s, batch
+        self.store, self.retention_days, self.batch = store, retention_days, batch
         self.now = now or store.now
         self.passes = 0  # finished passes (a test waits on `swept`)
         self.swept = asyncio.Event()  # set after every pass, failed or not
@@ -68,7 +67,7 @@ class MemorySweep:
                 log.warning("memory.sweep_failed", error=f"{type(e).__name__}: {redact(str(e))}")
             self.passes += 1
             self.swept.set()
-            await asyncio.sleep(self.every_s)  # nothing to wait on but the clock
+            await asyncio.sleep(SWEEP_EVERY_S)  # nothing to wait on but the clock
 
     async def close(self) -> None:
         if self._task is not None:

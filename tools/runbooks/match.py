@@ -11,13 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from bot.core.errors import OpsloopError
-from bot.core.redact import redact
 from tools.runbooks.library import Runbook, Runbooks
-
-
-class UnknownRunbook(OpsloopError, LookupError):
-    """No loaded runbook has this name."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +73,3 @@ def best(
     """The runbook to offer at run start (the most keys that hold, then the first file by name), or None."""
     found = find(runbooks, query=text, alertname=alertname, labels=labels)
     return found[0] if found else None
-
-
-def read(runbooks: Runbooks, name: str) -> str:
-    """The steps (Markdown body) of the runbook called `name`, redacted. `name` is looked up among the loaded
-    runbooks, never opened as a path."""
-    runbook = runbooks.get(name)
-    if runbook is None:
-        raise UnknownRunbook(name)
-    return redact(runbook.body)

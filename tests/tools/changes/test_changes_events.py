@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tools.changes.events import ChangeEvent, parse_events
+from tools.changes.events import event_change, parse_events
 from tools.changes.model import Change, timeline
+from tools.changes.store import StoredChange
 
 GOOD = {
     "id": "gha-123456",
@@ -26,10 +27,10 @@ AT = datetime(2026, 12, 2, 14, 8, tzinfo=UTC)
 def test_the_contract_example_is_one_event() -> None:
     assert parse_events(GOOD) == (
         [
-            ChangeEvent(
-                at=AT,
-                summary="deploy checkout-api 1.43",
+            StoredChange(
                 id="gha-123456",
+                at=AT.timestamp(),
+                summary="deploy checkout-api 1.43",
                 source="github-actions",
                 service="checkout-api",
                 environment="prod",
@@ -43,12 +44,12 @@ def test_the_contract_example_is_one_event() -> None:
 
 def test_only_at_and_summary_are_required() -> None:
     events, problems = parse_events([{"at": "2026-12-02T15:08:00+01:00", "summary": "flag on"}])
-    assert problems == [] and events == [ChangeEvent(at=AT, summary="flag on")]
+    assert problems == [] and events == [StoredChange(id="", at=AT.timestamp(), summary="flag on")]
 
 
 def test_an_event_becomes_a_timeline_change() -> None:
     (event,), _ = parse_events(GOOD)
-    assert event.change() == Change(
+    assert event_change(event) == Change(
         at=AT,
         source="webhook",
         target="checkout-api (prod)",
@@ -56,7 +57,7 @@ def test_an_event_becomes_a_timeline_change() -> None:
         ref="https://ci.example.com/runs/123456",
     )
     (bare,), _ = parse_events({"at": "2026-12-02T14:08:00Z", "summary": "x", "id": "e1"})
-    assert (bare.change().target, bare.change().ref) == ("change event", "e1")
+    assert (event_change(bare).target, event_change(bare).ref) == ("change event", "e1")
 
 
 @pytest.mark.parametrize(
@@ -123,5 +124,5 @@ def test_a_hostile_summary_is_data_in_the_timeline() -> None:
     (event,), _ = parse_events(
         {**GOOD, "summary": "<!here> deploy\nfake line xoxb-123456789012-1234567890123-abcdefabcdefabcdefabcdef"}
     )
-    text = timeline([event.change()], [], anchor=AT, now=AT)
+    text = timeline([event_change(event)], [], anchor=AT, now=AT)
     assert len(text.splitlines()) == 2 and "<!here>" not in text and "xoxb-123456789012" not in text

@@ -17,7 +17,7 @@ from tests.tools.changes.test_changes_git import commit, git
 from tests.tools.changes.test_changes_packages import local_offset
 from tests.tools.remote.test_host_tools_ssh import host_for
 from tools.api import PermissionDenied, ToolError
-from tools.changes.events import parse_events
+from tools.changes.events import event_change, parse_events
 from tools.changes.gather import Source, gather
 from tools.changes.git import GitRepo, git_changes
 from tools.changes.k8s import namespace_changes
@@ -173,7 +173,7 @@ async def test_every_source_in_one_timeline_with_the_failures_last(
     assert web is not None and db is not None
 
     async def stored(since: datetime, until: datetime) -> Sequence[Change]:
-        return [e.change() for e in events]
+        return [event_change(e) for e in events]
 
     async def down(since: datetime, until: datetime) -> Sequence[Change] | Cut:
         await fake_kube.down()  # this cluster is "down": the same server, gone for this read

@@ -20,7 +20,7 @@ from tests.support.proxy import connect_proxy
 from tools import PermissionDenied, ToolError, ToolRegistry
 from tools.api import BadCall
 from tools.config import build_registry
-from tools.k8s import REACH, render
+from tools.k8s import REACH, columns, describe, diff, render
 from tools.k8s.clusters import KubeClusters
 from tools.reaches import parse_reaches
 
@@ -158,18 +158,18 @@ def test_field_diff_names_the_fields_that_change() -> None:
         "spec": {
             "replicas": 6,
             "template": {
-                "metadata": {"annotations": {render.RESTARTED_AT: "T"}},
+                "metadata": {"annotations": {columns.RESTARTED_AT: "T"}},
                 "spec": {"containers": [{"name": "api", "image": "api:1.41"}, {"name": "proxy", "image": "envoy:1"}]},
             },
         },
         "status": {"replicas": 6},
     }
-    assert render.field_diff(before, after) == [
+    assert diff.field_diff(before, after) == [
         "spec.replicas: 3 → 6",
         "spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]: (none) → T",
         "spec.template.spec.containers[api].image: api:1.42 → api:1.41",
     ]
-    assert render.merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}, "e": 4}) == {
+    assert diff.merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}, "e": 4}) == {
         "a": None,
         "b": {"d": None},
         "e": 4,
@@ -177,7 +177,7 @@ def test_field_diff_names_the_fields_that_change() -> None:
 
 
 def test_env_from_secrets_shows_as_references() -> None:
-    lines = render.env_lines(
+    lines = describe.env_lines(
         {
             "env": [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
             "envFrom": [{"secretRef": {"name": "api-env"}}],
@@ -188,7 +188,7 @@ def test_env_from_secrets_shows_as_references() -> None:
 
 def test_tables_are_bounded_with_a_note() -> None:
     out = render.get_table("Namespace", [{"metadata": {"name": f"ns-{i}"}} for i in range(250)])
-    assert len(out.splitlines()) == 1 + render.MAX_ROWS + 1
+    assert len(out.splitlines()) == 1 + columns.MAX_ROWS + 1
     assert out.endswith("… 50 more Namespace objects not shown; narrow with a selector or a name")
 
 
@@ -440,7 +440,7 @@ async def test_restart_preview_names_the_annotation_and_is_stable(tmp_path: Path
         await restart.run(args, confirmed_by="U0BOB", approved_preview=first)
     (write,) = fake_kube.writes()
     assert write.content_type == "application/strategic-merge-patch+json"
-    stamp = write.body["spec"]["template"]["metadata"]["annotations"][render.RESTARTED_AT]
+    stamp = write.body["spec"]["template"]["metadata"]["annotations"][columns.RESTARTED_AT]
     assert stamp.endswith("Z")
 
 

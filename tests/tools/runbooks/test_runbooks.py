@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.core.redact import REDACTED
+from tools.api import BadCall
+from tools.registry import Tool, ToolContext
 from tools.runbooks.library import (
     MAX_BYTES,
     Match,
@@ -16,8 +18,9 @@ from tools.runbooks.library import (
     backticked_tools,
     count_steps,
 )
-from tools.runbooks.match import UnknownRunbook, best, find, read
+from tools.runbooks.match import best, find
 from tools.runbooks.offer import BLOCK_START, find_text, offer_block, read_text, thread_line
+from tools.runbooks.tools import read_runbook
 
 DISK_FULL = """\
 ---
@@ -209,13 +212,17 @@ def test_a_symlink_within_dirs_loads(tmp_path: Path) -> None:
     assert [rb.name for rb in load(tmp_path / "a", tmp_path / "b").runbooks] == ["alias", "disk-full"]
 
 
-def test_read_runbook_never_opens_a_path(tmp_path: Path) -> None:
+def reader(*dirs: Path) -> Tool:
+    """read_runbook over the runbooks under `dirs`, as the reach opens them."""
+    return read_runbook.bind(ToolContext(resources={RunbookLibrary: RunbookLibrary(dirs)}))
+
+
+async def test_read_runbook_never_opens_a_path(tmp_path: Path) -> None:
     write(tmp_path / "outside.md", DISK_FULL)
     write(tmp_path / "rb" / "disk-full.md", DISK_FULL)
-    books = load(tmp_path / "rb")
     for name in ("../outside", str(tmp_path / "outside"), "disk-full.md"):
-        with pytest.raises(UnknownRunbook):
-            read(books, name)
+        with pytest.raises(BadCall, match="no runbook named"):
+            await reader(tmp_path / "rb").run({"name": name})
 
 
 def test_a_fifo_is_not_read(tmp_path: Path) -> None:
@@ -392,14 +399,14 @@ def test_a_one_step_runbook_says_step(tmp_path: Path) -> None:
     assert thread_line(load(tmp_path).runbooks[0]) == "Following runbook: X (1 step)"
 
 
-def test_what_the_tools_return_is_redacted(tmp_path: Path) -> None:
+async def test_what_the_tools_return_is_redacted(tmp_path: Path) -> None:
     token = "xoxb-1234567890-1234567890123-abcdefghijklmnopqrstuvwx"
     write(tmp_path / "leak.md", runbook(f"Use {token}", "  keywords: [leak]", f"1. curl -H 'Bearer {token}'\n"))
     books = load(tmp_path)
     found = find(books, query="a leak")
     texts = [
         find_text(found),
-        read(books, "leak"),
+        await reader(tmp_path).run({"name": "leak"}),
         read_text(books.runbooks[0]),
         offer_block(found[0]),
         thread_line(books.runbooks[0]),
