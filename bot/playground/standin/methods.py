@@ -91,10 +91,8 @@ class WebApiMethods(Workspace):
     def _bot_message(self, args: dict[str, Any], **fields: Any) -> Message:
         """A new message of this bot in `args`' channel, stored."""
         msg = Message(
-            channel=self._channel(args), ts=next_ts(), user=self.bot_user_id, bot_id=self.bot_id, team=self.team_id
+            self._channel(args), next_ts(), user=self.bot_user_id, bot_id=self.bot_id, team=self.team_id, **fields
         )
-        for key, value in fields.items():
-            setattr(msg, key, value)
         self._add_message(msg)
         return msg
 

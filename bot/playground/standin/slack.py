@@ -177,10 +177,6 @@ class FakeSlack(WebApiMethods):
         self._round_robin += 1
         return live[self._round_robin % len(live)]
 
-    def connection_number(self, envelope_id: str) -> int | None:
-        """Which connection (1 = the first accepted) an envelope was sent on."""
-        return self.delivered_on.get(envelope_id)
-
     def envelope(self, envelope_id: str) -> dict[str, Any] | None:
         """An envelope by id, known from just before it is sent (so a watcher can read an ack that
         arrives while the send is still returning)."""

@@ -33,10 +33,6 @@ STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a stat
 STREAM_LIFETIME_SECONDS = 300.0  # chat.startStream: Slack closes a stream about 5 minutes after it starts
 
 
-def _ts_order(message: Message) -> float:
-    return float(message.ts)
-
-
 class Workspace:
     """The state of the stand-in's Slack, its seeding, lookups and waits (``FakeSlack`` mixes in the rest)."""
 
@@ -224,7 +220,7 @@ class Workspace:
     def _add_message(self, msg: Message) -> None:
         """Kept in ts order by a binary insertion, so a post costs the same in a channel of thousands of runs (as
         in a bench) as in an empty one."""
-        bisect.insort(self.messages[msg.channel], msg, key=_ts_order)
+        bisect.insort(self.messages[msg.channel], msg, key=lambda m: float(m.ts))
         self._at.setdefault((msg.channel, msg.ts), msg)  # the first with a ts, as a scan would find
         self._changed()
 
@@ -333,15 +329,6 @@ class Workspace:
             lambda: True if self._live_socket() is not None and self.connections >= connects else None,
             timeout,
             lambda: f"socket mode connection #{connects} (accepted so far: {self.connections})",
-        )
-
-    async def wait_for_response(
-        self, where: Callable[[ResponseUrlCall], bool] | None = None, timeout: float = 5.0
-    ) -> ResponseUrlCall:
-        return await self._wait(
-            lambda: next((r for r in self.responses if where is None or where(r)), None),
-            timeout,
-            lambda: "a matching response_url POST",
         )
 
     # ---- shared by the Web API methods -------------------------------------------------------
