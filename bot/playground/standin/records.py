@@ -115,14 +115,6 @@ class ResponseUrlCall:
     message_ts: str | None = None
 
 
-@dataclass
-class _Failure:
-    error: str
-    status: int
-    retry_after: int | None
-    remaining: int
-
-
 class _SlackError(Exception):
     """Raised by method handlers; becomes ``{"ok": false, "error": ...}``."""
 

@@ -1,5 +1,5 @@
 """What the stand-in's Slack knows and how a test watches it: users, channels, messages, the recorded calls and
-frames, seeding (``add_user``, ``add_channel``, ``add_message``, ``fail_next`` ...), lookups, and the waits that
+frames, seeding (``add_user``, ``add_channel``, ``add_message`` ...), lookups, and the waits that
 wake on every change (never sleeps). The server and the Web API methods build on this state."""
 
 # The waits take ``timeout=`` like asyncio.wait_for; that is this fake's public API.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -22,7 +21,6 @@ from bot.playground.standin.records import (
     Message,
     ResponseUrlCall,
     ThreadStatus,
-    _Failure,
     _SlackError,
     next_ts,
 )
@@ -65,19 +63,13 @@ class Workspace:
         self.usergroups: dict[str, list[str]] = {}
         self.usergroup_handles: dict[str, str] = {}  # group id -> handle ("oncall"), for usergroups.list
         self.envelopes: list[dict[str, Any]] = []  # every envelope sent to the app
-        self.incoming_posts: list[dict[str, Any]] = []  # every body posted to an incoming webhook
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
         self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
         self.acked_at: dict[str, float] = {}  # envelope_id -> when that frame was read (time.monotonic())
         self.connections = 0  # WebSocket connections accepted so far
-        # Which live socket gets an envelope: "newest" (default; the last connection wins, as after a
-        # reconnect) or "round_robin" (each envelope to the next live socket, as Slack spreads envelopes
-        # over an app's open connections, e.g. two processes during a rolling deploy).
-        self.delivery = "newest"
         self.delivered_on: dict[str, int] = {}  # envelope_id -> number (1, 2, ...) of the connection it went to
         self._socket_numbers: dict[web.WebSocketResponse, int] = {}
         self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
-        self._round_robin = 0
 
         # assistant.threads.setStatus: (channel, thread_ts) -> the status last set; Slack drops it once it is
         # `status_expiry_seconds` old (shorten it in tests). `status_lapses` records every status that expired
@@ -93,10 +85,7 @@ class Workspace:
         self.stream_lifetime_seconds = STREAM_LIFETIME_SECONDS
         self._stream_timers: set[asyncio.TimerHandle] = set()  # each stream's expiry, announced as a change
 
-        self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
-        self._incoming: dict[str, tuple[str, str, str]] = {}  # hook id -> (channel, bot_id, app_id)
-        self._deliveries: set[asyncio.Task[str]] = set()
         self.channels: dict[str, dict[str, Any]] = {}  # conversations Slack knows (add_channel): id -> its record
         self._sockets: list[web.WebSocketResponse] = []
         self._changed_event = asyncio.Event()
@@ -162,35 +151,6 @@ class Workspace:
             "_members": people,
         }
 
-    def add_incoming_webhook(self, channel: str, *, bot_id: str = "B0ALERTMGR", app_id: str | None = None) -> str:
-        """An incoming-webhook URL that posts into `channel` as the integration `bot_id`, as Slack's do: the
-        post becomes a `bot_message` in the channel, delivered to the app as a `message` event."""
-        hook = uuid.uuid4().hex
-        self._incoming[hook] = (channel, bot_id, app_id or "A" + bot_id[1:])
-        return f"{self.base_url}/services/{hook}"
-
-    def add_usergroup(self, group_id: str, users: Iterable[str], *, handle: str | None = None) -> None:
-        self.usergroups[group_id] = list(users)
-        self.usergroup_handles[group_id] = handle or group_id.lower()
-
-    def fail_next(
-        self,
-        method: str,
-        error: str = "ratelimited",
-        *,
-        status: int | None = None,
-        retry_after: int = 1,
-        times: int = 1,
-    ) -> None:
-        """Make the next ``times`` calls of ``method`` fail (after the token check).
-
-        ``status`` defaults to 429 for ``ratelimited`` (sent with ``Retry-After``), 500
-        for ``internal_error``/``fatal_error``, otherwise 200 (a plain ``ok: false``).
-        """
-        if status is None:
-            status = 429 if error == "ratelimited" else 500 if error in ("internal_error", "fatal_error") else 200
-        self._failures[method].append(_Failure(error, status, retry_after if status == 429 else None, times))
-
     def add_message(
         self,
         channel: str,
@@ -248,9 +208,6 @@ class Workspace:
             return None
         return st.status
 
-    def calls_to(self, method: str) -> list[ApiCall]:
-        return [c for c in self.calls if c.method == method]
-
     def _live_socket(self) -> web.WebSocketResponse | None:
         live = [ws for ws in self._sockets if not ws.closed]
         return live[-1] if live else None  # the newest connection wins
@@ -280,23 +237,6 @@ class Workspace:
                     await self._changed_event.wait()
         except TimeoutError:
             raise TimeoutError(f"FakeSlack: timed out after {timeout}s waiting for {what()}") from None
-
-    async def wait_for_call(
-        self,
-        method: str,
-        where: Callable[[ApiCall], bool] | None = None,
-        timeout: float = 5.0,
-    ) -> ApiCall:
-        """The first call of ``method`` (already made or still to come) matching ``where``."""
-
-        def check() -> ApiCall | None:
-            return next((c for c in self.calls if c.method == method and (where is None or where(c))), None)
-
-        return await self._wait(
-            check,
-            timeout,
-            lambda: f"a matching {method} call; calls so far: {[(c.method, c.error) for c in self.calls]}",
-        )
 
     async def wait_until(self, check: Callable[[], T | None], timeout: float = 5.0, what: str = "a change") -> T:
         """The first value ``check`` returns that is not None, checked after every change."""
