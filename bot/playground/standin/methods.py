@@ -422,7 +422,3 @@ class WebApiMethods(Workspace):
         if (user := str(args.get("user") or self.bot_user_id)) not in self.users:
             raise _SlackError("user_not_found")
         return self._conversations_list(args, user=user)
-
-    def _conversations_members(self, args: dict[str, Any]) -> dict[str, Any]:
-        page, cursor = self._page(sorted(self._visible(self._channel(args))["_members"]), args)
-        return {"members": page, "response_metadata": {"next_cursor": cursor}}

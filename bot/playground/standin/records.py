@@ -38,7 +38,6 @@ class ApiCall:
     token: str | None
     response: dict[str, Any]
     status: int = 200
-    http_method: str = "POST"
     encoding: str = "query"  # where the arguments were: "json", "form" or "query" (URL only)
     at: float = field(default_factory=time.monotonic)
     peer: str = ""  # the client's address and port: one per TCP connection

@@ -167,13 +167,12 @@ class FakeSlack(WebApiMethods):
         event_id: str | None = None,
         retry_attempt: int = 0,
         *,
-        retry_reason: str | None = None,
         timeout: float = 5.0,
     ) -> str:
         """Deliver ``event`` in an ``events_api`` envelope; returns the envelope id.
 
         Like Slack, a first delivery carries ``retry_attempt: 0, retry_reason: ""``; a
-        redelivery (``retry_attempt >= 1``) defaults its reason to ``"timeout"``. A
+        redelivery (``retry_attempt >= 1``) gives its reason as ``"timeout"``. A
         user message event (app_mention / plain message) is also stored in the channel,
         once per ts, so replies, reactions and conversations.replies see it.
         """
@@ -202,9 +201,8 @@ class FakeSlack(WebApiMethods):
             "is_ext_shared_channel": False,
             "event_context": f"4-{event.get('type', 'event')}-{self.team_id}-{event.get('channel', '')}",
         }
-        if retry_reason is None:
-            retry_reason = "timeout" if retry_attempt else ""
-        fields = {"accepts_response_payload": False, "retry_attempt": retry_attempt, "retry_reason": retry_reason}
+        reason = "timeout" if retry_attempt else ""
+        fields = {"accepts_response_payload": False, "retry_attempt": retry_attempt, "retry_reason": reason}
         return await self._send("events_api", payload, timeout, **fields)
 
     async def send_interactive(self, payload: dict[str, Any], *, timeout: float = 5.0) -> str:
@@ -445,7 +443,6 @@ class FakeSlack(WebApiMethods):
                 token,
                 body,
                 status=status,
-                http_method=request.method,
                 encoding=encoding,
                 peer=str(request.transport.get_extra_info("peername") if request.transport else ""),
             )
@@ -484,8 +481,7 @@ API_METHODS = (
     *("auth.test", "apps.connections.open", "reactions.add", "views.publish", "assistant.threads.setStatus"),
     *("chat.postMessage", "chat.update", "chat.postEphemeral", "chat.startStream", "chat.appendStream"),
     *("chat.stopStream", "conversations.replies", "conversations.history", "conversations.info"),
-    *("conversations.members", "conversations.list", "users.info", "users.conversations", "usergroups.list"),
-    "usergroups.users.list",
+    *("conversations.list", "users.info", "users.conversations", "usergroups.list", "usergroups.users.list"),
 )
 
 

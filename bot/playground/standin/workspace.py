@@ -43,7 +43,6 @@ class Workspace:
         team_id: str = "T1",
         *,
         app_id: str = "A1",
-        bot_name: str = "opsloop",
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -92,7 +91,7 @@ class Workspace:
         self._watchers: list[Callable[[], None]] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # set once the server listens
-        self.add_user(bot_user_id, name=bot_name, is_bot=True)
+        self.add_user(bot_user_id, name="opsloop", is_bot=True)
 
     # ---- directory ---------------------------------------------------------------------------
 
@@ -103,10 +102,8 @@ class Workspace:
         *,
         is_bot: bool = False,
         real_name: str | None = None,
-        display_name: str | None = None,
     ) -> None:
         real_name = real_name or name.title()
-        display_name = display_name if display_name is not None else name
         self.users[user_id] = {
             "id": user_id,
             "team_id": self.team_id,
@@ -117,8 +114,8 @@ class Workspace:
             "is_bot": is_bot,
             "is_app_user": False,
             "profile": {
-                "display_name": display_name,
-                "display_name_normalized": display_name,
+                "display_name": name,
+                "display_name_normalized": name,
                 "real_name": real_name,
                 "real_name_normalized": real_name,
                 "team": self.team_id,
