@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -263,11 +262,8 @@ class WebApiMethods(Workspace):
         """Publish a user's Home tab: a `home` view with valid blocks (at most 100)."""
         _require(args, "user_id")
         view = args.get("view")
-        if isinstance(view, str):
-            try:
-                view = json.loads(view)
-            except ValueError:
-                raise _SlackError("invalid_arguments") from None
+        if isinstance(view, str):  # the API decoded a JSON string `view`: this one is not JSON
+            raise _SlackError("invalid_arguments")
         if not isinstance(view, dict) or view.get("type") != "home":
             raise _invalid_arguments("must be a home view [json-pointer:/view/type]")
         if not isinstance(blocks := view.get("blocks"), list):

@@ -103,8 +103,7 @@ class FakeSlack(WebApiMethods):
     async def __aenter__(self) -> Self:
         self._runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         host, port = self._runner.addresses[0][:2]
         self.base_url = f"http://{host}:{port}"
         return self
@@ -134,11 +133,6 @@ class FakeSlack(WebApiMethods):
         """The socket for the next envelope: the newest live one (the tests' subclass spreads them)."""
         return self._live_socket()
 
-    def envelope(self, envelope_id: str) -> dict[str, Any] | None:
-        """An envelope by id, known from just before it is sent (so a watcher can read an ack that
-        arrives while the send is still returning)."""
-        return self._by_id.get(envelope_id)
-
     async def _send(self, kind: str, payload: dict[str, Any], timeout: float, **fields: Any) -> str:
         """Send `payload` in a new envelope of type `kind`; returns its id."""
         envelope = {"envelope_id": str(uuid.uuid4()), "payload": payload, "type": kind, **fields}
@@ -146,7 +140,6 @@ class FakeSlack(WebApiMethods):
         return str(envelope["envelope_id"])
 
     async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
-        self._by_id[envelope["envelope_id"]] = envelope
         async with asyncio.timeout(timeout):
             while True:
                 await self.wait_connected(timeout=timeout)

@@ -68,7 +68,6 @@ class Workspace:
         self.connections = 0  # WebSocket connections accepted so far
         self.delivered_on: dict[str, int] = {}  # envelope_id -> number (1, 2, ...) of the connection it went to
         self._socket_numbers: dict[web.WebSocketResponse, int] = {}
-        self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
 
         # assistant.threads.setStatus: (channel, thread_ts) -> the status last set; Slack drops it once it is
         # `status_expiry_seconds` old (shorten it in tests). `status_lapses` records every status that expired

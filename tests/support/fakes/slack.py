@@ -5,8 +5,9 @@ Tests get what only they use on top (the demo and the sandbox never do):
 - failures: ``fail_next(method, error)`` makes the next calls of a Web API method fail, after the token check;
 - incoming webhooks: ``add_incoming_webhook(channel)`` is a URL whose posts become a ``bot_message`` in the
   channel, delivered to the app as a ``message`` event (each body also kept in ``incoming_posts``);
-- observing: ``calls_to(method)`` and ``wait_for_call(method, where)``; seeding ``add_usergroup``; a conversation
-  converted by ``set_kind``; ``disconnect_socket()`` sends Slack's ``disconnect`` message;
+- observing: ``calls_to(method)``, ``wait_for_call(method, where)`` and ``envelope(envelope_id)``; seeding
+  ``add_usergroup``; a conversation converted by ``set_kind``; ``disconnect_socket()`` sends Slack's ``disconnect``
+  message;
 - delivery over several live sockets (two processes of one app): to the newest (``delivery = "newest"``, the
   default, as after a reconnect), ``"round_robin"`` (each envelope to the next socket, as Slack spreads them
   during a rolling deploy) or ``"random"`` (by the seeded ``rng``); ``with slack.to(n):`` sends every envelope
@@ -55,6 +56,7 @@ class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.rng = random.Random(0)  # "random" delivery; a test reseeds it for a replayable campaign
         self.sent_at: dict[str, float] = {}  # envelope_id -> when it was first handed to the socket
+        self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
         self.delivery = "newest"  # or "round_robin", "random"
         self._round_robin = 0
         self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
@@ -203,7 +205,13 @@ class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one
             raise RuntimeError("no Socket Mode connection to disconnect")
         await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}})
 
+    def envelope(self, envelope_id: str) -> dict[str, Any] | None:
+        """An envelope by id, known from just before it is sent (so a watcher can read an ack that
+        arrives while the send is still returning)."""
+        return self._by_id.get(envelope_id)
+
     async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
+        self._by_id[envelope["envelope_id"]] = envelope
         self.sent_at.setdefault(envelope["envelope_id"], time.monotonic())
         await super()._send_envelope(envelope, timeout)
 
