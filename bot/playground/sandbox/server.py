@@ -70,7 +70,8 @@ class Sandbox:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def app(self) -> web.Application:
+    async def start(self, host: str, port: int) -> None:
+        self.stage.slack.watch(self.on_change)
         app = web.Application()
         app.router.add_get("/", self.page)
         app.router.add_get("/api/state", self.state)
@@ -79,16 +80,11 @@ class Sandbox:
         app.router.add_post("/api/feedback", self.feedback_click)
         app.router.add_post("/api/shortcut", self.shortcut)
         app.router.add_post("/api/home", self.home)
-        return app
-
-    async def start(self, host: str, port: int) -> str:
-        self.stage.slack.watch(self.on_change)
-        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         bound_host, bound_port = self._runner.addresses[0][:2]
         self.url = f"http://{bound_host}:{bound_port}/"
-        return self.url
 
     async def close(self) -> None:
         self.on_change()  # answer waiting polls now
