@@ -33,10 +33,35 @@ from typing import Any
 from aiohttp import web
 
 from bot.playground.standin.records import _SlackError
-from bot.playground.standin.slack import *  # noqa: F403  (the stand-in's own __all__ is the list)
-from bot.playground.standin.slack import ApiCall, Message, next_ts
+from bot.playground.standin.slack import (
+    ApiCall,
+    Message,
+    ResponseUrlCall,
+    ThreadStatus,
+    app_home_opened_event,
+    block_action_payload,
+    block_errors,
+    mention_event,
+    message_event,
+    message_shortcut_payload,
+    next_ts,
+)
 from bot.playground.standin.slack import FakeSlack as _StandIn
-from bot.playground.standin.slack import __all__ as __all__
+
+__all__ = [  # the stand-in's own list, with FakeSlack this subclass
+    "ApiCall",
+    "FakeSlack",
+    "Message",
+    "ResponseUrlCall",
+    "ThreadStatus",
+    "app_home_opened_event",
+    "block_action_payload",
+    "block_errors",
+    "mention_event",
+    "message_event",
+    "message_shortcut_payload",
+    "next_ts",
+]
 
 _ROUTE: ContextVar[int | None] = ContextVar("fake_slack_route", default=None)
 
@@ -49,7 +74,7 @@ class _Failure:
     remaining: int
 
 
-class FakeSlack(_StandIn):  # type: ignore[no-redef]  # this subclass is the one tests get
+class FakeSlack(_StandIn):  # this subclass is the one tests get
     """The stand-in, plus what only tests use (see the module docstring)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
