@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.core.types import AnswerSink, ModelRequest, ModelResponse, Usage
+from bot.playground.demo.tools import ERROR_LOG, HOSTNAME, NGINX_LOGS
 
-HOST = "web-03"
 NGINX = "nginx.service"
-LOGS = "/var/log/nginx"
-ERROR_LOG = "/var/log/nginx/error.log"
 _REPLY = re.compile(r"\[thread reply from ([^\]]+)\]\s*(.*)", re.S)
 _SUPERSEDED = re.compile(r"while (\S+) was waiting for approval, (\S+) replied in the thread: \"(.*?)\"", re.S)
 _PERCENT = re.compile(r"^/var\s.*?(\d+)%", re.M)
@@ -123,7 +121,7 @@ INCIDENT_TOOLS = frozenset({"check_disk", "list_big_files", "service_status", "t
 
 def next_step(f: Facts) -> Step:
     """The incident playbook: look, get told, look at what was asked, change with approval, verify, report."""
-    host = {"host": HOST}
+    host = {"host": HOSTNAME}
     if not f.tried("check_disk"):
         follow = (
             f" The team's runbook ({f.runbook}) fits; its step 1 is the same, I check each step as I go."
@@ -157,7 +155,7 @@ def next_step(f: Facts) -> Step:
             thinking="The errors are all ENOSPC: nginx itself is fine, the disk is not. 212 rotated nginx "
             "logs older than 7 days hold 28 GB. Deleting them frees /var; that is destructive, so it needs "
             "approval.",
-            calls=(("clean_logs", {**host, "path": LOGS, "older_than_days": 7}),),
+            calls=(("clean_logs", {**host, "path": NGINX_LOGS, "older_than_days": 7}),),
         )
     if f.ran("clean_logs") and len(f.ran("check_disk")) < 2:
         return Step(thinking="Logs deleted. Verify the disk.", calls=(("check_disk", host), found_summary(f)))
@@ -194,7 +192,7 @@ def first_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     disk = f.last("check_disk")
     full = m.group(1) if disk and disk.result and (m := _PERCENT.search(disk.result)) else "nearly 100"
     return SUMMARY, {
-        "situation": f"{HOST} /var is at {full}%; nginx may be failing to write its logs.",
+        "situation": f"{HOSTNAME} /var is at {full}%; nginx may be failing to write its logs.",
         "hypotheses": [
             _hypothesis("logs", "old nginx logs fill /var", "open", "medium", _cite(disk, "/var")),
             _hypothesis("nginx", NGINX_BROKEN, "open", "low", []),
@@ -211,7 +209,7 @@ def found_summary(f: Facts) -> tuple[str, dict[str, Any]]:
     cleaned = bool(f.ran("clean_logs"))
     backing = _cite(f.last("list_big_files")) + _cite(f.last("clean_logs"))
     return SUMMARY, {
-        "situation": f"{HOST} /var filled up with rotated nginx logs; "
+        "situation": f"{HOSTNAME} /var filled up with rotated nginx logs; "
         + ("the old ones are deleted." if cleaned else "nothing was deleted."),
         "hypotheses": [
             _hypothesis("logs", logs, *(("confirmed", "high") if backing else ("supported", "medium")), backing),
@@ -231,14 +229,14 @@ def final_answer(f: Facts) -> str:
         who = m.group(1) if clean.result and (m := _APPROVED_BY.search(clean.result)) else "an approver"
         lines.append(f"**web-03: /var is back to {after}%** (was {before}%).")
         lines.append(
-            f"- **Cause:** 212 rotated nginx logs (28 GB) in `{LOGS}`: logrotate compresses them "
+            f"- **Cause:** 212 rotated nginx logs (28 GB) in `{NGINX_LOGS}`: logrotate compresses them "
             "but never deletes them."
         )
         lines.append(f"- **Changed:** deleted the rotated logs older than 7 days with `clean_logs`, approved by {who}.")
     else:
         lines.append(f"**web-03: /var is still {before}% full.** I did not delete anything.")
         why = (clean.result or "").split(".")[0] if clean is not None else "no approval"
-        lines.append(f"- **Not done:** `clean_logs` on `{LOGS}`: {why}.")
+        lines.append(f"- **Not done:** `clean_logs` on `{NGINX_LOGS}`: {why}.")
         lines.append("- **Cause:** 212 rotated nginx logs (28 GB) that logrotate never deletes.")
     if restart is not None and restart.ran:
         lines.append("- **nginx:** restarted (approved); it is running.")
@@ -300,7 +298,8 @@ def direct_calls(f: Facts) -> Step:
 def what_i_do(tools: frozenset[str]) -> str:
     """The scripted model's one-line note on what it can do, for a task it has no script for."""
     incident = (
-        f"I play the demo's {HOST} disk incident when you ask about {HOST} (`@opsloop {HOST} is out of disk`), and "
+        f"I play the demo's {HOSTNAME} disk incident when you ask about {HOSTNAME} "
+        f"(`@opsloop {HOSTNAME} is out of disk`), and "
         if INCIDENT_TOOLS <= tools
         else "I "
     )
@@ -308,7 +307,7 @@ def what_i_do(tools: frozenset[str]) -> str:
     return (
         "I am the scripted model (no `ANTHROPIC_API_KEY`, so no Claude) and answer nothing else: "
         f"{incident}call a tool you name with its arguments through opsloop's approval flow "
-        f"(`@opsloop check_disk host={HOST}`). Your tools: {names}."
+        f"(`@opsloop check_disk host={HOSTNAME}`). Your tools: {names}."
     )
 
 
@@ -326,7 +325,7 @@ def _this_run(messages: list[dict[str, Any]]) -> int:
 def play_for(f: Facts) -> Step:
     """Named tool calls when asked for them, else the web-03 incident when its tools are loaded and the task is
     about web-03; anything else gets the note on what this model can do."""
-    if parse_command(f.task, f.tools) or not INCIDENT_TOOLS <= f.tools or HOST not in f.task.lower():
+    if parse_command(f.task, f.tools) or not INCIDENT_TOOLS <= f.tools or HOSTNAME not in f.task.lower():
         return direct_calls(f)
     return next_step(f)
 

@@ -18,8 +18,6 @@ __all__ = ["check_disk", "clean_logs", "list_big_files", "restart_service", "ser
 HOSTNAME = "web-03"
 NGINX_LOGS = "/var/log/nginx"
 ERROR_LOG = "/var/log/nginx/error.log"
-ROTATED_FILES = 212
-ROTATED_GB = 28.0
 
 
 @dataclass
@@ -28,8 +26,8 @@ class SimulatedHost:
 
     var_size_gb: float = 50.0
     var_used_gb: float = 48.5  # 97%
-    rotated_files: int = ROTATED_FILES
-    rotated_gb: float = ROTATED_GB
+    rotated_files: int = 212
+    rotated_gb: float = 28.0
     nginx_restarts: int = 0
     actions: list[str] = field(default_factory=list)  # what really "ran", with who approved it
 

@@ -12,6 +12,7 @@ import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partialmethod
 from typing import TextIO
 
 from bot.playground.standin.render import Kind, MessageView, PartKind, view
@@ -29,17 +30,10 @@ class Style:
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
 
-    def bold(self, text: str) -> str:
-        return self._wrap("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._wrap("2", text)
-
-    def person(self, text: str) -> str:
-        return self._wrap("1;36", text)
-
-    def bot(self, text: str) -> str:
-        return self._wrap("1;35", text)
+    bold = partialmethod(_wrap, "1")
+    dim = partialmethod(_wrap, "2")
+    person = partialmethod(_wrap, "1;36")
+    bot = partialmethod(_wrap, "1;35")
 
     def state(self, state: str, text: str) -> str:
         code = {"pending": "1;33", "approved": "1;32", "denied": "1;31", "superseded": "1;34", "expired": "1;31"}.get(

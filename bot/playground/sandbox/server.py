@@ -1,6 +1,6 @@
 """`opsloop sandbox`: the Slack stand-in and the real app, driven from a small web page.
 
-The page (plain HTML + vanilla JS, `bot/playground/sandbox/page.py`) long-polls `/api/state` for
+The page (plain HTML + vanilla JS, `bot/playground/sandbox/page.html`) long-polls `/api/state` for
 the thread and posts what you type as a chosen person. A message becomes a real Slack
 event and a button click a real interactivity payload, both delivered over Socket
 Mode by the stand-in, so the app's own listeners handle them. Loopback only.
@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,15 @@ from bot.config.settings import Settings
 from bot.playground.demo.play import TASK
 from bot.playground.demo.stage import ALICE, DEMO_TOOLS, PEOPLE, Stage, stage
 from bot.playground.demo.tools import HOSTNAME
-from bot.playground.sandbox.page import PAGE
 from bot.playground.standin.render import blocks_parts, plain, view
 from bot.playground.standin.slack import app_home_opened_event
 from handlers.blocks import APPROVE, DENY, INVESTIGATE, STOP
 
 ACTIONS = (APPROVE, DENY, STOP)
 _LINK_URL = re.compile(r" \(https?://[^\s)]+\)")  # the " (url)" the renderer writes after a link's text
+# The page: no framework, no external requests; everything user-, tool- or model-written is put in the DOM with
+# textContent, never innerHTML.
+PAGE = files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 POLL_SECONDS = 20.0  # a long poll answers at the latest after this, with the same version
 
 
@@ -67,7 +70,8 @@ class Sandbox:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def app(self) -> web.Application:
+    async def start(self, host: str, port: int) -> None:
+        self.stage.slack.watch(self.on_change)
         app = web.Application()
         app.router.add_get("/", self.page)
         app.router.add_get("/api/state", self.state)
@@ -76,16 +80,11 @@ class Sandbox:
         app.router.add_post("/api/feedback", self.feedback_click)
         app.router.add_post("/api/shortcut", self.shortcut)
         app.router.add_post("/api/home", self.home)
-        return app
-
-    async def start(self, host: str, port: int) -> str:
-        self.stage.slack.watch(self.on_change)
-        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         bound_host, bound_port = self._runner.addresses[0][:2]
         self.url = f"http://{bound_host}:{bound_port}/"
-        return self.url
 
     async def close(self) -> None:
         self.on_change()  # answer waiting polls now

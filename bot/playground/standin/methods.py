@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -91,10 +90,8 @@ class WebApiMethods(Workspace):
     def _bot_message(self, args: dict[str, Any], **fields: Any) -> Message:
         """A new message of this bot in `args`' channel, stored."""
         msg = Message(
-            channel=self._channel(args), ts=next_ts(), user=self.bot_user_id, bot_id=self.bot_id, team=self.team_id
+            self._channel(args), next_ts(), user=self.bot_user_id, bot_id=self.bot_id, team=self.team_id, **fields
         )
-        for key, value in fields.items():
-            setattr(msg, key, value)
         self._add_message(msg)
         return msg
 
@@ -265,11 +262,8 @@ class WebApiMethods(Workspace):
         """Publish a user's Home tab: a `home` view with valid blocks (at most 100)."""
         _require(args, "user_id")
         view = args.get("view")
-        if isinstance(view, str):
-            try:
-                view = json.loads(view)
-            except ValueError:
-                raise _SlackError("invalid_arguments") from None
+        if isinstance(view, str):  # the API decoded a JSON string `view`: this one is not JSON
+            raise _SlackError("invalid_arguments")
         if not isinstance(view, dict) or view.get("type") != "home":
             raise _invalid_arguments("must be a home view [json-pointer:/view/type]")
         if not isinstance(blocks := view.get("blocks"), list):
@@ -424,7 +418,3 @@ class WebApiMethods(Workspace):
         if (user := str(args.get("user") or self.bot_user_id)) not in self.users:
             raise _SlackError("user_not_found")
         return self._conversations_list(args, user=user)
-
-    def _conversations_members(self, args: dict[str, Any]) -> dict[str, Any]:
-        page, cursor = self._page(sorted(self._visible(self._channel(args))["_members"]), args)
-        return {"members": page, "response_metadata": {"next_cursor": cursor}}

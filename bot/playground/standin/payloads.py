@@ -79,7 +79,6 @@ def message_event(
     subtype: str | None = None,
     *,
     team_id: str = "T1",
-    channel_type: str = "channel",
 ) -> dict[str, Any]:
     """A ``message`` event (``message.channels`` subscription) as a user or a bot posts it."""
     ts = ts or next_ts()
@@ -100,7 +99,7 @@ def message_event(
         event["thread_ts"] = thread_ts
         if user:
             event["parent_user_id"] = user
-    event.update({"channel": channel, "event_ts": ts, "channel_type": channel_type})
+    event.update({"channel": channel, "event_ts": ts, "channel_type": "channel"})
     return event
 
 
@@ -122,18 +121,16 @@ def block_action_payload(
     action_id: str,
     value: str | None,
     *,
-    response_url: str | None = None,
     team_id: str = "T1",
     message: dict[str, Any] | None = None,
     user_name: str | None = None,
-    channel_name: str = "incident",
     api_app_id: str = "A1",
 ) -> dict[str, Any]:
     """A ``block_actions`` payload for a button click on a message.
 
     Without ``message``, a minimal bot message carrying one button with ``action_id``
     is made up. ``block_id`` and the button's text come from the message when the
-    button is found in it. With ``response_url=None`` the payload carries ``None``;
+    button is found in it. Its ``response_url`` is ``None``:
     ``FakeSlack.send_interactive`` replaces it with a URL served by the fake (a real
     one would leave loopback).
     """
@@ -195,10 +192,10 @@ def block_action_payload(
         "team": {"id": team_id, "domain": "fake"},
         "enterprise": None,
         "is_enterprise_install": False,
-        "channel": {"id": channel, "name": channel_name},
+        "channel": {"id": channel, "name": "incident"},
         "message": message,
         "state": {"values": {}},
-        "response_url": response_url,
+        "response_url": None,
         "actions": [action],
     }
 

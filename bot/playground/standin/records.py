@@ -38,7 +38,6 @@ class ApiCall:
     token: str | None
     response: dict[str, Any]
     status: int = 200
-    http_method: str = "POST"
     encoding: str = "query"  # where the arguments were: "json", "form" or "query" (URL only)
     at: float = field(default_factory=time.monotonic)
     peer: str = ""  # the client's address and port: one per TCP connection
@@ -113,14 +112,6 @@ class ResponseUrlCall:
     body: dict[str, Any]
     channel: str | None = None
     message_ts: str | None = None
-
-
-@dataclass
-class _Failure:
-    error: str
-    status: int
-    retry_after: int | None
-    remaining: int
 
 
 class _SlackError(Exception):

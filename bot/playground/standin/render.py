@@ -247,7 +247,7 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions:
     """A stored message as a MessageView (names: user id -> display name, the bot included)."""
     kind = kind_of(msg, bot_user_id)
     said = _split_code(plain(msg.text, names, bare_ids=False)) or [Part(kind=PartKind.TEXT)]
-    stream = stream_state(msg)
+    stream = str((msg.stream or {}).get("state") or "")  # "streaming" | "stopped" | "expired"; "": never streamed
     if stream and msg.edited is None:  # a streamed answer: its text as it grows, then what stopStream added
         parts = said + blocks_parts(msg.blocks or [], names)
     else:
@@ -269,8 +269,3 @@ def view(msg: Message, *, names: Mapping[str, str], bot_user_id: str, reactions:
         reactions=reactions,
         stream=stream,
     )
-
-
-def stream_state(msg: Message) -> str:
-    """A streamed message's state ("streaming" | "stopped" | "expired"), "" for a message never streamed."""
-    return str((msg.stream or {}).get("state") or "")

@@ -5,14 +5,15 @@
 It serves the Web API (``/api/<method>``: the methods opsloop uses, with Slack's success and ``ok: false``
 shapes, Block Kit validation and 429s), Socket Mode (``/ws``: ``apps.connections.open`` hands out this URL; the
 stand-in sends ``hello``, then ``events_api`` / ``interactive`` envelopes, and records every frame the app
-sends back: the acks), ``response_url`` endpoints and incoming webhooks. Drive it with the real clients
+sends back: the acks) and ``response_url`` endpoints. Drive it with the real clients
 (``AsyncWebClient(base_url=slack.api_url)``, bolt's ``AsyncSocketModeHandler``); observe it through plain
 attributes (``calls``, ``messages``, ``reactions``, ``ephemerals``, ``acks``, ``responses``) and wait with
-``wait_for_call`` / ``wait_for_message`` / ``wait_ack`` / ``wait_connected``, never with sleeps. ``watch``
+``wait_for_message`` / ``wait_ack`` / ``wait_connected`` / ``wait_until``, never with sleeps. ``watch``
 callbacks run synchronously on every recorded call, message and ack frame, before the app gets its HTTP
 response, so a test can act at an exact point (SIGKILL the app between a ``chat.postMessage`` and its reply).
-With several live sockets (two processes of one app) envelopes go to the newest, or with ``delivery =
-"round_robin"`` one per socket in turn, as Slack spreads them; ``delivered_on`` says which got each.
+With several live sockets (two processes of one app) envelopes go to the newest; ``delivered_on`` says which
+got each. What only tests use (failures, incoming webhooks, other deliveries) is added by the tests' subclass,
+``tests/support/fakes/slack.py``.
 
 Wire facts it relies on (slack_sdk 3.48, ``slack_sdk/web/async_client.py``): the ``chat.*`` methods (the
 streams included) send JSON bodies (``blocks`` a real list) with the token in ``Authorization: Bearer``;
@@ -26,7 +27,7 @@ grows, plus the stand-in-only ``_stream`` key (``{"state", "started_at"}``); onc
 Its modules, one concern each: ``records`` (ids, the records, the Web API error), ``blockkit``
 (``block_errors``), ``payloads`` (events and interactivity payloads), ``workspace`` (the state, seeding,
 lookups and waits), ``methods`` (the Web API methods), and this one, the one to import: the server (Web API
-dispatch, Socket Mode, response_url, incoming webhooks) and ``FakeSlack``'s method table.
+dispatch, Socket Mode, response_url) and ``FakeSlack``'s method table.
 """
 
 # The waits take ``timeout=`` like asyncio.wait_for; that is this fake's public API.
@@ -85,23 +86,24 @@ _JSON_FIELDS = ("blocks", "attachments", "metadata", "user_auth_blocks", "view")
 
 
 class FakeSlack(WebApiMethods):
-    """Fake Slack Web API + Socket Mode + response_url + incoming-webhook server (use as ``async with``)."""
+    """Fake Slack Web API + Socket Mode + response_url server (use as ``async with``)."""
 
     # Web API method name -> its handler (sync: state changes are atomic on the loop); filled below.
     _METHODS: ClassVar[dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]]]
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    def _app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response_url/{rid}", self._handle_response_url)
         app.router.add_get("/ws", self._handle_ws)
-        app.router.add_post("/services/{hook}", self._handle_incoming_webhook)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        return app
+
+    async def __aenter__(self) -> Self:
+        self._runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         host, port = self._runner.addresses[0][:2]
         self.base_url = f"http://{host}:{port}"
         return self
@@ -109,9 +111,6 @@ class FakeSlack(WebApiMethods):
     async def __aexit__(self, *exc: object) -> None:
         for timer in self._stream_timers:
             timer.cancel()
-        for task in list(self._deliveries):
-            task.cancel()
-        await asyncio.gather(*self._deliveries, return_exceptions=True)
         # Close sockets ourselves: the runner would otherwise wait on their handlers.
         for ws in list(self._sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
@@ -128,63 +127,11 @@ class FakeSlack(WebApiMethods):
     def ws_url(self) -> str:
         return f"{self.base_url.replace('http://', 'ws://', 1)}/ws"
 
-    # ---- incoming webhooks -------------------------------------------------------------------
-
-    async def _handle_incoming_webhook(self, request: web.Request) -> web.Response:
-        target = self._incoming.get(request.match_info["hook"])
-        if target is None:
-            return web.Response(status=404, text="no_service")
-        try:
-            body = await request.json()
-        except ValueError:
-            return web.Response(status=400, text="invalid_payload")
-        if not isinstance(body, dict) or not (body.get("text") or body.get("attachments") or body.get("blocks")):
-            return web.Response(status=400, text="no_text")
-        channel, bot_id, app_id = target
-        self.incoming_posts.append(body)
-        ts = next_ts()
-        msg = Message(
-            channel=channel,
-            ts=ts,
-            text=str(body.get("text") or ""),
-            bot_id=bot_id,
-            subtype="bot_message",
-            blocks=body.get("blocks"),
-            attachments=body.get("attachments"),
-            team=self.team_id,
-        )
-        self._add_message(msg)
-        event: dict[str, Any] = {
-            **msg.to_api(),
-            "channel": channel,
-            "event_ts": ts,
-            "channel_type": "channel",
-            "app_id": app_id,
-            "username": str(body.get("username") or "incoming-webhook"),
-        }
-        task = asyncio.create_task(self.send_event(event))  # Slack answers the webhook before delivering the event
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
-        return web.Response(text="ok")
-
     # ---- Socket Mode: sending ----------------------------------------------------------------
 
     def _pick_socket(self) -> web.WebSocketResponse | None:
-        """The socket for the next envelope, by ``delivery`` (round robin advances once per envelope)."""
-        live = [ws for ws in self._sockets if not ws.closed]
-        if self.delivery != "round_robin" or not live:
-            return self._live_socket()
-        self._round_robin += 1
-        return live[self._round_robin % len(live)]
-
-    def connection_number(self, envelope_id: str) -> int | None:
-        """Which connection (1 = the first accepted) an envelope was sent on."""
-        return self.delivered_on.get(envelope_id)
-
-    def envelope(self, envelope_id: str) -> dict[str, Any] | None:
-        """An envelope by id, known from just before it is sent (so a watcher can read an ack that
-        arrives while the send is still returning)."""
-        return self._by_id.get(envelope_id)
+        """The socket for the next envelope: the newest live one (the tests' subclass spreads them)."""
+        return self._live_socket()
 
     async def _send(self, kind: str, payload: dict[str, Any], timeout: float, **fields: Any) -> str:
         """Send `payload` in a new envelope of type `kind`; returns its id."""
@@ -193,7 +140,6 @@ class FakeSlack(WebApiMethods):
         return str(envelope["envelope_id"])
 
     async def _send_envelope(self, envelope: dict[str, Any], timeout: float) -> None:
-        self._by_id[envelope["envelope_id"]] = envelope
         async with asyncio.timeout(timeout):
             while True:
                 await self.wait_connected(timeout=timeout)
@@ -214,13 +160,12 @@ class FakeSlack(WebApiMethods):
         event_id: str | None = None,
         retry_attempt: int = 0,
         *,
-        retry_reason: str | None = None,
         timeout: float = 5.0,
     ) -> str:
         """Deliver ``event`` in an ``events_api`` envelope; returns the envelope id.
 
         Like Slack, a first delivery carries ``retry_attempt: 0, retry_reason: ""``; a
-        redelivery (``retry_attempt >= 1``) defaults its reason to ``"timeout"``. A
+        redelivery (``retry_attempt >= 1``) gives its reason as ``"timeout"``. A
         user message event (app_mention / plain message) is also stored in the channel,
         once per ts, so replies, reactions and conversations.replies see it.
         """
@@ -249,9 +194,8 @@ class FakeSlack(WebApiMethods):
             "is_ext_shared_channel": False,
             "event_context": f"4-{event.get('type', 'event')}-{self.team_id}-{event.get('channel', '')}",
         }
-        if retry_reason is None:
-            retry_reason = "timeout" if retry_attempt else ""
-        fields = {"accepts_response_payload": False, "retry_attempt": retry_attempt, "retry_reason": retry_reason}
+        reason = "timeout" if retry_attempt else ""
+        fields = {"accepts_response_payload": False, "retry_attempt": retry_attempt, "retry_reason": reason}
         return await self._send("events_api", payload, timeout, **fields)
 
     async def send_interactive(self, payload: dict[str, Any], *, timeout: float = 5.0) -> str:
@@ -352,13 +296,6 @@ class FakeSlack(WebApiMethods):
         )
         payload["response_url"] = self.new_response_url(channel)  # Slack sends one with every message_action
         return await self.send_interactive(payload, timeout=timeout)
-
-    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
-        """Send Slack's ``disconnect`` message; the SDK then reconnects on a new socket."""
-        ws = self._live_socket()
-        if ws is None:
-            raise RuntimeError("no Socket Mode connection to disconnect")
-        await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}})
 
     def new_response_url(self, channel: str | None = None, message_ts: str | None = None) -> str:
         rid = uuid.uuid4().hex
@@ -472,7 +409,6 @@ class FakeSlack(WebApiMethods):
             if handler is None:
                 raise _SlackError("unknown_method", req_method=method)
             self._check_token(method, token)
-            self._maybe_fail(method)
             result = handler(self, args)
         except _SlackError as err:
             return self._reply(method, args, token, request, encoding, err)
@@ -500,7 +436,6 @@ class FakeSlack(WebApiMethods):
                 token,
                 body,
                 status=status,
-                http_method=request.method,
                 encoding=encoding,
                 peer=str(request.transport.get_extra_info("peername") if request.transport else ""),
             )
@@ -516,17 +451,6 @@ class FakeSlack(WebApiMethods):
         wanted, other = (self.app_token, self.bot_token) if connect else (self.bot_token, self.app_token)
         if token != wanted:
             raise _SlackError("not_allowed_token_type" if token == other else "invalid_auth")
-
-    def _maybe_fail(self, method: str) -> None:
-        queue = self._failures.get(method)
-        if not queue:
-            return
-        failure = queue[0]
-        failure.remaining -= 1
-        if failure.remaining <= 0:
-            queue.pop(0)
-        headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else {}
-        raise _SlackError(failure.error, status=failure.status, headers=headers)
 
     # ---- the connection methods (auth.test, apps.connections.open) ---------------------------
 
@@ -550,8 +474,7 @@ API_METHODS = (
     *("auth.test", "apps.connections.open", "reactions.add", "views.publish", "assistant.threads.setStatus"),
     *("chat.postMessage", "chat.update", "chat.postEphemeral", "chat.startStream", "chat.appendStream"),
     *("chat.stopStream", "conversations.replies", "conversations.history", "conversations.info"),
-    *("conversations.members", "conversations.list", "users.info", "users.conversations", "usergroups.list"),
-    "usergroups.users.list",
+    *("conversations.list", "users.info", "users.conversations", "usergroups.list", "usergroups.users.list"),
 )
 
 

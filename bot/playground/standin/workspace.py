@@ -1,5 +1,5 @@
 """What the stand-in's Slack knows and how a test watches it: users, channels, messages, the recorded calls and
-frames, seeding (``add_user``, ``add_channel``, ``add_message``, ``fail_next`` ...), lookups, and the waits that
+frames, seeding (``add_user``, ``add_channel``, ``add_message`` ...), lookups, and the waits that
 wake on every change (never sleeps). The server and the Web API methods build on this state."""
 
 # The waits take ``timeout=`` like asyncio.wait_for; that is this fake's public API.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -22,7 +21,6 @@ from bot.playground.standin.records import (
     Message,
     ResponseUrlCall,
     ThreadStatus,
-    _Failure,
     _SlackError,
     next_ts,
 )
@@ -31,10 +29,6 @@ T = TypeVar("T")
 
 STATUS_EXPIRY_SECONDS = 120.0  # assistant.threads.setStatus: Slack drops a status this long after it was set
 STREAM_LIFETIME_SECONDS = 300.0  # chat.startStream: Slack closes a stream about 5 minutes after it starts
-
-
-def _ts_order(message: Message) -> float:
-    return float(message.ts)
 
 
 class Workspace:
@@ -49,7 +43,6 @@ class Workspace:
         team_id: str = "T1",
         *,
         app_id: str = "A1",
-        bot_name: str = "opsloop",
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -69,19 +62,12 @@ class Workspace:
         self.usergroups: dict[str, list[str]] = {}
         self.usergroup_handles: dict[str, str] = {}  # group id -> handle ("oncall"), for usergroups.list
         self.envelopes: list[dict[str, Any]] = []  # every envelope sent to the app
-        self.incoming_posts: list[dict[str, Any]] = []  # every body posted to an incoming webhook
         self.frames: list[dict[str, Any]] = []  # every JSON frame the app sent back
         self.acks: dict[str, dict[str, Any]] = {}  # envelope_id -> first frame acking it
         self.acked_at: dict[str, float] = {}  # envelope_id -> when that frame was read (time.monotonic())
         self.connections = 0  # WebSocket connections accepted so far
-        # Which live socket gets an envelope: "newest" (default; the last connection wins, as after a
-        # reconnect) or "round_robin" (each envelope to the next live socket, as Slack spreads envelopes
-        # over an app's open connections, e.g. two processes during a rolling deploy).
-        self.delivery = "newest"
         self.delivered_on: dict[str, int] = {}  # envelope_id -> number (1, 2, ...) of the connection it went to
         self._socket_numbers: dict[web.WebSocketResponse, int] = {}
-        self._by_id: dict[str, dict[str, Any]] = {}  # envelope_id -> envelope, from before it is sent
-        self._round_robin = 0
 
         # assistant.threads.setStatus: (channel, thread_ts) -> the status last set; Slack drops it once it is
         # `status_expiry_seconds` old (shorten it in tests). `status_lapses` records every status that expired
@@ -97,17 +83,14 @@ class Workspace:
         self.stream_lifetime_seconds = STREAM_LIFETIME_SECONDS
         self._stream_timers: set[asyncio.TimerHandle] = set()  # each stream's expiry, announced as a change
 
-        self._failures: defaultdict[str, list[_Failure]] = defaultdict(list)
         self._response_urls: dict[str, tuple[str | None, str | None]] = {}
-        self._incoming: dict[str, tuple[str, str, str]] = {}  # hook id -> (channel, bot_id, app_id)
-        self._deliveries: set[asyncio.Task[str]] = set()
         self.channels: dict[str, dict[str, Any]] = {}  # conversations Slack knows (add_channel): id -> its record
         self._sockets: list[web.WebSocketResponse] = []
         self._changed_event = asyncio.Event()
         self._watchers: list[Callable[[], None]] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""  # set once the server listens
-        self.add_user(bot_user_id, name=bot_name, is_bot=True)
+        self.add_user(bot_user_id, name="opsloop", is_bot=True)
 
     # ---- directory ---------------------------------------------------------------------------
 
@@ -118,10 +101,8 @@ class Workspace:
         *,
         is_bot: bool = False,
         real_name: str | None = None,
-        display_name: str | None = None,
     ) -> None:
         real_name = real_name or name.title()
-        display_name = display_name if display_name is not None else name
         self.users[user_id] = {
             "id": user_id,
             "team_id": self.team_id,
@@ -132,8 +113,8 @@ class Workspace:
             "is_bot": is_bot,
             "is_app_user": False,
             "profile": {
-                "display_name": display_name,
-                "display_name_normalized": display_name,
+                "display_name": name,
+                "display_name_normalized": name,
                 "real_name": real_name,
                 "real_name_normalized": real_name,
                 "team": self.team_id,
@@ -166,35 +147,6 @@ class Workspace:
             "_members": people,
         }
 
-    def add_incoming_webhook(self, channel: str, *, bot_id: str = "B0ALERTMGR", app_id: str | None = None) -> str:
-        """An incoming-webhook URL that posts into `channel` as the integration `bot_id`, as Slack's do: the
-        post becomes a `bot_message` in the channel, delivered to the app as a `message` event."""
-        hook = uuid.uuid4().hex
-        self._incoming[hook] = (channel, bot_id, app_id or "A" + bot_id[1:])
-        return f"{self.base_url}/services/{hook}"
-
-    def add_usergroup(self, group_id: str, users: Iterable[str], *, handle: str | None = None) -> None:
-        self.usergroups[group_id] = list(users)
-        self.usergroup_handles[group_id] = handle or group_id.lower()
-
-    def fail_next(
-        self,
-        method: str,
-        error: str = "ratelimited",
-        *,
-        status: int | None = None,
-        retry_after: int = 1,
-        times: int = 1,
-    ) -> None:
-        """Make the next ``times`` calls of ``method`` fail (after the token check).
-
-        ``status`` defaults to 429 for ``ratelimited`` (sent with ``Retry-After``), 500
-        for ``internal_error``/``fatal_error``, otherwise 200 (a plain ``ok: false``).
-        """
-        if status is None:
-            status = 429 if error == "ratelimited" else 500 if error in ("internal_error", "fatal_error") else 200
-        self._failures[method].append(_Failure(error, status, retry_after if status == 429 else None, times))
-
     def add_message(
         self,
         channel: str,
@@ -224,7 +176,7 @@ class Workspace:
     def _add_message(self, msg: Message) -> None:
         """Kept in ts order by a binary insertion, so a post costs the same in a channel of thousands of runs (as
         in a bench) as in an empty one."""
-        bisect.insort(self.messages[msg.channel], msg, key=_ts_order)
+        bisect.insort(self.messages[msg.channel], msg, key=lambda m: float(m.ts))
         self._at.setdefault((msg.channel, msg.ts), msg)  # the first with a ts, as a scan would find
         self._changed()
 
@@ -251,9 +203,6 @@ class Workspace:
         if st is None or not st.status or time.monotonic() - st.set_at >= self.status_expiry_seconds:
             return None
         return st.status
-
-    def calls_to(self, method: str) -> list[ApiCall]:
-        return [c for c in self.calls if c.method == method]
 
     def _live_socket(self) -> web.WebSocketResponse | None:
         live = [ws for ws in self._sockets if not ws.closed]
@@ -284,23 +233,6 @@ class Workspace:
                     await self._changed_event.wait()
         except TimeoutError:
             raise TimeoutError(f"FakeSlack: timed out after {timeout}s waiting for {what()}") from None
-
-    async def wait_for_call(
-        self,
-        method: str,
-        where: Callable[[ApiCall], bool] | None = None,
-        timeout: float = 5.0,
-    ) -> ApiCall:
-        """The first call of ``method`` (already made or still to come) matching ``where``."""
-
-        def check() -> ApiCall | None:
-            return next((c for c in self.calls if c.method == method and (where is None or where(c))), None)
-
-        return await self._wait(
-            check,
-            timeout,
-            lambda: f"a matching {method} call; calls so far: {[(c.method, c.error) for c in self.calls]}",
-        )
 
     async def wait_until(self, check: Callable[[], T | None], timeout: float = 5.0, what: str = "a change") -> T:
         """The first value ``check`` returns that is not None, checked after every change."""
@@ -333,15 +265,6 @@ class Workspace:
             lambda: True if self._live_socket() is not None and self.connections >= connects else None,
             timeout,
             lambda: f"socket mode connection #{connects} (accepted so far: {self.connections})",
-        )
-
-    async def wait_for_response(
-        self, where: Callable[[ResponseUrlCall], bool] | None = None, timeout: float = 5.0
-    ) -> ResponseUrlCall:
-        return await self._wait(
-            lambda: next((r for r in self.responses if where is None or where(r)), None),
-            timeout,
-            lambda: "a matching response_url POST",
         )
 
     # ---- shared by the Web API methods -------------------------------------------------------
