@@ -57,11 +57,13 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
     reaches = parse_reaches({k: v for k, v in config.items() if k != "tools"}, base_dir=case.folder, env={})
     with tempfile.TemporaryDirectory(prefix="opsloop-eval-") as tmp:
         db = str(Path(tmp) / "eval.db")
-        store = await Store(db, tables=TABLES).open()
-        registry = await build_registry(
-            config.get("tools"), base_dir=case.folder, reaches=reaches, shared={Store: store}
-        )
-        try:
+        async with contextlib.AsyncExitStack() as closing:  # closed in reverse: the registry, then the store
+            store = await Store(db, tables=TABLES).open()
+            closing.push_async_callback(store.close)
+            registry = await build_registry(
+                config.get("tools"), base_dir=case.folder, reaches=reaches, shared={Store: store}
+            )
+            closing.push_async_callback(registry.aclose)
             world = FixtureWorld(case, registry)
             world.attach(store)
             row = await store.create_run(
@@ -108,9 +110,6 @@ async def run_case(case: Case, *, model: ModelClient, price_for: Callable[[str],
             )
             with contextlib.suppress(Pause):  # the world decides at once: a pause would be a surprise, not a wait
                 await run(cfg, row.id)
-        finally:
-            await registry.aclose()
-            await store.close()
         ledger = Ledger(db)
         try:
             stored = ledger.find_run(row.id)
