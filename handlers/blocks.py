@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.core.redact import REDACTED, redact
 from bot.core.types import Approval, FeedbackValue, RunResult, RunStatus
+from bot.run.report import HandoffReport
 from bot.run.report import handoff_report as report_of
 from bot.run.summary import SECTION_TITLES, Evidence, HypothesisStatus, Summary
 from handlers import messages as m
@@ -509,69 +510,39 @@ def stopped_run_report(
     result: RunResult, history: Sequence[dict[str, Any]], *, max_iterations: int | None, summary: Summary | None
 ) -> list[SlackMessage]:
     """The handoff report of a run that stopped without its answer, as Slack and the terminal both show it."""
-    report, u = report_of(result, history), result.usage
-    return handoff_report(
-        stop_reason=result.stop_reason.value,
-        stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
-        iterations=result.iterations,
-        max_iterations=max_iterations,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        cache_read_tokens=u.cache_read_tokens,
-        cache_write_tokens=u.cache_write_tokens,
-        cost_usd=result.cost_usd,
-        wall_seconds=result.wall_seconds,
-        tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-        last_reasoning=report.last_reasoning,
-        conclusion=report.conclusion,
-        pending=report.pending,
-        stopped_by=result.stopped_by,
-        summary=summary,
-    )
+    return handoff_report(report_of(result, history), max_iterations=max_iterations, summary=summary)
 
 
 def handoff_report(
-    *,
-    stop_reason: str,
-    stop_words: str,
-    iterations: int,
-    max_iterations: int | None,
-    input_tokens: int,
-    output_tokens: int,
-    cache_read_tokens: int,
-    cache_write_tokens: int,
-    cost_usd: float,
-    wall_seconds: float,
-    tools: Sequence[tuple[str, int, str]],
-    last_reasoning: str | None,
-    pending: Sequence[str],
-    stopped_by: str | None = None,
-    summary: Summary | None = None,
-    conclusion: str | None = None,
+    report: HandoffReport, *, max_iterations: int | None, summary: Summary | None = None
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
     and why (its last living summary, when it has one), then its conclusion (the wrap-up turn a budget's stop
     gives it), which stands in for its last findings."""
-    stop_words, reason = reveal(redact(stop_words), prose=True), _truncate(stop_reason, NAME_MAX)
-    steps = f"{iterations}/{max_iterations}" if max_iterations else f"{iterations}"
+    result, u, conclusion = report.result, report.result.usage, report.conclusion
+    stop_words = reveal(redact(f"{report.stop_words}. {result.stop_detail}".strip()), prose=True)
+    reason = _truncate(result.stop_reason.value, NAME_MAX)
+    steps = f"{result.iterations}/{max_iterations}" if max_iterations else f"{result.iterations}"
     tokens = m.report_tokens(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read=cache_read_tokens,
-        cache_write=cache_write_tokens,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read=u.cache_read_tokens,
+        cache_write=u.cache_write_tokens,
     )
-    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(cost_usd))]
-    fields.append((m.REPORT_WALL, m.human_duration(wall_seconds)))
+    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(result.cost_usd))]
+    fields.append((m.REPORT_WALL, m.human_duration(result.wall_seconds)))
     tool_lines = [
         m.report_tool_line(
-            _truncate(reveal(name), NAME_MAX), times, _one_line(reveal(redact(excerpt or ""), prose=True), EXCERPT_MAX)
+            _truncate(reveal(t.name), NAME_MAX),
+            t.calls,
+            _one_line(reveal(redact(t.last_result), prose=True), EXCERPT_MAX),
         )
-        for name, times, excerpt in tools
+        for t in report.tools
     ]
-    shown = [reveal(redact(item), prose=True) for item in pending]
+    shown = [reveal(redact(item), prose=True) for item in report.pending]
     pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
     # links shown as their URLs, hidden characters revealed
-    findings = markdown_to_mrkdwn(redact(conclusion or last_reasoning or ""))
+    findings = markdown_to_mrkdwn(redact(conclusion or report.last_reasoning or ""))
     findings_heading = m.CONCLUSION_HEADING if conclusion else m.FINDINGS_HEADING
 
     def sections(text: str) -> list[dict[str, Any]]:
@@ -584,7 +555,7 @@ def handoff_report(
         *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
         *sections(findings_heading + "\n" + (findings or m.NO_FINDINGS)),
         *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
-        *([_context([m.stopped_by(stopped_by)])] if stopped_by else []),
+        *([_context([m.stopped_by(result.stopped_by)])] if result.stopped_by else []),
     ]
     header = _header(m.report_header(reason), "report_header")
     first = _fit(m.report_fallback(reason, stop_words), FALLBACK_MAX)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from bot.core.types import DecisionCause
-from bot.run.report import CONCLUSION, STOP_WORDS
+from bot.run.report import CONCLUSION
 
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
@@ -74,9 +74,6 @@ def usd(amount: float) -> str:
     if amount == 0 or abs(amount) >= 0.01:
         return f"${amount:,.2f}"
     return f"${amount:.4f}"
-
-
-STOP_REASON_WORDS: dict[str, str] = STOP_WORDS  # one source: the handoff report is built in bot/ (no Slack)
 
 
 # ---------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from bot.core.redact import REDACTED
-from bot.core.types import Approval, ApprovalState, DecisionCause
+from bot.core.types import Approval, ApprovalState, DecisionCause, RunResult, StopReason, Usage
+from bot.run.report import STOP_WORDS, HandoffReport, ToolSummary
 from handlers import messages
 from handlers.blocks import (
     APPROVE,
@@ -141,23 +142,34 @@ def _fences_balanced(text: str) -> bool:
     return sum(1 for line in text.split("\n") if line.strip().startswith("```")) % 2 == 0
 
 
-def _report(**overrides: Any) -> list[SlackMessage]:
+def _report(
+    *,
+    tools: list[tuple[str, int, str]] | None = None,
+    stopped_by: str | None = None,
+    max_iterations: int | None = 20,
+    **overrides: Any,
+) -> list[SlackMessage]:
+    result = RunResult(
+        run_id="run_1",
+        output=None,
+        stop_reason=StopReason.ITERATION_LIMIT,
+        iterations=20,
+        usage=Usage(input_tokens=12345, output_tokens=2345, cache_read_tokens=100000, cache_write_tokens=5000),
+        cost_usd=0.42,
+        wall_seconds=252.4,
+        stopped_by=stopped_by,
+    )
     values: dict[str, Any] = {
-        "stop_reason": "iteration_limit",
-        "stop_words": messages.STOP_REASON_WORDS["iteration_limit"],
-        "iterations": 20,
-        "max_iterations": 20,
-        "input_tokens": 12345,
-        "output_tokens": 2345,
-        "cache_read_tokens": 100000,
-        "cache_write_tokens": 5000,
-        "cost_usd": 0.42,
-        "wall_seconds": 252.4,
-        "tools": [("check_disk", 3, "/var 91% used")],
+        "stop_words": STOP_WORDS["iteration_limit"],
+        "tools": tuple(
+            ToolSummary(name=name, calls=calls, last_result=last, last_is_error=False)
+            for name, calls, last in tools or [("check_disk", 3, "/var 91% used")]
+        ),
         "last_reasoning": "Disk on web-1 is **full** because of rotated logs.",
-        "pending": [],
+        "pending": (),
+        "conclusion": None,
     }
-    return handoff_report(**(values | overrides))
+    return handoff_report(HandoffReport(result=result, **(values | overrides)), max_iterations=max_iterations)
 
 
 # --- approval card ----------------------------------------------------------
@@ -591,8 +603,8 @@ def test_an_answer_longer_than_slacks_total_text_continues_in_another_message() 
 def test_report_gives_the_stop_reason_by_name_and_in_words() -> None:
     [msg] = _report()
     assert msg.blocks[0]["text"]["text"] == ":octagonal_sign: Run stopped: iteration_limit"
-    assert msg.blocks[1]["text"]["text"] == ("*Reason:* `iteration_limit` — reached the maximum number of agent steps")
-    assert msg.text == "Run stopped: iteration_limit — reached the maximum number of agent steps"
+    assert msg.blocks[1]["text"]["text"] == ("*Reason:* `iteration_limit` — reached the maximum number of agent steps.")
+    assert msg.text == "Run stopped: iteration_limit — reached the maximum number of agent steps."
 
 
 def test_report_fields_show_iterations_tokens_cost_and_wall_time() -> None:
@@ -656,7 +668,7 @@ def test_every_stop_reason_has_words() -> None:
         "cancelled",
         "model_error",
     }
-    assert set(messages.STOP_REASON_WORDS) == reasons
+    assert set(STOP_WORDS) == reasons
 
 
 def test_refusal_names_who_may_approve() -> None:
