@@ -155,12 +155,17 @@ def approval_card(approval: Approval) -> SlackMessage:
 
 def offers_approve(msg: SlackMessage) -> bool:
     """Whether a card carries the Approve button (it does not when it cannot show everything that would run)."""
-    return any(
-        el.get("action_id") == APPROVE
-        for b in msg.blocks
-        if b.get("type") == "actions"
-        for el in b.get("elements") or []
-    )
+    return bool(buttons(msg.blocks, APPROVE))
+
+
+def buttons(blocks: object, action_id: str) -> list[dict[str, Any]]:
+    """The elements with `action_id` in `blocks`: ours, or a message's as Slack returns it (any shape)."""
+    return [
+        el
+        for block in (blocks if isinstance(blocks, list) else [])
+        for el in (block.get("elements") or [] if isinstance(block, dict) else [])
+        if isinstance(el, dict) and el.get("action_id") == action_id
+    ]
 
 
 def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, Any]], bool]:

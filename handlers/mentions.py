@@ -23,6 +23,7 @@ from handlers import messages
 from handlers.after_ack import AfterAck
 from handlers.event_filters import allowed_channel, dig, is_from_a_bot, malformed, message_text
 from handlers.membership import Membership
+from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut, ephemeral
 from handlers.slack_pages import next_cursor, slack_pages
@@ -30,9 +31,10 @@ from handlers.slack_pages import next_cursor, slack_pages
 
 @dataclass(frozen=True)
 class Inbound:
-    """What the listeners for a person (these and App Home) need: the store that claims the event and keeps the run
-    or inbox row, the Slack calls off the ack path, the conversation's history (a mid-thread mention reads it), who
-    is in a channel, the cards a reply supersedes, who may decide an approval."""
+    """What the listeners for a person (these, App Home and Stop) need: the store that claims the event and keeps the
+    run or inbox row, the Slack calls off the ack path, the conversation's history (a mid-thread mention reads it),
+    who is in a channel, the cards a reply supersedes, who may decide an approval or stop a run, what the bot posted
+    (the outbox: a Stop click's status message)."""
 
     store: Store
     out: SlackOut
@@ -47,6 +49,8 @@ class Inbound:
     # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
     start: Callable[[str], object]
     bot_user: Callable[[], str]  # read when asked: known once auth.test answered, after registration
+    outbox: Outbox
+    stop: Callable[[str, str], Awaitable[None]]  # records a Stop, supersedes the run's cards, ends the run
 
     @property
     def bot_user_id(self) -> str:
