@@ -91,16 +91,7 @@ class IncidentThread:
     def __init__(self, slack: Slack, row: Run) -> None:
         self.slack, self.row = slack, row
         self.status = StatusMessage(slack, row)
-        # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
-        self.loading = LoadingStatus(
-            slack.out,
-            row.channel,
-            row.thread_ts,
-            refresh_seconds=slack.loading_refresh_seconds,
-            show_after=slack.loading_show_after_seconds,
-            min_interval=slack.loading_min_interval_seconds,
-            maybe_shown=row.system is not None,
-        )
+        self.loading = LoadingStatus(slack, row)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self.alert = AlertFacts()  # the alert that started the run, read by `open`
         self._state, self._activity = RunStatus.RUNNING, "starting"
