@@ -250,7 +250,7 @@ class Task:
 def task_output(text: str) -> str:
     """A tool result (or any text) as a task's one-line output: redacted whole first, hidden characters
     written out, whitespace collapsed, bounded."""
-    return _one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
+    return m.one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
 
 
 def _rich_line(text: str) -> dict[str, Any]:
@@ -312,7 +312,7 @@ def status_message(
         state=state,
         step=step,
         max_iterations=max_iterations,
-        activity=_one_line(reveal(redact(activity), prose=True), EXCERPT_MAX),
+        activity=m.one_line(reveal(redact(activity), prose=True), EXCERPT_MAX),
         tokens=tokens,
         cost_usd=cost_usd,
     )
@@ -428,19 +428,15 @@ def _cut(raw: str, budget: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-def text_messages(text: str, *, title: str | None = None, summary: Summary | None = None) -> list[SlackMessage]:
+def text_messages(text: str, *, summary: Summary | None = None) -> list[SlackMessage]:
     """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs; a final answer starts
     from the run's last living summary (its three sections first, redacted and escaped as in the status message)."""
-    text, title = redact(text), reveal(redact(title), prose=True) if title else title
-    body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
+    body = markdown_to_mrkdwn(redact(text)) or m.EMPTY_ANSWER
     sections = [
         *(summary_blocks(summary) if summary is not None else []),
         *(_section(chunk) for chunk in split_mrkdwn(body)),
     ]
-    header = _header(title, "title") if title and title.strip() else None
-    first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
-    what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"
-    return _pack(sections, header=header, first_text=first, what=what)
+    return _pack(sections, header=None, first_text=_fit(body, FALLBACK_MAX), what="Answer")
 
 
 OFFER_BLOCK = "offer"  # the block_id of a run-start line: what tells it from the run's answer
@@ -540,12 +536,12 @@ def handoff_report(
         m.report_tool_line(
             _truncate(reveal(t.name), NAME_MAX),
             t.calls,
-            _one_line(reveal(redact(t.last_result), prose=True), EXCERPT_MAX),
+            m.one_line(reveal(redact(t.last_result), prose=True), EXCERPT_MAX),
         )
         for t in report.tools
     ]
     shown = [reveal(redact(item), prose=True) for item in report.pending]
-    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
+    pending_lines = [f"• {m.escape(m.one_line(item, 500))}" for item in shown if item.strip()]
     # links shown as their URLs, hidden characters revealed
     findings = markdown_to_mrkdwn(redact(conclusion or report.last_reasoning or ""))
     findings_heading = m.CONCLUSION_HEADING if conclusion else m.FINDINGS_HEADING
@@ -709,11 +705,6 @@ def _escape_fit(raw: str, budget: int) -> tuple[str, int]:
         if size > budget:
             return m.escape(raw[:i]), i
     return m.escape(raw), len(raw)
-
-
-def _one_line(text: str, limit: int) -> str:
-    """Whitespace collapsed and cut to `limit` characters: for excerpts inside a line."""
-    return _truncate(" ".join(text.split()), limit)
 
 
 def _json(args: dict[str, Any]) -> str:

@@ -92,8 +92,7 @@ def _thread_link(run: Run) -> str:
 
 def _task(run: Run) -> str:
     """What the run is named by: its title (an alert's "DiskFull web-03 (firing)"), else its task."""
-    task = " ".join(run.headline.split())
-    return task if len(task) <= TASK_SHOWN else task[: TASK_SHOWN - 1] + "…"
+    return messages.one_line(run.headline, TASK_SHOWN)
 
 
 def _section(text: str) -> dict[str, Any]:

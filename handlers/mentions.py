@@ -72,28 +72,14 @@ async def thread_context(
     desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int = 20
 ) -> tuple[str, list[str]]:
     """The thread so far (the alert, what people said last), for a mention that arrives mid-thread; with the
-    people who wrote it (bots and alert senders are not people): they asked too."""
-    try:
-        root, newest = await _thread_tail(desk, channel, thread_ts, before=before, keep=keep - 1)
-    except SlackApiError as e:
-        log.warning("thread_context_unavailable", error=e.response.get("error"))
-        return "", []
-    earlier = [m for m in (root, *newest) if m is not None]
-    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
-    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, desk.bot_user_id)})
-    return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
+    people who wrote it (bots and alert senders are not people): they asked too.
 
-
-async def _thread_tail(
-    desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(the thread's root, its newest `keep` replies before `before`), paging through the whole thread.
-
-    conversations.replies returns the oldest messages first, one page at a time: keeping
-    only the first page would show the model how a long thread began, not where it is now.
+    The thread's root and its newest `keep - 1` replies before `before`, paging through the whole thread:
+    conversations.replies returns the oldest messages first, one page at a time, and keeping only the first page
+    would show the model how a long thread began, not where it is now.
     """
     root: dict[str, Any] | None = None
-    newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
+    newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep - 1))
     response: Any = {}
 
     def page(cursor: str | None) -> Awaitable[Any]:
@@ -101,17 +87,24 @@ async def _thread_tail(
             channel=channel, ts=thread_ts, limit=THREAD_PAGE, latest=before, inclusive=False, cursor=cursor
         )
 
-    async for response in slack_pages(page, most=THREAD_PAGES_MAX):
-        for m in response.get("messages") or []:
-            if float(m.get("ts", "0")) >= float(before):
-                continue
-            if m.get("ts") == thread_ts:
-                root = m
-            else:
-                newest.append(m)
+    try:
+        async for response in slack_pages(page, most=THREAD_PAGES_MAX):
+            for m in response.get("messages") or []:
+                if float(m.get("ts", "0")) >= float(before):
+                    continue
+                if m.get("ts") == thread_ts:
+                    root = m
+                else:
+                    newest.append(m)
+    except SlackApiError as e:
+        log.warning("thread_context_unavailable", error=e.response.get("error"))
+        return "", []
     if next_cursor(response) is not None:
         log.warning("thread_context_cut", channel=channel, thread_ts=thread_ts, pages=THREAD_PAGES_MAX)
-    return root, list(newest)
+    earlier = [m for m in (root, *newest) if m is not None]
+    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
+    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, desk.bot_user_id)})
+    return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
 
 
 @dataclass(frozen=True, kw_only=True)

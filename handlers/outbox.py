@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -446,21 +447,13 @@ class Outbox:
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
         back with its backoff) when Slack couldn't be asked now; None when it isn't there."""
         root = not item.thread_ts
+        replies = functools.partial(self.client.conversations_replies, ts=item.thread_ts or "")
+        fetch: Callable[..., Awaitable[Any]] = self.client.conversations_history if root else replies
 
         async def page(cursor: str | None) -> Any:
             await self._renew(item)
             try:
-                if root:
-                    return await self.client.conversations_history(
-                        channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor
-                    )
-                return await self.client.conversations_replies(
-                    channel=item.channel,
-                    ts=item.thread_ts or "",
-                    include_all_metadata=True,
-                    limit=THREAD_PAGE,
-                    cursor=cursor,
-                )
+                return await fetch(channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor)
             except Exception as e:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it

@@ -169,17 +169,20 @@ class IncidentThread:
             self.status.summary = event.summary
         elif getattr(event, "tool", None) == SUMMARY_TOOL:  # the summary is not a task, and "running" it no activity
             return
-        self._show_loading(event, names)
         tasks_changed = self._track_task(event, names) or isinstance(event, Summarized)
-        activity = None
+        activity = None  # and the loading status under the thread: what this step does right now
         if isinstance(event, Iteration):
             activity = "thinking"
+            self.loading.show(messages.LOADING_THINKING)
         elif isinstance(event, ToolStarted):
             activity = f"running {event.tool}"
+            self.loading.show(messages.loading_tool(event.tool, event.args))
         elif isinstance(event, Reasoning):
             activity = "thinking: " + " ".join(event.text.split())[:200]
         elif isinstance(event, WaitingApproval):
             activity = f"waiting for approval of {event.tool}"
+            self.waiting = True
+            self.loading.show(messages.loading_approval(self._approvers(event.category), names))
         if activity is not None:
             self._state = RunStatus.WAITING_APPROVAL if isinstance(event, WaitingApproval) else RunStatus.RUNNING
             self._activity = activity
@@ -221,16 +224,6 @@ class IncidentThread:
         else:
             return False
         return True
-
-    def _show_loading(self, event: RunEvent, names: dict[str, str]) -> None:
-        """The loading status under the thread: what this step does right now."""
-        if isinstance(event, Iteration):
-            self.loading.show(messages.LOADING_THINKING)
-        elif isinstance(event, ToolStarted):
-            self.loading.show(messages.loading_tool(event.tool, event.args))
-        elif isinstance(event, WaitingApproval):
-            self.waiting = True
-            self.loading.show(messages.loading_approval(self._approvers(event.category), names))
 
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: the status line stops updating (after a pause it shows the state

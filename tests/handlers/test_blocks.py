@@ -486,15 +486,6 @@ def test_short_answer_is_one_section() -> None:
     ]
 
 
-def test_title_becomes_a_header_on_the_first_message() -> None:
-    [msg] = text_messages("Disk is full.", title="Answer")
-    assert msg.blocks[0] == {
-        "type": "header",
-        "block_id": "title",
-        "text": {"type": "plain_text", "text": "Answer", "emoji": True},
-    }
-
-
 def test_markdown_becomes_mrkdwn() -> None:
     md = (
         "# Findings\n\nDisk is **full** on `**web-1**`.\n"
@@ -574,11 +565,10 @@ def test_split_of_random_markdown_keeps_limits_fences_and_every_character(seed: 
 def test_huge_answer_is_split_within_limits_and_loses_nothing() -> None:
     paragraph = "The **disk** on web-1 & web-2 is <full>.\n" * 3 + "```\n" + "log line\n" * 40 + "```\n\n"
     answer = "# Report\n\n" + paragraph * (100_000 // len(paragraph)) + "x" * 7000 + " tail"
-    msgs = text_messages(answer, title="Final answer")
+    msgs = text_messages(answer)
     assert len(_sections_text(msgs)) > 100_000 // SECTION_TEXT_MAX
     for msg in msgs:
         assert_valid_blocks(msg)
-    assert msgs[0].blocks[0]["type"] == "header"
     assert _non_whitespace(*_sections_text(msgs)) == _non_whitespace(markdown_to_mrkdwn(answer))
 
 

@@ -180,7 +180,7 @@ def _report_of(text: str) -> list[SlackMessage]:
 def test_every_posting_path_renders_links_by_their_target() -> None:
     md = "[https://status.example.com/incident](https://evil.example/phish)"
     posts = [
-        *text_messages(md, title=md),
+        *text_messages(md),
         status_message(state="running", step=1, activity="thinking: " + md, tokens=1, cost_usd=0.0, run_id="run_1"),
     ]
     posts += _report_of(md)
@@ -244,7 +244,7 @@ def test_answers_reports_and_status_reveal_bidi_controls() -> None:
         [
             {"text": p.text, "blocks": p.blocks}
             for p in [
-                *text_messages(evil, title=evil),
+                *text_messages(evil),
                 status_message(state="running", step=1, activity=evil, tokens=1, cost_usd=0.0, run_id="run_1"),
                 *_report_of(evil),
             ]
