@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,14 +106,7 @@ def approval_card(approval: Approval) -> SlackMessage:
     ]
     tail: list[dict[str, Any]] = []
     if preview is not None:
-        if preview.strip():
-            tail.append(
-                _code_section(
-                    m.PREVIEW_HEADING, preview, lambda shown, total, cut: m.preview_cut(cut, total), "approval_preview"
-                )
-            )
-        else:
-            tail.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
+        tail.append(_preview_section(preview))
     if hidden:
         tail.append(_context([m.hidden_on_card(hidden)], "approval_hidden"))
     if REDACTED in args_text or (preview and REDACTED in preview):
@@ -619,18 +612,22 @@ def _confirm(title: str, text: str, confirm: str, deny: str, *, style: str) -> d
     }
 
 
-def _code_section(heading: str, text: str, note: Callable[[int, int, int], str], block_id: str) -> dict[str, Any]:
-    """A heading and a code block, cut to fit one section with a note saying how much was cut."""
+def _preview_section(text: str) -> dict[str, Any]:
+    """The dry run's output under its heading in a code block, cut to fit one section with a note saying how much
+    was cut; a line saying it printed nothing when it printed nothing."""
+    heading, block_id = m.PREVIEW_HEADING, "approval_preview"
+    if not text.strip():
+        return _section(f"{heading}\n{m.EMPTY_PREVIEW}", block_id)
     raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
     body, used = _escape_fit(raw, SECTION_TEXT_MAX - len(heading) - _FRAME)
     if used == len(raw):
         return _section(_code(heading, body), block_id)
     total = len(text)
     # The note for the worst case bounds the note we will actually write.
-    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
+    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(m.preview_cut(total, total)) - len("\n") - len(_ELLIPSIS)
     chunk = _code_parts(raw, room)[0][0]
     shown = len(chunk) - chunk.count("\u200b")  # in characters of `text`, before the fences were broken
-    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{note(shown, total, total - shown)}", block_id)
+    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{m.preview_cut(total - shown, total)}", block_id)
 
 
 def _code(heading: str, body: str) -> str:

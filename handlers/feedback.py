@@ -52,7 +52,7 @@ async def _on_its_answer(store: Store, outbox: Outbox, run: Run, *, where: appro
         return False
     if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await store.outbox_items(run.id)):
         return True
-    found = await approvals.bot_post_in_thread(outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await outbox.bot_post(channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure) or found is None:
         return False
     return _names(found.get("blocks"), run.id)

@@ -196,16 +196,26 @@ class Outbox:
         self.wake()
         return item_id
 
-    async def message_in_thread(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | None:
-        """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
-        Slack could not say in time (`classify` tells whether to ask again): a click relies on the answer."""
-        async with asyncio.timeout(LOOKUP_SECONDS):
-            response = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, oldest=ts, latest=ts, inclusive=True, include_all_metadata=True, limit=10
-            )
+    async def bot_post(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | Failure | None:
+        """The message `ts` as Slack has it (metadata included) if it is in that thread and this bot posted it, else
+        None; the Failure when Slack could not say in time (a click relies on the answer: it fails closed). For
+        clicks on a card, a status message or an answer whose ts is not on record."""
+        try:
+            async with asyncio.timeout(LOOKUP_SECONDS):
+                response = await self.client.conversations_replies(
+                    channel=channel,
+                    ts=thread_ts,
+                    oldest=ts,
+                    latest=ts,
+                    inclusive=True,
+                    include_all_metadata=True,
+                    limit=10,
+                )
+        except Exception as e:
+            return classify(e)
         for m in response.get("messages") or []:
             if isinstance(m, dict) and m.get("ts") == ts and m.get("thread_ts") == thread_ts:
-                return m
+                return m if self.bot_user_id and m.get("user") == self.bot_user_id else None
         return None
 
     async def settle(self, *, run_id: str | None = None) -> None:

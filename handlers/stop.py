@@ -49,7 +49,7 @@ async def _off_its_status(desk: Inbound, run: Run, where: approvals.Clicked) -> 
         return messages.STOP_NOT_ON_ITS_STATUS
     if where.ts == run.status_ts:
         return None
-    found = await approvals.bot_post_in_thread(desk.outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await desk.outbox.bot_post(channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
         log.warning("stop.status_check_failed", run_id=run.id, error=found.error)
         return messages.STATUS_NOT_CHECKED if found.transient else messages.STOP_NOT_ON_ITS_STATUS
