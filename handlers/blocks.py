@@ -461,24 +461,13 @@ def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
 
     Each button's value names the run and the way it points ("positive:run_…"): a click needs no state held by
     the process that posted it, so it counts after a restart too."""
-    block = {
-        "type": "context_actions",
-        "block_id": "feedback",
-        "elements": [
-            {
-                "type": "feedback_buttons",
-                "action_id": FEEDBACK,
-                "positive_button": {
-                    "text": _plain(m.FEEDBACK_POSITIVE, BUTTON_TEXT_MAX),
-                    "value": f"{FeedbackValue.POSITIVE.value}:{run_id}",
-                },
-                "negative_button": {
-                    "text": _plain(m.FEEDBACK_NEGATIVE, BUTTON_TEXT_MAX),
-                    "value": f"{FeedbackValue.NEGATIVE.value}:{run_id}",
-                },
-            }
-        ],
+    labels = {FeedbackValue.POSITIVE: m.FEEDBACK_POSITIVE, FeedbackValue.NEGATIVE: m.FEEDBACK_NEGATIVE}
+    pair = {
+        f"{way}_button": {"text": _plain(label, BUTTON_TEXT_MAX), "value": f"{way}:{run_id}"}
+        for way, label in labels.items()
     }
+    element = {"type": "feedback_buttons", "action_id": FEEDBACK, **pair}
+    block = {"type": "context_actions", "block_id": "feedback", "elements": [element]}
     if not msgs:
         return msgs
     last = msgs[-1]
