@@ -102,17 +102,17 @@ def approval_card(approval: Approval) -> SlackMessage:
     short_tool = _truncate(tool, NAME_MAX)
     head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
-        _section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
+        section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
     ]
     tail: list[dict[str, Any]] = []
     if preview is not None:
         tail.append(_preview_section(preview))
     if hidden:
-        tail.append(_context([m.hidden_on_card(hidden)], "approval_hidden"))
+        tail.append(context([m.hidden_on_card(hidden)], "approval_hidden"))
     if REDACTED in args_text or (preview and REDACTED in preview):
-        tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
+        tail.append(context([m.REDACTED_ON_CARD], "approval_redacted"))
     if a.alert_note:
-        tail.append(_context([m.approval_alert_note(reveal(a.alert_note))], "approval_alert"))
+        tail.append(context([m.approval_alert_note(reveal(a.alert_note))], "approval_alert"))
     if pending:
         notes = []
         if a.required > 1:
@@ -120,7 +120,7 @@ def approval_card(approval: Approval) -> SlackMessage:
         if a.expires_at is not None:
             notes.append(m.approval_expires(a.expires_at))
         if notes:
-            tail.append(_context(notes, "approval_status"))
+            tail.append(context(notes, "approval_status"))
     else:
         line = m.approval_decided(
             state=state,
@@ -130,7 +130,7 @@ def approval_card(approval: Approval) -> SlackMessage:
             reason=reveal(redact(a.reason)) if a.reason else a.reason,
             decided_at=a.decided_at,
         )
-        tail.append(_context([line], "approval_decision"))
+        tail.append(context([line], "approval_decision"))
     approve = _button(m.APPROVE_BUTTON, APPROVE, a.id, style="primary")
     if category == "destructive":
         approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
@@ -177,7 +177,7 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
         else _code_parts(raw, SECTION_TEXT_MAX - len(m.arguments_heading(MAX_BLOCKS, MAX_BLOCKS, True)) - _FRAME)
     )
     blocks = [
-        _section(
+        section(
             _code(m.arguments_heading(i, len(parts), same_line), m.escape(chunk)),
             "approval_args" + (f"_{i}" if i > 1 else ""),
         )
@@ -193,7 +193,7 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
             break
         shown_parts += 1
     shown = sum(len(chunk) - chunk.count("\u200b") for chunk, _ in parts[:shown_parts])
-    return [*blocks[:shown_parts], _section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
+    return [*blocks[:shown_parts], section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
 
 
 def _code_parts(raw: str, budget: int) -> list[tuple[str, bool]]:
@@ -278,7 +278,7 @@ def task_plan(tasks: Sequence[Task], newest: int = TASKS_SHOWN) -> list[dict[str
         cards.append(card)
     out: list[dict[str, Any]] = [{"type": "plan", "block_id": "status_tasks", "title": m.TASKS_TITLE, "tasks": cards}]
     if len(tasks) > len(shown):
-        out.append(_context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
+        out.append(context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
     return out
 
 
@@ -312,10 +312,10 @@ def status_message(
     newest = TASKS_SHOWN
     while True:  # fewer task cards while the whole would hold more text than Slack takes in one message
         blocks: list[dict[str, Any]] = [
-            _section(line, "status"),
+            section(line, "status"),
             *(summary_blocks(summary) if summary is not None else []),
             *(task_plan(tasks, newest) if tasks else []),
-            _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
+            context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
         ]
         if newest == 1 or blocks_text(blocks) <= BLOCKS_TEXT_MAX - 500:  # the Stop button and its dialog
             break
@@ -380,7 +380,7 @@ def _evidence_context(evidence: Sequence[Evidence], block_id: str) -> dict[str, 
     lines = [_cut(" ".join(redact(e.text()).split()), EVIDENCE_LINE_MAX) for e in evidence[:EVIDENCE_SHOWN]]
     if len(evidence) > EVIDENCE_SHOWN:
         lines.append(f"and {len(evidence) - EVIDENCE_SHOWN} more")
-    return _context(lines, block_id)
+    return context(lines, block_id)
 
 
 def _summary_section(
@@ -427,7 +427,7 @@ def text_messages(text: str, *, summary: Summary | None = None) -> list[SlackMes
     body = markdown_to_mrkdwn(redact(text)) or m.EMPTY_ANSWER
     sections = [
         *(summary_blocks(summary) if summary is not None else []),
-        *(_section(chunk) for chunk in split_mrkdwn(body)),
+        *(section(chunk) for chunk in split_mrkdwn(body)),
     ]
     return _pack(sections, header=None, first_text=_fit(body, FALLBACK_MAX), what="Answer")
 
@@ -453,7 +453,7 @@ def offer_line(parts: Sequence[str | Link]) -> SlackMessage | None:
             shown.append(text)
     if not "".join(plain).strip():
         return None
-    return SlackMessage(text=_fit("".join(plain), FALLBACK_MAX), blocks=[_section("".join(shown), OFFER_BLOCK)])
+    return SlackMessage(text=_fit("".join(plain), FALLBACK_MAX), blocks=[section("".join(shown), OFFER_BLOCK)])
 
 
 def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
@@ -529,7 +529,7 @@ def handoff_report(
     findings_heading = m.CONCLUSION_HEADING if conclusion else m.FINDINGS_HEADING
 
     def sections(text: str) -> list[dict[str, Any]]:
-        return [_section(chunk) for chunk in split_mrkdwn(text)]
+        return [section(chunk) for chunk in split_mrkdwn(text)]
 
     blocks = [
         *sections(m.report_reason(reason, stop_words)),
@@ -538,7 +538,7 @@ def handoff_report(
         *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
         *sections(findings_heading + "\n" + (findings or m.NO_FINDINGS)),
         *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
-        *([_context([m.stopped_by(result.stopped_by)])] if result.stopped_by else []),
+        *([context([m.stopped_by(result.stopped_by)])] if result.stopped_by else []),
     ]
     header = _header(m.report_header(reason), "report_header")
     first = _fit(m.report_fallback(reason, stop_words), FALLBACK_MAX)
@@ -564,14 +564,14 @@ def _header(text: str, block_id: str) -> dict[str, Any]:
     return {"type": "header", "block_id": block_id, "text": _plain(text, HEADER_MAX)}
 
 
-def _section(text: str, block_id: str | None = None) -> dict[str, Any]:
+def section(text: str, block_id: str | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "section", "text": _text(_fit(text, SECTION_TEXT_MAX))}
     if block_id:
         block["block_id"] = block_id
     return block
 
 
-def _context(lines: Sequence[str], block_id: str | None = None) -> dict[str, Any]:
+def context(lines: Sequence[str], block_id: str | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "context",
         "elements": [_text(_fit(line, CONTEXT_TEXT_MAX)) for line in lines[:MAX_CONTEXT_ELEMENTS]],
@@ -606,17 +606,17 @@ def _preview_section(text: str) -> dict[str, Any]:
     was cut; a line saying it printed nothing when it printed nothing."""
     heading, block_id = m.PREVIEW_HEADING, "approval_preview"
     if not text.strip():
-        return _section(f"{heading}\n{m.EMPTY_PREVIEW}", block_id)
+        return section(f"{heading}\n{m.EMPTY_PREVIEW}", block_id)
     raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
     body, used = _escape_fit(raw, SECTION_TEXT_MAX - len(heading) - _FRAME)
     if used == len(raw):
-        return _section(_code(heading, body), block_id)
+        return section(_code(heading, body), block_id)
     total = len(text)
     # The note for the worst case bounds the note we will actually write.
     room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(m.preview_cut(total, total)) - len("\n") - len(_ELLIPSIS)
     chunk = _code_parts(raw, room)[0][0]
     shown = len(chunk) - chunk.count("\u200b")  # in characters of `text`, before the fences were broken
-    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{m.preview_cut(total - shown, total)}", block_id)
+    return section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{m.preview_cut(total - shown, total)}", block_id)
 
 
 def _code(heading: str, body: str) -> str:
