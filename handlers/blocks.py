@@ -94,11 +94,10 @@ def approval_card(approval: Approval) -> SlackMessage:
     if not a.id or len(a.id) > BUTTON_VALUE_MAX:
         raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(a.id)}")
     state, category, pending = a.state, a.category, a.pending
-    raw_args, raw_preview = redact(_json(a.args)), redact(a.preview) if a.preview is not None else None
     # counted before redaction: a secret spelled with invisible characters is hidden whole, its characters too
     hidden = count_hidden(a.tool) + count_hidden(_json(a.args)) + count_hidden(a.preview or "")
-    tool, args_text = reveal(a.tool), reveal(raw_args)
-    preview = reveal(raw_preview) if raw_preview is not None else None
+    tool, args_text = reveal(a.tool), reveal(redact(_json(a.args)))
+    preview = reveal(redact(a.preview)) if a.preview is not None else None
     short_tool = _truncate(tool, NAME_MAX)
     head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
