@@ -432,18 +432,18 @@ class Outbox:
 
     async def _failed(self, item: OutboxItem, failure: Failure) -> None:
         if failure.transient:
-            delay = self._backoff(item.attempts + 1, failure.retry_after)
-            log.warning("outbox.retry", error=failure.error, attempts=item.attempts + 1, delay_s=round(delay, 2))
-            await self.store.outbox_retry(
-                item.id,
-                self.owner,
-                next_at=self.store.now() + delay,
-                error=failure.error,
-                unsure=item.kind == OutboxKind.POST and failure.maybe_posted,
-            )
+            unsure = item.kind == OutboxKind.POST and failure.maybe_posted
+            await self._retry(item, failure, attempts=item.attempts + 1, unsure=unsure)
             return
         log.error("outbox.failed", error=failure.error, kind=item.kind.value, channel=item.channel)
         await self.store.outbox_failed(item.id, self.owner, error=failure.error)
+
+    async def _retry(self, item: OutboxItem, failure: Failure, *, attempts: int, unsure: bool) -> None:
+        """Put the item back for a later attempt, after its backoff."""
+        delay = self._backoff(attempts, failure.retry_after)
+        log.warning("outbox.retry", error=failure.error, attempts=attempts, delay_s=round(delay, 2))
+        now = self.store.now()
+        await self.store.outbox_retry(item.id, self.owner, next_at=now + delay, error=failure.error, unsure=unsure)
 
     def _backoff(self, attempts: int, retry_after: float | None) -> float:
         """Exponential from 1 s, capped; Slack's Retry-After wins when it says longer (capped at 10 minutes)."""
@@ -468,13 +468,8 @@ class Outbox:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
                     return {}
-                await self.store.outbox_retry(
-                    item.id,
-                    self.owner,
-                    error=failure.error,
-                    unsure=unsure,
-                    next_at=self.store.now()
-                    + self._backoff(item.attempts if attempts is None else attempts, failure.retry_after),
+                await self._retry(
+                    item, failure, attempts=item.attempts if attempts is None else attempts, unsure=unsure
                 )
                 raise Deferred from e
 
