@@ -21,7 +21,7 @@ from handlers.slack_out import slack_error
 
 if TYPE_CHECKING:
     from bot.core.types import Run
-    from handlers.supervisor.thread import Slack
+    from handlers.supervisor.driver import Driver
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -33,7 +33,7 @@ UNSUPPORTED |= {"feature_not_enabled", "not_an_assistant_thread", "thread_not_fo
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(self, slack: Slack, row: Run) -> None:
+    def __init__(self, slack: Driver, row: Run) -> None:
         self.slack, self.channel, self.thread_ts = slack, row.channel, row.thread_ts
         self.text: str | None = None  # what the thread should show now (None: nothing from this drive)
         self.shown: str | None = None  # what the last successful call set

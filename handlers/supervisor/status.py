@@ -15,7 +15,7 @@ from bot.run.summary import Summary
 from handlers import blocks, messages
 
 if TYPE_CHECKING:
-    from handlers.supervisor.thread import Slack
+    from handlers.supervisor.driver import Driver
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -62,7 +62,7 @@ class StatusMessage:
     """The run's status line in the thread, updated in place at most once per interval, with its live task
     list (a plan block of task cards) under the line."""
 
-    def __init__(self, sup: Slack, row: Run) -> None:
+    def __init__(self, sup: Driver, row: Run) -> None:
         self.sup, self.row = sup, row
         self.ts: str | None = row.status_ts
         self.interval = sup.settings.status_update_seconds
