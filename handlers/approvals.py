@@ -18,7 +18,7 @@ from bot.run.approvals import Refused
 from handlers import blocks, messages
 from handlers.event_filters import dig
 from handlers.names import SlackNames
-from handlers.outbox import Cards, Failure, Outbox, card_key, classify, posted_item
+from handlers.outbox import Cards, Failure, card_key, posted_item
 from handlers.policy import ApprovalPolicy, Verdict, requesters
 from handlers.slack_out import ephemeral
 
@@ -75,18 +75,6 @@ def _words(refusal: approvals.Refusal) -> str:
     return messages.already_decided(a.state, a.decided_by)
 
 
-async def bot_post_in_thread(
-    outbox: Outbox, *, channel: str, thread_ts: str, ts: str
-) -> dict[str, Any] | Failure | None:
-    """The message at `ts` in the thread if this bot posted it; None if it did not (or no such message); the
-    Failure when Slack could not be asked. For clicks on a card or status message whose ts is not on record."""
-    try:
-        msg = await outbox.message_in_thread(channel=channel, thread_ts=thread_ts, ts=ts)
-    except Exception as e:
-        return classify(e)
-    return msg if msg is not None and outbox.bot_user_id and msg.get("user") == outbox.bot_user_id else None
-
-
 class ApprovalSlack:
     """The cards and the checks of every click (`bot.ApprovalCards`), a part of handlers.supervisor.Slack: the
     outbox for the cards, the policy for who may decide, display names for the audit log."""
@@ -127,7 +115,7 @@ class ApprovalSlack:
             return messages.CLICK_NOT_ON_ITS_CARD
         if ts == card.ts:
             return None
-        found = await bot_post_in_thread(self.cards.outbox, channel=a.channel, thread_ts=a.thread_ts, ts=ts)
+        found = await self.cards.outbox.bot_post(channel=a.channel, thread_ts=a.thread_ts, ts=ts)
         if isinstance(found, Failure):  # fail closed; a transient failure is worth another click
             log.warning("approval.card_check_failed", approval_id=a.id, error=found.error)
             return messages.CARD_NOT_CHECKED if found.transient else messages.CLICK_NOT_ON_ITS_CARD

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.core.redact import REDACTED, redact
-from bot.core.types import Approval, FeedbackValue, RunResult, RunStatus
+from bot.core.types import Approval, FeedbackValue, RunResult
+from bot.run.report import HandoffReport
 from bot.run.report import handoff_report as report_of
 from bot.run.summary import SECTION_TITLES, Evidence, HypothesisStatus, Summary
 from handlers import messages as m
@@ -58,8 +59,6 @@ FALLBACK_MAX = 300
 EXCERPT_MAX = 300
 NAME_MAX = 100
 
-RUN_STATES = tuple(RunStatus)
-
 _ELLIPSIS = "…"
 _ESCAPED_LEN = {"&": 5, "<": 4, ">": 4}
 _BROKEN_FENCE = "``\u200b`"  # zero-width space: shows as ``` but cannot close a code block
@@ -93,32 +92,24 @@ def approval_card(approval: Approval) -> SlackMessage:
     if not a.id or len(a.id) > BUTTON_VALUE_MAX:
         raise ValueError(f"approval_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(a.id)}")
     state, category, pending = a.state, a.category, a.pending
-    raw_args, raw_preview = redact(_json(a.args)), redact(a.preview) if a.preview is not None else None
     # counted before redaction: a secret spelled with invisible characters is hidden whole, its characters too
     hidden = count_hidden(a.tool) + count_hidden(_json(a.args)) + count_hidden(a.preview or "")
-    tool, args_text = reveal(a.tool), reveal(raw_args)
-    preview = reveal(raw_preview) if raw_preview is not None else None
+    tool, args_text = reveal(a.tool), reveal(redact(_json(a.args)))
+    preview = reveal(redact(a.preview)) if a.preview is not None else None
     short_tool = _truncate(tool, NAME_MAX)
     head = [
         _header(m.approval_heading(state, short_tool), "approval_header"),
-        _section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
+        section(m.approval_summary(tool=short_tool, category=category, requester=a.requester), "approval_summary"),
     ]
     tail: list[dict[str, Any]] = []
     if preview is not None:
-        if preview.strip():
-            tail.append(
-                _code_section(
-                    m.PREVIEW_HEADING, preview, lambda shown, total, cut: m.preview_cut(cut, total), "approval_preview"
-                )
-            )
-        else:
-            tail.append(_section(f"{m.PREVIEW_HEADING}\n{m.EMPTY_PREVIEW}", "approval_preview"))
+        tail.append(_preview_section(preview))
     if hidden:
-        tail.append(_context([m.hidden_on_card(hidden)], "approval_hidden"))
+        tail.append(context([m.hidden_on_card(hidden)], "approval_hidden"))
     if REDACTED in args_text or (preview and REDACTED in preview):
-        tail.append(_context([m.REDACTED_ON_CARD], "approval_redacted"))
+        tail.append(context([m.REDACTED_ON_CARD], "approval_redacted"))
     if a.alert_note:
-        tail.append(_context([m.approval_alert_note(reveal(a.alert_note))], "approval_alert"))
+        tail.append(context([m.approval_alert_note(reveal(a.alert_note))], "approval_alert"))
     if pending:
         notes = []
         if a.required > 1:
@@ -126,7 +117,7 @@ def approval_card(approval: Approval) -> SlackMessage:
         if a.expires_at is not None:
             notes.append(m.approval_expires(a.expires_at))
         if notes:
-            tail.append(_context(notes, "approval_status"))
+            tail.append(context(notes, "approval_status"))
     else:
         line = m.approval_decided(
             state=state,
@@ -136,7 +127,7 @@ def approval_card(approval: Approval) -> SlackMessage:
             reason=reveal(redact(a.reason)) if a.reason else a.reason,
             decided_at=a.decided_at,
         )
-        tail.append(_context([line], "approval_decision"))
+        tail.append(context([line], "approval_decision"))
     approve = _button(m.APPROVE_BUTTON, APPROVE, a.id, style="primary")
     if category == "destructive":
         approve["confirm"] = _confirm(*m.destructive_confirm(short_tool), style="danger")
@@ -154,12 +145,17 @@ def approval_card(approval: Approval) -> SlackMessage:
 
 def offers_approve(msg: SlackMessage) -> bool:
     """Whether a card carries the Approve button (it does not when it cannot show everything that would run)."""
-    return any(
-        el.get("action_id") == APPROVE
-        for b in msg.blocks
-        if b.get("type") == "actions"
-        for el in b.get("elements") or []
-    )
+    return bool(buttons(msg.blocks, APPROVE))
+
+
+def buttons(blocks: object, action_id: str) -> list[dict[str, Any]]:
+    """The elements with `action_id` in `blocks`: ours, or a message's as Slack returns it (any shape)."""
+    return [
+        el
+        for block in (blocks if isinstance(blocks, list) else [])
+        for el in (block.get("elements") or [] if isinstance(block, dict) else [])
+        if isinstance(el, dict) and el.get("action_id") == action_id
+    ]
 
 
 def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, Any]], bool]:
@@ -178,7 +174,7 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
         else _code_parts(raw, SECTION_TEXT_MAX - len(m.arguments_heading(MAX_BLOCKS, MAX_BLOCKS, True)) - _FRAME)
     )
     blocks = [
-        _section(
+        section(
             _code(m.arguments_heading(i, len(parts), same_line), m.escape(chunk)),
             "approval_args" + (f"_{i}" if i > 1 else ""),
         )
@@ -194,7 +190,7 @@ def _args_sections(text: str, room: int, budget: int) -> tuple[list[dict[str, An
             break
         shown_parts += 1
     shown = sum(len(chunk) - chunk.count("\u200b") for chunk, _ in parts[:shown_parts])
-    return [*blocks[:shown_parts], _section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
+    return [*blocks[:shown_parts], section(m.arguments_too_long(shown, len(text)), "approval_args_missing")], False
 
 
 def _code_parts(raw: str, budget: int) -> list[tuple[str, bool]]:
@@ -244,7 +240,7 @@ class Task:
 def task_output(text: str) -> str:
     """A tool result (or any text) as a task's one-line output: redacted whole first, hidden characters
     written out, whitespace collapsed, bounded."""
-    return _one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
+    return m.one_line(reveal(redact(text)), TASK_OUTPUT_MAX)
 
 
 def _rich_line(text: str) -> dict[str, Any]:
@@ -279,7 +275,7 @@ def task_plan(tasks: Sequence[Task], newest: int = TASKS_SHOWN) -> list[dict[str
         cards.append(card)
     out: list[dict[str, Any]] = [{"type": "plan", "block_id": "status_tasks", "title": m.TASKS_TITLE, "tasks": cards}]
     if len(tasks) > len(shown):
-        out.append(_context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
+        out.append(context([m.tasks_earlier(len(tasks) - len(shown))], "status_tasks_earlier"))
     return out
 
 
@@ -300,23 +296,21 @@ def status_message(
     cards) when `tasks` has any."""
     if not run_id or len(run_id) > BUTTON_VALUE_MAX:
         raise ValueError(f"run_id must be 1..{BUTTON_VALUE_MAX} characters, got {len(run_id)}")
-    if state not in RUN_STATES:
-        raise ValueError(f"unknown run state {state!r}")
     line = m.status_line(
         state=state,
         step=step,
         max_iterations=max_iterations,
-        activity=_one_line(reveal(redact(activity), prose=True), EXCERPT_MAX),
+        activity=m.one_line(reveal(redact(activity), prose=True), EXCERPT_MAX),
         tokens=tokens,
         cost_usd=cost_usd,
     )
     newest = TASKS_SHOWN
     while True:  # fewer task cards while the whole would hold more text than Slack takes in one message
         blocks: list[dict[str, Any]] = [
-            _section(line, "status"),
+            section(line, "status"),
             *(summary_blocks(summary) if summary is not None else []),
             *(task_plan(tasks, newest) if tasks else []),
-            _context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
+            context([m.status_context(_truncate(run_id, NAME_MAX))], "status_run"),
         ]
         if newest == 1 or blocks_text(blocks) <= BLOCKS_TEXT_MAX - 500:  # the Stop button and its dialog
             break
@@ -381,7 +375,7 @@ def _evidence_context(evidence: Sequence[Evidence], block_id: str) -> dict[str, 
     lines = [_cut(" ".join(redact(e.text()).split()), EVIDENCE_LINE_MAX) for e in evidence[:EVIDENCE_SHOWN]]
     if len(evidence) > EVIDENCE_SHOWN:
         lines.append(f"and {len(evidence) - EVIDENCE_SHOWN} more")
-    return _context(lines, block_id)
+    return context(lines, block_id)
 
 
 def _summary_section(
@@ -422,19 +416,15 @@ def _cut(raw: str, budget: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-def text_messages(text: str, *, title: str | None = None, summary: Summary | None = None) -> list[SlackMessage]:
+def text_messages(text: str, *, summary: Summary | None = None) -> list[SlackMessage]:
     """Markdown-ish model text as mrkdwn sections, split over as many messages as it needs; a final answer starts
     from the run's last living summary (its three sections first, redacted and escaped as in the status message)."""
-    text, title = redact(text), reveal(redact(title), prose=True) if title else title
-    body = markdown_to_mrkdwn(text) or m.EMPTY_ANSWER
+    body = markdown_to_mrkdwn(redact(text)) or m.EMPTY_ANSWER
     sections = [
         *(summary_blocks(summary) if summary is not None else []),
-        *(_section(chunk) for chunk in split_mrkdwn(body)),
+        *(section(chunk) for chunk in split_mrkdwn(body)),
     ]
-    header = _header(title, "title") if title and title.strip() else None
-    first = m.escape(_truncate(title, FALLBACK_MAX)) if header and title else _fit(body, FALLBACK_MAX)
-    what = m.escape(_truncate(title, NAME_MAX)) if title else "Answer"
-    return _pack(sections, header=header, first_text=first, what=what)
+    return _pack(sections, header=None, first_text=_fit(body, FALLBACK_MAX), what="Answer")
 
 
 OFFER_BLOCK = "offer"  # the block_id of a run-start line: what tells it from the run's answer
@@ -458,7 +448,7 @@ def offer_line(parts: Sequence[str | Link]) -> SlackMessage | None:
             shown.append(text)
     if not "".join(plain).strip():
         return None
-    return SlackMessage(text=_fit("".join(plain), FALLBACK_MAX), blocks=[_section("".join(shown), OFFER_BLOCK)])
+    return SlackMessage(text=_fit("".join(plain), FALLBACK_MAX), blocks=[section("".join(shown), OFFER_BLOCK)])
 
 
 def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
@@ -466,24 +456,13 @@ def with_feedback(msgs: list[SlackMessage], run_id: str) -> list[SlackMessage]:
 
     Each button's value names the run and the way it points ("positive:run_…"): a click needs no state held by
     the process that posted it, so it counts after a restart too."""
-    block = {
-        "type": "context_actions",
-        "block_id": "feedback",
-        "elements": [
-            {
-                "type": "feedback_buttons",
-                "action_id": FEEDBACK,
-                "positive_button": {
-                    "text": _plain(m.FEEDBACK_POSITIVE, BUTTON_TEXT_MAX),
-                    "value": f"{FeedbackValue.POSITIVE.value}:{run_id}",
-                },
-                "negative_button": {
-                    "text": _plain(m.FEEDBACK_NEGATIVE, BUTTON_TEXT_MAX),
-                    "value": f"{FeedbackValue.NEGATIVE.value}:{run_id}",
-                },
-            }
-        ],
+    labels = {FeedbackValue.POSITIVE: m.FEEDBACK_POSITIVE, FeedbackValue.NEGATIVE: m.FEEDBACK_NEGATIVE}
+    pair = {
+        f"{way}_button": {"text": _plain(label, BUTTON_TEXT_MAX), "value": f"{way}:{run_id}"}
+        for way, label in labels.items()
     }
+    element = {"type": "feedback_buttons", "action_id": FEEDBACK, **pair}
+    block = {"type": "context_actions", "block_id": "feedback", "elements": [element]}
     if not msgs:
         return msgs
     last = msgs[-1]
@@ -509,73 +488,43 @@ def stopped_run_report(
     result: RunResult, history: Sequence[dict[str, Any]], *, max_iterations: int | None, summary: Summary | None
 ) -> list[SlackMessage]:
     """The handoff report of a run that stopped without its answer, as Slack and the terminal both show it."""
-    report, u = report_of(result, history), result.usage
-    return handoff_report(
-        stop_reason=result.stop_reason.value,
-        stop_words=f"{report.stop_words}. {result.stop_detail}".strip(),
-        iterations=result.iterations,
-        max_iterations=max_iterations,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        cache_read_tokens=u.cache_read_tokens,
-        cache_write_tokens=u.cache_write_tokens,
-        cost_usd=result.cost_usd,
-        wall_seconds=result.wall_seconds,
-        tools=[(t.name, t.calls, t.last_result) for t in report.tools],
-        last_reasoning=report.last_reasoning,
-        conclusion=report.conclusion,
-        pending=report.pending,
-        stopped_by=result.stopped_by,
-        summary=summary,
-    )
+    return handoff_report(report_of(result, history), max_iterations=max_iterations, summary=summary)
 
 
 def handoff_report(
-    *,
-    stop_reason: str,
-    stop_words: str,
-    iterations: int,
-    max_iterations: int | None,
-    input_tokens: int,
-    output_tokens: int,
-    cache_read_tokens: int,
-    cache_write_tokens: int,
-    cost_usd: float,
-    wall_seconds: float,
-    tools: Sequence[tuple[str, int, str]],
-    last_reasoning: str | None,
-    pending: Sequence[str],
-    stopped_by: str | None = None,
-    summary: Summary | None = None,
-    conclusion: str | None = None,
+    report: HandoffReport, *, max_iterations: int | None, summary: Summary | None = None
 ) -> list[SlackMessage]:
     """What an on-call engineer needs to take over a stopped run, readable at a glance: first what it believed
     and why (its last living summary, when it has one), then its conclusion (the wrap-up turn a budget's stop
     gives it), which stands in for its last findings."""
-    stop_words, reason = reveal(redact(stop_words), prose=True), _truncate(stop_reason, NAME_MAX)
-    steps = f"{iterations}/{max_iterations}" if max_iterations else f"{iterations}"
+    result, u, conclusion = report.result, report.result.usage, report.conclusion
+    stop_words = reveal(redact(f"{report.stop_words}. {result.stop_detail}".strip()), prose=True)
+    reason = _truncate(result.stop_reason.value, NAME_MAX)
+    steps = f"{result.iterations}/{max_iterations}" if max_iterations else f"{result.iterations}"
     tokens = m.report_tokens(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read=cache_read_tokens,
-        cache_write=cache_write_tokens,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read=u.cache_read_tokens,
+        cache_write=u.cache_write_tokens,
     )
-    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(cost_usd))]
-    fields.append((m.REPORT_WALL, m.human_duration(wall_seconds)))
+    fields = [(m.REPORT_ITERATIONS, steps), (m.REPORT_TOKENS, tokens), (m.REPORT_COST, m.usd(result.cost_usd))]
+    fields.append((m.REPORT_WALL, m.human_duration(result.wall_seconds)))
     tool_lines = [
         m.report_tool_line(
-            _truncate(reveal(name), NAME_MAX), times, _one_line(reveal(redact(excerpt or ""), prose=True), EXCERPT_MAX)
+            _truncate(reveal(t.name), NAME_MAX),
+            t.calls,
+            m.one_line(reveal(redact(t.last_result), prose=True), EXCERPT_MAX),
         )
-        for name, times, excerpt in tools
+        for t in report.tools
     ]
-    shown = [reveal(redact(item), prose=True) for item in pending]
-    pending_lines = [f"• {m.escape(_one_line(item, 500))}" for item in shown if item.strip()]
+    shown = [reveal(redact(item), prose=True) for item in report.pending]
+    pending_lines = [f"• {m.escape(m.one_line(item, 500))}" for item in shown if item.strip()]
     # links shown as their URLs, hidden characters revealed
-    findings = markdown_to_mrkdwn(redact(conclusion or last_reasoning or ""))
+    findings = markdown_to_mrkdwn(redact(conclusion or report.last_reasoning or ""))
     findings_heading = m.CONCLUSION_HEADING if conclusion else m.FINDINGS_HEADING
 
     def sections(text: str) -> list[dict[str, Any]]:
-        return [_section(chunk) for chunk in split_mrkdwn(text)]
+        return [section(chunk) for chunk in split_mrkdwn(text)]
 
     blocks = [
         *sections(m.report_reason(reason, stop_words)),
@@ -584,7 +533,7 @@ def handoff_report(
         *sections(m.TOOLS_HEADING + "\n" + ("\n".join(tool_lines) if tool_lines else m.NO_TOOLS)),
         *sections(findings_heading + "\n" + (findings or m.NO_FINDINGS)),
         *sections(m.PENDING_HEADING + "\n" + ("\n".join(pending_lines) if pending_lines else m.NOTHING_PENDING)),
-        *([_context([m.stopped_by(stopped_by)])] if stopped_by else []),
+        *([context([m.stopped_by(result.stopped_by)])] if result.stopped_by else []),
     ]
     header = _header(m.report_header(reason), "report_header")
     first = _fit(m.report_fallback(reason, stop_words), FALLBACK_MAX)
@@ -610,14 +559,14 @@ def _header(text: str, block_id: str) -> dict[str, Any]:
     return {"type": "header", "block_id": block_id, "text": _plain(text, HEADER_MAX)}
 
 
-def _section(text: str, block_id: str | None = None) -> dict[str, Any]:
+def section(text: str, block_id: str | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "section", "text": _text(_fit(text, SECTION_TEXT_MAX))}
     if block_id:
         block["block_id"] = block_id
     return block
 
 
-def _context(lines: Sequence[str], block_id: str | None = None) -> dict[str, Any]:
+def context(lines: Sequence[str], block_id: str | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "context",
         "elements": [_text(_fit(line, CONTEXT_TEXT_MAX)) for line in lines[:MAX_CONTEXT_ELEMENTS]],
@@ -647,18 +596,22 @@ def _confirm(title: str, text: str, confirm: str, deny: str, *, style: str) -> d
     }
 
 
-def _code_section(heading: str, text: str, note: Callable[[int, int, int], str], block_id: str) -> dict[str, Any]:
-    """A heading and a code block, cut to fit one section with a note saying how much was cut."""
+def _preview_section(text: str) -> dict[str, Any]:
+    """The dry run's output under its heading in a code block, cut to fit one section with a note saying how much
+    was cut; a line saying it printed nothing when it printed nothing."""
+    heading, block_id = m.PREVIEW_HEADING, "approval_preview"
+    if not text.strip():
+        return section(f"{heading}\n{m.EMPTY_PREVIEW}", block_id)
     raw = text.replace(FENCE, _BROKEN_FENCE)  # a fence inside would end the block early
     body, used = _escape_fit(raw, SECTION_TEXT_MAX - len(heading) - _FRAME)
     if used == len(raw):
-        return _section(_code(heading, body), block_id)
+        return section(_code(heading, body), block_id)
     total = len(text)
     # The note for the worst case bounds the note we will actually write.
-    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(note(total, total, total)) - len("\n") - len(_ELLIPSIS)
+    room = SECTION_TEXT_MAX - len(heading) - _FRAME - len(m.preview_cut(total, total)) - len("\n") - len(_ELLIPSIS)
     chunk = _code_parts(raw, room)[0][0]
     shown = len(chunk) - chunk.count("\u200b")  # in characters of `text`, before the fences were broken
-    return _section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{note(shown, total, total - shown)}", block_id)
+    return section(_code(heading, m.escape(chunk) + _ELLIPSIS) + f"\n{m.preview_cut(total - shown, total)}", block_id)
 
 
 def _code(heading: str, body: str) -> str:
@@ -733,11 +686,6 @@ def _escape_fit(raw: str, budget: int) -> tuple[str, int]:
         if size > budget:
             return m.escape(raw[:i]), i
     return m.escape(raw), len(raw)
-
-
-def _one_line(text: str, limit: int) -> str:
-    """Whitespace collapsed and cut to `limit` characters: for excerpts inside a line."""
-    return _truncate(" ".join(text.split()), limit)
 
 
 def _json(args: dict[str, Any]) -> str:

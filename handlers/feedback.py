@@ -14,7 +14,7 @@ import structlog
 from bot.core.types import Run
 from bot.store import Store
 from handlers import approvals
-from handlers.blocks import FEEDBACK, feedback_of
+from handlers.blocks import FEEDBACK, buttons, feedback_of
 from handlers.event_filters import dig
 from handlers.outbox import Failure, Outbox
 
@@ -52,7 +52,7 @@ async def _on_its_answer(store: Store, outbox: Outbox, run: Run, *, where: appro
         return False
     if any(item.ts == where.ts and _names(item.blocks, run.id) for item in await store.outbox_items(run.id)):
         return True
-    found = await approvals.bot_post_in_thread(outbox, channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
+    found = await outbox.bot_post(channel=run.channel, thread_ts=run.thread_ts, ts=where.ts)
     if isinstance(found, Failure) or found is None:
         return False
     return _names(found.get("blocks"), run.id)
@@ -60,10 +60,7 @@ async def _on_its_answer(store: Store, outbox: Outbox, run: Run, *, where: appro
 
 def _names(blocks: object, run_id: str) -> bool:
     """Whether `blocks` hold feedback buttons whose values name `run_id`."""
-    for block in blocks if isinstance(blocks, list) else []:
-        for el in block.get("elements") or [] if isinstance(block, dict) else []:
-            if isinstance(el, dict) and el.get("action_id") == FEEDBACK:
-                values = [dig(el, b, "value") or "" for b in ("positive_button", "negative_button")]
-                if any((parsed := feedback_of(v)) is not None and parsed[1] == run_id for v in values):
-                    return True
-    return False
+    values = [
+        dig(el, b, "value") or "" for el in buttons(blocks, FEEDBACK) for b in ("positive_button", "negative_button")
+    ]
+    return any((parsed := feedback_of(v)) is not None and parsed[1] == run_id for v in values)

@@ -11,6 +11,7 @@ import structlog
 
 from bot.core.types import Run
 from handlers import messages
+from handlers.blocks import context, section
 from handlers.event_filters import dig
 from handlers.links import permalink
 from handlers.mentions import Inbound
@@ -76,13 +77,13 @@ async def home_blocks(desk: Inbound, user: str) -> list[dict[str, Any]]:
     ]
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": messages.HOME_TITLE}}]
     if member_of is None:
-        blocks.append(_context(messages.HOME_NOT_CHECKED))
+        blocks.append(context([messages.HOME_NOT_CHECKED]))
     for title, lines, empty in (
         (messages.HOME_ACTIVE, active_lines, messages.HOME_NO_ACTIVE),
         (messages.HOME_APPROVALS, approvals[:SHOWN_MAX], messages.HOME_NO_APPROVALS),
         (messages.HOME_RECENT, recent_lines, messages.HOME_NO_RECENT),
     ):
-        blocks += [_section(title), *([_section(line) for line in lines] or [_context(empty)]), {"type": "divider"}]
+        blocks += [section(title), *([section(line) for line in lines] or [context([empty])]), {"type": "divider"}]
     return blocks[:-1]
 
 
@@ -92,13 +93,4 @@ def _thread_link(run: Run) -> str:
 
 def _task(run: Run) -> str:
     """What the run is named by: its title (an alert's "DiskFull web-03 (firing)"), else its task."""
-    task = " ".join(run.headline.split())
-    return task if len(task) <= TASK_SHOWN else task[: TASK_SHOWN - 1] + "…"
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000], "verbatim": True}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text, "verbatim": True}]}
+    return messages.one_line(run.headline, TASK_SHOWN)

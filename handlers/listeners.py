@@ -42,13 +42,7 @@ def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | N
         max_steps=sup.settings.limits.max_iterations,
         start=lambda run_id: sup.start(run_id, after_deliveries=True),
         bot_user=lambda: slack.bot_user_id,  # set once auth.test answered, after registration
-    )
-    stop_desk = stop.StopDesk(
-        store=sup.store,
         outbox=slack.outbox,
-        out=slack.out,
-        after_ack=slack.after_ack,
-        policy=slack.policy,
         stop=sup.stop,
     )
 
@@ -68,7 +62,7 @@ def register(app: AsyncApp, sup: Supervisor, slack: Slack, alerts: AlertDesk | N
     clicks: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
         APPROVE: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=True),
         DENY: lambda body: approvals.on_decision(sup.approvals, slack.cards, body, approve=False),
-        STOP: lambda body: stop.on_stop(stop_desk, body),
+        STOP: lambda body: stop.on_stop(inbound, body),
         FEEDBACK: lambda body: feedback.on_feedback(sup.store, slack.outbox, body),
     }
     for action_id in ACTIONS:

@@ -23,6 +23,7 @@ from handlers import messages
 from handlers.after_ack import AfterAck
 from handlers.event_filters import allowed_channel, dig, is_from_a_bot, malformed, message_text
 from handlers.membership import Membership
+from handlers.outbox import Outbox
 from handlers.policy import ApprovalPolicy
 from handlers.slack_out import SlackOut, ephemeral
 from handlers.slack_pages import next_cursor, slack_pages
@@ -30,9 +31,10 @@ from handlers.slack_pages import next_cursor, slack_pages
 
 @dataclass(frozen=True)
 class Inbound:
-    """What the listeners for a person (these and App Home) need: the store that claims the event and keeps the run
-    or inbox row, the Slack calls off the ack path, the conversation's history (a mid-thread mention reads it), who
-    is in a channel, the cards a reply supersedes, who may decide an approval."""
+    """What the listeners for a person (these, App Home and Stop) need: the store that claims the event and keeps the
+    run or inbox row, the Slack calls off the ack path, the conversation's history (a mid-thread mention reads it),
+    who is in a channel, the cards a reply supersedes, who may decide an approval or stop a run, what the bot posted
+    (the outbox: a Stop click's status message)."""
 
     store: Store
     out: SlackOut
@@ -47,6 +49,8 @@ class Inbound:
     # The Supervisor drives the stored run (its task, when it started one), once the deliveries in hand are acked.
     start: Callable[[str], object]
     bot_user: Callable[[], str]  # read when asked: known once auth.test answered, after registration
+    outbox: Outbox
+    stop: Callable[[str, str], Awaitable[None]]  # records a Stop, supersedes the run's cards, ends the run
 
     @property
     def bot_user_id(self) -> str:
@@ -68,28 +72,14 @@ async def thread_context(
     desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int = 20
 ) -> tuple[str, list[str]]:
     """The thread so far (the alert, what people said last), for a mention that arrives mid-thread; with the
-    people who wrote it (bots and alert senders are not people): they asked too."""
-    try:
-        root, newest = await _thread_tail(desk, channel, thread_ts, before=before, keep=keep - 1)
-    except SlackApiError as e:
-        log.warning("thread_context_unavailable", error=e.response.get("error"))
-        return "", []
-    earlier = [m for m in (root, *newest) if m is not None]
-    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
-    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, desk.bot_user_id)})
-    return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
+    people who wrote it (bots and alert senders are not people): they asked too.
 
-
-async def _thread_tail(
-    desk: Inbound, channel: str, thread_ts: str, *, before: str, keep: int
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(the thread's root, its newest `keep` replies before `before`), paging through the whole thread.
-
-    conversations.replies returns the oldest messages first, one page at a time: keeping
-    only the first page would show the model how a long thread began, not where it is now.
+    The thread's root and its newest `keep - 1` replies before `before`, paging through the whole thread:
+    conversations.replies returns the oldest messages first, one page at a time, and keeping only the first page
+    would show the model how a long thread began, not where it is now.
     """
     root: dict[str, Any] | None = None
-    newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep))
+    newest: deque[dict[str, Any]] = deque(maxlen=max(0, keep - 1))
     response: Any = {}
 
     def page(cursor: str | None) -> Awaitable[Any]:
@@ -97,17 +87,24 @@ async def _thread_tail(
             channel=channel, ts=thread_ts, limit=THREAD_PAGE, latest=before, inclusive=False, cursor=cursor
         )
 
-    async for response in slack_pages(page, most=THREAD_PAGES_MAX):
-        for m in response.get("messages") or []:
-            if float(m.get("ts", "0")) >= float(before):
-                continue
-            if m.get("ts") == thread_ts:
-                root = m
-            else:
-                newest.append(m)
+    try:
+        async for response in slack_pages(page, most=THREAD_PAGES_MAX):
+            for m in response.get("messages") or []:
+                if float(m.get("ts", "0")) >= float(before):
+                    continue
+                if m.get("ts") == thread_ts:
+                    root = m
+                else:
+                    newest.append(m)
+    except SlackApiError as e:
+        log.warning("thread_context_unavailable", error=e.response.get("error"))
+        return "", []
     if next_cursor(response) is not None:
         log.warning("thread_context_cut", channel=channel, thread_ts=thread_ts, pages=THREAD_PAGES_MAX)
-    return root, list(newest)
+    earlier = [m for m in (root, *newest) if m is not None]
+    lines = [f"<@{m.get('user') or m.get('bot_id') or '?'}>: {message_text(m)[:1000]}" for m in earlier]
+    authors = sorted({str(m["user"]) for m in earlier if not is_from_a_bot(m, desk.bot_user_id)})
+    return ("\n\n[earlier messages in this thread]\n" + "\n".join(lines) if lines else ""), authors
 
 
 @dataclass(frozen=True, kw_only=True)

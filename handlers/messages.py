@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from bot.core.types import DecisionCause
-from bot.run.report import CONCLUSION, STOP_WORDS
+from bot.run.report import CONCLUSION
 
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,40}$")
 GROUP_ID = re.compile(r"^S[A-Z0-9]{2,40}$")
@@ -74,9 +74,6 @@ def usd(amount: float) -> str:
     if amount == 0 or abs(amount) >= 0.01:
         return f"${amount:,.2f}"
     return f"${amount:.4f}"
-
-
-STOP_REASON_WORDS: dict[str, str] = STOP_WORDS  # one source: the handoff report is built in bot/ (no Slack)
 
 
 # ---------------------------------------------------------------------------
@@ -338,10 +335,8 @@ def args_not_shown_refused(tool: str) -> str:
 
 
 def already_decided(state: str, by: str | None) -> str:
-    if state == "approved":
-        return f"This was already approved by {mention(by)}. Your click changed nothing."
-    if state == "denied":
-        return f"This was already denied by {mention(by)}. Your click changed nothing."
+    if state in ("approved", "denied"):
+        return f"This was already {state} by {mention(by)}. Your click changed nothing."
     if state == "expired":
         return "This approval expired and the call was not run. Your click changed nothing."
     if state == "superseded":
@@ -517,13 +512,13 @@ def loading_tool(tool: str, args: dict[str, object]) -> str:
     what = _arg(args, ("path", "unit", "service", "url", "pod", "deployment", "query", "name", "pattern"))
     where = _arg(args, ("host", "cluster", "namespace"), str)
     words = f"{_VERBS[head]} {what or rest.replace('_', ' ')}".strip() if head in _VERBS else f"running {tool}"
-    return _one_line(words + (f" on {where}" if where else "")) + "…"
+    return one_line(words + (f" on {where}" if where else "")) + "…"
 
 
 def _waiting(approvers: tuple[str, ...], shown: Sequence[str]) -> str:
     if not approvers:
         return "waiting for approval from anyone in the channel"
-    return _one_line("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
+    return one_line("waiting for approval from " + ", ".join(shown[:5]) + (" …" if len(shown) > 5 else ""))
 
 
 def loading_approval(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
@@ -544,7 +539,8 @@ def task_waiting(approvers: tuple[str, ...], names: Mapping[str, str]) -> str:
     )
 
 
-def _one_line(text: str, limit: int = 120) -> str:
+def one_line(text: str, limit: int = 120) -> str:
+    """Whitespace collapsed and cut to `limit` characters with an ellipsis: for excerpts inside a line."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -195,16 +196,26 @@ class Outbox:
         self.wake()
         return item_id
 
-    async def message_in_thread(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | None:
-        """The message `ts` as Slack has it (metadata included) if it is in that thread, else None. Raises when
-        Slack could not say in time (`classify` tells whether to ask again): a click relies on the answer."""
-        async with asyncio.timeout(LOOKUP_SECONDS):
-            response = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, oldest=ts, latest=ts, inclusive=True, include_all_metadata=True, limit=10
-            )
+    async def bot_post(self, *, channel: str, thread_ts: str, ts: str) -> dict[str, Any] | Failure | None:
+        """The message `ts` as Slack has it (metadata included) if it is in that thread and this bot posted it, else
+        None; the Failure when Slack could not say in time (a click relies on the answer: it fails closed). For
+        clicks on a card, a status message or an answer whose ts is not on record."""
+        try:
+            async with asyncio.timeout(LOOKUP_SECONDS):
+                response = await self.client.conversations_replies(
+                    channel=channel,
+                    ts=thread_ts,
+                    oldest=ts,
+                    latest=ts,
+                    inclusive=True,
+                    include_all_metadata=True,
+                    limit=10,
+                )
+        except Exception as e:
+            return classify(e)
         for m in response.get("messages") or []:
             if isinstance(m, dict) and m.get("ts") == ts and m.get("thread_ts") == thread_ts:
-                return m
+                return m if self.bot_user_id and m.get("user") == self.bot_user_id else None
         return None
 
     async def settle(self, *, run_id: str | None = None) -> None:
@@ -421,18 +432,18 @@ class Outbox:
 
     async def _failed(self, item: OutboxItem, failure: Failure) -> None:
         if failure.transient:
-            delay = self._backoff(item.attempts + 1, failure.retry_after)
-            log.warning("outbox.retry", error=failure.error, attempts=item.attempts + 1, delay_s=round(delay, 2))
-            await self.store.outbox_retry(
-                item.id,
-                self.owner,
-                next_at=self.store.now() + delay,
-                error=failure.error,
-                unsure=item.kind == OutboxKind.POST and failure.maybe_posted,
-            )
+            unsure = item.kind == OutboxKind.POST and failure.maybe_posted
+            await self._retry(item, failure, attempts=item.attempts + 1, unsure=unsure)
             return
         log.error("outbox.failed", error=failure.error, kind=item.kind.value, channel=item.channel)
         await self.store.outbox_failed(item.id, self.owner, error=failure.error)
+
+    async def _retry(self, item: OutboxItem, failure: Failure, *, attempts: int, unsure: bool) -> None:
+        """Put the item back for a later attempt, after its backoff."""
+        delay = self._backoff(attempts, failure.retry_after)
+        log.warning("outbox.retry", error=failure.error, attempts=attempts, delay_s=round(delay, 2))
+        now = self.store.now()
+        await self.store.outbox_retry(item.id, self.owner, next_at=now + delay, error=failure.error, unsure=unsure)
 
     def _backoff(self, attempts: int, retry_after: float | None) -> float:
         """Exponential from 1 s, capped; Slack's Retry-After wins when it says longer (capped at 10 minutes)."""
@@ -446,32 +457,19 @@ class Outbox:
         messages, conversations.history), holding the item's claim page by page. Raises Deferred (the item put
         back with its backoff) when Slack couldn't be asked now; None when it isn't there."""
         root = not item.thread_ts
+        replies = functools.partial(self.client.conversations_replies, ts=item.thread_ts or "")
+        fetch: Callable[..., Awaitable[Any]] = self.client.conversations_history if root else replies
 
         async def page(cursor: str | None) -> Any:
             await self._renew(item)
             try:
-                if root:
-                    return await self.client.conversations_history(
-                        channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor
-                    )
-                return await self.client.conversations_replies(
-                    channel=item.channel,
-                    ts=item.thread_ts or "",
-                    include_all_metadata=True,
-                    limit=THREAD_PAGE,
-                    cursor=cursor,
-                )
+                return await fetch(channel=item.channel, include_all_metadata=True, limit=THREAD_PAGE, cursor=cursor)
             except Exception as e:
                 failure = classify(e)
                 if not failure.transient:  # e.g. thread_not_found: nothing of ours can be in it
                     return {}
-                await self.store.outbox_retry(
-                    item.id,
-                    self.owner,
-                    error=failure.error,
-                    unsure=unsure,
-                    next_at=self.store.now()
-                    + self._backoff(item.attempts if attempts is None else attempts, failure.retry_after),
+                await self._retry(
+                    item, failure, attempts=item.attempts if attempts is None else attempts, unsure=unsure
                 )
                 raise Deferred from e
 

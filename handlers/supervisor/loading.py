@@ -20,7 +20,8 @@ from handlers import messages
 from handlers.slack_out import slack_error
 
 if TYPE_CHECKING:
-    from handlers.slack_out import SlackOut
+    from bot.core.types import Run
+    from handlers.supervisor.driver import Driver
 
 log = structlog.get_logger("opsloop.supervisor")
 
@@ -32,22 +33,13 @@ UNSUPPORTED |= {"feature_not_enabled", "not_an_assistant_thread", "thread_not_fo
 class LoadingStatus:
     """One drive's loading status under its thread. `show` never waits on Slack: a task sends it."""
 
-    def __init__(
-        self,
-        out: SlackOut,
-        channel: str,
-        thread_ts: str,
-        *,
-        refresh_seconds: float,
-        show_after: float,
-        min_interval: float,
-        maybe_shown: bool = False,
-    ) -> None:
-        self.out, self.channel, self.thread_ts = out, channel, thread_ts
-        self.refresh_seconds, self.show_after, self.min_interval = refresh_seconds, show_after, min_interval
+    def __init__(self, slack: Driver, row: Run) -> None:
+        self.slack, self.channel, self.thread_ts = slack, row.channel, row.thread_ts
         self.text: str | None = None  # what the thread should show now (None: nothing from this drive)
         self.shown: str | None = None  # what the last successful call set
-        self.sent = maybe_shown  # a status may be up (this drive's, or an earlier one's): clearing it means a call
+        # A status may be up (this drive's, or one an earlier drive of the run left: a pause, a restart): clearing
+        # it means a call.
+        self.sent = row.system is not None
         self._changed = asyncio.Event()
         self._sender: asyncio.Task[object] | None = None
         self._unsupported = False
@@ -64,9 +56,10 @@ class LoadingStatus:
 
     async def _send(self) -> None:
         """Wait until the text has stood long enough, set it, then set it again when it changes (no sooner than
-        `min_interval` after the last call) or every `refresh_seconds` (under Slack's expiry)."""
+        `loading_min_interval_seconds` after the last call) or every `loading_refresh_seconds` (under Slack's
+        expiry)."""
         loop = asyncio.get_running_loop()
-        await asyncio.sleep(self.show_after)
+        await asyncio.sleep(self.slack.loading_show_after_seconds)
         while self.text is not None and not self._unsupported:
             self._changed.clear()
             if not await self._set(self.text):
@@ -74,11 +67,11 @@ class LoadingStatus:
             last = loop.time()
             while True:
                 try:  # a new activity, or the refresh before Slack's expiry
-                    async with asyncio.timeout_at(last + self.refresh_seconds):
+                    async with asyncio.timeout_at(last + self.slack.loading_refresh_seconds):
                         await self._changed.wait()
                 except TimeoutError:
                     break
-                await asyncio.sleep(max(0.0, last + self.min_interval - loop.time()))
+                await asyncio.sleep(max(0.0, last + self.slack.loading_min_interval_seconds - loop.time()))
                 if self.text != self.shown:
                     break
                 self._changed.clear()  # changed and changed back before it would have shown: nothing to send
@@ -86,7 +79,7 @@ class LoadingStatus:
     async def _set(self, text: str) -> bool:
         """One call ("" clears it); False when this workspace can't have a loading status."""
         try:
-            await self.out.call(
+            await self.slack.out.call(
                 "assistant_threads_setStatus",
                 channel_id=self.channel,
                 thread_ts=self.thread_ts,

@@ -91,16 +91,7 @@ class IncidentThread:
     def __init__(self, slack: Slack, row: Run) -> None:
         self.slack, self.row = slack, row
         self.status = StatusMessage(slack, row)
-        # A run an earlier drive started (a pause, a restart) may have left a status up: this drive clears it.
-        self.loading = LoadingStatus(
-            slack.out,
-            row.channel,
-            row.thread_ts,
-            refresh_seconds=slack.loading_refresh_seconds,
-            show_after=slack.loading_show_after_seconds,
-            min_interval=slack.loading_min_interval_seconds,
-            maybe_shown=row.system is not None,
-        )
+        self.loading = LoadingStatus(slack, row)
         self.waiting = False  # the drive ended in a pause for an approval (its loading status says so)
         self.alert = AlertFacts()  # the alert that started the run, read by `open`
         self._state, self._activity = RunStatus.RUNNING, "starting"
@@ -178,17 +169,20 @@ class IncidentThread:
             self.status.summary = event.summary
         elif getattr(event, "tool", None) == SUMMARY_TOOL:  # the summary is not a task, and "running" it no activity
             return
-        self._show_loading(event, names)
         tasks_changed = self._track_task(event, names) or isinstance(event, Summarized)
-        activity = None
+        activity = None  # and the loading status under the thread: what this step does right now
         if isinstance(event, Iteration):
             activity = "thinking"
+            self.loading.show(messages.LOADING_THINKING)
         elif isinstance(event, ToolStarted):
             activity = f"running {event.tool}"
+            self.loading.show(messages.loading_tool(event.tool, event.args))
         elif isinstance(event, Reasoning):
             activity = "thinking: " + " ".join(event.text.split())[:200]
         elif isinstance(event, WaitingApproval):
             activity = f"waiting for approval of {event.tool}"
+            self.waiting = True
+            self.loading.show(messages.loading_approval(self._approvers(event.category), names))
         if activity is not None:
             self._state = RunStatus.WAITING_APPROVAL if isinstance(event, WaitingApproval) else RunStatus.RUNNING
             self._activity = activity
@@ -230,16 +224,6 @@ class IncidentThread:
         else:
             return False
         return True
-
-    def _show_loading(self, event: RunEvent, names: dict[str, str]) -> None:
-        """The loading status under the thread: what this step does right now."""
-        if isinstance(event, Iteration):
-            self.loading.show(messages.LOADING_THINKING)
-        elif isinstance(event, ToolStarted):
-            self.loading.show(messages.loading_tool(event.tool, event.args))
-        elif isinstance(event, WaitingApproval):
-            self.waiting = True
-            self.loading.show(messages.loading_approval(self._approvers(event.category), names))
 
     async def end_drive(self, *, paused: bool) -> None:
         """This drive ends without an answer: the status line stops updating (after a pause it shows the state

@@ -11,7 +11,8 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from bot.core.redact import REDACTED
-from bot.core.types import Approval, ApprovalState, DecisionCause
+from bot.core.types import Approval, ApprovalState, DecisionCause, RunResult, StopReason, Usage
+from bot.run.report import STOP_WORDS, HandoffReport, ToolSummary
 from handlers import messages
 from handlers.blocks import (
     APPROVE,
@@ -141,23 +142,34 @@ def _fences_balanced(text: str) -> bool:
     return sum(1 for line in text.split("\n") if line.strip().startswith("```")) % 2 == 0
 
 
-def _report(**overrides: Any) -> list[SlackMessage]:
+def _report(
+    *,
+    tools: list[tuple[str, int, str]] | None = None,
+    stopped_by: str | None = None,
+    max_iterations: int | None = 20,
+    **overrides: Any,
+) -> list[SlackMessage]:
+    result = RunResult(
+        run_id="run_1",
+        output=None,
+        stop_reason=StopReason.ITERATION_LIMIT,
+        iterations=20,
+        usage=Usage(input_tokens=12345, output_tokens=2345, cache_read_tokens=100000, cache_write_tokens=5000),
+        cost_usd=0.42,
+        wall_seconds=252.4,
+        stopped_by=stopped_by,
+    )
     values: dict[str, Any] = {
-        "stop_reason": "iteration_limit",
-        "stop_words": messages.STOP_REASON_WORDS["iteration_limit"],
-        "iterations": 20,
-        "max_iterations": 20,
-        "input_tokens": 12345,
-        "output_tokens": 2345,
-        "cache_read_tokens": 100000,
-        "cache_write_tokens": 5000,
-        "cost_usd": 0.42,
-        "wall_seconds": 252.4,
-        "tools": [("check_disk", 3, "/var 91% used")],
+        "stop_words": STOP_WORDS["iteration_limit"],
+        "tools": tuple(
+            ToolSummary(name=name, calls=calls, last_result=last, last_is_error=False)
+            for name, calls, last in tools or [("check_disk", 3, "/var 91% used")]
+        ),
         "last_reasoning": "Disk on web-1 is **full** because of rotated logs.",
-        "pending": [],
+        "pending": (),
+        "conclusion": None,
     }
-    return handoff_report(**(values | overrides))
+    return handoff_report(HandoffReport(result=result, **(values | overrides)), max_iterations=max_iterations)
 
 
 # --- approval card ----------------------------------------------------------
@@ -474,15 +486,6 @@ def test_short_answer_is_one_section() -> None:
     ]
 
 
-def test_title_becomes_a_header_on_the_first_message() -> None:
-    [msg] = text_messages("Disk is full.", title="Answer")
-    assert msg.blocks[0] == {
-        "type": "header",
-        "block_id": "title",
-        "text": {"type": "plain_text", "text": "Answer", "emoji": True},
-    }
-
-
 def test_markdown_becomes_mrkdwn() -> None:
     md = (
         "# Findings\n\nDisk is **full** on `**web-1**`.\n"
@@ -562,11 +565,10 @@ def test_split_of_random_markdown_keeps_limits_fences_and_every_character(seed: 
 def test_huge_answer_is_split_within_limits_and_loses_nothing() -> None:
     paragraph = "The **disk** on web-1 & web-2 is <full>.\n" * 3 + "```\n" + "log line\n" * 40 + "```\n\n"
     answer = "# Report\n\n" + paragraph * (100_000 // len(paragraph)) + "x" * 7000 + " tail"
-    msgs = text_messages(answer, title="Final answer")
+    msgs = text_messages(answer)
     assert len(_sections_text(msgs)) > 100_000 // SECTION_TEXT_MAX
     for msg in msgs:
         assert_valid_blocks(msg)
-    assert msgs[0].blocks[0]["type"] == "header"
     assert _non_whitespace(*_sections_text(msgs)) == _non_whitespace(markdown_to_mrkdwn(answer))
 
 
@@ -591,8 +593,8 @@ def test_an_answer_longer_than_slacks_total_text_continues_in_another_message() 
 def test_report_gives_the_stop_reason_by_name_and_in_words() -> None:
     [msg] = _report()
     assert msg.blocks[0]["text"]["text"] == ":octagonal_sign: Run stopped: iteration_limit"
-    assert msg.blocks[1]["text"]["text"] == ("*Reason:* `iteration_limit` — reached the maximum number of agent steps")
-    assert msg.text == "Run stopped: iteration_limit — reached the maximum number of agent steps"
+    assert msg.blocks[1]["text"]["text"] == ("*Reason:* `iteration_limit` — reached the maximum number of agent steps.")
+    assert msg.text == "Run stopped: iteration_limit — reached the maximum number of agent steps."
 
 
 def test_report_fields_show_iterations_tokens_cost_and_wall_time() -> None:
@@ -656,7 +658,7 @@ def test_every_stop_reason_has_words() -> None:
         "cancelled",
         "model_error",
     }
-    assert set(messages.STOP_REASON_WORDS) == reasons
+    assert set(STOP_WORDS) == reasons
 
 
 def test_refusal_names_who_may_approve() -> None:

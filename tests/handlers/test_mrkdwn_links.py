@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.core.types import Approval, ApprovalState
+from bot.core.types import Approval, ApprovalState, RunResult, StopReason
+from bot.run.report import HandoffReport, ToolSummary
 from handlers import messages
-from handlers.blocks import approval_card, handoff_report, offers_approve, status_message, text_messages
+from handlers.blocks import SlackMessage, approval_card, handoff_report, offers_approve, status_message, text_messages
 from handlers.mrkdwn import count_hidden, is_hidden, markdown_to_mrkdwn, reveal
 
 LABELLED_LINK = re.compile(r"<https?://[^|>]*\|")
@@ -166,27 +167,23 @@ def test_no_markdown_ever_becomes_a_labelled_link(seed: int) -> None:
         assert link.isascii() and link.isprintable() and " " not in link, (markdown, out)
 
 
+def _report_of(text: str) -> list[SlackMessage]:
+    """A handoff report whose every text from outside (stop words, a tool's excerpt, findings, pending) is `text`."""
+    result = RunResult(run_id="run_1", output=None, stop_reason=StopReason.ITERATION_LIMIT, iterations=1)
+    tools = (ToolSummary(name="check_disk", calls=1, last_result=text, last_is_error=False),)
+    report = HandoffReport(
+        result=result, stop_words=text, tools=tools, last_reasoning=text, pending=(text,), conclusion=None
+    )
+    return handoff_report(report, max_iterations=1)
+
+
 def test_every_posting_path_renders_links_by_their_target() -> None:
     md = "[https://status.example.com/incident](https://evil.example/phish)"
     posts = [
-        *text_messages(md, title=md),
+        *text_messages(md),
         status_message(state="running", step=1, activity="thinking: " + md, tokens=1, cost_usd=0.0, run_id="run_1"),
     ]
-    posts += handoff_report(
-        stop_reason="iteration_limit",
-        stop_words=md,
-        iterations=1,
-        max_iterations=1,
-        input_tokens=1,
-        output_tokens=1,
-        cache_read_tokens=0,
-        cache_write_tokens=0,
-        cost_usd=0.0,
-        wall_seconds=1.0,
-        tools=[("check_disk", 1, md)],
-        last_reasoning=md,
-        pending=[md],
-    )
+    posts += _report_of(md)
     texts = _all_texts([{"text": p.text, "blocks": p.blocks} for p in posts])
     assert not any(LABELLED_LINK.search(t) for t in texts)
     assert any("<https://evil.example/phish>" in t for t in texts)  # the answer and the report's findings
@@ -247,23 +244,9 @@ def test_answers_reports_and_status_reveal_bidi_controls() -> None:
         [
             {"text": p.text, "blocks": p.blocks}
             for p in [
-                *text_messages(evil, title=evil),
+                *text_messages(evil),
                 status_message(state="running", step=1, activity=evil, tokens=1, cost_usd=0.0, run_id="run_1"),
-                *handoff_report(
-                    stop_reason="iteration_limit",
-                    stop_words=evil,
-                    iterations=1,
-                    max_iterations=1,
-                    input_tokens=1,
-                    output_tokens=1,
-                    cache_read_tokens=0,
-                    cache_write_tokens=0,
-                    cost_usd=0.0,
-                    wall_seconds=1.0,
-                    tools=[("check_disk", 1, evil)],
-                    last_reasoning=evil,
-                    pending=[evil],
-                ),
+                *_report_of(evil),
             ]
         ]
     )
