@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -97,6 +97,17 @@ def model_clients(settings: Settings, *, timeout_s: float = 600.0) -> dict[str, 
         raise OpsloopError(f"[model]: {e}") from e
 
 
+def models_on(settings: Settings, clients: Mapping[str, Any]) -> Callable[[str], AnthropicModel]:
+    """A run's model (by the name it starts at), walking the chain across `clients` (one per provider)."""
+
+    def claude_for(model: str) -> AnthropicModel:
+        m = AnthropicModel(clients, settings.model.chain, ids=settings.model.ids)
+        m.start_at(model)
+        return m
+
+    return claude_for
+
+
 async def build(
     settings: Settings,
     *,
@@ -126,11 +137,6 @@ async def build(
                 note="priced like the most expensive known model; set [model.prices] to fix",
             )
 
-    def claude_for(model: str) -> AnthropicModel:
-        m = AnthropicModel(clients, settings.model.chain, ids=settings.model.ids)
-        m.start_at(model)
-        return m
-
     # bolt reads SLACK_BOT_TOKEN itself and then warns that `client` wins; it does, by design.
     logging.getLogger("slack_bolt.AsyncApp").addFilter(
         lambda record: "`token` will be unused" not in record.getMessage()
@@ -154,7 +160,7 @@ async def build(
         settings=settings,
         store=store,
         tools=tools,
-        model_for=model_for or claude_for,
+        model_for=model_for or models_on(settings, clients),
         price_for=lambda m: price_for(m, settings.model.prices)[0],
         slack=slack,
     )
