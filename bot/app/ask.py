@@ -367,19 +367,12 @@ async def ask(
     settings: Settings, question: str, *, user: str | None, json_lines: bool, stdin: TextIO, stdout: TextIO
 ) -> int:
     """Run one investigation of `question` here; 0 when it answered, 1 when it stopped without an answer."""
-    from bot.app.wiring import anthropic_client
-    from bot.run.model import AnthropicModel
+    from bot.app.wiring import model_clients, models_on
     from tools.config import build_registry
     from tools.reaches import TABLES
 
     store = await Store(settings.db_path, tables=TABLES).open()
-    llm = anthropic_client(settings)
-
-    def claude_for(model: str) -> AnthropicModel:
-        m = AnthropicModel(llm, settings.model.chain)
-        m.start_at(model)
-        return m
-
+    clients = model_clients(settings)  # the chain's providers, as `opsloop run` calls them
     try:
         tools = await build_registry(settings.tools, reaches=settings.reaches, shared={Store: store})
         screen = Screen(stdout, json_lines=json_lines)
@@ -388,7 +381,7 @@ async def ask(
             settings=settings,
             store=store,
             tools=tools,
-            model_for=claude_for,
+            model_for=models_on(settings, clients),
             price_for=lambda m: price_for(m, settings.model.prices)[0],
             slack=term,
         )
@@ -410,7 +403,8 @@ async def ask(
             await tools.aclose()
         return 0 if result is not None and result.stop_reason == StopReason.COMPLETED else 1
     finally:
-        await llm.close()
+        for client in clients.values():
+            await client.close()
         await store.close()
 
 

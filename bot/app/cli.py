@@ -21,7 +21,7 @@ from bot.app.settings import load_settings
 from bot.app.startup import NO_CONFIG, Listen, find_config, loaded_config, no_database
 from bot.config.settings import ConfigError, Settings
 from bot.core.log import configure_logging
-from bot.core.types import AuditEntry
+from bot.core.types import AuditEntry, Run
 from bot.run.report import CONCLUSION, STOP_WORDS, is_conclusion
 from bot.run.summary import render_text
 from bot.store import Ledger
@@ -81,15 +81,10 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         asyncio.run(serve(settings, port=args.port, metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     except KeyboardInterrupt:
         pass
-    # ListenError: a listener's port, taken between the test bind and the real one
-    except (MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ConfigError, ListenError) as e:
-        return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
     except SlackApiError as e:  # Slack answered, and said no (a revoked token): retrying would not fix it
         return _fail([f"slack: {e.response.get('error') or e}: check SLACK_BOT_TOKEN and SLACK_APP_TOKEN"])
-    except Exception as e:  # the store could not be opened or migrated: one line, never a traceback
-        if (problem := _store_problem(settings, e)) is None:
-            raise
-        return _fail([problem])
+    except Exception as e:  # ListenError: a listener's port, taken between the test bind and the real one
+        return _said(settings, e, MetricsPortError, StoreUnavailable, SchemaTooNew, ToolConfigError, ListenError)
     return 0
 
 
@@ -118,6 +113,16 @@ def _store_problem(settings: Settings, e: BaseException) -> str | None:
     return f"store: can't open {describe(settings.db_path)}: {type(e).__name__}: {reason(e)}"
 
 
+def _said(settings: Settings, e: Exception, *one_line: type[Exception]) -> int:
+    """Exit 2 after the lines of an error a command says without a traceback: a config's problems, an error of
+    `one_line` (its message), a store that can't be opened or migrated; any other error is raised as it is."""
+    if isinstance(e, ConfigError):
+        return _fail(e.problems)
+    if (problem := str(e) if isinstance(e, one_line) else _store_problem(settings, e)) is None:
+        raise e
+    return _fail([problem])
+
+
 def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[[Settings, argparse.Namespace], int]:
     """A read-only store command: never creates a database, and a database that can't be opened is one line. A
     command given a run id gets the one stored run id it starts (`resolve_run`)."""
@@ -132,9 +137,7 @@ def _reads_store(fn: Callable[[Settings, argparse.Namespace], int]) -> Callable[
                 return status
             return fn(settings, args)
         except Exception as e:
-            if (problem := _store_problem(settings, e)) is None:
-                raise
-            return _fail([problem])
+            return _said(settings, e)
 
     return command
 
@@ -222,12 +225,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     )
     for text in line.lines():
         print(_shown(text))
-    if (last := ledger.last_summary(args.run_id)) is not None:
-        print(f"\nSummary\n{_shown(line.named(render_text(last)))}")
-    if run.output:
-        print(f"\n{CONCLUSION}" if is_conclusion(run.stop_reason) else "")
-        print(_shown(line.named(run.output)))
-    return 0
+    return _ending(ledger, run, line.named)
 
 
 def show_json(ledger: Ledger, run_id: str) -> int:
@@ -244,11 +242,16 @@ def show_json(ledger: Ledger, run_id: str) -> int:
     for step in ledger.steps(run_id):
         data = json.dumps(step.data, ensure_ascii=False)
         print(f"{_when(step.at)}  {step.kind:<9} {_shown(data[:400])}")
-    if (last := ledger.last_summary(run_id)) is not None:
-        print(f"\nSummary\n{_shown(render_text(last))}")
+    return _ending(ledger, run, str)
+
+
+def _ending(ledger: Ledger, run: Run, named: Callable[[str], str]) -> int:
+    """What `show` ends with: the run's last living summary and its answer (`named`: people by name, or as ids)."""
+    if (last := ledger.last_summary(run.id)) is not None:
+        print(f"\nSummary\n{_shown(named(render_text(last)))}")
     if run.output:
         print(f"\n{CONCLUSION}" if is_conclusion(run.stop_reason) else "")
-        print(_shown(run.output))
+        print(_shown(named(run.output)))
     return 0
 
 
@@ -343,12 +346,8 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(
             ask(settings, args.question, user=user, json_lines=args.json, stdin=sys.stdin, stdout=sys.stdout)
         )
-    except (ToolConfigError, ConfigError) as e:
-        return _fail(e.problems if isinstance(e, ConfigError) else [str(e)])
     except Exception as e:
-        if (problem := _store_problem(settings, e)) is None:
-            raise
-        return _fail([problem])
+        return _said(settings, e, ToolConfigError)
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -386,16 +385,12 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         pass
-    except ConfigError as e:
-        return _fail(e.problems)
     except OSError as e:
         return _fail([f"sandbox: {e}"])
     except Exception as e:
         from tools.api import ToolConfigError
 
-        if not isinstance(e, ToolConfigError):
-            raise
-        return _fail([str(e)])
+        return _said(settings, e, ToolConfigError)
     return 0
 
 

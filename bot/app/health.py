@@ -19,12 +19,13 @@ async def slack_problem(ops: Opsloop) -> str | None:
 
 
 async def health(ops: Opsloop) -> tuple[bool, dict[str, str]]:
-    """(healthy, {check: "ok" | what is wrong}) for /healthz. Anthropic out of reach is shown but not
-    unhealthy: runs stop with model_error and say so in their threads, and a restart would not bring it back."""
+    """(healthy, {check: "ok" | what is wrong}) for /healthz. Each model provider the chain names (anthropic,
+    bedrock, vertex) out of reach is shown but not unhealthy: runs fall back along the chain or stop with
+    model_error and say so in their threads, and a restart would not bring it back."""
     checks = {"slack": await slack_problem(ops), "store": await store_problem(ops.store)}
     healthy = all(v is None for v in checks.values())
-    if ops.llm_reachable is not None:
-        checks["anthropic"] = ops.down.get("anthropic") or (None if ops.llm_reachable else "not checked yet")
+    for provider in ops.models:
+        checks[provider] = ops.down.get(provider) or (None if provider in ops.reached else "not checked yet")
     return healthy, {k: v or "ok" for k, v in checks.items()}
 
 

@@ -31,6 +31,7 @@ from bot.core.errors import OpsloopError
 from bot.core.pricing import Price, price_for
 from bot.core.types import ACTIVE_STATUSES, ApprovalState, FeedbackValue, RunStatus, StopReason, Usage
 from bot.store import Store
+from handlers.alerts.desk import OUTCOMES  # handlers.alerts.desk logs alert.<outcome>
 from handlers.alerts.sources import SOURCES
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ HEALTH_TIMEOUT_S = 2.0  # under a typical probe timeout; a store that needs long
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 APPROVAL_OUTCOMES = tuple(s for s in ApprovalState if s != ApprovalState.PENDING)
 ALERT_SOURCES = tuple(source.name for source in SOURCES)  # each plug-in, counted from zero
-ALERT_OUTCOMES = ("received", "deduplicated", "started", "dropped")  # handlers.alerts.desk logs alert.<outcome>
 
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)  # Slack wants an ack in 3 s
 MODEL_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -127,7 +127,7 @@ class Metrics:
         )
         self.alerts = Counter("opsloop_alerts", alerts_doc, ["source", "outcome"], registry=r)
         for source in ALERT_SOURCES:
-            for outcome in ALERT_OUTCOMES:
+            for outcome in OUTCOMES:
                 self.alerts.labels(source=source, outcome=outcome)
         for reason in StopReason:  # zero from the start, so rate() and alerts work before the first stop
             self.runs.labels(stop_reason=reason.value)
@@ -139,7 +139,7 @@ class Metrics:
     def processor(self, _logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         """structlog processor: count a run's trace event, pass every event on unchanged."""
         kind = event.get("event")
-        if isinstance(kind, str) and kind.startswith("alert.") and kind[6:] in ALERT_OUTCOMES:
+        if isinstance(kind, str) and kind.startswith("alert.") and kind[6:] in OUTCOMES:
             self.alerts.labels(source=str(event.get("source") or "unknown"), outcome=kind[6:]).inc()
             return event
         run_id = structlog.contextvars.get_contextvars().get("run_id")

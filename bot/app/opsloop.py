@@ -6,7 +6,6 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -40,15 +39,15 @@ class Opsloop:
     # The model clients build() created (not one the caller passed): closed with the bot, or their
     # connection pools are left for the garbage collector to close on a loop that may be gone.
     owned_llms: tuple[Any, ...] = ()
-    # The Anthropic client runs use (None: a scripted model, or a chain on Bedrock/Vertex AI only)
-    llm: anthropic.AsyncAnthropic | None = None
+    # The client of each provider the model chain names, as runs use them (none: a scripted model)
+    models: dict[str, Any] = field(default_factory=dict)
     metrics: MetricsServer | None = None  # /metrics and /healthz, when started with a metrics port
     housekeeping: asyncio.Task[None] | None = None  # prunes the events dedupe table
     # Dependencies out of reach right now ({"slack": "cannot connect to slack.com:443 (…); retrying (attempt 3)"}):
     # start-up keeps trying them with backoff, one log line per attempt, and /healthz says why.
     down: dict[str, str] = field(default_factory=dict)
-    llm_reachable: bool | None = None  # None: no Anthropic client (scripted model); else whether it answered yet
-    watcher: asyncio.Task[None] | None = None  # start-up's Anthropic reachability probe
+    reached: set[str] = field(default_factory=set)  # the providers of `models` that have answered start-up's probe
+    watcher: asyncio.Task[None] | None = None  # start-up's reachability probe of the model providers
     alerts: AlertDesk | None = None  # [alerts]: the alert sources, and what they share
 
     def use(self, settings: Settings) -> None:

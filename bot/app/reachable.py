@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anthropic
 import structlog
@@ -50,21 +50,29 @@ async def until_reachable(
     raise AssertionError("unreachable")  # itertools.count never ends
 
 
-async def watch_anthropic(ops: Opsloop, llm: anthropic.AsyncAnthropic) -> None:
-    """At start-up, learn whether the Messages API can be reached (a free GET of the models list; any HTTP
-    answer counts), so /healthz and the log say so before the first incident rather than during it."""
-    url = ops.settings.anthropic_base_url or "https://api.anthropic.com"
+async def watch_models(ops: Opsloop) -> None:
+    """At start-up, learn whether each provider the model chain names (Anthropic's API, Bedrock, Vertex AI) can be
+    reached, through the very client its runs use (a free GET of the models path, signed or with a token as a run's
+    request is; any HTTP answer counts), so /healthz and the log say so before the first incident, not during it."""
+    await asyncio.gather(*(watch_provider(ops, provider, client) for provider, client in ops.models.items()))
+
+
+async def watch_provider(ops: Opsloop, provider: str, client: Any) -> None:
+    # Vertex AI's token is fetched once, by the first request that needs it: the probe only asks whether the
+    # endpoint answers (as a wrong key, credentials are `opsloop check`'s to say), so it brings its own header.
+    headers = {"Authorization": "Bearer -"} if provider == "vertex" else {}
 
     async def probe() -> int:
         try:
-            await llm.models.list(limit=1)
+            await client.get("/v1/models?limit=1", cast_to=object, options={"headers": headers})
         except anthropic.APIStatusError as e:  # it answered: reachable (a wrong key is `opsloop check`'s to say)
             return e.status_code
         return 200
 
     try:
-        status = await until_reachable(ops, "anthropic", url, probe)
-        ops.llm_reachable = True
-        log.info("anthropic.reachable", status=status)
-    except Exception as e:  # never take the bot down for a probe
-        log.warning("anthropic.probe_failed", error=f"{type(e).__name__}: {reason(e)}")
+        status = await until_reachable(ops, provider, str(client.base_url), probe)
+        ops.reached.add(provider)
+        log.info(f"{provider}.reachable", status=status)
+    except Exception as e:  # never take the bot down for a probe; /healthz shows why (credentials not found, ...)
+        ops.down[provider] = f"probe failed: {type(e).__name__}: {reason(e)}"
+        log.warning(f"{provider}.probe_failed", error=f"{type(e).__name__}: {reason(e)}")

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -28,7 +28,7 @@ from bot.app.health import serve_metrics
 from bot.app.metrics import DEFAULT_HOST
 from bot.app.opsloop import Opsloop
 from bot.app.prune import prune_events, prune_events_once
-from bot.app.reachable import until_reachable, watch_anthropic
+from bot.app.reachable import until_reachable, watch_models
 from bot.app.startup import has_channel_names, resolve_channels
 from bot.config.settings import Settings
 from bot.core.errors import OpsloopError
@@ -97,6 +97,17 @@ def model_clients(settings: Settings, *, timeout_s: float = 600.0) -> dict[str, 
         raise OpsloopError(f"[model]: {e}") from e
 
 
+def models_on(settings: Settings, clients: Mapping[str, Any]) -> Callable[[str], AnthropicModel]:
+    """A run's model (by the name it starts at), walking the chain across `clients` (one per provider)."""
+
+    def claude_for(model: str) -> AnthropicModel:
+        m = AnthropicModel(clients, settings.model.chain, ids=settings.model.ids)
+        m.start_at(model)
+        return m
+
+    return claude_for
+
+
 async def build(
     settings: Settings,
     *,
@@ -116,7 +127,6 @@ async def build(
     if model_client is not None:
         owned.pop("anthropic", None)
     clients = {**owned, **({"anthropic": model_client} if model_client is not None else {})}
-    llm = clients.get("anthropic")
     for line in model_problems(settings.model.chain)[1]:
         log.warning("model.deprecated", problem=line)
     for model in settings.model.chain:
@@ -126,11 +136,6 @@ async def build(
                 model=model,
                 note="priced like the most expensive known model; set [model.prices] to fix",
             )
-
-    def claude_for(model: str) -> AnthropicModel:
-        m = AnthropicModel(clients, settings.model.chain, ids=settings.model.ids)
-        m.start_at(model)
-        return m
 
     # bolt reads SLACK_BOT_TOKEN itself and then warns that `client` wins; it does, by design.
     logging.getLogger("slack_bolt.AsyncApp").addFilter(
@@ -155,7 +160,7 @@ async def build(
         settings=settings,
         store=store,
         tools=tools,
-        model_for=model_for or claude_for,
+        model_for=model_for or models_on(settings, clients),
         price_for=lambda m: price_for(m, settings.model.prices)[0],
         slack=slack,
     )
@@ -180,8 +185,7 @@ async def build(
         slack=slack,
         outbox=outbox,
         owned_llms=tuple(owned.values()),
-        llm=llm,
-        llm_reachable=None if llm is None else False,
+        models=clients,
         alerts=desk,
     )
 
@@ -203,8 +207,8 @@ async def start(
         ops.metrics = await serve_metrics(ops, host=metrics_host, port=metrics_port)
     # Slack first: nothing works without it. An unreachable Slack is retried with backoff (one log line per
     # attempt, /healthz says why), never a traceback; a wrong token is an answer, and stops start-up.
-    if ops.llm is not None:
-        ops.watcher = asyncio.create_task(watch_anthropic(ops, ops.llm), name="opsloop-anthropic-reachable")
+    if ops.models:
+        ops.watcher = asyncio.create_task(watch_models(ops), name="opsloop-models-reachable")
     url = ops.settings.slack_api_url
     auth = await until_reachable(ops, "slack", url, ops.client.auth_test)
     seed_authorization(ops.app, auth)

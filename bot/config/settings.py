@@ -233,17 +233,12 @@ def _alerts(
 
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# [model] keys taken as read (the others are converted or read into their own fields).
+_PLAIN_MODEL_KEYS = ("primary", "max_tokens", "effort", "thinking_display", "context_budget_tokens", "provider")
 THINKING_DISPLAYS = ("summarized", "omitted")
 _PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
-# Limits that must be positive: zero or less would hang (parallelism) or stop every run at once.
-_POSITIVE_LIMITS = (
-    "max_iterations",
-    "deadline_seconds",
-    "token_budget",
-    "cost_budget_usd",
-    "max_consecutive_errors",
-    "parallelism",
-)
+# Every limit must be positive: zero or less would hang (parallelism) or stop every run at once.
+_POSITIVE_LIMITS = tuple(_SCHEMA["limits"])
 
 
 def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
@@ -331,14 +326,9 @@ def load_settings(
             sections[name] = table if name == "tools" else _checked(config.child(table, name), _SCHEMA[name])
     m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
     model = ModelSettings(
-        primary=m.get("primary", default.model.primary),
+        **{k: v for k, v in m.items() if k in _PLAIN_MODEL_KEYS},
         fallbacks=tuple(m.get("fallbacks", default.model.fallbacks)),
-        max_tokens=m.get("max_tokens", default.model.max_tokens),
-        effort=m.get("effort", default.model.effort),
-        thinking_display=m.get("thinking_display", default.model.thinking_display),
-        context_budget_tokens=m.get("context_budget_tokens", default.model.context_budget_tokens),
         prices=_prices(m.get("prices", {}), problems),
-        provider=m.get("provider", default.model.provider),
         bedrock_region=_provider_keys(m, "bedrock", ("region",), problems).get("region"),
         vertex_project=_provider_keys(m, "vertex", ("project", "region"), problems).get("project"),
         vertex_region=m.get("vertex", {}).get("region"),
@@ -357,7 +347,7 @@ def load_settings(
         problems.append(
             f"model.thinking_display: {model.thinking_display!r} is not one of {', '.join(THINKING_DISPLAYS)}"
         )
-    limits = Limits(**{k: v for k, v in lim.items()})
+    limits = Limits(**lim)
     for key in _POSITIVE_LIMITS:
         if key in lim and not getattr(limits, key) > 0:
             problems.append(f"limits.{key}: must be greater than 0, got {getattr(limits, key)!r}")
@@ -372,18 +362,8 @@ def load_settings(
             "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
             "person for mutating calls, but not for destructive ones): set one"
         )
-    approvals = ApprovalSettings(
-        approvers=tuple(ap.get("approvers", default.approvals.approvers)),
-        destructive_approvers=tuple(ap["destructive_approvers"]) if "destructive_approvers" in ap else None,
-        allow_self_approval=ap.get("allow_self_approval", default.approvals.allow_self_approval),
-        four_eyes_on_mutating=ap.get("four_eyes_on_mutating", default.approvals.four_eyes_on_mutating),
-        expire_minutes=ap.get("expire_minutes", default.approvals.expire_minutes),
-        required_approvals=max(1, ap.get("required_approvals", default.approvals.required_approvals)),
-        destructive_required_approvals=ap.get(
-            "destructive_required_approvals", default.approvals.destructive_required_approvals
-        ),
-        terminal_user=ap.get("terminal_user"),
-    )
+    lists = {k: tuple(v) for k, v in ap.items() if k in ("approvers", "destructive_approvers")}  # the rest as read
+    approvals = ApprovalSettings(**{**ap, **lists, "required_approvals": max(1, ap.get("required_approvals", 1))})
     parsed = {reach.name: found for reach in reaches if (found := reach.parse(config, env)) is not None}
     tools = sections.get("tools", default.tools)
     for reach in reaches:

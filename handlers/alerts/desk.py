@@ -19,7 +19,6 @@ from handlers.slack_out import SlackOut
 
 log = structlog.get_logger("opsloop.alerts")
 
-TASK_MAX = 8000  # characters of an alert's text the model gets
 OUTCOMES = ("received", "deduplicated", "started", "dropped")  # what /metrics counts, per source
 
 

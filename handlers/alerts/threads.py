@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 import structlog
 from aiohttp import web
 
+from bot.config.reader import Reader
 from bot.core.redact import redact
 from bot.core.types import OutboxState
 from bot.run.liveness import owner_id
@@ -24,6 +27,48 @@ log = structlog.get_logger("opsloop.alerts")
 MAX_BODY_BYTES = 1 << 20  # a notification bigger than 1 MiB is refused (413): Alertmanager's are kilobytes
 CLAIM_SECONDS = 6.0  # an alert being opened is claimed this long (renewed); past it, a recovery pass takes it up
 REFUSED_BACKOFF_S = 60.0  # Slack refused a root post for good: the next attempt waits this long
+
+
+class WebhookSource:
+    """What every thread-opening source shares besides its `verify` and `channel`: its [alerts] table read by its
+    config class (`config_type.read`), its listen address, its live part (ThreadedAlerts), its payload module's
+    parse/alert/root/note, and the secret it verifies with (the config's `<secret_field>` and `<secret_field>_env`;
+    unset, `missing` says so and `verify` lets nobody in)."""
+
+    name, sender, path = "", "", ""
+    config_type: Any  # the source's frozen config dataclass: read(r, env), host, port
+    secret_field, secret_what = "token", ""  # the config's field holding it; what it is, for `missing`
+    verify: Callable[[Any, Mapping[str, str], bytes], bool]  # each source's own (HttpSource)
+    channel: Callable[[Any, dict[str, Any]], str | None]
+
+    def __init__(self, payload: ModuleType) -> None:
+        self.parse, self.alert, self.root, self.note = (
+            payload.validate,
+            payload.alert,
+            payload.root_message,
+            payload.note,
+        )
+
+    def read(self, alerts: Reader, env: Mapping[str, str]) -> Any:
+        table = alerts.at(self.name) if alerts.has(self.name) else None
+        return self.config_type.read(table, env) if table is not None and isinstance(table.value, dict) else None
+
+    def missing(self, config: Any) -> list[str]:
+        if getattr(config, self.secret_field) is None:
+            return [f"{getattr(config, f'{self.secret_field}_env')} is not set ({self.secret_what})"]
+        return []
+
+    def check_lines(self, config: Any) -> list[str]:
+        if getattr(config, self.secret_field) is None:
+            return []  # said by `missing`
+        env = getattr(config, f"{self.secret_field}_env")
+        return [f"alerts: {self.name} on {config.host}:{config.port}{self.path}, {self.secret_field} from {env}"]
+
+    def listens(self, config: Any) -> list[tuple[str, str, int]]:
+        return [(f"alerts.{self.name}", config.host, config.port)]
+
+    def start(self, desk: AlertDesk, config: Any) -> ThreadedAlerts:
+        return ThreadedAlerts(desk, self, config)
 
 
 class ThreadedAlerts:

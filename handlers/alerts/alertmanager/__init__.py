@@ -10,9 +10,8 @@ from typing import Any
 
 from bot.config.reader import Reader
 from handlers.alerts.alertmanager import payload
-from handlers.alerts.desk import AlertDesk
 from handlers.alerts.source import RUNS_PER_10_MIN, read_listen, read_route
-from handlers.alerts.threads import ThreadedAlerts
+from handlers.alerts.threads import WebhookSource
 
 # A group firing again this long after Alertmanager last sent it (once its run ended) opens a new thread: longer
 # than Alertmanager's default repeat_interval (4 h) and group_interval (5 min), so a group still firing goes on.
@@ -48,34 +47,15 @@ class WebhookConfig:
         )
 
 
-class Alertmanager:
+class Alertmanager(WebhookSource):
     name, sender, path = "webhook", "Alertmanager", "/alertmanager"
-
-    def read(self, alerts: Reader, env: Mapping[str, str]) -> WebhookConfig | None:
-        table = alerts.at("webhook") if alerts.has("webhook") else None
-        return WebhookConfig.read(table, env) if table is not None and isinstance(table.value, dict) else None
+    config_type, secret_what = WebhookConfig, "the bearer token [alerts.webhook] expects from Alertmanager"
 
     def routes(self, config: WebhookConfig) -> list[tuple[str, str]]:
         return [("alerts.webhook.channel", config.channel)]
 
     def with_channels(self, config: WebhookConfig, resolve: Callable[[str, str], str]) -> WebhookConfig:
         return replace(config, channel=resolve("alerts.webhook.channel", config.channel))
-
-    def missing(self, config: WebhookConfig) -> list[str]:
-        if config.token is None:
-            return [f"{config.token_env} is not set (the bearer token [alerts.webhook] expects from Alertmanager)"]
-        return []
-
-    def check_lines(self, config: WebhookConfig) -> list[str]:
-        if config.token is None:
-            return []  # said by `missing`
-        return [f"alerts: webhook on {config.host}:{config.port}{self.path}, token from {config.token_env}"]
-
-    def listens(self, config: WebhookConfig) -> list[tuple[str, str, int]]:
-        return [("alerts.webhook", config.host, config.port)]
-
-    def start(self, desk: AlertDesk, config: WebhookConfig) -> ThreadedAlerts:
-        return ThreadedAlerts(desk, self, config)
 
     def verify(self, config: WebhookConfig, headers: Mapping[str, str], body: bytes) -> bool:
         if config.token is None:
@@ -86,10 +66,5 @@ class Alertmanager:
     def channel(self, config: WebhookConfig, payload: dict[str, Any]) -> str:
         return config.channel
 
-    parse = staticmethod(payload.validate)
-    alert = staticmethod(payload.alert)
-    root = staticmethod(payload.root_message)
-    note = staticmethod(payload.note)
 
-
-SOURCE = Alertmanager()
+SOURCE = Alertmanager(payload)

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.config.reader import Reader
-from handlers.alerts.desk import AlertDesk
 from handlers.alerts.pagerduty import payload
 from handlers.alerts.source import RUNS_PER_10_MIN, read_listen
-from handlers.alerts.threads import ThreadedAlerts
+from handlers.alerts.threads import WebhookSource
 
 SIGNATURES_MAX = 8  # `v1=` values read from one header (PagerDuty sends two during a secret rotation)
 DEFAULT_ROUTE = "*"
@@ -57,12 +56,10 @@ class PagerDutyConfig:
         )
 
 
-class PagerDuty:
+class PagerDuty(WebhookSource):
     name, sender, path = "pagerduty", "PagerDuty", "/pagerduty"
-
-    def read(self, alerts: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
-        table = alerts.at("pagerduty") if alerts.has("pagerduty") else None
-        return PagerDutyConfig.read(table, env) if table is not None and isinstance(table.value, dict) else None
+    config_type, secret_field = PagerDutyConfig, "secret"
+    secret_what = "the signing secret of [alerts.pagerduty]'s subscription"
 
     def routes(self, config: PagerDutyConfig) -> list[tuple[str, str]]:
         return [(f"alerts.pagerduty.routes.{key}", channel) for key, channel in config.routes.items()]
@@ -71,24 +68,8 @@ class PagerDuty:
         routes = {k: resolve(f"alerts.pagerduty.routes.{k}", c) for k, c in config.routes.items()}
         return replace(config, routes=routes)
 
-    def missing(self, config: PagerDutyConfig) -> list[str]:
-        if config.secret is None:
-            return [f"{config.secret_env} is not set (the signing secret of [alerts.pagerduty]'s subscription)"]
-        return []
-
     def check_lines(self, config: PagerDutyConfig) -> list[str]:
-        if config.secret is None:
-            return []  # said by `missing`
-        return [
-            f"alerts: pagerduty on {config.host}:{config.port}{self.path}, secret from {config.secret_env}, "
-            f"{len(config.routes)} route(s)"
-        ]
-
-    def listens(self, config: PagerDutyConfig) -> list[tuple[str, str, int]]:
-        return [("alerts.pagerduty", config.host, config.port)]
-
-    def start(self, desk: AlertDesk, config: PagerDutyConfig) -> ThreadedAlerts:
-        return ThreadedAlerts(desk, self, config)
+        return [f"{line}, {len(config.routes)} route(s)" for line in super().check_lines(config)]
 
     def verify(self, config: PagerDutyConfig, headers: Mapping[str, str], body: bytes) -> bool:
         """Any `v1=<hex>` of X-PagerDuty-Signature is HMAC-SHA256(secret, body), compared in constant time."""
@@ -112,10 +93,5 @@ class PagerDuty:
             return ""  # an update never opens a thread: it finds its incident's, wherever that is
         return found
 
-    parse = staticmethod(payload.validate)
-    alert = staticmethod(payload.alert)
-    root = staticmethod(payload.root_message)
-    note = staticmethod(payload.note)
 
-
-SOURCE = PagerDuty()
+SOURCE = PagerDuty(payload)

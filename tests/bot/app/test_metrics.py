@@ -20,7 +20,9 @@ from bot.app.health import serve_metrics
 from bot.app.metrics import MetricsPortError, MetricsServer
 from tests.conftest import API_KEY
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
+from tests.support.fakes.bedrock import FakeBedrock
 from tests.support.fakes.slack import FakeSlack, mention_event
+from tests.support.fakes.vertex import FakeVertex
 from tests.support.harness import BOB, BotEnv, answered, bot_env
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -130,11 +132,11 @@ async def test_each_bot_has_its_own_registry_and_stops_observing_when_closed(
     assert server.metrics.processor not in structlog.get_config()["processors"]  # closed with the bot
 
 
-async def anthropic_probed(env: BotEnv) -> None:
-    """Start-up probes the Messages API in the background: wait until it has answered."""
+async def anthropic_probed(env: BotEnv, *providers: str) -> None:
+    """Start-up probes each model provider in the background: wait until every one has answered."""
     assert env.ops.watcher is not None
     await asyncio.wait_for(env.ops.watcher, 10)
-    assert env.ops.llm_reachable
+    assert env.ops.reached == set(providers or ["anthropic"])
 
 
 async def test_healthz_is_200_when_slack_and_the_store_are_fine(
@@ -144,6 +146,69 @@ async def test_healthz_is_200_when_slack_and_the_store_are_fine(
         server = await with_metrics(env)
         await anthropic_probed(env)
         assert await healthz(server) == (200, {"status": "ok", "slack": "ok", "store": "ok", "anthropic": "ok"})
+
+
+BEDROCK = """
+[model]
+provider = "bedrock"
+primary = "claude-sonnet-5-5"
+fallbacks = []
+[model.bedrock]
+region = "us-east-1"
+"""
+VERTEX = """
+[model]
+primary = "vertex:claude-sonnet-5-5"
+fallbacks = ["claude-sonnet-5-5"]
+[model.vertex]
+project = "opsloop-test"
+region = "us-east5"
+"""
+
+
+async def test_healthz_has_a_bedrock_line_probed_through_the_signed_client_runs_use(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_bedrock: FakeBedrock
+) -> None:
+    env_extra = {"ANTHROPIC_BEDROCK_BASE_URL": fake_bedrock.base_url, "ANTHROPIC_API_KEY": ""}
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, BEDROCK, env_extra=env_extra) as env:
+        server = await with_metrics(env)
+        await anthropic_probed(env, "bedrock")
+        assert await healthz(server) == (200, {"status": "ok", "slack": "ok", "store": "ok", "bedrock": "ok"})
+    assert fake_bedrock.requests == []  # the probe is no model request
+    assert fake_anthropic.requests == []
+
+
+async def test_healthz_has_a_line_for_every_provider_of_the_chain_vertex_too(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_vertex: FakeVertex
+) -> None:
+    env_extra = {"ANTHROPIC_VERTEX_BASE_URL": f"{fake_vertex.base_url}/v1"}
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, VERTEX, env_extra=env_extra) as env:
+        server = await with_metrics(env)
+        await anthropic_probed(env, "vertex", "anthropic")
+        assert await healthz(server) == (
+            200,
+            {"status": "ok", "slack": "ok", "store": "ok", "vertex": "ok", "anthropic": "ok"},
+        )
+    assert fake_vertex.tokens_minted == 0  # the token is the first run's to fetch (once): the probe asks no model
+    assert fake_vertex.requests == []
+
+
+async def test_healthz_says_why_a_provider_can_not_be_reached(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, fake_bedrock: FakeBedrock
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env_extra = {"ANTHROPIC_BEDROCK_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": ""}
+    async with bot_env(tmp_path, fake_slack, fake_anthropic, BEDROCK, env_extra=env_extra) as env:
+        server = await with_metrics(env)
+        for _ in range(100):
+            if "bedrock" in env.ops.down:
+                break
+            await asyncio.sleep(0.05)
+        status, checks = await healthz(server)
+    assert status == 200  # shown, not unhealthy
+    assert checks["bedrock"].startswith(f"cannot connect to 127.0.0.1:{port} (connection refused); retrying")
 
 
 async def test_healthz_is_503_when_the_store_is_not_writable(
