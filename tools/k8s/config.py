@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from bot.config.reader import Reader, read, setting
+from bot.config.reader import Reader, setting
+from tools.reach import unique_names
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it
@@ -84,21 +85,11 @@ class ClusterSpec:
         return f"{where}, context {self.context}" if self.context else where
 
 
-def parse_clusters(config: Reader) -> tuple[ClusterSpec, ...]:
-    """The [kubernetes] table's clusters (`config` is the reader of that table); every problem recorded on it."""
-    if not config.is_table():
-        return ()
-    config.only(("clusters",))
-    specs: list[ClusterSpec] = []
-    for entry in config.items("clusters", header="kubernetes.clusters"):
-        spec = read(ClusterSpec, entry)
-        if spec is None:
-            continue
-        if any(s.name == spec.name for s in specs):
-            entry.problem(f"duplicate cluster name {spec.name!r}", "name")
-            continue
-        specs.append(spec)
-    return tuple(specs)
+@dataclass(frozen=True)
+class Kubernetes:
+    """[kubernetes]: the clusters opsloop may reach."""
+
+    clusters: tuple[ClusterSpec, ...] = setting((), "[[kubernetes.clusters]]", check=unique_names("cluster"))
 
 
 def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:

@@ -5,75 +5,35 @@ names), and at each run's start the link between the run and the incident its al
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read
 from bot.store import Tables
 from tools.api import AtEnd, Offer, RunFacts, RunScope, Service, some_names
-from tools.pagerduty.settings import (
-    BASE_URL,
-    DEFAULT_ROUTING_KEY_ENV,
-    DEFAULT_TOKEN_ENV,
-    EVENTS_URL,
-    HiddenToken,
-    PagerDutyConfig,
-    incident_of,
-)
+from tools.pagerduty.settings import PagerDutyConfig, incident_of
 from tools.pagerduty.store import TABLES, final_noted, link_run
+from tools.reach import Reach, secret
 
 if TYPE_CHECKING:
     from tools.pagerduty.client import PagerDuty
 
-_KEYS = ("token_env", "from", "notes_from", "events_routing_key_env", "services", "base_url", "events_url")
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-_ID = re.compile(r"[A-Z0-9]{1,20}")
-
 
 def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
-    """The `[pagerduty]` table, every problem recorded on `config`; None when absent."""
+    """The `[pagerduty]` table, every problem recorded on `config`, with the secrets its variables name and the ids
+    `[alerts.pagerduty] routes` names (that alert source reads the table and says its problems); None when absent."""
     if not config.has("pagerduty"):
         return None
-    t = config.at("pagerduty")
-    if not t.is_table():
-        return None
-    t.only(_KEYS)
-    token_env = t.env_name("token_env", DEFAULT_TOKEN_ENV)
-    key_env = t.env_name("events_routing_key_env", DEFAULT_ROUTING_KEY_ENV)
-    emails: dict[str, str] = {}
-    if t.has("from"):
-        f = t.at("from")
-        if f.is_table():
-            for user in list(f.table):
-                email = f.str(user)
-                if email is not None and not _EMAIL.fullmatch(email):
-                    f.problem(f"expected an email address, got {email!r}", user)
-                elif email is not None:
-                    emails[user] = email
-    notes_from = t.str("notes_from", "")
-    if notes_from and not _EMAIL.fullmatch(notes_from):
-        t.problem(f"expected an email address, got {notes_from!r}", "notes_from")
-    services = t.str_list("services", [])
-    for s in services:
-        if not _ID.fullmatch(s):
-            t.problem(f"expected PagerDuty service ids like PIJ90N7, got {s!r}", "services")
-    alerts = config.table.get("alerts")  # the PagerDuty alert source's table: read (and its problems said) there
+    alerts = config.table.get("alerts")
     source = alerts.get("pagerduty") if isinstance(alerts, Mapping) else None
     routes = source.get("routes") if isinstance(source, Mapping) else None
-    token, key = env.get(token_env, "").strip(), env.get(key_env, "").strip()
-    return PagerDutyConfig(
-        token_env=token_env,
-        token=HiddenToken(token) if token else None,
-        from_emails=emails,
-        notes_from=notes_from or "",
-        events_routing_key_env=key_env,
-        routing_key=HiddenToken(key) if key else None,
-        services=tuple(services),
-        routes=tuple(str(k) for k in routes if k != "*") if isinstance(routes, Mapping) else (),
-        base_url=t.url("base_url", BASE_URL),
-        events_url=t.url("events_url", EVENTS_URL),
-    )
+    ids = tuple(str(k) for k in routes if k != "*") if isinstance(routes, Mapping) else ()
+    found = read(PagerDutyConfig, config.at("pagerduty"), token=None, routing_key=None, routes=ids)
+    if found is None:
+        return None
+    token, key = secret(env, found.token_env), secret(env, found.events_routing_key_env)
+    return dataclasses.replace(found, token=token, routing_key=key)
 
 
 async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]]:
@@ -134,7 +94,7 @@ async def _route_line(client: PagerDuty, route: str) -> str:
         return f"{where}: no service or escalation policy has this id" if e.status == 404 else f"{where}: {e}"
 
 
-class PagerDutyReach:
+class PagerDutyReach(Reach):
     name: str = "pagerduty"
     sections: tuple[str, ...] = ("pagerduty",)
     hint: str = "[pagerduty]"
@@ -143,12 +103,6 @@ class PagerDutyReach:
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
         return read_pagerduty(config, env)
-
-    def open(self, config: PagerDutyConfig) -> Mapping[type, object]:
-        return {PagerDutyConfig: config}
-
-    async def aclose(self, resources: Mapping[type, object]) -> None:
-        return None
 
     def environment(self, config: PagerDutyConfig) -> list[str]:
         line = "PagerDuty: a paged run's incident gets opsloop's notes; pagerduty_acknowledge and pagerduty_resolve"
@@ -184,9 +138,6 @@ class PagerDutyReach:
             final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
 
         return note
-
-    def bind_tools(self, config: PagerDutyConfig, tools: Sequence[Any]) -> list[Any]:
-        return list(tools)
 
 
 REACH = PagerDutyReach()
