@@ -8,6 +8,7 @@ backend.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -90,5 +91,17 @@ def unique_names(what: str) -> Check:
             if isinstance(name, str) and name in names[:i]:
                 r.problem(f"duplicate {what} name {name!r}", f"{key}[{i}].name")
         return entries
+
+    return check
+
+
+def matching(pattern: re.Pattern[str], what: str) -> Check:
+    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
+
+    def check(text: str, r: Reader, key: str) -> str | None:
+        if pattern.fullmatch(text):
+            return text
+        r.problem(f"{text!r} {what}", key)
+        return None
 
     return check

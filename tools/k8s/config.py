@@ -9,27 +9,39 @@ from pathlib import Path
 import yaml
 
 from bot.config.reader import Reader, setting
-from tools.reach import unique_names
+from tools.reach import matching, unique_names
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it
 DEFAULT_TIMEOUT_S = 20.0
 
 
-def _name(name: str, r: Reader, key: str) -> str | None:
-    if CLUSTER_NAME_RE.fullmatch(name):
-        return name
-    r.problem(f"{name!r} must be 1-63 letters, digits, '.', '_' or '-'", key)
-    return None
-
-
 def _kubeconfig(path: Path, r: Reader, key: str) -> Path:
+    """The file is a kubeconfig, and names the context (or has a current one): found now, not mid-incident."""
     path = path.resolve()
     if not path.is_file():
         r.problem(f"{str(path)!r} is not a file", key)
-    else:
-        context = r.table.get("context")
-        _check_kubeconfig(path, context if isinstance(context, str) else None, r)
+        return path
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        r.problem(f"cannot read {str(path)!r}: {type(e).__name__}", key)
+        return path
+    if not isinstance(doc, dict):
+        r.problem(f"{str(path)!r} is not a kubeconfig (no contexts)", key)
+        return path
+    context = r.table.get("context")
+    names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    if not isinstance(context, str):
+        if not doc.get("current-context"):
+            r.problem(
+                f"{str(path)!r} has no current-context; name one of: {', '.join(map(str, names)) or '(none)'}",
+                "context",
+            )
+    elif context not in names:
+        r.problem(
+            f"{context!r} is not a context in {str(path)!r} (it has: {', '.join(map(str, names)) or 'none'})", "context"
+        )
     return path
 
 
@@ -60,7 +72,10 @@ def _default_namespace(ns: str, r: Reader, key: str) -> str | None:
 class ClusterSpec:
     """One cluster opsloop may reach ([[kubernetes.clusters]])."""
 
-    name: str = setting(doc="how the tools' `cluster` argument names it", check=_name)
+    name: str = setting(
+        doc="how the tools' `cluster` argument names it",
+        check=matching(CLUSTER_NAME_RE, "must be 1-63 letters, digits, '.', '_' or '-'"),
+    )
     kubeconfig: Path | None = setting(
         None, "None: the in-cluster service account when there is one, else ~/.kube/config", check=_kubeconfig
     )
@@ -90,26 +105,3 @@ class Kubernetes:
     """[kubernetes]: the clusters opsloop may reach."""
 
     clusters: tuple[ClusterSpec, ...] = setting((), "[[kubernetes.clusters]]", check=unique_names("cluster"))
-
-
-def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:
-    """The file is a kubeconfig, and names the context (or has a current one): found now, not mid-incident."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        entry.problem(f"cannot read {str(path)!r}: {type(e).__name__}", "kubeconfig")
-        return
-    if not isinstance(doc, dict):
-        entry.problem(f"{str(path)!r} is not a kubeconfig (no contexts)", "kubeconfig")
-        return
-    names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
-    if context is None:
-        if not doc.get("current-context"):
-            entry.problem(
-                f"{str(path)!r} has no current-context; name one of: {', '.join(map(str, names)) or '(none)'}",
-                "context",
-            )
-    elif context not in names:
-        entry.problem(
-            f"{context!r} is not a context in {str(path)!r} (it has: {', '.join(map(str, names)) or 'none'})", "context"
-        )

@@ -8,20 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.config.reader import Reader, setting
-from tools.reach import Hidden
+from tools.reach import Hidden, matching
 
 # The alert labels that name a run's PagerDuty incident and service (the PagerDuty alert source sets them).
 INCIDENT_LABEL = "pagerduty_incident_id"
 SERVICE_LABEL = "pagerduty_service_id"
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _ID = re.compile(r"[A-Z0-9]{1,20}")
 
 
-def _email(email: str, r: Reader, key: str) -> str | None:
-    if _EMAIL.fullmatch(email):
-        return email
-    r.problem(f"expected an email address, got {email!r}", key)
-    return None
+_email = matching(re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+"), "is not an email address")
 
 
 def _emails(emails: Mapping[str, str], r: Reader, key: str) -> Mapping[str, str]:

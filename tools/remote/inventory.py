@@ -13,13 +13,14 @@ import difflib
 import posixpath
 import re
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
 from tools.api import BadCall, some_names
+from tools.reach import matching
 from tools.systemd_units import unit_names
 
 SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' default only without [[hosts]]
@@ -35,21 +36,9 @@ class HostsConfigError(ConfigError):
     """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
 
 
-def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str, Reader, str], str | None]:
-    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
-
-    def check(text: str, r: Reader, key: str) -> str | None:
-        if pattern.fullmatch(text):
-            return text
-        r.problem(f"{text!r} {what}", key)
-        return None
-
-    return check
-
-
-_user = _matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
-_host_name = _matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
-_address = _matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
+_user = matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
+_host_name = matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
+_address = matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
 
 
 def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
@@ -260,17 +249,12 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"hosts[{i}].jump: {h.jump!r} is not the name of a [[hosts]] entry{hint}")
             continue
-        path = [h.name]
-        current = by_name[h.jump]
-        while True:
-            if current.name in path:
-                loop = " > ".join([*path, current.name])
-                problems.append(f"hosts[{i}].jump: the jump chain loops: {loop}")
-                break
+        path, current = [h.name], by_name[h.jump]
+        while current.name not in path and current.jump in by_name:  # to a loop, or to the chain's end
             path.append(current.name)
-            if current.jump is None or current.jump not in by_name:
-                break
             current = by_name[current.jump]
+        if current.name in path:
+            problems.append(f"hosts[{i}].jump: the jump chain loops: {' > '.join([*path, current.name])}")
     return problems
 
 
