@@ -96,9 +96,12 @@ def unique_names(what: str) -> Check:
 
 
 def matching(pattern: re.Pattern[str], what: str) -> Check:
-    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
+    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None; on a
+    list, each text so (a problem at its index, and it is left out)."""
 
-    def check(text: str, r: Reader, key: str) -> str | None:
+    def check(text: Any, r: Reader, key: str) -> Any:
+        if isinstance(text, tuple):
+            return tuple(t for i, t in enumerate(text) if check(t, r, f"{key}[{i}]") is not None)
         if pattern.fullmatch(text):
             return text
         r.problem(f"{text!r} {what}", key)

@@ -13,21 +13,13 @@ from tools.reach import Hidden, matching
 # The alert labels that name a run's PagerDuty incident and service (the PagerDuty alert source sets them).
 INCIDENT_LABEL = "pagerduty_incident_id"
 SERVICE_LABEL = "pagerduty_service_id"
-_ID = re.compile(r"[A-Z0-9]{1,20}")
-
 
 _email = matching(re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+"), "is not an email address")
+_service_ids = matching(re.compile(r"[A-Z0-9]{1,20}"), "is not a PagerDuty service id (like PIJ90N7)")
 
 
 def _emails(emails: Mapping[str, str], r: Reader, key: str) -> Mapping[str, str]:
     return {user: email for user, email in emails.items() if _email(email, r, f"{key}.{user}")}
-
-
-def _service_ids(ids: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    for s in ids:
-        if not _ID.fullmatch(s):
-            r.problem(f"expected PagerDuty service ids like PIJ90N7, got {s!r}", key)
-    return ids
 
 
 @dataclass(frozen=True)
@@ -48,7 +40,9 @@ class PagerDutyConfig:
         "OPSLOOP_PAGERDUTY_ROUTING_KEY", "the variable holding the Events v2 routing key", kind="env_name"
     )
     routing_key: Hidden | None = None
-    services: tuple[str, ...] = setting((), "service ids opsloop check reads", check=_service_ids)
+    services: tuple[str, ...] = setting(
+        (), "the service ids `opsloop check` and recent_changes read", check=_service_ids
+    )
     routes: tuple[str, ...] = ()  # the service or escalation policy ids [alerts.pagerduty] routes pages by
     base_url: str = setting("https://api.pagerduty.com", "the REST API", kind="url")
     events_url: str = setting("https://events.pagerduty.com", "the Events v2 API", kind="url")
