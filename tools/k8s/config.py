@@ -45,21 +45,18 @@ def _kubeconfig(path: Path, r: Reader, key: str) -> Path:
     return path
 
 
+_namespace = matching(NAMESPACE_RE, "is not a namespace name")  # one, or each of a list
+
+
 def _namespaces(names: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    found: list[str] = []
-    for j, ns in enumerate(names):
-        if not NAMESPACE_RE.fullmatch(ns):
-            r.problem(f"{ns!r} is not a namespace name", f"{key}[{j}]")
-        elif ns in found:
-            r.problem("lists a namespace twice", key)
-        else:
-            found.append(ns)
-    return tuple(found)
+    found = _namespace(names, r, key)
+    if len(set(found)) < len(found):
+        r.problem("lists a namespace twice", key)
+    return tuple(dict.fromkeys(found))
 
 
 def _default_namespace(ns: str, r: Reader, key: str) -> str | None:
-    if not NAMESPACE_RE.fullmatch(ns):
-        r.problem(f"{ns!r} is not a namespace name", key)
+    if _namespace(ns, r, key) is None:
         return None
     allowed = r.table.get("namespaces")
     if isinstance(allowed, list) and allowed and ns not in allowed:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.config.reader import Reader, read
 from bot.store import Tables
-from tools.api import AtEnd, Offer, RunFacts, RunScope, Service, some_names
+from tools.api import AtEnd, Offer, RunScope, Service, some_names
 from tools.pagerduty.settings import PagerDutyConfig, incident_of
 from tools.pagerduty.store import TABLES, final_noted, link_run
 from tools.reach import Reach, secret
@@ -126,11 +126,7 @@ class PagerDutyReach(Reach):
 
     def at_end(self, config: PagerDutyConfig) -> AtEnd:
         """The answer or handoff report becomes a note, in the run's ending transaction."""
-
-        def note(ledger: Any, run_id: str, facts: RunFacts) -> None:
-            final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
-
-        return note
+        return lambda ledger, run_id, facts: final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
 
 
 REACH = PagerDutyReach()
