@@ -123,7 +123,7 @@ class Login:
 
 @dataclass(frozen=True)
 class SshCredentials:
-    """Secrets the pool needs, resolved by bot/config/settings.py from the environment: passphrases by variable name."""
+    """Secrets the pool needs, resolved by the SSH reach from the environment: passphrases by variable name."""
 
     passphrases: Mapping[str, str] = field(default_factory=dict)
     agent_path: str | None = None  # SSH_AUTH_SOCK: used when no identity_file is set
@@ -200,12 +200,9 @@ class Inventory:
     def chain(self, host: Host) -> tuple[Host, ...]:
         """The jump hosts to go through to reach `host`, outermost first (empty: direct)."""
         hops: list[Host] = []
-        current = host
-        while current.jump is not None:
-            jump = self.get(current.jump)
-            assert jump is not None  # checked in __post_init__
+        while host.jump is not None and (jump := self.get(host.jump)) is not None:  # each is: __post_init__ checked
             hops.insert(0, jump)
-            current = jump
+            host = jump
         return tuple(hops)
 
     def via(self, host: Host) -> str:
@@ -264,7 +261,6 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
 def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:
     """[ssh] and [[hosts]] read from the whole config, every problem recorded on `config`."""
     ssh = (read(SshSettings, config.at("ssh")) if config.has("ssh") else None) or SshSettings()
-    entries = config.items("hosts") if config.has("hosts") else ()
-    hosts = [(int(entry.key or 0), host) for entry in entries if (host := read(Host, entry)) is not None]
+    hosts = [(int(entry.key or 0), host) for entry in config.items("hosts") if (host := read(Host, entry)) is not None]
     config.problems.extend(_check_names_and_jumps(hosts))
     return ssh, tuple(h for _, h in hosts)

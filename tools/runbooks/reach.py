@@ -82,14 +82,12 @@ class RunbooksReach(Reach):
 def matches(rb: Runbook) -> str:
     """What a runbook matches, as `opsloop check` says it: `alertname DiskFull|X; labels team=web; keywords ...`."""
     rule = rb.match
-    parts = []
-    if rule.alertnames:
-        parts.append("alertname " + " | ".join(rule.alertnames))
-    if rule.labels:
-        parts.append("labels " + ", ".join(f"{k}={v}" for k, v in rule.labels))
-    if rule.keywords:
-        parts.append("keywords " + ", ".join(repr(k) for k in rule.keywords))
-    return "; ".join(parts)
+    parts = {
+        "alertname ": " | ".join(rule.alertnames),
+        "labels ": ", ".join(f"{k}={v}" for k, v in rule.labels),
+        "keywords ": ", ".join(repr(k) for k in rule.keywords),
+    }
+    return "; ".join(what + said for what, said in parts.items() if said)
 
 
 REACH = RunbooksReach()
