@@ -13,7 +13,6 @@ from tools.reach import matching, unique_names
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it
-DEFAULT_TIMEOUT_S = 20.0
 
 
 def _kubeconfig(path: Path, r: Reader, key: str) -> Path:
@@ -87,7 +86,7 @@ class ClusterSpec:
         check=_default_namespace,
     )
     timeout_s: float = setting(
-        DEFAULT_TIMEOUT_S, "per API request; a cluster that does not answer is down after it", unit="s", high=300
+        20.0, "per API request; a cluster that does not answer is down after it", unit="s", high=300
     )
 
     @property

@@ -27,7 +27,6 @@ SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' 
 LOCALHOST = "localhost"  # accepted for SELF, like the loopback addresses
 LOCAL_ALIASES = (SELF, LOCALHOST, "127.0.0.1", "::1")
 NAMED_HOSTS_MAX = 10  # an error names up to this many inventory hosts
-DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
 
@@ -70,7 +69,7 @@ class SshSettings:
     connect_timeout_s: float = setting(10.0, "a login that takes longer fails", unit="s")
     max_sessions_per_host: int = setting(4, "commands at once on one connection", low=1, high=64)
     passphrase_env: str = setting(
-        DEFAULT_PASSPHRASE_ENV, "the variable holding the identity's passphrase", kind="env_name"
+        "OPSLOOP_SSH_PASSPHRASE", "the variable holding the identity's passphrase", kind="env_name"
     )
     idle_timeout_s: float = setting(300.0, "a connection nobody used this long is closed", unit="s")
     fail_fast_s: float = setting(
@@ -212,12 +211,8 @@ class Inventory:
     def login(self, host: Host) -> Login:
         """`host`'s login with the [ssh] defaults filled in."""
         inherited = ("user", "identity_file", "known_hosts", "connect_timeout_s", "passphrase_env")
-        own = {f: getattr(host, f) for f in inherited}
-        return Login(
-            address=host.address,
-            port=host.port,
-            **{f: getattr(self.ssh, f) if value is None else value for f, value in own.items()},
-        )
+        own = {f: getattr(self.ssh, f) if (value := getattr(host, f)) is None else value for f in inherited}
+        return Login(address=host.address, port=host.port, **own)
 
     def passphrase_envs(self) -> tuple[str, ...]:
         """Every environment variable a host's identity passphrase may come from (config reads them)."""

@@ -71,12 +71,10 @@ class RunbooksReach(Reach):
         """A backticked tool name in a runbook's steps that no registry has (a typo, or a tool not configured)."""
         runbooks = await asyncio.to_thread(RunbookLibrary(config.dirs).current)
         known = set(tool_names)
-        out = []
-        for rb in runbooks.runbooks:
-            unknown = sorted(backticked_tools(rb) - known)
-            if unknown:
-                out.append(f"runbooks: {rb.path}: names tool(s) no registry has: {', '.join(unknown)}")
-        return out
+        unknown = [(rb.path, sorted(backticked_tools(rb) - known)) for rb in runbooks.runbooks]
+        return [
+            f"runbooks: {path}: names tool(s) no registry has: {', '.join(names)}" for path, names in unknown if names
+        ]
 
 
 def matches(rb: Runbook) -> str:
