@@ -43,7 +43,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from bot.config.reader import Reader, setting
 from tools.api import ToolError, some_names
 from tools.changes.model import FIELD_MAX, Change, Cut
 
@@ -64,14 +66,25 @@ class GitError(ToolError):
     """The repository could not be read (missing, not a repository, unknown branch, git failed or timed out)."""
 
 
+def _checked(value: Any, r: Reader, key: str) -> Any:
+    """A [[changes.git]] entry's branch or paths checked as GitRepo checks them: a problem, not a ValueError."""
+    try:
+        return check_branch(value) if key == "branch" else tuple(check_path(p) for p in value)
+    except ValueError as e:
+        r.problem(str(e), key)
+        return None
+
+
 @dataclass(frozen=True)
 class GitRepo:
     """One `[[changes.git]]` entry."""
 
-    name: str  # what people and the model call the repository
-    path: Path  # a local clone or a bare repository
-    branch: str = "main"
-    paths: tuple[str, ...] = ()  # only commits touching these; then each commit lists its files
+    name: str = setting(doc="what people and the model call the repository")
+    path: Path = setting(doc="a local clone or a bare repository, absolute or relative to the config file")
+    branch: str = setting("main", "the branch whose commits are read", check=_checked)
+    paths: tuple[str, ...] = setting(
+        (), "only commits touching these; then each commit lists its files", check=_checked
+    )
 
     def __post_init__(self) -> None:
         check_branch(self.branch)

@@ -3,42 +3,47 @@ the tool (recent_changes finds it in its context) and the `/changes` webhook wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bot.config.reader import Reader, setting
 from tools.changes.git import GitRepo
+from tools.reach import Hidden, unique_names
 
-WINDOW_MINUTES = 120
-RETENTION_DAYS = 30
-DEFAULT_LISTEN = ("0.0.0.0", 9096)
-DEFAULT_TOKEN_ENV = "OPSLOOP_CHANGES_TOKEN"
 HASH_KEY_ENV = "OPSLOOP_CHANGES_HASH_KEY"  # the secret ConfigMap values are hashed with (tools/changes/k8s.py)
 
 
-class HiddenToken(str):
-    """A token that never shows itself in a repr (as bot.config.settings.Secret, which this layer cannot import)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
+def _listen(text: str, r: Reader, key: str) -> str | None:
+    """`"host:port"` (port 0: any free port, for tests); a problem when it is not one."""
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        r.problem(f'expected "host:port", got {text!r}', key)
+        return None
+    return text
 
 
 @dataclass(frozen=True)
 class ChangesWebhook:
     """`[changes.webhook]`: where `POST /changes` listens, and the bearer token it takes (None: unset)."""
 
-    host: str = DEFAULT_LISTEN[0]
-    port: int = DEFAULT_LISTEN[1]
-    token_env: str = DEFAULT_TOKEN_ENV
-    token: str | None = None
+    listen: str = setting("0.0.0.0:9096", '"host:port"; port 0: any free port', check=_listen)
+    token_env: str = setting("OPSLOOP_CHANGES_TOKEN", "the variable holding the bearer token", kind="env_name")
+    token: Hidden | None = field(default=None, init=False)  # from `token_env`, set by the reach: never in the config
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]") or "0.0.0.0"
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
 
 
 @dataclass(frozen=True)
 class ChangesConfig:
-    """What the changes reach read; also the resource recent_changes finds in its context."""
+    """[changes]: what the changes reach read; also the resource recent_changes finds in its context."""
 
-    window_minutes: int = WINDOW_MINUTES
-    retention_days: int = RETENTION_DAYS
-    repos: tuple[GitRepo, ...] = ()
-    webhook: ChangesWebhook | None = None
-    hash_key: str | None = None  # from HASH_KEY_ENV; None: a random key per process
+    window_minutes: int = setting(120, "recent_changes' default window, back from the run's start", low=1, high=10080)
+    retention_days: int = setting(30, "how long POSTed change events are kept", unit="days", low=0)
+    repos: tuple[GitRepo, ...] = setting((), "[[changes.git]]", key="git", check=unique_names("repository"))
+    webhook: ChangesWebhook | None = setting(None, "[changes.webhook]: None, no POST /changes")
+    hash_key: Hidden | None = None  # from HASH_KEY_ENV; None: a random key per process

@@ -8,45 +8,54 @@ from pathlib import Path
 
 import yaml
 
-from bot.config.reader import Reader, read, setting
+from bot.config.reader import Reader, setting
+from tools.reach import matching, unique_names
 
 CLUSTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS label, as Kubernetes wants it
-DEFAULT_TIMEOUT_S = 20.0
-
-
-def _name(name: str, r: Reader, key: str) -> str | None:
-    if CLUSTER_NAME_RE.fullmatch(name):
-        return name
-    r.problem(f"{name!r} must be 1-63 letters, digits, '.', '_' or '-'", key)
-    return None
 
 
 def _kubeconfig(path: Path, r: Reader, key: str) -> Path:
+    """The file is a kubeconfig, and names the context (or has a current one): found now, not mid-incident."""
     path = path.resolve()
     if not path.is_file():
         r.problem(f"{str(path)!r} is not a file", key)
-    else:
-        context = r.table.get("context")
-        _check_kubeconfig(path, context if isinstance(context, str) else None, r)
+        return path
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        r.problem(f"cannot read {str(path)!r}: {type(e).__name__}", key)
+        return path
+    if not isinstance(doc, dict):
+        r.problem(f"{str(path)!r} is not a kubeconfig (no contexts)", key)
+        return path
+    context = r.table.get("context")
+    names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    if not isinstance(context, str):
+        if not doc.get("current-context"):
+            r.problem(
+                f"{str(path)!r} has no current-context; name one of: {', '.join(map(str, names)) or '(none)'}",
+                "context",
+            )
+    elif context not in names:
+        r.problem(
+            f"{context!r} is not a context in {str(path)!r} (it has: {', '.join(map(str, names)) or 'none'})", "context"
+        )
     return path
 
 
+_namespace = matching(NAMESPACE_RE, "is not a namespace name")  # one, or each of a list
+
+
 def _namespaces(names: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
-    found: list[str] = []
-    for j, ns in enumerate(names):
-        if not NAMESPACE_RE.fullmatch(ns):
-            r.problem(f"{ns!r} is not a namespace name", f"{key}[{j}]")
-        elif ns in found:
-            r.problem("lists a namespace twice", key)
-        else:
-            found.append(ns)
-    return tuple(found)
+    found = _namespace(names, r, key)
+    if len(set(found)) < len(found):
+        r.problem("lists a namespace twice", key)
+    return tuple(dict.fromkeys(found))
 
 
 def _default_namespace(ns: str, r: Reader, key: str) -> str | None:
-    if not NAMESPACE_RE.fullmatch(ns):
-        r.problem(f"{ns!r} is not a namespace name", key)
+    if _namespace(ns, r, key) is None:
         return None
     allowed = r.table.get("namespaces")
     if isinstance(allowed, list) and allowed and ns not in allowed:
@@ -59,7 +68,10 @@ def _default_namespace(ns: str, r: Reader, key: str) -> str | None:
 class ClusterSpec:
     """One cluster opsloop may reach ([[kubernetes.clusters]])."""
 
-    name: str = setting(doc="how the tools' `cluster` argument names it", check=_name)
+    name: str = setting(
+        doc="how the tools' `cluster` argument names it",
+        check=matching(CLUSTER_NAME_RE, "must be 1-63 letters, digits, '.', '_' or '-'"),
+    )
     kubeconfig: Path | None = setting(
         None, "None: the in-cluster service account when there is one, else ~/.kube/config", check=_kubeconfig
     )
@@ -74,7 +86,7 @@ class ClusterSpec:
         check=_default_namespace,
     )
     timeout_s: float = setting(
-        DEFAULT_TIMEOUT_S, "per API request; a cluster that does not answer is down after it", unit="s", high=300
+        20.0, "per API request; a cluster that does not answer is down after it", unit="s", high=300
     )
 
     @property
@@ -84,41 +96,8 @@ class ClusterSpec:
         return f"{where}, context {self.context}" if self.context else where
 
 
-def parse_clusters(config: Reader) -> tuple[ClusterSpec, ...]:
-    """The [kubernetes] table's clusters (`config` is the reader of that table); every problem recorded on it."""
-    if not config.is_table():
-        return ()
-    config.only(("clusters",))
-    specs: list[ClusterSpec] = []
-    for entry in config.items("clusters", header="kubernetes.clusters"):
-        spec = read(ClusterSpec, entry)
-        if spec is None:
-            continue
-        if any(s.name == spec.name for s in specs):
-            entry.problem(f"duplicate cluster name {spec.name!r}", "name")
-            continue
-        specs.append(spec)
-    return tuple(specs)
+@dataclass(frozen=True)
+class Kubernetes:
+    """[kubernetes]: the clusters opsloop may reach."""
 
-
-def _check_kubeconfig(path: Path, context: str | None, entry: Reader) -> None:
-    """The file is a kubeconfig, and names the context (or has a current one): found now, not mid-incident."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        entry.problem(f"cannot read {str(path)!r}: {type(e).__name__}", "kubeconfig")
-        return
-    if not isinstance(doc, dict):
-        entry.problem(f"{str(path)!r} is not a kubeconfig (no contexts)", "kubeconfig")
-        return
-    names = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
-    if context is None:
-        if not doc.get("current-context"):
-            entry.problem(
-                f"{str(path)!r} has no current-context; name one of: {', '.join(map(str, names)) or '(none)'}",
-                "context",
-            )
-    elif context not in names:
-        entry.problem(
-            f"{context!r} is not a context in {str(path)!r} (it has: {', '.join(map(str, names)) or 'none'})", "context"
-        )
+    clusters: tuple[ClusterSpec, ...] = setting((), "[[kubernetes.clusters]]", check=unique_names("cluster"))

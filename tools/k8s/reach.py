@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from bot.config.reader import Reader
 from tools.api import some_names
-from tools.k8s.config import ClusterSpec, parse_clusters
+from tools.k8s.config import ClusterSpec, Kubernetes
+from tools.reach import Reach
 
 
-class KubernetesReach:
+class KubernetesReach(Reach):
     name: str = "kubernetes"
     sections: tuple[str, ...] = ("kubernetes",)
     hint: str = "[[kubernetes.clusters]]"
     modules: tuple[str, ...] = ("tools.k8s",)
+    settings = Kubernetes
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> tuple[ClusterSpec, ...] | None:
-        if not config.has("kubernetes"):
-            return None
-        specs = parse_clusters(config.child(config.table["kubernetes"], "kubernetes"))
-        return specs or None  # no clusters: nothing for the tools to reach
+        found = super().parse(config, env)
+        return found.clusters if found is not None and found.clusters else None  # no clusters: nothing to reach
 
     def open(self, config: tuple[ClusterSpec, ...]) -> Mapping[type, object]:
         from tools.k8s.clusters import KubeClusters  # the Kubernetes client is imported only when configured
@@ -44,9 +43,6 @@ class KubernetesReach:
         from tools.k8s.check import check_clusters  # what each cluster lets opsloop do, per namespace
 
         return await check_clusters(config)
-
-    def bind_tools(self, config: tuple[ClusterSpec, ...], tools: Sequence[Any]) -> list[Any]:
-        return list(tools)
 
 
 def _namespaces(c: ClusterSpec) -> str:

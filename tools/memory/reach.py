@@ -3,14 +3,15 @@ it writes as a run ends and its retention sweep."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config.reader import Reader, read, setting
+from bot.config.reader import Reader, setting
 from bot.store import Tables
 from tools.api import AtEnd, Offer, RunFacts, RunScope, Service
 from tools.memory.store import TABLES, record_incident
+from tools.reach import Reach
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,33 +22,23 @@ class MemoryConfig:
     retention_days: float = setting(365.0, "0: keep forever", unit="days", low=0.0)
 
 
-class MemoryReach:
+class MemoryReach(Reach):
     name: str = "memory"
     sections: tuple[str, ...] = ("memory",)
     hint: str = "[memory] enabled = true"
     modules: tuple[str, ...] = ("tools.memory",)
+    settings = MemoryConfig
     tables: Tables = TABLES  # incidents, their facets and word counts
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> MemoryConfig | None:
         """None (nothing recorded, offered or listed) when [memory] is absent or `enabled = false`."""
-        if not config.has("memory"):
-            return None
-        found = read(MemoryConfig, config.at("memory"))
+        found = super().parse(config, env)
         return found if found is not None and found.enabled else None
-
-    def open(self, config: MemoryConfig) -> Mapping[type, object]:
-        return {MemoryConfig: config}
-
-    async def aclose(self, resources: Mapping[type, object]) -> None:
-        return None
 
     async def check(self, config: MemoryConfig) -> tuple[list[str], list[str]]:
         keep = "forever" if config.retention_days <= 0 else f"{config.retention_days:g} days"
         return [f"memory: incident records kept {keep}"], []
-
-    def bind_tools(self, config: MemoryConfig, tools: Sequence[Any]) -> list[Any]:
-        return list(tools)
 
     def services(self, config: MemoryConfig, resources: Mapping[type, object]) -> list[Service]:
         """The retention sweep, when the app shares its store (not in `opsloop check` or replay)."""

@@ -5,116 +5,19 @@ names), and at each run's start the link between the run and the incident its al
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, read
 from bot.store import Tables
-from tools.api import AtEnd, Offer, RunFacts, RunScope, Service, some_names
-from tools.pagerduty.settings import (
-    BASE_URL,
-    DEFAULT_ROUTING_KEY_ENV,
-    DEFAULT_TOKEN_ENV,
-    EVENTS_URL,
-    HiddenToken,
-    PagerDutyConfig,
-    incident_of,
-)
+from tools.api import AtEnd, Offer, RunScope, Service, some_names
+from tools.pagerduty.settings import PagerDutyConfig, incident_of
 from tools.pagerduty.store import TABLES, final_noted, link_run
+from tools.reach import Reach, secret
 
 if TYPE_CHECKING:
     from tools.pagerduty.client import PagerDuty
-
-_KEYS = ("token_env", "from", "notes_from", "events_routing_key_env", "services", "base_url", "events_url")
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-_ID = re.compile(r"[A-Z0-9]{1,20}")
-
-
-def read_pagerduty(config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
-    """The `[pagerduty]` table, every problem recorded on `config`; None when absent."""
-    if not config.has("pagerduty"):
-        return None
-    t = config.at("pagerduty")
-    if not t.is_table():
-        return None
-    t.only(_KEYS)
-    token_env = t.env_name("token_env", DEFAULT_TOKEN_ENV)
-    key_env = t.env_name("events_routing_key_env", DEFAULT_ROUTING_KEY_ENV)
-    emails: dict[str, str] = {}
-    if t.has("from"):
-        f = t.at("from")
-        if f.is_table():
-            for user in list(f.table):
-                email = f.str(user)
-                if email is not None and not _EMAIL.fullmatch(email):
-                    f.problem(f"expected an email address, got {email!r}", user)
-                elif email is not None:
-                    emails[user] = email
-    notes_from = t.str("notes_from", "")
-    if notes_from and not _EMAIL.fullmatch(notes_from):
-        t.problem(f"expected an email address, got {notes_from!r}", "notes_from")
-    services = t.str_list("services", [])
-    for s in services:
-        if not _ID.fullmatch(s):
-            t.problem(f"expected PagerDuty service ids like PIJ90N7, got {s!r}", "services")
-    alerts = config.table.get("alerts")  # the PagerDuty alert source's table: read (and its problems said) there
-    source = alerts.get("pagerduty") if isinstance(alerts, Mapping) else None
-    routes = source.get("routes") if isinstance(source, Mapping) else None
-    token, key = env.get(token_env, "").strip(), env.get(key_env, "").strip()
-    return PagerDutyConfig(
-        token_env=token_env,
-        token=HiddenToken(token) if token else None,
-        from_emails=emails,
-        notes_from=notes_from or "",
-        events_routing_key_env=key_env,
-        routing_key=HiddenToken(key) if key else None,
-        services=tuple(services),
-        routes=tuple(str(k) for k in routes if k != "*") if isinstance(routes, Mapping) else (),
-        base_url=t.url("base_url", BASE_URL),
-        events_url=t.url("events_url", EVENTS_URL),
-    )
-
-
-async def check_pagerduty(config: PagerDutyConfig) -> tuple[list[str], list[str]]:
-    """One line for the token (GET /users/me), one per named service (GET /services/{id}), one per id the PagerDuty
-    alert source routes by (a service, or an escalation policy), one for the change events' routing key; the
-    problems found."""
-    from tools.pagerduty.client import PagerDuty, PagerDutyError
-
-    if config.token is None:
-        problem = f"pagerduty: {config.token_env} is not set: no notes, no acknowledge or resolve"
-        return [problem], [problem]
-    client = PagerDuty(config, attempts=1)
-    lines: list[str] = []
-    problems: list[str] = []
-    try:
-        lines.append(f"pagerduty: token ok ({await client.me()}) at {config.base_url}")
-    except PagerDutyError as e:
-        if e.status == 400:  # an account-level token has no user: /users/me is a 400 for it, and it still works
-            lines.append(f"pagerduty: account token at {config.base_url} (no user of its own)")
-        else:
-            lines.append(f"pagerduty: token: {e}")
-            problems.append(f"pagerduty: token: {e}")
-    for service in config.services:
-        try:
-            lines.append(f"pagerduty.services {service}: {await client.service(service)}: ok")
-        except PagerDutyError as e:
-            lines.append(f"pagerduty.services {service}: {e}")
-            problems.append(f"pagerduty.services {service}: {e}")
-    for route in config.routes:
-        line = await _route_line(client, route)
-        lines.append(line)
-        if not line.endswith(": ok"):
-            problems.append(line)
-    lines.append(
-        "pagerduty: change events on, by routing key"
-        if config.routing_key
-        else f"pagerduty: change events off ({config.events_routing_key_env} is not set)"
-    )
-    if not config.notes_from:
-        lines.append("pagerduty: notes_from is not set: an account-level token can't write notes without it")
-    return lines, problems
 
 
 async def _route_line(client: PagerDuty, route: str) -> str:
@@ -134,7 +37,7 @@ async def _route_line(client: PagerDuty, route: str) -> str:
         return f"{where}: no service or escalation policy has this id" if e.status == 404 else f"{where}: {e}"
 
 
-class PagerDutyReach:
+class PagerDutyReach(Reach):
     name: str = "pagerduty"
     sections: tuple[str, ...] = ("pagerduty",)
     hint: str = "[pagerduty]"
@@ -142,20 +45,64 @@ class PagerDutyReach:
     tables: Tables = TABLES
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> PagerDutyConfig | None:
-        return read_pagerduty(config, env)
-
-    def open(self, config: PagerDutyConfig) -> Mapping[type, object]:
-        return {PagerDutyConfig: config}
-
-    async def aclose(self, resources: Mapping[type, object]) -> None:
-        return None
+        """The `[pagerduty]` table, every problem recorded on `config`, with the secrets its variables name and the
+        ids `[alerts.pagerduty] routes` names (that alert source reads the table and says its problems); None when
+        absent."""
+        if not config.has("pagerduty"):
+            return None
+        alerts = config.table.get("alerts")
+        source = alerts.get("pagerduty") if isinstance(alerts, Mapping) else None
+        routes = source.get("routes") if isinstance(source, Mapping) else None
+        ids = tuple(str(k) for k in routes if k != "*") if isinstance(routes, Mapping) else ()
+        found = read(PagerDutyConfig, config.at("pagerduty"), token=None, routing_key=None, routes=ids)
+        if found is None:
+            return None
+        token, key = secret(env, found.token_env), secret(env, found.events_routing_key_env)
+        return dataclasses.replace(found, token=token, routing_key=key)
 
     def environment(self, config: PagerDutyConfig) -> list[str]:
         line = "PagerDuty: a paged run's incident gets opsloop's notes; pagerduty_acknowledge and pagerduty_resolve"
         return [line + (f"; services {some_names(list(config.services))}" if config.services else "")]
 
     async def check(self, config: PagerDutyConfig) -> tuple[list[str], list[str]]:
-        return await check_pagerduty(config)
+        """One line for the token (GET /users/me), one per named service (GET /services/{id}), one per id the PagerDuty
+        alert source routes by (a service, or an escalation policy), one for the change events' routing key; the
+        problems found."""
+        from tools.pagerduty.client import PagerDuty, PagerDutyError
+
+        if config.token is None:
+            problem = f"pagerduty: {config.token_env} is not set: no notes, no acknowledge or resolve"
+            return [problem], [problem]
+        client = PagerDuty(config, attempts=1)
+        lines: list[str] = []
+        problems: list[str] = []
+        try:
+            lines.append(f"pagerduty: token ok ({await client.me()}) at {config.base_url}")
+        except PagerDutyError as e:
+            if e.status == 400:  # an account-level token has no user: /users/me is a 400 for it, and it still works
+                lines.append(f"pagerduty: account token at {config.base_url} (no user of its own)")
+            else:
+                lines.append(f"pagerduty: token: {e}")
+                problems.append(f"pagerduty: token: {e}")
+        for service in config.services:
+            try:
+                lines.append(f"pagerduty.services {service}: {await client.service(service)}: ok")
+            except PagerDutyError as e:
+                lines.append(f"pagerduty.services {service}: {e}")
+                problems.append(f"pagerduty.services {service}: {e}")
+        for route in config.routes:
+            line = await _route_line(client, route)
+            lines.append(line)
+            if not line.endswith(": ok"):
+                problems.append(line)
+        lines.append(
+            "pagerduty: change events on, by routing key"
+            if config.routing_key
+            else f"pagerduty: change events off ({config.events_routing_key_env} is not set)"
+        )
+        if not config.notes_from:
+            lines.append("pagerduty: notes_from is not set: an account-level token can't write notes without it")
+        return lines, problems
 
     def services(self, config: PagerDutyConfig, resources: Mapping[type, object]) -> list[Service]:
         """The note sender, when the app shares its store (not in `opsloop check` or replay)."""
@@ -179,14 +126,7 @@ class PagerDutyReach:
 
     def at_end(self, config: PagerDutyConfig) -> AtEnd:
         """The answer or handoff report becomes a note, in the run's ending transaction."""
-
-        def note(ledger: Any, run_id: str, facts: RunFacts) -> None:
-            final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
-
-        return note
-
-    def bind_tools(self, config: PagerDutyConfig, tools: Sequence[Any]) -> list[Any]:
-        return list(tools)
+        return lambda ledger, run_id, facts: final_noted(ledger, run_id, facts.labels, incident_of(facts.labels))
 
 
 REACH = PagerDutyReach()

@@ -13,20 +13,20 @@ import difflib
 import posixpath
 import re
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config.reader import Reader, read, setting
 from bot.core.errors import ConfigError
 from tools.api import BadCall, some_names
+from tools.reach import matching
 from tools.systemd_units import unit_names
 
 SELF = "self"  # this machine, the one opsloop runs on: no SSH; the host tools' default only without [[hosts]]
 LOCALHOST = "localhost"  # accepted for SELF, like the loopback addresses
 LOCAL_ALIASES = (SELF, LOCALHOST, "127.0.0.1", "::1")
 NAMED_HOSTS_MAX = 10  # an error names up to this many inventory hosts
-DEFAULT_PASSPHRASE_ENV = "OPSLOOP_SSH_PASSPHRASE"
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:%-]*")  # a DNS name, IPv4 or IPv6 literal; never an option
 
@@ -35,21 +35,9 @@ class HostsConfigError(ConfigError):
     """[ssh] or [[hosts]] is wrong: every problem, one per line, each starting with its location."""
 
 
-def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str, Reader, str], str | None]:
-    """A setting's check: the text when `pattern` matches all of it, else a problem ("'x' <what>") and None."""
-
-    def check(text: str, r: Reader, key: str) -> str | None:
-        if pattern.fullmatch(text):
-            return text
-        r.problem(f"{text!r} {what}", key)
-        return None
-
-    return check
-
-
-_user = _matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
-_host_name = _matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
-_address = _matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
+_user = matching(re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\$?"), "is not a user name")
+_host_name = matching(HOST_NAME_RE, "must be letters, digits, '.', '_' or '-' (at most 63)")
+_address = matching(_ADDRESS_RE, "is not a host name or IP address")  # None: the host's name is its address
 
 
 def _log_dirs(dirs: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
@@ -81,7 +69,7 @@ class SshSettings:
     connect_timeout_s: float = setting(10.0, "a login that takes longer fails", unit="s")
     max_sessions_per_host: int = setting(4, "commands at once on one connection", low=1, high=64)
     passphrase_env: str = setting(
-        DEFAULT_PASSPHRASE_ENV, "the variable holding the identity's passphrase", kind="env_name"
+        "OPSLOOP_SSH_PASSPHRASE", "the variable holding the identity's passphrase", kind="env_name"
     )
     idle_timeout_s: float = setting(300.0, "a connection nobody used this long is closed", unit="s")
     fail_fast_s: float = setting(
@@ -134,7 +122,7 @@ class Login:
 
 @dataclass(frozen=True)
 class SshCredentials:
-    """Secrets the pool needs, resolved by bot/config/settings.py from the environment: passphrases by variable name."""
+    """Secrets the pool needs, resolved by the SSH reach from the environment: passphrases by variable name."""
 
     passphrases: Mapping[str, str] = field(default_factory=dict)
     agent_path: str | None = None  # SSH_AUTH_SOCK: used when no identity_file is set
@@ -211,12 +199,9 @@ class Inventory:
     def chain(self, host: Host) -> tuple[Host, ...]:
         """The jump hosts to go through to reach `host`, outermost first (empty: direct)."""
         hops: list[Host] = []
-        current = host
-        while current.jump is not None:
-            jump = self.get(current.jump)
-            assert jump is not None  # checked in __post_init__
+        while host.jump is not None and (jump := self.get(host.jump)) is not None:  # each is: __post_init__ checked
             hops.insert(0, jump)
-            current = jump
+            host = jump
         return tuple(hops)
 
     def via(self, host: Host) -> str:
@@ -226,12 +211,8 @@ class Inventory:
     def login(self, host: Host) -> Login:
         """`host`'s login with the [ssh] defaults filled in."""
         inherited = ("user", "identity_file", "known_hosts", "connect_timeout_s", "passphrase_env")
-        own = {f: getattr(host, f) for f in inherited}
-        return Login(
-            address=host.address,
-            port=host.port,
-            **{f: getattr(self.ssh, f) if value is None else value for f, value in own.items()},
-        )
+        own = {f: getattr(self.ssh, f) if (value := getattr(host, f)) is None else value for f in inherited}
+        return Login(address=host.address, port=host.port, **own)
 
     def passphrase_envs(self) -> tuple[str, ...]:
         """Every environment variable a host's identity passphrase may come from (config reads them)."""
@@ -260,17 +241,12 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"hosts[{i}].jump: {h.jump!r} is not the name of a [[hosts]] entry{hint}")
             continue
-        path = [h.name]
-        current = by_name[h.jump]
-        while True:
-            if current.name in path:
-                loop = " > ".join([*path, current.name])
-                problems.append(f"hosts[{i}].jump: the jump chain loops: {loop}")
-                break
+        path, current = [h.name], by_name[h.jump]
+        while current.name not in path and current.jump in by_name:  # to a loop, or to the chain's end
             path.append(current.name)
-            if current.jump is None or current.jump not in by_name:
-                break
             current = by_name[current.jump]
+        if current.name in path:
+            problems.append(f"hosts[{i}].jump: the jump chain loops: {' > '.join([*path, current.name])}")
     return problems
 
 
@@ -280,7 +256,6 @@ def _check_names_and_jumps(hosts: Sequence[tuple[int, Host]]) -> list[str]:
 def read_hosts(config: Reader) -> tuple[SshSettings, tuple[Host, ...]]:
     """[ssh] and [[hosts]] read from the whole config, every problem recorded on `config`."""
     ssh = (read(SshSettings, config.at("ssh")) if config.has("ssh") else None) or SshSettings()
-    entries = config.items("hosts") if config.has("hosts") else ()
-    hosts = [(int(entry.key or 0), host) for entry in entries if (host := read(Host, entry)) is not None]
+    hosts = [(int(entry.key or 0), host) for entry in config.items("hosts") if (host := read(Host, entry)) is not None]
     config.problems.extend(_check_names_and_jumps(hosts))
     return ssh, tuple(h for _, h in hosts)

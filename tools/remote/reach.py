@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.config.reader import Reader
 from tools.api import some_names
+from tools.reach import Hidden, Reach
 from tools.remote.inventory import Inventory, SshCredentials, read_hosts
 
 HOST_PROBES_AT_ONCE = 8  # `opsloop check` connects to this many inventory hosts at a time
@@ -22,7 +23,7 @@ class SshHosts:
     credentials: SshCredentials = field(default_factory=SshCredentials)
 
 
-class SshReach:
+class SshReach(Reach):
     name: str = "ssh"
     sections: tuple[str, ...] = ("ssh", "hosts")
     hint: str = "[ssh] and [[hosts]]"
@@ -36,8 +37,8 @@ class SshReach:
         if len(config.problems) > problems:
             return None
         inventory = Inventory(ssh, hosts)
-        # Taken as they are (a passphrase may start or end with a space); never logged: Secret hides its repr.
-        passphrases = {name: _Secret(env[name]) for name in inventory.passphrase_envs() if env.get(name)}
+        # Taken as they are (a passphrase may start or end with a space); never logged: Hidden hides its repr.
+        passphrases = {name: Hidden(env[name]) for name in inventory.passphrase_envs() if env.get(name)}
         return SshHosts(inventory, SshCredentials(passphrases=passphrases, agent_path=env.get("SSH_AUTH_SOCK") or None))
 
     def open(self, config: SshHosts) -> Mapping[type, object]:
@@ -100,16 +101,6 @@ class SshReach:
         from tools.builtin.reach import with_hosts
 
         return [with_hosts(t, config.inventory) for t in tools]
-
-
-class _Secret(str):
-    """A passphrase that never shows itself in a repr (as bot.config.settings.Secret, which this layer cannot
-    import)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
 
 
 REACH = SshReach()

@@ -4,13 +4,13 @@ tools and the run-start offer, and the `opsloop check` listing of every runbook 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bot.config.reader import Reader, read, setting
+from bot.config.reader import Reader, setting
 from tools.api import Offer, RunScope, some_names
+from tools.reach import Reach
 from tools.runbooks.library import Runbook, RunbookLibrary, backticked_tools
 from tools.runbooks.match import best
 from tools.runbooks.offer import offer_block, thread_line
@@ -33,23 +33,16 @@ class RunbookDirs:
     )
 
 
-class RunbooksReach:
+class RunbooksReach(Reach):
     name: str = "runbooks"
     sections: tuple[str, ...] = ("runbooks",)
     hint: str = "[runbooks] dirs"
     modules: tuple[str, ...] = ("tools.runbooks.tools",)
+    settings = RunbookDirs
     check_stops_run: bool = True  # its check reads only local files: a problem stops `opsloop run` too
-
-    def parse(self, config: Reader, env: Mapping[str, str]) -> RunbookDirs | None:
-        if not config.has("runbooks"):
-            return None
-        return read(RunbookDirs, config.at("runbooks"))
 
     def open(self, config: RunbookDirs) -> Mapping[type, object]:
         return {RunbookLibrary: RunbookLibrary(config.dirs)}
-
-    async def aclose(self, resources: Mapping[type, object]) -> None:
-        return None
 
     async def offer(self, config: RunbookDirs, resources: Mapping[type, object], scope: RunScope) -> Offer | None:
         """The best match for the run (its alert's name and labels, keywords in its task), as the team's runbook in
@@ -78,28 +71,21 @@ class RunbooksReach:
         """A backticked tool name in a runbook's steps that no registry has (a typo, or a tool not configured)."""
         runbooks = await asyncio.to_thread(RunbookLibrary(config.dirs).current)
         known = set(tool_names)
-        out = []
-        for rb in runbooks.runbooks:
-            unknown = sorted(backticked_tools(rb) - known)
-            if unknown:
-                out.append(f"runbooks: {rb.path}: names tool(s) no registry has: {', '.join(unknown)}")
-        return out
-
-    def bind_tools(self, config: RunbookDirs, tools: Sequence[Any]) -> list[Any]:
-        return list(tools)
+        unknown = [(rb.path, sorted(backticked_tools(rb) - known)) for rb in runbooks.runbooks]
+        return [
+            f"runbooks: {path}: names tool(s) no registry has: {', '.join(names)}" for path, names in unknown if names
+        ]
 
 
 def matches(rb: Runbook) -> str:
     """What a runbook matches, as `opsloop check` says it: `alertname DiskFull|X; labels team=web; keywords ...`."""
     rule = rb.match
-    parts = []
-    if rule.alertnames:
-        parts.append("alertname " + " | ".join(rule.alertnames))
-    if rule.labels:
-        parts.append("labels " + ", ".join(f"{k}={v}" for k, v in rule.labels))
-    if rule.keywords:
-        parts.append("keywords " + ", ".join(repr(k) for k in rule.keywords))
-    return "; ".join(parts)
+    parts = {
+        "alertname ": " | ".join(rule.alertnames),
+        "labels ": ", ".join(f"{k}={v}" for k, v in rule.labels),
+        "keywords ": ", ".join(repr(k) for k in rule.keywords),
+    }
+    return "; ".join(what + said for what, said in parts.items() if said)
 
 
 REACH = RunbooksReach()

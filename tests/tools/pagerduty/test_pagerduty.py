@@ -24,7 +24,7 @@ from tests.support.fakes.anthropic import reply, text
 from tests.support.fakes.pagerduty import FakePagerDuty
 from tools.pagerduty import store as pd_store
 from tools.pagerduty.client import PagerDuty
-from tools.pagerduty.reach import check_pagerduty, read_pagerduty
+from tools.pagerduty.reach import REACH
 from tools.pagerduty.sender import NoteSender
 from tools.pagerduty.settings import PagerDutyConfig
 from tools.reaches import TABLES
@@ -113,14 +113,14 @@ def test_config_reads_every_key_and_names_each_problem() -> None:
         }
     }
     reader = Reader(raw)
-    parsed = read_pagerduty(reader, {"PD_TOKEN": TOKEN})
+    parsed = REACH.parse(reader, {"PD_TOKEN": TOKEN})
     assert parsed is not None and parsed.token == TOKEN and TOKEN not in repr(parsed)
     with pytest.raises(ConfigError) as e:
         reader.raise_if_problems()
     text = str(e.value)
     for part in ("pagerduty.from.U0EVE", "not-an-email", "bad id", "pagerduty.base_url", "pagerduty.colour"):
         assert part in text
-    assert read_pagerduty(Reader({}), {}) is None
+    assert REACH.parse(Reader({}), {}) is None
 
 
 async def test_the_summary_and_the_answer_become_one_note_each_with_the_link_and_marker(
@@ -250,15 +250,15 @@ async def test_pagerduty_change_events_are_read_in_the_window(pd: FakePagerDuty)
 
 
 async def test_check_says_the_token_each_service_and_the_change_events_on_one_line_each(pd: FakePagerDuty) -> None:
-    lines, problems = await check_pagerduty(config(pd, services=("PSVC001", "PNOPE01")))
+    lines, problems = await REACH.check(config(pd, services=("PSVC001", "PNOPE01")))
     assert lines[0] == f"pagerduty: token ok (opsloop <opsloop@example.com>) at {pd.url}"
     assert "pagerduty.services PSVC001: checkout: ok" in lines
     assert any(line.startswith("pagerduty.services PNOPE01: ") and "404" in line for line in lines)
     assert problems == [next(p for p in problems if "PNOPE01" in p)]
     assert "pagerduty: change events on, by routing key" in lines
-    lines, problems = await check_pagerduty(config(pd, token="wrong"))
+    lines, problems = await REACH.check(config(pd, token="wrong"))
     assert "401" in lines[0] and problems
-    lines, problems = await check_pagerduty(config(pd, token=None))
+    lines, problems = await REACH.check(config(pd, token=None))
     assert problems == ["pagerduty: OPSLOOP_PAGERDUTY_TOKEN is not set: no notes, no acknowledge or resolve"]
 
 
