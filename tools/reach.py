@@ -25,6 +25,10 @@ class Reach:
     hint: str  # how its section is written, for messages: "[[kubernetes.clusters]]"
     modules: tuple[str, ...]  # tool modules offered whenever its section is present (listing them stays accepted)
     settings: type | None = None  # the dataclass its first section is read into (bot.config.reader.read)
+    # True when `check` reads only the configuration and local files (runbook directories, git repositories on disk,
+    # a token variable): its problems then stop `opsloop run` as they fail `opsloop check` (bot.app.startup). False:
+    # `check` connects to a backend, and only `opsloop check` runs it.
+    check_stops_run: bool = False
 
     def parse(self, config: Reader, env: Mapping[str, str]) -> Any | None:
         """Its sections read from the whole config (`config.at(section)`), every problem recorded on `config`;
@@ -46,9 +50,6 @@ class Reach:
         """`opsloop check`: the lines to print and the problems found (connecting, bounded in time)."""
         raise NotImplementedError
 
-    # Optional: `check_stops_run = True` when `check` reads only the configuration and local files (runbook
-    # directories, git repositories on disk, a token variable): its problems then stop `opsloop run` as they fail
-    # `opsloop check` (bot.app.startup). Without it, `check` connects to a backend and only `opsloop check` runs it.
     # Optional: `async def offer(self, config, resources, scope: RunScope) -> Offer | None`: what the reach offers
     # a run at its start (tools.api.Offer); build_registry collects it from every configured reach that has one.
     # Optional: `def services(self, config, resources) -> list[tools.api.Service]`: what it runs beside the runs (a

@@ -174,7 +174,7 @@ async def reaches(settings: Settings, listen: Listen, out: Findings) -> None:
 
     for reach in REACHES:
         config = settings.reaches.get(reach.name)
-        if config is None or not getattr(reach, "check_stops_run", False):
+        if config is None or not reach.check_stops_run:
             continue
         lines, problems = await reach.check(config)
         out.lines[reach.name] = lines

@@ -155,16 +155,12 @@ class KubeClient:
         One outside the list → ToolError."""
         allowed = self.spec.namespaces
         if namespace is None or namespace == "":
-            if self.spec.default_namespace:
-                return self.spec.default_namespace
-            if len(allowed) == 1:
-                return allowed[0]
-            if allowed:
-                raise BadCall(
-                    f"namespace is required: cluster {self.name} allows several namespaces and sets no "
-                    f"default_namespace; give one of: {', '.join(allowed)}"
-                )
-            return "default"
+            if (implied := self.spec.implied_namespace) is not None:
+                return implied
+            raise BadCall(
+                f"namespace is required: cluster {self.name} allows several namespaces and sets no "
+                f"default_namespace; give one of: {', '.join(allowed)}"
+            )
         if not NAMESPACE_RE.fullmatch(namespace):
             raise ToolError(f"{namespace!r} is not a namespace name")
         if allowed and namespace not in allowed:

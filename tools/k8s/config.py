@@ -90,6 +90,16 @@ class ClusterSpec:
     )
 
     @property
+    def implied_namespace(self) -> str | None:
+        """The namespace a call without one touches: `default_namespace`, else the only allowed namespace, else
+        "default" when any is allowed; None when several are allowed and none is the default."""
+        if self.default_namespace:
+            return self.default_namespace
+        if len(self.namespaces) == 1:
+            return self.namespaces[0]
+        return None if self.namespaces else "default"
+
+    @property
     def source(self) -> str:
         """Where the credentials come from, for error messages and `opsloop check`."""
         where = str(self.kubeconfig) if self.kubeconfig else "in-cluster service account or ~/.kube/config"

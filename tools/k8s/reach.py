@@ -47,9 +47,7 @@ class KubernetesReach(Reach):
 
 def _namespaces(c: ClusterSpec) -> str:
     allowed = some_names(c.namespaces) if c.namespaces else "any its credentials allow"
-    default = c.default_namespace or (
-        c.namespaces[0] if len(c.namespaces) == 1 else None if c.namespaces else "default"
-    )
+    default = c.implied_namespace
     return f"{allowed}; default {default}" if default else f"{allowed}; no default, give namespace"
 
 
