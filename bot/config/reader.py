@@ -272,6 +272,22 @@ class Reader:
 Check = Callable[[Any, Reader, builtins.str], Any]  # (value, its table, its key) -> the value, or None after a problem
 
 
+def must(test: Callable[[Any], builtins.bool], says: builtins.str) -> Check:
+    """A check: the value passes `test`, else the problem `says` (a format string of `value`)."""
+
+    def check(value: Any, r: Reader, key: builtins.str) -> Any:
+        if test(value):
+            return value
+        r.problem(says.format(value=value), key)
+        return None
+
+    return check
+
+
+def one_of(values: Sequence[builtins.str]) -> Check:
+    return must(lambda value: value in values, f"{{value!r}} is not one of {', '.join(values)}")
+
+
 def setting(
     default: Any = dataclasses.MISSING,
     doc: builtins.str = "",
@@ -288,8 +304,8 @@ def setting(
     why: builtins.str = "",
 ) -> Any:
     """A config field: its default (none: required, `why` said when missing), a one-line doc, its unit ("s": a
-    number of seconds, `zero_ok`, at most `high`), its TOML `key` when not the field's name, a range (`low`, `high`),
-    `kind` when the type alone does not say ("url", "env_name"), and a `check` run on a well-typed value."""
+    number of seconds, `zero_ok`, at most `high`), its TOML `key` if not the field's name, a range (`low`, `high`),
+    `kind` when the type does not say ("url", "env_name", "table": as written), a `check` run on a well-typed value."""
     meta = {
         "doc": doc,
         "unit": unit,
@@ -344,6 +360,8 @@ def _value(r: Reader, key: builtins.str, hint: Any, meta: Mapping[builtins.str, 
         return r.url(key)
     if meta["kind"] == "env_name":
         return r.env_name(key)
+    if meta["kind"] == "table":
+        return r.at(key).table  # {} when not a table: at() said so
     if hint is builtins.str:
         return r.str(key, empty_ok=meta["empty_ok"])
     if typing.get_origin(hint) is tuple and args[0] is Path:  # each relative to the config file's directory
