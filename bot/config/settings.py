@@ -42,7 +42,6 @@ class Secret(str):
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 DISPLAYS = ("summarized", "omitted")  # thinking_display
-_PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 
 
 def is_user_id(who: str) -> bool:
@@ -75,27 +74,19 @@ def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> 
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class PriceSettings:
+    """[model.prices."<model>"]: USD per million tokens (bot.core.pricing.Price), for a model not priced built in."""
+
+    input: float = setting(doc="USD/MTok")
+    output: float = setting(doc="USD/MTok")
+    cache_write: float | None = setting(None, "USD/MTok; else 1.25 × input (the API's 5-minute write)")
+    cache_read: float | None = setting(None, "USD/MTok; else 0.1 × input")
+
+
 def _prices(table: Mapping[str, Any], r: Reader, key: str) -> dict[str, Price]:
-    prices = {}
-    for model, spec in table.items():
-        where = f"{r.where(key)}.{model}"
-        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys() or not spec.keys() <= set(_PRICE_KEYS):
-            r.problems.append(
-                f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} and optionally cache_write, cache_read"
-            )
-            continue
-        try:
-            values = {k: float(v) for k, v in spec.items()}
-        except (TypeError, ValueError) as e:
-            r.problems.append(f"{where}: {e}")
-            continue
-        prices[model] = Price(
-            input=values["input"],
-            output=values["output"],
-            cache_write=values.get("cache_write"),
-            cache_read=values.get("cache_read"),
-        )
-    return prices
+    found = {model: read(PriceSettings, r.child(table, key).at(model)) for model in table}
+    return {model: Price(**dataclasses.asdict(p)) for model, p in found.items() if p is not None}
 
 
 def _ids(ids: Mapping[str, str], r: Reader, key: str) -> dict[str, str]:
