@@ -91,9 +91,6 @@ class Reader:
     def has(self, key: str) -> bool:
         return key in self.table
 
-    def keys(self) -> list[str]:
-        return list(self.table)
-
     def only(self, keys: Sequence[str]) -> None:
         """Every key not in `keys` is a problem naming the known ones."""
         for key in self.table:
@@ -234,12 +231,8 @@ class Reader:
             self.problem(f"expected a list of strings, got {kind(value)}", key)
             return default
         inner = self.child(value, key) if key is not None else self
-        out = []
-        for i, item in enumerate(value):
-            text = inner.child(item, i).str()
-            if text is not None:
-                out.append(text)
-        return out
+        found = [inner.child(item, i).str() for i, item in enumerate(value)]
+        return [text for text in found if text is not None]
 
     def url(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
         text = self.str(key)
@@ -306,18 +299,7 @@ def setting(
     """A config field: its default (none: required, `why` said when missing), a one-line doc, its unit ("s": a
     number of seconds, `zero_ok`, at most `high`), its TOML `key` if not the field's name, a range (`low`, `high`),
     `kind` when the type does not say ("url", "env_name", "table": as written), a `check` run on a well-typed value."""
-    meta = {
-        "doc": doc,
-        "unit": unit,
-        "key": key,
-        "low": low,
-        "high": high,
-        "zero_ok": zero_ok,
-        "empty_ok": empty_ok,
-        "kind": kind,
-        "check": check,
-        "why": why,
-    }
+    meta = {name: value for name, value in locals().items() if name not in ("default", "factory")}  # the rest
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -338,9 +320,8 @@ def read(cls: type[T], r: Reader, **given: Any) -> T | None:
         key = f.metadata.get("key") or f.name
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if not r.has(key):
-            ok = ok and not required
             if required:
-                r.require(key, f.metadata.get("why", ""))
+                ok = r.require(key, f.metadata.get("why", ""))  # False, with its problem
             continue
         value = _value(r, key, hints[f.name], f.metadata)
         if value is not None and (check := f.metadata.get("check")) is not None:
@@ -356,10 +337,8 @@ def _value(r: Reader, key: builtins.str, hint: Any, meta: Mapping[builtins.str, 
     if isinstance(hint, types.UnionType):  # `X | None`: read as X
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     args = typing.get_args(hint)
-    if meta["kind"] == "url":
-        return r.url(key)
-    if meta["kind"] == "env_name":
-        return r.env_name(key)
+    if meta["kind"] in ("url", "env_name"):
+        return getattr(r, meta["kind"])(key)
     if meta["kind"] == "table":
         return r.at(key).table  # {} when not a table: at() said so
     if hint is builtins.str:

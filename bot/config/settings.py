@@ -214,12 +214,8 @@ class Settings:
     log_level: str = "info"
 
 
-def _positive(value: float, r: Reader, key: str) -> float | None:
-    """Every limit must be positive: zero or less would hang (parallelism) or stop every run at once."""
-    if value > 0:
-        return value
-    r.problem(f"must be greater than 0, got {value:g}", key)
-    return None
+# Every limit must be positive: zero or less would hang (parallelism) or stop every run at once.
+_positive = must(lambda value: value > 0, "must be greater than 0, got {value:g}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,9 +312,7 @@ def load_settings(
             if section in tools:
                 problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
     alerts = read_alerts(config, env, alert_sources)
-    for where, channel in alerts.routes():
-        if channel and (problem := _channel_problem(where, channel)):
-            problems.append(problem)
+    problems += [p for where, channel in alerts.routes() if channel and (p := _channel_problem(where, channel))]
     problems.extend(alert_channel_problems(alerts, slack.channels))
     if problems:
         raise ConfigError(problems)
