@@ -314,8 +314,7 @@ def load_settings(
     alerts = read_alerts(config, env, alert_sources)
     problems += [p for where, channel in alerts.routes() if channel and (p := _channel_problem(where, channel))]
     problems.extend(alert_channel_problems(alerts, slack.channels))
-    if problems:
-        raise ConfigError(problems)
+    config.raise_if_problems()
 
     def secret(name: str) -> Secret | None:
         value = env.get(name, "").strip()
