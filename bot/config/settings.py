@@ -323,9 +323,7 @@ def load_settings(
     return Settings(
         model=model,
         limits=Limits(**dataclasses.asdict(found["limits"])),
-        channels=slack.channels,
-        status_update_seconds=slack.status_update_seconds,
-        stream_answers=slack.stream_answers,
+        **dataclasses.asdict(slack),  # channels, status_update_seconds, stream_answers: named as in [slack]
         approvals=approvals,
         tools=tools,
         reaches=parsed,
