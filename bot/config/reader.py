@@ -162,13 +162,12 @@ class Reader:
         value = self._get(key)
         if value is _MISSING:
             return default
-        ranged = low is not None and high is not None
-        if isinstance(value, bool) or not isinstance(value, int):
-            said = f"an integer from {low} to {high}" if ranged else "an integer"
-            self.problem(f"expected {said}, got {kind(value) if not ranged else repr(value)}", key)
-            return default
-        if ranged and not low <= value <= high:  # type: ignore[operator]
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if low is not None and high is not None and not (is_int and low <= value <= high):
             self.problem(f"expected an integer from {low} to {high}, got {value!r}", key)
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(f"expected an integer, got {kind(value)}", key)
             return default
         if low is not None and value < low:
             self.problem(f"must be at least {low}, got {value!r}", key)

@@ -100,22 +100,19 @@ def _ids(ids: Mapping[str, str], r: Reader, key: str) -> dict[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class BedrockSettings:
-    """[model.bedrock]. Credentials come from the provider's own environment and files, never from this file."""
-
     region: str | None = setting(None, "else AWS_REGION / the AWS profile's")
 
 
 @dataclass(frozen=True, kw_only=True)
 class VertexSettings:
-    """[model.vertex]. Credentials come from the provider's own environment and files, never from this file."""
-
     project: str | None = setting(None, "else ANTHROPIC_VERTEX_PROJECT_ID")
     region: str | None = setting(None, "else CLOUD_ML_REGION")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings:
-    """[model]: where Claude is called (bot.core.providers); a chain entry "vertex:claude-x" names its own provider."""
+    """[model]: where Claude is called (bot.core.providers); a chain entry "vertex:claude-x" names its own provider.
+    Credentials ([model.bedrock], [model.vertex]) come from each provider's own environment and files, never here."""
 
     primary: str = setting("claude-sonnet-5-5")
     fallbacks: tuple[str, ...] = setting(("claude-haiku-5-5",), "tried in order when the primary fails")
@@ -252,17 +249,15 @@ class StoreSettings:
     url: str | None = setting(None, "a SQLite file, or a postgresql:// URL; OPSLOOP_DB wins")
 
 
-# Each section's class; [tools] is read by tools.config.build_registry, [alerts] by each alert source, and every
-# reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]) by the reach.
-SECTIONS: dict[str, type[Any] | None] = {
+# Each section read here, by its class; [tools] is read by tools.config.build_registry, [alerts] by each alert
+# source, and every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]) by the reach.
+SECTIONS: dict[str, type[Any]] = {
     "model": ModelSettings,
     "limits": LimitSettings,
     "slack": SlackSettings,
     "approvals": ApprovalSettings,
     "log": LogSettings,
     "store": StoreSettings,
-    "tools": None,
-    "alerts": None,
 }
 
 
@@ -293,9 +288,9 @@ def load_settings(
     # Relative paths in the file (runbook dirs, a kubeconfig) are the config file's (Reader.path), not the cwd's.
     config = Reader(raw, base_dir=Path(path).resolve().parent if path else None, problems=problems)
     owned = {section for reach in reaches for section in reach.sections}
-    known = sorted([*SECTIONS, *owned])
+    known = sorted([*SECTIONS, "tools", "alerts", *owned])
     problems += [f"{name}: unknown section (known: {', '.join(known)})" for name in raw if name not in known]
-    found = {name: read(cls, config.at(name)) or cls() for name, cls in SECTIONS.items() if cls is not None}
+    found = {name: read(cls, config.at(name)) or cls() for name, cls in SECTIONS.items()}
     model, slack, approvals = found["model"], found["slack"], found["approvals"]
     for entry in (model.primary, *model.fallbacks):
         if ":" in entry and entry.partition(":")[0] not in PROVIDERS:
