@@ -62,5 +62,4 @@ def read_alerts(config: Reader, env: Mapping[str, str], sources: Sequence[Source
     if not alerts.is_table(f" (its keys: {', '.join(s.name for s in sources)})"):
         return AlertSettings(sources=sources)
     alerts.only([s.name for s in sources])
-    found = {s.name: s.read(alerts, env) for s in sources}
-    return AlertSettings({name: c for name, c in found.items() if c is not None}, sources)
+    return AlertSettings({s.name: c for s in sources if (c := s.read(alerts, env)) is not None}, sources)

@@ -123,8 +123,7 @@ class Reader:
 
     def entries(self) -> Iterator[tuple[str, Reader]]:
         """`name = value` pairs of this table, each with its own reader."""
-        for name, value in self.table.items():
-            yield name, self.child(value, name)
+        return ((name, self.child(value, name)) for name, value in self.table.items())
 
     # -- one value each ------------------------------------------------------------------------------
 

@@ -134,8 +134,7 @@ class ModelSettings:
     @property
     def chain(self) -> list[str]:
         """The labels of the primary model and its fallbacks, in order, each once."""
-        entries = [label(e, self.provider) for e in (self.primary, *self.fallbacks)]
-        return list(dict.fromkeys(entries))
+        return list(dict.fromkeys(label(e, self.provider) for e in (self.primary, *self.fallbacks)))
 
 
 def _approvers(found: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
