@@ -22,10 +22,13 @@ class SourceConfig(Protocol):
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """Each configured source's config by its name (`alerts.configs["webhook"]`), with the sources that read it."""
+    """Each configured source's config by its name (`settings.alerts["webhook"]`), with the sources that read it."""
 
     configs: Mapping[str, Any] = field(default_factory=dict)
     sources: Sequence[SourceConfig] = field(default=(), compare=False, repr=False)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.configs.get(name)
 
     def configured(self) -> list[tuple[Any, Any]]:
         """(source, config) of each configured source, in the sources' order."""

@@ -229,8 +229,7 @@ class Reader:
             self.problem(f"expected a list of strings, got {kind(value)}", key)
             return default
         inner = self.child(value, key) if key is not None else self
-        found = [inner.child(item, i).str() for i, item in enumerate(value)]
-        return [text for text in found if text is not None]
+        return [text for i, item in enumerate(value) if (text := inner.child(item, i).str()) is not None]
 
     def url(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
         text = self.str(key)

@@ -245,7 +245,7 @@ class LogSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class StoreSettings:
-    url: str | None = setting(None, "a SQLite file, or a postgresql:// URL; OPSLOOP_DB wins")
+    url: str = setting(Settings.db_path, "a SQLite file, or a postgresql:// URL; OPSLOOP_DB wins")
 
 
 # Each section read here, by its class; [tools] is read by tools.config.build_registry, [alerts] by each alert
@@ -274,7 +274,6 @@ def load_settings(
     both (bot.app.settings.load_settings)."""
     env = os.environ if env is None else env
     path = path or env.get("OPSLOOP_CONFIG")
-    default = Settings()  # every default is the dataclass field's, written once
     raw: dict[str, Any] = {}
     problems: list[str] = []
     if path:
@@ -300,7 +299,7 @@ def load_settings(
             "person for mutating calls, but not for destructive ones): set one"
         )
     parsed = {reach.name: cfg for reach in reaches if (cfg := reach.parse(config, env)) is not None}
-    tools = config.at("tools").table if config.has("tools") else default.tools
+    tools = config.at("tools").table if config.has("tools") else Settings().tools
     for reach in reaches:
         for section in reach.sections:
             if section in tools:
@@ -325,13 +324,13 @@ def load_settings(
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
-        slack_api_url=env.get("SLACK_API_URL") or default.slack_api_url,
+        slack_api_url=env.get("SLACK_API_URL") or Settings.slack_api_url,
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
         bedrock_base_url=env.get("ANTHROPIC_BEDROCK_BASE_URL") or None,
         vertex_base_url=env.get("ANTHROPIC_VERTEX_BASE_URL") or None,
         proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
-        db_path=env.get("OPSLOOP_DB") or found["store"].url or default.db_path,
+        db_path=env.get("OPSLOOP_DB") or found["store"].url,
         config_path=str(path) if path else None,
         log_level=found["log"].level,
     )

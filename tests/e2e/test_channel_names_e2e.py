@@ -32,7 +32,7 @@ async def test_an_alert_channel_given_by_name_starts_runs_from_its_alerts(tmp_pa
     fake_anthropic.script(reply(text("Looked at it: /var on web-03 is full.")))
     config = f'[[alerts.slack]]\nchannel = "#alerts"\nsenders = ["{SENDER}"]\nmatch = "FIRING"\n'
     async with bot_env(tmp_path, fake_slack, fake_anthropic, config) as env:
-        assert [s.channel for s in env.ops.settings.alerts.configs["slack"]] == ["C0ALERTS"]
+        assert [s.channel for s in env.ops.settings.alerts["slack"]] == ["C0ALERTS"]
         await post_incoming(fake_slack.add_incoming_webhook("C0ALERTS", bot_id=SENDER), ALERT)
         await fake_slack._wait(
             lambda: [m.ts for m in fake_slack.messages["C0ALERTS"] if m.bot_id == SENDER] or None, 5.0, lambda: "alert"

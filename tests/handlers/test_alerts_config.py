@@ -31,18 +31,18 @@ max_runs_per_10_min = 4
 def test_the_contracts_example_loads(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(GOOD)
     s = load_settings(tmp_path / "c.toml", env={"OPSLOOP_ALERT_TOKEN": "t0ken"})
-    [source] = s.alerts.configs["slack"]
+    [source] = s.alerts["slack"]
     assert (source.channel, source.senders, source.match, source.ignore) == (
         "C0INCIDENT",
         ("B0ALERTMGR",),
         "FIRING|CRITICAL",
         "RESOLVED",
     )
-    assert s.alerts.configs["webhook"] is not None
-    wh = s.alerts.configs["webhook"]
+    assert s.alerts["webhook"] is not None
+    wh = s.alerts["webhook"]
     assert (wh.host, wh.port, wh.max_runs_per_10_min) == ("127.0.0.1", 9095, 4)
     assert wh.reopen_after_s == 5 * 3600  # reopen_after_minutes' default: 300
-    assert s.alerts.configs["webhook"].token == "t0ken" and "t0ken" not in repr(s.alerts.configs["webhook"])
+    assert s.alerts["webhook"].token == "t0ken" and "t0ken" not in repr(s.alerts["webhook"])
 
 
 def test_bad_alert_config_names_every_problem(tmp_path: Path) -> None:
@@ -89,4 +89,4 @@ async def test_check_validates_the_alert_token_and_channels(fake_slack, fake_ant
 def test_reopen_after_minutes_is_read_in_minutes(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(GOOD + "reopen_after_minutes = 90\n")
     s = load_settings(tmp_path / "c.toml", env={"OPSLOOP_ALERT_TOKEN": "t0ken"})
-    assert s.alerts.configs["webhook"] is not None and s.alerts.configs["webhook"].reopen_after_s == 90 * 60
+    assert s.alerts["webhook"] is not None and s.alerts["webhook"].reopen_after_s == 90 * 60

@@ -31,9 +31,7 @@ max_runs_per_10_min = 2
 
 def config(tmp_path: Path, text: str = GOOD, env: dict[str, str] | None = None) -> PagerDutyConfig:
     (tmp_path / "c.toml").write_text(text)
-    c = load_settings(tmp_path / "c.toml", env={"PD_SECRET": pd.SECRET} if env is None else env).alerts.configs[
-        "pagerduty"
-    ]
+    c = load_settings(tmp_path / "c.toml", env={"PD_SECRET": pd.SECRET} if env is None else env).alerts["pagerduty"]
     assert isinstance(c, PagerDutyConfig)
     return c
 
