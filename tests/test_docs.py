@@ -11,6 +11,7 @@ Mentions anywhere else (prose, examples, links) are free."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import re
 import tomllib
@@ -349,13 +350,14 @@ def known(tmp_path_factory) -> dict[str, tuple[str, list[str]]]:
 @pytest.fixture(scope="module")
 def config_keys(known) -> set[tuple[str, str]]:
     """Every (table heading, key) the readers read; a key that is itself a table of known keys has its own."""
-    from bot.config.settings import _PRICE_KEYS
+    from bot.config.settings import PriceSettings
 
     known = dict(known)
     sections = known.pop("")[1]
     assert [s for s in sections if s not in known] == [], "a section opsloop.example.toml lacks"
     keys = {(heading, key) for table, (heading, ks) in known.items() for key in ks if f"{table}.{key}" not in known}
-    return keys | {("[model.prices.<name>]", key) for key in _PRICE_KEYS}  # an inline table per model
+    prices = {("[model.prices.<name>]", f.name) for f in dataclasses.fields(PriceSettings)}  # an inline table per model
+    return keys | prices
 
 
 def test_the_readers_keys_are_found(config_keys):

@@ -86,9 +86,9 @@ def model_clients(settings: Settings, *, timeout_s: float = 600.0) -> dict[str, 
     m = settings.model
     makers: dict[str, Callable[[], Any]] = {
         "anthropic": lambda: anthropic_client(settings, timeout_s=timeout_s),
-        "bedrock": lambda: bedrock_client(m.bedrock_region, settings.bedrock_base_url, timeout_s=timeout_s),
+        "bedrock": lambda: bedrock_client(m.bedrock.region, settings.bedrock_base_url, timeout_s=timeout_s),
         "vertex": lambda: vertex_client(
-            m.vertex_project, m.vertex_region, settings.vertex_base_url, timeout_s=timeout_s
+            m.vertex.project, m.vertex.region, settings.vertex_base_url, timeout_s=timeout_s
         ),
     }
     try:

@@ -61,11 +61,8 @@ class AlertSettings:
 
 def read_alerts(config: Reader, env: Mapping[str, str], sources: Sequence[SourceConfig]) -> AlertSettings:
     """[alerts], each source reading its own key; every problem recorded on `config`."""
-    if not config.has("alerts"):
-        return AlertSettings(sources=sources)
-    alerts = config.at("alerts")
+    alerts = config.child(config.table.get("alerts", {}), "alerts")  # one problem when not a table: this one
     if not alerts.is_table(f" (its keys: {', '.join(s.name for s in sources)})"):
         return AlertSettings(sources=sources)
     alerts.only([s.name for s in sources])
-    found = {s.name: s.read(alerts, env) for s in sources}
-    return AlertSettings({name: c for name, c in found.items() if c is not None}, sources)
+    return AlertSettings({s.name: c for s in sources if (c := s.read(alerts, env)) is not None}, sources)

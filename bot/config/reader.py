@@ -91,9 +91,6 @@ class Reader:
     def has(self, key: str) -> bool:
         return key in self.table
 
-    def keys(self) -> list[str]:
-        return list(self.table)
-
     def only(self, keys: Sequence[str]) -> None:
         """Every key not in `keys` is a problem naming the known ones."""
         for key in self.table:
@@ -126,8 +123,7 @@ class Reader:
 
     def entries(self) -> Iterator[tuple[str, Reader]]:
         """`name = value` pairs of this table, each with its own reader."""
-        for name, value in self.table.items():
-            yield name, self.child(value, name)
+        return ((name, self.child(value, name)) for name, value in self.table.items())
 
     # -- one value each ------------------------------------------------------------------------------
 
@@ -165,13 +161,12 @@ class Reader:
         value = self._get(key)
         if value is _MISSING:
             return default
-        ranged = low is not None and high is not None
-        if isinstance(value, bool) or not isinstance(value, int):
-            said = f"an integer from {low} to {high}" if ranged else "an integer"
-            self.problem(f"expected {said}, got {kind(value) if not ranged else repr(value)}", key)
-            return default
-        if ranged and not low <= value <= high:  # type: ignore[operator]
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if low is not None and high is not None and not (is_int and low <= value <= high):
             self.problem(f"expected an integer from {low} to {high}, got {value!r}", key)
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(f"expected an integer, got {kind(value)}", key)
             return default
         if low is not None and value < low:
             self.problem(f"must be at least {low}, got {value!r}", key)
@@ -234,12 +229,7 @@ class Reader:
             self.problem(f"expected a list of strings, got {kind(value)}", key)
             return default
         inner = self.child(value, key) if key is not None else self
-        out = []
-        for i, item in enumerate(value):
-            text = inner.child(item, i).str()
-            if text is not None:
-                out.append(text)
-        return out
+        return [text for i, item in enumerate(value) if (text := inner.child(item, i).str()) is not None]
 
     def url(self, key: builtins.str, default: T = None) -> builtins.str | T:  # type: ignore[assignment]
         text = self.str(key)
@@ -272,6 +262,22 @@ class Reader:
 Check = Callable[[Any, Reader, builtins.str], Any]  # (value, its table, its key) -> the value, or None after a problem
 
 
+def must(test: Callable[[Any], builtins.bool], says: builtins.str) -> Check:
+    """A check: the value passes `test`, else the problem `says` (a format string of `value`)."""
+
+    def check(value: Any, r: Reader, key: builtins.str) -> Any:
+        if test(value):
+            return value
+        r.problem(says.format(value=value), key)
+        return None
+
+    return check
+
+
+def one_of(values: Sequence[builtins.str]) -> Check:
+    return must(lambda value: value in values, f"{{value!r}} is not one of {', '.join(values)}")
+
+
 def setting(
     default: Any = dataclasses.MISSING,
     doc: builtins.str = "",
@@ -288,20 +294,9 @@ def setting(
     why: builtins.str = "",
 ) -> Any:
     """A config field: its default (none: required, `why` said when missing), a one-line doc, its unit ("s": a
-    number of seconds, `zero_ok`, at most `high`), its TOML `key` when not the field's name, a range (`low`, `high`),
-    `kind` when the type alone does not say ("url", "env_name"), and a `check` run on a well-typed value."""
-    meta = {
-        "doc": doc,
-        "unit": unit,
-        "key": key,
-        "low": low,
-        "high": high,
-        "zero_ok": zero_ok,
-        "empty_ok": empty_ok,
-        "kind": kind,
-        "check": check,
-        "why": why,
-    }
+    number of seconds, `zero_ok`, at most `high`), its TOML `key` if not the field's name, a range (`low`, `high`),
+    `kind` when the type does not say ("url", "env_name", "table": as written), a `check` run on a well-typed value."""
+    meta = {name: value for name, value in locals().items() if name not in ("default", "factory")}  # the rest
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -322,9 +317,8 @@ def read(cls: type[T], r: Reader, **given: Any) -> T | None:
         key = f.metadata.get("key") or f.name
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if not r.has(key):
-            ok = ok and not required
             if required:
-                r.require(key, f.metadata.get("why", ""))
+                ok = r.require(key, f.metadata.get("why", ""))  # False, with its problem
             continue
         value = _value(r, key, hints[f.name], f.metadata)
         if value is not None and (check := f.metadata.get("check")) is not None:
@@ -340,10 +334,10 @@ def _value(r: Reader, key: builtins.str, hint: Any, meta: Mapping[builtins.str, 
     if isinstance(hint, types.UnionType):  # `X | None`: read as X
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     args = typing.get_args(hint)
-    if meta["kind"] == "url":
-        return r.url(key)
-    if meta["kind"] == "env_name":
-        return r.env_name(key)
+    if meta["kind"] in ("url", "env_name"):
+        return getattr(r, meta["kind"])(key)
+    if meta["kind"] == "table":
+        return r.at(key).table  # {} when not a table: at() said so
     if hint is builtins.str:
         return r.str(key, empty_ok=meta["empty_ok"])
     if typing.get_origin(hint) is tuple and args[0] is Path:  # each relative to the config file's directory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config.alerts import AlertSettings, SourceConfig, read_alerts
-from bot.config.reader import Reader
+from bot.config.reader import Reader, must, one_of, read, setting
 from bot.core.errors import ConfigError
 from bot.core.pricing import Price, model_problems
 from bot.core.providers import PROVIDERS, label, split
@@ -39,61 +40,8 @@ class Secret(str):
         return "Secret('***')"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelSettings:
-    primary: str = "claude-sonnet-5-5"
-    fallbacks: tuple[str, ...] = ("claude-haiku-5-5",)
-    # Thinking counts toward max_tokens: 16K fits a normal step's thinking plus a tool call or an answer;
-    # a step that thinks past it is retried once with twice the room, within the run's token budget.
-    max_tokens: int = 16_000
-    # An incident wants a fast first answer: medium thinks enough for triage without high's latency.
-    effort: str = "medium"
-    thinking_display: str = "summarized"  # the status line and the handoff report show the agent's reasoning
-    context_budget_tokens: int | None = None
-    prices: Mapping[str, Price] = field(default_factory=dict)
-    # Where Claude is called (bot.core.providers): a chain entry "vertex:claude-x" names its own provider.
-    # Credentials come from each provider's own environment and files, never from this file.
-    provider: str = "anthropic"
-    bedrock_region: str | None = None  # [model.bedrock] region; else AWS_REGION / the AWS profile's
-    vertex_project: str | None = None  # [model.vertex] project; else ANTHROPIC_VERTEX_PROJECT_ID
-    vertex_region: str | None = None  # [model.vertex] region; else CLOUD_ML_REGION
-    ids: Mapping[str, str] = field(default_factory=dict)  # [model.ids] label -> the provider's model id
-
-    @property
-    def chain(self) -> list[str]:
-        """The labels of the primary model and its fallbacks, in order, each once."""
-        entries = [label(e, self.provider) for e in (self.primary, *self.fallbacks)]
-        return list(dict.fromkeys(entries))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApprovalSettings:
-    approvers: tuple[str, ...] = ()  # user ids (U…/W…) or user groups (S…); empty = anyone in the channel
-    destructive_approvers: tuple[str, ...] | None = None  # empty or None: same as approvers (never "anyone")
-    allow_self_approval: bool = False  # may whoever asked for a destructive call approve it?
-    four_eyes_on_mutating: bool = False  # may whoever asked for a mutating call NOT approve it either?
-    expire_minutes: float = 30.0
-    required_approvals: int = 1
-    destructive_required_approvals: int | None = None  # None: same as required_approvals
-    terminal_user: str | None = None  # who answers `opsloop ask`'s approvals, as a Slack user id (U…/W…)
-
-    def who_may_approve(self, category: str) -> tuple[str, ...]:
-        """Approver ids for a category; an empty destructive list falls back to `approvers` (fails closed)."""
-        if category == "destructive" and self.destructive_approvers:
-            return self.destructive_approvers
-        return self.approvers
-
-    def refuses_self_approval(self, category: str) -> bool:
-        """The one approval rule: whoever asked for a call may not approve it when it is destructive (unless
-        allow_self_approval), or when it is mutating and four_eyes_on_mutating is set."""
-        if category == "destructive":
-            return not self.allow_self_approval
-        return category == "mutating" and self.four_eyes_on_mutating
-
-    def required(self, category: str) -> int:
-        if category == "destructive" and self.destructive_required_approvals is not None:
-            return self.destructive_required_approvals
-        return self.required_approvals
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+DISPLAYS = ("summarized", "omitted")  # thinking_display
 
 
 def is_user_id(who: str) -> bool:
@@ -127,6 +75,116 @@ def alert_channel_problems(alerts: AlertSettings, channels: tuple[str, ...]) -> 
 
 
 @dataclass(frozen=True, kw_only=True)
+class PriceSettings:
+    """[model.prices."<model>"]: USD per million tokens (bot.core.pricing.Price), for a model not priced built in."""
+
+    input: float = setting(doc="USD/MTok")
+    output: float = setting(doc="USD/MTok")
+    cache_write: float | None = setting(None, "USD/MTok; else 1.25 × input (the API's 5-minute write)")
+    cache_read: float | None = setting(None, "USD/MTok; else 0.1 × input")
+
+
+def _prices(table: Mapping[str, Any], r: Reader, key: str) -> dict[str, Price]:
+    found = {model: read(PriceSettings, r.child(table, key).at(model)) for model in table}
+    return {model: Price(**dataclasses.asdict(p)) for model, p in found.items() if p is not None}
+
+
+def _ids(ids: Mapping[str, str], r: Reader, key: str) -> dict[str, str]:
+    bad = [name for name in ids if split(name)[0] == "anthropic"]
+    for name in bad:
+        r.problems.append(
+            f'{r.where(key)}."{name}": expected "bedrock:<claude model>" or "vertex:<claude model>" = "<its id there>"'
+        )
+    return {name: value for name, value in ids.items() if name not in bad}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BedrockSettings:
+    region: str | None = setting(None, "else AWS_REGION / the AWS profile's")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VertexSettings:
+    project: str | None = setting(None, "else ANTHROPIC_VERTEX_PROJECT_ID")
+    region: str | None = setting(None, "else CLOUD_ML_REGION")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    """[model]: where Claude is called (bot.core.providers); a chain entry "vertex:claude-x" names its own provider.
+    Credentials ([model.bedrock], [model.vertex]) come from each provider's own environment and files, never here."""
+
+    primary: str = setting("claude-sonnet-5-5")
+    fallbacks: tuple[str, ...] = setting(("claude-haiku-5-5",), "tried in order when the primary fails")
+    # Thinking counts toward max_tokens: 16K fits a normal step's thinking plus a tool call or an answer;
+    # a step that thinks past it is retried once with twice the room, within the run's token budget.
+    max_tokens: int = setting(16_000, "per model request", low=1)
+    # An incident wants a fast first answer: medium thinks enough for triage without high's latency.
+    effort: str = setting("medium", check=one_of(EFFORTS))
+    thinking_display: str = setting(
+        "summarized", "the status line and the handoff report show the agent's reasoning", check=one_of(DISPLAYS)
+    )
+    context_budget_tokens: int | None = setting(None, "condense when a prompt grows past this", low=0)
+    prices: Mapping[str, Price] = setting(doc="model -> USD/MTok", kind="table", check=_prices, factory=dict)
+    bedrock: BedrockSettings = setting(factory=BedrockSettings)
+    vertex: VertexSettings = setting(factory=VertexSettings)
+    ids: Mapping[str, str] = setting(doc="label -> the provider's model id", check=_ids, factory=dict)
+    provider: str = setting("anthropic", check=one_of(PROVIDERS))
+
+    @property
+    def chain(self) -> list[str]:
+        """The labels of the primary model and its fallbacks, in order, each once."""
+        return list(dict.fromkeys(label(e, self.provider) for e in (self.primary, *self.fallbacks)))
+
+
+def _approvers(found: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    for who in found:
+        if who[:1] not in ("U", "W", "S"):
+            r.problem(f"{who!r} is neither a user id (U…/W…) nor a user group (S…)", key)
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalSettings:
+    """[approvals]: who may approve a mutating or destructive call, and how many of them."""
+
+    approvers: tuple[str, ...] = setting(
+        (), "user ids (U…/W…) or user groups (S…); empty = anyone in the channel", check=_approvers
+    )
+    destructive_approvers: tuple[str, ...] | None = setting(
+        None, "empty or None: same as approvers (never anyone)", check=_approvers
+    )
+    allow_self_approval: bool = setting(False, "may whoever asked for a destructive call approve it?")
+    four_eyes_on_mutating: bool = setting(False, "may whoever asked for a mutating call NOT approve it either?")
+    expire_minutes: float = setting(30.0, "a card nobody decides expires: no consent", unit="min", low=0.0)
+    required_approvals: int = setting(1, "0 counts as 1", low=0, check=lambda n, r, k: max(1, n))
+    destructive_required_approvals: int | None = setting(None, "None: same as required_approvals", low=0)
+    terminal_user: str | None = setting(
+        None,
+        "who answers `opsloop ask`'s approvals, as a Slack user id (U…/W…)",
+        check=must(is_user_id, "{value!r} is not a Slack user id (U…/W…)"),
+    )
+
+    def who_may_approve(self, category: str) -> tuple[str, ...]:
+        """Approver ids for a category; an empty destructive list falls back to `approvers` (fails closed)."""
+        if category == "destructive" and self.destructive_approvers:
+            return self.destructive_approvers
+        return self.approvers
+
+    def refuses_self_approval(self, category: str) -> bool:
+        """The one approval rule: whoever asked for a call may not approve it when it is destructive (unless
+        allow_self_approval), or when it is mutating and four_eyes_on_mutating is set."""
+        if category == "destructive":
+            return not self.allow_self_approval
+        return category == "mutating" and self.four_eyes_on_mutating
+
+    def required(self, category: str) -> int:
+        if category == "destructive" and self.destructive_required_approvals is not None:
+            return self.destructive_required_approvals
+        return self.required_approvals
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     limits: Limits = field(default_factory=Limits)
@@ -152,139 +210,54 @@ class Settings:
     log_level: str = "info"
 
 
-# key -> (type(s), default) per section; bool is checked before int (bool is an int in Python).
-_SCHEMA: dict[str, dict[str, tuple[Any, ...]]] = {
-    "model": {
-        "primary": (str,),
-        "fallbacks": (list,),
-        "max_tokens": (int,),
-        "context_budget_tokens": (int,),
-        "prices": (dict,),
-        "effort": (str,),
-        "thinking_display": (str,),
-        "provider": (str,),
-        "bedrock": (dict,),
-        "vertex": (dict,),
-        "ids": (dict,),
-    },
-    "limits": {
-        "max_iterations": (int,),
-        "deadline_seconds": (int, float),
-        "token_budget": (int,),
-        "cost_budget_usd": (int, float),
-        "max_consecutive_errors": (int,),
-        "parallelism": (int,),
-    },
-    "slack": {"channels": (list,), "status_update_seconds": (int, float), "stream_answers": (bool,)},
-    "approvals": {
-        "approvers": (list,),
-        "destructive_approvers": (list,),
-        "allow_self_approval": (bool,),
-        "four_eyes_on_mutating": (bool,),
-        "expire_minutes": (int, float),
-        "required_approvals": (int,),
-        "destructive_required_approvals": (int,),
-        "terminal_user": (str,),
-    },
-    "tools": {},  # validated by tools.config.build_registry, which knows its own keys
-    "log": {"level": (str,)},
-    "store": {"url": (str,)},
-    "alerts": {},  # validated by _alerts
-}  # plus every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]): each reach reads its own
+# Every limit must be positive: zero or less would hang (parallelism) or stop every run at once.
+_positive = must(lambda value: value > 0, "must be greater than 0, got {value:g}")
 
 
-def _value(r: Reader, key: str, types: tuple[Any, ...]) -> Any:
-    """One key of a _SCHEMA-style table through the reader's accessor for its type (numbers never negative)."""
-    if types == (str,):
-        return r.str(key, empty_ok=True)
-    if types == (list,):
-        return r.str_list(key)
-    if types == (bool,):
-        return r.bool(key)
-    if types == (int,):
-        return r.int(key, low=0)
-    if types == (int, float):
-        return r.number(key, low=0)
-    table = r.at(key)  # a problem when not a table
-    return table.value if isinstance(table.value, Mapping) else None
+@dataclass(frozen=True, kw_only=True)
+class LimitSettings:
+    """[limits] (bot.run.guards.Limits), each ending a run with its own stop reason; sorted as problems list them."""
+
+    cost_budget_usd: float = setting(Limits.cost_budget_usd, unit="USD", check=_positive)
+    deadline_seconds: float = setting(Limits.deadline_seconds, "agent time, not a human's", check=_positive)
+    max_consecutive_errors: int = setting(Limits.max_consecutive_errors, "tool errors in a row", check=_positive)
+    max_iterations: int = setting(Limits.max_iterations, "agent steps (model requests)", check=_positive)
+    parallelism: int = setting(Limits.parallelism, "read-only tool calls run at once", check=_positive)
+    token_budget: int = setting(Limits.token_budget, "uncached input + cache writes + output", check=_positive)
 
 
-def _checked(r: Reader, schema: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
-    """The keys of `r` that `schema` knows and that have the right type; the others are problems on `r`."""
-    out: dict[str, Any] = {}
-    for key in r.keys():  # noqa: SIM118 (a Reader, not a dict: keys() lists its table's keys)
-        if key not in schema:
-            r.problem(f"unknown key (known: {', '.join(sorted(schema))})", key)
-        elif (value := _value(r, key, schema[key])) is not None:
-            out[key] = value
-    return out
-
-
-def _alerts(
-    config: Reader, env: Mapping[str, str], channels: tuple[str, ...], sources: Sequence[SourceConfig]
-) -> AlertSettings:
-    """[alerts], read by each alert source, and its channels checked."""
-    found = read_alerts(config, env, sources)
-    for where, channel in found.routes():
-        if channel and (problem := _channel_problem(where, channel)):
-            config.problems.append(problem)
-    config.problems.extend(alert_channel_problems(found, channels))
+def _channels(found: tuple[str, ...], r: Reader, key: str) -> tuple[str, ...]:
+    r.problems.extend(p for channel in found if (p := _channel_problem(r.where(key), channel)))
     return found
 
 
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
-# [model] keys taken as read (the others are converted or read into their own fields).
-_PLAIN_MODEL_KEYS = ("primary", "max_tokens", "effort", "thinking_display", "context_budget_tokens", "provider")
-THINKING_DISPLAYS = ("summarized", "omitted")
-_PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
-# Every limit must be positive: zero or less would hang (parallelism) or stop every run at once.
-_POSITIVE_LIMITS = tuple(_SCHEMA["limits"])
+@dataclass(frozen=True, kw_only=True)
+class SlackSettings:
+    channels: tuple[str, ...] = setting(Settings.channels, "where the bot acts; empty: where invited", check=_channels)
+    status_update_seconds: float = setting(Settings.status_update_seconds, "between status edits", low=0.0)
+    stream_answers: bool = setting(Settings.stream_answers, "a long answer appears as it is written")
 
 
-def _prices(table: Mapping[str, Any], problems: list[str]) -> dict[str, Price]:
-    prices = {}
-    for model, spec in table.items():
-        where = f"model.prices.{model}"
-        if not isinstance(spec, dict) or not {"input", "output"} <= spec.keys() or not spec.keys() <= set(_PRICE_KEYS):
-            problems.append(
-                f"{where}: expected {{ input = USD/MTok, output = USD/MTok }} and optionally cache_write, cache_read"
-            )
-            continue
-        try:
-            values = {k: float(v) for k, v in spec.items()}
-        except (TypeError, ValueError) as e:
-            problems.append(f"{where}: {e}")
-            continue
-        prices[model] = Price(
-            input=values["input"],
-            output=values["output"],
-            cache_write=values.get("cache_write"),
-            cache_read=values.get("cache_read"),
-        )
-    return prices
+@dataclass(frozen=True, kw_only=True)
+class LogSettings:
+    level: str = setting(Settings.log_level, "debug | info | warning | error")
 
 
-def _provider_keys(m: Mapping[str, Any], provider: str, keys: tuple[str, ...], problems: list[str]) -> dict[str, str]:
-    table = m.get(provider, {})
-    for key, value in table.items():
-        if key not in keys:
-            problems.append(f"model.{provider}.{key}: unknown key (known: {', '.join(keys)})")  # no credentials
-        elif not isinstance(value, str) or not value:
-            problems.append(f"model.{provider}.{key}: expected a non-empty string")
-    return {k: v for k, v in table.items() if k in keys and isinstance(v, str)}
+@dataclass(frozen=True, kw_only=True)
+class StoreSettings:
+    url: str = setting(Settings.db_path, "a SQLite file, or a postgresql:// URL; OPSLOOP_DB wins")
 
 
-def _ids(table: Mapping[str, Any], problems: list[str]) -> dict[str, str]:
-    ids = {}
-    for key, value in table.items():
-        provider, _ = split(key)
-        if provider == "anthropic" or not isinstance(value, str) or not value:
-            problems.append(
-                f'model.ids."{key}": expected "bedrock:<claude model>" or "vertex:<claude model>" = "<its id there>"'
-            )
-            continue
-        ids[key] = value
-    return ids
+# Each section read here, by its class; [tools] is read by tools.config.build_registry, [alerts] by each alert
+# source, and every reach's sections ([ssh], [[hosts]], [[kubernetes.clusters]]) by the reach.
+SECTIONS: dict[str, type[Any]] = {
+    "model": ModelSettings,
+    "limits": LimitSettings,
+    "slack": SlackSettings,
+    "approvals": ApprovalSettings,
+    "log": LogSettings,
+    "store": StoreSettings,
+}
 
 
 def load_settings(
@@ -301,7 +274,6 @@ def load_settings(
     both (bot.app.settings.load_settings)."""
     env = os.environ if env is None else env
     path = path or env.get("OPSLOOP_CONFIG")
-    default = Settings()  # every default is the dataclass field's, written once
     raw: dict[str, Any] = {}
     problems: list[str] = []
     if path:
@@ -314,68 +286,28 @@ def load_settings(
     # Relative paths in the file (runbook dirs, a kubeconfig) are the config file's (Reader.path), not the cwd's.
     config = Reader(raw, base_dir=Path(path).resolve().parent if path else None, problems=problems)
     owned = {section for reach in reaches for section in reach.sections}
-    sections: dict[str, dict[str, Any]] = {}
-    for name, table in raw.items():
-        if name not in _SCHEMA and name not in owned:
-            problems.append(f"{name}: unknown section (known: {', '.join(sorted([*_SCHEMA, *owned]))})")
-        elif name in owned or name == "alerts":
-            continue
-        elif not isinstance(table, dict):
-            problems.append(f"{name}: expected a table")
-        else:
-            sections[name] = table if name == "tools" else _checked(config.child(table, name), _SCHEMA[name])
-    m, lim, sl, ap = (sections.get(k, {}) for k in ("model", "limits", "slack", "approvals"))
-    model = ModelSettings(
-        **{k: v for k, v in m.items() if k in _PLAIN_MODEL_KEYS},
-        fallbacks=tuple(m.get("fallbacks", default.model.fallbacks)),
-        prices=_prices(m.get("prices", {}), problems),
-        bedrock_region=_provider_keys(m, "bedrock", ("region",), problems).get("region"),
-        vertex_project=_provider_keys(m, "vertex", ("project", "region"), problems).get("project"),
-        vertex_region=m.get("vertex", {}).get("region"),
-        ids=_ids(m.get("ids", {}), problems),
-    )
-    if model.provider not in PROVIDERS:
-        problems.append(f"model.provider: {model.provider!r} is not one of {', '.join(PROVIDERS)}")
+    known = sorted([*SECTIONS, "tools", "alerts", *owned])
+    problems += [f"{name}: unknown section (known: {', '.join(known)})" for name in raw if name not in known]
+    found = {name: read(cls, config.at(name)) or cls() for name, cls in SECTIONS.items()}
+    model, slack, approvals = found["model"], found["slack"], found["approvals"]
     for entry in (model.primary, *model.fallbacks):
         if ":" in entry and entry.partition(":")[0] not in PROVIDERS:
             problems.append(f"model: {entry!r}: the part before ':' must be a provider, one of {', '.join(PROVIDERS)}")
-    if model.max_tokens < 1:
-        problems.append("model.max_tokens: must be at least 1")
-    if model.effort not in EFFORTS:
-        problems.append(f"model.effort: {model.effort!r} is not one of {', '.join(EFFORTS)}")
-    if model.thinking_display not in THINKING_DISPLAYS:
-        problems.append(
-            f"model.thinking_display: {model.thinking_display!r} is not one of {', '.join(THINKING_DISPLAYS)}"
-        )
-    limits = Limits(**lim)
-    for key in _POSITIVE_LIMITS:
-        if key in lim and not getattr(limits, key) > 0:
-            problems.append(f"limits.{key}: must be greater than 0, got {getattr(limits, key)!r}")
-    for key in ("approvers", "destructive_approvers"):
-        for who in ap.get(key, []):
-            if who[:1] not in ("U", "W", "S"):
-                problems.append(f"approvals.{key}: {who!r} is neither a user id (U…/W…) nor a user group (S…)")
-    if (who := ap.get("terminal_user")) is not None and not is_user_id(who):
-        problems.append(f"approvals.terminal_user: {who!r} is not a Slack user id (U…/W…)")
-    if ap.get("four_eyes_on_mutating") and ap.get("allow_self_approval"):
+    if approvals.four_eyes_on_mutating and approvals.allow_self_approval:
         problems.append(
             "approvals: four_eyes_on_mutating and allow_self_approval contradict each other (a second "
             "person for mutating calls, but not for destructive ones): set one"
         )
-    lists = {k: tuple(v) for k, v in ap.items() if k in ("approvers", "destructive_approvers")}  # the rest as read
-    approvals = ApprovalSettings(**{**ap, **lists, "required_approvals": max(1, ap.get("required_approvals", 1))})
-    parsed = {reach.name: found for reach in reaches if (found := reach.parse(config, env)) is not None}
-    tools = sections.get("tools", default.tools)
+    parsed = {reach.name: cfg for reach in reaches if (cfg := reach.parse(config, env)) is not None}
+    tools = config.at("tools").table if config.has("tools") else Settings().tools
     for reach in reaches:
         for section in reach.sections:
             if section in tools:
                 problems.append(f"tools.{section}: configure {reach.hint} at the top level, not under [tools]")
-    for channel in sl.get("channels", default.channels):
-        if problem := _channel_problem("slack.channels", channel):
-            problems.append(problem)
-    alerts = _alerts(config, env, tuple(sl.get("channels", default.channels)), alert_sources)
-    if problems:
-        raise ConfigError(problems)
+    alerts = read_alerts(config, env, alert_sources)
+    problems += [p for where, channel in alerts.routes() if channel and (p := _channel_problem(where, channel))]
+    problems.extend(alert_channel_problems(alerts, slack.channels))
+    config.raise_if_problems()
 
     def secret(name: str) -> Secret | None:
         value = env.get(name, "").strip()
@@ -383,10 +315,8 @@ def load_settings(
 
     return Settings(
         model=model,
-        limits=limits,
-        channels=tuple(sl.get("channels", default.channels)),
-        status_update_seconds=float(sl.get("status_update_seconds", default.status_update_seconds)),
-        stream_answers=bool(sl.get("stream_answers", default.stream_answers)),
+        limits=Limits(**dataclasses.asdict(found["limits"])),
+        **dataclasses.asdict(slack),  # channels, status_update_seconds, stream_answers: named as in [slack]
         approvals=approvals,
         tools=tools,
         reaches=parsed,
@@ -394,15 +324,15 @@ def load_settings(
         slack_bot_token=secret("SLACK_BOT_TOKEN"),
         slack_app_token=secret("SLACK_APP_TOKEN"),
         slack_signing_secret=secret("SLACK_SIGNING_SECRET"),
-        slack_api_url=env.get("SLACK_API_URL") or default.slack_api_url,
+        slack_api_url=env.get("SLACK_API_URL") or Settings.slack_api_url,
         anthropic_api_key=secret("ANTHROPIC_API_KEY"),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
         bedrock_base_url=env.get("ANTHROPIC_BEDROCK_BASE_URL") or None,
         vertex_base_url=env.get("ANTHROPIC_VERTEX_BASE_URL") or None,
         proxy=next((Secret(env[k]) for k in _PROXY_VARS if env.get(k)), None),
-        db_path=env.get("OPSLOOP_DB") or sections.get("store", {}).get("url") or default.db_path,
+        db_path=env.get("OPSLOOP_DB") or found["store"].url,
         config_path=str(path) if path else None,
-        log_level=str(sections.get("log", {}).get("level", default.log_level)),
+        log_level=found["log"].level,
     )
 
 

@@ -98,13 +98,13 @@ x = 1
             env={},
         )
     assert e.value.problems == [
-        "limits.max_iterations: expected an integer, got a string",
-        "limits.max_iteration: unknown key (known: cost_budget_usd, deadline_seconds, max_consecutive_errors, "
-        "max_iterations, parallelism, token_budget)",
-        "approvals.allow_self_approval: expected true or false, got a string",
         "oops: unknown section (known: alerts, approvals, changes, hosts, kubernetes, limits, log, memory, model, "
         "pagerduty, runbooks, slack, ssh, store, tools)",
+        "limits.max_iteration: unknown key (known: cost_budget_usd, deadline_seconds, max_consecutive_errors, "
+        "max_iterations, parallelism, token_budget)",
+        "limits.max_iterations: expected an integer, got a string",
         "approvals.approvers: 'bob' is neither a user id (U…/W…) nor a user group (S…)",
+        "approvals.allow_self_approval: expected true or false, got a string",
     ]
 
 

@@ -27,7 +27,7 @@ def test_the_chain_labels_each_model_with_its_provider(tmp_path: Path) -> None:
         '[model.ids]\n"bedrock:claude-sonnet-5-5" = "eu.anthropic.claude-sonnet-5-5-v1:0"\n',
     )
     assert settings.model.chain == ["bedrock:claude-sonnet-5-5", "vertex:claude-sonnet-5-5", "claude-haiku-5-5"]
-    assert (settings.model.bedrock_region, settings.model.vertex_project, settings.model.vertex_region) == (
+    assert (settings.model.bedrock.region, settings.model.vertex.project, settings.model.vertex.region) == (
         "eu-west-1",
         "p",
         "europe-west1",

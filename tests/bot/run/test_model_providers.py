@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.app.wiring import model_clients
-from bot.config.settings import ModelSettings, Settings
+from bot.config.settings import BedrockSettings, ModelSettings, Settings, VertexSettings
 from bot.core.pricing import PRICES, Price, price_for
 from bot.core.types import ModelRequest
 from bot.run.model import AnthropicModel
@@ -26,9 +26,8 @@ def settings(
     model = ModelSettings(
         primary=chain[0],
         fallbacks=chain[1:],
-        bedrock_region="us-east-1",
-        vertex_project="opsloop-test",
-        vertex_region="us-east5",
+        bedrock=BedrockSettings(region="us-east-1"),
+        vertex=VertexSettings(project="opsloop-test", region="us-east5"),
     )
     return Settings(
         model=model,
