@@ -274,6 +274,21 @@ def must(test: Callable[[Any], builtins.bool], says: builtins.str) -> Check:
     return check
 
 
+def listen_address(text: builtins.str, r: Reader, key: builtins.str) -> builtins.str | None:
+    """A check for a server's `"host:port"` (port 0: any free port, for tests): a problem when it is not one."""
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= builtins.int(port) <= 65535:
+        r.problem(f'expected "host:port", got {text!r}', key)
+        return None
+    return text
+
+
+def host_and_port(listen: builtins.str, host: builtins.str) -> tuple[builtins.str, builtins.int]:
+    """A checked `"host:port"` split in two; no host (":9095") is `host`, an IPv6 address loses its brackets."""
+    h, _, port = listen.rpartition(":")
+    return h.strip("[]") or host, builtins.int(port)
+
+
 def one_of(values: Sequence[builtins.str]) -> Check:
     return must(lambda value: value in values, f"{{value!r}} is not one of {', '.join(values)}")
 

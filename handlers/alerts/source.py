@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.config.reader import Reader
+from bot.config.reader import Reader, host_and_port, listen_address
 from bot.core.errors import OpsloopError
 from handlers.alerts.desk import AlertDesk, Inbound
 
@@ -97,13 +97,9 @@ RUNS_PER_10_MIN = 5  # storm control's default, per channel
 def read_listen(r: Reader, host: str, port: int) -> tuple[str, int]:
     """A source's `listen = "host:port"` (absent: `host`, `port`; port 0: any free port)."""
     listen = r.str("listen", empty_ok=True)
-    if listen is None:
+    if listen is None or listen_address(listen, r, "listen") is None:
         return host, port
-    h, sep, p = listen.rpartition(":")
-    if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
-        r.problem(f'expected "host:port", got {listen!r}', "listen")
-        return host, port
-    return h.strip("[]") or host, int(p)
+    return host_and_port(listen, host)
 
 
 def read_route(r: Reader, keys: tuple[str, ...]) -> tuple[str, int]:

@@ -5,37 +5,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.config.reader import Reader, setting
+from bot.config.reader import host_and_port, listen_address, setting
 from tools.changes.git import GitRepo
 from tools.reach import Hidden, unique_names
 
 HASH_KEY_ENV = "OPSLOOP_CHANGES_HASH_KEY"  # the secret ConfigMap values are hashed with (tools/changes/k8s.py)
 
 
-def _listen(text: str, r: Reader, key: str) -> str | None:
-    """`"host:port"` (port 0: any free port, for tests); a problem when it is not one."""
-    _, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        r.problem(f'expected "host:port", got {text!r}', key)
-        return None
-    return text
-
-
 @dataclass(frozen=True)
 class ChangesWebhook:
     """`[changes.webhook]`: where `POST /changes` listens, and the bearer token it takes (None: unset)."""
 
-    listen: str = setting("0.0.0.0:9096", '"host:port"; port 0: any free port', check=_listen)
+    listen: str = setting("0.0.0.0:9096", '"host:port"; port 0: any free port', check=listen_address)
     token_env: str = setting("OPSLOOP_CHANGES_TOKEN", "the variable holding the bearer token", kind="env_name")
     token: Hidden | None = field(default=None, init=False)  # from `token_env`, set by the reach: never in the config
 
     @property
     def host(self) -> str:
-        return self.listen.rpartition(":")[0].strip("[]") or "0.0.0.0"
+        return host_and_port(self.listen, "0.0.0.0")[0]
 
     @property
     def port(self) -> int:
-        return int(self.listen.rpartition(":")[2])
+        return host_and_port(self.listen, "0.0.0.0")[1]
 
 
 @dataclass(frozen=True)
