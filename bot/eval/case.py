@@ -6,7 +6,6 @@ Read with `yaml.safe_load` only, and checked key by key: a problem names its cas
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from bot.config.reader import Reader, read
 from bot.config.settings import ApprovalSettings
 from bot.core.errors import OpsloopError
 from bot.run.guards import canonical
@@ -241,10 +241,10 @@ def load(folder: str | Path) -> Case:
 
     config = top.get("config") or {}
     r.table(config, "config", tuple(config) if isinstance(config, dict) else ())
-    approval_keys = tuple(f.name for f in dataclasses.fields(ApprovalSettings))
-    approval_table = r.table(config.get("approvals") or {}, "config.approvals", approval_keys)
-    approval_values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in approval_table.items()}
-    approvals = ApprovalSettings(**approval_values)
+    read_approvals = Reader(config.get("approvals") or {})  # read as opsloop reads [approvals]
+    approvals = read(ApprovalSettings, read_approvals)
+    if approvals is None or read_approvals.problems:
+        raise r.fail("config.approvals", "; ".join(read_approvals.problems) or "must be a mapping")
     fixtures = []
     for where, f in r.entries(
         top.get("fixtures"), "fixtures", (*MATCH_KEYS, "result", "result_file", "error", "preview")

@@ -42,3 +42,13 @@ def test_a_bad_case_is_one_line_naming_the_case_and_the_key(tmp_path: Path) -> N
     (tmp_path / "case.yaml").write_text((CASE / "case.yaml").read_text().replace("  root_cause:", "  root_cuase:"))
     with pytest.raises(CaseError, match=rf"^{tmp_path.name}: expect: unknown key\(s\) root_cuase"):
         load(tmp_path)
+
+
+def test_a_bad_approvals_table_is_read_as_opsloop_reads_it(tmp_path: Path) -> None:
+    """`config.approvals` goes through the same reader as `[approvals]`: a value of the wrong type is one line, not
+    a crash in the middle of a run."""
+    shutil.copytree(CASE, tmp_path, dirs_exist_ok=True)
+    text = (CASE / "case.yaml").read_text().replace("config:\n", "config:\n  approvals: {required_approvals: two}\n", 1)
+    (tmp_path / "case.yaml").write_text(text)
+    with pytest.raises(CaseError, match=rf"^{tmp_path.name}: config.approvals: required_approvals: "):
+        load(tmp_path)
