@@ -120,6 +120,7 @@ class Product:
             TIMEOUT,
             lambda: f"the answer in thread {ts}",
         )
+        self.model.assert_complete()  # a response left over would answer the next run's first request
         return stamps, answer.at - sent
 
 

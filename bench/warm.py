@@ -34,6 +34,7 @@ from bot.core.log import configure_logging
 from bot.core.pricing import price_for
 from bot.core.types import RunNews
 from bot.run import prompts
+from bot.run.guards import Limits
 from bot.run.loop import RunConfig, run
 from bot.run.model import AnthropicModel, claude_client
 from bot.store import Store
@@ -96,6 +97,7 @@ class Contenders:
         self.fake.script(*[script(steps, stamps, think=workload == "thinking") for _ in range(n)])
         schemas = self.tools[workload].api_schemas()
         await RUNNERS[name](self, workload, schemas)
+        self.fake.assert_complete()  # a response left over would answer the next contender's first request
         assert len(stamps) == steps, (name, workload, len(stamps))
         return per_iteration_ms(stamps)
 
@@ -175,6 +177,9 @@ async def _opsloop(c: Contenders, workload: str, schemas: list[dict[str, Any]]) 
         tools=c.tools[workload],
         price_for=lambda m: price_for(m)[0],
         effort="medium",
+        # as `opsloop run`'s bench config: a run's last step is never asked for update_summary, so at the default
+        # 20 a 20-request incident would skip the summary ask the script answers
+        limits=Limits(max_iterations=50),
         inject=inject,
         stop_requested=stop_requested,
         news=news,
