@@ -410,7 +410,9 @@ async def _runtime_run(fake: FakeAnthropic, cfg_kw: dict[str, Any], script: Any,
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store(Path(tmp) / "bench.db").open()
         client = claude_client(API_KEY, fake.base_url)  # the product's client
-        fake.script(*[script for _ in range(steps + 2)])  # a condensation request and the summary ask
+        # the run's requests, the summary ask and one condensation request each time the prompt outgrows the budget
+        # (a 40-step run condenses more than once): more than enough; `fake` is this run's alone
+        fake.script(*[script for _ in range(steps + 10)])
         row = await store.create_run(
             channel="C",
             thread_ts="1",

@@ -36,6 +36,7 @@ from bot.run.summary import (
     CallOutcome,
     CallStatus,
     Summary,
+    handle,
     validate,
 )
 from bot.store import Store
@@ -53,7 +54,7 @@ Row = Callable[..., None]
 Section = Callable[[str, str], None]
 
 
-def update_input(fill: str, evidence: list[str]) -> dict[str, Any]:
+def update_input(fill: str, evidence: list[dict[str, str]]) -> dict[str, Any]:
     def text(n: int) -> str:
         return (fill * n)[:n]
 
@@ -108,18 +109,19 @@ async def timings(calls: int) -> dict[str, list[float]]:
             run = await store.create_run(
                 channel="C0BENCH", thread_ts="1.1", requester="U0ALICE", task="bench", model="claude-sonnet-5-5"
             )
-            ids = [f"toolu_r{i:03d}" for i in range(RESULTS)]
-            for tid in ids:
+            evidence = []
+            for i in range(RESULTS):  # stored as the run stores a result: its handle line first
                 await store.save_tool_result(
                     run.id,
-                    tool_use_id=tid,
+                    tool_use_id=f"toolu_r{i:03d}",
                     tool="check_disk",
                     args={"host": "web-03"},
-                    content="/var 50G 49.8G 0.2G 100%",
+                    content=f"{handle(i + 1, 'check_disk', 'web-03')}\n/var 50G 49.8G 0.2G 100%",
                     is_error=False,
                     confirmed_by=None,
                 )
-            raw = update_input(FILLS["plain"], ids)
+                evidence.append({"handle": f"#{i + 1}", "quote": "49.8G 0.2G 100%"})
+            raw = update_input(FILLS["plain"], evidence)
             for i in range(calls):
                 call = ToolCall(id=f"toolu_s{i:04d}", name=living.TOOL_NAME, args=raw)
                 t0 = time.perf_counter()
@@ -138,9 +140,14 @@ async def timings(calls: int) -> dict[str, list[float]]:
 
 def sizes() -> list[list[Any]]:
     rows = []
-    calls = {f"toolu_{i}": CallOutcome("check_disk", CallStatus.SUCCEEDED) for i in range(3)}
+    body = "/var 50G 49.8G 0.2G 100%"
+    calls = {
+        f"toolu_{i}": CallOutcome("check_disk", CallStatus.SUCCEEDED, f"{handle(i + 1, 'check_disk')}\n{body}")
+        for i in range(3)
+    }
+    evidence = [{"handle": f"#{i + 1}", "quote": body} for i in range(3)]
     for name, fill in FILLS.items():
-        checked = validate(update_input(fill, list(calls)), calls=calls)
+        checked = validate(update_input(fill, evidence), calls=calls)
         assert isinstance(checked, Summary)
         blocks = render(checked, tasks())
         assert block_errors(blocks) == [], block_errors(blocks)
