@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.app import metrics
 from bot.app.metrics import DEFAULT_HOST, MetricsServer, store_problem
 from bot.app.opsloop import Opsloop
+from bot.core.redact import redact
 
 
 async def slack_problem(ops: Opsloop) -> str | None:
@@ -26,7 +27,7 @@ async def health(ops: Opsloop) -> tuple[bool, dict[str, str]]:
     healthy = all(v is None for v in checks.values())
     for provider in ops.models:
         checks[provider] = ops.down.get(provider) or (None if provider in ops.reached else "not checked yet")
-    return healthy, {k: v or "ok" for k, v in checks.items()}
+    return healthy, {k: redact(v) if v else "ok" for k, v in checks.items()}  # an error's text is served: redacted
 
 
 async def serve_metrics(ops: Opsloop, *, host: str = DEFAULT_HOST, port: int) -> MetricsServer:

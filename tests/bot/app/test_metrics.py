@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.app.health import serve_metrics
 from bot.app.metrics import MetricsPortError, MetricsServer
 from tests.conftest import API_KEY
+from tests.support.chaos import poll
 from tests.support.fakes.anthropic import FakeAnthropic, reply, text, tool_use
 from tests.support.fakes.bedrock import FakeBedrock
 from tests.support.fakes.slack import FakeSlack, mention_event
@@ -202,13 +203,24 @@ async def test_healthz_says_why_a_provider_can_not_be_reached(
     env_extra = {"ANTHROPIC_BEDROCK_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": ""}
     async with bot_env(tmp_path, fake_slack, fake_anthropic, BEDROCK, env_extra=env_extra) as env:
         server = await with_metrics(env)
-        for _ in range(100):
-            if "bedrock" in env.ops.down:
-                break
-            await asyncio.sleep(0.05)
+        await poll(lambda: env.ops.down.get("bedrock"), timeout=10, what="the bedrock probe's first failure")
         status, checks = await healthz(server)
     assert status == 200  # shown, not unhealthy
     assert checks["bedrock"].startswith(f"cannot connect to 127.0.0.1:{port} (connection refused); retrying")
+
+
+async def test_what_healthz_serves_is_redacted(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    """A probe's error text is served as it came (a provider's SDK may quote a header or a URL): it is redacted at
+    /healthz, the boundary where it leaves the process."""
+    async with bot_env(tmp_path, fake_slack, fake_anthropic) as env:
+        server = await with_metrics(env)
+        await anthropic_probed(env)
+        env.ops.down["anthropic"] = "probe failed: AuthError: bad key sk-ant-api03-" + "A" * 40
+        _, checks = await healthz(server)
+    assert checks["anthropic"].startswith("probe failed: AuthError: bad key ")
+    assert "sk-ant-api03-" + "A" * 40 not in checks["anthropic"]
 
 
 async def test_healthz_is_503_when_the_store_is_not_writable(
